@@ -1,0 +1,58 @@
+// libbpf objects: opening an ELF to learn its maps (no kernel needed), and
+// loading one into the kernel with chosen maps shared from elsewhere.
+#pragma once
+
+#include "core/Tables.h"
+#include "support/Error.h"
+
+#include <llvm/ADT/ArrayRef.h>
+
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+struct bpf_object;
+
+namespace morpheus::bpf {
+
+// The BTF-defined maps of a BPF ELF object, in core terms.
+Expected<core::TableCatalog> readCatalog(llvm::ArrayRef<char> elf,
+                                         const std::string &objectName);
+
+// The core's view of a kernel map type.
+core::TableInfo tableInfoFor(const std::string &name, unsigned type,
+                             uint32_t keySize, uint32_t valueSize,
+                             uint32_t maxEntries);
+
+class LoadedObject {
+public:
+  // Loads `elf` as `objectName` (which also names its internal maps, so two
+  // loads of versions of the same program agree on them). Maps named in
+  // `sharedMaps` reuse that fd instead of creating a map; a verifier
+  // rejection comes back with the verifier's log.
+  static Expected<LoadedObject> load(llvm::ArrayRef<char> elf,
+                                     const std::string &objectName,
+                                     const std::map<std::string, int> &sharedMaps);
+
+  LoadedObject(LoadedObject &&other) noexcept;
+  LoadedObject &operator=(LoadedObject &&other) noexcept;
+  ~LoadedObject();
+
+  bpf_object *object() const { return obj; }
+  int programFd(const std::string &name) const; // -1 if absent
+  int mapFd(const std::string &name) const;     // -1 if absent
+  std::vector<std::string> programNames() const;
+  // Every map of the object: name -> fd.
+  std::map<std::string, int> maps() const;
+
+private:
+  explicit LoadedObject(bpf_object *obj) : obj(obj) {}
+  bpf_object *obj = nullptr;
+};
+
+// Routes libbpf's messages into Morpheus's log (warnings only unless
+// verbose), so they carry context and do not interleave with status output.
+void setLibbpfVerbose(bool verbose);
+
+} // namespace morpheus::bpf

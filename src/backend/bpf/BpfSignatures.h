@@ -1,0 +1,22 @@
+// The eBPF backend's description of table accesses: BPF helper calls,
+// recognised by helper id, and BTF-defined maps (globals in ".maps").
+#pragma once
+
+#include "core/AccessSignatures.h"
+
+namespace morpheus::bpf {
+
+class BpfSignatures : public core::AccessSignatureTable {
+public:
+  std::optional<core::AccessSignature>
+  match(const llvm::CallBase &call) const override;
+  bool onlyReadsArgument(const llvm::CallBase &call,
+                         unsigned argNo) const override;
+  bool isTable(const llvm::GlobalVariable &global) const override;
+  bool isProgramEntry(const llvm::Function &function) const override;
+};
+
+// The helper id a call invokes (`call inttoptr (i64 ID to ptr)(...)`).
+std::optional<uint64_t> helperId(const llvm::CallBase &call);
+
+} // namespace morpheus::bpf

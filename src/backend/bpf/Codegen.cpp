@@ -1,0 +1,90 @@
+#include "backend/bpf/Codegen.h"
+
+#include <llvm/ADT/ScopeExit.h>
+#include <llvm/IR/DiagnosticInfo.h>
+#include <llvm/IR/DiagnosticPrinter.h>
+#include <llvm/IR/LegacyPassManager.h>
+#include <llvm/MC/TargetRegistry.h>
+#include <llvm/Support/TargetSelect.h>
+#include <llvm/Support/raw_ostream.h>
+
+#include <mutex>
+
+using namespace llvm;
+
+namespace morpheus::bpf {
+
+Expected<std::unique_ptr<TargetMachine>>
+createTargetMachine(const Module &module) {
+  static std::once_flag initialized;
+  std::call_once(initialized, [] {
+    LLVMInitializeBPFTargetInfo();
+    LLVMInitializeBPFTarget();
+    LLVMInitializeBPFTargetMC();
+    LLVMInitializeBPFAsmPrinter();
+  });
+  std::string error;
+  const std::string &triple = module.getTargetTriple();
+  const Target *target = TargetRegistry::lookupTarget(triple, error);
+  if (!target)
+    return makeError("{0}: no LLVM target for '{1}': {2}",
+                     module.getModuleIdentifier(), triple, error);
+  std::string cpu = "generic", features;
+  for (const Function &function : module)
+    if (!function.isDeclaration()) {
+      if (function.hasFnAttribute("target-cpu"))
+        cpu = function.getFnAttribute("target-cpu").getValueAsString().str();
+      if (function.hasFnAttribute("target-features"))
+        features =
+            function.getFnAttribute("target-features").getValueAsString().str();
+      break;
+    }
+  std::unique_ptr<TargetMachine> machine(target->createTargetMachine(
+      triple, cpu, features, TargetOptions(), Reloc::PIC_, std::nullopt,
+      CodeGenOptLevel::Default));
+  if (!machine)
+    return makeError("{0}: cannot create a BPF target machine for cpu '{1}'",
+                     module.getModuleIdentifier(), cpu);
+  return std::move(machine);
+}
+
+Expected<std::vector<char>> emitObject(Module &module, TargetMachine &machine) {
+  module.setDataLayout(machine.createDataLayout());
+  SmallVector<char, 0> buffer;
+  raw_svector_ostream stream(buffer);
+  // The BPF backend reports unsupported code (stack overflow, too many
+  // arguments) as diagnostics whose default handler exits the process; the
+  // daemon must survive them, so collect them as an error instead.
+  LLVMContext &context = module.getContext();
+  struct Collected {
+    std::string errors;
+  } collected;
+  auto oldHandler = context.getDiagnosticHandlerCallBack();
+  void *oldContext = context.getDiagnosticContext();
+  context.setDiagnosticHandlerCallBack(
+      [](const DiagnosticInfo *info, void *opaque) {
+        if (info->getSeverity() != DS_Error)
+          return;
+        std::string text;
+        raw_string_ostream stream(text);
+        DiagnosticPrinterRawOStream printer(stream);
+        info->print(printer);
+        auto *into = static_cast<Collected *>(opaque);
+        into->errors += (into->errors.empty() ? "" : "\n") + stream.str();
+      },
+      &collected);
+  auto restore = make_scope_exit(
+      [&] { context.setDiagnosticHandlerCallBack(oldHandler, oldContext); });
+  legacy::PassManager passes;
+  if (machine.addPassesToEmitFile(passes, stream, nullptr,
+                                  CodeGenFileType::ObjectFile))
+    return makeError("{0}: the BPF target cannot emit object files",
+                     module.getModuleIdentifier());
+  passes.run(module);
+  if (!collected.errors.empty())
+    return makeError("{0}: BPF code generation failed: {1}",
+                     module.getModuleIdentifier(), collected.errors);
+  return std::vector<char>(buffer.begin(), buffer.end());
+}
+
+} // namespace morpheus::bpf

@@ -1,0 +1,39 @@
+// Turns what the user gives us (BPF C, LLVM IR text or bitcode) into an LLVM
+// module kept in memory, and links Morpheus's own data-plane runtime into it.
+#pragma once
+
+#include "support/Error.h"
+
+#include <llvm/IR/LLVMContext.h>
+#include <llvm/IR/Module.h>
+
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace morpheus::bpf {
+
+struct FrontendOptions {
+  // Extra compiler flags for C input (-I, -D, ...), passed to clang verbatim.
+  std::vector<std::string> cflags;
+};
+
+// Loads `path`: .c is compiled with clang-19 (-O2 -g -target bpf), .ll and
+// .bc are parsed. The module must target BPF. Access sites are annotated
+// (core::annotateAccessCalls) so every later clone shares their ids.
+Expected<std::unique_ptr<llvm::Module>>
+loadProgram(const std::string &path, const FrontendOptions &options,
+            llvm::LLVMContext &context);
+
+// Links the guard runtime (runtime/guard.bpf.c, built into the binary as
+// bitcode) into `module`, with its functions made internal so the O2
+// pipeline inlines them and drops what is unused.
+Error linkRuntime(llvm::Module &module);
+
+// Names the runtime defines, shared with the loader.
+inline constexpr const char *GuardFunction = "morpheus_guard_enter";
+inline constexpr const char *GuardMapName = "morpheus_guard";
+inline constexpr const char *FallbackMapName = "morpheus_fallback";
+inline constexpr unsigned MaxPrograms = 16; // fallback slots
+
+} // namespace morpheus::bpf

@@ -1,0 +1,106 @@
+#include "backend/bpf/MapUpdater.h"
+
+#include "backend/bpf/Frontend.h"
+#include "backend/bpf/MapIO.h"
+
+#include <bpf/bpf.h>
+#include <linux/bpf.h>
+#include <llvm/Support/Path.h>
+#include <unistd.h>
+
+namespace morpheus::bpf {
+
+Expected<MapUpdater> MapUpdater::forMap(int fd, std::string name, GuardWord *guard) {
+  bpf_map_info info = {};
+  uint32_t length = sizeof(info);
+  if (bpf_obj_get_info_by_fd(fd, &info, &length))
+    return makeSystemError(errno, "map '{0}': cannot query", name);
+  MapUpdater updater;
+  updater.fd = fd;
+  updater.mapName = std::move(name);
+  updater.keyBytes = info.key_size;
+  updater.valueBytes = info.value_size;
+  updater.mapType = info.type;
+  updater.guard = guard;
+  return std::move(updater);
+}
+
+Expected<MapUpdater> MapUpdater::open(const std::string &pinPath) {
+  int fd = bpf_obj_get(pinPath.c_str());
+  if (fd < 0)
+    return makeSystemError(errno, "map '{0}': cannot open the pinned map", pinPath);
+  auto updater = forMap(fd, pinPath, nullptr);
+  if (!updater) {
+    close(fd);
+    return updater.takeError();
+  }
+  updater->ownsFd = true;
+  llvm::SmallString<128> guardPath(llvm::sys::path::parent_path(pinPath));
+  llvm::sys::path::append(guardPath, GuardMapName);
+  if (access(guardPath.c_str(), F_OK) == 0) {
+    auto guard = GuardWord::open(guardPath.str().str());
+    if (!guard)
+      return withContext(guard.takeError(), "map '" + pinPath + "'");
+    updater->ownedGuard.emplace(std::move(*guard));
+    updater->guard = &*updater->ownedGuard;
+  }
+  return updater;
+}
+
+MapUpdater::MapUpdater(MapUpdater &&other) noexcept
+    : fd(std::exchange(other.fd, -1)), ownsFd(other.ownsFd),
+      mapName(std::move(other.mapName)), keyBytes(other.keyBytes),
+      valueBytes(other.valueBytes), mapType(other.mapType),
+      ownedGuard(std::move(other.ownedGuard)) {
+  guard = ownedGuard ? &*ownedGuard : other.guard;
+}
+
+MapUpdater::~MapUpdater() {
+  if (ownsFd && fd >= 0)
+    close(fd);
+}
+
+Error MapUpdater::checkSizes(const core::Bytes &key, const core::Bytes *value) const {
+  if (key.size() != keyBytes)
+    return makeError("map '{0}': key has {1} bytes, the map's keys have {2}",
+                     mapName, key.size(), keyBytes);
+  if (value && value->size() != valueBytes)
+    return makeError("map '{0}': value has {1} bytes, the map's values have {2}",
+                     mapName, value->size(), valueBytes);
+  return Error::success();
+}
+
+Error MapUpdater::update(const core::Bytes &key, const core::Bytes &value,
+                         uint64_t flags) {
+  if (Error err = checkSizes(key, &value))
+    return err;
+  core::Bytes raw = value;
+  bool perCpu = mapType == BPF_MAP_TYPE_PERCPU_HASH ||
+                mapType == BPF_MAP_TYPE_PERCPU_ARRAY ||
+                mapType == BPF_MAP_TYPE_LRU_PERCPU_HASH;
+  if (perCpu) {
+    size_t stride = (valueBytes + 7) & ~size_t(7);
+    raw.assign(stride * possibleCpus(), 0);
+    for (int cpu = 0; cpu < possibleCpus(); ++cpu)
+      std::copy(value.begin(), value.end(), raw.begin() + cpu * stride);
+  }
+  if (guard)
+    guard->bump();
+  if (bpf_map_update_elem(fd, key.data(), raw.data(), flags))
+    return makeSystemError(errno, "map '{0}': update of key {1} failed", mapName,
+                           toHex(key));
+  return Error::success();
+}
+
+Error MapUpdater::remove(const core::Bytes &key) {
+  if (Error err = checkSizes(key, nullptr))
+    return err;
+  if (guard)
+    guard->bump();
+  if (bpf_map_delete_elem(fd, key.data()))
+    return makeSystemError(errno, "map '{0}': delete of key {1} failed", mapName,
+                           toHex(key));
+  return Error::success();
+}
+
+} // namespace morpheus::bpf

@@ -1,0 +1,88 @@
+#include "backend/bpf/ProgramSpec.h"
+
+#include "backend/bpf/BpfObject.h"
+#include "backend/bpf/Codegen.h"
+
+#include <llvm/Support/Path.h>
+#include <llvm/Transforms/Utils/Cloning.h>
+
+namespace morpheus::bpf {
+
+namespace {
+
+// libbpf derives internal map names from the object name; keep it short and
+// identical for every version of the program.
+std::string objectNameFor(const std::string &path) {
+  std::string stem = llvm::sys::path::stem(path).str();
+  if (auto dot = stem.find('.'); dot != std::string::npos)
+    stem.resize(dot);
+  return stem.empty() ? "prog" : stem;
+}
+
+} // namespace
+
+Expected<std::unique_ptr<ProgramSpec>> ProgramSpec::load(const std::string &path,
+                                                         const FrontendOptions &options) {
+  std::unique_ptr<ProgramSpec> spec(new ProgramSpec());
+  spec->context = std::make_unique<llvm::LLVMContext>();
+  spec->sourcePath = path;
+  spec->name = objectNameFor(path);
+  auto module = loadProgram(path, options, *spec->context);
+  if (!module)
+    return module.takeError();
+  spec->pristine = std::move(*module);
+  auto target = createTargetMachine(*spec->pristine);
+  if (!target)
+    return target.takeError();
+  spec->machine = std::move(*target);
+
+  // Code generation may adjust the IR it is given; always hand it a clone.
+  auto elf = emitObject(*llvm::CloneModule(*spec->pristine), *spec->machine);
+  if (!elf)
+    return elf.takeError();
+  spec->original = std::move(*elf);
+  auto catalog = readCatalog(spec->original, spec->name);
+  if (!catalog)
+    return withContext(catalog.takeError(), path);
+  spec->tables = std::move(*catalog);
+  spec->access = core::analyzeModule(*spec->pristine, spec->signatures, spec->tables);
+  for (const llvm::Function &function : *spec->pristine)
+    if (spec->signatures.isProgramEntry(function))
+      spec->entries.push_back(function.getName().str());
+  if (spec->entries.empty())
+    return makeError("{0}: no program (a function in a SEC(\"...\") section)", path);
+  if (spec->entries.size() > MaxPrograms)
+    return makeError("{0}: {1} programs; Morpheus manages at most {2} per object",
+                     path, spec->entries.size(), MaxPrograms);
+  return std::move(spec);
+}
+
+core::ReadPlan ProgramSpec::readPlan(uint32_t inlineLimit) const {
+  return core::planReads(access, tables, inlineLimit);
+}
+
+Expected<SpecializedObject>
+ProgramSpec::specialize(const core::TableSnapshot &snapshot,
+                        const SpecializeRequest &request) const {
+  std::unique_ptr<llvm::Module> clone = llvm::CloneModule(*pristine);
+  core::SpecializationOptions options;
+  options.inlineLimit = request.inlineLimit;
+  // Inlined values get their own read-only section, hence their own map, so
+  // the program's .rodata stays exactly as the original declares it.
+  options.constantSection = ".rodata.morpheus";
+  if (request.guardVersion) {
+    options.guard = core::ProgramGuardOptions{GuardFunction, *request.guardVersion,
+                                              entries};
+    options.linkGuardRuntime = linkRuntime;
+  }
+  options.targetMachine = machine.get();
+  auto log = core::specializeModule(*clone, signatures, tables, snapshot, options);
+  if (!log)
+    return withContext(log.takeError(), sourcePath);
+  auto elf = emitObject(*clone, *machine);
+  if (!elf)
+    return elf.takeError();
+  return SpecializedObject{std::move(*elf), std::move(*log)};
+}
+
+} // namespace morpheus::bpf

@@ -1,0 +1,67 @@
+// What a program is, before any kernel object exists (cilium/ebpf's "spec"):
+// its pristine IR, the original ELF built from it, its maps, its programs
+// and the analysis of its table accesses. Deterministic and kernel-free, so
+// `morpheus analyze` and `morpheus specialize` work offline, and the
+// optimizer loop builds every version from the same spec.
+#pragma once
+
+#include "backend/bpf/BpfSignatures.h"
+#include "backend/bpf/Frontend.h"
+#include "core/Pipeline.h"
+#include "support/Error.h"
+
+#include <llvm/IR/LLVMContext.h>
+#include <llvm/IR/Module.h>
+#include <llvm/Target/TargetMachine.h>
+
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace morpheus::bpf {
+
+struct SpecializeRequest {
+  uint32_t inlineLimit = 64;
+  // Guard version to compile against; none builds unguarded code (for
+  // offline inspection: such code is only correct while the snapshot holds).
+  std::optional<uint64_t> guardVersion;
+};
+
+struct SpecializedObject {
+  std::vector<char> elf;
+  core::SpecializationLog log;
+};
+
+class ProgramSpec {
+public:
+  static Expected<std::unique_ptr<ProgramSpec>> load(const std::string &path,
+                                                     const FrontendOptions &options);
+
+  Expected<SpecializedObject> specialize(const core::TableSnapshot &snapshot,
+                                         const SpecializeRequest &request) const;
+
+  const std::string &path() const { return sourcePath; }
+  // Names internal maps; identical for every version of the program.
+  const std::string &objectName() const { return name; }
+  const std::vector<char> &originalElf() const { return original; }
+  const core::TableCatalog &catalog() const { return tables; }
+  const core::TableAccessInfo &analysis() const { return access; }
+  // Program entry functions; an entry's fallback slot is its index.
+  const std::vector<std::string> &programs() const { return entries; }
+  core::ReadPlan readPlan(uint32_t inlineLimit) const;
+
+private:
+  ProgramSpec() = default;
+  BpfSignatures signatures;
+  std::unique_ptr<llvm::LLVMContext> context;
+  std::unique_ptr<llvm::Module> pristine;
+  std::unique_ptr<llvm::TargetMachine> machine;
+  std::string sourcePath, name;
+  std::vector<char> original;
+  core::TableCatalog tables;
+  core::TableAccessInfo access;
+  std::vector<std::string> entries;
+};
+
+} // namespace morpheus::bpf

@@ -1,0 +1,51 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * The program-level guard, linked into every specialized program and inlined
+ * at its entry (see src/core/passes/ProgramGuard.cpp).
+ *
+ * morpheus_guard holds one 64-bit version word. The control plane increments
+ * it (through Morpheus) before it changes any table; a specialized program
+ * carries the version it was compiled against and runs only while the word
+ * still holds it. Otherwise the packet goes to the original program, kept
+ * loaded in morpheus_fallback at the entry's slot.
+ *
+ * The map is mmap-able so the control plane bumps the word with one atomic
+ * instruction, and an ARRAY so the verifier inlines the lookup: the check
+ * costs a load and a compare.
+ */
+#include <linux/bpf.h>
+#include <bpf/bpf_helpers.h>
+
+#define MORPHEUS_MAX_PROGRAMS 16
+
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, __u64);
+	__uint(map_flags, BPF_F_MMAPABLE);
+} morpheus_guard SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PROG_ARRAY);
+	__uint(max_entries, MORPHEUS_MAX_PROGRAMS);
+	__type(key, __u32);
+	__type(value, __u32);
+} morpheus_fallback SEC(".maps");
+
+/* Returns -1 when the specialized code may run. Otherwise it tail-calls the
+ * original program, which does not return here; reaching the end means the
+ * slot is empty or the tail-call limit was hit, and the packet is aborted
+ * (visible in the xdp:xdp_exception tracepoint) rather than processed by
+ * stale code. */
+__attribute__((always_inline)) long morpheus_guard_enter(void *ctx, __u64 version,
+							 __u32 slot)
+{
+	__u32 zero = 0;
+	__u64 *current = bpf_map_lookup_elem(&morpheus_guard, &zero);
+
+	if (current && *(volatile __u64 *)current == version)
+		return -1;
+	bpf_tail_call(ctx, &morpheus_fallback, slot);
+	return 0;
+}

@@ -1,0 +1,104 @@
+#include "cli/Args.h"
+
+#include <cstdlib>
+
+namespace morpheus::cli {
+
+Expected<Args> Args::parse(const std::string &command, int argc, char **argv,
+                           int first, const std::vector<OptionSpec> &specs) {
+  Args args;
+  for (int i = first; i < argc; ++i) {
+    std::string word = argv[i];
+    if (word == "--help" || word == "-h") {
+      args.wantsHelp = true;
+      continue;
+    }
+    if (word.size() < 2 || word[0] != '-') {
+      args.rest.push_back(word);
+      continue;
+    }
+    // Compiler-style -Ifoo / -DX=1 glue their value to the flag.
+    std::string name = word, value;
+    bool glued = false;
+    if (word[1] != '-' && word.size() > 2) {
+      name = word.substr(0, 2);
+      value = word.substr(2);
+      glued = true;
+    } else if (auto eq = word.find('='); eq != std::string::npos) {
+      name = word.substr(0, eq);
+      value = word.substr(eq + 1);
+      glued = true;
+    }
+    const OptionSpec *spec = nullptr;
+    for (const OptionSpec &candidate : specs)
+      if (candidate.name == name)
+        spec = &candidate;
+    if (!spec)
+      return makeError("{0}: unknown option '{1}' (see 'morpheus {0} --help')",
+                       command, word);
+    if (spec->argument.empty()) {
+      args.values.emplace(name, "");
+      continue;
+    }
+    if (!glued) {
+      if (i + 1 >= argc)
+        return makeError("{0}: option {1} needs a value ({2})", command, name,
+                         spec->argument);
+      value = argv[++i];
+    }
+    if (!spec->repeatable && args.values.count(name))
+      return makeError("{0}: option {1} given twice", command, name);
+    args.values.emplace(name, value);
+  }
+  return args;
+}
+
+std::optional<std::string> Args::get(const std::string &name) const {
+  auto it = values.find(name);
+  if (it == values.end())
+    return std::nullopt;
+  return it->second;
+}
+
+std::vector<std::string> Args::all(const std::string &name) const {
+  std::vector<std::string> out;
+  auto [begin, end] = values.equal_range(name);
+  for (auto it = begin; it != end; ++it)
+    out.push_back(it->second);
+  return out;
+}
+
+std::string formatOptions(const std::vector<OptionSpec> &specs) {
+  std::string out;
+  for (const OptionSpec &spec : specs) {
+    std::string left = "  " + spec.name +
+                       (spec.argument.empty() ? "" : " " + spec.argument);
+    if (left.size() < 28)
+      left.resize(28, ' ');
+    else
+      left += "\n" + std::string(28, ' ');
+    out += left + spec.help + "\n";
+  }
+  return out;
+}
+
+Expected<double> parseDuration(const std::string &text, const std::string &what) {
+  char *end = nullptr;
+  double value = std::strtod(text.c_str(), &end);
+  std::string unit = end ? end : "";
+  double scale = unit == "ms" ? 1 : unit == "s" || unit.empty() ? 1000 : -1;
+  if (end == text.c_str() || scale < 0 || value <= 0)
+    return makeError("{0}: '{1}' is not a duration like 1s or 250ms", what, text);
+  return value * scale;
+}
+
+Expected<uint64_t> parseUnsigned(const std::string &text, const std::string &what) {
+  char *end = nullptr;
+  errno = 0;
+  unsigned long long value = std::strtoull(text.c_str(), &end, 0);
+  if (text.empty() || *end || errno || text[0] == '-')
+    return makeError("{0}: '{1}' is not a non-negative integer", what, text);
+  return value;
+}
+
+} // namespace morpheus::cli

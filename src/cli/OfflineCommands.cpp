@@ -1,0 +1,120 @@
+// `morpheus analyze` and `morpheus specialize`: the pipeline without a
+// kernel, for inspection, for tests and for operators deciding what to trust.
+#include "backend/bpf/MapIO.h"
+#include "backend/bpf/ProgramSpec.h"
+#include "cli/Commands.h"
+#include "cli/Reports.h"
+
+#include <cstdio>
+#include <fstream>
+#include <nlohmann/json.hpp>
+
+namespace morpheus::cli {
+
+namespace {
+
+Error writeFile(const std::string &path, const char *data, size_t size) {
+  std::ofstream out(path, std::ios::binary | std::ios::trunc);
+  out.write(data, size);
+  out.close();
+  if (!out)
+    return makeSystemError(errno, "{0}: cannot write", path);
+  return Error::success();
+}
+
+} // namespace
+
+int analyzeCommand(int argc, char **argv) {
+  std::vector<OptionSpec> specs = {{"--json", "", "print JSON instead of text"}};
+  for (const OptionSpec &spec : compilerOptions())
+    specs.push_back(spec);
+  auto args = Args::parse("analyze", argc, argv, 2, specs);
+  if (!args)
+    return usageError(llvm::toString(args.takeError()));
+  if (args->help() || args->positional().size() != 1) {
+    std::printf("usage: morpheus analyze PROG [options]\n\n"
+                "Lists every map (type, sizes, and whether the program itself\n"
+                "writes it: ro/rw, with the reasons) and every map access site\n"
+                "(map, kind, where the key comes from). Loads nothing.\n\n%s",
+                formatOptions(specs).c_str());
+    return args->help() ? 0 : 2;
+  }
+  auto spec = bpf::ProgramSpec::load(args->positional()[0], frontendOptions(*args));
+  if (!spec)
+    return fail(spec.takeError());
+  if (args->has("--json"))
+    std::printf("%s\n", analysisToJson(**spec).dump(2).c_str());
+  else
+    std::fputs(analysisToText(**spec).c_str(), stdout);
+  return 0;
+}
+
+int specializeCommand(int argc, char **argv) {
+  std::vector<OptionSpec> specs = {
+      {"--snapshot", "FILE", "map contents to specialize for (JSON, see docs/cli.md)"},
+      {"-o", "FILE", "where to write the specialized BPF object"},
+      {"--report", "FILE", "also write the per-site decisions as JSON"},
+      {"--inline-limit", "N", "inline tables with at most N entries (default 64)"},
+      {"--guard-version", "N",
+       "compile in the program guard for version N (default: no guard)"}};
+  for (const OptionSpec &spec : compilerOptions())
+    specs.push_back(spec);
+  auto args = Args::parse("specialize", argc, argv, 2, specs);
+  if (!args)
+    return usageError(llvm::toString(args.takeError()));
+  if (args->help() || args->positional().size() != 1 || !args->has("--snapshot") ||
+      !args->has("-o")) {
+    std::printf("usage: morpheus specialize PROG --snapshot STATE.json -o OUT.o [options]\n\n"
+                "Runs the specialization pipeline once against the map contents in\n"
+                "STATE.json and writes the resulting BPF object. Maps listed in the\n"
+                "snapshot are taken as complete; maps not listed are not specialized.\n"
+                "Without --guard-version the object has no guard: it is correct only\n"
+                "while the maps hold exactly the snapshot.\n\n%s",
+                formatOptions(specs).c_str());
+    return args->help() ? 0 : 2;
+  }
+  bpf::SpecializeRequest request;
+  if (auto limit = args->get("--inline-limit")) {
+    auto value = parseUnsigned(*limit, "--inline-limit");
+    if (!value)
+      return usageError(llvm::toString(value.takeError()));
+    request.inlineLimit = *value;
+  }
+  if (auto version = args->get("--guard-version")) {
+    auto value = parseUnsigned(*version, "--guard-version");
+    if (!value)
+      return usageError(llvm::toString(value.takeError()));
+    request.guardVersion = *value;
+  }
+  auto spec = bpf::ProgramSpec::load(args->positional()[0], frontendOptions(*args));
+  if (!spec)
+    return fail(spec.takeError());
+
+  std::string snapshotPath = *args->get("--snapshot");
+  std::ifstream in(snapshotPath);
+  if (!in)
+    return fail(makeSystemError(errno, "{0}: cannot open", snapshotPath));
+  nlohmann::json document = nlohmann::json::parse(in, nullptr, /*allow_exceptions=*/false);
+  if (document.is_discarded())
+    return fail(makeError("{0}: not valid JSON", snapshotPath));
+  auto snapshot = bpf::parseSnapshot(document, (*spec)->catalog(), snapshotPath);
+  if (!snapshot)
+    return fail(snapshot.takeError());
+
+  auto object = (*spec)->specialize(*snapshot, request);
+  if (!object)
+    return fail(object.takeError());
+  std::string output = *args->get("-o");
+  if (Error err = writeFile(output, object->elf.data(), object->elf.size()))
+    return fail(std::move(err));
+  if (auto reportPath = args->get("--report")) {
+    std::string report = logToJson(object->log).dump(2) + "\n";
+    if (Error err = writeFile(*reportPath, report.data(), report.size()))
+      return fail(std::move(err));
+  }
+  std::printf("%s: wrote %s (%zu bytes)\n%s", (*spec)->path().c_str(), output.c_str(),
+              object->elf.size(), logToText(object->log).c_str());
+  return 0;
+}
+
+} // namespace morpheus::cli

@@ -1,0 +1,223 @@
+// `morpheus run`: load a program, attach it, and keep it specialized.
+#include "backend/bpf/XdpLink.h"
+#include "cli/Commands.h"
+#include "cli/Reports.h"
+#include "runtime/ControlServer.h"
+#include "runtime/Optimizer.h"
+
+#include <bpf/bpf.h>
+#include <llvm/Support/Path.h>
+#include <linux/magic.h>
+#include <sys/mount.h>
+#include <sys/statfs.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <csignal>
+#include <cstdio>
+#include <mutex>
+#include <thread>
+
+namespace morpheus::cli {
+
+namespace {
+
+std::atomic<bool> stopRequested{false};
+
+void requestStop(int) { stopRequested = true; }
+
+Error ensureBpffs(const std::string &dir) {
+  struct statfs fs = {};
+  if (statfs("/sys/fs/bpf", &fs) == 0 && fs.f_type == BPF_FS_MAGIC)
+    return Error::success();
+  if (mount("bpf", "/sys/fs/bpf", "bpf", 0, "mode=0700"))
+    return makeSystemError(errno, "cannot mount bpffs at /sys/fs/bpf (needed for {0})",
+                           dir);
+  return Error::success();
+}
+
+struct ProgramStats {
+  uint64_t runTimeNs = 0, runCount = 0;
+};
+
+ProgramStats statsOf(int programFd) {
+  bpf_prog_info info = {};
+  uint32_t length = sizeof(info);
+  if (bpf_obj_get_info_by_fd(programFd, &info, &length))
+    return {};
+  return {info.run_time_ns, info.run_cnt};
+}
+
+void printCycle(const runtime::CycleReport &report, bool verbose) {
+  std::printf("cycle %llu: %s (version %llu; t1 %.2f ms, t2 %.1f ms, injection %.2f ms",
+              (unsigned long long)report.cycle, report.outcome.c_str(),
+              (unsigned long long)report.version, report.times.analysisMs,
+              report.times.codegenMs, report.times.injectionMs);
+  if (report.installed)
+    std::printf(", %zu instructions", report.instructions);
+  std::printf(")\n");
+  if (report.installed && verbose)
+    std::fputs(logToText(report.log).c_str(), stdout);
+  std::fflush(stdout);
+}
+
+} // namespace
+
+int runCommand(int argc, char **argv) {
+  std::vector<OptionSpec> specs = {
+      {"--iface", "IF", "interface to attach to (required)"},
+      {"--netns", "NAME", "network namespace of the interface (/run/netns/NAME)"},
+      {"--xdp-mode", "native|generic", "XDP attach mode (default native)"},
+      {"--period", "DURATION", "re-specialize every DURATION (default 1s)"},
+      {"--pin-dir", "DIR",
+       "pin maps and the guard here (default /sys/fs/bpf/morpheus/<program>)"},
+      {"--socket", "PATH", "control socket (default /run/morpheus/<program>.sock)"},
+      {"--prog", "NAME", "program to attach when the object has several"},
+      {"--inline-limit", "N", "inline tables with at most N entries (default 64)"},
+      {"--cycles", "N", "stop after N cycles (default: run until SIGINT/SIGTERM)"},
+      {"--quiet", "", "print only cycles that install or fail, no status lines"}};
+  for (const OptionSpec &spec : compilerOptions())
+    specs.push_back(spec);
+  auto args = Args::parse("run", argc, argv, 2, specs);
+  if (!args)
+    return usageError(llvm::toString(args.takeError()));
+  if (args->help() || args->positional().size() != 1 || !args->has("--iface")) {
+    std::printf("usage: morpheus run PROG --iface IF [options]\n\n"
+                "Loads PROG unmodified, pins its maps, attaches it with a bpf_link and\n"
+                "re-specializes it every period and right after each map update made\n"
+                "through Morpheus ('morpheus map', the control socket). Prints one line\n"
+                "per cycle (t1 = map reads, t2 = compile, injection = load + swap) and a\n"
+                "status line with the attached program's ns/packet (kernel bpf_stats).\n"
+                "On SIGINT/SIGTERM it detaches and removes its pins.\n\n%s",
+                formatOptions(specs).c_str());
+    return args->help() ? 0 : 2;
+  }
+
+  runtime::OptimizerOptions options;
+  options.frontend = frontendOptions(*args);
+  options.program = args->get("--prog").value_or("");
+  if (auto limit = args->get("--inline-limit")) {
+    auto value = parseUnsigned(*limit, "--inline-limit");
+    if (!value)
+      return usageError(llvm::toString(value.takeError()));
+    options.inlineLimit = *value;
+  }
+  double periodMs = 1000;
+  if (auto period = args->get("--period")) {
+    auto value = parseDuration(*period, "--period");
+    if (!value)
+      return usageError(llvm::toString(value.takeError()));
+    periodMs = *value;
+  }
+  uint64_t maxCycles = 0;
+  if (auto cycles = args->get("--cycles")) {
+    auto value = parseUnsigned(*cycles, "--cycles");
+    if (!value)
+      return usageError(llvm::toString(value.takeError()));
+    maxCycles = *value;
+  }
+  bpf::XdpMode mode = bpf::XdpMode::Native;
+  if (auto text = args->get("--xdp-mode")) {
+    if (*text == "generic")
+      mode = bpf::XdpMode::Generic;
+    else if (*text != "native")
+      return usageError("run: --xdp-mode takes native or generic, not '" + *text + "'");
+  }
+  bool quiet = args->has("--quiet");
+  const std::string path = args->positional()[0];
+  std::string program = llvm::sys::path::stem(path).str();
+  program = program.substr(0, program.find('.'));
+  options.pinDir = args->get("--pin-dir").value_or("/sys/fs/bpf/morpheus/" + program);
+  if (Error err = ensureBpffs(options.pinDir))
+    return fail(std::move(err));
+
+  auto optimizer = runtime::Optimizer::create(path, options);
+  if (!optimizer)
+    return fail(optimizer.takeError());
+  runtime::Optimizer &opt = **optimizer;
+  auto link = bpf::XdpLink::attach(opt.originalFd(), *args->get("--iface"), mode,
+                                   args->get("--netns").value_or(""));
+  if (!link)
+    return fail(link.takeError());
+  opt.install = [&](int fd) { return link->replace(fd); };
+  std::printf("%s: program '%s' attached to %s (%s mode), maps pinned in %s "
+              "(startup %.1f ms)\n",
+              path.c_str(), opt.entryName().c_str(), args->get("--iface")->c_str(),
+              mode == bpf::XdpMode::Native ? "native" : "generic", options.pinDir.c_str(),
+              opt.startupMs());
+  std::fflush(stdout);
+
+  // Stats stay enabled for as long as this fd is open.
+  int statsFd = bpf_enable_stats(BPF_STATS_RUN_TIME);
+  std::mutex mutex;
+  std::condition_variable wake;
+  std::atomic<bool> changed{false};
+  auto notify = [&] {
+    changed = true;
+    wake.notify_all();
+  };
+  std::string socketPath = args->get("--socket").value_or("/run/morpheus/" + program + ".sock");
+  auto server = runtime::ControlServer::start(
+      socketPath, opt, notify, [&] {
+        return nlohmann::json({{"program", opt.entryName()},
+                               {"guard_version", opt.guard().version()},
+                               {"specialized_version", opt.installedVersion()}})
+            .dump();
+      });
+  if (!server)
+    return fail(server.takeError());
+
+  std::signal(SIGINT, requestStop);
+  std::signal(SIGTERM, requestStop);
+  using Clock = std::chrono::steady_clock;
+  uint64_t cycles = 0;
+  ProgramStats last = statsOf(opt.activeFd());
+  int lastFd = opt.activeFd();
+  auto nextCycle = Clock::now();
+  auto retryAt = nextCycle; // after failures, triggers wait until then too
+  unsigned failures = 0;
+  while (!stopRequested && (!maxCycles || cycles < maxCycles)) {
+    // A bump of the guard (by 'morpheus map' from another process, or the
+    // socket) means packets are on the generic path: re-specialize now.
+    bool invalidated = opt.installedVersion() != 0 &&
+                       opt.guard().version() != opt.installedVersion();
+    auto now = Clock::now();
+    if (now >= nextCycle || ((invalidated || changed) && now >= retryAt)) {
+      changed = false;
+      runtime::CycleReport report = opt.runCycle();
+      ++cycles;
+      // Back off exponentially while cycles fail (up to 64 periods), so a
+      // program the verifier keeps rejecting does not burn a core.
+      failures = report.outcome.starts_with("failed") ? failures + 1 : 0;
+      auto delay = std::chrono::microseconds(
+          int64_t(periodMs * 1000) << std::min(failures, 6u));
+      if (!quiet || report.installed || report.outcome.starts_with("failed"))
+        printCycle(report, !quiet);
+      if (!quiet && statsFd >= 0) {
+        ProgramStats now = statsOf(lastFd);
+        uint64_t packets = now.runCount - last.runCount;
+        if (packets)
+          std::printf("status: %s program, %llu packets, %.1f ns/packet\n",
+                      opt.installedVersion() == opt.guard().version() ? "specialized"
+                                                                       : "generic",
+                      (unsigned long long)packets,
+                      double(now.runTimeNs - last.runTimeNs) / packets);
+        lastFd = opt.activeFd();
+        last = statsOf(lastFd);
+        std::fflush(stdout);
+      }
+      nextCycle = Clock::now() + delay;
+      retryAt = failures ? nextCycle : Clock::now();
+    }
+    std::unique_lock lock(mutex);
+    wake.wait_for(lock, std::chrono::milliseconds(10));
+  }
+  if (statsFd >= 0)
+    close(statsFd);
+  std::printf("stopping: detaching and removing pins\n");
+  return 0;
+}
+
+} // namespace morpheus::cli

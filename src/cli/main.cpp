@@ -1,0 +1,77 @@
+// morpheus: a run-time optimizer for XDP programs.
+#include "cli/Commands.h"
+
+#include <cstdio>
+#include <cstring>
+#include <sstream>
+
+namespace morpheus::cli {
+
+std::vector<OptionSpec> compilerOptions() {
+  return {{"-I", "DIR", "add an include directory for C input", true},
+          {"-D", "NAME[=VALUE]", "define a macro for C input", true},
+          {"--cflags", "\"FLAGS\"", "more clang flags for C input (space separated)", true}};
+}
+
+bpf::FrontendOptions frontendOptions(const Args &args) {
+  bpf::FrontendOptions options;
+  for (const std::string &dir : args.all("-I"))
+    options.cflags.push_back("-I" + dir);
+  for (const std::string &define : args.all("-D"))
+    options.cflags.push_back("-D" + define);
+  for (const std::string &flags : args.all("--cflags")) {
+    std::istringstream words(flags);
+    for (std::string word; words >> word;)
+      options.cflags.push_back(word);
+  }
+  return options;
+}
+
+int fail(Error err) {
+  std::fprintf(stderr, "morpheus: %s\n", llvm::toString(std::move(err)).c_str());
+  return 1;
+}
+
+int usageError(const std::string &message) {
+  std::fprintf(stderr, "morpheus: %s\n", message.c_str());
+  return 2;
+}
+
+} // namespace morpheus::cli
+
+static const char Usage[] =
+    "usage: morpheus <command> [options]\n"
+    "\n"
+    "Morpheus specializes a running XDP program to the contents of its maps,\n"
+    "protected by a guard, and swaps the new code in atomically.\n"
+    "\n"
+    "commands:\n"
+    "  analyze PROG        list maps (read-only or written by the program) and\n"
+    "                      map access sites; no kernel needed\n"
+    "  specialize PROG     specialize once against a JSON map snapshot and\n"
+    "                      write the BPF object; no kernel needed\n"
+    "  run PROG            load, attach and keep specializing a program\n"
+    "  map update|delete|dump\n"
+    "                      change a managed map so the next packet sees it\n"
+    "\n"
+    "PROG is BPF C (compiled with clang-19 -O2 -g -target bpf), LLVM IR (.ll)\n"
+    "or bitcode (.bc). 'morpheus <command> --help' describes each command.\n";
+
+int main(int argc, char **argv) {
+  using namespace morpheus::cli;
+  if (argc < 2 || !std::strcmp(argv[1], "--help") || !std::strcmp(argv[1], "-h") ||
+      !std::strcmp(argv[1], "help")) {
+    std::fputs(Usage, argc < 2 ? stderr : stdout);
+    return argc < 2 ? 2 : 0;
+  }
+  std::string command = argv[1];
+  if (command == "analyze")
+    return analyzeCommand(argc, argv);
+  if (command == "specialize")
+    return specializeCommand(argc, argv);
+  if (command == "run")
+    return runCommand(argc, argv);
+  if (command == "map")
+    return mapCommand(argc, argv);
+  return usageError("unknown command '" + command + "' (see 'morpheus --help')");
+}

@@ -1,0 +1,54 @@
+// The backend-provided description of how a program touches its tables.
+//
+// The core finds table access sites structurally: a backend recognises a call
+// (for eBPF, by helper id) and says which argument is the table, the key and
+// the value. The core never looks at names, debug scopes or instruction
+// distance to find sites.
+#pragma once
+
+#include <llvm/IR/InstrTypes.h>
+#include <llvm/IR/GlobalVariable.h>
+
+#include <optional>
+#include <string>
+
+namespace morpheus::core {
+
+enum class AccessKind {
+  Lookup,     // returns a pointer to the value, or null
+  Update,     // writes key -> value
+  Delete,     // removes key
+  OtherRead,  // any other call that reads the table (e.g. redirect, tail call)
+  OtherWrite, // any other call that may change the table (push, pop, output)
+};
+
+struct AccessSignature {
+  std::string name; // e.g. "map_lookup_elem", for reports
+  AccessKind kind = AccessKind::OtherWrite;
+  unsigned tableArg = 0;
+  std::optional<unsigned> keyArg;
+  std::optional<unsigned> valueArg;
+};
+
+class AccessSignatureTable {
+public:
+  virtual ~AccessSignatureTable() = default;
+
+  // The signature of `call` if it is a table access the backend knows.
+  virtual std::optional<AccessSignature>
+  match(const llvm::CallBase &call) const = 0;
+
+  // Whether `call` is a data-plane primitive (not a user function) that only
+  // reads through its pointer argument `argNo` and does not keep it. Used to
+  // prove that passing a table value pointer to it cannot modify the table.
+  virtual bool onlyReadsArgument(const llvm::CallBase &call,
+                                 unsigned argNo) const = 0;
+
+  // Whether `global` declares a table.
+  virtual bool isTable(const llvm::GlobalVariable &global) const = 0;
+
+  // Whether `function` is a program entry point the data plane calls.
+  virtual bool isProgramEntry(const llvm::Function &function) const = 0;
+};
+
+} // namespace morpheus::core

@@ -1,0 +1,136 @@
+#include "core/Pipeline.h"
+
+#include "core/passes/TablePasses.h"
+
+#include <llvm/Analysis/AliasAnalysis.h>
+#include <llvm/IR/Verifier.h>
+#include <llvm/Passes/PassBuilder.h>
+#include <llvm/Support/raw_ostream.h>
+#include <llvm/Target/TargetMachine.h>
+#include <llvm/Transforms/Utils/ModuleUtils.h>
+
+#include <set>
+
+using namespace llvm;
+
+namespace morpheus::core {
+
+namespace {
+
+// Holds the analysis managers wired the way the new pass manager wants.
+struct Managers {
+  LoopAnalysisManager lam;
+  FunctionAnalysisManager fam;
+  CGSCCAnalysisManager cgam;
+  ModuleAnalysisManager mam;
+  PassBuilder builder;
+
+  Managers(const AccessSignatureTable &sigs, const TableCatalog &catalog,
+           TargetMachine *tm)
+      : builder(tm) {
+    fam.registerPass([&] { return builder.buildDefaultAAPipeline(); });
+    builder.registerModuleAnalyses(mam);
+    builder.registerCGSCCAnalyses(cgam);
+    builder.registerFunctionAnalyses(fam);
+    builder.registerLoopAnalyses(lam);
+    builder.crossRegisterProxies(lam, fam, cgam, mam);
+    mam.registerPass([&] { return TableAccessAnalysis(sigs, &catalog); });
+  }
+};
+
+// Global data is state shared with every other version of the program (the
+// backend hands all versions the same maps), so its layout must not change:
+// nothing may be dropped, merged or turned into a constant.
+void pinSharedGlobals(Module &module) {
+  std::set<GlobalValue *> used;
+  SmallVector<GlobalValue *, 16> existing;
+  collectUsedGlobalVariables(module, existing, /*CompilerUsed=*/true);
+  used.insert(existing.begin(), existing.end());
+  std::vector<GlobalValue *> add;
+  for (GlobalVariable &global : module.globals())
+    if (global.hasInitializer() && !global.getName().starts_with("llvm.") &&
+        !used.count(&global))
+      add.push_back(&global);
+  appendToCompilerUsed(module, add);
+}
+
+Error verify(Module &module, const char *stage) {
+  std::string message;
+  raw_string_ostream stream(message);
+  if (verifyModule(module, &stream))
+    return makeError("internal error: invalid IR after {0}: {1}", stage,
+                     stream.str());
+  return Error::success();
+}
+
+} // namespace
+
+TableAccessInfo analyzeModule(Module &module, const AccessSignatureTable &sigs,
+                              const TableCatalog &catalog) {
+  Managers managers(sigs, catalog, nullptr);
+  return managers.mam.getResult<TableAccessAnalysis>(module);
+}
+
+ReadPlan planReads(const TableAccessInfo &info, const TableCatalog &catalog,
+                   uint32_t inlineLimit) {
+  ReadPlan plan;
+  for (const AccessSite &site : info.sites) {
+    if (whyNotInlinable(site, info, catalog))
+      continue;
+    TableReadRequest &request = plan[site.table];
+    request.wholeTableLimit = inlineLimit;
+    if (site.key.constantKey)
+      request.keys.push_back(*site.key.constantKey);
+  }
+  return plan;
+}
+
+Expected<SpecializationLog> specializeModule(Module &module,
+                                             const AccessSignatureTable &sigs,
+                                             const TableCatalog &catalog,
+                                             const TableSnapshot &snapshot,
+                                             const SpecializationOptions &options) {
+  Managers managers(sigs, catalog, options.targetMachine);
+  SpecializationLog log;
+  TablePassContext context{&catalog, &snapshot, &log, options.constantSection,
+                           options.inlineLimit};
+
+  // Sites no pass may touch get their reason once, up front.
+  {
+    const TableAccessInfo &info =
+        managers.mam.getResult<TableAccessAnalysis>(module);
+    for (const AccessSite &site : info.sites)
+      if (std::optional<std::string> why = whyNotInlinable(site, info, catalog))
+        log.record(site, "analysis", false, *why);
+      else if (!snapshot.count(site.table))
+        log.record(site, "analysis", false, "table contents not read");
+  }
+
+  pinSharedGlobals(module);
+  ModulePassManager passes;
+#define MORPHEUS_TABLE_PASS(NAME, CLASS) passes.addPass(CLASS(context));
+#include "core/passes/Passes.def"
+  passes.run(module, managers.mam);
+  if (Error err = verify(module, "table passes"))
+    return std::move(err);
+
+  if (options.guard) {
+    if (options.linkGuardRuntime)
+      if (Error err = options.linkGuardRuntime(module))
+        return std::move(err);
+    ModulePassManager guard;
+    guard.addPass(ProgramGuardPass(*options.guard));
+    guard.run(module, managers.mam);
+    if (Error err = verify(module, "program guard"))
+      return std::move(err);
+  }
+
+  ModulePassManager o2 =
+      managers.builder.buildPerModuleDefaultPipeline(OptimizationLevel::O2);
+  o2.run(module, managers.mam);
+  if (Error err = verify(module, "O2 pipeline"))
+    return std::move(err);
+  return log;
+}
+
+} // namespace morpheus::core

@@ -1,0 +1,49 @@
+// The specialization pipeline as one call: given a pristine module (cloned
+// by the caller), run-time facts and options, run the table passes, insert
+// the program guard, preserve shared state layout and run LLVM's O2.
+#pragma once
+
+#include "core/AccessSignatures.h"
+#include "core/TableAccessAnalysis.h"
+#include "core/Tables.h"
+#include "core/passes/ProgramGuard.h"
+#include "core/passes/TableRewriting.h"
+#include "support/Error.h"
+
+#include <functional>
+#include <optional>
+
+namespace llvm {
+class TargetMachine;
+}
+
+namespace morpheus::core {
+
+struct SpecializationOptions {
+  uint32_t inlineLimit = 64;   // largest table inlined whole (entries)
+  std::string constantSection; // section for inlined values ("" = default)
+  std::optional<ProgramGuardOptions> guard; // none: no guard (offline output)
+  // Adds the guard function to the module; runs after the table passes so
+  // the guard's own table is never seen by them.
+  std::function<Error(llvm::Module &)> linkGuardRuntime;
+  // For the O2 pipeline's target-specific passes; may be null.
+  llvm::TargetMachine *targetMachine = nullptr;
+};
+
+// Analyzes `module` (already prepared with annotateAccessCalls).
+TableAccessInfo analyzeModule(llvm::Module &module,
+                              const AccessSignatureTable &sigs,
+                              const TableCatalog &catalog);
+
+// What the passes will need read from the live tables.
+ReadPlan planReads(const TableAccessInfo &info, const TableCatalog &catalog,
+                   uint32_t inlineLimit);
+
+// Specializes `module` in place. Every site gets a decision in the log.
+Expected<SpecializationLog> specializeModule(llvm::Module &module,
+                                             const AccessSignatureTable &sigs,
+                                             const TableCatalog &catalog,
+                                             const TableSnapshot &snapshot,
+                                             const SpecializationOptions &options);
+
+} // namespace morpheus::core

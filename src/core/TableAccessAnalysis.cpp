@@ -1,0 +1,480 @@
+#include "core/TableAccessAnalysis.h"
+
+#include <llvm/ADT/SmallPtrSet.h>
+#include <llvm/Analysis/AliasAnalysis.h>
+#include <llvm/Analysis/MemorySSA.h>
+#include <llvm/Analysis/ValueTracking.h>
+#include <llvm/IR/DebugInfoMetadata.h>
+#include <llvm/IR/InstIterator.h>
+#include <llvm/IR/Instructions.h>
+#include <llvm/IR/IntrinsicInst.h>
+#include <llvm/IR/Module.h>
+#include <llvm/IR/Operator.h>
+#include <llvm/Support/Path.h>
+
+using namespace llvm;
+
+namespace morpheus::core {
+
+AnalysisKey TableAccessAnalysis::Key;
+
+std::string KeyProvenance::describe() const {
+  std::string out;
+  auto add = [&](bool on, const char *name) {
+    if (!on)
+      return;
+    if (!out.empty())
+      out += "+";
+    out += name;
+  };
+  add(constant, "constant");
+  add(packet, "packet");
+  add(context, "context");
+  add(table, "table");
+  add(other, "other");
+  return out.empty() ? "unknown" : out;
+}
+
+bool TableAccessInfo::isReadOnly(const std::string &table) const {
+  auto it = tables.find(table);
+  return it != tables.end() && !it->second.written;
+}
+
+const AccessSite *TableAccessInfo::siteFor(const CallBase *call) const {
+  for (const AccessSite &site : sites)
+    if (site.call == call)
+      return &site;
+  return nullptr;
+}
+
+GlobalVariable *resolveTable(Value *operand, const AccessSignatureTable &sigs) {
+  SmallVector<const Value *, 4> objects;
+  getUnderlyingObjects(operand, objects);
+  GlobalVariable *found = nullptr;
+  for (const Value *object : objects) {
+    auto *global = dyn_cast<GlobalVariable>(const_cast<Value *>(object));
+    if (!global || !sigs.isTable(*global) || (found && found != global))
+      return nullptr;
+    found = global;
+  }
+  return found;
+}
+
+static constexpr const char *SiteIdMetadata = "morpheus.site";
+
+void annotateAccessCalls(Module &module, const AccessSignatureTable &sigs) {
+  unsigned nextId = 0;
+  for (Function &function : module)
+    for (Instruction &inst : instructions(function)) {
+      auto *call = dyn_cast<CallBase>(&inst);
+      if (!call)
+        continue;
+      std::optional<AccessSignature> sig = sigs.match(*call);
+      if (!sig)
+        continue;
+      LLVMContext &context = module.getContext();
+      call->setMetadata(
+          SiteIdMetadata,
+          MDNode::get(context, ConstantAsMetadata::get(ConstantInt::get(
+                                   Type::getInt32Ty(context), nextId++))));
+      for (std::optional<unsigned> arg : {sig->keyArg, sig->valueArg})
+        if (arg && *arg < call->arg_size() &&
+            call->getArgOperand(*arg)->getType()->isPointerTy() &&
+            sigs.onlyReadsArgument(*call, *arg)) {
+          call->addParamAttr(*arg, Attribute::NoCapture);
+          call->addParamAttr(*arg, Attribute::ReadOnly);
+        }
+    }
+}
+
+namespace {
+
+std::string locationOf(const Instruction &inst) {
+  const DebugLoc &loc = inst.getDebugLoc();
+  if (!loc)
+    return "";
+  return (sys::path::filename(loc->getFilename()) + ":" + Twine(loc.getLine()))
+      .str();
+}
+
+class Analyzer {
+public:
+  Analyzer(Module &module, const AccessSignatureTable &sigs,
+           const TableCatalog *catalog, FunctionAnalysisManager &fam)
+      : module(module), sigs(sigs), catalog(catalog), fam(fam),
+        dl(module.getDataLayout()) {}
+
+  TableAccessInfo run();
+
+private:
+  void collectSites();
+  void checkTableUses();
+  void checkLookupResult(const AccessSite &site);
+  void markWritten(const std::string &table, std::string reason);
+  void markAllWritten(const std::string &reason);
+  void classifyValue(Value *value, KeyProvenance &into, unsigned depth);
+  void classifyPointee(Value *pointer, KeyProvenance &into, unsigned depth);
+  std::optional<Bytes> constantKeyBytes(CallBase &call, Value *keyPointer,
+                                        uint32_t keySize);
+
+  Module &module;
+  const AccessSignatureTable &sigs;
+  const TableCatalog *catalog;
+  FunctionAnalysisManager &fam;
+  const DataLayout &dl;
+  TableAccessInfo info;
+  SmallPtrSet<const Value *, 16> lookupCalls;
+};
+
+TableAccessInfo Analyzer::run() {
+  for (GlobalVariable &global : module.globals())
+    if (sigs.isTable(global)) {
+      TableUsage &usage = info.tables[global.getName().str()];
+      usage.name = global.getName().str();
+    }
+  collectSites();
+  checkTableUses();
+  for (const AccessSite &site : info.sites)
+    if (site.signature.kind == AccessKind::Lookup)
+      checkLookupResult(site);
+  return std::move(info);
+}
+
+void Analyzer::markWritten(const std::string &table, std::string reason) {
+  TableUsage &usage = info.tables[table];
+  usage.name = table;
+  usage.written = true;
+  if (!is_contained(usage.writeReasons, reason))
+    usage.writeReasons.push_back(std::move(reason));
+}
+
+void Analyzer::markAllWritten(const std::string &reason) {
+  for (auto &[name, usage] : info.tables)
+    markWritten(name, reason);
+}
+
+void Analyzer::collectSites() {
+  for (Function &function : module) {
+    if (function.isDeclaration())
+      continue;
+    for (Instruction &inst : instructions(function)) {
+      auto *call = dyn_cast<CallBase>(&inst);
+      if (!call)
+        continue;
+      std::optional<AccessSignature> sig = sigs.match(*call);
+      if (!sig || sig->tableArg >= call->arg_size())
+        continue;
+      AccessSite site;
+      site.id = info.sites.size();
+      if (MDNode *tag = call->getMetadata(SiteIdMetadata))
+        site.id = mdconst::extract<ConstantInt>(tag->getOperand(0))->getZExtValue();
+      site.call = call;
+      site.signature = *sig;
+      site.function = function.getName().str();
+      site.location = locationOf(*call);
+      std::string where = sig->name + " in " + site.function +
+                          (site.location.empty() ? "" : " at " + site.location);
+      GlobalVariable *table = resolveTable(call->getArgOperand(sig->tableArg), sigs);
+      bool writes = sig->kind == AccessKind::Update ||
+                    sig->kind == AccessKind::Delete ||
+                    sig->kind == AccessKind::OtherWrite;
+      if (!table) {
+        // A site whose table the analysis cannot name could touch any table.
+        if (writes || sig->kind == AccessKind::Lookup)
+          markAllWritten("unresolved table operand of " + where);
+      } else {
+        site.table = table->getName().str();
+        info.tables[site.table].siteCount++;
+        if (writes)
+          markWritten(site.table, where);
+      }
+      if (sig->kind == AccessKind::Lookup)
+        lookupCalls.insert(call);
+      if (sig->keyArg && *sig->keyArg < call->arg_size()) {
+        Value *key = call->getArgOperand(*sig->keyArg);
+        classifyPointee(key, site.key, 0);
+        if (table && catalog)
+          if (auto it = catalog->find(site.table); it != catalog->end())
+            site.key.constantKey =
+                constantKeyBytes(*call, key, it->second.keySize);
+      }
+      info.sites.push_back(std::move(site));
+    }
+  }
+}
+
+// Every use of a table global must be the table operand of a recognised
+// access; anything else (stored, passed to a function, compared) means the
+// table escapes the analysis and is treated as written.
+void Analyzer::checkTableUses() {
+  for (GlobalVariable &global : module.globals()) {
+    if (!sigs.isTable(global))
+      continue;
+    SmallVector<const Use *, 16> worklist;
+    for (const Use &use : global.uses())
+      worklist.push_back(&use);
+    SmallPtrSet<const Value *, 16> seen;
+    while (!worklist.empty()) {
+      const Use *use = worklist.pop_back_val();
+      const User *user = use->getUser();
+      if (!seen.insert(user).second && !isa<CallBase>(user))
+        continue;
+      if (isa<ConstantExpr>(user) || isa<BitCastInst>(user) ||
+          isa<AddrSpaceCastInst>(user) || isa<PHINode>(user) ||
+          (isa<SelectInst>(user) && use->getOperandNo() != 0)) {
+        for (const Use &next : user->uses())
+          worklist.push_back(&next);
+        continue;
+      }
+      // llvm.used / llvm.compiler.used only keep the table alive.
+      if (isa<ConstantAggregate>(user) &&
+          all_of(user->users(), [](const User *holder) {
+            auto *list = dyn_cast<GlobalVariable>(holder);
+            return list && list->getName().starts_with("llvm.");
+          }))
+        continue;
+      if (auto *call = dyn_cast<CallBase>(user)) {
+        std::optional<AccessSignature> sig = sigs.match(*call);
+        if (sig && use->getOperandNo() == sig->tableArg)
+          continue;
+        if (isa<DbgInfoIntrinsic>(call))
+          continue;
+      }
+      markWritten(global.getName().str(),
+                  "table used outside a recognised access" +
+                      (isa<Instruction>(user)
+                           ? " at " + locationOf(*cast<Instruction>(user))
+                           : std::string()));
+      break;
+    }
+  }
+}
+
+// Follows every pointer derived from a lookup's result and records writes.
+void Analyzer::checkLookupResult(const AccessSite &site) {
+  if (site.table.empty())
+    return;
+  SmallVector<Value *, 16> worklist{site.call};
+  SmallPtrSet<Value *, 16> seen{site.call};
+  std::string from = " (value of " + site.table + " looked up" +
+                     (site.location.empty() ? "" : " at " + site.location) + ")";
+  auto follow = [&](Value *derived) {
+    if (seen.insert(derived).second)
+      worklist.push_back(derived);
+  };
+  while (!worklist.empty()) {
+    Value *pointer = worklist.pop_back_val();
+    for (Use &use : pointer->uses()) {
+      auto *user = cast<Instruction>(use.getUser());
+      std::string at = locationOf(*user);
+      at = at.empty() ? "" : " at " + at;
+      if (isa<GetElementPtrInst>(user) || isa<BitCastInst>(user) ||
+          isa<AddrSpaceCastInst>(user) || isa<PHINode>(user) ||
+          (isa<SelectInst>(user) && use.getOperandNo() != 0)) {
+        follow(user);
+      } else if (isa<ICmpInst>(user) || isa<LoadInst>(user)) {
+        // Comparing or reading does not change the table.
+      } else if (auto *store = dyn_cast<StoreInst>(user)) {
+        if (use.getOperandNo() == store->getPointerOperandIndex())
+          markWritten(site.table, "store" + at + from);
+        else
+          markWritten(site.table, "pointer stored to memory" + at + from);
+      } else if (isa<AtomicRMWInst>(user) || isa<AtomicCmpXchgInst>(user)) {
+        markWritten(site.table, "atomic update" + at + from);
+      } else if (auto *intrinsic = dyn_cast<IntrinsicInst>(user);
+                 intrinsic && (intrinsic->isLifetimeStartOrEnd() ||
+                               isa<DbgInfoIntrinsic>(intrinsic))) {
+      } else if (auto *transfer = dyn_cast<MemTransferInst>(user);
+                 transfer && use.getOperandNo() == 1) {
+        // Source of a copy: read only.
+      } else if (isa<MemIntrinsic>(user)) {
+        markWritten(site.table, "memory intrinsic writes" + at + from);
+      } else if (auto *call = dyn_cast<CallBase>(user)) {
+        unsigned argNo = call->getArgOperandNo(&use);
+        bool readOnly = false;
+        if (std::optional<AccessSignature> sig = sigs.match(*call))
+          readOnly = (sig->keyArg == argNo || sig->valueArg == argNo) &&
+                     sigs.onlyReadsArgument(*call, argNo);
+        else if (call->getCalledFunction())
+          readOnly = call->onlyReadsMemory(argNo) &&
+                     call->doesNotCapture(argNo);
+        else
+          readOnly = sigs.onlyReadsArgument(*call, argNo);
+        if (!readOnly)
+          markWritten(site.table, "passed to a call that may write" + at + from);
+      } else {
+        // ptrtoint, return, or anything else the analysis cannot follow.
+        markWritten(site.table, "pointer escapes the analysis" + at + from);
+      }
+    }
+  }
+}
+
+void Analyzer::classifyPointee(Value *pointer, KeyProvenance &into,
+                               unsigned depth) {
+  if (depth > 8) {
+    into.other = true;
+    return;
+  }
+  SmallVector<const Value *, 4> objects;
+  getUnderlyingObjects(pointer, objects);
+  for (const Value *constObject : objects) {
+    Value *object = const_cast<Value *>(constObject);
+    if (auto *global = dyn_cast<GlobalVariable>(object)) {
+      (global->isConstant() ? into.constant : into.other) = true;
+    } else if (isa<Argument>(object)) {
+      into.context = true;
+    } else if (lookupCalls.contains(object) ||
+               (isa<CallBase>(object) && sigs.match(*cast<CallBase>(object)))) {
+      into.table = true;
+    } else if (auto *cast = dyn_cast<IntToPtrInst>(object)) {
+      // Packet pointers are integers loaded from the context, turned into
+      // pointers: anything read through them comes from the packet.
+      KeyProvenance base;
+      classifyValue(cast->getOperand(0), base, depth + 1);
+      (base.context ? into.packet : into.other) = true;
+    } else if (isa<AllocaInst>(object)) {
+      for (User *user : object->users()) {
+        if (auto *store = dyn_cast<StoreInst>(user)) {
+          if (store->getPointerOperand() == object)
+            classifyValue(store->getValueOperand(), into, depth + 1);
+        } else if (auto *gep = dyn_cast<GetElementPtrInst>(user)) {
+          for (User *inner : gep->users())
+            if (auto *store = dyn_cast<StoreInst>(inner);
+                store && store->getPointerOperand() == gep)
+              classifyValue(store->getValueOperand(), into, depth + 1);
+        } else if (auto *set = dyn_cast<MemSetInst>(user)) {
+          classifyValue(set->getValue(), into, depth + 1);
+        } else if (auto *copy = dyn_cast<MemTransferInst>(user);
+                   copy && copy->getDest() == object) {
+          classifyPointee(copy->getSource(), into, depth + 1);
+        }
+      }
+    } else {
+      into.other = true;
+    }
+  }
+}
+
+void Analyzer::classifyValue(Value *value, KeyProvenance &into, unsigned depth) {
+  if (depth > 8) {
+    into.other = true;
+    return;
+  }
+  if (isa<Constant>(value)) {
+    into.constant = true;
+  } else if (auto *load = dyn_cast<LoadInst>(value)) {
+    classifyPointee(load->getPointerOperand(), into, depth + 1);
+  } else if (isa<Argument>(value)) {
+    into.context = true;
+  } else if (isa<CallBase>(value)) {
+    into.other = true;
+  } else if (auto *inst = dyn_cast<Instruction>(value)) {
+    for (Value *operand : inst->operands())
+      if (!isa<BasicBlock>(operand))
+        classifyValue(operand, into, depth + 1);
+  } else {
+    into.other = true;
+  }
+}
+
+// The key is constant when, walking MemorySSA upwards from the call, every
+// key byte's nearest write is a store or memset of a constant into the same
+// stack object. Each clobber found answers the bytes it covers that nearer
+// writes did not; any other clobber (a call, a copy, a phi of different
+// writes, function entry) ends the proof.
+std::optional<Bytes> Analyzer::constantKeyBytes(CallBase &call, Value *key,
+                                                uint32_t keySize) {
+  if (keySize == 0 || keySize > 64)
+    return std::nullopt;
+  int64_t keyOffset = 0;
+  Value *base = GetPointerBaseWithConstantOffset(key, keyOffset, dl);
+  if (!isa<AllocaInst>(base))
+    return std::nullopt;
+  Function &function = *call.getFunction();
+  MemorySSA &mssa = fam.getResult<MemorySSAAnalysis>(function).getMSSA();
+  AAResults &aa = fam.getResult<AAManager>(function);
+  BatchAAResults batch(aa);
+  MemoryUseOrDef *callAccess = mssa.getMemoryAccess(&call);
+  if (!callAccess)
+    return std::nullopt;
+
+  Bytes bytes(keySize, 0);
+  std::vector<bool> known(keySize, false);
+  unsigned remaining = keySize;
+  MemoryLocation location(key, LocationSize::precise(keySize));
+  MemoryAccess *from = callAccess->getDefiningAccess();
+  for (unsigned steps = 0; remaining && steps < 64; ++steps) {
+    MemoryAccess *clobber =
+        mssa.getWalker()->getClobberingMemoryAccess(from, location, batch);
+    auto *def = dyn_cast_or_null<MemoryDef>(clobber);
+    if (!def || mssa.isLiveOnEntryDef(def))
+      return std::nullopt;
+    Instruction *writer = def->getMemoryInst();
+    Value *pointer = nullptr;
+    Constant *value = nullptr;
+    uint64_t size = 0;
+    if (auto *store = dyn_cast<StoreInst>(writer)) {
+      pointer = store->getPointerOperand();
+      value = dyn_cast<Constant>(store->getValueOperand());
+      size = dl.getTypeStoreSize(store->getValueOperand()->getType());
+    } else if (auto *set = dyn_cast<MemSetInst>(writer)) {
+      auto *length = dyn_cast<ConstantInt>(set->getLength());
+      pointer = set->getDest();
+      value = dyn_cast<Constant>(set->getValue());
+      size = length ? length->getZExtValue() : 0;
+    }
+    int64_t writeOffset = 0;
+    if (!pointer || !value || !size ||
+        GetPointerBaseWithConstantOffset(pointer, writeOffset, dl) != base)
+      return std::nullopt;
+    // Bytes of the constant as stored (the target's byte order).
+    Bytes written(size, 0);
+    if (auto *set = dyn_cast<MemSetInst>(writer)) {
+      auto *fill = dyn_cast<ConstantInt>(set->getValue());
+      if (!fill)
+        return std::nullopt;
+      std::fill(written.begin(), written.end(), fill->getZExtValue());
+    } else if (auto *integer = dyn_cast<ConstantInt>(value)) {
+      APInt bits = integer->getValue();
+      for (uint64_t i = 0; i < size; ++i) {
+        unsigned byte = dl.isLittleEndian() ? i : size - 1 - i;
+        written[i] = bits.extractBitsAsZExtValue(8, byte * 8);
+      }
+    } else if (value->isNullValue()) {
+      // zeroinitializer of any type
+    } else {
+      return std::nullopt;
+    }
+    for (uint64_t i = 0; i < size; ++i) {
+      int64_t keyByte = writeOffset + int64_t(i) - keyOffset;
+      if (keyByte < 0 || keyByte >= int64_t(keySize) || known[keyByte])
+        continue;
+      bytes[keyByte] = written[i];
+      known[keyByte] = true;
+      --remaining;
+    }
+    from = def->getDefiningAccess();
+  }
+  if (remaining)
+    return std::nullopt;
+  return bytes;
+}
+
+} // namespace
+
+TableAccessInfo analyzeTableAccesses(Module &module,
+                                     const AccessSignatureTable &sigs,
+                                     const TableCatalog *catalog,
+                                     FunctionAnalysisManager &fam) {
+  return Analyzer(module, sigs, catalog, fam).run();
+}
+
+TableAccessInfo TableAccessAnalysis::run(Module &module,
+                                         ModuleAnalysisManager &mam) {
+  auto &fam =
+      mam.getResult<FunctionAnalysisManagerModuleProxy>(module).getManager();
+  return analyzeTableAccesses(module, *sigs, catalog, fam);
+}
+
+} // namespace morpheus::core

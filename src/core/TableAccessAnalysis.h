@@ -1,0 +1,109 @@
+// TableAccessAnalysis: every table access site of a module, what each site's
+// key is made of, and which tables the data plane itself writes.
+//
+// Sites are found structurally, through the backend's AccessSignatureTable;
+// the table operand is traced to its global with LLVM's underlying-object
+// machinery. A table is read-write (RW) when any site updates or deletes in
+// it, when anything writes through a pointer a lookup returned (stores at any
+// offset, atomics, memory intrinsics, calls that may write), when a lookup
+// result escapes where the analysis cannot follow it, or when the table
+// global itself is used in a way the analysis does not understand. Anything
+// unproven defaults to RW; only read-only (RO) tables are specialized
+// without per-site guards.
+#pragma once
+
+#include "core/AccessSignatures.h"
+#include "core/Tables.h"
+
+#include <llvm/IR/PassManager.h>
+
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace llvm {
+class MemorySSA;
+class AAResults;
+} // namespace llvm
+
+namespace morpheus::core {
+
+// Where a site's key bytes come from. Several sources may be set at once
+// (e.g. a key built from packet fields and a constant protocol number).
+struct KeyProvenance {
+  bool constant = false; // literal values
+  bool packet = false;   // bytes read from the packet
+  bool context = false;  // fields of the program context (e.g. ingress port)
+  bool table = false;    // bytes read from another table's value
+  bool other = false;    // helper results, arithmetic the analysis stops at
+  // Every byte of the key, when all of them are compile-time constants at
+  // the call (proved with MemorySSA: the nearest writes of each key byte).
+  std::optional<Bytes> constantKey;
+
+  std::string describe() const;
+};
+
+struct AccessSite {
+  unsigned id = 0; // from annotateAccessCalls; stable across clones
+  llvm::CallBase *call = nullptr;
+  std::string table; // empty when the table operand could not be resolved
+  AccessSignature signature;
+  KeyProvenance key;
+  std::string function;
+  std::string location; // "file.c:LINE" from debug info, or ""
+};
+
+struct TableUsage {
+  std::string name;
+  bool written = false;
+  std::vector<std::string> writeReasons; // why RW, for the report
+  unsigned siteCount = 0;
+};
+
+class TableAccessInfo {
+public:
+  std::vector<AccessSite> sites;
+  std::map<std::string, TableUsage> tables;
+
+  bool isReadOnly(const std::string &table) const;
+  const AccessSite *siteFor(const llvm::CallBase *call) const;
+};
+
+// Runs the analysis. `catalog` (optional) gives key sizes, needed to prove
+// constant keys; `fam` supplies MemorySSA and alias analysis per function.
+TableAccessInfo
+analyzeTableAccesses(llvm::Module &module, const AccessSignatureTable &sigs,
+                     const TableCatalog *catalog,
+                     llvm::FunctionAnalysisManager &fam);
+
+// New-pass-manager wrapper, so passes obtain the analysis from the manager.
+class TableAccessAnalysis : public llvm::AnalysisInfoMixin<TableAccessAnalysis> {
+public:
+  using Result = TableAccessInfo;
+  TableAccessAnalysis(const AccessSignatureTable &sigs,
+                      const TableCatalog *catalog)
+      : sigs(&sigs), catalog(catalog) {}
+  Result run(llvm::Module &module, llvm::ModuleAnalysisManager &mam);
+
+private:
+  friend llvm::AnalysisInfoMixin<TableAccessAnalysis>;
+  static llvm::AnalysisKey Key;
+  const AccessSignatureTable *sigs;
+  const TableCatalog *catalog;
+};
+
+// Resolves the table a site's table operand refers to; nullptr when it is
+// not exactly one table global.
+llvm::GlobalVariable *resolveTable(llvm::Value *operand,
+                                   const AccessSignatureTable &sigs);
+
+// Prepares a freshly loaded module: numbers every access site (metadata
+// `!morpheus.site`, so a site keeps its id in every specialized clone even
+// after passes removed other sites), and adds the facts the backend
+// guarantees about access calls as call-site attributes (key and value
+// arguments are only read and never captured), so LLVM's alias analysis can
+// see that a key on the stack does not escape.
+void annotateAccessCalls(llvm::Module &module, const AccessSignatureTable &sigs);
+
+} // namespace morpheus::core

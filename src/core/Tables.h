@@ -1,0 +1,81 @@
+// What the core knows about match-action tables, independent of any data
+// plane: how a table matches keys, its sizes, and a snapshot of its contents.
+// Backends translate their own map types into this vocabulary (the eBPF
+// backend maps BPF_MAP_TYPE_* here) and fill snapshots from the live tables.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <set>
+#include <string>
+#include <vector>
+
+namespace morpheus::core {
+
+using Bytes = std::vector<uint8_t>;
+
+enum class TableMatch {
+  Exact,         // hash tables: full-key equality
+  Index,         // arrays: a 32-bit index below maxEntries, every slot exists
+  LongestPrefix, // LPM tries (not specialized yet)
+  Unsupported,   // anything whose lookup semantics the core does not model
+};
+
+struct TableInfo {
+  std::string name;     // the table's symbol in the IR, also its name in reports
+  std::string typeName; // the backend's own name for the type, for humans
+  TableMatch match = TableMatch::Unsupported;
+  bool perCpu = false;  // each CPU sees its own value for a key
+  // Lookups have side effects the core cannot reproduce (e.g. LRU reference
+  // bits that steer later evictions), so lookups must stay real calls.
+  bool lookupHasSideEffects = false;
+  uint32_t keySize = 0;
+  uint32_t valueSize = 0;
+  uint32_t maxEntries = 0;
+};
+
+using TableCatalog = std::map<std::string, TableInfo>;
+
+struct TableEntry {
+  Bytes key;
+  // The value the data plane would read. For per-CPU tables this is set only
+  // when every CPU holds the same bytes; std::nullopt means the value depends
+  // on the CPU, which makes the entry impossible to inline as a constant.
+  std::optional<Bytes> value;
+
+  bool operator==(const TableEntry &) const = default;
+};
+
+// What was read of one table. `complete` says whether `entries` is the whole
+// table; a partial read (a table larger than any pass could inline) still
+// lists the entries for keys a pass asked for explicitly.
+struct TableContents {
+  bool complete = false;
+  std::vector<TableEntry> entries;
+  // Keys looked up one by one; an absent one is known to be absent.
+  std::set<Bytes> probedKeys;
+
+  // Whether `key` is in the table, if the snapshot knows: the entry, or
+  // nullptr when it is known to be absent. std::nullopt when the snapshot
+  // neither holds the whole table nor probed this key.
+  std::optional<const TableEntry *> known(const Bytes &key) const;
+
+  bool operator==(const TableContents &) const = default;
+};
+
+using TableSnapshot = std::map<std::string, TableContents>;
+
+// Per table, what the passes need read from the live table this cycle. The
+// point is to read as little as possible: reading maps dominated the research
+// prototype's recompilation time.
+struct TableReadRequest {
+  // Read the whole table if it has at most this many entries (0: don't).
+  uint32_t wholeTableLimit = 0;
+  // Exact keys some site looks up with a compile-time constant key.
+  std::vector<Bytes> keys;
+};
+
+using ReadPlan = std::map<std::string, TableReadRequest>;
+
+} // namespace morpheus::core

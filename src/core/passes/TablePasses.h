@@ -1,0 +1,24 @@
+// The table-specializing passes, declared from Passes.def. Each is
+// implemented, with the argument for its correctness, in its own file:
+//   TableElimination.cpp, ConstantKeyLookup.cpp, InlineSmallTable.cpp
+#pragma once
+
+#include "core/passes/TableRewriting.h"
+
+#include <llvm/IR/PassManager.h>
+
+namespace morpheus::core {
+
+#define MORPHEUS_TABLE_PASS(NAME, CLASS)                                       \
+  class CLASS : public llvm::PassInfoMixin<CLASS> {                            \
+  public:                                                                      \
+    explicit CLASS(TablePassContext context) : context(std::move(context)) {}  \
+    llvm::PreservedAnalyses run(llvm::Module &module,                          \
+                                llvm::ModuleAnalysisManager &mam);             \
+                                                                               \
+  private:                                                                     \
+    TablePassContext context;                                                  \
+  };
+#include "core/passes/Passes.def"
+
+} // namespace morpheus::core

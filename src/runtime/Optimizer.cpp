@@ -1,0 +1,219 @@
+#include "runtime/Optimizer.h"
+
+#include "backend/bpf/MapIO.h"
+
+#include <bpf/bpf.h>
+#include <linux/bpf.h>
+#include <llvm/Support/FileSystem.h>
+#include <llvm/Support/Path.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+
+namespace morpheus::runtime {
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double millisecondsSince(Clock::time_point start) {
+  return std::chrono::duration<double, std::milli>(Clock::now() - start).count();
+}
+
+std::string pinPath(const std::string &dir, const std::string &name) {
+  llvm::SmallString<128> path(dir);
+  llvm::sys::path::append(path, name);
+  return path.str().str();
+}
+
+} // namespace
+
+Expected<std::unique_ptr<Optimizer>> Optimizer::create(const std::string &path,
+                                                       OptimizerOptions options) {
+  auto guard = bpf::GuardWord::create();
+  if (!guard)
+    return guard.takeError();
+  std::unique_ptr<Optimizer> optimizer(
+      new Optimizer(std::move(options), std::move(*guard)));
+  if (Error err = optimizer->load(path))
+    return std::move(err);
+  return std::move(optimizer);
+}
+
+Optimizer::~Optimizer() {
+  specialized.reset();
+  unpinAll();
+  if (fallbackFd >= 0)
+    close(fallbackFd);
+  for (auto &[name, fd] : reusedPins)
+    close(fd);
+}
+
+Error Optimizer::load(const std::string &path) {
+  auto start = Clock::now();
+  auto spec = bpf::ProgramSpec::load(path, options.frontend);
+  if (!spec)
+    return spec.takeError();
+  programSpec = std::move(*spec);
+  const core::TableCatalog &tables = programSpec->catalog();
+  plan = programSpec->readPlan(options.inlineLimit);
+  const std::vector<std::string> &entries = programSpec->programs();
+  entry = options.program.empty() ? entries.front() : options.program;
+  if (std::find(entries.begin(), entries.end(), entry) == entries.end())
+    return makeError("{0}: no program named '{1}'", path, entry);
+
+  if (!options.pinDir.empty()) {
+    if (std::error_code ec = llvm::sys::fs::create_directories(options.pinDir))
+      return makeSystemError(ec.value(), "pin directory '{0}'", options.pinDir);
+    for (const auto &[name, info] : tables) {
+      std::string pinned = pinPath(options.pinDir, name);
+      if (::access(pinned.c_str(), F_OK) != 0)
+        continue;
+      int fd = bpf_obj_get(pinned.c_str());
+      if (fd < 0)
+        return makeSystemError(errno, "map '{0}': cannot reuse the map pinned at {1}",
+                               name, pinned);
+      reusedPins[name] = fd;
+    }
+  }
+
+  auto loaded = bpf::LoadedObject::load(programSpec->originalElf(),
+                                        programSpec->objectName(), reusedPins);
+  if (!loaded)
+    return withContext(loaded.takeError(), path);
+  original.emplace(std::move(*loaded));
+
+  fallbackFd = bpf_map_create(BPF_MAP_TYPE_PROG_ARRAY, bpf::FallbackMapName,
+                              sizeof(uint32_t), sizeof(uint32_t), bpf::MaxPrograms,
+                              nullptr);
+  if (fallbackFd < 0)
+    return makeSystemError(errno, "cannot create the fallback program array");
+  for (uint32_t slot = 0; slot < entries.size(); ++slot) {
+    int fd = original->programFd(entries[slot]);
+    if (bpf_map_update_elem(fallbackFd, &slot, &fd, BPF_ANY))
+      return makeSystemError(errno, "program '{0}': cannot register it as fallback",
+                             entries[slot]);
+  }
+
+  // Every version shares every map with the original, except read-only
+  // data sections, which each version gets fresh with identical contents.
+  for (const auto &[name, fd] : original->maps())
+    if (name.find(".rodata") == std::string::npos)
+      sharedMaps[name] = fd;
+  sharedMaps[bpf::GuardMapName] = guardWord.fd();
+  sharedMaps[bpf::FallbackMapName] = fallbackFd;
+  loadMs = millisecondsSince(start);
+  return pinAll();
+}
+
+Error Optimizer::pinAll() {
+  if (options.pinDir.empty())
+    return Error::success();
+  std::vector<std::pair<std::string, int>> pins;
+  for (const auto &[name, info] : programSpec->catalog())
+    if (!reusedPins.count(name))
+      pins.emplace_back(name, original->mapFd(name));
+  pins.emplace_back(bpf::GuardMapName, guardWord.fd());
+  for (const auto &[name, fd] : pins) {
+    std::string path = pinPath(options.pinDir, name);
+    if (name == bpf::GuardMapName)
+      unlink(path.c_str()); // a stale guard from a crashed run guards nothing
+    if (bpf_obj_pin(fd, path.c_str()))
+      return makeSystemError(errno, "map '{0}': cannot pin at {1}", name, path);
+    createdPins.push_back(path);
+  }
+  return Error::success();
+}
+
+void Optimizer::unpinAll() {
+  for (const std::string &path : createdPins)
+    unlink(path.c_str());
+  createdPins.clear();
+  if (!options.pinDir.empty())
+    rmdir(options.pinDir.c_str()); // only succeeds when nothing else is pinned
+}
+
+int Optimizer::originalFd() const { return original->programFd(entry); }
+
+int Optimizer::activeFd() const {
+  return specialized ? specialized->programFd(entry) : originalFd();
+}
+
+int Optimizer::mapFd(const std::string &name) const {
+  auto it = sharedMaps.find(name);
+  return it == sharedMaps.end() ? -1 : it->second;
+}
+
+CycleReport Optimizer::runCycle(bool force) {
+  CycleReport report;
+  report.cycle = ++cycles;
+  auto start = Clock::now();
+  // Read the version before the maps: an update racing with the reads bumps
+  // it, so code built from a half-updated snapshot is never valid.
+  uint64_t version = guardWord.version();
+  report.version = version;
+  core::TableSnapshot snapshot;
+  for (const auto &[name, request] : plan) {
+    auto contents =
+        bpf::readTable(mapFd(name), programSpec->catalog().at(name), request);
+    if (!contents) {
+      report.outcome = "failed: " + llvm::toString(contents.takeError());
+      return report;
+    }
+    snapshot[name] = std::move(*contents);
+  }
+  report.times.analysisMs = millisecondsSince(start);
+  if (!force && specialized && version == specializedVersion &&
+      snapshot == specializedSnapshot) {
+    report.outcome = "unchanged";
+    return report;
+  }
+
+  start = Clock::now();
+  auto object = programSpec->specialize(
+      snapshot, bpf::SpecializeRequest{options.inlineLimit, version});
+  report.times.codegenMs = millisecondsSince(start);
+  if (!object) {
+    report.outcome = "failed: " + llvm::toString(object.takeError());
+    return report;
+  }
+  report.log = std::move(object->log);
+  std::vector<char> *elf = &object->elf;
+  if (specialized && *elf == specializedElf) {
+    report.outcome = "unchanged";
+    return report;
+  }
+
+  start = Clock::now();
+  auto loaded =
+      bpf::LoadedObject::load(*elf, programSpec->objectName(), sharedMaps);
+  if (!loaded) {
+    report.outcome = "failed: " + llvm::toString(loaded.takeError());
+    return report;
+  }
+  if (guardWord.version() != version) {
+    report.outcome = "superseded: a table changed during the cycle";
+    return report;
+  }
+  int fd = loaded->programFd(entry);
+  if (install)
+    if (Error err = install(fd)) {
+      report.outcome = "failed: " + llvm::toString(std::move(err));
+      return report;
+    }
+  report.times.injectionMs = millisecondsSince(start);
+  specialized.emplace(std::move(*loaded));
+  specializedVersion = version;
+  specializedSnapshot = std::move(snapshot);
+  specializedElf = std::move(*elf);
+  report.installed = true;
+  report.outcome = "installed";
+  bpf_prog_info info = {};
+  uint32_t length = sizeof(info);
+  if (bpf_obj_get_info_by_fd(fd, &info, &length) == 0)
+    report.instructions = info.xlated_prog_len / 8;
+  return report;
+}
+
+} // namespace morpheus::runtime

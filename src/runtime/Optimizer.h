@@ -1,0 +1,93 @@
+// The optimizer loop for one program: keep the original loaded (it owns the
+// maps and is the fallback), and on each cycle specialize a fresh clone of
+// the pristine IR against the live maps, load it sharing every map, and hand
+// it to whoever runs it (an XDP link, or a test).
+#pragma once
+
+#include "backend/bpf/BpfObject.h"
+#include "backend/bpf/Guard.h"
+#include "backend/bpf/ProgramSpec.h"
+#include "support/Error.h"
+
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+
+namespace morpheus::runtime {
+
+struct OptimizerOptions {
+  bpf::FrontendOptions frontend;
+  // Where maps and the guard are pinned; "" pins nothing. Maps already
+  // pinned there are reused, so a restarted Morpheus keeps the state.
+  std::string pinDir;
+  // The entry program to run and attach; "" = the first program.
+  std::string program;
+  uint32_t inlineLimit = 64; // largest table inlined whole
+};
+
+struct CycleTimes {
+  double analysisMs = 0;  // t1: read maps, decide
+  double codegenMs = 0;   // t2: passes, O2, BPF code generation
+  double injectionMs = 0; // load into the kernel and swap
+};
+
+struct CycleReport {
+  uint64_t cycle = 0;
+  uint64_t version = 0;   // guard version the new code is valid for
+  bool installed = false; // a new specialized program now runs
+  std::string outcome;    // "installed", "unchanged", "superseded...", "failed: ..."
+  CycleTimes times;
+  core::SpecializationLog log;
+  size_t instructions = 0; // of the installed entry program (xlated)
+};
+
+class Optimizer {
+public:
+  static Expected<std::unique_ptr<Optimizer>> create(const std::string &path,
+                                                     OptimizerOptions options);
+  ~Optimizer();
+
+  // Runs one cycle. `force` recompiles even when nothing changed.
+  CycleReport runCycle(bool force = false);
+
+  // Called with the new entry program fd after a successful load; when it
+  // fails the new program is discarded and the running one stays.
+  std::function<Error(int programFd)> install;
+
+  const bpf::ProgramSpec &spec() const { return *programSpec; }
+  const std::string &entryName() const { return entry; }
+  int originalFd() const;      // the original entry program
+  int activeFd() const;        // the specialized one if installed, else original
+  int mapFd(const std::string &name) const; // any map the versions share
+  bpf::GuardWord &guard() { return guardWord; }
+  const std::string &pinDir() const { return options.pinDir; }
+  uint64_t installedVersion() const { return specializedVersion; }
+  double startupMs() const { return loadMs; }
+
+private:
+  Optimizer(OptimizerOptions options, bpf::GuardWord guard)
+      : options(std::move(options)), guardWord(std::move(guard)) {}
+  Error load(const std::string &path);
+  Error pinAll();
+  void unpinAll();
+
+  OptimizerOptions options;
+  std::unique_ptr<bpf::ProgramSpec> programSpec;
+  std::string entry;
+  core::ReadPlan plan;
+  bpf::GuardWord guardWord;
+  double loadMs = 0;
+  int fallbackFd = -1;
+  std::map<std::string, int> sharedMaps; // reused by every version
+  std::map<std::string, int> reusedPins; // fds opened from existing pins
+  std::vector<std::string> createdPins;
+  std::optional<bpf::LoadedObject> original;
+  std::optional<bpf::LoadedObject> specialized;
+  uint64_t specializedVersion = 0;
+  core::TableSnapshot specializedSnapshot;
+  std::vector<char> specializedElf;
+  uint64_t cycles = 0;
+};
+
+} // namespace morpheus::runtime

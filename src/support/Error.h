@@ -1,0 +1,62 @@
+// One error convention for all of Morpheus: library code returns
+// llvm::Error / llvm::Expected<T> and never throws or asserts on bad input;
+// messages name the object they concern ("map 'policy': ...") so the CLI can
+// print them verbatim. Only main() turns an error into an exit code.
+#pragma once
+
+#include <llvm/Support/Error.h>
+#include <llvm/Support/FormatVariadic.h>
+
+#include <cerrno>
+#include <cstring>
+#include <string>
+#include <system_error>
+
+namespace morpheus {
+
+template <typename T> using Expected = llvm::Expected<T>;
+using Error = llvm::Error;
+
+// A failure with a free-form message (bad input, unsupported program).
+template <typename... Ts>
+inline Error makeError(const char *fmt, Ts &&...args) {
+  return llvm::createStringError(
+      std::make_error_code(std::errc::invalid_argument), "%s",
+      llvm::formatv(fmt, std::forward<Ts>(args)...).str().c_str());
+}
+
+// A failed system call or libbpf call: `err` is a negative or positive errno.
+template <typename... Ts>
+inline Error makeSystemError(int err, const char *fmt, Ts &&...args) {
+  if (err < 0)
+    err = -err;
+  std::string msg = llvm::formatv(fmt, std::forward<Ts>(args)...).str();
+  msg += ": ";
+  msg += std::strerror(err);
+  return llvm::createStringError(std::error_code(err, std::generic_category()),
+                                 "%s", msg.c_str());
+}
+
+// Prefixes every message in `err` with `context: `, keeping its error code.
+inline Error withContext(Error err, const std::string &context) {
+  if (!err)
+    return Error::success();
+  std::error_code code;
+  std::string msg;
+  llvm::handleAllErrors(std::move(err), [&](const llvm::ErrorInfoBase &info) {
+    if (!msg.empty())
+      msg += "; ";
+    msg += info.message();
+    code = info.convertToErrorCode();
+  });
+  return llvm::createStringError(code, "%s: %s", context.c_str(), msg.c_str());
+}
+
+template <typename T>
+Expected<T> withContext(Expected<T> value, const std::string &context) {
+  if (!value)
+    return withContext(value.takeError(), context);
+  return value;
+}
+
+} // namespace morpheus
