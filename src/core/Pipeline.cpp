@@ -65,6 +65,13 @@ Error verify(Module &module, const char *stage) {
 
 } // namespace
 
+std::vector<std::string> tablePassNames() {
+  return {
+#define MORPHEUS_TABLE_PASS(NAME, CLASS) NAME,
+#include "core/passes/Passes.def"
+  };
+}
+
 TableAccessInfo analyzeModule(Module &module, const AccessSignatureTable &sigs,
                               const TableCatalog &catalog) {
   Managers managers(sigs, catalog, nullptr);
@@ -107,9 +114,20 @@ Expected<SpecializationLog> specializeModule(Module &module,
   }
 
   pinSharedGlobals(module);
+  std::vector<std::string> names =
+      options.tablePasses ? *options.tablePasses : tablePassNames();
   ModulePassManager passes;
-#define MORPHEUS_TABLE_PASS(NAME, CLASS) passes.addPass(CLASS(context));
+  for (const std::string &name : names) {
+    bool known = false;
+#define MORPHEUS_TABLE_PASS(NAME, CLASS)                                       \
+    if (name == NAME) {                                                        \
+      passes.addPass(CLASS(context));                                          \
+      known = true;                                                            \
+    }
 #include "core/passes/Passes.def"
+    if (!known)
+      return makeError("unknown pass '{0}'", name);
+  }
   passes.run(module, managers.mam);
   if (Error err = verify(module, "table passes"))
     return std::move(err);
@@ -125,11 +143,13 @@ Expected<SpecializationLog> specializeModule(Module &module,
       return std::move(err);
   }
 
-  ModulePassManager o2 =
-      managers.builder.buildPerModuleDefaultPipeline(OptimizationLevel::O2);
-  o2.run(module, managers.mam);
-  if (Error err = verify(module, "O2 pipeline"))
-    return std::move(err);
+  if (options.optimize) {
+    ModulePassManager o2 =
+        managers.builder.buildPerModuleDefaultPipeline(OptimizationLevel::O2);
+    o2.run(module, managers.mam);
+    if (Error err = verify(module, "O2 pipeline"))
+      return std::move(err);
+  }
   return log;
 }
 

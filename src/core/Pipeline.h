@@ -12,6 +12,8 @@
 
 #include <functional>
 #include <optional>
+#include <string>
+#include <vector>
 
 namespace llvm {
 class TargetMachine;
@@ -28,7 +30,14 @@ struct SpecializationOptions {
   std::function<Error(llvm::Module &)> linkGuardRuntime;
   // For the O2 pipeline's target-specific passes; may be null.
   llvm::TargetMachine *targetMachine = nullptr;
+  // Table passes to run, by their Passes.def names, in order; unset runs
+  // them all. morpheus-opt uses this to test one pass at a time.
+  std::optional<std::vector<std::string>> tablePasses;
+  bool optimize = true; // run LLVM's O2 pipeline at the end
 };
+
+// The names of the table passes, in pipeline order (from Passes.def).
+std::vector<std::string> tablePassNames();
 
 // Analyzes `module` (already prepared with annotateAccessCalls).
 TableAccessInfo analyzeModule(llvm::Module &module,

@@ -240,11 +240,12 @@ void Analyzer::checkTableUses() {
         if (isa<DbgInfoIntrinsic>(call))
           continue;
       }
+      std::string where;
+      if (auto *inst = dyn_cast<Instruction>(user))
+        where = locationOf(*inst);
       markWritten(global.getName().str(),
                   "table used outside a recognised access" +
-                      (isa<Instruction>(user)
-                           ? " at " + locationOf(*cast<Instruction>(user))
-                           : std::string()));
+                      (where.empty() ? "" : " at " + where));
       break;
     }
   }

@@ -145,8 +145,9 @@ void LookupRewriter::replaceWithDispatch(
   std::vector<Value *> words;
   for (KeyChunk chunk : chunks) {
     Type *type = builder.getIntNTy(chunk.width * 8);
-    Value *address = builder.CreateConstInBoundsGEP1_32(builder.getInt8Ty(),
-                                                        key, chunk.offset);
+    Value *address = chunk.offset ? builder.CreateConstInBoundsGEP1_32(
+                                        builder.getInt8Ty(), key, chunk.offset)
+                                  : key;
     LoadInst *load = builder.CreateAlignedLoad(
         type, address, Align(std::min<uint64_t>(alignment, chunk.width)),
         table + ".key");

@@ -1,0 +1,139 @@
+; Which tables the data plane writes, and what keys are made of.
+;
+; RUN: split-file %s %t
+; RUN: morpheus-opt %t/prog.ll --state %t/state.json --print-analysis | FileCheck %s
+
+; Only read through the lookup result (loads, compares, copy source).
+; CHECK: table config ro
+; Written by an update helper.
+; CHECK: table conntrack rw
+; CHECK-NEXT:  written: map_update_elem in update_conntrack
+; Written through the lookup result at a non-zero offset.
+; CHECK: table counters rw
+; CHECK-NEXT:  written: store (value of counters looked up)
+; Deleted from.
+; CHECK: table deleted rw
+; CHECK: table flows ro
+; Written with an atomic add.
+; CHECK: table hits rw
+; CHECK-NEXT:  written: atomic update (value of hits
+; The lookup result escapes to memory: anything may write through it later.
+; CHECK: table leaked rw
+; CHECK-NEXT:  written: pointer stored to memory
+; Cleared with memset.
+; CHECK: table memset rw
+; CHECK-NEXT:  written: memory intrinsic writes
+; The table itself is handed to a function the analysis cannot see into.
+; CHECK: table passed rw
+; CHECK-NEXT:  written: table used outside a recognised access
+; The value pointer goes to a function that may write through it.
+; CHECK: table scribbled rw
+; CHECK-NEXT:  written: passed to a call that may write
+
+; CHECK: site 0 map_lookup_elem config key=constant constant=00 00 00 00
+; CHECK: site 1 map_lookup_elem config key=packet{{$}}
+; Two stores build the key: a zeroing i64, then an i16 over bytes 4-5.
+; CHECK: site 2 map_lookup_elem flows key=constant constant=00 00 00 00 50 00 00 00
+; CHECK: site 3 map_update_elem conntrack key=packet
+
+;--- prog.ll
+target datalayout = "e-m:e-p:64:64-i64:64-i128:128-n32:64-S128"
+target triple = "bpf"
+
+@config = global { ptr, ptr } zeroinitializer, section ".maps", align 8
+@flows = global { ptr, ptr } zeroinitializer, section ".maps", align 8
+@conntrack = global { ptr, ptr } zeroinitializer, section ".maps", align 8
+@counters = global { ptr, ptr } zeroinitializer, section ".maps", align 8
+@deleted = global { ptr, ptr } zeroinitializer, section ".maps", align 8
+@hits = global { ptr, ptr } zeroinitializer, section ".maps", align 8
+@leaked = global { ptr, ptr } zeroinitializer, section ".maps", align 8
+@memset = global { ptr, ptr } zeroinitializer, section ".maps", align 8
+@passed = global { ptr, ptr } zeroinitializer, section ".maps", align 8
+@scribbled = global { ptr, ptr } zeroinitializer, section ".maps", align 8
+@slot = global ptr null
+
+declare void @opaque(ptr)
+declare void @llvm.memset.p0.i64(ptr, i8, i64, i1)
+declare void @llvm.memcpy.p0.p0.i64(ptr, ptr, i64, i1)
+
+define i32 @read_config(ptr %ctx) section "xdp" {
+entry:
+  %key = alloca i32, align 4
+  %copy = alloca [8 x i8], align 4
+  store i32 0, ptr %key, align 4
+  %v = call ptr inttoptr (i64 1 to ptr)(ptr @config, ptr %key)
+  %null = icmp eq ptr %v, null
+  br i1 %null, label %out, label %use
+use:
+  call void @llvm.memcpy.p0.p0.i64(ptr %copy, ptr %v, i64 8, i1 false)
+  %f = getelementptr i8, ptr %v, i64 4
+  %x = load i32, ptr %f, align 4
+  ret i32 %x
+out:
+  ret i32 0
+}
+
+; Key bytes from the packet: data pointer loaded from the context.
+define i32 @packet_key(ptr %ctx) section "xdp" {
+entry:
+  %key = alloca i32, align 4
+  %data32 = load i32, ptr %ctx, align 4
+  %data64 = zext i32 %data32 to i64
+  %data = inttoptr i64 %data64 to ptr
+  %daddr = load i32, ptr %data, align 4
+  store i32 %daddr, ptr %key, align 4
+  %v = call ptr inttoptr (i64 1 to ptr)(ptr @config, ptr %key)
+  %hit = icmp ne ptr %v, null
+  %r = zext i1 %hit to i32
+  ret i32 %r
+}
+
+define i32 @struct_key(ptr %ctx) section "xdp" {
+entry:
+  %key = alloca i64, align 8
+  store i64 0, ptr %key, align 8
+  %port = getelementptr i8, ptr %key, i64 4
+  store i16 80, ptr %port, align 4
+  %v = call ptr inttoptr (i64 1 to ptr)(ptr @flows, ptr %key)
+  %hit = icmp ne ptr %v, null
+  %r = zext i1 %hit to i32
+  ret i32 %r
+}
+
+define i32 @update_conntrack(ptr %ctx) section "xdp" {
+entry:
+  %key = alloca i32, align 4
+  %value = alloca i32, align 4
+  %data32 = load i32, ptr %ctx, align 4
+  %data64 = zext i32 %data32 to i64
+  %data = inttoptr i64 %data64 to ptr
+  %saddr = load i32, ptr %data, align 4
+  store i32 %saddr, ptr %key, align 4
+  store i32 1, ptr %value, align 4
+  %r = call i64 inttoptr (i64 2 to ptr)(ptr @conntrack, ptr %key, ptr %value, i64 0)
+  ret i32 2
+}
+
+define i32 @writers(ptr %ctx) section "xdp" {
+entry:
+  %key = alloca i32, align 4
+  store i32 0, ptr %key, align 4
+  %c = call ptr inttoptr (i64 1 to ptr)(ptr @counters, ptr %key)
+  %c8 = getelementptr i8, ptr %c, i64 8
+  store i64 1, ptr %c8, align 8
+  %d = call i64 inttoptr (i64 3 to ptr)(ptr @deleted, ptr %key)
+  %h = call ptr inttoptr (i64 1 to ptr)(ptr @hits, ptr %key)
+  %old = atomicrmw add ptr %h, i64 1 seq_cst
+  %l = call ptr inttoptr (i64 1 to ptr)(ptr @leaked, ptr %key)
+  store ptr %l, ptr @slot
+  %m = call ptr inttoptr (i64 1 to ptr)(ptr @memset, ptr %key)
+  call void @llvm.memset.p0.i64(ptr %m, i8 0, i64 8, i1 false)
+  call void @opaque(ptr @passed)
+  %s = call ptr inttoptr (i64 1 to ptr)(ptr @scribbled, ptr %key)
+  call void @opaque(ptr %s)
+  ret i32 2
+}
+;--- state.json
+{"tables": {"config": {"type": "hash", "key_size": 4, "value_size": 8, "max_entries": 8},
+            "flows": {"type": "hash", "key_size": 8, "value_size": 8, "max_entries": 8},
+            "conntrack": {"type": "hash", "key_size": 4, "value_size": 4, "max_entries": 8}}}

@@ -1,0 +1,160 @@
+// morpheus-opt: runs Morpheus passes on an LLVM IR file, like LLVM's `opt`,
+// so each pass can be tested on a few lines of IR with FileCheck.
+//
+//   morpheus-opt IN.ll --state STATE.json [-passes=a,b|-passes=] [--guard-version N]
+//                [--inline-limit N] [-O2] [--print-analysis]
+//
+// STATE.json = {"tables": {"NAME": {"type": "hash", "key_size": 8,
+//               "value_size": 16, "max_entries": 1024}, ...},
+//               "maps": <snapshot, as for `morpheus specialize`>}
+// The specialized module is printed to stdout; --print-analysis prints the
+// table access analysis instead.
+#include "backend/bpf/BpfObject.h"
+#include "backend/bpf/BpfSignatures.h"
+#include "backend/bpf/MapIO.h"
+#include "core/Pipeline.h"
+#include "core/TableAccessAnalysis.h"
+
+#include <bpf/libbpf.h>
+#include <llvm/IR/LLVMContext.h>
+#include <llvm/IR/Module.h>
+#include <llvm/IRReader/IRReader.h>
+#include <llvm/Support/SourceMgr.h>
+#include <llvm/Support/raw_ostream.h>
+#include <nlohmann/json.hpp>
+
+#include <cstring>
+#include <fstream>
+#include <sstream>
+
+using namespace morpheus;
+
+namespace {
+
+int fail(const std::string &message) {
+  llvm::errs() << "morpheus-opt: " << message << "\n";
+  return 1;
+}
+
+Expected<unsigned> mapTypeNamed(const std::string &name) {
+  for (unsigned type = 0; type < 64; ++type)
+    if (const char *known = libbpf_bpf_map_type_str(static_cast<bpf_map_type>(type));
+        known && name == known)
+      return type;
+  return makeError("unknown map type '{0}'", name);
+}
+
+Expected<core::TableCatalog> catalogFrom(const nlohmann::json &tables) {
+  core::TableCatalog catalog;
+  for (const auto &[name, table] : tables.items()) {
+    auto type = mapTypeNamed(table.value("type", ""));
+    if (!type)
+      return withContext(type.takeError(), "table '" + name + "'");
+    catalog[name] = bpf::tableInfoFor(name, *type, table.value("key_size", 0u),
+                                      table.value("value_size", 0u),
+                                      table.value("max_entries", 0u));
+  }
+  return catalog;
+}
+
+} // namespace
+
+int main(int argc, char **argv) {
+  std::string input, statePath;
+  std::optional<std::string> passes; // given but empty: no table pass
+  std::optional<uint64_t> guardVersion;
+  uint32_t inlineLimit = 64;
+  bool optimize = false, printAnalysis = false;
+  for (int i = 1; i < argc; ++i) {
+    std::string arg = argv[i];
+    auto value = [&]() -> std::string { return i + 1 < argc ? argv[++i] : ""; };
+    if (arg.starts_with("-passes="))
+      passes = arg.substr(8);
+    else if (arg == "--state")
+      statePath = value();
+    else if (arg == "--guard-version")
+      guardVersion = std::stoull(value());
+    else if (arg == "--inline-limit")
+      inlineLimit = std::stoul(value());
+    else if (arg == "-O2")
+      optimize = true;
+    else if (arg == "--print-analysis")
+      printAnalysis = true;
+    else if (!arg.starts_with("-") && input.empty())
+      input = arg;
+    else
+      return fail("unknown argument '" + arg + "'");
+  }
+  if (input.empty())
+    return fail("usage: morpheus-opt IN.ll --state STATE.json [-passes=a,b] "
+                "[--guard-version N] [--inline-limit N] [-O2] [--print-analysis]");
+
+  llvm::LLVMContext context;
+  llvm::SMDiagnostic diagnostic;
+  std::unique_ptr<llvm::Module> module = llvm::parseIRFile(input, diagnostic, context);
+  if (!module) {
+    diagnostic.print("morpheus-opt", llvm::errs());
+    return 1;
+  }
+  bpf::BpfSignatures signatures;
+  core::annotateAccessCalls(*module, signatures);
+
+  nlohmann::json state = nlohmann::json::object();
+  if (!statePath.empty()) {
+    std::ifstream in(statePath);
+    state = nlohmann::json::parse(in, nullptr, false);
+    if (state.is_discarded())
+      return fail(statePath + ": not valid JSON");
+  }
+  auto catalog = catalogFrom(state.value("tables", nlohmann::json::object()));
+  if (!catalog)
+    return fail(llvm::toString(catalog.takeError()));
+
+  if (printAnalysis) {
+    core::TableAccessInfo info = core::analyzeModule(*module, signatures, *catalog);
+    for (const auto &[name, usage] : info.tables) {
+      llvm::outs() << "table " << name << (usage.written ? " rw" : " ro") << "\n";
+      for (const std::string &reason : usage.writeReasons)
+        llvm::outs() << "  written: " << reason << "\n";
+    }
+    for (const core::AccessSite &site : info.sites) {
+      llvm::outs() << "site " << site.id << " " << site.signature.name << " "
+                   << (site.table.empty() ? "?" : site.table)
+                   << " key=" << site.key.describe();
+      if (site.key.constantKey)
+        llvm::outs() << " constant=" << bpf::toHex(*site.key.constantKey);
+      llvm::outs() << "\n";
+    }
+    return 0;
+  }
+
+  nlohmann::json snapshotJson = {{"maps", state.value("maps", nlohmann::json::object())}};
+  auto snapshot = bpf::parseSnapshot(snapshotJson, *catalog, statePath);
+  if (!snapshot)
+    return fail(llvm::toString(snapshot.takeError()));
+
+  core::SpecializationOptions options;
+  options.inlineLimit = inlineLimit;
+  options.optimize = optimize;
+  if (passes) {
+    // The guard is not a table pass: --guard-version switches it on.
+    options.tablePasses.emplace();
+    std::stringstream names(*passes);
+    for (std::string name; std::getline(names, name, ',');)
+      if (!name.empty())
+        options.tablePasses->push_back(name);
+  }
+  if (guardVersion) {
+    std::vector<std::string> entries;
+    for (const llvm::Function &function : *module)
+      if (signatures.isProgramEntry(function))
+        entries.push_back(function.getName().str());
+    options.guard = core::ProgramGuardOptions{"morpheus_guard_enter", *guardVersion,
+                                              entries};
+  }
+  auto log = core::specializeModule(*module, signatures, *catalog, *snapshot, options);
+  if (!log)
+    return fail(llvm::toString(log.takeError()));
+  module->print(llvm::outs(), nullptr);
+  return 0;
+}
