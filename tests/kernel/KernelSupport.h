@@ -1,0 +1,64 @@
+// Helpers for tests that run programs on the real kernel: running a program
+// once on a packet (BPF_PROG_TEST_RUN), reading per-CPU counters, building
+// packets, and unique bpffs pin directories that disappear after the test.
+#pragma once
+
+#include "core/Tables.h"
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace morpheus::testing {
+
+using core::Bytes;
+
+struct RunResult {
+  uint32_t verdict = 0;
+  Bytes output; // the packet after the program, as the kernel returns it
+
+  bool operator==(const RunResult &) const = default;
+};
+
+// Runs `programFd` once on `packet`; fails the test on a syscall error.
+RunResult runOnce(int programFd, const Bytes &packet);
+
+// All CPUs' values of every index of a per-CPU array of u64 counters, summed
+// per index.
+std::vector<uint64_t> perCpuCounters(int mapFd, uint32_t entries);
+
+// The ids of the maps a loaded program references.
+std::vector<uint32_t> mapIdsOf(int programFd);
+uint32_t mapIdOf(int mapFd);
+
+struct PacketSpec {
+  uint16_t etherType = 0x0800;
+  uint8_t protocol = 17; // UDP
+  uint32_t saddr = 0x0a000064, daddr = 0x0a000001; // host order
+  uint16_t sport = 1234, dport = 80;
+  uint8_t ttl = 64;
+  uint16_t fragOff = 0;     // host order, flags + offset
+  uint8_t ihl = 5;          // > 5 adds zeroed option words
+  size_t payload = 18;
+};
+
+// Ethernet + IPv4 (valid checksum) + UDP/TCP/ICMP header + payload.
+Bytes buildPacket(const PacketSpec &spec);
+
+// A fresh directory under /sys/fs/bpf (bpffs mounted if needed), removed
+// with everything pinned in it when the object goes away.
+class PinDir {
+public:
+  explicit PinDir(const std::string &tag);
+  ~PinDir();
+  const std::string &path() const { return dir; }
+
+private:
+  std::string dir;
+};
+
+// Where the tests find sources and built binaries.
+std::string sourcePath(const std::string &relative);
+std::string binPath(const std::string &name);
+
+} // namespace morpheus::testing
