@@ -62,7 +62,7 @@ int mapCommand(int argc, char **argv) {
                (action == "delete" && words.size() == 3) ||
                (action == "dump" && words.size() == 2);
   if (args->help() || !valid) {
-    std::printf("usage: morpheus map update PIN KEY VALUE [--flags any|noexist|exist]\n"
+    std::fprintf(args->help() ? stdout : stderr, "usage: morpheus map update PIN KEY VALUE [--flags any|noexist|exist]\n"
                 "       morpheus map delete PIN KEY\n"
                 "       morpheus map dump PIN\n\n"
                 "PIN is a map pinned by 'morpheus run' (e.g.\n"

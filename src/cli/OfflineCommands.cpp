@@ -32,7 +32,7 @@ int analyzeCommand(int argc, char **argv) {
   if (!args)
     return usageError(llvm::toString(args.takeError()));
   if (args->help() || args->positional().size() != 1) {
-    std::printf("usage: morpheus analyze PROG [options]\n\n"
+    std::fprintf(args->help() ? stdout : stderr, "usage: morpheus analyze PROG [options]\n\n"
                 "Lists every map (type, sizes, and whether the program itself\n"
                 "writes it: ro/rw, with the reasons) and every map access site\n"
                 "(map, kind, where the key comes from). Loads nothing.\n\n%s",
@@ -64,7 +64,7 @@ int specializeCommand(int argc, char **argv) {
     return usageError(llvm::toString(args.takeError()));
   if (args->help() || args->positional().size() != 1 || !args->has("--snapshot") ||
       !args->has("-o")) {
-    std::printf("usage: morpheus specialize PROG --snapshot STATE.json -o OUT.o [options]\n\n"
+    std::fprintf(args->help() ? stdout : stderr, "usage: morpheus specialize PROG --snapshot STATE.json -o OUT.o [options]\n\n"
                 "Runs the specialization pipeline once against the map contents in\n"
                 "STATE.json and writes the resulting BPF object. Maps listed in the\n"
                 "snapshot are taken as complete; maps not listed are not specialized.\n"

@@ -84,7 +84,7 @@ int runCommand(int argc, char **argv) {
   if (!args)
     return usageError(llvm::toString(args.takeError()));
   if (args->help() || args->positional().size() != 1 || !args->has("--iface")) {
-    std::printf("usage: morpheus run PROG --iface IF [options]\n\n"
+    std::fprintf(args->help() ? stdout : stderr, "usage: morpheus run PROG --iface IF [options]\n\n"
                 "Loads PROG unmodified, pins its maps, attaches it with a bpf_link and\n"
                 "re-specializes it every period and right after each map update made\n"
                 "through Morpheus ('morpheus map', the control socket). Prints one line\n"
