@@ -1,0 +1,14 @@
+// SPDX-License-Identifier: GPL-2.0
+// The control in the demo's measurement rotation: the fixed cost every XDP
+// program pays (dispatch, bpf_stats clock reads), subtracted to get the
+// cost of the program itself ("net" ns/packet, see docs/benchmarks.md).
+#include <linux/bpf.h>
+#include <bpf/bpf_helpers.h>
+
+SEC("xdp")
+int empty(struct xdp_md *ctx)
+{
+	return XDP_DROP;
+}
+
+char LICENSE[] SEC("license") = "GPL";
