@@ -1,0 +1,120 @@
+// The pipeline as a whole, on IR written here: which sites each pass takes,
+// what it reads, and that shared state keeps its layout.
+#include "backend/bpf/BpfObject.h"
+#include "backend/bpf/BpfSignatures.h"
+#include "core/Pipeline.h"
+
+#include <gtest/gtest.h>
+#include <linux/bpf.h>
+#include <llvm/AsmParser/Parser.h>
+#include <llvm/IR/Module.h>
+#include <llvm/Support/SourceMgr.h>
+
+namespace morpheus::core {
+namespace {
+
+const char *Program = R"(
+target datalayout = "e-m:e-p:64:64-i64:64-i128:128-n32:64-S128"
+target triple = "bpf"
+
+@config = global { ptr, ptr } zeroinitializer, section ".maps", align 8
+@routes = global { ptr, ptr } zeroinitializer, section ".maps", align 8
+@counters = global { ptr, ptr } zeroinitializer, section ".maps", align 8
+@packets_seen = global i64 0, section ".bss", align 8
+
+define i32 @prog(ptr %ctx) section "xdp" {
+entry:
+  %zero = alloca i32, align 4
+  %dst = alloca i32, align 4
+  store i32 0, ptr %zero, align 4
+  %cfg = call ptr inttoptr (i64 1 to ptr)(ptr @config, ptr %zero)
+  %field = load i32, ptr %ctx, align 4
+  store i32 %field, ptr %dst, align 4
+  %route = call ptr inttoptr (i64 1 to ptr)(ptr @routes, ptr %dst)
+  %count = call ptr inttoptr (i64 1 to ptr)(ptr @counters, ptr %zero)
+  store i64 1, ptr %count, align 8
+  %hit = icmp ne ptr %route, null
+  %verdict = select i1 %hit, i32 1, i32 2
+  ret i32 %verdict
+}
+)";
+
+class Pipeline : public ::testing::Test {
+protected:
+  void SetUp() override {
+    llvm::SMDiagnostic diagnostic;
+    module = llvm::parseAssemblyString(Program, diagnostic, context);
+    ASSERT_TRUE(module) << diagnostic.getMessage().str();
+    annotateAccessCalls(*module, signatures);
+    catalog["config"] = bpf::tableInfoFor("config", BPF_MAP_TYPE_ARRAY, 4, 4, 256);
+    catalog["routes"] = bpf::tableInfoFor("routes", BPF_MAP_TYPE_HASH, 4, 4, 1024);
+    catalog["counters"] = bpf::tableInfoFor("counters", BPF_MAP_TYPE_ARRAY, 4, 8, 1);
+  }
+
+  const SiteDecision *decisionFor(const SpecializationLog &log, const std::string &table,
+                                  bool applied) {
+    for (const SiteDecision &decision : log.decisions)
+      if (decision.table == table && decision.applied == applied)
+        return &decision;
+    return nullptr;
+  }
+
+  llvm::LLVMContext context;
+  std::unique_ptr<llvm::Module> module;
+  bpf::BpfSignatures signatures;
+  TableCatalog catalog;
+};
+
+TEST_F(Pipeline, PlansToReadOnlyWhatPassesCanUse) {
+  TableAccessInfo info = analyzeModule(*module, signatures, catalog);
+  ReadPlan plan = planReads(info, catalog, 8);
+  // counters is written by the program: never read for specialization.
+  EXPECT_FALSE(plan.count("counters"));
+  // config: an array larger than the limit, but its constant key is probed.
+  ASSERT_TRUE(plan.count("config"));
+  EXPECT_EQ(plan["config"].keys, (std::vector<Bytes>{{0, 0, 0, 0}}));
+  EXPECT_EQ(plan["routes"].wholeTableLimit, 8u);
+  EXPECT_TRUE(plan["routes"].keys.empty());
+}
+
+TEST_F(Pipeline, EverySiteGetsADecisionWithItsReason) {
+  TableSnapshot snapshot;
+  snapshot["config"].probedKeys.insert({0, 0, 0, 0});
+  snapshot["config"].entries.push_back({{0, 0, 0, 0}, Bytes{1, 0, 0, 0}});
+  snapshot["routes"].complete = false; // more entries than the limit
+  SpecializationOptions options;
+  options.inlineLimit = 8;
+  auto log = specializeModule(*module, signatures, catalog, snapshot, options);
+  ASSERT_TRUE(bool(log)) << llvm::toString(log.takeError());
+
+  const SiteDecision *config = decisionFor(*log, "config", true);
+  ASSERT_NE(config, nullptr);
+  EXPECT_EQ(config->pass, "constant-key-lookup");
+  const SiteDecision *routes = decisionFor(*log, "routes", false);
+  ASSERT_NE(routes, nullptr);
+  EXPECT_NE(routes->detail.find("larger than the inline limit"), std::string::npos);
+  const SiteDecision *counters = decisionFor(*log, "counters", false);
+  ASSERT_NE(counters, nullptr);
+  EXPECT_EQ(counters->detail, "table is written by the data plane");
+  EXPECT_EQ(log->inlined.at("config").size(), 1u);
+}
+
+TEST_F(Pipeline, SharedGlobalsSurviveOptimization) {
+  // packets_seen is never used, yet other versions of the program share the
+  // .bss map it lives in: dropping it would shift the layout under them.
+  auto log = specializeModule(*module, signatures, catalog, {}, {});
+  ASSERT_TRUE(bool(log)) << llvm::toString(log.takeError());
+  EXPECT_NE(module->getNamedGlobal("packets_seen"), nullptr);
+}
+
+TEST_F(Pipeline, UnknownPassNamesAreErrors) {
+  SpecializationOptions options;
+  options.tablePasses = std::vector<std::string>{"inline-everything"};
+  auto log = specializeModule(*module, signatures, catalog, {}, options);
+  ASSERT_FALSE(bool(log));
+  EXPECT_NE(llvm::toString(log.takeError()).find("unknown pass 'inline-everything'"),
+            std::string::npos);
+}
+
+} // namespace
+} // namespace morpheus::core
