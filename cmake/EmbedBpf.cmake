@@ -18,9 +18,9 @@ function(morpheus_embed_bpf target symbol source mode)
   add_custom_command(
     OUTPUT "${out}"
     COMMAND ${MORPHEUS_CLANG} -O2 -g -target bpf ${MORPHEUS_BPF_INCLUDES}
-            ${kind} -c "${src}" -o "${out}"
+            ${kind} -MD -MF "${out}.d" -c "${src}" -o "${out}"
     DEPENDS "${src}"
-    IMPLICIT_DEPENDS C "${src}"
+    DEPFILE "${out}.d"
     COMMENT "BPF ${symbol}: ${source}"
     VERBATIM)
   set(asm "${CMAKE_CURRENT_BINARY_DIR}/${symbol}.S")

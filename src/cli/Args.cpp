@@ -1,5 +1,6 @@
 #include "cli/Args.h"
 
+#include <cstdio>
 #include <cstdlib>
 
 namespace morpheus::cli {
@@ -66,6 +67,43 @@ std::vector<std::string> Args::all(const std::string &name) const {
   for (auto it = begin; it != end; ++it)
     out.push_back(it->second);
   return out;
+}
+
+Error Args::readUnsigned(const std::string &name, uint64_t &into) const {
+  if (auto text = get(name)) {
+    auto value = parseUnsigned(*text, name);
+    if (!value)
+      return value.takeError();
+    into = *value;
+  }
+  return Error::success();
+}
+
+Error Args::readUnsigned(const std::string &name, uint32_t &into) const {
+  uint64_t wide = into;
+  if (Error err = readUnsigned(name, wide))
+    return err;
+  if (wide > UINT32_MAX)
+    return makeError("{0}: {1} is too large", name, wide);
+  into = wide;
+  return Error::success();
+}
+
+Error Args::readDuration(const std::string &name, double &milliseconds) const {
+  if (auto text = get(name)) {
+    auto value = parseDuration(*text, name);
+    if (!value)
+      return value.takeError();
+    milliseconds = *value;
+  }
+  return Error::success();
+}
+
+int printUsage(const Args &args, const char *synopsis, const char *description,
+               const std::vector<OptionSpec> &specs) {
+  std::fprintf(args.help() ? stdout : stderr, "usage: %s\n\n%s\n%s", synopsis,
+               description, formatOptions(specs).c_str());
+  return args.help() ? 0 : 2;
 }
 
 std::string formatOptions(const std::vector<OptionSpec> &specs) {

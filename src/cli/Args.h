@@ -31,6 +31,11 @@ public:
   const std::vector<std::string> &positional() const { return rest; }
   bool help() const { return wantsHelp; }
 
+  // Read option `name` into `into` when given; untouched otherwise.
+  Error readUnsigned(const std::string &name, uint32_t &into) const;
+  Error readUnsigned(const std::string &name, uint64_t &into) const;
+  Error readDuration(const std::string &name, double &milliseconds) const;
+
 private:
   std::multimap<std::string, std::string> values;
   std::vector<std::string> rest;
@@ -38,6 +43,11 @@ private:
 };
 
 std::string formatOptions(const std::vector<OptionSpec> &specs);
+
+// Prints `synopsis`, `description` and the options: to stdout for --help
+// (returns 0), to stderr for a usage mistake (returns 2).
+int printUsage(const Args &args, const char *synopsis, const char *description,
+               const std::vector<OptionSpec> &specs);
 
 // "1s", "250ms", "2.5s" -> milliseconds.
 Expected<double> parseDuration(const std::string &text, const std::string &what);

@@ -61,20 +61,20 @@ int mapCommand(int argc, char **argv) {
   bool valid = (action == "update" && words.size() == 4) ||
                (action == "delete" && words.size() == 3) ||
                (action == "dump" && words.size() == 2);
-  if (args->help() || !valid) {
-    std::fprintf(args->help() ? stdout : stderr, "usage: morpheus map update PIN KEY VALUE [--flags any|noexist|exist]\n"
-                "       morpheus map delete PIN KEY\n"
-                "       morpheus map dump PIN\n\n"
-                "PIN is a map pinned by 'morpheus run' (e.g.\n"
-                "/sys/fs/bpf/morpheus/<program>/<map>). KEY and VALUE are the raw bytes\n"
-                "in hex, as bpftool prints them: \"0a 00 00 01\" or 0a000001. For\n"
-                "per-CPU maps VALUE is written to every CPU. When the guard of a\n"
-                "running Morpheus sits beside the map it is bumped first, so the very\n"
-                "next packet runs generic code that sees the change; Morpheus then\n"
-                "re-specializes.\n\n%s",
-                formatOptions(specs).c_str());
-    return args->help() ? 0 : 2;
-  }
+  if (args->help() || !valid)
+    return printUsage(
+        *args,
+        "morpheus map update PIN KEY VALUE [--flags any|noexist|exist]\n"
+        "       morpheus map delete PIN KEY\n"
+        "       morpheus map dump PIN",
+        "PIN is a map pinned by 'morpheus run' (e.g.\n"
+        "/sys/fs/bpf/morpheus/<program>/<map>). KEY and VALUE are the raw bytes\n"
+        "in hex, as bpftool prints them: \"0a 00 00 01\" or 0a000001. For\n"
+        "per-CPU maps VALUE is written to every CPU. When the guard of a\n"
+        "running Morpheus sits beside the map it is bumped first, so the very\n"
+        "next packet runs generic code that sees the change; Morpheus then\n"
+        "re-specializes.\n",
+        specs);
   if (action == "dump")
     return dump(words[1]);
   auto updater = bpf::MapUpdater::open(words[1]);

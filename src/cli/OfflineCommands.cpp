@@ -31,14 +31,12 @@ int analyzeCommand(int argc, char **argv) {
   auto args = Args::parse("analyze", argc, argv, 2, specs);
   if (!args)
     return usageError(llvm::toString(args.takeError()));
-  if (args->help() || args->positional().size() != 1) {
-    std::fprintf(args->help() ? stdout : stderr, "usage: morpheus analyze PROG [options]\n\n"
-                "Lists every map (type, sizes, and whether the program itself\n"
-                "writes it: ro/rw, with the reasons) and every map access site\n"
-                "(map, kind, where the key comes from). Loads nothing.\n\n%s",
-                formatOptions(specs).c_str());
-    return args->help() ? 0 : 2;
-  }
+  if (args->help() || args->positional().size() != 1)
+    return printUsage(*args, "morpheus analyze PROG [options]",
+                      "Lists every map (type, sizes, and whether the program itself\n"
+                      "writes it: ro/rw, with the reasons) and every map access site\n"
+                      "(map, kind, where the key comes from). Loads nothing.\n",
+                      specs);
   auto spec = bpf::ProgramSpec::load(args->positional()[0], frontendOptions(*args));
   if (!spec)
     return fail(spec.takeError());
@@ -63,29 +61,22 @@ int specializeCommand(int argc, char **argv) {
   if (!args)
     return usageError(llvm::toString(args.takeError()));
   if (args->help() || args->positional().size() != 1 || !args->has("--snapshot") ||
-      !args->has("-o")) {
-    std::fprintf(args->help() ? stdout : stderr, "usage: morpheus specialize PROG --snapshot STATE.json -o OUT.o [options]\n\n"
-                "Runs the specialization pipeline once against the map contents in\n"
-                "STATE.json and writes the resulting BPF object. Maps listed in the\n"
-                "snapshot are taken as complete; maps not listed are not specialized.\n"
-                "Without --guard-version the object has no guard: it is correct only\n"
-                "while the maps hold exactly the snapshot.\n\n%s",
-                formatOptions(specs).c_str());
-    return args->help() ? 0 : 2;
-  }
+      !args->has("-o"))
+    return printUsage(
+        *args, "morpheus specialize PROG --snapshot STATE.json -o OUT.o [options]",
+        "Runs the specialization pipeline once against the map contents in\n"
+        "STATE.json and writes the resulting BPF object. Maps listed in the\n"
+        "snapshot are taken as complete; maps not listed are not specialized.\n"
+        "Without --guard-version the object has no guard: it is correct only\n"
+        "while the maps hold exactly the snapshot.\n",
+        specs);
   bpf::SpecializeRequest request;
-  if (auto limit = args->get("--inline-limit")) {
-    auto value = parseUnsigned(*limit, "--inline-limit");
-    if (!value)
-      return usageError(llvm::toString(value.takeError()));
-    request.inlineLimit = *value;
-  }
-  if (auto version = args->get("--guard-version")) {
-    auto value = parseUnsigned(*version, "--guard-version");
-    if (!value)
-      return usageError(llvm::toString(value.takeError()));
-    request.guardVersion = *value;
-  }
+  uint64_t guardVersion = 0;
+  if (Error err = llvm::joinErrors(args->readUnsigned("--inline-limit", request.inlineLimit),
+                                   args->readUnsigned("--guard-version", guardVersion)))
+    return usageError(llvm::toString(std::move(err)));
+  if (args->has("--guard-version"))
+    request.guardVersion = guardVersion;
   auto spec = bpf::ProgramSpec::load(args->positional()[0], frontendOptions(*args));
   if (!spec)
     return fail(spec.takeError());

@@ -83,41 +83,27 @@ int runCommand(int argc, char **argv) {
   auto args = Args::parse("run", argc, argv, 2, specs);
   if (!args)
     return usageError(llvm::toString(args.takeError()));
-  if (args->help() || args->positional().size() != 1 || !args->has("--iface")) {
-    std::fprintf(args->help() ? stdout : stderr, "usage: morpheus run PROG --iface IF [options]\n\n"
-                "Loads PROG unmodified, pins its maps, attaches it with a bpf_link and\n"
-                "re-specializes it every period and right after each map update made\n"
-                "through Morpheus ('morpheus map', the control socket). Prints one line\n"
-                "per cycle (t1 = map reads, t2 = compile, injection = load + swap) and a\n"
-                "status line with the attached program's ns/packet (kernel bpf_stats).\n"
-                "On SIGINT/SIGTERM it detaches and removes its pins.\n\n%s",
-                formatOptions(specs).c_str());
-    return args->help() ? 0 : 2;
-  }
+  if (args->help() || args->positional().size() != 1 || !args->has("--iface"))
+    return printUsage(
+        *args, "morpheus run PROG --iface IF [options]",
+        "Loads PROG unmodified, pins its maps, attaches it with a bpf_link and\n"
+        "re-specializes it every period and right after each map update made\n"
+        "through Morpheus ('morpheus map', the control socket). Prints one line\n"
+        "per cycle (t1 = map reads, t2 = compile, injection = load + swap) and a\n"
+        "status line with the attached program's ns/packet (kernel bpf_stats).\n"
+        "On SIGINT/SIGTERM it detaches and removes its pins.\n",
+        specs);
 
   runtime::OptimizerOptions options;
   options.frontend = frontendOptions(*args);
   options.program = args->get("--prog").value_or("");
-  if (auto limit = args->get("--inline-limit")) {
-    auto value = parseUnsigned(*limit, "--inline-limit");
-    if (!value)
-      return usageError(llvm::toString(value.takeError()));
-    options.inlineLimit = *value;
-  }
   double periodMs = 1000;
-  if (auto period = args->get("--period")) {
-    auto value = parseDuration(*period, "--period");
-    if (!value)
-      return usageError(llvm::toString(value.takeError()));
-    periodMs = *value;
-  }
   uint64_t maxCycles = 0;
-  if (auto cycles = args->get("--cycles")) {
-    auto value = parseUnsigned(*cycles, "--cycles");
-    if (!value)
-      return usageError(llvm::toString(value.takeError()));
-    maxCycles = *value;
-  }
+  if (Error err = llvm::joinErrors(
+          llvm::joinErrors(args->readUnsigned("--inline-limit", options.inlineLimit),
+                           args->readDuration("--period", periodMs)),
+          args->readUnsigned("--cycles", maxCycles)))
+    return usageError(llvm::toString(std::move(err)));
   bpf::XdpMode mode = bpf::XdpMode::Native;
   if (auto text = args->get("--xdp-mode")) {
     if (*text == "generic")

@@ -34,11 +34,7 @@ TEST(SwapUnderTraffic, NoPacketIsLost) {
   ASSERT_TRUE(bool(link)) << llvm::toString(link.takeError());
   fwd.opt().install = [&](int fd) { return link->replace(fd); };
 
-  trafficgen::LiveFramesOptions options;
-  options.netns = veth.nsA();
-  options.iface = veth.ifA();
-  options.dstMac = veth.macB();
-  options.flows = flows;
+  trafficgen::LiveFramesOptions options = trafficgen::acrossVeth(veth, flows);
   trafficgen::LiveFramesGenerator generator = trafficgen::LiveFramesGenerator::create(options);
 
   const int rounds = 12;

@@ -145,11 +145,7 @@ int runDemo(int rounds) {
   if (statsFd < 0)
     return fail("cannot enable bpf_stats: " + std::string(strerror(errno)));
 
-  trafficgen::LiveFramesOptions traffic;
-  traffic.netns = veth.nsA();
-  traffic.iface = veth.ifA();
-  traffic.dstMac = veth.macB();
-  traffic.flows = flows;
+  trafficgen::LiveFramesOptions traffic = trafficgen::acrossVeth(veth, flows);
   trafficgen::LiveFramesGenerator generator = trafficgen::LiveFramesGenerator::create(traffic);
   std::atomic<bool> stopTraffic{false};
   std::thread sender([&] {

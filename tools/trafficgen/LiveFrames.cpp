@@ -271,4 +271,13 @@ uint32_t parseIpv4(const std::string &text) {
   return ntohl(address.s_addr);
 }
 
+LiveFramesOptions acrossVeth(const testing::VethPair &veth, std::vector<Flow> flows) {
+  LiveFramesOptions options;
+  options.netns = veth.nsA();
+  options.iface = veth.ifA();
+  options.dstMac = veth.macB();
+  options.flows = std::move(flows);
+  return options;
+}
+
 } // namespace morpheus::trafficgen

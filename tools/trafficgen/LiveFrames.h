@@ -18,6 +18,10 @@
 
 struct bpf_object;
 
+namespace morpheus::testing {
+class VethPair;
+}
+
 namespace morpheus::trafficgen {
 
 using MacAddress = std::array<uint8_t, 6>;
@@ -43,6 +47,10 @@ struct LiveFramesOptions {
   // header and no payload; the rest is Ethernet padding. At least 64.
   uint32_t frameLength = 64;
 };
+
+// Options for sending from end A of `veth` to end B (all other fields at
+// their defaults).
+LiveFramesOptions acrossVeth(const testing::VethPair &veth, std::vector<Flow> flows);
 
 struct LiveFramesResult {
   uint64_t packetsSent = 0;

@@ -17,6 +17,7 @@
 #include <bpf/bpf_helpers.h>
 #include <bpf/bpf_endian.h>
 
+#include "checksum.bpf.h"
 #include "livegen.h"
 
 enum count_slot {
@@ -61,24 +62,6 @@ static __always_inline int count(__u32 slot)
 	if (value)
 		__sync_fetch_and_add(value, 1);
 	return XDP_DROP;
-}
-
-static __always_inline __u32 sum16(const void *start, int words)
-{
-	const __u16 *word = start;
-	__u32 sum = 0;
-
-#pragma unroll
-	for (int i = 0; i < words; i++)
-		sum += word[i];
-	return sum;
-}
-
-static __always_inline __u16 fold(__u32 sum)
-{
-	sum = (sum & 0xffff) + (sum >> 16);
-	sum = (sum & 0xffff) + (sum >> 16);
-	return (__u16)sum;
 }
 
 static __always_inline int same_mac(const __u8 *a, const __u8 *b)

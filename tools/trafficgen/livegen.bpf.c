@@ -18,6 +18,7 @@
 #include <bpf/bpf_helpers.h>
 #include <bpf/bpf_endian.h>
 
+#include "checksum.bpf.h"
 #include "livegen.h"
 
 struct {
@@ -45,24 +46,6 @@ struct {
 	__type(key, __u32);
 	__type(value, __u32);
 } cursor SEC(".maps");
-
-static __always_inline __u32 sum16(const void *start, int words)
-{
-	const __u16 *word = start;
-	__u32 sum = 0;
-
-#pragma unroll
-	for (int i = 0; i < words; i++)
-		sum += word[i];
-	return sum;
-}
-
-static __always_inline __u16 fold(__u32 sum)
-{
-	sum = (sum & 0xffff) + (sum >> 16);
-	sum = (sum & 0xffff) + (sum >> 16);
-	return (__u16)~sum;
-}
 
 SEC("xdp")
 int livegen(struct xdp_md *ctx)
@@ -113,7 +96,7 @@ int livegen(struct xdp_md *ctx)
 	ip->check = 0;
 	ip->saddr = flow->saddr;
 	ip->daddr = flow->daddr;
-	ip->check = fold(sum16(ip, sizeof(*ip) / 2));
+	ip->check = (__u16)~fold(sum16(ip, sizeof(*ip) / 2));
 
 	/* Pseudo header: the addresses as stored, then protocol and length. */
 	__u32 pseudo = sum16(&ip->saddr, 4) + bpf_htons(flow->proto) +
@@ -128,13 +111,13 @@ int livegen(struct xdp_md *ctx)
 		tcp_flag_word(tcp) = bpf_htonl(0x5002ffff);
 		tcp->check = 0;
 		tcp->urg_ptr = 0;
-		tcp->check = fold(pseudo + sum16(tcp, sizeof(*tcp) / 2));
+		tcp->check = (__u16)~fold(pseudo + sum16(tcp, sizeof(*tcp) / 2));
 	} else {
 		udp->source = flow->sport;
 		udp->dest = flow->dport;
 		udp->len = bpf_htons(sizeof(*udp));
 		udp->check = 0;
-		__u16 check = fold(pseudo + sum16(udp, sizeof(*udp) / 2));
+		__u16 check = (__u16)~fold(pseudo + sum16(udp, sizeof(*udp) / 2));
 		/* 0 would mean "no checksum" */
 		udp->check = check ? check : 0xffff;
 	}
