@@ -184,7 +184,8 @@ int runDemo(int rounds) {
 
   // A control-plane update: the guard trips at once, the next cycle
   // re-specializes for the new contents.
-  link->replace(opt.activeFd());
+  if (llvm::Error err = link->replace(opt.activeFd()))
+    return fail(llvm::toString(std::move(err)));
   policy_key key = {htonl(0x0a000001), htons(5000), IPPROTO_UDP, 0};
   policy_value pass = {ACTION_PASS, {}, {}};
   if (llvm::Error err = update("policy", bytesOf(key), bytesOf(pass)))
