@@ -21,6 +21,10 @@
 
 #include "policy_fwd.h"
 
+#ifndef POLICY_MAX_ENTRIES
+#define POLICY_MAX_ENTRIES 1024
+#endif
+
 struct {
 	__uint(type, BPF_MAP_TYPE_ARRAY);
 	__uint(max_entries, 1);
@@ -30,7 +34,7 @@ struct {
 
 struct {
 	__uint(type, BPF_MAP_TYPE_HASH);
-	__uint(max_entries, 1024);
+	__uint(max_entries, POLICY_MAX_ENTRIES);
 	__type(key, struct policy_key);
 	__type(value, struct policy_value);
 } policy SEC(".maps");

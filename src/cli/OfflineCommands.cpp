@@ -13,12 +13,18 @@ namespace morpheus::cli {
 
 namespace {
 
+// Writes through a temporary file and a rename, so a failure never leaves a
+// truncated object where the old one was.
 Error writeFile(const std::string &path, const char *data, size_t size) {
-  std::ofstream out(path, std::ios::binary | std::ios::trunc);
+  std::string temporary = path + ".tmp";
+  std::ofstream out(temporary, std::ios::binary | std::ios::trunc);
   out.write(data, size);
   out.close();
-  if (!out)
-    return makeSystemError(errno, "{0}: cannot write", path);
+  if (!out || std::rename(temporary.c_str(), path.c_str())) {
+    int err = errno;
+    std::remove(temporary.c_str());
+    return makeSystemError(err, "{0}: cannot write", path);
+  }
   return Error::success();
 }
 

@@ -1,0 +1,135 @@
+// The morpheus command as a user runs it, for everything that needs no
+// kernel: analyze and specialize on C, IR and bitcode, flags passed through
+// to clang, and errors that name what is wrong.
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include <array>
+#include <cstdio>
+#include <fstream>
+#include <unistd.h>
+
+namespace {
+
+struct Output {
+  int status;
+  std::string text; // stdout and stderr
+};
+
+Output morpheus(const std::string &arguments) {
+  std::string command = std::string(MORPHEUS_BIN_DIR) + "/morpheus " + arguments + " 2>&1";
+  Output output{-1, ""};
+  FILE *pipe = popen(command.c_str(), "r");
+  std::array<char, 4096> buffer;
+  while (size_t got = fread(buffer.data(), 1, buffer.size(), pipe))
+    output.text.append(buffer.data(), got);
+  output.status = WEXITSTATUS(pclose(pipe));
+  return output;
+}
+
+const std::string Example = std::string(MORPHEUS_SOURCE_DIR) + "/examples/policy_fwd.bpf.c";
+
+std::string tempPath(const std::string &name) {
+  return "/tmp/morpheus-cli-test-" + std::to_string(getpid()) + "-" + name;
+}
+
+nlohmann::json mapNamed(const nlohmann::json &analysis, const std::string &name) {
+  for (const auto &map : analysis["maps"])
+    if (map["name"] == name)
+      return map;
+  return nullptr;
+}
+
+TEST(Cli, AnalyzeJsonDescribesMapsAndSites) {
+  Output out = morpheus("analyze --json " + Example);
+  ASSERT_EQ(out.status, 0) << out.text;
+  nlohmann::json analysis = nlohmann::json::parse(out.text);
+  EXPECT_EQ(mapNamed(analysis, "config")["access"], "ro");
+  EXPECT_EQ(mapNamed(analysis, "policy")["access"], "ro");
+  EXPECT_EQ(mapNamed(analysis, "stats")["access"], "rw");
+  EXPECT_EQ(mapNamed(analysis, "policy")["type"], "hash");
+  EXPECT_EQ(mapNamed(analysis, "policy")["key_size"], 8);
+  bool policySite = false;
+  for (const auto &site : analysis["sites"])
+    if (site["map"] == "policy") {
+      policySite = true;
+      EXPECT_EQ(site["kind"], "lookup");
+      EXPECT_NE(site["key"]["sources"].get<std::string>().find("packet"), std::string::npos);
+      EXPECT_FALSE(site["key"].contains("constant"));
+    } else if (site["map"] == "config") {
+      EXPECT_EQ(site["key"]["constant"], "00 00 00 00");
+    }
+  EXPECT_TRUE(policySite);
+}
+
+TEST(Cli, CompilerFlagsReachClang) {
+  Output out = morpheus("analyze --json -DPOLICY_MAX_ENTRIES=4096 " + Example);
+  ASSERT_EQ(out.status, 0) << out.text;
+  EXPECT_EQ(mapNamed(nlohmann::json::parse(out.text), "policy")["max_entries"], 4096);
+  Output broken = morpheus("analyze --cflags \"-DPOLICY_MAX_ENTRIES=(\" " + Example);
+  EXPECT_EQ(broken.status, 1);
+  EXPECT_NE(broken.text.find("clang failed"), std::string::npos) << broken.text;
+}
+
+TEST(Cli, AcceptsIrAndBitcode) {
+  for (const char *kind : {"ll", "bc"}) {
+    std::string ir = tempPath(std::string("policy.") + kind);
+    std::string compile = std::string(MORPHEUS_CLANG) +
+                          " -O2 -g -target bpf -I/usr/include/x86_64-linux-gnu " +
+                          (kind == std::string("ll") ? "-S " : "-c ") + "-emit-llvm " +
+                          Example + " -o " + ir;
+    ASSERT_EQ(std::system(compile.c_str()), 0);
+    Output out = morpheus("analyze --json " + ir);
+    EXPECT_EQ(out.status, 0) << out.text;
+    EXPECT_EQ(mapNamed(nlohmann::json::parse(out.text), "policy")["access"], "ro") << kind;
+    unlink(ir.c_str());
+  }
+}
+
+TEST(Cli, SpecializeWritesObjectAndReport) {
+  std::string snapshot = tempPath("state.json"), object = tempPath("out.o"),
+              report = tempPath("report.json");
+  std::ofstream(snapshot) << R"({"maps": {
+      "config": [{"key": "00000000", "value": "02000000 00000000"}],
+      "policy": [{"key": "0a000001 0050 11 00", "value": "01000000 000000000000 000000000000"}]}})";
+  Output out = morpheus("specialize " + Example + " --snapshot " + snapshot + " -o " + object +
+                        " --report " + report);
+  ASSERT_EQ(out.status, 0) << out.text;
+  EXPECT_EQ(access(object.c_str(), R_OK), 0);
+  std::ifstream in(report);
+  nlohmann::json decisions = nlohmann::json::parse(in);
+  EXPECT_EQ(decisions["inlined"]["policy"].size(), 1u);
+  bool policyInlined = false;
+  for (const auto &site : decisions["sites"])
+    policyInlined |= site["map"] == "policy" && site["applied"] == true &&
+                     site["pass"] == "inline-small-table";
+  EXPECT_TRUE(policyInlined) << decisions.dump(2);
+  for (const std::string &path : {snapshot, object, report})
+    unlink(path.c_str());
+}
+
+TEST(Cli, ErrorsNameTheFileAndChangeNothing) {
+  std::string snapshot = tempPath("bad.json"), object = tempPath("never.o");
+  std::ofstream(snapshot) << R"({"maps": {"policy": [{"key": "0a00", "value": "00"}]}})";
+  Output out = morpheus("specialize " + Example + " --snapshot " + snapshot + " -o " + object);
+  EXPECT_EQ(out.status, 1);
+  EXPECT_NE(out.text.find(snapshot + ": map 'policy' entry 0"), std::string::npos) << out.text;
+  EXPECT_NE(access(object.c_str(), F_OK), 0) << "nothing is written on bad input";
+  unlink(snapshot.c_str());
+
+  Output missing = morpheus("analyze /nonexistent/prog.bpf.c");
+  EXPECT_EQ(missing.status, 1);
+  EXPECT_NE(missing.text.find("/nonexistent/prog.bpf.c: no such file"), std::string::npos);
+  EXPECT_EQ(morpheus("frobnicate").status, 2);
+  EXPECT_EQ(morpheus("run " + Example).status, 2) << "--iface is required";
+}
+
+TEST(Cli, HelpIsAvailableForEveryCommand) {
+  for (const char *command : {"", "analyze ", "specialize ", "run ", "map "}) {
+    Output out = morpheus(std::string(command) + "--help");
+    EXPECT_EQ(out.status, 0) << command;
+    EXPECT_NE(out.text.find("usage: morpheus"), std::string::npos) << command;
+  }
+}
+
+} // namespace
