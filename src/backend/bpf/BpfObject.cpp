@@ -133,7 +133,7 @@ Expected<LoadedObject> LoadedObject::load(llvm::ArrayRef<char> elf,
     if (info.key_size != bpf_map__key_size(map) ||
         info.value_size != bpf_map__value_size(map) ||
         info.type != bpf_map__type(map))
-      return makeError("object '{0}': map '{1}': the new code declares {2}-byte "
+      return makeError("object '{0}': map '{1}': the program declares {2}-byte "
                        "keys and {3}-byte values, the existing map has {4} and {5}",
                        objectName, shared->first, bpf_map__key_size(map),
                        bpf_map__value_size(map), info.key_size, info.value_size);
@@ -150,7 +150,7 @@ Expected<LoadedObject> LoadedObject::load(llvm::ArrayRef<char> elf,
                            verifier.empty() ? "" : "; verifier log:\n",
                            verifier);
   }
-  return std::move(loaded);
+  return loaded;
 }
 
 LoadedObject::LoadedObject(LoadedObject &&other) noexcept

@@ -46,7 +46,10 @@ Expected<XdpLink> XdpLink::attach(int programFd, const std::string &iface,
       step = "cannot attach XDP (" +
              std::string(mode == XdpMode::Native ? "native" : "generic") +
              " mode) to '" + iface + "'" +
-             (err == EBUSY ? " (another XDP program is attached)" : "");
+             (err == EBUSY ? " (another XDP program is attached)" : "") +
+             (err == EOPNOTSUPP && mode == XdpMode::Native
+                  ? " (no native XDP in this driver; try --xdp-mode generic)"
+                  : "");
     }
   });
   worker.join();
