@@ -52,6 +52,9 @@ nlohmann::json analysisToJson(const bpf::ProgramSpec &spec) {
     nlohmann::json key = {{"sources", site.key.describe()}};
     if (site.key.constantKey)
       key["constant"] = bpf::toHex(*site.key.constantKey);
+    auto table = spec.catalog().find(site.table);
+    if (table != spec.catalog().end())
+      key["size"] = table->second.keySize;
     sites.push_back({{"id", site.id},
                      {"map", site.table},
                      {"kind", kindName(site.signature.kind)},

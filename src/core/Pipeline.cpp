@@ -130,17 +130,17 @@ Expected<SpecializationLog> specializeModule(Module &module,
   }
   passes.run(module, managers.mam);
   if (Error err = verify(module, "table passes"))
-    return std::move(err);
+    return err;
 
   if (options.guard) {
     if (options.linkGuardRuntime)
       if (Error err = options.linkGuardRuntime(module))
-        return std::move(err);
+        return err;
     ModulePassManager guard;
     guard.addPass(ProgramGuardPass(*options.guard));
     guard.run(module, managers.mam);
     if (Error err = verify(module, "program guard"))
-      return std::move(err);
+      return err;
   }
 
   if (options.optimize) {
@@ -148,7 +148,7 @@ Expected<SpecializationLog> specializeModule(Module &module,
         managers.builder.buildPerModuleDefaultPipeline(OptimizationLevel::O2);
     o2.run(module, managers.mam);
     if (Error err = verify(module, "O2 pipeline"))
-      return std::move(err);
+      return err;
   }
   return log;
 }

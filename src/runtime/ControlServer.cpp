@@ -46,7 +46,7 @@ ControlServer::start(const std::string &path, Optimizer &optimizer,
   if (pipe2(server->stopPipe, O_CLOEXEC))
     return makeSystemError(errno, "control socket '{0}'", path);
   server->thread = std::thread([raw = server.get()] { raw->serve(); });
-  return std::move(server);
+  return server;
 }
 
 ControlServer::~ControlServer() {

@@ -37,8 +37,8 @@ Expected<std::unique_ptr<Optimizer>> Optimizer::create(const std::string &path,
   std::unique_ptr<Optimizer> optimizer(
       new Optimizer(std::move(options), std::move(*guard)));
   if (Error err = optimizer->load(path))
-    return std::move(err);
-  return std::move(optimizer);
+    return err;
+  return optimizer;
 }
 
 Optimizer::~Optimizer() {

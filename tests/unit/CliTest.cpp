@@ -54,6 +54,7 @@ TEST(Cli, AnalyzeJsonDescribesMapsAndSites) {
     if (site["map"] == "policy") {
       policySite = true;
       EXPECT_EQ(site["kind"], "lookup");
+      EXPECT_EQ(site["key"]["size"], 8);
       EXPECT_NE(site["key"]["sources"].get<std::string>().find("packet"), std::string::npos);
       EXPECT_FALSE(site["key"].contains("constant"));
     } else if (site["map"] == "config") {

@@ -45,7 +45,7 @@ createTargetMachine(const Module &module) {
   if (!machine)
     return makeError("{0}: cannot create a BPF target machine for cpu '{1}'",
                      module.getModuleIdentifier(), cpu);
-  return std::move(machine);
+  return machine;
 }
 
 Expected<std::vector<char>> emitObject(Module &module, TargetMachine &machine) {

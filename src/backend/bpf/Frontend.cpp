@@ -91,7 +91,7 @@ Expected<std::unique_ptr<Module>> loadProgram(const std::string &path,
                      path, module->getTargetTriple());
   module->setModuleIdentifier(path);
   core::annotateAccessCalls(*module, BpfSignatures());
-  return std::move(module);
+  return module;
 }
 
 Error linkRuntime(Module &module) {

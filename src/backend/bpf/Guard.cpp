@@ -39,12 +39,12 @@ Expected<GuardWord> GuardWord::create() {
   std::atomic<uint64_t> *word = nullptr;
   if (Error err = mapWord(fd, "new guard map", &word)) {
     close(fd);
-    return std::move(err);
+    return err;
   }
   GuardWord guard(fd, word);
   // Version 0 is never valid, so a zeroed map never admits any program.
   guard.word->store(1);
-  return std::move(guard);
+  return guard;
 }
 
 Expected<GuardWord> GuardWord::open(const std::string &pinPath) {
@@ -54,7 +54,7 @@ Expected<GuardWord> GuardWord::open(const std::string &pinPath) {
   std::atomic<uint64_t> *word = nullptr;
   if (Error err = mapWord(fd, "guard '" + pinPath + "'", &word)) {
     close(fd);
-    return std::move(err);
+    return err;
   }
   return GuardWord(fd, word);
 }

@@ -115,7 +115,7 @@ Expected<Bytes> parseHexBytes(std::string_view text, const std::string &what) {
     char c = text[i];
     if (std::isspace(static_cast<unsigned char>(c)) || c == ',' || c == ':') {
       if (Error err = flush())
-        return std::move(err);
+        return err;
       ++i;
     } else if (c == '0' && i + 1 < text.size() && (text[i + 1] == 'x' || text[i + 1] == 'X') &&
                digits.empty()) {
@@ -129,7 +129,7 @@ Expected<Bytes> parseHexBytes(std::string_view text, const std::string &what) {
     }
   }
   if (Error err = flush())
-    return std::move(err);
+    return err;
   if (bytes.empty())
     return makeError("{0}: no bytes given", what);
   return bytes;

@@ -22,7 +22,7 @@ Expected<MapUpdater> MapUpdater::forMap(int fd, std::string name, GuardWord *gua
   updater.valueBytes = info.value_size;
   updater.mapType = info.type;
   updater.guard = guard;
-  return std::move(updater);
+  return updater;
 }
 
 Expected<MapUpdater> MapUpdater::open(const std::string &pinPath) {

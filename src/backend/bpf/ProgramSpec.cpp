@@ -54,7 +54,7 @@ Expected<std::unique_ptr<ProgramSpec>> ProgramSpec::load(const std::string &path
   if (spec->entries.size() > MaxPrograms)
     return makeError("{0}: {1} programs; Morpheus manages at most {2} per object",
                      path, spec->entries.size(), MaxPrograms);
-  return std::move(spec);
+  return spec;
 }
 
 core::ReadPlan ProgramSpec::readPlan(uint32_t inlineLimit) const {
