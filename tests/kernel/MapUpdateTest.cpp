@@ -81,6 +81,30 @@ TEST_F(MapUpdate, ValueOnlyChangeRespecializesEvenWithoutGuardBump) {
   EXPECT_EQ(runOnce(fwd.opt().activeFd(), packet).verdict, uint32_t(XDP_DROP));
 }
 
+TEST_F(MapUpdate, CompilationDuringAnUpdateNeverValidatesStaleContents) {
+  // The worst interleaving, made deterministic: a cycle runs after the
+  // update's first bump but before the map write lands, so it specializes
+  // the old contents. The bump after the write must invalidate that code.
+  PolicyFwd fwd;
+  ASSERT_TRUE(fwd.ok());
+  fwd.setConfig(CFG_POLICY_ENABLED, ACTION_PASS);
+  policy_key key = policyKey(0x0a000001, 80, IPPROTO_UDP);
+  fwd.setPolicy(key, policyValue(ACTION_DROP));
+  fwd.specialize();
+  Bytes packet = buildPacket(PacketSpec{.daddr = 0x0a000001, .dport = 80});
+  {
+    bpf::GuardWord::Update update(&fwd.opt().guard());
+    runtime::CycleReport racing = fwd.opt().runCycle();
+    EXPECT_TRUE(racing.installed) << racing.outcome;
+    policy_value pass = policyValue(ACTION_PASS);
+    ASSERT_EQ(bpf_map_update_elem(fwd.opt().mapFd("policy"), &key, &pass, BPF_ANY), 0);
+  }
+  EXPECT_EQ(runOnce(fwd.opt().activeFd(), packet).verdict, uint32_t(XDP_PASS))
+      << "code compiled mid-update still trusted the old entry";
+  fwd.specialize();
+  EXPECT_EQ(runOnce(fwd.opt().activeFd(), packet).verdict, uint32_t(XDP_PASS));
+}
+
 TEST_F(MapUpdate, BadCliInputIsRejectedAndChangesNothing) {
   PolicyFwd fwd(pins.path());
   ASSERT_TRUE(fwd.ok());

@@ -23,8 +23,33 @@ public:
   int fd() const { return mapFd; }
   uint64_t version() const;
   // Invalidates every program compiled against an earlier version; returns
-  // the new version. Call before changing any table a program may inline.
+  // the new version.
   uint64_t bump();
+
+  // Brackets a control-plane change of a table: bumps before it (so the
+  // running specialized program stops trusting its copy from the next
+  // packet on) and again after it (so a compilation that read the version
+  // while the change was in flight, and so may have read the table before
+  // the change landed, finds the version moved and discards its code).
+  // Compilations read the version before the tables and install only if it
+  // is unchanged afterwards; with both bumps no code built from a snapshot
+  // missing a completed change can ever be valid.
+  class Update {
+  public:
+    explicit Update(GuardWord *guard) : guard(guard) {
+      if (guard)
+        guard->bump();
+    }
+    ~Update() {
+      if (guard)
+        guard->bump();
+    }
+    Update(const Update &) = delete;
+    Update &operator=(const Update &) = delete;
+
+  private:
+    GuardWord *guard;
+  };
 
 private:
   GuardWord(int fd, std::atomic<uint64_t> *word) : mapFd(fd), word(word) {}

@@ -84,8 +84,7 @@ Error MapUpdater::update(const core::Bytes &key, const core::Bytes &value,
     for (int cpu = 0; cpu < possibleCpus(); ++cpu)
       std::copy(value.begin(), value.end(), raw.begin() + cpu * stride);
   }
-  if (guard)
-    guard->bump();
+  GuardWord::Update bracket(guard);
   if (bpf_map_update_elem(fd, key.data(), raw.data(), flags))
     return makeSystemError(errno, "map '{0}': update of key {1} failed", mapName,
                            toHex(key));
@@ -95,8 +94,7 @@ Error MapUpdater::update(const core::Bytes &key, const core::Bytes &value,
 Error MapUpdater::remove(const core::Bytes &key) {
   if (Error err = checkSizes(key, nullptr))
     return err;
-  if (guard)
-    guard->bump();
+  GuardWord::Update bracket(guard);
   if (bpf_map_delete_elem(fd, key.data()))
     return makeSystemError(errno, "map '{0}': delete of key {1} failed", mapName,
                            toHex(key));
