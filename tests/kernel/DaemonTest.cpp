@@ -1,6 +1,6 @@
 // `morpheus run` as an operator runs it: a separate process attached to a
-// veth, configured through its control socket, stopped with SIGTERM, and
-// leaving nothing behind.
+// veth (generic mode here; the swap and demo tests cover native), configured
+// through its control socket, stopped with SIGTERM, leaving nothing behind.
 #include "KernelSupport.h"
 #include "netns/VethPair.h"
 
@@ -74,7 +74,8 @@ TEST(Daemon, ControlSocketUpdatesAndCleanShutdown) {
     std::string morpheus = binPath("morpheus");
     execl(morpheus.c_str(), "morpheus", "run", program.c_str(), "--iface",
           veth.ifB().c_str(), "--netns", veth.nsB().c_str(), "--pin-dir", pinDir.c_str(),
-          "--socket", socketPath.c_str(), "--period", "200ms", nullptr);
+          "--socket", socketPath.c_str(), "--period", "200ms", "--xdp-mode", "generic",
+          nullptr);
     _exit(127);
   }
   struct Reaper {
