@@ -182,14 +182,14 @@ int runCommand(int argc, char **argv) {
       if (!quiet || report.installed || report.outcome.starts_with("failed"))
         printCycle(report, !quiet);
       if (!quiet && statsFd >= 0) {
-        ProgramStats now = statsOf(lastFd);
-        uint64_t packets = now.runCount - last.runCount;
+        ProgramStats current = statsOf(lastFd);
+        uint64_t packets = current.runCount - last.runCount;
         if (packets)
           std::printf("status: %s program, %llu packets, %.1f ns/packet\n",
                       opt.installedVersion() == opt.guard().version() ? "specialized"
                                                                        : "generic",
                       (unsigned long long)packets,
-                      double(now.runTimeNs - last.runTimeNs) / packets);
+                      double(current.runTimeNs - last.runTimeNs) / packets);
         lastFd = opt.activeFd();
         last = statsOf(lastFd);
         std::fflush(stdout);
