@@ -1,5 +1,7 @@
 #include "KernelSupport.h"
 
+#include "packet/Packet.h"
+
 #include <bpf/bpf.h>
 #include <bpf/libbpf.h>
 #include <dirent.h>
@@ -58,52 +60,25 @@ uint32_t mapIdOf(int mapFd) {
   return info.id;
 }
 
-namespace {
-
-void put16(Bytes &bytes, size_t at, uint16_t value) {
-  bytes[at] = value >> 8;
-  bytes[at + 1] = value & 0xff;
-}
-
-void put32(Bytes &bytes, size_t at, uint32_t value) {
-  put16(bytes, at, value >> 16);
-  put16(bytes, at + 2, value & 0xffff);
-}
-
-} // namespace
-
 Bytes buildPacket(const PacketSpec &spec) {
-  size_t ipLength = spec.ihl * 4;
-  size_t l4Length = spec.protocol == 6 ? 20 : 8;
-  Bytes packet(14 + ipLength + l4Length + spec.payload, 0);
-  const uint8_t dst[6] = {0x02, 0, 0, 0, 0, 0x02}, src[6] = {0x02, 0, 0, 0, 0, 0x01};
-  std::copy(dst, dst + 6, packet.begin());
-  std::copy(src, src + 6, packet.begin() + 6);
-  put16(packet, 12, spec.etherType);
-  size_t ip = 14;
-  packet[ip] = 0x40 | (spec.ihl & 0xf);
-  put16(packet, ip + 2, packet.size() - 14);
-  put16(packet, ip + 6, spec.fragOff);
-  packet[ip + 8] = spec.ttl;
-  packet[ip + 9] = spec.protocol;
-  put32(packet, ip + 12, spec.saddr);
-  put32(packet, ip + 16, spec.daddr);
-  uint32_t sum = 0;
-  for (size_t i = 0; i < ipLength; i += 2)
-    sum += (packet[ip + i] << 8) | packet[ip + i + 1];
-  while (sum >> 16)
-    sum = (sum & 0xffff) + (sum >> 16);
-  put16(packet, ip + 10, ~sum & 0xffff);
-  size_t l4 = ip + ipLength;
-  if (spec.protocol == 6 || spec.protocol == 17) {
-    put16(packet, l4, spec.sport);
-    put16(packet, l4 + 2, spec.dport);
-  } else if (spec.protocol == 1) {
-    packet[l4] = 8; // echo request
-  }
-  for (size_t i = 0; i < spec.payload; ++i)
-    packet[l4 + l4Length + i] = uint8_t(i * 7 + 1);
-  return packet;
+  using namespace packet;
+  PacketBuilder builder;
+  builder.ethernet(parseMac("02:00:00:00:00:02"), parseMac("02:00:00:00:00:01"),
+                   spec.etherType);
+  Ipv4Options ip;
+  ip.saddr = spec.saddr;
+  ip.daddr = spec.daddr;
+  ip.ttl = spec.ttl;
+  ip.fragment = spec.fragOff;
+  ip.optionWords = spec.ihl > 5 ? spec.ihl - 5 : 0;
+  builder.ipv4(ip);
+  if (spec.protocol == 6)
+    builder.tcp(spec.sport, spec.dport);
+  else if (spec.protocol == 1)
+    builder.icmpEcho(1, 1);
+  else
+    builder.udp(spec.sport, spec.dport);
+  return builder.payload(spec.payload).build();
 }
 
 PinDir::PinDir(const std::string &tag) {
