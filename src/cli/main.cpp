@@ -1,5 +1,6 @@
 // morpheus: a run-time optimizer for XDP programs.
 #include "cli/Commands.h"
+#include "nf/common/Registry.h"
 
 #include <cstdio>
 #include <cstring>
@@ -19,6 +20,8 @@ static const char Usage[] =
     "  run PROG            load, attach and keep specializing a program\n"
     "  map update|delete|dump\n"
     "                      change a managed map so the next packet sees it\n"
+    "  nf NAME COMMAND     configure a network function from nf/ (routes,\n"
+    "                      rules, VIPs, ...) through its pinned maps\n"
     "\n"
     "PROG is BPF C (compiled with clang-19 -O2 -g -target bpf), LLVM IR (.ll)\n"
     "or bitcode (.bc). 'morpheus <command> --help' describes each command.\n";
@@ -39,5 +42,7 @@ int main(int argc, char **argv) {
     return runCommand(argc, argv);
   if (command == "map")
     return mapCommand(argc, argv);
+  if (command == "nf")
+    return morpheus::nf::nfCommand(argc, argv);
   return usageError("unknown command '" + command + "' (see 'morpheus --help')");
 }

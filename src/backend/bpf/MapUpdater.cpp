@@ -16,7 +16,7 @@ Expected<MapUpdater> MapUpdater::forMap(int fd, std::string name, GuardWord *gua
   if (bpf_obj_get_info_by_fd(fd, &info, &length))
     return makeSystemError(errno, "map '{0}': cannot query", name);
   MapUpdater updater;
-  updater.fd = fd;
+  updater.mapFd = fd;
   updater.mapName = std::move(name);
   updater.keyBytes = info.key_size;
   updater.valueBytes = info.value_size;
@@ -48,7 +48,7 @@ Expected<MapUpdater> MapUpdater::open(const std::string &pinPath) {
 }
 
 MapUpdater::MapUpdater(MapUpdater &&other) noexcept
-    : fd(std::exchange(other.fd, -1)), ownsFd(other.ownsFd),
+    : mapFd(std::exchange(other.mapFd, -1)), ownsFd(other.ownsFd),
       mapName(std::move(other.mapName)), keyBytes(other.keyBytes),
       valueBytes(other.valueBytes), mapType(other.mapType),
       ownedGuard(std::move(other.ownedGuard)) {
@@ -56,8 +56,8 @@ MapUpdater::MapUpdater(MapUpdater &&other) noexcept
 }
 
 MapUpdater::~MapUpdater() {
-  if (ownsFd && fd >= 0)
-    close(fd);
+  if (ownsFd && mapFd >= 0)
+    close(mapFd);
 }
 
 Error MapUpdater::checkSizes(const core::Bytes &key, const core::Bytes *value) const {
@@ -85,7 +85,7 @@ Error MapUpdater::update(const core::Bytes &key, const core::Bytes &value,
       std::copy(value.begin(), value.end(), raw.begin() + cpu * stride);
   }
   GuardWord::Update bracket(guard);
-  if (bpf_map_update_elem(fd, key.data(), raw.data(), flags))
+  if (bpf_map_update_elem(mapFd, key.data(), raw.data(), flags))
     return makeSystemError(errno, "map '{0}': update of key {1} failed", mapName,
                            toHex(key));
   return Error::success();
@@ -95,7 +95,7 @@ Error MapUpdater::remove(const core::Bytes &key) {
   if (Error err = checkSizes(key, nullptr))
     return err;
   GuardWord::Update bracket(guard);
-  if (bpf_map_delete_elem(fd, key.data()))
+  if (bpf_map_delete_elem(mapFd, key.data()))
     return makeSystemError(errno, "map '{0}': delete of key {1} failed", mapName,
                            toHex(key));
   return Error::success();

@@ -30,6 +30,7 @@ public:
   Error remove(const core::Bytes &key);
 
   const std::string &name() const { return mapName; }
+  int fd() const { return mapFd; }
   uint32_t keySize() const { return keyBytes; }
   uint32_t valueSize() const { return valueBytes; }
   bool guarded() const { return guard != nullptr; }
@@ -38,7 +39,7 @@ private:
   MapUpdater() = default;
   Error checkSizes(const core::Bytes &key, const core::Bytes *value) const;
 
-  int fd = -1;
+  int mapFd = -1;
   bool ownsFd = false;
   std::string mapName;
   uint32_t keyBytes = 0, valueBytes = 0, mapType = 0;

@@ -17,12 +17,17 @@
 
 namespace morpheus::testing {
 
-RunResult runOnce(int programFd, const Bytes &packet) {
+RunResult runOnce(int programFd, const Bytes &packet, uint32_t ingressIfindex) {
   RunResult result;
   result.output.resize(packet.size() + 512);
+  xdp_md context = {};
+  context.data_end = packet.size();
+  context.ingress_ifindex = ingressIfindex;
   LIBBPF_OPTS(bpf_test_run_opts, options, .data_in = packet.data(),
               .data_out = result.output.data(), .data_size_in = uint32_t(packet.size()),
-              .data_size_out = uint32_t(result.output.size()), .repeat = 1);
+              .data_size_out = uint32_t(result.output.size()),
+              .ctx_in = ingressIfindex ? &context : nullptr,
+              .ctx_size_in = ingressIfindex ? uint32_t(sizeof(context)) : 0u, .repeat = 1);
   int err = bpf_prog_test_run_opts(programFd, &options);
   EXPECT_EQ(err, 0) << "BPF_PROG_TEST_RUN on prog fd " << programFd << ": "
                     << strerror(errno);

@@ -21,7 +21,9 @@ struct RunResult {
 };
 
 // Runs `programFd` once on `packet`; fails the test on a syscall error.
-RunResult runOnce(int programFd, const Bytes &packet);
+// With `ingressIfindex`, the XDP context names that receiving interface
+// (which must exist in the calling thread's network namespace).
+RunResult runOnce(int programFd, const Bytes &packet, uint32_t ingressIfindex = 0);
 
 // All CPUs' values of every index of a per-CPU array of u64 counters, summed
 // per index.

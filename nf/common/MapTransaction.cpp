@@ -1,0 +1,95 @@
+#include "nf/common/MapTransaction.h"
+
+#include "backend/bpf/MapIO.h"
+
+#include <bpf/bpf.h>
+#include <bpf/libbpf.h>
+#include <linux/bpf.h>
+#include <unistd.h>
+
+namespace morpheus::nf {
+
+Expected<PinnedMaps> PinnedMaps::open(const std::string &pinDir,
+                                      const std::vector<std::string> &names) {
+  PinnedMaps pinned;
+  for (const std::string &name : names) {
+    auto updater = bpf::MapUpdater::open(pinDir + "/" + name);
+    if (!updater)
+      return withContext(updater.takeError(),
+                         "is the function running? ('morpheus run' pins its maps in " +
+                             pinDir + ")");
+    pinned.maps[name] = std::make_unique<bpf::MapUpdater>(std::move(*updater));
+  }
+  return pinned;
+}
+
+bpf::MapUpdater &PinnedMaps::operator[](const std::string &name) { return *maps.at(name); }
+
+void MapTransaction::update(const std::string &map, Bytes key, Bytes value, uint64_t flags) {
+  changes.push_back({map, std::move(key), std::move(value), flags});
+}
+
+void MapTransaction::remove(const std::string &map, Bytes key) {
+  changes.push_back({map, std::move(key), std::nullopt, 0});
+}
+
+namespace {
+
+// The raw value currently stored under `key` (per-CPU maps: CPU 0's copy,
+// which is what MapUpdater writes to every CPU), or none.
+std::optional<Bytes> currentValue(int fd, const Bytes &key, uint32_t valueSize, bool perCpu) {
+  size_t stride = (valueSize + 7) & ~size_t(7);
+  Bytes raw(perCpu ? stride * libbpf_num_possible_cpus() : valueSize);
+  if (bpf_map_lookup_elem(fd, key.data(), raw.data()))
+    return std::nullopt;
+  raw.resize(valueSize);
+  return raw;
+}
+
+bool isPerCpu(int fd) {
+  bpf_map_info info = {};
+  uint32_t length = sizeof(info);
+  bpf_obj_get_info_by_fd(fd, &info, &length);
+  return info.type == BPF_MAP_TYPE_PERCPU_HASH || info.type == BPF_MAP_TYPE_PERCPU_ARRAY ||
+         info.type == BPF_MAP_TYPE_LRU_PERCPU_HASH;
+}
+
+} // namespace
+
+Error MapTransaction::commit() {
+  struct Undo {
+    std::string map;
+    Bytes key;
+    std::optional<Bytes> previous;
+  };
+  std::vector<Undo> undo;
+  for (size_t i = 0; i < changes.size(); ++i) {
+    const Change &change = changes[i];
+    bpf::MapUpdater &updater = maps[change.map];
+    int fd = updater.fd();
+    undo.push_back({change.map, change.key,
+                    currentValue(fd, change.key, updater.valueSize(), isPerCpu(fd))});
+    Error err = change.value ? updater.update(change.key, *change.value, change.flags)
+                             : updater.remove(change.key);
+    if (change.value == std::nullopt && err && !undo.back().previous) {
+      // Deleting what is not there leaves the map as wanted.
+      llvm::consumeError(std::move(err));
+      continue;
+    }
+    if (!err)
+      continue;
+    undo.pop_back();
+    for (auto it = undo.rbegin(); it != undo.rend(); ++it) {
+      bpf::MapUpdater &target = maps[it->map];
+      Error restored = it->previous ? target.update(it->key, *it->previous)
+                                    : target.remove(it->key);
+      llvm::consumeError(std::move(restored)); // best effort; report the cause
+    }
+    return withContext(std::move(err), "change " + std::to_string(i + 1) + " of " +
+                                           std::to_string(changes.size()) +
+                                           " failed, earlier changes undone");
+  }
+  return Error::success();
+}
+
+} // namespace morpheus::nf
