@@ -179,13 +179,16 @@ int runCommand(int argc, char **argv) {
       failures = report.outcome.starts_with("failed") ? failures + 1 : 0;
       auto delay = std::chrono::microseconds(
           int64_t(periodMs * 1000) << std::min(failures, 6u));
-      if (!quiet || report.installed || report.outcome.starts_with("failed"))
+      // Unchanged cycles only show in the status line below.
+      if (report.installed || report.outcome.starts_with("failed") ||
+          (!quiet && report.outcome != "unchanged"))
         printCycle(report, !quiet);
       if (!quiet && statsFd >= 0) {
         ProgramStats current = statsOf(lastFd);
         uint64_t packets = current.runCount - last.runCount;
         if (packets)
-          std::printf("status: %s program, %llu packets, %.1f ns/packet\n",
+          std::printf("status: cycle %llu, %s program, %llu packets, %.1f ns/packet\n",
+                      (unsigned long long)report.cycle,
                       opt.installedVersion() == opt.guard().version() ? "specialized"
                                                                        : "generic",
                       (unsigned long long)packets,
