@@ -2,6 +2,8 @@
 
 #include "backend/bpf/MapIO.h"
 
+#include <algorithm>
+
 #include <bpf/bpf.h>
 #include <bpf/libbpf.h>
 #include <linux/bpf.h>
@@ -25,6 +27,15 @@ Expected<PinnedMaps> PinnedMaps::open(const std::string &pinDir,
 
 bpf::MapUpdater &PinnedMaps::operator[](const std::string &name) { return *maps.at(name); }
 
+std::vector<bpf::GuardWord *> PinnedMaps::guards() const {
+  std::vector<bpf::GuardWord *> found;
+  for (const auto &[name, updater] : maps)
+    if (bpf::GuardWord *guard = updater->guardWord();
+        guard && std::find(found.begin(), found.end(), guard) == found.end())
+      found.push_back(guard);
+  return found;
+}
+
 void MapTransaction::update(const std::string &map, Bytes key, Bytes value, uint64_t flags) {
   changes.push_back({map, std::move(key), std::move(value), flags});
 }
@@ -46,14 +57,6 @@ std::optional<Bytes> currentValue(int fd, const Bytes &key, uint32_t valueSize, 
   return raw;
 }
 
-bool isPerCpu(int fd) {
-  bpf_map_info info = {};
-  uint32_t length = sizeof(info);
-  bpf_obj_get_info_by_fd(fd, &info, &length);
-  return info.type == BPF_MAP_TYPE_PERCPU_HASH || info.type == BPF_MAP_TYPE_PERCPU_ARRAY ||
-         info.type == BPF_MAP_TYPE_LRU_PERCPU_HASH;
-}
-
 } // namespace
 
 Error MapTransaction::commit() {
@@ -63,14 +66,17 @@ Error MapTransaction::commit() {
     std::optional<Bytes> previous;
   };
   std::vector<Undo> undo;
+  std::vector<std::unique_ptr<bpf::GuardWord::Update>> brackets;
+  for (bpf::GuardWord *guard : maps.guards())
+    brackets.push_back(std::make_unique<bpf::GuardWord::Update>(guard));
   for (size_t i = 0; i < changes.size(); ++i) {
     const Change &change = changes[i];
     bpf::MapUpdater &updater = maps[change.map];
     int fd = updater.fd();
     undo.push_back({change.map, change.key,
-                    currentValue(fd, change.key, updater.valueSize(), isPerCpu(fd))});
-    Error err = change.value ? updater.update(change.key, *change.value, change.flags)
-                             : updater.remove(change.key);
+                    currentValue(fd, change.key, updater.valueSize(), updater.perCpu())});
+    Error err = change.value ? updater.write(change.key, *change.value, change.flags)
+                             : updater.erase(change.key);
     if (change.value == std::nullopt && err && !undo.back().previous) {
       // Deleting what is not there leaves the map as wanted.
       llvm::consumeError(std::move(err));
@@ -81,8 +87,8 @@ Error MapTransaction::commit() {
     undo.pop_back();
     for (auto it = undo.rbegin(); it != undo.rend(); ++it) {
       bpf::MapUpdater &target = maps[it->map];
-      Error restored = it->previous ? target.update(it->key, *it->previous)
-                                    : target.remove(it->key);
+      Error restored = it->previous ? target.write(it->key, *it->previous)
+                                    : target.erase(it->key);
       llvm::consumeError(std::move(restored)); // best effort; report the cause
     }
     return withContext(std::move(err), "change " + std::to_string(i + 1) + " of " +

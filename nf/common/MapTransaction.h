@@ -1,10 +1,12 @@
 // Control-plane changes to a network function's maps, all or nothing.
 //
 // Config loaders first parse and validate the whole file, then queue every
-// change here and commit: each change goes through Morpheus's MapUpdater
-// (so the guard protects specialized code), and if the kernel refuses one
-// (map full, ...) the changes already made are undone, so a bad file never
-// leaves the function half configured.
+// change here and commit: the whole batch is bracketed by the Morpheus
+// guard (bumped once before the first change and once after the last, so
+// specialized code defers to the original throughout and no compilation
+// that overlapped the batch is ever installed), and if the kernel refuses a
+// change (map full, ...) the changes already made are undone, so a bad file
+// never leaves the function half configured.
 #pragma once
 
 #include "backend/bpf/MapUpdater.h"
@@ -28,6 +30,8 @@ public:
   static Expected<PinnedMaps> open(const std::string &pinDir,
                                    const std::vector<std::string> &names);
   bpf::MapUpdater &operator[](const std::string &name);
+  // The distinct guards of the maps (normally one: they share a pin dir).
+  std::vector<bpf::GuardWord *> guards() const;
 
 private:
   std::map<std::string, std::unique_ptr<bpf::MapUpdater>> maps;

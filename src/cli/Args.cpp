@@ -120,6 +120,16 @@ std::string formatOptions(const std::vector<OptionSpec> &specs) {
   return out;
 }
 
+int fail(Error err) {
+  std::fprintf(stderr, "morpheus: %s\n", llvm::toString(std::move(err)).c_str());
+  return 1;
+}
+
+int usageError(const std::string &message) {
+  std::fprintf(stderr, "morpheus: %s\n", message.c_str());
+  return 2;
+}
+
 Expected<double> parseDuration(const std::string &text, const std::string &what) {
   char *end = nullptr;
   double value = std::strtod(text.c_str(), &end);

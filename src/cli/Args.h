@@ -49,6 +49,12 @@ std::string formatOptions(const std::vector<OptionSpec> &specs);
 int printUsage(const Args &args, const char *synopsis, const char *description,
                const std::vector<OptionSpec> &specs);
 
+// The exit-code convention of every command: 0 success, 1 failure, 2 bad
+// usage. fail() prints "morpheus: <message>" and returns 1; usageError()
+// prints the problem and returns 2.
+int fail(Error err);
+int usageError(const std::string &message);
+
 // "1s", "250ms", "2.5s" -> milliseconds.
 Expected<double> parseDuration(const std::string &text, const std::string &what);
 Expected<uint64_t> parseUnsigned(const std::string &text, const std::string &what);

@@ -26,14 +26,4 @@ bpf::FrontendOptions frontendOptions(const Args &args) {
   return options;
 }
 
-int fail(Error err) {
-  std::fprintf(stderr, "morpheus: %s\n", llvm::toString(std::move(err)).c_str());
-  return 1;
-}
-
-int usageError(const std::string &message) {
-  std::fprintf(stderr, "morpheus: %s\n", message.c_str());
-  return 2;
-}
-
 } // namespace morpheus::cli

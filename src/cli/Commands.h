@@ -18,9 +18,4 @@ int mapCommand(int argc, char **argv);
 std::vector<OptionSpec> compilerOptions();
 bpf::FrontendOptions frontendOptions(const Args &args);
 
-// Prints `err` as "morpheus: <message>" and returns 1.
-int fail(Error err);
-// Prints a usage problem and returns 2.
-int usageError(const std::string &message);
-
 } // namespace morpheus::cli

@@ -67,7 +67,7 @@ void printCycle(const runtime::CycleReport &report, bool verbose) {
 
 int runCommand(int argc, char **argv) {
   std::vector<OptionSpec> specs = {
-      {"--iface", "IF", "interface to attach to (required)"},
+      {"--iface", "IF", "interface to attach to (required; repeat for more ports)", true},
       {"--netns", "NAME", "network namespace of the interface (/run/netns/NAME)"},
       {"--xdp-mode", "native|generic", "XDP attach mode (default native)"},
       {"--period", "DURATION", "re-specialize every DURATION (default 1s)"},
@@ -123,14 +123,27 @@ int runCommand(int argc, char **argv) {
   if (!optimizer)
     return fail(optimizer.takeError());
   runtime::Optimizer &opt = **optimizer;
-  auto link = bpf::XdpLink::attach(opt.originalFd(), *args->get("--iface"), mode,
-                                   args->get("--netns").value_or(""));
-  if (!link)
-    return fail(link.takeError());
-  opt.install = [&](int fd) { return link->replace(fd); };
+  // One program, one set of maps, every port: a multi-port function (a
+  // router, a switch) runs as one instance behind one guard.
+  std::vector<bpf::XdpLink> links;
+  std::string ifaces;
+  for (const std::string &iface : args->all("--iface")) {
+    auto link = bpf::XdpLink::attach(opt.originalFd(), iface, mode,
+                                     args->get("--netns").value_or(""));
+    if (!link)
+      return fail(link.takeError());
+    links.push_back(std::move(*link));
+    ifaces += (ifaces.empty() ? "" : ", ") + iface;
+  }
+  opt.install = [&](int fd) -> Error {
+    for (bpf::XdpLink &link : links)
+      if (Error err = link.replace(fd))
+        return err;
+    return Error::success();
+  };
   std::printf("%s: program '%s' attached to %s (%s mode), maps pinned in %s "
               "(startup %.1f ms)\n",
-              path.c_str(), opt.entryName().c_str(), args->get("--iface")->c_str(),
+              path.c_str(), opt.entryName().c_str(), ifaces.c_str(),
               mode == bpf::XdpMode::Native ? "native" : "generic", options.pinDir.c_str(),
               opt.startupMs());
   std::fflush(stdout);

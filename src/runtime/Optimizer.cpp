@@ -150,9 +150,13 @@ CycleReport Optimizer::runCycle(bool force) {
   report.cycle = ++cycles;
   auto start = Clock::now();
   // Read the version before the maps: an update racing with the reads bumps
-  // it, so code built from a half-updated snapshot is never valid.
+  // it, so code built from a half-updated snapshot is never installed.
   uint64_t version = guardWord.version();
   report.version = version;
+  if (guardWord.changing()) {
+    report.outcome = "deferred: a control-plane change is in progress";
+    return report;
+  }
   core::TableSnapshot snapshot;
   for (const auto &[name, request] : plan) {
     auto contents =
@@ -192,7 +196,7 @@ CycleReport Optimizer::runCycle(bool force) {
     report.outcome = "failed: " + llvm::toString(loaded.takeError());
     return report;
   }
-  if (guardWord.version() != version) {
+  if (guardWord.version() != version || guardWord.changing()) {
     report.outcome = "superseded: a table changed during the cycle";
     return report;
   }

@@ -254,6 +254,8 @@ bool l4ChecksumValid(const Bytes &bytes, size_t ip) {
     return false;
   if (protocol == 17 && read16(bytes, l4 + 6) == 0)
     return true;
+  if (protocol == 1) // ICMP has no pseudo-header
+    return internetChecksum(&bytes[l4], length) == 0;
   uint32_t pseudo = partialSum(&bytes[ip + 12], 8, 0) + protocol + length;
   return internetChecksum(&bytes[l4], length, pseudo) == 0;
 }

@@ -70,8 +70,8 @@ uint16_t read16(const Bytes &bytes, size_t offset);
 uint32_t read32(const Bytes &bytes, size_t offset);
 // Whether the IPv4 header at `offset` has a valid checksum.
 bool ipv4ChecksumValid(const Bytes &bytes, size_t offset);
-// Whether the UDP/TCP checksum of the IPv4 packet at `ipOffset` is valid
-// (a UDP checksum of 0 counts as valid: "no checksum").
+// Whether the UDP/TCP/ICMP checksum of the IPv4 packet at `ipOffset` is
+// valid (a UDP checksum of 0 counts as valid: "no checksum").
 bool l4ChecksumValid(const Bytes &bytes, size_t ipOffset);
 
 std::string hexdump(const Bytes &bytes); // for failure messages

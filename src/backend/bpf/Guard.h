@@ -1,5 +1,16 @@
-// The program-level guard word in user space: the mmap-ed version counter
-// that specialized programs check at entry (runtime/guard.bpf.c).
+// The program-level guard in user space: the mmap-ed page that specialized
+// programs check at entry (runtime/guard.bpf.c), holding
+//   version  what a specialized program must still see to trust its copy of
+//            the tables (programs embed the version they were built for);
+//   writers  control-plane changes in progress (user space only).
+//
+// Protocol (GuardWord::Update): a writer increments `writers`, bumps
+// `version`, changes any number of table entries, bumps `version` again and
+// decrements `writers`. A compilation reads `version` before it reads the
+// tables, and installs its code only if, afterwards, `version` is unchanged
+// and no writer is in progress. Hence code built from a snapshot that
+// misses, or catches half of, a change is never installed, and installed
+// code stops being trusted by the very next packet once a change begins.
 #pragma once
 
 #include "support/Error.h"
@@ -9,6 +20,11 @@
 #include <string>
 
 namespace morpheus::bpf {
+
+struct GuardState {
+  std::atomic<uint64_t> version;
+  std::atomic<uint64_t> writers;
+};
 
 class GuardWord {
 public:
@@ -22,28 +38,17 @@ public:
 
   int fd() const { return mapFd; }
   uint64_t version() const;
+  // Whether a control-plane change is in progress.
+  bool changing() const;
   // Invalidates every program compiled against an earlier version; returns
   // the new version.
   uint64_t bump();
 
-  // Brackets a control-plane change of a table: bumps before it (so the
-  // running specialized program stops trusting its copy from the next
-  // packet on) and again after it (so a compilation that read the version
-  // while the change was in flight, and so may have read the table before
-  // the change landed, finds the version moved and discards its code).
-  // Compilations read the version before the tables and install only if it
-  // is unchanged afterwards; with both bumps no code built from a snapshot
-  // missing a completed change can ever be valid.
+  // Brackets a control-plane change of one or many table entries.
   class Update {
   public:
-    explicit Update(GuardWord *guard) : guard(guard) {
-      if (guard)
-        guard->bump();
-    }
-    ~Update() {
-      if (guard)
-        guard->bump();
-    }
+    explicit Update(GuardWord *guard);
+    ~Update();
     Update(const Update &) = delete;
     Update &operator=(const Update &) = delete;
 
@@ -52,9 +57,9 @@ public:
   };
 
 private:
-  GuardWord(int fd, std::atomic<uint64_t> *word) : mapFd(fd), word(word) {}
+  GuardWord(int fd, GuardState *state) : mapFd(fd), state(state) {}
   int mapFd = -1;
-  std::atomic<uint64_t> *word = nullptr;
+  GuardState *state = nullptr;
 };
 
 } // namespace morpheus::bpf

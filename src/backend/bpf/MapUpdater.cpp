@@ -60,6 +60,11 @@ MapUpdater::~MapUpdater() {
     close(mapFd);
 }
 
+bool MapUpdater::perCpu() const {
+  return mapType == BPF_MAP_TYPE_PERCPU_HASH || mapType == BPF_MAP_TYPE_PERCPU_ARRAY ||
+         mapType == BPF_MAP_TYPE_LRU_PERCPU_HASH;
+}
+
 Error MapUpdater::checkSizes(const core::Bytes &key, const core::Bytes *value) const {
   if (key.size() != keyBytes)
     return makeError("map '{0}': key has {1} bytes, the map's keys have {2}",
@@ -74,27 +79,36 @@ Error MapUpdater::update(const core::Bytes &key, const core::Bytes &value,
                          uint64_t flags) {
   if (Error err = checkSizes(key, &value))
     return err;
-  core::Bytes raw = value;
-  bool perCpu = mapType == BPF_MAP_TYPE_PERCPU_HASH ||
-                mapType == BPF_MAP_TYPE_PERCPU_ARRAY ||
-                mapType == BPF_MAP_TYPE_LRU_PERCPU_HASH;
-  if (perCpu) {
-    size_t stride = (valueBytes + 7) & ~size_t(7);
-    raw.assign(stride * possibleCpus(), 0);
-    for (int cpu = 0; cpu < possibleCpus(); ++cpu)
-      std::copy(value.begin(), value.end(), raw.begin() + cpu * stride);
-  }
   GuardWord::Update bracket(guard);
-  if (bpf_map_update_elem(mapFd, key.data(), raw.data(), flags))
-    return makeSystemError(errno, "map '{0}': update of key {1} failed", mapName,
-                           toHex(key));
-  return Error::success();
+  return write(key, value, flags);
 }
 
 Error MapUpdater::remove(const core::Bytes &key) {
   if (Error err = checkSizes(key, nullptr))
     return err;
   GuardWord::Update bracket(guard);
+  return erase(key);
+}
+
+Error MapUpdater::write(const core::Bytes &key, const core::Bytes &value, uint64_t flags) {
+  if (Error err = checkSizes(key, &value))
+    return err;
+  core::Bytes raw = value;
+  if (perCpu()) {
+    size_t stride = (valueBytes + 7) & ~size_t(7);
+    raw.assign(stride * possibleCpus(), 0);
+    for (int cpu = 0; cpu < possibleCpus(); ++cpu)
+      std::copy(value.begin(), value.end(), raw.begin() + cpu * stride);
+  }
+  if (bpf_map_update_elem(mapFd, key.data(), raw.data(), flags))
+    return makeSystemError(errno, "map '{0}': update of key {1} failed", mapName,
+                           toHex(key));
+  return Error::success();
+}
+
+Error MapUpdater::erase(const core::Bytes &key) {
+  if (Error err = checkSizes(key, nullptr))
+    return err;
   if (bpf_map_delete_elem(mapFd, key.data()))
     return makeSystemError(errno, "map '{0}': delete of key {1} failed", mapName,
                            toHex(key));

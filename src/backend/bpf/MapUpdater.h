@@ -24,15 +24,23 @@ public:
   MapUpdater(MapUpdater &&other) noexcept;
   ~MapUpdater();
 
-  // For per-CPU maps a single value is written to every CPU.
+  // For per-CPU maps a single value is written to every CPU. Each call is
+  // bracketed by the guard (GuardWord::Update).
   Error update(const core::Bytes &key, const core::Bytes &value,
                uint64_t flags = 0 /* BPF_ANY */);
   Error remove(const core::Bytes &key);
+
+  // The same without the guard bracket, for callers that bracket a whole
+  // batch of changes themselves (MapTransaction).
+  Error write(const core::Bytes &key, const core::Bytes &value, uint64_t flags = 0);
+  Error erase(const core::Bytes &key);
+  GuardWord *guardWord() const { return guard; }
 
   const std::string &name() const { return mapName; }
   int fd() const { return mapFd; }
   uint32_t keySize() const { return keyBytes; }
   uint32_t valueSize() const { return valueBytes; }
+  bool perCpu() const;
   bool guarded() const { return guard != nullptr; }
 
 private:

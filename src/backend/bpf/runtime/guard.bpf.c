@@ -3,11 +3,13 @@
  * The program-level guard, linked into every specialized program and inlined
  * at its entry (see src/core/passes/ProgramGuard.cpp).
  *
- * morpheus_guard holds one 64-bit version word. The control plane increments
- * it (through Morpheus) before it changes any table; a specialized program
- * carries the version it was compiled against and runs only while the word
- * still holds it. Otherwise the packet goes to the original program, kept
- * loaded in morpheus_fallback at the entry's slot.
+ * morpheus_guard holds a 64-bit version word (and, for user space only, a
+ * count of control-plane changes in progress; see src/backend/bpf/Guard.h).
+ * The control plane increments the version (through Morpheus) before it
+ * changes any table; a specialized program carries the version it was
+ * compiled against and runs only while the word still holds it. Otherwise
+ * the packet goes to the original program, kept loaded in morpheus_fallback
+ * at the entry's slot.
  *
  * The map is mmap-able so the control plane bumps the word with one atomic
  * instruction, and an ARRAY so the verifier inlines the lookup: the check
@@ -18,11 +20,16 @@
 
 #define MORPHEUS_MAX_PROGRAMS 16
 
+struct morpheus_guard_state {
+	__u64 version;
+	__u64 writers; /* user space only */
+};
+
 struct {
 	__uint(type, BPF_MAP_TYPE_ARRAY);
 	__uint(max_entries, 1);
 	__type(key, __u32);
-	__type(value, __u64);
+	__type(value, struct morpheus_guard_state);
 	__uint(map_flags, BPF_F_MMAPABLE);
 } morpheus_guard SEC(".maps");
 
@@ -42,9 +49,9 @@ __attribute__((always_inline)) long morpheus_guard_enter(void *ctx, __u64 versio
 							 __u32 slot)
 {
 	__u32 zero = 0;
-	__u64 *current = bpf_map_lookup_elem(&morpheus_guard, &zero);
+	struct morpheus_guard_state *state = bpf_map_lookup_elem(&morpheus_guard, &zero);
 
-	if (current && *(volatile __u64 *)current == version)
+	if (state && *(volatile __u64 *)&state->version == version)
 		return -1;
 	bpf_tail_call(ctx, &morpheus_fallback, slot);
 	return 0;
