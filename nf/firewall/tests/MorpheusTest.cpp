@@ -1,0 +1,142 @@
+// The firewall under Morpheus: configured through the control plane, the
+// specialized program must give the original's verdict, output bytes and
+// counter updates for every packet of the semantic tests.
+#include "Harness.h"
+#include "runtime/Optimizer.h"
+
+#include <bpf/bpf.h>
+
+#include <optional>
+
+namespace morpheus::nf::firewall::testing {
+namespace {
+
+struct Probe {
+  Bytes packet;
+  std::optional<uint32_t> slot; // rule_hits slot the reference expects, IPv4 only
+};
+
+Bytes frame(std::initializer_list<uint16_t> tpids, uint16_t etherType, size_t payload) {
+  packet::PacketBuilder builder;
+  builder.ethernet({2, 0, 0, 0, 0, 1}, {2, 0, 0, 0, 0, 2}, etherType);
+  for (uint16_t tpid : tpids)
+    builder.vlan(3, 0, tpid);
+  Bytes bytes = builder.payload(payload).build();
+  bytes[bytes.size() - payload - 2] = etherType >> 8;
+  bytes[bytes.size() - payload - 1] = etherType & 0xff;
+  return bytes;
+}
+
+std::vector<Probe> corpus(const std::vector<Rule> &rules) {
+  std::vector<Probe> probes;
+  auto add = [&](const Tuple &tuple, uint8_t optionWords = 0) {
+    size_t rule = referenceMatch(rules, tuple);
+    probes.push_back({packetFor(tuple, optionWords),
+                      rule < rules.size() ? uint32_t(rule) : FW_DEFAULT_SLOT});
+  };
+  std::vector<Tuple> tuples = tuplesFor(rules, 600, 3);
+  for (const Tuple &tuple : tuples)
+    add(tuple);
+  for (uint8_t words : {1, 5, 10})
+    add(tuples[words], words);
+  for (uint16_t fragment : {0x2000, 0x0001, 0x20ff, 0x4000}) {
+    Tuple tuple = tuples[fragment & 0xf];
+    tuple.fragment = fragment;
+    add(tuple);
+  }
+  Bytes whole = packetFor(tuples[0]);
+  for (size_t length = 14; length < whole.size(); ++length)
+    probes.push_back({Bytes(whole.begin(), whole.begin() + length), std::nullopt});
+  Bytes badIhl = whole;
+  badIhl[14] = 0x43;
+  probes.push_back({badIhl, std::nullopt});
+  probes.push_back({frame({}, 0x86dd, 60), std::nullopt});              // IPv6
+  probes.push_back({frame({}, 0x0806, 28), std::nullopt});              // ARP
+  probes.push_back({frame({0x8100}, 0x0806, 28), std::nullopt});        // ARP in a VLAN
+  probes.push_back({frame({0x88a8, 0x8100, 0x8100}, 0x0800, 40), std::nullopt});
+  return probes;
+}
+
+void expectSameBehaviour(runtime::Optimizer &optimizer, const std::vector<Probe> &probes) {
+  int original = optimizer.originalFd(), specialized = optimizer.activeFd();
+  int stats = optimizer.mapFd("fw_stats"), hits = optimizer.mapFd("rule_hits");
+  fw_config config = {};
+  uint32_t zero = 0;
+  ASSERT_EQ(bpf_map_lookup_elem(optimizer.mapFd("fw_config"), &zero, &config), 0);
+  auto counters = [&](const Probe &probe) {
+    std::vector<uint64_t> values = morpheus::testing::perCpuCounters(stats, FW_STAT_MAX);
+    if (probe.slot)
+      values.push_back(perCpuValue(hits, config.generation * FW_HIT_SLOTS + *probe.slot));
+    return values;
+  };
+  for (size_t i = 0; i < probes.size(); ++i) {
+    const Probe &probe = probes[i];
+    std::vector<uint64_t> before = counters(probe);
+    RunResult expected = morpheus::testing::runOnce(original, probe.packet);
+    std::vector<uint64_t> middle = counters(probe);
+    RunResult actual = morpheus::testing::runOnce(specialized, probe.packet);
+    std::vector<uint64_t> after = counters(probe);
+    SCOPED_TRACE("probe " + std::to_string(i) + ":\n" + packet::hexdump(probe.packet));
+    EXPECT_EQ(actual.verdict, expected.verdict);
+    EXPECT_EQ(actual.output, expected.output);
+    for (size_t c = 0; c < before.size(); ++c)
+      EXPECT_EQ(after[c] - middle[c], middle[c] - before[c]) << "counter " << c;
+    if (probe.slot) {
+      EXPECT_EQ(middle.back() - before.back(), 1u) << "not counted in the reference's rule";
+    }
+    if (::testing::Test::HasFailure())
+      return;
+  }
+}
+
+bool references(runtime::Optimizer &optimizer, int programFd, const std::string &map) {
+  uint32_t id = morpheus::testing::mapIdOf(optimizer.mapFd(map));
+  for (uint32_t used : morpheus::testing::mapIdsOf(programFd))
+    if (used == id)
+      return true;
+  return false;
+}
+
+TEST(Morpheus, SpecializedFirewallMatchesTheOriginal) {
+  PinDir pins("firewall-morpheus");
+  runtime::OptimizerOptions options;
+  options.pinDir = pins.path();
+  auto created =
+      runtime::Optimizer::create(morpheus::testing::sourcePath("nf/firewall/firewall.bpf.c"),
+                                 options);
+  ASSERT_TRUE(bool(created)) << llvm::toString(created.takeError());
+  runtime::Optimizer &optimizer = **created;
+
+  struct Configuration {
+    const char *file;
+    LoadOptions options;
+  };
+  LoadOptions everything;
+  everything.defaultAction = FW_ACCEPT;
+  everything.conntrack = true;
+  everything.ipv6Accept = true;
+  for (const Configuration &configuration :
+       {Configuration{"classbench-fw1-449-rules.txt", {}},
+        Configuration{"generated-1000-rules.txt", everything}}) {
+    SCOPED_TRACE(configuration.file);
+    std::vector<Rule> rules = rulesFromConfig(configuration.file);
+    // Through the pins, so every change goes through the Morpheus guard.
+    Error err = loadRules(pins.path(), rules, configuration.options);
+    ASSERT_FALSE(bool(err)) << llvm::toString(std::move(err));
+    runtime::CycleReport report = optimizer.runCycle();
+    ASSERT_TRUE(report.installed) << report.outcome;
+    for (const auto &decision : report.log.decisions)
+      if (decision.applied)
+        std::printf("  [morpheus] site %u %s %s: %s\n", decision.site, decision.table.c_str(),
+                    decision.pass.c_str(), decision.detail.c_str());
+    ASSERT_NE(optimizer.activeFd(), optimizer.originalFd());
+    // The configuration is folded into the code.
+    EXPECT_FALSE(references(optimizer, optimizer.activeFd(), "fw_config"));
+    EXPECT_EQ(references(optimizer, optimizer.activeFd(), "conntrack"),
+              configuration.options.conntrack);
+    expectSameBehaviour(optimizer, corpus(rules));
+  }
+}
+
+} // namespace
+} // namespace morpheus::nf::firewall::testing
