@@ -1,0 +1,462 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * nat: IPv4 source NAT (masquerade) between an inside and an outside port,
+ * for TCP, UDP and ICMP echo, with the connection table kept by the data
+ * plane itself.
+ *
+ * Direction. A packet is outbound when it arrives on the inside port from
+ * an inside address to a non-inside one; it is inbound when it arrives on
+ * the outside port for one of the external addresses. The port check keeps
+ * spoofed inside sources arriving from outside away from the table; with
+ * one port for both sides (one-armed NAT) it is always satisfied.
+ *
+ * Tables, both LRU hashes written per new flow by the data plane:
+ *   nat_out  {inside addr, remote addr, inside port, remote port, proto}
+ *            -> {external addr, external port}
+ *   nat_in   {external addr, remote addr, external port, remote port, proto}
+ *            -> {inside addr, inside port, MACs to send replies with}
+ * nat_in is the authority on who owns an external port: a new flow takes a
+ * port by inserting into nat_in with BPF_NOEXIST, so of two flows racing for
+ * the same port on two CPUs exactly one wins, and the loser probes the next
+ * candidate. Candidates come from a hash of the flow, so a flow whose nat_out
+ * entry was evicted finds its own nat_in entry again and adopts it instead of
+ * moving to another port. Every outbound packet also looks up its nat_in
+ * entry: that keeps the entry recent for the LRU as long as the flow sends
+ * (receive-only flows keep it recent through their replies) and detects a
+ * reverse half that was evicted or taken over, in which case the flow gets
+ * a port again. Stale flows simply age out of the LRUs; there is no timer.
+ *
+ *   nat_config  ARRAY[1]      ports, external pool, MACs (read-only here)
+ *   nat_inside  LPM_TRIE      inside prefixes (read-only here; new flows only)
+ *   nat_ports   DEVMAP[2]     inside / outside egress ports (read-only here)
+ *   nat_out     LRU_HASH      written per new flow
+ *   nat_in      LRU_HASH      written per new flow
+ *   nat_stats   PERCPU_ARRAY  written per packet
+ *
+ * Translated packets are forwarded: TTL decremented, MACs rewritten (toward
+ * the configured next hop outside; back to the inside neighbour that opened
+ * the flow), IPv4 and L4 checksums updated incrementally (a zero UDP
+ * checksum stays zero), and redirected through nat_ports to the other port
+ * (XDP_TX when both are the same port).
+ *
+ * What goes to the stack untouched (XDP_PASS, counted): non-IPv4 frames
+ * (IPv6, ARP, VLAN-tagged), fragments (translating them needs reassembly),
+ * headers with options, TTL <= 1 (the stack answers with ICMP time
+ * exceeded), ICMP other than echo, other protocols, inbound packets without
+ * a translation, and everything while no configuration is loaded. Malformed
+ * packets (truncated at any header, inconsistent lengths, bad IPv4 header
+ * checksum) are dropped before they can create any state.
+ */
+#include <linux/bpf.h>
+#include <linux/if_ether.h>
+#include <linux/in.h>
+#include <linux/ip.h>
+#include <linux/tcp.h>
+#include <linux/udp.h>
+#include <bpf/bpf_endian.h>
+#include <bpf/bpf_helpers.h>
+
+#include "nat.h"
+#include "nat_checksum.h"
+
+/* <linux/icmp.h> pulls in libc's socket headers, which do not build for BPF. */
+struct icmp_echo {
+	__u8 type;
+	__u8 code;
+	__sum16 checksum;
+	__be16 id;
+	__be16 sequence;
+};
+#define ICMP_ECHOREPLY 0
+#define ICMP_ECHO 8
+
+#define IPV4_MORE_FRAGMENTS 0x2000
+#define IPV4_FRAGMENT_OFFSET 0x1fff
+
+#ifndef NAT_MAX_FLOWS
+#define NAT_MAX_FLOWS 65536
+#endif
+#ifndef NAT_MAX_PREFIXES
+#define NAT_MAX_PREFIXES 256
+#endif
+
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct nat_config);
+} nat_config SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_LPM_TRIE);
+	__uint(max_entries, NAT_MAX_PREFIXES);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
+	__type(key, struct nat_prefix_key);
+	__type(value, __u32);
+} nat_inside SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_DEVMAP);
+	__uint(max_entries, NAT_SIDES);
+	__type(key, __u32);
+	__type(value, __u32);
+} nat_ports SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__uint(max_entries, NAT_MAX_FLOWS);
+	__type(key, struct nat_flow_key);
+	__type(value, struct nat_binding);
+} nat_out SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__uint(max_entries, NAT_MAX_FLOWS);
+	__type(key, struct nat_flow_key);
+	__type(value, struct nat_origin);
+} nat_in SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, NAT_STAT_MAX);
+	__type(key, __u32);
+	__type(value, __u64);
+} nat_stats SEC(".maps");
+
+static __always_inline int count(__u32 index, int verdict)
+{
+	__u64 *counter = bpf_map_lookup_elem(&nat_stats, &index);
+
+	if (counter)
+		*counter += 1;
+	return verdict;
+}
+
+/* The parsed packet: fixed 20-byte IPv4 header, L4 header bounds-checked. */
+struct packet {
+	struct ethhdr *eth;
+	struct iphdr *ip;
+	void *l4;
+	__be16 *sport; /* TCP/UDP source port; ICMP echo identifier */
+	__be16 *dport; /* TCP/UDP destination port; ICMP echo identifier */
+	__sum16 *check;
+	__u8 proto;
+};
+
+static __always_inline __be16 remote_port(const struct packet *pkt, const __be16 *field)
+{
+	return pkt->proto == IPPROTO_ICMP ? 0 : *field;
+}
+
+/*
+ * Returns -1 for a malformed packet, 0 for one that may be translated, or
+ * the counter (never 0) under which the packet goes to the stack.
+ */
+static __always_inline int parse(struct xdp_md *ctx, struct packet *pkt)
+{
+	void *data = (void *)(long)ctx->data;
+	void *data_end = (void *)(long)ctx->data_end;
+	struct ethhdr *eth = data;
+	struct iphdr *ip;
+	void *l4;
+	__u16 total;
+
+	if ((void *)(eth + 1) > data_end)
+		return -1;
+	if (eth->h_proto != bpf_htons(ETH_P_IP))
+		return NAT_STAT_NOT_NAT;
+	ip = (void *)(eth + 1);
+	if ((void *)(ip + 1) > data_end || ip->version != 4 || ip->ihl < 5)
+		return -1;
+	total = bpf_ntohs(ip->tot_len);
+	if (total < ip->ihl * 4 || (void *)ip + total > data_end)
+		return -1;
+	if (ip->ihl != 5)
+		return NAT_STAT_IP_OPTIONS;
+	if (!ipv4_header_checksum_ok(ip))
+		return -1;
+	if (ip->frag_off & bpf_htons(IPV4_MORE_FRAGMENTS | IPV4_FRAGMENT_OFFSET))
+		return NAT_STAT_FRAGMENT;
+
+	l4 = ip + 1;
+	/* Clang would prove each L4 bound below from tot_len and drop it; the
+	 * verifier tracks no such relation and needs the direct check. */
+	asm volatile("" : "+r"(l4));
+	pkt->eth = eth;
+	pkt->ip = ip;
+	pkt->l4 = l4;
+	pkt->proto = ip->protocol;
+	switch (ip->protocol) {
+	case IPPROTO_TCP: {
+		struct tcphdr *tcp = l4;
+
+		if ((void *)(tcp + 1) > data_end || total < sizeof(*ip) + sizeof(*tcp) ||
+		    tcp->doff < 5)
+			return -1;
+		pkt->sport = &tcp->source;
+		pkt->dport = &tcp->dest;
+		pkt->check = &tcp->check;
+		return 0;
+	}
+	case IPPROTO_UDP: {
+		struct udphdr *udp = l4;
+
+		if ((void *)(udp + 1) > data_end || total < sizeof(*ip) + sizeof(*udp))
+			return -1;
+		pkt->sport = &udp->source;
+		pkt->dport = &udp->dest;
+		pkt->check = &udp->check;
+		return 0;
+	}
+	case IPPROTO_ICMP: {
+		struct icmp_echo *icmp = l4;
+
+		if ((void *)(icmp + 1) > data_end || total < sizeof(*ip) + sizeof(*icmp))
+			return -1;
+		pkt->sport = &icmp->id;
+		pkt->dport = &icmp->id;
+		pkt->check = &icmp->checksum;
+		return 0;
+	}
+	default:
+		return NAT_STAT_NOT_NAT;
+	}
+}
+
+static __always_inline int is_external(const struct nat_config *cfg, __be32 addr)
+{
+#pragma unroll
+	for (__u32 i = 0; i < NAT_MAX_EXTERNAL; i++) {
+		if (i >= cfg->external_count)
+			break;
+		if (cfg->external[i] == addr)
+			return 1;
+	}
+	return 0;
+}
+
+static __always_inline int is_inside(__be32 addr)
+{
+	struct nat_prefix_key key = {.prefixlen = 32, .addr = addr};
+
+	return bpf_map_lookup_elem(&nat_inside, &key) != NULL;
+}
+
+static __always_inline __u32 mix32(__u32 x)
+{
+	x ^= x >> 16;
+	x *= 0x85ebca6b;
+	x ^= x >> 13;
+	x *= 0xc2b2ae35;
+	x ^= x >> 16;
+	return x;
+}
+
+static __always_inline __u32 flow_hash(const struct nat_flow_key *flow)
+{
+	__u32 ports = ((__u32)flow->port << 16 | flow->remote_port) ^ flow->proto;
+
+	return mix32(flow->addr ^ mix32(flow->remote_addr ^ mix32(ports)));
+}
+
+/*
+ * Gives the inside flow an external address and port: claims a free port
+ * in nat_in (or finds the one it already owns), then records the binding
+ * in nat_out. Returns 0, or -1 when every candidate is owned by others.
+ */
+static __always_inline int bind_flow(const struct nat_config *cfg, const struct packet *pkt,
+				     const struct nat_flow_key *flow, struct nat_binding *binding)
+{
+	__u32 span = (__u32)cfg->port_max - cfg->port_min + 1;
+	__u32 hash = flow_hash(flow);
+	/* One external address per inside host, so its flows look alike
+	 * outside; the mask changes nothing but bounds the index for the
+	 * verifier. */
+	__u32 pick = (mix32(flow->addr) % cfg->external_count) & (NAT_MAX_EXTERNAL - 1);
+	struct nat_origin origin = {
+		.inside_addr = flow->addr,
+		.inside_port = flow->port,
+	};
+	struct nat_flow_key reverse = {
+		.addr = cfg->external[pick],
+		.remote_addr = flow->remote_addr,
+		.remote_port = flow->remote_port,
+		.proto = flow->proto,
+	};
+
+	__builtin_memcpy(origin.inside_mac, pkt->eth->h_source, ETH_ALEN);
+	__builtin_memcpy(origin.local_mac, pkt->eth->h_dest, ETH_ALEN);
+	for (int probe = 0; probe < NAT_PORT_PROBES; probe++) {
+		struct nat_origin *owner;
+
+		reverse.port = bpf_htons(cfg->port_min + hash % span);
+		if (bpf_map_update_elem(&nat_in, &reverse, &origin, BPF_NOEXIST) == 0)
+			goto claimed;
+		owner = bpf_map_lookup_elem(&nat_in, &reverse);
+		if (owner && owner->inside_addr == flow->addr && owner->inside_port == flow->port)
+			goto claimed;
+		hash = mix32(hash + 1);
+	}
+	return -1;
+
+claimed:
+	binding->external_addr = reverse.addr;
+	binding->external_port = reverse.port;
+	binding->pad = 0;
+	bpf_map_update_elem(&nat_out, flow, binding, BPF_ANY);
+	return 0;
+}
+
+/*
+ * Rewrites one address and one port (or ICMP identifier) of the packet,
+ * decrements the TTL, and updates both checksums incrementally.
+ */
+static __always_inline void rewrite(struct packet *pkt, __be32 *addr, __be32 new_addr,
+				    __be16 *port, __be16 new_port)
+{
+	struct iphdr *ip = pkt->ip;
+	__u16 *ttl_word = (__u16 *)&ip->ttl; /* TTL and protocol */
+	__u16 old_ttl_word = *ttl_word;
+	__u32 address_delta = csum_delta32(*addr, new_addr);
+	__u32 l4_delta = csum_delta16(*port, new_port);
+
+	ip->ttl--;
+	ip->check = csum_apply(ip->check, address_delta + csum_delta16(old_ttl_word, *ttl_word));
+	/* The TCP and UDP checksums cover the addresses (pseudo-header); ICMP's does not. */
+	if (pkt->proto != IPPROTO_ICMP)
+		l4_delta += address_delta;
+	if (pkt->proto != IPPROTO_UDP || *pkt->check != 0) {
+		__u16 check = csum_apply(*pkt->check, l4_delta);
+
+		/* In UDP, 0 means "no checksum": a computed 0 is sent as 0xffff. */
+		if (pkt->proto == IPPROTO_UDP && check == 0)
+			check = 0xffff;
+		*pkt->check = check;
+	}
+	*addr = new_addr;
+	*port = new_port;
+}
+
+static __always_inline int is_icmp_type(const struct packet *pkt, __u8 type)
+{
+	return ((struct icmp_echo *)pkt->l4)->type == type;
+}
+
+static __always_inline int forward(const struct nat_config *cfg, __u32 side)
+{
+	if (cfg->inside_ifindex == cfg->outside_ifindex)
+		return XDP_TX;
+	/* An empty slot (ports not configured) drops rather than leak the packet. */
+	return bpf_redirect_map(&nat_ports, side, XDP_DROP);
+}
+
+static __always_inline int outbound(const struct nat_config *cfg, struct packet *pkt)
+{
+	struct iphdr *ip = pkt->ip;
+	struct nat_flow_key flow = {
+		.addr = ip->saddr,
+		.remote_addr = ip->daddr,
+		.port = *pkt->sport,
+		.remote_port = remote_port(pkt, pkt->dport),
+		.proto = pkt->proto,
+	};
+	struct nat_binding fresh, *binding;
+	int new_flow = 0;
+
+	/* Inside hosts open ICMP "flows" with echo requests only. */
+	if (pkt->proto == IPPROTO_ICMP && !is_icmp_type(pkt, ICMP_ECHO))
+		return count(NAT_STAT_NOT_NAT, XDP_PASS);
+	binding = bpf_map_lookup_elem(&nat_out, &flow);
+	if (binding) {
+		struct nat_flow_key reverse = {
+			.addr = binding->external_addr,
+			.remote_addr = flow.remote_addr,
+			.port = binding->external_port,
+			.remote_port = flow.remote_port,
+			.proto = flow.proto,
+		};
+		struct nat_origin *owner = bpf_map_lookup_elem(&nat_in, &reverse);
+
+		if (!owner || owner->inside_addr != flow.addr || owner->inside_port != flow.port)
+			binding = NULL; /* the reverse half is gone: bind again */
+	} else if (!is_inside(flow.addr) || is_inside(flow.remote_addr) ||
+		   is_external(cfg, flow.remote_addr) || (pkt->eth->h_dest[0] & 1)) {
+		/* Only unicast frames from inside to the world beyond open a flow:
+		 * not internal traffic, not hairpinning to our own external
+		 * address, not frames to a group MAC (not routed through us). */
+		return count(NAT_STAT_NOT_NAT, XDP_PASS);
+	}
+	if (!binding) {
+		if (bind_flow(cfg, pkt, &flow, &fresh))
+			return count(NAT_STAT_PORTS_EXHAUSTED, XDP_DROP);
+		binding = &fresh;
+		new_flow = 1;
+	}
+
+	rewrite(pkt, &ip->saddr, binding->external_addr, pkt->sport, binding->external_port);
+	__builtin_memcpy(pkt->eth->h_source, cfg->outside_mac, ETH_ALEN);
+	__builtin_memcpy(pkt->eth->h_dest, cfg->next_hop_mac, ETH_ALEN);
+	if (new_flow)
+		count(NAT_STAT_NEW_FLOW, 0);
+	count(NAT_STAT_OUTBOUND, 0);
+	return forward(cfg, NAT_SIDE_OUTSIDE);
+}
+
+static __always_inline int inbound(const struct nat_config *cfg, struct packet *pkt)
+{
+	struct iphdr *ip = pkt->ip;
+	struct nat_flow_key reverse = {
+		.addr = ip->daddr,
+		.remote_addr = ip->saddr,
+		.port = *pkt->dport,
+		.remote_port = remote_port(pkt, pkt->sport),
+		.proto = pkt->proto,
+	};
+	struct nat_origin *origin;
+
+	if (pkt->proto == IPPROTO_ICMP && !is_icmp_type(pkt, ICMP_ECHOREPLY))
+		return count(NAT_STAT_NO_MAPPING, XDP_PASS);
+	origin = bpf_map_lookup_elem(&nat_in, &reverse);
+	if (!origin)
+		return count(NAT_STAT_NO_MAPPING, XDP_PASS);
+
+	rewrite(pkt, &ip->daddr, origin->inside_addr, pkt->dport, origin->inside_port);
+	__builtin_memcpy(pkt->eth->h_source, origin->local_mac, ETH_ALEN);
+	__builtin_memcpy(pkt->eth->h_dest, origin->inside_mac, ETH_ALEN);
+	count(NAT_STAT_INBOUND, 0);
+	return forward(cfg, NAT_SIDE_INSIDE);
+}
+
+SEC("xdp")
+int nat(struct xdp_md *ctx)
+{
+	struct packet pkt;
+	struct nat_config *cfg;
+	__u32 zero = 0;
+	int parsed;
+
+	parsed = parse(ctx, &pkt);
+	if (parsed < 0)
+		return count(NAT_STAT_MALFORMED, XDP_DROP);
+	if (parsed > 0)
+		return count(parsed, XDP_PASS);
+
+	cfg = bpf_map_lookup_elem(&nat_config, &zero);
+	if (!cfg || cfg->external_count == 0 || cfg->external_count > NAT_MAX_EXTERNAL ||
+	    cfg->port_min > cfg->port_max)
+		return count(NAT_STAT_NOT_NAT, XDP_PASS);
+
+	if (ctx->ingress_ifindex == cfg->outside_ifindex && is_external(cfg, pkt.ip->daddr)) {
+		if (pkt.ip->ttl <= 1)
+			return count(NAT_STAT_TTL_EXPIRED, XDP_PASS);
+		return inbound(cfg, &pkt);
+	}
+	if (ctx->ingress_ifindex == cfg->inside_ifindex) {
+		if (pkt.ip->ttl <= 1)
+			return count(NAT_STAT_TTL_EXPIRED, XDP_PASS);
+		return outbound(cfg, &pkt);
+	}
+	return count(NAT_STAT_NOT_NAT, XDP_PASS);
+}
+
+char LICENSE[] SEC("license") = "GPL";
