@@ -2,7 +2,10 @@
 
 #include "backend/bpf/MapIO.h"
 
+#include <llvm/ADT/ScopeExit.h>
+
 #include <algorithm>
+#include <cstring>
 
 #include <bpf/bpf.h>
 #include <bpf/libbpf.h>
@@ -46,14 +49,27 @@ void MapTransaction::remove(const std::string &map, Bytes key) {
 
 namespace {
 
-// The raw value currently stored under `key` (per-CPU maps: CPU 0's copy,
-// which is what MapUpdater writes to every CPU), or none.
-std::optional<Bytes> currentValue(int fd, const Bytes &key, uint32_t valueSize, bool perCpu) {
+// What to write back to restore `key` as it is now, or none if absent.
+// Per-CPU maps: CPU 0's copy, which is what MapUpdater writes to every CPU.
+// Maps of maps read back an inner map's id but are written with an fd: the
+// id is turned into an fd, kept open in `heldFds` until the commit ends.
+std::optional<Bytes> restoreValue(const bpf::MapUpdater &updater, const Bytes &key,
+                                  std::vector<int> &heldFds) {
+  uint32_t valueSize = updater.valueSize();
   size_t stride = (valueSize + 7) & ~size_t(7);
-  Bytes raw(perCpu ? stride * libbpf_num_possible_cpus() : valueSize);
-  if (bpf_map_lookup_elem(fd, key.data(), raw.data()))
+  Bytes raw(updater.perCpu() ? stride * libbpf_num_possible_cpus() : valueSize);
+  if (bpf_map_lookup_elem(updater.fd(), key.data(), raw.data()))
     return std::nullopt;
   raw.resize(valueSize);
+  if (updater.mapOfMaps()) {
+    uint32_t id;
+    std::memcpy(&id, raw.data(), sizeof(id));
+    int inner = bpf_map_get_fd_by_id(id);
+    if (inner < 0)
+      return std::nullopt;
+    heldFds.push_back(inner);
+    std::memcpy(raw.data(), &inner, sizeof(inner));
+  }
   return raw;
 }
 
@@ -66,15 +82,18 @@ Error MapTransaction::commit() {
     std::optional<Bytes> previous;
   };
   std::vector<Undo> undo;
+  std::vector<int> heldFds;
+  auto closeHeld = llvm::make_scope_exit([&] {
+    for (int fd : heldFds)
+      close(fd);
+  });
   std::vector<std::unique_ptr<bpf::GuardWord::Update>> brackets;
   for (bpf::GuardWord *guard : maps.guards())
     brackets.push_back(std::make_unique<bpf::GuardWord::Update>(guard));
   for (size_t i = 0; i < changes.size(); ++i) {
     const Change &change = changes[i];
     bpf::MapUpdater &updater = maps[change.map];
-    int fd = updater.fd();
-    undo.push_back({change.map, change.key,
-                    currentValue(fd, change.key, updater.valueSize(), updater.perCpu())});
+    undo.push_back({change.map, change.key, restoreValue(updater, change.key, heldFds)});
     Error err = change.value ? updater.write(change.key, *change.value, change.flags)
                              : updater.erase(change.key);
     if (change.value == std::nullopt && err && !undo.back().previous) {

@@ -3,12 +3,14 @@
 #include "core/passes/TablePasses.h"
 
 #include <llvm/Analysis/AliasAnalysis.h>
+#include <llvm/IR/InstIterator.h>
 #include <llvm/IR/Verifier.h>
 #include <llvm/Passes/PassBuilder.h>
 #include <llvm/Support/raw_ostream.h>
 #include <llvm/Target/TargetMachine.h>
 #include <llvm/Transforms/Utils/ModuleUtils.h>
 
+#include <algorithm>
 #include <set>
 
 using namespace llvm;
@@ -52,6 +54,31 @@ void pinSharedGlobals(Module &module) {
         !used.count(&global))
       add.push_back(&global);
   appendToCompilerUsed(module, add);
+}
+
+// Program entries the guard does not cover, and everything they call:
+// specialized code there could run after its assumptions broke.
+std::set<std::string> reachableFromUnguardedPrograms(Module &module,
+                                                     const AccessSignatureTable &sigs,
+                                                     const ProgramGuardOptions &guard) {
+  std::set<std::string> reached;
+  std::vector<Function *> worklist;
+  for (Function &function : module)
+    if (sigs.isProgramEntry(function) &&
+        std::find(guard.entries.begin(), guard.entries.end(), function.getName()) ==
+            guard.entries.end())
+      worklist.push_back(&function);
+  while (!worklist.empty()) {
+    Function *function = worklist.back();
+    worklist.pop_back();
+    if (!reached.insert(function->getName().str()).second)
+      continue;
+    for (Instruction &inst : instructions(*function))
+      if (auto *call = dyn_cast<CallBase>(&inst))
+        if (Function *callee = call->getCalledFunction(); callee && !callee->isDeclaration())
+          worklist.push_back(callee);
+  }
+  return reached;
 }
 
 Error verify(Module &module, const char *stage) {
@@ -100,7 +127,9 @@ Expected<SpecializationLog> specializeModule(Module &module,
   Managers managers(sigs, catalog, options.targetMachine);
   SpecializationLog log;
   TablePassContext context{&catalog, &snapshot, &log, options.constantSection,
-                           options.inlineLimit};
+                           options.inlineLimit, {}};
+  if (options.guard)
+    context.unguardedFunctions = reachableFromUnguardedPrograms(module, sigs, *options.guard);
 
   // Sites no pass may touch get their reason once, up front.
   {
@@ -109,6 +138,9 @@ Expected<SpecializationLog> specializeModule(Module &module,
     for (const AccessSite &site : info.sites)
       if (std::optional<std::string> why = whyNotInlinable(site, info, catalog))
         log.record(site, "analysis", false, *why);
+      else if (context.unguardedFunctions.count(site.function))
+        log.record(site, "analysis", false,
+                   "runs in a program without a guard (no fallback slot)");
       else if (!snapshot.count(site.table))
         log.record(site, "analysis", false, "table contents not read");
   }

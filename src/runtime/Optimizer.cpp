@@ -89,11 +89,22 @@ Error Optimizer::load(const std::string &path) {
                               nullptr);
   if (fallbackFd < 0)
     return makeSystemError(errno, "cannot create the fallback program array");
-  for (uint32_t slot = 0; slot < entries.size(); ++slot) {
+  // The entry goes first: it fixes the program type the array accepts.
+  // Programs of another type (an xdp/devmap egress program beside the xdp
+  // entry) cannot share the array; they stay unguarded and unspecialized.
+  auto entrySlot = std::find(entries.begin(), entries.end(), entry) - entries.begin();
+  std::vector<uint32_t> slots = {uint32_t(entrySlot)};
+  for (uint32_t slot = 0; slot < entries.size(); ++slot)
+    if (slot != entrySlot)
+      slots.push_back(slot);
+  for (uint32_t slot : slots) {
     int fd = original->programFd(entries[slot]);
-    if (bpf_map_update_elem(fallbackFd, &slot, &fd, BPF_ANY))
+    if (bpf_map_update_elem(fallbackFd, &slot, &fd, BPF_ANY) == 0)
+      continue;
+    if (slot == entrySlot)
       return makeSystemError(errno, "program '{0}': cannot register it as fallback",
                              entries[slot]);
+    unguarded.insert(entries[slot]);
   }
 
   // Every version shares every map with the original, except read-only
@@ -176,7 +187,7 @@ CycleReport Optimizer::runCycle(bool force) {
 
   start = Clock::now();
   auto object = programSpec->specialize(
-      snapshot, bpf::SpecializeRequest{options.inlineLimit, version});
+      snapshot, bpf::SpecializeRequest{options.inlineLimit, version, unguarded});
   report.times.codegenMs = millisecondsSince(start);
   if (!object) {
     report.outcome = "failed: " + llvm::toString(object.takeError());

@@ -12,6 +12,7 @@
 #include <functional>
 #include <memory>
 #include <optional>
+#include <set>
 #include <string>
 
 namespace morpheus::runtime {
@@ -79,6 +80,7 @@ private:
   bpf::GuardWord guardWord;
   double loadMs = 0;
   int fallbackFd = -1;
+  std::set<std::string> unguarded; // programs without a fallback slot
   std::map<std::string, int> sharedMaps; // reused by every version
   std::map<std::string, int> reusedPins; // fds opened from existing pins
   std::vector<std::string> createdPins;

@@ -69,3 +69,31 @@ TEST(Failure, PinnedMapsAreReusedAcrossRestarts) {
 
 } // namespace
 } // namespace morpheus::testing
+
+namespace morpheus::testing {
+namespace {
+
+TEST(ProgramTypes, ProgramsWithoutAFallbackStayUnspecialized) {
+  runtime::OptimizerOptions options;
+  auto created =
+      runtime::Optimizer::create(sourcePath("tests/kernel/two_programs.bpf.c"), options);
+  ASSERT_TRUE(bool(created)) << llvm::toString(created.takeError());
+  runtime::Optimizer &opt = **created;
+  uint32_t zero = 0, pass = XDP_PASS;
+  ASSERT_EQ(bpf_map_update_elem(opt.mapFd("verdict"), &zero, &pass, BPF_ANY), 0);
+  runtime::CycleReport report = opt.runCycle();
+  ASSERT_TRUE(report.installed) << report.outcome;
+  bool entrySpecialized = false, egressKept = false;
+  for (const core::SiteDecision &decision : report.log.decisions) {
+    entrySpecialized |= decision.function == "entry" && decision.applied;
+    egressKept |= decision.function == "egress" && !decision.applied &&
+                  decision.detail.find("without a guard") != std::string::npos;
+    EXPECT_FALSE(decision.function == "egress" && decision.applied);
+  }
+  EXPECT_TRUE(entrySpecialized);
+  EXPECT_TRUE(egressKept);
+  EXPECT_EQ(runOnce(opt.activeFd(), buildPacket(PacketSpec{})).verdict, uint32_t(XDP_PASS));
+}
+
+} // namespace
+} // namespace morpheus::testing

@@ -4,6 +4,7 @@
 #include "nf/common/MapTransaction.h"
 
 #include <bpf/bpf.h>
+#include <bpf/libbpf.h>
 #include <gtest/gtest.h>
 #include <linux/bpf.h>
 #include <unistd.h>
@@ -40,6 +41,35 @@ TEST(MapTransaction, AFailedChangeUndoesTheEarlierOnes) {
   uint32_t two = 2;
   EXPECT_NE(bpf_map_lookup_elem(fd, &two, &value), 0) << "the insert was undone";
   close(fd);
+}
+
+TEST(MapTransaction, UndoRestoresReplacedInnerMaps) {
+  PinDir pins("mapofmaps");
+  int innerA = bpf_map_create(BPF_MAP_TYPE_ARRAY, "inner_a", 4, 4, 1, nullptr);
+  int innerB = bpf_map_create(BPF_MAP_TYPE_ARRAY, "inner_b", 4, 4, 1, nullptr);
+  ASSERT_GE(innerA, 0);
+  ASSERT_GE(innerB, 0);
+  LIBBPF_OPTS(bpf_map_create_opts, options, .inner_map_fd = uint32_t(innerA));
+  int outer = bpf_map_create(BPF_MAP_TYPE_HASH_OF_MAPS, "outer", 4, 4, 1, &options);
+  ASSERT_GE(outer, 0);
+  ASSERT_EQ(bpf_obj_pin(outer, (pins.path() + "/outer").c_str()), 0);
+  uint32_t one = 1;
+  ASSERT_EQ(bpf_map_update_elem(outer, &one, &innerA, BPF_ANY), 0);
+
+  auto maps = nf::PinnedMaps::open(pins.path(), {"outer"});
+  ASSERT_TRUE(bool(maps)) << llvm::toString(maps.takeError());
+  nf::MapTransaction transaction(*maps);
+  transaction.update("outer", u32(1), u32(innerB)); // replace the inner map
+  transaction.update("outer", u32(2), u32(innerB)); // no room: fails
+  llvm::Error err = transaction.commit();
+  ASSERT_TRUE(bool(err));
+  llvm::consumeError(std::move(err));
+
+  uint32_t id = 0;
+  ASSERT_EQ(bpf_map_lookup_elem(outer, &one, &id), 0);
+  EXPECT_EQ(id, mapIdOf(innerA)) << "the replaced inner map is back";
+  for (int fd : {outer, innerA, innerB})
+    close(fd);
 }
 
 TEST(ConfigFile, ErrorsNameFileAndLine) {

@@ -65,6 +65,10 @@ bool MapUpdater::perCpu() const {
          mapType == BPF_MAP_TYPE_LRU_PERCPU_HASH;
 }
 
+bool MapUpdater::mapOfMaps() const {
+  return mapType == BPF_MAP_TYPE_HASH_OF_MAPS || mapType == BPF_MAP_TYPE_ARRAY_OF_MAPS;
+}
+
 Error MapUpdater::checkSizes(const core::Bytes &key, const core::Bytes *value) const {
   if (key.size() != keyBytes)
     return makeError("map '{0}': key has {1} bytes, the map's keys have {2}",

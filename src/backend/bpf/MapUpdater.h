@@ -41,6 +41,7 @@ public:
   uint32_t keySize() const { return keyBytes; }
   uint32_t valueSize() const { return valueBytes; }
   bool perCpu() const;
+  bool mapOfMaps() const; // values are inner map fds (written) / ids (read)
   bool guarded() const { return guard != nullptr; }
 
 private:

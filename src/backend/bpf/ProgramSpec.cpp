@@ -71,8 +71,11 @@ ProgramSpec::specialize(const core::TableSnapshot &snapshot,
   // the program's .rodata stays exactly as the original declares it.
   options.constantSection = ".rodata.morpheus";
   if (request.guardVersion) {
-    options.guard = core::ProgramGuardOptions{GuardFunction, *request.guardVersion,
-                                              entries};
+    std::vector<std::string> guarded = entries;
+    for (std::string &name : guarded)
+      if (request.unguardedPrograms.count(name))
+        name.clear();
+    options.guard = core::ProgramGuardOptions{GuardFunction, *request.guardVersion, guarded};
     options.linkGuardRuntime = linkRuntime;
   }
   options.targetMachine = machine.get();

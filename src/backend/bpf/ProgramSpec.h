@@ -16,6 +16,7 @@
 
 #include <memory>
 #include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -26,6 +27,9 @@ struct SpecializeRequest {
   // Guard version to compile against; none builds unguarded code (for
   // offline inspection: such code is only correct while the snapshot holds).
   std::optional<uint64_t> guardVersion;
+  // Programs of the object that have no fallback slot (e.g. an xdp/devmap
+  // program beside the xdp entry): left unguarded, so not specialized.
+  std::set<std::string> unguardedPrograms;
 };
 
 struct SpecializedObject {

@@ -14,7 +14,9 @@ struct ProgramGuardOptions {
   // otherwise the verdict to return (after falling back to the original).
   std::string guardFunction;
   uint64_t version = 0;             // what the guard word must still hold
-  std::vector<std::string> entries; // program entry functions; slot = index
+  // Guarded program entry functions; slot = index. An empty name leaves
+  // that slot unused (a program that could not get a fallback).
+  std::vector<std::string> entries;
 };
 
 class ProgramGuardPass : public llvm::PassInfoMixin<ProgramGuardPass> {

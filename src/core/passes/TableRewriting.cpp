@@ -50,7 +50,8 @@ bool rewriteEligibleLookups(Module &module, ModuleAnalysisManager &mam,
   std::vector<AccessSite> sites = info.sites;
   bool changed = false;
   for (const AccessSite &site : sites) {
-    if (whyNotInlinable(site, info, *context.catalog))
+    if (whyNotInlinable(site, info, *context.catalog) ||
+        context.unguardedFunctions.count(site.function))
       continue;
     auto contents = context.snapshot->find(site.table);
     if (contents == context.snapshot->end())

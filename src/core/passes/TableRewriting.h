@@ -11,6 +11,7 @@
 #include <llvm/IR/PassManager.h>
 
 #include <map>
+#include <set>
 #include <optional>
 #include <string>
 #include <vector>
@@ -43,6 +44,9 @@ struct TablePassContext {
   SpecializationLog *log = nullptr;     // may be null
   std::string constantSection;          // section for inlined values ("" = default)
   uint32_t inlineLimit = 64;            // largest table inlined whole
+  // Functions whose code may run without the program guard in front of it
+  // (reachable from a program that has no fallback): never specialized.
+  std::set<std::string> unguardedFunctions;
 };
 
 // Why the lookup at `site` cannot be replaced by constants, or nullopt when
