@@ -22,7 +22,8 @@ struct RunResult {
 
 // Runs `programFd` once on `packet`; fails the test on a syscall error.
 // With `ingressIfindex`, the XDP context names that receiving interface
-// (which must exist in the calling thread's network namespace).
+// (which must exist in the calling thread's network namespace). Packets
+// shorter than an Ethernet header work too.
 RunResult runOnce(int programFd, const Bytes &packet, uint32_t ingressIfindex = 0);
 
 // All CPUs' values of every index of a per-CPU array of u64 counters, summed
