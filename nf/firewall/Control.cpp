@@ -1,11 +1,11 @@
 // `morpheus nf firewall ...`: the firewall's commands.
 #include "Loader.h"
 #include "cli/Args.h"
+#include "nf/common/Subcommands.h"
 
 #include <arpa/inet.h>
 
 #include <cstdio>
-#include <cstring>
 #include <ctime>
 
 extern const char morpheus_nf_firewall_summary[] =
@@ -20,16 +20,6 @@ using cli::OptionSpec;
 
 const OptionSpec PinDirOption = {"--pin-dir", "DIR",
                                  "where the maps are pinned (default " + DefaultPinDir + ")"};
-
-int fail(Error err) {
-  std::fprintf(stderr, "morpheus: %s\n", llvm::toString(std::move(err)).c_str());
-  return 1;
-}
-
-int usage(Error err) {
-  std::fprintf(stderr, "morpheus: %s\n", llvm::toString(std::move(err)).c_str());
-  return 2;
-}
 
 Expected<bool> readChoice(const Args &args, const std::string &option, const char *yes,
                           const char *no, bool fallback) {
@@ -49,7 +39,7 @@ int loadRulesCommand(int argc, char **argv) {
       PinDirOption};
   auto args = Args::parse("nf firewall load-rules", argc, argv, 2, specs);
   if (!args)
-    return usage(args.takeError());
+    return cli::usageError(llvm::toString(args.takeError()));
   if (args->help() || args->positional().size() != 1)
     return printUsage(
         *args, "morpheus nf firewall load-rules FILE [options]",
@@ -63,10 +53,10 @@ int loadRulesCommand(int argc, char **argv) {
         specs);
   auto defaultAccept = readChoice(*args, "--default", "accept", "drop", false);
   if (!defaultAccept)
-    return usage(defaultAccept.takeError());
+    return cli::usageError(llvm::toString(defaultAccept.takeError()));
   auto ipv6Accept = readChoice(*args, "--ipv6", "accept", "drop", false);
   if (!ipv6Accept)
-    return usage(ipv6Accept.takeError());
+    return cli::usageError(llvm::toString(ipv6Accept.takeError()));
   LoadOptions options;
   options.defaultAction = *defaultAccept ? FW_ACCEPT : FW_DROP;
   options.conntrack = args->has("--conntrack");
@@ -74,9 +64,9 @@ int loadRulesCommand(int argc, char **argv) {
 
   auto rules = parseRules(args->positional()[0]);
   if (!rules)
-    return fail(rules.takeError());
+    return cli::fail(rules.takeError());
   if (Error err = loadRules(args->get("--pin-dir").value_or(DefaultPinDir), *rules, options))
-    return fail(std::move(err));
+    return cli::fail(std::move(err));
   std::printf("%zu rules loaded\n", rules->size());
   return 0;
 }
@@ -85,7 +75,7 @@ int statsCommand(int argc, char **argv) {
   std::vector<OptionSpec> specs = {PinDirOption};
   auto args = Args::parse("nf firewall stats", argc, argv, 2, specs);
   if (!args)
-    return usage(args.takeError());
+    return cli::usageError(llvm::toString(args.takeError()));
   if (args->help() || !args->positional().empty())
     return printUsage(*args, "morpheus nf firewall stats [options]",
                       "Prints the counters: packets per rule that matched at least once\n"
@@ -94,7 +84,7 @@ int statsCommand(int argc, char **argv) {
                       specs);
   auto status = readStatus(args->get("--pin-dir").value_or(DefaultPinDir));
   if (!status)
-    return fail(status.takeError());
+    return cli::fail(status.takeError());
   const fw_config &config = status->config;
   std::printf("rules %u, default %s, conntrack %s, ipv6 %s\n", config.rule_count,
               config.default_action == FW_ACCEPT ? "accept" : "drop",
@@ -124,7 +114,7 @@ int flowsCommand(int argc, char **argv) {
       PinDirOption};
   auto args = Args::parse("nf firewall flows", argc, argv, 2, specs);
   if (!args)
-    return usage(args.takeError());
+    return cli::usageError(llvm::toString(args.takeError()));
   if (args->help() || !args->positional().empty())
     return printUsage(*args, "morpheus nf firewall flows [options]",
                       "Lists the replies connection tracking accepts (load-rules\n"
@@ -136,16 +126,16 @@ int flowsCommand(int argc, char **argv) {
   if (args->has("--expire")) {
     double idleMs = 0;
     if (Error err = args->readDuration("--expire", idleMs))
-      return usage(std::move(err));
+      return cli::usageError(llvm::toString(std::move(err)));
     auto removed = expireFlows(pinDir, uint64_t(idleMs * 1e6));
     if (!removed)
-      return fail(removed.takeError());
+      return cli::fail(removed.takeError());
     std::printf("%zu flows expired\n", *removed);
     return 0;
   }
   auto flows = readFlows(pinDir);
   if (!flows)
-    return fail(flows.takeError());
+    return cli::fail(flows.takeError());
   timespec now;
   clock_gettime(CLOCK_MONOTONIC, &now);
   double nowSeconds = now.tv_sec + now.tv_nsec / 1e9;
@@ -157,13 +147,7 @@ int flowsCommand(int argc, char **argv) {
   return 0;
 }
 
-struct Command {
-  const char *name;
-  const char *help;
-  int (*run)(int, char **);
-};
-
-const Command Commands[] = {
+const Subcommand Commands[] = {
     {"load-rules", "replace the rule set with a rule file", loadRulesCommand},
     {"stats", "print per-rule hit counters and drop reasons", statsCommand},
     {"flows", "list or expire connection-tracking entries", flowsCommand},
@@ -173,19 +157,6 @@ const Command Commands[] = {
 } // namespace morpheus::nf::firewall
 
 int morpheus_nf_firewall_main(int argc, char **argv) {
-  using namespace morpheus::nf::firewall;
-  const char *name = argc > 1 ? argv[1] : nullptr;
-  for (const Command &command : Commands)
-    if (name && !std::strcmp(command.name, name))
-      return command.run(argc, argv);
-  bool help = name && (!std::strcmp(name, "--help") || !std::strcmp(name, "-h"));
-  FILE *out = help ? stdout : stderr;
-  if (name && !help)
-    std::fprintf(stderr, "morpheus: nf firewall: unknown command '%s'\n\n", name);
-  std::fprintf(out, "usage: morpheus nf firewall COMMAND [options]\n\n%s.\nCommands:\n",
-               morpheus_nf_firewall_summary);
-  for (const Command &command : Commands)
-    std::fprintf(out, "  %-12s %s\n", command.name, command.help);
-  std::fprintf(out, "\n'morpheus nf firewall COMMAND --help' describes one.\n");
-  return help ? 0 : 2;
+  using namespace morpheus::nf;
+  return dispatch("firewall", morpheus_nf_firewall_summary, argc, argv, firewall::Commands);
 }

@@ -3,6 +3,7 @@
 #include "L2Switch.h"
 
 #include "cli/Args.h"
+#include "nf/common/Subcommands.h"
 
 #include <fcntl.h>
 #include <net/if.h>
@@ -59,16 +60,6 @@ private:
   int previous = -1;
 };
 
-int fail(Error err) {
-  std::fprintf(stderr, "morpheus: %s\n", llvm::toString(std::move(err)).c_str());
-  return 1;
-}
-
-int usageError(Error err) {
-  fail(std::move(err));
-  return 2;
-}
-
 // Parses a command's options; returns an exit code when the command should
 // stop (help, usage error) and -1 to go on.
 int parseCommand(int argc, char **argv, const std::vector<OptionSpec> &specs,
@@ -77,7 +68,7 @@ int parseCommand(int argc, char **argv, const std::vector<OptionSpec> &specs,
   std::string command = std::string("nf l2switch ") + argv[1];
   auto args = Args::parse(command, argc, argv, 2, specs);
   if (!args)
-    return usageError(args.takeError());
+    return cli::usageError(llvm::toString(args.takeError()));
   if (args->help() || args->positional().size() != positionals)
     return cli::printUsage(*args, synopsis, description, specs);
   out.emplace(std::move(*args));
@@ -95,10 +86,10 @@ int loadCommand(int argc, char **argv, const char *synopsis, const char *descrip
   NetnsScope netns;
   if (auto name = args->get("--netns"))
     if (Error err = netns.enter(*name))
-      return fail(std::move(err));
+      return cli::fail(std::move(err));
   std::string pinDir = args->get("--pin-dir").value_or(DefaultPinDir);
   if (Error err = load(pinDir, args->positional()[0]))
-    return fail(std::move(err));
+    return cli::fail(std::move(err));
   return 0;
 }
 
@@ -115,11 +106,11 @@ int ageCommand(int argc, char **argv) {
     return code;
   double maxAgeMs = 300000;
   if (Error err = args->readDuration("--max-age", maxAgeMs))
-    return usageError(std::move(err));
+    return cli::usageError(llvm::toString(std::move(err)));
   std::string pinDir = args->get("--pin-dir").value_or(DefaultPinDir);
   auto report = ageFdb(pinDir, uint64_t(maxAgeMs * 1e6), monotonicNowNs());
   if (!report)
-    return fail(report.takeError());
+    return cli::fail(report.takeError());
   std::printf("removed %zu of %zu FDB entries\n", report->removed, report->entries);
   return 0;
 }
@@ -138,10 +129,10 @@ int fdbCommand(int argc, char **argv) {
   NetnsScope netns; // port names as that namespace sees them
   if (auto name = args->get("--netns"))
     if (Error err = netns.enter(*name))
-      return fail(std::move(err));
+      return cli::fail(std::move(err));
   auto rows = readFdb(args->get("--pin-dir").value_or(DefaultPinDir));
   if (!rows)
-    return fail(rows.takeError());
+    return cli::fail(rows.takeError());
   uint64_t now = monotonicNowNs();
   std::printf("%-17s %4s  %-16s %s\n", "MAC", "VLAN", "PORT", "AGE");
   for (const FdbRow &row : *rows) {
@@ -174,36 +165,27 @@ const char StaticDescription[] =
     "Static entries are never learned over nor aged. The ports must already be\n"
     "configured and carry the VLAN. Nothing is applied if any line is wrong.\n";
 
-int usage(FILE *out) {
-  std::fprintf(out, "usage: morpheus nf l2switch COMMAND [options]\n\n%s.\n\ncommands:\n",
-               morpheus_nf_l2switch_summary);
-  std::fprintf(out, "  load-ports FILE    set the ports (access / trunk VLANs)\n"
-                    "  load-static FILE   set the static MAC entries\n"
-                    "  age                remove idle learned MAC entries\n"
-                    "  fdb                list the forwarding database\n\n"
-                    "'morpheus nf l2switch COMMAND --help' describes a command.\n");
-  return out == stdout ? 0 : 2;
+int loadPortsCommand(int argc, char **argv) {
+  return loadCommand(argc, argv, "morpheus nf l2switch load-ports FILE [options]",
+                     PortsDescription, loadPorts);
 }
+
+int loadStaticCommand(int argc, char **argv) {
+  return loadCommand(argc, argv, "morpheus nf l2switch load-static FILE [options]",
+                     StaticDescription, loadStatic);
+}
+
+const Subcommand Commands[] = {
+    {"load-ports", "set the ports (access / trunk VLANs)", loadPortsCommand},
+    {"load-static", "set the static MAC entries", loadStaticCommand},
+    {"age", "remove idle learned MAC entries", ageCommand},
+    {"fdb", "list the forwarding database", fdbCommand},
+};
 
 } // namespace
 } // namespace morpheus::nf::l2switch
 
 int morpheus_nf_l2switch_main(int argc, char **argv) {
-  using namespace morpheus::nf::l2switch;
-  std::string command = argc > 1 ? argv[1] : "";
-  if (command == "--help" || command == "-h")
-    return usage(stdout);
-  if (command == "load-ports")
-    return loadCommand(argc, argv, "morpheus nf l2switch load-ports FILE [options]",
-                       PortsDescription, loadPorts);
-  if (command == "load-static")
-    return loadCommand(argc, argv, "morpheus nf l2switch load-static FILE [options]",
-                       StaticDescription, loadStatic);
-  if (command == "age")
-    return ageCommand(argc, argv);
-  if (command == "fdb")
-    return fdbCommand(argc, argv);
-  if (!command.empty())
-    std::fprintf(stderr, "morpheus: nf l2switch: unknown command '%s'\n\n", command.c_str());
-  return usage(stderr);
+  using namespace morpheus::nf;
+  return dispatch("l2switch", morpheus_nf_l2switch_summary, argc, argv, l2switch::Commands);
 }

@@ -1,10 +1,10 @@
 // `morpheus nf lb ...`: the load balancer's control-plane commands.
 #include "LbLoader.h"
 #include "cli/Args.h"
+#include "nf/common/Subcommands.h"
 
 #include <cinttypes>
 #include <cstdio>
-#include <cstring>
 
 using namespace morpheus;
 using namespace morpheus::nf::lb;
@@ -16,11 +16,6 @@ extern const char morpheus_nf_lb_summary[] =
 
 namespace {
 
-int fail(Error err) {
-  std::fprintf(stderr, "morpheus: %s\n", llvm::toString(std::move(err)).c_str());
-  return 1;
-}
-
 const OptionSpec PinDirOption = {"--pin-dir", "DIR",
                                  std::string("where 'morpheus run' pinned the maps (default ") +
                                      DefaultPinDir + ")"};
@@ -31,7 +26,7 @@ int loadConfigCommand(int argc, char **argv) {
   std::vector<OptionSpec> specs = {PinDirOption};
   auto args = Args::parse("nf lb load-config", argc, argv, 2, specs);
   if (!args)
-    return fail(args.takeError());
+    return cli::fail(args.takeError());
   if (args->help() || args->positional().size() != 1)
     return printUsage(*args, "morpheus nf lb load-config [--pin-dir DIR] FILE",
                       "Makes the balancer match FILE (format: nf/lb/README.md): VIPs and\n"
@@ -41,7 +36,7 @@ int loadConfigCommand(int argc, char **argv) {
                       specs);
   auto report = loadConfigFile(args->positional()[0], pinDirOf(*args));
   if (!report)
-    return fail(report.takeError());
+    return cli::fail(report.takeError());
   std::printf("lb: %zu VIPs, %zu reals; %zu changes (%zu ring slots) committed in %.2f s\n",
               report->vips, report->reals, report->changes, report->ringSlots,
               report->commitSeconds);
@@ -52,7 +47,7 @@ int statsCommand(int argc, char **argv) {
   std::vector<OptionSpec> specs = {PinDirOption};
   auto args = Args::parse("nf lb stats", argc, argv, 2, specs);
   if (!args)
-    return fail(args.takeError());
+    return cli::fail(args.takeError());
   if (args->help() || !args->positional().empty())
     return printUsage(*args, "morpheus nf lb stats [--pin-dir DIR]",
                       "Prints each VIP's packets and bytes (as received, before\n"
@@ -61,10 +56,10 @@ int statsCommand(int argc, char **argv) {
   std::string pinDir = pinDirOf(*args);
   auto vips = readVipStatus(pinDir);
   if (!vips)
-    return fail(vips.takeError());
+    return cli::fail(vips.takeError());
   auto events = readEvents(pinDir);
   if (!events)
-    return fail(events.takeError());
+    return cli::fail(events.takeError());
   std::printf("%-5s %-24s %14s %16s\n", "index", "vip", "packets", "bytes");
   for (const VipStatus &vip : *vips)
     std::printf("%-5u %-24s %14" PRIu64 " %16" PRIu64 "\n", vip.index,
@@ -81,7 +76,7 @@ int expireCommand(int argc, char **argv) {
       PinDirOption};
   auto args = Args::parse("nf lb expire", argc, argv, 2, specs);
   if (!args)
-    return fail(args.takeError());
+    return cli::fail(args.takeError());
   if (args->help() || !args->positional().empty() || !args->has("--idle"))
     return printUsage(*args, "morpheus nf lb expire --idle DURATION [--pin-dir DIR]",
                       "Removes idle flows from the flow table, so their next packet is\n"
@@ -91,41 +86,22 @@ int expireCommand(int argc, char **argv) {
                       specs);
   double milliseconds = 0;
   if (Error err = args->readDuration("--idle", milliseconds))
-    return fail(std::move(err));
+    return cli::fail(std::move(err));
   auto removed = expireFlows(pinDirOf(*args), uint64_t(milliseconds * 1e6));
   if (!removed)
-    return fail(removed.takeError());
+    return cli::fail(removed.takeError());
   std::printf("lb: %zu idle flows removed\n", *removed);
   return 0;
 }
 
-struct Command {
-  const char *name;
-  int (*run)(int, char **);
-  const char *help;
-};
-
-const Command Commands[] = {
-    {"load-config", loadConfigCommand, "apply a configuration file (VIPs, reals, settings)"},
-    {"stats", statsCommand, "per-VIP packet/byte counters and data-plane events"},
-    {"expire", expireCommand, "remove flows idle for longer than --idle"},
+const nf::Subcommand Commands[] = {
+    {"load-config", "apply a configuration file (VIPs, reals, settings)", loadConfigCommand},
+    {"stats", "per-VIP packet/byte counters and data-plane events", statsCommand},
+    {"expire", "remove flows idle for longer than --idle", expireCommand},
 };
 
 } // namespace
 
 int morpheus_nf_lb_main(int argc, char **argv) {
-  const char *name = argc > 1 ? argv[1] : nullptr;
-  for (const Command &command : Commands)
-    if (name && !std::strcmp(name, command.name))
-      return command.run(argc, argv);
-  bool help = name && (!std::strcmp(name, "--help") || !std::strcmp(name, "-h"));
-  FILE *out = help ? stdout : stderr;
-  if (name && !help)
-    std::fprintf(stderr, "morpheus: nf lb: unknown command '%s'\n\n", name);
-  std::fprintf(out, "usage: morpheus nf lb COMMAND [options]\n\n%s.\nCommands:\n",
-               morpheus_nf_lb_summary);
-  for (const Command &command : Commands)
-    std::fprintf(out, "  %-12s %s\n", command.name, command.help);
-  std::fprintf(out, "\n'morpheus nf lb COMMAND --help' describes one.\n");
-  return help ? 0 : 2;
+  return nf::dispatch("lb", morpheus_nf_lb_summary, argc, argv, Commands);
 }

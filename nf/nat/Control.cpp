@@ -2,9 +2,9 @@
 #include "NatControl.h"
 
 #include "cli/Args.h"
+#include "nf/common/Subcommands.h"
 
 #include <cstdio>
-#include <cstring>
 
 extern const char morpheus_nf_nat_summary[] =
     "IPv4 source NAT (masquerade) with a data-plane connection table";
@@ -15,25 +15,6 @@ using morpheus::Error;
 using morpheus::cli::Args;
 using morpheus::cli::OptionSpec;
 namespace nat = morpheus::nf::nat;
-
-const char *const Commands =
-    "commands:\n"
-    "  load-config FILE   apply a configuration (all or nothing)\n"
-    "  flows              list the current translations\n"
-    "  stats              print the data plane's counters\n"
-    "\n"
-    "'morpheus nf nat COMMAND --help' describes a command; nf/nat/README.md the\n"
-    "configuration format.\n";
-
-int fail(Error err) {
-  std::fprintf(stderr, "morpheus: %s\n", llvm::toString(std::move(err)).c_str());
-  return 1;
-}
-
-int usage(FILE *out, int code) {
-  std::fprintf(out, "usage: morpheus nf nat COMMAND [options]\n\n%s", Commands);
-  return code;
-}
 
 std::vector<OptionSpec> pinDirOption() {
   return {{"--pin-dir", "DIR",
@@ -53,7 +34,7 @@ int loadConfigCommand(const Args &args, const std::vector<OptionSpec> &specs) {
         specs);
   std::string pinDir = args.get("--pin-dir").value_or(nat::DefaultPinDir);
   if (Error err = nat::loadConfig(args.positional()[0], pinDir))
-    return fail(std::move(err));
+    return morpheus::cli::fail(std::move(err));
   return 0;
 }
 
@@ -67,7 +48,7 @@ int flowsCommand(const Args &args, const std::vector<OptionSpec> &specs) {
         specs);
   auto translations = nat::readTranslations(args.get("--pin-dir").value_or(nat::DefaultPinDir));
   if (!translations)
-    return fail(translations.takeError());
+    return morpheus::cli::fail(translations.takeError());
   std::fputs(nat::formatTranslations(*translations).c_str(), stdout);
   return 0;
 }
@@ -78,32 +59,31 @@ int statsCommand(const Args &args, const std::vector<OptionSpec> &specs) {
                                      "Prints the packet counters, summed over CPUs.\n", specs);
   auto stats = nat::readStats(args.get("--pin-dir").value_or(nat::DefaultPinDir));
   if (!stats)
-    return fail(stats.takeError());
+    return morpheus::cli::fail(stats.takeError());
   for (const auto &[name, value] : *stats)
     std::printf("%-16s %llu\n", name.c_str(), static_cast<unsigned long long>(value));
   return 0;
 }
 
+// Every command takes only --pin-dir.
+template <int (*Run)(const Args &, const std::vector<OptionSpec> &)>
+int withPinDir(int argc, char **argv) {
+  std::vector<OptionSpec> specs = pinDirOption();
+  auto args = Args::parse(std::string("nf nat ") + argv[1], argc, argv, 2, specs);
+  if (!args)
+    return morpheus::cli::usageError(llvm::toString(args.takeError()));
+  return Run(*args, specs);
+}
+
+const morpheus::nf::Subcommand Commands[] = {
+    {"load-config", "apply a configuration (all or nothing; format: nf/nat/README.md)",
+     withPinDir<loadConfigCommand>},
+    {"flows", "list the current translations", withPinDir<flowsCommand>},
+    {"stats", "print the data plane's counters", withPinDir<statsCommand>},
+};
+
 } // namespace
 
 int morpheus_nf_nat_main(int argc, char **argv) {
-  if (argc < 2 || !std::strcmp(argv[1], "--help") || !std::strcmp(argv[1], "-h"))
-    return usage(argc < 2 ? stderr : stdout, argc < 2 ? 2 : 0);
-  std::string command = argv[1];
-  int (*run)(const Args &, const std::vector<OptionSpec> &) =
-      command == "load-config" ? loadConfigCommand
-      : command == "flows"     ? flowsCommand
-      : command == "stats"     ? statsCommand
-                               : nullptr;
-  if (!run) {
-    std::fprintf(stderr, "morpheus: nf nat: unknown command '%s'\n\n", command.c_str());
-    return usage(stderr, 2);
-  }
-  std::vector<OptionSpec> specs = pinDirOption();
-  auto args = Args::parse("nf nat " + command, argc, argv, 2, specs);
-  if (!args) {
-    std::fprintf(stderr, "morpheus: %s\n", llvm::toString(args.takeError()).c_str());
-    return 2;
-  }
-  return run(*args, specs);
+  return morpheus::nf::dispatch("nat", morpheus_nf_nat_summary, argc, argv, Commands);
 }

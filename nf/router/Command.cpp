@@ -3,11 +3,12 @@
 #include "Control.h"
 
 #include "cli/Args.h"
+#include "nf/common/Subcommands.h"
 
+#include <llvm/ADT/STLFunctionalExtras.h>
 #include <net/if.h>
 
 #include <cstdio>
-#include <functional>
 
 extern const char morpheus_nf_router_summary[] =
     "IPv4 router: LPM routes, neighbours, ports (DEVMAP redirect)";
@@ -20,20 +21,6 @@ const cli::OptionSpec PinDirOption{"--pin-dir", "DIR",
                                        DefaultPinDir + ")"};
 const cli::OptionSpec ReplaceOption{
     "--replace", "", "remove the entries the file does not list (default: add and overwrite)"};
-
-struct Command {
-  const char *name;
-  const char *synopsis;
-  std::string description;
-  std::vector<cli::OptionSpec> options;
-  size_t positionals;
-  std::function<Error(const cli::Args &, const std::string &pinDir)> run;
-};
-
-int fail(Error err) {
-  std::fprintf(stderr, "morpheus: %s\n", llvm::toString(std::move(err)).c_str());
-  return 1;
-}
 
 // The range is setPort's to check.
 Expected<uint32_t> parsePortNumber(const std::string &text) {
@@ -64,109 +51,118 @@ Error report(const char *what, Expected<LoadSummary> summary) {
   return Error::success();
 }
 
-const std::vector<Command> &commands() {
-  static const std::vector<Command> table = {
-      {"load-routes",
-       "morpheus nf router load-routes FILE [--pin-dir DIR] [--replace]",
+// A command's --help text and what it takes.
+struct Usage {
+  const char *synopsis;
+  std::string description;
+  std::vector<cli::OptionSpec> options;
+  size_t positionals;
+};
+
+// Parses the options (PinDirOption among them) and runs `body`, or prints
+// the usage for --help or a wrong number of arguments.
+int execute(int argc, char **argv, const Usage &usage,
+            llvm::function_ref<Error(const cli::Args &, const std::string &pinDir)> body) {
+  auto args = cli::Args::parse(std::string("nf router ") + argv[1], argc, argv, 2, usage.options);
+  if (!args)
+    return cli::usageError(llvm::toString(args.takeError()));
+  if (args->help() || args->positional().size() != usage.positionals)
+    return cli::printUsage(*args, usage.synopsis, usage.description.c_str(), usage.options);
+  if (Error err = body(*args, args->get("--pin-dir").value_or(DefaultPinDir)))
+    return cli::fail(std::move(err));
+  return 0;
+}
+
+int loadRoutesCommand(int argc, char **argv) {
+  return execute(
+      argc, argv,
+      {"morpheus nf router load-routes FILE [--pin-dir DIR] [--replace]",
        "Loads routes, one 'PREFIX NEXTHOP [PORT]' per line. NEXTHOP is a gateway\n"
        "address, 'direct' (on-link) or 'local' (an address of the router). A route\n"
        "without PORT is spread over the ports bound now, by a hash of its prefix.\n"
        "The whole file is checked before anything is changed.\n",
        {PinDirOption, ReplaceOption},
-       1,
-       [](const cli::Args &args, const std::string &pinDir) {
-         return report("routes", loadRoutes(args.positional()[0], {pinDir, args.has("--replace")}));
-       }},
-      {"load-neighbors",
-       "morpheus nf router load-neighbors FILE [--pin-dir DIR] [--replace]",
-       "Loads neighbours, one 'ADDRESS DST-MAC SRC-MAC PORT' per line: the MAC\n"
-       "address of ADDRESS on the link behind PORT, and that port's own MAC.\n",
-       {PinDirOption, ReplaceOption},
-       1,
-       [](const cli::Args &args, const std::string &pinDir) {
-         return report("neighbors",
-                       loadNeighbors(args.positional()[0], {pinDir, args.has("--replace")}));
-       }},
-      {"set-port",
-       "morpheus nf router set-port PORT IFACE [--pin-dir DIR]",
-       "Binds port PORT (0-" + std::to_string(ROUTER_MAX_PORTS - 1) +
-           ") to the interface IFACE (a name or an ifindex) of this\n"
-           "network namespace; packets routed to PORT are redirected to it.\n",
-       {PinDirOption},
-       2,
-       [](const cli::Args &args, const std::string &pinDir) -> Error {
-         auto port = parsePortNumber(args.positional()[0]);
-         if (!port)
-           return port.takeError();
-         auto ifindex = parseInterface(args.positional()[1]);
-         if (!ifindex)
-           return ifindex.takeError();
-         return setPort(pinDir, *port, *ifindex);
-       }},
-      {"unset-port",
-       "morpheus nf router unset-port PORT [--pin-dir DIR]",
-       "Unbinds port PORT: packets routed to it go to the kernel stack.\n",
-       {PinDirOption},
-       1,
-       [](const cli::Args &args, const std::string &pinDir) -> Error {
-         auto port = parsePortNumber(args.positional()[0]);
-         if (!port)
-           return port.takeError();
-         return unsetPort(pinDir, *port);
-       }},
-      {"stats",
-       "morpheus nf router stats [--pin-dir DIR]",
-       "Prints the packet counters of every outcome, summed over the CPUs.\n",
-       {PinDirOption},
-       0,
-       [](const cli::Args &, const std::string &pinDir) -> Error {
-         auto stats = readStats(pinDir);
-         if (!stats)
-           return stats.takeError();
-         for (size_t i = 0; i < stats->size(); ++i)
-           std::printf("%-14s %llu\n", StatNames[i], (unsigned long long)(*stats)[i]);
-         return Error::success();
-       }},
-  };
-  return table;
+       1},
+      [](const cli::Args &args, const std::string &pinDir) {
+        return report("routes", loadRoutes(args.positional()[0], {pinDir, args.has("--replace")}));
+      });
 }
 
-int usage(FILE *out) {
-  std::fprintf(out, "usage: morpheus nf router COMMAND [options]\n\n%s.\nCommands:\n",
-               morpheus_nf_router_summary);
-  for (const Command &command : commands())
-    std::fprintf(out, "  %s\n", command.synopsis);
-  std::fprintf(out, "\n'morpheus nf router COMMAND --help' describes one.\n");
-  return out == stdout ? 0 : 2;
+int loadNeighborsCommand(int argc, char **argv) {
+  return execute(argc, argv,
+                 {"morpheus nf router load-neighbors FILE [--pin-dir DIR] [--replace]",
+                  "Loads neighbours, one 'ADDRESS DST-MAC SRC-MAC PORT' per line: the MAC\n"
+                  "address of ADDRESS on the link behind PORT, and that port's own MAC.\n",
+                  {PinDirOption, ReplaceOption},
+                  1},
+                 [](const cli::Args &args, const std::string &pinDir) {
+                   return report("neighbors", loadNeighbors(args.positional()[0],
+                                                            {pinDir, args.has("--replace")}));
+                 });
 }
+
+int setPortCommand(int argc, char **argv) {
+  return execute(argc, argv,
+                 {"morpheus nf router set-port PORT IFACE [--pin-dir DIR]",
+                  "Binds port PORT (0-" + std::to_string(ROUTER_MAX_PORTS - 1) +
+                      ") to the interface IFACE (a name or an ifindex) of this\n"
+                      "network namespace; packets routed to PORT are redirected to it.\n",
+                  {PinDirOption},
+                  2},
+                 [](const cli::Args &args, const std::string &pinDir) -> Error {
+                   auto port = parsePortNumber(args.positional()[0]);
+                   if (!port)
+                     return port.takeError();
+                   auto ifindex = parseInterface(args.positional()[1]);
+                   if (!ifindex)
+                     return ifindex.takeError();
+                   return setPort(pinDir, *port, *ifindex);
+                 });
+}
+
+int unsetPortCommand(int argc, char **argv) {
+  return execute(argc, argv,
+                 {"morpheus nf router unset-port PORT [--pin-dir DIR]",
+                  "Unbinds port PORT: packets routed to it go to the kernel stack.\n",
+                  {PinDirOption},
+                  1},
+                 [](const cli::Args &args, const std::string &pinDir) -> Error {
+                   auto port = parsePortNumber(args.positional()[0]);
+                   if (!port)
+                     return port.takeError();
+                   return unsetPort(pinDir, *port);
+                 });
+}
+
+int statsCommand(int argc, char **argv) {
+  return execute(argc, argv,
+                 {"morpheus nf router stats [--pin-dir DIR]",
+                  "Prints the packet counters of every outcome, summed over the CPUs.\n",
+                  {PinDirOption},
+                  0},
+                 [](const cli::Args &, const std::string &pinDir) -> Error {
+                   auto stats = readStats(pinDir);
+                   if (!stats)
+                     return stats.takeError();
+                   for (size_t i = 0; i < stats->size(); ++i)
+                     std::printf("%-14s %llu\n", StatNames[i], (unsigned long long)(*stats)[i]);
+                   return Error::success();
+                 });
+}
+
+const Subcommand Commands[] = {
+    {"load-routes", "load routes: PREFIX NEXTHOP [PORT] per line", loadRoutesCommand},
+    {"load-neighbors", "load neighbours: ADDRESS DST-MAC SRC-MAC PORT per line",
+     loadNeighborsCommand},
+    {"set-port", "bind a port to an interface", setPortCommand},
+    {"unset-port", "unbind a port", unsetPortCommand},
+    {"stats", "print the packet counters", statsCommand},
+};
 
 } // namespace
 } // namespace morpheus::nf::router
 
 int morpheus_nf_router_main(int argc, char **argv) {
-  using namespace morpheus::nf::router;
-  if (argc < 2)
-    return usage(stderr);
-  std::string name = argv[1];
-  if (name == "--help" || name == "-h")
-    return usage(stdout);
-  for (const Command &command : commands()) {
-    if (name != command.name)
-      continue;
-    auto args = morpheus::cli::Args::parse(std::string("nf router ") + command.name, argc, argv, 2,
-                                           command.options);
-    if (!args) {
-      std::fprintf(stderr, "morpheus: %s\n", llvm::toString(args.takeError()).c_str());
-      return 2;
-    }
-    if (args->help() || args->positional().size() != command.positionals)
-      return morpheus::cli::printUsage(*args, command.synopsis, command.description.c_str(),
-                                       command.options);
-    std::string pinDir = args->get("--pin-dir").value_or(DefaultPinDir);
-    if (morpheus::Error err = command.run(*args, pinDir))
-      return fail(std::move(err));
-    return 0;
-  }
-  std::fprintf(stderr, "morpheus: nf router: unknown command '%s'\n\n", name.c_str());
-  return usage(stderr);
+  using namespace morpheus::nf;
+  return dispatch("router", morpheus_nf_router_summary, argc, argv, router::Commands);
 }

@@ -1,7 +1,14 @@
 #include "NfTest.h"
 
+#include <bpf/bpf.h>
 #include <gtest/gtest.h>
 #include <unistd.h>
+
+#include <cerrno>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <system_error>
 
 namespace morpheus::nf::testing {
 
@@ -54,6 +61,59 @@ int NfProgram::mapFd(const std::string &name) const {
 RunResult NfProgram::run(const Bytes &packet, uint32_t ingressIfindex,
                          const std::string &program) const {
   return morpheus::testing::runOnce(programFd(program), packet, ingressIfindex);
+}
+
+TempDir::TempDir() {
+  char pattern[] = "/tmp/nf-test-XXXXXX";
+  // Thrown, not a test failure: files must never be written relative to "".
+  if (!mkdtemp(pattern))
+    throw std::system_error(errno, std::generic_category(), "mkdtemp");
+  dir = pattern;
+}
+
+TempDir::~TempDir() { std::filesystem::remove_all(dir); }
+
+std::string TempDir::write(const std::string &name, const std::string &text) const {
+  std::string path = dir + "/" + name;
+  std::ofstream out(path);
+  out << text;
+  EXPECT_TRUE(out.flush()) << "cannot write " << path;
+  return path;
+}
+
+std::map<Bytes, Bytes> rawEntries(int mapFd) {
+  bpf_map_info info = {};
+  uint32_t length = sizeof(info);
+  EXPECT_EQ(bpf_obj_get_info_by_fd(mapFd, &info, &length), 0);
+  bool perCpu = info.type == BPF_MAP_TYPE_PERCPU_ARRAY || info.type == BPF_MAP_TYPE_PERCPU_HASH;
+  // The kernel rounds each CPU's value up to 8 bytes.
+  size_t valueSize = perCpu ? ((info.value_size + 7) & ~7u) * libbpf_num_possible_cpus()
+                            : info.value_size;
+  std::map<Bytes, Bytes> entries;
+  Bytes key(info.key_size), next(info.key_size), value(valueSize);
+  for (const void *previous = nullptr; !bpf_map_get_next_key(mapFd, previous, next.data());
+       previous = key.data()) {
+    key = next;
+    EXPECT_EQ(bpf_map_lookup_elem(mapFd, key.data(), value.data()), 0);
+    entries[key] = value;
+  }
+  return entries;
+}
+
+bool usesMap(int programFd, int mapFd) {
+  uint32_t id = morpheus::testing::mapIdOf(mapFd);
+  for (uint32_t used : morpheus::testing::mapIdsOf(programFd))
+    if (used == id)
+      return true;
+  return false;
+}
+
+int runCommand(int (*main)(int argc, char **argv), std::vector<std::string> words) {
+  std::vector<char *> argv;
+  for (std::string &word : words)
+    argv.push_back(word.data());
+  argv.push_back(nullptr);
+  return main(int(words.size()), argv.data());
 }
 
 } // namespace morpheus::nf::testing

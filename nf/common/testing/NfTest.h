@@ -1,6 +1,8 @@
 // Loading a network function the way an operator without Morpheus would
 // (plain libbpf, the object clang built), with its maps pinned in a test
-// directory so control-plane code can be exercised exactly as deployed.
+// directory so control-plane code can be exercised exactly as deployed; and
+// what every function's tests need around it: config files, map contents,
+// the command line.
 #pragma once
 
 #include "KernelSupport.h"
@@ -9,6 +11,7 @@
 
 #include <map>
 #include <string>
+#include <vector>
 
 namespace morpheus::nf::testing {
 
@@ -37,5 +40,44 @@ private:
   bpf_object *object = nullptr;
   std::string pins;
 };
+
+// A fresh directory under /tmp for a test's files, removed with them when
+// the object goes away.
+class TempDir {
+public:
+  TempDir();
+  ~TempDir();
+  TempDir(const TempDir &) = delete;
+  TempDir &operator=(const TempDir &) = delete;
+  // Writes `text` to the file `name` in the directory; returns its path.
+  std::string write(const std::string &name, const std::string &text) const;
+
+private:
+  std::string dir;
+};
+
+// A file holding `text`, removed with the object. `name` is what error
+// messages about the file show.
+class TempFile {
+public:
+  explicit TempFile(const std::string &text) : TempFile("config", text) {}
+  TempFile(const std::string &name, const std::string &text) : file(dir.write(name, text)) {}
+  const std::string &path() const { return file; }
+
+private:
+  TempDir dir;
+  std::string file;
+};
+
+// Every entry of a map as raw bytes, in key order; a per-CPU map's value is
+// every CPU's, back to back.
+std::map<Bytes, Bytes> rawEntries(int mapFd);
+
+// Whether the loaded program references the map.
+bool usesMap(int programFd, int mapFd);
+
+// Runs a function's command line, morpheus_nf_NAME_main, on `words` (NAME
+// first, as `morpheus nf` passes it) and returns the exit code.
+int runCommand(int (*main)(int argc, char **argv), std::vector<std::string> words);
 
 } // namespace morpheus::nf::testing

@@ -2,11 +2,8 @@
 
 #include <bpf/bpf.h>
 #include <bpf/libbpf.h>
-#include <unistd.h>
 
 #include <cstdio>
-#include <cstdlib>
-#include <fstream>
 
 namespace morpheus::nf::firewall::testing {
 
@@ -107,19 +104,8 @@ std::vector<Rule> rulesFromConfig(const std::string &name) {
   return *rules;
 }
 
-RuleFile::RuleFile(const std::string &text) {
-  char name[] = "/tmp/firewall-rules-XXXXXX";
-  int fd = mkstemp(name);
-  EXPECT_GE(fd, 0) << strerror(errno);
-  close(fd);
-  file = name;
-  std::ofstream(file) << text;
-}
-
-RuleFile::~RuleFile() { unlink(file.c_str()); }
-
 std::vector<Rule> RuleFile::rules() const {
-  auto rules = parseRules(file);
+  auto rules = parseRules(path());
   if (!rules) {
     ADD_FAILURE() << llvm::toString(rules.takeError());
     return {};

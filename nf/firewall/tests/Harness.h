@@ -45,16 +45,11 @@ size_t referenceMatch(const std::vector<Rule> &rules, const Tuple &tuple);
 std::string configPath(const std::string &name); // nf/firewall/configs/<name>
 std::vector<Rule> rulesFromConfig(const std::string &name);
 
-// A rule file with `text` in a fresh temporary path, removed afterwards.
-class RuleFile {
+// A rule file with `text`, removed afterwards.
+class RuleFile : public nf::testing::TempFile {
 public:
-  explicit RuleFile(const std::string &text);
-  ~RuleFile();
-  const std::string &path() const { return file; }
+  explicit RuleFile(const std::string &text) : TempFile("rules.txt", text) {}
   std::vector<Rule> rules() const; // parsed; fails the test on an error
-
-private:
-  std::string file;
 };
 
 // Packets that mostly fall inside the rules' fields (a random rule's

@@ -4,7 +4,6 @@
 
 #include <arpa/inet.h>
 #include <bpf/bpf.h>
-#include <bpf/libbpf.h>
 
 #include <cstring>
 #include <map>
@@ -16,29 +15,11 @@ namespace morpheus::nf::firewall::testing {
 namespace {
 
 using Contents = std::map<Bytes, Bytes>;
-
-// Every entry of a map (per-CPU values: all CPUs' bytes).
-Contents dump(int fd) {
-  bpf_map_info info = {};
-  uint32_t length = sizeof(info);
-  EXPECT_EQ(bpf_obj_get_info_by_fd(fd, &info, &length), 0);
-  bool perCpu = info.type == BPF_MAP_TYPE_PERCPU_ARRAY || info.type == BPF_MAP_TYPE_PERCPU_HASH;
-  size_t valueSize = perCpu ? ((info.value_size + 7) & ~7u) * libbpf_num_possible_cpus()
-                            : info.value_size;
-  Contents contents;
-  Bytes key(info.key_size), next(info.key_size), value(valueSize);
-  for (void *previous = nullptr; !bpf_map_get_next_key(fd, previous, next.data());
-       previous = key.data()) {
-    key = next;
-    EXPECT_EQ(bpf_map_lookup_elem(fd, key.data(), value.data()), 0);
-    contents[key] = value;
-  }
-  return contents;
-}
+using nf::testing::rawEntries;
 
 std::set<std::pair<uint32_t, uint8_t>> prefixesIn(int fd, uint32_t generation) {
   std::set<std::pair<uint32_t, uint8_t>> prefixes;
-  for (const auto &[raw, value] : dump(fd)) {
+  for (const auto &[raw, value] : rawEntries(fd)) {
     fw_prefix_key key;
     std::memcpy(&key, raw.data(), sizeof(key));
     if (key.generation == generation)
@@ -55,10 +36,7 @@ std::set<std::pair<uint32_t, uint8_t>> srcPrefixesOf(const std::vector<Rule> &ru
 }
 
 int runCli(std::vector<std::string> words) {
-  std::vector<char *> argv;
-  for (std::string &word : words)
-    argv.push_back(word.data());
-  return morpheus_nf_firewall_main(argv.size(), argv.data());
+  return nf::testing::runCommand(morpheus_nf_firewall_main, std::move(words));
 }
 
 TEST(Loader, GoodFileFillsTheIdleHalfThenFlipsTheGeneration) {
@@ -145,7 +123,7 @@ TEST(Loader, BadLineIsReportedWithItsNumberAndNothingChanges) {
                         "sport_class", "sport_sets",   "dport_class",  "dport_sets",
                         "rule_actions", "rule_hits"};
   for (const char *map : maps)
-    before[map] = dump(firewall.mapFd(map));
+    before[map] = rawEntries(firewall.mapFd(map));
 
   std::string text = "src=10.0.0.0/8 l4proto=TCP dport=22 action=ACCEPT\n";
   for (int i = 0; i < 300; ++i)
@@ -159,7 +137,7 @@ TEST(Loader, BadLineIsReportedWithItsNumberAndNothingChanges) {
     EXPECT_EQ(status, 1);
     EXPECT_NE(errors.find(file.path() + ":302: "), std::string::npos) << errors;
     for (const char *map : maps)
-      EXPECT_TRUE(dump(firewall.mapFd(map)) == before[map]) << "map " << map << " changed";
+      EXPECT_TRUE(rawEntries(firewall.mapFd(map)) == before[map]) << "map " << map << " changed";
   }
 }
 

@@ -89,14 +89,6 @@ void expectSameBehaviour(runtime::Optimizer &optimizer, const std::vector<Probe>
   }
 }
 
-bool references(runtime::Optimizer &optimizer, int programFd, const std::string &map) {
-  uint32_t id = morpheus::testing::mapIdOf(optimizer.mapFd(map));
-  for (uint32_t used : morpheus::testing::mapIdsOf(programFd))
-    if (used == id)
-      return true;
-  return false;
-}
-
 TEST(Morpheus, SpecializedFirewallMatchesTheOriginal) {
   PinDir pins("firewall-morpheus");
   runtime::OptimizerOptions options;
@@ -131,8 +123,8 @@ TEST(Morpheus, SpecializedFirewallMatchesTheOriginal) {
                     decision.pass.c_str(), decision.detail.c_str());
     ASSERT_NE(optimizer.activeFd(), optimizer.originalFd());
     // The configuration is folded into the code.
-    EXPECT_FALSE(references(optimizer, optimizer.activeFd(), "fw_config"));
-    EXPECT_EQ(references(optimizer, optimizer.activeFd(), "conntrack"),
+    EXPECT_FALSE(nf::testing::usesMap(optimizer.activeFd(), optimizer.mapFd("fw_config")));
+    EXPECT_EQ(nf::testing::usesMap(optimizer.activeFd(), optimizer.mapFd("conntrack")),
               configuration.options.conntrack);
     expectSameBehaviour(optimizer, corpus(rules));
   }

@@ -56,11 +56,11 @@ void expectSameBehaviour(runtime::Optimizer &opt, int original, int specialized)
     uint32_t ifindex = SwitchNetns::get().ifindex(ingress.port);
     fdb.reset();
     std::vector<uint64_t> before = stats();
-    RunResult expected = runFrame(original, ingress.frame, ifindex);
+    RunResult expected = morpheus::testing::runOnce(original, ingress.frame, ifindex);
     std::vector<uint64_t> middle = stats();
     FdbView expectedFdb = fdb.view();
     fdb.reset();
-    RunResult actual = runFrame(specialized, ingress.frame, ifindex);
+    RunResult actual = morpheus::testing::runOnce(specialized, ingress.frame, ifindex);
     std::vector<uint64_t> after = stats();
     EXPECT_EQ(actual.verdict, expected.verdict);
     EXPECT_EQ(actual.output, expected.output);
@@ -99,15 +99,8 @@ TEST(Morpheus, SpecializedSwitchBehavesLikeTheOriginal) {
   ASSERT_NE(original, specialized);
   // Both port lookups became compares: the specialized code no longer
   // needs the ports table.
-  auto references = [&](int programFd, const std::string &map) {
-    uint32_t id = morpheus::testing::mapIdOf(opt.mapFd(map));
-    for (uint32_t used : morpheus::testing::mapIdsOf(programFd))
-      if (used == id)
-        return true;
-    return false;
-  };
-  EXPECT_TRUE(references(original, "ports"));
-  EXPECT_FALSE(references(specialized, "ports"));
+  EXPECT_TRUE(nf::testing::usesMap(original, opt.mapFd("ports")));
+  EXPECT_FALSE(nf::testing::usesMap(specialized, opt.mapFd("ports")));
 
   expectSameBehaviour(opt, original, specialized);
 

@@ -1,11 +1,9 @@
 #include "SwitchTestSupport.h"
 
 #include <bpf/bpf.h>
-#include <unistd.h>
 
 #include <cstdlib>
 #include <ctime>
-#include <fstream>
 
 namespace morpheus::nf::l2switch::testing {
 
@@ -46,18 +44,6 @@ const char PortsConfig[] = "# the test switch\n"
                            "a3 access 20   # alone on its VLAN among access ports\n"
                            "t1 trunk 10,20,30\n"
                            "t2 trunk 20,30-40 native=30\n";
-
-TempFile::TempFile(const std::string &name, const std::string &text) {
-  char pattern[] = "/tmp/l2switch-test-XXXXXX";
-  dir = mkdtemp(pattern);
-  file = dir + "/" + name;
-  std::ofstream(file) << text;
-}
-
-TempFile::~TempFile() {
-  unlink(file.c_str());
-  rmdir(dir.c_str());
-}
 
 Mac host(uint8_t n) { return {0x02, 0, 0, 0, 0, n}; }
 const Mac Broadcast = {0xff, 0xff, 0xff, 0xff, 0xff, 0xff};
@@ -162,31 +148,6 @@ std::vector<Ingress> semanticCorpus() {
   return corpus;
 }
 
-RunResult runFrame(int programFd, const Bytes &frame, uint32_t ingressIfindex) {
-  if (frame.size() >= 14)
-    return morpheus::testing::runOnce(programFd, frame, ingressIfindex);
-  // BPF_PROG_TEST_RUN refuses input shorter than an Ethernet header, but
-  // its linear part may be shorter (the rest becomes a fragment): the
-  // program then sees exactly `frame` between data and data_end. The
-  // padding, returned at the end of the output, is dropped again.
-  size_t padding = 14 - frame.size();
-  Bytes input = frame;
-  input.resize(14, 0);
-  RunResult result;
-  result.output.resize(input.size() + 512);
-  xdp_md context = {};
-  context.data_end = frame.size();
-  context.ingress_ifindex = ingressIfindex;
-  LIBBPF_OPTS(bpf_test_run_opts, options, .data_in = input.data(),
-              .data_out = result.output.data(), .data_size_in = uint32_t(input.size()),
-              .data_size_out = uint32_t(result.output.size()), .ctx_in = &context,
-              .ctx_size_in = sizeof(context), .repeat = 1);
-  EXPECT_EQ(bpf_prog_test_run_opts(programFd, &options), 0) << strerror(errno);
-  result.verdict = options.retval;
-  result.output.resize(options.data_size_out >= padding ? options.data_size_out - padding : 0);
-  return result;
-}
-
 void SwitchTest::SetUp() {
   ASSERT_TRUE(program.ok());
   TempFile ports("ports.conf", PortsConfig);
@@ -195,7 +156,7 @@ void SwitchTest::SetUp() {
 }
 
 RunResult SwitchTest::run(const Bytes &packet, const std::string &ingress) {
-  return runFrame(program.programFd(), packet, port(ingress));
+  return program.run(packet, port(ingress));
 }
 
 std::vector<uint64_t> SwitchTest::stats() {

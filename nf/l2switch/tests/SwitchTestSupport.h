@@ -21,6 +21,7 @@ namespace morpheus::nf::l2switch::testing {
 
 using morpheus::nf::testing::NfProgram;
 using morpheus::nf::testing::objectPath;
+using morpheus::nf::testing::TempFile;
 using morpheus::packet::Mac;
 using morpheus::packet::PacketBuilder;
 using morpheus::testing::Bytes;
@@ -51,17 +52,6 @@ private:
 //   VLAN 40: t2 tagged, no other member
 extern const char PortsConfig[];
 
-// A file with `text`, removed with the object.
-class TempFile {
-public:
-  TempFile(const std::string &name, const std::string &text);
-  ~TempFile();
-  const std::string &path() const { return file; }
-
-private:
-  std::string dir, file;
-};
-
 Mac host(uint8_t n); // 02:00:00:00:00:<n>
 extern const Mac Broadcast;
 
@@ -88,10 +78,6 @@ struct Ingress {
   std::string port;
   Bytes frame;
 };
-
-// BPF_PROG_TEST_RUN of `frame` entering on `ingressIfindex`; frames shorter
-// than an Ethernet header too.
-RunResult runFrame(int programFd, const Bytes &frame, uint32_t ingressIfindex);
 
 // FDB entries the semantic tests start from (host 1..6 on various ports),
 // and frames that exercise every outcome from that state.

@@ -5,10 +5,8 @@
 #include <arpa/inet.h>
 #include <bpf/bpf.h>
 #include <bpf/libbpf.h>
-#include <unistd.h>
 
 #include <cstring>
-#include <fstream>
 
 namespace morpheus::nf::lb::testing {
 
@@ -36,19 +34,6 @@ std::string replaced(std::string text, const std::string &from, const std::strin
   EXPECT_NE(at, std::string::npos) << "'" << from << "' not in the config";
   return at == std::string::npos ? text : text.replace(at, from.size(), to);
 }
-
-TempFile::TempFile(const std::string &text) {
-  char pattern[] = "/tmp/nf-lb-test-XXXXXX";
-  int fd = mkstemp(pattern);
-  EXPECT_GE(fd, 0) << strerror(errno);
-  name = pattern;
-  if (fd >= 0) {
-    EXPECT_EQ(write(fd, text.data(), text.size()), ssize_t(text.size()));
-    close(fd);
-  }
-}
-
-TempFile::~TempFile() { unlink(name.c_str()); }
 
 Bytes packetOf(const Flow &flow, const Shape &shape) {
   packet::PacketBuilder builder;
@@ -161,23 +146,7 @@ std::vector<uint32_t> MapView::ring(uint32_t vipIndex) const {
 }
 
 std::map<Bytes, Bytes> MapView::entries(const std::string &map) const {
-  int fd = fdOf(map);
-  bpf_map_info info = {};
-  uint32_t length = sizeof(info);
-  EXPECT_EQ(bpf_obj_get_info_by_fd(fd, &info, &length), 0);
-  bool perCpu = info.type == BPF_MAP_TYPE_PERCPU_ARRAY || info.type == BPF_MAP_TYPE_PERCPU_HASH;
-  size_t valueBytes =
-      perCpu ? ((info.value_size + 7) & ~7u) * libbpf_num_possible_cpus() : info.value_size;
-  std::map<Bytes, Bytes> all;
-  Bytes key(info.key_size), next(info.key_size), value(valueBytes);
-  const void *previous = nullptr;
-  while (bpf_map_get_next_key(fd, previous, next.data()) == 0) {
-    EXPECT_EQ(bpf_map_lookup_elem(fd, next.data(), value.data()), 0);
-    all[next] = value;
-    key = next;
-    previous = key.data();
-  }
-  return all;
+  return nf::testing::rawEntries(fdOf(map));
 }
 
 std::optional<lb_flow> MapView::flow(const Flow &flow) const {

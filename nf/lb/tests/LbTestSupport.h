@@ -26,6 +26,7 @@ extern "C" {
 namespace morpheus::nf::lb::testing {
 
 using morpheus::testing::RunResult;
+using nf::testing::TempFile;
 using packet::Bytes;
 
 inline const packet::Mac ClientMac = {0x02, 0, 0, 0, 0, 0x01};
@@ -43,19 +44,6 @@ inline constexpr uint32_t DarkVip = 0x0a000004; // 10.0.0.4:80/tcp, only a weigh
 std::string baseConfig();
 // `text` with the first `from` replaced by `to` (a test failure if absent).
 std::string replaced(std::string text, const std::string &from, const std::string &to);
-
-// A file under /tmp holding `text`, removed with the object.
-class TempFile {
-public:
-  explicit TempFile(const std::string &text);
-  ~TempFile();
-  TempFile(const TempFile &) = delete;
-  TempFile &operator=(const TempFile &) = delete;
-  const std::string &path() const { return name; }
-
-private:
-  std::string name;
-};
 
 struct Flow {
   uint32_t saddr = 0xc0a80001; // 192.168.0.1

@@ -270,10 +270,7 @@ TEST_F(Loader, ExpireRemovesOnlyIdleFlows) {
 }
 
 int runCli(std::vector<std::string> words) {
-  std::vector<char *> argv;
-  for (std::string &word : words)
-    argv.push_back(word.data());
-  return morpheus_nf_lb_main(int(argv.size()), argv.data());
+  return nf::testing::runCommand(morpheus_nf_lb_main, std::move(words));
 }
 
 TEST_F(Loader, CommandLineExitCodes) {

@@ -61,15 +61,15 @@ protected:
 };
 
 TEST_F(Config, AGoodFileFillsEveryMap) {
-  TempConfig file("inside 192.168.0.0/16   # the office\n"
-                  "\n"
-                  "inside 10.0.0.0/8\n"
-                  "external 203.0.113.7\n"
-                  "external 203.0.113.8\n"
-                  "ports 1024:65535\n"
-                  "inside-port 1\n"
-                  "outside-port " +
-                  Topology::outsideName() + " next-hop=02:00:00:00:0f:fe\n");
+  TempFile file("inside 192.168.0.0/16   # the office\n"
+                "\n"
+                "inside 10.0.0.0/8\n"
+                "external 203.0.113.7\n"
+                "external 203.0.113.8\n"
+                "ports 1024:65535\n"
+                "inside-port 1\n"
+                "outside-port " +
+                Topology::outsideName() + " next-hop=02:00:00:00:0f:fe\n");
   Error err = loadConfig(file.path(), pins->path());
   ASSERT_FALSE(bool(err)) << llvm::toString(std::move(err));
 
@@ -102,10 +102,10 @@ TEST_F(Config, AGoodFileFillsEveryMap) {
 }
 
 TEST_F(Config, AnExplicitOutsideMacAndInterfaceIndexes) {
-  TempConfig file("inside 192.168.0.0/16\nexternal 203.0.113.7\nports 20000-20099\n"
-                  "inside-port lo\noutside-port " +
-                  std::to_string(Topology::outsideIfindex()) +
-                  " mac=02:aa:bb:cc:dd:ee next-hop=02:00:00:00:0f:fe\n");
+  TempFile file("inside 192.168.0.0/16\nexternal 203.0.113.7\nports 20000-20099\n"
+                "inside-port lo\noutside-port " +
+                std::to_string(Topology::outsideIfindex()) +
+                " mac=02:aa:bb:cc:dd:ee next-hop=02:00:00:00:0f:fe\n");
   auto settings = parseConfig(file.path());
   ASSERT_TRUE(bool(settings)) << llvm::toString(settings.takeError());
   EXPECT_EQ(settings->insideIfindex, InsideIfindex);
@@ -133,7 +133,7 @@ TEST_P(BadConfig, IsReportedWithItsLineAndNothingIsApplied) {
   std::string text = GetParam().text;
   for (size_t at; (at = text.find("@OUT")) != std::string::npos;)
     text.replace(at, 4, Topology::outsideName());
-  TempConfig file(text);
+  TempFile file(text);
   Error err = loadConfig(file.path(), pins->path());
   ASSERT_TRUE(bool(err));
   std::string message = llvm::toString(std::move(err));
@@ -223,9 +223,9 @@ TEST_F(Config, ReloadingDropsOnlyTheTranslationsItNoLongerAllows) {
   openFrom(OtherInsideHost); // 10.0.0.5: its prefix goes away
   ASSERT_EQ(out().size(), 2u);
 
-  TempConfig narrower("inside 192.168.0.0/16\nexternal 203.0.113.7\n" +
-                      std::string("ports 20000-59999\ninside-port 1\noutside-port ") +
-                      Topology::outsideName() + " next-hop=02:00:00:00:0f:fe\n");
+  TempFile narrower("inside 192.168.0.0/16\nexternal 203.0.113.7\n" +
+                    std::string("ports 20000-59999\ninside-port 1\noutside-port ") +
+                    Topology::outsideName() + " next-hop=02:00:00:00:0f:fe\n");
   Error err = loadConfig(narrower.path(), pins->path());
   ASSERT_FALSE(bool(err)) << llvm::toString(std::move(err));
   Snapshot after = snapshot();
@@ -239,10 +239,10 @@ TEST_F(Config, ReloadingDropsOnlyTheTranslationsItNoLongerAllows) {
 
   // A port range that excludes the remaining flow's port removes it too.
   uint16_t low = kept == 20000 ? 20001 : 20000;
-  TempConfig otherPorts("inside 192.168.0.0/16\nexternal 203.0.113.7\nports " +
-                        std::to_string(low) + "-" + std::to_string(low) +
-                        "\ninside-port 1\noutside-port " + Topology::outsideName() +
-                        " next-hop=02:00:00:00:0f:fe\n");
+  TempFile otherPorts("inside 192.168.0.0/16\nexternal 203.0.113.7\nports " +
+                      std::to_string(low) + "-" + std::to_string(low) +
+                      "\ninside-port 1\noutside-port " + Topology::outsideName() +
+                      " next-hop=02:00:00:00:0f:fe\n");
   err = loadConfig(otherPorts.path(), pins->path());
   ASSERT_FALSE(bool(err)) << llvm::toString(std::move(err));
   EXPECT_TRUE(out().empty());
@@ -308,15 +308,11 @@ TEST_F(Config, StatsAreSummedOverCpus) {
 }
 
 int command(std::vector<std::string> words) {
-  std::vector<char *> argv;
-  for (std::string &word : words)
-    argv.push_back(word.data());
-  argv.push_back(nullptr);
-  return morpheus_nf_nat_main(int(words.size()), argv.data());
+  return nf::testing::runCommand(morpheus_nf_nat_main, std::move(words));
 }
 
 TEST_F(Config, CommandsAndTheirExitCodes) {
-  TempConfig good(standardConfig()), bad("inside 10.0.0.0/8\nbogus\n");
+  TempFile good(standardConfig()), bad("inside 10.0.0.0/8\nbogus\n");
   const std::string &dir = pins->path();
   ::testing::internal::CaptureStdout();
   ::testing::internal::CaptureStderr();

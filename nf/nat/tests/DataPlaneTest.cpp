@@ -335,9 +335,9 @@ TEST_F(Unconfigured, NothingIsTranslated) {
 }
 
 TEST_F(DataPlane, OneArmedNatSendsBackOutOfTheSamePort) {
-  TempConfig oneArmed("inside 192.168.0.0/16\nexternal 203.0.113.7\nports 20000-59999\n"
-                      "inside-port " + Topology::outsideName() + "\noutside-port " +
-                      Topology::outsideName() + " next-hop=02:00:00:00:0f:fe\n");
+  TempFile oneArmed("inside 192.168.0.0/16\nexternal 203.0.113.7\nports 20000-59999\n"
+                    "inside-port " + Topology::outsideName() + "\noutside-port " +
+                    Topology::outsideName() + " next-hop=02:00:00:00:0f:fe\n");
   Error err = loadConfig(oneArmed.path(), pins->path());
   ASSERT_FALSE(bool(err)) << llvm::toString(std::move(err));
   Frame syn;

@@ -66,7 +66,7 @@ TEST(Morpheus, SpecializedProgramMatchesTheOriginalOnTheCorpus) {
   ASSERT_TRUE(bool(created)) << llvm::toString(created.takeError());
   runtime::Optimizer &optimizer = **created;
 
-  TempConfig config(standardConfig());
+  TempFile config(standardConfig());
   Error err = loadConfig(config.path(), options.pinDir);
   ASSERT_FALSE(bool(err)) << llvm::toString(std::move(err));
   runtime::CycleReport report = optimizer.runCycle();

@@ -4,11 +4,8 @@
 #include <bpf/bpf.h>
 #include <bpf/libbpf.h>
 #include <linux/bpf.h>
-#include <unistd.h>
 
 #include <algorithm>
-#include <cstdlib>
-#include <fstream>
 
 namespace morpheus::nf::nat::testing {
 
@@ -176,17 +173,6 @@ std::string standardConfig(const std::string &ports) {
          "outside-port " +
          Topology::outsideName() + " next-hop=02:00:00:00:0f:fe\n";
 }
-
-TempConfig::TempConfig(const std::string &text) {
-  char name[] = "/tmp/nat-test-XXXXXX";
-  int fd = mkstemp(name);
-  EXPECT_GE(fd, 0);
-  close(fd);
-  file = name;
-  std::ofstream(file) << text;
-}
-
-TempConfig::~TempConfig() { unlink(file.c_str()); }
 
 namespace {
 
@@ -450,7 +436,7 @@ void NatTest::SetUp() {
 }
 
 void NatTest::configure(const std::string &text) {
-  TempConfig file(text);
+  TempFile file(text);
   Error err = loadConfig(file.path(), pins->path());
   ASSERT_FALSE(bool(err)) << llvm::toString(std::move(err));
 }

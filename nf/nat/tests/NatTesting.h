@@ -34,6 +34,7 @@ inline bool operator==(const nat_origin &a, const nat_origin &b) {
 namespace morpheus::nf::nat::testing {
 
 using morpheus::testing::RunResult;
+using nf::testing::TempFile;
 using packet::Bytes;
 using EtherAddress = packet::Mac;
 
@@ -94,17 +95,6 @@ public:
 
 // The standard configuration, with `ports` as the port range.
 std::string standardConfig(const std::string &ports = "20000-59999");
-
-// A configuration file that is removed when the object goes away.
-class TempConfig {
-public:
-  explicit TempConfig(const std::string &text);
-  ~TempConfig();
-  const std::string &path() const { return file; }
-
-private:
-  std::string file;
-};
 
 // The tables as the data plane left them.
 std::vector<std::pair<nat_flow_key, nat_binding>> outEntries(int fd);

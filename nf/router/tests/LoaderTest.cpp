@@ -41,10 +41,10 @@ protected:
   }
 
   std::map<Bytes, Bytes> routes() {
-    return entriesOf(router.program.mapFd("routes"), sizeof(route_key), sizeof(route));
+    return nf::testing::rawEntries(router.program.mapFd("routes"));
   }
   std::map<Bytes, Bytes> neighbors() {
-    return entriesOf(router.program.mapFd("neighbors"), sizeof(neighbor_key), sizeof(neighbor));
+    return nf::testing::rawEntries(router.program.mapFd("neighbors"));
   }
 
   LoadSummary load(const std::string &path, bool replace = false) {
@@ -316,11 +316,7 @@ TEST_F(Loader, ExampleConfigsLoad) {
 
 int command(std::vector<std::string> words) {
   words.insert(words.begin(), "router");
-  std::vector<char *> argv;
-  for (std::string &word : words)
-    argv.push_back(word.data());
-  argv.push_back(nullptr);
-  return morpheus_nf_router_main(int(words.size()), argv.data());
+  return nf::testing::runCommand(morpheus_nf_router_main, std::move(words));
 }
 
 TEST_F(Loader, CommandLine) {

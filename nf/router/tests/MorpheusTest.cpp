@@ -54,7 +54,7 @@ protected:
 
   // Declared first: the optimizer's pins must go before the directory.
   PortInterfaces interfaces;
-  ConfigDir files;
+  TempDir files;
   morpheus::testing::PinDir pins{"nf_router_morpheus"};
   std::unique_ptr<runtime::Optimizer> optimizer;
   core::SpecializationLog lastLog;

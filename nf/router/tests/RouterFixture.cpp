@@ -6,8 +6,6 @@
 #include <unistd.h>
 
 #include <cstdlib>
-#include <filesystem>
-#include <fstream>
 #include <stdexcept>
 
 extern char **environ;
@@ -43,21 +41,6 @@ PortInterfaces::PortInterfaces() : veth("nf_router"), inside(veth.nsA()) {
   }
 }
 
-ConfigDir::ConfigDir() {
-  std::string pattern = "/tmp/nf-router-test-XXXXXX";
-  if (!mkdtemp(pattern.data()))
-    throw std::runtime_error("mkdtemp failed");
-  dir = pattern;
-}
-
-ConfigDir::~ConfigDir() { std::filesystem::remove_all(dir); }
-
-std::string ConfigDir::write(const std::string &name, const std::string &text) const {
-  std::string path = dir + "/" + name;
-  std::ofstream(path) << text;
-  return path;
-}
-
 const char BaseRoutes[] = R"(# the test table
 10.0.0.0/8       10.1.0.1 1
 10.1.2.0/24      10.1.0.2 2
@@ -79,7 +62,7 @@ const char BaseNeighbors[] = R"(10.255.0.1 02:00:00:00:00:01 02:0a:00:00:00:00 0
 const char DefaultRoute[] = "0.0.0.0/0 10.255.0.1 0\n";
 
 void configure(const std::string &pinDir, const PortInterfaces &interfaces,
-               const ConfigDir &files) {
+               const TempDir &files) {
   for (unsigned port = 0; port < BoundPorts; ++port) {
     Error err = setPort(pinDir, port, interfaces.ifindex(port));
     ASSERT_FALSE(bool(err)) << llvm::toString(std::move(err));
@@ -278,18 +261,6 @@ std::vector<Case> defaultRouteCases() {
 
 std::vector<uint64_t> statsOf(int statsFd) {
   return morpheus::testing::perCpuCounters(statsFd, STAT_MAX);
-}
-
-std::map<Bytes, Bytes> entriesOf(int mapFd, size_t keySize, size_t valueSize) {
-  std::map<Bytes, Bytes> entries;
-  Bytes key(keySize), next(keySize), value(valueSize);
-  for (const void *previous = nullptr; !bpf_map_get_next_key(mapFd, previous, next.data());
-       previous = key.data()) {
-    EXPECT_EQ(bpf_map_lookup_elem(mapFd, next.data(), value.data()), 0);
-    entries[next] = value;
-    key = next;
-  }
-  return entries;
 }
 
 void expectSameBehaviour(int original, int specialized, int statsFd, const Bytes &packet,

@@ -20,6 +20,7 @@
 
 namespace morpheus::nf::router::testing {
 
+using morpheus::nf::testing::TempDir;
 using morpheus::testing::RunResult;
 using packet::Mac;
 
@@ -40,22 +41,11 @@ private:
   std::vector<uint32_t> indexes;
 };
 
-// A private directory for the config files of one test.
-class ConfigDir {
-public:
-  ConfigDir();
-  ~ConfigDir();
-  std::string write(const std::string &name, const std::string &text) const;
-
-private:
-  std::string dir;
-};
-
 // The router as an operator loads it (plain libbpf), its maps pinned in a
 // test directory, with interfaces for its ports; nothing configured yet.
 struct LoadedRouter {
   PortInterfaces interfaces;
-  ConfigDir files;
+  TempDir files;
   morpheus::testing::PinDir pins{"nf_router"};
   morpheus::nf::testing::NfProgram program{morpheus::nf::testing::objectPath("router"),
                                            pins.path()};
@@ -63,9 +53,6 @@ struct LoadedRouter {
   const std::string &pinDir() const { return pins.path(); }
   int statsFd() const { return program.mapFd("stats"); }
 };
-
-// Every (key, value) of a map, read with bpf_map_get_next_key.
-std::map<Bytes, Bytes> entriesOf(int mapFd, size_t keySize, size_t valueSize);
 
 // The test configuration: ports 0-2 bound, port 3 left unbound.
 extern const char BaseRoutes[];
@@ -75,7 +62,7 @@ inline constexpr unsigned BoundPorts = 3;
 
 // Binds ports 0..BoundPorts-1 and loads BaseRoutes and BaseNeighbors into
 // the maps pinned in `pinDir`.
-void configure(const std::string &pinDir, const PortInterfaces &interfaces, const ConfigDir &files);
+void configure(const std::string &pinDir, const PortInterfaces &interfaces, const TempDir &files);
 
 struct Case {
   std::string name; // a gtest name: letters, digits, '_'
