@@ -26,7 +26,7 @@ int loadConfigCommand(int argc, char **argv) {
   std::vector<OptionSpec> specs = {PinDirOption};
   auto args = Args::parse("nf lb load-config", argc, argv, 2, specs);
   if (!args)
-    return cli::fail(args.takeError());
+    return cli::usageError(llvm::toString(args.takeError()));
   if (args->help() || args->positional().size() != 1)
     return printUsage(*args, "morpheus nf lb load-config [--pin-dir DIR] FILE",
                       "Makes the balancer match FILE (format: nf/lb/README.md): VIPs and\n"
@@ -47,7 +47,7 @@ int statsCommand(int argc, char **argv) {
   std::vector<OptionSpec> specs = {PinDirOption};
   auto args = Args::parse("nf lb stats", argc, argv, 2, specs);
   if (!args)
-    return cli::fail(args.takeError());
+    return cli::usageError(llvm::toString(args.takeError()));
   if (args->help() || !args->positional().empty())
     return printUsage(*args, "morpheus nf lb stats [--pin-dir DIR]",
                       "Prints each VIP's packets and bytes (as received, before\n"
@@ -76,7 +76,7 @@ int expireCommand(int argc, char **argv) {
       PinDirOption};
   auto args = Args::parse("nf lb expire", argc, argv, 2, specs);
   if (!args)
-    return cli::fail(args.takeError());
+    return cli::usageError(llvm::toString(args.takeError()));
   if (args->help() || !args->positional().empty() || !args->has("--idle"))
     return printUsage(*args, "morpheus nf lb expire --idle DURATION [--pin-dir DIR]",
                       "Removes idle flows from the flow table, so their next packet is\n"
@@ -86,7 +86,7 @@ int expireCommand(int argc, char **argv) {
                       specs);
   double milliseconds = 0;
   if (Error err = args->readDuration("--idle", milliseconds))
-    return cli::fail(std::move(err));
+    return cli::usageError(llvm::toString(std::move(err)));
   auto removed = expireFlows(pinDirOf(*args), uint64_t(milliseconds * 1e6));
   if (!removed)
     return cli::fail(removed.takeError());
