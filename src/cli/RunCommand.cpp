@@ -183,7 +183,8 @@ int runCommand(int argc, char **argv) {
     bool invalidated = opt.installedVersion() != 0 &&
                        opt.guard().version() != opt.installedVersion();
     auto now = Clock::now();
-    if (now >= nextCycle || ((invalidated || changed) && now >= retryAt)) {
+    bool periodic = now >= nextCycle;
+    if (periodic || ((invalidated || changed) && now >= retryAt)) {
       changed = false;
       runtime::CycleReport report = opt.runCycle();
       ++cycles;
@@ -192,11 +193,13 @@ int runCommand(int argc, char **argv) {
       failures = report.outcome.starts_with("failed") ? failures + 1 : 0;
       auto delay = std::chrono::microseconds(
           int64_t(periodMs * 1000) << std::min(failures, 6u));
-      // Unchanged cycles only show in the status line below.
+      // Unchanged cycles, and those deferred while a control-plane change
+      // is in progress (every 10 ms during a long one), only show in the
+      // periodic status line.
       if (report.installed || report.outcome.starts_with("failed") ||
-          (!quiet && report.outcome != "unchanged"))
+          (!quiet && report.outcome.starts_with("superseded")))
         printCycle(report, !quiet);
-      if (!quiet && statsFd >= 0) {
+      if (!quiet && statsFd >= 0 && periodic) {
         ProgramStats current = statsOf(lastFd);
         uint64_t packets = current.runCount - last.runCount;
         if (packets)
