@@ -123,7 +123,6 @@ private:
   FunctionAnalysisManager &fam;
   const DataLayout &dl;
   TableAccessInfo info;
-  SmallPtrSet<const Value *, 16> lookupCalls;
 };
 
 TableAccessInfo Analyzer::run() {
@@ -188,8 +187,6 @@ void Analyzer::collectSites() {
         if (writes)
           markWritten(site.table, where);
       }
-      if (sig->kind == AccessKind::Lookup)
-        lookupCalls.insert(call);
       if (sig->keyArg && *sig->keyArg < call->arg_size()) {
         Value *key = call->getArgOperand(*sig->keyArg);
         classifyPointee(key, site.key, 0);
@@ -325,8 +322,7 @@ void Analyzer::classifyPointee(Value *pointer, KeyProvenance &into,
       (global->isConstant() ? into.constant : into.other) = true;
     } else if (isa<Argument>(object)) {
       into.context = true;
-    } else if (lookupCalls.contains(object) ||
-               (isa<CallBase>(object) && sigs.match(*cast<CallBase>(object)))) {
+    } else if (isa<CallBase>(object) && sigs.match(*cast<CallBase>(object))) {
       into.table = true;
     } else if (auto *cast = dyn_cast<IntToPtrInst>(object)) {
       // Packet pointers are integers loaded from the context, turned into
