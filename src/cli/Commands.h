@@ -13,6 +13,7 @@ int analyzeCommand(int argc, char **argv);
 int specializeCommand(int argc, char **argv);
 int runCommand(int argc, char **argv);
 int mapCommand(int argc, char **argv);
+int fuzzCommand(int argc, char **argv);
 
 // -I/-D/--cflags, understood by every command that compiles a program.
 std::vector<OptionSpec> compilerOptions();

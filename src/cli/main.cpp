@@ -20,6 +20,8 @@ static const char Usage[] =
     "  run PROG            load, attach and keep specializing a program\n"
     "  map update|delete|dump\n"
     "                      change a managed map so the next packet sees it\n"
+    "  fuzz PROG           compare the specialized program with the original on\n"
+    "                      random map states and packets\n"
     "  nf NAME COMMAND     configure a network function from nf/ (routes,\n"
     "                      rules, VIPs, ...) through its pinned maps\n"
     "\n"
@@ -42,6 +44,8 @@ int main(int argc, char **argv) {
     return runCommand(argc, argv);
   if (command == "map")
     return mapCommand(argc, argv);
+  if (command == "fuzz")
+    return fuzzCommand(argc, argv);
   if (command == "nf")
     return morpheus::nf::nfCommand(argc, argv);
   return usageError("unknown command '" + command + "' (see 'morpheus --help')");

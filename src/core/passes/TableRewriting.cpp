@@ -1,3 +1,7 @@
+// The table passes' shared building blocks (see TableRewriting.h).
+// TEST-ONLY switch: MORPHEUS_TEST_BREAK_INLINE=1 makes the key compare chain
+// wrong on purpose (last key byte off by one), so tests can prove that the
+// differential fuzzer (runtime/Differential) catches a broken pass.
 #include "core/passes/TableRewriting.h"
 
 #include "core/TableAccessAnalysis.h"
@@ -8,6 +12,8 @@
 #include <llvm/IR/Instructions.h>
 #include <llvm/Transforms/Utils/BasicBlockUtils.h>
 #include <llvm/Transforms/Utils/Local.h>
+
+#include <cstdlib>
 
 using namespace llvm;
 
@@ -108,11 +114,24 @@ std::vector<KeyChunk> chunksFor(uint32_t keySize, uint64_t alignment) {
   return chunks;
 }
 
+// TEST-ONLY: with MORPHEUS_TEST_BREAK_INLINE=1 in the environment the key
+// compare chain matches the last key byte off by one, a deliberately wrong
+// specialization that proves `morpheus fuzz` (tests/kernel/DifferentialTest)
+// notices a broken pass. Never set it anywhere else.
+bool breakInlineForTests() {
+  const char *value = std::getenv("MORPHEUS_TEST_BREAK_INLINE");
+  return value && std::string(value) == "1";
+}
+
 uint64_t chunkConstant(const Bytes &key, KeyChunk chunk, bool littleEndian) {
+  bool broken = breakInlineForTests() && chunk.offset + chunk.width == key.size();
   uint64_t value = 0;
   for (uint32_t i = 0; i < chunk.width; ++i) {
     uint32_t byte = littleEndian ? chunk.width - 1 - i : i;
-    value = (value << 8) | key[chunk.offset + byte];
+    uint8_t keyByte = key[chunk.offset + byte];
+    if (broken && chunk.offset + byte == key.size() - 1)
+      ++keyByte;
+    value = (value << 8) | keyByte;
   }
   return value;
 }

@@ -1,0 +1,45 @@
+// Differential testing of specialization: the same random map states and
+// packets go through the original program and through Morpheus's specialized
+// version of it, and any observable difference (verdict, output packet, any
+// map's contents afterwards) is a bug in Morpheus. A second copy of the
+// original learns which bytes are nondeterministic (timestamps, random
+// numbers) so they are masked instead of reported. Backs `morpheus fuzz`.
+#pragma once
+
+#include "backend/bpf/Frontend.h"
+#include "support/Error.h"
+
+#include <cstdint>
+#include <string>
+
+namespace morpheus::runtime {
+
+struct FuzzOptions {
+  bpf::FrontendOptions frontend;
+  std::string program; // entry program; "" = the first
+  double seconds = 10; // the run stops starting new map states after this
+  uint64_t seed = 1;
+  uint32_t inlineLimit = 64;
+  uint32_t maxEntries = 8;       // per map and map state
+  uint32_t packetsPerState = 24; // each also run again after a guard bump
+  // Where the first difference is written as JSON; "" writes nothing.
+  std::string reproducerPath;
+  double shrinkSeconds = 10; // budget for dropping map entries
+};
+
+struct FuzzReport {
+  uint64_t cases = 0;    // (map state, packet) pairs compared
+  uint64_t differed = 0; // of those, the ones where the versions disagreed
+  uint64_t states = 0;   // map states specialized for
+  // Comparisons skipped because the two runs of the original disagreed.
+  uint64_t maskedBytes = 0, maskedVerdicts = 0, maskedKeySets = 0;
+  double seconds = 0;
+  std::string reproducer; // the first difference as JSON text; "" if none
+};
+
+// Fuzzes the XDP program at `path` (BPF C, .ll or .bc). Errors are problems
+// running the fuzzer (compile, load, syscalls), not differences. Pins the
+// calling thread to one CPU while it runs so per-CPU values line up.
+Expected<FuzzReport> fuzzProgram(const std::string &path, const FuzzOptions &options);
+
+} // namespace morpheus::runtime

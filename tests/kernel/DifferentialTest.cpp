@@ -1,0 +1,78 @@
+// The differential fuzzer (runtime/Differential) on the real kernel: it
+// finds nothing on correct specializations, it does find a deliberately
+// broken pass, and the network functions survive it.
+#include "KernelSupport.h"
+#include "runtime/Differential.h"
+
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+#include <fstream>
+#include <unistd.h>
+
+using namespace morpheus;
+
+namespace {
+
+runtime::FuzzReport fuzz(const std::string &relative, double seconds,
+                         const std::string &reproducer = "") {
+  runtime::FuzzOptions options;
+  options.seconds = seconds;
+  options.seed = 7;
+  options.reproducerPath = reproducer;
+  auto report = runtime::fuzzProgram(morpheus::testing::sourcePath(relative), options);
+  EXPECT_TRUE(bool(report)) << (report ? "" : llvm::toString(report.takeError()));
+  return report ? *report : runtime::FuzzReport();
+}
+
+// Unsets the test-only switch however the test ends.
+struct BrokenInlining {
+  BrokenInlining() { setenv("MORPHEUS_TEST_BREAK_INLINE", "1", 1); }
+  ~BrokenInlining() { unsetenv("MORPHEUS_TEST_BREAK_INLINE"); }
+};
+
+void expectNoDifference(const std::string &relative) {
+  runtime::FuzzReport report = fuzz(relative, 8);
+  EXPECT_EQ(report.differed, 0u) << report.reproducer;
+  EXPECT_GT(report.cases, 100u);
+}
+
+} // namespace
+
+TEST(Differential, PolicyFwdSpecializationsBehaveLikeTheOriginal) {
+  runtime::FuzzReport report = fuzz("examples/policy_fwd.bpf.c", 5);
+  EXPECT_EQ(report.differed, 0u) << report.reproducer;
+  EXPECT_GT(report.cases, 500u);
+  EXPECT_GT(report.states, 10u);
+}
+
+TEST(Differential, CatchesABrokenKeyCompareChain) {
+  std::string reproducer = "/tmp/morpheus-differential-test-" +
+                           std::to_string(getpid()) + ".json";
+  runtime::FuzzReport report;
+  {
+    BrokenInlining broken;
+    report = fuzz("examples/policy_fwd.bpf.c", 15, reproducer);
+  }
+  EXPECT_GE(report.differed, 1u);
+  ASSERT_FALSE(report.reproducer.empty());
+  std::ifstream written(reproducer);
+  ASSERT_TRUE(bool(written));
+  std::string text((std::istreambuf_iterator<char>(written)), {});
+  EXPECT_NE(text.find("\"packet\""), std::string::npos) << text;
+  EXPECT_NE(text.find("\"policy\""), std::string::npos) << text;
+  unlink(reproducer.c_str());
+}
+
+TEST(Differential, RouterSmoke) { expectNoDifference("nf/router/router.bpf.c"); }
+TEST(Differential, L2SwitchSmoke) { expectNoDifference("nf/l2switch/l2switch.bpf.c"); }
+TEST(Differential, FirewallSmoke) { expectNoDifference("nf/firewall/firewall.bpf.c"); }
+TEST(Differential, LoadBalancerSmoke) { expectNoDifference("nf/lb/lb.bpf.c"); }
+// Disabled on a real Morpheus bug the fuzzer found: with a constant
+// nat_config.external_count that is not a power of two (e.g. 3), O2 drops
+// the `& (NAT_MAX_EXTERNAL - 1)` bound after `% external_count` (urem by 3
+// is provably < 3) and expands the urem into a multiply/shift sequence the
+// verifier cannot bound, so the specialized object is rejected ("math
+// between map_value pointer and register with unbounded min value") and
+// NAT can never be specialized for such a pool. Enable once fixed.
+TEST(Differential, DISABLED_NatSmoke) { expectNoDifference("nf/nat/nat.bpf.c"); }
