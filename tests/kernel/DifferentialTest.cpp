@@ -68,11 +68,8 @@ TEST(Differential, RouterSmoke) { expectNoDifference("nf/router/router.bpf.c"); 
 TEST(Differential, L2SwitchSmoke) { expectNoDifference("nf/l2switch/l2switch.bpf.c"); }
 TEST(Differential, FirewallSmoke) { expectNoDifference("nf/firewall/firewall.bpf.c"); }
 TEST(Differential, LoadBalancerSmoke) { expectNoDifference("nf/lb/lb.bpf.c"); }
-// Disabled on a real Morpheus bug the fuzzer found: with a constant
-// nat_config.external_count that is not a power of two (e.g. 3), O2 drops
-// the `& (NAT_MAX_EXTERNAL - 1)` bound after `% external_count` (urem by 3
-// is provably < 3) and expands the urem into a multiply/shift sequence the
-// verifier cannot bound, so the specialized object is rejected ("math
-// between map_value pointer and register with unbounded min value") and
-// NAT can never be specialized for such a pool. Enable once fixed.
-TEST(Differential, DISABLED_NatSmoke) { expectNoDifference("nf/nat/nat.bpf.c"); }
+// The fuzzer found a real bug here: with a constant nat_config.external_count
+// that is not a power of two, O2 dropped the program's `& 7` after
+// `% external_count` and the verifier rejected the specialized program.
+// backend/bpf/VerifierBounds restores such bounds.
+TEST(Differential, NatSmoke) { expectNoDifference("nf/nat/nat.bpf.c"); }

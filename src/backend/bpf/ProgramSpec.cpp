@@ -2,6 +2,7 @@
 
 #include "backend/bpf/BpfObject.h"
 #include "backend/bpf/Codegen.h"
+#include "backend/bpf/VerifierBounds.h"
 
 #include <llvm/Support/Path.h>
 #include <llvm/Transforms/Utils/Cloning.h>
@@ -82,6 +83,7 @@ ProgramSpec::specialize(const core::TableSnapshot &snapshot,
   auto log = core::specializeModule(*clone, signatures, tables, snapshot, options);
   if (!log)
     return withContext(log.takeError(), sourcePath);
+  restoreVerifierBounds(*clone);
   auto elf = emitObject(*clone, *machine);
   if (!elf)
     return elf.takeError();
