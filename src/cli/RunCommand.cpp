@@ -6,7 +6,6 @@
 #include "runtime/Optimizer.h"
 
 #include <bpf/bpf.h>
-#include <llvm/Support/Path.h>
 #include <linux/magic.h>
 #include <sys/mount.h>
 #include <sys/statfs.h>
@@ -113,8 +112,7 @@ int runCommand(int argc, char **argv) {
   }
   bool quiet = args->has("--quiet");
   const std::string path = args->positional()[0];
-  std::string program = llvm::sys::path::stem(path).str();
-  program = program.substr(0, program.find('.'));
+  std::string program = bpf::objectNameFor(path);
   options.pinDir = args->get("--pin-dir").value_or("/sys/fs/bpf/morpheus/" + program);
   if (Error err = ensureBpffs(options.pinDir))
     return fail(std::move(err));

@@ -9,8 +9,6 @@
 
 namespace morpheus::bpf {
 
-namespace {
-
 // libbpf derives internal map names from the object name; keep it short and
 // identical for every version of the program.
 std::string objectNameFor(const std::string &path) {
@@ -19,8 +17,6 @@ std::string objectNameFor(const std::string &path) {
     stem.resize(dot);
   return stem.empty() ? "prog" : stem;
 }
-
-} // namespace
 
 Expected<std::unique_ptr<ProgramSpec>> ProgramSpec::load(const std::string &path,
                                                          const FrontendOptions &options) {

@@ -22,6 +22,10 @@
 
 namespace morpheus::bpf {
 
+// The object name of the program in `path` ("nf/router/router.bpf.c" ->
+// "router"): it names the internal maps and the default pin directory.
+std::string objectNameFor(const std::string &path);
+
 struct SpecializeRequest {
   uint32_t inlineLimit = 64;
   // Guard version to compile against; none builds unguarded code (for
