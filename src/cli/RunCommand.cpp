@@ -6,9 +6,6 @@
 #include "runtime/Optimizer.h"
 
 #include <bpf/bpf.h>
-#include <linux/magic.h>
-#include <sys/mount.h>
-#include <sys/statfs.h>
 #include <unistd.h>
 
 #include <atomic>
@@ -26,28 +23,6 @@ namespace {
 std::atomic<bool> stopRequested{false};
 
 void requestStop(int) { stopRequested = true; }
-
-Error ensureBpffs(const std::string &dir) {
-  struct statfs fs = {};
-  if (statfs("/sys/fs/bpf", &fs) == 0 && fs.f_type == BPF_FS_MAGIC)
-    return Error::success();
-  if (mount("bpf", "/sys/fs/bpf", "bpf", 0, "mode=0700"))
-    return makeSystemError(errno, "cannot mount bpffs at /sys/fs/bpf (needed for {0})",
-                           dir);
-  return Error::success();
-}
-
-struct ProgramStats {
-  uint64_t runTimeNs = 0, runCount = 0;
-};
-
-ProgramStats statsOf(int programFd) {
-  bpf_prog_info info = {};
-  uint32_t length = sizeof(info);
-  if (bpf_obj_get_info_by_fd(programFd, &info, &length))
-    return {};
-  return {info.run_time_ns, info.run_cnt};
-}
 
 void printCycle(const runtime::CycleReport &report, bool verbose) {
   std::printf("cycle %llu: %s (version %llu; t1 %.2f ms, t2 %.1f ms, injection %.2f ms",
@@ -114,7 +89,7 @@ int runCommand(int argc, char **argv) {
   const std::string path = args->positional()[0];
   std::string program = bpf::objectNameFor(path);
   options.pinDir = args->get("--pin-dir").value_or("/sys/fs/bpf/morpheus/" + program);
-  if (Error err = ensureBpffs(options.pinDir))
+  if (Error err = bpf::ensureBpffs(options.pinDir))
     return fail(std::move(err));
 
   auto optimizer = runtime::Optimizer::create(path, options);
@@ -170,7 +145,7 @@ int runCommand(int argc, char **argv) {
   std::signal(SIGTERM, requestStop);
   using Clock = std::chrono::steady_clock;
   uint64_t cycles = 0;
-  ProgramStats last = statsOf(opt.activeFd());
+  bpf::ProgramRunStats last = bpf::programRunStats(opt.activeFd());
   int lastFd = opt.activeFd();
   auto nextCycle = Clock::now();
   auto retryAt = nextCycle; // after failures, triggers wait until then too
@@ -198,7 +173,7 @@ int runCommand(int argc, char **argv) {
           (!quiet && report.outcome.starts_with("superseded")))
         printCycle(report, !quiet);
       if (!quiet && statsFd >= 0 && periodic) {
-        ProgramStats current = statsOf(lastFd);
+        bpf::ProgramRunStats current = bpf::programRunStats(lastFd);
         uint64_t packets = current.runCount - last.runCount;
         if (packets)
           std::printf("status: cycle %llu, %s program, %llu packets, %.1f ns/packet\n",
@@ -208,7 +183,7 @@ int runCommand(int argc, char **argv) {
                       (unsigned long long)packets,
                       double(current.runTimeNs - last.runTimeNs) / packets);
         lastFd = opt.activeFd();
-        last = statsOf(lastFd);
+        last = bpf::programRunStats(lastFd);
         std::fflush(stdout);
       }
       nextCycle = Clock::now() + delay;

@@ -1,5 +1,6 @@
 // morpheus: a run-time optimizer for XDP programs.
 #include "cli/Commands.h"
+#include "bench/Bench.h"
 #include "nf/common/Registry.h"
 
 #include <cstdio>
@@ -22,6 +23,8 @@ static const char Usage[] =
     "                      change a managed map so the next packet sees it\n"
     "  fuzz PROG           compare the specialized program with the original on\n"
     "                      random map states and packets\n"
+    "  bench NF            measure a network function under traces: baseline,\n"
+    "                      Morpheus and hand-specialized oracles\n"
     "  nf NAME COMMAND     configure a network function from nf/ (routes,\n"
     "                      rules, VIPs, ...) through its pinned maps\n"
     "\n"
@@ -46,6 +49,8 @@ int main(int argc, char **argv) {
     return mapCommand(argc, argv);
   if (command == "fuzz")
     return fuzzCommand(argc, argv);
+  if (command == "bench")
+    return morpheus::bench::benchCommand(argc, argv);
   if (command == "nf")
     return morpheus::nf::nfCommand(argc, argv);
   return usageError("unknown command '" + command + "' (see 'morpheus --help')");

@@ -39,17 +39,6 @@ namespace {
 
 std::atomic<bool> interrupted{false};
 
-struct Stats {
-  uint64_t runTimeNs = 0, runCount = 0;
-};
-
-Stats statsOf(int fd) {
-  bpf_prog_info info = {};
-  uint32_t length = sizeof(info);
-  bpf_obj_get_info_by_fd(fd, &info, &length);
-  return {info.run_time_ns, info.run_cnt};
-}
-
 double median(std::vector<double> values) {
   std::sort(values.begin(), values.end());
   size_t n = values.size();
@@ -166,10 +155,10 @@ int runDemo(int rounds) {
     for (Variant &variant : variants) {
       if (llvm::Error err = link->replace(variant.fd))
         return fail(llvm::toString(std::move(err)));
-      Stats before = statsOf(variant.fd);
+      bpf::ProgramRunStats before = bpf::programRunStats(variant.fd);
       auto start = std::chrono::steady_clock::now();
       sleepInterruptibly(std::chrono::milliseconds(1000));
-      Stats after = statsOf(variant.fd);
+      bpf::ProgramRunStats after = bpf::programRunStats(variant.fd);
       double seconds =
           std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
       uint64_t packets = after.runCount - before.runCount;

@@ -134,6 +134,10 @@ std::string namePrefix(std::string_view tag) {
   return "mph-" + std::string(tag) + "-";
 }
 
+std::string namespaceName(std::string_view tag, const std::string &hex) {
+  return namePrefix(tag) + std::to_string(::getpid()) + "-" + hex;
+}
+
 std::string randomHex() {
   std::random_device source;
   char text[9];
@@ -161,11 +165,21 @@ void disableIpv6(const std::string &netns) {
   });
 }
 
+void deleteNamespace(const std::string &ns) noexcept {
+  if (!netnsExists(ns))
+    return;
+  try {
+    run({"ip", "netns", "del", ns});
+  } catch (const std::exception &e) {
+    std::fprintf(stderr, "warning: cleanup of netns %s: %s\n", ns.c_str(), e.what());
+  }
+}
+
 } // namespace
 
 VethPair::VethPair(std::string_view tag) {
   std::string hex = randomHex();
-  std::string base = namePrefix(tag) + std::to_string(::getpid()) + "-" + hex;
+  std::string base = namespaceName(tag, hex);
   nsA_ = base + "-a";
   nsB_ = base + "-b";
   ifA_ = "mph" + hex.substr(0, 6) + "a";
@@ -202,15 +216,29 @@ VethPair::VethPair(std::string_view tag) {
 VethPair::~VethPair() { destroy(); }
 
 void VethPair::destroy() noexcept {
-  for (const std::string &ns : {nsA_, nsB_}) {
-    if (!netnsExists(ns))
-      continue;
-    try {
-      run({"ip", "netns", "del", ns});
-    } catch (const std::exception &e) {
-      std::fprintf(stderr, "warning: VethPair cleanup: %s\n", e.what());
-    }
+  deleteNamespace(nsA_);
+  deleteNamespace(nsB_);
+}
+
+ScratchNamespace::ScratchNamespace(std::string_view tag)
+    : name_(namespaceName(tag, randomHex())) {
+  try {
+    run({"ip", "netns", "add", name_});
+    disableIpv6(name_);
+    run({"ip", "-n", name_, "link", "set", "lo", "up"});
+  } catch (...) {
+    deleteNamespace(name_);
+    throw;
   }
+}
+
+ScratchNamespace::~ScratchNamespace() { deleteNamespace(name_); }
+
+void ScratchNamespace::addInterface(const std::string &iface) {
+  std::string peer = "mphpeer" + std::to_string(peers_++);
+  run({"ip", "-n", name_, "link", "add", iface, "type", "veth", "peer", "name", peer});
+  run({"ip", "-n", name_, "link", "set", peer, "up"});
+  run({"ip", "-n", name_, "link", "set", iface, "up"});
 }
 
 unsigned VethPair::sweepStale(std::string_view tag) {

@@ -54,6 +54,29 @@ private:
   MacAddress macA_{}, macB_{};
 };
 
+// One fresh namespace `mph-<tag>-<pid>-<hex>` (loopback up, IPv6 off) for
+// tools that need interfaces with names of their choosing, e.g. the ports a
+// network function's config file names. Same naming as VethPair, so
+// VethPair::sweepStale(tag) also removes what a crashed user left behind.
+// The destructor deletes the namespace and every interface in it.
+class ScratchNamespace {
+public:
+  explicit ScratchNamespace(std::string_view tag);
+  ~ScratchNamespace();
+
+  ScratchNamespace(const ScratchNamespace &) = delete;
+  ScratchNamespace &operator=(const ScratchNamespace &) = delete;
+
+  const std::string &name() const { return name_; }
+  // Creates a veth pair inside the namespace whose end `iface` is up (its
+  // peer, up too, gets a generated name): an interface XDP can redirect to.
+  void addInterface(const std::string &iface);
+
+private:
+  std::string name_;
+  unsigned peers_ = 0;
+};
+
 // Moves the calling thread into the named namespace (/run/netns/<name>) and
 // back to the thread's previous namespace on destruction. Only the calling
 // thread moves; other threads of the process keep their namespace.

@@ -4,6 +4,10 @@
 #include <bpf/libbpf.h>
 #include <linux/bpf.h>
 
+#include <linux/magic.h>
+#include <sys/mount.h>
+#include <sys/statfs.h>
+
 #include <cstdarg>
 #include <cstdio>
 
@@ -188,6 +192,23 @@ std::map<std::string, int> LoadedObject::maps() const {
   bpf_map *map;
   bpf_object__for_each_map(map, obj) fds[bpf_map__name(map)] = bpf_map__fd(map);
   return fds;
+}
+
+ProgramRunStats programRunStats(int programFd) {
+  bpf_prog_info info = {};
+  uint32_t length = sizeof(info);
+  if (bpf_obj_get_info_by_fd(programFd, &info, &length))
+    return {};
+  return {info.run_time_ns, info.run_cnt};
+}
+
+Error ensureBpffs(const std::string &user) {
+  struct statfs fs = {};
+  if (statfs("/sys/fs/bpf", &fs) == 0 && fs.f_type == BPF_FS_MAGIC)
+    return Error::success();
+  if (mount("bpf", "/sys/fs/bpf", "bpf", 0, "mode=0700"))
+    return makeSystemError(errno, "cannot mount bpffs at /sys/fs/bpf (needed for {0})", user);
+  return Error::success();
 }
 
 } // namespace morpheus::bpf

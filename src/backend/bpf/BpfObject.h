@@ -51,6 +51,17 @@ private:
   bpf_object *obj = nullptr;
 };
 
+// A program's totals from the kernel's bpf_stats (zero unless stats are
+// enabled, e.g. with bpf_enable_stats): nanoseconds spent and runs counted.
+struct ProgramRunStats {
+  uint64_t runTimeNs = 0, runCount = 0;
+};
+ProgramRunStats programRunStats(int programFd);
+
+// Mounts bpffs at /sys/fs/bpf unless one is there; `user` (a pin directory,
+// a command) names what needs it in the error.
+Error ensureBpffs(const std::string &user);
+
 // Routes libbpf's messages into Morpheus's log (warnings only unless
 // verbose), so they carry context and do not interleave with status output.
 void setLibbpfVerbose(bool verbose);

@@ -1,0 +1,609 @@
+#include "Bench.h"
+
+#include "Oracle.h"
+#include "trace_driver.h"
+
+#include "backend/bpf/BpfObject.h"
+#include "netns/VethPair.h"
+#include "nf/common/Registry.h"
+
+#include <bpf/bpf.h>
+#include <bpf/libbpf.h>
+#include <linux/bpf.h>
+
+#include <llvm/ADT/StringExtras.h>
+#include <llvm/Support/FileSystem.h>
+#include <llvm/Support/Path.h>
+#include <llvm/Support/Program.h>
+#include <nlohmann/json.hpp>
+
+#include <algorithm>
+#include <cmath>
+#include <sched.h>
+#include <unistd.h>
+
+extern "C" const unsigned char bench_trace_driver_start[], bench_trace_driver_end[];
+extern "C" const unsigned char bench_empty_start[], bench_empty_end[];
+
+namespace morpheus::bench {
+
+static_assert(sizeof(trace_frame) == TRACE_FRAME_MAX);
+static_assert(sizeof(trace_state) == 24);
+
+double Series::median() const {
+  if (values.empty())
+    return NAN;
+  std::vector<double> sorted = values;
+  std::sort(sorted.begin(), sorted.end());
+  size_t n = sorted.size();
+  return n % 2 ? sorted[n / 2] : (sorted[n / 2 - 1] + sorted[n / 2]) / 2;
+}
+double Series::min() const {
+  return values.empty() ? NAN : *std::min_element(values.begin(), values.end());
+}
+double Series::max() const {
+  return values.empty() ? NAN : *std::max_element(values.begin(), values.end());
+}
+
+namespace {
+
+std::string sourceDir() { return MORPHEUS_SOURCE_DIR; }
+
+llvm::ArrayRef<char> embedded(const unsigned char *start, const unsigned char *end) {
+  return {reinterpret_cast<const char *>(start), size_t(end - start)};
+}
+
+// A config word naming a file beside the preset becomes an absolute path,
+// so setup and trace lines read like the commands an operator would type
+// from the function's folder.
+std::string resolveWord(const std::string &dir, const std::string &word) {
+  if (word.empty() || word[0] == '-')
+    return word;
+  llvm::SmallString<256> path(dir);
+  llvm::sys::path::append(path, word);
+  return llvm::sys::fs::exists(path) ? std::string(path) : word;
+}
+
+} // namespace
+
+Expected<Preset> readPreset(const std::string &nameOrFile) {
+  std::string file = nameOrFile;
+  if (nameOrFile.find('/') == std::string::npos && !llvm::sys::fs::exists(nameOrFile)) {
+    // "router" -> nf/router/bench.conf, "router-20routes" -> nf/router/bench-20routes.conf
+    auto [function, variant] = llvm::StringRef(nameOrFile).split('-');
+    file = sourceDir() + "/nf/" + function.str() + "/bench" +
+           (variant.empty() ? "" : "-" + variant.str()) + ".conf";
+  }
+  if (!llvm::sys::fs::exists(file))
+    return makeError("no benchmark preset '{0}' (looked for {1}); a preset is a network "
+                     "function of nf/ or the path of a bench.conf",
+                     nameOrFile, file);
+  auto lines = nf::readConfig(file);
+  if (!lines)
+    return lines.takeError();
+  Preset preset;
+  preset.file = file;
+  std::string dir(llvm::sys::path::parent_path(file));
+  preset.function = std::string(llvm::sys::path::filename(dir));
+  llvm::StringRef variant = llvm::sys::path::stem(file);
+  preset.name = preset.function;
+  if (variant.consume_front("bench-"))
+    preset.name += "-" + variant.str();
+  for (nf::ConfigLine &line : *lines) {
+    const std::string &key = line.words[0];
+    std::vector<std::string> rest;
+    for (size_t i = 1; i < line.words.size(); ++i)
+      rest.push_back(resolveWord(dir, line.words[i]));
+    if (key == "program" && rest.size() == 1)
+      preset.program = rest[0];
+    else if (key == "interfaces" && !rest.empty())
+      preset.interfaces = rest;
+    else if (key == "ingress" && rest.size() == 1)
+      preset.ingress = rest[0];
+    else if (key == "setup" && !rest.empty()) {
+      line.words = rest;
+      preset.setup.push_back(line);
+    } else if (key == "trace")
+      preset.traceArgs = rest;
+    else if (key == "oracle" && rest.size() == 1)
+      preset.oracle = rest[0];
+    else
+      return line.error("expected 'program FILE', 'interfaces IFACE...', 'ingress IFACE', "
+                        "'setup COMMAND...', 'trace GEN_TRACE_ARGS...' or 'oracle KIND'");
+  }
+  if (preset.program.empty())
+    return makeError("{0}: no 'program' line", file);
+  if (!preset.ingress.empty() &&
+      std::find(preset.interfaces.begin(), preset.interfaces.end(), preset.ingress) ==
+          preset.interfaces.end())
+    return makeError("{0}: ingress '{1}' is not one of the interfaces", file, preset.ingress);
+  return preset;
+}
+
+namespace {
+
+// The trace driver loaded, with a trace in its maps; measures whatever
+// program sits in its target slot.
+class Driver {
+public:
+  static Expected<Driver> load() {
+    auto object = bpf::LoadedObject::load(
+        embedded(bench_trace_driver_start, bench_trace_driver_end), "bench_driver", {});
+    if (!object)
+      return object.takeError();
+    return Driver(std::move(*object));
+  }
+
+  Error setTrace(const Trace &trace) {
+    frameLength = trace.frameLength;
+    packets = uint32_t(trace.sequence.size());
+    int framesFd = object.mapFd("frames"), sequenceFd = object.mapFd("sequence");
+    for (uint32_t i = 0; i < trace.frames.size(); ++i) {
+      trace_frame frame = {};
+      std::memcpy(frame.words, trace.frames[i].data(), trace.frames[i].size());
+      if (bpf_map_update_elem(framesFd, &i, &frame, BPF_ANY))
+        return makeSystemError(errno, "trace driver: writing frame {0}", i);
+    }
+    // One batch call instead of a million single updates.
+    std::vector<uint32_t> keys(packets);
+    for (uint32_t i = 0; i < packets; ++i)
+      keys[i] = i;
+    uint32_t count = packets;
+    if (bpf_map_update_batch(sequenceFd, keys.data(), trace.sequence.data(), &count, nullptr))
+      return makeSystemError(errno, "trace driver: writing the packet sequence ({0} of {1})",
+                             count, packets);
+    templateFrame.assign(trace.frames[trace.sequence[0]].begin(),
+                         trace.frames[trace.sequence[0]].end());
+    return resetCursor(0);
+  }
+
+  Error setTarget(int programFd) {
+    uint32_t zero = 0;
+    if (bpf_map_update_elem(object.mapFd("target"), &zero, &programFd, BPF_ANY))
+      return makeSystemError(errno, "trace driver: cannot tail-call program fd {0} (is it XDP?)",
+                             programFd);
+    return Error::success();
+  }
+
+  // Replays the trace from its first packet `repeat` times over and returns
+  // ns/packet by bpf_stats: the driver's run time includes the tail-called
+  // program's.
+  Expected<double> measure(uint32_t repeat, uint32_t ingress) {
+    if (Error err = resetCursor(0))
+      return err;
+    bpf::ProgramRunStats before = bpf::programRunStats(fd());
+    if (Error err = testRun(fd(), repeat, ingress, nullptr))
+      return err;
+    bpf::ProgramRunStats after = bpf::programRunStats(fd());
+    if (after.runCount == before.runCount)
+      return makeError("trace driver: bpf_stats counted no runs (are stats enabled?)");
+    return double(after.runTimeNs - before.runTimeNs) / double(after.runCount - before.runCount);
+  }
+
+  // Packet `position` of the trace through the target once.
+  Expected<std::pair<uint32_t, std::vector<uint8_t>>> runOne(uint32_t position,
+                                                             uint32_t ingress) {
+    if (Error err = resetCursor(position))
+      return err;
+    std::vector<uint8_t> output(frameLength + 512);
+    uint32_t verdict = 0;
+    if (Error err = testRun(fd(), 1, ingress, &output, &verdict))
+      return err;
+    return std::make_pair(verdict, std::move(output));
+  }
+
+  // Counters the driver keeps about the programs it drove.
+  trace_state state() const {
+    trace_state st = {};
+    uint32_t zero = 0;
+    bpf_map_lookup_elem(object.mapFd("state"), &zero, &st);
+    return st;
+  }
+
+  // Runs `programFd` directly on the template frame (the empty control).
+  Expected<double> measureAlone(int programFd, uint32_t repeat, uint32_t ingress) {
+    bpf::ProgramRunStats before = bpf::programRunStats(programFd);
+    if (Error err = testRun(programFd, repeat, ingress, nullptr))
+      return err;
+    bpf::ProgramRunStats after = bpf::programRunStats(programFd);
+    if (after.runCount == before.runCount)
+      return makeError("bpf_stats counted no runs of the empty program");
+    return double(after.runTimeNs - before.runTimeNs) / double(after.runCount - before.runCount);
+  }
+
+private:
+  explicit Driver(bpf::LoadedObject object) : object(std::move(object)) {}
+  int fd() const { return object.programFd("trace_driver"); }
+
+  Error resetCursor(uint32_t cursor) {
+    trace_state st = state();
+    st.packets = packets;
+    st.frame_length = frameLength;
+    st.cursor = cursor;
+    uint32_t zero = 0;
+    if (bpf_map_update_elem(object.mapFd("state"), &zero, &st, BPF_ANY))
+      return makeSystemError(errno, "trace driver: writing its state");
+    return Error::success();
+  }
+
+  Error testRun(int programFd, uint32_t repeat, uint32_t ingress, std::vector<uint8_t> *output,
+                uint32_t *verdict = nullptr) {
+    xdp_md context = {};
+    context.data_end = uint32_t(templateFrame.size());
+    context.ingress_ifindex = ingress;
+    LIBBPF_OPTS(bpf_test_run_opts, run, .data_in = templateFrame.data(),
+                .data_out = output ? output->data() : nullptr,
+                .data_size_in = uint32_t(templateFrame.size()),
+                .data_size_out = output ? uint32_t(output->size()) : 0u, .ctx_in = &context,
+                .ctx_size_in = sizeof(context), .repeat = int(repeat));
+    if (bpf_prog_test_run_opts(programFd, &run))
+      return makeSystemError(errno, "BPF_PROG_TEST_RUN of program fd {0}", programFd);
+    if (output)
+      output->resize(run.data_size_out);
+    if (verdict)
+      *verdict = run.retval;
+    return Error::success();
+  }
+
+  bpf::LoadedObject object;
+  std::vector<uint8_t> templateFrame;
+  uint32_t frameLength = 0, packets = 0;
+};
+
+struct Variant {
+  std::string name;
+  int fd;
+};
+
+Error runSetup(const Preset &preset, const std::string &pinDir) {
+  for (const nf::ConfigLine &line : preset.setup) {
+    std::vector<std::string> words = {"morpheus", "nf", preset.function};
+    words.insert(words.end(), line.words.begin(), line.words.end());
+    words.insert(words.end(), {"--pin-dir", pinDir});
+    std::vector<char *> argv;
+    for (std::string &word : words)
+      argv.push_back(word.data());
+    argv.push_back(nullptr);
+    std::fflush(stdout);
+    int status = nf::nfCommand(int(words.size()), argv.data());
+    std::fflush(stdout); // its report before the bench's next line
+    if (status != 0)
+      return line.error("`morpheus nf {0} {1}` failed (exit status {2}; its message is above)",
+                        preset.function, llvm::join(line.words, " "), status);
+  }
+  return Error::success();
+}
+
+Expected<Trace> generateTrace(const Preset &preset, const BenchOptions &options,
+                              const std::string &locality, const std::string &dir) {
+  auto python = llvm::sys::findProgramByName("python3");
+  if (!python)
+    return makeError("python3 is needed to generate traces (tools/traces/gen_trace.py)");
+  std::string output = dir + "/" + preset.name + "-" + locality + ".pcap";
+  std::vector<std::string> args = {*python, sourceDir() + "/tools/traces/gen_trace.py",
+                                    "--nf", preset.function};
+  args.insert(args.end(), preset.traceArgs.begin(), preset.traceArgs.end());
+  args.insert(args.end(), {"--flows", std::to_string(options.flows), "--packets",
+                           std::to_string(options.packets), "--locality", locality,
+                           "--seed", std::to_string(options.seed), "-q", "-o", output});
+  std::vector<llvm::StringRef> refs(args.begin(), args.end());
+  std::string message;
+  int status = llvm::sys::ExecuteAndWait(args[0], refs, std::nullopt, {}, 0, 0, &message);
+  if (status != 0)
+    return makeError("generating the {0} trace for {1} failed ({2}): `{3}`", locality,
+                     preset.name, message.empty() ? "exit " + std::to_string(status) : message,
+                     llvm::join(args, " "));
+  return readPcapTrace(output, locality);
+}
+
+size_t xlatedInstructions(int programFd) {
+  bpf_prog_info info = {};
+  uint32_t length = sizeof(info);
+  return bpf_obj_get_info_by_fd(programFd, &info, &length) ? 0 : info.xlated_prog_len / 8;
+}
+
+void pinToCpu(int cpu) {
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  CPU_SET(cpu, &set);
+  sched_setaffinity(0, sizeof(set), &set); // best effort: unpinned still measures
+}
+
+// Every variant must treat the first packets of the trace as the baseline
+// does (verdict and output bytes), or its timings mean nothing.
+Error checkVariants(Driver &driver, const std::vector<Variant> &variants, const Trace &trace,
+                    uint32_t count, uint32_t ingress, uint64_t &checked) {
+  count = std::min<uint32_t>(count, uint32_t(trace.sequence.size()));
+  for (uint32_t position = 0; position < count; ++position) {
+    std::pair<uint32_t, std::vector<uint8_t>> expected;
+    for (size_t v = 0; v < variants.size(); ++v) {
+      if (Error err = driver.setTarget(variants[v].fd))
+        return err;
+      auto got = driver.runOne(position, ingress);
+      if (!got)
+        return got.takeError();
+      if (v == 0)
+        expected = std::move(*got);
+      else if (*got != expected)
+        return makeError("trace {0}, packet {1}: {2} returned verdict {3} ({4} bytes), the "
+                         "baseline {5} ({6} bytes): not benchmarking a program that behaves "
+                         "differently",
+                         trace.name, position, variants[v].name, got->first, got->second.size(),
+                         expected.first, expected.second.size());
+    }
+    ++checked;
+  }
+  return Error::success();
+}
+
+Expected<TraceResult> measureTrace(Driver &driver, const std::vector<Variant> &variants,
+                                   int emptyFd, const Trace &trace, const BenchOptions &options,
+                                   uint32_t ingress) {
+  TraceResult result;
+  result.name = trace.name;
+  result.packets = trace.sequence.size();
+  result.flows = trace.frames.size();
+  result.top10Share = topShare(trace, 10);
+  if (Error err = driver.setTrace(trace))
+    return err;
+  uint32_t repeat = uint32_t(trace.sequence.size());
+  // One untimed pass each warms caches and brings data-plane state
+  // (connection tables, learned addresses) to where the timed passes see it.
+  for (const Variant &variant : variants) {
+    if (Error err = driver.setTarget(variant.fd))
+      return err;
+    if (auto warm = driver.measure(repeat, ingress); !warm)
+      return warm.takeError();
+  }
+  if (Error err = checkVariants(driver, variants, trace, options.checkPackets, ingress,
+                                result.checked))
+    return err;
+
+  for (const Variant &variant : variants)
+    result.variants.push_back({variant.name, {}, {}, {}});
+  std::vector<Variant> rotation = variants;
+  rotation.push_back({"empty", emptyFd});
+  for (uint32_t round = 0; round < options.rounds; ++round) {
+    std::vector<double> ns(rotation.size());
+    // Rotating the start spreads any drift within a round over all variants.
+    for (size_t k = 0; k < rotation.size(); ++k) {
+      size_t v = (k + round) % rotation.size();
+      if (Error err = driver.setTarget(rotation[v].fd))
+        return err;
+      auto measured = driver.measure(repeat, ingress);
+      if (!measured)
+        return measured.takeError();
+      ns[v] = *measured;
+    }
+    auto alone = driver.measureAlone(emptyFd, repeat, ingress);
+    if (!alone)
+      return alone.takeError();
+    double control = ns.back();
+    result.driverEmptyNs.values.push_back(control);
+    result.emptyAloneNs.values.push_back(*alone);
+    double baselineNet = ns[0] - control;
+    for (size_t v = 0; v < variants.size(); ++v) {
+      double net = ns[v] - control;
+      result.variants[v].net.values.push_back(net);
+      result.variants[v].gross.values.push_back(net + *alone);
+      result.variants[v].speedup.values.push_back(baselineNet / std::max(net, 0.1));
+    }
+    if (options.progress)
+      options.progress(llvm::formatv("  {0}: round {1}/{2}  net baseline {3:f1} ns, morpheus "
+                                     "{4:f1} ns",
+                                     trace.name, round + 1, options.rounds, baselineNet,
+                                     ns[1] - control)
+                           .str());
+  }
+  trace_state st = driver.state();
+  if (st.tail_call_failed)
+    return makeError("trace {0}: {1} tail calls into the program under test failed",
+                     trace.name, st.tail_call_failed);
+  return result;
+}
+
+Expected<BenchResult> runInNamespace(const Preset &preset, const BenchOptions &options,
+                                     const std::string &traceDir) {
+  BenchResult result;
+  result.preset = preset.name;
+  result.program = preset.program;
+  int cpu = options.cpu >= 0 ? options.cpu : int(sysconf(_SC_NPROCESSORS_ONLN)) - 1;
+  pinToCpu(cpu);
+  uint32_t ingress = 0;
+  if (!preset.ingress.empty())
+    ingress = uint32_t(testing::interfaceIndex(preset.ingress));
+
+  std::string pinDir =
+      llvm::formatv("/sys/fs/bpf/morpheus-bench-{0}-{1}", getpid(), preset.name).str();
+  if (Error err = bpf::ensureBpffs(pinDir))
+    return err;
+  runtime::OptimizerOptions optimizerOptions;
+  optimizerOptions.pinDir = pinDir;
+  auto created = runtime::Optimizer::create(preset.program, optimizerOptions);
+  if (!created)
+    return created.takeError();
+  runtime::Optimizer &optimizer = **created;
+  if (options.progress)
+    options.progress(llvm::formatv("bench {0}: loaded {1} ({2:f0} ms); configuring",
+                                   preset.name, preset.program, optimizer.startupMs())
+                         .str());
+  if (Error err = runSetup(preset, pinDir))
+    return err;
+
+  runtime::CycleReport first = optimizer.runCycle();
+  if (!first.installed)
+    return makeError("bench {0}: Morpheus did not specialize the program: {1}", preset.name,
+                     first.outcome);
+  result.compile.first = first.times;
+  result.compile.originalInstructions = xlatedInstructions(optimizer.originalFd());
+  result.compile.specializedInstructions = first.instructions;
+  for (const core::SiteDecision &decision : first.log.decisions)
+    if (decision.applied)
+      result.compile.applied.push_back(llvm::formatv("{0} site #{1} {2}: {3}", decision.table,
+                                                     decision.site, decision.pass,
+                                                     decision.detail));
+  for (uint32_t i = 0; i < options.recompiles; ++i) {
+    runtime::CycleReport again = optimizer.runCycle(/*force=*/true);
+    result.compile.analysisMs.values.push_back(again.times.analysisMs);
+    result.compile.codegenMs.values.push_back(again.times.codegenMs);
+  }
+
+  auto driver = Driver::load();
+  if (!driver)
+    return driver.takeError();
+  auto empty = bpf::LoadedObject::load(embedded(bench_empty_start, bench_empty_end),
+                                       "bench_empty", {});
+  if (!empty)
+    return empty.takeError();
+  int emptyFd = empty->programFd("empty");
+
+  std::vector<Trace> traces;
+  for (const std::string &locality : options.localities) {
+    if (options.progress)
+      options.progress(llvm::formatv("bench {0}: generating the '{1}' trace ({2} flows, {3} "
+                                     "packets, seed {4})",
+                                     preset.name, locality, options.flows, options.packets,
+                                     options.seed)
+                           .str());
+    auto trace = generateTrace(preset, options, locality, traceDir);
+    if (!trace)
+      return trace.takeError();
+    traces.push_back(std::move(*trace));
+  }
+  for (const std::string &file : options.traceFiles) {
+    auto trace = readPcapTrace(file, std::string(llvm::sys::path::filename(file)));
+    if (!trace)
+      return trace.takeError();
+    traces.push_back(std::move(*trace));
+  }
+
+  for (const Trace &trace : traces) {
+    std::vector<Variant> variants = {{"baseline", optimizer.originalFd()},
+                                     {"morpheus", optimizer.activeFd()}};
+    auto oracles = loadOracles(preset, optimizer, trace);
+    if (!oracles)
+      return oracles.takeError();
+    for (const OracleProgram &oracle : *oracles)
+      variants.push_back({oracle.name, oracle.fd()});
+    if (options.progress)
+      options.progress(llvm::formatv("bench {0}: trace '{1}': {2} packets, {3} flows, top-10 "
+                                     "share {4:f3}; {5} rounds",
+                                     preset.name, trace.name, trace.sequence.size(),
+                                     trace.frames.size(), topShare(trace, 10), options.rounds)
+                           .str());
+    auto measured = measureTrace(*driver, variants, emptyFd, trace, options, ingress);
+    if (!measured)
+      return measured.takeError();
+    result.traces.push_back(std::move(*measured));
+  }
+  return result;
+}
+
+} // namespace
+
+Expected<BenchResult> runBench(const Preset &preset, const BenchOptions &options) {
+  if (options.rounds == 0 || options.packets == 0)
+    return makeError("bench: --rounds and --packets must be at least 1");
+  std::string traceDir = options.keepTraces;
+  llvm::SmallString<128> temporary;
+  if (traceDir.empty()) {
+    if (std::error_code ec = llvm::sys::fs::createUniqueDirectory("morpheus-bench", temporary))
+      return makeSystemError(ec.value(), "bench: cannot create a directory for traces");
+    traceDir = std::string(temporary);
+  } else if (std::error_code ec = llvm::sys::fs::create_directories(traceDir)) {
+    return makeSystemError(ec.value(), "bench: cannot create {0}", traceDir);
+  }
+  // bpf_stats stay on only while this fd is open.
+  int statsFd = bpf_enable_stats(BPF_STATS_RUN_TIME);
+  if (statsFd < 0)
+    return makeSystemError(errno, "bench: cannot enable bpf_stats");
+
+  std::optional<Expected<BenchResult>> outcome;
+  try {
+    testing::VethPair::sweepStale("bench");
+    testing::ScratchNamespace netns("bench");
+    for (const std::string &iface : preset.interfaces)
+      netns.addInterface(iface);
+    // Interface names in the config resolve, and devmap entries and the
+    // ingress ifindex are valid, only inside the namespace: everything runs
+    // on a thread that lives there.
+    testing::runInNetns(netns.name(), [&] {
+      outcome.emplace(runInNamespace(preset, options, traceDir));
+    });
+  } catch (const std::exception &e) {
+    outcome.emplace(makeError("bench {0}: {1}", preset.name, e.what()));
+  }
+  close(statsFd);
+  if (!temporary.empty())
+    llvm::sys::fs::remove_directories(temporary);
+  return std::move(*outcome);
+}
+
+nlohmann::json toJson(const BenchResult &result) {
+  auto series = [](const Series &s) {
+    return nlohmann::json{
+        {"median", s.median()}, {"min", s.min()}, {"max", s.max()}, {"values", s.values}};
+  };
+  nlohmann::json traces = nlohmann::json::array();
+  for (const TraceResult &trace : result.traces) {
+    nlohmann::json variants = nlohmann::json::array();
+    for (const VariantResult &v : trace.variants)
+      variants.push_back({{"name", v.name},
+                          {"net_ns", series(v.net)},
+                          {"gross_ns", series(v.gross)},
+                          {"speedup_net", series(v.speedup)}});
+    traces.push_back({{"name", trace.name},
+                      {"packets", trace.packets},
+                      {"flows", trace.flows},
+                      {"top10_share", trace.top10Share},
+                      {"checked_packets", trace.checked},
+                      {"driver_empty_ns", series(trace.driverEmptyNs)},
+                      {"empty_alone_ns", series(trace.emptyAloneNs)},
+                      {"variants", variants}});
+  }
+  const CompileResult &c = result.compile;
+  return {{"preset", result.preset},
+          {"program", result.program},
+          {"compile",
+           {{"first_t1_ms", c.first.analysisMs},
+            {"first_t2_ms", c.first.codegenMs},
+            {"first_injection_ms", c.first.injectionMs},
+            {"t1_ms", series(c.analysisMs)},
+            {"t2_ms", series(c.codegenMs)},
+            {"instructions_original", c.originalInstructions},
+            {"instructions_specialized", c.specializedInstructions},
+            {"applied", c.applied}}},
+          {"traces", traces}};
+}
+
+std::string formatResult(const BenchResult &result) {
+  std::string text;
+  const CompileResult &c = result.compile;
+  text += llvm::formatv("{0}: {1}\n", result.preset, result.program);
+  text += llvm::formatv("  specialization: t1 {0:f2} ms, t2 {1:f1} ms, injection {2:f2} ms; "
+                        "recompiles: t1 median {3:f2} ms, t2 median {4:f1} ms; instructions "
+                        "{5} -> {6}\n",
+                        c.first.analysisMs, c.first.codegenMs, c.first.injectionMs,
+                        c.analysisMs.median(), c.codegenMs.median(), c.originalInstructions,
+                        c.specializedInstructions);
+  for (const std::string &applied : c.applied)
+    text += "    " + applied + "\n";
+  for (const TraceResult &trace : result.traces) {
+    text += llvm::formatv("\n  trace {0}: {1} packets, {2} flows, top-10 share {3:f3}; "
+                          "{4} packets checked alike; driver+empty {5:f1} ns, empty alone "
+                          "{6:f1} ns\n",
+                          trace.name, trace.packets, trace.flows, trace.top10Share,
+                          trace.checked, trace.driverEmptyNs.median(),
+                          trace.emptyAloneNs.median());
+    text += "  variant        net ns/pkt (min-max)        gross ns/pkt   speed-up net  gross\n";
+    double baselineGross = trace.variants.front().gross.median();
+    for (const VariantResult &v : trace.variants)
+      text += llvm::formatv("  {0,-12} {1,8:f1} ({2,6:f1}-{3,6:f1})   {4,10:f1}   {5,10:f2}x "
+                            "{6,5:f2}x\n",
+                            v.name, v.net.median(), v.net.min(), v.net.max(), v.gross.median(),
+                            v.speedup.median(), baselineGross / v.gross.median());
+  }
+  return text;
+}
+
+} // namespace morpheus::bench

@@ -1,0 +1,99 @@
+// `morpheus bench`: a network function under a trace, measured as the
+// statically compiled program (baseline), as Morpheus specializes it, and
+// as hand-specialized oracles where the function has them, against an
+// empty control, all driven by the trace driver (trace_driver.bpf.c) in one
+// process, interleaved round by round on one CPU, timed by the kernel's
+// bpf_stats. See docs/benchmarks.md for what the numbers mean.
+#pragma once
+
+#include "Trace.h"
+#include "nf/common/ConfigFile.h"
+#include "runtime/Optimizer.h"
+
+#include <nlohmann/json_fwd.hpp>
+
+#include <functional>
+#include <string>
+#include <vector>
+
+namespace morpheus::bench {
+
+// nf/NAME/bench.conf: how to set a function up for benchmarking.
+struct Preset {
+  std::string function; // the network function, its folder in nf/ ("router")
+  std::string name;     // bench.conf: the function; bench-X.conf: "function-X"
+  std::string file;    // the bench.conf read
+  std::string program; // its BPF C
+  std::vector<std::string> interfaces; // created in a scratch namespace
+  std::string ingress; // the interface every packet arrives on; "" = none
+  std::vector<nf::ConfigLine> setup;   // `morpheus nf NAME <words>`, in order
+  std::vector<std::string> traceArgs;  // for tools/traces/gen_trace.py
+  std::string oracle;  // hand-specialized versions, by kind ("router"); "" = none
+};
+
+// NAME = a folder of nf/ with a bench.conf, or the path of a bench*.conf in
+// such a folder.
+Expected<Preset> readPreset(const std::string &nameOrFile);
+
+struct BenchOptions {
+  std::vector<std::string> localities = {"none", "low", "high"}; // generated traces
+  std::vector<std::string> traceFiles; // pcap files replayed as well
+  uint32_t flows = 1000;
+  uint32_t packets = 1u << 20; // per generated trace and per measurement
+  uint32_t seed = 1;
+  uint32_t rounds = 15;
+  int cpu = -1; // measuring CPU; -1 = the last one
+  uint32_t recompiles = 5; // forced recompilations timed for t1/t2
+  uint32_t checkPackets = 256; // packets every variant must treat alike
+  std::string keepTraces; // directory for the generated pcaps; "" = discard
+  std::function<void(const std::string &)> progress;
+};
+
+struct Series {
+  std::vector<double> values;
+  double median() const;
+  double min() const;
+  double max() const;
+};
+
+struct VariantResult {
+  std::string name;
+  Series net, gross; // ns/packet per round
+  Series speedup;    // baseline net / this net, per round
+};
+
+struct TraceResult {
+  std::string name;
+  uint64_t packets = 0;
+  size_t flows = 0;       // distinct frames
+  double top10Share = 0;  // packets to the 10 most frequent frames
+  Series driverEmptyNs;   // the driver with the empty control: subtracted
+  Series emptyAloneNs;    // an empty program alone: added back for gross
+  std::vector<VariantResult> variants; // baseline first
+  uint64_t checked = 0;   // packets compared across variants before timing
+};
+
+struct CompileResult {
+  runtime::CycleTimes first; // the first specialization
+  Series analysisMs, codegenMs; // forced recompilations (t1, t2)
+  size_t originalInstructions = 0, specializedInstructions = 0; // xlated
+  std::vector<std::string> applied; // "table site#N pass: detail"
+};
+
+struct BenchResult {
+  std::string preset;
+  std::string program;
+  CompileResult compile;
+  std::vector<TraceResult> traces;
+};
+
+Expected<BenchResult> runBench(const Preset &preset, const BenchOptions &options);
+
+nlohmann::json toJson(const BenchResult &result);
+// The human-readable tables `morpheus bench` prints.
+std::string formatResult(const BenchResult &result);
+
+// `morpheus bench ...` (argv[1] == "bench"); returns the exit status.
+int benchCommand(int argc, char **argv);
+
+} // namespace morpheus::bench

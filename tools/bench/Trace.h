@@ -1,0 +1,31 @@
+// A packet trace in the form the trace driver replays: the distinct frames
+// (each padded to one common length) and the order packets use them in.
+#pragma once
+
+#include "support/Error.h"
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace morpheus::bench {
+
+struct Trace {
+  std::string name;          // what tables and plots call it ("high", a file)
+  uint32_t frameLength = 0;  // every frame's length, a multiple of 8
+  std::vector<std::vector<uint8_t>> frames; // distinct frames, frameLength each
+  std::vector<uint32_t> sequence;           // packet i is frames[sequence[i]]
+};
+
+// Reads a classic pcap file (libpcap; Ethernet link type). Frames shorter
+// than the longest are padded with zero bytes, which every protocol here
+// reads as Ethernet padding; truncated captures, frames longer than the
+// driver can write and traces larger than its maps are errors naming the
+// packet.
+Expected<Trace> readPcapTrace(const std::string &path, const std::string &name);
+
+// Share of the packets that go to the `top` most frequent frames (a
+// trace's locality at a glance, printed beside its results).
+double topShare(const Trace &trace, size_t top);
+
+} // namespace morpheus::bench
