@@ -28,8 +28,9 @@ if [ ${#missing[@]} -gt 0 ]; then
   DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends "${missing[@]}"
 fi
 
-if ! command -v lit >/dev/null 2>&1 || ! python3 -m pytest --version >/dev/null 2>&1; then
-  echo "setup: installing the Python test tools (requirements.txt) from PyPI"
+if ! command -v lit >/dev/null 2>&1 || ! python3 -m pytest --version >/dev/null 2>&1 ||
+  ! python3 -c "import matplotlib" >/dev/null 2>&1; then
+  echo "setup: installing the Python tools (requirements.txt: lit, pytest, matplotlib) from PyPI"
   # Debian's own python3 refuses plain pip installs (PEP 668).
   python3 -m pip install -q -r requirements.txt 2>/dev/null ||
     python3 -m pip install -q --break-system-packages -r requirements.txt

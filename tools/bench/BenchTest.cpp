@@ -1,0 +1,151 @@
+// `morpheus bench` on the real kernel, tiny runs: the pipeline produces a
+// result for every variant, the equivalence check refuses a specialization
+// that treats packets differently, and bad presets and traces are reported
+// by file, line and packet. Timings are never asserted (docs/benchmarks.md
+// holds the numbers).
+#include "Bench.h"
+
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+#include <pcap/pcap.h>
+
+#include <cmath>
+#include <cstdlib>
+#include <fstream>
+#include <unistd.h>
+
+namespace morpheus::bench {
+namespace {
+
+BenchOptions tinyRun() {
+  BenchOptions options;
+  options.localities = {"high"};
+  options.packets = 4096;
+  options.flows = 64;
+  options.rounds = 2;
+  options.recompiles = 1;
+  return options;
+}
+
+TEST(Bench, TinyRunMeasuresEveryVariant) {
+  auto preset = readPreset("router-20routes");
+  ASSERT_TRUE(bool(preset)) << llvm::toString(preset.takeError());
+  auto result = runBench(*preset, tinyRun());
+  ASSERT_TRUE(bool(result)) << llvm::toString(result.takeError());
+
+  ASSERT_EQ(result->traces.size(), 1u);
+  const TraceResult &trace = result->traces[0];
+  EXPECT_EQ(trace.packets, 4096u);
+  EXPECT_EQ(trace.checked, 256u);
+  std::vector<std::string> names;
+  for (const VariantResult &variant : trace.variants) {
+    names.push_back(variant.name);
+    ASSERT_EQ(variant.net.values.size(), 2u) << variant.name;
+    EXPECT_TRUE(std::isfinite(variant.net.median())) << variant.name;
+    EXPECT_GT(variant.gross.median(), variant.net.median()) << variant.name;
+  }
+  EXPECT_EQ(names, (std::vector<std::string>{"baseline", "morpheus", "oracle-hot10",
+                                             "oracle-full"}));
+  EXPECT_GT(trace.emptyAloneNs.median(), 0);
+  EXPECT_GT(result->compile.first.codegenMs, 0);
+  EXPECT_EQ(result->compile.codegenMs.values.size(), 1u);
+  EXPECT_FALSE(result->compile.applied.empty());
+
+  nlohmann::json json = toJson(*result);
+  EXPECT_EQ(json["preset"], "router-20routes");
+  EXPECT_EQ(json["traces"][0]["variants"].size(), 4u);
+  EXPECT_NE(formatResult(*result).find("oracle-full"), std::string::npos);
+}
+
+// The test-only switch makes the inlined key compare wrong: the router's
+// specialized neighbour lookup then misses, so its verdicts differ and the
+// bench must refuse to time it.
+TEST(Bench, RefusesToTimeAProgramThatBehavesDifferently) {
+  auto preset = readPreset("router-20routes");
+  ASSERT_TRUE(bool(preset)) << llvm::toString(preset.takeError());
+  setenv("MORPHEUS_TEST_BREAK_INLINE", "1", 1);
+  auto result = runBench(*preset, tinyRun());
+  unsetenv("MORPHEUS_TEST_BREAK_INLINE");
+  ASSERT_FALSE(bool(result));
+  std::string message = llvm::toString(result.takeError());
+  EXPECT_NE(message.find("morpheus returned verdict"), std::string::npos) << message;
+  EXPECT_NE(message.find("behaves differently"), std::string::npos) << message;
+}
+
+class Files : public ::testing::Test {
+protected:
+  void SetUp() override {
+    char pattern[] = "/tmp/morpheus-bench-test-XXXXXX";
+    ASSERT_NE(mkdtemp(pattern), nullptr);
+    dir = pattern;
+  }
+  void TearDown() override { std::system(("rm -rf " + dir).c_str()); }
+  std::string write(const std::string &name, const std::string &text) {
+    std::string path = dir + "/" + name;
+    std::ofstream(path) << text;
+    return path;
+  }
+  // A pcap of Ethernet frames of the given lengths; `truncateLast` records
+  // the last one as captured short.
+  std::string pcapOf(const std::vector<uint32_t> &lengths, bool truncateLast = false) {
+    std::string path = dir + "/trace.pcap";
+    pcap_t *dead = pcap_open_dead(DLT_EN10MB, 65535);
+    pcap_dumper_t *dumper = pcap_dump_open(dead, path.c_str());
+    for (size_t i = 0; i < lengths.size(); ++i) {
+      std::vector<u_char> frame(lengths[i], u_char(i));
+      pcap_pkthdr header = {};
+      header.caplen = header.len = lengths[i];
+      if (truncateLast && i + 1 == lengths.size())
+        header.caplen = lengths[i] - 4;
+      pcap_dump(reinterpret_cast<u_char *>(dumper), &header, frame.data());
+    }
+    pcap_dump_close(dumper);
+    pcap_close(dead);
+    return path;
+  }
+  std::string dir;
+};
+
+TEST_F(Files, PresetErrorsNameTheFileAndLine) {
+  auto missing = readPreset("no-such-function");
+  ASSERT_FALSE(bool(missing));
+  EXPECT_NE(llvm::toString(missing.takeError()).find("no benchmark preset"), std::string::npos);
+
+  std::string path = write("bench.conf", "program x.bpf.c\n# fine\nfrobnicate 3\n");
+  auto bad = readPreset(path);
+  ASSERT_FALSE(bool(bad));
+  EXPECT_NE(llvm::toString(bad.takeError()).find("bench.conf:3:"), std::string::npos);
+
+  path = write("bench.conf", "program x.bpf.c\ninterfaces eth0\ningress eth9\n");
+  auto ingress = readPreset(path);
+  ASSERT_FALSE(bool(ingress));
+  EXPECT_NE(llvm::toString(ingress.takeError()).find("ingress 'eth9'"), std::string::npos);
+}
+
+TEST_F(Files, TraceFramesArePaddedAndDeduplicated) {
+  auto trace = readPcapTrace(pcapOf({60, 64, 60}), "t");
+  ASSERT_TRUE(bool(trace)) << llvm::toString(trace.takeError());
+  EXPECT_EQ(trace->frameLength, 64u);
+  EXPECT_EQ(trace->frames.size(), 3u); // bytes differ per packet
+  EXPECT_EQ(trace->sequence, (std::vector<uint32_t>{0, 1, 2}));
+  EXPECT_EQ(trace->frames[0].size(), 64u);
+  EXPECT_EQ(trace->frames[0][63], 0); // padding
+  EXPECT_DOUBLE_EQ(topShare(*trace, 1), 1.0 / 3);
+}
+
+TEST_F(Files, BadTracesNameThePacket) {
+  auto truncated = readPcapTrace(pcapOf({64, 64, 64}, true), "t");
+  ASSERT_FALSE(bool(truncated));
+  EXPECT_NE(llvm::toString(truncated.takeError()).find("packet 3 was captured truncated"),
+            std::string::npos);
+  auto tooLong = readPcapTrace(pcapOf({64, 1500}), "t");
+  ASSERT_FALSE(bool(tooLong));
+  EXPECT_NE(llvm::toString(tooLong.takeError()).find("packet 2 has 1500 bytes"),
+            std::string::npos);
+  auto notPcap = readPcapTrace(write("x.pcap", "not a capture"), "t");
+  ASSERT_FALSE(bool(notPcap));
+  EXPECT_NE(llvm::toString(notPcap.takeError()).find("x.pcap"), std::string::npos);
+}
+
+} // namespace
+} // namespace morpheus::bench
