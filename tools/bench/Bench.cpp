@@ -4,6 +4,7 @@
 #include "trace_driver.h"
 
 #include "backend/bpf/BpfObject.h"
+#include "backend/bpf/XdpLink.h"
 #include "netns/VethPair.h"
 #include "nf/common/Registry.h"
 
@@ -200,6 +201,24 @@ public:
     return st;
   }
 
+  // Live method: transmits the trace's packets `repeat` times over out of
+  // interface `ifindex` (its veth peer runs the program under test) and
+  // returns the kernel's duration of the whole run in ns.
+  Expected<double> send(uint32_t repeat, uint32_t ifindex) {
+    if (Error err = resetCursor(0))
+      return err;
+    xdp_md context = {};
+    context.data_end = uint32_t(templateFrame.size());
+    context.ingress_ifindex = ifindex;
+    LIBBPF_OPTS(bpf_test_run_opts, run, .data_in = templateFrame.data(),
+                .data_size_in = uint32_t(templateFrame.size()), .ctx_in = &context,
+                .ctx_size_in = sizeof(context), .repeat = int(repeat),
+                .flags = BPF_F_TEST_XDP_LIVE_FRAMES, .batch_size = 64);
+    if (bpf_prog_test_run_opts(object.programFd("trace_sender"), &run))
+      return makeSystemError(errno, "trace sender: live frames out of ifindex {0}", ifindex);
+    return double(run.duration) * repeat; // duration is the mean per frame
+  }
+
   // Runs `programFd` directly on the template frame (the empty control).
   Expected<double> measureAlone(int programFd, uint32_t repeat, uint32_t ingress) {
     bpf::ProgramRunStats before = bpf::programRunStats(programFd);
@@ -336,9 +355,21 @@ Error checkVariants(Driver &driver, const std::vector<Variant> &variants, const 
   return Error::success();
 }
 
+// Where the live method sends packets: the program under test is attached
+// to `link`, the sender transmits from the veth peer `senderIfindex`.
+struct LiveTarget {
+  bpf::XdpLink &link;
+  uint32_t senderIfindex;
+};
+
+struct Timing {
+  double ns = 0;   // per packet, by the program's bpf_stats
+  double mpps = 0; // live only: the rate frames were offered at
+};
+
 Expected<TraceResult> measureTrace(Driver &driver, const std::vector<Variant> &variants,
                                    int emptyFd, const Trace &trace, const BenchOptions &options,
-                                   uint32_t ingress) {
+                                   uint32_t ingress, LiveTarget *live) {
   TraceResult result;
   result.name = trace.name;
   result.packets = trace.sequence.size();
@@ -347,14 +378,37 @@ Expected<TraceResult> measureTrace(Driver &driver, const std::vector<Variant> &v
   if (Error err = driver.setTrace(trace))
     return err;
   uint32_t repeat = uint32_t(trace.sequence.size());
+  // One pass of the whole trace through `fd`, timed.
+  auto time = [&](int fd) -> Expected<Timing> {
+    if (!live) {
+      if (Error err = driver.setTarget(fd))
+        return err;
+      auto ns = driver.measure(repeat, ingress);
+      if (!ns)
+        return ns.takeError();
+      return Timing{*ns, 0};
+    }
+    if (Error err = live->link.replace(fd))
+      return err;
+    bpf::ProgramRunStats before = bpf::programRunStats(fd);
+    auto duration = driver.send(repeat, live->senderIfindex);
+    if (!duration)
+      return duration.takeError();
+    bpf::ProgramRunStats after = bpf::programRunStats(fd);
+    // Frames the veth could not queue never reach the program; a rate from
+    // a few survivors would be meaningless.
+    if (after.runCount - before.runCount < repeat / 2)
+      return makeError("trace {0}: only {1} of {2} live frames reached the program", trace.name,
+                       after.runCount - before.runCount, repeat);
+    return Timing{double(after.runTimeNs - before.runTimeNs) /
+                      double(after.runCount - before.runCount),
+                  repeat / *duration * 1e3};
+  };
   // One untimed pass each warms caches and brings data-plane state
   // (connection tables, learned addresses) to where the timed passes see it.
-  for (const Variant &variant : variants) {
-    if (Error err = driver.setTarget(variant.fd))
-      return err;
-    if (auto warm = driver.measure(repeat, ingress); !warm)
+  for (const Variant &variant : variants)
+    if (auto warm = time(variant.fd); !warm)
       return warm.takeError();
-  }
   if (Error err = checkVariants(driver, variants, trace, options.checkPackets, ingress,
                                 result.checked))
     return err;
@@ -364,35 +418,39 @@ Expected<TraceResult> measureTrace(Driver &driver, const std::vector<Variant> &v
   std::vector<Variant> rotation = variants;
   rotation.push_back({"empty", emptyFd});
   for (uint32_t round = 0; round < options.rounds; ++round) {
-    std::vector<double> ns(rotation.size());
+    std::vector<Timing> timings(rotation.size());
     // Rotating the start spreads any drift within a round over all variants.
     for (size_t k = 0; k < rotation.size(); ++k) {
       size_t v = (k + round) % rotation.size();
-      if (Error err = driver.setTarget(rotation[v].fd))
-        return err;
-      auto measured = driver.measure(repeat, ingress);
+      auto timing = time(rotation[v].fd);
+      if (!timing)
+        return timing.takeError();
+      timings[v] = *timing;
+    }
+    double control = timings.back().ns;
+    double alone = control;
+    if (!live) {
+      auto measured = driver.measureAlone(emptyFd, repeat, ingress);
       if (!measured)
         return measured.takeError();
-      ns[v] = *measured;
+      alone = *measured;
     }
-    auto alone = driver.measureAlone(emptyFd, repeat, ingress);
-    if (!alone)
-      return alone.takeError();
-    double control = ns.back();
-    result.driverEmptyNs.values.push_back(control);
-    result.emptyAloneNs.values.push_back(*alone);
-    double baselineNet = ns[0] - control;
+    result.controlNs.values.push_back(control);
+    result.emptyAloneNs.values.push_back(alone);
+    double baselineNet = timings[0].ns - control;
     for (size_t v = 0; v < variants.size(); ++v) {
-      double net = ns[v] - control;
+      double net = timings[v].ns - control;
       result.variants[v].net.values.push_back(net);
-      result.variants[v].gross.values.push_back(net + *alone);
+      result.variants[v].gross.values.push_back(net + alone);
       result.variants[v].speedup.values.push_back(baselineNet / std::max(net, 0.1));
     }
+    if (live)
+      result.mpps.values.push_back(timings[0].mpps);
     if (options.progress)
       options.progress(llvm::formatv("  {0}: round {1}/{2}  net baseline {3:f1} ns, morpheus "
                                      "{4:f1} ns",
                                      trace.name, round + 1, options.rounds, baselineNet,
-                                     ns[1] - control)
+                                     timings[1].ns - control)
                            .str());
   }
   trace_state st = driver.state();
@@ -403,15 +461,20 @@ Expected<TraceResult> measureTrace(Driver &driver, const std::vector<Variant> &v
 }
 
 Expected<BenchResult> runInNamespace(const Preset &preset, const BenchOptions &options,
-                                     const std::string &traceDir) {
+                                     const std::string &traceDir,
+                                     const std::string &senderInterface) {
   BenchResult result;
+  result.method = options.method == Method::Live ? "live" : "driver";
   result.preset = preset.name;
   result.program = preset.program;
   int cpu = options.cpu >= 0 ? options.cpu : int(sysconf(_SC_NPROCESSORS_ONLN)) - 1;
   pinToCpu(cpu);
   uint32_t ingress = 0;
-  if (!preset.ingress.empty())
+  uint32_t senderIfindex = 0;
+  if (!preset.ingress.empty()) {
     ingress = uint32_t(testing::interfaceIndex(preset.ingress));
+    senderIfindex = uint32_t(testing::interfaceIndex(senderInterface));
+  }
 
   std::string pinDir =
       llvm::formatv("/sys/fs/bpf/morpheus-bench-{0}-{1}", getpid(), preset.name).str();
@@ -477,6 +540,19 @@ Expected<BenchResult> runInNamespace(const Preset &preset, const BenchOptions &o
     traces.push_back(std::move(*trace));
   }
 
+  std::optional<bpf::XdpLink> link;
+  std::optional<LiveTarget> live;
+  if (options.method == Method::Live) {
+    if (preset.ingress.empty())
+      return makeError("{0}: the live method needs an 'ingress' interface", preset.file);
+    auto attached = bpf::XdpLink::attach(optimizer.originalFd(), preset.ingress,
+                                         bpf::XdpMode::Native);
+    if (!attached)
+      return attached.takeError();
+    link.emplace(std::move(*attached));
+    live.emplace(LiveTarget{*link, senderIfindex});
+  }
+
   for (const Trace &trace : traces) {
     std::vector<Variant> variants = {{"baseline", optimizer.originalFd()},
                                      {"morpheus", optimizer.activeFd()}};
@@ -491,7 +567,8 @@ Expected<BenchResult> runInNamespace(const Preset &preset, const BenchOptions &o
                                      preset.name, trace.name, trace.sequence.size(),
                                      trace.frames.size(), topShare(trace, 10), options.rounds)
                            .str());
-    auto measured = measureTrace(*driver, variants, emptyFd, trace, options, ingress);
+    auto measured = measureTrace(*driver, variants, emptyFd, trace, options, ingress,
+                                 live ? &*live : nullptr);
     if (!measured)
       return measured.takeError();
     result.traces.push_back(std::move(*measured));
@@ -522,13 +599,17 @@ Expected<BenchResult> runBench(const Preset &preset, const BenchOptions &options
   try {
     testing::VethPair::sweepStale("bench");
     testing::ScratchNamespace netns("bench");
-    for (const std::string &iface : preset.interfaces)
-      netns.addInterface(iface);
+    std::string senderInterface; // the ingress interface's veth peer
+    for (const std::string &iface : preset.interfaces) {
+      std::string peer = netns.addInterface(iface);
+      if (iface == preset.ingress)
+        senderInterface = peer;
+    }
     // Interface names in the config resolve, and devmap entries and the
     // ingress ifindex are valid, only inside the namespace: everything runs
     // on a thread that lives there.
     testing::runInNetns(netns.name(), [&] {
-      outcome.emplace(runInNamespace(preset, options, traceDir));
+      outcome.emplace(runInNamespace(preset, options, traceDir, senderInterface));
     });
   } catch (const std::exception &e) {
     outcome.emplace(makeError("bench {0}: {1}", preset.name, e.what()));
@@ -557,12 +638,14 @@ nlohmann::json toJson(const BenchResult &result) {
                       {"flows", trace.flows},
                       {"top10_share", trace.top10Share},
                       {"checked_packets", trace.checked},
-                      {"driver_empty_ns", series(trace.driverEmptyNs)},
+                      {"control_ns", series(trace.controlNs)},
                       {"empty_alone_ns", series(trace.emptyAloneNs)},
+                      {"mpps", series(trace.mpps)},
                       {"variants", variants}});
   }
   const CompileResult &c = result.compile;
-  return {{"preset", result.preset},
+  return {{"method", result.method},
+          {"preset", result.preset},
           {"program", result.program},
           {"compile",
            {{"first_t1_ms", c.first.analysisMs},
@@ -579,7 +662,8 @@ nlohmann::json toJson(const BenchResult &result) {
 std::string formatResult(const BenchResult &result) {
   std::string text;
   const CompileResult &c = result.compile;
-  text += llvm::formatv("{0}: {1}\n", result.preset, result.program);
+  text += llvm::formatv("{0}: {1} ({2} method)\n", result.preset, result.program,
+                        result.method);
   text += llvm::formatv("  specialization: t1 {0:f2} ms, t2 {1:f1} ms, injection {2:f2} ms; "
                         "recompiles: t1 median {3:f2} ms, t2 median {4:f1} ms; instructions "
                         "{5} -> {6}\n",
@@ -590,11 +674,14 @@ std::string formatResult(const BenchResult &result) {
     text += "    " + applied + "\n";
   for (const TraceResult &trace : result.traces) {
     text += llvm::formatv("\n  trace {0}: {1} packets, {2} flows, top-10 share {3:f3}; "
-                          "{4} packets checked alike; driver+empty {5:f1} ns, empty alone "
-                          "{6:f1} ns\n",
+                          "{4} packets checked alike; control {5:f1} ns, empty alone "
+                          "{6:f1} ns",
                           trace.name, trace.packets, trace.flows, trace.top10Share,
-                          trace.checked, trace.driverEmptyNs.median(),
+                          trace.checked, trace.controlNs.median(),
                           trace.emptyAloneNs.median());
+    if (!trace.mpps.values.empty())
+      text += llvm::formatv("; baseline offered {0:f2} Mpps", trace.mpps.median());
+    text += "\n";
     text += "  variant        net ns/pkt (min-max)        gross ns/pkt   speed-up net  gross\n";
     double baselineGross = trace.variants.front().gross.median();
     for (const VariantResult &v : trace.variants)

@@ -35,7 +35,14 @@ struct Preset {
 // such a folder.
 Expected<Preset> readPreset(const std::string &nameOrFile);
 
+// How packets reach the program under test (see docs/benchmarks.md).
+enum class Method {
+  Driver, // BPF_PROG_TEST_RUN of the trace driver, which tail-calls it
+  Live,   // live frames over a veth to it, attached natively on the ingress
+};
+
 struct BenchOptions {
+  Method method = Method::Driver;
   std::vector<std::string> localities = {"none", "low", "high"}; // generated traces
   std::vector<std::string> traceFiles; // pcap files replayed as well
   uint32_t flows = 1000;
@@ -67,8 +74,13 @@ struct TraceResult {
   uint64_t packets = 0;
   size_t flows = 0;       // distinct frames
   double top10Share = 0;  // packets to the 10 most frequent frames
-  Series driverEmptyNs;   // the driver with the empty control: subtracted
-  Series emptyAloneNs;    // an empty program alone: added back for gross
+  // The empty control as timed with the variants (driver: driver + empty;
+  // live: the empty program attached): subtracted for net.
+  Series controlNs;
+  // An empty program's own cost (driver: run alone; live: = controlNs):
+  // added back to net for gross.
+  Series emptyAloneNs;
+  Series mpps; // live: frames per second offered, by the kernel's clock
   std::vector<VariantResult> variants; // baseline first
   uint64_t checked = 0;   // packets compared across variants before timing
 };
@@ -81,6 +93,7 @@ struct CompileResult {
 };
 
 struct BenchResult {
+  std::string method; // "driver" or "live"
   std::string preset;
   std::string program;
   CompileResult compile;

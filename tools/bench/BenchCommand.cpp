@@ -18,6 +18,9 @@ int benchCommand(int argc, char **argv) {
        "generated traces: none, low, high (Pareto), uniform, zipf:S (default none,low,high; "
        "'' for none)"},
       {"--trace", "PCAP", "also replay this capture (repeatable)", true},
+      {"--method", "driver|live",
+       "driver: BPF_PROG_TEST_RUN through the trace driver (default); live: live frames "
+       "over a veth to the program attached natively"},
       {"--flows", "F", "distinct flows per generated trace (default 1000)"},
       {"--packets", "P", "packets per generated trace; each measurement replays the whole "
                          "trace (default 1048576)"},
@@ -38,7 +41,8 @@ int benchCommand(int argc, char **argv) {
         "traces: the statically compiled program (baseline), the program Morpheus\n"
         "specializes (traffic-independent), and the function's hand-specialized\n"
         "oracles, against an empty control, through the trace driver\n"
-        "(BPF_PROG_TEST_RUN, bpf_stats), interleaved round by round on one CPU.\n"
+        "(BPF_PROG_TEST_RUN, bpf_stats) or as live frames over a veth, interleaved\n"
+        "round by round on one CPU.\n"
         "Prints median net and gross ns/packet, min-max and the speed-up over the\n"
         "baseline per trace, and Morpheus's compile and injection times. Every\n"
         "variant must first treat the trace's first packets exactly as the\n"
@@ -58,6 +62,10 @@ int benchCommand(int argc, char **argv) {
       options.localities.push_back(part.str());
   }
   options.traceFiles = args->all("--trace");
+  std::string method = args->get("--method").value_or("driver");
+  if (method != "driver" && method != "live")
+    return usageError("bench: --method is 'driver' or 'live', not '" + method + "'");
+  options.method = method == "live" ? Method::Live : Method::Driver;
   uint32_t cpu = UINT32_MAX;
   if (Error err = llvm::joinErrors(
           llvm::joinErrors(llvm::joinErrors(args->readUnsigned("--flows", options.flows),

@@ -13,6 +13,10 @@
  * Its own cost (two array reads, a 64-128 byte copy) is the same for every
  * program it drives, so the benchmark subtracts it by driving an empty
  * program in the same rotation.
+ *
+ * trace_sender writes the same packets for the live method: run with
+ * BPF_F_TEST_XDP_LIVE_FRAMES it transmits them out of a veth whose peer
+ * runs the program under test as it runs in production.
  */
 #include <linux/bpf.h>
 #include <bpf/bpf_helpers.h>
@@ -47,8 +51,8 @@ struct {
 	__type(value, __u32);
 } target SEC(".maps");
 
-SEC("xdp")
-int trace_driver(struct xdp_md *ctx)
+/* Overwrites the frame with the trace's next packet; false if it cannot. */
+static __always_inline int load_next_frame(struct xdp_md *ctx, struct trace_state **out)
 {
 	__u32 zero = 0, position, *frame_index;
 	struct trace_state *st = bpf_map_lookup_elem(&state, &zero);
@@ -57,15 +61,16 @@ int trace_driver(struct xdp_md *ctx)
 	long length;
 
 	if (!st)
-		return XDP_ABORTED;
+		return 0;
+	*out = st;
 	position = st->cursor;
 	st->cursor = position + 1 >= st->packets ? 0 : position + 1;
 	frame_index = bpf_map_lookup_elem(&sequence, &position);
 	if (!frame_index)
-		return XDP_ABORTED;
+		return 0;
 	frame = bpf_map_lookup_elem(&frames, frame_index);
 	if (!frame)
-		return XDP_ABORTED;
+		return 0;
 
 	data = (void *)(long)ctx->data;
 	data_end = (void *)(long)ctx->data_end;
@@ -73,7 +78,7 @@ int trace_driver(struct xdp_md *ctx)
 	if (length != st->frame_length) {
 		st->resized++;
 		if (bpf_xdp_adjust_head(ctx, (int)(length - st->frame_length)))
-			return XDP_ABORTED;
+			return 0;
 		data = (void *)(long)ctx->data;
 		data_end = (void *)(long)ctx->data_end;
 	}
@@ -83,10 +88,30 @@ int trace_driver(struct xdp_md *ctx)
 			break;
 		((__u64 *)data)[i] = frame->words[i];
 	}
+	return 1;
+}
 
+/* BPF_PROG_TEST_RUN: the program under test runs right here. */
+SEC("xdp")
+int trace_driver(struct xdp_md *ctx)
+{
+	struct trace_state *st;
+
+	if (!load_next_frame(ctx, &st))
+		return XDP_ABORTED;
 	bpf_tail_call(ctx, &target, 0);
 	st->tail_call_failed++;
 	return XDP_ABORTED;
+}
+
+/* BPF_F_TEST_XDP_LIVE_FRAMES: the frame leaves through the interface the
+ * run names, towards the program under test attached on its veth peer. */
+SEC("xdp")
+int trace_sender(struct xdp_md *ctx)
+{
+	struct trace_state *st;
+
+	return load_next_frame(ctx, &st) ? XDP_TX : XDP_ABORTED;
 }
 
 char LICENSE[] SEC("license") = "GPL";

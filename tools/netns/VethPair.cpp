@@ -234,11 +234,12 @@ ScratchNamespace::ScratchNamespace(std::string_view tag)
 
 ScratchNamespace::~ScratchNamespace() { deleteNamespace(name_); }
 
-void ScratchNamespace::addInterface(const std::string &iface) {
+std::string ScratchNamespace::addInterface(const std::string &iface) {
   std::string peer = "mphpeer" + std::to_string(peers_++);
   run({"ip", "-n", name_, "link", "add", iface, "type", "veth", "peer", "name", peer});
   run({"ip", "-n", name_, "link", "set", peer, "up"});
   run({"ip", "-n", name_, "link", "set", iface, "up"});
+  return peer;
 }
 
 unsigned VethPair::sweepStale(std::string_view tag) {

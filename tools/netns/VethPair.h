@@ -69,8 +69,9 @@ public:
 
   const std::string &name() const { return name_; }
   // Creates a veth pair inside the namespace whose end `iface` is up (its
-  // peer, up too, gets a generated name): an interface XDP can redirect to.
-  void addInterface(const std::string &iface);
+  // peer, up too, gets a generated name, returned): an interface XDP can
+  // redirect to, and a peer to send it packets from.
+  std::string addInterface(const std::string &iface);
 
 private:
   std::string name_;
