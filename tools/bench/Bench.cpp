@@ -50,6 +50,9 @@ namespace {
 
 std::string sourceDir() { return MORPHEUS_SOURCE_DIR; }
 
+// The name of the trace generated from BenchOptions::phases.
+const char PhasedTrace[] = "phased";
+
 llvm::ArrayRef<char> embedded(const unsigned char *start, const unsigned char *end) {
   return {reinterpret_cast<const char *>(start), size_t(end - start)};
 }
@@ -166,11 +169,11 @@ public:
     return Error::success();
   }
 
-  // Replays the trace from its first packet `repeat` times over and returns
+  // Replays `repeat` packets of the trace from packet `start` on and returns
   // ns/packet by bpf_stats: the driver's run time includes the tail-called
   // program's.
-  Expected<double> measure(uint32_t repeat, uint32_t ingress) {
-    if (Error err = resetCursor(0))
+  Expected<double> measure(uint32_t start, uint32_t repeat, uint32_t ingress) {
+    if (Error err = resetCursor(start))
       return err;
     bpf::ProgramRunStats before = bpf::programRunStats(fd());
     if (Error err = testRun(fd(), repeat, ingress, nullptr))
@@ -201,11 +204,11 @@ public:
     return st;
   }
 
-  // Live method: transmits the trace's packets `repeat` times over out of
-  // interface `ifindex` (its veth peer runs the program under test) and
+  // Live method: transmits `repeat` packets of the trace from `start` on out
+  // of interface `ifindex` (its veth peer runs the program under test) and
   // returns the kernel's duration of the whole run in ns.
-  Expected<double> send(uint32_t repeat, uint32_t ifindex) {
-    if (Error err = resetCursor(0))
+  Expected<double> send(uint32_t start, uint32_t repeat, uint32_t ifindex) {
+    if (Error err = resetCursor(start))
       return err;
     xdp_md context = {};
     context.data_end = uint32_t(templateFrame.size());
@@ -303,8 +306,10 @@ Expected<Trace> generateTrace(const Preset &preset, const BenchOptions &options,
                                     "--nf", preset.function};
   args.insert(args.end(), preset.traceArgs.begin(), preset.traceArgs.end());
   args.insert(args.end(), {"--flows", std::to_string(options.flows), "--packets",
-                           std::to_string(options.packets), "--locality", locality,
-                           "--seed", std::to_string(options.seed), "-q", "-o", output});
+                           std::to_string(options.packets), "--seed",
+                           std::to_string(options.seed), "-q", "-o", output});
+  args.insert(args.end(), {locality == PhasedTrace ? "--phases" : "--locality",
+                           locality == PhasedTrace ? options.phases : locality});
   std::vector<llvm::StringRef> refs(args.begin(), args.end());
   std::string message;
   int status = llvm::sys::ExecuteAndWait(args[0], refs, std::nullopt, {}, 0, 0, &message);
@@ -375,15 +380,18 @@ Expected<TraceResult> measureTrace(Driver &driver, const std::vector<Variant> &v
   result.packets = trace.sequence.size();
   result.flows = trace.frames.size();
   result.top10Share = topShare(trace, 10);
+  result.segments = trace.name == PhasedTrace ? options.segments : 1;
+  if (trace.name == PhasedTrace)
+    result.phases = options.phases;
   if (Error err = driver.setTrace(trace))
     return err;
-  uint32_t repeat = uint32_t(trace.sequence.size());
-  // One pass of the whole trace through `fd`, timed.
-  auto time = [&](int fd) -> Expected<Timing> {
+  uint32_t packets = uint32_t(trace.sequence.size());
+  // `count` packets of the trace from `start` on through `fd`, timed.
+  auto time = [&](int fd, uint32_t start, uint32_t count) -> Expected<Timing> {
     if (!live) {
       if (Error err = driver.setTarget(fd))
         return err;
-      auto ns = driver.measure(repeat, ingress);
+      auto ns = driver.measure(start, count, ingress);
       if (!ns)
         return ns.takeError();
       return Timing{*ns, 0};
@@ -391,46 +399,71 @@ Expected<TraceResult> measureTrace(Driver &driver, const std::vector<Variant> &v
     if (Error err = live->link.replace(fd))
       return err;
     bpf::ProgramRunStats before = bpf::programRunStats(fd);
-    auto duration = driver.send(repeat, live->senderIfindex);
+    auto duration = driver.send(start, count, live->senderIfindex);
     if (!duration)
       return duration.takeError();
     bpf::ProgramRunStats after = bpf::programRunStats(fd);
     // Frames the veth could not queue never reach the program; a rate from
     // a few survivors would be meaningless.
-    if (after.runCount - before.runCount < repeat / 2)
+    if (after.runCount - before.runCount < count / 2)
       return makeError("trace {0}: only {1} of {2} live frames reached the program", trace.name,
-                       after.runCount - before.runCount, repeat);
+                       after.runCount - before.runCount, count);
     return Timing{double(after.runTimeNs - before.runTimeNs) /
                       double(after.runCount - before.runCount),
-                  repeat / *duration * 1e3};
+                  count / *duration * 1e3};
+  };
+  // A phased trace is timed segment by segment, so its results show how
+  // each variant fares in each phase; the whole-trace figure is their
+  // packet-weighted mean.
+  uint32_t segments = std::clamp<uint32_t>(result.segments, 1, packets);
+  result.segments = segments;
+  auto timeTrace = [&](int fd, std::vector<double> *perSegment) -> Expected<Timing> {
+    Timing total;
+    for (uint32_t i = 0; i < segments; ++i) {
+      uint32_t start = uint64_t(packets) * i / segments;
+      uint32_t count = uint64_t(packets) * (i + 1) / segments - start;
+      auto timing = time(fd, start, count);
+      if (!timing)
+        return timing.takeError();
+      if (perSegment)
+        perSegment->push_back(timing->ns);
+      total.ns += timing->ns * count / packets;
+      total.mpps += timing->mpps * count / packets;
+    }
+    return total;
   };
   // One untimed pass each warms caches and brings data-plane state
   // (connection tables, learned addresses) to where the timed passes see it.
   for (const Variant &variant : variants)
-    if (auto warm = time(variant.fd); !warm)
+    if (auto warm = time(variant.fd, 0, packets); !warm)
       return warm.takeError();
   if (Error err = checkVariants(driver, variants, trace, options.checkPackets, ingress,
                                 result.checked))
     return err;
 
   for (const Variant &variant : variants)
-    result.variants.push_back({variant.name, {}, {}, {}});
+    result.variants.emplace_back().name = variant.name;
   std::vector<Variant> rotation = variants;
   rotation.push_back({"empty", emptyFd});
+  std::vector<std::vector<Series>> segmentNet(variants.size(), std::vector<Series>(segments));
   for (uint32_t round = 0; round < options.rounds; ++round) {
     std::vector<Timing> timings(rotation.size());
+    std::vector<std::vector<double>> perSegment(rotation.size());
     // Rotating the start spreads any drift within a round over all variants.
     for (size_t k = 0; k < rotation.size(); ++k) {
       size_t v = (k + round) % rotation.size();
-      auto timing = time(rotation[v].fd);
+      auto timing = timeTrace(rotation[v].fd, segments > 1 ? &perSegment[v] : nullptr);
       if (!timing)
         return timing.takeError();
       timings[v] = *timing;
     }
+    for (size_t v = 0; v < variants.size() && segments > 1; ++v)
+      for (uint32_t i = 0; i < segments; ++i)
+        segmentNet[v][i].values.push_back(perSegment[v][i] - perSegment.back()[i]);
     double control = timings.back().ns;
     double alone = control;
     if (!live) {
-      auto measured = driver.measureAlone(emptyFd, repeat, ingress);
+      auto measured = driver.measureAlone(emptyFd, packets, ingress);
       if (!measured)
         return measured.takeError();
       alone = *measured;
@@ -453,6 +486,9 @@ Expected<TraceResult> measureTrace(Driver &driver, const std::vector<Variant> &v
                                      timings[1].ns - control)
                            .str());
   }
+  for (size_t v = 0; v < variants.size() && segments > 1; ++v)
+    for (const Series &segment : segmentNet[v])
+      result.variants[v].segmentNet.push_back(segment.median());
   trace_state st = driver.state();
   if (st.tail_call_failed)
     return makeError("trace {0}: {1} tail calls into the program under test failed",
@@ -521,7 +557,10 @@ Expected<BenchResult> runInNamespace(const Preset &preset, const BenchOptions &o
   int emptyFd = empty->programFd("empty");
 
   std::vector<Trace> traces;
-  for (const std::string &locality : options.localities) {
+  std::vector<std::string> generated = options.localities;
+  if (!options.phases.empty())
+    generated.push_back(PhasedTrace);
+  for (const std::string &locality : generated) {
     if (options.progress)
       options.progress(llvm::formatv("bench {0}: generating the '{1}' trace ({2} flows, {3} "
                                      "packets, seed {4})",
@@ -632,8 +671,11 @@ nlohmann::json toJson(const BenchResult &result) {
       variants.push_back({{"name", v.name},
                           {"net_ns", series(v.net)},
                           {"gross_ns", series(v.gross)},
-                          {"speedup_net", series(v.speedup)}});
+                          {"speedup_net", series(v.speedup)},
+                          {"segment_net_ns", v.segmentNet}});
     traces.push_back({{"name", trace.name},
+                      {"segments", trace.segments},
+                      {"phases", trace.phases},
                       {"packets", trace.packets},
                       {"flows", trace.flows},
                       {"top10_share", trace.top10Share},

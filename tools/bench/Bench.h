@@ -45,6 +45,11 @@ struct BenchOptions {
   Method method = Method::Driver;
   std::vector<std::string> localities = {"none", "low", "high"}; // generated traces
   std::vector<std::string> traceFiles; // pcap files replayed as well
+  // A time-phased trace (gen_trace.py --phases, e.g.
+  // "uniform/300000,high/300000/A,high/300000/B"), timed in `segments`
+  // consecutive slices; "" = none.
+  std::string phases;
+  uint32_t segments = 30;
   uint32_t flows = 1000;
   uint32_t packets = 1u << 20; // per generated trace and per measurement
   uint32_t seed = 1;
@@ -67,6 +72,7 @@ struct VariantResult {
   std::string name;
   Series net, gross; // ns/packet per round
   Series speedup;    // baseline net / this net, per round
+  std::vector<double> segmentNet; // phased traces: median net ns per slice
 };
 
 struct TraceResult {
@@ -74,6 +80,8 @@ struct TraceResult {
   uint64_t packets = 0;
   size_t flows = 0;       // distinct frames
   double top10Share = 0;  // packets to the 10 most frequent frames
+  uint32_t segments = 1;  // slices timed separately (phased traces)
+  std::string phases;     // the phase spec of a phased trace
   // The empty control as timed with the variants (driver: driver + empty;
   // live: the empty program attached): subtracted for net.
   Series controlNs;

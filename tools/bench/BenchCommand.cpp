@@ -21,6 +21,10 @@ int benchCommand(int argc, char **argv) {
       {"--method", "driver|live",
        "driver: BPF_PROG_TEST_RUN through the trace driver (default); live: live frames "
        "over a veth to the program attached natively"},
+      {"--phases", "SPEC",
+       "also a time-phased trace (gen_trace.py --phases, e.g. "
+       "'uniform/200000,high/200000/A,high/200000/B'), timed in --segments slices"},
+      {"--segments", "N", "slices a phased trace is timed in (default 30)"},
       {"--flows", "F", "distinct flows per generated trace (default 1000)"},
       {"--packets", "P", "packets per generated trace; each measurement replays the whole "
                          "trace (default 1048576)"},
@@ -62,6 +66,7 @@ int benchCommand(int argc, char **argv) {
       options.localities.push_back(part.str());
   }
   options.traceFiles = args->all("--trace");
+  options.phases = args->get("--phases").value_or("");
   std::string method = args->get("--method").value_or("driver");
   if (method != "driver" && method != "live")
     return usageError("bench: --method is 'driver' or 'live', not '" + method + "'");
@@ -72,13 +77,14 @@ int benchCommand(int argc, char **argv) {
                                             args->readUnsigned("--packets", options.packets)),
                            llvm::joinErrors(args->readUnsigned("--seed", options.seed),
                                             args->readUnsigned("--rounds", options.rounds))),
-          llvm::joinErrors(args->readUnsigned("--cpu", cpu),
+          llvm::joinErrors(llvm::joinErrors(args->readUnsigned("--cpu", cpu),
+                                            args->readUnsigned("--segments", options.segments)),
                            args->readUnsigned("--recompiles", options.recompiles))))
     return usageError(llvm::toString(std::move(err)));
   if (cpu != UINT32_MAX)
     options.cpu = int(cpu);
-  if (options.localities.empty() && options.traceFiles.empty())
-    return usageError("bench: no traces (give --locality or --trace)");
+  if (options.localities.empty() && options.traceFiles.empty() && options.phases.empty())
+    return usageError("bench: no traces (give --locality, --phases or --trace)");
   options.keepTraces = args->get("--keep-traces").value_or("");
   if (!args->has("--quiet"))
     options.progress = [](const std::string &line) {

@@ -25,7 +25,9 @@ def run_one(morpheus, nf, args, out_dir):
     json_path = os.path.join(out_dir, f"{nf}.json")
     command = [morpheus, "bench", nf, "--locality", args.locality, "--packets",
                str(args.packets), "--flows", str(args.flows), "--rounds", str(args.rounds),
-               "--seed", str(args.seed), "--json", json_path]
+               "--seed", str(args.seed), "--method", args.method, "--json", json_path]
+    if args.phases:
+        command += ["--phases", args.phases]
     print(f"matrix: {' '.join(command)}", file=sys.stderr, flush=True)
     with open(os.path.join(out_dir, f"{nf}.txt"), "w") as table:
         # Progress goes to our stderr as it comes; the tables to a file.
@@ -44,13 +46,15 @@ def variant(trace, name):
 def markdown(results, meta):
     lines = [f"Command: `{meta['command']}`  ", f"Date {meta['date']}, commit {meta['commit']}, "
              f"{meta['packets']} packets x {meta['flows']} flows per trace, "
-             f"{meta['rounds']} rounds, seed {meta['seed']}.", "",
+             f"{meta['rounds']} rounds, seed {meta['seed']}, {meta['method']} method.", "",
              "| function | locality | top-10 share | baseline net (gross) ns | Morpheus net "
              "(gross) ns | Morpheus speed-up net / gross | best oracle net ns | oracle "
              "speed-up net |",
              "|---|---|---|---|---|---|---|---|"]
     for result in results:
         for trace in result["traces"]:
+            if trace["segments"] > 1:
+                continue  # phased traces have their own plots
             base, mor = variant(trace, "baseline"), variant(trace, "morpheus")
             oracles = [v for v in trace["variants"] if v["name"].startswith("oracle")]
             best = min(oracles, key=lambda v: v["net_ns"]["median"]) if oracles else None
@@ -79,7 +83,7 @@ def plot(results, out_dir):
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    localities = sorted({t["name"] for r in results for t in r["traces"]},
+    localities = sorted({t["name"] for r in results for t in r["traces"] if t["segments"] == 1},
                         key=lambda n: ["none", "low", "high"].index(n)
                         if n in ("none", "low", "high") else 99)
     fig, axes = plt.subplots(1, len(localities), figsize=(4.5 * len(localities), 4),
@@ -117,6 +121,42 @@ def plot(results, out_dir):
     fig.tight_layout()
     fig.savefig(os.path.join(out_dir, "compile.png"), dpi=110)
 
+    for result in results:
+        for trace in result["traces"]:
+            if trace["segments"] > 1:
+                plot_phased(plt, result["preset"], trace, out_dir)
+
+
+def phase_boundaries(spec, packets):
+    """Packet positions where the phases of a gen_trace.py --phases SPEC change."""
+    counts = [int(p.split("/")[1]) if len(p.split("/")) > 1 and p.split("/")[1].isdigit()
+              else None for p in spec.split(",")]
+    fixed = sum(c for c in counts if c)
+    free = [c for c in counts if c is None]
+    share = (packets - fixed) // len(free) if free else 0
+    edges, position = [], 0
+    for c in counts[:-1]:
+        position += c if c else share
+        edges.append(position)
+    return edges
+
+
+def plot_phased(plt, preset, trace, out_dir):
+    segments = trace["segments"]
+    xs = [(i + 0.5) * trace["packets"] / segments for i in range(segments)]
+    fig, ax = plt.subplots(figsize=(7, 3.8))
+    for v in trace["variants"]:
+        ax.plot(xs, v["segment_net_ns"], marker=".", label=v["name"])
+    for edge in phase_boundaries(trace.get("phases", ""), trace["packets"]):
+        ax.axvline(edge, color="grey", linestyle="--", linewidth=0.8)
+    ax.set_xlabel("packet of the trace (phase changes dashed)")
+    ax.set_ylabel("net ns/packet")
+    ax.set_title(f"{preset}: {trace.get('phases', 'phased trace')}", fontsize=9)
+    ax.set_ylim(bottom=0)
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(os.path.join(out_dir, f"phases-{preset}.png"), dpi=110)
+
 
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
@@ -128,6 +168,9 @@ def main(argv=None):
     ap.add_argument("--flows", type=int, default=1000)
     ap.add_argument("--rounds", type=int, default=15)
     ap.add_argument("--seed", type=int, default=1)
+    ap.add_argument("--method", choices=("driver", "live"), default="driver")
+    ap.add_argument("--phases", help="also a time-phased trace per function, e.g. "
+                    "uniform/300000,high/300000/A,high/300000/B (plotted per function)")
     ap.add_argument("--out", required=True, help="directory for the results")
     ap.add_argument("--morpheus", default=os.path.join(SOURCE, "build", "bin", "morpheus"))
     ap.add_argument("--no-plots", action="store_true", help="skip the PNG plots")
@@ -140,7 +183,7 @@ def main(argv=None):
                                                               else sys.argv[1:])),
             "date": datetime.date.today().isoformat(), "commit": commit,
             "packets": args.packets, "flows": args.flows, "rounds": args.rounds,
-            "seed": args.seed}
+            "seed": args.seed, "method": args.method}
     nfs = [n for n in args.nf.split(",") if n]
     results = []
     for i, nf in enumerate(nfs, 1):
@@ -153,7 +196,8 @@ def main(argv=None):
     if not args.no_plots:
         plot(results, args.out)
     print(f"matrix: results in {args.out} (matrix.md, results.json"
-          + ("" if args.no_plots else ", speedup.png, compile.png") + ")", file=sys.stderr)
+          + ("" if args.no_plots else ", speedup.png, compile.png"
+             + (", phases-*.png" if args.phases else "")) + ")", file=sys.stderr)
 
 
 if __name__ == "__main__":
