@@ -19,36 +19,7 @@
 #include <bpf/bpf_helpers.h>
 #include <bpf/bpf_endian.h>
 
-#include "router.h"
-
-struct {
-	__uint(type, BPF_MAP_TYPE_LPM_TRIE);
-	__uint(max_entries, ROUTER_MAX_ROUTES);
-	__uint(map_flags, BPF_F_NO_PREALLOC);
-	__type(key, struct route_key);
-	__type(value, struct route);
-} routes SEC(".maps");
-
-struct {
-	__uint(type, BPF_MAP_TYPE_HASH);
-	__uint(max_entries, ROUTER_MAX_NEIGHBORS);
-	__type(key, struct neighbor_key);
-	__type(value, struct neighbor);
-} neighbors SEC(".maps");
-
-struct {
-	__uint(type, BPF_MAP_TYPE_DEVMAP);
-	__uint(max_entries, ROUTER_MAX_PORTS);
-	__type(key, __u32);
-	__type(value, __u32);
-} ports SEC(".maps");
-
-struct {
-	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
-	__uint(max_entries, STAT_MAX);
-	__type(key, __u32);
-	__type(value, __u64);
-} stats SEC(".maps");
+#include "router_dataplane.h"
 
 enum oracle_outcome {
 	ORACLE_MAPS, /* not known here: ask the maps */
@@ -65,28 +36,6 @@ struct oracle_hop {
 };
 
 #include ORACLE_TABLE
-
-static __always_inline int count(__u32 index, int verdict)
-{
-	__u64 *counter = bpf_map_lookup_elem(&stats, &index);
-
-	if (counter)
-		*counter += 1;
-	return verdict;
-}
-
-static __always_inline int ipv4_checksum_valid(const struct iphdr *iph)
-{
-	const __u16 *word = (const __u16 *)iph;
-	__u32 sum = 0;
-
-#pragma unroll
-	for (int i = 0; i < (int)(sizeof(*iph) / 2); i++)
-		sum += word[i];
-	sum = (sum & 0xffff) + (sum >> 16);
-	sum = (sum & 0xffff) + (sum >> 16);
-	return sum == 0xffff;
-}
 
 static __always_inline int resolve_with_maps(__be32 daddr, struct oracle_hop *hop)
 {
@@ -119,7 +68,7 @@ int router_oracle(struct xdp_md *ctx)
 	struct ethhdr *eth = data;
 	struct iphdr *iph = (void *)(eth + 1);
 	struct oracle_hop hop;
-	__u32 total_length, sum;
+	__u32 total_length;
 	int outcome, action;
 
 	if ((void *)(eth + 1) > data_end)
@@ -135,8 +84,7 @@ int router_oracle(struct xdp_md *ctx)
 		return count(STAT_IP_OPTIONS, XDP_PASS);
 	if (!ipv4_checksum_valid(iph))
 		return count(STAT_MALFORMED, XDP_DROP);
-	if ((iph->daddr & bpf_htonl(0xf0000000)) == bpf_htonl(0xe0000000) ||
-	    iph->daddr == bpf_htonl(0xffffffff))
+	if (is_multicast_or_broadcast(iph->daddr))
 		return count(STAT_LOCAL, XDP_PASS);
 	if (iph->ttl <= 1)
 		return count(STAT_TTL_EXCEEDED, XDP_PASS);
@@ -155,10 +103,7 @@ int router_oracle(struct xdp_md *ctx)
 	if (action != XDP_REDIRECT)
 		return count(STAT_NO_PORT, action);
 
-	sum = (__u16)~bpf_ntohs(iph->check) + 0xfeff;
-	sum = (sum & 0xffff) + (sum >> 16);
-	iph->check = bpf_htons((__u16)~sum);
-	iph->ttl--;
+	ipv4_decrement_ttl(iph);
 	__builtin_memcpy(eth->h_dest, hop.dst_mac, ETH_ALEN);
 	__builtin_memcpy(eth->h_source, hop.src_mac, ETH_ALEN);
 	return count(STAT_FORWARDED, XDP_REDIRECT);

@@ -1,0 +1,91 @@
+/* SPDX-License-Identifier: GPL-2.0 */
+/*
+ * The router's maps and per-packet helpers, for router.bpf.c and for the
+ * benchmark's hand-specialized router (tools/bench/oracles), which must
+ * share the maps and behave exactly alike.
+ */
+#ifndef NF_ROUTER_DATAPLANE_H
+#define NF_ROUTER_DATAPLANE_H
+
+#include <linux/bpf.h>
+#include <linux/ip.h>
+#include <bpf/bpf_helpers.h>
+#include <bpf/bpf_endian.h>
+
+#include "router.h"
+
+struct {
+	__uint(type, BPF_MAP_TYPE_LPM_TRIE);
+	__uint(max_entries, ROUTER_MAX_ROUTES);
+	__uint(map_flags, BPF_F_NO_PREALLOC); /* required for LPM tries */
+	__type(key, struct route_key);
+	__type(value, struct route);
+} routes SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, ROUTER_MAX_NEIGHBORS);
+	__type(key, struct neighbor_key);
+	__type(value, struct neighbor);
+} neighbors SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_DEVMAP);
+	__uint(max_entries, ROUTER_MAX_PORTS);
+	__type(key, __u32);
+	__type(value, __u32); /* ifindex */
+} ports SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, STAT_MAX);
+	__type(key, __u32);
+	__type(value, __u64);
+} stats SEC(".maps");
+
+static __always_inline int count(__u32 index, int verdict)
+{
+	__u64 *counter = bpf_map_lookup_elem(&stats, &index);
+
+	if (counter)
+		*counter += 1;
+	return verdict;
+}
+
+/* The one's-complement sum over a valid header, checksum included, is 0xffff
+ * (RFC 1071); the sum is the same in either byte order. */
+static __always_inline int ipv4_checksum_valid(const struct iphdr *iph)
+{
+	const __u16 *word = (const __u16 *)iph;
+	__u32 sum = 0;
+
+#pragma unroll
+	for (int i = 0; i < (int)(sizeof(*iph) / 2); i++)
+		sum += word[i];
+	sum = (sum & 0xffff) + (sum >> 16);
+	sum = (sum & 0xffff) + (sum >> 16);
+	return sum == 0xffff;
+}
+
+/*
+ * RFC 1624 eqn. 3, HC' = ~(~HC + ~m + m'), for the word m = TTL:protocol
+ * becoming m' = m - 0x0100: ~m + m' is 0xfeff whatever m is. Unlike the
+ * shortcut HC + 0x0100 it never yields 0xffff where a full recomputation
+ * gives 0x0000, so the output equals a freshly checksummed header.
+ */
+static __always_inline void ipv4_decrement_ttl(struct iphdr *iph)
+{
+	__u32 sum = (__u16)~bpf_ntohs(iph->check) + 0xfeff;
+
+	sum = (sum & 0xffff) + (sum >> 16);
+	iph->check = bpf_htons((__u16)~sum);
+	iph->ttl--;
+}
+
+static __always_inline int is_multicast_or_broadcast(__be32 daddr)
+{
+	return (daddr & bpf_htonl(0xf0000000)) == bpf_htonl(0xe0000000) ||
+	       daddr == bpf_htonl(0xffffffff);
+}
+
+#endif /* NF_ROUTER_DATAPLANE_H */
