@@ -25,7 +25,8 @@
  *   ports      DEVMAP         port -> ifindex                 (read only)
  *   stats      PERCPU_ARRAY   one counter per outcome  (written per packet)
  *
- * All of it is filled by `morpheus nf router ...` (Control.cpp).
+ * All of it is filled by `morpheus nf router ...` (Control.cpp). The maps,
+ * the header checks and the counters are in router_dataplane.h.
  */
 #include <linux/bpf.h>
 #include <linux/if_ether.h>
@@ -38,37 +39,17 @@
 SEC("xdp")
 int router(struct xdp_md *ctx)
 {
-	void *data = (void *)(long)ctx->data;
-	void *data_end = (void *)(long)ctx->data_end;
-	struct ethhdr *eth = data;
-	struct iphdr *iph = (void *)(eth + 1);
 	struct route_key route_key = { .prefixlen = 32 };
 	struct neighbor_key neighbor_key = {};
 	const struct neighbor *neighbor;
 	const struct route *route;
-	__u32 total_length;
+	struct ethhdr *eth;
+	struct iphdr *iph;
 	int action;
 
-	if ((void *)(eth + 1) > data_end)
-		return count(STAT_MALFORMED, XDP_DROP);
-	if (eth->h_proto != bpf_htons(ETH_P_IP))
-		return count(STAT_NOT_IPV4, XDP_PASS);
-
-	/* RFC 1812 5.2.2: a datagram failing these is silently discarded. */
-	if ((void *)(iph + 1) > data_end || iph->version != 4 || iph->ihl < 5)
-		return count(STAT_MALFORMED, XDP_DROP);
-	total_length = bpf_ntohs(iph->tot_len);
-	if (total_length < iph->ihl * 4u || total_length > (__u32)(data_end - (void *)iph))
-		return count(STAT_MALFORMED, XDP_DROP);
-	if (iph->ihl > 5)
-		return count(STAT_IP_OPTIONS, XDP_PASS);
-	if (!ipv4_checksum_valid(iph))
-		return count(STAT_MALFORMED, XDP_DROP);
-
-	if (is_multicast_or_broadcast(iph->daddr))
-		return count(STAT_LOCAL, XDP_PASS);
-	if (iph->ttl <= 1)
-		return count(STAT_TTL_EXCEEDED, XDP_PASS);
+	action = admit_for_forwarding(ctx, &eth, &iph);
+	if (action != ADMITTED)
+		return action;
 
 	route_key.addr = iph->daddr;
 	route = bpf_map_lookup_elem(&routes, &route_key);

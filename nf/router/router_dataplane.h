@@ -8,6 +8,7 @@
 #define NF_ROUTER_DATAPLANE_H
 
 #include <linux/bpf.h>
+#include <linux/if_ether.h>
 #include <linux/ip.h>
 #include <bpf/bpf_helpers.h>
 #include <bpf/bpf_endian.h>
@@ -86,6 +87,46 @@ static __always_inline int is_multicast_or_broadcast(__be32 daddr)
 {
 	return (daddr & bpf_htonl(0xf0000000)) == bpf_htonl(0xe0000000) ||
 	       daddr == bpf_htonl(0xffffffff);
+}
+
+#define ADMITTED -1
+
+/* Everything a datagram must pass before a route is looked up (RFC 1812),
+ * in the router's order: returns the counted verdict for a packet that
+ * stops here, or ADMITTED with *ethp and *iphp pointing into it. */
+static __always_inline int admit_for_forwarding(struct xdp_md *ctx, struct ethhdr **ethp,
+						struct iphdr **iphp)
+{
+	void *data = (void *)(long)ctx->data;
+	void *data_end = (void *)(long)ctx->data_end;
+	struct ethhdr *eth = data;
+	struct iphdr *iph = (void *)(eth + 1);
+	__u32 total_length;
+
+	if ((void *)(eth + 1) > data_end)
+		return count(STAT_MALFORMED, XDP_DROP);
+	if (eth->h_proto != bpf_htons(ETH_P_IP))
+		return count(STAT_NOT_IPV4, XDP_PASS);
+
+	/* RFC 1812 5.2.2: a datagram failing these is silently discarded. */
+	if ((void *)(iph + 1) > data_end || iph->version != 4 || iph->ihl < 5)
+		return count(STAT_MALFORMED, XDP_DROP);
+	total_length = bpf_ntohs(iph->tot_len);
+	if (total_length < iph->ihl * 4u || total_length > (__u32)(data_end - (void *)iph))
+		return count(STAT_MALFORMED, XDP_DROP);
+	if (iph->ihl > 5)
+		return count(STAT_IP_OPTIONS, XDP_PASS);
+	if (!ipv4_checksum_valid(iph))
+		return count(STAT_MALFORMED, XDP_DROP);
+
+	if (is_multicast_or_broadcast(iph->daddr))
+		return count(STAT_LOCAL, XDP_PASS);
+	if (iph->ttl <= 1)
+		return count(STAT_TTL_EXCEEDED, XDP_PASS);
+
+	*ethp = eth;
+	*iphp = iph;
+	return ADMITTED;
 }
 
 #endif /* NF_ROUTER_DATAPLANE_H */

@@ -63,31 +63,14 @@ static __always_inline int resolve_with_maps(__be32 daddr, struct oracle_hop *ho
 SEC("xdp")
 int router_oracle(struct xdp_md *ctx)
 {
-	void *data = (void *)(long)ctx->data;
-	void *data_end = (void *)(long)ctx->data_end;
-	struct ethhdr *eth = data;
-	struct iphdr *iph = (void *)(eth + 1);
 	struct oracle_hop hop;
-	__u32 total_length;
+	struct ethhdr *eth;
+	struct iphdr *iph;
 	int outcome, action;
 
-	if ((void *)(eth + 1) > data_end)
-		return count(STAT_MALFORMED, XDP_DROP);
-	if (eth->h_proto != bpf_htons(ETH_P_IP))
-		return count(STAT_NOT_IPV4, XDP_PASS);
-	if ((void *)(iph + 1) > data_end || iph->version != 4 || iph->ihl < 5)
-		return count(STAT_MALFORMED, XDP_DROP);
-	total_length = bpf_ntohs(iph->tot_len);
-	if (total_length < iph->ihl * 4u || total_length > (__u32)(data_end - (void *)iph))
-		return count(STAT_MALFORMED, XDP_DROP);
-	if (iph->ihl > 5)
-		return count(STAT_IP_OPTIONS, XDP_PASS);
-	if (!ipv4_checksum_valid(iph))
-		return count(STAT_MALFORMED, XDP_DROP);
-	if (is_multicast_or_broadcast(iph->daddr))
-		return count(STAT_LOCAL, XDP_PASS);
-	if (iph->ttl <= 1)
-		return count(STAT_TTL_EXCEEDED, XDP_PASS);
+	action = admit_for_forwarding(ctx, &eth, &iph);
+	if (action != ADMITTED)
+		return action;
 
 	outcome = oracle_resolve(iph->daddr, &hop);
 	if (outcome == ORACLE_MAPS)
