@@ -493,6 +493,7 @@ Expected<TraceResult> measureTrace(Driver &driver, const std::vector<Variant> &v
   if (st.tail_call_failed)
     return makeError("trace {0}: {1} tail calls into the program under test failed",
                      trace.name, st.tail_call_failed);
+  result.resizedFrames = st.resized;
   return result;
 }
 
@@ -683,6 +684,7 @@ nlohmann::json toJson(const BenchResult &result) {
                       {"control_ns", series(trace.controlNs)},
                       {"empty_alone_ns", series(trace.emptyAloneNs)},
                       {"mpps", series(trace.mpps)},
+                      {"resized_frames", trace.resizedFrames},
                       {"variants", variants}});
   }
   const CompileResult &c = result.compile;
@@ -721,6 +723,9 @@ std::string formatResult(const BenchResult &result) {
                           trace.name, trace.packets, trace.flows, trace.top10Share,
                           trace.checked, trace.controlNs.median(),
                           trace.emptyAloneNs.median());
+    if (trace.resizedFrames)
+      text += llvm::formatv("; {0} frames restored to their length after encapsulation",
+                            trace.resizedFrames);
     if (!trace.mpps.values.empty())
       text += llvm::formatv("; baseline offered {0:f2} Mpps", trace.mpps.median());
     text += "\n";

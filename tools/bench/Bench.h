@@ -89,6 +89,9 @@ struct TraceResult {
   // added back to net for gross.
   Series emptyAloneNs;
   Series mpps; // live: frames per second offered, by the kernel's clock
+  // Driver runs that found the frame longer or shorter than the trace's
+  // (the program encapsulated the previous packet) and restored it.
+  uint64_t resizedFrames = 0;
   std::vector<VariantResult> variants; // baseline first
   uint64_t checked = 0;   // packets compared across variants before timing
 };
