@@ -4,12 +4,14 @@
 
 #include <bpf/bpf.h>
 #include <linux/bpf.h>
+#include <llvm/Support/CrashRecoveryContext.h>
 #include <llvm/Support/FileSystem.h>
 #include <llvm/Support/Path.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <chrono>
+#include <mutex>
 
 namespace morpheus::runtime {
 
@@ -186,9 +188,27 @@ CycleReport Optimizer::runCycle(bool force) {
   }
 
   start = Clock::now();
-  auto object = programSpec->specialize(
-      snapshot, bpf::SpecializeRequest{options.inlineLimit, version, unguarded});
+  // A pass or the code generator that crashes (a bug in LLVM or in ours)
+  // must cost one cycle, not the daemon and the running program's optimizer:
+  // the crash unwinds to here, the clone it worked on is abandoned (leaked;
+  // the pristine IR is never modified) and the cycle fails like any other.
+  static std::once_flag crashRecovery;
+  std::call_once(crashRecovery, [] { llvm::CrashRecoveryContext::Enable(); });
+  std::optional<Expected<bpf::SpecializedObject>> built;
+  llvm::CrashRecoveryContext recovery;
+  bool survived = recovery.RunSafely([&] {
+    built.emplace(programSpec->specialize(
+        snapshot, bpf::SpecializeRequest{options.inlineLimit, version, unguarded}));
+  });
   report.times.codegenMs = millisecondsSince(start);
+  if (!survived) {
+    report.outcome = llvm::formatv("failed: specializing {0} crashed (signal {1}); the "
+                                   "running program is unchanged",
+                                   programSpec->objectName(), recovery.RetCode - 128)
+                         .str();
+    return report;
+  }
+  Expected<bpf::SpecializedObject> &object = *built;
   if (!object) {
     report.outcome = "failed: " + llvm::toString(object.takeError());
     return report;

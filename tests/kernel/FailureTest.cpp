@@ -30,6 +30,32 @@ TEST(Failure, RejectedInstallKeepsTheRunningProgram) {
   EXPECT_TRUE(fwd.opt().runCycle().installed) << "the next cycle retries";
 }
 
+// A pass that crashes (here on purpose, through the test-only switch) costs
+// one cycle: the process lives on, the running program is unchanged and
+// still correct, and the next cycle specializes as if nothing happened.
+TEST(Failure, CrashingPassCostsOneCycleNotTheProcess) {
+  PolicyFwd fwd;
+  ASSERT_TRUE(fwd.ok());
+  fwd.setConfig(CFG_POLICY_ENABLED, ACTION_DROP);
+  fwd.specialize();
+  int running = fwd.opt().activeFd();
+
+  fwd.setConfig(CFG_POLICY_ENABLED, ACTION_PASS);
+  setenv("MORPHEUS_TEST_CRASH_PASSES", "1", 1);
+  runtime::CycleReport crashed = fwd.opt().runCycle();
+  unsetenv("MORPHEUS_TEST_CRASH_PASSES");
+  EXPECT_FALSE(crashed.installed);
+  EXPECT_NE(crashed.outcome.find("crashed (signal 11)"), std::string::npos) << crashed.outcome;
+  EXPECT_NE(crashed.outcome.find("policy_fwd"), std::string::npos) << crashed.outcome;
+  EXPECT_EQ(fwd.opt().activeFd(), running);
+  EXPECT_EQ(runOnce(running, buildPacket(PacketSpec{})).verdict, uint32_t(XDP_PASS));
+
+  runtime::CycleReport after = fwd.opt().runCycle();
+  ASSERT_TRUE(after.installed) << after.outcome;
+  EXPECT_EQ(runOnce(fwd.opt().activeFd(), buildPacket(PacketSpec{})).verdict,
+            uint32_t(XDP_PASS));
+}
+
 TEST(Failure, PinnedMapWithAnotherLayoutIsRefusedByName) {
   PinDir pins("layout");
   // Someone left a "policy" map with 4-byte keys where Morpheus pins its maps.
