@@ -2,6 +2,7 @@
 
 #include "backend/bpf/MapIO.h"
 #include "runtime/Optimizer.h"
+#include "runtime/PacketSamples.h"
 
 #include "packet/Packet.h"
 
@@ -29,7 +30,6 @@ namespace {
 
 using core::Bytes;
 using Clock = std::chrono::steady_clock;
-using Rng = std::mt19937_64;
 // A map's contents; values are all CPUs' rows, each padded to 8 bytes, for
 // per-CPU maps. Whole arrays are kept flat (slot i at i * row size): as
 // key -> value maps they cost more to build and compare than to read.
@@ -49,10 +49,6 @@ constexpr uint32_t WholeArrayLimit = 1 << 17;
 
 enum class Copy { Original, Witness, Specialized }; // A, C, B of the design
 constexpr int Copies = 3;
-
-bool isArray(unsigned type) {
-  return type == BPF_MAP_TYPE_ARRAY || type == BPF_MAP_TYPE_PERCPU_ARRAY;
-}
 
 bool isPerCpu(unsigned type) {
   return type == BPF_MAP_TYPE_PERCPU_ARRAY || type == BPF_MAP_TYPE_PERCPU_HASH ||
@@ -76,10 +72,6 @@ bool isPlainData(unsigned type) {
     return false;
   }
 }
-
-struct Field {
-  uint32_t offset, width;
-};
 
 // The integer members of a BTF type, flattened, so generated keys and values
 // get meaningful numbers (0, 1, all-ones...) in whole fields.
@@ -109,24 +101,6 @@ void integerFields(const btf *types, uint32_t id, uint32_t offset,
     long elementSize = btf__resolve_size(types, array->type);
     for (uint32_t i = 0; elementSize > 0 && i < std::min<uint32_t>(array->nelems, 64); ++i)
       integerFields(types, array->type, offset + i * elementSize, fields, depth + 1);
-  }
-}
-
-uint64_t biased(Rng &rng, uint32_t width) {
-  uint64_t ones = width >= 8 ? ~0ull : (1ull << (8 * width)) - 1;
-  switch (rng() % 8) {
-  case 0:
-  case 1:
-    return 0; // padding and unused fields are zero far more often than not
-  case 2:
-    return 1;
-  case 3:
-  case 4:
-    return (2 + rng() % 16) & ones; // 6 and 17 included: TCP, UDP
-  case 5:
-    return ones;
-  default:
-    return rng() & ones;
   }
 }
 
@@ -166,15 +140,11 @@ struct MapView {
 // One map state: per map, the entries written (values as one CPU's row).
 using MapState = std::map<std::string, std::vector<std::pair<Bytes, Bytes>>>;
 
-struct Step {
-  Bytes packet;
-  uint32_t ifindex = 0;
+struct Step : SamplePacket {
   bool guardBumped = false; // run after the specialized version was invalidated
 };
 
-struct RunOutcome {
-  uint32_t verdict = 0;
-  Bytes output;
+struct RunOutcome : PacketResult {
   std::map<std::string, Dump> maps;
 };
 
@@ -190,33 +160,6 @@ Bytes indexKey(uint32_t index) {
   Bytes key(4);
   std::memcpy(key.data(), &index, 4);
   return key;
-}
-
-Expected<RunOutcome> runPacket(int programFd, const Step &step) {
-  // BPF_PROG_TEST_RUN wants at least an Ethernet header of input; a shorter
-  // packet is padded and the context's data_end cuts the padding off.
-  const size_t minimum = 14;
-  size_t padding = step.packet.size() < minimum ? minimum - step.packet.size() : 0;
-  Bytes input = step.packet;
-  input.resize(step.packet.size() + padding, 0);
-  RunOutcome outcome;
-  outcome.output.resize(input.size() + 512);
-  xdp_md context = {};
-  context.data_end = step.packet.size();
-  context.ingress_ifindex = step.ifindex;
-  bool withContext = step.ifindex || padding;
-  LIBBPF_OPTS(bpf_test_run_opts, options, .data_in = input.data(),
-              .data_out = outcome.output.data(),
-              .data_size_in = uint32_t(input.size()),
-              .data_size_out = uint32_t(outcome.output.size()),
-              .ctx_in = withContext ? &context : nullptr,
-              .ctx_size_in = withContext ? uint32_t(sizeof(context)) : 0u, .repeat = 1);
-  if (bpf_prog_test_run_opts(programFd, &options))
-    return makeSystemError(errno, "BPF_PROG_TEST_RUN");
-  outcome.verdict = options.retval;
-  size_t length = options.data_size_out;
-  outcome.output.resize(length >= padding ? length - padding : 0);
-  return outcome;
 }
 
 class Fuzzer {
@@ -356,156 +299,16 @@ MapState Fuzzer::generateState() {
   return state;
 }
 
-// Header fields a packet can carry that may match one map key: its 4-, 2-
-// and 1-byte integer fields in order (BTF), or for maps without BTF the
-// aligned words of the key (an LPM key's data starts after its prefix length).
-struct KeyFields {
-  std::vector<uint64_t> words, halves, bytes; // as the packet carries them
-};
-
-uint64_t networkOrder(const Bytes &bytes, size_t at, size_t width) {
-  uint64_t value = 0; // the packet holds the bytes in key order
-  for (size_t i = 0; i < width; ++i)
-    value = value << 8 | bytes[at + i];
-  return value;
-}
-
-KeyFields fieldsOf(const MapView &map, const Bytes &key) {
-  KeyFields fields;
-  std::vector<Field> layout = map.keyFields;
-  if (layout.empty())
-    for (uint32_t at = map.type == BPF_MAP_TYPE_LPM_TRIE ? 4 : 0; at + 4 <= key.size(); at += 4)
-      layout.push_back({at, 4});
-  for (Field field : layout) {
-    if (field.offset + field.width > key.size())
-      continue;
-    uint64_t value = networkOrder(key, field.offset, field.width);
-    if (field.width == 4)
-      fields.words.push_back(value);
-    else if (field.width == 2)
-      fields.halves.push_back(value);
-    else if (field.width == 1)
-      fields.bytes.push_back(value);
-  }
-  return fields;
-}
-
 std::vector<Step> Fuzzer::generatePackets(const MapState &state) {
-  // Packets aimed at map keys (addresses, ports, protocol, MACs taken from a
-  // key or value) are what makes lookups hit; random ones cover the rest.
-  std::vector<KeyFields> targets;
-  std::vector<Bytes> pool2, pool4, pool6;
+  std::vector<KeyedTable> tables;
   for (const auto &[name, entries] : state) {
     const MapView &map = *std::find_if(maps.begin(), maps.end(),
                                        [&](const MapView &m) { return m.name == name; });
-    for (const auto &[key, value] : entries) {
-      if (!isArray(map.type))
-        targets.push_back(fieldsOf(map, key));
-      for (const Bytes *bytes : {&key, &value})
-        for (size_t at = 0; at < bytes->size(); ++at) {
-          auto take = [&](std::vector<Bytes> &pool, size_t width) {
-            if (at + width <= bytes->size())
-              pool.emplace_back(bytes->begin() + at, bytes->begin() + at + width);
-          };
-          take(pool2, 2);
-          take(pool4, 4);
-          take(pool6, 6);
-        }
-    }
+    tables.push_back({map.type, map.keyFields, entries});
   }
-  auto fromPool = [&](std::vector<Bytes> &pool, size_t width) -> uint64_t {
-    if (pool.empty() || rng() % 4 == 0)
-      return biased(rng, width);
-    return networkOrder(pool[rng() % pool.size()], 0, width);
-  };
-  auto mac = [&] {
-    uint64_t value = rng() % 8 == 0 ? 0xffffffffffffull : fromPool(pool6, 6);
-    packet::Mac bytes;
-    for (int i = 0; i < 6; ++i)
-      bytes[i] = uint8_t(value >> (8 * (5 - i)));
-    return bytes;
-  };
   std::vector<Step> steps;
-  for (uint32_t i = 0; i < options.packetsPerState; ++i) {
-    Step step;
-    step.ifindex = rng() % 2; // 1 is lo, which exists in every namespace
-    unsigned kind = rng() % 8;
-    if (kind == 7) {
-      step.packet.resize(1 + rng() % 128);
-      for (uint8_t &byte : step.packet)
-        byte = uint8_t(rng());
-      if (step.packet.size() >= 14 && rng() % 2) {
-        uint16_t types[] = {0x0800, 0x86dd, 0x8100, 0x0806};
-        uint16_t type = types[rng() % 4];
-        step.packet[12] = type >> 8;
-        step.packet[13] = uint8_t(type);
-      }
-      steps.push_back(std::move(step));
-      continue;
-    }
-    uint32_t saddr = fromPool(pool4, 4), daddr = fromPool(pool4, 4);
-    uint16_t sport = fromPool(pool2, 2), dport = fromPool(pool2, 2);
-    unsigned l4 = rng() % 3;
-    if (!targets.empty() && rng() % 4 != 0) {
-      // One key's fields, last first: a lone address or port in a key is
-      // more often the destination.
-      const KeyFields &target = targets[rng() % targets.size()];
-      if (!target.words.empty())
-        daddr = target.words.back();
-      if (target.words.size() > 1)
-        saddr = target.words[target.words.size() - 2];
-      if (!target.halves.empty())
-        dport = target.halves.back();
-      if (target.halves.size() > 1)
-        sport = target.halves[target.halves.size() - 2];
-      if (rng() % 4 == 0) {
-        std::swap(saddr, daddr);
-        std::swap(sport, dport);
-      }
-      for (uint64_t byte : target.bytes)
-        if (byte == 17 || byte == 6 || byte == 1)
-          l4 = byte == 17 ? 0 : byte == 6 ? 1 : 2;
-    }
-    packet::PacketBuilder builder;
-    builder.ethernet(mac(), mac());
-    if (kind == 5)
-      builder.vlan(uint16_t(fromPool(pool2, 2) & 0xfff), rng() % 8);
-    if (kind == 6) {
-      packet::Ipv6Options ip;
-      for (auto *address : {&ip.saddr, &ip.daddr})
-        for (uint8_t &byte : *address)
-          byte = rng() % 2 ? uint8_t(rng()) : 0;
-      ip.hopLimit = biased(rng, 1);
-      builder.ipv6(ip);
-    } else {
-      packet::Ipv4Options ip;
-      ip.saddr = saddr;
-      ip.daddr = daddr;
-      ip.ttl = rng() % 2 ? 64 : biased(rng, 1);
-      if (rng() % 8 == 0)
-        ip.fragment = rng() % 2 ? 0x2000 : uint16_t(rng() & 0x3fff);
-      if (rng() % 8 == 0)
-        ip.optionWords = 1 + rng() % 3;
-      builder.ipv4(ip);
-    }
-    if (l4 == 0)
-      builder.udp(sport, dport);
-    else if (l4 == 1)
-      builder.tcp(sport, dport, uint8_t(rng()));
-    else
-      builder.icmpEcho(sport, dport, rng() % 2);
-    builder.payload(rng() % 64, uint8_t(rng()));
-    step.packet = builder.build();
-    if (rng() % 4 == 0) {
-      // Cut at (or one byte around) a header boundary: bounds checks.
-      static const size_t cuts[] = {1, 6, 12, 13, 14, 15, 17, 18, 19, 22, 33, 34, 35,
-                                    37, 38, 39, 41, 42, 43, 53, 54, 55, 57, 58, 62};
-      size_t cut = cuts[rng() % std::size(cuts)];
-      if (cut < step.packet.size())
-        step.packet.resize(cut);
-    }
-    steps.push_back(std::move(step));
-  }
+  for (SamplePacket &sample : synthesizePackets(tables, rng, options.packetsPerState))
+    steps.push_back(Step{std::move(sample)});
   return steps;
 }
 
@@ -778,7 +581,7 @@ Expected<std::optional<std::string>> Fuzzer::replay(const MapState &state,
       auto outcome = runPacket(programFd(copy), steps[i]);
       if (!outcome)
         return outcome.takeError();
-      outcomes[int(copy)] = std::move(*outcome);
+      static_cast<PacketResult &>(outcomes[int(copy)]) = std::move(*outcome);
     }
     // Maps the analysis found read-only by the program are compared after
     // the last packet only: reading big tables after every packet would

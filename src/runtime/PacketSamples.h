@@ -1,0 +1,57 @@
+// Sample packets for comparing versions of a program, and running one
+// through BPF_PROG_TEST_RUN. Shared by the differential fuzzer
+// (runtime/Differential) and the optimizer's pre-swap shadow validation
+// (runtime/ShadowValidation): both need packets that actually hit the
+// tables' entries, and malformed ones that probe every bounds check.
+#pragma once
+
+#include "core/Tables.h"
+#include "support/Error.h"
+
+#include <cstdint>
+#include <random>
+#include <utility>
+#include <vector>
+
+namespace morpheus::runtime {
+
+using Rng = std::mt19937_64;
+
+// An integer field of a key or value: byte offset and width.
+struct Field {
+  uint32_t offset, width;
+};
+
+// A random integer of `width` bytes biased towards what programs branch on
+// (0, 1, small numbers such as protocol numbers, all-ones).
+uint64_t biased(Rng &rng, uint32_t width);
+
+bool isArray(unsigned mapType);
+
+// Entries of one table whose keys and values packets should carry.
+struct KeyedTable {
+  unsigned type = 0;             // BPF map type
+  std::vector<Field> keyFields;  // from BTF; empty = the key's aligned words
+  std::vector<std::pair<core::Bytes, core::Bytes>> entries;
+};
+
+struct SamplePacket {
+  core::Bytes packet;
+  uint32_t ifindex = 0; // ingress; 0 or 1 (lo, present in every namespace)
+};
+
+// `count` packets: most are valid Ethernet/802.1Q/IPv4/IPv6 with UDP, TCP or
+// ICMP whose addresses, ports and protocol come from the tables' keys and
+// values, some with IP options or fragment bits; a quarter are cut at a
+// header boundary and one in eight is random bytes.
+std::vector<SamplePacket> synthesizePackets(const std::vector<KeyedTable> &tables, Rng &rng,
+                                            uint32_t count);
+
+struct PacketResult {
+  uint32_t verdict = 0;
+  core::Bytes output;
+};
+
+Expected<PacketResult> runPacket(int programFd, const SamplePacket &packet);
+
+} // namespace morpheus::runtime
