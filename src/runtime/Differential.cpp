@@ -50,29 +50,6 @@ constexpr uint32_t WholeArrayLimit = 1 << 17;
 enum class Copy { Original, Witness, Specialized }; // A, C, B of the design
 constexpr int Copies = 3;
 
-bool isPerCpu(unsigned type) {
-  return type == BPF_MAP_TYPE_PERCPU_ARRAY || type == BPF_MAP_TYPE_PERCPU_HASH ||
-         type == BPF_MAP_TYPE_LRU_PERCPU_HASH;
-}
-
-// Map types whose contents user space can read and write as plain bytes;
-// the others (devmaps, program arrays, maps of maps, ring buffers) hold
-// kernel object references or cannot be read, and stay empty in every copy.
-bool isPlainData(unsigned type) {
-  switch (type) {
-  case BPF_MAP_TYPE_HASH:
-  case BPF_MAP_TYPE_ARRAY:
-  case BPF_MAP_TYPE_PERCPU_HASH:
-  case BPF_MAP_TYPE_PERCPU_ARRAY:
-  case BPF_MAP_TYPE_LRU_HASH:
-  case BPF_MAP_TYPE_LRU_PERCPU_HASH:
-  case BPF_MAP_TYPE_LPM_TRIE:
-    return true;
-  default:
-    return false;
-  }
-}
-
 // The integer members of a BTF type, flattened, so generated keys and values
 // get meaningful numbers (0, 1, all-ones...) in whole fields.
 void integerFields(const btf *types, uint32_t id, uint32_t offset,
@@ -130,11 +107,8 @@ struct MapView {
   Dump pristine; // contents right after loading (internal maps' initial data)
 
   int fd(Copy copy) const { return fds[int(copy)]; }
-  uint32_t rowSize() const {
-    return isPerCpu(type) ? ((valueSize + 7) / 8) * 8 * bpf::possibleCpus()
-                          : valueSize;
-  }
-  bool sparse() const { return isArray(type) && maxEntries > WholeArrayLimit; }
+  uint32_t rowSize() const { return uint32_t(bpf::syscallValueSize(type, valueSize)); }
+  bool sparse() const { return bpf::isArrayMap(type) && maxEntries > WholeArrayLimit; }
 };
 
 // One map state: per map, the entries written (values as one CPU's row).
@@ -237,7 +211,7 @@ Error Fuzzer::setUp() {
     uint32_t length = sizeof(info);
     if (bpf_obj_get_info_by_fd(fd, &info, &length))
       return makeSystemError(errno, "map '{0}': cannot query", name);
-    if (!isPlainData(info.type))
+    if (!bpf::isPlainDataMap(info.type))
       continue;
     MapView map;
     map.name = name;
@@ -275,7 +249,7 @@ MapState Fuzzer::generateState() {
     auto &entries = state[map.name];
     for (uint32_t i = 0; i < count; ++i) {
       Bytes key;
-      if (isArray(map.type)) {
+      if (bpf::isArrayMap(map.type)) {
         uint32_t small = std::min<uint32_t>(map.maxEntries, 8);
         uint32_t index = rng() % 3 == 0 ? uint32_t(rng() % map.maxEntries)
                          : rng() % 5 == 0 ? map.maxEntries - 1
@@ -324,7 +298,7 @@ Expected<Dump> Fuzzer::dump(const MapView &map, Copy copy, const MapState &state
           contents.entries[key] = value;
     return contents;
   }
-  if (isArray(map.type)) {
+  if (bpf::isArrayMap(map.type)) {
     // One syscall per batch instead of two per slot.
     const uint32_t batch = 4096;
     std::vector<uint32_t> keys(batch);
@@ -363,7 +337,7 @@ Expected<Dump> Fuzzer::dump(const MapView &map, Copy copy, const MapState &state
 
 Error Fuzzer::resetMap(const MapView &map, Copy copy) {
   int fd = map.fd(copy);
-  if (isArray(map.type)) {
+  if (bpf::isArrayMap(map.type)) {
     auto current = dump(map, copy, lastState);
     if (!current)
       return current.takeError();
@@ -405,7 +379,7 @@ Error Fuzzer::installState(const MapState &state) {
         continue;
       for (const auto &[key, row] : entries->second) {
         Bytes value(map.rowSize(), 0);
-        size_t stride = isPerCpu(map.type) ? (map.valueSize + 7) / 8 * 8 : value.size();
+        size_t stride = bpf::isPerCpuMap(map.type) ? (map.valueSize + 7) / 8 * 8 : value.size();
         for (size_t at = 0; at < value.size(); at += stride)
           std::copy(row.begin(), row.end(), value.begin() + at);
         if (bpf_map_update_elem(map.fd(copy), key.data(), value.data(), BPF_ANY))

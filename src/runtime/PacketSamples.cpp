@@ -1,5 +1,6 @@
 #include "runtime/PacketSamples.h"
 
+#include "backend/bpf/MapIO.h"
 #include "packet/Packet.h"
 
 #include <bpf/bpf.h>
@@ -10,10 +11,6 @@
 namespace morpheus::runtime {
 
 using core::Bytes;
-
-bool isArray(unsigned type) {
-  return type == BPF_MAP_TYPE_ARRAY || type == BPF_MAP_TYPE_PERCPU_ARRAY;
-}
 
 uint64_t biased(Rng &rng, uint32_t width) {
   uint64_t ones = width >= 8 ? ~0ull : (1ull << (8 * width)) - 1;
@@ -79,7 +76,7 @@ std::vector<SamplePacket> synthesizePackets(const std::vector<KeyedTable> &table
   std::vector<Bytes> pool2, pool4, pool6;
   for (const KeyedTable &table : tables) {
     for (const auto &[key, value] : table.entries) {
-      if (!isArray(table.type))
+      if (!bpf::isArrayMap(table.type))
         targets.push_back(fieldsOf(table, key));
       for (const Bytes *bytes : {&key, &value})
         for (size_t at = 0; at < bytes->size(); ++at) {

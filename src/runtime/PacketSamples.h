@@ -26,8 +26,6 @@ struct Field {
 // (0, 1, small numbers such as protocol numbers, all-ones).
 uint64_t biased(Rng &rng, uint32_t width);
 
-bool isArray(unsigned mapType);
-
 // Entries of one table whose keys and values packets should carry.
 struct KeyedTable {
   unsigned type = 0;             // BPF map type

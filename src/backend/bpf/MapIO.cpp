@@ -16,6 +16,30 @@ int possibleCpus() {
   return cpus;
 }
 
+bool isArrayMap(unsigned type) {
+  return type == BPF_MAP_TYPE_ARRAY || type == BPF_MAP_TYPE_PERCPU_ARRAY;
+}
+
+bool isPerCpuMap(unsigned type) {
+  return type == BPF_MAP_TYPE_PERCPU_ARRAY || type == BPF_MAP_TYPE_PERCPU_HASH ||
+         type == BPF_MAP_TYPE_LRU_PERCPU_HASH;
+}
+
+bool isPlainDataMap(unsigned type) {
+  switch (type) {
+  case BPF_MAP_TYPE_HASH:
+  case BPF_MAP_TYPE_ARRAY:
+  case BPF_MAP_TYPE_PERCPU_HASH:
+  case BPF_MAP_TYPE_PERCPU_ARRAY:
+  case BPF_MAP_TYPE_LRU_HASH:
+  case BPF_MAP_TYPE_LRU_PERCPU_HASH:
+  case BPF_MAP_TYPE_LPM_TRIE:
+    return true;
+  default:
+    return false;
+  }
+}
+
 namespace {
 
 // The kernel pads each CPU's copy of a per-CPU value to 8 bytes.
@@ -33,6 +57,10 @@ std::optional<Bytes> collapse(const core::TableInfo &info, const Bytes &raw) {
 }
 
 } // namespace
+
+size_t syscallValueSize(unsigned type, uint32_t valueSize) {
+  return isPerCpuMap(type) ? perCpuStride(valueSize) * possibleCpus() : valueSize;
+}
 
 Expected<core::TableContents> readTable(int fd, const core::TableInfo &info,
                                         const core::TableReadRequest &request) {

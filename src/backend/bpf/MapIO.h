@@ -38,4 +38,15 @@ nlohmann::json snapshotToJson(const core::TableSnapshot &snapshot);
 // The number of possible CPUs, as per-CPU map values are laid out.
 int possibleCpus();
 
+// Kinds of kernel maps, by BPF_MAP_TYPE_*.
+bool isArrayMap(unsigned type);
+bool isPerCpuMap(unsigned type);
+// Maps whose contents user space can read and write as plain bytes; the
+// others (devmaps, program arrays, maps of maps, ring buffers) hold kernel
+// object references or cannot be read.
+bool isPlainDataMap(unsigned type);
+// Bytes of one value as the syscalls read and write it: every CPU's copy,
+// each padded to 8 bytes, for per-CPU maps.
+size_t syscallValueSize(unsigned type, uint32_t valueSize);
+
 } // namespace morpheus::bpf
