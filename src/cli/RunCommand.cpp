@@ -25,10 +25,11 @@ std::atomic<bool> stopRequested{false};
 void requestStop(int) { stopRequested = true; }
 
 void printCycle(const runtime::CycleReport &report, bool verbose) {
-  std::printf("cycle %llu: %s (version %llu; t1 %.2f ms, t2 %.1f ms, injection %.2f ms",
+  std::printf("cycle %llu: %s (version %llu; t1 %.2f ms, t2 %.1f ms, validation %.1f ms, "
+              "injection %.2f ms",
               (unsigned long long)report.cycle, report.outcome.c_str(),
               (unsigned long long)report.version, report.times.analysisMs,
-              report.times.codegenMs, report.times.injectionMs);
+              report.times.codegenMs, report.times.validationMs, report.times.injectionMs);
   if (report.installed)
     std::printf(", %zu instructions", report.instructions);
   std::printf(")\n");
@@ -50,6 +51,11 @@ int runCommand(int argc, char **argv) {
       {"--socket", "PATH", "control socket (default /run/morpheus/<program>.sock)"},
       {"--prog", "NAME", "program to attach when the object has several"},
       {"--inline-limit", "N", "inline tables with at most N entries (default 64)"},
+      {"--shadow-packets", "N",
+       "before each swap, compare N sample packets through the new and the original "
+       "program on scratch map copies; 0 turns this off (default 64)"},
+      {"--reproducer-dir", "DIR",
+       "where a refused swap's reproducer is written (default /tmp)"},
       {"--cycles", "N", "stop after N cycles (default: run until SIGINT/SIGTERM)"},
       {"--quiet", "", "print only cycles that install or fail, no status lines"}};
   for (const OptionSpec &spec : compilerOptions())
@@ -63,8 +69,11 @@ int runCommand(int argc, char **argv) {
         "Loads PROG unmodified, pins its maps, attaches it with a bpf_link and\n"
         "re-specializes it every period and right after each map update made\n"
         "through Morpheus ('morpheus map', the control socket). Prints one line\n"
-        "per cycle (t1 = map reads, t2 = compile, injection = load + swap) and a\n"
-        "status line with the attached program's ns/packet (kernel bpf_stats).\n"
+        "per cycle (t1 = map reads, t2 = compile, validation = the pre-swap\n"
+        "comparison, injection = load + swap) and a status line with the\n"
+        "attached program's ns/packet (kernel bpf_stats). A new version that\n"
+        "treats a sample packet differently from the original is refused and a\n"
+        "reproducer written; the running program stays.\n"
         "On SIGINT/SIGTERM it detaches and removes its pins.\n",
         specs);
 
@@ -76,7 +85,8 @@ int runCommand(int argc, char **argv) {
   if (Error err = llvm::joinErrors(
           llvm::joinErrors(args->readUnsigned("--inline-limit", options.inlineLimit),
                            args->readDuration("--period", periodMs)),
-          args->readUnsigned("--cycles", maxCycles)))
+          llvm::joinErrors(args->readUnsigned("--cycles", maxCycles),
+                           args->readUnsigned("--shadow-packets", options.shadowPackets))))
     return usageError(llvm::toString(std::move(err)));
   bpf::XdpMode mode = bpf::XdpMode::Native;
   if (auto text = args->get("--xdp-mode")) {
@@ -85,6 +95,7 @@ int runCommand(int argc, char **argv) {
     else if (*text != "native")
       return usageError("run: --xdp-mode takes native or generic, not '" + *text + "'");
   }
+  options.reproducerDir = args->get("--reproducer-dir").value_or("/tmp");
   bool quiet = args->has("--quiet");
   const std::string path = args->positional()[0];
   std::string program = bpf::objectNameFor(path);

@@ -1,6 +1,7 @@
 #include "runtime/Optimizer.h"
 
 #include "backend/bpf/MapIO.h"
+#include "runtime/ShadowValidation.h"
 
 #include <bpf/bpf.h>
 #include <linux/bpf.h>
@@ -11,6 +12,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <fstream>
 #include <mutex>
 
 namespace morpheus::runtime {
@@ -231,13 +233,42 @@ CycleReport Optimizer::runCycle(bool force) {
     report.outcome = "superseded: a table changed during the cycle";
     return report;
   }
+  if (options.shadowPackets) {
+    auto validationStart = Clock::now();
+    ShadowOptions shadow;
+    shadow.packets = options.shadowPackets;
+    shadow.seed = report.cycle;
+    auto verdict =
+        shadowValidate(*programSpec, entry, *elf, sharedMaps, snapshot, shadow);
+    report.times.validationMs = millisecondsSince(validationStart);
+    if (guardWord.version() != version || guardWord.changing()) {
+      // The maps moved under the copies: a difference would mean nothing.
+      llvm::consumeError(verdict.takeError());
+      report.outcome = "superseded: a table changed during the cycle";
+      return report;
+    }
+    if (!verdict) {
+      report.outcome = "failed: " + llvm::toString(verdict.takeError());
+      return report;
+    }
+    if (!verdict->difference.empty()) {
+      report.reproducer = llvm::formatv("{0}/morpheus-shadow-{1}-{2}-cycle{3}.json",
+                                        options.reproducerDir, programSpec->objectName(),
+                                        getpid(), report.cycle)
+                              .str();
+      std::ofstream(report.reproducer) << verdict->reproducer << "\n";
+      report.outcome = "refused: shadow validation: " + verdict->difference +
+                       " (reproducer " + report.reproducer + "); the running program stays";
+      return report;
+    }
+  }
   int fd = loaded->programFd(entry);
   if (install)
     if (Error err = install(fd)) {
       report.outcome = "failed: " + llvm::toString(std::move(err));
       return report;
     }
-  report.times.injectionMs = millisecondsSince(start);
+  report.times.injectionMs = millisecondsSince(start) - report.times.validationMs;
   specialized.emplace(std::move(*loaded));
   specializedVersion = version;
   specializedSnapshot = std::move(snapshot);

@@ -25,19 +25,28 @@ struct OptimizerOptions {
   // The entry program to run and attach; "" = the first program.
   std::string program;
   uint32_t inlineLimit = 64; // largest table inlined whole
+  // Pre-swap shadow validation (runtime/ShadowValidation): packets in the
+  // sample, 0 = off. A refused candidate's reproducer is written to
+  // `reproducerDir` (never the pin dir: bpffs holds no plain files).
+  uint32_t shadowPackets = 64;
+  std::string reproducerDir = "/tmp";
 };
 
 struct CycleTimes {
   double analysisMs = 0;  // t1: read maps, decide
   double codegenMs = 0;   // t2: passes, O2, BPF code generation
   double injectionMs = 0; // load into the kernel and swap
+  double validationMs = 0; // shadow validation (not part of injection)
 };
 
 struct CycleReport {
   uint64_t cycle = 0;
   uint64_t version = 0;   // guard version the new code is valid for
   bool installed = false; // a new specialized program now runs
-  std::string outcome;    // "installed", "unchanged", "superseded...", "failed: ..."
+  // "installed", "unchanged", "superseded...", "failed: ...", "refused: shadow
+  // validation: ..." (then `reproducer` names the file written)
+  std::string outcome;
+  std::string reproducer;
   CycleTimes times;
   core::SpecializationLog log;
   size_t instructions = 0; // of the installed entry program (xlated)

@@ -13,6 +13,8 @@
 #include <utility>
 #include <vector>
 
+struct btf;
+
 namespace morpheus::runtime {
 
 using Rng = std::mt19937_64;
@@ -21,6 +23,12 @@ using Rng = std::mt19937_64;
 struct Field {
   uint32_t offset, width;
 };
+
+// The integer members of BTF type `id`, flattened (structs, unions, arrays
+// up to 64 elements), at `offset`: so generated keys and values get
+// meaningful numbers in whole fields, and packets carry a key's fields.
+void integerFields(const btf *types, uint32_t id, uint32_t offset, std::vector<Field> &fields,
+                   int depth = 0);
 
 // A random integer of `width` bytes biased towards what programs branch on
 // (0, 1, small numbers such as protocol numbers, all-ones).

@@ -8,8 +8,10 @@
 #include <linux/bpf.h>
 #include <linux/in.h>
 
+#include <algorithm>
 #include <atomic>
 #include <sys/wait.h>
+#include <time.h>
 #include <thread>
 #include <unistd.h>
 
@@ -17,6 +19,14 @@ extern "C" const unsigned char dispatcher_bpf_start[], dispatcher_bpf_end[];
 
 namespace morpheus::testing {
 namespace {
+
+// How long writers pause so that compilations can finish and install: a
+// few cycles as long as the one just measured (slow on a loaded machine).
+unsigned quietMilliseconds(const runtime::CycleReport &cycle) {
+  const runtime::CycleTimes &t = cycle.times;
+  return unsigned(std::max(40.0, 4 * (t.analysisMs + t.codegenMs + t.validationMs +
+                                      t.injectionMs)));
+}
 
 TEST(ConcurrentUpdates, EveryPacketSeesTheLatestUpdate) {
   PolicyFwd fwd;
@@ -41,7 +51,7 @@ TEST(ConcurrentUpdates, EveryPacketSeesTheLatestUpdate) {
   for (uint32_t i = 0; i < 8; ++i) // more entries, so the table is inlined as a chain
     fwd.setPolicy(policyKey(0x0a000100 + i, 80, IPPROTO_UDP), policyValue(ACTION_PASS));
   fwd.setPolicy(key, policyValue(ACTION_DROP));
-  fwd.specialize();
+  unsigned quietMs = quietMilliseconds(fwd.specialize());
   Bytes packet = buildPacket(PacketSpec{.daddr = 0x0a000001, .dport = 80});
   ASSERT_EQ(runOnce(dispatch, packet).verdict, uint32_t(XDP_DROP));
 
@@ -61,7 +71,7 @@ TEST(ConcurrentUpdates, EveryPacketSeesTheLatestUpdate) {
     // Bursts of updates, with pauses of about one compilation between them,
     // so updates land before, during and after compilations and installs.
     if (i % 3 == 2)
-      std::this_thread::sleep_for(std::chrono::milliseconds(5 + i % 20));
+      std::this_thread::sleep_for(std::chrono::milliseconds(quietMs / 4 + i % quietMs));
   }
   stop = true;
   compiler.join();
@@ -101,7 +111,7 @@ TEST(ConcurrentUpdates, SeveralWriterProcessesEachSeeTheirLatestUpdate) {
     fwd.setPolicy(policyKey(0x0a000100 + i, 80, IPPROTO_UDP), policyValue(ACTION_PASS));
   for (uint32_t w = 0; w < Writers; ++w)
     fwd.setPolicy(policyKey(0x0a000001 + w, 80, IPPROTO_UDP), policyValue(ACTION_DROP));
-  fwd.specialize();
+  unsigned quietMs = quietMilliseconds(fwd.specialize());
 
   int start[2], results[2];
   ASSERT_EQ(pipe(start), 0);
@@ -123,6 +133,16 @@ TEST(ConcurrentUpdates, SeveralWriterProcessesEachSeeTheirLatestUpdate) {
       policy_key key = policyKey(0x0a000001 + w, 80, IPPROTO_UDP);
       Bytes packet = buildPacket(PacketSpec{.daddr = 0x0a000001 + w, .dport = 80});
       for (unsigned i = 0; i < Updates && violations != UINT32_MAX; ++i) {
+        // All writers write for 40 ms, then go quiet together (the
+        // monotonic clock is the same in every process): the windows in
+        // which compilations can finish and install, while updates race
+        // with the compilations that start before them.
+        timespec now;
+        clock_gettime(CLOCK_MONOTONIC, &now);
+        long period = 40 + quietMs;
+        long phase = (now.tv_sec * 1000 + now.tv_nsec / 1000000) % period;
+        if (phase >= 40)
+          usleep(useconds_t((period - phase) * 1000));
         uint32_t action = (i + w) % 2 ? ACTION_DROP : ACTION_PASS;
         if (policy->update(bytesOf(key), bytesOf(policyValue(action)))) {
           violations = UINT32_MAX;
@@ -130,8 +150,7 @@ TEST(ConcurrentUpdates, SeveralWriterProcessesEachSeeTheirLatestUpdate) {
         }
         violations += runOnce(dispatch, packet).verdict !=
                       (action == ACTION_DROP ? uint32_t(XDP_DROP) : uint32_t(XDP_PASS));
-        if (i % 4 == 3)
-          usleep(20000 + 5000 * ((i + w) % 7)); // quiet moments in which installs happen
+        usleep(1000 + 300 * w);
       }
       if (!policy)
         llvm::consumeError(policy.takeError());

@@ -519,6 +519,7 @@ Expected<BenchResult> runInNamespace(const Preset &preset, const BenchOptions &o
     return err;
   runtime::OptimizerOptions optimizerOptions;
   optimizerOptions.pinDir = pinDir;
+  optimizerOptions.shadowPackets = options.shadowPackets;
   auto created = runtime::Optimizer::create(preset.program, optimizerOptions);
   if (!created)
     return created.takeError();
@@ -695,6 +696,7 @@ nlohmann::json toJson(const BenchResult &result) {
            {{"first_t1_ms", c.first.analysisMs},
             {"first_t2_ms", c.first.codegenMs},
             {"first_injection_ms", c.first.injectionMs},
+            {"first_validation_ms", c.first.validationMs},
             {"t1_ms", series(c.analysisMs)},
             {"t2_ms", series(c.codegenMs)},
             {"instructions_original", c.originalInstructions},
@@ -708,12 +710,12 @@ std::string formatResult(const BenchResult &result) {
   const CompileResult &c = result.compile;
   text += llvm::formatv("{0}: {1} ({2} method)\n", result.preset, result.program,
                         result.method);
-  text += llvm::formatv("  specialization: t1 {0:f2} ms, t2 {1:f1} ms, injection {2:f2} ms; "
-                        "recompiles: t1 median {3:f2} ms, t2 median {4:f1} ms; instructions "
-                        "{5} -> {6}\n",
-                        c.first.analysisMs, c.first.codegenMs, c.first.injectionMs,
-                        c.analysisMs.median(), c.codegenMs.median(), c.originalInstructions,
-                        c.specializedInstructions);
+  text += llvm::formatv("  specialization: t1 {0:f2} ms, t2 {1:f1} ms, shadow validation "
+                        "{2:f1} ms, injection {3:f2} ms; recompiles: t1 median {4:f2} ms, t2 "
+                        "median {5:f1} ms; instructions {6} -> {7}\n",
+                        c.first.analysisMs, c.first.codegenMs, c.first.validationMs,
+                        c.first.injectionMs, c.analysisMs.median(), c.codegenMs.median(),
+                        c.originalInstructions, c.specializedInstructions);
   for (const std::string &applied : c.applied)
     text += "    " + applied + "\n";
   for (const TraceResult &trace : result.traces) {
