@@ -71,7 +71,7 @@ TEST(ConcurrentUpdates, EveryPacketSeesTheLatestUpdate) {
     // Bursts of updates, with pauses of about one compilation between them,
     // so updates land before, during and after compilations and installs.
     if (i % 3 == 2)
-      std::this_thread::sleep_for(std::chrono::milliseconds(quietMs / 4 + i % quietMs));
+      std::this_thread::sleep_for(std::chrono::milliseconds(quietMs / 4 + i % (quietMs / 2)));
   }
   stop = true;
   compiler.join();

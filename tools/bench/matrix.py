@@ -66,12 +66,14 @@ def markdown(results, meta):
                 f"**{mor['speedup_net']['median']:.2f}x** / {gross_ratio:.2f}x | "
                 + (f"{best['net_ns']['median']:.1f} ({best['name']}) | "
                    f"{best['speedup_net']['median']:.2f}x |" if best else "- | - |"))
-    lines += ["", "| function | t1 first (ms) | t2 first (ms) | injection (ms) | t1 median "
-              "(ms) | t2 median (ms) | instructions original -> specialized | specialized |",
-              "|---|---|---|---|---|---|---|---|"]
+    lines += ["", "| function | t1 first (ms) | t2 first (ms) | shadow validation (ms) | "
+              "injection (ms) | t1 median (ms) | t2 median (ms) | instructions original -> "
+              "specialized | specialized |",
+              "|---|---|---|---|---|---|---|---|---|"]
     for result in results:
         c = result["compile"]
         lines.append(f"| {result['preset']} | {c['first_t1_ms']:.2f} | {c['first_t2_ms']:.1f} | "
+                     f"{c.get('first_validation_ms', 0):.1f} | "
                      f"{c['first_injection_ms']:.2f} | {c['t1_ms']['median']:.2f} | "
                      f"{c['t2_ms']['median']:.1f} | {c['instructions_original']} -> "
                      f"{c['instructions_specialized']} | {'; '.join(c['applied'])} |")
