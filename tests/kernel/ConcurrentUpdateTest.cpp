@@ -28,23 +28,31 @@ unsigned quietMilliseconds(const runtime::CycleReport &cycle) {
                                       t.injectionMs)));
 }
 
-TEST(ConcurrentUpdates, EveryPacketSeesTheLatestUpdate) {
-  PolicyFwd fwd;
-  ASSERT_TRUE(fwd.ok());
+// Packets go to one program that never changes, which tail-calls whatever
+// the optimizer installed last (its `install` writes the one slot), so a
+// test can send packets while versions come and go.
+Expected<bpf::LoadedObject> dispatchTo(runtime::Optimizer &optimizer) {
   auto dispatcher = bpf::LoadedObject::load(
       llvm::ArrayRef<char>(reinterpret_cast<const char *>(dispatcher_bpf_start),
                            dispatcher_bpf_end - dispatcher_bpf_start),
       "dispatcher", {});
-  ASSERT_TRUE(bool(dispatcher)) << llvm::toString(dispatcher.takeError());
-  int slots = dispatcher->mapFd("current");
-  int dispatch = dispatcher->programFd("dispatch");
-  auto installInto = [slots](int fd) -> llvm::Error {
+  if (!dispatcher)
+    return dispatcher.takeError();
+  optimizer.install = [slots = dispatcher->mapFd("current")](int fd) -> llvm::Error {
     uint32_t zero = 0;
     if (bpf_map_update_elem(slots, &zero, &fd, BPF_ANY))
       return makeSystemError(errno, "dispatcher slot");
     return llvm::Error::success();
   };
-  fwd.opt().install = installInto;
+  return dispatcher;
+}
+
+TEST(ConcurrentUpdates, EveryPacketSeesTheLatestUpdate) {
+  PolicyFwd fwd;
+  ASSERT_TRUE(fwd.ok());
+  auto dispatcher = dispatchTo(fwd.opt());
+  ASSERT_TRUE(bool(dispatcher)) << llvm::toString(dispatcher.takeError());
+  int dispatch = dispatcher->programFd("dispatch");
 
   fwd.setConfig(CFG_POLICY_ENABLED, ACTION_PASS);
   policy_key key = policyKey(0x0a000001, 80, IPPROTO_UDP);
@@ -91,19 +99,9 @@ TEST(ConcurrentUpdates, SeveralWriterProcessesEachSeeTheirLatestUpdate) {
   PinDir pins("concurrent_writers");
   PolicyFwd fwd(pins.path());
   ASSERT_TRUE(fwd.ok());
-  auto dispatcher = bpf::LoadedObject::load(
-      llvm::ArrayRef<char>(reinterpret_cast<const char *>(dispatcher_bpf_start),
-                           dispatcher_bpf_end - dispatcher_bpf_start),
-      "dispatcher", {});
+  auto dispatcher = dispatchTo(fwd.opt());
   ASSERT_TRUE(bool(dispatcher)) << llvm::toString(dispatcher.takeError());
-  int slots = dispatcher->mapFd("current");
   int dispatch = dispatcher->programFd("dispatch");
-  fwd.opt().install = [slots](int fd) -> llvm::Error {
-    uint32_t zero = 0;
-    if (bpf_map_update_elem(slots, &zero, &fd, BPF_ANY))
-      return makeSystemError(errno, "dispatcher slot");
-    return llvm::Error::success();
-  };
 
   constexpr unsigned Writers = 3, Updates = 200;
   fwd.setConfig(CFG_POLICY_ENABLED, ACTION_PASS);
