@@ -25,7 +25,7 @@ struct MapLayout {
   std::string name;
   unsigned type = 0;
   uint32_t keySize = 0, valueSize = 0, maxEntries = 0, flags = 0;
-  uint32_t btfId = 0, btfKeyTypeId = 0; // the key's type, if the map has BTF
+  uint32_t btfId = 0, btfKeyTypeId = 0, btfValueTypeId = 0; // if the map has BTF
 };
 
 Expected<MapLayout> layoutOf(const std::string &name, int fd) {
@@ -35,7 +35,7 @@ Expected<MapLayout> layoutOf(const std::string &name, int fd) {
     return makeSystemError(errno, "map '{0}': cannot query", name);
   return MapLayout{name,           info.type,      info.key_size,
                    info.value_size, info.max_entries, info.map_flags,
-                   info.btf_id,     info.btf_key_type_id};
+                   info.btf_id,     info.btf_key_type_id, info.btf_value_type_id};
 }
 
 // Up to `budget` entries of a map, plus the entries under `keys` (read so a
@@ -129,14 +129,25 @@ Error Validator::createScratchMaps() {
           size = std::max(size, *reinterpret_cast<const uint32_t *>(key.data()) + 1);
     }
     map.maxEntries = std::min(map.maxEntries, size);
-    LIBBPF_OPTS(bpf_map_create_opts, attributes, .map_flags = map.flags);
+    // The live map's BTF too: values holding spin locks or timers need it.
+    int btfFd = map.btfId ? bpf_btf_get_fd_by_id(map.btfId) : -1;
+    LIBBPF_OPTS(bpf_map_create_opts, attributes, .btf_fd = uint32_t(std::max(btfFd, 0)),
+                .btf_key_type_id = btfFd >= 0 ? map.btfKeyTypeId : 0,
+                .btf_value_type_id = btfFd >= 0 ? map.btfValueTypeId : 0,
+                .map_flags = map.flags);
     for (Copy copy : {Original, Witness, Candidate}) {
       int fd = bpf_map_create(bpf_map_type(map.type), nullptr, map.keySize, map.valueSize,
                               map.maxEntries, &attributes);
-      if (fd < 0)
-        return makeSystemError(errno, "map '{0}': cannot create a scratch copy", map.name);
+      if (fd < 0) {
+        int err = errno;
+        if (btfFd >= 0)
+          close(btfFd);
+        return makeSystemError(err, "map '{0}': cannot create a scratch copy", map.name);
+      }
       scratchFds[copy][map.name] = fd;
     }
+    if (btfFd >= 0)
+      close(btfFd);
   }
   int fallback = bpf_map_create(BPF_MAP_TYPE_PROG_ARRAY, bpf::FallbackMapName,
                                 sizeof(uint32_t), sizeof(uint32_t), bpf::MaxPrograms, nullptr);
