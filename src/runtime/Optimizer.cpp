@@ -27,6 +27,12 @@ std::string pinPath(const std::string &dir, const std::string &name) {
   return path.str().str();
 }
 
+uint32_t mapIdOf(int fd) {
+  bpf_map_info info = {};
+  uint32_t length = sizeof(info);
+  return bpf_obj_get_info_by_fd(fd, &info, &length) ? 0 : info.id;
+}
+
 } // namespace
 
 Expected<std::unique_ptr<Optimizer>> Optimizer::create(const std::string &path,
@@ -135,6 +141,45 @@ Error Optimizer::pinAll() {
     createdPins.push_back(path);
   }
   return Error::success();
+}
+
+std::vector<std::string> Optimizer::repairPins() {
+  std::vector<std::string> notes;
+  if (options.pinDir.empty())
+    return notes;
+  std::vector<std::pair<std::string, int>> pins;
+  for (const auto &[name, info] : programSpec->catalog())
+    pins.emplace_back(name, original->mapFd(name));
+  pins.emplace_back(bpf::GuardMapName, guardWord.fd());
+  for (const auto &[name, fd] : pins) {
+    std::string path = pinPath(options.pinDir, name);
+    int pinned = bpf_obj_get(path.c_str());
+    if (pinned >= 0) {
+      bool ours = mapIdOf(pinned) == mapIdOf(fd);
+      close(pinned);
+      if (!ours)
+        notes.push_back(llvm::formatv("map '{0}': {1} now holds another object; "
+                                      "changes made through it do not reach the program",
+                                      name, path)
+                          .str());
+      continue;
+    }
+    if (errno != ENOENT) {
+      notes.push_back(llvm::toString(
+          makeSystemError(errno, "map '{0}': cannot check its pin {1}", name, path)));
+      continue;
+    }
+    std::error_code ec = llvm::sys::fs::create_directories(options.pinDir);
+    if (ec || bpf_obj_pin(fd, path.c_str()))
+      notes.push_back(llvm::toString(makeSystemError(
+          ec ? ec.value() : errno, "map '{0}': its pin {1} disappeared and cannot be made again",
+          name, path)));
+    else
+      notes.push_back(llvm::formatv("map '{0}': its pin {1} had disappeared; pinned again",
+                                    name, path)
+                          .str());
+  }
+  return notes;
 }
 
 void Optimizer::unpinAll() {
