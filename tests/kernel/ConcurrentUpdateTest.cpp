@@ -68,10 +68,11 @@ TEST(ConcurrentUpdates, EveryPacketSeesTheLatestUpdate) {
     ASSERT_FALSE(bool(policy.update(bytesOf(key), bytesOf(policyValue(action)))));
     uint32_t expected = action == ACTION_DROP ? XDP_DROP : XDP_PASS;
     violations += runOnce(dispatch, packet).verdict != expected;
-    // Bursts of updates, with pauses of about one compilation between them,
+    // Bursts of updates, with pauses from well under to about twice one
+    // compilation (14-25 ms for this program on a loaded 2-core machine),
     // so updates land before, during and after compilations and installs.
     if (i % 3 == 2)
-      std::this_thread::sleep_for(std::chrono::milliseconds(5 + i % 20));
+      std::this_thread::sleep_for(std::chrono::milliseconds(5 + i % 40));
   }
   stop = true;
   compiler.join();
