@@ -84,7 +84,7 @@ int mapCommand(int argc, char **argv) {
     std::fprintf(stderr, "morpheus: warning: no Morpheus guard beside %s; "
                          "updating the map without invalidating specialized code\n",
                  words[1].c_str());
-  auto key = bpf::parseHexBytes(words[2], "key");
+  auto key = bpf::parseHexBytes(words[2], "map '" + words[1] + "' key");
   if (!key)
     return fail(key.takeError());
   if (action == "delete") {
@@ -92,7 +92,7 @@ int mapCommand(int argc, char **argv) {
       return fail(std::move(err));
     return 0;
   }
-  auto value = bpf::parseHexBytes(words[3], "value");
+  auto value = bpf::parseHexBytes(words[3], "map '" + words[1] + "' value");
   if (!value)
     return fail(value.takeError());
   auto flags = parseUpdateFlags(args->get("--flags").value_or("any"));

@@ -14,6 +14,7 @@
 #include <csignal>
 #include <cstdio>
 #include <mutex>
+#include <optional>
 #include <thread>
 
 namespace morpheus::cli {
@@ -36,6 +37,54 @@ void printCycle(const runtime::CycleReport &report, bool verbose) {
   if (report.installed && verbose)
     std::fputs(logToText(report.log).c_str(), stdout);
   std::fflush(stdout);
+}
+
+// One --iface port. `link` is empty while the interface is gone: deleting an
+// interface detaches its XDP link for good, so the port is re-attached (to
+// the program running elsewhere) when an interface of that name reappears.
+// An interface that is merely down keeps its link and needs nothing.
+struct Port {
+  std::string iface;
+  std::optional<bpf::XdpLink> link;
+  std::string attachError; // the last re-attach failure, reported once
+};
+
+void reportLost(Port &lost, const std::vector<Port> &ports) {
+  lost.link.reset();
+  std::string serving;
+  for (const Port &port : ports)
+    if (port.link)
+      serving += (serving.empty() ? "" : ", ") + port.iface;
+  std::printf("interface '%s' disappeared: the kernel detached the program from it; "
+              "still serving %s; re-attaching if it comes back\n",
+              lost.iface.c_str(), serving.empty() ? "no interface" : serving.c_str());
+  std::fflush(stdout);
+}
+
+// Notices deleted interfaces and re-attaches `programFd` to those back.
+void tendPorts(std::vector<Port> &ports, int programFd, bpf::XdpMode mode,
+               const std::string &netns) {
+  for (Port &port : ports) {
+    if (port.link) {
+      if (!port.link->attached())
+        reportLost(port, ports);
+      continue;
+    }
+    auto link = bpf::XdpLink::attach(programFd, port.iface, mode, netns);
+    if (!link) {
+      std::string message = llvm::toString(link.takeError());
+      // "No such interface" is the expected state until it comes back.
+      if (message != port.attachError && message.find("no interface") == std::string::npos)
+        std::fprintf(stderr, "morpheus: interface '%s': %s\n", port.iface.c_str(),
+                     message.c_str());
+      port.attachError = std::move(message);
+      continue;
+    }
+    port.link.emplace(std::move(*link));
+    port.attachError.clear();
+    std::printf("interface '%s' is back: program attached\n", port.iface.c_str());
+    std::fflush(stdout);
+  }
 }
 
 } // namespace
@@ -109,20 +158,27 @@ int runCommand(int argc, char **argv) {
   runtime::Optimizer &opt = **optimizer;
   // One program, one set of maps, every port: a multi-port function (a
   // router, a switch) runs as one instance behind one guard.
-  std::vector<bpf::XdpLink> links;
+  std::vector<Port> ports;
   std::string ifaces;
+  std::string netns = args->get("--netns").value_or("");
   for (const std::string &iface : args->all("--iface")) {
-    auto link = bpf::XdpLink::attach(opt.originalFd(), iface, mode,
-                                     args->get("--netns").value_or(""));
+    auto link = bpf::XdpLink::attach(opt.originalFd(), iface, mode, netns);
     if (!link)
       return fail(link.takeError());
-    links.push_back(std::move(*link));
+    ports.push_back(Port{iface, std::move(*link), ""});
     ifaces += (ifaces.empty() ? "" : ", ") + iface;
   }
   opt.install = [&](int fd) -> Error {
-    for (bpf::XdpLink &link : links)
-      if (Error err = link.replace(fd))
-        return err;
+    for (Port &port : ports) {
+      if (!port.link)
+        continue;
+      if (Error err = port.link->replace(fd)) {
+        if (port.link->attached())
+          return withContext(std::move(err), "interface '" + port.iface + "'");
+        llvm::consumeError(std::move(err));
+        reportLost(port, ports);
+      }
+    }
     return Error::success();
   };
   std::printf("%s: program '%s' attached to %s (%s mode), maps pinned in %s "
@@ -161,6 +217,7 @@ int runCommand(int argc, char **argv) {
   auto nextCycle = Clock::now();
   auto retryAt = nextCycle; // after failures, triggers wait until then too
   unsigned failures = 0;
+  std::vector<std::string> pinNotes;
   while (!stopRequested && (!maxCycles || cycles < maxCycles)) {
     // A bump of the guard (by 'morpheus map' from another process, or the
     // socket) means packets are on the generic path: re-specialize now.
@@ -170,6 +227,16 @@ int runCommand(int argc, char **argv) {
     bool periodic = now >= nextCycle;
     if (periodic || ((invalidated || changed) && now >= retryAt)) {
       changed = false;
+      if (periodic) {
+        tendPorts(ports, opt.activeFd(), mode, netns);
+        // A note that persists (a pin path taken by another object) is
+        // printed once, not every period.
+        std::vector<std::string> notes = opt.repairPins();
+        if (notes != pinNotes)
+          for (const std::string &note : notes)
+            std::fprintf(stderr, "morpheus: %s\n", note.c_str());
+        pinNotes = std::move(notes);
+      }
       runtime::CycleReport report = opt.runCycle();
       ++cycles;
       // Back off exponentially while cycles fail (up to 64 periods), so a

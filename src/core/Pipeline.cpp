@@ -11,6 +11,8 @@
 #include <llvm/Transforms/Utils/ModuleUtils.h>
 
 #include <algorithm>
+#include <cstdlib>
+#include <string_view>
 #include <set>
 
 using namespace llvm;
@@ -90,6 +92,23 @@ Error verify(Module &module, const char *stage) {
   return Error::success();
 }
 
+// TEST-ONLY: MORPHEUS_TEST_CRASH_PASS=segv|abort crashes the pipeline right
+// after the table passes (a store through a null pointer, or abort()), as a
+// broken pass would, so tests can prove that a crash costs one cycle and not
+// the daemon (ProgramSpec::specialize recovers it). Never set it elsewhere.
+void crashIfAskedForTests() {
+  const char *how = std::getenv("MORPHEUS_TEST_CRASH_PASS");
+  if (!how)
+    return;
+  if (std::string_view(how) == "abort")
+    std::abort();
+  if (std::string_view(how) == "segv") {
+    int *nowhere = nullptr;
+    asm volatile("" : "+r"(nowhere)); // hides the null, so the store is emitted
+    *nowhere = 1;
+  }
+}
+
 } // namespace
 
 std::vector<std::string> tablePassNames() {
@@ -161,6 +180,7 @@ Expected<SpecializationLog> specializeModule(Module &module,
       return makeError("unknown pass '{0}'", name);
   }
   passes.run(module, managers.mam);
+  crashIfAskedForTests();
   if (Error err = verify(module, "table passes"))
     return err;
 

@@ -86,14 +86,26 @@ void ControlServer::serve() {
       if (got <= 0)
         break;
       buffer.append(chunk, got);
-      if (buffer.size() > (1 << 20))
-        break; // nobody sends a megabyte-long request line honestly
       size_t newline;
       while ((newline = buffer.find('\n')) != std::string::npos) {
         std::string reply = handle(buffer.substr(0, newline)) + "\n";
         buffer.erase(0, newline + 1);
         if (write(client, reply.data(), reply.size()) < 0)
           break;
+      }
+      if (buffer.size() > MaxRequestLine) {
+        // Nobody sends a request this long honestly; answer, then hang up
+        // rather than buffer without bound.
+        std::string reply = nlohmann::json({{"ok", false},
+                                            {"error", "request line longer than " +
+                                                          std::to_string(MaxRequestLine) +
+                                                          " bytes; closing the connection"}})
+                                .dump() +
+                            "\n";
+        if (write(client, reply.data(), reply.size()) < 0) {
+          // The connection is closed below either way.
+        }
+        break;
       }
     }
     close(client);

@@ -28,6 +28,9 @@ public:
         std::function<std::string()> status);
   ~ControlServer();
 
+  // Longer request lines are refused and the connection closed.
+  static constexpr size_t MaxRequestLine = 1 << 20;
+
   // Handles one request line; public so it can be tested without a socket.
   std::string handle(const std::string &line);
 

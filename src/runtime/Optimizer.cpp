@@ -5,7 +5,6 @@
 
 #include <bpf/bpf.h>
 #include <linux/bpf.h>
-#include <llvm/Support/CrashRecoveryContext.h>
 #include <llvm/Support/FileSystem.h>
 #include <llvm/Support/Path.h>
 #include <unistd.h>
@@ -13,7 +12,6 @@
 #include <algorithm>
 #include <chrono>
 #include <fstream>
-#include <mutex>
 
 namespace morpheus::runtime {
 
@@ -29,6 +27,12 @@ std::string pinPath(const std::string &dir, const std::string &name) {
   llvm::SmallString<128> path(dir);
   llvm::sys::path::append(path, name);
   return path.str().str();
+}
+
+uint32_t mapIdOf(int fd) {
+  bpf_map_info info = {};
+  uint32_t length = sizeof(info);
+  return bpf_obj_get_info_by_fd(fd, &info, &length) ? 0 : info.id;
 }
 
 } // namespace
@@ -141,6 +145,45 @@ Error Optimizer::pinAll() {
   return Error::success();
 }
 
+std::vector<std::string> Optimizer::repairPins() {
+  std::vector<std::string> notes;
+  if (options.pinDir.empty())
+    return notes;
+  std::vector<std::pair<std::string, int>> pins;
+  for (const auto &[name, info] : programSpec->catalog())
+    pins.emplace_back(name, original->mapFd(name));
+  pins.emplace_back(bpf::GuardMapName, guardWord.fd());
+  for (const auto &[name, fd] : pins) {
+    std::string path = pinPath(options.pinDir, name);
+    int pinned = bpf_obj_get(path.c_str());
+    if (pinned >= 0) {
+      bool ours = mapIdOf(pinned) == mapIdOf(fd);
+      close(pinned);
+      if (!ours)
+        notes.push_back(llvm::formatv("map '{0}': {1} now holds another object; "
+                                      "changes made through it do not reach the program",
+                                      name, path)
+                          .str());
+      continue;
+    }
+    if (errno != ENOENT) {
+      notes.push_back(llvm::toString(
+          makeSystemError(errno, "map '{0}': cannot check its pin {1}", name, path)));
+      continue;
+    }
+    std::error_code ec = llvm::sys::fs::create_directories(options.pinDir);
+    if (ec || bpf_obj_pin(fd, path.c_str()))
+      notes.push_back(llvm::toString(makeSystemError(
+          ec ? ec.value() : errno, "map '{0}': its pin {1} disappeared and cannot be made again",
+          name, path)));
+    else
+      notes.push_back(llvm::formatv("map '{0}': its pin {1} had disappeared; pinned again",
+                                    name, path)
+                          .str());
+  }
+  return notes;
+}
+
 void Optimizer::unpinAll() {
   for (const std::string &path : createdPins)
     unlink(path.c_str());
@@ -190,27 +233,9 @@ CycleReport Optimizer::runCycle(bool force) {
   }
 
   start = Clock::now();
-  // A pass or the code generator that crashes (a bug in LLVM or in ours)
-  // must cost one cycle, not the daemon and the running program's optimizer:
-  // the crash unwinds to here, the clone it worked on is abandoned (leaked;
-  // the pristine IR is never modified) and the cycle fails like any other.
-  static std::once_flag crashRecovery;
-  std::call_once(crashRecovery, [] { llvm::CrashRecoveryContext::Enable(); });
-  std::optional<Expected<bpf::SpecializedObject>> built;
-  llvm::CrashRecoveryContext recovery;
-  bool survived = recovery.RunSafely([&] {
-    built.emplace(programSpec->specialize(
-        snapshot, bpf::SpecializeRequest{options.inlineLimit, version, unguarded}));
-  });
+  auto object = programSpec->specialize(
+      snapshot, bpf::SpecializeRequest{options.inlineLimit, version, unguarded});
   report.times.codegenMs = millisecondsSince(start);
-  if (!survived) {
-    report.outcome = llvm::formatv("failed: specializing {0} crashed (signal {1}); the "
-                                   "running program is unchanged",
-                                   programSpec->objectName(), recovery.RetCode - 128)
-                         .str();
-    return report;
-  }
-  Expected<bpf::SpecializedObject> &object = *built;
   if (!object) {
     report.outcome = "failed: " + llvm::toString(object.takeError());
     return report;

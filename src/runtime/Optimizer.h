@@ -65,6 +65,12 @@ public:
   // fails the new program is discarded and the running one stays.
   std::function<Error(int programFd)> install;
 
+  // Pins removed behind Morpheus's back (an unlinked map, a deleted pin
+  // directory) are pinned again, so control planes keep reaching the maps
+  // and, above all, the guard; a pin path that now holds another object is
+  // reported and left alone. One line per pin that needed attention.
+  std::vector<std::string> repairPins();
+
   const bpf::ProgramSpec &spec() const { return *programSpec; }
   const std::string &entryName() const { return entry; }
   int originalFd() const;      // the original entry program

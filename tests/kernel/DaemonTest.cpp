@@ -31,23 +31,34 @@ bool waitFor(const std::function<bool()> &condition, std::chrono::seconds limit)
   return condition();
 }
 
-// One request, one reply line.
-nlohmann::json ask(const std::string &socketPath, const nlohmann::json &request) {
+// Sends `line` (newline added), returns the reply line.
+std::string askRaw(const std::string &socketPath, const std::string &line) {
   int fd = socket(AF_UNIX, SOCK_STREAM, 0);
   sockaddr_un address = {};
   address.sun_family = AF_UNIX;
   std::strncpy(address.sun_path, socketPath.c_str(), sizeof(address.sun_path) - 1);
   if (connect(fd, reinterpret_cast<sockaddr *>(&address), sizeof(address))) {
     close(fd);
-    return {{"connect_error", strerror(errno)}};
+    return nlohmann::json({{"connect_error", strerror(errno)}}).dump();
   }
-  std::string line = request.dump() + "\n", reply;
-  EXPECT_EQ(write(fd, line.data(), line.size()), ssize_t(line.size()));
+  std::string request = line + "\n", reply;
+  // The server may hang up before reading all of an oversized line.
+  for (size_t sent = 0; sent < request.size();) {
+    ssize_t wrote = send(fd, request.data() + sent, request.size() - sent, MSG_NOSIGNAL);
+    if (wrote <= 0)
+      break;
+    sent += wrote;
+  }
   char c;
   while (read(fd, &c, 1) == 1 && c != '\n')
     reply += c;
   close(fd);
-  return nlohmann::json::parse(reply, nullptr, false);
+  return reply;
+}
+
+// One request, one reply line.
+nlohmann::json ask(const std::string &socketPath, const nlohmann::json &request) {
+  return nlohmann::json::parse(askRaw(socketPath, request.dump()), nullptr, false);
 }
 
 std::string slurp(const std::string &path) {
@@ -57,40 +68,82 @@ std::string slurp(const std::string &path) {
   return text.str();
 }
 
+// `morpheus run PROG ARGS... --socket S` as a child process, stdout and
+// stderr in a log file; killed if the test ends before it is stopped.
+class Daemon {
+public:
+  Daemon(const std::string &tag, std::vector<std::string> arguments)
+      : socketPath("/tmp/morpheus-test-" + tag + "-" + std::to_string(getpid()) + ".sock"),
+        logPath("/tmp/morpheus-test-" + tag + "-" + std::to_string(getpid()) + ".log") {
+    std::string morpheus = binPath("morpheus");
+    arguments.insert(arguments.begin(),
+                     {"morpheus", "run", sourcePath("examples/policy_fwd.bpf.c")});
+    arguments.insert(arguments.end(), {"--socket", socketPath});
+    pid = fork();
+    if (pid == 0) {
+      freopen(logPath.c_str(), "w", stdout);
+      dup2(fileno(stdout), 2);
+      std::vector<char *> argv;
+      for (std::string &argument : arguments)
+        argv.push_back(argument.data());
+      argv.push_back(nullptr);
+      execv(morpheus.c_str(), argv.data());
+      _exit(127);
+    }
+  }
+  ~Daemon() {
+    if (pid > 0) {
+      kill(pid, SIGKILL);
+      waitpid(pid, nullptr, 0);
+    }
+    unlink(logPath.c_str());
+    unlink(socketPath.c_str());
+  }
+
+  bool started() {
+    return pid > 0 && waitFor([&] { return access(socketPath.c_str(), F_OK) == 0; },
+                              std::chrono::seconds(20));
+  }
+  bool alive() const { return pid > 0 && waitpid(pid, nullptr, WNOHANG) == 0; }
+  // SIGTERM; true when it exits with status 0.
+  bool stop() {
+    if (kill(pid, SIGTERM))
+      return false;
+    int status = 0;
+    bool reaped = waitpid(pid, &status, 0) == pid;
+    pid = 0;
+    return reaped && WIFEXITED(status) && WEXITSTATUS(status) == 0;
+  }
+  std::string log() const { return slurp(logPath); }
+  nlohmann::json ask(const nlohmann::json &request) const {
+    return morpheus::testing::ask(socketPath, request);
+  }
+  // Waits until the daemon runs code specialized for `version`.
+  bool specializedFor(uint64_t version) const {
+    return waitFor(
+        [&] {
+          nlohmann::json status = ask({{"op", "status"}});
+          return status.value("ok", false) &&
+                 status["status"]["specialized_version"].get<uint64_t>() == version;
+        },
+        std::chrono::seconds(10));
+  }
+
+  const std::string socketPath, logPath;
+
+private:
+  pid_t pid = -1;
+};
+
 TEST(Daemon, ControlSocketUpdatesAndCleanShutdown) {
   VethPair::sweepStale("daemon");
   VethPair veth("daemon");
   PinDir pins("daemon");
   std::string pinDir = pins.path() + "/policy_fwd";
-  std::string socketPath = "/tmp/morpheus-test-" + std::to_string(getpid()) + ".sock";
-  std::string logPath = "/tmp/morpheus-test-" + std::to_string(getpid()) + ".log";
-
-  pid_t daemon = fork();
-  ASSERT_GE(daemon, 0);
-  if (daemon == 0) {
-    freopen(logPath.c_str(), "w", stdout);
-    dup2(fileno(stdout), 2);
-    std::string program = sourcePath("examples/policy_fwd.bpf.c");
-    std::string morpheus = binPath("morpheus");
-    execl(morpheus.c_str(), "morpheus", "run", program.c_str(), "--iface",
-          veth.ifB().c_str(), "--netns", veth.nsB().c_str(), "--pin-dir", pinDir.c_str(),
-          "--socket", socketPath.c_str(), "--period", "200ms", "--xdp-mode", "generic",
-          nullptr);
-    _exit(127);
-  }
-  struct Reaper {
-    pid_t pid;
-    ~Reaper() {
-      if (pid > 0) {
-        kill(pid, SIGKILL);
-        waitpid(pid, nullptr, 0);
-      }
-    }
-  } reaper{daemon};
-
-  ASSERT_TRUE(waitFor([&] { return access(socketPath.c_str(), F_OK) == 0; },
-                      std::chrono::seconds(20)))
-      << slurp(logPath);
+  Daemon daemon("daemon", {"--iface", veth.ifB(), "--netns", veth.nsB(), "--pin-dir", pinDir,
+                           "--period", "200ms", "--xdp-mode", "generic"});
+  const std::string &socketPath = daemon.socketPath;
+  ASSERT_TRUE(daemon.started()) << daemon.log();
   struct stat info = {};
   ASSERT_EQ(stat(socketPath.c_str(), &info), 0);
   EXPECT_EQ(info.st_mode & 0777, 0600u) << "only root may talk to the daemon";
@@ -116,30 +169,78 @@ TEST(Daemon, ControlSocketUpdatesAndCleanShutdown) {
     EXPECT_FALSE(reply.value("ok", true)) << bad.dump();
     EXPECT_TRUE(reply.contains("error")) << reply.dump();
   }
+  for (const std::string &bad : {std::string("{\"op\": \"update\", \"map\":"),
+                                 std::string("[1, 2, 3]"), std::string(3 << 20, 'x')}) {
+    nlohmann::json reply = nlohmann::json::parse(askRaw(socketPath, bad), nullptr, false);
+    EXPECT_FALSE(reply.value("ok", true)) << reply.dump();
+    EXPECT_TRUE(reply.contains("error")) << reply.dump();
+  }
+  nlohmann::json after = ask(socketPath, {{"op", "status"}});
+  EXPECT_TRUE(after.value("ok", false)) << "the daemon survives bad requests";
+  EXPECT_EQ(after["status"]["guard_version"], updated["version"])
+      << "bad requests changed nothing";
 
   // The daemon re-specializes for the new version on its own.
-  uint64_t target = updated["version"];
-  EXPECT_TRUE(waitFor(
-      [&] {
-        nlohmann::json status = ask(socketPath, {{"op", "status"}});
-        return status.value("ok", false) &&
-               status["status"]["specialized_version"].get<uint64_t>() == target;
-      },
-      std::chrono::seconds(10)))
-      << slurp(logPath);
+  EXPECT_TRUE(daemon.specializedFor(updated["version"])) << daemon.log();
 
-  ASSERT_EQ(kill(daemon, SIGTERM), 0);
-  int status = 0;
-  ASSERT_EQ(waitpid(daemon, &status, 0), daemon);
-  reaper.pid = 0;
-  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << slurp(logPath);
-  std::string log = slurp(logPath);
+  std::string log = daemon.log();
+  EXPECT_TRUE(daemon.stop()) << log;
   EXPECT_NE(log.find("installed"), std::string::npos) << log;
   EXPECT_NE(access(socketPath.c_str(), F_OK), 0) << "socket left behind";
   EXPECT_NE(access(pinDir.c_str(), F_OK), 0) << "pins left behind";
   std::string link = "ip -n " + veth.nsB() + " link show " + veth.ifB() + " | grep -q xdp";
   EXPECT_NE(std::system(link.c_str()), 0) << "program still attached";
-  unlink(logPath.c_str());
+}
+
+// An interface that goes down keeps its program; one that is deleted loses
+// it (the kernel detaches the link): the daemon says so, keeps serving the
+// other port and re-specializing, and re-attaches when the interface is back.
+TEST(Daemon, KeepsServingWhenAnInterfaceGoesDownOrAway) {
+  VethPair::sweepStale("daemonif");
+  VethPair veth("daemonif");
+  PinDir pins("daemonif");
+  // A second port beside ifB in the same namespace.
+  std::string extra = "mpx" + std::to_string(getpid() % 1000000);
+  std::string add = "ip -n " + veth.nsB() + " link add " + extra + " type veth peer name " +
+                    extra + "p && ip -n " + veth.nsB() + " link set " + extra + " up";
+  ASSERT_EQ(std::system(add.c_str()), 0);
+  Daemon daemon("daemonif", {"--iface", veth.ifB(), "--iface", extra, "--netns", veth.nsB(),
+                             "--pin-dir", pins.path(), "--period", "200ms",
+                             "--xdp-mode", "generic"});
+  ASSERT_TRUE(daemon.started()) << daemon.log();
+  auto update = [&](const std::string &value) {
+    nlohmann::json reply = daemon.ask(
+        {{"op", "update"}, {"map", "config"}, {"key", "00000000"}, {"value", value}});
+    EXPECT_TRUE(reply.value("ok", false)) << reply.dump();
+    return reply.value("version", uint64_t(0));
+  };
+  auto attached = [&](const std::string &iface) {
+    std::string show = "ip -n " + veth.nsB() + " link show " + iface + " | grep -q xdp";
+    return std::system(show.c_str()) == 0;
+  };
+
+  ASSERT_EQ(std::system(("ip -n " + veth.nsB() + " link set " + veth.ifB() + " down").c_str()), 0);
+  EXPECT_TRUE(daemon.specializedFor(update("02000000 01000000"))) << daemon.log();
+  EXPECT_TRUE(attached(veth.ifB())) << "a port that is down keeps its program";
+
+  ASSERT_EQ(std::system(("ip -n " + veth.nsB() + " link del " + extra).c_str()), 0);
+  EXPECT_TRUE(daemon.specializedFor(update("02000000 00000000"))) << daemon.log();
+  EXPECT_TRUE(waitFor(
+      [&] { return daemon.log().find("interface '" + extra + "' disappeared") != std::string::npos; },
+      std::chrono::seconds(5)))
+      << daemon.log();
+  EXPECT_NE(daemon.log().find("still serving " + veth.ifB()), std::string::npos) << daemon.log();
+  EXPECT_TRUE(daemon.alive());
+  EXPECT_TRUE(attached(veth.ifB()));
+
+  ASSERT_EQ(std::system(add.c_str()), 0);
+  EXPECT_TRUE(waitFor(
+      [&] { return daemon.log().find("interface '" + extra + "' is back") != std::string::npos; },
+      std::chrono::seconds(5)))
+      << daemon.log();
+  EXPECT_TRUE(attached(extra));
+  EXPECT_TRUE(daemon.specializedFor(update("02000000 01000000"))) << daemon.log();
+  EXPECT_TRUE(daemon.stop()) << daemon.log();
 }
 
 } // namespace

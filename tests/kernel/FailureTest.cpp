@@ -3,7 +3,13 @@
 #include "PolicyFwd.h"
 
 #include <bpf/bpf.h>
+#include <fcntl.h>
 #include <linux/bpf.h>
+#include <linux/in.h>
+
+#include <algorithm>
+#include <cstdlib>
+#include <filesystem>
 
 namespace morpheus::testing {
 namespace {
@@ -30,30 +36,98 @@ TEST(Failure, RejectedInstallKeepsTheRunningProgram) {
   EXPECT_TRUE(fwd.opt().runCycle().installed) << "the next cycle retries";
 }
 
-// A pass that crashes (here on purpose, through the test-only switch) costs
-// one cycle: the process lives on, the running program is unchanged and
-// still correct, and the next cycle specializes as if nothing happened.
-TEST(Failure, CrashingPassCostsOneCycleNotTheProcess) {
+// MORPHEUS_TEST_CRASH_PASS makes the pipeline crash inside the compiler, as
+// a broken pass would: the cycle fails, the running program stays, and the
+// next cycle (pristine IR untouched) installs.
+TEST(Failure, CrashInAPassCostsOneCycleNotTheProcess) {
   PolicyFwd fwd;
   ASSERT_TRUE(fwd.ok());
   fwd.setConfig(CFG_POLICY_ENABLED, ACTION_DROP);
   fwd.specialize();
+  uint32_t action = ACTION_PASS;
+  for (const char *how : {"segv", "abort"}) {
+    int running = fwd.opt().activeFd();
+    fwd.setConfig(CFG_POLICY_ENABLED, action);
+    setenv("MORPHEUS_TEST_CRASH_PASS", how, 1);
+    runtime::CycleReport crashed = fwd.opt().runCycle();
+    unsetenv("MORPHEUS_TEST_CRASH_PASS");
+    EXPECT_FALSE(crashed.installed) << how;
+    EXPECT_NE(crashed.outcome.find("policy_fwd.bpf.c: specialization crashed"),
+              std::string::npos)
+        << crashed.outcome;
+    EXPECT_EQ(fwd.opt().activeFd(), running);
+    EXPECT_EQ(runOnce(running, buildPacket(PacketSpec{})).verdict,
+              action == ACTION_PASS ? uint32_t(XDP_PASS) : uint32_t(XDP_DROP))
+        << "the stale program must defer to the original";
+    runtime::CycleReport next = fwd.opt().runCycle();
+    EXPECT_TRUE(next.installed) << how << ": " << next.outcome;
+    action = action == ACTION_PASS ? ACTION_DROP : ACTION_PASS;
+  }
+}
+
+// A map the optimizer can no longer read (its fd replaced behind its back)
+// fails the cycle with the map's name; once readable again, cycles install.
+TEST(Failure, UnreadableMapFailsTheCycleByName) {
+  PolicyFwd fwd;
+  ASSERT_TRUE(fwd.ok());
+  fwd.setConfig(CFG_POLICY_ENABLED, ACTION_DROP);
+  fwd.setPolicy(policyKey(0x0a000001, 80, IPPROTO_UDP), policyValue(ACTION_PASS));
+  fwd.specialize();
   int running = fwd.opt().activeFd();
-
+  int policy = fwd.opt().mapFd("policy");
+  int saved = dup(policy);
+  int notAMap = open("/dev/null", O_RDONLY | O_CLOEXEC);
+  ASSERT_GE(saved, 0);
+  ASSERT_EQ(dup2(notAMap, policy), policy);
   fwd.setConfig(CFG_POLICY_ENABLED, ACTION_PASS);
-  setenv("MORPHEUS_TEST_CRASH_PASSES", "1", 1);
-  runtime::CycleReport crashed = fwd.opt().runCycle();
-  unsetenv("MORPHEUS_TEST_CRASH_PASSES");
-  EXPECT_FALSE(crashed.installed);
-  EXPECT_NE(crashed.outcome.find("crashed (signal 11)"), std::string::npos) << crashed.outcome;
-  EXPECT_NE(crashed.outcome.find("policy_fwd"), std::string::npos) << crashed.outcome;
+  runtime::CycleReport failed = fwd.opt().runCycle();
+  ASSERT_EQ(dup2(saved, policy), policy);
+  close(saved);
+  close(notAMap);
+  EXPECT_FALSE(failed.installed);
+  EXPECT_TRUE(failed.outcome.starts_with("failed: map 'policy'")) << failed.outcome;
   EXPECT_EQ(fwd.opt().activeFd(), running);
-  EXPECT_EQ(runOnce(running, buildPacket(PacketSpec{})).verdict, uint32_t(XDP_PASS));
+  EXPECT_TRUE(fwd.opt().runCycle().installed);
+}
 
-  runtime::CycleReport after = fwd.opt().runCycle();
-  ASSERT_TRUE(after.installed) << after.outcome;
-  EXPECT_EQ(runOnce(fwd.opt().activeFd(), buildPacket(PacketSpec{})).verdict,
-            uint32_t(XDP_PASS));
+// Removed pins (the whole pin directory here) are pinned again, guard
+// included, so `morpheus map` and client libraries keep reaching the
+// program; a pin path taken by another map is reported and left alone.
+TEST(Failure, RemovedPinsAreRepaired) {
+  PinDir pins("repair");
+  PolicyFwd fwd(pins.path());
+  ASSERT_TRUE(fwd.ok());
+  fwd.setConfig(CFG_POLICY_ENABLED, ACTION_PASS);
+  fwd.specialize();
+  EXPECT_TRUE(fwd.opt().repairPins().empty());
+
+  std::filesystem::remove_all(pins.path());
+  std::vector<std::string> notes = fwd.opt().repairPins();
+  for (const char *name : {"map 'policy'", "map 'morpheus_guard'"})
+    EXPECT_TRUE(std::any_of(notes.begin(), notes.end(), [&](const std::string &note) {
+      return note.starts_with(name) && note.find("pinned again") != std::string::npos;
+    })) << name;
+  EXPECT_TRUE(fwd.opt().repairPins().empty());
+
+  auto updater = bpf::MapUpdater::open(pins.path() + "/policy");
+  ASSERT_TRUE(bool(updater)) << llvm::toString(updater.takeError());
+  EXPECT_TRUE(updater->guarded()) << "the guard pin came back too";
+  policy_key key = policyKey(0x0a000001, 80, IPPROTO_UDP);
+  ASSERT_FALSE(bool(updater->update(bytesOf(key), bytesOf(policyValue(ACTION_DROP)))));
+  Bytes packet = buildPacket(PacketSpec{.daddr = 0x0a000001, .dport = 80});
+  EXPECT_EQ(runOnce(fwd.opt().activeFd(), packet).verdict, uint32_t(XDP_DROP));
+
+  std::string policyPin = pins.path() + "/policy";
+  ASSERT_EQ(unlink(policyPin.c_str()), 0);
+  int impostor = bpf_map_create(BPF_MAP_TYPE_HASH, "policy", 8, 16, 8, nullptr);
+  ASSERT_GE(impostor, 0);
+  ASSERT_EQ(bpf_obj_pin(impostor, policyPin.c_str()), 0);
+  close(impostor);
+  notes = fwd.opt().repairPins();
+  ASSERT_EQ(notes.size(), 1u);
+  EXPECT_NE(notes[0].find("map 'policy': " + policyPin + " now holds another object"),
+            std::string::npos)
+      << notes[0];
 }
 
 TEST(Failure, PinnedMapWithAnotherLayoutIsRefusedByName) {

@@ -106,20 +106,66 @@ TEST_F(MapUpdate, CompilationDuringAnUpdateNeverValidatesStaleContents) {
   EXPECT_EQ(runOnce(fwd.opt().activeFd(), packet).verdict, uint32_t(XDP_PASS));
 }
 
+// Exit status and everything the command printed.
+std::pair<int, std::string> morpheusCliOutput(const std::string &arguments) {
+  std::string command = binPath("morpheus") + " " + arguments + " 2>&1";
+  std::string text;
+  FILE *pipe = popen(command.c_str(), "r");
+  char buffer[4096];
+  while (size_t got = fread(buffer, 1, sizeof(buffer), pipe))
+    text.append(buffer, got);
+  return {WEXITSTATUS(pclose(pipe)), text};
+}
+
 TEST_F(MapUpdate, BadCliInputIsRejectedAndChangesNothing) {
   PolicyFwd fwd(pins.path());
   ASSERT_TRUE(fwd.ok());
+  policy_key key = policyKey(0x0a000001, 80, IPPROTO_UDP);
+  fwd.setPolicy(key, policyValue(ACTION_DROP));
   uint64_t version = fwd.opt().guard().version();
-  std::string pin = pins.path() + "/policy";
-  EXPECT_EQ(morpheusCli("map update " + pin + " 0a000001 01000000 2>/dev/null"), 1)
-      << "a 4-byte key for an 8-byte map";
-  EXPECT_EQ(morpheusCli("map update " + pin + " zz 00 2>/dev/null"), 1);
-  EXPECT_EQ(morpheusCli("map update " + pins.path() + "/nosuchmap 00 00 2>/dev/null"), 1);
-  EXPECT_EQ(morpheusCli("map update " + pin + " 2>/dev/null"), 2);
+  std::string pin = pins.path() + "/policy", missing = pins.path() + "/nosuchmap";
+  std::string k = hex(bytesOf(key)), v = hex(bytesOf(policyValue(ACTION_PASS)));
+  struct Case {
+    std::string arguments;
+    int status;
+    std::string message;
+  };
+  const Case cases[] = {
+      {"map update " + pin + " 0a000001 " + v, 1,
+       "map '" + pin + "': key has 4 bytes, the map's keys have 8"},
+      {"map update " + pin + " " + k + " 0100", 1,
+       "map '" + pin + "': value has 2 bytes, the map's values have 16"},
+      {"map update " + pin + " zz " + v, 1, "map '" + pin + "' key: unexpected character 'z'"},
+      {"map update " + pin + " " + k + " 0a0", 1,
+       "map '" + pin + "' value: '0a0' has an odd number of hex digits"},
+      {"map delete " + pin + " 0a00", 1, "map '" + pin + "': key has 2 bytes"},
+      {"map update " + missing + " 00 00", 1,
+       "map '" + missing + "': cannot open the pinned map: No such file"},
+      {"map dump " + missing, 1, "map '" + missing + "': cannot open the pinned map"},
+      {"map update " + pin + " " + k + " " + v + " --flags sometimes", 2,
+       "--flags takes any, noexist or exist, not 'sometimes'"},
+      {"map update " + pin, 2, "usage: morpheus map"}};
+  for (const Case &bad : cases) {
+    auto [status, text] = morpheusCliOutput(bad.arguments);
+    EXPECT_EQ(status, bad.status) << bad.arguments << "\n" << text;
+    EXPECT_NE(text.find(bad.message), std::string::npos) << bad.arguments << "\n" << text;
+  }
   EXPECT_EQ(fwd.opt().guard().version(), version) << "rejected input bumped the guard";
+
+  // Well-formed, but the kernel refuses it (the key exists): named, and
+  // the map keeps its entry.
+  auto [status, text] = morpheusCliOutput("map update " + pin + " " + k + " " + v +
+                                          " --flags noexist");
+  EXPECT_EQ(status, 1);
+  EXPECT_NE(text.find("map '" + pin + "': update of key"), std::string::npos) << text;
+  EXPECT_NE(text.find("File exists"), std::string::npos) << text;
+
+  policy_value value;
+  ASSERT_EQ(bpf_map_lookup_elem(fwd.opt().mapFd("policy"), &key, &value), 0);
+  EXPECT_EQ(value.action, uint32_t(ACTION_DROP)) << "rejected input changed the entry";
   uint8_t next[8];
-  EXPECT_NE(bpf_map_get_next_key(fwd.opt().mapFd("policy"), nullptr, next), 0)
-      << "rejected input changed the map";
+  EXPECT_EQ(bpf_map_get_next_key(fwd.opt().mapFd("policy"), &key, next), -ENOENT)
+      << "rejected input added an entry";
 }
 
 } // namespace

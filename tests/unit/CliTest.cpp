@@ -7,6 +7,7 @@
 #include <array>
 #include <cstdio>
 #include <fstream>
+#include <sys/stat.h>
 #include <unistd.h>
 
 namespace {
@@ -123,6 +124,32 @@ TEST(Cli, ErrorsNameTheFileAndChangeNothing) {
   EXPECT_NE(missing.text.find("/nonexistent/prog.bpf.c: no such file"), std::string::npos);
   EXPECT_EQ(morpheus("frobnicate").status, 2);
   EXPECT_EQ(morpheus("run " + Example).status, 2) << "--iface is required";
+}
+
+TEST(Cli, BadSnapshotFilesAreRefusedByName) {
+  std::string object = tempPath("never.o"), directory = tempPath("dir"),
+              huge = tempPath("huge.json"), truncated = tempPath("truncated.json"),
+              unknown = tempPath("unknown.json");
+  ASSERT_EQ(mkdir(directory.c_str(), 0700), 0);
+  std::ofstream(huge).close(); // made huge and sparse: no disk used
+  ASSERT_EQ(truncate(huge.c_str(), (off_t(1) << 30) + 1), 0);
+  std::ofstream(truncated) << R"({"maps": {"policy": [{"key": )";
+  std::ofstream(unknown) << R"({"maps": {"nosuch": []}})";
+  const std::pair<std::string, std::string> cases[] = {
+      {tempPath("missing.json"), ": cannot open: No such file"},
+      {directory, ": not a regular file"},
+      {huge, ": 1073741825 bytes; a snapshot larger than"},
+      {truncated, ": not valid JSON"},
+      {unknown, ": map 'nosuch' is not a map of the program"}};
+  for (const auto &[snapshot, message] : cases) {
+    Output out = morpheus("specialize " + Example + " --snapshot " + snapshot + " -o " + object);
+    EXPECT_EQ(out.status, 1) << out.text;
+    EXPECT_NE(out.text.find(snapshot + message), std::string::npos) << out.text;
+    EXPECT_NE(access(object.c_str(), F_OK), 0) << "nothing is written on bad input";
+  }
+  rmdir(directory.c_str());
+  for (const std::string &path : {huge, truncated, unknown})
+    unlink(path.c_str());
 }
 
 TEST(Cli, HelpIsAvailableForEveryCommand) {

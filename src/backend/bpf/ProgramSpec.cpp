@@ -4,8 +4,14 @@
 #include "backend/bpf/Codegen.h"
 #include "backend/bpf/VerifierBounds.h"
 
+#include <llvm/Bitcode/BitcodeReader.h>
+#include <llvm/Bitcode/BitcodeWriter.h>
+#include <llvm/Support/CrashRecoveryContext.h>
 #include <llvm/Support/Path.h>
 #include <llvm/Transforms/Utils/Cloning.h>
+
+#include <cstring>
+#include <optional>
 
 namespace morpheus::bpf {
 
@@ -42,6 +48,8 @@ Expected<std::unique_ptr<ProgramSpec>> ProgramSpec::load(const std::string &path
   if (!catalog)
     return withContext(catalog.takeError(), path);
   spec->tables = std::move(*catalog);
+  llvm::raw_svector_ostream bitcode(spec->pristineBitcode);
+  llvm::WriteBitcodeToFile(*spec->pristine, bitcode);
   spec->access = core::analyzeModule(*spec->pristine, spec->signatures, spec->tables);
   for (const llvm::Function &function : *spec->pristine)
     if (spec->signatures.isProgramEntry(function))
@@ -60,7 +68,46 @@ core::ReadPlan ProgramSpec::readPlan(uint32_t inlineLimit) const {
 
 Expected<SpecializedObject>
 ProgramSpec::specialize(const core::TableSnapshot &snapshot,
-                        const SpecializeRequest &request) const {
+                        const SpecializeRequest &request) {
+  // A crash (signal) in a pass or in code generation must cost one version,
+  // not the daemon.
+  static const bool recoveryEnabled = (llvm::CrashRecoveryContext::Enable(), true);
+  (void)recoveryEnabled;
+  std::optional<Expected<SpecializedObject>> result;
+  llvm::CrashRecoveryContext recovery;
+  if (recovery.RunSafely([&] { result.emplace(build(snapshot, request)); }))
+    return std::move(*result);
+  int signal = recovery.RetCode - 128;
+  Error crashed = makeError("{0}: specialization crashed ({1}, signal {2}); no new version",
+                            sourcePath, signal > 0 ? strsignal(signal) : "unknown", signal);
+  return llvm::joinErrors(std::move(crashed), renewContext());
+}
+
+Error ProgramSpec::renewContext() {
+  // The crashed clone lived in the pristine module's context, which it may
+  // have left half-updated (uniqued constants, metadata, use lists). That
+  // context, the pristine module and the clone are abandoned untouched
+  // (leaked: even destroying them could crash), and every later version
+  // clones a pristine module parsed afresh from the bitcode kept at load.
+  // What in-process recovery cannot undo is damage to process-wide state
+  // (a lock held inside malloc).
+  auto fresh = std::make_unique<llvm::LLVMContext>();
+  auto parsed = llvm::parseBitcodeFile(
+      llvm::MemoryBufferRef(llvm::StringRef(pristineBitcode.data(), pristineBitcode.size()),
+                            sourcePath),
+      *fresh);
+  if (!parsed)
+    return withContext(parsed.takeError(), sourcePath + ": cannot re-read the pristine IR");
+  (void)pristine.release();
+  (void)context.release();
+  context = std::move(fresh);
+  pristine = std::move(*parsed);
+  access = core::analyzeModule(*pristine, signatures, tables);
+  return Error::success();
+}
+
+Expected<SpecializedObject> ProgramSpec::build(const core::TableSnapshot &snapshot,
+                                               const SpecializeRequest &request) const {
   std::unique_ptr<llvm::Module> clone = llvm::CloneModule(*pristine);
   core::SpecializationOptions options;
   options.inlineLimit = request.inlineLimit;

@@ -46,8 +46,10 @@ public:
   static Expected<std::unique_ptr<ProgramSpec>> load(const std::string &path,
                                                      const FrontendOptions &options);
 
+  // Builds a version; a crash (signal) inside LLVM becomes an error, after
+  // which the pristine IR is re-read into a fresh context (renewContext).
   Expected<SpecializedObject> specialize(const core::TableSnapshot &snapshot,
-                                         const SpecializeRequest &request) const;
+                                         const SpecializeRequest &request);
 
   const std::string &path() const { return sourcePath; }
   // Names internal maps; identical for every version of the program.
@@ -61,9 +63,13 @@ public:
 
 private:
   ProgramSpec() = default;
+  Expected<SpecializedObject> build(const core::TableSnapshot &snapshot,
+                                    const SpecializeRequest &request) const;
+  Error renewContext();
   BpfSignatures signatures;
   std::unique_ptr<llvm::LLVMContext> context;
   std::unique_ptr<llvm::Module> pristine;
+  llvm::SmallVector<char, 0> pristineBitcode; // to start afresh after a crash
   std::unique_ptr<llvm::TargetMachine> machine;
   std::string sourcePath, name;
   std::vector<char> original;

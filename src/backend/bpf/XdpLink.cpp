@@ -84,4 +84,10 @@ Error XdpLink::replace(int programFd) {
   return Error::success();
 }
 
+bool XdpLink::attached() const {
+  bpf_link_info info = {};
+  uint32_t length = sizeof(info);
+  return bpf_obj_get_info_by_fd(linkFd, &info, &length) == 0 && info.xdp.ifindex != 0;
+}
+
 } // namespace morpheus::bpf

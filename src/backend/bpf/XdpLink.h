@@ -22,7 +22,11 @@ public:
   XdpLink &operator=(XdpLink &&other) noexcept;
   ~XdpLink(); // detaches
 
+  // Fails with ENOLINK once the link is detached (see attached()).
   Error replace(int programFd);
+  // False once the kernel has detached the link: its interface was deleted
+  // (a link on an interface that is merely down stays attached).
+  bool attached() const;
   int fd() const { return linkFd; }
   int ifindex() const { return index; }
 

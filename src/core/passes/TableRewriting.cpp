@@ -1,15 +1,10 @@
 // The table passes' shared building blocks (see TableRewriting.h).
-// TEST-ONLY switches: MORPHEUS_TEST_BREAK_INLINE=1 makes the key compare
-// chain wrong on purpose (last key byte off by one), so tests can prove that
-// the differential fuzzer (runtime/Differential) catches a broken pass;
-// MORPHEUS_TEST_CRASH_PASSES=1 makes every table pass crash (SIGSEGV), so
-// tests can prove the optimizer survives a crashing pass.
+// TEST-ONLY switch: MORPHEUS_TEST_BREAK_INLINE=1 makes the key compare chain
+// wrong on purpose (last key byte off by one), so tests can prove that the
+// differential fuzzer (runtime/Differential) catches a broken pass.
 #include "core/passes/TableRewriting.h"
 
 #include "core/TableAccessAnalysis.h"
-
-#include <csignal>
-#include <cstdlib>
 
 #include <llvm/Analysis/ValueTracking.h>
 #include <llvm/IR/Constants.h>
@@ -53,17 +48,8 @@ std::optional<std::string> whyNotInlinable(const AccessSite &site,
   return std::nullopt;
 }
 
-namespace {
-bool testSwitch(const char *name) {
-  const char *value = std::getenv(name);
-  return value && std::string(value) == "1";
-}
-} // namespace
-
 bool rewriteEligibleLookups(Module &module, ModuleAnalysisManager &mam,
                             const TablePassContext &context, SiteRewrite rewrite) {
-  if (testSwitch("MORPHEUS_TEST_CRASH_PASSES"))
-    std::raise(SIGSEGV);
   const TableAccessInfo &info = mam.getResult<TableAccessAnalysis>(module);
   LookupRewriter rewriter(module, context.constantSection);
   // Copy the sites first: rewriting erases calls the analysis points to.
@@ -132,7 +118,10 @@ std::vector<KeyChunk> chunksFor(uint32_t keySize, uint64_t alignment) {
 // compare chain matches the last key byte off by one, a deliberately wrong
 // specialization that proves `morpheus fuzz` (tests/kernel/DifferentialTest)
 // notices a broken pass. Never set it anywhere else.
-bool breakInlineForTests() { return testSwitch("MORPHEUS_TEST_BREAK_INLINE"); }
+bool breakInlineForTests() {
+  const char *value = std::getenv("MORPHEUS_TEST_BREAK_INLINE");
+  return value && std::string(value) == "1";
+}
 
 uint64_t chunkConstant(const Bytes &key, KeyChunk chunk, bool littleEndian) {
   bool broken = breakInlineForTests() && chunk.offset + chunk.width == key.size();
