@@ -1,6 +1,7 @@
 // `morpheus fuzz`: differential testing of the specializer on one program
 // (runtime/Differential), for developers changing passes and for operators
 // deciding whether to trust Morpheus with a program.
+#include "bench/Bench.h"
 #include "cli/Commands.h"
 #include "runtime/Differential.h"
 
@@ -15,7 +16,10 @@ int fuzzCommand(int argc, char **argv) {
       {"--reproducer", "FILE",
        "where to write the first difference (default ./morpheus-fuzz-repro.json)"},
       {"--program", "NAME", "the entry program (default: the first)"},
-      {"--inline-limit", "N", "inline tables with at most N entries (default 64)"}};
+      {"--inline-limit", "N", "inline tables with at most N entries (default 64)"},
+      {"--preset", "NF",
+       "also draw half of the map states from the function's configuration, as "
+       "`morpheus bench NF` sets it up (router, lb, ... or a bench*.conf)"}};
   for (const OptionSpec &spec : compilerOptions())
     specs.push_back(spec);
   auto args = Args::parse("fuzz", argc, argv, 2, specs);
@@ -42,6 +46,15 @@ int fuzzCommand(int argc, char **argv) {
           args->readUnsigned("--inline-limit", options.inlineLimit)))
     return usageError(llvm::toString(std::move(err)));
   options.seconds = seconds;
+  if (auto name = args->get("--preset")) {
+    auto preset = bench::readPreset(*name);
+    if (!preset)
+      return fail(preset.takeError());
+    auto configured = bench::configuredContents(*preset, 4096);
+    if (!configured)
+      return fail(configured.takeError());
+    options.configured = std::move(*configured);
+  }
 
   auto report = runtime::fuzzProgram(args->positional()[0], options);
   if (!report)
@@ -56,6 +69,10 @@ int fuzzCommand(int argc, char **argv) {
               (unsigned long long)report->maskedBytes,
               (unsigned long long)report->maskedVerdicts,
               (unsigned long long)report->maskedKeySets);
+  if (!options.configured.empty())
+    std::printf("fuzz: %llu of the map states drawn from the configuration of %s\n",
+                (unsigned long long)report->configuredStates,
+                args->get("--preset")->c_str());
   std::printf("fuzz: %llu cases compared, %llu differed\n",
               (unsigned long long)report->cases, (unsigned long long)report->differed);
   return report->differed ? 1 : 0;

@@ -214,9 +214,22 @@ Error Fuzzer::setUp() {
 
 MapState Fuzzer::generateState() {
   MapState state;
+  bool fromConfig = !options.configured.empty() && rng() % 2;
+  report.configuredStates += fromConfig;
   for (const MapView &map : maps) {
     if (!map.populate)
       continue;
+    auto configured = options.configured.find(map.name);
+    if (fromConfig && configured != options.configured.end()) {
+      std::vector<std::pair<Bytes, Bytes>> pool = configured->second;
+      std::shuffle(pool.begin(), pool.end(), rng);
+      pool.resize(std::min<size_t>(pool.size(), 4 * options.maxEntries));
+      for (auto &[key, value] : pool)
+        if (rng() % 4 == 0)
+          value = randomBytes(rng, map.valueSize, map.valueFields);
+      state[map.name] = std::move(pool);
+      continue;
+    }
     uint32_t count = rng() % (std::min(options.maxEntries, map.maxEntries) + 1);
     auto &entries = state[map.name];
     for (uint32_t i = 0; i < count; ++i) {

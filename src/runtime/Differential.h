@@ -9,10 +9,19 @@
 #include "backend/bpf/Frontend.h"
 #include "support/Error.h"
 
+#include "core/Tables.h"
+
 #include <cstdint>
+#include <map>
+#include <vector>
 #include <string>
 
 namespace morpheus::runtime {
+
+// Map contents by map name, values as one CPU's row: what a control plane
+// configured (e.g. `morpheus bench`'s presets), for map states that look
+// like a real deployment.
+using MapContents = std::map<std::string, std::vector<std::pair<core::Bytes, core::Bytes>>>;
 
 struct FuzzOptions {
   bpf::FrontendOptions frontend;
@@ -22,6 +31,9 @@ struct FuzzOptions {
   uint32_t inlineLimit = 64;
   uint32_t maxEntries = 8;       // per map and map state
   uint32_t packetsPerState = 24; // each also run again after a guard bump
+  // When given, half of the map states are a random subset of these (up to
+  // 4 x maxEntries per map), with one value in four rewritten at random.
+  MapContents configured;
   // Where the first difference is written as JSON; "" writes nothing.
   std::string reproducerPath;
   double shrinkSeconds = 10; // budget for dropping map entries
@@ -31,6 +43,7 @@ struct FuzzReport {
   uint64_t cases = 0;    // (map state, packet) pairs compared
   uint64_t differed = 0; // of those, the ones where the versions disagreed
   uint64_t states = 0;   // map states specialized for
+  uint64_t configuredStates = 0; // of those, drawn from FuzzOptions::configured
   // Comparisons skipped because the two runs of the original disagreed.
   uint64_t maskedBytes = 0, maskedVerdicts = 0, maskedKeySets = 0;
   double seconds = 0;

@@ -2,6 +2,7 @@
 // finds nothing on correct specializations, it does find a deliberately
 // broken pass, and the network functions survive it.
 #include "KernelSupport.h"
+#include "bench/Bench.h"
 #include "runtime/Differential.h"
 
 #include <gtest/gtest.h>
@@ -15,9 +16,11 @@ using namespace morpheus;
 namespace {
 
 runtime::FuzzReport fuzz(const std::string &relative, double seconds,
-                         const std::string &reproducer = "") {
+                         const std::string &reproducer = "",
+                         runtime::MapContents configured = {}) {
   runtime::FuzzOptions options;
   options.seconds = seconds;
+  options.configured = std::move(configured);
   options.seed = 7;
   options.reproducerPath = reproducer;
   auto report = runtime::fuzzProgram(morpheus::testing::sourcePath(relative), options);
@@ -31,10 +34,23 @@ struct BrokenInlining {
   ~BrokenInlining() { unsetenv("MORPHEUS_TEST_BREAK_INLINE"); }
 };
 
-void expectNoDifference(const std::string &relative) {
-  runtime::FuzzReport report = fuzz(relative, 8);
+// Half of the map states come from the function's own configuration (its
+// `morpheus bench` preset, loaded through its control plane), the other
+// half are random states built from the maps' BTF layouts.
+void expectNoDifference(const std::string &relative, const std::string &preset) {
+  auto configured = bench::readPreset(preset);
+  ASSERT_TRUE(bool(configured)) << llvm::toString(configured.takeError());
+  auto contents = bench::configuredContents(*configured, 4096);
+  ASSERT_TRUE(bool(contents)) << llvm::toString(contents.takeError());
+  size_t entries = 0;
+  for (const auto &[map, rows] : *contents)
+    entries += rows.size();
+  EXPECT_GT(entries, 0u) << "the preset configured nothing";
+  runtime::FuzzReport report = fuzz(relative, 8, "", std::move(*contents));
   EXPECT_EQ(report.differed, 0u) << report.reproducer;
   EXPECT_GT(report.cases, 100u);
+  EXPECT_GT(report.configuredStates, 0u);
+  EXPECT_LT(report.configuredStates, report.states) << "random states too";
 }
 
 } // namespace
@@ -64,12 +80,16 @@ TEST(Differential, CatchesABrokenKeyCompareChain) {
   unlink(reproducer.c_str());
 }
 
-TEST(Differential, RouterSmoke) { expectNoDifference("nf/router/router.bpf.c"); }
-TEST(Differential, L2SwitchSmoke) { expectNoDifference("nf/l2switch/l2switch.bpf.c"); }
-TEST(Differential, FirewallSmoke) { expectNoDifference("nf/firewall/firewall.bpf.c"); }
-TEST(Differential, LoadBalancerSmoke) { expectNoDifference("nf/lb/lb.bpf.c"); }
+TEST(Differential, RouterSmoke) { expectNoDifference("nf/router/router.bpf.c", "router"); }
+TEST(Differential, L2SwitchSmoke) {
+  expectNoDifference("nf/l2switch/l2switch.bpf.c", "l2switch");
+}
+TEST(Differential, FirewallSmoke) {
+  expectNoDifference("nf/firewall/firewall.bpf.c", "firewall");
+}
+TEST(Differential, LoadBalancerSmoke) { expectNoDifference("nf/lb/lb.bpf.c", "lb"); }
 // The fuzzer found a real bug here: with a constant nat_config.external_count
 // that is not a power of two, O2 dropped the program's `& 7` after
 // `% external_count` and the verifier rejected the specialized program.
 // backend/bpf/VerifierBounds restores such bounds.
-TEST(Differential, NatSmoke) { expectNoDifference("nf/nat/nat.bpf.c"); }
+TEST(Differential, NatSmoke) { expectNoDifference("nf/nat/nat.bpf.c", "nat"); }

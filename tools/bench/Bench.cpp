@@ -4,6 +4,7 @@
 #include "trace_driver.h"
 
 #include "backend/bpf/BpfObject.h"
+#include "backend/bpf/MapIO.h"
 #include "backend/bpf/XdpLink.h"
 #include "netns/VethPair.h"
 #include "nf/common/Registry.h"
@@ -497,6 +498,47 @@ Expected<TraceResult> measureTrace(Driver &driver, const std::vector<Variant> &v
   return result;
 }
 
+// The preset's function under an optimizer, its maps pinned in a fresh
+// directory and configured by its own control plane. Runs in the preset's
+// namespace (interface names resolve there).
+Expected<std::unique_ptr<runtime::Optimizer>> loadConfigured(const Preset &preset,
+                                                             runtime::OptimizerOptions options) {
+  options.pinDir =
+      llvm::formatv("/sys/fs/bpf/morpheus-bench-{0}-{1}", getpid(), preset.name).str();
+  if (Error err = bpf::ensureBpffs(options.pinDir))
+    return err;
+  auto created = runtime::Optimizer::create(preset.program, options);
+  if (!created)
+    return created.takeError();
+  if (Error err = runSetup(preset, options.pinDir))
+    return err;
+  return created;
+}
+
+// Runs `work` on a thread inside a scratch namespace holding the preset's
+// interfaces (devmap entries and ingress ifindexes are only valid there),
+// passing the ingress interface's veth peer; exceptions from the namespace
+// tooling become errors.
+Error inPresetNamespace(const Preset &preset,
+                        const std::function<Error(const std::string &sender)> &work) {
+  Error result = Error::success();
+  try {
+    testing::VethPair::sweepStale("bench");
+    testing::ScratchNamespace netns("bench");
+    std::string sender;
+    for (const std::string &iface : preset.interfaces) {
+      std::string peer = netns.addInterface(iface);
+      if (iface == preset.ingress)
+        sender = peer;
+    }
+    testing::runInNetns(netns.name(), [&] { result = work(sender); });
+  } catch (const std::exception &e) {
+    llvm::consumeError(std::move(result));
+    return makeError("{0}: {1}", preset.name, e.what());
+  }
+  return result;
+}
+
 Expected<BenchResult> runInNamespace(const Preset &preset, const BenchOptions &options,
                                      const std::string &traceDir,
                                      const std::string &senderInterface) {
@@ -513,23 +555,16 @@ Expected<BenchResult> runInNamespace(const Preset &preset, const BenchOptions &o
     senderIfindex = uint32_t(testing::interfaceIndex(senderInterface));
   }
 
-  std::string pinDir =
-      llvm::formatv("/sys/fs/bpf/morpheus-bench-{0}-{1}", getpid(), preset.name).str();
-  if (Error err = bpf::ensureBpffs(pinDir))
-    return err;
   runtime::OptimizerOptions optimizerOptions;
-  optimizerOptions.pinDir = pinDir;
   optimizerOptions.shadowPackets = options.shadowPackets;
-  auto created = runtime::Optimizer::create(preset.program, optimizerOptions);
+  auto created = loadConfigured(preset, optimizerOptions);
   if (!created)
     return created.takeError();
   runtime::Optimizer &optimizer = **created;
   if (options.progress)
-    options.progress(llvm::formatv("bench {0}: loaded {1} ({2:f0} ms); configuring",
+    options.progress(llvm::formatv("bench {0}: loaded {1} ({2:f0} ms) and configured",
                                    preset.name, preset.program, optimizer.startupMs())
                          .str());
-  if (Error err = runSetup(preset, pinDir))
-    return err;
 
   runtime::CycleReport first = optimizer.runCycle();
   if (!first.installed)
@@ -636,29 +671,54 @@ Expected<BenchResult> runBench(const Preset &preset, const BenchOptions &options
   if (statsFd < 0)
     return makeSystemError(errno, "bench: cannot enable bpf_stats");
 
-  std::optional<Expected<BenchResult>> outcome;
-  try {
-    testing::VethPair::sweepStale("bench");
-    testing::ScratchNamespace netns("bench");
-    std::string senderInterface; // the ingress interface's veth peer
-    for (const std::string &iface : preset.interfaces) {
-      std::string peer = netns.addInterface(iface);
-      if (iface == preset.ingress)
-        senderInterface = peer;
-    }
-    // Interface names in the config resolve, and devmap entries and the
-    // ingress ifindex are valid, only inside the namespace: everything runs
-    // on a thread that lives there.
-    testing::runInNetns(netns.name(), [&] {
-      outcome.emplace(runInNamespace(preset, options, traceDir, senderInterface));
-    });
-  } catch (const std::exception &e) {
-    outcome.emplace(makeError("bench {0}: {1}", preset.name, e.what()));
-  }
+  BenchResult result;
+  Error err = inPresetNamespace(preset, [&](const std::string &sender) -> Error {
+    auto measured = runInNamespace(preset, options, traceDir, sender);
+    if (!measured)
+      return measured.takeError();
+    result = std::move(*measured);
+    return Error::success();
+  });
   close(statsFd);
   if (!temporary.empty())
     llvm::sys::fs::remove_directories(temporary);
-  return std::move(*outcome);
+  if (err)
+    return withContext(std::move(err), "bench");
+  return result;
+}
+
+Expected<runtime::MapContents> configuredContents(const Preset &preset, uint32_t limit) {
+  runtime::MapContents contents;
+  Error err = inPresetNamespace(preset, [&](const std::string &) -> Error {
+    runtime::OptimizerOptions options;
+    options.shadowPackets = 0; // nothing is specialized here
+    auto created = loadConfigured(preset, options);
+    if (!created)
+      return created.takeError();
+    for (const auto &[name, info] : (*created)->spec().catalog()) {
+      int fd = (*created)->mapFd(name);
+      bpf_map_info map = {};
+      uint32_t length = sizeof(map);
+      if (fd < 0 || bpf_obj_get_info_by_fd(fd, &map, &length) || !bpf::isPlainDataMap(map.type))
+        continue;
+      core::Bytes key(map.key_size), next(map.key_size);
+      core::Bytes value(bpf::syscallValueSize(map.type, map.value_size));
+      const void *previous = nullptr;
+      auto &entries = contents[name];
+      while (entries.size() < limit && bpf_map_get_next_key(fd, previous, next.data()) == 0) {
+        key = next;
+        previous = key.data();
+        // Arrays list every index; only the ones the config wrote matter.
+        if (bpf_map_lookup_elem(fd, key.data(), value.data()) == 0 &&
+            std::any_of(value.begin(), value.end(), [](uint8_t b) { return b != 0; }))
+          entries.emplace_back(key, core::Bytes(value.begin(), value.begin() + map.value_size));
+      }
+    }
+    return Error::success();
+  });
+  if (err)
+    return withContext(std::move(err), "configuring " + preset.file);
+  return contents;
 }
 
 nlohmann::json toJson(const BenchResult &result) {

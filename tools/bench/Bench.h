@@ -8,6 +8,7 @@
 
 #include "Trace.h"
 #include "nf/common/ConfigFile.h"
+#include "runtime/Differential.h"
 #include "runtime/Optimizer.h"
 
 #include <nlohmann/json_fwd.hpp>
@@ -117,6 +118,11 @@ Expected<BenchResult> runBench(const Preset &preset, const BenchOptions &options
 nlohmann::json toJson(const BenchResult &result);
 // The human-readable tables `morpheus bench` prints.
 std::string formatResult(const BenchResult &result);
+
+// The preset's maps as its control plane configures them (up to `limit`
+// non-zero entries per map, values as one CPU's row): realistic map states
+// for `morpheus fuzz --preset`.
+Expected<runtime::MapContents> configuredContents(const Preset &preset, uint32_t limit);
 
 // `morpheus bench ...` (argv[1] == "bench"); returns the exit status.
 int benchCommand(int argc, char **argv);
