@@ -309,14 +309,11 @@ Expected<Dump> Fuzzer::dump(const MapView &map, Copy copy, const MapState &state
     }
     return contents;
   }
-  Bytes key(map.keySize), nextKey(map.keySize);
-  const void *previous = nullptr;
-  while (bpf_map_get_next_key(fd, previous, nextKey.data()) == 0) {
-    if (bpf_map_lookup_elem(fd, nextKey.data(), value.data()) == 0)
-      contents.entries[nextKey] = value;
-    key = nextKey;
-    previous = key.data();
-  }
+  bpf::forEachKey(fd, map.keySize, [&](const Bytes &key) {
+    if (bpf_map_lookup_elem(fd, key.data(), value.data()) == 0)
+      contents.entries[key] = value;
+    return true;
+  });
   return contents;
 }
 

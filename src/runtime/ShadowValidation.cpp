@@ -52,13 +52,10 @@ Expected<Entries> readEntries(int fd, const MapLayout &map, uint32_t budget,
     for (uint32_t index = 0; index < std::min(budget, map.maxEntries); ++index)
       take(Bytes(reinterpret_cast<uint8_t *>(&index), reinterpret_cast<uint8_t *>(&index) + 4));
   } else {
-    Bytes key(map.keySize), next(map.keySize);
-    const void *previous = nullptr;
-    while (entries.size() < budget && bpf_map_get_next_key(fd, previous, next.data()) == 0) {
-      take(next);
-      key = next;
-      previous = key.data();
-    }
+    bpf::forEachKey(fd, map.keySize, [&](const Bytes &key) {
+      take(key);
+      return entries.size() < budget;
+    });
   }
   for (const Bytes &key : keys)
     if (key.size() == map.keySize)
@@ -106,6 +103,7 @@ private:
   // Plain-data maps each copy has its own of, at their scratch sizes, with
   // the keys the specialization read.
   std::vector<MapLayout> scratch;
+  std::map<std::string, MapLayout> layouts; // every live map the versions share
   std::map<std::string, std::vector<Bytes>> readKeys;
   std::map<std::string, int> scratchFds[Copies]; // the candidate's fallback too
   std::optional<bpf::LoadedObject> copies[Copies];
@@ -170,6 +168,7 @@ Error Validator::load(llvm::ArrayRef<char> candidate) {
     auto layout = layoutOf(name, fd);
     if (!layout)
       return layout.takeError();
+    layouts[name] = *layout;
     if (bpf::isPlainDataMap(layout->type) && name != bpf::GuardMapName)
       scratch.push_back(*layout);
     else
@@ -210,22 +209,21 @@ Error Validator::fillScratchMaps() {
 
 std::vector<SamplePacket> Validator::samplePackets() {
   std::vector<KeyedTable> tables;
+  std::map<uint32_t, btf *> types; // the object's maps share one BTF
   for (const auto &[name, contents] : snapshot) {
-    auto live = liveMaps.find(name);
-    auto layout = live == liveMaps.end() ? Expected<MapLayout>(MapLayout{})
-                                         : layoutOf(name, live->second);
-    if (!layout) {
-      llvm::consumeError(layout.takeError());
+    auto found = layouts.find(name);
+    if (found == layouts.end())
       continue;
-    }
-    KeyedTable table{layout->type, {}, {}};
+    const MapLayout &layout = found->second;
+    KeyedTable table{layout.type, {}, {}};
     // The key's fields from the live map's BTF, so packets carry them where
     // a lookup reads them (an LPM key starts with its prefix length, which
     // no header carries: its words are used as they are).
-    if (layout->btfId && layout->type != BPF_MAP_TYPE_LPM_TRIE) {
-      btf *types = btf__load_from_kernel_by_id(layout->btfId);
-      integerFields(types, layout->btfKeyTypeId, 0, table.keyFields);
-      btf__free(types);
+    if (layout.btfId && layout.type != BPF_MAP_TYPE_LPM_TRIE) {
+      auto [cached, added] = types.emplace(layout.btfId, nullptr);
+      if (added)
+        cached->second = btf__load_from_kernel_by_id(layout.btfId);
+      integerFields(cached->second, layout.btfKeyTypeId, 0, table.keyFields);
     }
     for (const core::TableEntry &entry : contents.entries)
       table.entries.emplace_back(entry.key, entry.value.value_or(Bytes()));
@@ -233,6 +231,8 @@ std::vector<SamplePacket> Validator::samplePackets() {
       table.entries.emplace_back(key, Bytes());
     tables.push_back(std::move(table));
   }
+  for (const auto &[id, loaded] : types)
+    btf__free(loaded);
   Rng rng(options.seed);
   return synthesizePackets(tables, rng, options.packets);
 }

@@ -701,18 +701,15 @@ Expected<runtime::MapContents> configuredContents(const Preset &preset, uint32_t
       uint32_t length = sizeof(map);
       if (fd < 0 || bpf_obj_get_info_by_fd(fd, &map, &length) || !bpf::isPlainDataMap(map.type))
         continue;
-      core::Bytes key(map.key_size), next(map.key_size);
       core::Bytes value(bpf::syscallValueSize(map.type, map.value_size));
-      const void *previous = nullptr;
       auto &entries = contents[name];
-      while (entries.size() < limit && bpf_map_get_next_key(fd, previous, next.data()) == 0) {
-        key = next;
-        previous = key.data();
+      bpf::forEachKey(fd, map.key_size, [&](const core::Bytes &key) {
         // Arrays list every index; only the ones the config wrote matter.
         if (bpf_map_lookup_elem(fd, key.data(), value.data()) == 0 &&
             std::any_of(value.begin(), value.end(), [](uint8_t b) { return b != 0; }))
           entries.emplace_back(key, core::Bytes(value.begin(), value.begin() + map.value_size));
-      }
+        return entries.size() < limit;
+      });
     }
     return Error::success();
   });

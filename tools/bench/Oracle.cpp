@@ -3,6 +3,7 @@
 // oracle must answer) and the trace (which destinations are hot).
 #include "Oracle.h"
 
+#include "backend/bpf/MapIO.h"
 #include "nf/router/router.h"
 
 #include <bpf/bpf.h>
@@ -15,6 +16,7 @@
 #include <algorithm>
 #include <arpa/inet.h>
 #include <cstdio>
+#include <cstring>
 #include <map>
 #include <optional>
 
@@ -40,6 +42,12 @@ std::string macLiteral(const uint8_t *mac) {
   return text + "\"";
 }
 
+template <typename T> T as(const core::Bytes &bytes) {
+  T value;
+  std::memcpy(&value, bytes.data(), sizeof(T));
+  return value;
+}
+
 struct Route {
   route_key key;
   route value;
@@ -52,15 +60,12 @@ public:
 
   std::vector<Route> routes() const {
     std::vector<Route> all;
-    route_key key, next;
-    route_key *previous = nullptr;
-    while (bpf_map_get_next_key(routesFd, previous, &next) == 0) {
-      Route entry{next, {}};
-      if (bpf_map_lookup_elem(routesFd, &next, &entry.value) == 0)
+    bpf::forEachKey(routesFd, sizeof(route_key), [&](const core::Bytes &key) {
+      Route entry{as<route_key>(key), {}};
+      if (bpf_map_lookup_elem(routesFd, key.data(), &entry.value) == 0)
         all.push_back(entry);
-      key = next;
-      previous = &key;
-    }
+      return true;
+    });
     return all;
   }
 
@@ -76,15 +81,13 @@ public:
     // On-link: the destination itself is the neighbour; only the configured
     // neighbours on that port can answer.
     std::string code;
-    neighbor_key key, next;
-    neighbor_key *previous = nullptr;
-    while (bpf_map_get_next_key(neighborsFd, previous, &next) == 0) {
-      if (next.port == r.port)
-        code += "if (daddr == bpf_htonl(0x" + hex32(ntohl(next.addr)) + ")) { " +
-                neighborCode(next) + " } ";
-      key = next;
-      previous = &key;
-    }
+    bpf::forEachKey(neighborsFd, sizeof(neighbor_key), [&](const core::Bytes &bytes) {
+      neighbor_key key = as<neighbor_key>(bytes);
+      if (key.port == r.port)
+        code += "if (daddr == bpf_htonl(0x" + hex32(ntohl(key.addr)) + ")) { " +
+                neighborCode(key) + " } ";
+      return true;
+    });
     return code + "return ORACLE_NO_NEIGHBOR;";
   }
 

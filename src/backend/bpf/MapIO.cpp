@@ -16,6 +16,15 @@ int possibleCpus() {
   return cpus;
 }
 
+void forEachKey(int fd, uint32_t keySize, const std::function<bool(const Bytes &)> &visit) {
+  Bytes key(keySize), next(keySize);
+  const void *previous = nullptr;
+  while (bpf_map_get_next_key(fd, previous, next.data()) == 0 && visit(next)) {
+    key = next;
+    previous = key.data();
+  }
+}
+
 bool isArrayMap(unsigned type) {
   return type == BPF_MAP_TYPE_ARRAY || type == BPF_MAP_TYPE_PERCPU_ARRAY;
 }

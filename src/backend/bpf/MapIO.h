@@ -7,6 +7,7 @@
 
 #include <nlohmann/json_fwd.hpp>
 
+#include <functional>
 #include <string>
 #include <string_view>
 
@@ -37,6 +38,10 @@ nlohmann::json snapshotToJson(const core::TableSnapshot &snapshot);
 
 // The number of possible CPUs, as per-CPU map values are laid out.
 int possibleCpus();
+
+// Calls `visit` with each key of the map in the kernel's order until it
+// returns false or the keys run out (an entry deleted meanwhile is skipped).
+void forEachKey(int fd, uint32_t keySize, const std::function<bool(const core::Bytes &)> &visit);
 
 // Kinds of kernel maps, by BPF_MAP_TYPE_*.
 bool isArrayMap(unsigned type);
