@@ -309,11 +309,12 @@ Expected<Dump> Fuzzer::dump(const MapView &map, Copy copy, const MapState &state
     }
     return contents;
   }
-  bpf::forEachKey(fd, map.keySize, [&](const Bytes &key) {
-    if (bpf_map_lookup_elem(fd, key.data(), value.data()) == 0)
-      contents.entries[key] = value;
-    return true;
-  });
+  if (Error err = bpf::forEachKey(fd, map.keySize, map.name, [&](const Bytes &key) {
+        if (bpf_map_lookup_elem(fd, key.data(), value.data()) == 0)
+          contents.entries[key] = value;
+        return true;
+      }))
+    return err;
   return contents;
 }
 

@@ -52,10 +52,11 @@ Expected<Entries> readEntries(int fd, const MapLayout &map, uint32_t budget,
     for (uint32_t index = 0; index < std::min(budget, map.maxEntries); ++index)
       take(Bytes(reinterpret_cast<uint8_t *>(&index), reinterpret_cast<uint8_t *>(&index) + 4));
   } else {
-    bpf::forEachKey(fd, map.keySize, [&](const Bytes &key) {
-      take(key);
-      return entries.size() < budget;
-    });
+    if (Error err = bpf::forEachKey(fd, map.keySize, map.name, [&](const Bytes &key) {
+          take(key);
+          return entries.size() < budget;
+        }))
+      return err;
   }
   for (const Bytes &key : keys)
     if (key.size() == map.keySize)

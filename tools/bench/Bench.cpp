@@ -703,13 +703,15 @@ Expected<runtime::MapContents> configuredContents(const Preset &preset, uint32_t
         continue;
       core::Bytes value(bpf::syscallValueSize(map.type, map.value_size));
       auto &entries = contents[name];
-      bpf::forEachKey(fd, map.key_size, [&](const core::Bytes &key) {
+      Error err = bpf::forEachKey(fd, map.key_size, name, [&](const core::Bytes &key) {
         // Arrays list every index; only the ones the config wrote matter.
         if (bpf_map_lookup_elem(fd, key.data(), value.data()) == 0 &&
             std::any_of(value.begin(), value.end(), [](uint8_t b) { return b != 0; }))
           entries.emplace_back(key, core::Bytes(value.begin(), value.begin() + map.value_size));
         return entries.size() < limit;
       });
+      if (err)
+        return err;
     }
     return Error::success();
   });

@@ -53,21 +53,35 @@ struct Route {
   route value;
 };
 
+// The router's tables as the oracles are generated from them: routes and
+// neighbours read once, the LPM answer asked of the live trie.
 class RouterMaps {
 public:
-  RouterMaps(const runtime::Optimizer &optimizer)
-      : routesFd(optimizer.mapFd("routes")), neighborsFd(optimizer.mapFd("neighbors")) {}
-
-  std::vector<Route> routes() const {
-    std::vector<Route> all;
-    bpf::forEachKey(routesFd, sizeof(route_key), [&](const core::Bytes &key) {
-      Route entry{as<route_key>(key), {}};
-      if (bpf_map_lookup_elem(routesFd, key.data(), &entry.value) == 0)
-        all.push_back(entry);
-      return true;
-    });
-    return all;
+  static Expected<RouterMaps> read(const runtime::Optimizer &optimizer) {
+    RouterMaps maps(optimizer.mapFd("routes"));
+    int routesFd = maps.routesFd, neighborsFd = optimizer.mapFd("neighbors");
+    if (Error err = bpf::forEachKey(routesFd, sizeof(route_key), "routes",
+                                    [&](const core::Bytes &key) {
+                                      Route entry{as<route_key>(key), {}};
+                                      if (bpf_map_lookup_elem(routesFd, key.data(),
+                                                              &entry.value) == 0)
+                                        maps.allRoutes.push_back(entry);
+                                      return true;
+                                    }))
+      return err;
+    if (Error err = bpf::forEachKey(neighborsFd, sizeof(neighbor_key), "neighbors",
+                                    [&](const core::Bytes &key) {
+                                      neighbor value;
+                                      if (bpf_map_lookup_elem(neighborsFd, key.data(),
+                                                              &value) == 0)
+                                        maps.neighbors.emplace(key, value);
+                                      return true;
+                                    }))
+      return err;
+    return maps;
   }
+
+  const std::vector<Route> &routes() const { return allRoutes; }
 
   // The code deciding one destination's outcome given its route, as the
   // maps decide it; `daddr` is the C expression of the destination.
@@ -81,13 +95,12 @@ public:
     // On-link: the destination itself is the neighbour; only the configured
     // neighbours on that port can answer.
     std::string code;
-    bpf::forEachKey(neighborsFd, sizeof(neighbor_key), [&](const core::Bytes &bytes) {
+    for (const auto &[bytes, value] : neighbors) {
       neighbor_key key = as<neighbor_key>(bytes);
       if (key.port == r.port)
         code += "if (daddr == bpf_htonl(0x" + hex32(ntohl(key.addr)) + ")) { " +
                 neighborCode(key) + " } ";
-      return true;
-    });
+    }
     return code + "return ORACLE_NO_NEIGHBOR;";
   }
 
@@ -100,17 +113,23 @@ public:
   }
 
 private:
+  explicit RouterMaps(int routesFd) : routesFd(routesFd) {}
+
   std::string neighborCode(const neighbor_key &key) const {
-    neighbor value;
-    if (bpf_map_lookup_elem(neighborsFd, &key, &value))
+    auto found = neighbors.find(core::Bytes(reinterpret_cast<const uint8_t *>(&key),
+                                            reinterpret_cast<const uint8_t *>(&key + 1)));
+    if (found == neighbors.end())
       return "return ORACLE_NO_NEIGHBOR;";
+    const neighbor &value = found->second;
     return llvm::formatv("hop->port = {0}; __builtin_memcpy(hop->dst_mac, {1}, 6); "
                          "__builtin_memcpy(hop->src_mac, {2}, 6); return ORACLE_FORWARD;",
                          key.port, macLiteral(value.dst_mac), macLiteral(value.src_mac))
         .str();
   }
 
-  int routesFd, neighborsFd;
+  int routesFd;
+  std::vector<Route> allRoutes;
+  std::map<core::Bytes, neighbor> neighbors; // by the key's bytes
 };
 
 // Destinations of the trace's IPv4 packets, most packets first.
@@ -210,14 +229,17 @@ Expected<std::vector<OracleProgram>> loadOracles(const Preset &preset,
     return oracles;
   if (preset.oracle != "router")
     return makeError("{0}: no oracle of kind '{1}' (known: router)", preset.file, preset.oracle);
-  RouterMaps maps(optimizer);
+  auto read = RouterMaps::read(optimizer);
+  if (!read)
+    return read.takeError();
+  const RouterMaps &maps = *read;
   auto hot = buildRouterOracle(
       "oracle-hot" + std::to_string(HotDestinations),
       hotPathTable(maps, hottestDestinations(trace, HotDestinations)), optimizer);
   if (!hot)
     return hot.takeError();
   oracles.push_back(std::move(*hot));
-  std::vector<Route> routes = maps.routes();
+  const std::vector<Route> &routes = maps.routes();
   if (routes.size() <= CompleteOracleRoutes) {
     auto complete = buildRouterOracle("oracle-full", completeTable(maps, routes), optimizer);
     if (!complete)

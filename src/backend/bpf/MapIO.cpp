@@ -16,13 +16,29 @@ int possibleCpus() {
   return cpus;
 }
 
-void forEachKey(int fd, uint32_t keySize, const std::function<bool(const Bytes &)> &visit) {
+Error forEachKey(int fd, uint32_t keySize, const std::string &mapName,
+                 llvm::function_ref<bool(const Bytes &)> visit) {
+  bpf_map_info info = {};
+  uint32_t length = sizeof(info);
+  if (bpf_obj_get_info_by_fd(fd, &info, &length))
+    return makeSystemError(errno, "map '{0}': cannot query", mapName);
+  if (info.key_size != keySize)
+    return makeError("map '{0}': keys have {1} bytes, not {2}", mapName, info.key_size,
+                     keySize);
   Bytes key(keySize), next(keySize);
   const void *previous = nullptr;
-  while (bpf_map_get_next_key(fd, previous, next.data()) == 0 && visit(next)) {
+  for (uint64_t step = 0; step < 2 * uint64_t(info.max_entries) + 2; ++step) {
+    if (bpf_map_get_next_key(fd, previous, next.data()) != 0) {
+      if (errno == ENOENT)
+        return Error::success();
+      return makeSystemError(errno, "map '{0}': cannot walk the keys", mapName);
+    }
+    if (!visit(next))
+      return Error::success();
     key = next;
     previous = key.data();
   }
+  return Error::success();
 }
 
 bool isArrayMap(unsigned type) {

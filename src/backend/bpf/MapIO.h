@@ -7,7 +7,8 @@
 
 #include <nlohmann/json_fwd.hpp>
 
-#include <functional>
+#include <llvm/ADT/STLFunctionalExtras.h>
+
 #include <string>
 #include <string_view>
 
@@ -39,9 +40,15 @@ nlohmann::json snapshotToJson(const core::TableSnapshot &snapshot);
 // The number of possible CPUs, as per-CPU map values are laid out.
 int possibleCpus();
 
-// Calls `visit` with each key of the map in the kernel's order until it
-// returns false or the keys run out (an entry deleted meanwhile is skipped).
-void forEachKey(int fd, uint32_t keySize, const std::function<bool(const core::Bytes &)> &visit);
+// The one key walk: calls `visit` with each key of the map behind `fd`, in
+// the kernel's order, until it returns false or the keys run out. A key
+// deleted while the walk stands on it makes the kernel start over from the
+// first key, so under concurrent deletes a key can be visited twice; the
+// walk gives up after 2 x max_entries + 2 steps, so a map that changes
+// faster than it is walked still ends. An error (other than the end of the
+// keys) breaks the walk off and is returned, naming `mapName`.
+Error forEachKey(int fd, uint32_t keySize, const std::string &mapName,
+                 llvm::function_ref<bool(const core::Bytes &)> visit);
 
 // Kinds of kernel maps, by BPF_MAP_TYPE_*.
 bool isArrayMap(unsigned type);
