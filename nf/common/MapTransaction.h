@@ -10,7 +10,7 @@
 #pragma once
 
 #include "backend/bpf/MapUpdater.h"
-#include "core/Tables.h"
+#include "support/Bytes.h"
 #include "support/Error.h"
 
 #include <map>
@@ -20,8 +20,6 @@
 #include <vector>
 
 namespace morpheus::nf {
-
-using core::Bytes;
 
 // The maps of one network function instance, pinned in one directory (as
 // `morpheus run` pins them; a Morpheus guard there is used when present).

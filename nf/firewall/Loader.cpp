@@ -22,11 +22,6 @@ const std::vector<std::string> ClassifierMaps = {
     "fw_config",  "src_prefixes", "dst_prefixes", "protocols",    "sport_class",
     "sport_sets", "dport_class",  "dport_sets",   "rule_actions", "rule_hits"};
 
-template <typename T> Bytes bytesOf(const T &value) {
-  const auto *raw = reinterpret_cast<const uint8_t *>(&value);
-  return Bytes(raw, raw + sizeof(T));
-}
-
 template <typename T> Expected<T> lookup(bpf::MapUpdater &map, const Bytes &key) {
   T value = {};
   if (bpf_map_lookup_elem(map.fd(), key.data(), &value))

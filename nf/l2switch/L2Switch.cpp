@@ -21,11 +21,6 @@ const std::vector<std::string> SwitchMaps = {"ports", "vlans", "tx_ports", "floo
                                              "fdb"};
 constexpr unsigned MaxVlan = 4094; // 0 and 4095 are reserved by 802.1Q
 
-template <typename T> Bytes bytesOf(const T &value) {
-  const auto *raw = reinterpret_cast<const uint8_t *>(&value);
-  return Bytes(raw, raw + sizeof(T));
-}
-
 bool carries(const l2sw_port &port, unsigned vlan) {
   return (port.member[vlan / 64] >> (vlan % 64)) & 1;
 }

@@ -28,11 +28,6 @@ static_assert(sizeof(lb_vip_counters) == 16);
 
 namespace {
 
-template <typename T> Bytes bytesOf(const T &value) {
-  const auto *raw = reinterpret_cast<const uint8_t *>(&value);
-  return Bytes(raw, raw + sizeof(T));
-}
-
 template <typename T> bool sameBytes(const T &a, const T &b) {
   return std::memcmp(&a, &b, sizeof(T)) == 0;
 }

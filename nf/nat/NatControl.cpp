@@ -34,17 +34,6 @@ namespace {
 const std::vector<std::string> MapNames = {"nat_config", "nat_inside", "nat_ports", "nat_out",
                                            "nat_in"};
 
-template <typename T> Bytes bytesOf(const T &value) {
-  const auto *raw = reinterpret_cast<const uint8_t *>(&value);
-  return Bytes(raw, raw + sizeof(T));
-}
-
-template <typename T> T fromBytes(const Bytes &bytes) {
-  T value;
-  std::memcpy(&value, bytes.data(), sizeof(T));
-  return value;
-}
-
 std::string formatIpv4(uint32_t address) {
   return std::to_string(address >> 24) + "." + std::to_string((address >> 16) & 0xff) + "." +
          std::to_string((address >> 8) & 0xff) + "." + std::to_string(address & 0xff);

@@ -23,11 +23,6 @@ static_assert(sizeof(neighbor_key) == 8 && sizeof(neighbor) == 12);
 
 inline constexpr const char *DefaultPinDir = "/sys/fs/bpf/morpheus/router";
 
-template <typename T> Bytes bytesOf(const T &value) {
-  const auto *raw = reinterpret_cast<const uint8_t *>(&value);
-  return Bytes(raw, raw + sizeof(T));
-}
-
 route_key routeKey(const Ipv4Prefix &prefix);
 
 struct LoadOptions {

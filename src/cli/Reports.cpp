@@ -51,7 +51,7 @@ nlohmann::json analysisToJson(const bpf::ProgramSpec &spec) {
   for (const core::AccessSite &site : info.sites) {
     nlohmann::json key = {{"sources", site.key.describe()}};
     if (site.key.constantKey)
-      key["constant"] = bpf::toHex(*site.key.constantKey);
+      key["constant"] = toHex(*site.key.constantKey);
     auto table = spec.catalog().find(site.table);
     if (table != spec.catalog().end())
       key["size"] = table->second.keySize;
@@ -116,8 +116,8 @@ nlohmann::json logToJson(const core::SpecializationLog &log) {
   for (const auto &[table, entries] : log.inlined) {
     nlohmann::json list = nlohmann::json::array();
     for (const core::TableEntry &entry : entries) {
-      nlohmann::json item = {{"key", bpf::toHex(entry.key)}};
-      item["value"] = entry.value ? nlohmann::json(bpf::toHex(*entry.value))
+      nlohmann::json item = {{"key", toHex(entry.key)}};
+      item["value"] = entry.value ? nlohmann::json(toHex(*entry.value))
                                   : nlohmann::json(nullptr);
       list.push_back(item);
     }

@@ -91,7 +91,7 @@ struct RunOutcome : PacketResult {
   std::map<std::string, Dump> maps;
 };
 
-std::string hex(const Bytes &bytes) { return bpf::toHex(bytes); }
+std::string hex(const Bytes &bytes) { return toHex(bytes); }
 
 const std::string SpecializationFailed = "specialization failed: ";
 

@@ -71,7 +71,7 @@ Error writeEntries(int fd, const MapLayout &map, const Entries &entries) {
   return Error::success();
 }
 
-std::string hex(const Bytes &bytes) { return bpf::toHex(bytes); }
+std::string hex(const Bytes &bytes) { return toHex(bytes); }
 
 class Validator {
 public:

@@ -12,15 +12,8 @@
 namespace morpheus::testing {
 namespace {
 
-std::string hex(const Bytes &bytes) {
-  static const char digits[] = "0123456789abcdef";
-  std::string out;
-  for (uint8_t byte : bytes) {
-    out += digits[byte >> 4];
-    out += digits[byte & 15];
-  }
-  return out;
-}
+// One shell word: the bytes in hex, quoted.
+std::string hex(const Bytes &bytes) { return "'" + toHex(bytes) + "'"; }
 
 int morpheusCli(const std::string &arguments) {
   std::string command = binPath("morpheus") + " " + arguments;

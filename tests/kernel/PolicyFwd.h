@@ -18,11 +18,6 @@ namespace morpheus::testing {
 static_assert(sizeof(policy_key) == 8 && sizeof(policy_value) == 16 &&
               sizeof(config) == 8);
 
-template <typename T> Bytes bytesOf(const T &value) {
-  const auto *raw = reinterpret_cast<const uint8_t *>(&value);
-  return Bytes(raw, raw + sizeof(T));
-}
-
 inline policy_key policyKey(uint32_t daddr, uint16_t dport, uint8_t proto) {
   policy_key key = {};
   key.daddr = htonl(daddr);

@@ -4,6 +4,7 @@
 #pragma once
 
 #include "core/Tables.h"
+#include "support/Bytes.h"
 
 #include <cstdint>
 #include <string>

@@ -42,12 +42,6 @@ std::string macLiteral(const uint8_t *mac) {
   return text + "\"";
 }
 
-template <typename T> T as(const core::Bytes &bytes) {
-  T value;
-  std::memcpy(&value, bytes.data(), sizeof(T));
-  return value;
-}
-
 struct Route {
   route_key key;
   route value;
@@ -62,7 +56,7 @@ public:
     int routesFd = maps.routesFd, neighborsFd = optimizer.mapFd("neighbors");
     if (Error err = bpf::forEachKey(routesFd, sizeof(route_key), "routes",
                                     [&](const core::Bytes &key) {
-                                      Route entry{as<route_key>(key), {}};
+                                      Route entry{fromBytes<route_key>(key), {}};
                                       if (bpf_map_lookup_elem(routesFd, key.data(),
                                                               &entry.value) == 0)
                                         maps.allRoutes.push_back(entry);
@@ -96,7 +90,7 @@ public:
     // neighbours on that port can answer.
     std::string code;
     for (const auto &[bytes, value] : neighbors) {
-      neighbor_key key = as<neighbor_key>(bytes);
+      neighbor_key key = fromBytes<neighbor_key>(bytes);
       if (key.port == r.port)
         code += "if (daddr == bpf_htonl(0x" + hex32(ntohl(key.addr)) + ")) { " +
                 neighborCode(key) + " } ";
@@ -116,8 +110,7 @@ private:
   explicit RouterMaps(int routesFd) : routesFd(routesFd) {}
 
   std::string neighborCode(const neighbor_key &key) const {
-    auto found = neighbors.find(core::Bytes(reinterpret_cast<const uint8_t *>(&key),
-                                            reinterpret_cast<const uint8_t *>(&key + 1)));
+    auto found = neighbors.find(bytesOf(key));
     if (found == neighbors.end())
       return "return ORACLE_NO_NEIGHBOR;";
     const neighbor &value = found->second;

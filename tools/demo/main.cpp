@@ -12,6 +12,7 @@
 #include "backend/bpf/XdpLink.h"
 #include "netns/VethPair.h"
 #include "runtime/Optimizer.h"
+#include "support/Bytes.h"
 #include "trafficgen/LiveFrames.h"
 
 #include <arpa/inet.h>
@@ -45,10 +46,6 @@ double median(std::vector<double> values) {
   return n == 0 ? 0 : n % 2 ? values[n / 2] : (values[n / 2 - 1] + values[n / 2]) / 2;
 }
 
-template <typename T> core::Bytes bytesOf(const T &value) {
-  const auto *raw = reinterpret_cast<const uint8_t *>(&value);
-  return core::Bytes(raw, raw + sizeof(T));
-}
 
 void sleepInterruptibly(std::chrono::milliseconds total) {
   auto until = std::chrono::steady_clock::now() + total;

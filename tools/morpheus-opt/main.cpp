@@ -122,7 +122,7 @@ int main(int argc, char **argv) {
                    << (site.table.empty() ? "?" : site.table)
                    << " key=" << site.key.describe();
       if (site.key.constantKey)
-        llvm::outs() << " constant=" << bpf::toHex(*site.key.constantKey);
+        llvm::outs() << " constant=" << toHex(*site.key.constantKey);
       llvm::outs() << "\n";
     }
     return 0;

@@ -260,14 +260,4 @@ bool l4ChecksumValid(const Bytes &bytes, size_t ip) {
   return internetChecksum(&bytes[l4], length, pseudo) == 0;
 }
 
-std::string hexdump(const Bytes &bytes) {
-  std::string out;
-  char buffer[8];
-  for (size_t i = 0; i < bytes.size(); ++i) {
-    std::snprintf(buffer, sizeof(buffer), "%s%02x", i % 16 ? " " : (i ? "\n" : ""), bytes[i]);
-    out += buffer;
-  }
-  return out;
-}
-
 } // namespace morpheus::packet

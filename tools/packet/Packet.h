@@ -5,6 +5,8 @@
 // order.
 #pragma once
 
+#include "support/Bytes.h"
+
 #include <array>
 #include <cstdint>
 #include <string>
@@ -12,7 +14,7 @@
 
 namespace morpheus::packet {
 
-using Bytes = std::vector<uint8_t>;
+using morpheus::Bytes;
 using Mac = std::array<uint8_t, 6>;
 
 Mac parseMac(const std::string &text);      // "02:00:00:00:00:01"; throws on bad input
@@ -73,7 +75,5 @@ bool ipv4ChecksumValid(const Bytes &bytes, size_t offset);
 // Whether the UDP/TCP/ICMP checksum of the IPv4 packet at `ipOffset` is
 // valid (a UDP checksum of 0 counts as valid: "no checksum").
 bool l4ChecksumValid(const Bytes &bytes, size_t ipOffset);
-
-std::string hexdump(const Bytes &bytes); // for failure messages
 
 } // namespace morpheus::packet

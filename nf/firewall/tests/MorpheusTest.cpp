@@ -76,7 +76,7 @@ void expectSameBehaviour(runtime::Optimizer &optimizer, const std::vector<Probe>
     std::vector<uint64_t> middle = counters(probe);
     RunResult actual = morpheus::testing::runOnce(specialized, probe.packet);
     std::vector<uint64_t> after = counters(probe);
-    SCOPED_TRACE("probe " + std::to_string(i) + ":\n" + packet::hexdump(probe.packet));
+    SCOPED_TRACE("probe " + std::to_string(i) + ":\n" + morpheus::hexDump(probe.packet));
     EXPECT_EQ(actual.verdict, expected.verdict);
     EXPECT_EQ(actual.output, expected.output);
     for (size_t c = 0; c < before.size(); ++c)

@@ -95,13 +95,13 @@ TEST_F(DataPlane, FullFdbStillForwards) {
 TEST_F(DataPlane, AccessToTrunkPushesTheTag) {
   RunResult result = expectOutcome(frame(host(3), host(1)), "a1", XDP_REDIRECT, STAT_FORWARD);
   EXPECT_EQ(result.output, frame(host(3), host(1), 10))
-      << morpheus::packet::hexdump(result.output);
+      << morpheus::hexDump(result.output);
 }
 
 TEST_F(DataPlane, TrunkToAccessPopsTheTag) {
   RunResult result =
       expectOutcome(frame(host(1), host(3), 10, 3), "t1", XDP_REDIRECT, STAT_FORWARD);
-  EXPECT_EQ(result.output, frame(host(1), host(3))) << morpheus::packet::hexdump(result.output);
+  EXPECT_EQ(result.output, frame(host(1), host(3))) << morpheus::hexDump(result.output);
 }
 
 TEST_F(DataPlane, AccessToAccessAndTrunkToTrunkLeaveTheFrameAlone) {

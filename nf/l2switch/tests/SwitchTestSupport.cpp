@@ -183,7 +183,7 @@ RunResult SwitchTest::expectOutcome(const Bytes &packet, const std::string &ingr
   std::vector<uint64_t> before = stats();
   RunResult result = run(packet, ingress);
   std::vector<uint64_t> after = stats();
-  EXPECT_EQ(result.verdict, verdict) << morpheus::packet::hexdump(packet);
+  EXPECT_EQ(result.verdict, verdict) << morpheus::hexDump(packet);
   for (unsigned stat = 0; stat < STAT_OUTCOMES; ++stat)
     EXPECT_EQ(after[stat] - before[stat], stat == unsigned(outcome) ? 1u : 0u)
         << "outcome counter " << stat;

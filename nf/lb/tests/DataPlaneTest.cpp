@@ -40,7 +40,7 @@ protected:
   void expectDropped(const Bytes &packet, lb_event why) {
     auto before = maps.events();
     RunResult result = lb.run(packet);
-    EXPECT_EQ(result.verdict, uint32_t(XDP_DROP)) << packet::hexdump(packet);
+    EXPECT_EQ(result.verdict, uint32_t(XDP_DROP)) << morpheus::hexDump(packet);
     EXPECT_EQ(eventDelta(before), only(why));
   }
 

@@ -232,7 +232,7 @@ void expectEncapsulated(const RunResult &result, const Bytes &input, uint32_t re
                         uint32_t outerSource, uint8_t ttl) {
   using packet::read16;
   size_t overhead = gue ? GueOverhead : IpipOverhead;
-  ASSERT_EQ(result.verdict, uint32_t(XDP_TX)) << packet::hexdump(result.output);
+  ASSERT_EQ(result.verdict, uint32_t(XDP_TX)) << morpheus::hexDump(result.output);
   ASSERT_EQ(result.output.size(), input.size() + overhead);
   const Bytes &out = result.output;
 

@@ -146,7 +146,7 @@ void expectSameBehaviour(const MapView &maps, int original, int specialized,
                          const std::vector<Bytes> &packets) {
   size_t index = 0;
   for (const Bytes &packet : packets) {
-    SCOPED_TRACE("packet " + std::to_string(index++) + ": " + packet::hexdump(packet));
+    SCOPED_TRACE("packet " + std::to_string(index++) + ": " + morpheus::hexDump(packet));
     // A flow's first packet, then a packet of the now known flow.
     maps.clearFlows();
     Observed originalFirst = observe(maps, original, packet);

@@ -10,7 +10,7 @@
 namespace morpheus::nf::nat::testing {
 namespace {
 
-using packet::hexdump;
+using morpheus::hexDump;
 using packet::internetChecksum;
 using packet::ipv4ChecksumValid;
 using packet::l4ChecksumValid;
@@ -25,11 +25,11 @@ std::vector<uint64_t> expectedStats(std::initializer_list<std::pair<nat_stat, ui
 }
 
 void expectValidChecksums(const Bytes &bytes) {
-  EXPECT_TRUE(ipv4ChecksumValid(bytes, IpOffset)) << hexdump(bytes);
+  EXPECT_TRUE(ipv4ChecksumValid(bytes, IpOffset)) << hexDump(bytes);
   if (bytes.at(IpOffset + 9) == IPPROTO_ICMP) // no pseudo-header
-    EXPECT_EQ(internetChecksum(&bytes[L4Offset], bytes.size() - L4Offset), 0) << hexdump(bytes);
+    EXPECT_EQ(internetChecksum(&bytes[L4Offset], bytes.size() - L4Offset), 0) << hexDump(bytes);
   else
-    EXPECT_TRUE(l4ChecksumValid(bytes, IpOffset)) << hexdump(bytes);
+    EXPECT_TRUE(l4ChecksumValid(bytes, IpOffset)) << hexDump(bytes);
 }
 
 nat_binding binding(uint16_t externalPort) {
@@ -81,7 +81,7 @@ protected:
     EXPECT_GE(port, PortMin);
     EXPECT_LE(port, PortMax);
     EXPECT_EQ(result.output, build(leaving(sent, port, Topology::outsideMac())))
-        << hexdump(result.output);
+        << hexDump(result.output);
     expectValidChecksums(result.output);
     expectFlow(sent, port);
     return port;
@@ -110,7 +110,7 @@ protected:
     }
     RunResult result = runIn(packet);
     EXPECT_EQ(result.verdict, XDP_REDIRECT);
-    EXPECT_EQ(result.output, expected) << hexdump(result.output);
+    EXPECT_EQ(result.output, expected) << hexDump(result.output);
     expectValidChecksums(result.output);
     EXPECT_EQ(out(), outBefore);
     EXPECT_EQ(in(), inBefore);
@@ -150,7 +150,7 @@ TEST_F(DataPlane, TcpSynFromInsideCreatesBothEntriesAndLeavesTranslated) {
   EXPECT_EQ(reverse[0].second, origin(syn));
 
   EXPECT_EQ(result.output, build(leaving(syn, port, Topology::outsideMac())))
-      << hexdump(result.output);
+      << hexDump(result.output);
   EXPECT_TRUE(ipv4ChecksumValid(result.output, IpOffset));
   EXPECT_TRUE(l4ChecksumValid(result.output, IpOffset));
   EtherAddress outsideMac = Topology::outsideMac();
@@ -228,7 +228,7 @@ TEST_F(DataPlane, ZeroUdpChecksumStaysZeroBothWays) {
   uint16_t port = read16(result.output, L4Offset);
   Bytes expected = build(leaving(query, port, Topology::outsideMac()));
   zeroUdpChecksum(expected);
-  EXPECT_EQ(result.output, expected) << hexdump(result.output);
+  EXPECT_EQ(result.output, expected) << hexDump(result.output);
   EXPECT_TRUE(ipv4ChecksumValid(result.output, IpOffset));
   expectFlow(query, port);
   expectTranslatedIn(query, port, zeroUdpChecksum);
@@ -248,7 +248,7 @@ TEST_F(DataPlane, UdpChecksumThatComesOutZeroIsSentAsAllOnes) {
   ASSERT_EQ(read16(expected, L4Offset + 6), 0xffff);
   RunResult result = runOut(build(query));
   EXPECT_EQ(result.verdict, XDP_REDIRECT);
-  EXPECT_EQ(result.output, expected) << hexdump(result.output);
+  EXPECT_EQ(result.output, expected) << hexDump(result.output);
   EXPECT_TRUE(l4ChecksumValid(result.output, IpOffset));
 }
 

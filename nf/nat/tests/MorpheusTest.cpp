@@ -49,7 +49,7 @@ void expectSame(const std::vector<Step> &steps, const std::vector<Observed> &exp
     SCOPED_TRACE("step " + std::to_string(i) + ": " + steps[i].name);
     EXPECT_EQ(actual[i].result.verdict, expected[i].result.verdict);
     EXPECT_EQ(actual[i].result.output, expected[i].result.output)
-        << packet::hexdump(actual[i].result.output);
+        << morpheus::hexDump(actual[i].result.output);
     EXPECT_EQ(actual[i].out, expected[i].out);
     EXPECT_EQ(actual[i].in, expected[i].in);
     EXPECT_EQ(actual[i].stats, expected[i].stats);

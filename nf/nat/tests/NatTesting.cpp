@@ -443,7 +443,7 @@ void NatTest::configure(const std::string &text) {
 
 uint16_t NatTest::open(const Frame &sent) {
   RunResult result = runOut(build(sent));
-  EXPECT_EQ(result.verdict, XDP_REDIRECT) << packet::hexdump(result.output);
+  EXPECT_EQ(result.verdict, XDP_REDIRECT) << morpheus::hexDump(result.output);
   if (result.output.size() < L4Offset + 8)
     return 0;
   return read16(result.output, L4Offset + (isEcho(sent.l4) ? 4 : 0));

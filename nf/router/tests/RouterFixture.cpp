@@ -285,8 +285,8 @@ void expectCase(int programFd, int statsFd, const Case &expected) {
   std::vector<uint64_t> after = statsOf(statsFd);
   EXPECT_EQ(result.verdict, expected.verdict);
   EXPECT_EQ(result.output, expected.output) << "got\n"
-                                            << packet::hexdump(result.output) << "want\n"
-                                            << packet::hexdump(expected.output);
+                                            << morpheus::hexDump(result.output) << "want\n"
+                                            << morpheus::hexDump(expected.output);
   for (unsigned stat = 0; stat < STAT_MAX; ++stat)
     EXPECT_EQ(after[stat] - before[stat], stat == expected.stat ? 1u : 0u)
         << "counter " << StatNames[stat];

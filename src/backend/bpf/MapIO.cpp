@@ -203,18 +203,6 @@ Expected<Bytes> parseJsonBytes(const nlohmann::json &value, const std::string &w
   return makeError("{0}: expected a hex string or an array of hex bytes", what);
 }
 
-std::string toHex(const Bytes &bytes) {
-  static const char digits[] = "0123456789abcdef";
-  std::string out;
-  for (size_t i = 0; i < bytes.size(); ++i) {
-    if (i)
-      out += ' ';
-    out += digits[bytes[i] >> 4];
-    out += digits[bytes[i] & 15];
-  }
-  return out;
-}
-
 Expected<core::TableSnapshot> parseSnapshot(const nlohmann::json &document,
                                             const core::TableCatalog &catalog,
                                             const std::string &source) {

@@ -3,6 +3,7 @@
 #pragma once
 
 #include "core/Tables.h"
+#include "support/Bytes.h"
 #include "support/Error.h"
 
 #include <nlohmann/json_fwd.hpp>
@@ -26,7 +27,6 @@ Expected<core::TableContents> readTable(int fd, const core::TableInfo &info,
 Expected<core::Bytes> parseHexBytes(std::string_view text, const std::string &what);
 Expected<core::Bytes> parseJsonBytes(const nlohmann::json &value,
                                      const std::string &what);
-std::string toHex(const core::Bytes &bytes);
 
 // A snapshot document: {"maps": {"NAME": [{"key": HEX, "value": HEX}, ...]}}.
 // Per-CPU maps may give "values": [HEX per CPU] instead of "value". Every
