@@ -1,11 +1,9 @@
 #include "Loader.h"
 
 #include "Classifier.h"
-#include "backend/bpf/MapIO.h"
-#include "nf/common/MapTransaction.h"
+#include "client/Transaction.h"
 
 #include <arpa/inet.h>
-#include <bpf/bpf.h>
 
 #include <ctime>
 #include <optional>
@@ -22,38 +20,18 @@ const std::vector<std::string> ClassifierMaps = {
     "fw_config",  "src_prefixes", "dst_prefixes", "protocols",    "sport_class",
     "sport_sets", "dport_class",  "dport_sets",   "rule_actions", "rule_hits"};
 
-template <typename T> Expected<T> lookup(bpf::MapUpdater &map, const Bytes &key) {
-  T value = {};
-  if (bpf_map_lookup_elem(map.fd(), key.data(), &value))
-    return makeSystemError(errno, "map '{0}': cannot read", map.name());
-  return value;
-}
-
-// Every CPU's u64 under `index` of a per-CPU array, summed.
-Expected<uint64_t> perCpuSum(bpf::MapUpdater &map, uint32_t index) {
-  std::vector<uint64_t> values(bpf::possibleCpus());
-  if (bpf_map_lookup_elem(map.fd(), &index, values.data()))
-    return makeSystemError(errno, "map '{0}': cannot read", map.name());
-  uint64_t sum = 0;
-  for (uint64_t value : values)
-    sum += value;
-  return sum;
-}
-
 // Queues the updates that make map[offset + i] hold desired[i], skipping the
 // entries that already do.
 template <typename T>
-Error syncArray(MapTransaction &transaction, PinnedMaps &maps, const std::string &name,
-                uint32_t offset, const std::vector<T> &desired) {
-  bpf::MapUpdater &map = maps[name];
+Error syncArray(client::Transaction &transaction, client::PinnedMaps &maps,
+                const std::string &name, uint32_t offset, const std::vector<T> &desired) {
+  const client::Map &map = maps[name];
   for (uint32_t i = 0; i < desired.size(); ++i) {
-    Bytes key = bytesOf(offset + i);
-    auto current = lookup<T>(map, key);
+    auto current = map.at<T>(offset + i);
     if (!current)
       return current.takeError();
-    Bytes wanted = bytesOf(desired[i]);
-    if (bytesOf(*current) != wanted)
-      transaction.update(name, key, wanted);
+    if (bytesOf(*current) != bytesOf(desired[i]))
+      transaction.update(name, offset + i, desired[i]);
   }
   return Error::success();
 }
@@ -64,25 +42,17 @@ fw_prefix_key prefixKey(uint32_t generation, uint32_t address, uint8_t length) {
 
 // Queues the changes that make `generation`'s half of an LPM map hold exactly
 // `desired`.
-Error syncPrefixes(MapTransaction &transaction, PinnedMaps &maps, const std::string &name,
-                   uint32_t generation,
+Error syncPrefixes(client::Transaction &transaction, client::PinnedMaps &maps,
+                   const std::string &name, uint32_t generation,
                    const std::map<std::pair<uint32_t, uint8_t>, RuleBits> &desired) {
-  bpf::MapUpdater &map = maps[name];
+  // Looking up a stored prefix finds that very prefix.
+  auto stored = maps[name].entriesAs<fw_prefix_key, fw_rule_set>();
+  if (!stored)
+    return stored.takeError();
   std::map<Bytes, Bytes> current;
-  fw_prefix_key key, next;
-  for (void *previous = nullptr; !bpf_map_get_next_key(map.fd(), previous, &next);
-       previous = &key) {
-    key = next;
-    if (key.generation != generation)
-      continue;
-    // Looking up a stored prefix finds that very prefix.
-    auto value = lookup<fw_rule_set>(map, bytesOf(key));
-    if (!value)
-      return value.takeError();
-    current[bytesOf(key)] = bytesOf(*value);
-  }
-  if (errno != ENOENT)
-    return makeSystemError(errno, "map '{0}': cannot list", map.name());
+  for (const auto &[key, value] : *stored)
+    if (key.generation == generation)
+      current[bytesOf(key)] = bytesOf(value);
   std::map<Bytes, Bytes> wanted;
   for (const auto &[prefix, bits] : desired)
     wanted[bytesOf(prefixKey(generation, prefix.first, prefix.second))] = bytesOf(bits.value());
@@ -104,8 +74,8 @@ std::vector<fw_rule_set> setValues(const std::vector<RuleBits> &sets) {
 
 // Queues the changes that make `generation`'s half of every classifier table
 // hold `tables`, with its hit counters at zero.
-Error queueTables(MapTransaction &transaction, PinnedMaps &maps, uint32_t generation,
-                  const ClassifierTables &tables) {
+Error queueTables(client::Transaction &transaction, client::PinnedMaps &maps,
+                  uint32_t generation, const ClassifierTables &tables) {
   std::vector<uint32_t> actions(tables.actions.begin(), tables.actions.end());
   actions.resize(FW_MAX_RULES, FW_DROP);
   std::vector<fw_rule_set> sportSets = setValues(tables.sport.sets);
@@ -137,11 +107,11 @@ Error queueTables(MapTransaction &transaction, PinnedMaps &maps, uint32_t genera
     return err;
   for (uint32_t slot = 0; slot < FW_HIT_SLOTS; ++slot) {
     uint32_t index = generation * FW_HIT_SLOTS + slot;
-    auto hits = perCpuSum(maps["rule_hits"], index);
+    auto hits = maps["rule_hits"].sumOverCpus(index);
     if (!hits)
       return hits.takeError();
     if (*hits)
-      transaction.update("rule_hits", bytesOf(index), bytesOf(uint64_t(0)));
+      transaction.update("rule_hits", index, uint64_t(0));
   }
   return Error::success();
 }
@@ -159,16 +129,16 @@ Error loadRules(const std::string &pinDir, const std::vector<Rule> &rules,
   if (rules.size() > FW_MAX_RULES)
     return makeError("{0} rules, more than the {1} the firewall holds", rules.size(),
                      FW_MAX_RULES);
-  auto maps = PinnedMaps::open(pinDir, ClassifierMaps);
+  auto maps = client::PinnedMaps::open(pinDir, ClassifierMaps);
   if (!maps)
     return maps.takeError();
   uint32_t zero = 0;
-  auto live = lookup<fw_config>((*maps)["fw_config"], bytesOf(zero));
+  auto live = (*maps)["fw_config"].at<fw_config>(zero);
   if (!live)
     return live.takeError();
   uint32_t generation = !live->generation;
 
-  MapTransaction transaction(*maps);
+  client::Transaction transaction(*maps);
   if (Error err = queueTables(transaction, *maps, generation, buildTables(rules)))
     return err;
   fw_config config = {};
@@ -177,22 +147,22 @@ Error loadRules(const std::string &pinDir, const std::vector<Rule> &rules,
   config.flags = (options.conntrack ? FW_FLAG_CONNTRACK : 0) |
                  (options.ipv6Accept ? FW_FLAG_IPV6_ACCEPT : 0);
   config.rule_count = rules.size();
-  transaction.update("fw_config", bytesOf(zero), bytesOf(config));
+  transaction.update("fw_config", zero, config);
   return transaction.commit();
 }
 
 Expected<Status> readStatus(const std::string &pinDir) {
-  auto maps = PinnedMaps::open(pinDir, {"fw_config", "fw_stats", "rule_hits"});
+  auto maps = client::PinnedMaps::open(pinDir, {"fw_config", "fw_stats", "rule_hits"});
   if (!maps)
     return maps.takeError();
   Status status;
   uint32_t zero = 0;
-  auto config = lookup<fw_config>((*maps)["fw_config"], bytesOf(zero));
+  auto config = (*maps)["fw_config"].at<fw_config>(zero);
   if (!config)
     return config.takeError();
   status.config = *config;
   for (uint32_t stat = 0; stat < FW_STAT_MAX; ++stat) {
-    auto count = perCpuSum((*maps)["fw_stats"], stat);
+    auto count = (*maps)["fw_stats"].sumOverCpus(stat);
     if (!count)
       return count.takeError();
     status.stats[stat] = *count;
@@ -200,7 +170,7 @@ Expected<Status> readStatus(const std::string &pinDir) {
   uint32_t base = config->generation * FW_HIT_SLOTS;
   uint32_t rules = std::min<uint32_t>(config->rule_count, FW_MAX_RULES);
   for (uint32_t slot = 0; slot <= rules; ++slot) {
-    auto hits = perCpuSum((*maps)["rule_hits"], base + (slot == rules ? FW_DEFAULT_SLOT : slot));
+    auto hits = (*maps)["rule_hits"].sumOverCpus(base + (slot == rules ? FW_DEFAULT_SLOT : slot));
     if (!hits)
       return hits.takeError();
     status.ruleHits.push_back(*hits);
@@ -209,22 +179,16 @@ Expected<Status> readStatus(const std::string &pinDir) {
 }
 
 Expected<std::vector<Flow>> readFlows(const std::string &pinDir) {
-  auto maps = PinnedMaps::open(pinDir, {"conntrack"});
+  auto maps = client::PinnedMaps::open(pinDir, {"conntrack"});
   if (!maps)
     return maps.takeError();
-  bpf::MapUpdater &conntrack = (*maps)["conntrack"];
+  // Flows evicted while the table is walked are left out.
+  auto entries = (*maps)["conntrack"].entriesAs<fw_flow, fw_flow_state>();
+  if (!entries)
+    return entries.takeError();
   std::vector<Flow> flows;
-  fw_flow key, next;
-  for (void *previous = nullptr; !bpf_map_get_next_key(conntrack.fd(), previous, &next);
-       previous = &key) {
-    key = next;
-    fw_flow_state state;
-    if (bpf_map_lookup_elem(conntrack.fd(), &key, &state))
-      continue; // evicted since it was listed
+  for (const auto &[key, state] : *entries)
     flows.push_back({key, state.last_seen_ns});
-  }
-  if (errno != ENOENT)
-    return makeSystemError(errno, "map 'conntrack': cannot list");
   return flows;
 }
 
@@ -232,14 +196,14 @@ Expected<size_t> expireFlows(const std::string &pinDir, uint64_t idleNs) {
   auto flows = readFlows(pinDir);
   if (!flows)
     return flows.takeError();
-  auto maps = PinnedMaps::open(pinDir, {"conntrack"});
+  auto maps = client::PinnedMaps::open(pinDir, {"conntrack"});
   if (!maps)
     return maps.takeError();
-  MapTransaction transaction(*maps);
+  client::Transaction transaction(*maps);
   uint64_t now = monotonicNs();
   for (const Flow &flow : *flows)
     if (now > flow.lastSeenNs && now - flow.lastSeenNs > idleNs)
-      transaction.remove("conntrack", bytesOf(flow.key));
+      transaction.remove("conntrack", flow.key);
   if (Error err = transaction.commit())
     return err;
   return transaction.size();

@@ -23,7 +23,7 @@ struct LoadOptions {
 // Writes the tables for `rules` into the generation that is not live (only
 // the entries that differ from what it holds), zeroes its hit counters, and
 // then makes it live with one write of fw_config. All through one
-// MapTransaction: on a kernel error nothing changed.
+// client::Transaction: on a kernel error nothing changed.
 Error loadRules(const std::string &pinDir, const std::vector<Rule> &rules,
                 const LoadOptions &options);
 

@@ -1,6 +1,6 @@
 #include "L2Switch.h"
 
-#include "nf/common/MapTransaction.h"
+#include "client/Transaction.h"
 
 #include <bpf/bpf.h>
 #include <net/if.h>
@@ -20,6 +20,15 @@ namespace {
 const std::vector<std::string> SwitchMaps = {"ports", "vlans", "tx_ports", "flood_groups",
                                              "fdb"};
 constexpr unsigned MaxVlan = 4094; // 0 and 4095 are reserved by 802.1Q
+
+// Every entry of a map, keyed (reading changes nothing, so it needs no
+// transaction).
+template <typename K, typename V> Expected<std::map<K, V>> readMap(const client::Map &map) {
+  auto entries = map.entriesAs<K, V>();
+  if (!entries)
+    return entries.takeError();
+  return std::map<K, V>(entries->begin(), entries->end());
+}
 
 bool carries(const l2sw_port &port, unsigned vlan) {
   return (port.member[vlan / 64] >> (vlan % 64)) & 1;
@@ -185,16 +194,16 @@ Expected<std::vector<PortSpec>> parsePorts(const std::string &path) {
 }
 
 Error applyPorts(const std::string &pinDir, const std::vector<PortSpec> &specs) {
-  auto maps = PinnedMaps::open(pinDir, SwitchMaps);
+  auto maps = client::PinnedMaps::open(pinDir, SwitchMaps);
   if (!maps)
     return maps.takeError();
-  auto current = readMap<uint32_t, l2sw_port>((*maps)["ports"].fd(), "ports");
+  auto current = readMap<uint32_t, l2sw_port>((*maps)["ports"]);
   if (!current)
     return current.takeError();
-  auto groups = readMap<uint32_t, uint32_t>((*maps)["flood_groups"].fd(), "flood_groups");
+  auto groups = readMap<uint32_t, uint32_t>((*maps)["flood_groups"]);
   if (!groups)
     return groups.takeError();
-  auto fdb = readMap<l2sw_fdb_key, l2sw_fdb_entry>((*maps)["fdb"].fd(), "fdb");
+  auto fdb = readMap<l2sw_fdb_key, l2sw_fdb_entry>((*maps)["fdb"]);
   if (!fdb)
     return fdb.takeError();
   std::map<uint32_t, l2sw_port> wanted;
@@ -204,11 +213,11 @@ Error applyPorts(const std::string &pinDir, const std::vector<PortSpec> &specs) 
   // Changes are queued so that each step only relies on earlier ones: new
   // flood groups (fresh ids) and egress devices exist before the port and
   // VLAN entries that lead to them, and what the old configuration used is
-  // removed last. New groups are insertions, which MapTransaction undoes
+  // removed last. New groups are insertions, which the transaction undoes
   // exactly (by removal); old groups are removed at the very end because
   // undoing such a removal would re-insert what a lookup returns, a map id
   // where an update takes an fd. Removing an existing entry cannot fail.
-  MapTransaction tx(*maps);
+  client::Transaction tx(*maps);
   std::vector<Fd> created; // open until the commit has published them
   uint32_t nextGroup = 1;
   auto freshGroup = [&]() {
@@ -218,11 +227,12 @@ Error applyPorts(const std::string &pinDir, const std::vector<PortSpec> &specs) 
   };
   std::vector<std::pair<uint32_t, l2sw_vlan>> vlanChanges;
   std::set<uint32_t> groupsInUse;
-  int vlansFd = (*maps)["vlans"].fd();
+  const client::Map &vlans = (*maps)["vlans"];
   for (uint32_t vlan = 1; vlan <= MaxVlan; ++vlan) {
-    l2sw_vlan old = {};
-    if (bpf_map_lookup_elem(vlansFd, &vlan, &old))
-      return makeSystemError(errno, "map 'vlans': cannot read VLAN {0}", vlan);
+    auto read = vlans.at<l2sw_vlan>(vlan);
+    if (!read)
+      return withContext(read.takeError(), "VLAN " + std::to_string(vlan));
+    l2sw_vlan old = *read;
     l2sw_vlan next = {};
     for (bool tagged : {false, true}) {
       std::vector<uint32_t> members = floodMembers(wanted, vlan, tagged);
@@ -235,7 +245,7 @@ Error applyPorts(const std::string &pinDir, const std::vector<PortSpec> &specs) 
         if (!map)
           return withContext(map.takeError(), "VLAN " + std::to_string(vlan));
         uint32_t fd = map->get();
-        tx.update("flood_groups", bytesOf(group), bytesOf(fd), BPF_NOEXIST);
+        tx.update("flood_groups", group, fd, BPF_NOEXIST);
         created.push_back(std::move(*map));
       }
       if (group)
@@ -248,28 +258,28 @@ Error applyPorts(const std::string &pinDir, const std::vector<PortSpec> &specs) 
   }
   for (const auto &[ifindex, port] : wanted)
     if (!current->count(ifindex))
-      tx.update("tx_ports", bytesOf(ifindex), bytesOf(ifindex));
+      tx.update("tx_ports", ifindex, ifindex);
   for (const auto &[ifindex, port] : wanted) {
     auto old = current->find(ifindex);
     if (old == current->end() || std::memcmp(&old->second, &port, sizeof(port)))
-      tx.update("ports", bytesOf(ifindex), bytesOf(port));
+      tx.update("ports", ifindex, port);
   }
   for (const auto &[vlan, value] : vlanChanges)
-    tx.update("vlans", bytesOf(vlan), bytesOf(value));
+    tx.update("vlans", vlan, value);
   for (const auto &[ifindex, port] : *current)
     if (!wanted.count(ifindex)) {
-      tx.remove("ports", bytesOf(ifindex));
-      tx.remove("tx_ports", bytesOf(ifindex));
+      tx.remove("ports", ifindex);
+      tx.remove("tx_ports", ifindex);
     }
   for (const auto &[key, entry] : *fdb) {
     auto port = wanted.find(entry.ifindex);
     bool valid = port != wanted.end() && carries(port->second, key.vlan);
     if (!valid && !(entry.flags & L2SW_FDB_STATIC))
-      tx.remove("fdb", bytesOf(key));
+      tx.remove("fdb", key);
   }
   for (const auto &[group, id] : *groups)
     if (!groupsInUse.count(group))
-      tx.remove("flood_groups", bytesOf(group));
+      tx.remove("flood_groups", group);
   return tx.commit();
 }
 
@@ -314,17 +324,17 @@ Expected<std::vector<StaticSpec>> parseStatic(const std::string &path) {
 }
 
 Error applyStatic(const std::string &pinDir, const std::vector<StaticSpec> &entries) {
-  auto maps = PinnedMaps::open(pinDir, {"ports", "fdb"});
+  auto maps = client::PinnedMaps::open(pinDir, {"ports", "fdb"});
   if (!maps)
     return maps.takeError();
-  auto ports = readMap<uint32_t, l2sw_port>((*maps)["ports"].fd(), "ports");
+  auto ports = readMap<uint32_t, l2sw_port>((*maps)["ports"]);
   if (!ports)
     return ports.takeError();
-  auto fdb = readMap<l2sw_fdb_key, l2sw_fdb_entry>((*maps)["fdb"].fd(), "fdb");
+  auto fdb = readMap<l2sw_fdb_key, l2sw_fdb_entry>((*maps)["fdb"]);
   if (!fdb)
     return fdb.takeError();
   std::set<l2sw_fdb_key> wanted;
-  MapTransaction tx(*maps);
+  client::Transaction tx(*maps);
   uint64_t now = monotonicNowNs();
   for (const StaticSpec &spec : entries) {
     auto port = ports->find(spec.ifindex);
@@ -335,12 +345,12 @@ Error applyStatic(const std::string &pinDir, const std::vector<StaticSpec> &entr
       return spec.line.error("port '{0}' does not carry VLAN {1}", spec.line.words[2],
                              spec.key.vlan);
     l2sw_fdb_entry entry = {spec.ifindex, L2SW_FDB_STATIC, now};
-    tx.update("fdb", bytesOf(spec.key), bytesOf(entry));
+    tx.update("fdb", spec.key, entry);
     wanted.insert(spec.key);
   }
   for (const auto &[key, entry] : *fdb)
     if ((entry.flags & L2SW_FDB_STATIC) && !wanted.count(key))
-      tx.remove("fdb", bytesOf(key));
+      tx.remove("fdb", key);
   return tx.commit();
 }
 
@@ -358,18 +368,18 @@ uint64_t monotonicNowNs() {
 }
 
 Expected<AgingReport> ageFdb(const std::string &pinDir, uint64_t maxAgeNs, uint64_t nowNs) {
-  auto maps = PinnedMaps::open(pinDir, {"fdb"});
+  auto maps = client::PinnedMaps::open(pinDir, {"fdb"});
   if (!maps)
     return maps.takeError();
-  auto fdb = readMap<l2sw_fdb_key, l2sw_fdb_entry>((*maps)["fdb"].fd(), "fdb");
+  auto fdb = readMap<l2sw_fdb_key, l2sw_fdb_entry>((*maps)["fdb"]);
   if (!fdb)
     return fdb.takeError();
-  MapTransaction tx(*maps);
+  client::Transaction tx(*maps);
   for (const auto &[key, entry] : *fdb) {
     // Stamped after `nowNs` was read: seen just now.
     bool stale = nowNs > entry.last_seen_ns && nowNs - entry.last_seen_ns > maxAgeNs;
     if (stale && !(entry.flags & L2SW_FDB_STATIC))
-      tx.remove("fdb", bytesOf(key));
+      tx.remove("fdb", key);
   }
   if (Error err = tx.commit())
     return err;
@@ -377,10 +387,10 @@ Expected<AgingReport> ageFdb(const std::string &pinDir, uint64_t maxAgeNs, uint6
 }
 
 Expected<std::vector<FdbRow>> readFdb(const std::string &pinDir) {
-  auto maps = PinnedMaps::open(pinDir, {"fdb"});
+  auto maps = client::PinnedMaps::open(pinDir, {"fdb"});
   if (!maps)
     return maps.takeError();
-  auto fdb = readMap<l2sw_fdb_key, l2sw_fdb_entry>((*maps)["fdb"].fd(), "fdb");
+  auto fdb = readMap<l2sw_fdb_key, l2sw_fdb_entry>((*maps)["fdb"]);
   if (!fdb)
     return fdb.takeError();
   std::vector<FdbRow> rows;

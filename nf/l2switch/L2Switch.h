@@ -7,9 +7,6 @@
 #include "nf/common/ConfigFile.h"
 #include "support/Error.h"
 
-#include <bpf/bpf.h>
-
-#include <cerrno>
 #include <cstdint>
 #include <cstring>
 #include <map>
@@ -31,26 +28,6 @@ static_assert(sizeof(l2sw_port) == 8 + 8 * L2SW_VLAN_WORDS && sizeof(l2sw_vlan) 
               sizeof(l2sw_fdb_key) == 8 && sizeof(l2sw_fdb_entry) == 16);
 
 inline const char *const DefaultPinDir = "/sys/fs/bpf/morpheus/l2switch";
-
-// Every entry of the map behind `fd`, read with the plain syscalls (reading
-// changes nothing, so it needs no transaction). Entries deleted while the
-// map is walked are skipped.
-template <typename K, typename V>
-Expected<std::map<K, V>> readMap(int fd, const std::string &name) {
-  std::map<K, V> entries;
-  K key{}, next{};
-  const K *previous = nullptr;
-  while (!bpf_map_get_next_key(fd, previous, &next)) {
-    V value{};
-    if (!bpf_map_lookup_elem(fd, &next, &value))
-      entries[next] = value;
-    key = next;
-    previous = &key;
-  }
-  if (errno != ENOENT)
-    return makeSystemError(errno, "map '{0}': cannot iterate", name);
-  return entries;
-}
 
 struct PortSpec {
   ConfigLine line;

@@ -1,12 +1,9 @@
 #include "LbLoader.h"
 
 #include "Maglev.h"
-#include "backend/bpf/MapIO.h"
-#include "nf/common/MapTransaction.h"
+#include "client/Transaction.h"
 
 #include <arpa/inet.h>
-#include <bpf/bpf.h>
-#include <linux/bpf.h>
 #include <time.h>
 
 #include <chrono>
@@ -44,53 +41,13 @@ lb_vip_key vipKey(const VipId &id) {
 
 VipId vipId(const lb_vip_key &key) { return {ntohl(key.addr), ntohs(key.port), key.proto}; }
 
-Expected<bpf_map_info> mapInfo(bpf::MapUpdater &map) {
-  bpf_map_info info = {};
-  uint32_t length = sizeof(info);
-  if (bpf_obj_get_info_by_fd(map.fd(), &info, &length))
-    return makeSystemError(errno, "map '{0}': cannot query", map.name());
-  return info;
-}
-
-// Slots [first, first + count) of an array map, read in batches.
-template <typename T>
-Expected<std::vector<T>> readArray(bpf::MapUpdater &map, uint32_t first, uint32_t count) {
-  std::vector<uint32_t> keys(count);
-  std::vector<T> values(count);
-  uint32_t done = 0, previous = first - 1, last = 0;
-  while (done < count) {
-    uint32_t batch = count - done;
-    // The batch cursor is the key before the first one wanted.
-    void *cursor = done || first ? &previous : nullptr;
-    int err = bpf_map_lookup_batch(map.fd(), cursor, &last, keys.data() + done,
-                                   values.data() + done, &batch, nullptr);
-    if (err && errno != ENOENT)
-      return makeSystemError(errno, "map '{0}': cannot read slots {1}..{2}", map.name(), first,
-                             first + count - 1);
-    done += batch;
-    previous = last;
-    if (err || batch == 0)
-      break;
-  }
-  if (done < count)
-    return makeError("map '{0}': slots {1}..{2} are beyond its end", map.name(), first,
-                     first + count - 1);
-  return values;
-}
-
-Expected<std::map<VipId, lb_vip>> readVips(bpf::MapUpdater &map) {
+Expected<std::map<VipId, lb_vip>> readVips(const client::Map &map) {
+  auto entries = map.entriesAs<lb_vip_key, lb_vip>();
+  if (!entries)
+    return entries.takeError();
   std::map<VipId, lb_vip> vips;
-  lb_vip_key key = {}, next = {};
-  const void *previous = nullptr;
-  while (bpf_map_get_next_key(map.fd(), previous, &next) == 0) {
-    lb_vip value = {};
-    if (bpf_map_lookup_elem(map.fd(), &next, &value) == 0)
-      vips[vipId(next)] = value;
-    key = next;
-    previous = &key;
-  }
-  if (errno != ENOENT)
-    return makeSystemError(errno, "map '{0}': cannot iterate", map.name());
+  for (const auto &[key, value] : *entries)
+    vips[vipId(key)] = value;
   return vips;
 }
 
@@ -184,28 +141,25 @@ lb_config configValue(const LbSettings &settings) {
 } // namespace
 
 Expected<LoadReport> applyConfig(const LbConfig &config, const std::string &pinDir) {
-  auto maps = PinnedMaps::open(pinDir, {"config", "vips", "rings", "reals", "vip_stats"});
+  auto maps =
+      client::PinnedMaps::open(pinDir, {"config", "vips", "rings", "reals", "vip_stats"});
   if (!maps)
     return maps.takeError();
-  auto vipsInfo = mapInfo((*maps)["vips"]);
-  auto realsInfo = mapInfo((*maps)["reals"]);
-  auto ringsInfo = mapInfo((*maps)["rings"]);
-  if (!vipsInfo || !realsInfo || !ringsInfo)
-    return llvm::joinErrors(llvm::joinErrors(vipsInfo.takeError(), realsInfo.takeError()),
-                            ringsInfo.takeError());
-  uint32_t maxVips = vipsInfo->max_entries;
-  if (uint64_t(ringsInfo->max_entries) != uint64_t(maxVips) * LB_RING_SIZE)
+  uint32_t maxVips = (*maps)["vips"].maxEntries();
+  uint32_t ringSlots = (*maps)["rings"].maxEntries();
+  if (uint64_t(ringSlots) != uint64_t(maxVips) * LB_RING_SIZE)
     return makeError("map 'rings' has {0} slots, not {1} VIPs x {2}: the object was built "
                      "with another ring size than this control plane",
-                     ringsInfo->max_entries, maxVips, LB_RING_SIZE);
+                     ringSlots, maxVips, LB_RING_SIZE);
 
   auto currentVips = readVips((*maps)["vips"]);
   if (!currentVips)
     return currentVips.takeError();
-  auto currentReals = readArray<lb_real>((*maps)["reals"], 0, realsInfo->max_entries);
+  auto currentReals =
+      (*maps)["reals"].slots<lb_real>(0, (*maps)["reals"].maxEntries());
   if (!currentReals)
     return currentReals.takeError();
-  auto currentConfig = readArray<lb_config>((*maps)["config"], 0, 1);
+  auto currentConfig = (*maps)["config"].slots<lb_config>(0, 1);
   if (!currentConfig)
     return currentConfig.takeError();
 
@@ -217,11 +171,11 @@ Expected<LoadReport> applyConfig(const LbConfig &config, const std::string &pinD
 
   // Ordered so that the data plane, reading between any two changes, never
   // follows a VIP to an unwritten ring or a ring slot to an unwritten real.
-  MapTransaction transaction(*maps);
+  client::Transaction transaction(*maps);
   LoadReport report;
   for (const auto &[id, value] : *currentVips)
     if (!target.vipIndex.count(id))
-      transaction.remove("vips", bytesOf(vipKey(id)));
+      transaction.remove("vips", vipKey(id));
 
   std::map<uint32_t, bool> gueByAddress;
   for (const VipSpec &vip : config.vips)
@@ -230,7 +184,7 @@ Expected<LoadReport> applyConfig(const LbConfig &config, const std::string &pinD
   for (const auto &[address, index] : target.realIndex) {
     lb_real value = {htonl(address), LB_REAL_ACTIVE | (gueByAddress[address] ? LB_REAL_GUE : 0)};
     if (!sameBytes(value, (*currentReals)[index]))
-      transaction.update("reals", bytesOf(index), bytesOf(value));
+      transaction.update("reals", index, value);
   }
 
   for (const VipSpec &vip : config.vips) {
@@ -238,36 +192,36 @@ Expected<LoadReport> applyConfig(const LbConfig &config, const std::string &pinD
     uint32_t index = target.vipIndex.at(id);
     auto existing = currentVips->find(id);
     if (existing == currentVips->end() || existing->second.index != index)
-      transaction.update("vip_stats", bytesOf(index), bytesOf(lb_vip_counters{}));
+      transaction.update("vip_stats", index, lb_vip_counters{});
 
     std::vector<MaglevBackend> backends;
     for (const RealSpec &real : vip.reals)
       backends.push_back({target.realIndex.at(real.address), real.address, real.weight});
     std::vector<uint32_t> ring = buildMaglevTable(std::move(backends), LB_RING_SIZE);
-    auto current = readArray<uint32_t>((*maps)["rings"], index * LB_RING_SIZE, LB_RING_SIZE);
+    auto current = (*maps)["rings"].slots<uint32_t>(index * LB_RING_SIZE, LB_RING_SIZE);
     if (!current)
       return current.takeError();
     for (uint32_t slot = 0; slot < LB_RING_SIZE; ++slot)
       if (ring[slot] != (*current)[slot]) {
-        transaction.update("rings", bytesOf(index * LB_RING_SIZE + slot), bytesOf(ring[slot]));
+        transaction.update("rings", index * LB_RING_SIZE + slot, ring[slot]);
         ++report.ringSlots;
       }
   }
 
   lb_config settings = configValue(config.settings);
   if (!sameBytes(settings, currentConfig->front()))
-    transaction.update("config", bytesOf(uint32_t(0)), bytesOf(settings));
+    transaction.update("config", uint32_t(0), settings);
 
   for (const VipSpec &vip : config.vips) {
     VipId id{vip.address, vip.port, vip.protocol};
     lb_vip value = {vip.quic ? LB_VIP_QUIC : 0u, target.vipIndex.at(id)};
     auto existing = currentVips->find(id);
     if (existing == currentVips->end() || !sameBytes(existing->second, value))
-      transaction.update("vips", bytesOf(vipKey(id)), bytesOf(value));
+      transaction.update("vips", vipKey(id), value);
   }
 
   for (uint32_t index : target.freedReals)
-    transaction.update("reals", bytesOf(index), bytesOf(lb_real{}));
+    transaction.update("reals", index, lb_real{});
 
   auto start = std::chrono::steady_clock::now();
   if (Error err = transaction.commit())
@@ -288,22 +242,22 @@ Expected<LoadReport> loadConfigFile(const std::string &path, const std::string &
 }
 
 Expected<std::vector<VipStatus>> readVipStatus(const std::string &pinDir) {
-  auto maps = PinnedMaps::open(pinDir, {"vips", "vip_stats"});
+  auto maps = client::PinnedMaps::open(pinDir, {"vips", "vip_stats"});
   if (!maps)
     return maps.takeError();
   auto vips = readVips((*maps)["vips"]);
   if (!vips)
     return vips.takeError();
-  std::vector<lb_vip_counters> perCpu(bpf::possibleCpus());
   std::vector<VipStatus> status;
   for (const auto &[id, value] : *vips) {
     VipStatus entry;
     entry.vip = describeVip(std::get<0>(id), std::get<1>(id), std::get<2>(id));
     entry.index = value.index;
     entry.quic = value.flags & LB_VIP_QUIC;
-    if (bpf_map_lookup_elem((*maps)["vip_stats"].fd(), &value.index, perCpu.data()))
-      return makeSystemError(errno, "map 'vip_stats': cannot read slot {0}", value.index);
-    for (const lb_vip_counters &counters : perCpu) {
+    auto perCpu = (*maps)["vip_stats"].eachCpu<lb_vip_counters>(value.index);
+    if (!perCpu)
+      return perCpu.takeError();
+    for (const lb_vip_counters &counters : *perCpu) {
       entry.packets += counters.packets;
       entry.bytes += counters.bytes;
     }
@@ -315,15 +269,15 @@ Expected<std::vector<VipStatus>> readVipStatus(const std::string &pinDir) {
 }
 
 Expected<std::vector<uint64_t>> readEvents(const std::string &pinDir) {
-  auto maps = PinnedMaps::open(pinDir, {"events"});
+  auto maps = client::PinnedMaps::open(pinDir, {"events"});
   if (!maps)
     return maps.takeError();
-  std::vector<uint64_t> perCpu(bpf::possibleCpus()), sums(LB_EV_MAX);
+  std::vector<uint64_t> sums(LB_EV_MAX);
   for (uint32_t event = 0; event < LB_EV_MAX; ++event) {
-    if (bpf_map_lookup_elem((*maps)["events"].fd(), &event, perCpu.data()))
-      return makeSystemError(errno, "map 'events': cannot read slot {0}", event);
-    for (uint64_t count : perCpu)
-      sums[event] += count;
+    auto sum = (*maps)["events"].sumOverCpus(event);
+    if (!sum)
+      return sum.takeError();
+    sums[event] = *sum;
   }
   return sums;
 }
@@ -337,36 +291,22 @@ const char *eventName(unsigned event) {
 }
 
 Expected<size_t> expireFlows(const std::string &pinDir, uint64_t idleNs) {
-  auto maps = PinnedMaps::open(pinDir, {"flows"});
+  auto maps = client::PinnedMaps::open(pinDir, {"flows"});
   if (!maps)
     return maps.takeError();
-  bpf::MapUpdater &flows = (*maps)["flows"];
-  auto info = mapInfo(flows);
-  if (!info)
-    return info.takeError();
   timespec now = {};
   clock_gettime(CLOCK_MONOTONIC_COARSE, &now);
   uint64_t nowNs = uint64_t(now.tv_sec) * 1000000000ull + now.tv_nsec;
 
+  // Flows evicted while the table is walked are left out.
+  auto flows = (*maps)["flows"].entriesAs<lb_flow_key, lb_flow>();
+  if (!flows)
+    return flows.takeError();
   std::set<Bytes> idle;
-  lb_flow_key key = {}, next = {};
-  const void *previous = nullptr;
-  // A key evicted under our feet restarts the walk from the first key, so
-  // the walk is bounded by the table size rather than by reaching the end.
-  for (uint32_t steps = 0; steps < info->max_entries; ++steps) {
-    if (bpf_map_get_next_key(flows.fd(), previous, &next) != 0) {
-      if (errno != ENOENT)
-        return makeSystemError(errno, "map 'flows': cannot iterate");
-      break;
-    }
-    lb_flow value = {};
-    if (bpf_map_lookup_elem(flows.fd(), &next, &value) == 0 && value.last_seen_ns <= nowNs &&
-        nowNs - value.last_seen_ns > idleNs)
-      idle.insert(bytesOf(next));
-    key = next;
-    previous = &key;
-  }
-  MapTransaction transaction(*maps);
+  for (const auto &[key, value] : *flows)
+    if (value.last_seen_ns <= nowNs && nowNs - value.last_seen_ns > idleNs)
+      idle.insert(bytesOf(key));
+  client::Transaction transaction(*maps);
   for (const Bytes &flow : idle)
     transaction.remove("flows", flow);
   if (Error err = transaction.commit())

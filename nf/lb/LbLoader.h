@@ -22,7 +22,7 @@ struct LoadReport {
 };
 
 // Makes the maps in `pinDir` describe exactly `config`, in one
-// MapTransaction: VIPs and reals not in it are removed, and only entries
+// client::Transaction: VIPs and reals not in it are removed, and only entries
 // that differ are written. Reals and VIPs already present keep their
 // indexes, so the flow table stays valid and unchanged rings are not
 // rewritten. Capacity errors name the config line that does not fit; on

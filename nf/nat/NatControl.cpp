@@ -1,11 +1,8 @@
 #include "NatControl.h"
 
-#include "nf/common/MapTransaction.h"
+#include "client/Transaction.h"
 
 #include <arpa/inet.h>
-#include <bpf/bpf.h>
-#include <bpf/libbpf.h>
-#include <linux/bpf.h>
 #include <net/if.h>
 #include <net/if_arp.h>
 #include <sys/ioctl.h>
@@ -249,63 +246,18 @@ Expected<NatSettings> Parser::finish(const std::string &path) {
 
 // ---- map access --------------------------------------------------------------
 
-class Fd {
-public:
-  explicit Fd(int fd) : fd(fd) {}
-  ~Fd() {
-    if (fd >= 0)
-      close(fd);
-  }
-  Fd(const Fd &) = delete;
-  Fd &operator=(const Fd &) = delete;
-  int get() const { return fd; }
-
-private:
-  int fd;
-};
-
-// Every entry of a hash-like map, as raw bytes. The data plane may insert
-// and evict meanwhile: a deleted cursor restarts the walk, so entries are
-// keyed to drop repeats and the walk is bounded.
-std::map<Bytes, Bytes> readEntries(int fd, uint32_t keySize, uint32_t valueSize,
-                                   uint32_t maxEntries) {
-  std::map<Bytes, Bytes> entries;
-  Bytes key(keySize), next(keySize), value(valueSize);
-  const void *cursor = nullptr;
-  for (uint64_t step = 0; step < 2 * uint64_t(maxEntries) + 2; ++step) {
-    if (bpf_map_get_next_key(fd, cursor, next.data()))
-      break;
-    if (bpf_map_lookup_elem(fd, next.data(), value.data()) == 0)
-      entries[next] = value;
-    key = next;
-    cursor = key.data();
-  }
-  return entries;
-}
-
+// Every entry of one of the tables (nat_out, nat_in), as structs in key
+// byte order. The data plane may insert and evict meanwhile; entries
+// evicted during the walk are left out.
 template <typename Key, typename Value>
-std::vector<std::pair<Key, Value>> typedEntries(int fd, uint32_t maxEntries) {
-  std::vector<std::pair<Key, Value>> out;
-  for (const auto &[key, value] : readEntries(fd, sizeof(Key), sizeof(Value), maxEntries))
-    out.emplace_back(fromBytes<Key>(key), fromBytes<Value>(value));
-  return out;
-}
-
-uint32_t maxEntriesOf(int fd) {
-  bpf_map_info info = {};
-  uint32_t length = sizeof(info);
-  return bpf_obj_get_info_by_fd(fd, &info, &length) ? 0 : info.max_entries;
-}
-
-Expected<int> openPinned(const std::string &pinDir, const std::string &name) {
-  std::string path = pinDir + "/" + name;
-  int fd = bpf_obj_get(path.c_str());
-  if (fd < 0)
-    return makeSystemError(errno,
-                           "map '{0}': cannot open {1} (is the function running? 'morpheus "
-                           "run' pins its maps in {2})",
-                           name, path, pinDir);
-  return fd;
+Expected<std::vector<std::pair<Key, Value>>> readTable(const client::Map &map) {
+  auto entries = map.entriesAs<Key, Value>();
+  if (!entries)
+    return entries.takeError();
+  std::sort(entries->begin(), entries->end(), [](const auto &a, const auto &b) {
+    return bytesOf(a.first) < bytesOf(b.first);
+  });
+  return entries;
 }
 
 nat_config configValue(const NatSettings &settings) {
@@ -348,38 +300,42 @@ Expected<NatSettings> parseConfig(const std::string &path) {
 }
 
 Error applyConfig(const NatSettings &settings, const std::string &pinDir) {
-  auto maps = PinnedMaps::open(pinDir, MapNames);
+  auto maps = client::PinnedMaps::open(pinDir, MapNames);
   if (!maps)
     return maps.takeError();
-  MapTransaction transaction(*maps);
+  client::Transaction transaction(*maps);
 
   // Egress ports before the configuration that sends packets to them.
   uint32_t sides[NAT_SIDES] = {settings.insideIfindex, settings.outsideIfindex};
   for (uint32_t side = 0; side < NAT_SIDES; ++side)
-    transaction.update("nat_ports", bytesOf(side), bytesOf(sides[side]));
+    transaction.update("nat_ports", side, sides[side]);
 
-  int insideFd = (*maps)["nat_inside"].fd();
   std::set<Bytes> wanted;
   for (const Ipv4Prefix &prefix : settings.inside)
     wanted.insert(bytesOf(nat_prefix_key{prefix.length, htonl(prefix.address)}));
-  for (const auto &[key, value] :
-       readEntries(insideFd, sizeof(nat_prefix_key), sizeof(uint32_t), maxEntriesOf(insideFd)))
+  auto inside = (*maps)["nat_inside"].entries();
+  if (!inside)
+    return inside.takeError();
+  for (const auto &[key, value] : std::map<Bytes, Bytes>(inside->begin(), inside->end()))
     if (!wanted.count(key))
       transaction.remove("nat_inside", key);
   for (const Bytes &key : wanted)
-    transaction.update("nat_inside", key, bytesOf(uint32_t(1)));
+    transaction.update("nat_inside", key, uint32_t(1));
 
-  transaction.update("nat_config", bytesOf(uint32_t(0)), bytesOf(configValue(settings)));
+  transaction.update("nat_config", uint32_t(0), configValue(settings));
 
-  int outFd = (*maps)["nat_out"].fd(), inFd = (*maps)["nat_in"].fd();
-  for (const auto &[key, binding] :
-       typedEntries<nat_flow_key, nat_binding>(outFd, maxEntriesOf(outFd)))
+  auto out = readTable<nat_flow_key, nat_binding>((*maps)["nat_out"]);
+  if (!out)
+    return out.takeError();
+  for (const auto &[key, binding] : *out)
     if (!allowed(settings, key.addr, binding.external_addr, binding.external_port))
-      transaction.remove("nat_out", bytesOf(key));
-  for (const auto &[key, origin] :
-       typedEntries<nat_flow_key, nat_origin>(inFd, maxEntriesOf(inFd)))
+      transaction.remove("nat_out", key);
+  auto in = readTable<nat_flow_key, nat_origin>((*maps)["nat_in"]);
+  if (!in)
+    return in.takeError();
+  for (const auto &[key, origin] : *in)
     if (!allowed(settings, origin.inside_addr, key.addr, key.port))
-      transaction.remove("nat_in", bytesOf(key));
+      transaction.remove("nat_in", key);
   return transaction.commit();
 }
 
@@ -391,23 +347,21 @@ Error loadConfig(const std::string &path, const std::string &pinDir) {
 }
 
 Expected<std::vector<Translation>> readTranslations(const std::string &pinDir) {
-  auto outFd = openPinned(pinDir, "nat_out");
-  if (!outFd)
-    return outFd.takeError();
-  Fd out(*outFd);
-  auto inFd = openPinned(pinDir, "nat_in");
-  if (!inFd)
-    return inFd.takeError();
-  Fd in(*inFd);
-
+  auto maps = client::PinnedMaps::open(pinDir, {"nat_out", "nat_in"});
+  if (!maps)
+    return maps.takeError();
+  auto in = readTable<nat_flow_key, nat_origin>((*maps)["nat_in"]);
+  if (!in)
+    return in.takeError();
   std::map<Bytes, nat_origin> reverse;
-  for (const auto &[key, origin] :
-       typedEntries<nat_flow_key, nat_origin>(in.get(), maxEntriesOf(in.get())))
+  for (const auto &[key, origin] : *in)
     reverse[bytesOf(key)] = origin;
 
+  auto out = readTable<nat_flow_key, nat_binding>((*maps)["nat_out"]);
+  if (!out)
+    return out.takeError();
   std::vector<Translation> translations;
-  for (const auto &[key, binding] :
-       typedEntries<nat_flow_key, nat_binding>(out.get(), maxEntriesOf(out.get()))) {
+  for (const auto &[key, binding] : *out) {
     Translation t;
     t.protocol = key.proto;
     t.insideAddr = ntohl(key.addr);
@@ -479,19 +433,15 @@ Expected<std::vector<std::pair<std::string, uint64_t>>> readStats(const std::str
       "outbound",  "inbound",     "new-flow",    "no-mapping",      "not-nat",
       "fragment",  "ip-options",  "ttl-expired", "ports-exhausted", "malformed"};
   static_assert(std::size(names) == NAT_STAT_MAX);
-  auto fd = openPinned(pinDir, "nat_stats");
-  if (!fd)
-    return fd.takeError();
-  Fd stats(*fd);
-  std::vector<uint64_t> perCpu(libbpf_num_possible_cpus());
+  auto maps = client::PinnedMaps::open(pinDir, {"nat_stats"});
+  if (!maps)
+    return maps.takeError();
   std::vector<std::pair<std::string, uint64_t>> out;
   for (uint32_t index = 0; index < NAT_STAT_MAX; ++index) {
-    if (bpf_map_lookup_elem(stats.get(), &index, perCpu.data()))
-      return makeSystemError(errno, "map 'nat_stats': reading counter {0}", index);
-    uint64_t sum = 0;
-    for (uint64_t value : perCpu)
-      sum += value;
-    out.emplace_back(names[index], sum);
+    auto sum = (*maps)["nat_stats"].sumOverCpus(index);
+    if (!sum)
+      return sum.takeError();
+    out.emplace_back(names[index], *sum);
   }
   return out;
 }

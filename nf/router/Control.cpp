@@ -1,11 +1,6 @@
 #include "Control.h"
 
-#include "backend/bpf/MapIO.h"
-
 #include <arpa/inet.h>
-#include <bpf/bpf.h>
-#include <bpf/libbpf.h>
-#include <linux/bpf.h>
 #include <net/if.h>
 
 #include <map>
@@ -26,39 +21,44 @@ struct NeighborEntry {
   neighbor value;
 };
 
-std::vector<Bytes> keysIn(int fd, uint32_t keySize) {
-  std::vector<Bytes> keys;
-  Bytes key(keySize), next(keySize);
-  for (const void *previous = nullptr; !bpf_map_get_next_key(fd, previous, next.data());
-       previous = key.data()) {
-    keys.push_back(next);
-    key = next;
-  }
-  return keys;
-}
-
 // Queues the entries and, when replacing, the removal of every key the map
 // holds that the entries do not. Keys compare as raw bytes, which is sound
 // because the layouts have no padding (Control.h checks their sizes).
 template <typename Entry>
-LoadSummary queue(MapTransaction &transaction, const std::string &map, int fd,
-                  const std::vector<Entry> &entries, bool replace) {
+Expected<LoadSummary> queue(client::Transaction &transaction, const client::Map &map,
+                            const std::string &name, const std::vector<Entry> &entries,
+                            bool replace) {
   LoadSummary summary;
   std::set<Bytes> listed;
   for (const Entry &entry : entries) {
     listed.insert(bytesOf(entry.key));
-    transaction.update(map, bytesOf(entry.key), bytesOf(entry.value));
+    transaction.update(name, entry.key, entry.value);
     ++summary.written;
   }
-  if (replace) {
-    for (Bytes &key : keysIn(fd, sizeof(Entry::key))) {
-      if (listed.count(key))
-        continue;
-      transaction.remove(map, std::move(key));
-      ++summary.removed;
-    }
-  }
+  if (!replace)
+    return summary;
+  if (Error err = map.forEachKey([&](const Bytes &key) {
+        if (!listed.count(key)) {
+          transaction.remove(name, key);
+          ++summary.removed;
+        }
+        return true;
+      }))
+    return err;
   return summary;
+}
+
+// The ports that have an interface, ascending.
+Expected<std::vector<uint32_t>> portsOf(const client::Map &ports) {
+  std::vector<uint32_t> bound;
+  for (uint32_t port = 0; port < ports.maxEntries(); ++port) {
+    auto ifindex = ports.lookup<uint32_t>(port);
+    if (!ifindex)
+      return ifindex.takeError();
+    if (*ifindex)
+      bound.push_back(port);
+  }
+  return bound;
 }
 
 Expected<uint32_t> parsePort(const ConfigLine &line, const std::string &text) {
@@ -175,50 +175,44 @@ uint32_t hashedPort(const Ipv4Prefix &prefix, const std::vector<uint32_t> &ports
   return ports[hash % ports.size()];
 }
 
-Expected<std::vector<uint32_t>> configuredPorts(int portsFd) {
-  bpf_map_info info = {};
-  uint32_t length = sizeof(info);
-  if (bpf_obj_get_info_by_fd(portsFd, &info, &length))
-    return makeSystemError(errno, "map 'ports': cannot query");
-  std::vector<uint32_t> ports;
-  for (uint32_t port = 0; port < info.max_entries; ++port) {
-    uint32_t ifindex;
-    if (!bpf_map_lookup_elem(portsFd, &port, &ifindex))
-      ports.push_back(port);
-    else if (errno != ENOENT)
-      return makeSystemError(errno, "map 'ports': cannot read port {0}", port);
-  }
-  return ports;
+Expected<std::vector<uint32_t>> configuredPorts(const std::string &pinDir) {
+  auto maps = client::PinnedMaps::open(pinDir, {"ports"});
+  if (!maps)
+    return maps.takeError();
+  return portsOf((*maps)["ports"]);
 }
 
 Expected<LoadSummary> loadRoutes(const std::string &path, const LoadOptions &options) {
-  auto maps = PinnedMaps::open(options.pinDir, {"routes", "ports"});
+  auto maps = client::PinnedMaps::open(options.pinDir, {"routes", "ports"});
   if (!maps)
     return maps.takeError();
-  auto ports = configuredPorts((*maps)["ports"].fd());
+  auto ports = portsOf((*maps)["ports"]);
   if (!ports)
     return ports.takeError();
   auto entries = parseRoutes(path, *ports);
   if (!entries)
     return entries.takeError();
-  MapTransaction transaction(*maps);
-  LoadSummary summary =
-      queue(transaction, "routes", (*maps)["routes"].fd(), *entries, options.replace);
+  client::Transaction transaction(*maps);
+  auto summary = queue(transaction, (*maps)["routes"], "routes", *entries, options.replace);
+  if (!summary)
+    return summary.takeError();
   if (Error err = transaction.commit())
     return withContext(std::move(err), path);
   return summary;
 }
 
 Expected<LoadSummary> loadNeighbors(const std::string &path, const LoadOptions &options) {
-  auto maps = PinnedMaps::open(options.pinDir, {"neighbors"});
+  auto maps = client::PinnedMaps::open(options.pinDir, {"neighbors"});
   if (!maps)
     return maps.takeError();
   auto entries = parseNeighbors(path);
   if (!entries)
     return entries.takeError();
-  MapTransaction transaction(*maps);
-  LoadSummary summary =
-      queue(transaction, "neighbors", (*maps)["neighbors"].fd(), *entries, options.replace);
+  client::Transaction transaction(*maps);
+  auto summary =
+      queue(transaction, (*maps)["neighbors"], "neighbors", *entries, options.replace);
+  if (!summary)
+    return summary.takeError();
   if (Error err = transaction.commit())
     return withContext(std::move(err), path);
   return summary;
@@ -231,37 +225,35 @@ Error setPort(const std::string &pinDir, uint32_t port, uint32_t ifindex) {
   if (!if_indextoname(ifindex, name))
     return makeError("port {0}: no interface with index {1} in this network namespace", port,
                      ifindex);
-  auto maps = PinnedMaps::open(pinDir, {"ports"});
+  auto maps = client::PinnedMaps::open(pinDir, {"ports"});
   if (!maps)
     return maps.takeError();
-  MapTransaction transaction(*maps);
-  transaction.update("ports", bytesOf(port), bytesOf(ifindex));
+  client::Transaction transaction(*maps);
+  transaction.update("ports", port, ifindex);
   return withContext(transaction.commit(), "port " + std::to_string(port));
 }
 
 Error unsetPort(const std::string &pinDir, uint32_t port) {
   if (Error err = checkPort(port))
     return err;
-  auto maps = PinnedMaps::open(pinDir, {"ports"});
+  auto maps = client::PinnedMaps::open(pinDir, {"ports"});
   if (!maps)
     return maps.takeError();
-  MapTransaction transaction(*maps);
-  transaction.remove("ports", bytesOf(port));
+  client::Transaction transaction(*maps);
+  transaction.remove("ports", port);
   return withContext(transaction.commit(), "port " + std::to_string(port));
 }
 
 Expected<std::array<uint64_t, STAT_MAX>> readStats(const std::string &pinDir) {
-  auto maps = PinnedMaps::open(pinDir, {"stats"});
+  auto maps = client::PinnedMaps::open(pinDir, {"stats"});
   if (!maps)
     return maps.takeError();
-  int fd = (*maps)["stats"].fd();
-  std::vector<uint64_t> perCpu(bpf::possibleCpus());
   std::array<uint64_t, STAT_MAX> totals{};
   for (uint32_t index = 0; index < STAT_MAX; ++index) {
-    if (bpf_map_lookup_elem(fd, &index, perCpu.data()))
-      return makeSystemError(errno, "map 'stats': cannot read counter {0}", index);
-    for (uint64_t value : perCpu)
-      totals[index] += value;
+    auto total = (*maps)["stats"].sumOverCpus(index);
+    if (!total)
+      return total.takeError();
+    totals[index] = *total;
   }
   return totals;
 }

@@ -1,10 +1,10 @@
 // The router's control plane: loading routes, neighbours and ports into the
 // maps of a running router (pinned by `morpheus run` or a test), each file
-// validated whole and applied in one MapTransaction, or not at all.
+// validated whole and applied in one client::Transaction, or not at all.
 #pragma once
 
+#include "client/Transaction.h"
 #include "nf/common/ConfigFile.h"
-#include "nf/common/MapTransaction.h"
 #include "support/Error.h"
 
 #include <array>
@@ -52,7 +52,7 @@ Error setPort(const std::string &pinDir, uint32_t port, uint32_t ifindex);
 Error unsetPort(const std::string &pinDir, uint32_t port);
 
 // The ports that have an interface, ascending.
-Expected<std::vector<uint32_t>> configuredPorts(int portsFd);
+Expected<std::vector<uint32_t>> configuredPorts(const std::string &pinDir);
 
 // ports[FNV-1a(address bytes in network order, prefix length) % ports.size()]:
 // deterministic, and spreads routes to one gateway evenly over the ports.

@@ -1,8 +1,8 @@
 // `morpheus map`: the control plane's command-line client.
 #include "backend/bpf/BpfObject.h"
 #include "backend/bpf/MapIO.h"
-#include "backend/bpf/MapUpdater.h"
 #include "cli/Commands.h"
+#include "client/Map.h"
 
 #include <bpf/bpf.h>
 #include <linux/bpf.h>
@@ -77,10 +77,10 @@ int mapCommand(int argc, char **argv) {
         specs);
   if (action == "dump")
     return dump(words[1]);
-  auto updater = bpf::MapUpdater::open(words[1]);
-  if (!updater)
-    return fail(updater.takeError());
-  if (!updater->guarded())
+  auto map = client::Map::open(words[1]);
+  if (!map)
+    return fail(map.takeError());
+  if (!map->guarded())
     std::fprintf(stderr, "morpheus: warning: no Morpheus guard beside %s; "
                          "updating the map without invalidating specialized code\n",
                  words[1].c_str());
@@ -88,7 +88,7 @@ int mapCommand(int argc, char **argv) {
   if (!key)
     return fail(key.takeError());
   if (action == "delete") {
-    if (Error err = updater->remove(*key))
+    if (Error err = map->remove(*key))
       return fail(std::move(err));
     return 0;
   }
@@ -98,7 +98,7 @@ int mapCommand(int argc, char **argv) {
   auto flags = parseUpdateFlags(args->get("--flags").value_or("any"));
   if (!flags)
     return usageError(llvm::toString(flags.takeError()));
-  if (Error err = updater->update(*key, *value, *flags))
+  if (Error err = map->update(*key, *value, *flags))
     return fail(std::move(err));
   return 0;
 }

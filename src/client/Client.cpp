@@ -1,8 +1,8 @@
-// The C client API over MapUpdater; errors become negative errno values and
-// a thread-local message.
+// The C client API over the C++ client library (client/Map.h); errors
+// become negative errno values and a thread-local message.
 #include "client/morpheus_client.h"
 
-#include "backend/bpf/MapUpdater.h"
+#include "client/Map.h"
 
 #include <cerrno>
 #include <string>
@@ -10,7 +10,7 @@
 using namespace morpheus;
 
 struct morpheus_map {
-  bpf::MapUpdater updater;
+  client::Map map;
 };
 
 namespace {
@@ -29,9 +29,9 @@ int report(llvm::Error err) {
   return -code;
 }
 
-core::Bytes bytes(const void *data, size_t size) {
+Bytes bytes(const void *data, size_t size) {
   const auto *raw = static_cast<const uint8_t *>(data);
-  return core::Bytes(raw, raw + size);
+  return Bytes(raw, raw + size);
 }
 
 } // namespace
@@ -41,10 +41,10 @@ extern "C" {
 int morpheus_map_open(const char *pin_path, morpheus_map **map) {
   if (!pin_path || !map)
     return report(makeError("morpheus_map_open: null argument"));
-  auto updater = bpf::MapUpdater::open(pin_path);
-  if (!updater)
-    return report(updater.takeError());
-  *map = new morpheus_map{std::move(*updater)};
+  auto opened = client::Map::open(pin_path);
+  if (!opened)
+    return report(opened.takeError());
+  *map = new morpheus_map{std::move(*opened)};
   return 0;
 }
 
@@ -54,18 +54,17 @@ int morpheus_map_update(morpheus_map *map, const void *key, size_t key_size,
                         const void *value, size_t value_size, uint64_t flags) {
   if (!map || !key || !value)
     return report(makeError("morpheus_map_update: null argument"));
-  return report(
-      map->updater.update(bytes(key, key_size), bytes(value, value_size), flags));
+  return report(map->map.update(bytes(key, key_size), bytes(value, value_size), flags));
 }
 
 int morpheus_map_delete(morpheus_map *map, const void *key, size_t key_size) {
   if (!map || !key)
     return report(makeError("morpheus_map_delete: null argument"));
-  return report(map->updater.remove(bytes(key, key_size)));
+  return report(map->map.remove(bytes(key, key_size)));
 }
 
 int morpheus_map_guarded(const morpheus_map *map) {
-  return map && map->updater.guarded() ? 1 : 0;
+  return map && map->map.guarded() ? 1 : 0;
 }
 
 const char *morpheus_last_error(void) { return lastError.c_str(); }

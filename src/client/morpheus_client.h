@@ -1,7 +1,9 @@
 /* The C client API: change a map that Morpheus manages so that the very next
  * packet sees the change (the guard pinned beside the map is bumped around
- * the write). For C control planes; C++ code can use
- * morpheus::bpf::MapUpdater directly.
+ * the write). For C control planes; it sits on the C++ client library
+ * (client/Map.h, client/Transaction.h), which C++ control planes use
+ * directly and which adds typed reads, key walks and all-or-nothing
+ * batches.
  *
  * Every function returns 0 on success or a negative errno; on failure
  * morpheus_last_error() describes what went wrong, naming the map. */

@@ -3,6 +3,7 @@
 // program is installed at that moment and whatever the compiler is doing.
 #include "PolicyFwd.h"
 #include "backend/bpf/BpfObject.h"
+#include "client/Map.h"
 
 #include <bpf/bpf.h>
 #include <linux/bpf.h>
@@ -93,7 +94,7 @@ TEST(ConcurrentUpdates, EveryPacketSeesTheLatestUpdate) {
 // pinned map and guard as `morpheus map update` does: after each of its
 // updates returns, the next packet of that process must follow it, while the
 // others hammer their own keys and this process keeps recompiling. With the
-// writers' updates made without the guard bracket (MapUpdater::write) the
+// writers' updates made without the guard bracket (MapUpdater::writeUnguarded) the
 // same run counted 300 violations in 600 updates.
 TEST(ConcurrentUpdates, SeveralWriterProcessesEachSeeTheirLatestUpdate) {
   PinDir pins("concurrent_writers");
@@ -125,7 +126,7 @@ TEST(ConcurrentUpdates, SeveralWriterProcessesEachSeeTheirLatestUpdate) {
       close(start[1]);
       char go;
       uint32_t violations = read(start[0], &go, 1) == 1 ? 0 : UINT32_MAX;
-      auto policy = bpf::MapUpdater::open(pins.path() + "/policy");
+      auto policy = client::Map::open(pins.path() + "/policy");
       if (!policy || !policy->guarded())
         violations = UINT32_MAX;
       policy_key key = policyKey(0x0a000001 + w, 80, IPPROTO_UDP);
@@ -142,7 +143,7 @@ TEST(ConcurrentUpdates, SeveralWriterProcessesEachSeeTheirLatestUpdate) {
         if (phase >= 40)
           usleep(useconds_t((period - phase) * 1000));
         uint32_t action = (i + w) % 2 ? ACTION_DROP : ACTION_PASS;
-        if (policy->update(bytesOf(key), bytesOf(policyValue(action)))) {
+        if (policy->update(key, policyValue(action))) {
           violations = UINT32_MAX;
           break;
         }

@@ -1,5 +1,7 @@
 #include "NfTest.h"
 
+#include "backend/bpf/MapIO.h"
+
 #include <bpf/bpf.h>
 #include <gtest/gtest.h>
 #include <unistd.h>
@@ -90,13 +92,13 @@ std::map<Bytes, Bytes> rawEntries(int mapFd) {
   size_t valueSize = perCpu ? ((info.value_size + 7) & ~7u) * libbpf_num_possible_cpus()
                             : info.value_size;
   std::map<Bytes, Bytes> entries;
-  Bytes key(info.key_size), next(info.key_size), value(valueSize);
-  for (const void *previous = nullptr; !bpf_map_get_next_key(mapFd, previous, next.data());
-       previous = key.data()) {
-    key = next;
+  Bytes value(valueSize);
+  llvm::Error err = bpf::forEachKey(mapFd, info.key_size, info.name, [&](const Bytes &key) {
     EXPECT_EQ(bpf_map_lookup_elem(mapFd, key.data(), value.data()), 0);
     entries[key] = value;
-  }
+    return true;
+  });
+  EXPECT_FALSE(bool(err)) << llvm::toString(std::move(err));
   return entries;
 }
 

@@ -70,8 +70,15 @@ private:
 };
 
 // Every entry of a map as raw bytes, in key order; a per-CPU map's value is
-// every CPU's, back to back.
+// every CPU's, back to back. A failed walk fails the test.
 std::map<Bytes, Bytes> rawEntries(int mapFd);
+// The same as structs, for a map whose entries are one K and one V.
+template <typename K, typename V> std::map<K, V> entriesOf(int mapFd) {
+  std::map<K, V> entries;
+  for (const auto &[key, value] : rawEntries(mapFd))
+    entries.emplace(fromBytes<K>(key), fromBytes<V>(value));
+  return entries;
+}
 
 // Whether the loaded program references the map.
 bool usesMap(int programFd, int mapFd);

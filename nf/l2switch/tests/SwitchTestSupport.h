@@ -59,15 +59,7 @@ extern const Mac Broadcast;
 Bytes frame(const Mac &dst, const Mac &src, std::optional<uint16_t> vlan = {},
             uint8_t pcp = 0);
 
-// readMap() for tests: a read error fails the test.
-template <typename K, typename V> std::map<K, V> entriesOf(int fd) {
-  auto entries = readMap<K, V>(fd, "map fd " + std::to_string(fd));
-  if (!entries) {
-    ADD_FAILURE() << llvm::toString(entries.takeError());
-    return {};
-  }
-  return std::move(*entries);
-}
+using nf::testing::entriesOf;
 std::map<l2sw_fdb_key, l2sw_fdb_entry> readFdbMap(int fdbFd);
 l2sw_fdb_key fdbKey(const Mac &mac, uint16_t vlan);
 uint64_t coarseNowNs(); // the data plane's clock

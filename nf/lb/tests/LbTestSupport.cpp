@@ -157,17 +157,7 @@ std::optional<lb_flow> MapView::flow(const Flow &flow) const {
   return value;
 }
 
-size_t MapView::flowCount() const {
-  size_t count = 0;
-  lb_flow_key key = {}, next = {};
-  const void *previous = nullptr;
-  while (bpf_map_get_next_key(fdOf("flows"), previous, &next) == 0) {
-    ++count;
-    key = next;
-    previous = &key;
-  }
-  return count;
-}
+size_t MapView::flowCount() const { return entries("flows").size(); }
 
 void MapView::forgetFlow(const Flow &flow) const {
   lb_flow_key key = flowKey(flow);

@@ -37,13 +37,8 @@ protected:
     taken.config.resize(sizeof(nat_config));
     uint32_t zero = 0;
     EXPECT_EQ(bpf_map_lookup_elem(fd("nat_config"), &zero, taken.config.data()), 0);
-    nat_prefix_key key, next;
-    const nat_prefix_key *cursor = nullptr;
-    while (bpf_map_get_next_key(fd("nat_inside"), cursor, &next) == 0) {
-      taken.inside.push_back(next);
-      key = next;
-      cursor = &key;
-    }
+    for (const auto &[key, value] : nf::testing::rawEntries(fd("nat_inside")))
+      taken.inside.push_back(fromBytes<nat_prefix_key>(key));
     for (uint32_t side = 0; side < NAT_SIDES; ++side)
       bpf_map_lookup_elem(fd("nat_ports"), &side, &taken.ports[side]);
     taken.out = out();

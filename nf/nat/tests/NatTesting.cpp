@@ -176,20 +176,11 @@ std::string standardConfig(const std::string &ports) {
 
 namespace {
 
+// In key byte order (rawEntries' order).
 template <typename Key, typename Value> std::vector<std::pair<Key, Value>> entries(int fd) {
   std::vector<std::pair<Key, Value>> out;
-  Key key, next;
-  Value value;
-  const Key *cursor = nullptr;
-  while (bpf_map_get_next_key(fd, cursor, &next) == 0) {
-    if (bpf_map_lookup_elem(fd, &next, &value) == 0)
-      out.emplace_back(next, value);
-    key = next;
-    cursor = &key;
-  }
-  std::sort(out.begin(), out.end(), [](const auto &a, const auto &b) {
-    return std::memcmp(&a.first, &b.first, sizeof(Key)) < 0;
-  });
+  for (const auto &[key, value] : nf::testing::rawEntries(fd))
+    out.emplace_back(fromBytes<Key>(key), fromBytes<Value>(value));
   return out;
 }
 

@@ -29,16 +29,7 @@ protected:
   }
 
   // Counted the way the brief asks: walking the trie's keys.
-  size_t routeCount() {
-    int fd = router.program.mapFd("routes");
-    route_key key, next;
-    size_t count = 0;
-    for (void *previous = nullptr; !bpf_map_get_next_key(fd, previous, &next); previous = &key) {
-      key = next;
-      ++count;
-    }
-    return count;
-  }
+  size_t routeCount() { return routes().size(); }
 
   std::map<Bytes, Bytes> routes() {
     return nf::testing::rawEntries(router.program.mapFd("routes"));
@@ -283,7 +274,7 @@ TEST_F(Loader, PortsNeedRealInterfaces) {
   uint32_t port = 5, stored = 0;
   ASSERT_EQ(bpf_map_lookup_elem(fd, &port, &stored), 0);
   EXPECT_EQ(stored, ifindex);
-  auto bound = configuredPorts(fd);
+  auto bound = configuredPorts(router.pinDir());
   ASSERT_TRUE(bool(bound));
   EXPECT_EQ(*bound, std::vector<uint32_t>{5});
 
@@ -297,7 +288,7 @@ TEST_F(Loader, PortsNeedRealInterfaces) {
 
   err = unsetPort(router.pinDir(), 5);
   ASSERT_FALSE(bool(err)) << llvm::toString(std::move(err));
-  bound = configuredPorts(fd);
+  bound = configuredPorts(router.pinDir());
   ASSERT_TRUE(bool(bound));
   EXPECT_TRUE(bound->empty());
 }

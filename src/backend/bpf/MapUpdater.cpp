@@ -20,6 +20,7 @@ Expected<MapUpdater> MapUpdater::forMap(int fd, std::string name, GuardWord *gua
   updater.mapName = std::move(name);
   updater.keyBytes = info.key_size;
   updater.valueBytes = info.value_size;
+  updater.entryLimit = info.max_entries;
   updater.mapType = info.type;
   updater.guard = guard;
   return updater;
@@ -50,7 +51,7 @@ Expected<MapUpdater> MapUpdater::open(const std::string &pinPath) {
 MapUpdater::MapUpdater(MapUpdater &&other) noexcept
     : mapFd(std::exchange(other.mapFd, -1)), ownsFd(other.ownsFd),
       mapName(std::move(other.mapName)), keyBytes(other.keyBytes),
-      valueBytes(other.valueBytes), mapType(other.mapType),
+      valueBytes(other.valueBytes), entryLimit(other.entryLimit), mapType(other.mapType),
       ownedGuard(std::move(other.ownedGuard)) {
   guard = ownedGuard ? &*ownedGuard : other.guard;
 }
@@ -84,17 +85,17 @@ Error MapUpdater::update(const core::Bytes &key, const core::Bytes &value,
   if (Error err = checkSizes(key, &value))
     return err;
   GuardWord::Update bracket(guard);
-  return write(key, value, flags);
+  return writeUnguarded(key, value, flags);
 }
 
 Error MapUpdater::remove(const core::Bytes &key) {
   if (Error err = checkSizes(key, nullptr))
     return err;
   GuardWord::Update bracket(guard);
-  return erase(key);
+  return eraseUnguarded(key);
 }
 
-Error MapUpdater::write(const core::Bytes &key, const core::Bytes &value, uint64_t flags) {
+Error MapUpdater::writeUnguarded(const core::Bytes &key, const core::Bytes &value, uint64_t flags) {
   if (Error err = checkSizes(key, &value))
     return err;
   core::Bytes raw = value;
@@ -110,7 +111,7 @@ Error MapUpdater::write(const core::Bytes &key, const core::Bytes &value, uint64
   return Error::success();
 }
 
-Error MapUpdater::erase(const core::Bytes &key) {
+Error MapUpdater::eraseUnguarded(const core::Bytes &key) {
   if (Error err = checkSizes(key, nullptr))
     return err;
   if (bpf_map_delete_elem(mapFd, key.data()))

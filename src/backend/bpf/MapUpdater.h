@@ -1,7 +1,9 @@
-// The control-plane client API: change a map that Morpheus manages so that
-// the very next packet sees the change. The guard word pinned beside the map
-// is bumped before the update is applied, which sends every packet to the
+// Guarded writes to one map: change a map that Morpheus manages so that the
+// very next packet sees the change. The guard word pinned beside the map is
+// bumped before the update is applied, which sends every packet to the
 // generic program until Morpheus has re-specialized for the new contents.
+// Control planes use it through the client library (src/client); the
+// control socket and `morpheus map` directly.
 #pragma once
 
 #include "backend/bpf/Guard.h"
@@ -30,16 +32,18 @@ public:
                uint64_t flags = 0 /* BPF_ANY */);
   Error remove(const core::Bytes &key);
 
-  // The same without the guard bracket, for callers that bracket a whole
-  // batch of changes themselves (MapTransaction).
-  Error write(const core::Bytes &key, const core::Bytes &value, uint64_t flags = 0);
-  Error erase(const core::Bytes &key);
+  // The same WITHOUT the guard bracket: only for a caller that holds a
+  // GuardWord::Update around a whole batch itself (client::Transaction).
+  // Anyone else would let specialized code run on stale contents.
+  Error writeUnguarded(const core::Bytes &key, const core::Bytes &value, uint64_t flags = 0);
+  Error eraseUnguarded(const core::Bytes &key);
   GuardWord *guardWord() const { return guard; }
 
   const std::string &name() const { return mapName; }
   int fd() const { return mapFd; }
   uint32_t keySize() const { return keyBytes; }
   uint32_t valueSize() const { return valueBytes; }
+  uint32_t maxEntries() const { return entryLimit; }
   bool perCpu() const;
   bool mapOfMaps() const; // values are inner map fds (written) / ids (read)
   bool guarded() const { return guard != nullptr; }
@@ -51,7 +55,7 @@ private:
   int mapFd = -1;
   bool ownsFd = false;
   std::string mapName;
-  uint32_t keyBytes = 0, valueBytes = 0, mapType = 0;
+  uint32_t keyBytes = 0, valueBytes = 0, entryLimit = 0, mapType = 0;
   std::optional<GuardWord> ownedGuard;
   GuardWord *guard = nullptr;
 };

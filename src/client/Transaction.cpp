@@ -1,50 +1,42 @@
-#include "nf/common/MapTransaction.h"
+#include "client/Transaction.h"
 
-#include "backend/bpf/MapIO.h"
+#include "backend/bpf/MapUpdater.h"
 
 #include <llvm/ADT/ScopeExit.h>
+
+#include <bpf/bpf.h>
+#include <bpf/libbpf.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cstring>
 
-#include <bpf/bpf.h>
-#include <bpf/libbpf.h>
-#include <linux/bpf.h>
-#include <unistd.h>
-
-namespace morpheus::nf {
+namespace morpheus::client {
 
 Expected<PinnedMaps> PinnedMaps::open(const std::string &pinDir,
                                       const std::vector<std::string> &names) {
   PinnedMaps pinned;
   for (const std::string &name : names) {
-    auto updater = bpf::MapUpdater::open(pinDir + "/" + name);
-    if (!updater)
-      return withContext(updater.takeError(),
+    auto map = Map::open(pinDir + "/" + name);
+    if (!map)
+      return withContext(map.takeError(),
                          "is the function running? ('morpheus run' pins its maps in " +
                              pinDir + ")");
-    pinned.maps[name] = std::make_unique<bpf::MapUpdater>(std::move(*updater));
+    pinned.maps.emplace(name, std::move(*map));
   }
   return pinned;
 }
 
-bpf::MapUpdater &PinnedMaps::operator[](const std::string &name) { return *maps.at(name); }
+Map &PinnedMaps::operator[](const std::string &name) { return maps.at(name); }
+const Map &PinnedMaps::operator[](const std::string &name) const { return maps.at(name); }
 
 std::vector<bpf::GuardWord *> PinnedMaps::guards() const {
   std::vector<bpf::GuardWord *> found;
-  for (const auto &[name, updater] : maps)
-    if (bpf::GuardWord *guard = updater->guardWord();
+  for (const auto &[name, map] : maps)
+    if (bpf::GuardWord *guard = map.updater->guardWord();
         guard && std::find(found.begin(), found.end(), guard) == found.end())
       found.push_back(guard);
   return found;
-}
-
-void MapTransaction::update(const std::string &map, Bytes key, Bytes value, uint64_t flags) {
-  changes.push_back({map, std::move(key), std::move(value), flags});
-}
-
-void MapTransaction::remove(const std::string &map, Bytes key) {
-  changes.push_back({map, std::move(key), std::nullopt, 0});
 }
 
 namespace {
@@ -75,7 +67,7 @@ std::optional<Bytes> restoreValue(const bpf::MapUpdater &updater, const Bytes &k
 
 } // namespace
 
-Error MapTransaction::commit() {
+Error Transaction::commit() {
   struct Undo {
     std::string map;
     Bytes key;
@@ -87,15 +79,17 @@ Error MapTransaction::commit() {
     for (int fd : heldFds)
       close(fd);
   });
+  // One bracket around the whole batch: the changes below are the
+  // unguarded writes it exists for.
   std::vector<std::unique_ptr<bpf::GuardWord::Update>> brackets;
   for (bpf::GuardWord *guard : maps.guards())
     brackets.push_back(std::make_unique<bpf::GuardWord::Update>(guard));
   for (size_t i = 0; i < changes.size(); ++i) {
     const Change &change = changes[i];
-    bpf::MapUpdater &updater = maps[change.map];
+    bpf::MapUpdater &updater = *maps[change.map].updater;
     undo.push_back({change.map, change.key, restoreValue(updater, change.key, heldFds)});
-    Error err = change.value ? updater.write(change.key, *change.value, change.flags)
-                             : updater.erase(change.key);
+    Error err = change.value ? updater.writeUnguarded(change.key, *change.value, change.flags)
+                             : updater.eraseUnguarded(change.key);
     if (change.value == std::nullopt && err && !undo.back().previous) {
       // Deleting what is not there leaves the map as wanted.
       llvm::consumeError(std::move(err));
@@ -105,9 +99,9 @@ Error MapTransaction::commit() {
       continue;
     undo.pop_back();
     for (auto it = undo.rbegin(); it != undo.rend(); ++it) {
-      bpf::MapUpdater &target = maps[it->map];
-      Error restored = it->previous ? target.write(it->key, *it->previous)
-                                    : target.erase(it->key);
+      bpf::MapUpdater &target = *maps[it->map].updater;
+      Error restored = it->previous ? target.writeUnguarded(it->key, *it->previous)
+                                    : target.eraseUnguarded(it->key);
       llvm::consumeError(std::move(restored)); // best effort; report the cause
     }
     return withContext(std::move(err), "change " + std::to_string(i + 1) + " of " +
@@ -117,4 +111,4 @@ Error MapTransaction::commit() {
   return Error::success();
 }
 
-} // namespace morpheus::nf
+} // namespace morpheus::client
