@@ -52,6 +52,7 @@
 #include <bpf/bpf_helpers.h>
 
 #include "firewall.h"
+#include "../common/counters.bpf.h"
 
 #define IP_FRAGMENT_OFFSET 0x1fff
 #define MAX_VLAN_TAGS 2
@@ -122,19 +123,8 @@ struct {
 	__type(value, __u32);
 } rule_actions SEC(".maps");
 
-struct {
-	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
-	__uint(max_entries, FW_GENERATIONS * FW_HIT_SLOTS);
-	__type(key, __u32);
-	__type(value, __u64);
-} rule_hits SEC(".maps");
-
-struct {
-	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
-	__uint(max_entries, FW_STAT_MAX);
-	__type(key, __u32);
-	__type(value, __u64);
-} fw_stats SEC(".maps");
+NF_COUNTERS(rule_hits, FW_GENERATIONS * FW_HIT_SLOTS);
+NF_COUNTERS(fw_stats, FW_STAT_MAX);
 
 struct {
 	__uint(type, BPF_MAP_TYPE_LRU_HASH);
@@ -158,19 +148,6 @@ struct packet_fields {
 	__u8 protocol;
 	bool has_ports;
 };
-
-static __always_inline void bump(void *counters, __u32 index)
-{
-	__u64 *counter = bpf_map_lookup_elem(counters, &index);
-	if (counter)
-		*counter += 1;
-}
-
-static __always_inline int count(__u32 stat, int verdict)
-{
-	bump(&fw_stats, stat);
-	return verdict;
-}
 
 static __always_inline bool is_vlan(__be16 type)
 {
@@ -320,7 +297,7 @@ int firewall(struct xdp_md *ctx)
 	__be16 type;
 
 	if ((void *)(eth + 1) > data_end)
-		return count(FW_STAT_MALFORMED, XDP_DROP);
+		return nf_count(&fw_stats, FW_STAT_MALFORMED, XDP_DROP);
 	type = eth->h_proto;
 	cursor = eth + 1;
 #pragma unroll
@@ -330,42 +307,42 @@ int firewall(struct xdp_md *ctx)
 		if (!is_vlan(type))
 			break;
 		if ((void *)(tag + 1) > data_end)
-			return count(FW_STAT_MALFORMED, XDP_DROP);
+			return nf_count(&fw_stats, FW_STAT_MALFORMED, XDP_DROP);
 		type = tag->encapsulated_proto;
 		cursor = tag + 1;
 	}
 	/* Deeper stacks are not parsed, and unparsed traffic must not slip
 	 * past a firewall. */
 	if (is_vlan(type))
-		return count(FW_STAT_MALFORMED, XDP_DROP);
+		return nf_count(&fw_stats, FW_STAT_MALFORMED, XDP_DROP);
 
 	cfg = bpf_map_lookup_elem(&fw_config, &zero);
 	if (!cfg)
 		return XDP_DROP;
 	if (type == bpf_htons(ETH_P_IPV6))
-		return count(FW_STAT_IPV6,
+		return nf_count(&fw_stats, FW_STAT_IPV6,
 			     cfg->flags & FW_FLAG_IPV6_ACCEPT ? XDP_PASS : XDP_DROP);
 	if (type != bpf_htons(ETH_P_IP))
-		return count(FW_STAT_NON_IP, XDP_PASS);
+		return nf_count(&fw_stats, FW_STAT_NON_IP, XDP_PASS);
 
 	iph = cursor;
 	if ((void *)(iph + 1) > data_end || iph->version != 4 || iph->ihl < 5)
-		return count(FW_STAT_MALFORMED, XDP_DROP);
+		return nf_count(&fw_stats, FW_STAT_MALFORMED, XDP_DROP);
 	l4 = (void *)iph + iph->ihl * 4;
 	if (l4 > data_end)
-		return count(FW_STAT_MALFORMED, XDP_DROP);
+		return nf_count(&fw_stats, FW_STAT_MALFORMED, XDP_DROP);
 
 	pkt.saddr = iph->saddr;
 	pkt.daddr = iph->daddr;
 	pkt.protocol = iph->protocol;
 	if (iph->frag_off & bpf_htons(IP_FRAGMENT_OFFSET)) {
 		/* No L4 header here: only port-less rules can match. */
-		bump(&fw_stats, FW_STAT_FRAGMENT);
+		nf_bump(&fw_stats, FW_STAT_FRAGMENT);
 	} else if (iph->protocol == IPPROTO_TCP) {
 		struct tcphdr *tcp = l4;
 
 		if ((void *)(tcp + 1) > data_end)
-			return count(FW_STAT_MALFORMED, XDP_DROP);
+			return nf_count(&fw_stats, FW_STAT_MALFORMED, XDP_DROP);
 		pkt.sport = bpf_ntohs(tcp->source);
 		pkt.dport = bpf_ntohs(tcp->dest);
 		pkt.has_ports = true;
@@ -373,7 +350,7 @@ int firewall(struct xdp_md *ctx)
 		struct udphdr *udp = l4;
 
 		if ((void *)(udp + 1) > data_end)
-			return count(FW_STAT_MALFORMED, XDP_DROP);
+			return nf_count(&fw_stats, FW_STAT_MALFORMED, XDP_DROP);
 		pkt.sport = bpf_ntohs(udp->source);
 		pkt.dport = bpf_ntohs(udp->dest);
 		pkt.has_ports = true;
@@ -383,7 +360,7 @@ int firewall(struct xdp_md *ctx)
 	if (tracking) {
 		now = bpf_ktime_get_ns();
 		if (established(&pkt, now))
-			return count(FW_STAT_ESTABLISHED, XDP_PASS);
+			return nf_count(&fw_stats, FW_STAT_ESTABLISHED, XDP_PASS);
 	}
 
 	rule = classify(cfg->generation, &pkt);
@@ -398,7 +375,7 @@ int firewall(struct xdp_md *ctx)
 			slot = rule;
 		}
 	}
-	bump(&rule_hits, cfg->generation * FW_HIT_SLOTS + slot);
+	nf_bump(&rule_hits, cfg->generation * FW_HIT_SLOTS + slot);
 	if (action != FW_ACCEPT)
 		return XDP_DROP;
 	if (tracking && slot != FW_DEFAULT_SLOT)

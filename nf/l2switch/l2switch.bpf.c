@@ -44,6 +44,7 @@
 #include <bpf/bpf_endian.h>
 
 #include "l2switch.h"
+#include "../common/counters.bpf.h"
 
 #define VLAN_VID_MASK 0x0fff
 
@@ -89,20 +90,7 @@ struct {
 	__type(value, struct l2sw_fdb_entry);
 } fdb SEC(".maps");
 
-struct {
-	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
-	__uint(max_entries, STAT_MAX);
-	__type(key, __u32);
-	__type(value, __u64);
-} stats SEC(".maps");
-
-static __always_inline int count(__u32 index, int verdict)
-{
-	__u64 *counter = bpf_map_lookup_elem(&stats, &index);
-	if (counter)
-		*counter += 1;
-	return verdict;
-}
+NF_COUNTERS(stats, STAT_MAX);
 
 static __always_inline int carries(const struct l2sw_port *port, __u16 vlan)
 {
@@ -138,7 +126,7 @@ static __always_inline void learn(const __u8 *mac, __u16 vlan, __u32 ifindex)
 		if (entry->ifindex != ifindex) {
 			entry->ifindex = ifindex;
 			entry->last_seen_ns = now;
-			count(STAT_LEARNED, 0);
+			nf_bump(&stats, STAT_LEARNED);
 		} else if (now - entry->last_seen_ns > L2SW_FDB_REFRESH_NS) {
 			entry->last_seen_ns = now;
 		}
@@ -146,9 +134,9 @@ static __always_inline void learn(const __u8 *mac, __u16 vlan, __u32 ifindex)
 	}
 	fresh.last_seen_ns = now;
 	if (bpf_map_update_elem(&fdb, &key, &fresh, BPF_NOEXIST))
-		count(STAT_LEARN_FAILED, 0);
+		nf_bump(&stats, STAT_LEARN_FAILED);
 	else
-		count(STAT_LEARNED, 0);
+		nf_bump(&stats, STAT_LEARNED);
 }
 
 /*
@@ -201,7 +189,7 @@ static __always_inline int flood(struct xdp_md *ctx, const struct l2sw_port *in_
 	int want_tagged;
 
 	if (!info)
-		return count(STAT_DROP_NO_MEMBERS, XDP_DROP);
+		return nf_count(&stats, STAT_DROP_NO_MEMBERS, XDP_DROP);
 	untagged = info->untagged_ports;
 	tagged_out = info->tagged_ports;
 	/* The ingress port is a member; the redirect leaves it out. */
@@ -212,17 +200,17 @@ static __always_inline int flood(struct xdp_md *ctx, const struct l2sw_port *in_
 		untagged--;
 	}
 	if (untagged && tagged_out)
-		return count(STAT_FLOOD_TO_STACK, XDP_PASS);
+		return nf_count(&stats, STAT_FLOOD_TO_STACK, XDP_PASS);
 	if (!untagged && !tagged_out)
-		return count(STAT_DROP_NO_MEMBERS, XDP_DROP);
+		return nf_count(&stats, STAT_DROP_NO_MEMBERS, XDP_DROP);
 	want_tagged = tagged_out != 0;
 	group = want_tagged ? info->tagged_group : info->untagged_group;
 	members = bpf_map_lookup_elem(&flood_groups, &group);
 	if (!members)
-		return count(STAT_DROP_NO_MEMBERS, XDP_DROP);
+		return nf_count(&stats, STAT_DROP_NO_MEMBERS, XDP_DROP);
 	if (encapsulate(ctx, tagged, want_tagged, vlan))
-		return count(STAT_DROP_NO_ROOM, XDP_DROP);
-	return count(STAT_FLOOD, bpf_redirect_map(members, 0,
+		return nf_count(&stats, STAT_DROP_NO_ROOM, XDP_DROP);
+	return nf_count(&stats, STAT_FLOOD, bpf_redirect_map(members, 0,
 						  BPF_F_BROADCAST | BPF_F_EXCLUDE_INGRESS));
 }
 
@@ -242,32 +230,32 @@ int l2switch(struct xdp_md *ctx)
 
 	port = bpf_map_lookup_elem(&ports, &in);
 	if (!port)
-		return count(STAT_PASS_NOT_A_PORT, XDP_PASS);
+		return nf_count(&stats, STAT_PASS_NOT_A_PORT, XDP_PASS);
 	if ((void *)(eth + 1) > data_end)
-		return count(STAT_DROP_MALFORMED, XDP_DROP);
+		return nf_count(&stats, STAT_DROP_MALFORMED, XDP_DROP);
 	if (is_link_local(eth->h_dest))
-		return count(STAT_PASS_LINK_LOCAL, XDP_PASS);
+		return nf_count(&stats, STAT_PASS_LINK_LOCAL, XDP_PASS);
 	if (eth->h_proto == bpf_htons(ETH_P_8021AD))
-		return count(STAT_DROP_QINQ, XDP_DROP);
+		return nf_count(&stats, STAT_DROP_QINQ, XDP_DROP);
 
 	tagged = eth->h_proto == bpf_htons(ETH_P_8021Q);
 	if (tagged) {
 		struct l2sw_vlan_tag *tag = (void *)(eth + 1);
 		if ((void *)(tag + 1) > data_end)
-			return count(STAT_DROP_MALFORMED, XDP_DROP);
+			return nf_count(&stats, STAT_DROP_MALFORMED, XDP_DROP);
 		if (port->mode != L2SW_TRUNK)
-			return count(STAT_DROP_TAGGED_ON_ACCESS, XDP_DROP);
+			return nf_count(&stats, STAT_DROP_TAGGED_ON_ACCESS, XDP_DROP);
 		if (tag->encapsulated_proto == bpf_htons(ETH_P_8021Q) ||
 		    tag->encapsulated_proto == bpf_htons(ETH_P_8021AD))
-			return count(STAT_DROP_QINQ, XDP_DROP);
+			return nf_count(&stats, STAT_DROP_QINQ, XDP_DROP);
 		vlan = bpf_ntohs(tag->tci) & VLAN_VID_MASK;
 	} else {
 		vlan = port->untagged_vlan;
 	}
 	if (!vlan || !carries(port, vlan))
-		return count(STAT_DROP_VLAN_NOT_ALLOWED, XDP_DROP);
+		return nf_count(&stats, STAT_DROP_VLAN_NOT_ALLOWED, XDP_DROP);
 	if (eth->h_source[0] & 1)
-		return count(STAT_DROP_BAD_SOURCE, XDP_DROP);
+		return nf_count(&stats, STAT_DROP_BAD_SOURCE, XDP_DROP);
 
 	learn(eth->h_source, vlan, in);
 
@@ -277,14 +265,14 @@ int l2switch(struct xdp_md *ctx)
 		entry = bpf_map_lookup_elem(&fdb, &dst);
 		out = entry ? entry->ifindex : 0;
 		if (out == in)
-			return count(STAT_DROP_SAME_PORT, XDP_DROP);
+			return nf_count(&stats, STAT_DROP_SAME_PORT, XDP_DROP);
 		out_port = out ? bpf_map_lookup_elem(&ports, &out) : NULL;
 		/* Unknown, or learned before its port left the VLAN: flood. */
 		if (out_port && carries(out_port, vlan)) {
 			if (encapsulate(ctx, tagged, sends_tagged(out_port, vlan), vlan))
-				return count(STAT_DROP_NO_ROOM, XDP_DROP);
+				return nf_count(&stats, STAT_DROP_NO_ROOM, XDP_DROP);
 			verdict = bpf_redirect_map(&tx_ports, out, XDP_DROP);
-			return count(verdict == XDP_REDIRECT ? STAT_FORWARD : STAT_DROP_NO_EGRESS,
+			return nf_count(&stats, verdict == XDP_REDIRECT ? STAT_FORWARD : STAT_DROP_NO_EGRESS,
 				     verdict);
 		}
 	}

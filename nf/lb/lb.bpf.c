@@ -44,6 +44,8 @@
 #include <bpf/bpf_endian.h>
 
 #include "lb.h"
+#include "../common/counters.bpf.h"
+#include "../common/ipv4.bpf.h"
 #include "lb_encap.h"
 #include "lb_quic.h"
 
@@ -91,26 +93,7 @@ struct {
 	__type(value, struct lb_vip_counters);
 } vip_stats SEC(".maps");
 
-struct {
-	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
-	__uint(max_entries, LB_EV_MAX);
-	__type(key, __u32);
-	__type(value, __u64);
-} events SEC(".maps");
-
-static __always_inline void count_event(__u32 event)
-{
-	__u64 *counter = bpf_map_lookup_elem(&events, &event);
-
-	if (counter)
-		*counter += 1;
-}
-
-static __always_inline int verdict_after(__u32 event, int verdict)
-{
-	count_event(event);
-	return verdict;
-}
+NF_COUNTERS(events, LB_EV_MAX);
 
 static __always_inline const struct lb_real *active_real(__u32 index)
 {
@@ -139,7 +122,7 @@ static __always_inline const struct lb_real *flow_real(const struct lb_vip *vip,
 		real = active_real(known->real);
 		if (real) {
 			known->last_seen_ns = now;
-			count_event(LB_EV_FLOW_HIT);
+			nf_bump(&events, LB_EV_FLOW_HIT);
 			return real;
 		}
 	}
@@ -153,7 +136,7 @@ static __always_inline const struct lb_real *flow_real(const struct lb_vip *vip,
 	fresh.real = *index;
 	fresh.last_seen_ns = now;
 	bpf_map_update_elem(&flows, key, &fresh, BPF_ANY);
-	count_event(LB_EV_FLOW_NEW);
+	nf_bump(&events, LB_EV_FLOW_NEW);
 	return real;
 }
 
@@ -176,33 +159,33 @@ int lb_balance(struct xdp_md *ctx)
 	__u16 total;
 
 	if ((void *)(eth + 1) > data_end)
-		return verdict_after(LB_EV_MALFORMED, XDP_DROP);
+		return nf_count(&events, LB_EV_MALFORMED, XDP_DROP);
 	if (eth->h_proto != bpf_htons(ETH_P_IP))
 		return XDP_PASS;
 	ip = (void *)(eth + 1);
 	if ((void *)(ip + 1) > data_end || ip->version != 4 || ip->ihl < 5)
-		return verdict_after(LB_EV_MALFORMED, XDP_DROP);
+		return nf_count(&events, LB_EV_MALFORMED, XDP_DROP);
 	ip_len = ip->ihl * 4;
 	total = bpf_ntohs(ip->tot_len);
 	if (total < ip_len || (void *)ip + total > data_end)
-		return verdict_after(LB_EV_MALFORMED, XDP_DROP);
+		return nf_count(&events, LB_EV_MALFORMED, XDP_DROP);
 	if (ip->protocol != IPPROTO_TCP && ip->protocol != IPPROTO_UDP)
 		return XDP_PASS;
 	if (ip->frag_off & bpf_htons(IPV4_FRAGMENT))
-		return verdict_after(LB_EV_FRAGMENT, XDP_PASS);
+		return nf_count(&events, LB_EV_FRAGMENT, XDP_PASS);
 
 	ports = (void *)ip + ip_len;
 	if (ip->protocol == IPPROTO_TCP) {
 		l4_len = sizeof(struct tcphdr);
 		if ((void *)ports + sizeof(struct tcphdr) > data_end)
-			return verdict_after(LB_EV_MALFORMED, XDP_DROP);
+			return nf_count(&events, LB_EV_MALFORMED, XDP_DROP);
 	} else {
 		l4_len = sizeof(struct udphdr);
 		if ((void *)(ports + 1) > data_end)
-			return verdict_after(LB_EV_MALFORMED, XDP_DROP);
+			return nf_count(&events, LB_EV_MALFORMED, XDP_DROP);
 	}
 	if (ip_len + l4_len > total)
-		return verdict_after(LB_EV_MALFORMED, XDP_DROP);
+		return nf_count(&events, LB_EV_MALFORMED, XDP_DROP);
 
 	vkey.addr = ip->daddr;
 	vkey.port = ports->dest;
@@ -233,12 +216,12 @@ int lb_balance(struct xdp_md *ctx)
 
 		real = active_real(quic_real_from_cid((const __u8 *)(ports + 1), payload_length,
 						      data_end));
-		count_event(real ? LB_EV_QUIC_CID : LB_EV_QUIC_HASHED);
+		nf_bump(&events, real ? LB_EV_QUIC_CID : LB_EV_QUIC_HASHED);
 	}
 	if (!real)
 		real = flow_real(vip, &flow, inner.hash);
 	if (!real)
-		return verdict_after(LB_EV_NO_REAL, XDP_DROP);
+		return nf_count(&events, LB_EV_NO_REAL, XDP_DROP);
 
 	__builtin_memcpy(inner.our_mac, eth->h_dest, ETH_ALEN);
 	inner.client = ip->saddr;
@@ -246,7 +229,7 @@ int lb_balance(struct xdp_md *ctx)
 	inner.tos = ip->tos;
 	inner.df = ip->frag_off & bpf_htons(IPV4_DF);
 	if (encapsulate(ctx, cfg, real, &inner))
-		return verdict_after(LB_EV_ENCAP_FAILED, XDP_DROP);
+		return nf_count(&events, LB_EV_ENCAP_FAILED, XDP_DROP);
 	return XDP_TX;
 }
 

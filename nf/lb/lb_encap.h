@@ -37,19 +37,6 @@ struct encap_inner {
 	__u32 hash;
 };
 
-static __always_inline __u16 ipv4_header_checksum(const struct iphdr *ip)
-{
-	const __u16 *word = (const __u16 *)ip;
-	__u32 sum = 0;
-
-#pragma unroll
-	for (int i = 0; i < (int)(sizeof(*ip) / 2); i++)
-		sum += word[i];
-	sum = (sum & 0xffff) + (sum >> 16);
-	sum = (sum & 0xffff) + (sum >> 16);
-	return ~sum;
-}
-
 /* Prepends the outer headers; returns 0, or -1 when the packet cannot grow
  * (the caller then drops it). */
 static __always_inline int encapsulate(struct xdp_md *ctx, const struct lb_config *cfg,
@@ -88,7 +75,7 @@ static __always_inline int encapsulate(struct xdp_md *ctx, const struct lb_confi
 	outer->check = 0;
 	outer->saddr = cfg->source | (inner->client & cfg->source_mask);
 	outer->daddr = real->addr;
-	outer->check = ipv4_header_checksum(outer);
+	outer->check = ~ipv4_header_sum(outer);
 
 	if (gue) {
 		struct udphdr *udp = (void *)(outer + 1);

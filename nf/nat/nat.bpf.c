@@ -58,6 +58,8 @@
 
 #include "nat.h"
 #include "nat_checksum.h"
+#include "../common/counters.bpf.h"
+#include "../common/ipv4.bpf.h"
 
 /* <linux/icmp.h> pulls in libc's socket headers, which do not build for BPF. */
 struct icmp_echo {
@@ -116,21 +118,7 @@ struct {
 	__type(value, struct nat_origin);
 } nat_in SEC(".maps");
 
-struct {
-	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
-	__uint(max_entries, NAT_STAT_MAX);
-	__type(key, __u32);
-	__type(value, __u64);
-} nat_stats SEC(".maps");
-
-static __always_inline int count(__u32 index, int verdict)
-{
-	__u64 *counter = bpf_map_lookup_elem(&nat_stats, &index);
-
-	if (counter)
-		*counter += 1;
-	return verdict;
-}
+NF_COUNTERS(nat_stats, NAT_STAT_MAX);
 
 /* The parsed packet: fixed 20-byte IPv4 header, L4 header bounds-checked. */
 struct packet {
@@ -173,7 +161,7 @@ static __always_inline int parse(struct xdp_md *ctx, struct packet *pkt)
 		return -1;
 	if (ip->ihl != 5)
 		return NAT_STAT_IP_OPTIONS;
-	if (!ipv4_header_checksum_ok(ip))
+	if (ipv4_header_sum(ip) != 0xffff)
 		return -1;
 	if (ip->frag_off & bpf_htons(IPV4_MORE_FRAGMENTS | IPV4_FRAGMENT_OFFSET))
 		return NAT_STAT_FRAGMENT;
@@ -365,7 +353,7 @@ static __always_inline int outbound(const struct nat_config *cfg, struct packet 
 
 	/* Inside hosts open ICMP "flows" with echo requests only. */
 	if (pkt->proto == IPPROTO_ICMP && !is_icmp_type(pkt, ICMP_ECHO))
-		return count(NAT_STAT_NOT_NAT, XDP_PASS);
+		return nf_count(&nat_stats, NAT_STAT_NOT_NAT, XDP_PASS);
 	binding = bpf_map_lookup_elem(&nat_out, &flow);
 	if (binding) {
 		struct nat_flow_key reverse = {
@@ -384,11 +372,11 @@ static __always_inline int outbound(const struct nat_config *cfg, struct packet 
 		/* Only unicast frames from inside to the world beyond open a flow:
 		 * not internal traffic, not hairpinning to our own external
 		 * address, not frames to a group MAC (not routed through us). */
-		return count(NAT_STAT_NOT_NAT, XDP_PASS);
+		return nf_count(&nat_stats, NAT_STAT_NOT_NAT, XDP_PASS);
 	}
 	if (!binding) {
 		if (bind_flow(cfg, pkt, &flow, &fresh))
-			return count(NAT_STAT_PORTS_EXHAUSTED, XDP_DROP);
+			return nf_count(&nat_stats, NAT_STAT_PORTS_EXHAUSTED, XDP_DROP);
 		binding = &fresh;
 		new_flow = 1;
 	}
@@ -397,8 +385,8 @@ static __always_inline int outbound(const struct nat_config *cfg, struct packet 
 	__builtin_memcpy(pkt->eth->h_source, cfg->outside_mac, ETH_ALEN);
 	__builtin_memcpy(pkt->eth->h_dest, cfg->next_hop_mac, ETH_ALEN);
 	if (new_flow)
-		count(NAT_STAT_NEW_FLOW, 0);
-	count(NAT_STAT_OUTBOUND, 0);
+		nf_bump(&nat_stats, NAT_STAT_NEW_FLOW);
+	nf_bump(&nat_stats, NAT_STAT_OUTBOUND);
 	return forward(cfg, NAT_SIDE_OUTSIDE);
 }
 
@@ -415,15 +403,15 @@ static __always_inline int inbound(const struct nat_config *cfg, struct packet *
 	struct nat_origin *origin;
 
 	if (pkt->proto == IPPROTO_ICMP && !is_icmp_type(pkt, ICMP_ECHOREPLY))
-		return count(NAT_STAT_NO_MAPPING, XDP_PASS);
+		return nf_count(&nat_stats, NAT_STAT_NO_MAPPING, XDP_PASS);
 	origin = bpf_map_lookup_elem(&nat_in, &reverse);
 	if (!origin)
-		return count(NAT_STAT_NO_MAPPING, XDP_PASS);
+		return nf_count(&nat_stats, NAT_STAT_NO_MAPPING, XDP_PASS);
 
 	rewrite(pkt, &ip->daddr, origin->inside_addr, pkt->dport, origin->inside_port);
 	__builtin_memcpy(pkt->eth->h_source, origin->local_mac, ETH_ALEN);
 	__builtin_memcpy(pkt->eth->h_dest, origin->inside_mac, ETH_ALEN);
-	count(NAT_STAT_INBOUND, 0);
+	nf_bump(&nat_stats, NAT_STAT_INBOUND);
 	return forward(cfg, NAT_SIDE_INSIDE);
 }
 
@@ -437,26 +425,26 @@ int nat(struct xdp_md *ctx)
 
 	parsed = parse(ctx, &pkt);
 	if (parsed < 0)
-		return count(NAT_STAT_MALFORMED, XDP_DROP);
+		return nf_count(&nat_stats, NAT_STAT_MALFORMED, XDP_DROP);
 	if (parsed > 0)
-		return count(parsed, XDP_PASS);
+		return nf_count(&nat_stats, parsed, XDP_PASS);
 
 	cfg = bpf_map_lookup_elem(&nat_config, &zero);
 	if (!cfg || cfg->external_count == 0 || cfg->external_count > NAT_MAX_EXTERNAL ||
 	    cfg->port_min > cfg->port_max)
-		return count(NAT_STAT_NOT_NAT, XDP_PASS);
+		return nf_count(&nat_stats, NAT_STAT_NOT_NAT, XDP_PASS);
 
 	if (ctx->ingress_ifindex == cfg->outside_ifindex && is_external(cfg, pkt.ip->daddr)) {
 		if (pkt.ip->ttl <= 1)
-			return count(NAT_STAT_TTL_EXPIRED, XDP_PASS);
+			return nf_count(&nat_stats, NAT_STAT_TTL_EXPIRED, XDP_PASS);
 		return inbound(cfg, &pkt);
 	}
 	if (ctx->ingress_ifindex == cfg->inside_ifindex) {
 		if (pkt.ip->ttl <= 1)
-			return count(NAT_STAT_TTL_EXPIRED, XDP_PASS);
+			return nf_count(&nat_stats, NAT_STAT_TTL_EXPIRED, XDP_PASS);
 		return outbound(cfg, &pkt);
 	}
-	return count(NAT_STAT_NOT_NAT, XDP_PASS);
+	return nf_count(&nat_stats, NAT_STAT_NOT_NAT, XDP_PASS);
 }
 
 char LICENSE[] SEC("license") = "GPL";

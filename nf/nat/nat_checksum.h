@@ -36,16 +36,4 @@ static __always_inline __u16 csum_apply(__u16 check, __u32 delta)
 	return ~csum_fold16((__u16)~check + delta);
 }
 
-/* The fixed 20-byte IPv4 header sums to 0xffff when its checksum is right. */
-static __always_inline int ipv4_header_checksum_ok(const void *header)
-{
-	const __u16 *word = header;
-	__u32 sum = 0;
-
-#pragma unroll
-	for (int i = 0; i < 10; i++)
-		sum += word[i];
-	return csum_fold16(sum) == 0xffff;
-}
-
 #endif /* NF_NAT_CHECKSUM_H */

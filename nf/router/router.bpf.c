@@ -54,25 +54,25 @@ int router(struct xdp_md *ctx)
 	route_key.addr = iph->daddr;
 	route = bpf_map_lookup_elem(&routes, &route_key);
 	if (!route)
-		return count(STAT_NO_ROUTE, XDP_PASS);
+		return nf_count(&stats, STAT_NO_ROUTE, XDP_PASS);
 	if (route->kind == ROUTE_LOCAL)
-		return count(STAT_LOCAL, XDP_PASS);
+		return nf_count(&stats, STAT_LOCAL, XDP_PASS);
 
 	neighbor_key.addr = route->gateway ? route->gateway : iph->daddr;
 	neighbor_key.port = route->port;
 	neighbor = bpf_map_lookup_elem(&neighbors, &neighbor_key);
 	if (!neighbor)
-		return count(STAT_NO_NEIGHBOR, XDP_PASS);
+		return nf_count(&stats, STAT_NO_NEIGHBOR, XDP_PASS);
 
 	/* Only records the target; the frame leaves after we return. */
 	action = bpf_redirect_map(&ports, route->port, XDP_PASS);
 	if (action != XDP_REDIRECT)
-		return count(STAT_NO_PORT, action);
+		return nf_count(&stats, STAT_NO_PORT, action);
 
 	ipv4_decrement_ttl(iph);
 	__builtin_memcpy(eth->h_dest, neighbor->dst_mac, ETH_ALEN);
 	__builtin_memcpy(eth->h_source, neighbor->src_mac, ETH_ALEN);
-	return count(STAT_FORWARDED, XDP_REDIRECT);
+	return nf_count(&stats, STAT_FORWARDED, XDP_REDIRECT);
 }
 
 char LICENSE[] SEC("license") = "GPL";

@@ -14,6 +14,8 @@
 #include <bpf/bpf_endian.h>
 
 #include "router.h"
+#include "../common/counters.bpf.h"
+#include "../common/ipv4.bpf.h"
 
 struct {
 	__uint(type, BPF_MAP_TYPE_LPM_TRIE);
@@ -37,36 +39,7 @@ struct {
 	__type(value, __u32); /* ifindex */
 } ports SEC(".maps");
 
-struct {
-	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
-	__uint(max_entries, STAT_MAX);
-	__type(key, __u32);
-	__type(value, __u64);
-} stats SEC(".maps");
-
-static __always_inline int count(__u32 index, int verdict)
-{
-	__u64 *counter = bpf_map_lookup_elem(&stats, &index);
-
-	if (counter)
-		*counter += 1;
-	return verdict;
-}
-
-/* The one's-complement sum over a valid header, checksum included, is 0xffff
- * (RFC 1071); the sum is the same in either byte order. */
-static __always_inline int ipv4_checksum_valid(const struct iphdr *iph)
-{
-	const __u16 *word = (const __u16 *)iph;
-	__u32 sum = 0;
-
-#pragma unroll
-	for (int i = 0; i < (int)(sizeof(*iph) / 2); i++)
-		sum += word[i];
-	sum = (sum & 0xffff) + (sum >> 16);
-	sum = (sum & 0xffff) + (sum >> 16);
-	return sum == 0xffff;
-}
+NF_COUNTERS(stats, STAT_MAX);
 
 /*
  * RFC 1624 eqn. 3, HC' = ~(~HC + ~m + m'), for the word m = TTL:protocol
@@ -104,25 +77,25 @@ static __always_inline int admit_for_forwarding(struct xdp_md *ctx, struct ethhd
 	__u32 total_length;
 
 	if ((void *)(eth + 1) > data_end)
-		return count(STAT_MALFORMED, XDP_DROP);
+		return nf_count(&stats, STAT_MALFORMED, XDP_DROP);
 	if (eth->h_proto != bpf_htons(ETH_P_IP))
-		return count(STAT_NOT_IPV4, XDP_PASS);
+		return nf_count(&stats, STAT_NOT_IPV4, XDP_PASS);
 
 	/* RFC 1812 5.2.2: a datagram failing these is silently discarded. */
 	if ((void *)(iph + 1) > data_end || iph->version != 4 || iph->ihl < 5)
-		return count(STAT_MALFORMED, XDP_DROP);
+		return nf_count(&stats, STAT_MALFORMED, XDP_DROP);
 	total_length = bpf_ntohs(iph->tot_len);
 	if (total_length < iph->ihl * 4u || total_length > (__u32)(data_end - (void *)iph))
-		return count(STAT_MALFORMED, XDP_DROP);
+		return nf_count(&stats, STAT_MALFORMED, XDP_DROP);
 	if (iph->ihl > 5)
-		return count(STAT_IP_OPTIONS, XDP_PASS);
-	if (!ipv4_checksum_valid(iph))
-		return count(STAT_MALFORMED, XDP_DROP);
+		return nf_count(&stats, STAT_IP_OPTIONS, XDP_PASS);
+	if (ipv4_header_sum(iph) != 0xffff)
+		return nf_count(&stats, STAT_MALFORMED, XDP_DROP);
 
 	if (is_multicast_or_broadcast(iph->daddr))
-		return count(STAT_LOCAL, XDP_PASS);
+		return nf_count(&stats, STAT_LOCAL, XDP_PASS);
 	if (iph->ttl <= 1)
-		return count(STAT_TTL_EXCEEDED, XDP_PASS);
+		return nf_count(&stats, STAT_TTL_EXCEEDED, XDP_PASS);
 
 	*ethp = eth;
 	*iphp = iph;

@@ -76,20 +76,20 @@ int router_oracle(struct xdp_md *ctx)
 	if (outcome == ORACLE_MAPS)
 		outcome = resolve_with_maps(iph->daddr, &hop);
 	if (outcome == ORACLE_NO_ROUTE)
-		return count(STAT_NO_ROUTE, XDP_PASS);
+		return nf_count(&stats, STAT_NO_ROUTE, XDP_PASS);
 	if (outcome == ORACLE_LOCAL)
-		return count(STAT_LOCAL, XDP_PASS);
+		return nf_count(&stats, STAT_LOCAL, XDP_PASS);
 	if (outcome == ORACLE_NO_NEIGHBOR)
-		return count(STAT_NO_NEIGHBOR, XDP_PASS);
+		return nf_count(&stats, STAT_NO_NEIGHBOR, XDP_PASS);
 
 	action = bpf_redirect_map(&ports, hop.port, XDP_PASS);
 	if (action != XDP_REDIRECT)
-		return count(STAT_NO_PORT, action);
+		return nf_count(&stats, STAT_NO_PORT, action);
 
 	ipv4_decrement_ttl(iph);
 	__builtin_memcpy(eth->h_dest, hop.dst_mac, ETH_ALEN);
 	__builtin_memcpy(eth->h_source, hop.src_mac, ETH_ALEN);
-	return count(STAT_FORWARDED, XDP_REDIRECT);
+	return nf_count(&stats, STAT_FORWARDED, XDP_REDIRECT);
 }
 
 char LICENSE[] SEC("license") = "GPL";
