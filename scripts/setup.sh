@@ -8,7 +8,7 @@ cd "$(dirname "$0")/.."
 packages=(
   clang-19 llvm-19-dev llvm-19-tools libpolly-19-dev   # compiler, BPF backend, FileCheck
   libbpf-dev bpftool libelf-dev zlib1g-dev libzstd-dev # loader
-  libgtest-dev libgmock-dev nlohmann-json3-dev libpcap-dev
+  libgtest-dev libgmock-dev nlohmann-json3-dev libpcap-dev libcli11-dev
   cmake ninja-build iproute2 python3-pip
 )
 

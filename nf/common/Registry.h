@@ -7,6 +7,10 @@
 
 #include <cstddef>
 
+namespace CLI {
+class App;
+} // namespace CLI
+
 namespace morpheus::nf {
 
 struct NfEntry {
@@ -20,5 +24,8 @@ extern const size_t RegistrySize;
 
 // Dispatches `morpheus nf ...` (argv[0] == "morpheus", argv[1] == "nf").
 int nfCommand(int argc, char **argv);
+
+// Adds `morpheus nf` to the morpheus command line.
+void addNfCommand(CLI::App &morpheus);
 
 } // namespace morpheus::nf

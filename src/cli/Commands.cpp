@@ -1,25 +1,41 @@
-// What the subcommands share: compiler flags and the error convention.
+// What the subcommands share: compiler flags.
 #include "cli/Commands.h"
 
-#include <cstdio>
 #include <sstream>
 
 namespace morpheus::cli {
 
-std::vector<OptionSpec> compilerOptions() {
-  return {{"-I", "DIR", "add an include directory for C input", true},
-          {"-D", "NAME[=VALUE]", "define a macro for C input", true},
-          {"--cflags", "\"FLAGS\"", "more clang flags for C input (space separated)", true}};
+void addCommands(CLI::App &morpheus) {
+  addAnalyzeCommand(morpheus);
+  addSpecializeCommand(morpheus);
+  addRunCommand(morpheus);
+  addMapCommand(morpheus);
+  addFuzzCommand(morpheus);
 }
 
-bpf::FrontendOptions frontendOptions(const Args &args) {
+void addProgramArgument(CLI::App &command, std::string &path) {
+  command.add_option("PROG", path, "BPF C, LLVM IR (.ll) or bitcode (.bc)")
+      ->required()
+      ->type_name("");
+}
+
+void addCompilerOptions(CLI::App &command, CompilerFlags &flags) {
+  command.add_option("-I", flags.includes, "add an include directory for C input")
+      ->type_name("DIR");
+  command.add_option("-D", flags.defines, "define a macro for C input")
+      ->type_name("NAME[=VALUE]");
+  command.add_option("--cflags", flags.cflags, "more clang flags for C input (space separated)")
+      ->type_name("\"FLAGS\"");
+}
+
+bpf::FrontendOptions frontendOptions(const CompilerFlags &flags) {
   bpf::FrontendOptions options;
-  for (const std::string &dir : args.all("-I"))
+  for (const std::string &dir : flags.includes)
     options.cflags.push_back("-I" + dir);
-  for (const std::string &define : args.all("-D"))
+  for (const std::string &define : flags.defines)
     options.cflags.push_back("-D" + define);
-  for (const std::string &flags : args.all("--cflags")) {
-    std::istringstream words(flags);
+  for (const std::string &more : flags.cflags) {
+    std::istringstream words(more);
     for (std::string word; words >> word;)
       options.cflags.push_back(word);
   }

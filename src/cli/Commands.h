@@ -1,22 +1,37 @@
-// The `morpheus` subcommands. Each returns the process exit code: 0 success,
-// 1 failure (the error was printed), 2 bad usage.
+// The `morpheus` commands, declared on CLI11 (support/CommandLine.h): each
+// add*Command adds one subcommand, its typed options and the body that runs
+// it. Bodies return the exit status: 0 success, 1 failure (the error was
+// printed), 2 bad usage.
 #pragma once
 
 #include "backend/bpf/Frontend.h"
-#include "cli/Args.h"
+#include "support/CommandLine.h"
 
+#include <string>
 #include <vector>
 
 namespace morpheus::cli {
 
-int analyzeCommand(int argc, char **argv);
-int specializeCommand(int argc, char **argv);
-int runCommand(int argc, char **argv);
-int mapCommand(int argc, char **argv);
-int fuzzCommand(int argc, char **argv);
+using commandline::fail;
+
+// Every command of the `morpheus` program except bench and nf (which their
+// own libraries add).
+void addCommands(CLI::App &morpheus);
+
+void addAnalyzeCommand(CLI::App &morpheus);
+void addSpecializeCommand(CLI::App &morpheus);
+void addRunCommand(CLI::App &morpheus);
+void addMapCommand(CLI::App &morpheus);
+void addFuzzCommand(CLI::App &morpheus);
+
+// PROG, the required program argument of the commands that compile one.
+void addProgramArgument(CLI::App &command, std::string &path);
 
 // -I/-D/--cflags, understood by every command that compiles a program.
-std::vector<OptionSpec> compilerOptions();
-bpf::FrontendOptions frontendOptions(const Args &args);
+struct CompilerFlags {
+  std::vector<std::string> includes, defines, cflags;
+};
+void addCompilerOptions(CLI::App &command, CompilerFlags &flags);
+bpf::FrontendOptions frontendOptions(const CompilerFlags &flags);
 
 } // namespace morpheus::cli

@@ -6,48 +6,25 @@
 #include "runtime/Differential.h"
 
 #include <cstdio>
+#include <memory>
 
 namespace morpheus::cli {
 
-int fuzzCommand(int argc, char **argv) {
-  std::vector<OptionSpec> specs = {
-      {"--seconds", "N", "how long to fuzz (default 10)"},
-      {"--seed", "S", "random seed; the same seed replays the same cases (default 1)"},
-      {"--reproducer", "FILE",
-       "where to write the first difference (default ./morpheus-fuzz-repro.json)"},
-      {"--program", "NAME", "the entry program (default: the first)"},
-      {"--inline-limit", "N", "inline tables with at most N entries (default 64)"},
-      {"--preset", "NF",
-       "also draw half of the map states from the function's configuration, as "
-       "`morpheus bench NF` sets it up (router, lb, ... or a bench*.conf)"}};
-  for (const OptionSpec &spec : compilerOptions())
-    specs.push_back(spec);
-  auto args = Args::parse("fuzz", argc, argv, 2, specs);
-  if (!args)
-    return usageError(llvm::toString(args.takeError()));
-  if (args->help() || args->positional().size() != 1)
-    return printUsage(
-        *args, "morpheus fuzz PROG [--seconds N] [--seed S] [--reproducer FILE] [options]",
-        "Loads PROG three times (original, a second original that reveals\n"
-        "nondeterministic bytes, and the version Morpheus specializes), writes\n"
-        "the same random map states into all three and compares verdicts,\n"
-        "output packets and every map after each random packet, also after a\n"
-        "guard bump. The first difference is shrunk, written as JSON and\n"
-        "printed. Needs root. Exit status 1 when any case differed.\n",
-        specs);
-  runtime::FuzzOptions options;
-  options.frontend = frontendOptions(*args);
-  options.reproducerPath = args->get("--reproducer").value_or("morpheus-fuzz-repro.json");
-  options.program = args->get("--program").value_or("");
+namespace {
+
+struct FuzzFlags {
+  std::string program, preset;
   uint32_t seconds = 10;
-  if (Error err = llvm::joinErrors(
-          llvm::joinErrors(args->readUnsigned("--seconds", seconds),
-                           args->readUnsigned("--seed", options.seed)),
-          args->readUnsigned("--inline-limit", options.inlineLimit)))
-    return usageError(llvm::toString(std::move(err)));
-  options.seconds = seconds;
-  if (auto name = args->get("--preset")) {
-    auto preset = bench::readPreset(*name);
+  runtime::FuzzOptions options;
+  CompilerFlags compiler;
+};
+
+int fuzz(FuzzFlags &flags) {
+  runtime::FuzzOptions &options = flags.options;
+  options.frontend = frontendOptions(flags.compiler);
+  options.seconds = flags.seconds;
+  if (!flags.preset.empty()) {
+    auto preset = bench::readPreset(flags.preset);
     if (!preset)
       return fail(preset.takeError());
     auto configured = bench::configuredContents(*preset, 4096);
@@ -56,7 +33,7 @@ int fuzzCommand(int argc, char **argv) {
     options.configured = std::move(*configured);
   }
 
-  auto report = runtime::fuzzProgram(args->positional()[0], options);
+  auto report = runtime::fuzzProgram(flags.program, options);
   if (!report)
     return fail(report.takeError());
   if (!report->reproducer.empty())
@@ -72,10 +49,52 @@ int fuzzCommand(int argc, char **argv) {
   if (!options.configured.empty())
     std::printf("fuzz: %llu of the map states drawn from the configuration of %s\n",
                 (unsigned long long)report->configuredStates,
-                args->get("--preset")->c_str());
+                flags.preset.c_str());
   std::printf("fuzz: %llu cases compared, %llu differed\n",
               (unsigned long long)report->cases, (unsigned long long)report->differed);
   return report->differed ? 1 : 0;
+}
+
+} // namespace
+
+void addFuzzCommand(CLI::App &morpheus) {
+  auto flags = std::make_shared<FuzzFlags>();
+  flags->options.reproducerPath = "morpheus-fuzz-repro.json";
+  CLI::App &command = commandline::addCommand(
+      morpheus, "fuzz",
+      "compare the specialized program with the original on random map states and "
+      "packets",
+      "Loads PROG three times (original, a second original that reveals\n"
+      "nondeterministic bytes, and the version Morpheus specializes), writes\n"
+      "the same random map states into all three and compares verdicts,\n"
+      "output packets and every map after each random packet, also after a\n"
+      "guard bump. The first difference is shrunk, written as JSON and\n"
+      "printed. Needs root. Exit status 1 when any case differed.",
+      [flags](const CLI::App &) { return fuzz(*flags); });
+  addProgramArgument(command, flags->program);
+  command.add_option("--seconds", flags->seconds, "how long to fuzz (default 10)")
+      ->type_name("N");
+  command
+      .add_option("--seed", flags->options.seed,
+                  "random seed; the same seed replays the same cases (default 1)")
+      ->type_name("S");
+  command
+      .add_option("--reproducer", flags->options.reproducerPath,
+                  "where to write the first difference (default ./morpheus-fuzz-repro.json)")
+      ->type_name("FILE");
+  command
+      .add_option("--program", flags->options.program, "the entry program (default: the first)")
+      ->type_name("NAME");
+  command
+      .add_option("--inline-limit", flags->options.inlineLimit,
+                  "inline tables with at most N entries (default 64)")
+      ->type_name("N");
+  command
+      .add_option("--preset", flags->preset,
+                  "also draw half of the map states from the function's configuration, as "
+                  "`morpheus bench NF` sets it up (router, lb, ... or a bench*.conf)")
+      ->type_name("NF");
+  addCompilerOptions(command, flags->compiler);
 }
 
 } // namespace morpheus::cli

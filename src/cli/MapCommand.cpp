@@ -10,20 +10,12 @@
 #include <unistd.h>
 
 #include <cstdio>
+#include <map>
+#include <memory>
 
 namespace morpheus::cli {
 
 namespace {
-
-Expected<uint64_t> parseUpdateFlags(const std::string &text) {
-  if (text == "any")
-    return uint64_t(BPF_ANY);
-  if (text == "noexist")
-    return uint64_t(BPF_NOEXIST);
-  if (text == "exist")
-    return uint64_t(BPF_EXIST);
-  return makeError("map update: --flags takes any, noexist or exist, not '{0}'", text);
-}
 
 int dump(const std::string &pin) {
   int fd = bpf_obj_get(pin.c_str());
@@ -48,59 +40,92 @@ int dump(const std::string &pin) {
   return 0;
 }
 
-} // namespace
+struct MapOptions {
+  std::string pin, key, value;
+  uint64_t flags = BPF_ANY;
+};
 
-int mapCommand(int argc, char **argv) {
-  std::vector<OptionSpec> specs = {
-      {"--flags", "any|noexist|exist", "update only: BPF_ANY (default), BPF_NOEXIST, BPF_EXIST"}};
-  auto args = Args::parse("map", argc, argv, 2, specs);
-  if (!args)
-    return usageError(llvm::toString(args.takeError()));
-  const auto &words = args->positional();
-  std::string action = words.empty() ? "" : words[0];
-  bool valid = (action == "update" && words.size() == 4) ||
-               (action == "delete" && words.size() == 3) ||
-               (action == "dump" && words.size() == 2);
-  if (args->help() || !valid)
-    return printUsage(
-        *args,
-        "morpheus map update PIN KEY VALUE [--flags any|noexist|exist]\n"
-        "       morpheus map delete PIN KEY\n"
-        "       morpheus map dump PIN",
-        "PIN is a map pinned by 'morpheus run' (e.g.\n"
-        "/sys/fs/bpf/morpheus/<program>/<map>). KEY and VALUE are the raw bytes\n"
-        "in hex, as bpftool prints them: \"0a 00 00 01\" or 0a000001. For\n"
-        "per-CPU maps VALUE is written to every CPU. When the guard of a\n"
-        "running Morpheus sits beside the map it is bumped first, so the very\n"
-        "next packet runs generic code that sees the change; Morpheus then\n"
-        "re-specializes.\n",
-        specs);
-  if (action == "dump")
-    return dump(words[1]);
-  auto map = client::Map::open(words[1]);
+// The map behind `pin` and `options.key` parsed, for update and delete.
+Expected<std::pair<client::Map, Bytes>> openWithKey(const MapOptions &options) {
+  auto map = client::Map::open(options.pin);
   if (!map)
-    return fail(map.takeError());
+    return map.takeError();
   if (!map->guarded())
     std::fprintf(stderr, "morpheus: warning: no Morpheus guard beside %s; "
                          "updating the map without invalidating specialized code\n",
-                 words[1].c_str());
-  auto key = bpf::parseHexBytes(words[2], "map '" + words[1] + "' key");
+                 options.pin.c_str());
+  auto key = bpf::parseHexBytes(options.key, "map '" + options.pin + "' key");
   if (!key)
-    return fail(key.takeError());
-  if (action == "delete") {
-    if (Error err = map->remove(*key))
-      return fail(std::move(err));
-    return 0;
-  }
-  auto value = bpf::parseHexBytes(words[3], "map '" + words[1] + "' value");
+    return key.takeError();
+  return std::make_pair(std::move(*map), std::move(*key));
+}
+
+int update(const MapOptions &options) {
+  auto target = openWithKey(options);
+  if (!target)
+    return fail(target.takeError());
+  auto value = bpf::parseHexBytes(options.value, "map '" + options.pin + "' value");
   if (!value)
     return fail(value.takeError());
-  auto flags = parseUpdateFlags(args->get("--flags").value_or("any"));
-  if (!flags)
-    return usageError(llvm::toString(flags.takeError()));
-  if (Error err = map->update(*key, *value, *flags))
+  if (Error err = target->first.update(target->second, *value, options.flags))
     return fail(std::move(err));
   return 0;
+}
+
+int remove(const MapOptions &options) {
+  auto target = openWithKey(options);
+  if (!target)
+    return fail(target.takeError());
+  if (Error err = target->first.remove(target->second))
+    return fail(std::move(err));
+  return 0;
+}
+
+const char PinHelp[] = "the map as 'morpheus run' pinned it (/sys/fs/bpf/morpheus/<program>/<map>)";
+const char HexHelp[] = "raw bytes in hex, as bpftool prints them: \"0a 00 00 01\" or 0a000001";
+
+} // namespace
+
+void addMapCommand(CLI::App &morpheus) {
+  CLI::App &map = commandline::addGroup(
+      morpheus, "map", "change a managed map so the next packet sees it, or dump it",
+      "PIN is a map pinned by 'morpheus run' (e.g.\n"
+      "/sys/fs/bpf/morpheus/<program>/<map>). KEY and VALUE are the raw bytes\n"
+      "in hex, as bpftool prints them: \"0a 00 00 01\" or 0a000001. For\n"
+      "per-CPU maps VALUE is written to every CPU. When the guard of a\n"
+      "running Morpheus sits beside the map it is bumped first, so the very\n"
+      "next packet runs generic code that sees the change; Morpheus then\n"
+      "re-specializes.");
+  auto options = std::make_shared<MapOptions>();
+  CLI::App &update = commandline::addCommand(
+      map, "update", "write KEY's VALUE, bumping the guard first",
+      "Writes VALUE under KEY. When the guard of a running Morpheus sits beside\n"
+      "the map it is bumped first, so the very next packet runs generic code\n"
+      "that sees the change; Morpheus then re-specializes. For per-CPU maps\n"
+      "VALUE is written to every CPU.",
+      [options](const CLI::App &) { return morpheus::cli::update(*options); });
+  update.add_option("PIN", options->pin, PinHelp)->required()->type_name("");
+  update.add_option("KEY", options->key, HexHelp)->required()->type_name("");
+  update.add_option("VALUE", options->value, HexHelp)->required()->type_name("");
+  update
+      .add_option("--flags", options->flags,
+                  "BPF_ANY (default), BPF_NOEXIST, BPF_EXIST")
+      ->transform(commandline::oneOf(std::map<std::string, uint64_t>{
+          {"any", BPF_ANY}, {"noexist", BPF_NOEXIST}, {"exist", BPF_EXIST}}))
+      ->type_name("any|noexist|exist");
+  CLI::App &remove = commandline::addCommand(
+      map, "delete", "delete KEY, bumping the guard first",
+      "Deletes KEY. When the guard of a running Morpheus sits beside the map\n"
+      "it is bumped first, as for update.",
+      [options](const CLI::App &) { return morpheus::cli::remove(*options); });
+  remove.add_option("PIN", options->pin, PinHelp)->required()->type_name("");
+  remove.add_option("KEY", options->key, HexHelp)->required()->type_name("");
+  CLI::App &dumpCommand = commandline::addCommand(
+      map, "dump", "print every entry as JSON (the snapshot format)",
+      "Prints every entry of the map as a JSON snapshot (docs/cli.md): the\n"
+      "format 'morpheus specialize --snapshot' reads.",
+      [options](const CLI::App &) { return dump(options->pin); });
+  dumpCommand.add_option("PIN", options->pin, PinHelp)->required()->type_name("");
 }
 
 } // namespace morpheus::cli

@@ -11,6 +11,8 @@
 
 #include <cstdio>
 #include <fstream>
+#include <memory>
+#include <optional>
 
 namespace morpheus::cli {
 
@@ -33,64 +35,41 @@ Error writeFile(const std::string &path, const char *data, size_t size) {
 
 } // namespace
 
-int analyzeCommand(int argc, char **argv) {
-  std::vector<OptionSpec> specs = {{"--json", "", "print JSON instead of text"}};
-  for (const OptionSpec &spec : compilerOptions())
-    specs.push_back(spec);
-  auto args = Args::parse("analyze", argc, argv, 2, specs);
-  if (!args)
-    return usageError(llvm::toString(args.takeError()));
-  if (args->help() || args->positional().size() != 1)
-    return printUsage(*args, "morpheus analyze PROG [options]",
-                      "Lists every map (type, sizes, and whether the program itself\n"
-                      "writes it: ro/rw, with the reasons) and every map access site\n"
-                      "(map, kind, where the key comes from). Loads nothing.\n",
-                      specs);
-  auto spec = bpf::ProgramSpec::load(args->positional()[0], frontendOptions(*args));
+namespace {
+
+struct AnalyzeOptions {
+  std::string program;
+  bool json = false;
+  CompilerFlags compiler;
+};
+
+int analyze(const AnalyzeOptions &options) {
+  auto spec = bpf::ProgramSpec::load(options.program, frontendOptions(options.compiler));
   if (!spec)
     return fail(spec.takeError());
-  if (args->has("--json"))
+  if (options.json)
     std::printf("%s\n", analysisToJson(**spec).dump(2).c_str());
   else
     std::fputs(analysisToText(**spec).c_str(), stdout);
   return 0;
 }
 
-int specializeCommand(int argc, char **argv) {
-  std::vector<OptionSpec> specs = {
-      {"--snapshot", "FILE", "map contents to specialize for (JSON, see docs/cli.md)"},
-      {"-o", "FILE", "where to write the specialized BPF object"},
-      {"--report", "FILE", "also write the per-site decisions as JSON"},
-      {"--inline-limit", "N", "inline tables with at most N entries (default 64)"},
-      {"--guard-version", "N",
-       "compile in the program guard for version N (default: no guard)"}};
-  for (const OptionSpec &spec : compilerOptions())
-    specs.push_back(spec);
-  auto args = Args::parse("specialize", argc, argv, 2, specs);
-  if (!args)
-    return usageError(llvm::toString(args.takeError()));
-  if (args->help() || args->positional().size() != 1 || !args->has("--snapshot") ||
-      !args->has("-o"))
-    return printUsage(
-        *args, "morpheus specialize PROG --snapshot STATE.json -o OUT.o [options]",
-        "Runs the specialization pipeline once against the map contents in\n"
-        "STATE.json and writes the resulting BPF object. Maps listed in the\n"
-        "snapshot are taken as complete; maps not listed are not specialized.\n"
-        "Without --guard-version the object has no guard: it is correct only\n"
-        "while the maps hold exactly the snapshot.\n",
-        specs);
+struct SpecializeOptions {
+  std::string program, snapshot, output, report;
+  uint32_t inlineLimit = bpf::SpecializeRequest().inlineLimit;
+  std::optional<uint64_t> guardVersion;
+  CompilerFlags compiler;
+};
+
+int specialize(const SpecializeOptions &options) {
   bpf::SpecializeRequest request;
-  uint64_t guardVersion = 0;
-  if (Error err = llvm::joinErrors(args->readUnsigned("--inline-limit", request.inlineLimit),
-                                   args->readUnsigned("--guard-version", guardVersion)))
-    return usageError(llvm::toString(std::move(err)));
-  if (args->has("--guard-version"))
-    request.guardVersion = guardVersion;
-  auto spec = bpf::ProgramSpec::load(args->positional()[0], frontendOptions(*args));
+  request.inlineLimit = options.inlineLimit;
+  request.guardVersion = options.guardVersion;
+  auto spec = bpf::ProgramSpec::load(options.program, frontendOptions(options.compiler));
   if (!spec)
     return fail(spec.takeError());
 
-  std::string snapshotPath = *args->get("--snapshot");
+  const std::string &snapshotPath = options.snapshot;
   // Read whole: a legitimate snapshot of even a million-entry map stays far
   // below the limit, so a larger file is a wrong file, not a snapshot.
   constexpr uint64_t MaxSnapshotBytes = uint64_t(1) << 30;
@@ -117,17 +96,68 @@ int specializeCommand(int argc, char **argv) {
   auto object = (*spec)->specialize(*snapshot, request);
   if (!object)
     return fail(object.takeError());
-  std::string output = *args->get("-o");
+  const std::string &output = options.output;
   if (Error err = writeFile(output, object->elf.data(), object->elf.size()))
     return fail(std::move(err));
-  if (auto reportPath = args->get("--report")) {
+  if (!options.report.empty()) {
     std::string report = logToJson(object->log).dump(2) + "\n";
-    if (Error err = writeFile(*reportPath, report.data(), report.size()))
+    if (Error err = writeFile(options.report, report.data(), report.size()))
       return fail(std::move(err));
   }
   std::printf("%s: wrote %s (%zu bytes)\n%s", (*spec)->path().c_str(), output.c_str(),
               object->elf.size(), object->log.toText().c_str());
   return 0;
+}
+
+} // namespace
+
+void addAnalyzeCommand(CLI::App &morpheus) {
+  auto options = std::make_shared<AnalyzeOptions>();
+  CLI::App &command = commandline::addCommand(
+      morpheus, "analyze",
+      "list maps (read-only or written by the program) and map access sites; no kernel "
+      "needed",
+      "Lists every map (type, sizes, and whether the program itself\n"
+      "writes it: ro/rw, with the reasons) and every map access site\n"
+      "(map, kind, where the key comes from). Loads nothing.",
+      [options](const CLI::App &) { return analyze(*options); });
+  addProgramArgument(command, options->program);
+  command.add_flag("--json", options->json, "print JSON instead of text");
+  addCompilerOptions(command, options->compiler);
+}
+
+void addSpecializeCommand(CLI::App &morpheus) {
+  auto options = std::make_shared<SpecializeOptions>();
+  CLI::App &command = commandline::addCommand(
+      morpheus, "specialize",
+      "specialize once against a JSON map snapshot and write the BPF object; no kernel "
+      "needed",
+      "Runs the specialization pipeline once against the map contents in\n"
+      "STATE.json and writes the resulting BPF object. Maps listed in the\n"
+      "snapshot are taken as complete; maps not listed are not specialized.\n"
+      "Without --guard-version the object has no guard: it is correct only\n"
+      "while the maps hold exactly the snapshot.",
+      [options](const CLI::App &) { return specialize(*options); });
+  addProgramArgument(command, options->program);
+  command
+      .add_option("--snapshot", options->snapshot,
+                  "map contents to specialize for (JSON, see docs/cli.md)")
+      ->required()
+      ->type_name("STATE.json");
+  command.add_option("-o", options->output, "where to write the specialized BPF object")
+      ->required()
+      ->type_name("OUT.o");
+  command.add_option("--report", options->report, "also write the per-site decisions as JSON")
+      ->type_name("FILE");
+  command
+      .add_option("--inline-limit", options->inlineLimit,
+                  "inline tables with at most N entries (default 64)")
+      ->type_name("N");
+  command
+      .add_option("--guard-version", options->guardVersion,
+                  "compile in the program guard for version N (default: no guard)")
+      ->type_name("N");
+  addCompilerOptions(command, options->compiler);
 }
 
 } // namespace morpheus::cli

@@ -9,6 +9,8 @@
 #include <atomic>
 #include <chrono>
 #include <csignal>
+#include <map>
+#include <memory>
 
 namespace morpheus::cli {
 
@@ -18,73 +20,39 @@ std::atomic<bool> stopRequested{false};
 
 void requestStop(int) { stopRequested = true; }
 
-} // namespace
-
-int runCommand(int argc, char **argv) {
-  std::vector<OptionSpec> specs = {
-      {"--iface", "IF", "interface to attach to (required; repeat for more ports)", true},
-      {"--netns", "NAME", "network namespace of the interface (/run/netns/NAME)"},
-      {"--xdp-mode", "native|generic", "XDP attach mode (default native)"},
-      {"--period", "DURATION", "re-specialize every DURATION (default 1s)"},
-      {"--pin-dir", "DIR",
-       "pin maps and the guard here (default /sys/fs/bpf/morpheus/<program>)"},
-      {"--socket", "PATH", "control socket (default /run/morpheus/<program>.sock)"},
-      {"--prog", "NAME", "program to attach when the object has several"},
-      {"--inline-limit", "N", "inline tables with at most N entries (default 64)"},
-      {"--shadow-packets", "N",
-       "before each swap, compare N sample packets through the new and the original "
-       "program on scratch map copies; 0 turns this off (default 64)"},
-      {"--reproducer-dir", "DIR",
-       "where a refused swap's reproducer is written (default /tmp)"},
-      {"--cycles", "N", "stop after N cycles (default: run until SIGINT/SIGTERM)"},
-      {"--quiet", "", "print only cycles that install or fail, no status lines"}};
-  for (const OptionSpec &spec : compilerOptions())
-    specs.push_back(spec);
-  auto args = Args::parse("run", argc, argv, 2, specs);
-  if (!args)
-    return usageError(llvm::toString(args.takeError()));
-  if (args->help() || args->positional().size() != 1 || !args->has("--iface"))
-    return printUsage(
-        *args, "morpheus run PROG --iface IF [options]",
-        "Loads PROG unmodified, pins its maps, attaches it with a bpf_link and\n"
-        "re-specializes it every period and right after each map update made\n"
-        "through Morpheus ('morpheus map', the control socket). Prints one line\n"
-        "per cycle (t1 = map reads, t2 = compile, validation = the pre-swap\n"
-        "comparison, injection = load + swap) and a status line with the\n"
-        "attached program's ns/packet (kernel bpf_stats). A new version that\n"
-        "treats a sample packet differently from the original is refused (its\n"
-        "reproducer written once per distinct difference); the running program\n"
-        "stays. Failed and refused cycles back off: 2, 4, ... up to 64 periods.\n"
-        "On SIGINT/SIGTERM it detaches and removes its pins.\n",
-        specs);
-
-  runtime::DaemonOptions options;
-  options.optimizer.frontend = frontendOptions(*args);
-  options.optimizer.program = args->get("--prog").value_or("");
+struct RunOptions {
+  std::string program;
+  std::vector<std::string> ifaces;
+  std::string netns, pinDir, socketPath, entry;
+  bpf::XdpMode mode = bpf::XdpMode::Native;
   double periodMs = 1000;
+  uint32_t inlineLimit = runtime::OptimizerOptions().inlineLimit;
+  uint32_t shadowPackets = runtime::OptimizerOptions().shadowPackets;
+  std::string reproducerDir = "/tmp";
   uint64_t maxCycles = 0;
-  if (Error err = llvm::joinErrors(
-          llvm::joinErrors(args->readUnsigned("--inline-limit", options.optimizer.inlineLimit),
-                           args->readDuration("--period", periodMs)),
-          llvm::joinErrors(args->readUnsigned("--cycles", maxCycles),
-                           args->readUnsigned("--shadow-packets",
-                                              options.optimizer.shadowPackets))))
-    return usageError(llvm::toString(std::move(err)));
-  options.period = std::chrono::microseconds(int64_t(periodMs * 1000));
-  if (auto text = args->get("--xdp-mode")) {
-    if (*text == "generic")
-      options.mode = bpf::XdpMode::Generic;
-    else if (*text != "native")
-      return usageError("run: --xdp-mode takes native or generic, not '" + *text + "'");
-  }
-  options.reproducerDir = args->get("--reproducer-dir").value_or("/tmp");
-  options.quiet = args->has("--quiet");
-  options.ifaces = args->all("--iface");
-  options.netns = args->get("--netns").value_or("");
-  const std::string path = args->positional()[0];
+  bool quiet = false;
+  CompilerFlags compiler;
+};
+
+int run(const RunOptions &flags) {
+  runtime::DaemonOptions options;
+  options.optimizer.frontend = frontendOptions(flags.compiler);
+  options.optimizer.program = flags.entry;
+  options.optimizer.inlineLimit = flags.inlineLimit;
+  options.optimizer.shadowPackets = flags.shadowPackets;
+  options.period = std::chrono::microseconds(int64_t(flags.periodMs * 1000));
+  options.mode = flags.mode;
+  options.reproducerDir = flags.reproducerDir;
+  options.quiet = flags.quiet;
+  options.ifaces = flags.ifaces;
+  options.netns = flags.netns;
+  const std::string &path = flags.program;
   std::string program = bpf::objectNameFor(path);
-  options.optimizer.pinDir = args->get("--pin-dir").value_or("/sys/fs/bpf/morpheus/" + program);
-  options.socketPath = args->get("--socket").value_or("/run/morpheus/" + program + ".sock");
+  options.optimizer.pinDir =
+      flags.pinDir.empty() ? "/sys/fs/bpf/morpheus/" + program : flags.pinDir;
+  options.socketPath =
+      flags.socketPath.empty() ? "/run/morpheus/" + program + ".sock" : flags.socketPath;
+  uint64_t maxCycles = flags.maxCycles;
   if (Error err = bpf::ensureBpffs(options.optimizer.pinDir))
     return fail(std::move(err));
 
@@ -115,6 +83,73 @@ int runCommand(int argc, char **argv) {
     close(statsFd);
   llvm::outs() << "stopping: detaching and removing pins\n";
   return 0;
+}
+
+} // namespace
+
+void addRunCommand(CLI::App &morpheus) {
+  auto options = std::make_shared<RunOptions>();
+  CLI::App &command = commandline::addCommand(
+      morpheus, "run", "load, attach and keep specializing a program",
+      "Loads PROG unmodified, pins its maps, attaches it with a bpf_link and\n"
+      "re-specializes it every period and right after each map update made\n"
+      "through Morpheus ('morpheus map', the control socket). Prints one line\n"
+      "per cycle (t1 = map reads, t2 = compile, validation = the pre-swap\n"
+      "comparison, injection = load + swap) and a status line with the\n"
+      "attached program's ns/packet (kernel bpf_stats). A new version that\n"
+      "treats a sample packet differently from the original is refused (its\n"
+      "reproducer written once per distinct difference); the running program\n"
+      "stays. Failed and refused cycles back off: 2, 4, ... up to 64 periods.\n"
+      "On SIGINT/SIGTERM it detaches and removes its pins.",
+      [options](const CLI::App &) { return run(*options); });
+  addProgramArgument(command, options->program);
+  command
+      .add_option("--iface", options->ifaces,
+                  "interface to attach to (required; repeat for more ports)")
+      ->required()
+      ->type_name("IF");
+  command
+      .add_option("--netns", options->netns,
+                  "network namespace of the interface (/run/netns/NAME)")
+      ->type_name("NAME");
+  command
+      .add_option("--xdp-mode", options->mode, "XDP attach mode (default native)")
+      ->transform(commandline::oneOf(
+          std::map<std::string, bpf::XdpMode>{{"native", bpf::XdpMode::Native},
+                                              {"generic", bpf::XdpMode::Generic}}))
+      ->type_name("native|generic");
+  commandline::addDuration(command, "--period", options->periodMs,
+                           "re-specialize every DURATION (default 1s)");
+  command
+      .add_option("--pin-dir", options->pinDir,
+                  "pin maps and the guard here (default /sys/fs/bpf/morpheus/<program>)")
+      ->type_name("DIR");
+  command
+      .add_option("--socket", options->socketPath,
+                  "control socket (default /run/morpheus/<program>.sock)")
+      ->type_name("PATH");
+  command.add_option("--prog", options->entry, "program to attach when the object has several")
+      ->type_name("NAME");
+  command
+      .add_option("--inline-limit", options->inlineLimit,
+                  "inline tables with at most N entries (default 64)")
+      ->type_name("N");
+  command
+      .add_option("--shadow-packets", options->shadowPackets,
+                  "before each swap, compare N sample packets through the new and the original "
+                  "program on scratch map copies; 0 turns this off (default 64)")
+      ->type_name("N");
+  command
+      .add_option("--reproducer-dir", options->reproducerDir,
+                  "where a refused swap's reproducer is written (default /tmp)")
+      ->type_name("DIR");
+  command
+      .add_option("--cycles", options->maxCycles,
+                  "stop after N cycles (default: run until SIGINT/SIGTERM)")
+      ->type_name("N");
+  command.add_flag("--quiet", options->quiet,
+                   "print only cycles that install or fail, no status lines");
+  addCompilerOptions(command, options->compiler);
 }
 
 } // namespace morpheus::cli

@@ -136,8 +136,8 @@ TEST_F(MapUpdate, BadCliInputIsRejectedAndChangesNothing) {
        "map '" + missing + "': cannot open the pinned map: No such file"},
       {"map dump " + missing, 1, "map '" + missing + "': cannot open the pinned map"},
       {"map update " + pin + " " + k + " " + v + " --flags sometimes", 2,
-       "--flags takes any, noexist or exist, not 'sometimes'"},
-      {"map update " + pin, 2, "usage: morpheus map"}};
+       "morpheus: map update: --flags: 'sometimes' is not one of any, exist, noexist"},
+      {"map update " + pin, 2, "morpheus: map update: KEY is required"}};
   for (const Case &bad : cases) {
     auto [status, text] = morpheusCliOutput(bad.arguments);
     EXPECT_EQ(status, bad.status) << bad.arguments << "\n" << text;

@@ -153,10 +153,57 @@ TEST(Cli, BadSnapshotFilesAreRefusedByName) {
 }
 
 TEST(Cli, HelpIsAvailableForEveryCommand) {
-  for (const char *command : {"", "analyze ", "specialize ", "run ", "map "}) {
+  for (const char *command :
+       {"", "analyze ", "specialize ", "run ", "map ", "map update ", "map delete ", "map dump ",
+        "fuzz ", "bench ", "nf ", "nf router ", "nf router load-routes "}) {
     Output out = morpheus(std::string(command) + "--help");
     EXPECT_EQ(out.status, 0) << command;
-    EXPECT_NE(out.text.find("usage: morpheus"), std::string::npos) << command;
+    EXPECT_EQ(out.text.rfind("usage: morpheus " + std::string(command), 0), 0u)
+        << command << "\n" << out.text;
+  }
+  Output help = morpheus("help");
+  EXPECT_EQ(help.status, 0);
+  EXPECT_NE(help.text.find("Commands:\n  analyze"), std::string::npos) << help.text;
+  Output bare = morpheus("");
+  EXPECT_EQ(bare.status, 2) << "no command is a usage error";
+  EXPECT_NE(bare.text.find("usage: morpheus"), std::string::npos) << bare.text;
+}
+
+// Usage mistakes exit with 2 and a message that names the command and the
+// option or argument at fault, before anything runs.
+TEST(Cli, UsageErrorsNameTheCommandAndTheOption) {
+  const std::pair<std::string, std::string> cases[] = {
+      {"run " + Example, "morpheus: run: --iface is required"},
+      {"run " + Example + " --iface lo --period 3h",
+       "morpheus: run: --period: '3h' is not a duration like 1s or 250ms"},
+      {"run " + Example + " --iface lo --xdp-mode turbo",
+       "morpheus: run: --xdp-mode: 'turbo' is not one of generic, native"},
+      {"run " + Example + " --iface lo --inline-limit many",
+       "morpheus: run: could not convert: --inline-limit = many"},
+      {"run " + Example + " --iface lo --shadow-packets -3",
+       "morpheus: run: could not convert: --shadow-packets = -3"},
+      {"run " + Example + " --iface", "morpheus: run: --iface: 1 required IF missing"},
+      {"run " + Example + " other.c --iface lo", "morpheus: run: unexpected argument 'other.c'"},
+      {"analyze " + Example + " --jsn", "morpheus: analyze: unknown option '--jsn'"},
+      {"analyze", "morpheus: analyze: PROG is required"},
+      {"specialize " + Example + " -o /tmp/never.o", "morpheus: specialize: --snapshot is required"},
+      {"specialize " + Example + " --snapshot s.json -o /tmp/never.o --guard-version v1",
+       "morpheus: specialize: could not convert: --guard-version = v1"},
+      {"map update /sys/fs/bpf/none 00", "morpheus: map update: VALUE is required"},
+      {"map update /sys/fs/bpf/none 00 00 --flags always",
+       "morpheus: map update: --flags: 'always' is not one of any, exist, noexist"},
+      {"map delete /sys/fs/bpf/none 00 --flags any", "morpheus: map delete: unknown option '--flags'"},
+      {"map frobnicate", "morpheus: map: unknown command 'frobnicate'"},
+      {"frobnicate", "morpheus: unknown command 'frobnicate'"},
+      {"fuzz " + Example + " --seconds ten", "morpheus: fuzz: could not convert: --seconds = ten"},
+      {"bench router --method fast", "morpheus: bench: --method: 'fast' is not one of driver, live"},
+      {"bench router --locality ''", "morpheus: bench: no traces (give --locality, --phases or --trace)"},
+  };
+  for (const auto &[arguments, message] : cases) {
+    Output out = morpheus(arguments);
+    EXPECT_EQ(out.status, 2) << arguments << "\n" << out.text;
+    EXPECT_EQ(out.text.rfind(message, 0), 0u) << arguments << "\n" << out.text;
+    EXPECT_NE(out.text.find("--help')"), std::string::npos) << "points at the help: " << out.text;
   }
 }
 

@@ -17,6 +17,10 @@
 #include <string>
 #include <vector>
 
+namespace CLI {
+class App;
+} // namespace CLI
+
 namespace morpheus::bench {
 
 // nf/NAME/bench.conf: how to set a function up for benchmarking.
@@ -124,7 +128,7 @@ std::string formatResult(const BenchResult &result);
 // for `morpheus fuzz --preset`.
 Expected<runtime::MapContents> configuredContents(const Preset &preset, uint32_t limit);
 
-// `morpheus bench ...` (argv[1] == "bench"); returns the exit status.
-int benchCommand(int argc, char **argv);
+// Adds `morpheus bench` to the morpheus command line.
+void addBenchCommand(CLI::App &morpheus);
 
 } // namespace morpheus::bench

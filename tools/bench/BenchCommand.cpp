@@ -1,107 +1,136 @@
 // `morpheus bench`: the command line over Bench.h.
 #include "Bench.h"
 
-#include "cli/Args.h"
+#include "support/CommandLine.h"
 
-#include <llvm/Support/raw_ostream.h>
+#include <llvm/ADT/StringRef.h>
 #include <nlohmann/json.hpp>
 
 #include <cstdio>
 #include <fstream>
+#include <map>
+#include <memory>
+#include <optional>
 
 namespace morpheus::bench {
 
-int benchCommand(int argc, char **argv) {
-  using namespace cli;
-  std::vector<OptionSpec> specs = {
-      {"--locality", "L,L...",
-       "generated traces: none, low, high (Pareto), uniform, zipf:S (default none,low,high; "
-       "'' for none)"},
-      {"--trace", "PCAP", "also replay this capture (repeatable)", true},
-      {"--method", "driver|live",
-       "driver: BPF_PROG_TEST_RUN through the trace driver (default); live: live frames "
-       "over a veth to the program attached natively"},
-      {"--phases", "SPEC",
-       "also a time-phased trace (gen_trace.py --phases, e.g. "
-       "'uniform/200000,high/200000/A,high/200000/B'), timed in --segments slices"},
-      {"--segments", "N", "slices a phased trace is timed in (default 30)"},
-      {"--flows", "F", "distinct flows per generated trace (default 1000)"},
-      {"--packets", "P", "packets per generated trace; each measurement replays the whole "
-                         "trace (default 1048576)"},
-      {"--seed", "S", "trace seed (default 1)"},
-      {"--rounds", "R", "measurement rounds, variants interleaved (default 15)"},
-      {"--cpu", "N", "CPU to measure on (default: the last)"},
-      {"--recompiles", "N", "forced recompilations timed for t1/t2 (default 5)"},
-      {"--json", "FILE", "also write the results as JSON"},
-      {"--keep-traces", "DIR", "keep the generated pcap files in DIR"},
-      {"--quiet", "", "no progress output"}};
-  auto args = Args::parse("bench", argc, argv, 2, specs);
-  if (!args)
-    return usageError(llvm::toString(args.takeError()));
-  if (args->help() || args->positional().size() != 1)
-    return printUsage(
-        *args, "morpheus bench NF [options]",
-        "Measures a network function of nf/ (or a bench*.conf preset file) under\n"
-        "traces: the statically compiled program (baseline), the program Morpheus\n"
-        "specializes (traffic-independent), and the function's hand-specialized\n"
-        "oracles, against an empty control, through the trace driver\n"
-        "(BPF_PROG_TEST_RUN, bpf_stats) or as live frames over a veth, interleaved\n"
-        "round by round on one CPU.\n"
-        "Prints median net and gross ns/packet, min-max and the speed-up over the\n"
-        "baseline per trace, and Morpheus's compile and injection times. Every\n"
-        "variant must first treat the trace's first packets exactly as the\n"
-        "baseline does. NF: router, router-20routes, l2switch, firewall, nat, lb.\n"
-        "Needs root. tools/bench/matrix.py runs every function and plots.\n",
-        specs);
+namespace {
 
-  auto preset = readPreset(args->positional()[0]);
-  if (!preset)
-    return fail(preset.takeError());
+struct BenchFlags {
+  std::string preset;
+  std::optional<std::string> localities; // "none,low,high"; "" = no generated traces
+  std::optional<uint32_t> cpu;
+  std::string json;
+  bool quiet = false;
   BenchOptions options;
-  if (auto localities = args->get("--locality")) {
+};
+
+int bench(const CLI::App &command, BenchFlags &flags) {
+  BenchOptions &options = flags.options;
+  if (flags.localities) {
     options.localities.clear();
     llvm::SmallVector<llvm::StringRef> parts;
-    llvm::StringRef(*localities).split(parts, ',', -1, false);
+    llvm::StringRef(*flags.localities).split(parts, ',', -1, false);
     for (llvm::StringRef part : parts)
       options.localities.push_back(part.str());
   }
-  options.traceFiles = args->all("--trace");
-  options.phases = args->get("--phases").value_or("");
-  std::string method = args->get("--method").value_or("driver");
-  if (method != "driver" && method != "live")
-    return usageError("bench: --method is 'driver' or 'live', not '" + method + "'");
-  options.method = method == "live" ? Method::Live : Method::Driver;
-  uint32_t cpu = UINT32_MAX;
-  if (Error err = llvm::joinErrors(
-          llvm::joinErrors(llvm::joinErrors(args->readUnsigned("--flows", options.flows),
-                                            args->readUnsigned("--packets", options.packets)),
-                           llvm::joinErrors(args->readUnsigned("--seed", options.seed),
-                                            args->readUnsigned("--rounds", options.rounds))),
-          llvm::joinErrors(llvm::joinErrors(args->readUnsigned("--cpu", cpu),
-                                            args->readUnsigned("--segments", options.segments)),
-                           args->readUnsigned("--recompiles", options.recompiles))))
-    return usageError(llvm::toString(std::move(err)));
-  if (cpu != UINT32_MAX)
-    options.cpu = int(cpu);
+  if (flags.cpu)
+    options.cpu = int(*flags.cpu);
   if (options.localities.empty() && options.traceFiles.empty() && options.phases.empty())
-    return usageError("bench: no traces (give --locality, --phases or --trace)");
-  options.keepTraces = args->get("--keep-traces").value_or("");
-  if (!args->has("--quiet"))
+    return commandline::usageError(command, "no traces (give --locality, --phases or --trace)");
+  if (!flags.quiet)
     options.progress = [](const std::string &line) {
       std::fprintf(stderr, "%s\n", line.c_str());
     };
+  auto preset = readPreset(flags.preset);
+  if (!preset)
+    return commandline::fail(preset.takeError());
 
   auto result = runBench(*preset, options);
   if (!result)
-    return fail(result.takeError());
+    return commandline::fail(result.takeError());
   std::fputs(formatResult(*result).c_str(), stdout);
-  if (auto path = args->get("--json")) {
-    std::ofstream out(*path);
+  if (!flags.json.empty()) {
+    std::ofstream out(flags.json);
     out << toJson(*result).dump(2) << "\n";
     if (!out)
-      return fail(makeError("bench: cannot write {0}", *path));
+      return commandline::fail(makeError("bench: cannot write {0}", flags.json));
   }
   return 0;
+}
+
+} // namespace
+
+void addBenchCommand(CLI::App &morpheus) {
+  auto flags = std::make_shared<BenchFlags>();
+  CLI::App &command = commandline::addCommand(
+      morpheus, "bench",
+      "measure a network function under traces: baseline, Morpheus and hand-specialized "
+      "oracles",
+      "Measures a network function of nf/ (or a bench*.conf preset file) under\n"
+      "traces: the statically compiled program (baseline), the program Morpheus\n"
+      "specializes (traffic-independent), and the function's hand-specialized\n"
+      "oracles, against an empty control, through the trace driver\n"
+      "(BPF_PROG_TEST_RUN, bpf_stats) or as live frames over a veth, interleaved\n"
+      "round by round on one CPU.\n"
+      "Prints median net and gross ns/packet, min-max and the speed-up over the\n"
+      "baseline per trace, and Morpheus's compile and injection times. Every\n"
+      "variant must first treat the trace's first packets exactly as the\n"
+      "baseline does. NF: router, router-20routes, l2switch, firewall, nat, lb.\n"
+      "Needs root. tools/bench/matrix.py runs every function and plots.",
+      [flags](const CLI::App &self) { return bench(self, *flags); });
+  BenchOptions &options = flags->options;
+  command.add_option("NF", flags->preset, "a network function of nf/ or a bench*.conf")
+      ->required()
+      ->type_name("");
+  command
+      .add_option("--locality", flags->localities,
+                  "generated traces: none, low, high (Pareto), uniform, zipf:S (default "
+                  "none,low,high; '' for none)")
+      ->type_name("L,L...");
+  command.add_option("--trace", options.traceFiles, "also replay this capture (repeatable)")
+      ->type_name("PCAP");
+  command
+      .add_option("--method", options.method,
+                  "driver: BPF_PROG_TEST_RUN through the trace driver (default); live: live "
+                  "frames over a veth to the program attached natively")
+      ->transform(commandline::oneOf(
+          std::map<std::string, Method>{{"driver", Method::Driver}, {"live", Method::Live}}))
+      ->type_name("driver|live");
+  command
+      .add_option("--phases", options.phases,
+                  "also a time-phased trace (gen_trace.py --phases, e.g. "
+                  "'uniform/200000,high/200000/A,high/200000/B'), timed in --segments slices")
+      ->type_name("SPEC");
+  command
+      .add_option("--segments", options.segments,
+                  "slices a phased trace is timed in (default 30)")
+      ->type_name("N");
+  command
+      .add_option("--flows", options.flows, "distinct flows per generated trace (default 1000)")
+      ->type_name("F");
+  command
+      .add_option("--packets", options.packets,
+                  "packets per generated trace; each measurement replays the whole trace "
+                  "(default 1048576)")
+      ->type_name("P");
+  command.add_option("--seed", options.seed, "trace seed (default 1)")->type_name("S");
+  command
+      .add_option("--rounds", options.rounds,
+                  "measurement rounds, variants interleaved (default 15)")
+      ->type_name("R");
+  command.add_option("--cpu", flags->cpu, "CPU to measure on (default: the last)")
+      ->type_name("N");
+  command
+      .add_option("--recompiles", options.recompiles,
+                  "forced recompilations timed for t1/t2 (default 5)")
+      ->type_name("N");
+  command.add_option("--json", flags->json, "also write the results as JSON")
+      ->type_name("FILE");
+  command
+      .add_option("--keep-traces", options.keepTraces, "keep the generated pcap files in DIR")
+      ->type_name("DIR");
+  command.add_flag("--quiet", flags->quiet, "no progress output");
 }
 
 } // namespace morpheus::bench

@@ -13,6 +13,7 @@
 #include "netns/VethPair.h"
 #include "runtime/Optimizer.h"
 #include "support/Bytes.h"
+#include "support/CommandLine.h"
 #include "trafficgen/LiveFrames.h"
 
 #include <arpa/inet.h>
@@ -207,21 +208,23 @@ int runDemo(int rounds) {
 } // namespace
 
 int main(int argc, char **argv) {
-  if (argc > 1 && (std::string(argv[1]) == "--help" || std::string(argv[1]) == "-h")) {
-    std::printf("usage: morpheus-demo [ROUNDS]\n\n"
-                "Runs examples/policy_fwd.bpf.c on a veth pair under live traffic and\n"
-                "compares the original with Morpheus's specialized version, ROUNDS\n"
-                "rotations of 1 s each (default 5). Needs root.\n");
-    return 0;
-  }
-  int rounds = argc > 1 ? std::atoi(argv[1]) : 5;
-  if (rounds <= 0)
-    return fail("ROUNDS must be a positive number");
-  std::signal(SIGINT, [](int) { interrupted = true; });
-  std::signal(SIGTERM, [](int) { interrupted = true; });
-  try {
-    return runDemo(rounds);
-  } catch (const std::exception &error) {
-    return fail(error.what());
-  }
+  int rounds = 5;
+  auto app = morpheus::commandline::makeApp(
+      "morpheus-demo", "Morpheus on a veth pair under live traffic.",
+      "Runs examples/policy_fwd.bpf.c on a veth pair under live traffic and\n"
+      "compares the original with Morpheus's specialized version, ROUNDS\n"
+      "rotations of 1 s each (default 5). Needs root.",
+      [&rounds](const CLI::App &) {
+        std::signal(SIGINT, [](int) { interrupted = true; });
+        std::signal(SIGTERM, [](int) { interrupted = true; });
+        try {
+          return runDemo(rounds);
+        } catch (const std::exception &error) {
+          return fail(error.what());
+        }
+      });
+  app->add_option("ROUNDS", rounds, "measurement rotations of 1 s each (default 5)")
+      ->check(CLI::Range(1, 1000000).description(""))
+      ->type_name("");
+  return morpheus::commandline::run(*app, argc, argv);
 }

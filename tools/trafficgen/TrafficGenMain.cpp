@@ -1,69 +1,38 @@
 // morpheus-trafficgen: sends generated UDP or TCP frames out of an interface
 // with LiveFramesGenerator and reports the rate the kernel achieved.
+#include "support/CommandLine.h"
 #include "trafficgen/LiveFrames.h"
 
-#include <charconv>
+#include <netinet/in.h>
+
 #include <cstdio>
 #include <exception>
 #include <limits>
-#include <stdexcept>
+#include <map>
 #include <string>
-#include <string_view>
 
 using namespace morpheus::trafficgen;
 
 namespace {
 
-constexpr const char *kUsage =
-    R"(usage: morpheus-trafficgen --iface IF --dst-mac MAC --packets N [options]
+const char Description[] =
+    "Sends N frames out of IF using BPF_PROG_RUN in live-frames mode: a generator\n"
+    "XDP program rewrites each frame into the next of K flows (round-robin) and\n"
+    "transmits it with XDP_TX. The receiving side (e.g. a veth peer) must have an\n"
+    "XDP program attached for veth to accept XDP_TX frames. Frames carry Ethernet,\n"
+    "IPv4 and a UDP or TCP header, no payload, and flow k goes to daddr-base + k.\n"
+    "\n"
+    "Prints the frames sent, the kernel's and the wall-clock duration and the\n"
+    "resulting rates in million packets per second. Needs root (CAP_BPF,\n"
+    "CAP_NET_ADMIN and CAP_SYS_ADMIN for --netns).";
 
-Sends N frames out of IF using BPF_PROG_RUN in live-frames mode: a generator
-XDP program rewrites each frame into the next of K flows (round-robin) and
-transmits it with XDP_TX. The receiving side (e.g. a veth peer) must have an
-XDP program attached for veth to accept XDP_TX frames. Frames carry Ethernet,
-IPv4 and a UDP or TCP header, no payload, and flow k goes to daddr-base + k.
-
-required:
-  --iface IF             interface the frames leave through
-  --dst-mac MAC          destination MAC, e.g. aa:bb:cc:dd:ee:ff
-  --packets N            number of frames to send
-
-options:
-  --netns NS             network namespace (under /run/netns) holding IF;
-                         default: the current one
-  --src-mac MAC          source MAC (default: IF's own address)
-  --flows K              number of flows, 1..65536 (default 1)
-  --saddr A              IPv4 source address of every flow (default 10.0.0.254)
-  --daddr-base A         IPv4 destination of flow 0 (default 10.0.0.1)
-  --sport P              source port (default 1024)
-  --dport P              destination port (default 80)
-  --proto udp|tcp        L4 protocol; TCP frames are SYNs (default udp)
-  --frame-length L       bytes per frame without FCS, >= 64 (default 64); the
-                         kernel refuses frames that do not fit a page with
-                         its headroom (3408 bytes on x86-64 Linux 6.18)
-  --batch-size B         frames per kernel batch, 1..256 (default 64)
-  --help                 show this text
-
-Prints the frames sent, the kernel's and the wall-clock duration and the
-resulting rates in million packets per second. Needs root (CAP_BPF,
-CAP_NET_ADMIN and CAP_SYS_ADMIN for --netns).
-)";
-
-struct UsageError : std::runtime_error {
-  using std::runtime_error::runtime_error;
+struct Flags {
+  LiveFramesOptions options;
+  uint32_t flows = 1;
+  std::string saddr = "10.0.0.254", daddrBase = "10.0.0.1";
+  uint16_t sport = 1024, dport = 80;
+  uint32_t proto = IPPROTO_UDP; // not uint8_t: CLI11 reads a one-digit uint8_t as a character
 };
-
-template <typename T>
-T parseNumber(std::string_view flag, const std::string &text, T min, T max) {
-  T value{};
-  auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
-  if (ec != std::errc() || end != text.data() + text.size() || value < min ||
-      value > max)
-    throw UsageError(std::string(flag) + ": expected a number in " +
-                     std::to_string(min) + ".." + std::to_string(max) +
-                     ", got '" + text + "'");
-  return value;
-}
 
 double milliseconds(uint64_t ns) { return static_cast<double>(ns) / 1e6; }
 
@@ -71,66 +40,11 @@ double mppsOver(uint64_t packets, uint64_t ns) {
   return ns == 0 ? 0 : static_cast<double>(packets) * 1e3 / static_cast<double>(ns);
 }
 
-int run(int argc, char **argv) {
-  LiveFramesOptions options;
-  bool haveDstMac = false, havePackets = false;
-  uint32_t flowCount = 1;
-  uint32_t saddr = parseIpv4("10.0.0.254");
-  uint32_t daddrBase = parseIpv4("10.0.0.1");
-  uint16_t sport = 1024, dport = 80;
-  uint8_t proto = IPPROTO_UDP;
-
-  for (int i = 1; i < argc; ++i) {
-    std::string_view flag = argv[i];
-    if (flag == "--help" || flag == "-h") {
-      std::fputs(kUsage, stdout);
-      return 0;
-    }
-    if (i + 1 >= argc)
-      throw UsageError(std::string(flag) + " needs a value (or is unknown)");
-    std::string value = argv[++i];
-    if (flag == "--netns")
-      options.netns = value;
-    else if (flag == "--iface")
-      options.iface = value;
-    else if (flag == "--dst-mac") {
-      options.dstMac = parseMac(value);
-      haveDstMac = true;
-    } else if (flag == "--src-mac")
-      options.srcMac = parseMac(value);
-    else if (flag == "--packets") {
-      options.packets =
-          parseNumber<uint64_t>(flag, value, 1, std::numeric_limits<uint64_t>::max());
-      havePackets = true;
-    } else if (flag == "--flows")
-      flowCount = parseNumber<uint32_t>(flag, value, 1, 65536);
-    else if (flag == "--saddr")
-      saddr = parseIpv4(value);
-    else if (flag == "--daddr-base")
-      daddrBase = parseIpv4(value);
-    else if (flag == "--sport")
-      sport = parseNumber<uint16_t>(flag, value, 0, 65535);
-    else if (flag == "--dport")
-      dport = parseNumber<uint16_t>(flag, value, 0, 65535);
-    else if (flag == "--proto") {
-      if (value == "udp")
-        proto = IPPROTO_UDP;
-      else if (value == "tcp")
-        proto = IPPROTO_TCP;
-      else
-        throw UsageError("--proto: expected udp or tcp, got '" + value + "'");
-    } else if (flag == "--frame-length")
-      options.frameLength = parseNumber<uint32_t>(flag, value, 64, 65535);
-    else if (flag == "--batch-size")
-      options.batchSize = parseNumber<uint32_t>(flag, value, 1, 256);
-    else
-      throw UsageError("unknown option " + std::string(flag));
-  }
-  if (options.iface.empty() || !haveDstMac || !havePackets)
-    throw UsageError("--iface, --dst-mac and --packets are required");
-
-  for (uint32_t k = 0; k < flowCount; ++k)
-    options.flows.push_back({saddr, daddrBase + k, sport, dport, proto});
+int send(Flags &flags) {
+  LiveFramesOptions &options = flags.options;
+  uint32_t saddr = parseIpv4(flags.saddr), daddrBase = parseIpv4(flags.daddrBase);
+  for (uint32_t k = 0; k < flags.flows; ++k)
+    options.flows.push_back({saddr, daddrBase + k, flags.sport, flags.dport, uint8_t(flags.proto)});
 
   LiveFramesGenerator generator = LiveFramesGenerator::create(options);
   LiveFramesResult result = generator.send();
@@ -144,19 +58,82 @@ int run(int argc, char **argv) {
   return 0;
 }
 
+// A usage error when `parse` (a throwing parser of the tooling) refuses the
+// value.
+template <typename Parse> CLI::Validator parsedBy(Parse parse) {
+  return CLI::Validator(
+      [parse](std::string &input) -> std::string {
+        try {
+          parse(input);
+        } catch (const std::exception &e) {
+          return e.what();
+        }
+        return "";
+      },
+      "");
+}
+
 } // namespace
 
 int main(int argc, char **argv) {
-  try {
-    return run(argc, argv);
-  } catch (const UsageError &e) {
-    std::fprintf(stderr, "morpheus-trafficgen: %s\n(see --help)\n", e.what());
-    return 2;
-  } catch (const std::invalid_argument &e) {
-    std::fprintf(stderr, "morpheus-trafficgen: %s\n", e.what());
-    return 2;
-  } catch (const std::exception &e) {
-    std::fprintf(stderr, "morpheus-trafficgen: %s\n", e.what());
-    return 1;
-  }
+  Flags flags;
+  auto app = morpheus::commandline::makeApp(
+      "morpheus-trafficgen", "Sends generated UDP or TCP frames out of an interface.",
+      Description, [&flags](const CLI::App &) {
+        try {
+          return send(flags);
+        } catch (const std::exception &e) {
+          std::fprintf(stderr, "morpheus-trafficgen: %s\n", e.what());
+          return 1;
+        }
+      });
+  LiveFramesOptions &options = flags.options;
+  app->add_option("--iface", options.iface, "interface the frames leave through")
+      ->required()
+      ->type_name("IF");
+  app->add_option_function<std::string>(
+         "--dst-mac", [&](const std::string &text) { options.dstMac = parseMac(text); },
+         "destination MAC, e.g. aa:bb:cc:dd:ee:ff")
+      ->required()
+      ->check(parsedBy(parseMac))
+      ->type_name("MAC");
+  app->add_option("--packets", options.packets, "number of frames to send")
+      ->required()
+      ->check(CLI::Range(uint64_t(1), std::numeric_limits<uint64_t>::max()).description(""))
+      ->type_name("N");
+  app->add_option("--netns", options.netns,
+                  "network namespace (under /run/netns) holding IF; default: the current one")
+      ->type_name("NS");
+  app->add_option_function<std::string>(
+         "--src-mac", [&](const std::string &text) { options.srcMac = parseMac(text); },
+         "source MAC (default: IF's own address)")
+      ->check(parsedBy(parseMac))
+      ->type_name("MAC");
+  app->add_option("--flows", flags.flows, "number of flows, 1..65536 (default 1)")
+      ->check(CLI::Range(1, 65536).description(""))
+      ->type_name("K");
+  app->add_option("--saddr", flags.saddr,
+                  "IPv4 source address of every flow (default 10.0.0.254)")
+      ->check(parsedBy(parseIpv4))
+      ->type_name("A");
+  app->add_option("--daddr-base", flags.daddrBase,
+                  "IPv4 destination of flow 0 (default 10.0.0.1)")
+      ->check(parsedBy(parseIpv4))
+      ->type_name("A");
+  app->add_option("--sport", flags.sport, "source port (default 1024)")->type_name("P");
+  app->add_option("--dport", flags.dport, "destination port (default 80)")->type_name("P");
+  app->add_option("--proto", flags.proto, "L4 protocol; TCP frames are SYNs (default udp)")
+      ->transform(morpheus::commandline::oneOf(
+          std::map<std::string, uint32_t>{{"udp", IPPROTO_UDP}, {"tcp", IPPROTO_TCP}}))
+      ->type_name("udp|tcp");
+  app->add_option("--frame-length", options.frameLength,
+                  "bytes per frame without FCS, >= 64 (default 64); the kernel refuses frames "
+                  "that do not fit a page with its headroom (3408 bytes on x86-64 Linux 6.18)")
+      ->check(CLI::Range(64, 65535).description(""))
+      ->type_name("L");
+  app->add_option("--batch-size", options.batchSize,
+                  "frames per kernel batch, 1..256 (default 64)")
+      ->check(CLI::Range(1, 256).description(""))
+      ->type_name("B");
+  return morpheus::commandline::run(*app, argc, argv);
 }
