@@ -1,31 +1,24 @@
-// `morpheus nf NAME ...`: every network function's control-plane commands,
-// collected at configure time from the nf/<name>/ folders (nf/CMakeLists.txt
-// generates the table). A function NAME provides
-//   int morpheus_nf_NAME_main(int argc, char **argv);  // argv[0] == "NAME"
-//   extern const char morpheus_nf_NAME_summary[];      // one line for --help
+// `morpheus nf`: every network function's commands, collected at configure
+// time from the nf/<name>/ folders (nf/CMakeLists.txt generates the table;
+// nf/common/Subcommands.h says what a function provides).
 #pragma once
 
-#include <cstddef>
+#include "nf/common/Subcommands.h"
 
-namespace CLI {
-class App;
-} // namespace CLI
+#include <cstddef>
+#include <string>
+#include <vector>
 
 namespace morpheus::nf {
 
-struct NfEntry {
-  const char *name;
-  const char *summary;
-  int (*main)(int argc, char **argv);
-};
-
-extern const NfEntry Registry[];
+extern const Function Registry[];
 extern const size_t RegistrySize;
 
-// Dispatches `morpheus nf ...` (argv[0] == "morpheus", argv[1] == "nf").
-int nfCommand(int argc, char **argv);
-
-// Adds `morpheus nf` to the morpheus command line.
+// Adds `morpheus nf` with every function to the morpheus command line.
 void addNfCommand(CLI::App &morpheus);
+
+// `morpheus nf WORDS...` in process (bench runs the functions' setup
+// commands so): the exit status.
+int runNfCommand(const std::vector<std::string> &words);
 
 } // namespace morpheus::nf

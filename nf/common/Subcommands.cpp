@@ -1,43 +1,46 @@
 #include "nf/common/Subcommands.h"
 
-#include "cli/Args.h"
-
-#include <algorithm>
-#include <cstdio>
-#include <cstring>
-#include <string>
+#include <memory>
 
 namespace morpheus::nf {
 
-namespace {
+Commands::Commands(CLI::App &function, const std::string &name)
+    : function(function), pinDir("/sys/fs/bpf/morpheus/" + name) {}
 
-int list(FILE *out, const char *nf, const char *summary, llvm::ArrayRef<Subcommand> commands) {
-  // At least as wide as `morpheus nf`'s own list of functions.
-  int width = 12;
-  for (const Subcommand &command : commands)
-    width = std::max(width, int(std::strlen(command.name)));
-  std::fprintf(out, "usage: morpheus nf %s COMMAND [options]\n\n%s.\nCommands:\n", nf, summary);
-  for (const Subcommand &command : commands)
-    std::fprintf(out, "  %-*s %s\n", width, command.name, command.summary);
-  std::fprintf(out, "\n'morpheus nf %s COMMAND --help' describes one.\n", nf);
-  return out == stdout ? 0 : 2;
+CLI::App &Commands::add(const std::string &command, const std::string &summary,
+                        const std::string &description, Run run) {
+  auto chosenPinDir = std::make_shared<std::string>(pinDir);
+  CLI::App &added = commandline::addCommand(
+      function, command, summary, description, [chosenPinDir, run](const CLI::App &) {
+        if (Error err = run(*chosenPinDir))
+          return commandline::fail(std::move(err));
+        return 0;
+      });
+  added.add_option("--pin-dir", *chosenPinDir, "where the maps are pinned (default " + pinDir + ")")
+      ->type_name("DIR");
+  return added;
 }
 
-} // namespace
+void addFunction(CLI::App &nf, const Function &function) {
+  CLI::App &group = commandline::addGroup(
+      nf, function.name, function.summary,
+      std::string(function.summary) + ".\n'morpheus nf " + function.name +
+          " COMMAND --help' describes one.");
+  Commands commands(group, function.name);
+  function.commands(commands);
+}
 
-int dispatch(const char *nf, const char *summary, int argc, char **argv,
-             llvm::ArrayRef<Subcommand> commands) {
-  if (argc < 2)
-    return list(stderr, nf, summary, commands);
-  const char *name = argv[1];
-  if (!std::strcmp(name, "--help") || !std::strcmp(name, "-h"))
-    return list(stdout, nf, summary, commands);
-  for (const Subcommand &command : commands)
-    if (!std::strcmp(name, command.name))
-      return command.run(argc, argv);
-  cli::usageError(std::string("nf ") + nf + ": unknown command '" + name + "'");
-  std::fputc('\n', stderr);
-  return list(stderr, nf, summary, commands);
+int runFunction(const Function &function, const std::vector<std::string> &words) {
+  auto app = commandline::makeApp("morpheus", "");
+  CLI::App &nf = commandline::addGroup(*app, "nf", "configure a network function");
+  addFunction(nf, function);
+  std::vector<std::string> argv = {"morpheus", "nf"};
+  argv.insert(argv.end(), words.begin(), words.end());
+  return commandline::run(*app, argv);
+}
+
+void addFileArgument(CLI::App &command, std::string &path, const std::string &help) {
+  command.add_option("FILE", path, help)->required()->type_name("");
 }
 
 } // namespace morpheus::nf

@@ -1,24 +1,57 @@
-// `morpheus nf NAME COMMAND ...`: one dispatcher for every network
-// function's commands, so they all list themselves, take --help and report
-// an unknown command the same way.
+// `morpheus nf NAME COMMAND ...`: the one shape of a network function's
+// commands, on the command line of every Morpheus command (CLI11,
+// support/CommandLine.h), so they all list themselves, take --help and
+// --pin-dir, and report usage mistakes and failures the same way. A
+// function NAME provides (nf/CMakeLists.txt generates the registry):
+//   extern const char morpheus_nf_NAME_summary[];            // one line for `morpheus nf --help`
+//   void morpheus_nf_NAME_commands(morpheus::nf::Commands &); // declares its commands
 #pragma once
 
-#include <llvm/ADT/ArrayRef.h>
+#include "support/CommandLine.h"
+#include "support/Error.h"
+
+#include <functional>
+#include <string>
+#include <vector>
 
 namespace morpheus::nf {
 
-struct Subcommand {
-  const char *name;
-  const char *summary; // one line for the listing
-  // argv[0] is the function's name and argv[1] the command's, as
-  // morpheus_nf_NAME_main receives them.
-  int (*run)(int argc, char **argv);
+// The commands of one function, as they are declared.
+class Commands {
+public:
+  Commands(CLI::App &function, const std::string &name);
+
+  // Where `morpheus run nf/NAME/NAME.bpf.c` pins the maps, the default of
+  // every command's --pin-dir.
+  const std::string &defaultPinDir() const { return pinDir; }
+
+  // Adds COMMAND, listed with `summary`; its --help shows `description`.
+  // Once its command line parsed, `run` gets the pin directory (--pin-dir
+  // or the default); an error it returns is printed and exits with 1.
+  // Arguments and options of its own are added to the returned command.
+  using Run = std::function<Error(const std::string &pinDir)>;
+  CLI::App &add(const std::string &command, const std::string &summary,
+                const std::string &description, Run run);
+
+private:
+  CLI::App &function;
+  std::string pinDir;
 };
 
-// Runs the command argv[1] names. Lists the commands under `summary` on
-// stdout for --help (returns 0), on stderr when the command is missing or
-// unknown (returns 2).
-int dispatch(const char *nf, const char *summary, int argc, char **argv,
-             llvm::ArrayRef<Subcommand> commands);
+struct Function {
+  const char *name;
+  const char *summary;
+  void (*commands)(Commands &);
+};
+
+// Adds `NAME` and its commands to the `morpheus nf` group.
+void addFunction(CLI::App &nf, const Function &function);
+
+// `morpheus nf NAME WORDS...` in process for one function (words[0] is
+// NAME), as the tests run it: the exit status.
+int runFunction(const Function &function, const std::vector<std::string> &words);
+
+// FILE, the required file argument of the commands that load one.
+void addFileArgument(CLI::App &command, std::string &path, const std::string &help);
 
 } // namespace morpheus::nf

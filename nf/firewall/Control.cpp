@@ -1,12 +1,14 @@
 // `morpheus nf firewall ...`: the firewall's commands.
 #include "Loader.h"
-#include "cli/Args.h"
 #include "nf/common/Subcommands.h"
 
 #include <arpa/inet.h>
 
 #include <cstdio>
 #include <ctime>
+#include <map>
+#include <memory>
+#include <optional>
 
 extern const char morpheus_nf_firewall_summary[] =
     "5-tuple ACL (ClassBench rules, first match wins, bit-vector search)";
@@ -15,76 +17,31 @@ namespace morpheus::nf::firewall {
 
 namespace {
 
-using cli::Args;
-using cli::OptionSpec;
+struct RuleFlags {
+  std::string file;
+  fw_action defaultAction = FW_DROP;
+  bool conntrack = false;
+  bool ipv6Accept = false;
+};
 
-const OptionSpec PinDirOption = {"--pin-dir", "DIR",
-                                 "where the maps are pinned (default " + DefaultPinDir + ")"};
-
-Expected<bool> readChoice(const Args &args, const std::string &option, const char *yes,
-                          const char *no, bool fallback) {
-  auto text = args.get(option);
-  if (!text)
-    return fallback;
-  if (*text == yes || *text == no)
-    return *text == yes;
-  return makeError("firewall: {0} takes {1} or {2}, not '{3}'", option, yes, no, *text);
-}
-
-int loadRulesCommand(int argc, char **argv) {
-  std::vector<OptionSpec> specs = {
-      {"--default", "drop|accept", "verdict when no rule matches (default drop)"},
-      {"--conntrack", "", "also accept the replies of TCP/UDP flows a rule accepted"},
-      {"--ipv6", "accept|drop", "verdict for all IPv6 traffic (default drop)"},
-      PinDirOption};
-  auto args = Args::parse("nf firewall load-rules", argc, argv, 2, specs);
-  if (!args)
-    return cli::usageError(llvm::toString(args.takeError()));
-  if (args->help() || args->positional().size() != 1)
-    return printUsage(
-        *args, "morpheus nf firewall load-rules FILE [options]",
-        "Replaces the rule set with FILE (one rule per line, first match wins):\n"
-        "  src=PREFIX dst=PREFIX l4proto=TCP|UDP|ICMP|GRE sport=LO:HI dport=LO:HI "
-        "action=ACCEPT|DROP\n"
-        "Fields left out match anything. The whole file is checked first; a bad\n"
-        "line is reported as FILE:LINE and nothing changes. Options not given take\n"
-        "their defaults, not the previous values. The new rules take effect at\n"
-        "once for every packet; hit counters start at zero.\n",
-        specs);
-  auto defaultAccept = readChoice(*args, "--default", "accept", "drop", false);
-  if (!defaultAccept)
-    return cli::usageError(llvm::toString(defaultAccept.takeError()));
-  auto ipv6Accept = readChoice(*args, "--ipv6", "accept", "drop", false);
-  if (!ipv6Accept)
-    return cli::usageError(llvm::toString(ipv6Accept.takeError()));
+Error loadRulesFile(const std::string &pinDir, const RuleFlags &flags) {
   LoadOptions options;
-  options.defaultAction = *defaultAccept ? FW_ACCEPT : FW_DROP;
-  options.conntrack = args->has("--conntrack");
-  options.ipv6Accept = *ipv6Accept;
-
-  auto rules = parseRules(args->positional()[0]);
+  options.defaultAction = flags.defaultAction;
+  options.conntrack = flags.conntrack;
+  options.ipv6Accept = flags.ipv6Accept;
+  auto rules = parseRules(flags.file);
   if (!rules)
-    return cli::fail(rules.takeError());
-  if (Error err = loadRules(args->get("--pin-dir").value_or(DefaultPinDir), *rules, options))
-    return cli::fail(std::move(err));
+    return rules.takeError();
+  if (Error err = loadRules(pinDir, *rules, options))
+    return err;
   std::printf("%zu rules loaded\n", rules->size());
-  return 0;
+  return Error::success();
 }
 
-int statsCommand(int argc, char **argv) {
-  std::vector<OptionSpec> specs = {PinDirOption};
-  auto args = Args::parse("nf firewall stats", argc, argv, 2, specs);
-  if (!args)
-    return cli::usageError(llvm::toString(args.takeError()));
-  if (args->help() || !args->positional().empty())
-    return printUsage(*args, "morpheus nf firewall stats [options]",
-                      "Prints the counters: packets per rule that matched at least once\n"
-                      "(rules numbered in file order from 1), the default action's, and\n"
-                      "the packets the rules did not see.\n",
-                      specs);
-  auto status = readStatus(args->get("--pin-dir").value_or(DefaultPinDir));
+Error printStats(const std::string &pinDir) {
+  auto status = readStatus(pinDir);
   if (!status)
-    return cli::fail(status.takeError());
+    return status.takeError();
   const fw_config &config = status->config;
   std::printf("rules %u, default %s, conntrack %s, ipv6 %s\n", config.rule_count,
               config.default_action == FW_ACCEPT ? "accept" : "drop",
@@ -99,7 +56,7 @@ int statsCommand(int argc, char **argv) {
                                     "established (accepted)", "non-first fragments"};
   for (int stat = 0; stat < FW_STAT_MAX; ++stat)
     std::printf("%-24s %llu\n", names[stat], (unsigned long long)status->stats[stat]);
-  return 0;
+  return Error::success();
 }
 
 std::string endpoint(uint32_t address, uint16_t port) {
@@ -108,34 +65,18 @@ std::string endpoint(uint32_t address, uint16_t port) {
   return std::string(text) + ":" + std::to_string(ntohs(port));
 }
 
-int flowsCommand(int argc, char **argv) {
-  std::vector<OptionSpec> specs = {
-      {"--expire", "IDLE", "remove the flows idle for longer than IDLE (e.g. 120s)"},
-      PinDirOption};
-  auto args = Args::parse("nf firewall flows", argc, argv, 2, specs);
-  if (!args)
-    return cli::usageError(llvm::toString(args.takeError()));
-  if (args->help() || !args->positional().empty())
-    return printUsage(*args, "morpheus nf firewall flows [options]",
-                      "Lists the replies connection tracking accepts (load-rules\n"
-                      "--conntrack), as 'protocol source -> destination, idle time', or\n"
-                      "expires the idle ones. The table is an LRU: when full, the least\n"
-                      "recently used flows make room.\n",
-                      specs);
-  std::string pinDir = args->get("--pin-dir").value_or(DefaultPinDir);
-  if (args->has("--expire")) {
-    double idleMs = 0;
-    if (Error err = args->readDuration("--expire", idleMs))
-      return cli::usageError(llvm::toString(std::move(err)));
-    auto removed = expireFlows(pinDir, uint64_t(idleMs * 1e6));
+// Lists the flows, or with `expireMs` expires the idle ones.
+Error flows(const std::string &pinDir, std::optional<double> expireMs) {
+  if (expireMs) {
+    auto removed = expireFlows(pinDir, uint64_t(*expireMs * 1e6));
     if (!removed)
-      return cli::fail(removed.takeError());
+      return removed.takeError();
     std::printf("%zu flows expired\n", *removed);
-    return 0;
+    return Error::success();
   }
   auto flows = readFlows(pinDir);
   if (!flows)
-    return cli::fail(flows.takeError());
+    return flows.takeError();
   timespec now;
   clock_gettime(CLOCK_MONOTONIC, &now);
   double nowSeconds = now.tv_sec + now.tv_nsec / 1e9;
@@ -144,19 +85,52 @@ int flowsCommand(int argc, char **argv) {
                 endpoint(flow.key.saddr, flow.key.sport).c_str(),
                 endpoint(flow.key.daddr, flow.key.dport).c_str(),
                 nowSeconds - flow.lastSeenNs / 1e9);
-  return 0;
+  return Error::success();
 }
-
-const Subcommand Commands[] = {
-    {"load-rules", "replace the rule set with a rule file", loadRulesCommand},
-    {"stats", "print per-rule hit counters and drop reasons", statsCommand},
-    {"flows", "list or expire connection-tracking entries", flowsCommand},
-};
 
 } // namespace
 } // namespace morpheus::nf::firewall
 
-int morpheus_nf_firewall_main(int argc, char **argv) {
-  using namespace morpheus::nf;
-  return dispatch("firewall", morpheus_nf_firewall_summary, argc, argv, firewall::Commands);
+void morpheus_nf_firewall_commands(morpheus::nf::Commands &commands) {
+  using namespace morpheus::nf::firewall;
+  auto rules = std::make_shared<RuleFlags>();
+  CLI::App &load = commands.add(
+      "load-rules", "replace the rule set with a rule file",
+      "Replaces the rule set with FILE (one rule per line, first match wins):\n"
+      "  src=PREFIX dst=PREFIX l4proto=TCP|UDP|ICMP|GRE sport=LO:HI dport=LO:HI "
+      "action=ACCEPT|DROP\n"
+      "Fields left out match anything. The whole file is checked first; a bad\n"
+      "line is reported as FILE:LINE and nothing changes. Options not given take\n"
+      "their defaults, not the previous values. The new rules take effect at\n"
+      "once for every packet; hit counters start at zero.",
+      [rules](const std::string &pinDir) { return loadRulesFile(pinDir, *rules); });
+  morpheus::nf::addFileArgument(load, rules->file, "the rule file");
+  load.add_option("--default", rules->defaultAction, "verdict when no rule matches (default drop)")
+      ->transform(morpheus::commandline::oneOf(
+          std::map<std::string, fw_action>{{"drop", FW_DROP}, {"accept", FW_ACCEPT}}))
+      ->type_name("drop|accept");
+  load.add_flag("--conntrack", rules->conntrack,
+                "also accept the replies of TCP/UDP flows a rule accepted");
+  load.add_option("--ipv6", rules->ipv6Accept, "verdict for all IPv6 traffic (default drop)")
+      ->transform(morpheus::commandline::oneOf(
+          std::map<std::string, bool>{{"accept", true}, {"drop", false}}))
+      ->type_name("accept|drop");
+
+  commands.add("stats", "print per-rule hit counters and drop reasons",
+               "Prints the counters: packets per rule that matched at least once\n"
+               "(rules numbered in file order from 1), the default action's, and\n"
+               "the packets the rules did not see.",
+               printStats);
+
+  auto expireMs = std::make_shared<std::optional<double>>();
+  CLI::App &flowsCommand = commands.add(
+      "flows", "list or expire connection-tracking entries",
+      "Lists the replies connection tracking accepts (load-rules\n"
+      "--conntrack), as 'protocol source -> destination, idle time', or\n"
+      "expires the idle ones. The table is an LRU: when full, the least\n"
+      "recently used flows make room.",
+      [expireMs](const std::string &pinDir) { return flows(pinDir, *expireMs); });
+  morpheus::commandline::addDuration(flowsCommand, "--expire", *expireMs,
+                                     "remove the flows idle for longer than IDLE (e.g. 120s)")
+      ->type_name("IDLE");
 }

@@ -1,89 +1,54 @@
 // `morpheus nf nat ...`: the operator's commands for the NAT.
 #include "NatControl.h"
 
-#include "cli/Args.h"
 #include "nf/common/Subcommands.h"
 
 #include <cstdio>
+#include <memory>
 
 extern const char morpheus_nf_nat_summary[] =
     "IPv4 source NAT (masquerade) with a data-plane connection table";
 
+namespace morpheus::nf::nat {
 namespace {
 
-using morpheus::Error;
-using morpheus::cli::Args;
-using morpheus::cli::OptionSpec;
-namespace nat = morpheus::nf::nat;
-
-std::vector<OptionSpec> pinDirOption() {
-  return {{"--pin-dir", "DIR",
-           std::string("where 'morpheus run' pinned the maps (default ") + nat::DefaultPinDir +
-               ")"}};
-}
-
-int loadConfigCommand(const Args &args, const std::vector<OptionSpec> &specs) {
-  if (args.help() || args.positional().size() != 1)
-    return morpheus::cli::printUsage(
-        args, "morpheus nf nat load-config FILE [--pin-dir DIR]",
-        "Reads FILE (lines: inside PREFIX, external ADDRESS, ports LOW-HIGH,\n"
-        "inside-port IF, outside-port IF next-hop=MAC [mac=MAC]; see\n"
-        "nf/nat/README.md), checks all of it, and applies it in one transaction\n"
-        "that also removes the translations the new configuration no longer\n"
-        "allows. A bad line is reported as FILE:LINE and nothing is changed.\n",
-        specs);
-  std::string pinDir = args.get("--pin-dir").value_or(nat::DefaultPinDir);
-  if (Error err = nat::loadConfig(args.positional()[0], pinDir))
-    return morpheus::cli::fail(std::move(err));
-  return 0;
-}
-
-int flowsCommand(const Args &args, const std::vector<OptionSpec> &specs) {
-  if (args.help() || !args.positional().empty())
-    return morpheus::cli::printUsage(
-        args, "morpheus nf nat flows [--pin-dir DIR]",
-        "Lists the translations in the data plane's tables: inside, external and\n"
-        "remote endpoint (for ICMP echo the port is the identifier), and whether\n"
-        "both table halves are present.\n",
-        specs);
-  auto translations = nat::readTranslations(args.get("--pin-dir").value_or(nat::DefaultPinDir));
+Error printFlows(const std::string &pinDir) {
+  auto translations = readTranslations(pinDir);
   if (!translations)
-    return morpheus::cli::fail(translations.takeError());
-  std::fputs(nat::formatTranslations(*translations).c_str(), stdout);
-  return 0;
+    return translations.takeError();
+  std::fputs(formatTranslations(*translations).c_str(), stdout);
+  return Error::success();
 }
 
-int statsCommand(const Args &args, const std::vector<OptionSpec> &specs) {
-  if (args.help() || !args.positional().empty())
-    return morpheus::cli::printUsage(args, "morpheus nf nat stats [--pin-dir DIR]",
-                                     "Prints the packet counters, summed over CPUs.\n", specs);
-  auto stats = nat::readStats(args.get("--pin-dir").value_or(nat::DefaultPinDir));
+Error printStats(const std::string &pinDir) {
+  auto stats = readStats(pinDir);
   if (!stats)
-    return morpheus::cli::fail(stats.takeError());
+    return stats.takeError();
   for (const auto &[name, value] : *stats)
     std::printf("%-16s %llu\n", name.c_str(), static_cast<unsigned long long>(value));
-  return 0;
+  return Error::success();
 }
-
-// Every command takes only --pin-dir.
-template <int (*Run)(const Args &, const std::vector<OptionSpec> &)>
-int withPinDir(int argc, char **argv) {
-  std::vector<OptionSpec> specs = pinDirOption();
-  auto args = Args::parse(std::string("nf nat ") + argv[1], argc, argv, 2, specs);
-  if (!args)
-    return morpheus::cli::usageError(llvm::toString(args.takeError()));
-  return Run(*args, specs);
-}
-
-const morpheus::nf::Subcommand Commands[] = {
-    {"load-config", "apply a configuration (all or nothing; format: nf/nat/README.md)",
-     withPinDir<loadConfigCommand>},
-    {"flows", "list the current translations", withPinDir<flowsCommand>},
-    {"stats", "print the data plane's counters", withPinDir<statsCommand>},
-};
 
 } // namespace
+} // namespace morpheus::nf::nat
 
-int morpheus_nf_nat_main(int argc, char **argv) {
-  return morpheus::nf::dispatch("nat", morpheus_nf_nat_summary, argc, argv, Commands);
+void morpheus_nf_nat_commands(morpheus::nf::Commands &commands) {
+  using namespace morpheus::nf::nat;
+  auto file = std::make_shared<std::string>();
+  CLI::App &load = commands.add(
+      "load-config", "apply a configuration (all or nothing; format: nf/nat/README.md)",
+      "Reads FILE (lines: inside PREFIX, external ADDRESS, ports LOW-HIGH,\n"
+      "inside-port IF, outside-port IF next-hop=MAC [mac=MAC]; see\n"
+      "nf/nat/README.md), checks all of it, and applies it in one transaction\n"
+      "that also removes the translations the new configuration no longer\n"
+      "allows. A bad line is reported as FILE:LINE and nothing is changed.",
+      [file](const std::string &pinDir) { return loadConfig(*file, pinDir); });
+  morpheus::nf::addFileArgument(load, *file, "the configuration file");
+  commands.add("flows", "list the current translations",
+               "Lists the translations in the data plane's tables: inside, external and\n"
+               "remote endpoint (for ICMP echo the port is the identifier), and whether\n"
+               "both table halves are present.",
+               printFlows);
+  commands.add("stats", "print the data plane's counters",
+               "Prints the packet counters, summed over CPUs.", printStats);
 }

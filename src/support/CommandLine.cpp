@@ -210,20 +210,33 @@ int run(CLI::App &app, const std::vector<std::string> &words) {
   return run(app, int(words.size()), argv.data());
 }
 
-CLI::Option *addDuration(CLI::App &command, const std::string &name, double &milliseconds,
-                         const std::string &help) {
+// The one duration option; `store` receives the milliseconds.
+static CLI::Option *addDuration(CLI::App &command, const std::string &name,
+                                std::function<void(double)> store, const std::string &help) {
   return command
       .add_option_function<std::string>(
           name,
-          [&milliseconds, name](const std::string &text) {
+          [store, name](const std::string &text) {
             std::optional<double> parsed = parseDuration(text);
             if (!parsed)
               throw CLI::ValidationError(name, "'" + text +
                                                    "' is not a duration like 1s or 250ms");
-            milliseconds = *parsed;
+            store(*parsed);
           },
           help)
       ->type_name("DURATION");
+}
+
+CLI::Option *addDuration(CLI::App &command, const std::string &name, double &milliseconds,
+                         const std::string &help) {
+  return addDuration(command, name, [&milliseconds](double parsed) { milliseconds = parsed; },
+                     help);
+}
+
+CLI::Option *addDuration(CLI::App &command, const std::string &name,
+                         std::optional<double> &milliseconds, const std::string &help) {
+  return addDuration(command, name, [&milliseconds](double parsed) { milliseconds = parsed; },
+                     help);
 }
 
 } // namespace morpheus::commandline

@@ -17,6 +17,7 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -83,5 +84,8 @@ template <typename T> CLI::Validator oneOf(const std::map<std::string, T> &choic
 // seconds), stored in milliseconds.
 CLI::Option *addDuration(CLI::App &command, const std::string &name, double &milliseconds,
                          const std::string &help);
+// The same for an option that may be left out: std::nullopt then.
+CLI::Option *addDuration(CLI::App &command, const std::string &name,
+                         std::optional<double> &milliseconds, const std::string &help);
 
 } // namespace morpheus::commandline

@@ -280,15 +280,11 @@ struct Variant {
 
 Error runSetup(const Preset &preset, const std::string &pinDir) {
   for (const nf::ConfigLine &line : preset.setup) {
-    std::vector<std::string> words = {"morpheus", "nf", preset.function};
+    std::vector<std::string> words = {preset.function};
     words.insert(words.end(), line.words.begin(), line.words.end());
     words.insert(words.end(), {"--pin-dir", pinDir});
-    std::vector<char *> argv;
-    for (std::string &word : words)
-      argv.push_back(word.data());
-    argv.push_back(nullptr);
     std::fflush(stdout);
-    int status = nf::nfCommand(int(words.size()), argv.data());
+    int status = nf::runNfCommand(words);
     std::fflush(stdout); // its report before the bench's next line
     if (status != 0)
       return line.error("`morpheus nf {0} {1}` failed (exit status {2}; its message is above)",

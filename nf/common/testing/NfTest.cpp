@@ -110,12 +110,8 @@ bool usesMap(int programFd, int mapFd) {
   return false;
 }
 
-int runCommand(int (*main)(int argc, char **argv), std::vector<std::string> words) {
-  std::vector<char *> argv;
-  for (std::string &word : words)
-    argv.push_back(word.data());
-  argv.push_back(nullptr);
-  return main(int(words.size()), argv.data());
+int runCommand(const Function &function, std::vector<std::string> words) {
+  return runFunction(function, words);
 }
 
 } // namespace morpheus::nf::testing

@@ -6,6 +6,7 @@
 #pragma once
 
 #include "KernelSupport.h"
+#include "nf/common/Subcommands.h"
 
 #include <bpf/libbpf.h>
 
@@ -83,8 +84,8 @@ template <typename K, typename V> std::map<K, V> entriesOf(int mapFd) {
 // Whether the loaded program references the map.
 bool usesMap(int programFd, int mapFd);
 
-// Runs a function's command line, morpheus_nf_NAME_main, on `words` (NAME
-// first, as `morpheus nf` passes it) and returns the exit code.
-int runCommand(int (*main)(int argc, char **argv), std::vector<std::string> words);
+// Runs a function's command line on `words` (NAME first, as after `morpheus
+// nf`) in this process and returns the exit code.
+int runCommand(const Function &function, std::vector<std::string> words);
 
 } // namespace morpheus::nf::testing

@@ -9,7 +9,8 @@
 #include <map>
 #include <set>
 
-int morpheus_nf_firewall_main(int argc, char **argv);
+void morpheus_nf_firewall_commands(morpheus::nf::Commands &);
+extern const char morpheus_nf_firewall_summary[];
 
 namespace morpheus::nf::firewall::testing {
 namespace {
@@ -36,7 +37,8 @@ std::set<std::pair<uint32_t, uint8_t>> srcPrefixesOf(const std::vector<Rule> &ru
 }
 
 int runCli(std::vector<std::string> words) {
-  return nf::testing::runCommand(morpheus_nf_firewall_main, std::move(words));
+  return nf::testing::runCommand(
+      {"firewall", morpheus_nf_firewall_summary, morpheus_nf_firewall_commands}, std::move(words));
 }
 
 TEST(Loader, GoodFileFillsTheIdleHalfThenFlipsTheGeneration) {

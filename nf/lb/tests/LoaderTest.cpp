@@ -10,7 +10,8 @@
 #include <chrono>
 #include <set>
 
-int morpheus_nf_lb_main(int argc, char **argv);
+void morpheus_nf_lb_commands(morpheus::nf::Commands &);
+extern const char morpheus_nf_lb_summary[];
 
 namespace morpheus::nf::lb::testing {
 namespace {
@@ -273,7 +274,8 @@ TEST_F(Loader, ExpireRemovesOnlyIdleFlows) {
 }
 
 int runCli(std::vector<std::string> words) {
-  return nf::testing::runCommand(morpheus_nf_lb_main, std::move(words));
+  return nf::testing::runCommand({"lb", morpheus_nf_lb_summary, morpheus_nf_lb_commands},
+                                 std::move(words));
 }
 
 TEST_F(Loader, CommandLineExitCodes) {

@@ -7,7 +7,8 @@
 #include <linux/bpf.h>
 #include <linux/in.h>
 
-extern int morpheus_nf_nat_main(int argc, char **argv);
+void morpheus_nf_nat_commands(morpheus::nf::Commands &);
+extern const char morpheus_nf_nat_summary[];
 
 namespace morpheus::nf::nat::testing {
 namespace {
@@ -303,7 +304,8 @@ TEST_F(Config, StatsAreSummedOverCpus) {
 }
 
 int command(std::vector<std::string> words) {
-  return nf::testing::runCommand(morpheus_nf_nat_main, std::move(words));
+  return nf::testing::runCommand({"nat", morpheus_nf_nat_summary, morpheus_nf_nat_commands},
+                                 std::move(words));
 }
 
 TEST_F(Config, CommandsAndTheirExitCodes) {
@@ -324,11 +326,15 @@ TEST_F(Config, CommandsAndTheirExitCodes) {
   EXPECT_EQ(command({"nat", "flows", "--pin-dir", dir + "/missing"}), 1);
   std::string out = ::testing::internal::GetCapturedStdout();
   std::string err = ::testing::internal::GetCapturedStderr();
-  EXPECT_NE(out.find("load-config FILE"), std::string::npos) << out;
+  EXPECT_NE(out.find("usage: morpheus nf nat load-config [OPTIONS] FILE"), std::string::npos)
+      << out;
   EXPECT_NE(out.find("proto  inside"), std::string::npos) << out;
   EXPECT_NE(out.find("malformed"), std::string::npos) << out;
   EXPECT_NE(err.find(bad.path() + ":2: unknown keyword 'bogus'"), std::string::npos) << err;
-  EXPECT_NE(err.find("unknown command 'frobnicate'"), std::string::npos) << err;
+  EXPECT_NE(err.find("morpheus: nf nat: unknown command 'frobnicate'"), std::string::npos) << err;
+  EXPECT_NE(err.find("morpheus: nf nat load-config: FILE is required"), std::string::npos) << err;
+  EXPECT_NE(err.find("morpheus: nf nat load-config: unknown option '--bogus'"), std::string::npos)
+      << err;
 }
 
 } // namespace

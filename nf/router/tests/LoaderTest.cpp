@@ -8,7 +8,8 @@
 
 #include <fstream>
 
-int morpheus_nf_router_main(int argc, char **argv);
+void morpheus_nf_router_commands(morpheus::nf::Commands &);
+extern const char morpheus_nf_router_summary[];
 
 namespace morpheus::nf::router::testing {
 namespace {
@@ -307,7 +308,8 @@ TEST_F(Loader, ExampleConfigsLoad) {
 
 int command(std::vector<std::string> words) {
   words.insert(words.begin(), "router");
-  return nf::testing::runCommand(morpheus_nf_router_main, std::move(words));
+  return nf::testing::runCommand(
+      {"router", morpheus_nf_router_summary, morpheus_nf_router_commands}, std::move(words));
 }
 
 TEST_F(Loader, CommandLine) {
