@@ -3,11 +3,9 @@
 #include "L2Switch.h"
 
 #include "nf/common/Subcommands.h"
+#include "support/Netns.h"
 
-#include <fcntl.h>
 #include <net/if.h>
-#include <sched.h>
-#include <unistd.h>
 
 #include <cstdio>
 #include <cstring>
@@ -20,50 +18,10 @@ extern const char morpheus_nf_l2switch_summary[] =
 namespace morpheus::nf::l2switch {
 namespace {
 
-// Moves this (single-threaded) process into a named network namespace for
-// the lifetime of the object, because devmap entries take the ifindex as
-// seen by the namespace of the process that writes them.
-class NetnsScope {
-public:
-  NetnsScope() = default;
-  NetnsScope(const NetnsScope &) = delete;
-  ~NetnsScope() {
-    if (previous >= 0) {
-      setns(previous, CLONE_NEWNET);
-      close(previous);
-    }
-  }
-
-  Error enter(const std::string &name) {
-    std::string path = "/run/netns/" + name;
-    int target = open(path.c_str(), O_RDONLY | O_CLOEXEC);
-    if (target < 0)
-      return makeSystemError(errno, "network namespace '{0}'", name);
-    previous = open("/proc/thread-self/ns/net", O_RDONLY | O_CLOEXEC);
-    int err = previous < 0 || setns(target, CLONE_NEWNET) ? errno : 0;
-    close(target);
-    if (err)
-      return makeSystemError(err, "cannot enter network namespace '{0}'", name);
-    return Error::success();
-  }
-
-private:
-  int previous = -1;
-};
-
 struct Flags {
   std::string file, netns;
   double maxAgeMs = 300000;
 };
-
-// Runs `work` in network namespace `netns` ("" = this one).
-Error inNetns(const std::string &netns, const std::function<Error()> &work) {
-  NetnsScope scope;
-  if (!netns.empty())
-    if (Error err = scope.enter(netns))
-      return err;
-  return work();
-}
 
 Error age(const std::string &pinDir, double maxAgeMs) {
   auto report = ageFdb(pinDir, uint64_t(maxAgeMs * 1e6), monotonicNowNs());
@@ -121,7 +79,7 @@ void morpheus_nf_l2switch_commands(morpheus::nf::Commands &commands) {
                      morpheus::Error (*load)(const std::string &, const std::string &)) {
     CLI::App &command =
         commands.add(name, summary, description, [flags, load](const std::string &pinDir) {
-          return inNetns(flags->netns, [&] { return load(pinDir, flags->file); });
+          return morpheus::netns::runInNetns(flags->netns, [&] { return load(pinDir, flags->file); });
         });
     morpheus::nf::addFileArgument(command, flags->file, fileHelp);
     command
@@ -147,7 +105,7 @@ void morpheus_nf_l2switch_commands(morpheus::nf::Commands &commands) {
       "Lists the forwarding database: MAC, VLAN, port, seconds since last seen.",
       [flags](const std::string &pinDir) {
         // Port names as that namespace sees them.
-        return inNetns(flags->netns, [&] { return printFdb(pinDir); });
+        return morpheus::netns::runInNetns(flags->netns, [&] { return printFdb(pinDir); });
       });
   fdb.add_option("--netns", flags->netns,
                  "name ports as network namespace /run/netns/NAME sees them")

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: GPL-2.0 */
 /*
  * The router's maps and per-packet helpers, for router.bpf.c and for the
- * benchmark's hand-specialized router (tools/bench/oracles), which must
+ * benchmark's hand-specialized router (src/bench/oracles), which must
  * share the maps and behave exactly alike.
  */
 #ifndef NF_ROUTER_DATAPLANE_H

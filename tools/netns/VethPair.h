@@ -3,7 +3,9 @@
 // be attached and traffic sent without touching the host's interfaces.
 //
 // This is test tooling, not library code: failures throw std::runtime_error
-// with the failing command or system call in the message.
+// with the failing command or system call in the message. It is built on
+// the product's support/Netns (whose failures are Errors); product code
+// that needs a scratch namespace uses that.
 #pragma once
 
 #include <array>
@@ -52,30 +54,6 @@ private:
   std::string nsA_, nsB_, ifA_, ifB_;
   int ifindexA_ = 0, ifindexB_ = 0;
   MacAddress macA_{}, macB_{};
-};
-
-// One fresh namespace `mph-<tag>-<pid>-<hex>` (loopback up, IPv6 off) for
-// tools that need interfaces with names of their choosing, e.g. the ports a
-// network function's config file names. Same naming as VethPair, so
-// VethPair::sweepStale(tag) also removes what a crashed user left behind.
-// The destructor deletes the namespace and every interface in it.
-class ScratchNamespace {
-public:
-  explicit ScratchNamespace(std::string_view tag);
-  ~ScratchNamespace();
-
-  ScratchNamespace(const ScratchNamespace &) = delete;
-  ScratchNamespace &operator=(const ScratchNamespace &) = delete;
-
-  const std::string &name() const { return name_; }
-  // Creates a veth pair inside the namespace whose end `iface` is up (its
-  // peer, up too, gets a generated name, returned): an interface XDP can
-  // redirect to, and a peer to send it packets from.
-  std::string addInterface(const std::string &iface);
-
-private:
-  std::string name_;
-  unsigned peers_ = 0;
 };
 
 // Moves the calling thread into the named namespace (/run/netns/<name>) and

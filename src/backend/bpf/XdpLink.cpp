@@ -1,60 +1,43 @@
 #include "backend/bpf/XdpLink.h"
 
+#include "support/Netns.h"
+
 #include <bpf/bpf.h>
-#include <fcntl.h>
 #include <linux/if_link.h>
 #include <net/if.h>
-#include <sched.h>
 #include <unistd.h>
-
-#include <thread>
 
 namespace morpheus::bpf {
 
 Expected<XdpLink> XdpLink::attach(int programFd, const std::string &iface,
                                   XdpMode mode, const std::string &netns) {
-  int linkFd = -1, ifindex = 0, err = 0;
-  std::string step;
-  // setns() affects only the calling thread, so the attach runs on a
-  // short-lived thread and the daemon's own threads never change namespace.
-  std::thread worker([&] {
-    if (!netns.empty()) {
-      std::string path = "/run/netns/" + netns;
-      int nsFd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-      if (nsFd < 0 || setns(nsFd, CLONE_NEWNET)) {
-        err = errno;
-        step = "cannot enter network namespace '" + netns + "'";
-        if (nsFd >= 0)
-          close(nsFd);
-        return;
-      }
-      close(nsFd);
-    }
+  int linkFd = -1;
+  uint32_t ifindex = 0;
+  // On a helper thread in `netns`: the daemon's own threads never change
+  // namespace.
+  Error err = netns::runInNetns(netns, [&]() -> Error {
     ifindex = if_nametoindex(iface.c_str());
-    if (!ifindex) {
-      err = errno;
-      step = "no interface '" + iface + "'" +
-             (netns.empty() ? "" : " in network namespace '" + netns + "'");
-      return;
-    }
+    if (!ifindex)
+      return makeSystemError(errno, "no interface '{0}'{1}", iface,
+                             netns.empty() ? "" : " in network namespace '" + netns + "'");
     LIBBPF_OPTS(bpf_link_create_opts, options,
                 .flags = mode == XdpMode::Native ? XDP_FLAGS_DRV_MODE
                                                  : XDP_FLAGS_SKB_MODE);
     linkFd = bpf_link_create(programFd, ifindex, BPF_XDP, &options);
     if (linkFd < 0) {
-      err = errno;
-      step = "cannot attach XDP (" +
-             std::string(mode == XdpMode::Native ? "native" : "generic") +
-             " mode) to '" + iface + "'" +
-             (err == EBUSY ? " (another XDP program is attached)" : "") +
-             (err == EOPNOTSUPP && mode == XdpMode::Native
-                  ? " (no native XDP in this driver; try --xdp-mode generic)"
-                  : "");
+      int code = errno;
+      return makeSystemError(
+          code, "cannot attach XDP ({0} mode) to '{1}'{2}{3}",
+          mode == XdpMode::Native ? "native" : "generic", iface,
+          code == EBUSY ? " (another XDP program is attached)" : "",
+          code == EOPNOTSUPP && mode == XdpMode::Native
+              ? " (no native XDP in this driver; try --xdp-mode generic)"
+              : "");
     }
+    return Error::success();
   });
-  worker.join();
-  if (linkFd < 0)
-    return makeSystemError(err, "{0}", step);
+  if (err)
+    return err;
   return XdpLink(linkFd, ifindex);
 }
 

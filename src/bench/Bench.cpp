@@ -6,8 +6,8 @@
 #include "backend/bpf/BpfObject.h"
 #include "backend/bpf/MapIO.h"
 #include "backend/bpf/XdpLink.h"
-#include "netns/VethPair.h"
 #include "nf/common/Registry.h"
+#include "support/Netns.h"
 
 #include <bpf/bpf.h>
 #include <bpf/libbpf.h>
@@ -369,30 +369,62 @@ struct Timing {
   double mpps = 0; // live only: the rate frames were offered at
 };
 
-Expected<TraceResult> measureTrace(Driver &driver, const std::vector<Variant> &variants,
-                                   int emptyFd, const Trace &trace, const BenchOptions &options,
-                                   uint32_t ingress, LiveTarget *live) {
-  TraceResult result;
-  result.name = trace.name;
-  result.packets = trace.sequence.size();
-  result.flows = trace.frames.size();
-  result.top10Share = topShare(trace, 10);
-  result.segments = trace.name == PhasedTrace ? options.segments : 1;
-  if (trace.name == PhasedTrace)
-    result.phases = options.phases;
-  if (Error err = driver.setTrace(trace))
-    return err;
-  uint32_t packets = uint32_t(trace.sequence.size());
-  // `count` packets of the trace from `start` on through `fd`, timed.
-  auto time = [&](int fd, uint32_t start, uint32_t count) -> Expected<Timing> {
-    if (!live) {
-      if (Error err = driver.setTarget(fd))
-        return err;
-      auto ns = driver.measure(start, count, ingress);
-      if (!ns)
-        return ns.takeError();
-      return Timing{*ns, 0};
+// The variants every measurement has, by name: what the others are
+// compared with, and the empty control subtracted from all of them.
+const char BaselineName[] = "baseline", MorpheusName[] = "morpheus", ControlName[] = "empty";
+
+// Times packets of one trace through a program: the driver tail-calls it
+// (BPF_PROG_TEST_RUN), or, live, it is attached to the port the sender's
+// frames arrive on.
+class TraceTimer {
+public:
+  TraceTimer(Driver &driver, const Trace &trace, uint32_t ingress, LiveTarget *live)
+      : driver(driver), trace(trace), ingress(ingress), live(live),
+        packets(uint32_t(trace.sequence.size())) {}
+
+  // `count` packets of the trace from `start` on through `fd`.
+  Expected<Timing> time(int fd, uint32_t start, uint32_t count) {
+    return live ? timeLive(fd, start, count) : timeDriven(fd, start, count);
+  }
+
+  // The whole trace through `fd` in `segments` consecutive slices (each
+  // slice's ns/packet appended to `perSegment` when given); the whole-trace
+  // figure is the slices' packet-weighted mean.
+  Expected<Timing> timeTrace(int fd, uint32_t segments, std::vector<double> *perSegment) {
+    Timing total;
+    for (uint32_t i = 0; i < segments; ++i) {
+      uint32_t start = uint64_t(packets) * i / segments;
+      uint32_t count = uint64_t(packets) * (i + 1) / segments - start;
+      auto timing = time(fd, start, count);
+      if (!timing)
+        return timing.takeError();
+      if (perSegment)
+        perSegment->push_back(timing->ns);
+      total.ns += timing->ns * count / packets;
+      total.mpps += timing->mpps * count / packets;
     }
+    return total;
+  }
+
+  // An empty program's own cost (driver: run alone on the template frame;
+  // live: what the empty control was timed at).
+  Expected<double> emptyAlone(int emptyFd, double controlNs) {
+    if (live)
+      return controlNs;
+    return driver.measureAlone(emptyFd, packets, ingress);
+  }
+
+private:
+  Expected<Timing> timeDriven(int fd, uint32_t start, uint32_t count) {
+    if (Error err = driver.setTarget(fd))
+      return err;
+    auto ns = driver.measure(start, count, ingress);
+    if (!ns)
+      return ns.takeError();
+    return Timing{*ns, 0};
+  }
+
+  Expected<Timing> timeLive(int fd, uint32_t start, uint32_t count) {
     if (Error err = live->link.replace(fd))
       return err;
     bpf::ProgramRunStats before = bpf::programRunStats(fd);
@@ -408,31 +440,92 @@ Expected<TraceResult> measureTrace(Driver &driver, const std::vector<Variant> &v
     return Timing{double(after.runTimeNs - before.runTimeNs) /
                       double(after.runCount - before.runCount),
                   count / *duration * 1e3};
-  };
+  }
+
+  Driver &driver;
+  const Trace &trace;
+  uint32_t ingress;
+  LiveTarget *live;
+  uint32_t packets;
+};
+
+// One variant's timing in one round: the whole trace and, for a phased
+// trace, each slice.
+struct RoundTiming {
+  Timing whole;
+  std::vector<double> segments;
+};
+
+// One round: every variant and the control once, in an order rotated by
+// the round number (so any drift within a round spreads over all
+// variants), by name.
+Expected<std::map<std::string, RoundTiming>> timeRound(TraceTimer &timer,
+                                                       const std::vector<Variant> &rotation,
+                                                       uint32_t round, uint32_t segments) {
+  std::map<std::string, RoundTiming> timings;
+  for (size_t k = 0; k < rotation.size(); ++k) {
+    const Variant &variant = rotation[(k + round) % rotation.size()];
+    RoundTiming &timing = timings[variant.name];
+    auto whole = timer.timeTrace(variant.fd, segments, segments > 1 ? &timing.segments : nullptr);
+    if (!whole)
+      return whole.takeError();
+    timing.whole = *whole;
+  }
+  return timings;
+}
+
+// What the trace is, before anything is timed.
+TraceResult describeTrace(const Trace &trace, const BenchOptions &options) {
+  TraceResult result;
+  result.name = trace.name;
+  result.packets = trace.sequence.size();
+  result.flows = trace.frames.size();
+  result.top10Share = topShare(trace, 10);
+  bool phased = trace.name == PhasedTrace;
   // A phased trace is timed segment by segment, so its results show how
-  // each variant fares in each phase; the whole-trace figure is their
-  // packet-weighted mean.
-  uint32_t segments = std::clamp<uint32_t>(result.segments, 1, packets);
-  result.segments = segments;
-  auto timeTrace = [&](int fd, std::vector<double> *perSegment) -> Expected<Timing> {
-    Timing total;
-    for (uint32_t i = 0; i < segments; ++i) {
-      uint32_t start = uint64_t(packets) * i / segments;
-      uint32_t count = uint64_t(packets) * (i + 1) / segments - start;
-      auto timing = time(fd, start, count);
-      if (!timing)
-        return timing.takeError();
-      if (perSegment)
-        perSegment->push_back(timing->ns);
-      total.ns += timing->ns * count / packets;
-      total.mpps += timing->mpps * count / packets;
-    }
-    return total;
-  };
+  // each variant fares in each phase.
+  result.segments = std::clamp<uint32_t>(phased ? options.segments : 1, 1,
+                                         uint32_t(trace.sequence.size()));
+  if (phased)
+    result.phases = options.phases;
+  return result;
+}
+
+// Adds one round to the result: each variant's net (minus the control),
+// gross (net plus an empty program's own cost) and speed-up over the
+// baseline, per slice for phased traces.
+void recordRound(TraceResult &result, const std::map<std::string, RoundTiming> &timings,
+                 double emptyAloneNs, std::vector<std::vector<Series>> &segmentNet) {
+  const RoundTiming &control = timings.at(ControlName);
+  result.controlNs.values.push_back(control.whole.ns);
+  result.emptyAloneNs.values.push_back(emptyAloneNs);
+  double baselineNet = timings.at(BaselineName).whole.ns - control.whole.ns;
+  for (size_t v = 0; v < result.variants.size(); ++v) {
+    VariantResult &variant = result.variants[v];
+    const RoundTiming &timing = timings.at(variant.name);
+    double net = timing.whole.ns - control.whole.ns;
+    variant.net.values.push_back(net);
+    variant.gross.values.push_back(net + emptyAloneNs);
+    variant.speedup.values.push_back(baselineNet / std::max(net, 0.1));
+    for (size_t i = 0; i < timing.segments.size(); ++i)
+      segmentNet[v][i].values.push_back(timing.segments[i] - control.segments[i]);
+  }
+}
+
+// Times every variant (baseline first) over `trace`, after a warm-up pass
+// each and the first-packets equivalence check.
+Expected<TraceResult> measureTrace(Driver &driver, const std::vector<Variant> &variants,
+                                   int emptyFd, const Trace &trace, const BenchOptions &options,
+                                   uint32_t ingress, LiveTarget *live) {
+  TraceResult result = describeTrace(trace, options);
+  if (Error err = driver.setTrace(trace))
+    return err;
+  TraceTimer timer(driver, trace, ingress, live);
+  uint32_t packets = uint32_t(trace.sequence.size());
   // One untimed pass each warms caches and brings data-plane state
   // (connection tables, learned addresses) to where the timed passes see it.
   for (const Variant &variant : variants)
-    if (auto warm = time(variant.fd, 0, packets); !warm)
+    if (auto warm = timer.time(variant.fd, 0, packets); !warm)
       return warm.takeError();
   if (Error err = checkVariants(driver, variants, trace, options.checkPackets, ingress,
                                 result.checked))
@@ -441,49 +534,29 @@ Expected<TraceResult> measureTrace(Driver &driver, const std::vector<Variant> &v
   for (const Variant &variant : variants)
     result.variants.emplace_back().name = variant.name;
   std::vector<Variant> rotation = variants;
-  rotation.push_back({"empty", emptyFd});
-  std::vector<std::vector<Series>> segmentNet(variants.size(), std::vector<Series>(segments));
+  rotation.push_back({ControlName, emptyFd});
+  std::vector<std::vector<Series>> segmentNet(variants.size(),
+                                              std::vector<Series>(result.segments));
   for (uint32_t round = 0; round < options.rounds; ++round) {
-    std::vector<Timing> timings(rotation.size());
-    std::vector<std::vector<double>> perSegment(rotation.size());
-    // Rotating the start spreads any drift within a round over all variants.
-    for (size_t k = 0; k < rotation.size(); ++k) {
-      size_t v = (k + round) % rotation.size();
-      auto timing = timeTrace(rotation[v].fd, segments > 1 ? &perSegment[v] : nullptr);
-      if (!timing)
-        return timing.takeError();
-      timings[v] = *timing;
-    }
-    for (size_t v = 0; v < variants.size() && segments > 1; ++v)
-      for (uint32_t i = 0; i < segments; ++i)
-        segmentNet[v][i].values.push_back(perSegment[v][i] - perSegment.back()[i]);
-    double control = timings.back().ns;
-    double alone = control;
-    if (!live) {
-      auto measured = driver.measureAlone(emptyFd, packets, ingress);
-      if (!measured)
-        return measured.takeError();
-      alone = *measured;
-    }
-    result.controlNs.values.push_back(control);
-    result.emptyAloneNs.values.push_back(alone);
-    double baselineNet = timings[0].ns - control;
-    for (size_t v = 0; v < variants.size(); ++v) {
-      double net = timings[v].ns - control;
-      result.variants[v].net.values.push_back(net);
-      result.variants[v].gross.values.push_back(net + alone);
-      result.variants[v].speedup.values.push_back(baselineNet / std::max(net, 0.1));
-    }
+    auto timings = timeRound(timer, rotation, round, result.segments);
+    if (!timings)
+      return timings.takeError();
+    double controlNs = timings->at(ControlName).whole.ns;
+    auto alone = timer.emptyAlone(emptyFd, controlNs);
+    if (!alone)
+      return alone.takeError();
+    recordRound(result, *timings, *alone, segmentNet);
     if (live)
-      result.mpps.values.push_back(timings[0].mpps);
+      result.mpps.values.push_back(timings->at(BaselineName).whole.mpps);
     if (options.progress)
       options.progress(llvm::formatv("  {0}: round {1}/{2}  net baseline {3:f1} ns, morpheus "
                                      "{4:f1} ns",
-                                     trace.name, round + 1, options.rounds, baselineNet,
-                                     timings[1].ns - control)
+                                     trace.name, round + 1, options.rounds,
+                                     timings->at(BaselineName).whole.ns - controlNs,
+                                     timings->at(MorpheusName).whole.ns - controlNs)
                            .str());
   }
-  for (size_t v = 0; v < variants.size() && segments > 1; ++v)
+  for (size_t v = 0; v < variants.size() && result.segments > 1; ++v)
     for (const Series &segment : segmentNet[v])
       result.variants[v].segmentNet.push_back(segment.median());
   trace_state st = driver.state();
@@ -513,26 +586,22 @@ Expected<std::unique_ptr<runtime::Optimizer>> loadConfigured(const Preset &prese
 
 // Runs `work` on a thread inside a scratch namespace holding the preset's
 // interfaces (devmap entries and ingress ifindexes are only valid there),
-// passing the ingress interface's veth peer; exceptions from the namespace
-// tooling become errors.
+// passing the ingress interface's veth peer.
 Error inPresetNamespace(const Preset &preset,
                         const std::function<Error(const std::string &sender)> &work) {
-  Error result = Error::success();
-  try {
-    testing::VethPair::sweepStale("bench");
-    testing::ScratchNamespace netns("bench");
-    std::string sender;
-    for (const std::string &iface : preset.interfaces) {
-      std::string peer = netns.addInterface(iface);
-      if (iface == preset.ingress)
-        sender = peer;
-    }
-    testing::runInNetns(netns.name(), [&] { result = work(sender); });
-  } catch (const std::exception &e) {
-    llvm::consumeError(std::move(result));
-    return makeError("{0}: {1}", preset.name, e.what());
+  netns::sweepStale("bench");
+  auto scratch = netns::ScratchNamespace::create("bench");
+  if (!scratch)
+    return withContext(scratch.takeError(), preset.name);
+  std::string sender;
+  for (const std::string &iface : preset.interfaces) {
+    auto peer = (*scratch)->addInterface(iface);
+    if (!peer)
+      return withContext(peer.takeError(), preset.name);
+    if (iface == preset.ingress)
+      sender = *peer;
   }
-  return result;
+  return netns::runInNetns((*scratch)->name(), [&] { return work(sender); });
 }
 
 Expected<BenchResult> runInNamespace(const Preset &preset, const BenchOptions &options,
@@ -547,8 +616,14 @@ Expected<BenchResult> runInNamespace(const Preset &preset, const BenchOptions &o
   uint32_t ingress = 0;
   uint32_t senderIfindex = 0;
   if (!preset.ingress.empty()) {
-    ingress = uint32_t(testing::interfaceIndex(preset.ingress));
-    senderIfindex = uint32_t(testing::interfaceIndex(senderInterface));
+    auto ingressIndex = netns::interfaceIndex(preset.ingress);
+    if (!ingressIndex)
+      return ingressIndex.takeError();
+    auto senderIndex = netns::interfaceIndex(senderInterface);
+    if (!senderIndex)
+      return senderIndex.takeError();
+    ingress = *ingressIndex;
+    senderIfindex = *senderIndex;
   }
 
   runtime::OptimizerOptions optimizerOptions;
@@ -626,8 +701,8 @@ Expected<BenchResult> runInNamespace(const Preset &preset, const BenchOptions &o
   }
 
   for (const Trace &trace : traces) {
-    std::vector<Variant> variants = {{"baseline", optimizer.originalFd()},
-                                     {"morpheus", optimizer.activeFd()}};
+    std::vector<Variant> variants = {{BaselineName, optimizer.originalFd()},
+                                     {MorpheusName, optimizer.activeFd()}};
     auto oracles = loadOracles(preset, optimizer, trace);
     if (!oracles)
       return oracles.takeError();

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: GPL-2.0 */
 /*
  * The trace driver's map layouts, shared by trace_driver.bpf.c and the
- * benchmark (tools/bench/Bench.cpp), which static_asserts the sizes.
+ * benchmark (src/bench/Bench.cpp), which static_asserts the sizes.
  */
 #ifndef MORPHEUS_TRACE_DRIVER_H
 #define MORPHEUS_TRACE_DRIVER_H

@@ -3,7 +3,7 @@
 // that treats packets differently, and bad presets and traces are reported
 // by file, line and packet. Timings are never asserted (docs/benchmarks.md
 // holds the numbers).
-#include "Bench.h"
+#include "bench/Bench.h"
 
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
