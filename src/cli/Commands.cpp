@@ -19,6 +19,11 @@ void addProgramArgument(CLI::App &command, std::string &path) {
       ->type_name("");
 }
 
+void addInlineLimit(CLI::App &command, uint32_t &limit) {
+  command.add_option("--inline-limit", limit, "inline tables with at most N entries (default 64)")
+      ->type_name("N");
+}
+
 void addCompilerOptions(CLI::App &command, CompilerFlags &flags) {
   command.add_option("-I", flags.includes, "add an include directory for C input")
       ->type_name("DIR");

@@ -27,6 +27,9 @@ void addFuzzCommand(CLI::App &morpheus);
 // PROG, the required program argument of the commands that compile one.
 void addProgramArgument(CLI::App &command, std::string &path);
 
+// --inline-limit N, the table size up to which whole tables are inlined.
+void addInlineLimit(CLI::App &command, uint32_t &limit);
+
 // -I/-D/--cflags, understood by every command that compiles a program.
 struct CompilerFlags {
   std::vector<std::string> includes, defines, cflags;

@@ -85,10 +85,7 @@ void addFuzzCommand(CLI::App &morpheus) {
   command
       .add_option("--program", flags->options.program, "the entry program (default: the first)")
       ->type_name("NAME");
-  command
-      .add_option("--inline-limit", flags->options.inlineLimit,
-                  "inline tables with at most N entries (default 64)")
-      ->type_name("N");
+  addInlineLimit(command, flags->options.inlineLimit);
   command
       .add_option("--preset", flags->preset,
                   "also draw half of the map states from the function's configuration, as "

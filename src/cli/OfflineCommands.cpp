@@ -149,10 +149,7 @@ void addSpecializeCommand(CLI::App &morpheus) {
       ->type_name("OUT.o");
   command.add_option("--report", options->report, "also write the per-site decisions as JSON")
       ->type_name("FILE");
-  command
-      .add_option("--inline-limit", options->inlineLimit,
-                  "inline tables with at most N entries (default 64)")
-      ->type_name("N");
+  addInlineLimit(command, options->inlineLimit);
   command
       .add_option("--guard-version", options->guardVersion,
                   "compile in the program guard for version N (default: no guard)")

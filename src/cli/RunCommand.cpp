@@ -130,10 +130,7 @@ void addRunCommand(CLI::App &morpheus) {
       ->type_name("PATH");
   command.add_option("--prog", options->entry, "program to attach when the object has several")
       ->type_name("NAME");
-  command
-      .add_option("--inline-limit", options->inlineLimit,
-                  "inline tables with at most N entries (default 64)")
-      ->type_name("N");
+  addInlineLimit(command, options->inlineLimit);
   command
       .add_option("--shadow-packets", options->shadowPackets,
                   "before each swap, compare N sample packets through the new and the original "
