@@ -194,7 +194,7 @@ Expected<OracleProgram> buildRouterOracle(const std::string &name, const std::st
     shared[map] = optimizer.mapFd(map);
   auto loaded = bpf::LoadedObject::load(
       llvm::ArrayRef<char>((*elf)->getBufferStart(), (*elf)->getBufferSize()), "router_oracle",
-      shared);
+      {.maps = shared});
   if (!loaded)
     return withContext(loaded.takeError(), "oracle " + name);
   return OracleProgram{name, std::move(*loaded), "router_oracle"};
