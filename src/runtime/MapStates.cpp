@@ -71,7 +71,7 @@ Expected<MapStateGenerator> MapStateGenerator::create(const core::TableCatalog &
   for (const auto &[id, loaded] : types)
     btf__free(loaded);
   if (failure)
-    return std::move(failure);
+    return failure;
   return generator;
 }
 

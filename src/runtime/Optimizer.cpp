@@ -11,7 +11,7 @@
 
 #include <algorithm>
 #include <chrono>
-#include <fstream>
+#include <ostream>
 
 namespace morpheus::runtime {
 
@@ -191,111 +191,126 @@ int Optimizer::mapFd(const std::string &name) const {
   return it == sharedMaps.end() ? -1 : it->second;
 }
 
+const char *outcomeName(CycleOutcome outcome) {
+  switch (outcome) {
+  case CycleOutcome::Installed:
+    return "installed";
+  case CycleOutcome::Unchanged:
+    return "unchanged";
+  case CycleOutcome::Deferred:
+    return "deferred";
+  case CycleOutcome::Superseded:
+    return "superseded";
+  case CycleOutcome::Failed:
+    return "failed";
+  case CycleOutcome::Refused:
+    return "refused";
+  }
+  return "unknown";
+}
+
+std::ostream &operator<<(std::ostream &out, CycleOutcome outcome) {
+  return out << outcomeName(outcome);
+}
+
+std::string CycleReport::describe() const {
+  std::string text = outcomeName(outcome);
+  if (!detail.empty())
+    text += ": " + detail;
+  return text;
+}
+
 CycleReport Optimizer::runCycle(bool force) {
   CycleReport report;
   report.cycle = ++cycles;
+  auto finish = [&](CycleOutcome outcome, std::string detail = "") {
+    report.outcome = outcome;
+    report.detail = std::move(detail);
+    return report;
+  };
+  auto failed = [&](Error err) { return finish(CycleOutcome::Failed, llvm::toString(std::move(err))); };
+  const char *tableChanged = "a table changed during the cycle";
   auto start = Clock::now();
   // Read the version before the maps: an update racing with the reads bumps
   // it, so code built from a half-updated snapshot is never installed.
   uint64_t version = guardWord.version();
   report.version = version;
-  if (guardWord.changing()) {
-    report.outcome = "deferred: a control-plane change is in progress";
-    return report;
-  }
+  if (guardWord.changing())
+    return finish(CycleOutcome::Deferred, "a control-plane change is in progress");
   auto read = bpf::readSnapshot(plan, programSpec->catalog(), sharedMaps);
-  if (!read) {
-    report.outcome = "failed: " + llvm::toString(read.takeError());
-    return report;
-  }
+  if (!read)
+    return failed(read.takeError());
   core::TableSnapshot snapshot = std::move(*read);
   report.times.analysisMs = millisecondsSince(start);
   if (!force && specialized && version == specializedVersion &&
-      snapshot == specializedSnapshot) {
-    report.outcome = "unchanged";
-    return report;
-  }
+      snapshot == specializedSnapshot)
+    return finish(CycleOutcome::Unchanged);
 
   start = Clock::now();
   auto object = programSpec->specialize(
       snapshot, bpf::SpecializeRequest{options.inlineLimit, version, unguarded});
   report.times.codegenMs = millisecondsSince(start);
-  if (!object) {
-    report.outcome = "failed: " + llvm::toString(object.takeError());
-    return report;
-  }
+  if (!object)
+    return failed(object.takeError());
   report.log = std::move(object->log);
-  std::vector<char> *elf = &object->elf;
-  if (specialized && *elf == specializedElf) {
-    report.outcome = "unchanged";
-    return report;
+  std::vector<char> &elf = object->elf;
+  if (specialized && elf == specializedElf) {
+    // Byte for byte the running code, although built for this version and
+    // snapshot: it depends on neither, so it stays valid for both.
+    specializedVersion = version;
+    specializedSnapshot = std::move(snapshot);
+    return finish(CycleOutcome::Unchanged);
   }
 
   start = Clock::now();
-  auto loaded =
-      bpf::LoadedObject::load(*elf, programSpec->objectName(), {.maps = sharedMaps});
-  if (!loaded) {
-    report.outcome = "failed: " + llvm::toString(loaded.takeError());
-    return report;
-  }
-  if (guardWord.version() != version || guardWord.changing()) {
-    report.outcome = "superseded: a table changed during the cycle";
-    return report;
-  }
+  bpf::LoadOptions sharing;
+  sharing.maps = sharedMaps;
+  auto loaded = bpf::LoadedObject::load(elf, programSpec->objectName(), sharing);
+  if (!loaded)
+    return failed(loaded.takeError());
+  if (guardWord.version() != version || guardWord.changing())
+    return finish(CycleOutcome::Superseded, tableChanged);
   if (options.shadowPackets) {
     auto validationStart = Clock::now();
     ShadowOptions shadow;
     shadow.packets = options.shadowPackets;
     shadow.seed = report.cycle;
     auto slots = original->programSlots();
-    if (!slots) {
-      report.outcome = "failed: " + llvm::toString(slots.takeError());
-      return report;
-    }
-    auto verdict = shadowValidate(*programSpec, entry, *elf, version,
+    if (!slots)
+      return failed(slots.takeError());
+    auto verdict = shadowValidate(*programSpec, entry, elf, version,
                                   LiveMaps{original->maps(), std::move(*slots)}, snapshot, shadow);
     report.times.validationMs = millisecondsSince(validationStart);
     if (guardWord.version() != version || guardWord.changing()) {
       // The maps moved under the copies: a difference would mean nothing.
       llvm::consumeError(verdict.takeError());
-      report.outcome = "superseded: a table changed during the cycle";
-      return report;
+      return finish(CycleOutcome::Superseded, tableChanged);
     }
-    if (!verdict) {
-      report.outcome = "failed: " + llvm::toString(verdict.takeError());
-      return report;
-    }
+    if (!verdict)
+      return failed(verdict.takeError());
     if (!verdict->difference.empty()) {
-      report.reproducer = llvm::formatv("{0}/morpheus-shadow-{1}-{2}-cycle{3}.json",
-                                        options.reproducerDir, programSpec->objectName(),
-                                        getpid(), report.cycle)
-                              .str();
-      std::ofstream(report.reproducer) << verdict->reproducer << "\n";
+      report.reproducer = std::move(verdict->reproducer);
+      report.differenceKey = verdict->difference;
       std::string where =
           verdict->packet ? llvm::formatv("packet {0}: ", *verdict->packet).str() : "";
-      report.outcome = "refused: shadow validation: " + where + verdict->difference +
-                       " (reproducer " + report.reproducer + "); the running program stays";
-      return report;
+      return finish(CycleOutcome::Refused,
+                    "shadow validation: " + where + verdict->difference);
     }
   }
   int fd = loaded->programFd(entry);
   if (install)
-    if (Error err = install(fd)) {
-      report.outcome = "failed: " + llvm::toString(std::move(err));
-      return report;
-    }
+    if (Error err = install(fd))
+      return failed(std::move(err));
   report.times.injectionMs = millisecondsSince(start) - report.times.validationMs;
   specialized.emplace(std::move(*loaded));
   specializedVersion = version;
   specializedSnapshot = std::move(snapshot);
-  specializedElf = std::move(*elf);
-  report.installed = true;
-  report.outcome = "installed";
+  specializedElf = std::move(elf);
   bpf_prog_info info = {};
   uint32_t length = sizeof(info);
   if (bpf_obj_get_info_by_fd(fd, &info, &length) == 0)
     report.instructions = info.xlated_prog_len / 8;
-  return report;
+  return finish(CycleOutcome::Installed);
 }
 
 } // namespace morpheus::runtime

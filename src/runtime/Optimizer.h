@@ -12,6 +12,7 @@
 #include <functional>
 #include <memory>
 #include <optional>
+#include <iosfwd>
 #include <set>
 #include <string>
 
@@ -29,10 +30,8 @@ struct OptimizerOptions {
   std::string program;
   uint32_t inlineLimit = 64; // largest table inlined whole
   // Pre-swap shadow validation (runtime/ShadowValidation): packets in the
-  // sample, 0 = off. A refused candidate's reproducer is written to
-  // `reproducerDir` (never the pin dir: bpffs holds no plain files).
+  // sample, 0 = off. A refused candidate comes back with its reproducer.
   uint32_t shadowPackets = 64;
-  std::string reproducerDir = "/tmp";
 };
 
 struct CycleTimes {
@@ -42,17 +41,38 @@ struct CycleTimes {
   double validationMs = 0; // shadow validation (not part of injection)
 };
 
+// What a cycle did. Callers decide on the kind; `detail` is for people.
+enum class CycleOutcome {
+  Installed,  // a new specialized program now runs
+  Unchanged,  // the running version already fits the maps (and guard)
+  Deferred,   // a control-plane change is in progress; nothing was read
+  Superseded, // a table changed during the cycle; the new code was discarded
+  Failed,     // map read, compile, load, verifier or install error
+  Refused,    // shadow validation found a difference; the code was discarded
+};
+
+// "installed", "failed", ...
+const char *outcomeName(CycleOutcome outcome);
+std::ostream &operator<<(std::ostream &out, CycleOutcome outcome);
+
 struct CycleReport {
   uint64_t cycle = 0;
-  uint64_t version = 0;   // guard version the new code is valid for
-  bool installed = false; // a new specialized program now runs
-  // "installed", "unchanged", "superseded...", "failed: ...", "refused: shadow
-  // validation: ..." (then `reproducer` names the file written)
-  std::string outcome;
+  uint64_t version = 0; // guard version the new code is valid for
+  CycleOutcome outcome = CycleOutcome::Failed;
+  // Why, for Failed, Refused, Superseded and Deferred: the error's message,
+  // or the difference shadow validation found.
+  std::string detail;
+  // Refused only: the difference as JSON (packets, both versions' results),
+  // and a key that is equal for equal differences (not for each sample).
   std::string reproducer;
+  std::string differenceKey;
   CycleTimes times;
   core::SpecializationLog log;
   size_t instructions = 0; // of the installed entry program (xlated)
+
+  bool installed() const { return outcome == CycleOutcome::Installed; }
+  // One line for people: "installed", "failed: <detail>", ...
+  std::string describe() const;
 };
 
 class Optimizer {

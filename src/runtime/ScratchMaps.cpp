@@ -176,7 +176,7 @@ readRows(int fd, const MapLayout &live, CopyKind kind, std::optional<uint32_t> w
                                                 [](uint8_t b) { return b != 0; }))
                                   rows[indexKey(index)] = Bytes(row, row + value.size());
                               }))
-      return std::move(err);
+      return err;
   } else {
     uint32_t visited = 0;
     forEachSlot(fd, live, [&](const Bytes &key) {
@@ -190,7 +190,7 @@ readRows(int fd, const MapLayout &live, CopyKind kind, std::optional<uint32_t> w
     if (key.size() == live.keySize && !rows.count(key))
       take(key);
   if (failure)
-    return std::move(failure);
+    return failure;
   return std::vector<std::pair<Bytes, Bytes>>(rows.begin(), rows.end());
 }
 
@@ -336,7 +336,7 @@ Expected<MapImage> MapImage::read(const LiveMaps &live,
       return true;
     });
     if (failure)
-      return std::move(failure);
+      return failure;
     image.all[outer].inner = std::move(held);
   }
   return image;
@@ -484,7 +484,7 @@ Expected<MapDump> ScratchMaps::dump(size_t index, const std::vector<Bytes> &keys
                                 std::memcpy(contents.flat.data() + size_t(index) * value.size(),
                                             row, value.size());
                               }))
-      return std::move(err);
+      return err;
     return contents;
   }
   bpf::forEachKey(fd, map.layout.keySize, [&](const Bytes &key) {

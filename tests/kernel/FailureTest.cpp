@@ -25,15 +25,16 @@ TEST(Failure, RejectedInstallKeepsTheRunningProgram) {
   fwd.opt().install = [](int) { return makeError("attach point refused the program"); };
   fwd.setConfig(CFG_POLICY_ENABLED, ACTION_PASS);
   runtime::CycleReport failed = fwd.opt().runCycle();
-  EXPECT_FALSE(failed.installed);
-  EXPECT_EQ(failed.outcome, "failed: attach point refused the program");
+  EXPECT_FALSE(failed.installed());
+  EXPECT_EQ(failed.outcome, runtime::CycleOutcome::Failed);
+  EXPECT_EQ(failed.detail, "attach point refused the program");
   EXPECT_EQ(fwd.opt().activeFd(), running);
   EXPECT_EQ(fwd.opt().installedVersion(), version);
   // The stale program still answers correctly: its guard defers to the original.
   EXPECT_EQ(runOnce(running, buildPacket(PacketSpec{})).verdict, uint32_t(XDP_PASS));
 
   fwd.opt().install = nullptr;
-  EXPECT_TRUE(fwd.opt().runCycle().installed) << "the next cycle retries";
+  EXPECT_TRUE(fwd.opt().runCycle().installed()) << "the next cycle retries";
 }
 
 // MORPHEUS_TEST_CRASH_PASS makes the pipeline crash inside the compiler, as
@@ -51,16 +52,17 @@ TEST(Failure, CrashInAPassCostsOneCycleNotTheProcess) {
     setenv("MORPHEUS_TEST_CRASH_PASS", how, 1);
     runtime::CycleReport crashed = fwd.opt().runCycle();
     unsetenv("MORPHEUS_TEST_CRASH_PASS");
-    EXPECT_FALSE(crashed.installed) << how;
-    EXPECT_NE(crashed.outcome.find("policy_fwd.bpf.c: specialization crashed"),
+    EXPECT_FALSE(crashed.installed()) << how;
+    EXPECT_EQ(crashed.outcome, runtime::CycleOutcome::Failed);
+    EXPECT_NE(crashed.detail.find("policy_fwd.bpf.c: specialization crashed"),
               std::string::npos)
-        << crashed.outcome;
+        << crashed.describe();
     EXPECT_EQ(fwd.opt().activeFd(), running);
     EXPECT_EQ(runOnce(running, buildPacket(PacketSpec{})).verdict,
               action == ACTION_PASS ? uint32_t(XDP_PASS) : uint32_t(XDP_DROP))
         << "the stale program must defer to the original";
     runtime::CycleReport next = fwd.opt().runCycle();
-    EXPECT_TRUE(next.installed) << how << ": " << next.outcome;
+    EXPECT_TRUE(next.installed()) << how << ": " << next.describe();
     action = action == ACTION_PASS ? ACTION_DROP : ACTION_PASS;
   }
 }
@@ -84,10 +86,11 @@ TEST(Failure, UnreadableMapFailsTheCycleByName) {
   ASSERT_EQ(dup2(saved, policy), policy);
   close(saved);
   close(notAMap);
-  EXPECT_FALSE(failed.installed);
-  EXPECT_TRUE(failed.outcome.starts_with("failed: map 'policy'")) << failed.outcome;
+  EXPECT_FALSE(failed.installed());
+  EXPECT_EQ(failed.outcome, runtime::CycleOutcome::Failed);
+  EXPECT_TRUE(failed.detail.starts_with("map 'policy'")) << failed.describe();
   EXPECT_EQ(fwd.opt().activeFd(), running);
-  EXPECT_TRUE(fwd.opt().runCycle().installed);
+  EXPECT_TRUE(fwd.opt().runCycle().installed());
 }
 
 // Removed pins (the whole pin directory here) are pinned again, guard
@@ -186,7 +189,7 @@ TEST(ProgramTypes, ProgramsWithoutAFallbackStayUnspecialized) {
   uint32_t zero = 0, pass = XDP_PASS;
   ASSERT_EQ(bpf_map_update_elem(opt.mapFd("verdict"), &zero, &pass, BPF_ANY), 0);
   runtime::CycleReport report = opt.runCycle();
-  ASSERT_TRUE(report.installed) << report.outcome;
+  ASSERT_TRUE(report.installed()) << report.describe();
   bool entrySpecialized = false, egressKept = false;
   for (const core::SiteDecision &decision : report.log.decisions) {
     entrySpecialized |= decision.function == "entry" && decision.applied;

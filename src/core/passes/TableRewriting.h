@@ -36,6 +36,9 @@ struct SpecializationLog {
 
   void record(const AccessSite &site, const char *pass, bool applied,
               std::string detail);
+  // For operators: one line per specialized site, and sites left alone
+  // for the same reason as one line.
+  std::string toText() const;
 };
 
 struct TablePassContext {
