@@ -297,7 +297,8 @@ Expected<MapImage> MapImage::read(const LiveMaps &live,
     if (!added)
       return added.takeError();
   }
-  // The inner maps the live outer maps hold (a window of their slots).
+  // The inner maps the live outer maps hold (a window of the slots that
+  // hold one).
   for (size_t outer = 0, named = image.all.size(); outer < named; ++outer) {
     if (image.all[outer].kind != CopyKind::MapsOfMaps)
       continue;
@@ -307,11 +308,11 @@ Expected<MapImage> MapImage::read(const LiveMaps &live,
     Error failure = Error::success();
     std::vector<std::pair<Bytes, size_t>> held;
     forEachSlot(fd, layouts.at(outerName), [&](const Bytes &key) {
-      if (visited++ >= budget)
-        return false;
       uint32_t id = 0;
       if (bpf_map_lookup_elem(fd, key.data(), &id) != 0)
-        return true;
+        return true; // an empty slot
+      if (visited++ >= budget)
+        return false;
       if (auto known = byId.find(id); known != byId.end()) {
         held.emplace_back(key, known->second);
         return true;

@@ -25,6 +25,9 @@
  *   MAPS_WITH_PROG_ARRAY  PROG_ARRAY `stages` whose slot 0 the object sets
  *                         statically to `stage2`; entry tail-calls it last
  *                         and stage2 counts in stage_counts[1]
+ *
+ * MAPS_WRONG_SALT builds a version that writes salt + 1 wherever the salt
+ * goes: what a comparison of the versions' maps must notice.
  */
 #ifndef MAPS_FEATURES_H
 #define MAPS_FEATURES_H
@@ -408,6 +411,9 @@ int entry(struct xdp_md *ctx)
 	if (!config || !config->enabled)
 		return XDP_DROP;
 	salt = config->salt;
+#ifdef MAPS_WRONG_SALT
+	salt += 1;
+#endif
 #ifdef MAPS_WITH_HASH
 	use_hash(destination, salt);
 #endif

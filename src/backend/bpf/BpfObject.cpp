@@ -313,8 +313,7 @@ Expected<LoadedObject> LoadedObject::load(llvm::ArrayRef<char> elf,
   // logging on), so the cost is paid only for the error message.
   static thread_local std::vector<char> log(1 << 20);
   log[0] = 0;
-  auto obj = openElf(elf, objectName, log.data(), log.size(),
-                     options.pinning == PinByName::Honour ? options.pinRoot : "");
+  auto obj = openElf(elf, objectName, log.data(), log.size(), options.pinRoot);
   if (!obj)
     return obj.takeError();
   LoadedObject loaded(*obj, objectName);

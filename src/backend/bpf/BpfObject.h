@@ -79,7 +79,7 @@ struct LoadOptions {
   // (validation, fuzzing): their max_entries may be smaller.
   bool windowedCopies = false;
   PinByName pinning = PinByName::Ignore;
-  std::string pinRoot; // Honour only; "" = libbpf's default, /sys/fs/bpf
+  std::string pinRoot; // where pins by name live; "" = libbpf's default, /sys/fs/bpf
 };
 
 // PROG_ARRAY contents by program name: map name -> slot -> program name.

@@ -119,9 +119,11 @@ Error ProgramSpec::renewContext() {
 Expected<SpecializedObject> ProgramSpec::build(const core::TableSnapshot &snapshot,
                                                const SpecializeRequest &request) const {
   std::unique_ptr<llvm::Module> clone = llvm::CloneModule(*pristine);
-  // Versions share the live program arrays, whose slots only the live
-  // original's load writes.
-  removeStaticProgramSlots(*clone);
+  // Guarded versions share the live program arrays, whose slots only the
+  // live original's load writes; an unguarded build (offline) is a program
+  // of its own and keeps them.
+  if (request.guardVersion)
+    removeStaticProgramSlots(*clone);
   core::SpecializationOptions options;
   options.inlineLimit = request.inlineLimit;
   // Inlined values get their own read-only section, hence their own map, so
