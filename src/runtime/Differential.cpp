@@ -91,7 +91,9 @@ Error Fuzzer::setUp() {
   // The copies' program arrays hold what the live original's load would
   // put there: its static slots.
   LiveMaps pristine{reference->maps(), spec->staticProgramSlots()};
-  auto created = VersionComparison::create(*spec, entry, pristine, {});
+  VersionComparison::Options comparing;
+  comparing.fallback = true; // the guard-bumped packets
+  auto created = VersionComparison::create(*spec, entry, pristine, comparing);
   if (!created)
     return withContext(created.takeError(), path);
   comparison = std::move(*created);

@@ -418,10 +418,21 @@ Error ScratchMaps::fill(size_t index) {
     return makeSystemError(errno, "map '{0}': cannot fill its scratch copy (key {1})", map.name,
                            bpf::toHex(key));
   }
-  for (const auto &[key, inner] : map.inner)
-    if (bpf_map_update_elem(fd, key.data(), &fds[inner], BPF_ANY))
-      return makeSystemError(errno, "map '{0}': cannot put the copy of {1} at key {2}",
-                             map.name, image.maps()[inner].name, bpf::toHex(key));
+  if (map.inner.empty())
+    return Error::success();
+  // In one batch: the kernel waits for an RCU grace period after each
+  // update of a map of maps, a few milliseconds, once per batch.
+  Bytes keys;
+  std::vector<int> inner;
+  for (const auto &[key, index] : map.inner) {
+    keys.insert(keys.end(), key.begin(), key.end());
+    inner.push_back(fds[index]);
+  }
+  uint32_t count = uint32_t(inner.size());
+  if (bpf_map_update_batch(fd, keys.data(), inner.data(), &count, nullptr))
+    return makeSystemError(errno, "map '{0}': cannot put the copies of its {1} inner maps "
+                           "({2} put)",
+                           map.name, inner.size(), count);
   return Error::success();
 }
 

@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <future>
 
 namespace morpheus::runtime {
 
@@ -72,12 +73,24 @@ VersionComparison::create(const bpf::ProgramSpec &spec, const std::string &entry
   if (!image)
     return image.takeError();
   comparison->image = std::move(*image);
+  // The three sets at once: filling a map of maps waits for an RCU grace
+  // period (milliseconds), and the three waits then overlap.
+  std::array<std::future<Expected<std::unique_ptr<ScratchMaps>>>, VersionCount> made;
+  for (Version version : Versions)
+    made[at(version)] = std::async(std::launch::async,
+                                   [&] { return ScratchMaps::create(comparison->image); });
+  Error failed = Error::success();
   for (Version version : Versions) {
-    auto copies = ScratchMaps::create(comparison->image);
+    auto copies = made[at(version)].get();
     if (!copies)
-      return withContext(copies.takeError(), versionName(version) + std::string(" copy"));
-    comparison->copies[at(version)] = std::move(*copies);
+      failed = llvm::joinErrors(
+          std::move(failed),
+          withContext(copies.takeError(), versionName(version) + std::string(" copy")));
+    else
+      comparison->copies[at(version)] = std::move(*copies);
   }
+  if (failed)
+    return failed;
   auto loadOriginal = [&](Version on) -> Expected<bpf::LoadedObject> {
     bpf::LoadOptions load;
     load.maps = comparison->copies[at(on)]->byName();
@@ -97,17 +110,30 @@ VersionComparison::create(const bpf::ProgramSpec &spec, const std::string &entry
   }
   // The specialized version's fallback: the original on the same copies,
   // which its program arrays point at, as the live arrays point at the
-  // live original's programs.
-  auto fallbackOriginal = loadOriginal(Version::Specialized);
-  if (!fallbackOriginal)
-    return fallbackOriginal.takeError();
-  comparison->fallbackOriginal.emplace(std::move(*fallbackOriginal));
-  auto fallback =
-      bpf::createFallbackArray(*comparison->fallbackOriginal, spec.programs(), entry);
-  if (!fallback)
-    return fallback.takeError();
-  comparison->fallbackFd = fallback->fd;
-  comparison->unguarded = std::move(fallback->unguarded);
+  // live original's programs. Without either need it is not loaded (a
+  // fourth verification per cycle), and the fallback array stays empty:
+  // the scratch guard then never moves, so the fallback is never taken.
+  bool programArrays = std::any_of(
+      comparison->image.maps().begin(), comparison->image.maps().end(),
+      [](const MapImage::Map &map) { return map.kind == CopyKind::Programs; });
+  if (options.fallback || programArrays) {
+    auto fallbackOriginal = loadOriginal(Version::Specialized);
+    if (!fallbackOriginal)
+      return fallbackOriginal.takeError();
+    comparison->fallbackOriginal.emplace(std::move(*fallbackOriginal));
+    auto fallback =
+        bpf::createFallbackArray(*comparison->fallbackOriginal, spec.programs(), entry);
+    if (!fallback)
+      return fallback.takeError();
+    comparison->fallbackFd = fallback->fd;
+    comparison->unguarded = std::move(fallback->unguarded);
+  } else {
+    comparison->fallbackFd = bpf_map_create(BPF_MAP_TYPE_PROG_ARRAY, bpf::FallbackMapName,
+                                            sizeof(uint32_t), sizeof(uint32_t),
+                                            bpf::MaxPrograms, nullptr);
+    if (comparison->fallbackFd < 0)
+      return makeSystemError(errno, "cannot create a scratch fallback array");
+  }
   comparison->specializedMaps = comparison->copies[at(Version::Specialized)]->byName();
   comparison->specializedMaps[bpf::GuardMapName] = comparison->scratchGuard.fd();
   comparison->specializedMaps[bpf::FallbackMapName] = comparison->fallbackFd;

@@ -8,10 +8,12 @@
 //   Witness      a second original: where it and the Original disagree the
 //                program is nondeterministic (a clock, a random number), and
 //                those bytes, verdicts or key sets are not compared
-//   Specialized  the candidate, beside a copy of the original it falls back
-//                to through its own fallback array and its own guard, which
-//                holds the version the candidate was built for (so a live
-//                guard that moves meanwhile changes nothing here)
+//   Specialized  the candidate, with its own guard, which holds the version
+//                the candidate was built for (so a live guard that moves
+//                meanwhile changes nothing here), and its own fallback array
+//                holding a copy of the original beside it on the same maps
+//                (loaded when the fallback is exercised or program arrays
+//                need the original's programs)
 // A packet runs through the witness first, the original in the middle and
 // the specialized version last, so a clock the program reads moves about as
 // much between original and witness as between original and specialized.
@@ -105,6 +107,10 @@ public:
   struct Options {
     CopySizing sizing;
     uint64_t guardVersion = 1; // what the scratch guard holds at first
+    // Whether the specialized version's fallback is exercised (bumps of
+    // the scratch guard): its original is then loaded beside it, as it is
+    // anyway for a program with program arrays.
+    bool fallback = false;
   };
 
   static Expected<std::unique_ptr<VersionComparison>>
@@ -118,7 +124,8 @@ public:
   Error loadSpecialized(llvm::ArrayRef<char> elf);
 
   bpf::GuardWord &guard() { return scratchGuard; }
-  // Programs that cannot join the fallback array: not to be specialized.
+  // Programs that cannot join the fallback array: not to be specialized
+  // (known when the fallback is loaded).
   const std::set<std::string> &unguardedPrograms() const { return unguarded; }
   // A version's copies of the object's maps, by name.
   const std::map<std::string, int> &maps(Version version) const;
