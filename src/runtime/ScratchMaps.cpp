@@ -60,6 +60,15 @@ bool isArrayType(uint32_t type) {
          type == BPF_MAP_TYPE_CPUMAP || type == BPF_MAP_TYPE_PROG_ARRAY;
 }
 
+// Arrays larger than this are never dumped or restored whole (a load
+// balancer's ring has millions of slots): only at the keys asked for.
+constexpr uint32_t WholeArrayLimit = 1 << 17;
+
+bool isSparseArray(const MapImage::Map &map) {
+  return map.kind == CopyKind::Data && isArrayType(map.layout.type) &&
+         map.layout.maxEntries > WholeArrayLimit;
+}
+
 Bytes indexKey(uint32_t index) {
   Bytes key(4);
   std::memcpy(key.data(), &index, 4);
@@ -226,11 +235,6 @@ int ringRecord(void *context, void *data, size_t size) {
 
 size_t rowSize(const MapLayout &layout) {
   return bpf::syscallValueSize(layout.type, layout.valueSize);
-}
-
-bool isSparseArray(const MapImage::Map &map) {
-  return map.kind == CopyKind::Data && isArrayType(map.layout.type) &&
-         map.layout.maxEntries > WholeArrayLimit;
 }
 
 Expected<MapImage> MapImage::read(const LiveMaps &live,

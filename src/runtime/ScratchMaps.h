@@ -145,13 +145,6 @@ private:
   mutable std::map<size_t, std::vector<core::Bytes>> records;
 };
 
-// Arrays larger than this are never dumped or restored whole (a load
-// balancer's ring has millions of slots): only the keys asked for.
-inline constexpr uint32_t WholeArrayLimit = 1 << 17;
-
-// Whether the image map is an array compared at given keys only.
-bool isSparseArray(const MapImage::Map &map);
-
 // Bytes of one row as the syscalls read and write it.
 size_t rowSize(const bpf::MapLayout &layout);
 
