@@ -92,7 +92,8 @@ Error Optimizer::load(const std::string &path) {
   live.maps = reusedPins;
   live.pinning = bpf::PinByName::Honour;
   live.pinRoot = options.pinRoot;
-  auto loaded = bpf::LoadedObject::load(programSpec->originalElf(), programSpec->objectName(), live);
+  auto loaded =
+      bpf::LoadedObject::load(programSpec->originalElf(), programSpec->objectName(), live);
   if (!loaded)
     return withContext(loaded.takeError(), path);
   original.emplace(std::move(*loaded));

@@ -231,8 +231,9 @@ Error VersionComparison::observeMaps(MapCheck check,
   return Error::success();
 }
 
-Expected<StepOutcome> VersionComparison::run(const Step &step, MapCheck check,
-                                             const std::map<std::string, std::vector<Bytes>> &keys) {
+Expected<StepOutcome>
+VersionComparison::run(const Step &step, MapCheck check,
+                       const std::map<std::string, std::vector<Bytes>> &keys) {
   StepOutcome outcome;
   for (Version version : RunOrder) {
     int fd = programFd(version);
