@@ -23,7 +23,7 @@ void requestStop(int) { stopRequested = true; }
 struct RunOptions {
   std::string program;
   std::vector<std::string> ifaces;
-  std::string netns, pinDir, socketPath, entry;
+  std::string netns, pinDir, pinRoot, socketPath, entry;
   bpf::XdpMode mode = bpf::XdpMode::Native;
   double periodMs = 1000;
   uint32_t inlineLimit = runtime::OptimizerOptions().inlineLimit;
@@ -38,6 +38,7 @@ int run(const RunOptions &flags) {
   runtime::DaemonOptions options;
   options.optimizer.frontend = frontendOptions(flags.compiler);
   options.optimizer.program = flags.entry;
+  options.optimizer.pinRoot = flags.pinRoot;
   options.optimizer.inlineLimit = flags.inlineLimit;
   options.optimizer.shadowPackets = flags.shadowPackets;
   options.period = std::chrono::microseconds(int64_t(flags.periodMs * 1000));
@@ -123,6 +124,11 @@ void addRunCommand(CLI::App &morpheus) {
   command
       .add_option("--pin-dir", options->pinDir,
                   "pin maps and the guard here (default /sys/fs/bpf/morpheus/<program>)")
+      ->type_name("DIR");
+  command
+      .add_option("--pin-root", options->pinRoot,
+                  "where maps declared with pinning = LIBBPF_PIN_BY_NAME are pinned, or re-used "
+                  "when already there (default /sys/fs/bpf, as libbpf)")
       ->type_name("DIR");
   command
       .add_option("--socket", options->socketPath,

@@ -2,6 +2,7 @@
 
 #include "backend/bpf/BpfObject.h"
 #include "backend/bpf/Codegen.h"
+#include "backend/bpf/StaticSlots.h"
 #include "backend/bpf/VerifierBounds.h"
 
 #include <llvm/Bitcode/BitcodeReader.h>
@@ -44,6 +45,15 @@ Expected<std::unique_ptr<ProgramSpec>> ProgramSpec::load(const std::string &path
   if (!elf)
     return elf.takeError();
   spec->original = std::move(*elf);
+  spec->staticSlots = bpf::staticProgramSlots(*spec->pristine);
+  if (!spec->staticSlots.empty()) {
+    std::unique_ptr<llvm::Module> withoutSlots = llvm::CloneModule(*spec->pristine);
+    removeStaticProgramSlots(*withoutSlots);
+    auto copyElf = emitObject(*withoutSlots, *spec->machine);
+    if (!copyElf)
+      return copyElf.takeError();
+    spec->originalWithoutSlots = std::move(*copyElf);
+  }
   auto catalog = readCatalog(spec->original, spec->name);
   if (!catalog)
     return withContext(catalog.takeError(), path);
@@ -109,6 +119,11 @@ Error ProgramSpec::renewContext() {
 Expected<SpecializedObject> ProgramSpec::build(const core::TableSnapshot &snapshot,
                                                const SpecializeRequest &request) const {
   std::unique_ptr<llvm::Module> clone = llvm::CloneModule(*pristine);
+  // Guarded versions share the live program arrays, whose slots only the
+  // live original's load writes; an unguarded build (offline) is a program
+  // of its own and keeps them.
+  if (request.guardVersion)
+    removeStaticProgramSlots(*clone);
   core::SpecializationOptions options;
   options.inlineLimit = request.inlineLimit;
   // Inlined values get their own read-only section, hence their own map, so

@@ -5,6 +5,7 @@
 // optimizer loop builds every version from the same spec.
 #pragma once
 
+#include "backend/bpf/BpfObject.h"
 #include "backend/bpf/BpfSignatures.h"
 #include "backend/bpf/Frontend.h"
 #include "core/Pipeline.h"
@@ -54,7 +55,15 @@ public:
   const std::string &path() const { return sourcePath; }
   // Names internal maps; identical for every version of the program.
   const std::string &objectName() const { return name; }
+  // The original as the live load uses it: libbpf writes its program
+  // arrays' static slots (StaticSlots.h), so no other load may use it.
   const std::vector<char> &originalElf() const { return original; }
+  // The original for every other load (validation and fuzzing copies):
+  // the same code without static slots, which Morpheus fills itself.
+  const std::vector<char> &originalElfWithoutSlots() const {
+    return staticSlots.empty() ? original : originalWithoutSlots;
+  }
+  const ProgramSlots &staticProgramSlots() const { return staticSlots; }
   const core::TableCatalog &catalog() const { return tables; }
   const core::TableAccessInfo &analysis() const { return access; }
   // Program entry functions; an entry's fallback slot is its index.
@@ -72,7 +81,8 @@ private:
   llvm::SmallVector<char, 0> pristineBitcode; // to start afresh after a crash
   std::unique_ptr<llvm::TargetMachine> machine;
   std::string sourcePath, name;
-  std::vector<char> original;
+  std::vector<char> original, originalWithoutSlots;
+  ProgramSlots staticSlots;
   core::TableCatalog tables;
   core::TableAccessInfo access;
   std::vector<std::string> entries;
