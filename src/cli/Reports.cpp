@@ -123,7 +123,17 @@ nlohmann::json logToJson(const core::SpecializationLog &log) {
     }
     inlined[table] = list;
   }
-  return {{"sites", sites}, {"inlined", inlined}};
+  nlohmann::json guards = nlohmann::json::array();
+  for (const core::GuardDecision &guard : log.guards) {
+    nlohmann::json item = {{"function", guard.function},
+                           {"callback", guard.callback},
+                           {"fallback", core::fallbackName(guard.fallback)},
+                           {"detail", guard.detail}};
+    if (guard.fallback == core::Fallback::TailCall)
+      item["slot"] = guard.slot;
+    guards.push_back(item);
+  }
+  return {{"sites", sites}, {"inlined", inlined}, {"guards", guards}};
 }
 
 std::string logToText(const core::SpecializationLog &log) {
@@ -147,6 +157,14 @@ std::string logToText(const core::SpecializationLog &log) {
                          sites.size() == 1 ? "" : "s", detail)
                .str();
   }
+  for (const core::GuardDecision &guard : log.guards)
+    out += llvm::formatv("  guard       {0,-16} {1}{2}: {3}\n", guard.function,
+                         core::fallbackName(guard.fallback),
+                         guard.fallback == core::Fallback::TailCall
+                             ? " (slot " + std::to_string(guard.slot) + ")"
+                             : std::string(),
+                         guard.detail)
+               .str();
   return out;
 }
 

@@ -159,6 +159,7 @@ Error Fuzzer::setUp() {
   optimizerOptions.frontend = options.frontend;
   optimizerOptions.program = options.program;
   optimizerOptions.inlineLimit = options.inlineLimit;
+  optimizerOptions.faults = options.faults;
   // The fuzzer compares the versions itself, on states of its own making;
   // the optimizer refusing a wrong candidate first would hide it.
   optimizerOptions.shadowPackets = 0;

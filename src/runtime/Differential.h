@@ -9,6 +9,7 @@
 #include "backend/bpf/Frontend.h"
 #include "support/Error.h"
 
+#include "core/FaultInjection.h"
 #include "core/Tables.h"
 
 #include <cstdint>
@@ -37,6 +38,7 @@ struct FuzzOptions {
   // Where the first difference is written as JSON; "" writes nothing.
   std::string reproducerPath;
   double shrinkSeconds = 10; // budget for dropping map entries
+  core::FaultInjection faults; // test-only: passed to the optimizer
 };
 
 struct FuzzReport {

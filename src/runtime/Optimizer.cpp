@@ -99,7 +99,9 @@ Error Optimizer::load(const std::string &path) {
     return makeSystemError(errno, "cannot create the fallback program array");
   // The entry goes first: it fixes the program type the array accepts.
   // Programs of another type (an xdp/devmap egress program beside the xdp
-  // entry) cannot share the array; they stay unguarded and unspecialized.
+  // entry) cannot share the array; they can only fall back inside the
+  // program (ProgramSpec::fallbackFor decides, with what verifying the
+  // original cost).
   auto entrySlot = std::find(entries.begin(), entries.end(), entry) - entries.begin();
   std::vector<uint32_t> slots = {uint32_t(entrySlot)};
   for (uint32_t slot = 0; slot < entries.size(); ++slot)
@@ -107,12 +109,10 @@ Error Optimizer::load(const std::string &path) {
       slots.push_back(slot);
   for (uint32_t slot : slots) {
     int fd = original->programFd(entries[slot]);
+    bpf::ProgramFacts &facts = programFacts[entries[slot]];
+    facts.verifiedInstructions = bpf::verifiedInstructions(fd);
     if (bpf_map_update_elem(fallbackFd, &slot, &fd, BPF_ANY) == 0)
-      continue;
-    if (slot == entrySlot)
-      return makeSystemError(errno, "program '{0}': cannot register it as fallback",
-                             entries[slot]);
-    unguarded.insert(entries[slot]);
+      facts.fallbackSlot = slot;
   }
 
   // Every version shares every map with the original, except read-only
@@ -234,7 +234,8 @@ CycleReport Optimizer::runCycle(bool force) {
 
   start = Clock::now();
   auto object = programSpec->specialize(
-      snapshot, bpf::SpecializeRequest{options.inlineLimit, version, unguarded});
+      snapshot, bpf::SpecializeRequest{options.inlineLimit, version, programFacts, std::nullopt,
+                                       options.faults});
   report.times.codegenMs = millisecondsSince(start);
   if (!object) {
     report.outcome = "failed: " + llvm::toString(object.takeError());

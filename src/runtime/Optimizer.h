@@ -30,6 +30,7 @@ struct OptimizerOptions {
   // `reproducerDir` (never the pin dir: bpffs holds no plain files).
   uint32_t shadowPackets = 64;
   std::string reproducerDir = "/tmp";
+  core::FaultInjection faults; // test-only
 };
 
 struct CycleTimes {
@@ -65,6 +66,9 @@ public:
   // fails the new program is discarded and the running one stays.
   std::function<Error(int programFd)> install;
 
+  // Test-only: faults for the cycles that follow (FaultInjection).
+  void injectFaults(core::FaultInjection faults) { options.faults = faults; }
+
   // Pins removed behind Morpheus's back (an unlinked map, a deleted pin
   // directory) are pinned again, so control planes keep reaching the maps
   // and, above all, the guard; a pin path that now holds another object is
@@ -95,7 +99,8 @@ private:
   bpf::GuardWord guardWord;
   double loadMs = 0;
   int fallbackFd = -1;
-  std::set<std::string> unguarded; // programs without a fallback slot
+  // Per program of the original: its fallback slot, what verifying it cost.
+  std::map<std::string, bpf::ProgramFacts> programFacts;
   std::map<std::string, int> sharedMaps; // reused by every version
   std::map<std::string, int> reusedPins; // fds opened from existing pins
   std::vector<std::string> createdPins;

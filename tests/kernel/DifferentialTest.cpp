@@ -17,8 +17,10 @@ namespace {
 
 runtime::FuzzReport fuzz(const std::string &relative, double seconds,
                          const std::string &reproducer = "",
-                         runtime::MapContents configured = {}) {
+                         runtime::MapContents configured = {},
+                         core::FaultInjection faults = {}) {
   runtime::FuzzOptions options;
+  options.faults = faults;
   options.seconds = seconds;
   options.configured = std::move(configured);
   options.seed = 7;
@@ -27,12 +29,6 @@ runtime::FuzzReport fuzz(const std::string &relative, double seconds,
   EXPECT_TRUE(bool(report)) << (report ? "" : llvm::toString(report.takeError()));
   return report ? *report : runtime::FuzzReport();
 }
-
-// Unsets the test-only switch however the test ends.
-struct BrokenInlining {
-  BrokenInlining() { setenv("MORPHEUS_TEST_BREAK_INLINE", "1", 1); }
-  ~BrokenInlining() { unsetenv("MORPHEUS_TEST_BREAK_INLINE"); }
-};
 
 // Half of the map states come from the function's own configuration (its
 // `morpheus bench` preset, loaded through its control plane), the other
@@ -65,11 +61,9 @@ TEST(Differential, PolicyFwdSpecializationsBehaveLikeTheOriginal) {
 TEST(Differential, CatchesABrokenKeyCompareChain) {
   std::string reproducer = "/tmp/morpheus-differential-test-" +
                            std::to_string(getpid()) + ".json";
-  runtime::FuzzReport report;
-  {
-    BrokenInlining broken;
-    report = fuzz("examples/policy_fwd.bpf.c", 15, reproducer);
-  }
+  core::FaultInjection broken;
+  broken.breakKeyCompare = true;
+  runtime::FuzzReport report = fuzz("examples/policy_fwd.bpf.c", 15, reproducer, {}, broken);
   EXPECT_GE(report.differed, 1u);
   ASSERT_FALSE(report.reproducer.empty());
   std::ifstream written(reproducer);

@@ -111,6 +111,27 @@ Expected<core::TableCatalog> readCatalog(llvm::ArrayRef<char> elf,
   return catalog;
 }
 
+Expected<std::map<std::string, size_t>> readProgramSizes(llvm::ArrayRef<char> elf,
+                                                         const std::string &objectName) {
+  auto obj = openElf(elf, objectName);
+  if (!obj)
+    return obj.takeError();
+  OpenedObject opened{*obj};
+  std::map<std::string, size_t> sizes;
+  bpf_program *program;
+  bpf_object__for_each_program(program, opened.obj)
+    sizes[bpf_program__name(program)] = bpf_program__insn_cnt(program);
+  return sizes;
+}
+
+std::optional<uint64_t> verifiedInstructions(int programFd) {
+  bpf_prog_info info = {};
+  uint32_t length = sizeof(info);
+  if (bpf_obj_get_info_by_fd(programFd, &info, &length) || !info.verified_insns)
+    return std::nullopt;
+  return info.verified_insns;
+}
+
 Expected<LoadedObject> LoadedObject::load(llvm::ArrayRef<char> elf,
                                           const std::string &objectName,
                                           const std::map<std::string, int> &sharedMaps) {

@@ -9,6 +9,7 @@
 
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -19,6 +20,14 @@ namespace morpheus::bpf {
 // The BTF-defined maps of a BPF ELF object, in core terms.
 Expected<core::TableCatalog> readCatalog(llvm::ArrayRef<char> elf,
                                          const std::string &objectName);
+
+// The instruction count of every program of a BPF ELF object, by name.
+Expected<std::map<std::string, size_t>> readProgramSizes(llvm::ArrayRef<char> elf,
+                                                         const std::string &objectName);
+
+// What verifying a loaded program cost the kernel (bpf_prog_info's
+// verified_insns), or nullopt if the kernel does not say.
+std::optional<uint64_t> verifiedInstructions(int programFd);
 
 // The core's view of a kernel map type.
 core::TableInfo tableInfoFor(const std::string &name, unsigned type,
