@@ -7,6 +7,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <fstream>
 #include <unistd.h>
@@ -87,3 +88,51 @@ TEST(Differential, LoadBalancerSmoke) { expectNoDifference("nf/lb/lb.bpf.c", "lb
 // `% external_count` and the verifier rejected the specialized program.
 // backend/bpf/VerifierBounds restores such bounds.
 TEST(Differential, NatSmoke) { expectNoDifference("nf/nat/nat.bpf.c", "nat"); }
+
+// Every program of the corpus (tests/programs/, one corner of C or of the
+// kernel each) through the fuzzer, briefly: no difference, and enough
+// cases to mean something.
+struct CorpusCase {
+  const char *file;
+  const char *cpu; // -mcpu, for programs that need v4 (signed division)
+};
+
+class CorpusSmoke : public ::testing::TestWithParam<CorpusCase> {};
+
+TEST_P(CorpusSmoke, NoDifference) {
+  runtime::FuzzOptions options;
+  options.seconds = 2;
+  options.seed = 7;
+  options.shrinkSeconds = 2;
+  if (GetParam().cpu)
+    options.frontend.cflags = {GetParam().cpu};
+  auto report = runtime::fuzzProgram(
+      morpheus::testing::sourcePath(std::string("tests/programs/") + GetParam().file), options);
+  ASSERT_TRUE(bool(report)) << llvm::toString(report.takeError());
+  EXPECT_EQ(report->differed, 0u) << report->reproducer;
+  EXPECT_GT(report->cases, 50u);
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Programs, CorpusSmoke,
+    ::testing::Values(CorpusCase{"entry_without_ctx.bpf.c", nullptr},
+                      CorpusCase{"timer_callback.bpf.c", nullptr},
+                      CorpusCase{"loop_callback.bpf.c", nullptr},
+                      CorpusCase{"pointer_compare.bpf.c", nullptr},
+                      CorpusCase{"padded_key.bpf.c", nullptr},
+                      CorpusCase{"partial_array.bpf.c", nullptr},
+                      CorpusCase{"integer_lookup.bpf.c", nullptr},
+                      CorpusCase{"udiv_bound.bpf.c", "-mcpu=v2"},
+                      CorpusCase{"urem_bound.bpf.c", "-mcpu=v2"},
+                      CorpusCase{"sdiv_bound.bpf.c", "-mcpu=v4"},
+                      CorpusCase{"srem_bound.bpf.c", "-mcpu=v4"},
+                      CorpusCase{"global_function_value.bpf.c", nullptr},
+                      CorpusCase{"many_chains.bpf.c", nullptr},
+                      CorpusCase{"inline_asm.bpf.c", nullptr},
+                      CorpusCase{"tail_call_chain.bpf.c", nullptr}),
+    [](const auto &info) {
+      std::string name = info.param.file;
+      name = name.substr(0, name.find('.'));
+      name.erase(std::remove(name.begin(), name.end(), '_'), name.end());
+      return name;
+    });
