@@ -126,7 +126,7 @@ int specializeCommand(int argc, char **argv) {
       return fail(std::move(err));
   }
   std::printf("%s: wrote %s (%zu bytes)\n%s", (*spec)->path().c_str(), output.c_str(),
-              object->elf.size(), logToText(object->log).c_str());
+              object->elf.size(), object->log.toText().c_str());
   return 0;
 }
 

@@ -136,36 +136,4 @@ nlohmann::json logToJson(const core::SpecializationLog &log) {
   return {{"sites", sites}, {"inlined", inlined}, {"guards", guards}};
 }
 
-std::string logToText(const core::SpecializationLog &log) {
-  // Sites left alone for the same reason are one line: a program with a
-  // dozen counter updates should not bury what was specialized.
-  std::string out;
-  std::map<std::tuple<std::string, std::string, std::string>, std::vector<unsigned>> kept;
-  for (const core::SiteDecision &decision : log.decisions) {
-    if (!decision.applied) {
-      kept[{decision.table, decision.pass, decision.detail}].push_back(decision.site);
-      continue;
-    }
-    out += llvm::formatv("  specialized {0,-16} site #{1} ({2}) by {3}: {4}\n",
-                         decision.table, decision.site, decision.location,
-                         decision.pass, decision.detail)
-               .str();
-  }
-  for (const auto &[reason, sites] : kept) {
-    const auto &[table, pass, detail] = reason;
-    out += llvm::formatv("  kept        {0,-16} {1} site{2}: {3}\n", table, sites.size(),
-                         sites.size() == 1 ? "" : "s", detail)
-               .str();
-  }
-  for (const core::GuardDecision &guard : log.guards)
-    out += llvm::formatv("  guard       {0,-16} {1}{2}: {3}\n", guard.function,
-                         core::fallbackName(guard.fallback),
-                         guard.fallback == core::Fallback::TailCall
-                             ? " (slot " + std::to_string(guard.slot) + ")"
-                             : std::string(),
-                         guard.detail)
-               .str();
-  return out;
-}
-
 } // namespace morpheus::cli

@@ -16,6 +16,5 @@ nlohmann::json analysisToJson(const bpf::ProgramSpec &spec);
 std::string analysisToText(const bpf::ProgramSpec &spec);
 
 nlohmann::json logToJson(const core::SpecializationLog &log);
-std::string logToText(const core::SpecializationLog &log);
 
 } // namespace morpheus::cli

@@ -18,6 +18,10 @@ struct FaultInjection {
   // Compare chains match the last key byte off by one: a wrong
   // specialization the checks must catch.
   bool breakKeyCompare = false;
+  // No verifier budget: every chain yields constants, so a program whose
+  // chains multiply the verifier's states is rejected by the kernel (for
+  // tests of the retry without chains).
+  bool ignoreVerifierBudget = false;
 
   bool operator==(const FaultInjection &) const = default;
 };

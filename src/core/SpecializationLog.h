@@ -49,6 +49,9 @@ struct SpecializationLog {
 
   void record(const AccessSite &site, const char *pass, bool applied,
               std::string detail);
+  // For operators: one line per specialized site, sites left alone for the
+  // same reason as one line, one line per guarded function.
+  std::string toText() const;
 };
 
 } // namespace morpheus::core

@@ -515,14 +515,18 @@ Expected<std::optional<std::string>> Fuzzer::replay(const MapState &state,
   // not pass for this one, and every cycle compiles anew.
   optimizer->guard().bump();
   CycleReport cycle = optimizer->runCycle(/*force=*/true);
-  if (!cycle.installed) {
+  // Unchanged: the code built is byte for byte the running one, which then
+  // does not depend on the version and stays valid (Optimizer::runCycle).
+  bool specialized = cycle.installed() || (cycle.outcome == CycleOutcome::Unchanged &&
+                                           optimizer->installedVersion() == cycle.version);
+  if (!specialized) {
     // The running program would stay generic: safe, but Morpheus produced
     // code it should not have (or could not handle this state), a finding.
     ++report.cases;
     ++report.differed;
     lastOriginal = lastSpecialized = RunOutcome();
     steps.resize(1);
-    return std::optional<std::string>(SpecializationFailed + cycle.outcome);
+    return std::optional<std::string>(SpecializationFailed + cycle.describe());
   }
   bool bumped = false;
   for (size_t i = 0; i < steps.size(); ++i) {

@@ -11,7 +11,7 @@
 
 #include <algorithm>
 #include <chrono>
-#include <fstream>
+#include <ostream>
 
 namespace morpheus::runtime {
 
@@ -33,6 +33,16 @@ uint32_t mapIdOf(int fd) {
   bpf_map_info info = {};
   uint32_t length = sizeof(info);
   return bpf_obj_get_info_by_fd(fd, &info, &length) ? 0 : info.id;
+}
+
+// The end of a load error's verifier log, which says why the kernel
+// refused (the last two lines: the reason and the instruction count).
+std::string verifierVerdict(const std::string &message) {
+  llvm::SmallVector<llvm::StringRef, 8> lines;
+  llvm::StringRef(message).rtrim().split(lines, '\n', -1, /*KeepEmpty=*/false);
+  if (lines.size() <= 2)
+    return message;
+  return (lines[lines.size() - 2] + " / " + lines.back()).str();
 }
 
 } // namespace
@@ -203,109 +213,164 @@ int Optimizer::mapFd(const std::string &name) const {
   return it == sharedMaps.end() ? -1 : it->second;
 }
 
+const char *outcomeName(CycleOutcome outcome) {
+  switch (outcome) {
+  case CycleOutcome::Installed:
+    return "installed";
+  case CycleOutcome::Unchanged:
+    return "unchanged";
+  case CycleOutcome::Deferred:
+    return "deferred";
+  case CycleOutcome::Superseded:
+    return "superseded";
+  case CycleOutcome::Failed:
+    return "failed";
+  case CycleOutcome::Refused:
+    return "refused";
+  }
+  return "unknown";
+}
+
+std::ostream &operator<<(std::ostream &out, CycleOutcome outcome) {
+  return out << outcomeName(outcome);
+}
+
+std::string CycleReport::describe() const {
+  std::string text = outcomeName(outcome);
+  if (!detail.empty())
+    text += ": " + detail;
+  return text;
+}
+
 CycleReport Optimizer::runCycle(bool force) {
   CycleReport report;
   report.cycle = ++cycles;
+  auto finish = [&](CycleOutcome outcome, std::string detail = "") {
+    report.outcome = outcome;
+    report.detail = std::move(detail);
+    return report;
+  };
+  auto failed = [&](Error err) { return finish(CycleOutcome::Failed, llvm::toString(std::move(err))); };
+  const char *tableChanged = "a table changed during the cycle";
   auto start = Clock::now();
   // Read the version before the maps: an update racing with the reads bumps
   // it, so code built from a half-updated snapshot is never installed.
   uint64_t version = guardWord.version();
   report.version = version;
-  if (guardWord.changing()) {
-    report.outcome = "deferred: a control-plane change is in progress";
-    return report;
-  }
+  if (guardWord.changing())
+    return finish(CycleOutcome::Deferred, "a control-plane change is in progress");
   core::TableSnapshot snapshot;
   for (const auto &[name, request] : plan) {
     auto contents =
         bpf::readTable(mapFd(name), programSpec->catalog().at(name), request);
-    if (!contents) {
-      report.outcome = "failed: " + llvm::toString(contents.takeError());
-      return report;
-    }
+    if (!contents)
+      return failed(contents.takeError());
     snapshot[name] = std::move(*contents);
   }
   report.times.analysisMs = millisecondsSince(start);
   if (!force && specialized && version == specializedVersion &&
-      snapshot == specializedSnapshot) {
-    report.outcome = "unchanged";
-    return report;
-  }
+      snapshot == specializedSnapshot)
+    return finish(CycleOutcome::Unchanged);
 
-  start = Clock::now();
-  auto object = programSpec->specialize(
-      snapshot, bpf::SpecializeRequest{options.inlineLimit, version, programFacts, std::nullopt,
-                                       options.faults});
-  report.times.codegenMs = millisecondsSince(start);
-  if (!object) {
-    report.outcome = "failed: " + llvm::toString(object.takeError());
-    return report;
+  // When the kernel refuses a candidate (too complex, too large, any
+  // verifier error), the same cycle tries once more without compare
+  // chains, the specialization most likely to multiply the verifier's
+  // work; what was refused is remembered for this snapshot, so later
+  // periods do not pay for the same rejection again.
+  bool knownRejected = rejection && rejection->snapshot == snapshot;
+  if (knownRejected && rejection->withoutChainsToo)
+    return finish(CycleOutcome::Failed,
+                  llvm::formatv("the kernel refused this snapshot's specializations, with and "
+                                "without compare chains (cycle {0}): {1}; waiting for the "
+                                "tables to change",
+                                rejection->cycle, rejection->reason)
+                      .str());
+  bpf::SpecializeRequest request{options.inlineLimit, version, programFacts, std::nullopt,
+                                 options.faults};
+  auto chainsOff = [&] {
+    return llvm::formatv("compare chains off: the kernel refused this snapshot's "
+                         "specialization with them (cycle {0})",
+                         rejection->cycle)
+        .str();
+  };
+  if (knownRejected)
+    request.noCompareChains = chainsOff();
+  std::vector<char> elf;
+  std::optional<bpf::LoadedObject> loaded;
+  for (;;) {
+    start = Clock::now();
+    auto object = programSpec->specialize(snapshot, request);
+    report.times.codegenMs += millisecondsSince(start);
+    if (!object)
+      return failed(object.takeError());
+    report.log = std::move(object->log);
+    elf = std::move(object->elf);
+    if (specialized && elf == specializedElf) {
+      // Byte for byte the running code, although built for this version and
+      // snapshot: it depends on neither, so it stays valid for both.
+      specializedVersion = version;
+      specializedSnapshot = std::move(snapshot);
+      return finish(CycleOutcome::Unchanged);
+    }
+    start = Clock::now();
+    auto attempt = bpf::LoadedObject::load(elf, programSpec->objectName(), sharedMaps);
+    if (attempt) {
+      loaded.emplace(std::move(*attempt));
+      break;
+    }
+    ErrorDetails refused = takeErrorDetails(attempt.takeError());
+    bool verifier = refused.code == std::errc::permission_denied ||
+                    refused.code == std::errc::invalid_argument ||
+                    refused.code == std::errc::argument_list_too_long;
+    if (!verifier)
+      return finish(CycleOutcome::Failed, refused.message);
+    if (request.noCompareChains) {
+      rejection->withoutChainsToo = true;
+      return finish(CycleOutcome::Failed, refused.message);
+    }
+    rejection = Rejection{snapshot, report.cycle, verifierVerdict(refused.message), false};
+    request.noCompareChains = chainsOff();
   }
-  report.log = std::move(object->log);
-  std::vector<char> *elf = &object->elf;
-  if (specialized && *elf == specializedElf) {
-    report.outcome = "unchanged";
-    return report;
-  }
-
-  start = Clock::now();
-  auto loaded =
-      bpf::LoadedObject::load(*elf, programSpec->objectName(), sharedMaps);
-  if (!loaded) {
-    report.outcome = "failed: " + llvm::toString(loaded.takeError());
-    return report;
-  }
-  if (guardWord.version() != version || guardWord.changing()) {
-    report.outcome = "superseded: a table changed during the cycle";
-    return report;
-  }
+  if (guardWord.version() != version || guardWord.changing())
+    return finish(CycleOutcome::Superseded, tableChanged);
   if (options.shadowPackets) {
     auto validationStart = Clock::now();
     ShadowOptions shadow;
     shadow.packets = options.shadowPackets;
     shadow.seed = report.cycle;
     auto verdict =
-        shadowValidate(*programSpec, entry, *elf, sharedMaps, snapshot, shadow);
+        shadowValidate(*programSpec, entry, elf, sharedMaps, snapshot, shadow);
     report.times.validationMs = millisecondsSince(validationStart);
     if (guardWord.version() != version || guardWord.changing()) {
       // The maps moved under the copies: a difference would mean nothing.
       llvm::consumeError(verdict.takeError());
-      report.outcome = "superseded: a table changed during the cycle";
-      return report;
+      return finish(CycleOutcome::Superseded, tableChanged);
     }
-    if (!verdict) {
-      report.outcome = "failed: " + llvm::toString(verdict.takeError());
-      return report;
-    }
+    if (!verdict)
+      return failed(verdict.takeError());
     if (!verdict->difference.empty()) {
-      report.reproducer = llvm::formatv("{0}/morpheus-shadow-{1}-{2}-cycle{3}.json",
-                                        options.reproducerDir, programSpec->objectName(),
-                                        getpid(), report.cycle)
-                              .str();
-      std::ofstream(report.reproducer) << verdict->reproducer << "\n";
-      report.outcome = "refused: shadow validation: " + verdict->difference +
-                       " (reproducer " + report.reproducer + "); the running program stays";
-      return report;
+      report.reproducer = std::move(verdict->reproducer);
+      report.differenceKey = verdict->difference;
+      std::string where =
+          verdict->packet ? llvm::formatv("packet {0}: ", *verdict->packet).str() : "";
+      return finish(CycleOutcome::Refused,
+                    "shadow validation: " + where + verdict->difference);
     }
   }
   int fd = loaded->programFd(entry);
   if (install)
-    if (Error err = install(fd)) {
-      report.outcome = "failed: " + llvm::toString(std::move(err));
-      return report;
-    }
+    if (Error err = install(fd))
+      return failed(std::move(err));
   report.times.injectionMs = millisecondsSince(start) - report.times.validationMs;
   specialized.emplace(std::move(*loaded));
   specializedVersion = version;
   specializedSnapshot = std::move(snapshot);
-  specializedElf = std::move(*elf);
-  report.installed = true;
-  report.outcome = "installed";
+  specializedElf = std::move(elf);
   bpf_prog_info info = {};
   uint32_t length = sizeof(info);
   if (bpf_obj_get_info_by_fd(fd, &info, &length) == 0)
     report.instructions = info.xlated_prog_len / 8;
-  return report;
+  return finish(CycleOutcome::Installed);
 }
 
 } // namespace morpheus::runtime

@@ -12,6 +12,7 @@
 #include <functional>
 #include <memory>
 #include <optional>
+#include <iosfwd>
 #include <set>
 #include <string>
 
@@ -26,10 +27,8 @@ struct OptimizerOptions {
   std::string program;
   uint32_t inlineLimit = 64; // largest table inlined whole
   // Pre-swap shadow validation (runtime/ShadowValidation): packets in the
-  // sample, 0 = off. A refused candidate's reproducer is written to
-  // `reproducerDir` (never the pin dir: bpffs holds no plain files).
+  // sample, 0 = off. A refused candidate comes back with its reproducer.
   uint32_t shadowPackets = 64;
-  std::string reproducerDir = "/tmp";
   core::FaultInjection faults; // test-only
 };
 
@@ -40,17 +39,38 @@ struct CycleTimes {
   double validationMs = 0; // shadow validation (not part of injection)
 };
 
+// What a cycle did. Callers decide on the kind; `detail` is for people.
+enum class CycleOutcome {
+  Installed,  // a new specialized program now runs
+  Unchanged,  // the running version already fits the maps (and guard)
+  Deferred,   // a control-plane change is in progress; nothing was read
+  Superseded, // a table changed during the cycle; the new code was discarded
+  Failed,     // map read, compile, load, verifier or install error
+  Refused,    // shadow validation found a difference; the code was discarded
+};
+
+// "installed", "failed", ...
+const char *outcomeName(CycleOutcome outcome);
+std::ostream &operator<<(std::ostream &out, CycleOutcome outcome);
+
 struct CycleReport {
   uint64_t cycle = 0;
-  uint64_t version = 0;   // guard version the new code is valid for
-  bool installed = false; // a new specialized program now runs
-  // "installed", "unchanged", "superseded...", "failed: ...", "refused: shadow
-  // validation: ..." (then `reproducer` names the file written)
-  std::string outcome;
+  uint64_t version = 0; // guard version the new code is valid for
+  CycleOutcome outcome = CycleOutcome::Failed;
+  // Why, for Failed, Refused, Superseded and Deferred: the error's message,
+  // or the difference shadow validation found.
+  std::string detail;
+  // Refused only: the difference as JSON (packets, both versions' results),
+  // and a key that is equal for equal differences (not for each sample).
   std::string reproducer;
+  std::string differenceKey;
   CycleTimes times;
   core::SpecializationLog log;
   size_t instructions = 0; // of the installed entry program (xlated)
+
+  bool installed() const { return outcome == CycleOutcome::Installed; }
+  // One line for people: "installed", "failed: <detail>", ...
+  std::string describe() const;
 };
 
 class Optimizer {
@@ -109,6 +129,16 @@ private:
   uint64_t specializedVersion = 0;
   core::TableSnapshot specializedSnapshot;
   std::vector<char> specializedElf;
+  // The snapshot whose specialization with compare chains the kernel
+  // rejected (and why), and whether the one without chains was rejected
+  // too: a later cycle on the same snapshot does not pay for it again.
+  struct Rejection {
+    core::TableSnapshot snapshot;
+    uint64_t cycle = 0;
+    std::string reason;
+    bool withoutChainsToo = false;
+  };
+  std::optional<Rejection> rejection;
   uint64_t cycles = 0;
 };
 

@@ -297,7 +297,9 @@ Expected<ShadowVerdict> Validator::run(llvm::ArrayRef<char> candidate) {
   auto fail = [&](const std::string &difference) {
     verdict.difference = difference;
     verdict.reproducer =
-        nlohmann::json{{"program", spec.path()}, {"difference", difference}, {"packets", history}}
+        nlohmann::json{{"program", spec.path()}, {"difference", difference},
+                       {"packet", verdict.packet ? nlohmann::json(*verdict.packet) : nlohmann::json()},
+                       {"packets", history}}
             .dump(1);
     return verdict;
   };
@@ -318,8 +320,10 @@ Expected<ShadowVerdict> Validator::run(llvm::ArrayRef<char> candidate) {
                        {"specialized", {{"verdict", results[Candidate].verdict},
                                         {"output", hex(results[Candidate].output)}}}});
     ++verdict.packets;
-    if (std::optional<std::string> difference = comparePacket(results))
-      return fail(llvm::formatv("packet {0}: {1}", verdict.packets, *difference).str());
+    if (std::optional<std::string> difference = comparePacket(results)) {
+      verdict.packet = verdict.packets;
+      return fail(*difference);
+    }
   }
   auto maps = compareMaps();
   if (!maps)

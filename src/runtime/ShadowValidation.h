@@ -30,9 +30,12 @@ struct ShadowOptions {
 
 struct ShadowVerdict {
   uint32_t packets = 0; // compared
-  // The first difference, described ("packet 3: verdict 1 vs 2"), and a JSON
-  // reproducer (packet, outcomes); empty when the versions agreed.
+  // The first difference, described ("verdict 1, the original's 2"); the
+  // sample packet (1-based) it showed on, none when it showed in the maps
+  // after the sample; and a JSON reproducer (packets, both versions'
+  // results). `difference` is empty when the versions agreed.
   std::string difference;
+  std::optional<uint32_t> packet;
   std::string reproducer;
 };
 

@@ -37,19 +37,30 @@ inline Error makeSystemError(int err, const char *fmt, Ts &&...args) {
                                  "%s", msg.c_str());
 }
 
+// The error code and the message of `err`, which it consumes: for callers
+// that decide on the code (ENODEV: no such interface) and still report the
+// message. {} and "" for success.
+struct ErrorDetails {
+  std::error_code code;
+  std::string message;
+};
+inline ErrorDetails takeErrorDetails(Error err) {
+  ErrorDetails info;
+  llvm::handleAllErrors(std::move(err), [&](const llvm::ErrorInfoBase &part) {
+    if (!info.message.empty())
+      info.message += "; ";
+    info.message += part.message();
+    info.code = part.convertToErrorCode();
+  });
+  return info;
+}
+
 // Prefixes every message in `err` with `context: `, keeping its error code.
 inline Error withContext(Error err, const std::string &context) {
   if (!err)
     return Error::success();
-  std::error_code code;
-  std::string msg;
-  llvm::handleAllErrors(std::move(err), [&](const llvm::ErrorInfoBase &info) {
-    if (!msg.empty())
-      msg += "; ";
-    msg += info.message();
-    code = info.convertToErrorCode();
-  });
-  return llvm::createStringError(code, "%s: %s", context.c_str(), msg.c_str());
+  ErrorDetails info = takeErrorDetails(std::move(err));
+  return llvm::createStringError(info.code, "%s: %s", context.c_str(), info.message.c_str());
 }
 
 template <typename T>

@@ -67,7 +67,7 @@ TEST(ConcurrentUpdates, EveryPacketSeesTheLatestUpdate) {
   std::atomic<unsigned> installed{0};
   std::thread compiler([&] {
     while (!stop)
-      installed += fwd.opt().runCycle().installed;
+      installed += fwd.opt().runCycle().installed();
   });
   bpf::MapUpdater policy = fwd.updater("policy");
   unsigned violations = 0, updates = 300;
@@ -164,7 +164,7 @@ TEST(ConcurrentUpdates, SeveralWriterProcessesEachSeeTheirLatestUpdate) {
   std::atomic<unsigned> installed{0};
   std::thread compiler([&] {
     while (!stop)
-      installed += fwd.opt().runCycle().installed;
+      installed += fwd.opt().runCycle().installed();
   });
   ASSERT_EQ(write(start[1], "gggg", Writers), ssize_t(Writers));
   close(start[1]);

@@ -2,7 +2,11 @@
 // veth (generic mode here; the swap and demo tests cover native), configured
 // through its control socket, stopped with SIGTERM, leaving nothing behind.
 #include "KernelSupport.h"
+#include "PolicyFwd.h"
 #include "netns/VethPair.h"
+#include "runtime/Daemon.h"
+
+#include <bpf/bpf.h>
 
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
@@ -14,6 +18,7 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <filesystem>
 #include <fstream>
 #include <sstream>
 #include <thread>
@@ -241,6 +246,124 @@ TEST(Daemon, KeepsServingWhenAnInterfaceGoesDownOrAway) {
   EXPECT_TRUE(attached(extra));
   EXPECT_TRUE(daemon.specializedFor(update("02000000 01000000"))) << daemon.log();
   EXPECT_TRUE(daemon.stop()) << daemon.log();
+}
+
+// The daemon's policy, stepped in process with a clock of the test's
+// choosing: a refused candidate is printed and backs off like a failure,
+// its reproducer is written once per distinct difference, and the status
+// line never subtracts one program's counters from another's.
+TEST(Daemon, RefusedCandidatesArePrintedBackOffAndKeepOneReproducerPerDifference) {
+  VethPair::sweepStale("daemonstep");
+  VethPair veth("daemonstep");
+  PinDir pins("daemonstep");
+  std::filesystem::path reproducers =
+      std::filesystem::temp_directory_path() /
+      ("morpheus-test-daemonstep-" + std::to_string(getpid()));
+  std::filesystem::create_directories(reproducers);
+  struct RemoveDir {
+    std::filesystem::path path;
+    ~RemoveDir() { std::filesystem::remove_all(path); }
+  } cleanup{reproducers};
+  int statsFd = bpf_enable_stats(BPF_STATS_RUN_TIME);
+  ASSERT_GE(statsFd, 0) << strerror(errno);
+  struct CloseFd {
+    int fd;
+    ~CloseFd() { close(fd); }
+  } closeStats{statsFd};
+
+  runtime::DaemonOptions options;
+  options.optimizer.pinDir = pins.path();
+  options.ifaces = {veth.ifB()};
+  options.netns = veth.nsB();
+  options.mode = bpf::XdpMode::Generic;
+  options.reproducerDir = reproducers.string();
+  std::string printed, problems;
+  llvm::raw_string_ostream out(printed), errors(problems);
+  auto started = runtime::Daemon::start(sourcePath("examples/policy_fwd.bpf.c"), options,
+                                        out, errors);
+  ASSERT_TRUE(bool(started)) << llvm::toString(started.takeError());
+  runtime::Daemon &daemon = **started;
+  runtime::Optimizer &opt = daemon.optimizer();
+  auto update = [&](const std::string &map, const Bytes &key, const Bytes &value) {
+    auto updater = bpf::MapUpdater::forMap(opt.mapFd(map), map, &opt.guard());
+    ASSERT_TRUE(bool(updater)) << llvm::toString(updater.takeError());
+    llvm::Error err = updater->update(key, value);
+    ASSERT_FALSE(bool(err)) << llvm::toString(std::move(err));
+  };
+  uint32_t zero = 0;
+  update("config", bytesOf(zero), bytesOf(config{CFG_POLICY_ENABLED, ACTION_PASS}));
+  for (uint32_t i = 0; i < 12; ++i)
+    update("policy", bytesOf(policyKey(0x0a000100 + i, 80, IPPROTO_UDP)),
+           bytesOf(policyValue(i % 2 ? ACTION_DROP : ACTION_PASS)));
+
+  const auto period = options.period;
+  auto t = runtime::Daemon::Clock::now();
+  std::optional<runtime::CycleReport> cycle = daemon.step(t);
+  ASSERT_TRUE(cycle && cycle->installed()) << printed;
+
+  // Packets through the installed program, counted by bpf_stats.
+  Bytes packet = buildPacket(PacketSpec{.daddr = 0x0a000101, .dport = 80});
+  for (int i = 0; i < 3; ++i)
+    runOnce(opt.activeFd(), packet);
+  t += period;
+  ASSERT_TRUE(daemon.step(t)) << "a periodic cycle";
+  EXPECT_NE(printed.find("status: cycle 2, specialized program, 3 packets"), std::string::npos)
+      << printed;
+
+  // A wrong pass: every candidate is refused.
+  opt.injectFaults({.breakKeyCompare = true});
+  std::map<std::string, unsigned> refusals; // by difference
+  unsigned refused = 0;
+  for (uint32_t round = 0; round < 5; ++round) {
+    update("policy", bytesOf(policyKey(0x0a000200 + round, 80, IPPROTO_UDP)),
+           bytesOf(policyValue(ACTION_DROP)));
+    // The guard moved: the daemon tries at once unless it is backing off.
+    t = std::max(t + std::chrono::milliseconds(1), daemon.nextCycleAt());
+    cycle = daemon.step(t);
+    ASSERT_TRUE(cycle) << "round " << round;
+    ASSERT_EQ(cycle->outcome, runtime::CycleOutcome::Refused) << cycle->describe();
+    ++refused;
+    ++refusals[cycle->differenceKey];
+    EXPECT_EQ(daemon.consecutiveFailures(), refused);
+    // Backing off 2^n periods: nothing runs before that, even on a change.
+    auto wait = period * (1 << refused);
+    EXPECT_EQ(daemon.nextCycleAt(), t + wait);
+    EXPECT_FALSE(daemon.step(t + wait - std::chrono::milliseconds(1)))
+        << "round " << round << ": a cycle during the back-off";
+  }
+  opt.injectFaults({});
+  EXPECT_LT(refusals.size(), refused) << "the same difference should recur";
+  size_t files = std::distance(std::filesystem::directory_iterator(reproducers),
+                               std::filesystem::directory_iterator());
+  EXPECT_EQ(files, refusals.size()) << "one reproducer per distinct difference";
+  size_t lines = 0;
+  for (size_t at = printed.find("refused: shadow validation"); at != std::string::npos;
+       at = printed.find("refused: shadow validation", at + 1))
+    ++lines;
+  EXPECT_EQ(lines, refused) << "every refusal is printed\n" << printed;
+  EXPECT_NE(printed.find("the running program stays (reproducer " + reproducers.string()),
+            std::string::npos)
+      << printed;
+
+  // The mended pass installs at the end of the back-off, which then ends.
+  t = daemon.nextCycleAt();
+  cycle = daemon.step(t);
+  ASSERT_TRUE(cycle && cycle->installed()) << (cycle ? cycle->describe() : "no cycle");
+  EXPECT_EQ(daemon.consecutiveFailures(), 0u);
+  EXPECT_EQ(daemon.nextCycleAt(), t);
+
+  // After swaps, counters of another program are never subtracted: the
+  // first status after the swap only takes the new program's totals, the
+  // next one counts its packets.
+  printed.clear();
+  t += period;
+  daemon.step(t);
+  for (int i = 0; i < 2; ++i)
+    runOnce(opt.activeFd(), packet);
+  t += period;
+  daemon.step(t);
+  EXPECT_NE(printed.find(", 2 packets,"), std::string::npos) << printed;
+  EXPECT_EQ(problems, "");
 }
 
 } // namespace

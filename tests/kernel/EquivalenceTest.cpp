@@ -112,7 +112,7 @@ TEST_P(Equivalence, SpecializedMatchesOriginal) {
   for (size_t i = 0; i < keys.size(); ++i)
     fwd.setPolicy(keys[i], policyValue(i % 3, i));
   runtime::CycleReport report = fwd.specialize();
-  ASSERT_TRUE(report.installed);
+  ASSERT_TRUE(report.installed());
 
   int original = fwd.opt().originalFd();
   int specialized = fwd.opt().activeFd();

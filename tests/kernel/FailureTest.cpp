@@ -25,15 +25,16 @@ TEST(Failure, RejectedInstallKeepsTheRunningProgram) {
   fwd.opt().install = [](int) { return makeError("attach point refused the program"); };
   fwd.setConfig(CFG_POLICY_ENABLED, ACTION_PASS);
   runtime::CycleReport failed = fwd.opt().runCycle();
-  EXPECT_FALSE(failed.installed);
-  EXPECT_EQ(failed.outcome, "failed: attach point refused the program");
+  EXPECT_FALSE(failed.installed());
+  EXPECT_EQ(failed.outcome, runtime::CycleOutcome::Failed);
+  EXPECT_EQ(failed.detail, "attach point refused the program");
   EXPECT_EQ(fwd.opt().activeFd(), running);
   EXPECT_EQ(fwd.opt().installedVersion(), version);
   // The stale program still answers correctly: its guard defers to the original.
   EXPECT_EQ(runOnce(running, buildPacket(PacketSpec{})).verdict, uint32_t(XDP_PASS));
 
   fwd.opt().install = nullptr;
-  EXPECT_TRUE(fwd.opt().runCycle().installed) << "the next cycle retries";
+  EXPECT_TRUE(fwd.opt().runCycle().installed()) << "the next cycle retries";
 }
 
 // FaultInjection::crashAfterTablePasses makes the pipeline crash inside the
@@ -57,14 +58,15 @@ TEST(Failure, CrashInAPassCostsOneCycleNotTheProcess) {
     fwd.opt().injectFaults({.crashAfterTablePasses = crash});
     runtime::CycleReport crashed = fwd.opt().runCycle();
     fwd.opt().injectFaults({});
-    EXPECT_FALSE(crashed.installed) << how;
-    EXPECT_NE(crashed.outcome.find(says), std::string::npos) << crashed.outcome;
+    EXPECT_FALSE(crashed.installed()) << how;
+    EXPECT_EQ(crashed.outcome, runtime::CycleOutcome::Failed);
+    EXPECT_NE(crashed.detail.find(says), std::string::npos) << crashed.describe();
     EXPECT_EQ(fwd.opt().activeFd(), running);
     EXPECT_EQ(runOnce(running, buildPacket(PacketSpec{})).verdict,
               action == ACTION_PASS ? uint32_t(XDP_PASS) : uint32_t(XDP_DROP))
         << "the stale program must defer to the original";
     runtime::CycleReport next = fwd.opt().runCycle();
-    EXPECT_TRUE(next.installed) << how << ": " << next.outcome;
+    EXPECT_TRUE(next.installed()) << how << ": " << next.describe();
     action = action == ACTION_PASS ? ACTION_DROP : ACTION_PASS;
   }
 }
@@ -88,10 +90,11 @@ TEST(Failure, UnreadableMapFailsTheCycleByName) {
   ASSERT_EQ(dup2(saved, policy), policy);
   close(saved);
   close(notAMap);
-  EXPECT_FALSE(failed.installed);
-  EXPECT_TRUE(failed.outcome.starts_with("failed: map 'policy'")) << failed.outcome;
+  EXPECT_FALSE(failed.installed());
+  EXPECT_EQ(failed.outcome, runtime::CycleOutcome::Failed);
+  EXPECT_TRUE(failed.detail.starts_with("map 'policy'")) << failed.describe();
   EXPECT_EQ(fwd.opt().activeFd(), running);
-  EXPECT_TRUE(fwd.opt().runCycle().installed);
+  EXPECT_TRUE(fwd.opt().runCycle().installed());
 }
 
 // Removed pins (the whole pin directory here) are pinned again, guard
@@ -188,7 +191,7 @@ TEST(ProgramTypes, ProgramsWithoutAFallbackSlotFallBackInsideTheProgram) {
   uint32_t zero = 0, pass = XDP_PASS;
   ASSERT_EQ(bpf_map_update_elem(opt.mapFd("verdict"), &zero, &pass, BPF_ANY), 0);
   runtime::CycleReport report = opt.runCycle();
-  ASSERT_TRUE(report.installed) << report.outcome;
+  ASSERT_TRUE(report.installed()) << report.describe();
   bool entrySpecialized = false, egressSpecialized = false;
   for (const core::SiteDecision &decision : report.log.decisions) {
     entrySpecialized |= decision.function == "entry" && decision.applied;

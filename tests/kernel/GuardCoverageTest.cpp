@@ -22,7 +22,7 @@ TEST(GuardCoverage, EntryWithoutContextSeesAnUpdateOnTheNextPacket) {
   ASSERT_TRUE(program.ok());
   program.set("verdict", Zero, uint32_t(XDP_DROP));
   runtime::CycleReport report = program.cycle();
-  ASSERT_TRUE(report.installed) << report.outcome;
+  ASSERT_TRUE(report.installed()) << report.describe();
   Bytes packet = buildPacket({});
   EXPECT_EQ(program.active(packet).verdict, uint32_t(XDP_DROP)) << "specialized for DROP";
 
@@ -30,7 +30,7 @@ TEST(GuardCoverage, EntryWithoutContextSeesAnUpdateOnTheNextPacket) {
   EXPECT_EQ(program.active(packet).verdict, uint32_t(XDP_PASS))
       << "the packet right after an update through Morpheus must see it";
   EXPECT_EQ(program.original(packet).verdict, uint32_t(XDP_PASS));
-  ASSERT_TRUE(program.cycle().installed);
+  ASSERT_TRUE(program.cycle().installed());
   EXPECT_EQ(program.active(packet).verdict, uint32_t(XDP_PASS)) << "re-specialized";
 }
 
@@ -50,7 +50,7 @@ TEST(GuardCoverage, TimerCallbackSeesAnUpdateMadeBeforeItRuns) {
   ASSERT_TRUE(program.ok());
   program.set("config", Zero, uint32_t(111));
   runtime::CycleReport report = program.cycle();
-  ASSERT_TRUE(report.installed) << report.outcome;
+  ASSERT_TRUE(report.installed()) << report.describe();
   ASSERT_NE(CorpusProgram::decision(report, "config", true), nullptr)
       << "the callback's lookup is specialized (guarded by the callback itself)";
   Bytes packet = buildPacket({});
@@ -73,7 +73,7 @@ TEST(GuardCoverage, LoopCallbackSeesAnUpdateOnTheNextPacket) {
   for (uint32_t index = 0; index < 8; ++index)
     program.set("weights", index, uint32_t(10));
   runtime::CycleReport report = program.cycle();
-  ASSERT_TRUE(report.installed) << report.outcome;
+  ASSERT_TRUE(report.installed()) << report.describe();
   for (uint8_t tos = 0; tos < 8; ++tos) {
     Bytes packet = buildPacket({.tos = tos});
     EXPECT_EQ(program.active(packet), program.original(packet)) << "tos " << int(tos);
@@ -108,7 +108,7 @@ TEST(GuardCoverage, FallbackCostsNoTailCall) {
   EXPECT_EQ(original.output[CounterOffset] - packet[CounterOffset], 34)
       << "1 + 33 tail calls, the kernel's limit";
   runtime::CycleReport report = program.cycle();
-  ASSERT_TRUE(report.installed) << report.outcome;
+  ASSERT_TRUE(report.installed()) << report.describe();
   EXPECT_EQ(program.active(packet), original);
 
   program.set("step", Zero, uint32_t(1)); // a change through Morpheus: the guard trips

@@ -72,7 +72,7 @@ TEST_F(MapUpdate, ValueOnlyChangeRespecializesEvenWithoutGuardBump) {
   ASSERT_TRUE(fwd.ok());
   fwd.setConfig(CFG_POLICY_ENABLED, ACTION_PASS);
   fwd.specialize();
-  EXPECT_EQ(fwd.opt().runCycle().outcome, "unchanged");
+  EXPECT_EQ(fwd.opt().runCycle().outcome, runtime::CycleOutcome::Unchanged);
   config dropAll = {CFG_POLICY_ENABLED, ACTION_DROP};
   uint32_t zero = 0;
   ASSERT_EQ(bpf_map_update_elem(fwd.opt().mapFd("config"), &zero, &dropAll, BPF_ANY), 0);
@@ -95,8 +95,8 @@ TEST_F(MapUpdate, CompilationDuringAnUpdateNeverValidatesStaleContents) {
   {
     bpf::GuardWord::Update update(&fwd.opt().guard());
     runtime::CycleReport racing = fwd.opt().runCycle();
-    EXPECT_FALSE(racing.installed) << racing.outcome;
-    EXPECT_TRUE(racing.outcome.starts_with("deferred")) << racing.outcome;
+    EXPECT_FALSE(racing.installed()) << racing.describe();
+    EXPECT_EQ(racing.outcome, runtime::CycleOutcome::Deferred) << racing.describe();
     policy_value pass = policyValue(ACTION_PASS);
     ASSERT_EQ(bpf_map_update_elem(fwd.opt().mapFd("policy"), &key, &pass, BPF_ANY), 0);
   }

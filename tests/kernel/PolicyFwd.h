@@ -85,7 +85,7 @@ public:
   // Runs a cycle and expects a new specialized program to be installed.
   runtime::CycleReport specialize() {
     runtime::CycleReport report = optimizer->runCycle();
-    EXPECT_TRUE(report.installed) << report.outcome;
+    EXPECT_TRUE(report.installed()) << report.describe();
     return report;
   }
 

@@ -24,7 +24,7 @@ TEST(Semantics, ComparedValuePointersKeepTheirIdentity) {
   program.set("zones", htonl(0x0a000001), uint32_t(5));
   program.set("zones", htonl(0x0a000002), uint32_t(5));
   runtime::CycleReport report = program.cycle();
-  ASSERT_TRUE(report.installed) << report.outcome;
+  ASSERT_TRUE(report.installed()) << report.describe();
   Bytes twoEntries = buildPacket({.saddr = 0x0a000001, .daddr = 0x0a000002});
   Bytes oneEntry = buildPacket({.saddr = 0x0a000001, .daddr = 0x0a000001});
   EXPECT_EQ(program.original(twoEntries).verdict, uint32_t(XDP_TX));
@@ -51,7 +51,7 @@ TEST(Semantics, KeyPaddingComparesAsMemoryHoldsIt) {
   // ever matches in the original.
   program.set("flows", FlowKey{IPPROTO_UDP, {0, 0, 0}, htonl(0x0a000001)}, uint32_t(1));
   runtime::CycleReport report = program.cycle();
-  ASSERT_TRUE(report.installed) << report.outcome;
+  ASSERT_TRUE(report.installed()) << report.describe();
   ASSERT_NE(CorpusProgram::decision(report, "flows", true), nullptr)
       << "the lookup is still inlined";
   Bytes packet = buildPacket({.protocol = IPPROTO_UDP, .daddr = 0x0a000001});
@@ -94,7 +94,7 @@ TEST(Semantics, IntegerReturningLookupIsDeclinedWithItsReason) {
   CorpusProgram program("integer_lookup.bpf.c");
   ASSERT_TRUE(program.ok());
   runtime::CycleReport report = program.cycle(); // `blocked` is empty
-  ASSERT_TRUE(report.installed) << report.outcome;
+  ASSERT_TRUE(report.installed()) << report.describe();
   const core::SiteDecision *declined = CorpusProgram::decision(report, "blocked", false);
   ASSERT_NE(declined, nullptr);
   EXPECT_NE(declined->detail.find("returns i64"), std::string::npos) << declined->detail;

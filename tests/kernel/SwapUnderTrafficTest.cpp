@@ -54,8 +54,8 @@ TEST(SwapUnderTraffic, NoPacketIsLost) {
       fwd.setPolicy(policyKey(0x0a000001 + i % 8, 80 + i % 8, IPPROTO_UDP),
                     policyValue(ACTION_DROP, i));
     runtime::CycleReport report = fwd.opt().runCycle(/*force=*/true);
-    swaps += report.installed;
-    EXPECT_FALSE(report.outcome.starts_with("failed")) << report.outcome;
+    swaps += report.installed();
+    EXPECT_NE(report.outcome, runtime::CycleOutcome::Failed) << report.describe();
   }
   traffic.join();
   std::printf("%d swaps while %llu packets flowed\n", swaps, (unsigned long long)sent.load());

@@ -37,7 +37,7 @@ TEST_P(DivisionBounds, SpecializedProgramLoadsAndCountsAlike) {
   ASSERT_TRUE(program.ok());
   program.set("divisor", Zero, c.divisor);
   runtime::CycleReport report = program.cycle();
-  ASSERT_TRUE(report.installed) << report.outcome;
+  ASSERT_TRUE(report.installed()) << report.describe();
 
   int hits = program.opt().mapFd("hits");
   std::vector<uint64_t> zero(c.buckets, 0);
@@ -81,7 +81,7 @@ TEST(VerifierAcceptance, ValuePassedToAGlobalFunctionIsDeclined) {
   program.set("decisions", htonl(0x0a000001), Verdict{1, 0});
   program.set("decisions", htonl(0x0a000002), Verdict{0, 7});
   runtime::CycleReport report = program.cycle();
-  ASSERT_TRUE(report.installed) << report.outcome;
+  ASSERT_TRUE(report.installed()) << report.describe();
   const core::SiteDecision *declined = CorpusProgram::decision(report, "decisions", false);
   ASSERT_NE(declined, nullptr);
   EXPECT_NE(declined->detail.find("global function 'decide'"), std::string::npos)
@@ -113,7 +113,7 @@ TEST(VerifierAcceptance, ManyChainsFeedingBoundsChecksStayWithinTheVerifierBudge
   ASSERT_TRUE(program.ok());
   fillWindows(program);
   runtime::CycleReport report = program.cycle();
-  ASSERT_TRUE(report.installed) << report.outcome;
+  ASSERT_TRUE(report.installed()) << report.describe();
   for (uint32_t i = 0; i < 64; i += 3) {
     Bytes packet = buildPacket({.saddr = 0x0a000100 + i, .daddr = 0x0a000200 + (i * 7) % 64,
                                 .id = uint16_t(100 + i), .payload = 64});
@@ -121,12 +121,47 @@ TEST(VerifierAcceptance, ManyChainsFeedingBoundsChecksStayWithinTheVerifierBudge
   }
 }
 
+// Without the budget (a test-only switch), the four chains make the kernel
+// refuse the candidate: the same cycle retries without compare chains and
+// installs that; a later cycle on the same snapshot goes straight to it
+// (the refusal it cites is the first cycle's); new table contents let
+// chains be tried again.
+TEST(VerifierAcceptance, RefusedCandidateIsRetriedWithoutChainsAndRemembered) {
+  runtime::OptimizerOptions options = CorpusProgram::noShadow();
+  options.faults.ignoreVerifierBudget = true;
+  CorpusProgram program("many_chains.bpf.c", options);
+  ASSERT_TRUE(program.ok());
+  fillWindows(program);
+  runtime::CycleReport first = program.cycle();
+  ASSERT_TRUE(first.installed()) << first.describe();
+  const core::SiteDecision *off = CorpusProgram::decision(first, "by_source", false);
+  ASSERT_NE(off, nullptr);
+  EXPECT_EQ(off->detail, "compare chains off: the kernel refused this snapshot's "
+                         "specialization with them (cycle 1)");
+  Bytes packet = buildPacket({.saddr = 0x0a000105, .daddr = 0x0a000207, .id = 103, .payload = 64});
+  EXPECT_EQ(program.active(packet), program.original(packet));
+
+  runtime::CycleReport again = program.opt().runCycle(/*force=*/true);
+  EXPECT_NE(again.outcome, runtime::CycleOutcome::Failed) << again.describe();
+  off = CorpusProgram::decision(again, "by_source", false);
+  ASSERT_NE(off, nullptr) << "the same snapshot: no chains, no second refusal";
+  EXPECT_NE(off->detail.find("(cycle 1)"), std::string::npos) << off->detail;
+
+  program.opt().injectFaults({});
+  program.set("by_source", htonl(0x0a000105), Window{9, 9});
+  runtime::CycleReport changed = program.cycle();
+  ASSERT_TRUE(changed.installed()) << changed.describe();
+  EXPECT_NE(CorpusProgram::decision(changed, "by_source", true), nullptr)
+      << "new contents: chains again";
+  EXPECT_EQ(program.active(packet), program.original(packet));
+}
+
 TEST(VerifierAcceptance, InlineAsmCompilesInProcess) {
   CorpusProgram program("inline_asm.bpf.c");
   ASSERT_TRUE(program.ok());
   program.set("config", Zero, uint32_t(1));
   runtime::CycleReport report = program.cycle();
-  ASSERT_TRUE(report.installed) << report.outcome;
+  ASSERT_TRUE(report.installed()) << report.describe();
   Bytes packet = buildPacket({});
   EXPECT_EQ(program.active(packet).verdict, uint32_t(XDP_DROP)) << "1 + 7 == 8";
   program.set("config", Zero, uint32_t(2));

@@ -568,9 +568,9 @@ Expected<BenchResult> runInNamespace(const Preset &preset, const BenchOptions &o
                          .str());
 
   runtime::CycleReport first = optimizer.runCycle();
-  if (!first.installed)
+  if (!first.installed())
     return makeError("bench {0}: Morpheus did not specialize the program: {1}", preset.name,
-                     first.outcome);
+                     first.describe());
   result.compile.first = first.times;
   result.compile.originalInstructions = xlatedInstructions(optimizer.originalFd());
   result.compile.specializedInstructions = first.instructions;

@@ -111,8 +111,8 @@ int runDemo(int rounds) {
               veth.ifB().c_str(), options.pinDir.c_str());
 
   runtime::CycleReport report = opt.runCycle();
-  if (!report.installed)
-    return fail("specialization failed: " + report.outcome);
+  if (!report.installed())
+    return fail("specialization failed: " + report.describe());
   std::printf("demo: Morpheus specialized policy_fwd in %.1f ms (t1 %.2f ms map reads, "
               "t2 %.1f ms compile, %.2f ms load)\n",
               report.times.analysisMs + report.times.codegenMs + report.times.injectionMs,
@@ -185,7 +185,7 @@ int runDemo(int rounds) {
   opt.install = [&](int fd) { return link->replace(fd); };
   runtime::CycleReport again = opt.runCycle();
   std::printf("demo: re-specialized for version %llu: %s in %.1f ms\n",
-              (unsigned long long)again.version, again.outcome.c_str(),
+              (unsigned long long)again.version, again.describe().c_str(),
               again.times.analysisMs + again.times.codegenMs + again.times.injectionMs);
 
   stopTraffic = true;

@@ -116,7 +116,7 @@ TEST(Morpheus, SpecializedFirewallMatchesTheOriginal) {
     Error err = loadRules(pins.path(), rules, configuration.options);
     ASSERT_FALSE(bool(err)) << llvm::toString(std::move(err));
     runtime::CycleReport report = optimizer.runCycle();
-    ASSERT_TRUE(report.installed) << report.outcome;
+    ASSERT_TRUE(report.installed()) << report.describe();
     for (const auto &decision : report.log.decisions)
       if (decision.applied)
         std::printf("  [morpheus] site %u %s %s: %s\n", decision.site, decision.table.c_str(),

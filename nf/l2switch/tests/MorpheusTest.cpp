@@ -88,7 +88,7 @@ TEST(Morpheus, SpecializedSwitchBehavesLikeTheOriginal) {
   ASSERT_FALSE(bool(err)) << llvm::toString(std::move(err));
 
   runtime::CycleReport report = opt.runCycle();
-  ASSERT_TRUE(report.installed) << report.outcome;
+  ASSERT_TRUE(report.installed()) << report.describe();
   for (const core::SiteDecision &decision : report.log.decisions)
     if (decision.applied)
       std::cout << "specialized " << decision.table << " site #" << decision.site << " ("

@@ -256,13 +256,16 @@ TEST_F(Loader, ExpireRemovesOnlyIdleFlows) {
   lb.run(packetOf(fresh));
   lb.run(packetOf(stale));
   ASSERT_EQ(maps.flowCount(), 2u);
-  // Age one entry by an hour, as if it had been idle that long.
+  // Timestamps count from boot (bpf_ktime_get_ns), so an age must fit in
+  // the time since boot: the stale entry was last seen at half of it, and
+  // entries idle for more than a quarter of it expire.
   lb_flow_key key = flowKey(stale);
   lb_flow value = *maps.flow(stale);
-  value.last_seen_ns -= 3600ull * 1000000000;
+  uint64_t sinceBoot = maps.flow(fresh)->last_seen_ns;
+  value.last_seen_ns = sinceBoot / 2;
   ASSERT_EQ(bpf_map_update_elem(lb.nf().mapFd("flows"), &key, &value, BPF_EXIST), 0);
 
-  auto removed = expireFlows(lb.pinDir(), 60ull * 1000000000);
+  auto removed = expireFlows(lb.pinDir(), sinceBoot / 4);
   ASSERT_TRUE(bool(removed)) << llvm::toString(removed.takeError());
   EXPECT_EQ(*removed, 1u);
   EXPECT_TRUE(maps.flow(fresh));

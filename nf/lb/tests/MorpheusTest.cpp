@@ -177,7 +177,7 @@ TEST(LbUnderMorpheus, SpecializedProgramBehavesLikeTheOriginal) {
   auto specializeAndCompare = [&](const char *stage) {
     SCOPED_TRACE(stage);
     runtime::CycleReport cycle = optimizer.runCycle();
-    ASSERT_TRUE(cycle.installed) << cycle.outcome;
+    ASSERT_TRUE(cycle.installed()) << cycle.describe();
     std::printf("%s:\n", stage);
     for (const core::SiteDecision &decision : cycle.log.decisions)
       if (decision.applied)

@@ -70,7 +70,7 @@ TEST(Morpheus, SpecializedProgramMatchesTheOriginalOnTheCorpus) {
   Error err = loadConfig(config.path(), options.pinDir);
   ASSERT_FALSE(bool(err)) << llvm::toString(std::move(err));
   runtime::CycleReport report = optimizer.runCycle();
-  ASSERT_TRUE(report.installed) << report.outcome;
+  ASSERT_TRUE(report.installed()) << report.describe();
   for (const core::SiteDecision &decision : report.log.decisions)
     std::printf("  site %u %-11s %-22s %s: %s\n", decision.site, decision.table.c_str(),
                 decision.pass.c_str(), decision.applied ? "applied" : "not applied",

@@ -220,7 +220,7 @@ ProgramRunStats programRunStats(int programFd) {
   uint32_t length = sizeof(info);
   if (bpf_obj_get_info_by_fd(programFd, &info, &length))
     return {};
-  return {info.run_time_ns, info.run_cnt};
+  return {info.id, info.run_time_ns, info.run_cnt};
 }
 
 Error ensureBpffs(const std::string &user) {

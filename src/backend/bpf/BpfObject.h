@@ -62,7 +62,9 @@ private:
 
 // A program's totals from the kernel's bpf_stats (zero unless stats are
 // enabled, e.g. with bpf_enable_stats): nanoseconds spent and runs counted.
+// Totals of different programs (`programId`) cannot be subtracted.
 struct ProgramRunStats {
+  uint32_t programId = 0;
   uint64_t runTimeNs = 0, runCount = 0;
 };
 ProgramRunStats programRunStats(int programFd);

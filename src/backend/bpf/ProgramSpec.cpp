@@ -204,8 +204,9 @@ Expected<SpecializedObject> ProgramSpec::build(const core::TableSnapshot &snapsh
     options.guard = std::move(guard);
     options.linkGuardRuntime = linkRuntime;
   }
-  for (const std::string &entry : entries)
-    options.verifierPathBudget[entry] = verifierPathBudget(entry, request);
+  if (!request.faults.ignoreVerifierBudget)
+    for (const std::string &entry : entries)
+      options.verifierPathBudget[entry] = verifierPathBudget(entry, request);
   options.noCompareChains = request.noCompareChains;
   options.faults = request.faults;
   options.targetMachine = machine.get();

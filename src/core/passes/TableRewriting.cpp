@@ -8,9 +8,13 @@
 #include <llvm/IR/Constants.h>
 #include <llvm/IR/IRBuilder.h>
 #include <llvm/IR/Instructions.h>
+#include <llvm/Support/FormatVariadic.h>
 #include <llvm/Support/raw_ostream.h>
 #include <llvm/Transforms/Utils/BasicBlockUtils.h>
 #include <llvm/Transforms/Utils/Local.h>
+
+#include <map>
+#include <tuple>
 
 using namespace llvm;
 
@@ -20,6 +24,38 @@ void SpecializationLog::record(const AccessSite &site, const char *pass,
                                bool applied, std::string detail) {
   decisions.push_back({site.id, site.table, site.function, site.location, pass,
                        applied, std::move(detail)});
+}
+
+std::string SpecializationLog::toText() const {
+  // Sites left alone for the same reason are one line: a program with a
+  // dozen counter updates should not bury what was specialized.
+  std::string out;
+  std::map<std::tuple<std::string, std::string, std::string>, std::vector<unsigned>> kept;
+  for (const SiteDecision &decision : decisions) {
+    if (!decision.applied) {
+      kept[{decision.table, decision.pass, decision.detail}].push_back(decision.site);
+      continue;
+    }
+    out += llvm::formatv("  specialized {0,-16} site #{1} ({2}) by {3}: {4}\n",
+                         decision.table, decision.site, decision.location,
+                         decision.pass, decision.detail)
+               .str();
+  }
+  for (const auto &[reason, sites] : kept) {
+    const auto &[table, pass, detail] = reason;
+    out += llvm::formatv("  kept        {0,-16} {1} site{2}: {3}\n", table, sites.size(),
+                         sites.size() == 1 ? "" : "s", detail)
+               .str();
+  }
+  for (const GuardDecision &guard : guards)
+    out += llvm::formatv("  guard       {0,-16} {1}{2}: {3}\n", guard.function,
+                         fallbackName(guard.fallback),
+                         guard.fallback == Fallback::TailCall
+                             ? " (slot " + std::to_string(guard.slot) + ")"
+                             : std::string(),
+                         guard.detail)
+               .str();
+  return out;
 }
 
 const char *fallbackName(Fallback fallback) {

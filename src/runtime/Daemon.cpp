@@ -1,0 +1,244 @@
+#include "runtime/Daemon.h"
+
+#include <llvm/Support/FileSystem.h>
+#include <llvm/Support/FormatVariadic.h>
+#include <llvm/Support/Path.h>
+#include <llvm/Support/xxhash.h>
+#include <nlohmann/json.hpp>
+
+#include <fstream>
+
+namespace morpheus::runtime {
+
+namespace {
+
+// Cycles that failed or were refused in a row wait 2^n periods, up to 64.
+constexpr unsigned MaxBackOffShift = 6;
+
+bool backsOff(CycleOutcome outcome) {
+  return outcome == CycleOutcome::Failed || outcome == CycleOutcome::Refused;
+}
+
+} // namespace
+
+Expected<std::unique_ptr<Daemon>> Daemon::start(const std::string &path,
+                                                DaemonOptions options,
+                                                llvm::raw_ostream &out,
+                                                llvm::raw_ostream &errors) {
+  if (options.ifaces.empty())
+    return makeError("{0}: no interface to attach to", path);
+  std::unique_ptr<Daemon> daemon(new Daemon(std::move(options), out, errors));
+  auto optimizer = Optimizer::create(path, daemon->options.optimizer);
+  if (!optimizer)
+    return optimizer.takeError();
+  daemon->opt = std::move(*optimizer);
+  Optimizer &opt = *daemon->opt;
+  // One program, one set of maps, every port: a multi-port function (a
+  // router, a switch) runs as one instance behind one guard.
+  for (const std::string &iface : daemon->options.ifaces) {
+    auto link = bpf::XdpLink::attach(opt.originalFd(), iface, daemon->options.mode,
+                                     daemon->options.netns);
+    if (!link)
+      return link.takeError();
+    daemon->ports.push_back(Port{iface, std::move(*link), ""});
+  }
+  opt.install = [raw = daemon.get()](int fd) { return raw->installOnPorts(fd); };
+  if (!daemon->options.socketPath.empty()) {
+    auto server = ControlServer::start(
+        daemon->options.socketPath, opt, [raw = daemon.get()] { raw->notifyChange(); },
+        [&opt] {
+          return nlohmann::json({{"program", opt.entryName()},
+                                 {"guard_version", opt.guard().version()},
+                                 {"specialized_version", opt.installedVersion()}})
+              .dump();
+        });
+    if (!server)
+      return server.takeError();
+    daemon->server = std::move(*server);
+  }
+  daemon->nextPeriod = daemon->nextCycle = Clock::now();
+  daemon->statsBase = bpf::programRunStats(opt.activeFd());
+  return daemon;
+}
+
+Daemon::~Daemon() {
+  // The socket first: no update may arrive for an optimizer going away.
+  server.reset();
+}
+
+Error Daemon::installOnPorts(int programFd) {
+  for (Port &port : ports) {
+    if (!port.link)
+      continue;
+    if (Error err = port.link->replace(programFd)) {
+      if (port.link->attached())
+        return withContext(std::move(err), "interface '" + port.iface + "'");
+      llvm::consumeError(std::move(err));
+      reportLost(port);
+    }
+  }
+  return Error::success();
+}
+
+void Daemon::reportLost(Port &lost) {
+  lost.link.reset();
+  std::string serving;
+  for (const Port &port : ports)
+    if (port.link)
+      serving += (serving.empty() ? "" : ", ") + port.iface;
+  out << llvm::formatv("interface '{0}' disappeared: the kernel detached the program "
+                       "from it; still serving {1}; re-attaching if it comes back\n",
+                       lost.iface, serving.empty() ? "no interface" : serving);
+  out.flush();
+}
+
+void Daemon::tendPorts() {
+  for (Port &port : ports) {
+    if (port.link) {
+      if (!port.link->attached())
+        reportLost(port);
+      continue;
+    }
+    auto link = bpf::XdpLink::attach(opt->activeFd(), port.iface, options.mode,
+                                     options.netns);
+    if (!link) {
+      ErrorDetails failure = takeErrorDetails(link.takeError());
+      // No such interface is the expected state until it comes back.
+      if (failure.code != std::errc::no_such_device && failure.message != port.attachError)
+        errors << "morpheus: interface '" << port.iface << "': " << failure.message << "\n";
+      port.attachError = std::move(failure.message);
+      continue;
+    }
+    port.link.emplace(std::move(*link));
+    port.attachError.clear();
+    out << "interface '" << port.iface << "' is back: program attached\n";
+    out.flush();
+  }
+}
+
+void Daemon::repairPins() {
+  // A note that persists (a pin path taken by another object) is printed
+  // once, not every period.
+  std::vector<std::string> notes = opt->repairPins();
+  if (notes != pinNotes)
+    for (const std::string &note : notes)
+      errors << "morpheus: " << note << "\n";
+  pinNotes = std::move(notes);
+}
+
+void Daemon::notifyChange() {
+  {
+    std::lock_guard lock(mutex);
+    changed = true;
+  }
+  wake.notify_all();
+}
+
+void Daemon::waitForWork(std::chrono::milliseconds limit) {
+  std::unique_lock lock(mutex);
+  auto now = Clock::now();
+  auto until = std::min(now + limit, nextPeriod);
+  if (now < nextCycle) {
+    // Backing off: a pending change waits for the back-off too.
+    wake.wait_until(lock, std::min(until, nextCycle));
+    return;
+  }
+  wake.wait_until(lock, until, [&] { return changed; });
+}
+
+std::optional<CycleReport> Daemon::step(Clock::time_point now) {
+  bool periodic = now >= nextPeriod;
+  if (periodic) {
+    nextPeriod = now + options.period;
+    tendPorts();
+    repairPins();
+  }
+  if (now < nextCycle) {
+    if (periodic)
+      printStatus();
+    return std::nullopt;
+  }
+  bool update;
+  {
+    std::lock_guard lock(mutex);
+    update = std::exchange(changed, false);
+  }
+  // A bump of the guard (by 'morpheus map' from another process, or the
+  // socket) means packets are on the generic path: re-specialize now.
+  bool invalidated = opt->installedVersion() != 0 &&
+                     opt->guard().version() != opt->installedVersion();
+  if (!periodic && !update && !invalidated)
+    return std::nullopt;
+  CycleReport cycle = opt->runCycle();
+  lastCycle = cycle.cycle;
+  failures = backsOff(cycle.outcome) ? failures + 1 : 0;
+  nextCycle = now;
+  if (failures)
+    nextCycle += options.period * (int64_t(1) << std::min(failures, MaxBackOffShift));
+  report(cycle);
+  if (periodic)
+    printStatus();
+  return cycle;
+}
+
+std::string Daemon::keepReproducer(const CycleReport &cycle) {
+  uint64_t key = llvm::xxh3_64bits(llvm::StringRef(cycle.differenceKey));
+  std::string path = llvm::formatv("{0}/morpheus-shadow-{1}-{2:x16}.json", options.reproducerDir,
+                                   opt->spec().objectName(), key)
+                         .str();
+  if (!reproducers.insert(path).second)
+    return path;
+  std::ofstream file(path, std::ios::trunc);
+  file << cycle.reproducer << "\n";
+  if (!file) {
+    errors << "morpheus: cannot write the reproducer " << path << "\n";
+    reproducers.erase(path);
+  }
+  return path;
+}
+
+void Daemon::report(const CycleReport &cycle) {
+  // Unchanged cycles, and those deferred while a control-plane change is
+  // in progress (every 10 ms during a long one), only show in the status.
+  bool interesting = cycle.installed() || backsOff(cycle.outcome) ||
+                     (!options.quiet && cycle.outcome == CycleOutcome::Superseded);
+  if (!interesting)
+    return;
+  std::string line = cycle.describe();
+  if (cycle.outcome == CycleOutcome::Refused)
+    line += "; the running program stays (reproducer " + keepReproducer(cycle) + ")";
+  out << llvm::formatv("cycle {0}: {1} (version {2}; t1 {3:f2} ms, t2 {4:f1} ms, "
+                       "validation {5:f1} ms, injection {6:f2} ms",
+                       cycle.cycle, line, cycle.version, cycle.times.analysisMs,
+                       cycle.times.codegenMs, cycle.times.validationMs,
+                       cycle.times.injectionMs);
+  if (cycle.installed())
+    out << ", " << cycle.instructions << " instructions";
+  out << ")\n";
+  if (failures > 1)
+    out << llvm::formatv("  {0} cycles in a row did not install; next attempt in {1} periods\n",
+                         failures, 1u << std::min(failures, MaxBackOffShift));
+  if (cycle.installed() && !options.quiet)
+    out << cycle.log.toText();
+  out.flush();
+}
+
+void Daemon::printStatus() {
+  if (options.quiet)
+    return;
+  // Counters only subtract within one program: after a swap the new
+  // program's totals start from zero (and its fd number may be an old one's).
+  bpf::ProgramRunStats current = bpf::programRunStats(opt->activeFd());
+  if (current.programId == statsBase.programId && current.runCount > statsBase.runCount) {
+    uint64_t packets = current.runCount - statsBase.runCount;
+    out << llvm::formatv("status: cycle {0}, {1} program, {2} packets, {3:f1} ns/packet\n",
+                         lastCycle,
+                         opt->installedVersion() == opt->guard().version() ? "specialized"
+                                                                            : "generic",
+                         packets, double(current.runTimeNs - statsBase.runTimeNs) / packets);
+    out.flush();
+  }
+  statsBase = current;
+}
+
+} // namespace morpheus::runtime

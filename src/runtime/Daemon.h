@@ -1,0 +1,112 @@
+// The daemon behind `morpheus run`: one program attached to its ports and
+// kept specialized. The loop itself is the caller's; each step(now) does
+// what is due at `now`, so the policy (periods, back-off, what is printed,
+// reproducers) is testable with a clock of the test's choosing.
+//
+// Policy:
+// - every period: ports are tended (a deleted interface is reported and
+//   dropped, re-attached when it comes back), removed pins are made again,
+//   a cycle runs and a status line reports the running program's
+//   ns/packet;
+// - between periods, a cycle runs at once when an update arrived through
+//   the control socket or the guard moved (an update from another process);
+// - a cycle that fails or is refused by shadow validation backs off: the
+//   next cycle waits 2, 4, ... up to 64 periods, so a program the verifier
+//   keeps rejecting, or a pass that keeps producing a wrong candidate, does
+//   not burn a core or flood the disk;
+// - a refused candidate's reproducer is written once per distinct
+//   difference, not once per period.
+#pragma once
+
+#include "backend/bpf/XdpLink.h"
+#include "runtime/ControlServer.h"
+#include "runtime/Optimizer.h"
+
+#include <llvm/Support/raw_ostream.h>
+
+#include <chrono>
+#include <condition_variable>
+#include <mutex>
+#include <optional>
+#include <set>
+#include <string>
+#include <vector>
+
+namespace morpheus::runtime {
+
+struct DaemonOptions {
+  OptimizerOptions optimizer;
+  std::vector<std::string> ifaces; // at least one
+  std::string netns;               // of the interfaces; "" = ours
+  bpf::XdpMode mode = bpf::XdpMode::Native;
+  std::chrono::microseconds period = std::chrono::seconds(1);
+  std::string socketPath;            // control socket; "" = none
+  std::string reproducerDir = "/tmp"; // refused candidates' reproducers
+  bool quiet = false; // print only installs, failures and refusals
+};
+
+class Daemon {
+public:
+  using Clock = std::chrono::steady_clock;
+
+  // Loads the program, attaches it to every interface, opens the socket.
+  // Lines for people go to `out`, problems to `errors`.
+  static Expected<std::unique_ptr<Daemon>> start(const std::string &path,
+                                                 DaemonOptions options,
+                                                 llvm::raw_ostream &out,
+                                                 llvm::raw_ostream &errors);
+  ~Daemon();
+
+  // Does what is due at `now`; returns the report of the cycle it ran.
+  std::optional<CycleReport> step(Clock::time_point now);
+  // Sleeps until the next period or a notifyChange(), at most `limit`.
+  void waitForWork(std::chrono::milliseconds limit);
+  // Asks for a cycle as soon as the back-off allows (thread-safe).
+  void notifyChange();
+
+  Optimizer &optimizer() { return *opt; }
+  // Cycles in a row that failed or were refused (0 after a good one).
+  unsigned consecutiveFailures() const { return failures; }
+  // The earliest a cycle may run (later than now while backing off).
+  Clock::time_point nextCycleAt() const { return nextCycle; }
+
+private:
+  // One --iface port; `link` is empty while the interface is gone (deleting
+  // an interface detaches its XDP link for good).
+  struct Port {
+    std::string iface;
+    std::optional<bpf::XdpLink> link;
+    std::string attachError; // the last re-attach failure, reported once
+  };
+
+  Daemon(DaemonOptions options, llvm::raw_ostream &out, llvm::raw_ostream &errors)
+      : options(std::move(options)), out(out), errors(errors) {}
+  Error installOnPorts(int programFd);
+  void reportLost(Port &lost);
+  void tendPorts();
+  void repairPins();
+  void report(const CycleReport &cycle);
+  void printStatus();
+  // The file holding the reproducer of this difference, written if new.
+  std::string keepReproducer(const CycleReport &cycle);
+
+  DaemonOptions options;
+  llvm::raw_ostream &out, &errors;
+  std::unique_ptr<Optimizer> opt;
+  std::vector<Port> ports;
+  std::unique_ptr<ControlServer> server;
+
+  std::mutex mutex;
+  std::condition_variable wake;
+  bool changed = false; // under `mutex`
+
+  Clock::time_point nextPeriod, nextCycle;
+  unsigned failures = 0;
+  uint64_t lastCycle = 0;
+  std::vector<std::string> pinNotes; // printed when they change
+  std::set<std::string> reproducers; // written this run, by difference key
+  // Run counters of the program running at the last status line.
+  bpf::ProgramRunStats statsBase;
+};
+
+} // namespace morpheus::runtime
