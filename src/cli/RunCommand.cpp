@@ -28,6 +28,9 @@ int runCommand(int argc, char **argv) {
       {"--period", "DURATION", "re-specialize every DURATION (default 1s)"},
       {"--pin-dir", "DIR",
        "pin maps and the guard here (default /sys/fs/bpf/morpheus/<program>)"},
+      {"--pin-root", "DIR",
+       "where maps declared with pinning = LIBBPF_PIN_BY_NAME are pinned, or re-used "
+       "when already there (default /sys/fs/bpf, as libbpf)"},
       {"--socket", "PATH", "control socket (default /run/morpheus/<program>.sock)"},
       {"--prog", "NAME", "program to attach when the object has several"},
       {"--inline-limit", "N", "inline tables with at most N entries (default 64)"},
@@ -84,6 +87,7 @@ int runCommand(int argc, char **argv) {
   const std::string path = args->positional()[0];
   std::string program = bpf::objectNameFor(path);
   options.optimizer.pinDir = args->get("--pin-dir").value_or("/sys/fs/bpf/morpheus/" + program);
+  options.optimizer.pinRoot = args->get("--pin-root").value_or("");
   options.socketPath = args->get("--socket").value_or("/run/morpheus/" + program + ".sock");
   if (Error err = bpf::ensureBpffs(options.optimizer.pinDir))
     return fail(std::move(err));

@@ -1,28 +1,27 @@
 // Differential testing of specialization: the same random map states and
 // packets go through the original program and through Morpheus's specialized
 // version of it, and any observable difference (verdict, output packet, any
-// map's contents afterwards) is a bug in Morpheus. A second copy of the
-// original learns which bytes are nondeterministic (timestamps, random
-// numbers) so they are masked instead of reported. Backs `morpheus fuzz`.
+// map's contents afterwards) is a bug in Morpheus. The three-way run and
+// its masking of nondeterminism are runtime/VersionComparison's; the map
+// states runtime/MapStates'. Backs `morpheus fuzz`.
+//
+// The fuzzer loads nothing live: every version runs on scratch maps made
+// from a load of the program that is never run and never re-opens a pin, so
+// fuzzing a program that is also running (its maps pinned by name) leaves
+// the running one alone.
 #pragma once
 
 #include "backend/bpf/Frontend.h"
+#include "runtime/VersionComparison.h"
 #include "support/Error.h"
 
 #include "core/FaultInjection.h"
 #include "core/Tables.h"
 
 #include <cstdint>
-#include <map>
-#include <vector>
 #include <string>
 
 namespace morpheus::runtime {
-
-// Map contents by map name, values as one CPU's row: what a control plane
-// configured (e.g. `morpheus bench`'s presets), for map states that look
-// like a real deployment.
-using MapContents = std::map<std::string, std::vector<std::pair<core::Bytes, core::Bytes>>>;
 
 struct FuzzOptions {
   bpf::FrontendOptions frontend;
@@ -32,13 +31,15 @@ struct FuzzOptions {
   uint32_t inlineLimit = 64;
   uint32_t maxEntries = 8;       // per map and map state
   uint32_t packetsPerState = 24; // each also run again after a guard bump
-  // When given, half of the map states are a random subset of these (up to
-  // 4 x maxEntries per map), with one value in four rewritten at random.
+  // What a control plane configured (e.g. `morpheus bench`'s presets), for
+  // map states that look like a real deployment: half of the map states
+  // are a random subset of these (up to 4 x maxEntries per map), with one
+  // value in four rewritten at random.
   MapContents configured;
   // Where the first difference is written as JSON; "" writes nothing.
   std::string reproducerPath;
   double shrinkSeconds = 10; // budget for dropping map entries
-  core::FaultInjection faults; // test-only: passed to the optimizer
+  core::FaultInjection faults; // test-only: applied to every specialization
 };
 
 struct FuzzReport {
@@ -53,7 +54,8 @@ struct FuzzReport {
 };
 
 // Fuzzes the XDP program at `path` (BPF C, .ll or .bc). Errors are problems
-// running the fuzzer (compile, load, syscalls), not differences. Pins the
+// running the fuzzer (compile, load, syscalls), not differences; a version
+// Morpheus cannot build or the kernel rejects is a difference. Pins the
 // calling thread to one CPU while it runs so per-CPU values line up.
 Expected<FuzzReport> fuzzProgram(const std::string &path, const FuzzOptions &options);
 

@@ -96,39 +96,28 @@ Error Optimizer::load(const std::string &path) {
     }
   }
 
-  auto loaded = bpf::LoadedObject::load(programSpec->originalElf(),
-                                        programSpec->objectName(), reusedPins);
+  // The live original: the one load that honours pins by name and writes
+  // its program arrays' static slots.
+  bpf::LoadOptions live;
+  live.maps = reusedPins;
+  live.pinning = bpf::PinByName::Honour;
+  live.pinRoot = options.pinRoot;
+  auto loaded =
+      bpf::LoadedObject::load(programSpec->originalElf(), programSpec->objectName(), live);
   if (!loaded)
     return withContext(loaded.takeError(), path);
   original.emplace(std::move(*loaded));
 
-  fallbackFd = bpf_map_create(BPF_MAP_TYPE_PROG_ARRAY, bpf::FallbackMapName,
-                              sizeof(uint32_t), sizeof(uint32_t), bpf::MaxPrograms,
-                              nullptr);
-  if (fallbackFd < 0)
-    return makeSystemError(errno, "cannot create the fallback program array");
-  // The entry goes first: it fixes the program type the array accepts.
-  // Programs of another type (an xdp/devmap egress program beside the xdp
-  // entry) cannot share the array; they can only fall back inside the
-  // program (ProgramSpec::fallbackFor decides, with what verifying the
-  // original cost).
-  auto entrySlot = std::find(entries.begin(), entries.end(), entry) - entries.begin();
-  std::vector<uint32_t> slots = {uint32_t(entrySlot)};
-  for (uint32_t slot = 0; slot < entries.size(); ++slot)
-    if (slot != entrySlot)
-      slots.push_back(slot);
-  for (uint32_t slot : slots) {
-    int fd = original->programFd(entries[slot]);
-    bpf::ProgramFacts &facts = programFacts[entries[slot]];
-    facts.verifiedInstructions = bpf::verifiedInstructions(fd);
-    if (bpf_map_update_elem(fallbackFd, &slot, &fd, BPF_ANY) == 0)
-      facts.fallbackSlot = slot;
-  }
+  auto fallback = bpf::createFallbackArray(*original, entries, entry);
+  if (!fallback)
+    return fallback.takeError();
+  fallbackFd = fallback->fd;
+  programFacts = std::move(fallback->programs);
 
-  // Every version shares every map with the original, except read-only
-  // data sections, which each version gets fresh with identical contents.
+  // Every version shares every map with the original, except frozen data
+  // sections, which each version gets fresh with identical contents.
   for (const auto &[name, fd] : original->maps())
-    if (name.find(".rodata") == std::string::npos)
+    if (!bpf::isFrozenSection(name))
       sharedMaps[name] = fd;
   sharedMaps[bpf::GuardMapName] = guardWord.fd();
   sharedMaps[bpf::FallbackMapName] = fallbackFd;
@@ -259,14 +248,10 @@ CycleReport Optimizer::runCycle(bool force) {
   report.version = version;
   if (guardWord.changing())
     return finish(CycleOutcome::Deferred, "a control-plane change is in progress");
-  core::TableSnapshot snapshot;
-  for (const auto &[name, request] : plan) {
-    auto contents =
-        bpf::readTable(mapFd(name), programSpec->catalog().at(name), request);
-    if (!contents)
-      return failed(contents.takeError());
-    snapshot[name] = std::move(*contents);
-  }
+  auto read = bpf::readSnapshot(plan, programSpec->catalog(), sharedMaps);
+  if (!read)
+    return failed(read.takeError());
+  core::TableSnapshot snapshot = std::move(*read);
   report.times.analysisMs = millisecondsSince(start);
   if (!force && specialized && version == specializedVersion &&
       snapshot == specializedSnapshot)
@@ -313,7 +298,9 @@ CycleReport Optimizer::runCycle(bool force) {
       return finish(CycleOutcome::Unchanged);
     }
     start = Clock::now();
-    auto attempt = bpf::LoadedObject::load(elf, programSpec->objectName(), sharedMaps);
+    bpf::LoadOptions sharing;
+    sharing.maps = sharedMaps;
+    auto attempt = bpf::LoadedObject::load(elf, programSpec->objectName(), sharing);
     if (attempt) {
       loaded.emplace(std::move(*attempt));
       break;
@@ -338,8 +325,11 @@ CycleReport Optimizer::runCycle(bool force) {
     ShadowOptions shadow;
     shadow.packets = options.shadowPackets;
     shadow.seed = report.cycle;
-    auto verdict =
-        shadowValidate(*programSpec, entry, elf, sharedMaps, snapshot, shadow);
+    auto slots = original->programSlots();
+    if (!slots)
+      return failed(slots.takeError());
+    auto verdict = shadowValidate(*programSpec, entry, elf, version,
+                                  LiveMaps{original->maps(), std::move(*slots)}, snapshot, shadow);
     report.times.validationMs = millisecondsSince(validationStart);
     if (guardWord.version() != version || guardWord.changing()) {
       // The maps moved under the copies: a difference would mean nothing.

@@ -23,6 +23,9 @@ struct OptimizerOptions {
   // Where maps and the guard are pinned; "" pins nothing. Maps already
   // pinned there are reused, so a restarted Morpheus keeps the state.
   std::string pinDir;
+  // Where the program's maps declared with `pinning = LIBBPF_PIN_BY_NAME`
+  // are pinned (re-used if there); "" = libbpf's default, /sys/fs/bpf.
+  std::string pinRoot;
   // The entry program to run and attach; "" = the first program.
   std::string program;
   uint32_t inlineLimit = 64; // largest table inlined whole

@@ -1,9 +1,8 @@
 // Pre-swap shadow validation: before the optimizer installs a specialized
-// program, sample packets go through it and through the original program,
-// each with its own scratch copy of the live maps, and any difference in
-// verdict, output bytes or map contents refuses the install. A second copy
-// of the original runs alongside and learns what is nondeterministic
-// (timestamps, random numbers), which is then not compared.
+// program, sample packets go through it, the original and a witness
+// original (runtime/VersionComparison), each on its own scratch copies of
+// every live map, and any difference in verdict, output bytes or map
+// contents refuses the install.
 //
 // What it proves is bounded by the sample: packets synthesized to hit the
 // keys the specialization read (plus malformed ones), against maps copied
@@ -13,9 +12,9 @@
 #pragma once
 
 #include "backend/bpf/ProgramSpec.h"
+#include "runtime/ScratchMaps.h"
 #include "support/Error.h"
 
-#include <map>
 #include <optional>
 #include <string>
 
@@ -30,22 +29,21 @@ struct ShadowOptions {
 
 struct ShadowVerdict {
   uint32_t packets = 0; // compared
-  // The first difference, described ("verdict 1, the original's 2"); the
-  // sample packet (1-based) it showed on, none when it showed in the maps
-  // after the sample; and a JSON reproducer (packets, both versions'
-  // results). `difference` is empty when the versions agreed.
+  // The first difference, described ("verdict: original 2, specialized
+  // 1"); the sample packet (1-based) it showed on, none when it showed in
+  // the maps after the sample; and the reproducer (VersionComparison's
+  // format, JSON text). `difference` is empty when the versions agreed.
   std::string difference;
   std::optional<uint32_t> packet;
   std::string reproducer;
 };
 
-// `candidate` is the specialized ELF of `spec`; `liveMaps` are the maps the
-// versions share (name -> fd), including the guard, which must hold the
-// version the candidate was built for; `snapshot` is what it was built from.
+// `candidate` is the specialized ELF of `spec`, built for guard version
+// `candidateVersion` from `snapshot`; `live` the live program's maps and
+// program-array slots, which the copies mirror and never touch.
 Expected<ShadowVerdict> shadowValidate(const bpf::ProgramSpec &spec, const std::string &entry,
-                                       llvm::ArrayRef<char> candidate,
-                                       const std::map<std::string, int> &liveMaps,
-                                       const core::TableSnapshot &snapshot,
+                                       llvm::ArrayRef<char> candidate, uint64_t candidateVersion,
+                                       const LiveMaps &live, const core::TableSnapshot &snapshot,
                                        const ShadowOptions &options);
 
 } // namespace morpheus::runtime

@@ -1,6 +1,7 @@
 // `morpheus run` as an operator runs it: a separate process attached to a
 // veth (generic mode here; the swap and demo tests cover native), configured
 // through its control socket, stopped with SIGTERM, leaving nothing behind.
+#include "ChildProcess.h"
 #include "KernelSupport.h"
 #include "PolicyFwd.h"
 #include "netns/VethPair.h"
@@ -10,118 +11,34 @@
 
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
-#include <signal.h>
-#include <sys/socket.h>
 #include <sys/stat.h>
-#include <sys/un.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <chrono>
 #include <filesystem>
-#include <fstream>
-#include <sstream>
-#include <thread>
 
 namespace morpheus::testing {
 namespace {
 
-bool waitFor(const std::function<bool()> &condition, std::chrono::seconds limit) {
-  auto until = std::chrono::steady_clock::now() + limit;
-  while (std::chrono::steady_clock::now() < until) {
-    if (condition())
-      return true;
-    std::this_thread::sleep_for(std::chrono::milliseconds(50));
-  }
-  return condition();
-}
-
-// Sends `line` (newline added), returns the reply line.
-std::string askRaw(const std::string &socketPath, const std::string &line) {
-  int fd = socket(AF_UNIX, SOCK_STREAM, 0);
-  sockaddr_un address = {};
-  address.sun_family = AF_UNIX;
-  std::strncpy(address.sun_path, socketPath.c_str(), sizeof(address.sun_path) - 1);
-  if (connect(fd, reinterpret_cast<sockaddr *>(&address), sizeof(address))) {
-    close(fd);
-    return nlohmann::json({{"connect_error", strerror(errno)}}).dump();
-  }
-  std::string request = line + "\n", reply;
-  // The server may hang up before reading all of an oversized line.
-  for (size_t sent = 0; sent < request.size();) {
-    ssize_t wrote = send(fd, request.data() + sent, request.size() - sent, MSG_NOSIGNAL);
-    if (wrote <= 0)
-      break;
-    sent += wrote;
-  }
-  char c;
-  while (read(fd, &c, 1) == 1 && c != '\n')
-    reply += c;
-  close(fd);
-  return reply;
-}
-
-// One request, one reply line.
-nlohmann::json ask(const std::string &socketPath, const nlohmann::json &request) {
-  return nlohmann::json::parse(askRaw(socketPath, request.dump()), nullptr, false);
-}
-
-std::string slurp(const std::string &path) {
-  std::ifstream in(path);
-  std::stringstream text;
-  text << in.rdbuf();
-  return text.str();
-}
-
-// `morpheus run PROG ARGS... --socket S` as a child process, stdout and
-// stderr in a log file; killed if the test ends before it is stopped.
+// `morpheus run PROG ARGS... --socket S` as a child process (ChildProcess),
+// killed if the test ends before it is stopped.
 class Daemon {
 public:
   Daemon(const std::string &tag, std::vector<std::string> arguments)
       : socketPath("/tmp/morpheus-test-" + tag + "-" + std::to_string(getpid()) + ".sock"),
-        logPath("/tmp/morpheus-test-" + tag + "-" + std::to_string(getpid()) + ".log") {
-    std::string morpheus = binPath("morpheus");
-    arguments.insert(arguments.begin(),
-                     {"morpheus", "run", sourcePath("examples/policy_fwd.bpf.c")});
-    arguments.insert(arguments.end(), {"--socket", socketPath});
-    pid = fork();
-    if (pid == 0) {
-      freopen(logPath.c_str(), "w", stdout);
-      dup2(fileno(stdout), 2);
-      std::vector<char *> argv;
-      for (std::string &argument : arguments)
-        argv.push_back(argument.data());
-      argv.push_back(nullptr);
-      execv(morpheus.c_str(), argv.data());
-      _exit(127);
-    }
-  }
-  ~Daemon() {
-    if (pid > 0) {
-      kill(pid, SIGKILL);
-      waitpid(pid, nullptr, 0);
-    }
-    unlink(logPath.c_str());
-    unlink(socketPath.c_str());
-  }
+        process(tag, withCommand(std::move(arguments), socketPath)) {}
+  ~Daemon() { unlink(socketPath.c_str()); }
 
   bool started() {
-    return pid > 0 && waitFor([&] { return access(socketPath.c_str(), F_OK) == 0; },
-                              std::chrono::seconds(20));
+    return waitFor([&] { return access(socketPath.c_str(), F_OK) == 0; },
+                   std::chrono::seconds(20));
   }
-  bool alive() const { return pid > 0 && waitpid(pid, nullptr, WNOHANG) == 0; }
+  bool alive() const { return process.alive(); }
   // SIGTERM; true when it exits with status 0.
-  bool stop() {
-    if (kill(pid, SIGTERM))
-      return false;
-    int status = 0;
-    bool reaped = waitpid(pid, &status, 0) == pid;
-    pid = 0;
-    return reaped && WIFEXITED(status) && WEXITSTATUS(status) == 0;
-  }
-  std::string log() const { return slurp(logPath); }
+  bool stop() { return process.stop(); }
+  std::string log() const { return process.log(); }
   nlohmann::json ask(const nlohmann::json &request) const {
-    return morpheus::testing::ask(socketPath, request);
+    return askControlSocket(socketPath, request);
   }
   // Waits until the daemon runs code specialized for `version`.
   bool specializedFor(uint64_t version) const {
@@ -134,10 +51,17 @@ public:
         std::chrono::seconds(10));
   }
 
-  const std::string socketPath, logPath;
+  const std::string socketPath;
 
 private:
-  pid_t pid = -1;
+  static std::vector<std::string> withCommand(std::vector<std::string> arguments,
+                                              const std::string &socketPath) {
+    arguments.insert(arguments.begin(),
+                     {binPath("morpheus"), "run", sourcePath("examples/policy_fwd.bpf.c")});
+    arguments.insert(arguments.end(), {"--socket", socketPath});
+    return arguments;
+  }
+  ChildProcess process;
 };
 
 TEST(Daemon, ControlSocketUpdatesAndCleanShutdown) {
@@ -155,11 +79,11 @@ TEST(Daemon, ControlSocketUpdatesAndCleanShutdown) {
   EXPECT_EQ(access((pinDir + "/policy").c_str(), F_OK), 0);
   EXPECT_EQ(access((pinDir + "/morpheus_guard").c_str(), F_OK), 0);
 
-  nlohmann::json before = ask(socketPath, {{"op", "status"}});
+  nlohmann::json before = askControlSocket(socketPath, {{"op", "status"}});
   ASSERT_TRUE(before.value("ok", false)) << before.dump();
   uint64_t version = before["status"]["guard_version"];
 
-  nlohmann::json updated = ask(socketPath, {{"op", "update"},
+  nlohmann::json updated = askControlSocket(socketPath, {{"op", "update"},
                                             {"map", "config"},
                                             {"key", "00000000"},
                                             {"value", "02000000 01000000"}});
@@ -170,17 +94,18 @@ TEST(Daemon, ControlSocketUpdatesAndCleanShutdown) {
        {nlohmann::json{{"op", "update"}, {"map", "nosuch"}, {"key", "00"}, {"value", "00"}},
         nlohmann::json{{"op", "update"}, {"map", "config"}, {"key", "00"}, {"value", "00"}},
         nlohmann::json{{"op", "explode"}}}) {
-    nlohmann::json reply = ask(socketPath, bad);
+    nlohmann::json reply = askControlSocket(socketPath, bad);
     EXPECT_FALSE(reply.value("ok", true)) << bad.dump();
     EXPECT_TRUE(reply.contains("error")) << reply.dump();
   }
   for (const std::string &bad : {std::string("{\"op\": \"update\", \"map\":"),
                                  std::string("[1, 2, 3]"), std::string(3 << 20, 'x')}) {
-    nlohmann::json reply = nlohmann::json::parse(askRaw(socketPath, bad), nullptr, false);
+    nlohmann::json reply =
+        nlohmann::json::parse(askControlSocketRaw(socketPath, bad), nullptr, false);
     EXPECT_FALSE(reply.value("ok", true)) << reply.dump();
     EXPECT_TRUE(reply.contains("error")) << reply.dump();
   }
-  nlohmann::json after = ask(socketPath, {{"op", "status"}});
+  nlohmann::json after = askControlSocket(socketPath, {{"op", "status"}});
   EXPECT_TRUE(after.value("ok", false)) << "the daemon survives bad requests";
   EXPECT_EQ(after["status"]["guard_version"], updated["version"])
       << "bad requests changed nothing";

@@ -18,9 +18,10 @@ namespace {
 
 runtime::FuzzReport fuzz(const std::string &relative, double seconds,
                          const std::string &reproducer = "",
-                         runtime::MapContents configured = {},
+                         runtime::MapContents configured = {}, const std::string &program = "",
                          core::FaultInjection faults = {}) {
   runtime::FuzzOptions options;
+  options.program = program;
   options.faults = faults;
   options.seconds = seconds;
   options.configured = std::move(configured);
@@ -64,7 +65,7 @@ TEST(Differential, CatchesABrokenKeyCompareChain) {
                            std::to_string(getpid()) + ".json";
   core::FaultInjection broken;
   broken.breakKeyCompare = true;
-  runtime::FuzzReport report = fuzz("examples/policy_fwd.bpf.c", 15, reproducer, {}, broken);
+  runtime::FuzzReport report = fuzz("examples/policy_fwd.bpf.c", 15, reproducer, {}, "", broken);
   EXPECT_GE(report.differed, 1u);
   ASSERT_FALSE(report.reproducer.empty());
   std::ifstream written(reproducer);
@@ -88,6 +89,24 @@ TEST(Differential, LoadBalancerSmoke) { expectNoDifference("nf/lb/lb.bpf.c", "lb
 // `% external_count` and the verifier rejected the specialized program.
 // backend/bpf/VerifierBounds restores such bounds.
 TEST(Differential, NatSmoke) { expectNoDifference("nf/nat/nat.bpf.c", "nat"); }
+
+// The programs of tests/programs, one kind of map each and all of them:
+// their copies (rings, queues, maps of maps, program arrays, devices,
+// storage, data sections, pins by name) compare alike.
+class DifferentialOfOneKind : public ::testing::TestWithParam<const char *> {};
+TEST_P(DifferentialOfOneKind, Smoke) {
+  runtime::FuzzReport report =
+      fuzz(std::string("tests/programs/") + GetParam() + ".bpf.c", 1.5, "", {}, "entry");
+  EXPECT_EQ(report.differed, 0u) << report.reproducer;
+  EXPECT_GT(report.cases, 100u);
+}
+INSTANTIATE_TEST_SUITE_P(Differential, DifferentialOfOneKind,
+                         ::testing::Values("maps_all", "maps_hash", "maps_array", "maps_percpu",
+                                           "maps_lru", "maps_lpm", "maps_ringbuf", "maps_perf",
+                                           "maps_queue_stack", "maps_in_map", "maps_devmap",
+                                           "maps_storage", "maps_globals", "maps_pinned",
+                                           "maps_prog_array"),
+                         [](const auto &info) { return std::string(info.param); });
 
 // Every program of the corpus (tests/programs/, one corner of C or of the
 // kernel each) through the fuzzer, briefly: no difference, and enough

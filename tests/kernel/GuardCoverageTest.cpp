@@ -94,8 +94,8 @@ TEST(GuardCoverage, FallbackCostsNoTailCall) {
   ASSERT_TRUE(program.ok());
   program.set("step", Zero, uint32_t(1));
   // The chain's next stage: the original stage program on the live maps.
-  std::map<std::string, int> live = {{"step", program.opt().mapFd("step")},
-                                     {"jumps", program.opt().mapFd("jumps")}};
+  bpf::LoadOptions live;
+  live.maps = {{"step", program.opt().mapFd("step")}, {"jumps", program.opt().mapFd("jumps")}};
   auto stages = bpf::LoadedObject::load(program.opt().spec().originalElf(),
                                         program.opt().spec().objectName(), live);
   ASSERT_TRUE(bool(stages)) << llvm::toString(stages.takeError());

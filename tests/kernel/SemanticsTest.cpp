@@ -79,7 +79,9 @@ TEST(Semantics, UnlistedArrayIndexesAreNotNull) {
   ASSERT_TRUE(bool(snapshot)) << llvm::toString(snapshot.takeError());
   auto object = (*spec)->specialize(*snapshot, bpf::SpecializeRequest{});
   ASSERT_TRUE(bool(object)) << llvm::toString(object.takeError());
-  auto specialized = bpf::LoadedObject::load(object->elf, (*spec)->objectName(), {{"levels", levels}});
+  bpf::LoadOptions sharing;
+  sharing.maps = {{"levels", levels}};
+  auto specialized = bpf::LoadedObject::load(object->elf, (*spec)->objectName(), sharing);
   ASSERT_TRUE(bool(specialized)) << llvm::toString(specialized.takeError());
   for (uint8_t tos = 0; tos < 8; ++tos) {
     Bytes packet = buildPacket({.tos = tos});

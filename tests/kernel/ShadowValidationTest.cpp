@@ -55,6 +55,8 @@ TEST(ShadowValidation, WrongCandidateIsRefusedAndTheRunningProgramStays) {
   nlohmann::json reproducer = nlohmann::json::parse(refused.reproducer);
   EXPECT_EQ(reproducer["difference"], refused.differenceKey);
   EXPECT_TRUE(reproducer["packet"].is_number()) << reproducer.dump();
+  EXPECT_EQ(reproducer["check"], "shadow validation");
+  EXPECT_EQ(reproducer["packet"].get<size_t>(), reproducer["packets"].size());
   const nlohmann::json &last = reproducer["packets"].back();
   EXPECT_NE(last["original"], last["specialized"]);
 

@@ -189,9 +189,9 @@ Expected<OracleProgram> buildRouterOracle(const std::string &name, const std::st
   if (status != 0 || !elf)
     return makeError("oracle {0}: compiling {1} failed ({2})", name, source,
                      message.empty() ? "exit " + std::to_string(status) : message);
-  std::map<std::string, int> shared;
+  bpf::LoadOptions shared;
   for (const char *map : {"routes", "neighbors", "ports", "stats"})
-    shared[map] = optimizer.mapFd(map);
+    shared.maps[map] = optimizer.mapFd(map);
   auto loaded = bpf::LoadedObject::load(
       llvm::ArrayRef<char>((*elf)->getBufferStart(), (*elf)->getBufferSize()), "router_oracle",
       shared);

@@ -122,7 +122,9 @@ void SpecializedAlone::build(runtime::Optimizer &optimizer) {
   }
   auto specialized = (*spec)->specialize(snapshot, bpf::SpecializeRequest{});
   ASSERT_TRUE(bool(specialized)) << llvm::toString(specialized.takeError());
-  auto loaded = bpf::LoadedObject::load(specialized->elf, (*spec)->objectName(), maps);
+  bpf::LoadOptions sharing;
+  sharing.maps = maps;
+  auto loaded = bpf::LoadedObject::load(specialized->elf, (*spec)->objectName(), sharing);
   ASSERT_TRUE(bool(loaded)) << llvm::toString(loaded.takeError());
   object.emplace(std::move(*loaded));
 }

@@ -1,5 +1,7 @@
 #include "backend/bpf/BpfObject.h"
 
+#include "backend/bpf/Frontend.h"
+
 #include <bpf/bpf.h>
 #include <bpf/libbpf.h>
 #include <linux/bpf.h>
@@ -8,8 +10,12 @@
 #include <sys/mount.h>
 #include <sys/statfs.h>
 
+#include <unistd.h>
+
 #include <cstdarg>
 #include <cstdio>
+#include <algorithm>
+#include <optional>
 
 namespace morpheus::bpf {
 
@@ -31,13 +37,15 @@ struct OpenedObject {
 
 Expected<bpf_object *> openElf(llvm::ArrayRef<char> elf,
                                const std::string &objectName,
-                               char *logBuffer = nullptr, size_t logSize = 0) {
+                               char *logBuffer = nullptr, size_t logSize = 0,
+                               const std::string &pinRoot = "") {
   static bool installed = [] {
     libbpf_set_print(printLibbpf);
     return true;
   }();
   (void)installed;
   LIBBPF_OPTS(bpf_object_open_opts, options, .object_name = objectName.c_str(),
+              .pin_root_path = pinRoot.empty() ? nullptr : pinRoot.c_str(),
               .kernel_log_buf = logBuffer, .kernel_log_size = logSize);
   bpf_object *obj = bpf_object__open_mem(elf.data(), elf.size(), &options);
   if (!obj)
@@ -111,6 +119,193 @@ Expected<core::TableCatalog> readCatalog(llvm::ArrayRef<char> elf,
   return catalog;
 }
 
+namespace {
+
+MapLayout declaredLayout(const bpf_map *map) {
+  MapLayout layout;
+  layout.name = bpf_map__name(map);
+  layout.type = bpf_map__type(map);
+  layout.keySize = bpf_map__key_size(map);
+  layout.valueSize = bpf_map__value_size(map);
+  layout.maxEntries = bpf_map__max_entries(map);
+  layout.flags = bpf_map__map_flags(map);
+  layout.extra = bpf_map__map_extra(map);
+  if (const bpf_map *inner = bpf_map__inner_map(const_cast<bpf_map *>(map)))
+    layout.inner = std::make_shared<MapLayout>(declaredLayout(inner));
+  return layout;
+}
+
+bool isMapOfMaps(uint32_t type) {
+  return type == BPF_MAP_TYPE_ARRAY_OF_MAPS || type == BPF_MAP_TYPE_HASH_OF_MAPS;
+}
+
+// The layout of one inner map the outer map behind `fd` holds, if any: the
+// kernel reports no inner layout of its own.
+std::optional<MapLayout> someInnerLayout(int fd, const MapLayout &outer) {
+  std::vector<uint8_t> key(outer.keySize), next(outer.keySize);
+  const void *previous = nullptr;
+  uint32_t innerId = 0;
+  while (bpf_map_get_next_key(fd, previous, next.data()) == 0) {
+    if (bpf_map_lookup_elem(fd, next.data(), &innerId) == 0)
+      break;
+    key = next;
+    previous = key.data();
+  }
+  if (!innerId)
+    return std::nullopt;
+  int innerFd = bpf_map_get_fd_by_id(innerId);
+  if (innerFd < 0)
+    return std::nullopt;
+  auto layout = layoutOf(innerFd, outer.name + " (inner)");
+  close(innerFd);
+  if (!layout) {
+    llvm::consumeError(layout.takeError());
+    return std::nullopt;
+  }
+  return *layout;
+}
+
+// What a map's declaration says, checked against the map that stands in for
+// it (given by fd, or pinned by name).
+Error checkStandIn(const std::string &objectName, const bpf_map *map, int fd,
+                   bool compareMaxEntries, const char *what) {
+  MapLayout declared = declaredLayout(map);
+  auto existing = layoutOf(fd, declared.name);
+  if (!existing)
+    return withContext(existing.takeError(), "object '" + objectName + "'");
+  std::string differences = layoutDifferences(declared, *existing, compareMaxEntries);
+  if (declared.inner && isMapOfMaps(declared.type))
+    if (std::optional<MapLayout> inner = someInnerLayout(fd, *existing)) {
+      bool innerSizes = !(declared.inner->flags & BPF_F_INNER_MAP);
+      std::string innerDifferences = layoutDifferences(*declared.inner, *inner, innerSizes);
+      if (!innerDifferences.empty())
+        differences += (differences.empty() ? "" : "; ") + ("inner map: " + innerDifferences);
+    }
+  if (differences.empty())
+    return Error::success();
+  return makeError("object '{0}': map '{1}': cannot use {2}: {3}", objectName, declared.name,
+                   what, differences);
+}
+
+// A map pinned by name may have been created with another max_entries (a
+// loader that resized it): libbpf re-uses a pinned map only if every
+// property matches, so the declaration takes the pinned size.
+Error adoptPinnedSize(const std::string &objectName, bpf_map *map, int pinned,
+                      const std::string &path) {
+  auto layout = layoutOf(pinned, bpf_map__name(map));
+  if (!layout)
+    return withContext(layout.takeError(), "object '" + objectName + "'");
+  if (bpf_map__max_entries(map) != layout->maxEntries)
+    if (int err = bpf_map__set_max_entries(map, layout->maxEntries))
+      return makeSystemError(err, "object '{0}': map '{1}': cannot adopt the size of {2}",
+                             objectName, bpf_map__name(map), path);
+  return checkStandIn(objectName, map, pinned, true, ("the map pinned at " + path).c_str());
+}
+
+// Pins by name: the live load re-uses a map pinned at the path libbpf
+// derived from the pin root, sized as the pinned one; other loads forget
+// the paths.
+Error preparePins(const std::string &objectName, bpf_object *obj, PinByName pinning) {
+  bpf_map *map;
+  bpf_object__for_each_map(map, obj) {
+    const char *path = bpf_map__pin_path(map);
+    if (!path)
+      continue;
+    if (pinning == PinByName::Ignore) {
+      if (int err = bpf_map__set_pin_path(map, nullptr))
+        return makeSystemError(err, "object '{0}': map '{1}': cannot clear its pin path",
+                               objectName, bpf_map__name(map));
+      continue;
+    }
+    int pinned = bpf_obj_get(path);
+    if (pinned < 0) {
+      if (errno == ENOENT)
+        continue; // libbpf creates the map and pins it
+      return makeSystemError(errno, "object '{0}': map '{1}': cannot open its pin {2}",
+                             objectName, bpf_map__name(map), path);
+    }
+    Error err = adoptPinnedSize(objectName, map, pinned, path);
+    close(pinned);
+    if (err)
+      return err;
+  }
+  return Error::success();
+}
+
+} // namespace
+
+Expected<MapLayout> layoutOf(int fd, const std::string &name) {
+  bpf_map_info info = {};
+  uint32_t length = sizeof(info);
+  if (bpf_obj_get_info_by_fd(fd, &info, &length))
+    return makeSystemError(errno, "map '{0}': cannot query", name);
+  MapLayout layout;
+  layout.name = name;
+  layout.type = info.type;
+  layout.keySize = info.key_size;
+  layout.valueSize = info.value_size;
+  layout.maxEntries = info.max_entries;
+  // The kernel marks device maps read-only for programs by itself; a loader
+  // may not ask for it, so the layout is the one a loader declares.
+  bool deviceMap = info.type == BPF_MAP_TYPE_DEVMAP || info.type == BPF_MAP_TYPE_DEVMAP_HASH ||
+                   info.type == BPF_MAP_TYPE_CPUMAP;
+  layout.flags = deviceMap ? info.map_flags & ~uint32_t(BPF_F_RDONLY_PROG) : info.map_flags;
+  layout.extra = info.map_extra;
+  layout.id = info.id;
+  layout.btfId = info.btf_id;
+  layout.btfKeyTypeId = info.btf_key_type_id;
+  layout.btfValueTypeId = info.btf_value_type_id;
+  return layout;
+}
+
+Expected<std::map<std::string, MapLayout>> readMapLayouts(llvm::ArrayRef<char> elf,
+                                                          const std::string &objectName) {
+  auto obj = openElf(elf, objectName);
+  if (!obj)
+    return obj.takeError();
+  OpenedObject opened{*obj};
+  std::map<std::string, MapLayout> layouts;
+  bpf_map *map;
+  bpf_object__for_each_map(map, opened.obj) layouts[bpf_map__name(map)] = declaredLayout(map);
+  return layouts;
+}
+
+std::string layoutDifferences(const MapLayout &declared, const MapLayout &existing,
+                              bool compareMaxEntries) {
+  std::string text;
+  auto field = [&](const char *what, uint64_t want, uint64_t have) {
+    if (want == have)
+      return;
+    text += llvm::formatv("{0}{1}: declared {2}, the map has {3}", text.empty() ? "" : "; ",
+                          what, want, have)
+                .str();
+  };
+  auto typeName = [](uint32_t type) {
+    const char *name = libbpf_bpf_map_type_str(static_cast<bpf_map_type>(type));
+    return name ? std::string(name) : "type " + std::to_string(type);
+  };
+  if (declared.type != existing.type)
+    text = "type: declared " + typeName(declared.type) + ", the map is " +
+           typeName(existing.type);
+  field("key size", declared.keySize, existing.keySize);
+  field("value size", declared.valueSize, existing.valueSize);
+  // A perf event array declared without a size gets one slot per CPU.
+  bool sizedByLoader = declared.type == BPF_MAP_TYPE_PERF_EVENT_ARRAY && !declared.maxEntries;
+  if (compareMaxEntries && !sizedByLoader)
+    field("max_entries", declared.maxEntries, existing.maxEntries);
+  if (declared.flags != existing.flags)
+    text += llvm::formatv("{0}flags: declared {1:x}, the map has {2:x}", text.empty() ? "" : "; ",
+                          declared.flags, existing.flags)
+                .str();
+  field("map_extra", declared.extra, existing.extra);
+  return text;
+}
+
+bool isFrozenSection(const std::string &mapName) {
+  return mapName.find(".rodata") != std::string::npos ||
+         mapName.find(".kconfig") != std::string::npos;
+}
+
 Expected<std::map<std::string, size_t>> readProgramSizes(llvm::ArrayRef<char> elf,
                                                          const std::string &objectName) {
   auto obj = openElf(elf, objectName);
@@ -134,37 +329,30 @@ std::optional<uint64_t> verifiedInstructions(int programFd) {
 
 Expected<LoadedObject> LoadedObject::load(llvm::ArrayRef<char> elf,
                                           const std::string &objectName,
-                                          const std::map<std::string, int> &sharedMaps) {
+                                          const LoadOptions &options) {
   // Filled by the kernel only when a load fails (libbpf then retries with
   // logging on), so the cost is paid only for the error message.
   static thread_local std::vector<char> log(1 << 20);
   log[0] = 0;
-  auto obj = openElf(elf, objectName, log.data(), log.size());
+  auto obj = openElf(elf, objectName, log.data(), log.size(), options.pinRoot);
   if (!obj)
     return obj.takeError();
-  LoadedObject loaded(*obj);
+  LoadedObject loaded(*obj, objectName);
+  if (Error err = preparePins(objectName, loaded.obj, options.pinning))
+    return err;
   bpf_map *map;
   bpf_object__for_each_map(map, loaded.obj) {
-    auto shared = sharedMaps.find(bpf_map__name(map));
-    if (shared == sharedMaps.end())
+    auto given = options.maps.find(bpf_map__name(map));
+    if (given == options.maps.end())
       continue;
     // The running versions use this map with the layout they were compiled
-    // for; sharing it with a different layout would corrupt their state.
-    bpf_map_info info = {};
-    uint32_t length = sizeof(info);
-    if (bpf_obj_get_info_by_fd(shared->second, &info, &length))
-      return makeSystemError(errno, "object '{0}': map '{1}': cannot query",
-                             objectName, shared->first);
-    if (info.key_size != bpf_map__key_size(map) ||
-        info.value_size != bpf_map__value_size(map) ||
-        info.type != bpf_map__type(map))
-      return makeError("object '{0}': map '{1}': the program declares {2}-byte "
-                       "keys and {3}-byte values, the existing map has {4} and {5}",
-                       objectName, shared->first, bpf_map__key_size(map),
-                       bpf_map__value_size(map), info.key_size, info.value_size);
-    if (int err = bpf_map__reuse_fd(map, shared->second))
+    // for; standing in with another layout would corrupt their state.
+    if (Error err = checkStandIn(objectName, map, given->second, !options.windowedCopies,
+                                 options.windowedCopies ? "its scratch copy" : "the existing map"))
+      return err;
+    if (int err = bpf_map__reuse_fd(map, given->second))
       return makeSystemError(err, "object '{0}': map '{1}': cannot share the map",
-                             objectName, shared->first);
+                             objectName, given->first);
   }
   if (int err = bpf_object__load(loaded.obj)) {
     std::string verifier(log.data());
@@ -179,12 +367,13 @@ Expected<LoadedObject> LoadedObject::load(llvm::ArrayRef<char> elf,
 }
 
 LoadedObject::LoadedObject(LoadedObject &&other) noexcept
-    : obj(std::exchange(other.obj, nullptr)) {}
+    : obj(std::exchange(other.obj, nullptr)), objectName(std::move(other.objectName)) {}
 
 LoadedObject &LoadedObject::operator=(LoadedObject &&other) noexcept {
   if (this != &other) {
     bpf_object__close(obj);
     obj = std::exchange(other.obj, nullptr);
+    objectName = std::move(other.objectName);
   }
   return *this;
 }
@@ -213,6 +402,98 @@ std::map<std::string, int> LoadedObject::maps() const {
   bpf_map *map;
   bpf_object__for_each_map(map, obj) fds[bpf_map__name(map)] = bpf_map__fd(map);
   return fds;
+}
+
+Expected<ProgramSlots> LoadedObject::programSlots() const {
+  std::map<uint32_t, std::string> names; // program id -> name
+  bpf_program *program;
+  bpf_object__for_each_program(program, obj) {
+    bpf_prog_info info = {};
+    uint32_t length = sizeof(info);
+    if (bpf_obj_get_info_by_fd(bpf_program__fd(program), &info, &length) == 0)
+      names[info.id] = bpf_program__name(program);
+  }
+  ProgramSlots slots;
+  bpf_map *map;
+  bpf_object__for_each_map(map, obj) {
+    if (bpf_map__type(map) != BPF_MAP_TYPE_PROG_ARRAY)
+      continue;
+    std::map<uint32_t, std::string> &held = slots[bpf_map__name(map)];
+    int fd = bpf_map__fd(map);
+    auto layout = layoutOf(fd, bpf_map__name(map));
+    if (!layout)
+      return layout.takeError();
+    for (uint32_t index = 0; index < layout->maxEntries; ++index) {
+      uint32_t id = 0;
+      if (bpf_map_lookup_elem(fd, &index, &id) == 0) {
+        auto name = names.find(id);
+        if (name != names.end())
+          held[index] = name->second;
+      } else if (errno != ENOENT) {
+        return makeSystemError(errno, "object '{0}': program array '{1}': cannot read slot {2}",
+                               objectName, bpf_map__name(map), index);
+      }
+    }
+  }
+  return slots;
+}
+
+Error LoadedObject::fillProgramSlots(const ProgramSlots &slots,
+                                     const std::map<std::string, int> &arrays) const {
+  for (const auto &[name, fd] : arrays) {
+    auto layout = layoutOf(fd, name);
+    if (!layout)
+      return layout.takeError();
+    auto wanted = slots.find(name);
+    for (uint32_t index = 0; index < layout->maxEntries; ++index) {
+      const std::string *program = nullptr;
+      if (wanted != slots.end())
+        if (auto slot = wanted->second.find(index); slot != wanted->second.end())
+          program = &slot->second;
+      int programFd = program ? this->programFd(*program) : -1;
+      if (programFd >= 0 ? bpf_map_update_elem(fd, &index, &programFd, BPF_ANY) == 0
+                         : bpf_map_delete_elem(fd, &index) == 0 || errno == ENOENT)
+        continue;
+      return makeSystemError(errno, "object '{0}': program array '{1}': cannot set slot {2}{3}",
+                             objectName, name, index,
+                             program ? " to program '" + *program + "'" : std::string());
+    }
+  }
+  return Error::success();
+}
+
+Expected<FallbackArray> createFallbackArray(const LoadedObject &object,
+                                            const std::vector<std::string> &programs,
+                                            const std::string &entry) {
+  FallbackArray fallback;
+  fallback.fd = bpf_map_create(BPF_MAP_TYPE_PROG_ARRAY, FallbackMapName, sizeof(uint32_t),
+                               sizeof(uint32_t), MaxPrograms, nullptr);
+  if (fallback.fd < 0)
+    return makeSystemError(errno, "object '{0}': cannot create the fallback program array",
+                           object.name());
+  auto entrySlot = uint32_t(std::find(programs.begin(), programs.end(), entry) - programs.begin());
+  std::vector<uint32_t> slots = {entrySlot};
+  for (uint32_t slot = 0; slot < programs.size(); ++slot)
+    if (slot != entrySlot)
+      slots.push_back(slot);
+  for (uint32_t slot : slots) {
+    int fd = object.programFd(programs[slot]);
+    ProgramFacts &facts = fallback.programs[programs[slot]];
+    if (fd >= 0)
+      facts.verifiedInstructions = verifiedInstructions(fd);
+    if (fd >= 0 && bpf_map_update_elem(fallback.fd, &slot, &fd, BPF_ANY) == 0) {
+      facts.fallbackSlot = slot;
+      continue;
+    }
+    if (slot == entrySlot) {
+      Error err = makeSystemError(fd < 0 ? ENOENT : errno,
+                                  "object '{0}': program '{1}': cannot register it as fallback",
+                                  object.name(), programs[slot]);
+      close(fallback.fd);
+      return err;
+    }
+  }
+  return fallback;
 }
 
 ProgramRunStats programRunStats(int programFd) {

@@ -1,5 +1,10 @@
 // libbpf objects: opening an ELF to learn its maps (no kernel needed), and
-// loading one into the kernel with chosen maps shared from elsewhere.
+// loading one into the kernel with chosen maps given by fd.
+//
+// Which maps a load may create, reuse or re-open decides whether it can
+// touch the running data plane: only the live original's load honours
+// pins by name (`pinning = LIBBPF_PIN_BY_NAME`); every other load has them
+// cleared, so libbpf neither re-opens a pinned live map nor pins a copy.
 #pragma once
 
 #include "core/Tables.h"
@@ -10,6 +15,7 @@
 #include <map>
 #include <memory>
 #include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -34,31 +40,116 @@ core::TableInfo tableInfoFor(const std::string &name, unsigned type,
                              uint32_t keySize, uint32_t valueSize,
                              uint32_t maxEntries);
 
+// A map's properties, as an ELF declares them or as the kernel reports them.
+struct MapLayout {
+  std::string name;
+  uint32_t type = 0, keySize = 0, valueSize = 0, maxEntries = 0, flags = 0;
+  uint64_t extra = 0; // map_extra (a bloom filter's hash count)
+  // Kernel maps only: the map's id and BTF (0 when it has none).
+  uint32_t id = 0, btfId = 0, btfKeyTypeId = 0, btfValueTypeId = 0;
+  // Maps of maps, as declared: the layout every inner map must have.
+  std::shared_ptr<const MapLayout> inner;
+};
+
+// The kernel's view of the map behind `fd`; `name` names it in errors.
+Expected<MapLayout> layoutOf(int fd, const std::string &name);
+
+// Every map `elf` declares (internal .data/.bss/.rodata/.kconfig included).
+Expected<std::map<std::string, MapLayout>> readMapLayouts(llvm::ArrayRef<char> elf,
+                                                          const std::string &objectName);
+
+// Why a map with layout `existing` cannot stand in for one declared as
+// `declared`, field by field ("key size: declared 8, the map has 4; ..."),
+// or "" when it can. `compareMaxEntries` false accepts any size (a scratch
+// copy holding a window of a large map).
+std::string layoutDifferences(const MapLayout &declared, const MapLayout &existing,
+                              bool compareMaxEntries = true);
+
+// Maps that only ever hold what libbpf wrote at creation and programs cannot
+// write (.rodata*, .kconfig: frozen): every load gets its own.
+bool isFrozenSection(const std::string &mapName);
+
+// How a load treats maps declared with `pinning = LIBBPF_PIN_BY_NAME`.
+enum class PinByName {
+  // The live original's load only: a map pinned at <root>/<name> is re-used
+  // (its max_entries adopted, every other property checked), otherwise the
+  // new map is pinned there, as libbpf does for any loader.
+  Honour,
+  // Every other load: pin paths are cleared before loading.
+  Ignore,
+};
+
+struct LoadOptions {
+  // Maps given by fd instead of created, by name. Every property must agree
+  // with the ELF's declaration (type, key and value size, max_entries, flags,
+  // the inner map's layout); an error names each field that differs.
+  std::map<std::string, int> maps;
+  // The given maps are scratch copies sized to a window of the live ones
+  // (validation, fuzzing): their max_entries may be smaller.
+  bool windowedCopies = false;
+  PinByName pinning = PinByName::Ignore;
+  std::string pinRoot; // where pins by name live; "" = libbpf's default, /sys/fs/bpf
+};
+
+// PROG_ARRAY contents by program name: map name -> slot -> program name.
+using ProgramSlots = std::map<std::string, std::map<uint32_t, std::string>>;
+
 class LoadedObject {
 public:
   // Loads `elf` as `objectName` (which also names its internal maps, so two
-  // loads of versions of the same program agree on them). Maps named in
-  // `sharedMaps` reuse that fd instead of creating a map; a verifier
+  // loads of versions of the same program agree on them). A verifier
   // rejection comes back with the verifier's log.
   static Expected<LoadedObject> load(llvm::ArrayRef<char> elf,
                                      const std::string &objectName,
-                                     const std::map<std::string, int> &sharedMaps);
+                                     const LoadOptions &options);
 
   LoadedObject(LoadedObject &&other) noexcept;
   LoadedObject &operator=(LoadedObject &&other) noexcept;
   ~LoadedObject();
 
   bpf_object *object() const { return obj; }
+  const std::string &name() const { return objectName; }
   int programFd(const std::string &name) const; // -1 if absent
   int mapFd(const std::string &name) const;     // -1 if absent
   std::vector<std::string> programNames() const;
   // Every map of the object: name -> fd.
   std::map<std::string, int> maps() const;
+  // What the object's program arrays hold now, by name of this object's
+  // programs; a slot holding a program of another object is left out.
+  Expected<ProgramSlots> programSlots() const;
+  // Points slot i of every array in `slots` at this object's program of the
+  // name given; slots not listed are emptied. `arrays` (name -> fd) are
+  // the program arrays to write, which need not be this object's own.
+  Error fillProgramSlots(const ProgramSlots &slots,
+                         const std::map<std::string, int> &arrays) const;
 
 private:
-  explicit LoadedObject(bpf_object *obj) : obj(obj) {}
+  LoadedObject(bpf_object *obj, std::string name) : obj(obj), objectName(std::move(name)) {}
   bpf_object *obj = nullptr;
+  std::string objectName;
 };
+
+// What the kernel told about one program of a loaded original.
+struct ProgramFacts {
+  // bpf_prog_info.verified_insns: what verifying it cost.
+  std::optional<uint64_t> verifiedInstructions;
+  // Its slot in the fallback program array; none when it could not join
+  // (e.g. an xdp/devmap program beside the xdp entry).
+  std::optional<uint32_t> fallbackSlot;
+};
+
+// The guard's fallback array for `object`: slot i holds program i of
+// `programs` (the spec's order), the entry registered first because it
+// fixes the program type the array accepts. Programs of another type (an
+// xdp/devmap program beside an xdp entry) cannot join; they get no slot
+// and can only fall back inside the program (ProgramSpec::fallbackFor).
+struct FallbackArray {
+  int fd = -1; // owned by the caller
+  std::map<std::string, ProgramFacts> programs;
+};
+Expected<FallbackArray> createFallbackArray(const LoadedObject &object,
+                                            const std::vector<std::string> &programs,
+                                            const std::string &entry);
 
 // A program's totals from the kernel's bpf_stats (zero unless stats are
 // enabled, e.g. with bpf_enable_stats): nanoseconds spent and runs counted.

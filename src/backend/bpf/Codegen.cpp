@@ -76,21 +76,17 @@ void onFatalError(void *, const char *reason, bool) {
 
 } // namespace
 
-Error runRecoverably(const std::string &what, function_ref<void()> work, bool *crashed) {
+Error runRecoverably(const std::string &what, function_ref<void()> work) {
   static const bool installed = [] {
     llvm::CrashRecoveryContext::Enable();
     llvm::install_fatal_error_handler(onFatalError);
     return true;
   }();
   (void)installed;
-  if (crashed)
-    *crashed = false;
   fatalReason.clear();
   llvm::CrashRecoveryContext recovery;
   if (recovery.RunSafely(work))
     return Error::success();
-  if (crashed)
-    *crashed = true;
   if (!fatalReason.empty())
     return makeError("{0} failed inside LLVM: {1}", what, fatalReason);
   int signal = recovery.RetCode - 128;

@@ -27,10 +27,9 @@ Expected<std::vector<char>> emitObject(llvm::Module &module,
 // costs an error, not the process: a signal (SIGSEGV, SIGABRT from an
 // assertion) or an LLVM fatal error (report_fatal_error, which would
 // otherwise exit) ends `work` and comes back as "WHAT crashed (...)" or
-// "WHAT failed inside LLVM: REASON". `crashed` (optional) tells whether
-// `work` was cut short: the LLVM context it used may then be inconsistent
-// and must not be used again.
-Error runRecoverably(const std::string &what, llvm::function_ref<void()> work,
-                     bool *crashed = nullptr);
+// "WHAT failed inside LLVM: REASON". An error means `work` was cut short:
+// the LLVM context it used may then be inconsistent and must not be used
+// again.
+Error runRecoverably(const std::string &what, llvm::function_ref<void()> work);
 
 } // namespace morpheus::bpf

@@ -136,6 +136,23 @@ Expected<core::TableContents> readTable(int fd, const core::TableInfo &info,
   return contents;
 }
 
+Expected<core::TableSnapshot> readSnapshot(const core::ReadPlan &plan,
+                                           const core::TableCatalog &catalog,
+                                           const std::map<std::string, int> &fds) {
+  core::TableSnapshot snapshot;
+  for (const auto &[name, request] : plan) {
+    auto fd = fds.find(name);
+    auto info = catalog.find(name);
+    if (fd == fds.end() || info == catalog.end())
+      return makeError("map '{0}': not a map of the program", name);
+    auto contents = readTable(fd->second, info->second, request);
+    if (!contents)
+      return contents.takeError();
+    snapshot[name] = std::move(*contents);
+  }
+  return snapshot;
+}
+
 Expected<Bytes> parseHexBytes(std::string_view text, const std::string &what) {
   Bytes bytes;
   std::string digits;

@@ -8,6 +8,7 @@
 #include <nlohmann/json_fwd.hpp>
 
 #include <functional>
+#include <map>
 #include <string>
 #include <string_view>
 
@@ -19,6 +20,12 @@ namespace morpheus::bpf {
 // agree.
 Expected<core::TableContents> readTable(int fd, const core::TableInfo &info,
                                         const core::TableReadRequest &request);
+
+// Reads every table of `plan` from the maps in `fds` (name -> fd), as
+// readTable does; the snapshot a version is specialized for.
+Expected<core::TableSnapshot> readSnapshot(const core::ReadPlan &plan,
+                                           const core::TableCatalog &catalog,
+                                           const std::map<std::string, int> &fds);
 
 // Parses raw bytes written as hex: "0a000001", "0a 00 00 01", "0x0a 0x00 ..."
 // or bpftool's JSON form ["0x0a","0x00",...]. `what` names the field in errors.

@@ -2,6 +2,7 @@
 
 #include "backend/bpf/BpfObject.h"
 #include "backend/bpf/Codegen.h"
+#include "backend/bpf/StaticSlots.h"
 #include "backend/bpf/VerifierBounds.h"
 
 #include <llvm/Bitcode/BitcodeReader.h>
@@ -52,21 +53,38 @@ Expected<std::unique_ptr<ProgramSpec>> ProgramSpec::load(const std::string &path
 
   // Code generation may adjust the IR it is given; always hand it a clone.
   std::optional<Expected<std::vector<char>>> elf;
-  bool crashed = false;
-  Error failed = runRecoverably(
-      path + ": code generation of the original",
-      [&] { elf.emplace(emitObject(*llvm::CloneModule(*spec->pristine), *spec->machine)); },
-      &crashed);
-  if (crashed) {
-    // LLVM was cut short in this context: abandon it untouched.
+  // LLVM cut short in this context may have left it inconsistent: abandon
+  // it untouched (leaked) rather than destroy it.
+  auto abandon = [&] {
     (void)spec->pristine.release();
     (void)spec->machine.release();
     (void)spec->context.release();
-    return failed;
+  };
+  if (Error crashed = runRecoverably(path + ": code generation of the original", [&] {
+        elf.emplace(emitObject(*llvm::CloneModule(*spec->pristine), *spec->machine));
+      })) {
+    abandon();
+    return crashed;
   }
   if (!*elf)
     return elf->takeError();
   spec->original = std::move(**elf);
+  spec->staticSlots = bpf::staticProgramSlots(*spec->pristine);
+  if (!spec->staticSlots.empty()) {
+    std::unique_ptr<llvm::Module> withoutSlots = llvm::CloneModule(*spec->pristine);
+    removeStaticProgramSlots(*withoutSlots);
+    std::optional<Expected<std::vector<char>>> copyElf;
+    if (Error crashed = runRecoverably(
+            path + ": code generation of the original without static slots",
+            [&] { copyElf.emplace(emitObject(*withoutSlots, *spec->machine)); })) {
+      (void)withoutSlots.release();
+      abandon();
+      return crashed;
+    }
+    if (!*copyElf)
+      return copyElf->takeError();
+    spec->originalWithoutSlots = std::move(**copyElf);
+  }
   auto catalog = readCatalog(spec->original, spec->name);
   if (!catalog)
     return withContext(catalog.takeError(), path);
@@ -100,14 +118,11 @@ ProgramSpec::specialize(const core::TableSnapshot &snapshot,
   // A crash in a pass or in code generation must cost one version, not the
   // daemon.
   std::optional<Expected<SpecializedObject>> result;
-  bool crashed = false;
-  Error failed = runRecoverably(
-      sourcePath + ": specialization", [&] { result.emplace(build(snapshot, request)); },
-      &crashed);
-  if (!crashed)
-    return std::move(*result);
-  return llvm::joinErrors(makeError("{0}; no new version", llvm::toString(std::move(failed))),
-                          renewContext());
+  if (Error crashed = runRecoverably(sourcePath + ": specialization",
+                                     [&] { result.emplace(build(snapshot, request)); }))
+    return llvm::joinErrors(
+        makeError("{0}; no new version", llvm::toString(std::move(crashed))), renewContext());
+  return std::move(*result);
 }
 
 Error ProgramSpec::renewContext() {
@@ -188,6 +203,11 @@ uint64_t ProgramSpec::verifierPathBudget(const std::string &entry,
 Expected<SpecializedObject> ProgramSpec::build(const core::TableSnapshot &snapshot,
                                                const SpecializeRequest &request) const {
   std::unique_ptr<llvm::Module> clone = llvm::CloneModule(*pristine);
+  // Guarded versions share the live program arrays, whose slots only the
+  // live original's load writes; an unguarded build (offline) is a program
+  // of its own and keeps them.
+  if (request.guardVersion)
+    removeStaticProgramSlots(*clone);
   core::SpecializationOptions options;
   options.inlineLimit = request.inlineLimit;
   // Inlined values get their own read-only section, hence their own map, so

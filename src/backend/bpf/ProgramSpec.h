@@ -5,6 +5,8 @@
 // optimizer loop builds every version from the same spec.
 #pragma once
 
+#include "backend/bpf/BpfObject.h"
+#include "backend/bpf/BpfObject.h"
 #include "backend/bpf/BpfSignatures.h"
 #include "backend/bpf/Frontend.h"
 #include "core/Pipeline.h"
@@ -26,15 +28,6 @@ namespace morpheus::bpf {
 // The object name of the program in `path` ("nf/router/router.bpf.c" ->
 // "router"): it names the internal maps and the default pin directory.
 std::string objectNameFor(const std::string &path);
-
-// What the kernel told about one program of the loaded original.
-struct ProgramFacts {
-  // bpf_prog_info.verified_insns: what verifying the original cost.
-  std::optional<uint64_t> verifiedInstructions;
-  // Its slot in the fallback program array; none when it could not join it
-  // (e.g. an xdp/devmap program beside the xdp entry).
-  std::optional<uint32_t> fallbackSlot;
-};
 
 struct SpecializeRequest {
   uint32_t inlineLimit = 64;
@@ -69,7 +62,15 @@ public:
   const std::string &path() const { return sourcePath; }
   // Names internal maps; identical for every version of the program.
   const std::string &objectName() const { return name; }
+  // The original as the live load uses it: libbpf writes its program
+  // arrays' static slots (StaticSlots.h), so no other load may use it.
   const std::vector<char> &originalElf() const { return original; }
+  // The original for every other load (validation and fuzzing copies):
+  // the same code without static slots, which Morpheus fills itself.
+  const std::vector<char> &originalElfWithoutSlots() const {
+    return staticSlots.empty() ? original : originalWithoutSlots;
+  }
+  const ProgramSlots &staticProgramSlots() const { return staticSlots; }
   const core::TableCatalog &catalog() const { return tables; }
   const core::TableAccessInfo &analysis() const { return access; }
   // Program entry functions; an entry's fallback slot is its index.
@@ -95,7 +96,8 @@ private:
   llvm::SmallVector<char, 0> pristineBitcode; // to start afresh after a crash
   std::unique_ptr<llvm::TargetMachine> machine;
   std::string sourcePath, name;
-  std::vector<char> original;
+  std::vector<char> original, originalWithoutSlots;
+  ProgramSlots staticSlots;
   core::TableCatalog tables;
   core::TableAccessInfo access;
   std::vector<std::string> entries;

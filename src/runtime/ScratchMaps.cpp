@@ -1,0 +1,576 @@
+#include "runtime/ScratchMaps.h"
+
+#include "backend/bpf/Frontend.h"
+#include "backend/bpf/MapIO.h"
+
+#include <bpf/bpf.h>
+#include <bpf/libbpf.h>
+#include <linux/bpf.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstring>
+#include <functional>
+#include <set>
+
+namespace morpheus::runtime {
+
+using core::Bytes;
+using bpf::MapLayout;
+
+namespace {
+
+// A ring buffer copy holds at most this many bytes when windowed: a sample
+// writes a few records, and a live ring of many megabytes copied three
+// times a cycle would cost more than the cycle.
+constexpr uint32_t RingWindow = 256 * 1024;
+
+CopyKind kindOf(uint32_t type) {
+  switch (type) {
+  case BPF_MAP_TYPE_HASH:
+  case BPF_MAP_TYPE_ARRAY:
+  case BPF_MAP_TYPE_PERCPU_HASH:
+  case BPF_MAP_TYPE_PERCPU_ARRAY:
+  case BPF_MAP_TYPE_LRU_HASH:
+  case BPF_MAP_TYPE_LRU_PERCPU_HASH:
+  case BPF_MAP_TYPE_LPM_TRIE:
+    return CopyKind::Data;
+  case BPF_MAP_TYPE_PROG_ARRAY:
+    return CopyKind::Programs;
+  case BPF_MAP_TYPE_ARRAY_OF_MAPS:
+  case BPF_MAP_TYPE_HASH_OF_MAPS:
+    return CopyKind::MapsOfMaps;
+  case BPF_MAP_TYPE_DEVMAP:
+  case BPF_MAP_TYPE_DEVMAP_HASH:
+  case BPF_MAP_TYPE_CPUMAP:
+    return CopyKind::Devices;
+  case BPF_MAP_TYPE_RINGBUF:
+    return CopyKind::Ring;
+  case BPF_MAP_TYPE_QUEUE:
+  case BPF_MAP_TYPE_STACK:
+    return CopyKind::Sequence;
+  default:
+    return CopyKind::Empty;
+  }
+}
+
+bool isArrayType(uint32_t type) {
+  return type == BPF_MAP_TYPE_ARRAY || type == BPF_MAP_TYPE_PERCPU_ARRAY ||
+         type == BPF_MAP_TYPE_ARRAY_OF_MAPS || type == BPF_MAP_TYPE_DEVMAP ||
+         type == BPF_MAP_TYPE_CPUMAP || type == BPF_MAP_TYPE_PROG_ARRAY;
+}
+
+// Arrays larger than this are never dumped or restored whole (a load
+// balancer's ring has millions of slots): only at the keys asked for.
+constexpr uint32_t WholeArrayLimit = 1 << 17;
+
+bool isSparseArray(const MapImage::Map &map) {
+  return map.kind == CopyKind::Data && isArrayType(map.layout.type) &&
+         map.layout.maxEntries > WholeArrayLimit;
+}
+
+Bytes indexKey(uint32_t index) {
+  Bytes key(4);
+  std::memcpy(key.data(), &index, 4);
+  return key;
+}
+
+uint32_t indexOf(const Bytes &key) {
+  uint32_t index = 0;
+  std::memcpy(&index, key.data(), std::min<size_t>(4, key.size()));
+  return index;
+}
+
+// Calls `visit(key)` for the keys of the map behind `fd` in the kernel's
+// order: indexes below max_entries for arrays, the key walk otherwise;
+// stops when `visit` returns false.
+void forEachSlot(int fd, const MapLayout &layout, const std::function<bool(const Bytes &)> &visit) {
+  if (isArrayType(layout.type)) {
+    for (uint32_t index = 0; index < layout.maxEntries; ++index)
+      if (!visit(indexKey(index)))
+        return;
+    return;
+  }
+  bpf::forEachKey(fd, layout.keySize, visit);
+}
+
+// How many entries a copy of `live` is created with.
+uint32_t copySize(const MapLayout &live, CopyKind kind, const CopySizing &sizing,
+                  const std::vector<Bytes> &keys, bool whole) {
+  if (!sizing.window || whole)
+    return live.maxEntries;
+  uint32_t window = *sizing.window;
+  switch (kind) {
+  case CopyKind::Data:
+  case CopyKind::Devices:
+    if (isArrayType(live.type)) {
+      if (live.type != BPF_MAP_TYPE_ARRAY && live.type != BPF_MAP_TYPE_PERCPU_ARRAY)
+        return live.maxEntries; // device arrays hold a pointer per slot
+      // Every index read fits, so what the candidate inlined is there; a
+      // smaller array returns "no entry" beyond its end in every version
+      // alike, and the verifier bounds-checks any index.
+      uint32_t size = window;
+      for (const Bytes &key : keys)
+        if (key.size() == 4)
+          size = std::max(size, indexOf(key) + 1);
+      return std::min(live.maxEntries, size);
+    }
+    return std::min<uint64_t>(live.maxEntries,
+                              uint64_t(window) + keys.size() + sizing.headroom);
+  case CopyKind::Ring:
+    return std::min(live.maxEntries, RingWindow);
+  case CopyKind::Sequence:
+    return std::min<uint64_t>(live.maxEntries, uint64_t(window) + sizing.headroom);
+  default:
+    return live.maxEntries;
+  }
+}
+
+// Calls `visit(index, row)` for the slots below `count` of the array
+// behind `fd`, read in batches.
+Error readArray(int fd, const MapLayout &layout, uint32_t count,
+                const std::function<void(uint32_t, const uint8_t *)> &visit) {
+  size_t row = rowSize(layout);
+  const uint32_t batch = 4096;
+  std::vector<uint32_t> indexes(batch);
+  Bytes values(size_t(batch) * row);
+  uint32_t position = 0;
+  bool first = true;
+  for (uint32_t done = 0; done < count;) {
+    uint32_t wanted = std::min(batch, count - done), next = 0;
+    int err = bpf_map_lookup_batch(fd, first ? nullptr : &position, &next, indexes.data(),
+                                   values.data(), &wanted, nullptr);
+    int saved = errno;
+    for (uint32_t i = 0; i < wanted && indexes[i] < count; ++i)
+      visit(indexes[i], values.data() + size_t(i) * row);
+    done += wanted;
+    if (err) {
+      if (saved == ENOENT)
+        break;
+      return makeSystemError(saved, "map '{0}': batch lookup", layout.name);
+    }
+    position = next;
+    first = false;
+  }
+  return Error::success();
+}
+
+// The rows a copy starts with: a window of the live entries (the first
+// ones), then every key asked for. Devices keep their interface or queue
+// size and lose the program attached to the slot.
+Expected<std::vector<std::pair<Bytes, Bytes>>>
+readRows(int fd, const MapLayout &live, CopyKind kind, std::optional<uint32_t> window,
+         const std::vector<Bytes> &keys) {
+  std::map<Bytes, Bytes> rows;
+  Bytes value(rowSize(live));
+  Error failure = Error::success();
+  auto take = [&](const Bytes &key) {
+    if (bpf_map_lookup_elem(fd, key.data(), value.data()) == 0) {
+      Bytes row = value;
+      if (kind == CopyKind::Devices && row.size() > 4)
+        std::fill(row.begin() + 4, row.end(), 0); // the program: none
+      rows[key] = std::move(row);
+    } else if (errno != ENOENT && !failure) {
+      failure = makeSystemError(errno, "map '{0}': cannot read key {1}", live.name,
+                                bpf::toHex(key));
+    }
+  };
+  uint32_t budget = window.value_or(UINT32_MAX);
+  if (live.type == BPF_MAP_TYPE_ARRAY || live.type == BPF_MAP_TYPE_PERCPU_ARRAY) {
+    // In batches, keeping the slots that are not zero (a new array is
+    // zeroed): a pristine array of millions of slots costs a few syscalls.
+    if (Error err = readArray(fd, live, std::min(budget, live.maxEntries),
+                              [&](uint32_t index, const uint8_t *row) {
+                                if (std::any_of(row, row + value.size(),
+                                                [](uint8_t b) { return b != 0; }))
+                                  rows[indexKey(index)] = Bytes(row, row + value.size());
+                              }))
+      return err;
+  } else {
+    uint32_t visited = 0;
+    forEachSlot(fd, live, [&](const Bytes &key) {
+      if (visited++ >= budget)
+        return false;
+      take(key);
+      return !failure;
+    });
+  }
+  for (const Bytes &key : keys)
+    if (key.size() == live.keySize && !rows.count(key))
+      take(key);
+  if (failure)
+    return failure;
+  return std::vector<std::pair<Bytes, Bytes>>(rows.begin(), rows.end());
+}
+
+Expected<int> createLike(const MapLayout &layout, int innerTemplate) {
+  int btfFd = layout.btfId ? bpf_btf_get_fd_by_id(layout.btfId) : -1;
+  LIBBPF_OPTS(bpf_map_create_opts, attributes,
+              .btf_fd = uint32_t(std::max(btfFd, 0)),
+              .btf_key_type_id = btfFd >= 0 ? layout.btfKeyTypeId : 0,
+              .btf_value_type_id = btfFd >= 0 ? layout.btfValueTypeId : 0,
+              .inner_map_fd = uint32_t(std::max(innerTemplate, 0)), .map_flags = layout.flags,
+              .map_extra = layout.extra);
+  int fd = bpf_map_create(bpf_map_type(layout.type), nullptr, layout.keySize, layout.valueSize,
+                          layout.maxEntries, &attributes);
+  int err = errno;
+  if (btfFd >= 0)
+    close(btfFd);
+  if (fd < 0) {
+    const char *type = libbpf_bpf_map_type_str(bpf_map_type(layout.type));
+    return makeSystemError(err, "map '{0}' ({1}): cannot create a scratch copy", layout.name,
+                           type ? type : "unknown type");
+  }
+  return fd;
+}
+
+int ringRecord(void *context, void *data, size_t size) {
+  auto *records = static_cast<std::vector<Bytes> *>(context);
+  const auto *bytes = static_cast<const uint8_t *>(data);
+  records->emplace_back(bytes, bytes + size);
+  return 0;
+}
+
+} // namespace
+
+size_t rowSize(const MapLayout &layout) {
+  return bpf::syscallValueSize(layout.type, layout.valueSize);
+}
+
+Expected<MapImage> MapImage::read(const LiveMaps &live,
+                                  const std::map<std::string, MapLayout> &declared,
+                                  const CopySizing &sizing) {
+  MapImage image;
+  image.slots = live.programSlots;
+  std::map<std::string, MapLayout> layouts;
+  for (const auto &[name, fd] : live.maps) {
+    if (bpf::isFrozenSection(name) || name == bpf::GuardMapName ||
+        name == bpf::FallbackMapName)
+      continue;
+    auto layout = bpf::layoutOf(fd, name);
+    if (!layout)
+      return layout.takeError();
+    layouts[name] = *layout;
+  }
+  // Inner maps must fit their outer map's template, so a map of the object
+  // that some outer map also holds is copied whole.
+  std::set<uint32_t> innerIds;
+  for (const auto &[name, layout] : layouts)
+    if (kindOf(layout.type) == CopyKind::MapsOfMaps) {
+      int fd = live.maps.at(name);
+      forEachSlot(fd, layout, [&](const Bytes &key) {
+        uint32_t id = 0;
+        if (bpf_map_lookup_elem(fd, key.data(), &id) == 0)
+          innerIds.insert(id);
+        return true;
+      });
+    }
+
+  std::map<uint32_t, size_t> byId;
+  auto add = [&](const std::string &name, int fd, const MapLayout &layout, bool named,
+                 const std::vector<Bytes> &keys) -> Expected<size_t> {
+    Map map;
+    map.name = name;
+    map.named = named;
+    map.kind = kindOf(layout.type);
+    map.layout = layout;
+    map.layout.name = name;
+    bool whole = innerIds.count(layout.id) || !named;
+    map.layout.maxEntries = copySize(layout, map.kind, sizing, keys, whole);
+    if (map.kind == CopyKind::Data || map.kind == CopyKind::Devices) {
+      auto rows = readRows(fd, layout, map.kind, whole && named ? std::nullopt : sizing.window,
+                           keys);
+      if (!rows)
+        return rows.takeError();
+      for (auto &row : *rows)
+        if (!isArrayType(layout.type) || indexOf(row.first) < map.layout.maxEntries)
+          map.rows.push_back(std::move(row));
+    }
+    if (map.kind == CopyKind::MapsOfMaps)
+      if (auto found = declared.find(name); found != declared.end())
+        map.innerLayout = found->second.inner;
+    byId[layout.id] = image.all.size();
+    image.all.push_back(std::move(map));
+    return image.all.size() - 1;
+  };
+  static const std::vector<Bytes> none;
+  for (const auto &[name, layout] : layouts) {
+    auto keys = sizing.keys.find(name);
+    auto added = add(name, live.maps.at(name), layout, true,
+                     keys == sizing.keys.end() ? none : keys->second);
+    if (!added)
+      return added.takeError();
+  }
+  // The inner maps the live outer maps hold (a window of the slots that
+  // hold one).
+  for (size_t outer = 0, named = image.all.size(); outer < named; ++outer) {
+    if (image.all[outer].kind != CopyKind::MapsOfMaps)
+      continue;
+    const std::string outerName = image.all[outer].name;
+    int fd = live.maps.at(outerName);
+    uint32_t budget = sizing.window.value_or(UINT32_MAX), visited = 0;
+    Error failure = Error::success();
+    std::vector<std::pair<Bytes, size_t>> held;
+    forEachSlot(fd, layouts.at(outerName), [&](const Bytes &key) {
+      uint32_t id = 0;
+      if (bpf_map_lookup_elem(fd, key.data(), &id) != 0)
+        return true; // an empty slot
+      if (visited++ >= budget)
+        return false;
+      if (auto known = byId.find(id); known != byId.end()) {
+        held.emplace_back(key, known->second);
+        return true;
+      }
+      std::string name = outerName + "[" + bpf::toHex(key) + "]";
+      int innerFd = bpf_map_get_fd_by_id(id);
+      if (innerFd < 0) {
+        if (errno == ENOENT)
+          return true; // replaced meanwhile
+        failure = makeSystemError(errno, "map '{0}': cannot open inner map {1}", name, id);
+        return false;
+      }
+      auto layout = bpf::layoutOf(innerFd, name);
+      Expected<size_t> added = layout ? add(name, innerFd, *layout, false, none)
+                                      : Expected<size_t>(layout.takeError());
+      close(innerFd);
+      if (!added) {
+        failure = added.takeError();
+        return false;
+      }
+      held.emplace_back(key, *added);
+      return true;
+    });
+    if (failure)
+      return failure;
+    image.all[outer].inner = std::move(held);
+  }
+  return image;
+}
+
+Expected<std::unique_ptr<ScratchMaps>> ScratchMaps::create(const MapImage &image) {
+  std::unique_ptr<ScratchMaps> maps(new ScratchMaps(image));
+  if (Error err = maps->createAll())
+    return err;
+  return maps;
+}
+
+ScratchMaps::~ScratchMaps() {
+  for (auto &[index, ring] : rings)
+    ring_buffer__free(ring);
+  for (int fd : fds)
+    if (fd >= 0)
+      close(fd);
+}
+
+Error ScratchMaps::createAll() {
+  const std::vector<MapImage::Map> &maps = image.maps();
+  fds.assign(maps.size(), -1);
+  // Outer maps last: they are created with, and filled with, inner maps.
+  for (bool outers : {false, true})
+    for (size_t i = 0; i < maps.size(); ++i) {
+      const MapImage::Map &map = maps[i];
+      if ((map.kind == CopyKind::MapsOfMaps) != outers)
+        continue;
+      int innerTemplate = -1, ownTemplate = -1;
+      if (outers) {
+        if (!map.inner.empty()) {
+          innerTemplate = fds[map.inner.front().second];
+        } else if (map.innerLayout) {
+          auto created = createLike(*map.innerLayout, -1);
+          if (!created)
+            return withContext(created.takeError(), "map '" + map.name + "': inner template");
+          innerTemplate = ownTemplate = *created;
+        } else {
+          return makeError("map '{0}': no inner map layout to create a scratch copy with",
+                           map.name);
+        }
+      }
+      auto created = createLike(map.layout, innerTemplate);
+      if (ownTemplate >= 0)
+        close(ownTemplate);
+      if (!created)
+        return created.takeError();
+      fds[i] = *created;
+      if (Error err = fill(i))
+        return err;
+      if (map.named)
+        named[map.name] = fds[i];
+      if (map.kind == CopyKind::Ring) {
+        ring_buffer *ring = ring_buffer__new(fds[i], ringRecord, &records[i], nullptr);
+        if (!ring)
+          return makeSystemError(errno, "map '{0}': cannot read its scratch ring", map.name);
+        rings[i] = ring;
+      }
+    }
+  return Error::success();
+}
+
+Error ScratchMaps::fill(size_t index) {
+  const MapImage::Map &map = image.maps()[index];
+  int fd = fds[index];
+  bool array = isArrayType(map.layout.type);
+  for (const auto &[key, value] : map.rows) {
+    // A new array is zeroed already.
+    if (array && std::all_of(value.begin(), value.end(), [](uint8_t b) { return b == 0; }))
+      continue;
+    if (bpf_map_update_elem(fd, key.data(), value.data(), BPF_ANY) == 0)
+      continue;
+    // A device slot naming an interface outside Morpheus's network
+    // namespace cannot be copied: it stays empty in every version.
+    if (map.kind == CopyKind::Devices)
+      continue;
+    return makeSystemError(errno, "map '{0}': cannot fill its scratch copy (key {1})", map.name,
+                           bpf::toHex(key));
+  }
+  if (map.inner.empty())
+    return Error::success();
+  // In one batch: the kernel waits for an RCU grace period after each
+  // update of a map of maps, a few milliseconds, once per batch.
+  Bytes keys;
+  std::vector<int> inner;
+  for (const auto &[key, index] : map.inner) {
+    keys.insert(keys.end(), key.begin(), key.end());
+    inner.push_back(fds[index]);
+  }
+  uint32_t count = uint32_t(inner.size());
+  if (bpf_map_update_batch(fd, keys.data(), inner.data(), &count, nullptr))
+    return makeSystemError(errno, "map '{0}': cannot put the copies of its {1} inner maps "
+                           "({2} put)",
+                           map.name, inner.size(), count);
+  return Error::success();
+}
+
+Error ScratchMaps::bindProgramSlots(const bpf::LoadedObject &object) const {
+  std::map<std::string, int> arrays;
+  for (size_t i = 0; i < image.maps().size(); ++i)
+    if (image.maps()[i].kind == CopyKind::Programs && image.maps()[i].named)
+      arrays[image.maps()[i].name] = fds[i];
+  return object.fillProgramSlots(image.programSlots(), arrays);
+}
+
+Error ScratchMaps::drainRings() const {
+  for (const auto &[index, ring] : rings)
+    if (int err = ring_buffer__consume(ring); err < 0)
+      return makeSystemError(err, "map '{0}': cannot read its scratch ring",
+                             image.maps()[index].name);
+  return Error::success();
+}
+
+Expected<MapDump> ScratchMaps::dump(size_t index, const std::vector<Bytes> &keys) const {
+  const MapImage::Map &map = image.maps()[index];
+  int fd = fds[index];
+  MapDump contents;
+  Bytes value(rowSize(map.layout));
+  switch (map.kind) {
+  case CopyKind::Ring: {
+    if (Error err = drainRings())
+      return err;
+    contents.sequence = std::move(records[index]);
+    records[index].clear();
+    return contents;
+  }
+  case CopyKind::Sequence: {
+    // Read by taking every element out, then put back in the same order.
+    while (bpf_map_lookup_and_delete_elem(fd, nullptr, value.data()) == 0)
+      contents.sequence.push_back(value);
+    std::vector<Bytes> back = contents.sequence;
+    if (map.layout.type == BPF_MAP_TYPE_STACK)
+      std::reverse(back.begin(), back.end());
+    for (const Bytes &element : back)
+      if (bpf_map_update_elem(fd, nullptr, element.data(), BPF_ANY))
+        return makeSystemError(errno, "map '{0}': cannot put an element back", map.name);
+    return contents;
+  }
+  case CopyKind::Data:
+    break;
+  default:
+    return contents; // programs cannot write it
+  }
+  if (isSparseArray(map)) {
+    for (const Bytes &key : keys)
+      if (key.size() == 4 && bpf_map_lookup_elem(fd, key.data(), value.data()) == 0)
+        contents.entries[key] = value;
+    return contents;
+  }
+  if (isArrayType(map.layout.type)) {
+    contents.row = value.size();
+    contents.flat.assign(size_t(map.layout.maxEntries) * value.size(), 0);
+    if (Error err = readArray(fd, map.layout, map.layout.maxEntries,
+                              [&](uint32_t index, const uint8_t *row) {
+                                std::memcpy(contents.flat.data() + size_t(index) * value.size(),
+                                            row, value.size());
+                              }))
+      return err;
+    return contents;
+  }
+  bpf::forEachKey(fd, map.layout.keySize, [&](const Bytes &key) {
+    if (bpf_map_lookup_elem(fd, key.data(), value.data()) == 0)
+      contents.entries[key] = value;
+    return true;
+  });
+  return contents;
+}
+
+Error ScratchMaps::restore(const std::map<std::string, std::vector<Bytes>> &touched) {
+  if (Error err = drainRings())
+    return err;
+  for (auto &[index, received] : records)
+    received.clear();
+  for (size_t index = 0; index < image.maps().size(); ++index) {
+    const MapImage::Map &map = image.maps()[index];
+    int fd = fds[index];
+    if (map.kind == CopyKind::Sequence) {
+      Bytes value(rowSize(map.layout));
+      while (bpf_map_lookup_and_delete_elem(fd, nullptr, value.data()) == 0) {
+      }
+      continue;
+    }
+    if (map.kind != CopyKind::Data)
+      continue;
+    size_t row = rowSize(map.layout);
+    if (!isArrayType(map.layout.type)) {
+      // Deleting while walking would restart the walk anyway.
+      Bytes key(map.layout.keySize);
+      while (bpf_map_get_next_key(fd, nullptr, key.data()) == 0)
+        if (bpf_map_delete_elem(fd, key.data()))
+          return makeSystemError(errno, "map '{0}': cannot clear", map.name);
+      if (Error err = fill(index))
+        return err;
+      continue;
+    }
+    std::map<Bytes, const Bytes *> wanted;
+    for (const auto &[key, value] : map.rows)
+      wanted[key] = &value;
+    Bytes zero(row, 0);
+    auto put = [&](const Bytes &key, const uint8_t *current) -> Error {
+      auto found = wanted.find(key);
+      const uint8_t *value = found == wanted.end() ? zero.data() : found->second->data();
+      if ((!current || std::memcmp(current, value, row)) &&
+          bpf_map_update_elem(fd, key.data(), value, BPF_ANY))
+        return makeSystemError(errno, "map '{0}': cannot reset key {1}", map.name,
+                               bpf::toHex(key));
+      return Error::success();
+    };
+    if (isSparseArray(map)) {
+      std::set<Bytes> keys;
+      if (auto written = touched.find(map.name); written != touched.end())
+        keys.insert(written->second.begin(), written->second.end());
+      for (const auto &[key, value] : map.rows)
+        keys.insert(key);
+      for (const Bytes &key : keys)
+        if (key.size() == 4 && indexOf(key) < map.layout.maxEntries)
+          if (Error err = put(key, nullptr))
+            return err;
+      continue;
+    }
+    auto current = dump(index, {});
+    if (!current)
+      return current.takeError();
+    for (uint32_t slot = 0; slot < map.layout.maxEntries; ++slot)
+      if (Error err = put(indexKey(slot), current->flat.data() + size_t(slot) * row))
+        return err;
+  }
+  return Error::success();
+}
+
+} // namespace morpheus::runtime

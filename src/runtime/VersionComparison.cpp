@@ -1,0 +1,439 @@
+#include "runtime/VersionComparison.h"
+
+#include "backend/bpf/Frontend.h"
+#include "backend/bpf/MapIO.h"
+
+#include <bpf/bpf.h>
+#include <linux/bpf.h>
+#include <llvm/Support/FormatVariadic.h>
+#include <nlohmann/json.hpp>
+#include <unistd.h>
+
+#include <algorithm>
+#include <future>
+
+namespace morpheus::runtime {
+
+using core::Bytes;
+
+namespace {
+
+constexpr Version RunOrder[] = {Version::Witness, Version::Original, Version::Specialized};
+constexpr Version Versions[] = {Version::Original, Version::Witness, Version::Specialized};
+
+size_t at(Version version) { return size_t(version); }
+
+std::string hex(const Bytes &bytes) { return bpf::toHex(bytes); }
+
+// Where `x` and `y` differ outside `mask`, if they do.
+std::optional<size_t> unmaskedDifference(const std::vector<bool> &mask, const Bytes &x,
+                                         const Bytes &y) {
+  if (x.size() != y.size())
+    return std::min(x.size(), y.size());
+  for (size_t i = 0; i < x.size(); ++i)
+    if (x[i] != y[i] && (i >= mask.size() || !mask[i]))
+      return i;
+  return std::nullopt;
+}
+
+} // namespace
+
+const char *versionName(Version version) {
+  switch (version) {
+  case Version::Original:
+    return "original";
+  case Version::Witness:
+    return "witness";
+  case Version::Specialized:
+    return "specialized";
+  }
+  return "unknown";
+}
+
+Expected<std::unique_ptr<VersionComparison>>
+VersionComparison::create(const bpf::ProgramSpec &spec, const std::string &entry,
+                          const LiveMaps &live, const Options &options) {
+  auto guard = bpf::GuardWord::create();
+  if (!guard)
+    return guard.takeError();
+  // The scratch guard holds the candidate's version from the start.
+  static_assert(sizeof(bpf::GuardState) == 2 * sizeof(uint64_t));
+  uint64_t state[2] = {options.guardVersion, 0};
+  uint32_t zero = 0;
+  if (bpf_map_update_elem(guard->fd(), &zero, state, BPF_ANY))
+    return makeSystemError(errno, "cannot set the scratch guard");
+  std::unique_ptr<VersionComparison> comparison(
+      new VersionComparison(spec, entry, std::move(*guard)));
+
+  const std::vector<char> &original = spec.originalElfWithoutSlots();
+  auto declared = bpf::readMapLayouts(original, spec.objectName());
+  if (!declared)
+    return declared.takeError();
+  auto image = MapImage::read(live, *declared, options.sizing);
+  if (!image)
+    return image.takeError();
+  comparison->image = std::move(*image);
+  // The three sets at once: filling a map of maps waits for an RCU grace
+  // period (milliseconds), and the three waits then overlap.
+  std::array<std::future<Expected<std::unique_ptr<ScratchMaps>>>, VersionCount> made;
+  for (Version version : Versions)
+    made[at(version)] = std::async(std::launch::async,
+                                   [&] { return ScratchMaps::create(comparison->image); });
+  Error failed = Error::success();
+  for (Version version : Versions) {
+    auto copies = made[at(version)].get();
+    if (!copies)
+      failed = llvm::joinErrors(
+          std::move(failed),
+          withContext(copies.takeError(), versionName(version) + std::string(" copy")));
+    else
+      comparison->copies[at(version)] = std::move(*copies);
+  }
+  if (failed)
+    return failed;
+  auto loadOriginal = [&](Version on) -> Expected<bpf::LoadedObject> {
+    bpf::LoadOptions load;
+    load.maps = comparison->copies[at(on)]->byName();
+    load.windowedCopies = true;
+    auto loaded = bpf::LoadedObject::load(original, spec.objectName(), load);
+    if (!loaded)
+      return withContext(loaded.takeError(), versionName(on) + std::string(" copy"));
+    if (Error err = comparison->copies[at(on)]->bindProgramSlots(*loaded))
+      return err;
+    return loaded;
+  };
+  for (Version version : {Version::Original, Version::Witness}) {
+    auto loaded = loadOriginal(version);
+    if (!loaded)
+      return loaded.takeError();
+    comparison->objects[at(version)].emplace(std::move(*loaded));
+  }
+  // The specialized version's fallback: the original on the same copies,
+  // which its program arrays point at, as the live arrays point at the
+  // live original's programs. Without either need it is not loaded (a
+  // fourth verification per cycle), and the fallback array stays empty:
+  // the scratch guard then never moves, so the fallback is never taken.
+  bool programArrays = std::any_of(
+      comparison->image.maps().begin(), comparison->image.maps().end(),
+      [](const MapImage::Map &map) { return map.kind == CopyKind::Programs; });
+  if (options.fallback || programArrays) {
+    auto fallbackOriginal = loadOriginal(Version::Specialized);
+    if (!fallbackOriginal)
+      return fallbackOriginal.takeError();
+    comparison->fallbackOriginal.emplace(std::move(*fallbackOriginal));
+    auto fallback =
+        bpf::createFallbackArray(*comparison->fallbackOriginal, spec.programs(), entry);
+    if (!fallback)
+      return fallback.takeError();
+    comparison->fallbackFd = fallback->fd;
+    comparison->facts = std::move(fallback->programs);
+  } else {
+    comparison->fallbackFd = bpf_map_create(BPF_MAP_TYPE_PROG_ARRAY, bpf::FallbackMapName,
+                                            sizeof(uint32_t), sizeof(uint32_t),
+                                            bpf::MaxPrograms, nullptr);
+    if (comparison->fallbackFd < 0)
+      return makeSystemError(errno, "cannot create a scratch fallback array");
+    // The array stays empty (the scratch guard never moves), but the
+    // specialized copy is built as the live one would be: each program at
+    // its slot, at what verifying the original copy cost.
+    const std::vector<std::string> &programs = spec.programs();
+    for (uint32_t slot = 0; slot < programs.size(); ++slot) {
+      bpf::ProgramFacts &facts = comparison->facts[programs[slot]];
+      facts.fallbackSlot = slot;
+      int fd = comparison->objects[at(Version::Original)]->programFd(programs[slot]);
+      if (fd >= 0)
+        facts.verifiedInstructions = bpf::verifiedInstructions(fd);
+    }
+  }
+  comparison->specializedMaps = comparison->copies[at(Version::Specialized)]->byName();
+  comparison->specializedMaps[bpf::GuardMapName] = comparison->scratchGuard.fd();
+  comparison->specializedMaps[bpf::FallbackMapName] = comparison->fallbackFd;
+  return comparison;
+}
+
+VersionComparison::~VersionComparison() {
+  for (auto &object : objects)
+    object.reset();
+  fallbackOriginal.reset();
+  if (fallbackFd >= 0)
+    close(fallbackFd);
+}
+
+Error VersionComparison::loadSpecialized(llvm::ArrayRef<char> elf) {
+  objects[at(Version::Specialized)].reset();
+  bpf::LoadOptions load;
+  load.maps = specializedMaps;
+  load.windowedCopies = true;
+  auto loaded = bpf::LoadedObject::load(elf, spec.objectName(), load);
+  if (!loaded)
+    return withContext(loaded.takeError(), "specialized copy");
+  objects[at(Version::Specialized)].emplace(std::move(*loaded));
+  return Error::success();
+}
+
+const std::map<std::string, int> &VersionComparison::maps(Version version) const {
+  return copies[at(version)]->byName();
+}
+
+int VersionComparison::programFd(Version version) const {
+  const std::optional<bpf::LoadedObject> &object = objects[at(version)];
+  return object ? object->programFd(entry) : -1;
+}
+
+Error VersionComparison::write(const MapContents &rows) {
+  for (const auto &[name, entries] : rows)
+    for (Version version : Versions) {
+      auto fd = maps(version).find(name);
+      if (fd == maps(version).end())
+        return makeError("map '{0}': not a map of the program", name);
+      auto layout = bpf::layoutOf(fd->second, name);
+      if (!layout)
+        return layout.takeError();
+      size_t row = rowSize(*layout);
+      size_t stride = bpf::isPerCpuMap(layout->type) ? (layout->valueSize + 7) / 8 * 8 : row;
+      for (const auto &[key, value] : entries) {
+        Bytes full(row, 0);
+        for (size_t offset = 0; offset < row; offset += stride)
+          std::copy(value.begin(), value.begin() + std::min(value.size(), stride),
+                    full.begin() + offset);
+        if (bpf_map_update_elem(fd->second, key.data(), full.data(), BPF_ANY))
+          return makeSystemError(errno, "map '{0}': cannot write key {1}", name, hex(key));
+      }
+    }
+  return Error::success();
+}
+
+Error VersionComparison::restore(const std::map<std::string, std::vector<Bytes>> &touched) {
+  for (auto &copy : copies)
+    if (Error err = copy->restore(touched))
+      return err;
+  return Error::success();
+}
+
+bool VersionComparison::written(const std::string &map) const {
+  // The analysis speaks of the object's own tables; internal data
+  // sections and inner maps may always be written.
+  return !spec.catalog().count(map) || !spec.analysis().isReadOnly(map);
+}
+
+Error VersionComparison::observeMaps(MapCheck check,
+                                     const std::map<std::string, std::vector<Bytes>> &keys,
+                                     std::array<Observation, VersionCount> &observed) const {
+  static const std::vector<Bytes> none;
+  for (size_t index = 0; index < image.maps().size(); ++index) {
+    const MapImage::Map &map = image.maps()[index];
+    bool observable = map.kind == CopyKind::Data || map.kind == CopyKind::Ring ||
+                      map.kind == CopyKind::Sequence;
+    // Ring records belong to the packet that wrote them: always drained.
+    bool wanted = check == MapCheck::All ||
+                  (check == MapCheck::Written && written(map.name)) ||
+                  (check != MapCheck::None && map.kind != CopyKind::Data) ||
+                  map.kind == CopyKind::Ring;
+    if (!observable || !wanted)
+      continue;
+    auto found = keys.find(map.name);
+    for (Version version : Versions) {
+      auto contents = copies[at(version)]->dump(index, found == keys.end() ? none : found->second);
+      if (!contents)
+        return contents.takeError();
+      observed[at(version)].maps[map.name] = std::move(*contents);
+    }
+  }
+  return Error::success();
+}
+
+Expected<StepOutcome>
+VersionComparison::run(const Step &step, MapCheck check,
+                       const std::map<std::string, std::vector<Bytes>> &keys) {
+  StepOutcome outcome;
+  for (Version version : RunOrder) {
+    int fd = programFd(version);
+    if (fd < 0)
+      return makeError("no {0} version loaded to compare", versionName(version));
+    auto result = runPacket(fd, step);
+    if (!result)
+      return withContext(result.takeError(), versionName(version) + std::string(" version"));
+    static_cast<PacketResult &>(outcome.observed[at(version)]) = std::move(*result);
+  }
+  if (Error err = observeMaps(check, keys, outcome.observed))
+    return err;
+  outcome.difference = compare(outcome.observed);
+  return outcome;
+}
+
+Expected<std::optional<std::string>>
+VersionComparison::compareMaps(MapCheck check,
+                               const std::map<std::string, std::vector<Bytes>> &keys) {
+  std::array<Observation, VersionCount> observed; // no packet: verdicts agree
+  if (Error err = observeMaps(check, keys, observed))
+    return err;
+  return compare(observed);
+}
+
+// a: the original, c: the witness, b: the specialized version.
+std::optional<std::string>
+VersionComparison::compare(const std::array<Observation, VersionCount> &observed) {
+  const Observation &a = observed[at(Version::Original)], &c = observed[at(Version::Witness)],
+                    &b = observed[at(Version::Specialized)];
+  if (a.verdict != c.verdict) {
+    ++maskCounts.verdicts;
+  } else {
+    if (a.verdict != b.verdict)
+      return llvm::formatv("verdict: original {0}, specialized {1}", a.verdict, b.verdict).str();
+    if (a.output.size() == c.output.size())
+      learnMask(outputMask, a.output, c.output);
+    if (auto where = unmaskedDifference(outputMask, a.output, b.output))
+      return llvm::formatv("output packet differs at byte {0}: original {1}, specialized {2}",
+                           *where, hex(a.output), hex(b.output))
+          .str();
+  }
+  for (const auto &[name, da] : a.maps) {
+    const MapDump &dc = c.maps.at(name), &db = b.maps.at(name);
+    std::vector<bool> &mask = valueMasks[name];
+    auto keySet = [&](bool same) {
+      if (!same && keySetMasked.insert(name).second)
+        ++maskCounts.keySets;
+      return !keySetMasked.count(name);
+    };
+    if (!da.flat.empty()) {
+      size_t row = da.row;
+      auto slot = [&](const Bytes &flat, size_t index) {
+        return Bytes(flat.begin() + index * row, flat.begin() + (index + 1) * row);
+      };
+      size_t slots = da.flat.size() / row;
+      if (da.flat != dc.flat)
+        for (size_t index = 0; index < slots; ++index)
+          learnMask(mask, slot(da.flat, index), slot(dc.flat, index));
+      if (da.flat != db.flat)
+        for (size_t index = 0; index < slots; ++index)
+          if (auto where = unmaskedDifference(mask, slot(da.flat, index), slot(db.flat, index)))
+            return llvm::formatv("map '{0}' index {1}: value differs at byte {2}: original {3}, "
+                                 "specialized {4}",
+                                 name, index, *where, hex(slot(da.flat, index)),
+                                 hex(slot(db.flat, index)))
+                .str();
+      continue;
+    }
+    if (!da.sequence.empty() || !dc.sequence.empty() || !db.sequence.empty()) {
+      if (!keySet(da.sequence.size() == dc.sequence.size()))
+        continue;
+      for (size_t i = 0; i < da.sequence.size(); ++i)
+        learnMask(mask, da.sequence[i], dc.sequence[i]);
+      if (db.sequence.size() != da.sequence.size())
+        return llvm::formatv("map '{0}': {1} elements or records after the original, {2} after "
+                             "the specialized version",
+                             name, da.sequence.size(), db.sequence.size())
+            .str();
+      for (size_t i = 0; i < da.sequence.size(); ++i)
+        if (auto where = unmaskedDifference(mask, da.sequence[i], db.sequence[i]))
+          return llvm::formatv("map '{0}' element {1}: differs at byte {2}: original {3}, "
+                               "specialized {4}",
+                               name, i, *where, hex(da.sequence[i]), hex(db.sequence[i]))
+              .str();
+      continue;
+    }
+    const auto &ea = da.entries, &ec = dc.entries, &eb = db.entries;
+    bool sameKeys = ea.size() == ec.size() &&
+                    std::equal(ea.begin(), ea.end(), ec.begin(),
+                               [](auto &x, auto &y) { return x.first == y.first; });
+    bool compareKeys = keySet(sameKeys);
+    for (const auto &[key, value] : ea) {
+      auto inWitness = ec.find(key);
+      if (inWitness == ec.end())
+        continue;
+      learnMask(mask, value, inWitness->second);
+      auto inSpecialized = eb.find(key);
+      if (inSpecialized == eb.end())
+        return llvm::formatv("map '{0}': key {1} present after the original, absent after the "
+                             "specialized version",
+                             name, hex(key))
+            .str();
+      if (auto where = unmaskedDifference(mask, value, inSpecialized->second))
+        return llvm::formatv("map '{0}' key {1}: value differs at byte {2}: original {3}, "
+                             "specialized {4}",
+                             name, hex(key), *where, hex(value), hex(inSpecialized->second))
+            .str();
+    }
+    if (!compareKeys)
+      continue;
+    for (const auto &[key, value] : eb)
+      if (!ea.count(key))
+        return llvm::formatv("map '{0}': key {1} absent after the original, present after the "
+                             "specialized version",
+                             name, hex(key))
+            .str();
+  }
+  return std::nullopt;
+}
+
+// A byte that differs masks its whole aligned 8-byte word: nondeterministic
+// values are numbers (timestamps, random draws), and a carry into a byte
+// that did not change between these two runs may change in the next pair.
+void VersionComparison::learnMask(std::vector<bool> &mask, const Bytes &x, const Bytes &y) {
+  mask.resize(std::max({mask.size(), x.size(), y.size()}) + 8, false);
+  for (size_t i = 0; i < std::min(x.size(), y.size()); ++i)
+    if (x[i] != y[i])
+      for (size_t j = i / 8 * 8; j < i / 8 * 8 + 8; ++j)
+        if (!mask[j]) {
+          mask[j] = true;
+          ++maskCounts.bytes;
+        }
+}
+
+void VersionComparison::learnFrom(const Observation &a, const Observation &b) {
+  if (a.output.size() == b.output.size())
+    learnMask(outputMask, a.output, b.output);
+  for (const auto &[name, x] : a.maps) {
+    auto y = b.maps.find(name);
+    if (y == b.maps.end())
+      continue;
+    std::vector<bool> &mask = valueMasks[name];
+    if (!x.flat.empty() && x.flat.size() == y->second.flat.size())
+      for (size_t offset = 0; offset + x.row <= x.flat.size(); offset += x.row)
+        learnMask(mask, Bytes(x.flat.begin() + offset, x.flat.begin() + offset + x.row),
+                  Bytes(y->second.flat.begin() + offset, y->second.flat.begin() + offset + x.row));
+    for (const auto &[key, value] : x.entries)
+      if (auto other = y->second.entries.find(key); other != y->second.entries.end())
+        learnMask(mask, value, other->second);
+    if (x.sequence.size() != y->second.sequence.size() && keySetMasked.insert(name).second)
+      ++maskCounts.keySets;
+    for (size_t i = 0; i < std::min(x.sequence.size(), y->second.sequence.size()); ++i)
+      learnMask(mask, x.sequence[i], y->second.sequence[i]);
+  }
+}
+
+nlohmann::json Reproducer::toJson() const {
+  nlohmann::json document;
+  document["check"] = check;
+  document["program"] = program;
+  document["entry"] = entry;
+  document["guard_version"] = guardVersion;
+  if (seed)
+    document["seed"] = *seed;
+  document["difference"] = difference;
+  nlohmann::json mapsJson = nlohmann::json::object();
+  for (const auto &[name, rows] : maps) {
+    nlohmann::json list = nlohmann::json::array();
+    for (const auto &[key, value] : rows)
+      list.push_back({{"key", hex(key)}, {"value", hex(value)}});
+    mapsJson[name] = list;
+  }
+  document["maps"] = mapsJson;
+  nlohmann::json list = nlohmann::json::array();
+  for (const Packet &packet : packets) {
+    nlohmann::json item = {{"packet", hex(packet.step.packet)},
+                           {"ingress_ifindex", packet.step.ifindex},
+                           {"guard_bumped", packet.step.guardBumped}};
+    for (Version version : Versions)
+      item[versionName(version)] = {{"verdict", packet.results[at(version)].verdict},
+                                    {"output", hex(packet.results[at(version)].output)}};
+    list.push_back(item);
+  }
+  document["packets"] = list;
+  document["packet"] = differingPacket ? nlohmann::json(*differingPacket) : nlohmann::json();
+  if (shrunk)
+    document["shrunk"] = *shrunk;
+  return document;
+}
+
+} // namespace morpheus::runtime

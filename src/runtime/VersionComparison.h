@@ -1,0 +1,181 @@
+// The three-way run behind both checks that compare a specialized program
+// with its original: pre-swap shadow validation (runtime/ShadowValidation)
+// and the differential fuzzer (runtime/Differential, `morpheus fuzz`).
+//
+// Three versions are loaded, each on its own scratch copies of every live
+// map (runtime/ScratchMaps), so nothing they do reaches the live program:
+//   Original     the original program (without static program-array slots)
+//   Witness      a second original: where it and the Original disagree the
+//                program is nondeterministic (a clock, a random number), and
+//                those bytes, verdicts or key sets are not compared
+//   Specialized  the candidate, with its own guard, which holds the version
+//                the candidate was built for (so a live guard that moves
+//                meanwhile changes nothing here), and its own fallback array
+//                holding a copy of the original beside it on the same maps
+//                (loaded when the fallback is exercised or program arrays
+//                need the original's programs)
+// A packet runs through the witness first, the original in the middle and
+// the specialized version last, so a clock the program reads moves about as
+// much between original and witness as between original and specialized.
+// Masks learned from the witness are sticky for the comparison's lifetime.
+// A difference is written in one reproducer format (Reproducer).
+#pragma once
+
+#include "backend/bpf/BpfObject.h"
+#include "backend/bpf/Guard.h"
+#include "backend/bpf/ProgramSpec.h"
+#include "runtime/PacketSamples.h"
+#include "runtime/ScratchMaps.h"
+#include "support/Error.h"
+
+#include <nlohmann/json_fwd.hpp>
+
+#include <array>
+#include <map>
+#include <memory>
+#include <optional>
+#include <set>
+#include <string>
+#include <vector>
+
+namespace morpheus::runtime {
+
+enum class Version { Original, Witness, Specialized };
+inline constexpr size_t VersionCount = 3;
+// "original", "witness", "specialized"
+const char *versionName(Version version);
+
+// A packet of a comparison; after a bump of the scratch guard the
+// specialized version hands it to its fallback.
+struct Step : SamplePacket {
+  bool guardBumped = false;
+};
+
+// Map rows by map name, values as one CPU's row: a map state.
+using MapContents = std::map<std::string, std::vector<std::pair<core::Bytes, core::Bytes>>>;
+
+// What one version did with one packet.
+struct Observation : PacketResult {
+  std::map<std::string, MapDump> maps; // those the check read
+};
+
+// Which maps are read and compared after a packet.
+enum class MapCheck {
+  None,
+  Written, // maps the analysis does not prove read-only, rings, queues
+  All,
+};
+
+struct StepOutcome {
+  std::array<Observation, VersionCount> observed; // by Version
+  // The first difference between original and specialized that the
+  // witness does not mask; none when they agree.
+  std::optional<std::string> difference;
+};
+
+// Comparisons skipped because the original and the witness disagreed.
+struct MaskCounts {
+  uint64_t bytes = 0, verdicts = 0, keySets = 0;
+};
+
+// The one reproducer format of a difference, for shadow validation and the
+// fuzzer alike (JSON, see docs/equivalence.md).
+struct Reproducer {
+  std::string check; // "shadow validation", "fuzz"
+  std::string program, entry;
+  uint64_t guardVersion = 0;
+  std::optional<uint64_t> seed;
+  std::string difference;
+  // The maps the versions started from, as far as the check chose them:
+  // the fuzzer's map state, or the entries the specialization read.
+  MapContents maps;
+  struct Packet {
+    Step step;
+    std::array<PacketResult, VersionCount> results;
+  };
+  std::vector<Packet> packets;
+  // 1-based index in `packets` of the packet that showed the difference;
+  // none when it showed in the maps after all of them.
+  std::optional<size_t> differingPacket;
+  std::optional<bool> shrunk; // the fuzzer's cases are shrunk
+
+  nlohmann::json toJson() const;
+};
+
+class VersionComparison {
+public:
+  struct Options {
+    CopySizing sizing;
+    uint64_t guardVersion = 1; // what the scratch guard holds at first
+    // Whether the specialized version's fallback is exercised (bumps of
+    // the scratch guard): its original is then loaded beside it, as it is
+    // anyway for a program with program arrays.
+    bool fallback = false;
+  };
+
+  static Expected<std::unique_ptr<VersionComparison>>
+  create(const bpf::ProgramSpec &spec, const std::string &entry, const LiveMaps &live,
+         const Options &options);
+  ~VersionComparison();
+
+  // Loads `elf`, a specialized version of the spec built for the scratch
+  // guard's current version, as the Specialized version (replacing one
+  // loaded before).
+  Error loadSpecialized(llvm::ArrayRef<char> elf);
+
+  bpf::GuardWord &guard() { return scratchGuard; }
+  // What the kernel said of each program (verified_insns, fallback slot),
+  // for ProgramSpec::fallbackFor to decide as it does for the live program.
+  const std::map<std::string, bpf::ProgramFacts> &programFacts() const { return facts; }
+  // A version's copies of the object's maps, by name.
+  const std::map<std::string, int> &maps(Version version) const;
+
+  // Writes `rows` (values as one CPU's row, repeated for every CPU) into
+  // every version's copy of the maps named.
+  Error write(const MapContents &rows);
+  // Puts every version's copies back as they were made (ScratchMaps::restore).
+  Error restore(const std::map<std::string, std::vector<core::Bytes>> &touched);
+
+  // Runs `step` through the three versions and compares them: verdict,
+  // output bytes, and the maps `check` names. `keys` are read in arrays
+  // too large to read whole.
+  Expected<StepOutcome> run(const Step &step, MapCheck check,
+                            const std::map<std::string, std::vector<core::Bytes>> &keys);
+  // Compares the versions' maps as they are now.
+  Expected<std::optional<std::string>>
+  compareMaps(MapCheck check, const std::map<std::string, std::vector<core::Bytes>> &keys);
+
+  // Masks whatever differs between two observations: for a difference that
+  // replaying the same case does not reproduce.
+  void learnFrom(const Observation &a, const Observation &b);
+  const MaskCounts &masked() const { return maskCounts; }
+
+private:
+  VersionComparison(const bpf::ProgramSpec &spec, std::string entry, bpf::GuardWord guard)
+      : spec(spec), entry(std::move(entry)), scratchGuard(std::move(guard)) {}
+  int programFd(Version version) const;
+  Error observeMaps(MapCheck check, const std::map<std::string, std::vector<core::Bytes>> &keys,
+                    std::array<Observation, VersionCount> &observed) const;
+  std::optional<std::string> compare(const std::array<Observation, VersionCount> &observed);
+  void learnMask(std::vector<bool> &mask, const core::Bytes &x, const core::Bytes &y);
+  bool written(const std::string &map) const;
+
+  const bpf::ProgramSpec &spec;
+  std::string entry;
+  bpf::GuardWord scratchGuard;
+  MapImage image;
+  std::array<std::unique_ptr<ScratchMaps>, VersionCount> copies;
+  std::array<std::optional<bpf::LoadedObject>, VersionCount> objects;
+  std::optional<bpf::LoadedObject> fallbackOriginal; // the Specialized one's
+  int fallbackFd = -1;
+  std::map<std::string, bpf::ProgramFacts> facts;
+  std::map<std::string, int> specializedMaps; // its copies, guard and fallback
+  // Sticky masks: output byte offsets, per map the value byte offsets, and
+  // maps whose key sets (or record counts) are nondeterministic.
+  std::vector<bool> outputMask;
+  std::map<std::string, std::vector<bool>> valueMasks;
+  std::set<std::string> keySetMasked;
+  MaskCounts maskCounts;
+};
+
+} // namespace morpheus::runtime

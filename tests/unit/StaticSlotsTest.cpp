@@ -1,0 +1,97 @@
+// Program-array slots an object sets statically (backend/bpf/StaticSlots)
+// and map layouts compared field by field (backend/bpf/BpfObject): both
+// without a kernel.
+#include "backend/bpf/BpfObject.h"
+#include "backend/bpf/ProgramSpec.h"
+
+#include <gtest/gtest.h>
+#include <linux/bpf.h>
+#include <llvm/Object/ObjectFile.h>
+
+namespace morpheus::bpf {
+namespace {
+
+std::string sourcePath(const std::string &relative) {
+  return std::string(MORPHEUS_SOURCE_DIR) + "/" + relative;
+}
+
+// The functions an ELF's relocations against `.maps` name: what libbpf
+// writes into program arrays at load.
+std::vector<std::string> slotRelocations(const std::vector<char> &elf) {
+  auto object = llvm::object::ObjectFile::createObjectFile(
+      llvm::MemoryBufferRef(llvm::StringRef(elf.data(), elf.size()), "elf"));
+  EXPECT_TRUE(bool(object)) << llvm::toString(object.takeError());
+  std::vector<std::string> names;
+  for (const llvm::object::SectionRef &section : (*object)->sections()) {
+    auto target = section.getRelocatedSection();
+    if (!target || *target == (*object)->section_end())
+      continue;
+    llvm::Expected<llvm::StringRef> name = (*target)->getName();
+    if (!name || *name != ".maps")
+      continue;
+    for (const llvm::object::RelocationRef &relocation : section.relocations())
+      if (auto symbol = relocation.getSymbol()->getName())
+        names.push_back(symbol->str());
+  }
+  return names;
+}
+
+TEST(StaticSlots, OnlyTheLiveOriginalCarriesThem) {
+  auto spec = ProgramSpec::load(sourcePath("tests/programs/maps_prog_array.bpf.c"), {});
+  ASSERT_TRUE(bool(spec)) << llvm::toString(spec.takeError());
+  ProgramSlots expected = {{"stages", {{0, "stage2"}}}};
+  EXPECT_EQ((*spec)->staticProgramSlots(), expected);
+  EXPECT_EQ(slotRelocations((*spec)->originalElf()), std::vector<std::string>{"stage2"})
+      << "the live original's load writes the slot";
+  EXPECT_TRUE(slotRelocations((*spec)->originalElfWithoutSlots()).empty())
+      << "copies of the original must not";
+
+  core::TableSnapshot empty;
+  auto guarded = (*spec)->specialize(empty, SpecializeRequest{64, 7, {}});
+  ASSERT_TRUE(bool(guarded)) << llvm::toString(guarded.takeError());
+  EXPECT_TRUE(slotRelocations(guarded->elf).empty())
+      << "a version sharing the live program array must not rewrite its slots";
+  auto offline = (*spec)->specialize(empty, SpecializeRequest{64, std::nullopt, {}});
+  ASSERT_TRUE(bool(offline)) << llvm::toString(offline.takeError());
+  EXPECT_EQ(slotRelocations(offline->elf), std::vector<std::string>{"stage2"})
+      << "an unguarded build is a program of its own";
+}
+
+TEST(StaticSlots, MapsOfMapsInitializersAreNotProgramSlots) {
+  auto spec = ProgramSpec::load(sourcePath("tests/programs/maps_in_map.bpf.c"), {});
+  ASSERT_TRUE(bool(spec)) << llvm::toString(spec.takeError());
+  EXPECT_TRUE((*spec)->staticProgramSlots().empty());
+  // libbpf writes an outer map's static slots only into an outer map it
+  // creates, never into one a load re-uses: they stay.
+  EXPECT_EQ(slotRelocations((*spec)->originalElfWithoutSlots()),
+            std::vector<std::string>{"fixed_counts"});
+}
+
+MapLayout layout(uint32_t type, uint32_t key, uint32_t value, uint32_t entries,
+                 uint32_t flags = 0) {
+  MapLayout map;
+  map.name = "m";
+  map.type = type;
+  map.keySize = key;
+  map.valueSize = value;
+  map.maxEntries = entries;
+  map.flags = flags;
+  return map;
+}
+
+TEST(MapLayouts, EveryDifferingFieldIsNamed) {
+  MapLayout declared = layout(BPF_MAP_TYPE_HASH, 8, 16, 1024);
+  EXPECT_EQ(layoutDifferences(declared, declared), "");
+  EXPECT_EQ(layoutDifferences(declared, layout(BPF_MAP_TYPE_LRU_HASH, 4, 16, 8, BPF_F_NO_PREALLOC)),
+            "type: declared hash, the map is lru_hash; key size: declared 8, the map has 4; "
+            "max_entries: declared 1024, the map has 8; flags: declared 0x0, the map has 0x1");
+  // A window of a large map stands in for it in copies.
+  EXPECT_EQ(layoutDifferences(declared, layout(BPF_MAP_TYPE_HASH, 8, 16, 300), false), "");
+  // A perf event array declared without a size gets one slot per CPU.
+  EXPECT_EQ(layoutDifferences(layout(BPF_MAP_TYPE_PERF_EVENT_ARRAY, 4, 4, 0),
+                              layout(BPF_MAP_TYPE_PERF_EVENT_ARRAY, 4, 4, 2)),
+            "");
+}
+
+} // namespace
+} // namespace morpheus::bpf
