@@ -628,6 +628,7 @@ Expected<BenchResult> runInNamespace(const Preset &preset, const BenchOptions &o
 
   runtime::OptimizerOptions optimizerOptions;
   optimizerOptions.shadowPackets = options.shadowPackets;
+  optimizerOptions.faults = options.faults;
   auto created = loadConfigured(preset, optimizerOptions);
   if (!created)
     return created.takeError();

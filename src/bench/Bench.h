@@ -63,6 +63,7 @@ struct BenchOptions {
   uint32_t recompiles = 5; // forced recompilations timed for t1/t2
   uint32_t checkPackets = 256; // packets every variant must treat alike
   uint32_t shadowPackets = 64;  // Morpheus's own pre-swap validation; 0 = off
+  core::FaultInjection faults;  // test-only: passed to the optimizer
   std::string keepTraces; // directory for the generated pcaps; "" = discard
   std::function<void(const std::string &)> progress;
 };

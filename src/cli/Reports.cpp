@@ -123,7 +123,17 @@ nlohmann::json logToJson(const core::SpecializationLog &log) {
     }
     inlined[table] = list;
   }
-  return {{"sites", sites}, {"inlined", inlined}};
+  nlohmann::json guards = nlohmann::json::array();
+  for (const core::GuardDecision &guard : log.guards) {
+    nlohmann::json item = {{"function", guard.function},
+                           {"callback", guard.callback},
+                           {"fallback", core::fallbackName(guard.fallback)},
+                           {"detail", guard.detail}};
+    if (guard.fallback == core::Fallback::TailCall)
+      item["slot"] = guard.slot;
+    guards.push_back(item);
+  }
+  return {{"sites", sites}, {"inlined", inlined}, {"guards", guards}};
 }
 
 } // namespace morpheus::cli

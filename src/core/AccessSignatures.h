@@ -49,6 +49,13 @@ public:
 
   // Whether `function` is a program entry point the data plane calls.
   virtual bool isProgramEntry(const llvm::Function &function) const = 0;
+
+  // Whether a pointer passed to `callee` (a function of the program, called
+  // directly) must point to memory the data plane may write, whatever the
+  // callee does with it: the eBPF verifier checks a global function on its
+  // own and takes its pointer arguments as writable, so it refuses a
+  // read-only inlined value there.
+  virtual bool requiresWritableArguments(const llvm::Function &callee) const = 0;
 };
 
 } // namespace morpheus::core

@@ -1,18 +1,19 @@
 #include "core/Pipeline.h"
 
+#include "core/GuardPlanning.h"
 #include "core/passes/TablePasses.h"
 
 #include <llvm/Analysis/AliasAnalysis.h>
 #include <llvm/IR/InstIterator.h>
 #include <llvm/IR/Verifier.h>
 #include <llvm/Passes/PassBuilder.h>
+#include <llvm/Support/ErrorHandling.h>
 #include <llvm/Support/raw_ostream.h>
 #include <llvm/Target/TargetMachine.h>
 #include <llvm/Transforms/Utils/ModuleUtils.h>
 
 #include <algorithm>
 #include <cstdlib>
-#include <string_view>
 #include <set>
 
 using namespace llvm;
@@ -58,31 +59,6 @@ void pinSharedGlobals(Module &module) {
   appendToCompilerUsed(module, add);
 }
 
-// Program entries the guard does not cover, and everything they call:
-// specialized code there could run after its assumptions broke.
-std::set<std::string> reachableFromUnguardedPrograms(Module &module,
-                                                     const AccessSignatureTable &sigs,
-                                                     const ProgramGuardOptions &guard) {
-  std::set<std::string> reached;
-  std::vector<Function *> worklist;
-  for (Function &function : module)
-    if (sigs.isProgramEntry(function) &&
-        std::find(guard.entries.begin(), guard.entries.end(), function.getName()) ==
-            guard.entries.end())
-      worklist.push_back(&function);
-  while (!worklist.empty()) {
-    Function *function = worklist.back();
-    worklist.pop_back();
-    if (!reached.insert(function->getName().str()).second)
-      continue;
-    for (Instruction &inst : instructions(*function))
-      if (auto *call = dyn_cast<CallBase>(&inst))
-        if (Function *callee = call->getCalledFunction(); callee && !callee->isDeclaration())
-          worklist.push_back(callee);
-  }
-  return reached;
-}
-
 Error verify(Module &module, const char *stage) {
   std::string message;
   raw_string_ostream stream(message);
@@ -92,20 +68,90 @@ Error verify(Module &module, const char *stage) {
   return Error::success();
 }
 
-// TEST-ONLY: MORPHEUS_TEST_CRASH_PASS=segv|abort crashes the pipeline right
-// after the table passes (a store through a null pointer, or abort()), as a
-// broken pass would, so tests can prove that a crash costs one cycle and not
-// the daemon (ProgramSpec::specialize recovers it). Never set it elsewhere.
-void crashIfAskedForTests() {
-  const char *how = std::getenv("MORPHEUS_TEST_CRASH_PASS");
-  if (!how)
+// Whether a table pass may rewrite the lookup at `site` (it may still
+// decline for reasons only the pass checks).
+bool mayRewrite(const AccessSite &site, const TableAccessInfo &info,
+                const TableCatalog &catalog, const TableSnapshot &snapshot) {
+  return !whyNotInlinable(site, info, catalog) && snapshot.count(site.table);
+}
+
+// The compare chains inline-small-table would build, by site id, with
+// their lengths.
+std::map<unsigned, size_t> plannedChains(const TableAccessInfo &info,
+                                         const TableCatalog &catalog,
+                                         const TableSnapshot &snapshot,
+                                         const TablePassContext &context) {
+  std::map<unsigned, size_t> chains;
+  if (context.noCompareChains)
+    return chains;
+  for (const AccessSite &site : info.sites) {
+    if (!mayRewrite(site, info, catalog, snapshot) || context.untouchable(site.function))
+      continue;
+    const TableContents &contents = snapshot.at(site.table);
+    if (site.key.constantKey && contents.known(*site.key.constantKey))
+      continue; // constant-key-lookup's
+    if (contents.complete && !contents.entries.empty() &&
+        contents.entries.size() <= context.inlineLimit)
+      chains[site.id] = contents.entries.size();
+  }
+  return chains;
+}
+
+// The verifier explores a program path by path; chains in sequence
+// multiply its paths by (entries + 1) each when entries yield constants
+// (distinct states while what they yield is live), by about 2 when they
+// yield an index (entries look alike once loaded). Per entry, the longest
+// constant chains become index chains until the estimate fits the budget.
+std::set<unsigned> chainsOverBudget(Module &module, const AccessSignatureTable &sigs,
+                                    const TableAccessInfo &info,
+                                    const std::map<unsigned, size_t> &chains,
+                                    const std::map<std::string, uint64_t> &budget) {
+  std::set<unsigned> lowered;
+  for (const auto &[entryName, paths] : budget) {
+    Function *entry = module.getFunction(entryName);
+    if (!entry || !paths)
+      continue;
+    std::set<std::string> reached;
+    for (Function *function : reachableFrom(entry, /*throughAddresses=*/true))
+      reached.insert(function->getName().str());
+    std::vector<std::pair<size_t, unsigned>> mine; // (length, site)
+    for (const AccessSite &site : info.sites)
+      if (auto chain = chains.find(site.id);
+          chain != chains.end() && reached.count(site.function))
+        mine.emplace_back(chain->second, site.id);
+    std::sort(mine.rbegin(), mine.rend());
+    auto estimate = [&] {
+      double product = 1;
+      for (auto [length, id] : mine)
+        product *= lowered.count(id) ? 2.0 : double(length + 1);
+      return product;
+    };
+    for (auto [length, id] : mine) {
+      if (estimate() <= double(paths))
+        break;
+      lowered.insert(id);
+    }
+  }
+  return lowered;
+}
+
+// TEST-ONLY (FaultInjection::crashAfterTablePasses): crashes as a broken
+// pass would, so tests can prove that a crash costs one cycle and not the
+// daemon (the backend runs the pipeline under crash recovery).
+void crashForTests(FaultInjection::Crash crash) {
+  switch (crash) {
+  case FaultInjection::Crash::None:
     return;
-  if (std::string_view(how) == "abort")
+  case FaultInjection::Crash::Abort:
     std::abort();
-  if (std::string_view(how) == "segv") {
+  case FaultInjection::Crash::FatalError:
+    report_fatal_error("test-only fatal error after the table passes");
+  case FaultInjection::Crash::Segv: {
     int *nowhere = nullptr;
     asm volatile("" : "+r"(nowhere)); // hides the null, so the store is emitted
     *nowhere = 1;
+    return;
+  }
   }
 }
 
@@ -145,24 +191,54 @@ Expected<SpecializationLog> specializeModule(Module &module,
                                              const SpecializationOptions &options) {
   Managers managers(sigs, catalog, options.targetMachine);
   SpecializationLog log;
-  TablePassContext context{&catalog, &snapshot, &log, options.constantSection,
-                           options.inlineLimit, {}};
-  if (options.guard)
-    context.unguardedFunctions = reachableFromUnguardedPrograms(module, sigs, *options.guard);
+  TablePassContext context;
+  context.catalog = &catalog;
+  context.snapshot = &snapshot;
+  context.log = &log;
+  context.constantSection = options.constantSection;
+  context.indexedValueSection = options.indexedValueSection;
+  context.inlineLimit = options.inlineLimit;
+  context.noCompareChains = options.noCompareChains;
+  context.faults = options.faults;
 
-  // Sites no pass may touch get their reason once, up front.
-  {
-    const TableAccessInfo &info =
-        managers.mam.getResult<TableAccessAnalysis>(module);
+  GuardPlan plan;
+  if (options.guard) {
+    const TableAccessInfo &info = managers.mam.getResult<TableAccessAnalysis>(module);
+    std::set<const Function *> specializable;
     for (const AccessSite &site : info.sites)
-      if (std::optional<std::string> why = whyNotInlinable(site, info, catalog))
-        log.record(site, "analysis", false, *why);
-      else if (context.unguardedFunctions.count(site.function))
-        log.record(site, "analysis", false,
-                   "runs in a program without a guard (no fallback slot)");
-      else if (!snapshot.count(site.table))
-        log.record(site, "analysis", false, "table contents not read");
+      if (mayRewrite(site, info, catalog, snapshot))
+        specializable.insert(site.call->getFunction());
+    auto planned = planGuards(module, sigs, options.guard->entries,
+                              [&](const Function &f) { return specializable.count(&f) > 0; });
+    if (!planned)
+      return planned.takeError();
+    plan = std::move(*planned);
+    managers.mam.invalidate(module, PreservedAnalyses::none()); // the copies
+    context.unguardedFunctions = plan.unguarded;
+    context.genericFunctions = plan.genericFunctions;
+    log.guards = plan.roots;
   }
+
+  // Sites no pass may touch get their reason once, up front. Sites in
+  // generic copies are the originals' twins: not logged.
+  const TableAccessInfo &info = managers.mam.getResult<TableAccessAnalysis>(module);
+  for (const AccessSite &site : info.sites) {
+    if (context.genericFunctions.count(site.function))
+      continue;
+    if (std::optional<std::string> why = whyNotInlinable(site, info, catalog))
+      log.record(site, "analysis", false, *why);
+    else if (auto unguarded = context.unguardedFunctions.find(site.function);
+             unguarded != context.unguardedFunctions.end())
+      log.record(site, "analysis", false, unguarded->second);
+    else if (!snapshot.count(site.table))
+      log.record(site, "analysis", false, "table contents not read");
+  }
+  context.indexLoweredSites =
+      chainsOverBudget(module, sigs, info, plannedChains(info, catalog, snapshot, context),
+                       options.verifierPathBudget);
+  for (const AccessSite &site : info.sites)
+    if (context.indexLoweredSites.count(site.id))
+      context.indexLoweredTables.insert(site.table);
 
   pinSharedGlobals(module);
   std::vector<std::string> names =
@@ -180,7 +256,7 @@ Expected<SpecializationLog> specializeModule(Module &module,
       return makeError("unknown pass '{0}'", name);
   }
   passes.run(module, managers.mam);
-  crashIfAskedForTests();
+  crashForTests(options.faults.crashAfterTablePasses);
   if (Error err = verify(module, "table passes"))
     return err;
 
@@ -188,9 +264,12 @@ Expected<SpecializationLog> specializeModule(Module &module,
     if (options.linkGuardRuntime)
       if (Error err = options.linkGuardRuntime(module))
         return err;
+    std::optional<std::string> failure;
     ModulePassManager guard;
-    guard.addPass(ProgramGuardPass(*options.guard));
+    guard.addPass(ProgramGuardPass(*options.guard, plan, &failure));
     guard.run(module, managers.mam);
+    if (failure)
+      return makeError("{0}: {1}; not specialized", module.getModuleIdentifier(), *failure);
     if (Error err = verify(module, "program guard"))
       return err;
   }

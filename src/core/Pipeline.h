@@ -1,9 +1,11 @@
 // The specialization pipeline as one call: given a pristine module (cloned
-// by the caller), run-time facts and options, run the table passes, insert
+// by the caller), run-time facts and options, plan the guards (keeping
+// generic copies for the in-program fallback), run the table passes, insert
 // the program guard, preserve shared state layout and run LLVM's O2.
 #pragma once
 
 #include "core/AccessSignatures.h"
+#include "core/FaultInjection.h"
 #include "core/TableAccessAnalysis.h"
 #include "core/Tables.h"
 #include "core/passes/ProgramGuard.h"
@@ -11,6 +13,7 @@
 #include "support/Error.h"
 
 #include <functional>
+#include <map>
 #include <optional>
 #include <string>
 #include <vector>
@@ -24,8 +27,11 @@ namespace morpheus::core {
 struct SpecializationOptions {
   uint32_t inlineLimit = 64;   // largest table inlined whole (entries)
   std::string constantSection; // section for inlined values ("" = default)
+  // Section for the value arrays that index chains read (not read-only to
+  // the verifier, see TablePassContext; "" = default).
+  std::string indexedValueSection;
   std::optional<ProgramGuardOptions> guard; // none: no guard (offline output)
-  // Adds the guard function to the module; runs after the table passes so
+  // Adds the guard functions to the module; runs after the table passes so
   // the guard's own table is never seen by them.
   std::function<Error(llvm::Module &)> linkGuardRuntime;
   // For the O2 pipeline's target-specific passes; may be null.
@@ -34,6 +40,15 @@ struct SpecializationOptions {
   // them all. morpheus-opt uses this to test one pass at a time.
   std::optional<std::vector<std::string>> tablePasses;
   bool optimize = true; // run LLVM's O2 pipeline at the end
+  // The verifier's budget, per program entry: how many paths through
+  // compare chains its verification may take (chains in sequence multiply
+  // them). Chains beyond it yield an index instead of constants
+  // (ChainLowering::Index). An entry not listed has no limit.
+  std::map<std::string, uint64_t> verifierPathBudget;
+  // Why compare chains are off this time, if they are (inline-small-table
+  // then declines every site with this reason).
+  std::optional<std::string> noCompareChains;
+  FaultInjection faults; // test-only
 };
 
 // The names of the table passes, in pipeline order (from Passes.def).
@@ -48,7 +63,9 @@ TableAccessInfo analyzeModule(llvm::Module &module,
 ReadPlan planReads(const TableAccessInfo &info, const TableCatalog &catalog,
                    uint32_t inlineLimit);
 
-// Specializes `module` in place. Every site gets a decision in the log.
+// Specializes `module` in place. Every site gets a decision in the log,
+// every root of the program its guard decision. A guard that cannot be
+// placed is an error.
 Expected<SpecializationLog> specializeModule(llvm::Module &module,
                                              const AccessSignatureTable &sigs,
                                              const TableCatalog &catalog,

@@ -109,7 +109,7 @@ public:
 private:
   void collectSites();
   void checkTableUses();
-  void checkLookupResult(const AccessSite &site);
+  void checkLookupResult(AccessSite &site);
   void markWritten(const std::string &table, std::string reason);
   void markAllWritten(const std::string &reason);
   void classifyValue(Value *value, KeyProvenance &into, unsigned depth);
@@ -133,7 +133,7 @@ TableAccessInfo Analyzer::run() {
     }
   collectSites();
   checkTableUses();
-  for (const AccessSite &site : info.sites)
+  for (AccessSite &site : info.sites)
     if (site.signature.kind == AccessKind::Lookup)
       checkLookupResult(site);
   return std::move(info);
@@ -187,7 +187,8 @@ void Analyzer::collectSites() {
         if (writes)
           markWritten(site.table, where);
       }
-      if (sig->keyArg && *sig->keyArg < call->arg_size()) {
+      if (sig->keyArg && *sig->keyArg < call->arg_size() &&
+          call->getArgOperand(*sig->keyArg)->getType()->isPointerTy()) {
         Value *key = call->getArgOperand(*sig->keyArg);
         classifyPointee(key, site.key, 0);
         if (table && catalog)
@@ -248,8 +249,10 @@ void Analyzer::checkTableUses() {
   }
 }
 
-// Follows every pointer derived from a lookup's result and records writes.
-void Analyzer::checkLookupResult(const AccessSite &site) {
+// Follows every pointer derived from a lookup's result and records writes,
+// comparisons with other pointers, and functions that need the memory
+// writable.
+void Analyzer::checkLookupResult(AccessSite &site) {
   if (site.table.empty())
     return;
   SmallVector<Value *, 16> worklist{site.call};
@@ -270,8 +273,18 @@ void Analyzer::checkLookupResult(const AccessSite &site) {
           isa<AddrSpaceCastInst>(user) || isa<PHINode>(user) ||
           (isa<SelectInst>(user) && use.getOperandNo() != 0)) {
         follow(user);
-      } else if (isa<ICmpInst>(user) || isa<LoadInst>(user)) {
-        // Comparing or reading does not change the table.
+      } else if (auto *compare = dyn_cast<ICmpInst>(user)) {
+        // Testing for null is what lookups are for; any other comparison
+        // observes the pointer's identity.
+        auto *other = dyn_cast<Constant>(compare->getOperand(1 - use.getOperandNo()));
+        if (!other || !other->isNullValue()) {
+          TableUsage &usage = info.tables[site.table];
+          std::string where = "compared with another pointer" + at + from;
+          if (!is_contained(usage.pointerComparisons, where))
+            usage.pointerComparisons.push_back(std::move(where));
+        }
+      } else if (isa<LoadInst>(user)) {
+        // Reading does not change the table.
       } else if (auto *store = dyn_cast<StoreInst>(user)) {
         if (use.getOperandNo() == store->getPointerOperandIndex())
           markWritten(site.table, "store" + at + from);
@@ -289,6 +302,11 @@ void Analyzer::checkLookupResult(const AccessSite &site) {
         markWritten(site.table, "memory intrinsic writes" + at + from);
       } else if (auto *call = dyn_cast<CallBase>(user)) {
         unsigned argNo = call->getArgOperandNo(&use);
+        if (Function *callee = call->getCalledFunction();
+            callee && !site.valueNeedsWritableMemory && !callee->isIntrinsic() &&
+            sigs.requiresWritableArguments(*callee))
+          site.valueNeedsWritableMemory =
+              "value passed to global function '" + callee->getName().str() + "'" + at;
         bool readOnly = false;
         if (std::optional<AccessSignature> sig = sigs.match(*call))
           readOnly = (sig->keyArg == argNo || sig->valueArg == argNo) &&

@@ -9,7 +9,10 @@
 // result escapes where the analysis cannot follow it, or when the table
 // global itself is used in a way the analysis does not understand. Anything
 // unproven defaults to RW; only read-only (RO) tables are specialized
-// without per-site guards.
+// without per-site guards. Besides writes it records what else a value
+// pointer is used for that inlining could not reproduce: comparisons with
+// other pointers (per table), and functions that need the memory writable
+// (per site).
 #pragma once
 
 #include "core/AccessSignatures.h"
@@ -52,12 +55,21 @@ struct AccessSite {
   KeyProvenance key;
   std::string function;
   std::string location; // "file.c:LINE" from debug info, or ""
+  // Set when the value this lookup returns reaches a function that needs
+  // writable memory behind its pointer arguments (requiresWritableArguments):
+  // an inlined read-only value cannot go there. Says where.
+  std::optional<std::string> valueNeedsWritableMemory;
 };
 
 struct TableUsage {
   std::string name;
   bool written = false;
   std::vector<std::string> writeReasons; // why RW, for the report
+  // Where the program compares a value pointer of this table with anything
+  // but null: the kernel answers by identity (same entry or not), which
+  // inlined values would have to reproduce exactly, so such tables are
+  // left alone.
+  std::vector<std::string> pointerComparisons;
   unsigned siteCount = 0;
 };
 

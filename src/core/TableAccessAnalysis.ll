@@ -29,12 +29,23 @@
 ; The value pointer goes to a function that may write through it.
 ; CHECK: table scribbled rw
 ; CHECK-NEXT:  written: passed to a call that may write
+; An integer-typed lookup result tested against zero: only a null test.
+; CHECK: table tested ro
+; CHECK-NOT:   compared:
+; Read-only, but its value goes to a global function (site below).
+; CHECK: table verdicts ro
+; Value pointers compared with each other: identity matters.
+; CHECK: table zones ro
+; CHECK-NEXT:  compared: compared with another pointer (value of zones looked up)
 
 ; CHECK: site 0 map_lookup_elem config key=constant constant=00 00 00 00
 ; CHECK: site 1 map_lookup_elem config key=packet{{$}}
 ; Two stores build the key: a zeroing i64, then an i16 over bytes 4-5.
 ; CHECK: site 2 map_lookup_elem flows key=constant constant=00 00 00 00 50 00 00 00
 ; CHECK: site 3 map_update_elem conntrack key=packet
+; CHECK: site 12 map_lookup_elem verdicts key=constant writable-needed="value passed to global function 'decide'"
+; A static function does not need it: the verifier sees its caller's types.
+; CHECK: site 13 map_lookup_elem verdicts key=constant{{$}}
 
 ;--- prog.ll
 target datalayout = "e-m:e-p:64:64-i64:64-i128:128-n32:64-S128"
@@ -50,6 +61,9 @@ target triple = "bpf"
 @memset = global { ptr, ptr } zeroinitializer, section ".maps", align 8
 @passed = global { ptr, ptr } zeroinitializer, section ".maps", align 8
 @scribbled = global { ptr, ptr } zeroinitializer, section ".maps", align 8
+@tested = global { ptr, ptr } zeroinitializer, section ".maps", align 8
+@verdicts = global { ptr, ptr } zeroinitializer, section ".maps", align 8
+@zones = global { ptr, ptr } zeroinitializer, section ".maps", align 8
 @slot = global ptr null
 
 declare void @opaque(ptr)
@@ -132,6 +146,53 @@ entry:
   %s = call ptr inttoptr (i64 1 to ptr)(ptr @scribbled, ptr %key)
   call void @opaque(ptr %s)
   ret i32 2
+}
+
+; C: return lookup(&zones, &a) == lookup(&zones, &b);
+define i1 @compare_zones(ptr %ctx) section "xdp" {
+entry:
+  %a = alloca i32, align 4
+  %b = alloca i32, align 4
+  store i32 1, ptr %a, align 4
+  store i32 2, ptr %b, align 4
+  %x = call ptr inttoptr (i64 1 to ptr)(ptr @zones, ptr %a)
+  %y = call ptr inttoptr (i64 1 to ptr)(ptr @zones, ptr %b)
+  %same = icmp eq ptr %x, %y
+  ret i1 %same
+}
+
+; C: int decide(const struct verdict *v) (global) / static int peek(...)
+define i32 @decide(ptr nocapture readonly %v) {
+  %x = load i32, ptr %v, align 4
+  ret i32 %x
+}
+
+define internal i32 @peek(ptr nocapture readonly %v) {
+  %x = load i32, ptr %v, align 4
+  ret i32 %x
+}
+
+define i32 @to_functions(ptr %ctx) section "xdp" {
+entry:
+  %key = alloca i32, align 4
+  store i32 3, ptr %key, align 4
+  %v = call ptr inttoptr (i64 1 to ptr)(ptr @verdicts, ptr %key)
+  %r = call i32 @decide(ptr %v)
+  %w = call ptr inttoptr (i64 1 to ptr)(ptr @verdicts, ptr %key)
+  %s = call i32 @peek(ptr %w)
+  %sum = add i32 %r, %s
+  ret i32 %sum
+}
+
+; C: static long (*lookup)(void *, const void *) = (void *)1;
+define i32 @integer_test(ptr %ctx) section "xdp" {
+entry:
+  %key = alloca i32, align 4
+  store i32 3, ptr %key, align 4
+  %found = call i64 inttoptr (i64 1 to ptr)(ptr @tested, ptr %key)
+  %hit = icmp ne i64 %found, 0
+  %r = zext i1 %hit to i32
+  ret i32 %r
 }
 ;--- state.json
 {"tables": {"config": {"type": "hash", "key_size": 4, "value_size": 8, "max_entries": 8},

@@ -131,8 +131,8 @@ Expected<std::optional<Finding>> Fuzzer::replay(const MapContents &state,
   if (!snapshot)
     return snapshot.takeError();
   auto object = spec->specialize(
-      *snapshot,
-      bpf::SpecializeRequest{options.inlineLimit, version, comparison->unguardedPrograms()});
+      *snapshot, bpf::SpecializeRequest{options.inlineLimit, version, comparison->programFacts(),
+                                        std::nullopt, options.faults});
   if (!object)
     return failed(object.takeError());
   if (Error err = comparison->loadSpecialized(object->elf))

@@ -15,6 +15,9 @@
 #include "runtime/VersionComparison.h"
 #include "support/Error.h"
 
+#include "core/FaultInjection.h"
+#include "core/Tables.h"
+
 #include <cstdint>
 #include <string>
 
@@ -36,6 +39,7 @@ struct FuzzOptions {
   // Where the first difference is written as JSON; "" writes nothing.
   std::string reproducerPath;
   double shrinkSeconds = 10; // budget for dropping map entries
+  core::FaultInjection faults; // test-only: applied to every specialization
 };
 
 struct FuzzReport {

@@ -35,6 +35,16 @@ uint32_t mapIdOf(int fd) {
   return bpf_obj_get_info_by_fd(fd, &info, &length) ? 0 : info.id;
 }
 
+// The end of a load error's verifier log, which says why the kernel
+// refused (the last two lines: the reason and the instruction count).
+std::string verifierVerdict(const std::string &message) {
+  llvm::SmallVector<llvm::StringRef, 8> lines;
+  llvm::StringRef(message).rtrim().split(lines, '\n', -1, /*KeepEmpty=*/false);
+  if (lines.size() <= 2)
+    return message;
+  return (lines[lines.size() - 2] + " / " + lines.back()).str();
+}
+
 } // namespace
 
 Expected<std::unique_ptr<Optimizer>> Optimizer::create(const std::string &path,
@@ -102,7 +112,7 @@ Error Optimizer::load(const std::string &path) {
   if (!fallback)
     return fallback.takeError();
   fallbackFd = fallback->fd;
-  unguarded = std::move(fallback->unguarded);
+  programFacts = std::move(fallback->programs);
 
   // Every version shares every map with the original, except frozen data
   // sections, which each version gets fresh with identical contents.
@@ -247,28 +257,67 @@ CycleReport Optimizer::runCycle(bool force) {
       snapshot == specializedSnapshot)
     return finish(CycleOutcome::Unchanged);
 
-  start = Clock::now();
-  auto object = programSpec->specialize(
-      snapshot, bpf::SpecializeRequest{options.inlineLimit, version, unguarded});
-  report.times.codegenMs = millisecondsSince(start);
-  if (!object)
-    return failed(object.takeError());
-  report.log = std::move(object->log);
-  std::vector<char> &elf = object->elf;
-  if (specialized && elf == specializedElf) {
-    // Byte for byte the running code, although built for this version and
-    // snapshot: it depends on neither, so it stays valid for both.
-    specializedVersion = version;
-    specializedSnapshot = std::move(snapshot);
-    return finish(CycleOutcome::Unchanged);
+  // When the kernel refuses a candidate (too complex, too large, any
+  // verifier error), the same cycle tries once more without compare
+  // chains, the specialization most likely to multiply the verifier's
+  // work; what was refused is remembered for this snapshot, so later
+  // periods do not pay for the same rejection again.
+  bool knownRejected = rejection && rejection->snapshot == snapshot;
+  if (knownRejected && rejection->withoutChainsToo)
+    return finish(CycleOutcome::Failed,
+                  llvm::formatv("the kernel refused this snapshot's specializations, with and "
+                                "without compare chains (cycle {0}): {1}; waiting for the "
+                                "tables to change",
+                                rejection->cycle, rejection->reason)
+                      .str());
+  bpf::SpecializeRequest request{options.inlineLimit, version, programFacts, std::nullopt,
+                                 options.faults};
+  auto chainsOff = [&] {
+    return llvm::formatv("compare chains off: the kernel refused this snapshot's "
+                         "specialization with them (cycle {0})",
+                         rejection->cycle)
+        .str();
+  };
+  if (knownRejected)
+    request.noCompareChains = chainsOff();
+  std::vector<char> elf;
+  std::optional<bpf::LoadedObject> loaded;
+  for (;;) {
+    start = Clock::now();
+    auto object = programSpec->specialize(snapshot, request);
+    report.times.codegenMs += millisecondsSince(start);
+    if (!object)
+      return failed(object.takeError());
+    report.log = std::move(object->log);
+    elf = std::move(object->elf);
+    if (specialized && elf == specializedElf) {
+      // Byte for byte the running code, although built for this version and
+      // snapshot: it depends on neither, so it stays valid for both.
+      specializedVersion = version;
+      specializedSnapshot = std::move(snapshot);
+      return finish(CycleOutcome::Unchanged);
+    }
+    start = Clock::now();
+    bpf::LoadOptions sharing;
+    sharing.maps = sharedMaps;
+    auto attempt = bpf::LoadedObject::load(elf, programSpec->objectName(), sharing);
+    if (attempt) {
+      loaded.emplace(std::move(*attempt));
+      break;
+    }
+    ErrorDetails refused = takeErrorDetails(attempt.takeError());
+    bool verifier = refused.code == std::errc::permission_denied ||
+                    refused.code == std::errc::invalid_argument ||
+                    refused.code == std::errc::argument_list_too_long;
+    if (!verifier)
+      return finish(CycleOutcome::Failed, refused.message);
+    if (request.noCompareChains) {
+      rejection->withoutChainsToo = true;
+      return finish(CycleOutcome::Failed, refused.message);
+    }
+    rejection = Rejection{snapshot, report.cycle, verifierVerdict(refused.message), false};
+    request.noCompareChains = chainsOff();
   }
-
-  start = Clock::now();
-  bpf::LoadOptions sharing;
-  sharing.maps = sharedMaps;
-  auto loaded = bpf::LoadedObject::load(elf, programSpec->objectName(), sharing);
-  if (!loaded)
-    return failed(loaded.takeError());
   if (guardWord.version() != version || guardWord.changing())
     return finish(CycleOutcome::Superseded, tableChanged);
   if (options.shadowPackets) {

@@ -32,6 +32,7 @@ struct OptimizerOptions {
   // Pre-swap shadow validation (runtime/ShadowValidation): packets in the
   // sample, 0 = off. A refused candidate comes back with its reproducer.
   uint32_t shadowPackets = 64;
+  core::FaultInjection faults; // test-only
 };
 
 struct CycleTimes {
@@ -88,6 +89,9 @@ public:
   // fails the new program is discarded and the running one stays.
   std::function<Error(int programFd)> install;
 
+  // Test-only: faults for the cycles that follow (FaultInjection).
+  void injectFaults(core::FaultInjection faults) { options.faults = faults; }
+
   // Pins removed behind Morpheus's back (an unlinked map, a deleted pin
   // directory) are pinned again, so control planes keep reaching the maps
   // and, above all, the guard; a pin path that now holds another object is
@@ -118,7 +122,8 @@ private:
   bpf::GuardWord guardWord;
   double loadMs = 0;
   int fallbackFd = -1;
-  std::set<std::string> unguarded; // programs without a fallback slot
+  // Per program of the original: its fallback slot, what verifying it cost.
+  std::map<std::string, bpf::ProgramFacts> programFacts;
   std::map<std::string, int> sharedMaps; // reused by every version
   std::map<std::string, int> reusedPins; // fds opened from existing pins
   std::vector<std::string> createdPins;
@@ -127,6 +132,16 @@ private:
   uint64_t specializedVersion = 0;
   core::TableSnapshot specializedSnapshot;
   std::vector<char> specializedElf;
+  // The snapshot whose specialization with compare chains the kernel
+  // rejected (and why), and whether the one without chains was rejected
+  // too: a later cycle on the same snapshot does not pay for it again.
+  struct Rejection {
+    core::TableSnapshot snapshot;
+    uint64_t cycle = 0;
+    std::string reason;
+    bool withoutChainsToo = false;
+  };
+  std::optional<Rejection> rejection;
   uint64_t cycles = 0;
 };
 

@@ -126,13 +126,24 @@ VersionComparison::create(const bpf::ProgramSpec &spec, const std::string &entry
     if (!fallback)
       return fallback.takeError();
     comparison->fallbackFd = fallback->fd;
-    comparison->unguarded = std::move(fallback->unguarded);
+    comparison->facts = std::move(fallback->programs);
   } else {
     comparison->fallbackFd = bpf_map_create(BPF_MAP_TYPE_PROG_ARRAY, bpf::FallbackMapName,
                                             sizeof(uint32_t), sizeof(uint32_t),
                                             bpf::MaxPrograms, nullptr);
     if (comparison->fallbackFd < 0)
       return makeSystemError(errno, "cannot create a scratch fallback array");
+    // The array stays empty (the scratch guard never moves), but the
+    // specialized copy is built as the live one would be: each program at
+    // its slot, at what verifying the original copy cost.
+    const std::vector<std::string> &programs = spec.programs();
+    for (uint32_t slot = 0; slot < programs.size(); ++slot) {
+      bpf::ProgramFacts &facts = comparison->facts[programs[slot]];
+      facts.fallbackSlot = slot;
+      int fd = comparison->objects[at(Version::Original)]->programFd(programs[slot]);
+      if (fd >= 0)
+        facts.verifiedInstructions = bpf::verifiedInstructions(fd);
+    }
   }
   comparison->specializedMaps = comparison->copies[at(Version::Specialized)]->byName();
   comparison->specializedMaps[bpf::GuardMapName] = comparison->scratchGuard.fd();

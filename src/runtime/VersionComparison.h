@@ -124,9 +124,9 @@ public:
   Error loadSpecialized(llvm::ArrayRef<char> elf);
 
   bpf::GuardWord &guard() { return scratchGuard; }
-  // Programs that cannot join the fallback array: not to be specialized
-  // (known when the fallback is loaded).
-  const std::set<std::string> &unguardedPrograms() const { return unguarded; }
+  // What the kernel said of each program (verified_insns, fallback slot),
+  // for ProgramSpec::fallbackFor to decide as it does for the live program.
+  const std::map<std::string, bpf::ProgramFacts> &programFacts() const { return facts; }
   // A version's copies of the object's maps, by name.
   const std::map<std::string, int> &maps(Version version) const;
 
@@ -168,7 +168,7 @@ private:
   std::array<std::optional<bpf::LoadedObject>, VersionCount> objects;
   std::optional<bpf::LoadedObject> fallbackOriginal; // the Specialized one's
   int fallbackFd = -1;
-  std::set<std::string> unguarded;
+  std::map<std::string, bpf::ProgramFacts> facts;
   std::map<std::string, int> specializedMaps; // its copies, guard and fallback
   // Sticky masks: output byte offsets, per map the value byte offsets, and
   // maps whose key sets (or record counts) are nondeterministic.

@@ -66,9 +66,8 @@ TEST(Bench, RefusesToTimeAProgramThatBehavesDifferently) {
   ASSERT_TRUE(bool(preset)) << llvm::toString(preset.takeError());
   BenchOptions options = tinyRun();
   options.shadowPackets = 0;
-  setenv("MORPHEUS_TEST_BREAK_INLINE", "1", 1);
+  options.faults.breakKeyCompare = true;
   auto result = runBench(*preset, options);
-  unsetenv("MORPHEUS_TEST_BREAK_INLINE");
   ASSERT_FALSE(bool(result));
   std::string message = llvm::toString(result.takeError());
   EXPECT_NE(message.find("morpheus returned verdict"), std::string::npos) << message;

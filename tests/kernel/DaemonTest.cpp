@@ -236,7 +236,7 @@ TEST(Daemon, RefusedCandidatesArePrintedBackOffAndKeepOneReproducerPerDifference
       << printed;
 
   // A wrong pass: every candidate is refused.
-  setenv("MORPHEUS_TEST_BREAK_INLINE", "1", 1);
+  opt.injectFaults({.breakKeyCompare = true});
   std::map<std::string, unsigned> refusals; // by difference
   unsigned refused = 0;
   for (uint32_t round = 0; round < 5; ++round) {
@@ -256,7 +256,7 @@ TEST(Daemon, RefusedCandidatesArePrintedBackOffAndKeepOneReproducerPerDifference
     EXPECT_FALSE(daemon.step(t + wait - std::chrono::milliseconds(1)))
         << "round " << round << ": a cycle during the back-off";
   }
-  unsetenv("MORPHEUS_TEST_BREAK_INLINE");
+  opt.injectFaults({});
   EXPECT_LT(refusals.size(), refused) << "the same difference should recur";
   size_t files = std::distance(std::filesystem::directory_iterator(reproducers),
                                std::filesystem::directory_iterator());

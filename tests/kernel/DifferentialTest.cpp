@@ -7,6 +7,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <fstream>
 #include <unistd.h>
@@ -17,9 +18,11 @@ namespace {
 
 runtime::FuzzReport fuzz(const std::string &relative, double seconds,
                          const std::string &reproducer = "",
-                         runtime::MapContents configured = {}, const std::string &program = "") {
+                         runtime::MapContents configured = {}, const std::string &program = "",
+                         core::FaultInjection faults = {}) {
   runtime::FuzzOptions options;
   options.program = program;
+  options.faults = faults;
   options.seconds = seconds;
   options.configured = std::move(configured);
   options.seed = 7;
@@ -28,12 +31,6 @@ runtime::FuzzReport fuzz(const std::string &relative, double seconds,
   EXPECT_TRUE(bool(report)) << (report ? "" : llvm::toString(report.takeError()));
   return report ? *report : runtime::FuzzReport();
 }
-
-// Unsets the test-only switch however the test ends.
-struct BrokenInlining {
-  BrokenInlining() { setenv("MORPHEUS_TEST_BREAK_INLINE", "1", 1); }
-  ~BrokenInlining() { unsetenv("MORPHEUS_TEST_BREAK_INLINE"); }
-};
 
 // Half of the map states come from the function's own configuration (its
 // `morpheus bench` preset, loaded through its control plane), the other
@@ -66,11 +63,9 @@ TEST(Differential, PolicyFwdSpecializationsBehaveLikeTheOriginal) {
 TEST(Differential, CatchesABrokenKeyCompareChain) {
   std::string reproducer = "/tmp/morpheus-differential-test-" +
                            std::to_string(getpid()) + ".json";
-  runtime::FuzzReport report;
-  {
-    BrokenInlining broken;
-    report = fuzz("examples/policy_fwd.bpf.c", 15, reproducer);
-  }
+  core::FaultInjection broken;
+  broken.breakKeyCompare = true;
+  runtime::FuzzReport report = fuzz("examples/policy_fwd.bpf.c", 15, reproducer, {}, "", broken);
   EXPECT_GE(report.differed, 1u);
   ASSERT_FALSE(report.reproducer.empty());
   std::ifstream written(reproducer);
@@ -112,3 +107,51 @@ INSTANTIATE_TEST_SUITE_P(Differential, DifferentialOfOneKind,
                                            "maps_storage", "maps_globals", "maps_pinned",
                                            "maps_prog_array"),
                          [](const auto &info) { return std::string(info.param); });
+
+// Every program of the corpus (tests/programs/, one corner of C or of the
+// kernel each) through the fuzzer, briefly: no difference, and enough
+// cases to mean something.
+struct CorpusCase {
+  const char *file;
+  const char *cpu; // -mcpu, for programs that need v4 (signed division)
+};
+
+class CorpusSmoke : public ::testing::TestWithParam<CorpusCase> {};
+
+TEST_P(CorpusSmoke, NoDifference) {
+  runtime::FuzzOptions options;
+  options.seconds = 2;
+  options.seed = 7;
+  options.shrinkSeconds = 2;
+  if (GetParam().cpu)
+    options.frontend.cflags = {GetParam().cpu};
+  auto report = runtime::fuzzProgram(
+      morpheus::testing::sourcePath(std::string("tests/programs/") + GetParam().file), options);
+  ASSERT_TRUE(bool(report)) << llvm::toString(report.takeError());
+  EXPECT_EQ(report->differed, 0u) << report->reproducer;
+  EXPECT_GT(report->cases, 50u);
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Programs, CorpusSmoke,
+    ::testing::Values(CorpusCase{"entry_without_ctx.bpf.c", nullptr},
+                      CorpusCase{"timer_callback.bpf.c", nullptr},
+                      CorpusCase{"loop_callback.bpf.c", nullptr},
+                      CorpusCase{"pointer_compare.bpf.c", nullptr},
+                      CorpusCase{"padded_key.bpf.c", nullptr},
+                      CorpusCase{"partial_array.bpf.c", nullptr},
+                      CorpusCase{"integer_lookup.bpf.c", nullptr},
+                      CorpusCase{"udiv_bound.bpf.c", "-mcpu=v2"},
+                      CorpusCase{"urem_bound.bpf.c", "-mcpu=v2"},
+                      CorpusCase{"sdiv_bound.bpf.c", "-mcpu=v4"},
+                      CorpusCase{"srem_bound.bpf.c", "-mcpu=v4"},
+                      CorpusCase{"global_function_value.bpf.c", nullptr},
+                      CorpusCase{"many_chains.bpf.c", nullptr},
+                      CorpusCase{"inline_asm.bpf.c", nullptr},
+                      CorpusCase{"tail_call_chain.bpf.c", nullptr}),
+    [](const auto &info) {
+      std::string name = info.param.file;
+      name = name.substr(0, name.find('.'));
+      name.erase(std::remove(name.begin(), name.end(), '_'), name.end());
+      return name;
+    });

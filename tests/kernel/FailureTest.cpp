@@ -37,26 +37,30 @@ TEST(Failure, RejectedInstallKeepsTheRunningProgram) {
   EXPECT_TRUE(fwd.opt().runCycle().installed()) << "the next cycle retries";
 }
 
-// MORPHEUS_TEST_CRASH_PASS makes the pipeline crash inside the compiler, as
-// a broken pass would: the cycle fails, the running program stays, and the
-// next cycle (pristine IR untouched) installs.
+// FaultInjection::crashAfterTablePasses makes the pipeline crash inside the
+// compiler, as a broken pass would (a signal, or an LLVM fatal error that
+// would otherwise exit the process): the cycle fails, the running program
+// stays, and the next cycle (pristine IR re-read) installs.
 TEST(Failure, CrashInAPassCostsOneCycleNotTheProcess) {
   PolicyFwd fwd;
   ASSERT_TRUE(fwd.ok());
   fwd.setConfig(CFG_POLICY_ENABLED, ACTION_DROP);
   fwd.specialize();
   uint32_t action = ACTION_PASS;
-  for (const char *how : {"segv", "abort"}) {
+  using Crash = core::FaultInjection::Crash;
+  for (auto [crash, how, says] :
+       {std::tuple{Crash::Segv, "segv", "policy_fwd.bpf.c: specialization crashed"},
+        std::tuple{Crash::Abort, "abort", "policy_fwd.bpf.c: specialization crashed"},
+        std::tuple{Crash::FatalError, "fatal error",
+                   "policy_fwd.bpf.c: specialization failed inside LLVM: test-only"}}) {
     int running = fwd.opt().activeFd();
     fwd.setConfig(CFG_POLICY_ENABLED, action);
-    setenv("MORPHEUS_TEST_CRASH_PASS", how, 1);
+    fwd.opt().injectFaults({.crashAfterTablePasses = crash});
     runtime::CycleReport crashed = fwd.opt().runCycle();
-    unsetenv("MORPHEUS_TEST_CRASH_PASS");
+    fwd.opt().injectFaults({});
     EXPECT_FALSE(crashed.installed()) << how;
     EXPECT_EQ(crashed.outcome, runtime::CycleOutcome::Failed);
-    EXPECT_NE(crashed.detail.find("policy_fwd.bpf.c: specialization crashed"),
-              std::string::npos)
-        << crashed.describe();
+    EXPECT_NE(crashed.detail.find(says), std::string::npos) << crashed.describe();
     EXPECT_EQ(fwd.opt().activeFd(), running);
     EXPECT_EQ(runOnce(running, buildPacket(PacketSpec{})).verdict,
               action == ACTION_PASS ? uint32_t(XDP_PASS) : uint32_t(XDP_DROP))
@@ -180,7 +184,9 @@ TEST(Failure, PinnedMapsAreReusedAcrossRestarts) {
 namespace morpheus::testing {
 namespace {
 
-TEST(ProgramTypes, ProgramsWithoutAFallbackStayUnspecialized) {
+// The devmap program cannot join the entry's fallback program array; it
+// falls back inside the program instead, so it is specialized and guarded.
+TEST(ProgramTypes, ProgramsWithoutAFallbackSlotFallBackInsideTheProgram) {
   runtime::OptimizerOptions options;
   auto created =
       runtime::Optimizer::create(sourcePath("tests/kernel/two_programs.bpf.c"), options);
@@ -190,15 +196,16 @@ TEST(ProgramTypes, ProgramsWithoutAFallbackStayUnspecialized) {
   ASSERT_EQ(bpf_map_update_elem(opt.mapFd("verdict"), &zero, &pass, BPF_ANY), 0);
   runtime::CycleReport report = opt.runCycle();
   ASSERT_TRUE(report.installed()) << report.describe();
-  bool entrySpecialized = false, egressKept = false;
+  bool entrySpecialized = false, egressSpecialized = false;
   for (const core::SiteDecision &decision : report.log.decisions) {
     entrySpecialized |= decision.function == "entry" && decision.applied;
-    egressKept |= decision.function == "egress" && !decision.applied &&
-                  decision.detail.find("without a guard") != std::string::npos;
-    EXPECT_FALSE(decision.function == "egress" && decision.applied);
+    egressSpecialized |= decision.function == "egress" && decision.applied;
   }
   EXPECT_TRUE(entrySpecialized);
-  EXPECT_TRUE(egressKept);
+  EXPECT_TRUE(egressSpecialized);
+  for (const core::GuardDecision &guard : report.log.guards)
+    EXPECT_EQ(guard.fallback, core::Fallback::InProgram) << guard.function << ": " << guard.detail;
+  EXPECT_EQ(report.log.guards.size(), 2u);
   EXPECT_EQ(runOnce(opt.activeFd(), buildPacket(PacketSpec{})).verdict, uint32_t(XDP_PASS));
 }
 

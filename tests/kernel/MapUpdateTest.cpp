@@ -48,7 +48,7 @@ TEST_F(MapUpdate, CliUpdateReachesNextPacketBeforeAndAfterRecompilation) {
   ASSERT_NE(after, before);
   EXPECT_EQ(report.version, fwd.opt().guard().version());
   EXPECT_EQ(runOnce(after, packet).verdict, uint32_t(XDP_PASS));
-  EXPECT_FALSE(fwd.references(after, "policy"));
+  EXPECT_TRUE(PolicyFwd::inlined(report, "policy"));
 
   ASSERT_EQ(morpheusCli("map delete " + pin + " " + hex(bytesOf(key))), 0);
   EXPECT_EQ(runOnce(after, packet).verdict, uint32_t(XDP_PASS)); // default action

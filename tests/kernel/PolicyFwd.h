@@ -84,6 +84,15 @@ public:
     return report;
   }
 
+  // Whether the specialization replaced a lookup of `table` (the map stays
+  // referenced by the generic copy the guard falls back to).
+  static bool inlined(const runtime::CycleReport &report, const std::string &table) {
+    for (const core::SiteDecision &decision : report.log.decisions)
+      if (decision.table == table && decision.applied)
+        return true;
+    return false;
+  }
+
   bool references(int programFd, const std::string &map) {
     uint32_t id = mapIdOf(optimizer->mapFd(map));
     for (uint32_t used : mapIdsOf(programFd))

@@ -39,9 +39,9 @@ TEST(ShadowValidation, WrongCandidateIsRefusedAndTheRunningProgramStays) {
   uint64_t version = fwd.opt().installedVersion();
 
   fwd.setPolicy(policyKey(0x0a000200, 80, IPPROTO_UDP), policyValue(ACTION_DROP));
-  setenv("MORPHEUS_TEST_BREAK_INLINE", "1", 1);
+  fwd.opt().injectFaults({.breakKeyCompare = true});
   runtime::CycleReport refused = fwd.opt().runCycle();
-  unsetenv("MORPHEUS_TEST_BREAK_INLINE");
+  fwd.opt().injectFaults({});
 
   EXPECT_EQ(refused.outcome, runtime::CycleOutcome::Refused) << refused.describe();
   EXPECT_TRUE(refused.detail.starts_with("shadow validation: packet ")) << refused.detail;

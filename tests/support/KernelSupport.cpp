@@ -84,6 +84,8 @@ Bytes buildPacket(const PacketSpec &spec) {
   ip.saddr = spec.saddr;
   ip.daddr = spec.daddr;
   ip.ttl = spec.ttl;
+  ip.tos = spec.tos;
+  ip.id = spec.id;
   ip.fragment = spec.fragOff;
   ip.optionWords = spec.ihl > 5 ? spec.ihl - 5 : 0;
   builder.ipv4(ip);

@@ -41,6 +41,8 @@ struct PacketSpec {
   uint32_t saddr = 0x0a000064, daddr = 0x0a000001; // host order
   uint16_t sport = 1234, dport = 80;
   uint8_t ttl = 64;
+  uint8_t tos = 0;
+  uint16_t id = 1;
   uint16_t fragOff = 0;     // host order, flags + offset
   uint8_t ihl = 5;          // > 5 adds zeroed option words
   size_t payload = 18;

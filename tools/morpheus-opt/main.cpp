@@ -2,15 +2,20 @@
 // so each pass can be tested on a few lines of IR with FileCheck.
 //
 //   morpheus-opt IN.ll --state STATE.json [-passes=a,b|-passes=] [--guard-version N]
-//                [--inline-limit N] [-O2] [--print-analysis]
+//                [--fallback tail-call|in-program|none] [--inline-limit N]
+//                [--verifier-paths N] [-O2] [--print-analysis]
 //
 // STATE.json = {"tables": {"NAME": {"type": "hash", "key_size": 8,
 //               "value_size": 16, "max_entries": 1024}, ...},
 //               "maps": <snapshot, as for `morpheus specialize`>}
-// The specialized module is printed to stdout; --print-analysis prints the
-// table access analysis instead.
+// The specialized module is printed to stdout, then the guard decisions as
+// comments (`; guard FUNCTION: FALLBACK: DETAIL`); --print-analysis prints
+// the table access analysis instead. --fallback (default tail-call, slot =
+// the entry's index) applies to every program entry; --verifier-paths sets
+// every entry's verifier path budget.
 #include "backend/bpf/BpfObject.h"
 #include "backend/bpf/BpfSignatures.h"
+#include "backend/bpf/Frontend.h"
 #include "backend/bpf/MapIO.h"
 #include "core/Pipeline.h"
 #include "core/TableAccessAnalysis.h"
@@ -63,6 +68,8 @@ int main(int argc, char **argv) {
   std::string input, statePath;
   std::optional<std::string> passes; // given but empty: no table pass
   std::optional<uint64_t> guardVersion;
+  std::optional<uint64_t> verifierPaths;
+  core::Fallback fallback = core::Fallback::TailCall;
   uint32_t inlineLimit = 64;
   bool optimize = false, printAnalysis = false;
   for (int i = 1; i < argc; ++i) {
@@ -76,6 +83,19 @@ int main(int argc, char **argv) {
       guardVersion = std::stoull(value());
     else if (arg == "--inline-limit")
       inlineLimit = std::stoul(value());
+    else if (arg == "--verifier-paths")
+      verifierPaths = std::stoull(value());
+    else if (arg == "--fallback") {
+      std::string kind = value();
+      if (kind == "tail-call")
+        fallback = core::Fallback::TailCall;
+      else if (kind == "in-program")
+        fallback = core::Fallback::InProgram;
+      else if (kind == "none")
+        fallback = core::Fallback::None;
+      else
+        return fail("unknown fallback '" + kind + "'");
+    }
     else if (arg == "-O2")
       optimize = true;
     else if (arg == "--print-analysis")
@@ -87,7 +107,8 @@ int main(int argc, char **argv) {
   }
   if (input.empty())
     return fail("usage: morpheus-opt IN.ll --state STATE.json [-passes=a,b] "
-                "[--guard-version N] [--inline-limit N] [-O2] [--print-analysis]");
+                "[--guard-version N] [--fallback tail-call|in-program|none] "
+                "[--inline-limit N] [--verifier-paths N] [-O2] [--print-analysis]");
 
   llvm::LLVMContext context;
   llvm::SMDiagnostic diagnostic;
@@ -116,6 +137,8 @@ int main(int argc, char **argv) {
       llvm::outs() << "table " << name << (usage.written ? " rw" : " ro") << "\n";
       for (const std::string &reason : usage.writeReasons)
         llvm::outs() << "  written: " << reason << "\n";
+      for (const std::string &where : usage.pointerComparisons)
+        llvm::outs() << "  compared: " << where << "\n";
     }
     for (const core::AccessSite &site : info.sites) {
       llvm::outs() << "site " << site.id << " " << site.signature.name << " "
@@ -123,6 +146,8 @@ int main(int argc, char **argv) {
                    << " key=" << site.key.describe();
       if (site.key.constantKey)
         llvm::outs() << " constant=" << toHex(*site.key.constantKey);
+      if (site.valueNeedsWritableMemory)
+        llvm::outs() << " writable-needed=\"" << *site.valueNeedsWritableMemory << "\"";
       llvm::outs() << "\n";
     }
     return 0;
@@ -144,17 +169,30 @@ int main(int argc, char **argv) {
       if (!name.empty())
         options.tablePasses->push_back(name);
   }
+  std::vector<std::string> entries;
+  for (const llvm::Function &function : *module)
+    if (signatures.isProgramEntry(function))
+      entries.push_back(function.getName().str());
   if (guardVersion) {
-    std::vector<std::string> entries;
-    for (const llvm::Function &function : *module)
-      if (signatures.isProgramEntry(function))
-        entries.push_back(function.getName().str());
-    options.guard = core::ProgramGuardOptions{"morpheus_guard_enter", *guardVersion,
-                                              entries};
+    options.guard = core::ProgramGuardOptions{bpf::GuardHoldsFunction,
+                                              bpf::GuardEnterFunction, *guardVersion, {}};
+    for (unsigned slot = 0; slot < entries.size(); ++slot)
+      options.guard->entries.push_back(
+          {entries[slot], fallback, slot, "morpheus-opt --fallback"});
   }
+  if (verifierPaths)
+    for (const std::string &entry : entries)
+      options.verifierPathBudget[entry] = *verifierPaths;
   auto log = core::specializeModule(*module, signatures, *catalog, *snapshot, options);
   if (!log)
     return fail(llvm::toString(log.takeError()));
   module->print(llvm::outs(), nullptr);
+  for (const core::GuardDecision &guard : log->guards)
+    llvm::outs() << "; guard " << guard.function << ": " << core::fallbackName(guard.fallback)
+                 << ": " << guard.detail << "\n";
+  for (const core::SiteDecision &decision : log->decisions)
+    llvm::outs() << "; site " << decision.site << " " << decision.table << " "
+                 << decision.pass << (decision.applied ? " applied: " : " declined: ")
+                 << decision.detail << "\n";
   return 0;
 }

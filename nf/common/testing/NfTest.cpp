@@ -1,6 +1,7 @@
 #include "NfTest.h"
 
 #include "backend/bpf/MapIO.h"
+#include "backend/bpf/ProgramSpec.h"
 
 #include <bpf/bpf.h>
 #include <gtest/gtest.h>
@@ -100,6 +101,32 @@ std::map<Bytes, Bytes> rawEntries(int mapFd) {
   });
   EXPECT_FALSE(bool(err)) << llvm::toString(std::move(err));
   return entries;
+}
+
+SpecializedAlone::SpecializedAlone(runtime::Optimizer &optimizer)
+    : entry(optimizer.entryName()) {
+  build(optimizer);
+}
+
+void SpecializedAlone::build(runtime::Optimizer &optimizer) {
+  auto spec = bpf::ProgramSpec::load(optimizer.spec().path(), {});
+  ASSERT_TRUE(bool(spec)) << llvm::toString(spec.takeError());
+  core::TableSnapshot snapshot;
+  std::map<std::string, int> maps;
+  for (const auto &[name, info] : (*spec)->catalog())
+    maps[name] = optimizer.mapFd(name);
+  for (const auto &[name, request] : (*spec)->readPlan(64)) {
+    auto contents = bpf::readTable(optimizer.mapFd(name), (*spec)->catalog().at(name), request);
+    ASSERT_TRUE(bool(contents)) << llvm::toString(contents.takeError());
+    snapshot[name] = std::move(*contents);
+  }
+  auto specialized = (*spec)->specialize(snapshot, bpf::SpecializeRequest{});
+  ASSERT_TRUE(bool(specialized)) << llvm::toString(specialized.takeError());
+  bpf::LoadOptions sharing;
+  sharing.maps = maps;
+  auto loaded = bpf::LoadedObject::load(specialized->elf, (*spec)->objectName(), sharing);
+  ASSERT_TRUE(bool(loaded)) << llvm::toString(loaded.takeError());
+  object.emplace(std::move(*loaded));
 }
 
 bool usesMap(int programFd, int mapFd) {

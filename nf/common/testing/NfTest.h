@@ -7,10 +7,12 @@
 
 #include "KernelSupport.h"
 #include "nf/common/Subcommands.h"
+#include "runtime/Optimizer.h"
 
 #include <bpf/libbpf.h>
 
 #include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -83,6 +85,22 @@ template <typename K, typename V> std::map<K, V> entriesOf(int mapFd) {
 
 // Whether the loaded program references the map.
 bool usesMap(int programFd, int mapFd);
+
+// The specialized code alone: the optimizer's program specialized for what
+// its maps hold now, without a guard (so without the generic copy an
+// in-program fallback keeps, which references every map the original
+// does), loaded on the same maps. The maps it references are the ones
+// specialized code can still touch.
+class SpecializedAlone {
+public:
+  explicit SpecializedAlone(runtime::Optimizer &optimizer);
+  int programFd() const { return object ? object->programFd(entry) : -1; }
+
+private:
+  void build(runtime::Optimizer &optimizer); // gtest assertions need a void function
+  std::optional<bpf::LoadedObject> object;
+  std::string entry;
+};
 
 // Runs a function's command line on `words` (NAME first, as after `morpheus
 // nf`) in this process and returns the exit code.

@@ -306,6 +306,27 @@ bool isFrozenSection(const std::string &mapName) {
          mapName.find(".kconfig") != std::string::npos;
 }
 
+Expected<std::map<std::string, size_t>> readProgramSizes(llvm::ArrayRef<char> elf,
+                                                         const std::string &objectName) {
+  auto obj = openElf(elf, objectName);
+  if (!obj)
+    return obj.takeError();
+  OpenedObject opened{*obj};
+  std::map<std::string, size_t> sizes;
+  bpf_program *program;
+  bpf_object__for_each_program(program, opened.obj)
+    sizes[bpf_program__name(program)] = bpf_program__insn_cnt(program);
+  return sizes;
+}
+
+std::optional<uint64_t> verifiedInstructions(int programFd) {
+  bpf_prog_info info = {};
+  uint32_t length = sizeof(info);
+  if (bpf_obj_get_info_by_fd(programFd, &info, &length) || !info.verified_insns)
+    return std::nullopt;
+  return info.verified_insns;
+}
+
 Expected<LoadedObject> LoadedObject::load(llvm::ArrayRef<char> elf,
                                           const std::string &objectName,
                                           const LoadOptions &options) {
@@ -457,8 +478,13 @@ Expected<FallbackArray> createFallbackArray(const LoadedObject &object,
       slots.push_back(slot);
   for (uint32_t slot : slots) {
     int fd = object.programFd(programs[slot]);
-    if (fd >= 0 && bpf_map_update_elem(fallback.fd, &slot, &fd, BPF_ANY) == 0)
+    ProgramFacts &facts = fallback.programs[programs[slot]];
+    if (fd >= 0)
+      facts.verifiedInstructions = verifiedInstructions(fd);
+    if (fd >= 0 && bpf_map_update_elem(fallback.fd, &slot, &fd, BPF_ANY) == 0) {
+      facts.fallbackSlot = slot;
       continue;
+    }
     if (slot == entrySlot) {
       Error err = makeSystemError(fd < 0 ? ENOENT : errno,
                                   "object '{0}': program '{1}': cannot register it as fallback",
@@ -466,7 +492,6 @@ Expected<FallbackArray> createFallbackArray(const LoadedObject &object,
       close(fallback.fd);
       return err;
     }
-    fallback.unguarded.insert(programs[slot]);
   }
   return fallback;
 }

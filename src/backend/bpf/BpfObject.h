@@ -14,6 +14,7 @@
 
 #include <map>
 #include <memory>
+#include <optional>
 #include <set>
 #include <string>
 #include <vector>
@@ -25,6 +26,14 @@ namespace morpheus::bpf {
 // The BTF-defined maps of a BPF ELF object, in core terms.
 Expected<core::TableCatalog> readCatalog(llvm::ArrayRef<char> elf,
                                          const std::string &objectName);
+
+// The instruction count of every program of a BPF ELF object, by name.
+Expected<std::map<std::string, size_t>> readProgramSizes(llvm::ArrayRef<char> elf,
+                                                         const std::string &objectName);
+
+// What verifying a loaded program cost the kernel (bpf_prog_info's
+// verified_insns), or nullopt if the kernel does not say.
+std::optional<uint64_t> verifiedInstructions(int programFd);
 
 // The core's view of a kernel map type.
 core::TableInfo tableInfoFor(const std::string &name, unsigned type,
@@ -120,14 +129,23 @@ private:
   std::string objectName;
 };
 
+// What the kernel told about one program of a loaded original.
+struct ProgramFacts {
+  // bpf_prog_info.verified_insns: what verifying it cost.
+  std::optional<uint64_t> verifiedInstructions;
+  // Its slot in the fallback program array; none when it could not join
+  // (e.g. an xdp/devmap program beside the xdp entry).
+  std::optional<uint32_t> fallbackSlot;
+};
+
 // The guard's fallback array for `object`: slot i holds program i of
 // `programs` (the spec's order), the entry registered first because it
 // fixes the program type the array accepts. Programs of another type (an
-// xdp/devmap program beside an xdp entry) cannot join; they are returned as
-// unguarded, and must not be specialized.
+// xdp/devmap program beside an xdp entry) cannot join; they get no slot
+// and can only fall back inside the program (ProgramSpec::fallbackFor).
 struct FallbackArray {
   int fd = -1; // owned by the caller
-  std::set<std::string> unguarded;
+  std::map<std::string, ProgramFacts> programs;
 };
 Expected<FallbackArray> createFallbackArray(const LoadedObject &object,
                                             const std::vector<std::string> &programs,

@@ -2,6 +2,8 @@
 
 #include <llvm/IR/Constants.h>
 #include <llvm/IR/Function.h>
+#include <llvm/IR/Instructions.h>
+#include <llvm/IR/Module.h>
 
 #include <linux/bpf.h>
 
@@ -95,6 +97,24 @@ bool BpfSignatures::isTable(const GlobalVariable &global) const {
 bool BpfSignatures::isProgramEntry(const Function &function) const {
   return !function.isDeclaration() && !function.hasLocalLinkage() &&
          function.hasSection() && !function.getSection().starts_with(".text");
+}
+
+// The verifier checks a global function once, on its own, with its pointer
+// arguments typed from BTF as memory it may write; a pointer into a
+// read-only map is then refused ("write into map forbidden") whatever the
+// function does with it. Static functions are verified with their caller's
+// exact types.
+bool BpfSignatures::requiresWritableArguments(const Function &callee) const {
+  return !callee.hasLocalLinkage() && !isProgramEntry(callee);
+}
+
+bool makesTailCalls(const Module &module) {
+  for (const Function &function : module)
+    for (const BasicBlock &block : function)
+      for (const Instruction &inst : block)
+        if (auto *call = dyn_cast<CallBase>(&inst); call && helperId(*call) == BPF_FUNC_tail_call)
+          return true;
+  return false;
 }
 
 } // namespace morpheus::bpf

@@ -4,6 +4,8 @@
 
 #include "core/AccessSignatures.h"
 
+#include <llvm/IR/Module.h>
+
 namespace morpheus::bpf {
 
 class BpfSignatures : public core::AccessSignatureTable {
@@ -14,7 +16,13 @@ public:
                          unsigned argNo) const override;
   bool isTable(const llvm::GlobalVariable &global) const override;
   bool isProgramEntry(const llvm::Function &function) const override;
+  // Global (non-static) functions, verified on their own, and functions
+  // only declared here (kfuncs, externs).
+  bool requiresWritableArguments(const llvm::Function &callee) const override;
 };
+
+// The BPF tail-call helper: the object makes tail calls of its own.
+bool makesTailCalls(const llvm::Module &module);
 
 // The helper id a call invokes (`call inttoptr (i64 ID to ptr)(...)`).
 std::optional<uint64_t> helperId(const llvm::CallBase &call);

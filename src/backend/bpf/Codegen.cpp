@@ -5,10 +5,14 @@
 #include <llvm/IR/DiagnosticPrinter.h>
 #include <llvm/IR/LegacyPassManager.h>
 #include <llvm/MC/TargetRegistry.h>
+#include <llvm/Support/CrashRecoveryContext.h>
+#include <llvm/Support/ErrorHandling.h>
 #include <llvm/Support/TargetSelect.h>
 #include <llvm/Support/raw_ostream.h>
 
+#include <cstring>
 #include <mutex>
+#include <unistd.h>
 
 using namespace llvm;
 
@@ -22,6 +26,9 @@ createTargetMachine(const Module &module) {
     LLVMInitializeBPFTarget();
     LLVMInitializeBPFTargetMC();
     LLVMInitializeBPFAsmPrinter();
+    // Inline asm in a program (barriers, hand-written instructions) is
+    // assembled in process; without the parser LLVM aborts on it.
+    LLVMInitializeBPFAsmParser();
   });
   std::string error;
   const std::string &triple = module.getTargetTriple();
@@ -46,6 +53,45 @@ createTargetMachine(const Module &module) {
     return makeError("{0}: cannot create a BPF target machine for cpu '{1}'",
                      module.getModuleIdentifier(), cpu);
   return machine;
+}
+
+namespace {
+
+// The reason of an LLVM fatal error raised under runRecoverably.
+thread_local std::string fatalReason;
+
+// LLVM reports some errors (an instruction its backend cannot select, an
+// inline asm it cannot emit) with report_fatal_error, which exits the
+// process once its handler returns. Under runRecoverably the handler keeps
+// the reason and unwinds to RunSafely instead; elsewhere it prints as
+// LLVM's own would.
+void onFatalError(void *, const char *reason, bool) {
+  if (llvm::CrashRecoveryContext *recovery = llvm::CrashRecoveryContext::GetCurrent()) {
+    fatalReason = reason;
+    recovery->HandleExit(1);
+  }
+  std::string message = std::string("LLVM ERROR: ") + reason + "\n";
+  (void)!::write(2, message.data(), message.size());
+}
+
+} // namespace
+
+Error runRecoverably(const std::string &what, function_ref<void()> work) {
+  static const bool installed = [] {
+    llvm::CrashRecoveryContext::Enable();
+    llvm::install_fatal_error_handler(onFatalError);
+    return true;
+  }();
+  (void)installed;
+  fatalReason.clear();
+  llvm::CrashRecoveryContext recovery;
+  if (recovery.RunSafely(work))
+    return Error::success();
+  if (!fatalReason.empty())
+    return makeError("{0} failed inside LLVM: {1}", what, fatalReason);
+  int signal = recovery.RetCode - 128;
+  return makeError("{0} crashed ({1}, signal {2})", what,
+                   signal > 0 ? strsignal(signal) : "unknown", signal);
 }
 
 Expected<std::vector<char>> emitObject(Module &module, TargetMachine &machine) {

@@ -3,10 +3,12 @@
 
 #include "support/Error.h"
 
+#include <llvm/ADT/STLFunctionalExtras.h>
 #include <llvm/IR/Module.h>
 #include <llvm/Target/TargetMachine.h>
 
 #include <memory>
+#include <string>
 #include <vector>
 
 namespace morpheus::bpf {
@@ -17,7 +19,17 @@ Expected<std::unique_ptr<llvm::TargetMachine>>
 createTargetMachine(const llvm::Module &module);
 
 // Emits `module` as a BPF ELF object (with BTF from its debug info).
+// Inline asm is parsed by the BPF assembler; diagnostics become errors.
 Expected<std::vector<char>> emitObject(llvm::Module &module,
                                        llvm::TargetMachine &machine);
+
+// Runs `work` (LLVM passes, code generation) so that a crash inside LLVM
+// costs an error, not the process: a signal (SIGSEGV, SIGABRT from an
+// assertion) or an LLVM fatal error (report_fatal_error, which would
+// otherwise exit) ends `work` and comes back as "WHAT crashed (...)" or
+// "WHAT failed inside LLVM: REASON". An error means `work` was cut short:
+// the LLVM context it used may then be inconsistent and must not be used
+// again.
+Error runRecoverably(const std::string &what, llvm::function_ref<void()> work);
 
 } // namespace morpheus::bpf

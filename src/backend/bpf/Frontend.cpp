@@ -103,11 +103,28 @@ Error linkRuntime(Module &module) {
     return withContext(runtime.takeError(), "embedded guard runtime");
   (*runtime)->setTargetTriple(module.getTargetTriple());
   (*runtime)->setDataLayout(module.getDataLayout());
+  // The guard is inlined into the program's functions, which LLVM does
+  // only between functions built for the same CPU: the runtime takes the
+  // program's (-mcpu=v4 given to clang carries through).
+  const Function *model = nullptr;
+  for (const Function &function : module)
+    if (!function.isDeclaration()) {
+      model = &function;
+      break;
+    }
+  for (Function &function : **runtime)
+    if (model && !function.isDeclaration())
+      for (const char *attribute : {"target-cpu", "target-features"}) {
+        function.removeFnAttr(attribute);
+        if (model->hasFnAttribute(attribute))
+          function.addFnAttr(model->getFnAttribute(attribute));
+      }
   if (Linker::linkModules(module, std::move(*runtime)))
     return makeError("cannot link the guard runtime into {0}",
                      module.getModuleIdentifier());
-  if (Function *guard = module.getFunction(GuardFunction))
-    guard->setLinkage(GlobalValue::InternalLinkage);
+  for (const char *name : {GuardHoldsFunction, GuardEnterFunction})
+    if (Function *guard = module.getFunction(name))
+      guard->setLinkage(GlobalValue::InternalLinkage);
   return Error::success();
 }
 

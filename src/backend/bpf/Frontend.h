@@ -2,6 +2,7 @@
 // module kept in memory, and links Morpheus's own data-plane runtime into it.
 #pragma once
 
+#include "backend/bpf/runtime/guard_abi.h"
 #include "support/Error.h"
 
 #include <llvm/IR/LLVMContext.h>
@@ -30,10 +31,11 @@ loadProgram(const std::string &path, const FrontendOptions &options,
 // pipeline inlines them and drops what is unused.
 Error linkRuntime(llvm::Module &module);
 
-// Names the runtime defines, shared with the loader.
-inline constexpr const char *GuardFunction = "morpheus_guard_enter";
-inline constexpr const char *GuardMapName = "morpheus_guard";
-inline constexpr const char *FallbackMapName = "morpheus_fallback";
-inline constexpr unsigned MaxPrograms = 16; // fallback slots
+// Names the runtime defines, shared with the loader (runtime/guard_abi.h).
+inline constexpr const char *GuardHoldsFunction = MORPHEUS_GUARD_HOLDS;
+inline constexpr const char *GuardEnterFunction = MORPHEUS_GUARD_ENTER;
+inline constexpr const char *GuardMapName = MORPHEUS_GUARD_MAP;
+inline constexpr const char *FallbackMapName = MORPHEUS_FALLBACK_MAP;
+inline constexpr unsigned MaxPrograms = MORPHEUS_MAX_PROGRAMS; // fallback slots
 
 } // namespace morpheus::bpf

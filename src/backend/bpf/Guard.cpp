@@ -24,8 +24,6 @@ Error mapState(int fd, const std::string &what, GuardState **state) {
                       MAP_SHARED, fd, 0);
   if (memory == MAP_FAILED)
     return makeSystemError(errno, "{0}: cannot mmap the guard map", what);
-  static_assert(sizeof(GuardState) == 2 * sizeof(uint64_t) &&
-                std::atomic<uint64_t>::is_always_lock_free);
   *state = static_cast<GuardState *>(memory);
   return Error::success();
 }

@@ -13,18 +13,27 @@
 // code stops being trusted by the very next packet once a change begins.
 #pragma once
 
+#include "backend/bpf/runtime/guard_abi.h"
 #include "support/Error.h"
 
 #include <atomic>
+#include <cstddef>
 #include <cstdint>
 #include <string>
 
 namespace morpheus::bpf {
 
+// struct morpheus_guard_state (runtime/guard_abi.h), seen from user space:
+// the same words, accessed atomically.
 struct GuardState {
   std::atomic<uint64_t> version;
   std::atomic<uint64_t> writers;
 };
+static_assert(std::atomic<uint64_t>::is_always_lock_free &&
+              sizeof(std::atomic<uint64_t>) == sizeof(__u64));
+static_assert(sizeof(GuardState) == sizeof(morpheus_guard_state) &&
+              offsetof(GuardState, version) == offsetof(morpheus_guard_state, version) &&
+              offsetof(GuardState, writers) == offsetof(morpheus_guard_state, writers));
 
 class GuardWord {
 public:

@@ -7,14 +7,25 @@
 
 #include <llvm/Bitcode/BitcodeReader.h>
 #include <llvm/Bitcode/BitcodeWriter.h>
-#include <llvm/Support/CrashRecoveryContext.h>
 #include <llvm/Support/Path.h>
 #include <llvm/Transforms/Utils/Cloning.h>
 
-#include <cstring>
+#include <algorithm>
 #include <optional>
 
 namespace morpheus::bpf {
+
+namespace {
+
+// The kernel's limit on instructions processed while verifying one program
+// (BPF_COMPLEXITY_LIMIT_INSNS).
+constexpr uint64_t VerifierLimit = 1'000'000;
+
+// What compare chains may cost the verifier, per program: a quarter of the
+// limit, so estimates that are off by a factor of a few still load.
+constexpr uint64_t ChainInstructionBudget = VerifierLimit / 4;
+
+} // namespace
 
 // libbpf derives internal map names from the object name; keep it short and
 // identical for every version of the program.
@@ -41,23 +52,48 @@ Expected<std::unique_ptr<ProgramSpec>> ProgramSpec::load(const std::string &path
   spec->machine = std::move(*target);
 
   // Code generation may adjust the IR it is given; always hand it a clone.
-  auto elf = emitObject(*llvm::CloneModule(*spec->pristine), *spec->machine);
-  if (!elf)
-    return elf.takeError();
-  spec->original = std::move(*elf);
+  std::optional<Expected<std::vector<char>>> elf;
+  // LLVM cut short in this context may have left it inconsistent: abandon
+  // it untouched (leaked) rather than destroy it.
+  auto abandon = [&] {
+    (void)spec->pristine.release();
+    (void)spec->machine.release();
+    (void)spec->context.release();
+  };
+  if (Error crashed = runRecoverably(path + ": code generation of the original", [&] {
+        elf.emplace(emitObject(*llvm::CloneModule(*spec->pristine), *spec->machine));
+      })) {
+    abandon();
+    return crashed;
+  }
+  if (!*elf)
+    return elf->takeError();
+  spec->original = std::move(**elf);
   spec->staticSlots = bpf::staticProgramSlots(*spec->pristine);
   if (!spec->staticSlots.empty()) {
     std::unique_ptr<llvm::Module> withoutSlots = llvm::CloneModule(*spec->pristine);
     removeStaticProgramSlots(*withoutSlots);
-    auto copyElf = emitObject(*withoutSlots, *spec->machine);
-    if (!copyElf)
-      return copyElf.takeError();
-    spec->originalWithoutSlots = std::move(*copyElf);
+    std::optional<Expected<std::vector<char>>> copyElf;
+    if (Error crashed = runRecoverably(
+            path + ": code generation of the original without static slots",
+            [&] { copyElf.emplace(emitObject(*withoutSlots, *spec->machine)); })) {
+      (void)withoutSlots.release();
+      abandon();
+      return crashed;
+    }
+    if (!*copyElf)
+      return copyElf->takeError();
+    spec->originalWithoutSlots = std::move(**copyElf);
   }
   auto catalog = readCatalog(spec->original, spec->name);
   if (!catalog)
     return withContext(catalog.takeError(), path);
   spec->tables = std::move(*catalog);
+  auto sizes = readProgramSizes(spec->original, spec->name);
+  if (!sizes)
+    return withContext(sizes.takeError(), path);
+  spec->instructionCounts = std::move(*sizes);
+  spec->makesTailCalls = bpf::makesTailCalls(*spec->pristine);
   llvm::raw_svector_ostream bitcode(spec->pristineBitcode);
   llvm::WriteBitcodeToFile(*spec->pristine, bitcode);
   spec->access = core::analyzeModule(*spec->pristine, spec->signatures, spec->tables);
@@ -79,18 +115,14 @@ core::ReadPlan ProgramSpec::readPlan(uint32_t inlineLimit) const {
 Expected<SpecializedObject>
 ProgramSpec::specialize(const core::TableSnapshot &snapshot,
                         const SpecializeRequest &request) {
-  // A crash (signal) in a pass or in code generation must cost one version,
-  // not the daemon.
-  static const bool recoveryEnabled = (llvm::CrashRecoveryContext::Enable(), true);
-  (void)recoveryEnabled;
+  // A crash in a pass or in code generation must cost one version, not the
+  // daemon.
   std::optional<Expected<SpecializedObject>> result;
-  llvm::CrashRecoveryContext recovery;
-  if (recovery.RunSafely([&] { result.emplace(build(snapshot, request)); }))
-    return std::move(*result);
-  int signal = recovery.RetCode - 128;
-  Error crashed = makeError("{0}: specialization crashed ({1}, signal {2}); no new version",
-                            sourcePath, signal > 0 ? strsignal(signal) : "unknown", signal);
-  return llvm::joinErrors(std::move(crashed), renewContext());
+  if (Error crashed = runRecoverably(sourcePath + ": specialization",
+                                     [&] { result.emplace(build(snapshot, request)); }))
+    return llvm::joinErrors(
+        makeError("{0}; no new version", llvm::toString(std::move(crashed))), renewContext());
+  return std::move(*result);
 }
 
 Error ProgramSpec::renewContext() {
@@ -116,6 +148,58 @@ Error ProgramSpec::renewContext() {
   return Error::success();
 }
 
+core::EntryFallback ProgramSpec::fallbackFor(const std::string &entry, unsigned index,
+                                             const SpecializeRequest &request) const {
+  const llvm::Function *function = pristine->getFunction(entry);
+  bool hasContext = function && !function->arg_empty() &&
+                    function->getArg(0)->getType()->isPointerTy() &&
+                    function->getReturnType()->isIntegerTy();
+  auto facts = request.programs.find(entry);
+  bool known = facts != request.programs.end();
+  std::optional<uint32_t> slot = known ? facts->second.fallbackSlot : std::optional(index);
+  std::string noTailCall = !hasContext     ? "no ctx to tail-call with"
+                           : makesTailCalls ? "the object makes tail calls, so a fallback "
+                                              "by tail call would cost one of its hops"
+                           : !slot          ? "it could not join the fallback program array"
+                                            : "";
+  core::EntryFallback fallback{entry, core::Fallback::None, 0, ""};
+  std::optional<uint64_t> verified = known ? facts->second.verifiedInstructions : std::nullopt;
+  if (verified && 3 * *verified <= VerifierLimit) {
+    // The verifier explores the generic copy (what the original cost) and
+    // the specialized code (at most about as much again): a third of the
+    // limit leaves a margin.
+    fallback.fallback = core::Fallback::InProgram;
+    fallback.detail = "the original verified in " + std::to_string(*verified) +
+                      " instructions: both versions fit the verifier's limit";
+  } else if (noTailCall.empty()) {
+    fallback.fallback = core::Fallback::TailCall;
+    fallback.slot = *slot;
+    fallback.detail = verified ? "the original verified in " + std::to_string(*verified) +
+                                     " instructions: two versions would not fit the "
+                                     "verifier's limit"
+                               : "verifier cost unknown";
+  } else if (!verified) {
+    fallback.fallback = core::Fallback::InProgram;
+    fallback.detail = "verifier cost unknown; no tail call: " + noTailCall;
+  } else {
+    fallback.detail = "the original verified in " + std::to_string(*verified) +
+                      " instructions: two versions would not fit the verifier's limit, "
+                      "and no tail call: " + noTailCall;
+  }
+  return fallback;
+}
+
+uint64_t ProgramSpec::verifierPathBudget(const std::string &entry,
+                                         const SpecializeRequest &request) const {
+  uint64_t cost = 0;
+  if (auto facts = request.programs.find(entry); facts != request.programs.end())
+    cost = facts->second.verifiedInstructions.value_or(0);
+  if (!cost)
+    if (auto size = instructionCounts.find(entry); size != instructionCounts.end())
+      cost = size->second;
+  return std::max<uint64_t>(1, ChainInstructionBudget / std::max<uint64_t>(cost, 1));
+}
+
 Expected<SpecializedObject> ProgramSpec::build(const core::TableSnapshot &snapshot,
                                                const SpecializeRequest &request) const {
   std::unique_ptr<llvm::Module> clone = llvm::CloneModule(*pristine);
@@ -129,14 +213,22 @@ Expected<SpecializedObject> ProgramSpec::build(const core::TableSnapshot &snapsh
   // Inlined values get their own read-only section, hence their own map, so
   // the program's .rodata stays exactly as the original declares it.
   options.constantSection = ".rodata.morpheus";
+  // libbpf makes .rodata* maps read-only to programs, and the verifier reads
+  // them as constants; index chains must not have their values told apart.
+  options.indexedValueSection = ".data.morpheus";
   if (request.guardVersion) {
-    std::vector<std::string> guarded = entries;
-    for (std::string &name : guarded)
-      if (request.unguardedPrograms.count(name))
-        name.clear();
-    options.guard = core::ProgramGuardOptions{GuardFunction, *request.guardVersion, guarded};
+    core::ProgramGuardOptions guard{GuardHoldsFunction, GuardEnterFunction,
+                                    *request.guardVersion, {}};
+    for (unsigned index = 0; index < entries.size(); ++index)
+      guard.entries.push_back(fallbackFor(entries[index], index, request));
+    options.guard = std::move(guard);
     options.linkGuardRuntime = linkRuntime;
   }
+  if (!request.faults.ignoreVerifierBudget)
+    for (const std::string &entry : entries)
+      options.verifierPathBudget[entry] = verifierPathBudget(entry, request);
+  options.noCompareChains = request.noCompareChains;
+  options.faults = request.faults;
   options.targetMachine = machine.get();
   auto log = core::specializeModule(*clone, signatures, tables, snapshot, options);
   if (!log)

@@ -6,6 +6,7 @@
 #pragma once
 
 #include "backend/bpf/BpfObject.h"
+#include "backend/bpf/BpfObject.h"
 #include "backend/bpf/BpfSignatures.h"
 #include "backend/bpf/Frontend.h"
 #include "core/Pipeline.h"
@@ -15,6 +16,7 @@
 #include <llvm/IR/Module.h>
 #include <llvm/Target/TargetMachine.h>
 
+#include <map>
 #include <memory>
 #include <optional>
 #include <set>
@@ -32,9 +34,14 @@ struct SpecializeRequest {
   // Guard version to compile against; none builds unguarded code (for
   // offline inspection: such code is only correct while the snapshot holds).
   std::optional<uint64_t> guardVersion;
-  // Programs of the object that have no fallback slot (e.g. an xdp/devmap
-  // program beside the xdp entry): left unguarded, so not specialized.
-  std::set<std::string> unguardedPrograms;
+  // Per program, from the loaded original. A program without facts (offline)
+  // falls back by tail call to its index where that works, else in-program,
+  // and its verifier budget comes from its size.
+  std::map<std::string, ProgramFacts> programs;
+  // Set to say why compare chains are off this time (a retry after the
+  // kernel rejected a candidate built from the same snapshot).
+  std::optional<std::string> noCompareChains;
+  core::FaultInjection faults; // test-only
 };
 
 struct SpecializedObject {
@@ -69,11 +76,19 @@ public:
   // Program entry functions; an entry's fallback slot is its index.
   const std::vector<std::string> &programs() const { return entries; }
   core::ReadPlan readPlan(uint32_t inlineLimit) const;
+  // Whether the object makes tail calls of its own (then a fallback by
+  // tail call would cost one of its hops).
+  bool tailCalls() const { return makesTailCalls; }
 
 private:
   ProgramSpec() = default;
   Expected<SpecializedObject> build(const core::TableSnapshot &snapshot,
                                     const SpecializeRequest &request) const;
+  // How `entry` (the index-th program) falls back, from what is known of it.
+  core::EntryFallback fallbackFor(const std::string &entry, unsigned index,
+                                  const SpecializeRequest &request) const;
+  // How many paths through compare chains verifying `entry` may take.
+  uint64_t verifierPathBudget(const std::string &entry, const SpecializeRequest &request) const;
   Error renewContext();
   BpfSignatures signatures;
   std::unique_ptr<llvm::LLVMContext> context;
@@ -86,6 +101,8 @@ private:
   core::TableCatalog tables;
   core::TableAccessInfo access;
   std::vector<std::string> entries;
+  std::map<std::string, size_t> instructionCounts; // per program, of the original ELF
+  bool makesTailCalls = false;
 };
 
 } // namespace morpheus::bpf

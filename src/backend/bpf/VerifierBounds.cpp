@@ -1,39 +1,120 @@
 #include "backend/bpf/VerifierBounds.h"
 
+#include "core/OpaqueValue.h"
+
+#include <llvm/Analysis/LazyValueInfo.h>
+#include <llvm/Analysis/ValueTracking.h>
+#include <llvm/IR/ConstantRange.h>
 #include <llvm/IR/IRBuilder.h>
-#include <llvm/IR/InlineAsm.h>
 #include <llvm/IR/InstIterator.h>
 #include <llvm/IR/Instructions.h>
-#include <llvm/Support/MathExtras.h>
+#include <llvm/IR/IntrinsicInst.h>
+#include <llvm/Passes/PassBuilder.h>
 
 using namespace llvm;
 
 namespace morpheus::bpf {
 
-bool restoreVerifierBounds(Module &module) {
-  std::vector<BinaryOperator *> remainders;
-  for (Function &function : module)
-    for (Instruction &inst : instructions(function))
-      if (auto *rem = dyn_cast<BinaryOperator>(&inst);
-          rem && rem->getOpcode() == Instruction::URem &&
-          isa<ConstantInt>(rem->getOperand(1)) && !rem->getType()->isVectorTy())
-        remainders.push_back(rem);
-  for (BinaryOperator *rem : remainders) {
-    uint64_t divisor = cast<ConstantInt>(rem->getOperand(1))->getZExtValue();
-    if (divisor == 0 || isPowerOf2_64(divisor))
-      continue; // x % 2^k is already an AND, which the verifier tracks
-    IRBuilder<> builder(rem->getNextNode());
-    Type *type = rem->getType();
-    // "=r,0": the value goes through a register the compiler knows nothing
-    // about, so the mask below survives every later simplification.
-    InlineAsm *barrier = InlineAsm::get(FunctionType::get(type, {type}, false), "",
-                                        "=r,0", /*hasSideEffects=*/false);
-    Value *opaque = builder.CreateCall(barrier, {rem});
-    uint64_t mask = NextPowerOf2(divisor - 1) - 1;
-    Value *bounded = builder.CreateAnd(opaque, ConstantInt::get(type, mask));
-    rem->replaceUsesWithIf(bounded, [&](Use &use) { return use.getUser() != opaque; });
+namespace {
+
+// Instructions whose result the verifier cannot bound (it marks the
+// result unknown), and whether their range is best read as signed.
+std::optional<bool> untrackedBySigned(const Instruction &inst) {
+  if (!inst.getType()->isIntegerTy() || inst.getType()->getIntegerBitWidth() > 64)
+    return std::nullopt;
+  switch (inst.getOpcode()) {
+  case Instruction::UDiv:
+  case Instruction::URem:
+    return false;
+  case Instruction::SDiv:
+  case Instruction::SRem:
+    return true;
+  default:
+    break;
   }
-  return !remainders.empty();
+  if (auto *intrinsic = dyn_cast<IntrinsicInst>(&inst);
+      intrinsic && intrinsic->getIntrinsicID() == Intrinsic::bswap)
+    return false;
+  return std::nullopt;
+}
+
+struct Bound {
+  Instruction *value;
+  bool isSigned;
+  ConstantRange range;
+};
+
+Value *clamp(IRBuilderBase &builder, Value *value, const Bound &bound) {
+  if (!bound.isSigned) {
+    APInt low = bound.range.getUnsignedMin(), high = bound.range.getUnsignedMax();
+    if (low.isZero() && (high + 1).isPowerOf2())
+      return builder.CreateAnd(value, ConstantInt::get(value->getType(), high));
+    Value *bounded = builder.CreateBinaryIntrinsic(
+        Intrinsic::umin, value, ConstantInt::get(value->getType(), high));
+    if (!low.isZero())
+      bounded = builder.CreateBinaryIntrinsic(Intrinsic::umax, bounded,
+                                              ConstantInt::get(value->getType(), low));
+    return bounded;
+  }
+  APInt low = bound.range.getSignedMin(), high = bound.range.getSignedMax();
+  Value *bounded = value;
+  if (!high.isMaxSignedValue())
+    bounded = builder.CreateBinaryIntrinsic(Intrinsic::smin, bounded,
+                                            ConstantInt::get(value->getType(), high));
+  if (!low.isMinSignedValue())
+    bounded = builder.CreateBinaryIntrinsic(Intrinsic::smax, bounded,
+                                            ConstantInt::get(value->getType(), low));
+  return bounded;
+}
+
+} // namespace
+
+bool restoreVerifierBounds(Module &module) {
+  LoopAnalysisManager lam;
+  FunctionAnalysisManager fam;
+  CGSCCAnalysisManager cgam;
+  ModuleAnalysisManager mam;
+  PassBuilder builder;
+  builder.registerModuleAnalyses(mam);
+  builder.registerCGSCCAnalyses(cgam);
+  builder.registerFunctionAnalyses(fam);
+  builder.registerLoopAnalyses(lam);
+  builder.crossRegisterProxies(lam, fam, cgam, mam);
+  const DataLayout &dl = module.getDataLayout();
+
+  // Ranges first, while the analyses see the code LLVM optimized.
+  std::vector<Bound> bounds;
+  for (Function &function : module) {
+    if (function.isDeclaration())
+      continue;
+    LazyValueInfo *lvi = nullptr;
+    for (Instruction &inst : instructions(function)) {
+      std::optional<bool> isSigned = untrackedBySigned(inst);
+      if (!isSigned)
+        continue;
+      if (!lvi)
+        lvi = &fam.getResult<LazyValueAnalysis>(function);
+      ConstantRange range =
+          ConstantRange::fromKnownBits(computeKnownBits(&inst, dl), *isSigned)
+              .intersectWith(computeConstantRange(&inst, *isSigned))
+              .intersectWith(lvi->getConstantRange(&inst, inst.getNextNode(),
+                                                   /*UndefAllowed=*/false));
+      bool full = *isSigned ? range.getSignedMin().isMinSignedValue() &&
+                                  range.getSignedMax().isMaxSignedValue()
+                            : range.getUnsignedMin().isZero() &&
+                                  range.getUnsignedMax().isAllOnes();
+      if (!full && !range.isEmptySet())
+        bounds.push_back({&inst, *isSigned, range});
+    }
+  }
+  for (const Bound &bound : bounds) {
+    IRBuilder<> builder(bound.value->getNextNode());
+    builder.SetCurrentDebugLocation(bound.value->getDebugLoc());
+    Value *opaque = core::opaqueCopy(builder, bound.value);
+    Value *bounded = clamp(builder, opaque, bound);
+    bound.value->replaceUsesWithIf(bounded, [&](Use &use) { return use.getUser() != opaque; });
+  }
+  return !bounds.empty();
 }
 
 } // namespace morpheus::bpf

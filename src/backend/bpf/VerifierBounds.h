@@ -5,15 +5,20 @@
 
 namespace morpheus::bpf {
 
-// Specialization turns divisors into constants; LLVM then knows that
-// `x % C` is below C and deletes the program's own `& MASK` on the result.
-// The verifier tracks no range through BPF_MOD, so the result becomes
-// unbounded and an array index built from it is rejected. This puts an
-// explicit, semantically neutral `& (2^k - 1)` (2^k >= C) behind every
-// `urem` by a constant, behind an empty inline-asm barrier so neither LLVM
-// nor instruction selection can prove it redundant. Run after the O2
-// pipeline, right before code generation. Returns whether it changed
-// anything.
+// Specialization turns values into constants (divisors, table fields), and
+// LLVM then proves some of the program's own checks redundant: after
+// `x % 10` or `ttl / 26` it knows the result's range and deletes the
+// program's `& 15` or `< 16`. The verifier computes no range through some
+// instructions (BPF's division and remainder, signed or not, and its byte
+// swaps), so the result becomes unbounded and an index built from it is
+// rejected. This re-imposes, after every such instruction, the range LLVM
+// computed for it (value tracking's known bits, lazy value info's ranges):
+// a mask when the range is [0, 2^k - 1], else a clamp (min/max, signed or
+// not, which the verifier follows through the branch it compiles to), on
+// an opaque copy of the result (core/OpaqueValue.h) so LLVM cannot prove
+// it redundant again. The bound holds whenever LLVM's facts do, so it
+// changes no value. Run after the O2 pipeline, right before code
+// generation. Returns whether it changed anything.
 bool restoreVerifierBounds(llvm::Module &module);
 
 } // namespace morpheus::bpf

@@ -3,24 +3,30 @@
 // When every byte of a lookup's key is a compile-time constant (proved by
 // TableAccessAnalysis with MemorySSA) the lookup always returns the same
 // entry, so it is replaced by a pointer to a constant copy of that entry's
-// value, or by null when the snapshot shows the key absent. This is what
-// turns configuration arrays (`config[0]`) into constants that the O2
-// pipeline folds into every branch that tests them, however large the table.
+// value, or by null when the key is known absent. This is what turns
+// configuration arrays (`config[0]`) into constants that the O2 pipeline
+// folds into every branch that tests them, however large the table.
 //
 // Correctness: the table is read-only from the data plane, so only the
 // control plane can change the entry, and every change through Morpheus
 // bumps the program-level guard before it is applied. Per-CPU tables are
-// rewritten only when all CPUs hold the same value for the key.
+// rewritten only when all CPUs hold the same value for the key. What
+// "absent" means follows the table: a hash key the snapshot shows missing
+// is null; an array index is null only at or beyond max_entries, since every
+// element below exists (zeroed until written). An array index the snapshot
+// does not list (an offline snapshot may list a few) keeps its lookup.
 //
 //   store i32 0, ptr %zero
 //   %cfg = call ptr inttoptr (i64 1 to ptr)(ptr @config, ptr %zero)
 // becomes
-//   %cfg = @__morpheus.config.0   ; private constant [8 x i8] c"..."
+//   %cfg = getelementptr (i8, @__morpheus.config.values, i64 0)
 //===----------------------------------------------------------------------===//
 
 #include "core/passes/TablePasses.h"
 
 #include <llvm/IR/Constants.h>
+
+#include <cstring>
 
 using namespace llvm;
 
@@ -30,36 +36,49 @@ PreservedAnalyses ConstantKeyLookupPass::run(Module &module,
                                              ModuleAnalysisManager &mam) {
   bool changed = rewriteEligibleLookups(
       module, mam, context,
-      [&](const AccessSite &site, const TableInfo &, const TableContents &contents,
+      [&](const AccessSite &site, const TableInfo &table, const TableContents &contents,
           LookupRewriter &rewriter) {
         if (!site.key.constantKey)
           return false;
-        std::optional<const TableEntry *> entry =
-            contents.known(*site.key.constantKey);
+        const Bytes &key = *site.key.constantKey;
+        auto decline = [&](std::string why) {
+          if (context.log)
+            context.log->record(site, "constant-key-lookup", false, std::move(why));
+          return false;
+        };
+        auto miss = [&](std::string detail) {
+          LookupRewriter::replaceWith(
+              *site.call, ConstantPointerNull::get(cast<PointerType>(site.call->getType())));
+          if (context.log) {
+            context.log->inlined[site.table].push_back({key, std::nullopt});
+            context.log->record(site, "constant-key-lookup", true, std::move(detail));
+          }
+          return true;
+        };
+        std::optional<uint32_t> arrayIndex;
+        if (table.match == TableMatch::Index && key.size() == sizeof(uint32_t)) {
+          arrayIndex.emplace();
+          std::memcpy(&*arrayIndex, key.data(), sizeof(uint32_t));
+          if (*arrayIndex >= table.maxEntries)
+            return miss("constant index beyond the array: lookup always misses");
+        }
+        std::optional<const TableEntry *> entry = contents.known(key);
         if (!entry)
           return false; // the snapshot did not read this key
-        Value *result;
-        std::string detail;
         if (!*entry) {
-          result = ConstantPointerNull::get(cast<PointerType>(site.call->getType()));
-          detail = "constant key absent: lookup always misses";
-          if (context.log)
-            context.log->inlined[site.table].push_back(
-                {*site.key.constantKey, std::nullopt});
-        } else if (!(*entry)->value) {
-          if (context.log)
-            context.log->record(site, "constant-key-lookup", false,
-                                "per-CPU values differ for the constant key");
-          return false;
-        } else {
-          result = rewriter.valueConstant(site.table, *(*entry)->value);
-          detail = "constant key: value inlined";
-          if (context.log)
-            context.log->inlined[site.table].push_back(**entry);
+          if (arrayIndex)
+            return decline("index " + std::to_string(*arrayIndex) +
+                           " not in the snapshot: the element exists, its value is "
+                           "unknown; the lookup stays");
+          return miss("constant key absent: lookup always misses");
         }
-        LookupRewriter::replaceWith(*site.call, result);
-        if (context.log)
-          context.log->record(site, "constant-key-lookup", true, detail);
+        if (!(*entry)->value)
+          return decline("per-CPU values differ for the constant key");
+        LookupRewriter::replaceWith(*site.call, rewriter.valuePointer(site.table, **entry));
+        if (context.log) {
+          context.log->inlined[site.table].push_back(**entry);
+          context.log->record(site, "constant-key-lookup", true, "constant key: value inlined");
+        }
         return true;
       });
   return changed ? PreservedAnalyses::none() : PreservedAnalyses::all();

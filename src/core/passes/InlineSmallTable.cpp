@@ -12,28 +12,62 @@
 // plane never writes it (TableAccessAnalysis), and control-plane writes go
 // through Morpheus, which bumps the program-level guard first. Per-CPU
 // tables are inlined only when every CPU holds the same value for every key.
+// The key is read through an opaque copy of its pointer, so it stays in
+// memory and padding bytes the program never wrote compare as they are
+// there, as in the helper's memcmp. Every key keeps its own value address
+// (TableRewriting.h), so pointer identity is the kernel's. An array whose
+// snapshot does not list every index below max_entries keeps the real
+// lookup on the miss path (an unlisted element exists: never null). Chains
+// the verifier budget marks (Pipeline.cpp) yield an index into the table's
+// value array instead of a constant per entry, so the verifier does not
+// multiply its states by the chain's length.
 //
 //   %v = call ptr inttoptr (i64 1 to ptr)(ptr @policy, ptr %key)
 // becomes
-//   %k0 = freeze (load i64, ptr %key)
+//   %k = call ptr asm "", "=r,0"(ptr %key)
+//   %k0 = load i64, ptr %k
 //   %m0 = icmp eq i64 %k0, 0x0050_0600_0a00_0001
 //   br i1 %m0, label %hit0, label %next0      ; ... one compare per entry
-//   %v = phi ptr [ @__morpheus.policy.0, %hit0 ], ..., [ null, %nextN ]
+//   %v = phi ptr [ getelementptr (@__morpheus.policy.values, 0), %hit0 ], ...,
+//                [ null, %nextN ]
 //===----------------------------------------------------------------------===//
 
 #include "core/passes/TablePasses.h"
 
 #include <llvm/ADT/Twine.h>
 
+#include <cstring>
+
 using namespace llvm;
 
 namespace morpheus::core {
+
+namespace {
+
+// Whether `entries` list every index of an array with `maxEntries` slots.
+bool coversEveryIndex(const std::vector<TableEntry> &entries, uint32_t maxEntries) {
+  std::vector<bool> seen(maxEntries, false);
+  uint32_t count = 0;
+  for (const TableEntry &entry : entries) {
+    uint32_t index = 0;
+    if (entry.key.size() != sizeof(index))
+      return false;
+    std::memcpy(&index, entry.key.data(), sizeof(index));
+    if (index < maxEntries && !seen[index]) {
+      seen[index] = true;
+      ++count;
+    }
+  }
+  return count == maxEntries;
+}
+
+} // namespace
 
 PreservedAnalyses InlineSmallTablePass::run(Module &module,
                                             ModuleAnalysisManager &mam) {
   bool changed = rewriteEligibleLookups(
       module, mam, context,
-      [&](const AccessSite &site, const TableInfo &, const TableContents &contents,
+      [&](const AccessSite &site, const TableInfo &table, const TableContents &contents,
           LookupRewriter &rewriter) {
         auto decline = [&](std::string why) {
           if (context.log)
@@ -45,6 +79,8 @@ PreservedAnalyses InlineSmallTablePass::run(Module &module,
                          std::to_string(context.inlineLimit));
         if (contents.entries.empty())
           return false; // table-elimination's case
+        if (context.noCompareChains)
+          return decline(*context.noCompareChains);
         if (contents.entries.size() > context.inlineLimit)
           return decline(std::to_string(contents.entries.size()) +
                          " entries exceed the inline limit of " +
@@ -55,12 +91,20 @@ PreservedAnalyses InlineSmallTablePass::run(Module &module,
             return decline("per-CPU values differ between CPUs");
           entries.push_back(&entry);
         }
-        rewriter.replaceWithDispatch(*site.call, *site.signature.keyArg, entries,
-                                     site.table);
+        bool keepLookupOnMiss = table.match == TableMatch::Index &&
+                                !coversEveryIndex(contents.entries, table.maxEntries);
+        ChainLowering lowering = context.indexLoweredSites.count(site.id)
+                                     ? ChainLowering::Index
+                                     : ChainLowering::Constants;
+        rewriter.replaceWithDispatch(*site.call, *site.signature.keyArg, entries, site.table,
+                                     lowering, keepLookupOnMiss);
         if (context.log) {
-          context.log->record(site, "inline-small-table", true,
-                              std::to_string(entries.size()) +
-                                  " entries inlined as compares");
+          std::string detail = std::to_string(entries.size()) + " entries inlined as compares";
+          if (lowering == ChainLowering::Index)
+            detail += ", yielding an index into their values (verifier budget)";
+          if (keepLookupOnMiss)
+            detail += "; indexes the snapshot does not list keep the lookup";
+          context.log->record(site, "inline-small-table", true, detail);
           context.log->inlined[site.table] = contents.entries;
         }
         return true;

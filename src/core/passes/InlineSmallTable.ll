@@ -1,39 +1,84 @@
 ; A small read-only table becomes a compare chain over every key byte, each
-; hit yielding a constant copy of the value. Keys are read in the widest
-; chunks their alignment allows, and frozen so padding compares like the
-; helper's memcmp does.
+; hit yielding the address of that entry's value. The key is read through an
+; opaque copy of its pointer, in the widest chunks its alignment allows, so
+; it stays in memory and padding compares as memory holds it. Arrays whose
+; snapshot does not list every index keep the lookup for the others; over
+; the verifier budget a chain yields an index instead of constants.
 ;
 ; RUN: split-file %s %t
 ; RUN: morpheus-opt %t/prog.ll --state %t/state.json -passes=inline-small-table | FileCheck %s
 ; RUN: morpheus-opt %t/prog.ll --state %t/state.json -passes=inline-small-table --inline-limit 1 | FileCheck %s --check-prefix=LIMIT
 ; RUN: morpheus-opt %t/prog.ll --state %t/state.json -passes=inline-small-table -O2 | FileCheck %s --check-prefix=FOLDED
+; RUN: morpheus-opt %t/prog.ll --state %t/state.json -passes=inline-small-table --verifier-paths 2 | FileCheck %s --check-prefix=BUDGET
 
 ; CHECK-LABEL: define i32 @route(
-; CHECK:         [[K0:%routes.key.*]] = load i32, ptr %key, align 4
-; CHECK-NEXT:    [[F0:%.*]] = freeze i32 [[K0]]
-; CHECK:         [[K1:%routes.key.*]] = load i16, ptr {{.*}}, align 2
-; CHECK-NEXT:    [[F1:%.*]] = freeze i16 [[K1]]
-; CHECK:         icmp eq i32 [[F0]], 16777226
-; CHECK:         icmp eq i16 [[F1]], 20480
-; CHECK:         icmp eq i32 [[F0]], 33554442
-; Equal values share one constant.
-; CHECK:         phi ptr [ @__morpheus.routes.0, %{{.*}} ], [ @__morpheus.routes.0, %{{.*}} ], [ null, %{{.*}} ]
+; CHECK:         [[KEY:%routes.key.memory.*]] = call ptr asm "", "=r,0"(ptr %key) #[[NOMEMORY:[0-9]+]]
+; CHECK-NEXT:    [[K0:%routes.key.*]] = load i32, ptr [[KEY]], align 4
+; CHECK-NEXT:    [[AT:%.*]] = getelementptr inbounds i8, ptr [[KEY]], i32 4
+; CHECK-NEXT:    [[K1:%routes.key.*]] = load i16, ptr [[AT]], align 2
+; CHECK-NOT:     freeze
+; CHECK:         icmp eq i32 [[K0]], 16777226
+; CHECK:         icmp eq i16 [[K1]], 20480
+; CHECK:         icmp eq i32 [[K0]], 33554442
+; Equal values, distinct entries: distinct addresses, as in the kernel.
+; CHECK:         phi ptr [ @__morpheus.routes.values, %{{.*}} ], [ getelementptr inbounds (i8, ptr @__morpheus.routes.values, i64 8), %{{.*}} ], [ null, %{{.*}} ]
 ; CHECK-NOT:     inttoptr (i64 1 to ptr)(ptr @routes
+; An array whose snapshot lists indexes 0 and 1 of 4: the others exist and
+; keep the real lookup, on the miss path only.
+; CHECK-LABEL: define i32 @partial_array(
+; CHECK:         icmp eq i32 {{.*}}, 0
+; CHECK:         icmp eq i32 {{.*}}, 1
+; CHECK:         [[KEPT:%.*]] = call ptr inttoptr (i64 1 to ptr)(ptr @levels, ptr {{.*}}%key){{.*}}!morpheus.kept
+; CHECK:         phi ptr [ @__morpheus.levels.values, %{{.*}} ], [ getelementptr inbounds (i8, ptr @__morpheus.levels.values, i64 8), %{{.*}} ], [ [[KEPT]], %{{.*}} ]
+; Every index listed: a miss is an index beyond the array, null.
+; CHECK-LABEL: define i32 @whole_array(
+; CHECK-NOT:     inttoptr (i64 1 to ptr)(ptr @flags
+; CHECK:         [ null, %{{.*}} ]
+; The value goes to a global function: the verifier would refuse an
+; inlined read-only value there.
+; CHECK-LABEL: define i32 @to_global_function(
+; CHECK:         call ptr inttoptr (i64 1 to ptr)(ptr @verdicts
+; CHECK:       attributes #[[NOMEMORY]] = { memory(none) }
+; CHECK: ; site 4 verdicts analysis declined: value passed to global function 'decide', which the verifier checks with writable pointer arguments
 
 ; With room for one entry only, the two-entry table stays a real lookup.
 ; LIMIT-LABEL: define i32 @route(
 ; LIMIT:         call ptr inttoptr (i64 1 to ptr)(ptr @routes
 
-; Both entries send to port 3, so after O2 the port is a constant.
+; Both entries send to port 3, so after O2 the port is a constant; the key
+; stays in memory (padding included) and is read through the opaque copy.
 ; FOLDED-LABEL: define {{.*}}i32 @route(
+; FOLDED:         %key = alloca [6 x i8], align 4
+; FOLDED:         call ptr asm "", "=r,0"(ptr {{.*}}%key)
 ; FOLDED-NOT:     load i32, ptr @__morpheus
 ; FOLDED:         ret i32
+; The padding bytes (1-3) are never written, yet read: no undef, no freeze.
+; FOLDED-LABEL: define {{.*}}i32 @padded_key(
+; FOLDED:         store i8 %protocol, ptr %key
+; FOLDED:         [[PK:%.*]] = call ptr asm "", "=r,0"(ptr {{.*}}%key)
+; FOLDED:         load i32, ptr [[PK]], align 4
+; FOLDED-NOT:     freeze
+
+; Over a budget of two paths per program, chains yield an index hidden from
+; the optimizer, and the value is read from the table's value array there.
+; BUDGET-LABEL: define i32 @route(
+; BUDGET:         routes.found:
+; BUDGET-NEXT:    [[INDEX:%routes.index.*]] = phi i64 [ 0, %{{.*}} ], [ 1, %{{.*}} ]
+; BUDGET-NEXT:    [[HIDDEN:%.*]] = call i64 asm "", "=r,0"(i64 [[INDEX]])
+; BUDGET-NEXT:    [[OFFSET:%.*]] = mul i64 [[HIDDEN]], 8
+; BUDGET-NEXT:    [[ENTRY:%.*]] = getelementptr inbounds i8, ptr @__morpheus.routes.values, i64 [[OFFSET]]
+; BUDGET:         phi ptr [ [[ENTRY]], %routes.found ], [ null, %{{.*}} ]
+; BUDGET: ; site 0 routes inline-small-table applied: 2 entries inlined as compares, yielding an index into their values (verifier budget)
 
 ;--- prog.ll
 target datalayout = "e-m:e-p:64:64-i64:64-i128:128-n32:64-S128"
 target triple = "bpf"
 
 @routes = global { ptr, ptr } zeroinitializer, section ".maps", align 8
+@flows = global { ptr, ptr } zeroinitializer, section ".maps", align 8
+@levels = global { ptr, ptr } zeroinitializer, section ".maps", align 8
+@flags = global { ptr, ptr } zeroinitializer, section ".maps", align 8
+@verdicts = global { ptr, ptr } zeroinitializer, section ".maps", align 8
 
 ; key: { u32 daddr; u16 dport } (6 bytes, 4-byte aligned)
 define i32 @route(ptr %ctx) section "xdp" {
@@ -55,7 +100,81 @@ miss:
   ret i32 1
 }
 
+; C: struct { u8 protocol; /* 3 bytes never written */ u32 address; } key;
+;    key.protocol = ...; key.address = ...; lookup(&flows, &key)
+define i32 @padded_key(ptr %ctx) section "xdp" {
+entry:
+  %key = alloca [8 x i8], align 4
+  %protocol = load i8, ptr %ctx, align 1
+  store i8 %protocol, ptr %key, align 4
+  %addressp = getelementptr i8, ptr %ctx, i64 4
+  %address = load i32, ptr %addressp, align 4
+  %keyaddress = getelementptr i8, ptr %key, i64 4
+  store i32 %address, ptr %keyaddress, align 4
+  %v = call ptr inttoptr (i64 1 to ptr)(ptr @flows, ptr %key)
+  %hit = icmp ne ptr %v, null
+  %verdict = select i1 %hit, i32 1, i32 2
+  ret i32 %verdict
+}
+
+define i32 @partial_array(ptr %ctx) section "xdp" {
+entry:
+  %key = alloca i32, align 4
+  %index = load i32, ptr %ctx, align 4
+  store i32 %index, ptr %key, align 4
+  %v = call ptr inttoptr (i64 1 to ptr)(ptr @levels, ptr %key)
+  %hit = icmp ne ptr %v, null
+  br i1 %hit, label %found, label %miss
+found:
+  %level = load i32, ptr %v, align 4
+  ret i32 %level
+miss:
+  ret i32 0
+}
+
+define i32 @whole_array(ptr %ctx) section "xdp" {
+entry:
+  %key = alloca i32, align 4
+  %index = load i32, ptr %ctx, align 4
+  store i32 %index, ptr %key, align 4
+  %v = call ptr inttoptr (i64 1 to ptr)(ptr @flags, ptr %key)
+  %hit = icmp ne ptr %v, null
+  %verdict = select i1 %hit, i32 2, i32 0
+  ret i32 %verdict
+}
+
+; C: int decide(const struct verdict *v) { ... }   /* global, not static */
+define i32 @decide(ptr nocapture readonly %verdict) {
+  %action = load i32, ptr %verdict, align 4
+  ret i32 %action
+}
+
+define i32 @to_global_function(ptr %ctx) section "xdp" {
+entry:
+  %key = alloca i32, align 4
+  %field = load i32, ptr %ctx, align 4
+  store i32 %field, ptr %key, align 4
+  %v = call ptr inttoptr (i64 1 to ptr)(ptr @verdicts, ptr %key)
+  %hit = icmp ne ptr %v, null
+  br i1 %hit, label %found, label %miss
+found:
+  %verdict = call i32 @decide(ptr %v)
+  ret i32 %verdict
+miss:
+  ret i32 2
+}
+
 ;--- state.json
-{"tables": {"routes": {"type": "hash", "key_size": 6, "value_size": 4, "max_entries": 1024}},
+{"tables": {"routes": {"type": "hash", "key_size": 6, "value_size": 4, "max_entries": 1024},
+            "flows": {"type": "hash", "key_size": 8, "value_size": 4, "max_entries": 16},
+            "levels": {"type": "array", "key_size": 4, "value_size": 4, "max_entries": 4},
+            "flags": {"type": "array", "key_size": 4, "value_size": 4, "max_entries": 2},
+            "verdicts": {"type": "hash", "key_size": 4, "value_size": 4, "max_entries": 16}},
  "maps": {"routes": [{"key": "0a000001 0050", "value": "03000000"},
-                     {"key": "0a000002 0050", "value": "03000000"}]}}
+                     {"key": "0a000002 0050", "value": "03000000"}],
+          "flows": [{"key": "11000000 0a000001", "value": "01000000"}],
+          "levels": [{"key": "00000000", "value": "05000000"},
+                     {"key": "01000000", "value": "06000000"}],
+          "flags": [{"key": "00000000", "value": "01000000"},
+                    {"key": "01000000", "value": "00000000"}],
+          "verdicts": [{"key": "01000000", "value": "01000000"}]}}

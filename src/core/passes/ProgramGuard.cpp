@@ -1,24 +1,32 @@
-//===- ProgramGuard.cpp - one version check at every program entry --------===//
+//===- ProgramGuard.cpp - one version check where the kernel enters -------===//
 //
 // Every specialization of read-only tables assumes their contents as of the
 // snapshot. Instead of a guard per table, one program-level guard protects
 // them all: the control plane bumps a version word before it changes any
-// table (through Morpheus), and the specialized program checks at entry that
-// the word still holds the version it was compiled against. On mismatch the
-// backend's guard function transfers the packet to the original program, so
-// from the moment of the bump every packet sees the generic code, which reads
-// the live tables. Versions only grow, so stale code can never become valid
-// again.
+// table (through Morpheus), and specialized code checks, wherever the kernel
+// can enter it, that the word still holds the version it was compiled
+// against. The roots (program entries and callbacks) and their fallbacks
+// are planned by core/GuardPlanning before the table passes; this pass puts
+// the check at the start of each guarded root:
 //
-//   define i32 @prog(ptr %ctx) {
-//   entry:
-//     %g = call i64 @guard(ptr %ctx, i64 VERSION, i32 SLOT)
-//     %ok = icmp slt i64 %g, 0
-//     br i1 %ok, label %specialized, label %fallback
-//   fallback:
-//     %verdict = trunc i64 %g to i32
-//     ret i32 %verdict
-//   specialized:                              ; the original entry block
+//   in-program:                             tail call (entries with a ctx):
+//   define i32 @prog(ptr %ctx) {            define i32 @prog(ptr %ctx) {
+//   morpheus.guard:                         morpheus.guard:
+//     %ok = call i32 @holds(i64 V)            %g = call i64 @enter(ptr %ctx, i64 V, i32 SLOT)
+//     %valid = icmp ne i32 %ok, 0             %valid = icmp slt i64 %g, 0
+//     br i1 %valid, label %entry,             br i1 %valid, label %entry,
+//                   label %fallback                         label %fallback
+//   morpheus.fallback:                      morpheus.fallback:
+//     %r = call i32 @prog__morpheus_generic(ptr %ctx)   %r = trunc i64 %g to i32
+//     ret i32 %r                              ret i32 %r
+//
+// From the moment of the bump every packet, and every callback run later,
+// executes generic code, which reads the live tables. Versions only grow,
+// so stale code never becomes valid again. The generic copy is always
+// inlined: the fallback adds no call and shares the root's stack frame.
+// Static allocas stay in the entry block. Runs after the table passes and
+// after the backend linked its runtime, so the guard's own table is never
+// specialized.
 //===----------------------------------------------------------------------===//
 
 #include "core/passes/ProgramGuard.h"
@@ -31,37 +39,108 @@ using namespace llvm;
 
 namespace morpheus::core {
 
-PreservedAnalyses ProgramGuardPass::run(Module &module, ModuleAnalysisManager &) {
-  Function *guard = module.getFunction(options.guardFunction);
-  if (!guard)
-    return PreservedAnalyses::all();
-  bool changed = false;
-  for (size_t slot = 0; slot < options.entries.size(); ++slot) {
-    Function *entry = module.getFunction(options.entries[slot]);
-    if (!entry || entry->isDeclaration() || entry->arg_empty() ||
-        !entry->getReturnType()->isIntegerTy())
-      continue;
-    LLVMContext &context = module.getContext();
-    BasicBlock *body = &entry->getEntryBlock();
-    // Allocas stay in the entry block so they remain static stack slots.
-    BasicBlock *check = BasicBlock::Create(context, "morpheus.guard", entry, body);
-    BasicBlock *fallback =
-        BasicBlock::Create(context, "morpheus.fallback", entry, body);
-    while (!body->empty() && isa<AllocaInst>(body->front()))
-      body->front().moveBefore(*check, check->end());
-    IRBuilder<> builder(check);
-    // The guard is inlined; calls to inlinable functions need a location
-    // when the caller has debug info.
-    if (DISubprogram *subprogram = entry->getSubprogram())
-      builder.SetCurrentDebugLocation(
-          DILocation::get(context, subprogram->getLine(), 0, subprogram));
+namespace {
+
+class GuardPlacer {
+public:
+  GuardPlacer(Module &module, const ProgramGuardOptions &options, const GuardPlan &plan)
+      : module(module), options(options), plan(plan) {}
+
+  // Places the guard of `root`; an error message when it cannot.
+  std::optional<std::string> place(const GuardDecision &root);
+
+private:
+  // The entry block split: allocas stay at the top of the new guard block,
+  // which branches to the body when the version holds, else to `fallback`.
+  struct Split {
+    BasicBlock *guard, *body, *fallback;
+  };
+  Split split(Function &function);
+  static void branch(IRBuilder<> &builder, Value *valid, const Split &blocks);
+
+  Module &module;
+  const ProgramGuardOptions &options;
+  const GuardPlan &plan;
+};
+
+GuardPlacer::Split GuardPlacer::split(Function &function) {
+  LLVMContext &context = module.getContext();
+  BasicBlock *body = &function.getEntryBlock();
+  BasicBlock *guard = BasicBlock::Create(context, "morpheus.guard", &function, body);
+  BasicBlock *fallback = BasicBlock::Create(context, "morpheus.fallback", &function, body);
+  while (!body->empty() && isa<AllocaInst>(body->front()))
+    body->front().moveBefore(*guard, guard->end());
+  return {guard, body, fallback};
+}
+
+void GuardPlacer::branch(IRBuilder<> &builder, Value *valid, const Split &blocks) {
+  builder.CreateCondBr(valid, blocks.body, blocks.fallback);
+  builder.SetInsertPoint(blocks.fallback);
+}
+
+std::optional<std::string> GuardPlacer::place(const GuardDecision &root) {
+  std::string where = "guard of '" + root.function + "': ";
+  Function *function = module.getFunction(root.function);
+  if (!function || function->isDeclaration())
+    return where + "no such function in the module";
+  const std::string &runtimeName =
+      root.fallback == Fallback::InProgram ? options.holdsFunction : options.enterFunction;
+  Function *runtime = module.getFunction(runtimeName);
+  if (!runtime)
+    return where + "the guard runtime '" + runtimeName + "' is not linked in";
+  if (root.fallback == Fallback::TailCall &&
+      (function->arg_empty() || !function->getArg(0)->getType()->isPointerTy() ||
+       !function->getReturnType()->isIntegerTy()))
+    return where + "a tail-call fallback needs a ctx parameter and an integer result";
+  Function *generic = nullptr;
+  if (root.fallback == Fallback::InProgram) {
+    auto copy = plan.genericCopy.find(root.function);
+    generic = copy == plan.genericCopy.end() ? nullptr : module.getFunction(copy->second);
+    if (!generic)
+      return where + "its generic copy is missing";
+  }
+
+  Split blocks = split(*function);
+  IRBuilder<> builder(blocks.guard);
+  // The guard is inlined; calls to inlinable functions need a location
+  // when the caller has debug info.
+  if (DISubprogram *subprogram = function->getSubprogram())
+    builder.SetCurrentDebugLocation(
+        DILocation::get(module.getContext(), subprogram->getLine(), 0, subprogram));
+  if (root.fallback == Fallback::InProgram) {
+    Value *holds = builder.CreateCall(runtime, {builder.getInt64(options.version)});
+    branch(builder, builder.CreateIsNotNull(holds), blocks);
+    std::vector<Value *> arguments;
+    for (Argument &argument : function->args())
+      arguments.push_back(&argument);
+    CallInst *result = builder.CreateCall(generic, arguments);
+    if (function->getReturnType()->isVoidTy())
+      builder.CreateRetVoid();
+    else
+      builder.CreateRet(result);
+  } else {
     Value *verdict = builder.CreateCall(
-        guard, {entry->getArg(0), builder.getInt64(options.version),
-                builder.getInt32(slot)});
-    builder.CreateCondBr(builder.CreateICmpSLT(verdict, builder.getInt64(0)),
-                         body, fallback);
-    builder.SetInsertPoint(fallback);
-    builder.CreateRet(builder.CreateTrunc(verdict, entry->getReturnType()));
+        runtime, {function->getArg(0), builder.getInt64(options.version),
+                  builder.getInt32(root.slot)});
+    branch(builder, builder.CreateICmpSLT(verdict, builder.getInt64(0)), blocks);
+    builder.CreateRet(builder.CreateTrunc(verdict, function->getReturnType()));
+  }
+  return std::nullopt;
+}
+
+} // namespace
+
+PreservedAnalyses ProgramGuardPass::run(Module &module, ModuleAnalysisManager &) {
+  GuardPlacer placer(module, options, plan);
+  bool changed = false;
+  for (const GuardDecision &root : plan.roots) {
+    if (!plan.guarded(root))
+      continue;
+    if (std::optional<std::string> error = placer.place(root)) {
+      if (failure && !*failure)
+        *failure = std::move(*error);
+      continue;
+    }
     changed = true;
   }
   return changed ? PreservedAnalyses::none() : PreservedAnalyses::all();

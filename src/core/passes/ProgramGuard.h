@@ -1,33 +1,44 @@
 #pragma once
 
+#include "core/GuardPlanning.h"
+
 #include <llvm/IR/PassManager.h>
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
 namespace morpheus::core {
 
 struct ProgramGuardOptions {
-  // `i64 guard(ptr ctx, i64 version, i32 slot)`, provided by the backend's
-  // runtime: returns a negative value when the specialized code may run,
-  // otherwise the verdict to return (after falling back to the original).
-  std::string guardFunction;
-  uint64_t version = 0;             // what the guard word must still hold
-  // Guarded program entry functions; slot = index. An empty name leaves
-  // that slot unused (a program that could not get a fallback).
-  std::vector<std::string> entries;
+  // Provided by the backend's runtime:
+  //   i32 holds(i64 version): non-zero while code built for `version` may run;
+  //   i64 enter(ptr ctx, i64 version, i32 slot): negative when it may run,
+  //       otherwise the verdict to return (after tail-calling the original).
+  std::string holdsFunction;
+  std::string enterFunction;
+  uint64_t version = 0; // what the guard word must still hold
+  // The backend's fallback per program entry (GuardPlanning.h).
+  std::vector<EntryFallback> entries;
 };
 
+// Places the guard at the start of every root planGuards() decided to
+// guard. A guard it cannot place (a runtime function missing, a tail-call
+// fallback for a root without a ctx or an integer result, a missing
+// generic copy) is recorded in `failure`: the caller must then fail the
+// specialization, never ship unguarded code.
 class ProgramGuardPass : public llvm::PassInfoMixin<ProgramGuardPass> {
 public:
-  explicit ProgramGuardPass(ProgramGuardOptions options)
-      : options(std::move(options)) {}
-  llvm::PreservedAnalyses run(llvm::Module &module,
-                              llvm::ModuleAnalysisManager &mam);
+  ProgramGuardPass(const ProgramGuardOptions &options, const GuardPlan &plan,
+                   std::optional<std::string> *failure)
+      : options(options), plan(plan), failure(failure) {}
+  llvm::PreservedAnalyses run(llvm::Module &module, llvm::ModuleAnalysisManager &mam);
 
 private:
-  ProgramGuardOptions options;
+  const ProgramGuardOptions &options;
+  const GuardPlan &plan;
+  std::optional<std::string> *failure;
 };
 
 } // namespace morpheus::core

@@ -1,46 +1,185 @@
-; Every program entry starts with the guard call; a non-negative answer is
-; returned as the verdict, and static allocas stay in the entry block.
+; The guard goes where the kernel enters specialized code: every program
+; entry and every callback (a function whose address the program takes),
+; unless nothing it reaches is specialized. In-program fallback: a generic
+; copy of the root (and of what it calls that was specialized) is kept and
+; called on a stale version. Tail-call fallback: the original program in
+; the entry's slot. A guard that cannot be placed fails the specialization.
 ;
-; RUN: morpheus-opt %s -passes= --guard-version 7 | FileCheck %s
-; RUN: morpheus-opt %s -passes= | FileCheck %s --check-prefix=UNGUARDED
+; RUN: split-file %s %t
+; RUN: morpheus-opt %t/prog.ll --state %t/state.json --guard-version 7 | FileCheck %s --check-prefix=TAIL
+; RUN: morpheus-opt %t/prog.ll --state %t/state.json --guard-version 7 --fallback in-program | FileCheck %s --check-prefix=INPROG
+; RUN: morpheus-opt %t/prog.ll --state %t/state.json --guard-version 7 --fallback none | FileCheck %s --check-prefix=NONE
+; RUN: morpheus-opt %t/prog.ll --state %t/state.json | FileCheck %s --check-prefix=UNGUARDED
+; RUN: not morpheus-opt %t/noctx.ll --state %t/state.json --guard-version 7 2>&1 | FileCheck %s --check-prefix=NOCTX
+; RUN: not morpheus-opt %t/noruntime.ll --state %t/state.json --guard-version 7 --fallback in-program 2>&1 | FileCheck %s --check-prefix=NORUNTIME
 
-; CHECK-LABEL: define i32 @first(ptr %ctx)
-; CHECK-NEXT:  morpheus.guard:
-; CHECK-NEXT:    %slot = alloca i32
-; CHECK-NEXT:    [[G:%.*]] = call i64 @morpheus_guard_enter(ptr %ctx, i64 7, i32 0)
-; CHECK-NEXT:    [[OK:%.*]] = icmp slt i64 [[G]], 0
-; CHECK-NEXT:    br i1 [[OK]], label %entry, label %morpheus.fallback
-; CHECK:       morpheus.fallback:
-; CHECK-NEXT:    [[V:%.*]] = trunc i64 [[G]] to i32
-; CHECK-NEXT:    ret i32 [[V]]
-; CHECK-LABEL: define i32 @second(ptr %ctx)
-; CHECK:         call i64 @morpheus_guard_enter(ptr %ctx, i64 7, i32 1)
-; Helpers of the programs are not entries.
-; CHECK-LABEL: define internal i32 @helper(
-; CHECK-NOT:     @morpheus_guard_enter
-; CHECK:         ret i32
+; TAIL-LABEL: define i32 @first(ptr %ctx)
+; TAIL-NEXT:  morpheus.guard:
+; TAIL-NEXT:    %zero = alloca i32
+; TAIL-NEXT:    [[G:%.*]] = call i64 @morpheus_guard_enter(ptr %ctx, i64 7, i32 0)
+; TAIL-NEXT:    [[OK:%.*]] = icmp slt i64 [[G]], 0
+; TAIL-NEXT:    br i1 [[OK]], label %entry, label %morpheus.fallback
+; TAIL:       morpheus.fallback:
+; TAIL-NEXT:    [[V:%.*]] = trunc i64 [[G]] to i32
+; TAIL-NEXT:    ret i32 [[V]]
+; TAIL-LABEL: define i32 @second(ptr %ctx)
+; TAIL:         call i64 @morpheus_guard_enter(ptr %ctx, i64 7, i32 1)
+; Nothing specialized below it: no guard.
+; TAIL-LABEL: define i32 @untouched(ptr %ctx)
+; TAIL-NOT:     @morpheus_guard
+; TAIL:         ret i32
+; Helpers of the programs are not roots.
+; TAIL-LABEL: define internal i32 @read_config(
+; TAIL-NOT:     @morpheus_guard
+; TAIL-NOT:     generic
+; A callback cannot tail-call: with its program falling back by tail call,
+; it is left generic (and unguarded).
+; TAIL-LABEL: define internal i64 @add_one(
+; TAIL-NOT:     @morpheus_guard
+; TAIL:         call ptr inttoptr (i64 1 to ptr)(ptr @config
+; TAIL: ; guard first: tail call: morpheus-opt --fallback
+; TAIL: ; guard untouched: none: nothing it reaches is specialized: no guard
+; TAIL: ; guard add_one: none: callback of program 'looping', whose fallback is tail call (morpheus-opt --fallback); a callback can only fall back inside the program
+; TAIL: ; site {{[0-9]+}} config analysis declined: runs under 'add_one', which has no guard
 
-; UNGUARDED-NOT: call i64 @morpheus_guard_enter
+; INPROG-LABEL: define i32 @first(ptr %ctx)
+; INPROG-NEXT:  morpheus.guard:
+; INPROG-NEXT:    %zero = alloca i32
+; INPROG-NEXT:    [[H:%.*]] = call i32 @morpheus_guard_holds(i64 7)
+; INPROG-NEXT:    [[OK:%.*]] = icmp ne i32 [[H]], 0
+; INPROG-NEXT:    br i1 [[OK]], label %entry, label %morpheus.fallback
+; INPROG:       morpheus.fallback:
+; INPROG-NEXT:    [[R:%.*]] = call i32 @first__morpheus_generic(ptr %ctx)
+; INPROG-NEXT:    ret i32 [[R]]
+; INPROG:       entry:
+; INPROG-NOT:     call ptr inttoptr (i64 1 to ptr)(ptr @config
+; INPROG:         ret i32
+; INPROG-LABEL: define i32 @second(ptr %ctx)
+; INPROG:         call i32 @second__morpheus_generic(ptr %ctx)
+; INPROG-NOT:     call ptr inttoptr (i64 1 to ptr)(ptr @config
+; A callback falls back inside the program too: it checks the guard itself.
+; INPROG-LABEL: define internal i64 @add_one(
+; INPROG:         call i32 @morpheus_guard_holds(i64 7)
+; INPROG:         call i64 @add_one__morpheus_generic(i32 %index, ptr %sum)
+; The generic copies: untouched by the table passes, internal, in .text,
+; inlined into their root (alwaysinline), calling generic copies only.
+; INPROG-LABEL: define internal i32 @first__morpheus_generic(ptr %ctx)
+; INPROG-SAME:    #[[INLINE:[0-9]+]] {
+; INPROG:         call ptr inttoptr (i64 1 to ptr)(ptr @config
+; INPROG-LABEL: define internal i32 @second__morpheus_generic(ptr %ctx)
+; INPROG:         call i32 @read_config__morpheus_generic()
+; INPROG-LABEL: define internal i32 @read_config__morpheus_generic()
+; INPROG:         call ptr inttoptr (i64 1 to ptr)(ptr @config
+; INPROG-LABEL: define internal i64 @add_one__morpheus_generic(
+; INPROG:         call ptr inttoptr (i64 1 to ptr)(ptr @config
+; INPROG:       attributes #[[INLINE]] = { alwaysinline }
+; INPROG: ; guard add_one: in-program: callback: falls back inside the program
 
+; NONE-LABEL: define i32 @first(ptr %ctx)
+; NONE-NOT:     @morpheus_guard
+; NONE:         call ptr inttoptr (i64 1 to ptr)(ptr @config
+; NONE: ; site 0 config analysis declined: runs under 'first', which has no guard (morpheus-opt --fallback)
+
+; UNGUARDED-NOT: call {{.*}}@morpheus_guard
+
+; NOCTX: morpheus-opt: {{.*}}guard of 'no_ctx': a tail-call fallback needs a ctx parameter and an integer result; not specialized
+; NORUNTIME: morpheus-opt: {{.*}}guard of 'first': the guard runtime 'morpheus_guard_holds' is not linked in; not specialized
+
+;--- prog.ll
 target datalayout = "e-m:e-p:64:64-i64:64-i128:128-n32:64-S128"
 target triple = "bpf"
 
+@config = global { ptr, ptr } zeroinitializer, section ".maps", align 8
+
 declare i64 @morpheus_guard_enter(ptr, i64, i32)
+declare i32 @morpheus_guard_holds(i64)
 
 define i32 @first(ptr %ctx) section "xdp" {
 entry:
-  %slot = alloca i32
-  store i32 1, ptr %slot
-  %v = load i32, ptr %slot
-  ret i32 %v
+  %zero = alloca i32
+  store i32 0, ptr %zero
+  %v = call ptr inttoptr (i64 1 to ptr)(ptr @config, ptr %zero)
+  %r = load i32, ptr %v
+  ret i32 %r
 }
 
 define i32 @second(ptr %ctx) section "xdp" {
 entry:
-  %r = call i32 @helper(i32 2)
+  %r = call i32 @read_config()
   ret i32 %r
 }
 
-define internal i32 @helper(i32 %x) {
-  ret i32 %x
+define i32 @untouched(ptr %ctx) section "xdp" {
+entry:
+  ret i32 2
 }
+
+define internal i32 @read_config() noinline {
+  %zero = alloca i32
+  store i32 0, ptr %zero
+  %v = call ptr inttoptr (i64 1 to ptr)(ptr @config, ptr %zero)
+  %r = load i32, ptr %v
+  ret i32 %r
+}
+
+; C: static long add_one(u32 index, u64 *sum) { *sum += config[0]; return 0; }
+define internal i64 @add_one(i32 %index, ptr %sum) {
+  %zero = alloca i32
+  store i32 0, ptr %zero
+  %v = call ptr inttoptr (i64 1 to ptr)(ptr @config, ptr %zero)
+  %w = load i32, ptr %v
+  %wide = zext i32 %w to i64
+  %old = load i64, ptr %sum
+  %new = add i64 %old, %wide
+  store i64 %new, ptr %sum
+  ret i64 0
+}
+
+; C: bpf_loop(8, add_one, &sum, 0)
+define i32 @looping(ptr %ctx) section "xdp" {
+entry:
+  %sum = alloca i64
+  store i64 0, ptr %sum
+  %n = call i64 inttoptr (i64 181 to ptr)(i32 8, ptr @add_one, ptr %sum, i64 0)
+  %total = load i64, ptr %sum
+  %verdict = trunc i64 %total to i32
+  ret i32 %verdict
+}
+
+;--- noctx.ll
+target datalayout = "e-m:e-p:64:64-i64:64-i128:128-n32:64-S128"
+target triple = "bpf"
+
+@config = global { ptr, ptr } zeroinitializer, section ".maps", align 8
+
+declare i64 @morpheus_guard_enter(ptr, i64, i32)
+declare i32 @morpheus_guard_holds(i64)
+
+; C: SEC("xdp") int no_ctx(void)
+define i32 @no_ctx() section "xdp" {
+entry:
+  %zero = alloca i32
+  store i32 0, ptr %zero
+  %v = call ptr inttoptr (i64 1 to ptr)(ptr @config, ptr %zero)
+  %r = load i32, ptr %v
+  ret i32 %r
+}
+
+;--- noruntime.ll
+target datalayout = "e-m:e-p:64:64-i64:64-i128:128-n32:64-S128"
+target triple = "bpf"
+
+@config = global { ptr, ptr } zeroinitializer, section ".maps", align 8
+
+define i32 @first(ptr %ctx) section "xdp" {
+entry:
+  %zero = alloca i32
+  store i32 0, ptr %zero
+  %v = call ptr inttoptr (i64 1 to ptr)(ptr @config, ptr %zero)
+  %r = load i32, ptr %v
+  ret i32 %r
+}
+
+;--- state.json
+{"tables": {"config": {"type": "array", "key_size": 4, "value_size": 4, "max_entries": 1}},
+ "maps": {"config": [{"key": "00000000", "value": "02000000"}]}}

@@ -1,20 +1,18 @@
 // The table passes' shared building blocks (see TableRewriting.h).
-// TEST-ONLY switch: MORPHEUS_TEST_BREAK_INLINE=1 makes the key compare chain
-// wrong on purpose (last key byte off by one), so tests can prove that the
-// differential fuzzer (runtime/Differential) catches a broken pass.
 #include "core/passes/TableRewriting.h"
 
+#include "core/OpaqueValue.h"
 #include "core/TableAccessAnalysis.h"
 
 #include <llvm/Analysis/ValueTracking.h>
 #include <llvm/IR/Constants.h>
 #include <llvm/IR/IRBuilder.h>
 #include <llvm/IR/Instructions.h>
+#include <llvm/Support/FormatVariadic.h>
+#include <llvm/Support/raw_ostream.h>
 #include <llvm/Transforms/Utils/BasicBlockUtils.h>
 #include <llvm/Transforms/Utils/Local.h>
-#include <llvm/Support/FormatVariadic.h>
 
-#include <cstdlib>
 #include <map>
 #include <tuple>
 
@@ -49,8 +47,41 @@ std::string SpecializationLog::toText() const {
                          sites.size() == 1 ? "" : "s", detail)
                .str();
   }
+  for (const GuardDecision &guard : guards)
+    out += llvm::formatv("  guard       {0,-16} {1}{2}: {3}\n", guard.function,
+                         fallbackName(guard.fallback),
+                         guard.fallback == Fallback::TailCall
+                             ? " (slot " + std::to_string(guard.slot) + ")"
+                             : std::string(),
+                         guard.detail)
+               .str();
   return out;
 }
+
+const char *fallbackName(Fallback fallback) {
+  switch (fallback) {
+  case Fallback::InProgram:
+    return "in-program";
+  case Fallback::TailCall:
+    return "tail call";
+  case Fallback::None:
+    return "none";
+  }
+  return "?";
+}
+
+namespace {
+
+std::string typeName(Type *type) {
+  std::string text;
+  raw_string_ostream out(text);
+  type->print(out);
+  return out.str();
+}
+
+constexpr const char *KeptMetadata = "morpheus.kept";
+
+} // namespace
 
 std::optional<std::string> whyNotInlinable(const AccessSite &site,
                                            const TableAccessInfo &info,
@@ -59,8 +90,17 @@ std::optional<std::string> whyNotInlinable(const AccessSite &site,
     return "not a lookup";
   if (site.table.empty())
     return "table operand not resolved to one table";
-  if (!site.signature.keyArg)
+  if (!site.signature.keyArg || *site.signature.keyArg >= site.call->arg_size())
     return "lookup without a key argument";
+  // The helper declared by hand with other types: the rewrites build
+  // pointers and read key bytes through a pointer, so they take only the
+  // shape they understand.
+  if (!site.call->getType()->isPointerTy())
+    return "lookup returns " + typeName(site.call->getType()) +
+           ", not a pointer (helper declared with another return type)";
+  if (Type *key = site.call->getArgOperand(*site.signature.keyArg)->getType();
+      !key->isPointerTy())
+    return "key passed as " + typeName(key) + ", not as a pointer";
   auto table = catalog.find(site.table);
   if (table == catalog.end())
     return "table not in the catalog";
@@ -72,19 +112,26 @@ std::optional<std::string> whyNotInlinable(const AccessSite &site,
            " tables not modelled";
   if (table->second.lookupHasSideEffects)
     return "lookups in " + table->second.typeName + " tables have side effects";
+  const TableUsage &usage = info.tables.at(site.table);
+  if (!usage.pointerComparisons.empty())
+    return "value pointers " + usage.pointerComparisons.front() +
+           ": the kernel answers by entry identity";
+  if (site.valueNeedsWritableMemory)
+    return *site.valueNeedsWritableMemory +
+           ", which the verifier checks with writable pointer arguments";
   return std::nullopt;
 }
 
 bool rewriteEligibleLookups(Module &module, ModuleAnalysisManager &mam,
                             const TablePassContext &context, SiteRewrite rewrite) {
   const TableAccessInfo &info = mam.getResult<TableAccessAnalysis>(module);
-  LookupRewriter rewriter(module, context.constantSection);
+  LookupRewriter rewriter(module, context);
   // Copy the sites first: rewriting erases calls the analysis points to.
   std::vector<AccessSite> sites = info.sites;
   bool changed = false;
   for (const AccessSite &site : sites) {
     if (whyNotInlinable(site, info, *context.catalog) ||
-        context.unguardedFunctions.count(site.function))
+        context.untouchable(site.function) || LookupRewriter::keptOnMissPath(*site.call))
       continue;
     auto contents = context.snapshot->find(site.table);
     if (contents == context.snapshot->end())
@@ -95,28 +142,60 @@ bool rewriteEligibleLookups(Module &module, ModuleAnalysisManager &mam,
   return changed;
 }
 
-Constant *LookupRewriter::valueConstant(const std::string &table,
-                                        const Bytes &value) {
-  auto [slot, fresh] = values.try_emplace({table, value}, nullptr);
-  if (!fresh)
-    return slot->second;
-  LLVMContext &context = module.getContext();
-  Constant *init = ConstantDataArray::get(context, ArrayRef<uint8_t>(value));
-  auto *global = new GlobalVariable(
-      module, init->getType(), /*isConstant=*/true,
-      GlobalValue::PrivateLinkage, init,
-      "__morpheus." + table + "." + Twine(values.size() - 1));
-  global->setUnnamedAddr(GlobalValue::UnnamedAddr::Global);
+namespace {
+
+// Values sit 8-byte aligned, as the kernel stores them.
+uint64_t strideOf(const TableInfo &table) { return alignTo(table.valueSize, 8); }
+
+} // namespace
+
+GlobalVariable *LookupRewriter::valueArray(const std::string &table) {
+  std::string name = "__morpheus." + table + ".values";
+  if (GlobalVariable *existing = module.getNamedGlobal(name))
+    return existing;
+  const TableContents &contents = context.snapshot->at(table);
+  uint64_t stride = strideOf(context.catalog->at(table));
+  std::vector<uint8_t> bytes(contents.entries.size() * stride, 0);
+  for (size_t i = 0; i < contents.entries.size(); ++i)
+    if (const std::optional<Bytes> &value = contents.entries[i].value)
+      std::copy(value->begin(), value->end(), bytes.begin() + i * stride);
+  Constant *init = ConstantDataArray::get(module.getContext(), ArrayRef<uint8_t>(bytes));
+  // Not unnamed_addr: entries keep distinct addresses, and LLVM may not
+  // merge this array with another holding equal bytes.
+  auto *global = new GlobalVariable(module, init->getType(), /*isConstant=*/true,
+                                    GlobalValue::PrivateLinkage, init, name);
   global->setAlignment(Align(8));
+  const std::string &section = context.indexLoweredTables.count(table)
+                                   ? context.indexedValueSection
+                                   : context.constantSection;
   if (!section.empty())
     global->setSection(section);
-  slot->second = global;
   return global;
+}
+
+uint64_t LookupRewriter::indexOf(const std::string &table, const Bytes &key) const {
+  const std::vector<TableEntry> &entries = context.snapshot->at(table).entries;
+  for (size_t i = 0; i < entries.size(); ++i)
+    if (entries[i].key == key)
+      return i;
+  return entries.size(); // not reached: callers pass entries of the snapshot
+}
+
+Constant *LookupRewriter::valuePointer(const std::string &table, const TableEntry &entry) {
+  LLVMContext &llvmContext = module.getContext();
+  uint64_t offset = indexOf(table, entry.key) * strideOf(context.catalog->at(table));
+  return ConstantExpr::getInBoundsGetElementPtr(
+      Type::getInt8Ty(llvmContext), valueArray(table),
+      ConstantInt::get(Type::getInt64Ty(llvmContext), offset));
 }
 
 void LookupRewriter::replaceWith(CallBase &lookup, Value *result) {
   lookup.replaceAllUsesWith(result);
   lookup.eraseFromParent();
+}
+
+bool LookupRewriter::keptOnMissPath(const CallBase &call) {
+  return call.getMetadata(KeptMetadata) != nullptr;
 }
 
 namespace {
@@ -141,17 +220,9 @@ std::vector<KeyChunk> chunksFor(uint32_t keySize, uint64_t alignment) {
   return chunks;
 }
 
-// TEST-ONLY: with MORPHEUS_TEST_BREAK_INLINE=1 in the environment the key
-// compare chain matches the last key byte off by one, a deliberately wrong
-// specialization that proves `morpheus fuzz` (tests/kernel/DifferentialTest)
-// notices a broken pass. Never set it anywhere else.
-bool breakInlineForTests() {
-  const char *value = std::getenv("MORPHEUS_TEST_BREAK_INLINE");
-  return value && std::string(value) == "1";
-}
-
-uint64_t chunkConstant(const Bytes &key, KeyChunk chunk, bool littleEndian) {
-  bool broken = breakInlineForTests() && chunk.offset + chunk.width == key.size();
+uint64_t chunkConstant(const Bytes &key, KeyChunk chunk, bool littleEndian,
+                       const FaultInjection &faults) {
+  bool broken = faults.breakKeyCompare && chunk.offset + chunk.width == key.size();
   uint64_t value = 0;
   for (uint32_t i = 0; i < chunk.width; ++i) {
     uint32_t byte = littleEndian ? chunk.width - 1 - i : i;
@@ -165,46 +236,53 @@ uint64_t chunkConstant(const Bytes &key, KeyChunk chunk, bool littleEndian) {
 
 } // namespace
 
-void LookupRewriter::replaceWithDispatch(
-    CallBase &lookup, unsigned keyArg,
-    const std::vector<const TableEntry *> &entries, const std::string &table) {
-  LLVMContext &context = module.getContext();
+void LookupRewriter::replaceWithDispatch(CallBase &lookup, unsigned keyArg,
+                                         const std::vector<const TableEntry *> &entries,
+                                         const std::string &table, ChainLowering lowering,
+                                         bool keepLookupOnMiss) {
+  LLVMContext &llvmContext = module.getContext();
   const DataLayout &dl = module.getDataLayout();
-  Value *key = lookup.getArgOperand(keyArg);
   auto *pointerType = cast<PointerType>(lookup.getType());
-  if (entries.empty()) {
+  if (entries.empty() && !keepLookupOnMiss) {
     replaceWith(lookup, ConstantPointerNull::get(pointerType));
     return;
   }
-  uint32_t keySize = entries.front()->key.size();
+  uint32_t keySize = context.catalog->at(table).keySize;
+  Value *key = lookup.getArgOperand(keyArg);
 
   BasicBlock *head = lookup.getParent();
   BasicBlock *tail = SplitBlock(head, &lookup);
   head->getTerminator()->eraseFromParent();
+  Function *function = head->getParent();
   IRBuilder<> builder(head);
   builder.SetCurrentDebugLocation(lookup.getDebugLoc());
 
-  // Read the key once, as the helper would have. freeze: bytes the program
-  // never wrote (struct padding) compare as whatever they hold, like the
-  // helper's memcmp does, instead of letting LLVM fold compares on undef.
+  // Read the key once, as the helper would have: through an opaque copy of
+  // the pointer, so the key stays in memory and bytes the program never
+  // wrote (struct padding) are read as they are there, not as undef that
+  // LLVM may pick a value for.
   uint64_t alignment = getKnownAlignment(key, dl).value();
+  Value *keyMemory = opaqueCopy(builder, key, table + ".key.memory");
   std::vector<KeyChunk> chunks = chunksFor(keySize, alignment);
   std::vector<Value *> words;
   for (KeyChunk chunk : chunks) {
     Type *type = builder.getIntNTy(chunk.width * 8);
     Value *address = chunk.offset ? builder.CreateConstInBoundsGEP1_32(
-                                        builder.getInt8Ty(), key, chunk.offset)
-                                  : key;
-    LoadInst *load = builder.CreateAlignedLoad(
-        type, address, Align(std::min<uint64_t>(alignment, chunk.width)),
-        table + ".key");
-    words.push_back(builder.CreateFreeze(load));
+                                        builder.getInt8Ty(), keyMemory, chunk.offset)
+                                  : keyMemory;
+    words.push_back(builder.CreateAlignedLoad(
+        type, address, Align(std::min<uint64_t>(alignment, chunk.width)), table + ".key"));
   }
 
   builder.SetInsertPoint(tail, tail->begin());
-  PHINode *result = builder.CreatePHI(pointerType, entries.size() + 1,
-                                      table + ".value");
-  Function *function = head->getParent();
+  PHINode *result = builder.CreatePHI(pointerType, entries.size() + 2, table + ".value");
+  BasicBlock *found = nullptr;
+  PHINode *index = nullptr;
+  if (lowering == ChainLowering::Index && !entries.empty()) {
+    found = BasicBlock::Create(llvmContext, table + ".found", function, tail);
+    builder.SetInsertPoint(found);
+    index = builder.CreatePHI(builder.getInt64Ty(), entries.size(), table + ".index");
+  }
   BasicBlock *compare = head;
   for (const TableEntry *entry : entries) {
     builder.SetInsertPoint(compare);
@@ -213,22 +291,46 @@ void LookupRewriter::replaceWithDispatch(
       Value *equal = builder.CreateICmpEQ(
           words[i], ConstantInt::get(words[i]->getType(),
                                      chunkConstant(entry->key, chunks[i],
-                                                   dl.isLittleEndian())));
+                                                   dl.isLittleEndian(), context.faults)));
       match = match ? builder.CreateAnd(match, equal) : equal;
     }
-    BasicBlock *hit = BasicBlock::Create(context, table + ".hit", function, tail);
-    BasicBlock *next = BasicBlock::Create(context, table + ".next", function, tail);
+    BasicBlock *hit = BasicBlock::Create(llvmContext, table + ".hit", function, found ? found : tail);
+    BasicBlock *next = BasicBlock::Create(llvmContext, table + ".next", function, tail);
     builder.CreateCondBr(match, hit, next);
     builder.SetInsertPoint(hit);
-    builder.CreateBr(tail);
-    result->addIncoming(valueConstant(table, *entry->value), hit);
+    if (index) {
+      builder.CreateBr(found);
+      index->addIncoming(builder.getInt64(indexOf(table, entry->key)), hit);
+    } else {
+      builder.CreateBr(tail);
+      result->addIncoming(valuePointer(table, *entry), hit);
+    }
     compare = next;
   }
+  if (index) {
+    // Every entry leaves the chain through here with only its index: the
+    // verifier sees one pointer into the value array per path, and once the
+    // loads are done nothing distinguishes the paths.
+    builder.SetInsertPoint(found);
+    Value *hidden = opaqueCopy(builder, index, table + ".index.hidden");
+    Value *offset = builder.CreateMul(
+        hidden, builder.getInt64(strideOf(context.catalog->at(table))));
+    Value *pointer = builder.CreateInBoundsGEP(builder.getInt8Ty(), valueArray(table), offset,
+                                               table + ".entry");
+    builder.CreateBr(tail);
+    result->addIncoming(pointer, found);
+  }
   builder.SetInsertPoint(compare);
-  builder.CreateBr(tail);
-  result->addIncoming(ConstantPointerNull::get(pointerType), compare);
+  BranchInst *missExit = builder.CreateBr(tail);
   lookup.replaceAllUsesWith(result);
-  lookup.eraseFromParent();
+  if (keepLookupOnMiss) {
+    lookup.moveBefore(missExit);
+    lookup.setMetadata(KeptMetadata, MDNode::get(llvmContext, {}));
+    result->addIncoming(&lookup, compare);
+  } else {
+    result->addIncoming(ConstantPointerNull::get(pointerType), compare);
+    lookup.eraseFromParent();
+  }
 }
 
 } // namespace morpheus::core

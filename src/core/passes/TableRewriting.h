@@ -1,8 +1,11 @@
 // What the table-specializing passes share: the run-time facts they are
-// given (table catalog, snapshot), the log of what they decided at each
-// site, and the IR building blocks for replacing a lookup by constants.
+// given (table catalog, snapshot), where they must not act, the log of what
+// they decided at each site, and the IR building blocks for replacing a
+// lookup by what the snapshot says it returns.
 #pragma once
 
+#include "core/FaultInjection.h"
+#include "core/SpecializationLog.h"
 #include "core/TableAccessAnalysis.h"
 #include "core/Tables.h"
 
@@ -11,34 +14,24 @@
 #include <llvm/IR/PassManager.h>
 
 #include <map>
-#include <set>
 #include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
 namespace morpheus::core {
 
-struct SiteDecision {
-  unsigned site = 0;
-  std::string table;
-  std::string function;
-  std::string location;
-  std::string pass;   // which pass decided, e.g. "inline-small-table"
-  bool applied = false;
-  std::string detail; // what was done, or why not
-};
-
-// Decisions of one specialization run; also the exact (key, value) pairs
-// inlined per table, which is what change detection compares between cycles.
-struct SpecializationLog {
-  std::vector<SiteDecision> decisions;
-  std::map<std::string, std::vector<TableEntry>> inlined;
-
-  void record(const AccessSite &site, const char *pass, bool applied,
-              std::string detail);
-  // For operators: one line per specialized site, and sites left alone
-  // for the same reason as one line.
-  std::string toText() const;
+// How a compare chain hands out the value of the entry that matched.
+enum class ChainLowering {
+  // A constant pointer per entry: loads through it fold into constants, and
+  // O2 deletes what they make dead. Each entry is a distinct state for the
+  // kernel verifier as long as the pointer or what was loaded is live.
+  Constants,
+  // The chain yields the entry's index, hidden from the optimizer, and the
+  // value is read from the table's value array at that index: nothing
+  // folds, but every entry looks alike to the verifier once the loads are
+  // done, so chains in sequence add up instead of multiplying.
+  Index,
 };
 
 struct TablePassContext {
@@ -46,47 +39,86 @@ struct TablePassContext {
   const TableSnapshot *snapshot = nullptr;
   SpecializationLog *log = nullptr;     // may be null
   std::string constantSection;          // section for inlined values ("" = default)
+  // Section for the value arrays of tables with index chains: data the
+  // verifier does not read as constants, so that it does not tell the
+  // entries apart by what they hold ("" = default).
+  std::string indexedValueSection;
   uint32_t inlineLimit = 64;            // largest table inlined whole
-  // Functions whose code may run without the program guard in front of it
-  // (reachable from a program that has no fallback): never specialized.
-  std::set<std::string> unguardedFunctions;
+  // Set when compare chains are off for this specialization (why):
+  // inline-small-table then declines every site.
+  std::optional<std::string> noCompareChains;
+  // Functions whose code may run without a guard in front of it, with the
+  // reason: never specialized.
+  std::map<std::string, std::string> unguardedFunctions;
+  // Generic copies kept for the in-program fallback: never specialized.
+  std::set<std::string> genericFunctions;
+  // Sites whose compare chain must use ChainLowering::Index (verifier
+  // budget, Pipeline.cpp), by site id, and their tables.
+  std::set<unsigned> indexLoweredSites;
+  std::set<std::string> indexLoweredTables;
+  FaultInjection faults;
+
+  bool untouchable(const std::string &function) const {
+    return unguardedFunctions.count(function) || genericFunctions.count(function);
+  }
 };
 
-// Why the lookup at `site` cannot be replaced by constants, or nullopt when
-// it can: it must be a lookup in a resolved, read-only table whose lookup
-// semantics the core models and whose lookups have no side effects.
+// Why the lookup at `site` cannot be replaced, or nullopt when it can: it
+// must be a lookup in a resolved, read-only table whose lookup semantics
+// the core models, whose lookups have no side effects, whose call has the
+// shape of a lookup (pointer key in, pointer out), and whose value pointers
+// are only tested against null, never compared with other pointers or
+// handed where writable memory is required.
 std::optional<std::string> whyNotInlinable(const AccessSite &site,
                                            const TableAccessInfo &info,
                                            const TableCatalog &catalog);
 
-// Builds replacement code for one lookup call. Values become constant
-// globals, so LLVM's constant folding sees through loads from them.
+// Builds replacement code for the lookups of one module. Every value lives
+// in one array per table (`__morpheus.TABLE.values`, every entry of the
+// snapshot in key order, 8-byte aligned like the kernel's; never written),
+// so a key has one address wherever it is looked up and distinct keys have
+// distinct addresses, as in the kernel, even when their values are equal.
+// The array sits in the constant section, or, for a table with index
+// chains, in the indexed-value section.
 class LookupRewriter {
 public:
-  LookupRewriter(llvm::Module &module, std::string constantSection)
-      : module(module), section(std::move(constantSection)) {}
+  LookupRewriter(llvm::Module &module, const TablePassContext &context)
+      : module(module), context(context) {}
 
-  // A constant global holding `value`, shared by equal values of a table.
-  llvm::Constant *valueConstant(const std::string &table, const Bytes &value);
+  // A constant pointer to the value of `entry` (which must be in the
+  // snapshot of `table`).
+  llvm::Constant *valuePointer(const std::string &table, const TableEntry &entry);
 
-  // Replaces `lookup` by a dispatch over `entries` on the key bytes the call
-  // would have read: the matching entry's value, or null when none matches.
+  // Replaces `lookup` by a chain of compares over `entries` on the key bytes
+  // the call would have read (loaded through an opaque copy of the key
+  // pointer, so bytes the program never wrote compare as memory holds
+  // them, as the helper's memcmp does). A match yields the entry's value; a
+  // miss yields null, or, with `keepLookupOnMiss`, the original call, moved
+  // to the miss path (for arrays whose snapshot does not list every index).
   void replaceWithDispatch(llvm::CallBase &lookup, unsigned keyArg,
                            const std::vector<const TableEntry *> &entries,
-                           const std::string &table);
+                           const std::string &table, ChainLowering lowering,
+                           bool keepLookupOnMiss);
 
-  // Replaces `lookup` by a fixed result (a value constant or null).
+  // Replaces `lookup` by a fixed result (a value pointer or null).
   static void replaceWith(llvm::CallBase &lookup, llvm::Value *result);
 
+  // Whether `call` is a lookup a rewrite kept on a miss path: passes leave
+  // it alone.
+  static bool keptOnMissPath(const llvm::CallBase &call);
+
 private:
+  llvm::GlobalVariable *valueArray(const std::string &table);
+  uint64_t indexOf(const std::string &table, const Bytes &key) const;
+
   llvm::Module &module;
-  std::string section;
-  std::map<std::pair<std::string, Bytes>, llvm::Constant *> values;
+  const TablePassContext &context;
 };
 
-// Runs `rewrite` on every lookup site that whyNotInlinable() accepts and
-// whose table has a snapshot; returns whether anything changed. `rewrite`
-// returns true when it replaced the call.
+// Runs `rewrite` on every lookup site that whyNotInlinable() accepts, that
+// runs in a function the passes may touch, and whose table has a snapshot;
+// returns whether anything changed. `rewrite` returns true when it replaced
+// the call.
 using SiteRewrite = llvm::function_ref<bool(const AccessSite &, const TableInfo &,
                                             const TableContents &, LookupRewriter &)>;
 bool rewriteEligibleLookups(llvm::Module &module, llvm::ModuleAnalysisManager &mam,

@@ -1,15 +1,17 @@
 // SPDX-License-Identifier: GPL-2.0
 /*
  * The program-level guard, linked into every specialized program and inlined
- * at its entry (see src/core/passes/ProgramGuard.cpp).
+ * where src/core/passes/ProgramGuard.cpp puts it: at the start of every
+ * function the kernel can call (program entries, callbacks).
  *
  * morpheus_guard holds a 64-bit version word (and, for user space only, a
  * count of control-plane changes in progress; see src/backend/bpf/Guard.h).
  * The control plane increments the version (through Morpheus) before it
- * changes any table; a specialized program carries the version it was
- * compiled against and runs only while the word still holds it. Otherwise
- * the packet goes to the original program, kept loaded in morpheus_fallback
- * at the entry's slot.
+ * changes any table; specialized code carries the version it was compiled
+ * against and runs only while the word still holds it. Otherwise the
+ * generic code runs: a copy of the original kept in the same program (the
+ * in-program fallback), or the original program itself, reached by a tail
+ * call through morpheus_fallback at the entry's slot.
  *
  * The map is mmap-able so the control plane bumps the word with one atomic
  * instruction, and an ARRAY so the verifier inlines the lookup: the check
@@ -18,12 +20,7 @@
 #include <linux/bpf.h>
 #include <bpf/bpf_helpers.h>
 
-#define MORPHEUS_MAX_PROGRAMS 16
-
-struct morpheus_guard_state {
-	__u64 version;
-	__u64 writers; /* user space only */
-};
+#include "guard_abi.h"
 
 struct {
 	__uint(type, BPF_MAP_TYPE_ARRAY);
@@ -40,18 +37,25 @@ struct {
 	__type(value, __u32);
 } morpheus_fallback SEC(".maps");
 
-/* Returns -1 when the specialized code may run. Otherwise it tail-calls the
- * original program, which does not return here; reaching the end means the
- * slot is empty or the tail-call limit was hit, and the packet is aborted
- * (visible in the xdp:xdp_exception tracepoint) rather than processed by
- * stale code. */
-__attribute__((always_inline)) long morpheus_guard_enter(void *ctx, __u64 version,
-							 __u32 slot)
+/* Whether code specialized for `version` may run. Fails closed: no guard
+ * state means no. */
+__attribute__((always_inline)) int morpheus_guard_holds(__u64 version)
 {
 	__u32 zero = 0;
 	struct morpheus_guard_state *state = bpf_map_lookup_elem(&morpheus_guard, &zero);
 
-	if (state && *(volatile __u64 *)&state->version == version)
+	return state && *(volatile __u64 *)&state->version == version;
+}
+
+/* The tail-call fallback. Returns -1 when the specialized code may run.
+ * Otherwise it tail-calls the original program, which does not return here;
+ * reaching the end means the slot is empty or the tail-call limit was hit,
+ * and the packet is aborted (visible in the xdp:xdp_exception tracepoint)
+ * rather than processed by stale code. */
+__attribute__((always_inline)) long morpheus_guard_enter(void *ctx, __u64 version,
+							 __u32 slot)
+{
+	if (morpheus_guard_holds(version))
 		return -1;
 	bpf_tail_call(ctx, &morpheus_fallback, slot);
 	return 0;

@@ -1,0 +1,29 @@
+// Test-only faults, passed down by the caller as options (never read from
+// the environment): they let tests prove that a crash inside the compiler
+// costs one cycle and not the process, and that the differential checks
+// (fuzzer, shadow validation, bench) notice a wrong specialization.
+#pragma once
+
+namespace morpheus::core {
+
+struct FaultInjection {
+  enum class Crash {
+    None,
+    Segv,       // a store through a null pointer
+    Abort,      // abort(), as an LLVM assertion would
+    FatalError, // llvm::report_fatal_error, as an LLVM backend error would
+  };
+  // Crashes the pipeline right after the table passes.
+  Crash crashAfterTablePasses = Crash::None;
+  // Compare chains match the last key byte off by one: a wrong
+  // specialization the checks must catch.
+  bool breakKeyCompare = false;
+  // No verifier budget: every chain yields constants, so a program whose
+  // chains multiply the verifier's states is rejected by the kernel (for
+  // tests of the retry without chains).
+  bool ignoreVerifierBudget = false;
+
+  bool operator==(const FaultInjection &) const = default;
+};
+
+} // namespace morpheus::core

@@ -1,0 +1,74 @@
+// Where the program guard goes and how it falls back, decided before the
+// table passes run.
+//
+// Specialized code is only correct while the tables hold the snapshot it was
+// built from, so every path into it must start with a guard. The kernel
+// enters a program's code at its program entries, and at every function
+// whose address the program takes (bpf_timer callbacks, run later; bpf_loop
+// and for_each_map_elem callbacks): these are the roots. Each root gets a
+// fallback:
+//   in-program  a generic copy of the root and of everything it calls that
+//               a pass may change is kept in the module (the table passes
+//               never touch it); on a stale version the root calls it. Works
+//               for every root (no ctx needed, callbacks included) and costs
+//               no tail call, but the verifier explores both versions.
+//   tail call   the root tail-calls the original program (entries with a
+//               ctx, in objects that make no tail calls of their own).
+//   none        nothing the root reaches is specialized.
+// The backend decides per program entry (it knows the kernel's limits and
+// what the original costs to verify); a callback inherits in-program only
+// when every entry reaching it has it, since its verification is part of
+// theirs.
+#pragma once
+
+#include "core/AccessSignatures.h"
+#include "core/SpecializationLog.h"
+#include "support/Error.h"
+
+#include <llvm/ADT/STLFunctionalExtras.h>
+#include <llvm/IR/Module.h>
+
+#include <map>
+#include <set>
+#include <string>
+#include <vector>
+
+namespace morpheus::core {
+
+// The backend's decision for one program entry.
+struct EntryFallback {
+  std::string function;
+  Fallback fallback = Fallback::None;
+  unsigned slot = 0;  // TailCall
+  std::string detail; // why, for the decision log
+};
+
+struct GuardPlan {
+  // Every root of the module, with its fallback. A root that reaches
+  // nothing a pass may change needs no guard (fallback None, detail says so).
+  std::vector<GuardDecision> roots;
+  std::map<std::string, std::string> genericCopy; // in-program root -> its copy
+  std::set<std::string> genericFunctions;         // every generic copy
+  std::map<std::string, std::string> unguarded;   // function -> why it stays generic
+
+  // Whether `root` gets a guard (it reaches specialized code).
+  bool guarded(const GuardDecision &root) const;
+};
+
+// The functions the kernel can call: program entries and functions whose
+// address the module takes (outside llvm.used lists).
+std::vector<llvm::Function *> guardRoots(llvm::Module &module,
+                                         const AccessSignatureTable &sigs);
+
+// Plans every root's fallback and adds the generic copies to `module`.
+// `mayBeSpecialized(F)`: whether a table pass may rewrite code in F itself.
+// An entry the backend did not decide for gets no fallback.
+Expected<GuardPlan> planGuards(llvm::Module &module, const AccessSignatureTable &sigs,
+                               const std::vector<EntryFallback> &entries,
+                               llvm::function_ref<bool(const llvm::Function &)> mayBeSpecialized);
+
+// Functions reachable from `root` through direct calls and, with
+// `throughAddresses`, through functions whose address code takes.
+std::set<llvm::Function *> reachableFrom(llvm::Function *root, bool throughAddresses);
+
+} // namespace morpheus::core

@@ -1,0 +1,20 @@
+// A copy of a value the optimizer cannot see through: an empty inline-asm
+// statement that returns its operand in a register ("=r,0"), marked as not
+// touching memory. LLVM then knows nothing about the copy (not its value,
+// not its range, not which object a copied pointer points to), so facts it
+// proved about the original cannot delete code written against the copy.
+// It costs nothing at run time: the asm is empty and the register is the
+// same. Used where a specialization must keep something LLVM would fold
+// away: key bytes read as memory holds them (TableRewriting), an index the
+// verifier must not see multiplied into constants (TableRewriting), bounds
+// the verifier needs (backend VerifierBounds).
+#pragma once
+
+#include <llvm/IR/IRBuilder.h>
+
+namespace morpheus::core {
+
+llvm::Value *opaqueCopy(llvm::IRBuilderBase &builder, llvm::Value *value,
+                        const llvm::Twine &name = "");
+
+} // namespace morpheus::core

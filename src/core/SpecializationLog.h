@@ -1,0 +1,57 @@
+// What one specialization decided: per access site, which pass did what or
+// why nothing was done; per function the kernel can call, how its guard
+// falls back; and the exact (key, value) pairs inlined per table, which is
+// what change detection compares between cycles.
+#pragma once
+
+#include "core/Tables.h"
+
+#include <map>
+#include <string>
+#include <vector>
+
+namespace morpheus::core {
+
+struct AccessSite;
+
+struct SiteDecision {
+  unsigned site = 0;
+  std::string table;
+  std::string function;
+  std::string location;
+  std::string pass;   // which pass decided, e.g. "inline-small-table"
+  bool applied = false;
+  std::string detail; // what was done, or why not
+};
+
+// How a guarded function gets back to generic code when its version is
+// stale (core/passes/ProgramGuard.cpp).
+enum class Fallback {
+  InProgram, // calls a generic copy of itself kept in the same program
+  TailCall,  // tail-calls the original program (entries with a ctx only)
+  None,      // cannot be guarded: nothing it reaches is specialized
+};
+
+const char *fallbackName(Fallback fallback);
+
+struct GuardDecision {
+  std::string function; // a program entry or a callback the kernel calls
+  bool callback = false;
+  Fallback fallback = Fallback::None;
+  unsigned slot = 0;  // TailCall: the fallback array's slot
+  std::string detail; // why this fallback (or none)
+};
+
+struct SpecializationLog {
+  std::vector<SiteDecision> decisions;
+  std::vector<GuardDecision> guards;
+  std::map<std::string, std::vector<TableEntry>> inlined;
+
+  void record(const AccessSite &site, const char *pass, bool applied,
+              std::string detail);
+  // For operators: one line per specialized site, sites left alone for the
+  // same reason as one line, one line per guarded function.
+  std::string toText() const;
+};
+
+} // namespace morpheus::core

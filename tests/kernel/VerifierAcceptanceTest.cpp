@@ -1,0 +1,173 @@
+// The verifier accepts whatever it accepted before: bounds that constant
+// folding removes, inlined values handed to global functions, compare chains
+// that multiply the verifier's states, inline asm. Programs: tests/programs/.
+#include "Corpus.h"
+
+#include <arpa/inet.h>
+#include <bpf/bpf.h>
+#include <linux/bpf.h>
+
+namespace morpheus::testing {
+namespace {
+
+const uint32_t Zero = 0;
+
+struct DivisionCase {
+  const char *file;
+  uint32_t divisor;
+  uint32_t buckets;
+  bool signedField; // the program divides the TOS byte as signed, else the TTL
+  // Signed division needs v4. Unsigned cases use v2 (64-bit arithmetic
+  // only): the verifier tracks no upper half after a 32-bit division, so
+  // the originals themselves would need a mask with alu32.
+  const char *cpu;
+};
+
+std::ostream &operator<<(std::ostream &out, const DivisionCase &c) { return out << c.file; }
+
+class DivisionBounds : public ::testing::TestWithParam<DivisionCase> {};
+
+// The specialized program (divisor now a constant) must load, and count and
+// answer every value of the divided byte as the original does.
+TEST_P(DivisionBounds, SpecializedProgramLoadsAndCountsAlike) {
+  const DivisionCase &c = GetParam();
+  runtime::OptimizerOptions options = CorpusProgram::noShadow();
+  options.frontend.cflags = {c.cpu};
+  CorpusProgram program(c.file, options);
+  ASSERT_TRUE(program.ok());
+  program.set("divisor", Zero, c.divisor);
+  runtime::CycleReport report = program.cycle();
+  ASSERT_TRUE(report.installed()) << report.describe();
+
+  int hits = program.opt().mapFd("hits");
+  std::vector<uint64_t> zero(c.buckets, 0);
+  auto countAll = [&](int programFd, std::vector<uint32_t> &verdicts) {
+    EXPECT_EQ(bpf_map_update_elem(hits, &Zero, zero.data(), BPF_ANY), 0);
+    for (unsigned value = 0; value < 256; ++value) {
+      PacketSpec spec;
+      (c.signedField ? spec.tos : spec.ttl) = uint8_t(value);
+      verdicts.push_back(runOnce(programFd, buildPacket(spec)).verdict);
+    }
+    std::vector<uint64_t> counts(c.buckets);
+    EXPECT_EQ(bpf_map_lookup_elem(hits, &Zero, counts.data()), 0);
+    return counts;
+  };
+  std::vector<uint32_t> expected, actual;
+  std::vector<uint64_t> expectedCounts = countAll(program.opt().originalFd(), expected);
+  std::vector<uint64_t> actualCounts = countAll(program.opt().activeFd(), actual);
+  EXPECT_EQ(actual, expected);
+  EXPECT_EQ(actualCounts, expectedCounts);
+}
+
+INSTANTIATE_TEST_SUITE_P(Corpus, DivisionBounds,
+                         ::testing::Values(
+                             DivisionCase{"udiv_bound.bpf.c", 26, 16, false, "-mcpu=v2"},
+                             DivisionCase{"urem_bound.bpf.c", 10, 10, false, "-mcpu=v2"},
+                             DivisionCase{"sdiv_bound.bpf.c", 13, 32, true, "-mcpu=v4"},
+                             DivisionCase{"srem_bound.bpf.c", 7, 16, true, "-mcpu=v4"}),
+                         [](const auto &info) {
+                           std::string name = info.param.file;
+                           return name.substr(0, name.find('_'));
+                         });
+
+struct Verdict {
+  uint32_t action;
+  uint32_t mark;
+};
+
+TEST(VerifierAcceptance, ValuePassedToAGlobalFunctionIsDeclined) {
+  CorpusProgram program("global_function_value.bpf.c");
+  ASSERT_TRUE(program.ok());
+  program.set("decisions", htonl(0x0a000001), Verdict{1, 0});
+  program.set("decisions", htonl(0x0a000002), Verdict{0, 7});
+  runtime::CycleReport report = program.cycle();
+  ASSERT_TRUE(report.installed()) << report.describe();
+  const core::SiteDecision *declined = CorpusProgram::decision(report, "decisions", false);
+  ASSERT_NE(declined, nullptr);
+  EXPECT_NE(declined->detail.find("global function 'decide'"), std::string::npos)
+      << declined->detail;
+  for (uint32_t address : {0x0a000001u, 0x0a000002u, 0x0a000003u}) {
+    Bytes packet = buildPacket({.daddr = address});
+    EXPECT_EQ(program.active(packet), program.original(packet)) << std::hex << address;
+  }
+}
+
+struct Window {
+  uint16_t offset;
+  uint16_t length;
+};
+
+// Four 64-entry tables whose hits are packet offsets: inlined as constants
+// they would make 65^4 distinct packet ranges for the verifier.
+void fillWindows(CorpusProgram &program) {
+  for (uint16_t i = 0; i < 64; ++i) {
+    program.set("by_source", htonl(0x0a000100 + i), Window{i, i});
+    program.set("by_destination", htonl(0x0a000200 + i), Window{uint16_t(63 - i), 1});
+    program.set("by_id", uint32_t(htons(100 + i)), Window{uint16_t(i / 2), 2});
+    program.set("by_checksum", uint32_t(htons(1000 + i)), Window{uint16_t(i % 7), 3});
+  }
+}
+
+TEST(VerifierAcceptance, ManyChainsFeedingBoundsChecksStayWithinTheVerifierBudget) {
+  CorpusProgram program("many_chains.bpf.c");
+  ASSERT_TRUE(program.ok());
+  fillWindows(program);
+  runtime::CycleReport report = program.cycle();
+  ASSERT_TRUE(report.installed()) << report.describe();
+  for (uint32_t i = 0; i < 64; i += 3) {
+    Bytes packet = buildPacket({.saddr = 0x0a000100 + i, .daddr = 0x0a000200 + (i * 7) % 64,
+                                .id = uint16_t(100 + i), .payload = 64});
+    EXPECT_EQ(program.active(packet), program.original(packet)) << i;
+  }
+}
+
+// Without the budget (a test-only switch), the four chains make the kernel
+// refuse the candidate: the same cycle retries without compare chains and
+// installs that; a later cycle on the same snapshot goes straight to it
+// (the refusal it cites is the first cycle's); new table contents let
+// chains be tried again.
+TEST(VerifierAcceptance, RefusedCandidateIsRetriedWithoutChainsAndRemembered) {
+  runtime::OptimizerOptions options = CorpusProgram::noShadow();
+  options.faults.ignoreVerifierBudget = true;
+  CorpusProgram program("many_chains.bpf.c", options);
+  ASSERT_TRUE(program.ok());
+  fillWindows(program);
+  runtime::CycleReport first = program.cycle();
+  ASSERT_TRUE(first.installed()) << first.describe();
+  const core::SiteDecision *off = CorpusProgram::decision(first, "by_source", false);
+  ASSERT_NE(off, nullptr);
+  EXPECT_EQ(off->detail, "compare chains off: the kernel refused this snapshot's "
+                         "specialization with them (cycle 1)");
+  Bytes packet = buildPacket({.saddr = 0x0a000105, .daddr = 0x0a000207, .id = 103, .payload = 64});
+  EXPECT_EQ(program.active(packet), program.original(packet));
+
+  runtime::CycleReport again = program.opt().runCycle(/*force=*/true);
+  EXPECT_NE(again.outcome, runtime::CycleOutcome::Failed) << again.describe();
+  off = CorpusProgram::decision(again, "by_source", false);
+  ASSERT_NE(off, nullptr) << "the same snapshot: no chains, no second refusal";
+  EXPECT_NE(off->detail.find("(cycle 1)"), std::string::npos) << off->detail;
+
+  program.opt().injectFaults({});
+  program.set("by_source", htonl(0x0a000105), Window{9, 9});
+  runtime::CycleReport changed = program.cycle();
+  ASSERT_TRUE(changed.installed()) << changed.describe();
+  EXPECT_NE(CorpusProgram::decision(changed, "by_source", true), nullptr)
+      << "new contents: chains again";
+  EXPECT_EQ(program.active(packet), program.original(packet));
+}
+
+TEST(VerifierAcceptance, InlineAsmCompilesInProcess) {
+  CorpusProgram program("inline_asm.bpf.c");
+  ASSERT_TRUE(program.ok());
+  program.set("config", Zero, uint32_t(1));
+  runtime::CycleReport report = program.cycle();
+  ASSERT_TRUE(report.installed()) << report.describe();
+  Bytes packet = buildPacket({});
+  EXPECT_EQ(program.active(packet).verdict, uint32_t(XDP_DROP)) << "1 + 7 == 8";
+  program.set("config", Zero, uint32_t(2));
+  EXPECT_EQ(program.active(packet).verdict, uint32_t(XDP_PASS));
+  EXPECT_EQ(program.active(packet), program.original(packet));
+}
+
+} // namespace
+} // namespace morpheus::testing
