@@ -58,48 +58,6 @@ Expected<bpf_object *> openElf(llvm::ArrayRef<char> elf,
 
 void setLibbpfVerbose(bool verbose) { verboseLibbpf = verbose; }
 
-core::TableInfo tableInfoFor(const std::string &name, unsigned type,
-                             uint32_t keySize, uint32_t valueSize,
-                             uint32_t maxEntries) {
-  core::TableInfo info;
-  info.name = name;
-  const char *typeName = libbpf_bpf_map_type_str(static_cast<bpf_map_type>(type));
-  info.typeName = typeName ? typeName : "type " + std::to_string(type);
-  info.keySize = keySize;
-  info.valueSize = valueSize;
-  info.maxEntries = maxEntries;
-  switch (type) {
-  case BPF_MAP_TYPE_HASH:
-    info.match = core::TableMatch::Exact;
-    break;
-  case BPF_MAP_TYPE_PERCPU_HASH:
-    info.match = core::TableMatch::Exact;
-    info.perCpu = true;
-    break;
-  case BPF_MAP_TYPE_LRU_HASH:
-  case BPF_MAP_TYPE_LRU_PERCPU_HASH:
-    // A lookup sets the entry's reference bit, which decides what a later
-    // insert evicts: removing the lookup would change the map's future.
-    info.match = core::TableMatch::Exact;
-    info.perCpu = type == BPF_MAP_TYPE_LRU_PERCPU_HASH;
-    info.lookupHasSideEffects = true;
-    break;
-  case BPF_MAP_TYPE_ARRAY:
-    info.match = core::TableMatch::Index;
-    break;
-  case BPF_MAP_TYPE_PERCPU_ARRAY:
-    info.match = core::TableMatch::Index;
-    info.perCpu = true;
-    break;
-  case BPF_MAP_TYPE_LPM_TRIE:
-    info.match = core::TableMatch::LongestPrefix;
-    break;
-  default:
-    info.match = core::TableMatch::Unsupported;
-  }
-  return info;
-}
-
 Expected<core::TableCatalog> readCatalog(llvm::ArrayRef<char> elf,
                                          const std::string &objectName) {
   auto obj = openElf(elf, objectName);
@@ -280,13 +238,9 @@ std::string layoutDifferences(const MapLayout &declared, const MapLayout &existi
                           what, want, have)
                 .str();
   };
-  auto typeName = [](uint32_t type) {
-    const char *name = libbpf_bpf_map_type_str(static_cast<bpf_map_type>(type));
-    return name ? std::string(name) : "type " + std::to_string(type);
-  };
   if (declared.type != existing.type)
-    text = "type: declared " + typeName(declared.type) + ", the map is " +
-           typeName(existing.type);
+    text = "type: declared " + mapTypeName(declared.type) + ", the map is " +
+           mapTypeName(existing.type);
   field("key size", declared.keySize, existing.keySize);
   field("value size", declared.valueSize, existing.valueSize);
   // A perf event array declared without a size gets one slot per CPU.
