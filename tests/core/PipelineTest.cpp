@@ -5,6 +5,7 @@
 #include "core/Pipeline.h"
 
 #include <gtest/gtest.h>
+#include <llvm/Testing/Support/Error.h>
 #include <llvm/AsmParser/Parser.h>
 #include <llvm/IR/Module.h>
 #include <llvm/Support/SourceMgr.h>
@@ -96,7 +97,7 @@ TEST_F(Pipeline, EverySiteGetsADecisionWithItsReason) {
   SpecializationOptions options;
   options.inlineLimit = 8;
   auto log = specializeModule(*module, signatures, catalog, snapshot, options);
-  ASSERT_TRUE(bool(log)) << llvm::toString(log.takeError());
+  ASSERT_THAT_EXPECTED(log, llvm::Succeeded());
 
   const SiteDecision *config = decisionFor(*log, "config", true);
   ASSERT_NE(config, nullptr);
@@ -114,7 +115,7 @@ TEST_F(Pipeline, SharedGlobalsSurviveOptimization) {
   // packets_seen is never used, yet other versions of the program share the
   // .bss map it lives in: dropping it would shift the layout under them.
   auto log = specializeModule(*module, signatures, catalog, {}, {});
-  ASSERT_TRUE(bool(log)) << llvm::toString(log.takeError());
+  ASSERT_THAT_EXPECTED(log, llvm::Succeeded());
   EXPECT_NE(module->getNamedGlobal("packets_seen"), nullptr);
 }
 

@@ -8,6 +8,7 @@
 #include "runtime/Optimizer.h"
 
 #include <gtest/gtest.h>
+#include <llvm/Testing/Support/Error.h>
 
 #include <algorithm>
 #include <cstring>
@@ -48,9 +49,9 @@ public:
   // A change through Morpheus: the guard is bumped before it is applied.
   template <typename K, typename V> void set(const std::string &map, const K &key, const V &value) {
     auto updater = bpf::MapUpdater::forMap(optimizer->mapFd(map), map, &optimizer->guard());
-    ASSERT_TRUE(bool(updater)) << llvm::toString(updater.takeError());
+    ASSERT_THAT_EXPECTED(updater, llvm::Succeeded());
     llvm::Error err = updater->update(bytesOf(key), bytesOf(value));
-    ASSERT_FALSE(bool(err)) << map << ": " << llvm::toString(std::move(err));
+    ASSERT_THAT_ERROR(std::move(err), llvm::Succeeded()) << map;
   }
 
   // Runs a cycle; returns whether a new version was installed.
