@@ -1,6 +1,7 @@
 // `morpheus run`: load a program, attach it, and keep it specialized.
 #include "cli/Commands.h"
 #include "runtime/Daemon.h"
+#include "support/Log.h"
 
 #include <bpf/bpf.h>
 #include <llvm/Support/FormatVariadic.h>
@@ -31,6 +32,7 @@ struct RunOptions {
   std::string reproducerDir = "/tmp";
   uint64_t maxCycles = 0;
   bool quiet = false;
+  LogFormat logFormat = LogFormat::Text;
   CompilerFlags compiler;
 };
 
@@ -45,6 +47,9 @@ int run(const RunOptions &flags) {
   options.mode = flags.mode;
   options.reproducerDir = flags.reproducerDir;
   options.quiet = flags.quiet;
+  configureProcessLog(processLog().threshold(), flags.logFormat, "morpheus");
+  options.logFormat = flags.logFormat;
+  options.logLevel = processLog().threshold();
   options.ifaces = flags.ifaces;
   options.netns = flags.netns;
   const std::string &path = flags.program;
@@ -64,12 +69,19 @@ int run(const RunOptions &flags) {
   std::string ifaces;
   for (const std::string &iface : options.ifaces)
     ifaces += (ifaces.empty() ? "" : ", ") + iface;
-  llvm::outs() << llvm::formatv("{0}: program '{1}' attached to {2} ({3} mode), maps pinned "
-                                "in {4} (startup {5:f1} ms)\n",
-                                path, opt.entryName(), ifaces,
-                                options.mode == bpf::XdpMode::Native ? "native" : "generic",
-                                options.optimizer.pinDir, opt.startupMs());
-  llvm::outs().flush();
+  const char *mode = options.mode == bpf::XdpMode::Native ? "native" : "generic";
+  processLog().record("attached",
+                      {{"program", path},
+                       {"entry", opt.entryName()},
+                       {"ifaces", options.ifaces},
+                       {"mode", mode},
+                       {"pin_dir", options.optimizer.pinDir},
+                       {"startup_ms", opt.startupMs()}},
+                      llvm::formatv("{0}: program '{1}' attached to {2} ({3} mode), maps pinned "
+                                    "in {4} (startup {5:f1} ms)\n",
+                                    path, opt.entryName(), ifaces, mode,
+                                    options.optimizer.pinDir, opt.startupMs())
+                          .str());
 
   // Stats stay enabled for as long as this fd is open.
   int statsFd = bpf_enable_stats(BPF_STATS_RUN_TIME);
@@ -82,7 +94,8 @@ int run(const RunOptions &flags) {
   }
   if (statsFd >= 0)
     close(statsFd);
-  llvm::outs() << "stopping: detaching and removing pins\n";
+  processLog().record("stopping", nlohmann::json::object(),
+                      "stopping: detaching and removing pins\n");
   return 0;
 }
 
@@ -152,6 +165,13 @@ void addRunCommand(CLI::App &morpheus) {
       ->type_name("N");
   command.add_flag("--quiet", options->quiet,
                    "print only cycles that install or fail, no status lines");
+  command
+      .add_option("--log-format", options->logFormat,
+                  "text: lines for people (default); json: one JSON object a line (each cycle, "
+                  "status line, port change and message; \"event\" says which)")
+      ->transform(commandline::oneOf(
+          std::map<std::string, LogFormat>{{"text", LogFormat::Text}, {"json", LogFormat::Json}}))
+      ->type_name("text|json");
   addCompilerOptions(command, options->compiler);
 }
 

@@ -160,8 +160,4 @@ ProgramRunStats programRunStats(int programFd);
 // a command) names what needs it in the error.
 Error ensureBpffs(const std::string &user);
 
-// Routes libbpf's messages into Morpheus's log (warnings only unless
-// verbose), so they carry context and do not interleave with status output.
-void setLibbpfVerbose(bool verbose);
-
 } // namespace morpheus::bpf
