@@ -15,11 +15,6 @@
 
 namespace morpheus::testing {
 
-template <typename T> Bytes bytesOf(const T &value) {
-  const auto *raw = reinterpret_cast<const uint8_t *>(&value);
-  return Bytes(raw, raw + sizeof(T));
-}
-
 inline std::string corpusPath(const std::string &file) {
   return sourcePath("tests/programs/" + file);
 }
