@@ -1,5 +1,6 @@
 // The one key walk (bpf::forEachKey): every key once, an early stop, and
-// errors that name the map instead of a walk that silently ends.
+// errors that name the map instead of a walk that silently ends, also when
+// the keys change faster than the walk moves.
 #include "KernelSupport.h"
 #include "backend/bpf/MapIO.h"
 
@@ -59,6 +60,27 @@ TEST_F(KeyWalk, ErrorsNameTheMap) {
   close(notAMap);
   ASSERT_TRUE(bool(broken));
   EXPECT_NE(llvm::toString(std::move(broken)).find("map 'gone': cannot query"),
+            std::string::npos);
+}
+
+// A map whose keys change under the walk faster than it moves: each visit
+// replaces the visited key by a new one, so the kernel, asked for the key
+// after one that is gone, starts over from the first. The walk must end,
+// and say it may have missed keys rather than pass for a whole walk.
+TEST_F(KeyWalk, AWalkOutrunByChangesIsAnErrorNotAPartialSuccess) {
+  uint32_t fresh = 1000;
+  size_t visits = 0;
+  llvm::Error err = bpf::forEachKey(fd, 4, "walked", [&](const Bytes &key) {
+    ++visits;
+    uint64_t value = 0;
+    EXPECT_EQ(bpf_map_delete_elem(fd, key.data()), 0);
+    EXPECT_EQ(bpf_map_update_elem(fd, &fresh, &value, BPF_NOEXIST), 0);
+    ++fresh;
+    return true;
+  });
+  ASSERT_TRUE(bool(err)) << "the walk ended as if it had seen every key";
+  EXPECT_EQ(visits, 2u * 16 + 2) << "bounded at 2 x max_entries + 2 steps";
+  EXPECT_NE(llvm::toString(std::move(err)).find("map 'walked': keys kept changing"),
             std::string::npos);
 }
 

@@ -36,7 +36,10 @@ Error forEachKey(int fd, uint32_t keySize, const std::string &mapName,
     key = next;
     previous = key.data();
   }
-  return Error::success();
+  return makeSystemError(EAGAIN,
+                         "map '{0}': keys kept changing during a walk of {1} steps, so not "
+                         "all of them may have been seen",
+                         mapName, 2 * uint64_t(info.max_entries) + 2);
 }
 
 bool isArrayMap(unsigned type) {
@@ -106,20 +109,15 @@ Expected<core::TableContents> readTable(int fd, const core::TableInfo &info,
   if (wantWhole) {
     // Walk the keys; give up as soon as the table is larger than any pass
     // could use, so a big table costs at most limit+1 steps.
-    Bytes key(info.keySize), next(info.keySize);
-    const void *previous = nullptr;
     std::vector<Bytes> keys;
-    while (keys.size() <= request.wholeTableLimit) {
-      if (bpf_map_get_next_key(fd, previous, next.data()) != 0) {
-        if (errno != ENOENT)
-          return makeSystemError(errno, "map '{0}': cannot iterate", info.name);
-        contents.complete = true;
-        break;
-      }
-      keys.push_back(next);
-      key = next;
-      previous = key.data();
-    }
+    bool tooLarge = false;
+    if (Error err = forEachKey(fd, info.keySize, info.name, [&](const Bytes &key) {
+          keys.push_back(key);
+          tooLarge = keys.size() > request.wholeTableLimit;
+          return !tooLarge;
+        }))
+      return err;
+    contents.complete = !tooLarge;
     if (contents.complete)
       for (const Bytes &k : keys) {
         auto found = read(k);

@@ -34,10 +34,12 @@ int possibleCpus();
 // The one key walk: calls `visit` with each key of the map behind `fd`, in
 // the kernel's order, until it returns false or the keys run out. A key
 // deleted while the walk stands on it makes the kernel start over from the
-// first key, so under concurrent deletes a key can be visited twice; the
-// walk gives up after 2 x max_entries + 2 steps, so a map that changes
-// faster than it is walked still ends. An error (other than the end of the
-// keys) breaks the walk off and is returned, naming `mapName`.
+// first key, so under concurrent deletes a key can be visited twice; after
+// 2 x max_entries + 2 steps the walk gives up with an error (the map
+// changes faster than it is walked: what was visited may not be all of
+// it), so it always ends and never passes a partial walk off as whole. An
+// error (other than the end of the keys) breaks the walk off and is
+// returned, naming `mapName`.
 Error forEachKey(int fd, uint32_t keySize, const std::string &mapName,
                  llvm::function_ref<bool(const core::Bytes &)> visit);
 
