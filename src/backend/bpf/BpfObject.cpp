@@ -112,9 +112,14 @@ Expected<core::TableCatalog> readCatalog(llvm::ArrayRef<char> elf,
     if (bpf_map__is_internal(map))
       continue;
     std::string name = bpf_map__name(map);
-    catalog[name] = tableInfoFor(name, bpf_map__type(map), bpf_map__key_size(map),
-                                 bpf_map__value_size(map),
-                                 bpf_map__max_entries(map));
+    core::TableInfo &info = catalog[name] =
+        tableInfoFor(name, bpf_map__type(map), bpf_map__key_size(map),
+                     bpf_map__value_size(map), bpf_map__max_entries(map));
+    info.flags = bpf_map__map_flags(map);
+    if (const bpf_map *inner = bpf_map__inner_map(map))
+      info.innerTemplate = core::TableTemplate{
+          tableInfoFor(name, bpf_map__type(inner), 0, 0, 0).typeName,
+          bpf_map__key_size(inner), bpf_map__value_size(inner), bpf_map__map_flags(inner)};
   }
   return catalog;
 }
