@@ -13,6 +13,7 @@
 #include <llvm/Support/FormatVariadic.h>
 
 #include <map>
+#include <set>
 #include <tuple>
 
 namespace morpheus::cli {
@@ -257,11 +258,19 @@ std::string explanationToText(const bpf::ProgramSpec &spec, uint32_t inlineLimit
     if (used.writtenWholesale)
       for (const std::string &reason : used.writeReasons)
         out += "    written: " + reason + "\n";
-    else
-      for (const core::ValueWrite &write : used.valueWrites)
-        out += "    written: " + core::describeValueBytes(fields, write.offset, write.size) +
-               (write.key ? " of key [" + toHex(*write.key) + "]" : " of every key") + ", by " +
-               write.where + "\n";
+    else {
+      // Sites inlined from one helper function write in the same place:
+      // one line each.
+      std::set<std::string> lines;
+      for (const core::ValueWrite &write : used.valueWrites) {
+        std::string line = "    written: " +
+                           core::describeValueBytes(fields, write.offset, write.size) +
+                           (write.key ? " of key [" + toHex(*write.key) + "]" : " of every key") +
+                           ", by " + write.where + "\n";
+        if (lines.insert(line).second)
+          out += line;
+      }
+    }
     for (const std::string &where : used.pointerComparisons)
       out += "    value pointers " + where + "\n";
     for (const core::AccessSite &site : info.sites)
