@@ -12,6 +12,10 @@
 ; RUN: split-file %s %t
 ; RUN: morpheus-opt %t/prog.ll --state %t/state.json --print-analysis | FileCheck %s
 ; Without the outer table's template, every table is written (the old rule).
+; An array template without BPF_F_INNER_MAP fixes max_entries too: arrays of
+; another size are never stored there (the kernel refuses them).
+; RUN: morpheus-opt %t/prog.ll --state %t/arrays.json --print-analysis \
+; RUN:   | FileCheck %s --check-prefix=ARRAYS
 ; RUN: morpheus-opt %t/prog.ll --state %t/notemplate.json --print-analysis \
 ; RUN:   | FileCheck %s --check-prefix=UNKNOWN
 
@@ -23,6 +27,11 @@
 ; CHECK: table other ro
 ; CHECK: table outer ro
 ; CHECK: site 1 map_lookup_elem ? key=constant constant=00 00 00 00 inner-of=outer candidates=[conn_a,conn_b]
+
+; ARRAYS: table conn_a rw-in-part
+; ARRAYS: table conn_b ro
+; ARRAYS: table other ro
+; ARRAYS: candidates=[conn_a]
 
 ; UNKNOWN: table other rw
 ; UNKNOWN-NEXT: written: unresolved table operand of map_lookup_elem in prog
@@ -79,3 +88,10 @@ out:
             "conn_b": {"type": "hash", "key_size": 4, "value_size": 8, "max_entries": 16},
             "other": {"type": "array", "key_size": 4, "value_size": 8, "max_entries": 1},
             "outer": {"type": "array_of_maps", "key_size": 4, "value_size": 4, "max_entries": 4}}}
+;--- arrays.json
+{"tables": {"conn_a": {"type": "array", "key_size": 4, "value_size": 8, "max_entries": 16},
+            "conn_b": {"type": "array", "key_size": 4, "value_size": 8, "max_entries": 8},
+            "other": {"type": "array", "key_size": 4, "value_size": 8, "max_entries": 1},
+            "outer": {"type": "array_of_maps", "key_size": 4, "value_size": 4, "max_entries": 4,
+                      "inner": {"type": "array", "key_size": 4, "value_size": 8,
+                                "max_entries": 16}}}}

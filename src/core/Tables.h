@@ -29,6 +29,9 @@ struct TableTemplate {
   uint32_t keySize = 0;
   uint32_t valueSize = 0;
   uint32_t flags = 0;
+  // Set when a stored table must also have exactly maxEntries slots (the
+  // kernel's rule for arrays declared without BPF_F_INNER_MAP).
+  std::optional<uint32_t> maxEntries;
 };
 
 struct TableInfo {
@@ -50,7 +53,8 @@ struct TableInfo {
   // Whether this table could be stored in a table of tables with `inner`.
   bool fits(const TableTemplate &inner) const {
     return typeName == inner.typeName && keySize == inner.keySize &&
-           valueSize == inner.valueSize && flags == inner.flags;
+           valueSize == inner.valueSize && flags == inner.flags &&
+           (!inner.maxEntries || maxEntries == *inner.maxEntries);
   }
 };
 

@@ -8,7 +8,8 @@
 // STATE.json = {"tables": {"NAME": {"type": "hash", "key_size": 8,
 //               "value_size": 16, "max_entries": 1024, "flags": 0,
 //               "inner": {"type": ..., "key_size": .., "value_size": ..,
-//               "flags": ..} (maps of maps)}, ...},
+//               "flags": .., "max_entries": .. (only when stored tables
+//               must have it)} (maps of maps)}, ...},
 //               "maps": <snapshot, as for `morpheus specialize`>}
 // The specialized module is printed to stdout, then the guard decisions as
 // comments (`; guard FUNCTION: FALLBACK: DETAIL`); --print-analysis prints
@@ -69,7 +70,9 @@ Expected<core::TableCatalog> catalogFrom(const nlohmann::json &tables) {
         return withContext(innerType.takeError(), "inner template of table '" + name + "'");
       catalog[name].innerTemplate = core::TableTemplate{
           bpf::tableInfoFor(name, *innerType, 0, 0, 0).typeName, inner.value("key_size", 0u),
-          inner.value("value_size", 0u), inner.value("flags", 0u)};
+          inner.value("value_size", 0u), inner.value("flags", 0u), {}};
+      if (inner.contains("max_entries"))
+        catalog[name].innerTemplate->maxEntries = inner.value("max_entries", 0u);
     }
   }
   return catalog;

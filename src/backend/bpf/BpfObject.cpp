@@ -1,6 +1,7 @@
 #include "backend/bpf/BpfObject.h"
 
 #include "backend/bpf/Frontend.h"
+#include "backend/bpf/MapIO.h"
 
 #include <bpf/bpf.h>
 #include <bpf/libbpf.h>
@@ -116,10 +117,15 @@ Expected<core::TableCatalog> readCatalog(llvm::ArrayRef<char> elf,
         tableInfoFor(name, bpf_map__type(map), bpf_map__key_size(map),
                      bpf_map__value_size(map), bpf_map__max_entries(map));
     info.flags = bpf_map__map_flags(map);
-    if (const bpf_map *inner = bpf_map__inner_map(map))
+    if (const bpf_map *inner = bpf_map__inner_map(map)) {
       info.innerTemplate = core::TableTemplate{
           tableInfoFor(name, bpf_map__type(inner), 0, 0, 0).typeName,
-          bpf_map__key_size(inner), bpf_map__value_size(inner), bpf_map__map_flags(inner)};
+          bpf_map__key_size(inner), bpf_map__value_size(inner), bpf_map__map_flags(inner), {}};
+      // The kernel stores an array in a map of maps only with the
+      // template's max_entries, unless the template says BPF_F_INNER_MAP.
+      if (isArrayMap(bpf_map__type(inner)) && !(bpf_map__map_flags(inner) & BPF_F_INNER_MAP))
+        info.innerTemplate->maxEntries = bpf_map__max_entries(inner);
+    }
   }
   return catalog;
 }
