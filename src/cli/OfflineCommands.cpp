@@ -40,6 +40,8 @@ namespace {
 struct AnalyzeOptions {
   std::string program;
   bool json = false;
+  bool explain = false;
+  uint32_t inlineLimit = bpf::SpecializeRequest().inlineLimit;
   CompilerFlags compiler;
 };
 
@@ -47,7 +49,9 @@ int analyze(const AnalyzeOptions &options) {
   auto spec = bpf::ProgramSpec::load(options.program, frontendOptions(options.compiler));
   if (!spec)
     return fail(spec.takeError());
-  if (options.json)
+  if (options.explain)
+    std::fputs(explanationToText(**spec, options.inlineLimit).c_str(), stdout);
+  else if (options.json)
     std::printf("%s\n", analysisToJson(**spec).dump(2).c_str());
   else
     std::fputs(analysisToText(**spec).c_str(), stdout);
@@ -123,6 +127,10 @@ void addAnalyzeCommand(CLI::App &morpheus) {
       [options](const CLI::App &) { return analyze(*options); });
   addProgramArgument(command, options->program);
   command.add_flag("--json", options->json, "print JSON instead of text");
+  command.add_flag("--explain", options->explain,
+                   "per map and site, what Morpheus would do, or why not and what would "
+                   "change it");
+  addInlineLimit(command, options->inlineLimit);
   addCompilerOptions(command, options->compiler);
 }
 

@@ -1,10 +1,19 @@
 #include "cli/Reports.h"
 
 #include "backend/bpf/MapIO.h"
+#include "core/ValueFields.h"
+
+#include <linux/bpf.h>
+#include <llvm/ADT/SmallPtrSet.h>
+#include <llvm/ADT/StringExtras.h>
+#include <llvm/IR/Constants.h>
+#include <llvm/IR/Instructions.h>
+#include <llvm/IR/IntrinsicInst.h>
 
 #include <llvm/Support/FormatVariadic.h>
 
 #include <map>
+#include <set>
 #include <tuple>
 
 namespace morpheus::cli {
@@ -98,6 +107,211 @@ std::string analysisToText(const bpf::ProgramSpec &spec) {
                          site["function"].get<std::string>(),
                          site["location"].get<std::string>())
                .str();
+  }
+  return out;
+}
+
+namespace {
+
+std::string siteName(const core::AccessSite &site) {
+  std::string text = "site #" + std::to_string(site.id) + " " + site.signature.name + " in " +
+                     site.function;
+  if (!site.location.empty())
+    text += " at " + site.location;
+  if (site.key.constantKey)
+    text += ", key [" + toHex(*site.key.constantKey) + "]";
+  else if (site.signature.keyArg)
+    text += ", key from " + site.key.describe();
+  return text;
+}
+
+// The fields of `fields` no write touches for `key`, as text.
+std::string readOnlyFields(const core::TableAccessInfo &info, const std::string &table,
+                           const std::optional<core::Bytes> &key,
+                           const std::vector<core::ValueField> &fields, uint32_t valueSize) {
+  std::string names;
+  for (const core::ValueField &field : fields)
+    if (info.isReadOnlyAt(table, key, field.offset, field.size))
+      names += (names.empty() ? "`" : ", `") + field.name + "`";
+  if (!names.empty() || !fields.empty())
+    return names.empty() ? "no field" : names;
+  uint64_t free = 0;
+  for (uint64_t byte = 0; byte < valueSize; ++byte)
+    free += info.isReadOnlyAt(table, key, byte, 1);
+  return std::to_string(free) + " of " + std::to_string(valueSize) + " bytes";
+}
+
+std::string explainSite(const bpf::ProgramSpec &spec, const core::AccessSite &site,
+                        const std::vector<core::ValueField> &fields, uint32_t inlineLimit) {
+  const core::TableAccessInfo &info = spec.analysis();
+  if (site.signature.kind != core::AccessKind::Lookup)
+    return "not a lookup: stays as it is";
+  std::optional<std::string> why = core::whyNotInlinable(site, info, spec.catalog());
+  if (!why) {
+    const core::TableInfo &table = spec.catalog().at(site.table);
+    if (site.key.constantKey)
+      return "the entry's value will be inlined as constants (constant-key-lookup)";
+    if (table.match == core::TableMatch::Index) {
+      if (table.maxEntries <= inlineLimit)
+        return "inlined as compares over its " + std::to_string(table.maxEntries) +
+               " slots (inline-small-table)";
+      size_t bytes = size_t(table.maxEntries) *
+                     bpf::syscallValueSize(table.perCpu ? BPF_MAP_TYPE_PERCPU_ARRAY
+                                                        : BPF_MAP_TYPE_ARRAY,
+                                           table.valueSize);
+      if (bytes <= bpf::ArrayContentReadBytes)
+        return "inlined as compares over its non-zero slots while at most " +
+               std::to_string(inlineLimit) + " of its " + std::to_string(table.maxEntries) +
+               " are, the others yielding the zero value (inline-small-table); kept otherwise";
+      return "kept: " + std::to_string(table.maxEntries) + " slots (" + std::to_string(bytes) +
+             " bytes) are more than the inline limit and too large to read by content each "
+             "cycle (limit " + std::to_string(bpf::ArrayContentReadBytes) +
+             " bytes); a constant key would be inlined";
+    }
+    return "inlined as compares while the map holds at most " + std::to_string(inlineLimit) +
+           " entries (inline-small-table), removed while it is empty (table-elimination); "
+           "kept otherwise";
+  }
+  if (!core::whyNoFieldFolding(site, info, spec.catalog())) {
+    const core::TableInfo &table = spec.catalog().at(site.table);
+    std::string text = "loads of " +
+                       readOnlyFields(info, site.table, site.key.constantKey, fields,
+                                      table.valueSize) +
+                       " (never written for this key) will be folded "
+                       "(fold-read-only-fields); the lookup stays, so writes reach the entry";
+    return text;
+  }
+  std::string text = "kept: " + *why;
+  const core::TableUsage &usage = info.tables.at(site.table.empty() ? info.tables.begin()->first
+                                                                    : site.table);
+  if (*why == "table is written by the data plane" && !site.table.empty()) {
+    if (usage.writtenWholesale)
+      text += " (" + usage.wholesaleReason +
+              "). Would change it: writes confined to some fields (stores through a lookup's "
+              "result at fixed offsets) or to constant keys leave the rest foldable";
+    else if (site.key.constantKey)
+      text += ": " + *core::whyNoFieldFolding(site, info, spec.catalog());
+    else
+      text += " in part, and this key is not constant: the read-only " +
+              readOnlyFields(info, site.table, std::nullopt, fields,
+                             spec.catalog().at(site.table).valueSize) +
+              " could be folded at lookups with a constant key";
+  }
+  return text;
+}
+
+bool writesGlobal(const llvm::GlobalVariable &global) {
+  llvm::SmallVector<const llvm::Value *, 8> worklist{&global};
+  llvm::SmallPtrSet<const llvm::Value *, 8> seen{&global};
+  while (!worklist.empty()) {
+    const llvm::Value *pointer = worklist.pop_back_val();
+    for (const llvm::Use &use : pointer->uses()) {
+      const llvm::User *user = use.getUser();
+      if (llvm::isa<llvm::LoadInst>(user))
+        continue;
+      if (llvm::isa<llvm::GetElementPtrInst>(user) || llvm::isa<llvm::ConstantExpr>(user) ||
+          llvm::isa<llvm::BitCastInst>(user)) {
+        if (seen.insert(user).second)
+          worklist.push_back(user);
+        continue;
+      }
+      if (auto *holder = llvm::dyn_cast<llvm::GlobalVariable>(user);
+          holder && holder->getName().starts_with("llvm."))
+        continue;
+      if (auto *list = llvm::dyn_cast<llvm::ConstantAggregate>(user);
+          list && llvm::all_of(list->users(), [](const llvm::User *holder) {
+            return llvm::isa<llvm::GlobalVariable>(holder) &&
+                   holder->getName().starts_with("llvm.");
+          }))
+        continue;
+      if (auto *memory = llvm::dyn_cast<llvm::MemTransferInst>(user);
+          memory && use.getOperandNo() == 1)
+        continue;
+      return true; // a store, an atomic, a call, an escape
+    }
+  }
+  return false;
+}
+
+} // namespace
+
+std::string explanationToText(const bpf::ProgramSpec &spec, uint32_t inlineLimit) {
+  const core::TableAccessInfo &info = spec.analysis();
+  std::string out = spec.path() + ": what Morpheus would do (inline limit " +
+                    std::to_string(inlineLimit) + ")\n";
+  for (const auto &[name, table] : spec.catalog()) {
+    auto usage = info.tables.find(name);
+    if (usage == info.tables.end())
+      continue;
+    std::vector<core::ValueField> fields = core::valueFields(spec.module(), name);
+    const core::TableUsage &used = usage->second;
+    out += "map " + name + " (" + table.typeName + ", " + std::to_string(table.maxEntries) +
+           " x " + std::to_string(table.valueSize) + " bytes): ";
+    if (table.innerTemplate)
+      out += "a map of maps; ";
+    if (!used.written)
+      out += "read-only from the data plane\n";
+    else if (used.writtenWholesale)
+      out += "written by the data plane\n";
+    else
+      out += "written in part by the data plane\n";
+    if (used.writtenWholesale)
+      for (const std::string &reason : used.writeReasons)
+        out += "    written: " + reason + "\n";
+    else {
+      // Sites inlined from one helper function write in the same place:
+      // one line each.
+      std::set<std::string> lines;
+      for (const core::ValueWrite &write : used.valueWrites) {
+        std::string line = "    written: " +
+                           core::describeValueBytes(fields, write.offset, write.size) +
+                           (write.key ? " of key [" + toHex(*write.key) + "]" : " of every key") +
+                           ", by " + write.where + "\n";
+        if (lines.insert(line).second)
+          out += line;
+      }
+    }
+    for (const std::string &where : used.pointerComparisons)
+      out += "    value pointers " + where + "\n";
+    for (const core::AccessSite &site : info.sites)
+      if (site.table == name)
+        out += "  " + siteName(site) + ": " + explainSite(spec, site, fields, inlineLimit) + "\n";
+  }
+  bool innerHeader = false;
+  for (const core::AccessSite &site : info.sites)
+    if (site.table.empty()) {
+      if (!innerHeader)
+        out += "sites without one map:\n";
+      innerHeader = true;
+      std::string candidates =
+          site.outerTables.empty()
+              ? "any map"
+              : (site.innerCandidates.empty() ? std::string("no map of the program")
+                                              : llvm::join(site.innerCandidates, ", "));
+      out += "  " + siteName(site) + " (may be " + candidates + "): " +
+             explainSite(spec, site, {}, inlineLimit) + "\n";
+    }
+  out += "globals:\n";
+  for (const llvm::GlobalVariable &global : spec.module().globals()) {
+    llvm::StringRef section = global.hasSection() ? global.getSection() : "";
+    if (!global.hasInitializer() || global.getName().starts_with("llvm.") ||
+        global.getName().contains("morpheus") || section == ".maps" || section == "maps" ||
+        section == "license" || global.getName().starts_with(".") ||
+        global.hasPrivateLinkage())
+      continue;
+    std::string where = section.empty() ? (global.isConstant() ? ".rodata"
+                                           : global.getInitializer()->isNullValue() ? ".bss"
+                                                                                     : ".data")
+                                        : section.str();
+    out += "  " + global.getName().str() + " (" + where + "): ";
+    if (global.isConstant() || section.starts_with(".rodata"))
+      out += "constant: the loader sets it before load and the kernel freezes it; LLVM folds "
+             "what it can (not `volatile` loads), Morpheus adds nothing\n";
+    else if (writesGlobal(global))
+      out += "written by the program: left alone\n";
+    else
+      out += "read-only from the program, but a control plane may write it through mmap, "
+             "which Morpheus cannot see or guard: left alone, never folded\n";
   }
   return out;
 }

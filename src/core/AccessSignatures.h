@@ -28,6 +28,11 @@ struct AccessSignature {
   unsigned tableArg = 0;
   std::optional<unsigned> keyArg;
   std::optional<unsigned> valueArg;
+  // Whether the core may replace a lookup by what the snapshot says it
+  // returns: false for lookups with more to them than key -> value (one
+  // CPU's value, storage attached to a kernel object); their results are
+  // still followed for writes.
+  bool rewritable = true;
 };
 
 class AccessSignatureTable {
@@ -43,6 +48,12 @@ public:
   // prove that passing a table value pointer to it cannot modify the table.
   virtual bool onlyReadsArgument(const llvm::CallBase &call,
                                  unsigned argNo) const = 0;
+
+  // When `call` is a data-plane primitive that writes a fixed number of
+  // bytes at its pointer argument `argNo` and nothing beyond them (a lock
+  // or timer embedded in a table value): how many. nullopt otherwise.
+  virtual std::optional<uint64_t>
+  bytesWrittenThrough(const llvm::CallBase &call, unsigned argNo) const = 0;
 
   // Whether `global` declares a table.
   virtual bool isTable(const llvm::GlobalVariable &global) const = 0;

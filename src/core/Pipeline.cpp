@@ -75,6 +75,12 @@ bool mayRewrite(const AccessSite &site, const TableAccessInfo &info,
   return !whyNotInlinable(site, info, catalog) && snapshot.count(site.table);
 }
 
+// Whether fold-read-only-fields may fold loads through the lookup at `site`.
+bool mayFoldFields(const AccessSite &site, const TableAccessInfo &info,
+                   const TableCatalog &catalog, const TableSnapshot &snapshot) {
+  return !whyNoFieldFolding(site, info, catalog) && snapshot.count(site.table);
+}
+
 // The compare chains inline-small-table would build, by site id, with
 // their lengths.
 std::map<unsigned, size_t> plannedChains(const TableAccessInfo &info,
@@ -174,12 +180,14 @@ ReadPlan planReads(const TableAccessInfo &info, const TableCatalog &catalog,
                    uint32_t inlineLimit) {
   ReadPlan plan;
   for (const AccessSite &site : info.sites) {
-    if (whyNotInlinable(site, info, catalog))
-      continue;
-    TableReadRequest &request = plan[site.table];
-    request.wholeTableLimit = inlineLimit;
-    if (site.key.constantKey)
-      request.keys.push_back(*site.key.constantKey);
+    if (!whyNotInlinable(site, info, catalog)) {
+      TableReadRequest &request = plan[site.table];
+      request.wholeTableLimit = inlineLimit;
+      if (site.key.constantKey)
+        request.keys.push_back(*site.key.constantKey);
+    } else if (!whyNoFieldFolding(site, info, catalog)) {
+      plan[site.table].keys.push_back(*site.key.constantKey);
+    }
   }
   return plan;
 }
@@ -206,7 +214,8 @@ Expected<SpecializationLog> specializeModule(Module &module,
     const TableAccessInfo &info = managers.mam.getResult<TableAccessAnalysis>(module);
     std::set<const Function *> specializable;
     for (const AccessSite &site : info.sites)
-      if (mayRewrite(site, info, catalog, snapshot))
+      if (mayRewrite(site, info, catalog, snapshot) ||
+          mayFoldFields(site, info, catalog, snapshot))
         specializable.insert(site.call->getFunction());
     auto planned = planGuards(module, sigs, options.guard->entries,
                               [&](const Function &f) { return specializable.count(&f) > 0; });
@@ -225,8 +234,11 @@ Expected<SpecializationLog> specializeModule(Module &module,
   for (const AccessSite &site : info.sites) {
     if (context.genericFunctions.count(site.function))
       continue;
-    if (std::optional<std::string> why = whyNotInlinable(site, info, catalog))
+    std::optional<std::string> why = whyNotInlinable(site, info, catalog);
+    if (why && whyNoFieldFolding(site, info, catalog))
       log.record(site, "analysis", false, *why);
+    else if (why && !snapshot.count(site.table))
+      log.record(site, "analysis", false, "table contents not read");
     else if (auto unguarded = context.unguardedFunctions.find(site.function);
              unguarded != context.unguardedFunctions.end())
       log.record(site, "analysis", false, unguarded->second);

@@ -1,7 +1,11 @@
 #include "core/TableAccessAnalysis.h"
 
+#include "support/Bytes.h"
+
 #include <llvm/ADT/SmallPtrSet.h>
+#include <llvm/ADT/StringExtras.h>
 #include <llvm/Analysis/AliasAnalysis.h>
+#include <llvm/Analysis/CaptureTracking.h>
 #include <llvm/Analysis/MemorySSA.h>
 #include <llvm/Analysis/ValueTracking.h>
 #include <llvm/IR/DebugInfoMetadata.h>
@@ -11,6 +15,8 @@
 #include <llvm/IR/Module.h>
 #include <llvm/IR/Operator.h>
 #include <llvm/Support/Path.h>
+
+#include <functional>
 
 using namespace llvm;
 
@@ -38,6 +44,33 @@ std::string KeyProvenance::describe() const {
 bool TableAccessInfo::isReadOnly(const std::string &table) const {
   auto it = tables.find(table);
   return it != tables.end() && !it->second.written;
+}
+
+bool ValueWrite::overlaps(const std::optional<Bytes> &otherKey, uint64_t otherOffset,
+                          uint64_t otherSize) const {
+  if (key && otherKey && *key != *otherKey)
+    return false;
+  uint64_t end = size == WholeValue ? UINT64_MAX : offset + size;
+  uint64_t otherEnd = otherSize == WholeValue ? UINT64_MAX : otherOffset + otherSize;
+  return offset < otherEnd && otherOffset < end;
+}
+
+std::vector<const ValueWrite *>
+TableAccessInfo::writesAt(const std::string &table, const std::optional<Bytes> &key,
+                          uint64_t offset, uint64_t size) const {
+  std::vector<const ValueWrite *> found;
+  if (auto it = tables.find(table); it != tables.end())
+    for (const ValueWrite &write : it->second.valueWrites)
+      if (write.overlaps(key, offset, size))
+        found.push_back(&write);
+  return found;
+}
+
+bool TableAccessInfo::isReadOnlyAt(const std::string &table, const std::optional<Bytes> &key,
+                                   uint64_t offset, uint64_t size) const {
+  auto it = tables.find(table);
+  return it != tables.end() && !it->second.writtenWholesale &&
+         writesAt(table, key, offset, size).empty();
 }
 
 const AccessSite *TableAccessInfo::siteFor(const CallBase *call) const {
@@ -111,7 +144,10 @@ private:
   void checkTableUses();
   void checkLookupResult(AccessSite &site);
   void markWritten(const std::string &table, std::string reason);
+  void markValueWritten(const std::string &table, ValueWrite write);
   void markAllWritten(const std::string &reason);
+  std::optional<std::vector<std::string>> innerCandidates(Value *operand,
+                                                          std::vector<std::string> &outers);
   void classifyValue(Value *value, KeyProvenance &into, unsigned depth);
   void classifyPointee(Value *pointer, KeyProvenance &into, unsigned depth);
   std::optional<Bytes> constantKeyBytes(CallBase &call, Value *keyPointer,
@@ -143,8 +179,62 @@ void Analyzer::markWritten(const std::string &table, std::string reason) {
   TableUsage &usage = info.tables[table];
   usage.name = table;
   usage.written = true;
+  if (!usage.writtenWholesale)
+    usage.wholesaleReason = reason;
+  usage.writtenWholesale = true;
   if (!is_contained(usage.writeReasons, reason))
     usage.writeReasons.push_back(std::move(reason));
+}
+
+void Analyzer::markValueWritten(const std::string &table, ValueWrite write) {
+  TableUsage &usage = info.tables[table];
+  usage.name = table;
+  usage.written = true;
+  std::string reason = write.where;
+  if (write.size != ValueWrite::WholeValue)
+    reason += " (bytes " + std::to_string(write.offset) + ".." +
+              std::to_string(write.offset + write.size - 1) + ")";
+  if (write.key)
+    reason += " (key " + toHex(*write.key) + ")";
+  if (!is_contained(usage.writeReasons, reason))
+    usage.writeReasons.push_back(std::move(reason));
+  usage.valueWrites.push_back(std::move(write));
+}
+
+// A table operand that is the result of lookups in tables of tables can be
+// any table stored there; of the program's own tables, only those that fit
+// every such outer table's inner template (the kernel refuses the others).
+// nullopt when the operand is anything else, or an outer table's template
+// is unknown.
+std::optional<std::vector<std::string>>
+Analyzer::innerCandidates(Value *operand, std::vector<std::string> &outers) {
+  if (!catalog)
+    return std::nullopt;
+  SmallVector<const Value *, 4> objects;
+  getUnderlyingObjects(operand, objects);
+  std::vector<const TableTemplate *> templates;
+  for (const Value *object : objects) {
+    auto *call = dyn_cast<CallBase>(object);
+    std::optional<AccessSignature> sig = call ? sigs.match(*call) : std::nullopt;
+    if (!sig || sig->kind != AccessKind::Lookup || sig->tableArg >= call->arg_size())
+      return std::nullopt;
+    GlobalVariable *outer =
+        resolveTable(const_cast<CallBase *>(call)->getArgOperand(sig->tableArg), sigs);
+    auto entry = outer ? catalog->find(outer->getName().str()) : catalog->end();
+    if (entry == catalog->end() || !entry->second.innerTemplate)
+      return std::nullopt;
+    templates.push_back(&*entry->second.innerTemplate);
+    if (!is_contained(outers, entry->first))
+      outers.push_back(entry->first);
+  }
+  if (templates.empty())
+    return std::nullopt;
+  std::vector<std::string> candidates;
+  for (const auto &[name, table] : *catalog)
+    if (info.tables.count(name) &&
+        any_of(templates, [&](const TableTemplate *inner) { return table.fits(*inner); }))
+      candidates.push_back(name);
+  return candidates;
 }
 
 void Analyzer::markAllWritten(const std::string &reason) {
@@ -173,28 +263,49 @@ void Analyzer::collectSites() {
       site.location = locationOf(*call);
       std::string where = sig->name + " in " + site.function +
                           (site.location.empty() ? "" : " at " + site.location);
-      GlobalVariable *table = resolveTable(call->getArgOperand(sig->tableArg), sigs);
-      bool writes = sig->kind == AccessKind::Update ||
-                    sig->kind == AccessKind::Delete ||
-                    sig->kind == AccessKind::OtherWrite;
-      if (!table) {
-        // A site whose table the analysis cannot name could touch any table.
-        if (writes || sig->kind == AccessKind::Lookup)
-          markAllWritten("unresolved table operand of " + where);
-      } else {
+      Value *operand = call->getArgOperand(sig->tableArg);
+      GlobalVariable *table = resolveTable(operand, sigs);
+      std::optional<std::vector<std::string>> inner;
+      if (!table)
+        inner = innerCandidates(operand, site.outerTables);
+      if (table)
         site.table = table->getName().str();
-        info.tables[site.table].siteCount++;
-        if (writes)
-          markWritten(site.table, where);
-      }
+      else if (inner)
+        site.innerCandidates = *inner;
       if (sig->keyArg && *sig->keyArg < call->arg_size() &&
           call->getArgOperand(*sig->keyArg)->getType()->isPointerTy()) {
         Value *key = call->getArgOperand(*sig->keyArg);
         classifyPointee(key, site.key, 0);
-        if (table && catalog)
-          if (auto it = catalog->find(site.table); it != catalog->end())
-            site.key.constantKey =
-                constantKeyBytes(*call, key, it->second.keySize);
+        // Inner candidates must fit the template: one key size for all.
+        std::string keyed = table ? site.table
+                                  : (inner && !inner->empty() ? inner->front() : "");
+        if (catalog && !keyed.empty())
+          if (auto it = catalog->find(keyed); it != catalog->end())
+            site.key.constantKey = constantKeyBytes(*call, key, it->second.keySize);
+      }
+      bool writes = sig->kind == AccessKind::Update ||
+                    sig->kind == AccessKind::Delete ||
+                    sig->kind == AccessKind::OtherWrite;
+      // An update or delete with a constant key changes that key alone.
+      bool keyedWrite = sig->kind == AccessKind::Update || sig->kind == AccessKind::Delete;
+      auto markSiteWrite = [&](const std::string &name, const std::string &why) {
+        if (keyedWrite && site.key.constantKey)
+          markValueWritten(name, {site.key.constantKey, 0, ValueWrite::WholeValue, why});
+        else
+          markWritten(name, why);
+      };
+      if (table) {
+        info.tables[site.table].siteCount++;
+        if (writes)
+          markSiteWrite(site.table, where);
+      } else if (inner) {
+        if (writes)
+          for (const std::string &candidate : *inner)
+            markSiteWrite(candidate, where + " (through an inner map of " +
+                                         join(site.outerTables, ", ") + ")");
+      } else if (writes || sig->kind == AccessKind::Lookup) {
+        // A site whose table the analysis cannot name could touch any table.
+        markAllWritten("unresolved table operand of " + where);
       }
       info.sites.push_back(std::move(site));
     }
@@ -224,13 +335,23 @@ void Analyzer::checkTableUses() {
           worklist.push_back(&next);
         continue;
       }
-      // llvm.used / llvm.compiler.used only keep the table alive.
-      if (isa<ConstantAggregate>(user) &&
-          all_of(user->users(), [](const User *holder) {
-            auto *list = dyn_cast<GlobalVariable>(holder);
-            return list && list->getName().starts_with("llvm.");
-          }))
-        continue;
+      // llvm.used / llvm.compiler.used only keep the table alive; a table
+      // of tables' initializer stores the table in it (the inner sites
+      // account for what is done with it there).
+      if (isa<ConstantAggregate>(user)) {
+        bool onlyHeld = true;
+        for (const Use &next : user->uses()) {
+          auto *holder = dyn_cast<GlobalVariable>(next.getUser());
+          if (holder && (holder->getName().starts_with("llvm.") || sigs.isTable(*holder)))
+            continue;
+          if (isa<ConstantAggregate>(next.getUser()))
+            worklist.push_back(&next);
+          else
+            onlyHeld = false;
+        }
+        if (onlyHeld)
+          continue;
+      }
       if (auto *call = dyn_cast<CallBase>(user)) {
         std::optional<AccessSignature> sig = sigs.match(*call);
         if (sig && use->getOperandNo() == sig->tableArg)
@@ -251,64 +372,108 @@ void Analyzer::checkTableUses() {
 
 // Follows every pointer derived from a lookup's result and records writes,
 // comparisons with other pointers, and functions that need the memory
-// writable.
+// writable. A write through the result changes that entry's value alone
+// (the verifier keeps the pointer inside it): its key's when the lookup's
+// key is constant, and only the bytes written when the offset from the
+// result is known (constant GEPs); a pointer that escapes may write any
+// byte of the entry later.
 void Analyzer::checkLookupResult(AccessSite &site) {
-  if (site.table.empty())
+  std::vector<std::string> targets =
+      site.table.empty() ? site.innerCandidates : std::vector<std::string>{site.table};
+  if (site.table.empty() && site.outerTables.empty())
     return;
-  SmallVector<Value *, 16> worklist{site.call};
+  constexpr int64_t Unknown = INT64_MIN;
+  SmallVector<std::pair<Value *, int64_t>, 16> worklist{{site.call, 0}};
   SmallPtrSet<Value *, 16> seen{site.call};
-  std::string from = " (value of " + site.table + " looked up" +
+  std::string looked = site.table.empty() ? "an inner map of " + join(site.outerTables, ", ")
+                                          : site.table;
+  std::string from = " (value of " + looked + " looked up" +
                      (site.location.empty() ? "" : " at " + site.location) + ")";
-  auto follow = [&](Value *derived) {
+  auto follow = [&](Value *derived, int64_t offset) {
     if (seen.insert(derived).second)
-      worklist.push_back(derived);
+      worklist.push_back({derived, offset});
+  };
+  auto written = [&](int64_t offset, std::optional<uint64_t> size, std::string why) {
+    ValueWrite write{site.key.constantKey, 0, ValueWrite::WholeValue, std::move(why)};
+    if (offset != Unknown && offset >= 0 && size && *size) {
+      write.offset = offset;
+      write.size = *size;
+    }
+    for (const std::string &table : targets)
+      markValueWritten(table, write);
+  };
+  auto isTableOfTables = [&](const std::string &table) {
+    if (!catalog)
+      return false;
+    auto it = catalog->find(table);
+    return it != catalog->end() && it->second.innerTemplate.has_value();
   };
   while (!worklist.empty()) {
-    Value *pointer = worklist.pop_back_val();
+    auto [pointer, offset] = worklist.pop_back_val();
     for (Use &use : pointer->uses()) {
       auto *user = cast<Instruction>(use.getUser());
       std::string at = locationOf(*user);
       at = at.empty() ? "" : " at " + at;
-      if (isa<GetElementPtrInst>(user) || isa<BitCastInst>(user) ||
-          isa<AddrSpaceCastInst>(user) || isa<PHINode>(user) ||
-          (isa<SelectInst>(user) && use.getOperandNo() != 0)) {
-        follow(user);
+      if (auto *gep = dyn_cast<GetElementPtrInst>(user)) {
+        APInt delta(dl.getIndexTypeSizeInBits(gep->getType()), 0);
+        bool known = offset != Unknown && use.getOperandNo() == 0 &&
+                     gep->accumulateConstantOffset(dl, delta);
+        follow(user, known ? offset + delta.getSExtValue() : Unknown);
+      } else if (isa<BitCastInst>(user) || isa<AddrSpaceCastInst>(user)) {
+        follow(user, offset);
+      } else if (isa<PHINode>(user) ||
+                 (isa<SelectInst>(user) && use.getOperandNo() != 0)) {
+        follow(user, Unknown);
       } else if (auto *compare = dyn_cast<ICmpInst>(user)) {
         // Testing for null is what lookups are for; any other comparison
         // observes the pointer's identity.
         auto *other = dyn_cast<Constant>(compare->getOperand(1 - use.getOperandNo()));
-        if (!other || !other->isNullValue()) {
-          TableUsage &usage = info.tables[site.table];
-          std::string where = "compared with another pointer" + at + from;
-          if (!is_contained(usage.pointerComparisons, where))
-            usage.pointerComparisons.push_back(std::move(where));
-        }
+        if (!other || !other->isNullValue())
+          for (const std::string &table : targets) {
+            TableUsage &usage = info.tables[table];
+            std::string where = "compared with another pointer" + at + from;
+            if (!is_contained(usage.pointerComparisons, where))
+              usage.pointerComparisons.push_back(std::move(where));
+          }
       } else if (isa<LoadInst>(user)) {
         // Reading does not change the table.
       } else if (auto *store = dyn_cast<StoreInst>(user)) {
         if (use.getOperandNo() == store->getPointerOperandIndex())
-          markWritten(site.table, "store" + at + from);
+          written(offset, dl.getTypeStoreSize(store->getValueOperand()->getType()),
+                  "store" + at + from);
         else
-          markWritten(site.table, "pointer stored to memory" + at + from);
-      } else if (isa<AtomicRMWInst>(user) || isa<AtomicCmpXchgInst>(user)) {
-        markWritten(site.table, "atomic update" + at + from);
+          written(Unknown, std::nullopt, "pointer stored to memory" + at + from);
+      } else if (auto *rmw = dyn_cast<AtomicRMWInst>(user)) {
+        written(offset, dl.getTypeStoreSize(rmw->getValOperand()->getType()),
+                "atomic update" + at + from);
+      } else if (auto *xchg = dyn_cast<AtomicCmpXchgInst>(user)) {
+        written(offset, dl.getTypeStoreSize(xchg->getNewValOperand()->getType()),
+                "atomic update" + at + from);
       } else if (auto *intrinsic = dyn_cast<IntrinsicInst>(user);
                  intrinsic && (intrinsic->isLifetimeStartOrEnd() ||
                                isa<DbgInfoIntrinsic>(intrinsic))) {
       } else if (auto *transfer = dyn_cast<MemTransferInst>(user);
                  transfer && use.getOperandNo() == 1) {
         // Source of a copy: read only.
-      } else if (isa<MemIntrinsic>(user)) {
-        markWritten(site.table, "memory intrinsic writes" + at + from);
+      } else if (auto *memory = dyn_cast<MemIntrinsic>(user)) {
+        std::optional<uint64_t> length;
+        if (auto *constant = dyn_cast<ConstantInt>(memory->getLength());
+            constant && use.getOperandNo() == 0)
+          length = constant->getZExtValue();
+        written(length ? offset : Unknown, length, "memory intrinsic writes" + at + from);
       } else if (auto *call = dyn_cast<CallBase>(user)) {
         unsigned argNo = call->getArgOperandNo(&use);
+        std::optional<AccessSignature> sig = sigs.match(*call);
+        if (sig && argNo == sig->tableArg && !site.table.empty() &&
+            isTableOfTables(site.table))
+          continue; // an inner map used as a table: that access is a site of its own
         if (Function *callee = call->getCalledFunction();
             callee && !site.valueNeedsWritableMemory && !callee->isIntrinsic() &&
             sigs.requiresWritableArguments(*callee))
           site.valueNeedsWritableMemory =
               "value passed to global function '" + callee->getName().str() + "'" + at;
         bool readOnly = false;
-        if (std::optional<AccessSignature> sig = sigs.match(*call))
+        if (sig)
           readOnly = (sig->keyArg == argNo || sig->valueArg == argNo) &&
                      sigs.onlyReadsArgument(*call, argNo);
         else if (call->getCalledFunction())
@@ -316,11 +481,16 @@ void Analyzer::checkLookupResult(AccessSite &site) {
                      call->doesNotCapture(argNo);
         else
           readOnly = sigs.onlyReadsArgument(*call, argNo);
-        if (!readOnly)
-          markWritten(site.table, "passed to a call that may write" + at + from);
+        if (readOnly)
+          continue;
+        std::string name = sig ? sig->name : "a call";
+        if (std::optional<uint64_t> bytes = sigs.bytesWrittenThrough(*call, argNo))
+          written(offset, *bytes, name + " writes its object" + at + from);
+        else
+          written(Unknown, std::nullopt, "passed to a call that may write" + at + from);
       } else {
         // ptrtoint, return, or anything else the analysis cannot follow.
-        markWritten(site.table, "pointer escapes the analysis" + at + from);
+        written(Unknown, std::nullopt, "pointer escapes the analysis" + at + from);
       }
     }
   }
@@ -414,66 +584,98 @@ std::optional<Bytes> Analyzer::constantKeyBytes(CallBase &call, Value *key,
   if (!callAccess)
     return std::nullopt;
 
-  Bytes bytes(keySize, 0);
-  std::vector<bool> known(keySize, false);
-  unsigned remaining = keySize;
   MemoryLocation location(key, LocationSize::precise(keySize));
-  MemoryAccess *from = callAccess->getDefiningAccess();
-  for (unsigned steps = 0; remaining && steps < 64; ++steps) {
-    MemoryAccess *clobber =
-        mssa.getWalker()->getClobberingMemoryAccess(from, location, batch);
-    auto *def = dyn_cast_or_null<MemoryDef>(clobber);
-    if (!def || mssa.isLiveOnEntryDef(def))
-      return std::nullopt;
-    Instruction *writer = def->getMemoryInst();
-    Value *pointer = nullptr;
-    Constant *value = nullptr;
-    uint64_t size = 0;
-    if (auto *store = dyn_cast<StoreInst>(writer)) {
-      pointer = store->getPointerOperand();
-      value = dyn_cast<Constant>(store->getValueOperand());
-      size = dl.getTypeStoreSize(store->getValueOperand()->getType());
-    } else if (auto *set = dyn_cast<MemSetInst>(writer)) {
-      auto *length = dyn_cast<ConstantInt>(set->getLength());
-      pointer = set->getDest();
-      value = dyn_cast<Constant>(set->getValue());
-      size = length ? length->getZExtValue() : 0;
-    }
-    int64_t writeOffset = 0;
-    if (!pointer || !value || !size ||
-        GetPointerBaseWithConstantOffset(pointer, writeOffset, dl) != base)
-      return std::nullopt;
-    // Bytes of the constant as stored (the target's byte order).
-    Bytes written(size, 0);
-    if (auto *set = dyn_cast<MemSetInst>(writer)) {
-      auto *fill = dyn_cast<ConstantInt>(set->getValue());
-      if (!fill)
+  // LLVM takes ordered atomics to clobber everything; an atomic on another
+  // object (a map value) cannot touch a stack key whose address never
+  // escapes.
+  bool keyEscapes = PointerMayBeCaptured(base, /*ReturnCaptures=*/false,
+                                         /*StoreCaptures=*/true);
+  unsigned budget = 64;
+  struct Proof {
+    Bytes bytes;
+    std::vector<bool> known;
+    unsigned remaining;
+  };
+  std::function<std::optional<Bytes>(MemoryAccess *, Proof)> prove =
+      [&](MemoryAccess *from, Proof proof) -> std::optional<Bytes> {
+    while (proof.remaining) {
+      if (!budget--)
         return std::nullopt;
-      std::fill(written.begin(), written.end(), fill->getZExtValue());
-    } else if (auto *integer = dyn_cast<ConstantInt>(value)) {
-      APInt bits = integer->getValue();
-      for (uint64_t i = 0; i < size; ++i) {
-        unsigned byte = dl.isLittleEndian() ? i : size - 1 - i;
-        written[i] = bits.extractBitsAsZExtValue(8, byte * 8);
+      MemoryAccess *clobber =
+          mssa.getWalker()->getClobberingMemoryAccess(from, location, batch);
+      // Paths that meet: each must prove the same bytes.
+      if (auto *phi = dyn_cast_or_null<MemoryPhi>(clobber)) {
+        std::optional<Bytes> agreed;
+        for (Use &incoming : phi->incoming_values()) {
+          std::optional<Bytes> path = prove(cast<MemoryAccess>(incoming.get()), proof);
+          if (!path || (agreed && *agreed != *path))
+            return std::nullopt;
+          agreed = path;
+        }
+        return agreed;
       }
-    } else if (value->isNullValue()) {
-      // zeroinitializer of any type
-    } else {
-      return std::nullopt;
-    }
-    for (uint64_t i = 0; i < size; ++i) {
-      int64_t keyByte = writeOffset + int64_t(i) - keyOffset;
-      if (keyByte < 0 || keyByte >= int64_t(keySize) || known[keyByte])
+      auto *def = dyn_cast_or_null<MemoryDef>(clobber);
+      if (!def || mssa.isLiveOnEntryDef(def))
+        return std::nullopt;
+      Instruction *writer = def->getMemoryInst();
+      Value *atomicPointer = nullptr;
+      if (auto *rmw = dyn_cast<AtomicRMWInst>(writer))
+        atomicPointer = rmw->getPointerOperand();
+      else if (auto *xchg = dyn_cast<AtomicCmpXchgInst>(writer))
+        atomicPointer = xchg->getPointerOperand();
+      if (atomicPointer && !keyEscapes && getUnderlyingObject(atomicPointer) != base) {
+        from = def->getDefiningAccess();
         continue;
-      bytes[keyByte] = written[i];
-      known[keyByte] = true;
-      --remaining;
+      }
+      Value *pointer = nullptr;
+      Constant *value = nullptr;
+      uint64_t size = 0;
+      if (auto *store = dyn_cast<StoreInst>(writer)) {
+        pointer = store->getPointerOperand();
+        value = dyn_cast<Constant>(store->getValueOperand());
+        size = dl.getTypeStoreSize(store->getValueOperand()->getType());
+      } else if (auto *set = dyn_cast<MemSetInst>(writer)) {
+        auto *length = dyn_cast<ConstantInt>(set->getLength());
+        pointer = set->getDest();
+        value = dyn_cast<Constant>(set->getValue());
+        size = length ? length->getZExtValue() : 0;
+      }
+      int64_t writeOffset = 0;
+      if (!pointer || !value || !size ||
+          GetPointerBaseWithConstantOffset(pointer, writeOffset, dl) != base)
+        return std::nullopt;
+      // Bytes of the constant as stored (the target's byte order).
+      Bytes written(size, 0);
+      if (auto *set = dyn_cast<MemSetInst>(writer)) {
+        auto *fill = dyn_cast<ConstantInt>(set->getValue());
+        if (!fill)
+          return std::nullopt;
+        std::fill(written.begin(), written.end(), fill->getZExtValue());
+      } else if (auto *integer = dyn_cast<ConstantInt>(value)) {
+        APInt bits = integer->getValue();
+        for (uint64_t i = 0; i < size; ++i) {
+          unsigned byte = dl.isLittleEndian() ? i : size - 1 - i;
+          written[i] = bits.extractBitsAsZExtValue(8, byte * 8);
+        }
+      } else if (value->isNullValue()) {
+        // zeroinitializer of any type
+      } else {
+        return std::nullopt;
+      }
+      for (uint64_t i = 0; i < size; ++i) {
+        int64_t keyByte = writeOffset + int64_t(i) - keyOffset;
+        if (keyByte < 0 || keyByte >= int64_t(keySize) || proof.known[keyByte])
+          continue;
+        proof.bytes[keyByte] = written[i];
+        proof.known[keyByte] = true;
+        --proof.remaining;
+      }
+      from = def->getDefiningAccess();
     }
-    from = def->getDefiningAccess();
-  }
-  if (remaining)
-    return std::nullopt;
-  return bytes;
+    return proof.bytes;
+  };
+  return prove(callAccess->getDefiningAccess(),
+               Proof{Bytes(keySize, 0), std::vector<bool>(keySize, false), keySize});
 }
 
 } // namespace

@@ -55,15 +55,42 @@ struct AccessSite {
   KeyProvenance key;
   std::string function;
   std::string location; // "file.c:LINE" from debug info, or ""
+  // For a site whose table operand is a table returned by a lookup in a
+  // table of tables: the outer table(s), and the program's tables the
+  // operand may be (those that fit an outer table's inner template; the
+  // others the kernel refuses to store there). Empty otherwise.
+  std::vector<std::string> outerTables;
+  std::vector<std::string> innerCandidates;
   // Set when the value this lookup returns reaches a function that needs
   // writable memory behind its pointer arguments (requiresWritableArguments):
   // an inlined read-only value cannot go there. Says where.
   std::optional<std::string> valueNeedsWritableMemory;
 };
 
+// A data-plane write confined to some bytes of values: those of one key
+// when the write goes through a lookup (or update, delete) with a constant
+// key, of every key otherwise.
+struct ValueWrite {
+  static constexpr uint64_t WholeValue = UINT64_MAX;
+  std::optional<Bytes> key; // nullopt: any key
+  uint64_t offset = 0;
+  uint64_t size = WholeValue; // bytes from offset; WholeValue: to the end
+  std::string where;
+
+  bool overlaps(const std::optional<Bytes> &otherKey, uint64_t otherOffset,
+                uint64_t otherSize) const;
+};
+
 struct TableUsage {
   std::string name;
   bool written = false;
+  // Written in a way no byte range or key confines: updates and deletes
+  // with keys that are not constant, other writing helpers, the table
+  // escaping the analysis, an unresolved table operand.
+  bool writtenWholesale = false;
+  std::string wholesaleReason; // the first such write, for reports
+  // Every write that is confined (each also in writeReasons).
+  std::vector<ValueWrite> valueWrites;
   std::vector<std::string> writeReasons; // why RW, for the report
   // Where the program compares a value pointer of this table with anything
   // but null: the kernel answers by identity (same entry or not), which
@@ -79,6 +106,14 @@ public:
   std::map<std::string, TableUsage> tables;
 
   bool isReadOnly(const std::string &table) const;
+  // Whether the data plane never writes `size` bytes at `offset` of the
+  // value of `key` (nullopt: of any key) in `table`.
+  bool isReadOnlyAt(const std::string &table, const std::optional<Bytes> &key,
+                    uint64_t offset, uint64_t size) const;
+  // The writes that touch those bytes (for reports).
+  std::vector<const ValueWrite *> writesAt(const std::string &table,
+                                           const std::optional<Bytes> &key,
+                                           uint64_t offset, uint64_t size) const;
   const AccessSite *siteFor(const llvm::CallBase *call) const;
 };
 

@@ -22,6 +22,18 @@ enum class TableMatch {
   Unsupported,   // anything whose lookup semantics the core does not model
 };
 
+// The layout a table must have to be stored in a table of tables (the
+// outer table's inner template): the kernel refuses any other.
+struct TableTemplate {
+  std::string typeName;
+  uint32_t keySize = 0;
+  uint32_t valueSize = 0;
+  uint32_t flags = 0;
+  // Set when a stored table must also have exactly maxEntries slots (the
+  // kernel's rule for arrays declared without BPF_F_INNER_MAP).
+  std::optional<uint32_t> maxEntries;
+};
+
 struct TableInfo {
   std::string name;     // the table's symbol in the IR, also its name in reports
   std::string typeName; // the backend's own name for the type, for humans
@@ -33,6 +45,17 @@ struct TableInfo {
   uint32_t keySize = 0;
   uint32_t valueSize = 0;
   uint32_t maxEntries = 0;
+  uint32_t flags = 0;   // the backend's creation flags, compared with templates
+  // Set for tables of tables: what their lookups return is a table with this
+  // layout, never a value.
+  std::optional<TableTemplate> innerTemplate;
+
+  // Whether this table could be stored in a table of tables with `inner`.
+  bool fits(const TableTemplate &inner) const {
+    return typeName == inner.typeName && keySize == inner.keySize &&
+           valueSize == inner.valueSize && flags == inner.flags &&
+           (!inner.maxEntries || maxEntries == *inner.maxEntries);
+  }
 };
 
 using TableCatalog = std::map<std::string, TableInfo>;
@@ -55,6 +78,10 @@ struct TableContents {
   std::vector<TableEntry> entries;
   // Keys looked up one by one; an absent one is known to be absent.
   std::set<Bytes> probedKeys;
+  // For an array read whole by content: `entries` lists the slots that hold
+  // anything but zeros, and every other index below maxEntries holds the
+  // zero value (it exists: never absent).
+  bool unlistedAreZero = false;
 
   // Whether `key` is in the table, if the snapshot knows: the entry, or
   // nullptr when it is known to be absent. std::nullopt when the snapshot

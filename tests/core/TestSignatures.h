@@ -26,6 +26,11 @@ public:
     return isLookup(call) && argNo == 1;
   }
 
+  // The hand-written IR has no primitive that writes a field of a value.
+  std::optional<uint64_t> bytesWrittenThrough(const llvm::CallBase &, unsigned) const override {
+    return std::nullopt;
+  }
+
   bool isTable(const llvm::GlobalVariable &global) const override {
     return global.hasSection() && global.getSection() == ".maps";
   }

@@ -64,6 +64,42 @@ TEST(Cli, AnalyzeJsonDescribesMapsAndSites) {
   EXPECT_TRUE(policySite);
 }
 
+// analyze --explain: per site what would be done, with the program's
+// field names, and why not; globals the control plane may write through
+// mmap are never folded.
+TEST(Cli, ExplainSaysWhatWouldBeFoldedAndWhy) {
+  Output out = morpheus("analyze --explain " + std::string(MORPHEUS_SOURCE_DIR) +
+                        "/tests/programs/field_counter.bpf.c");
+  ASSERT_EQ(out.status, 0) << out.text;
+  EXPECT_NE(out.text.find("field `hits` (bytes 8..15) of key [00 00 00 00], by atomic update at "
+                          "field_counter.bpf.c:"),
+            std::string::npos)
+      << out.text;
+  EXPECT_NE(out.text.find("loads of `action`, `port` (never written for this key) will be folded"),
+            std::string::npos)
+      << out.text;
+  EXPECT_NE(out.text.find("every byte of this key's value is written by the data plane"),
+            std::string::npos)
+      << out.text;
+
+  std::string source = tempPath("globals.bpf.c");
+  std::ofstream(source) << "#include <linux/bpf.h>\n#include <bpf/bpf_helpers.h>\n"
+                           "int seen; int mode; const volatile int limit = 3;\n"
+                           "SEC(\"xdp\") int prog(struct xdp_md *ctx) {\n"
+                           "  seen++; return mode + limit; }\n"
+                           "char LICENSE[] SEC(\"license\") = \"GPL\";\n";
+  out = morpheus("analyze --explain " + source);
+  std::remove(source.c_str());
+  ASSERT_EQ(out.status, 0) << out.text;
+  EXPECT_NE(out.text.find("seen (.bss): written by the program: left alone"), std::string::npos)
+      << out.text;
+  EXPECT_NE(out.text.find("mode (.bss): read-only from the program, but a control plane may "
+                          "write it through mmap"),
+            std::string::npos)
+      << out.text;
+  EXPECT_NE(out.text.find("limit (.rodata): constant"), std::string::npos) << out.text;
+}
+
 TEST(Cli, CompilerFlagsReachClang) {
   Output out = morpheus("analyze --json -DPOLICY_MAX_ENTRIES=4096 " + Example);
   ASSERT_EQ(out.status, 0) << out.text;

@@ -6,7 +6,10 @@
 //                [--verifier-paths N] [-O2] [--print-analysis]
 //
 // STATE.json = {"tables": {"NAME": {"type": "hash", "key_size": 8,
-//               "value_size": 16, "max_entries": 1024}, ...},
+//               "value_size": 16, "max_entries": 1024, "flags": 0,
+//               "inner": {"type": ..., "key_size": .., "value_size": ..,
+//               "flags": .., "max_entries": .. (only when stored tables
+//               must have it)} (maps of maps)}, ...},
 //               "maps": <snapshot, as for `morpheus specialize`>}
 // The specialized module is printed to stdout, then the guard decisions as
 // comments (`; guard FUNCTION: FALLBACK: DETAIL`); --print-analysis prints
@@ -20,6 +23,7 @@
 #include "core/Pipeline.h"
 #include "core/TableAccessAnalysis.h"
 
+#include <llvm/ADT/StringExtras.h>
 #include <llvm/IR/LLVMContext.h>
 #include <llvm/IR/Module.h>
 #include <llvm/IRReader/IRReader.h>
@@ -50,6 +54,20 @@ Expected<core::TableCatalog> catalogFrom(const nlohmann::json &tables) {
     catalog[name] = bpf::tableInfoFor(name, *type, table.value("key_size", 0u),
                                       table.value("value_size", 0u),
                                       table.value("max_entries", 0u));
+    catalog[name].flags = table.value("flags", 0u);
+    if (table.contains("inner")) {
+      const nlohmann::json &inner = table["inner"];
+      std::string innerTypeName = inner.value("type", "");
+      std::optional<unsigned> innerType = bpf::mapTypeNamed(innerTypeName);
+      if (!innerType)
+        return makeError("inner template of table '{0}': unknown map type '{1}'", name,
+                         innerTypeName);
+      catalog[name].innerTemplate = core::TableTemplate{
+          bpf::tableInfoFor(name, *innerType, 0, 0, 0).typeName, inner.value("key_size", 0u),
+          inner.value("value_size", 0u), inner.value("flags", 0u), {}};
+      if (inner.contains("max_entries"))
+        catalog[name].innerTemplate->maxEntries = inner.value("max_entries", 0u);
+    }
   }
   return catalog;
 }
@@ -126,9 +144,20 @@ int main(int argc, char **argv) {
   if (printAnalysis) {
     core::TableAccessInfo info = core::analyzeModule(*module, signatures, *catalog);
     for (const auto &[name, usage] : info.tables) {
-      llvm::outs() << "table " << name << (usage.written ? " rw" : " ro") << "\n";
+      llvm::outs() << "table " << name
+                   << (!usage.written ? " ro" : usage.writtenWholesale ? " rw" : " rw-in-part")
+                   << "\n";
       for (const std::string &reason : usage.writeReasons)
         llvm::outs() << "  written: " << reason << "\n";
+      if (!usage.writtenWholesale)
+        for (const core::ValueWrite &write : usage.valueWrites) {
+          llvm::outs() << "  value write: key " << (write.key ? toHex(*write.key) : "any");
+          if (write.size == core::ValueWrite::WholeValue)
+            llvm::outs() << " whole value\n";
+          else
+            llvm::outs() << " bytes " << write.offset << ".." << write.offset + write.size - 1
+                         << "\n";
+        }
       for (const std::string &where : usage.pointerComparisons)
         llvm::outs() << "  compared: " << where << "\n";
     }
@@ -138,6 +167,10 @@ int main(int argc, char **argv) {
                    << " key=" << site.key.describe();
       if (site.key.constantKey)
         llvm::outs() << " constant=" << toHex(*site.key.constantKey);
+      if (!site.outerTables.empty()) {
+        llvm::outs() << " inner-of=" << llvm::join(site.outerTables, ",") << " candidates=[";
+        llvm::outs() << llvm::join(site.innerCandidates, ",") << "]";
+      }
       if (site.valueNeedsWritableMemory)
         llvm::outs() << " writable-needed=\"" << *site.valueNeedsWritableMemory << "\"";
       llvm::outs() << "\n";

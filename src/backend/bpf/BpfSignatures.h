@@ -14,6 +14,10 @@ public:
   match(const llvm::CallBase &call) const override;
   bool onlyReadsArgument(const llvm::CallBase &call,
                          unsigned argNo) const override;
+  // bpf_spin_lock, bpf_timer_*, bpf_kptr_xchg: the lock, timer or kptr
+  // field they are handed.
+  std::optional<uint64_t> bytesWrittenThrough(const llvm::CallBase &call,
+                                              unsigned argNo) const override;
   bool isTable(const llvm::GlobalVariable &global) const override;
   bool isProgramEntry(const llvm::Function &function) const override;
   // Global (non-static) functions, verified on their own, and functions

@@ -88,6 +88,54 @@ size_t syscallValueSize(unsigned type, uint32_t valueSize) {
   return isPerCpuMap(type) ? perCpuStride(valueSize) * possibleCpus() : valueSize;
 }
 
+namespace {
+
+// An array larger than the inline limit may still hold few slots that are
+// not zero (a 1,000-slot backend array holding 3 backends). Reading it
+// whole costs a copy of every value, so only arrays of at most
+// ArrayContentReadBytes (values as the syscall returns them, every CPU's
+// for per-CPU arrays) are read this way, in batches of ArrayReadBatch
+// slots. nullopt when the array is larger, or holds more non-zero slots
+// than `limit`.
+constexpr uint32_t ArrayReadBatch = 1024;
+
+Expected<std::optional<core::TableContents>>
+readArrayByContent(int fd, const core::TableInfo &info, uint32_t limit) {
+  size_t rawSize = syscallValueSize(info.perCpu ? BPF_MAP_TYPE_PERCPU_ARRAY : BPF_MAP_TYPE_ARRAY,
+                                    info.valueSize);
+  if (info.keySize != sizeof(uint32_t) || size_t(info.maxEntries) * rawSize > ArrayContentReadBytes)
+    return std::nullopt;
+  core::TableContents contents;
+  std::vector<uint32_t> keys(ArrayReadBatch);
+  Bytes values(size_t(ArrayReadBatch) * rawSize);
+  uint32_t batch = 0;
+  bool first = true;
+  for (;;) {
+    uint32_t count = ArrayReadBatch;
+    LIBBPF_OPTS(bpf_map_batch_opts, options);
+    int result = bpf_map_lookup_batch(fd, first ? nullptr : &batch, &batch, keys.data(),
+                                      values.data(), &count, &options);
+    if (result != 0 && errno != ENOENT)
+      return makeSystemError(errno, "map '{0}': batch read failed", info.name);
+    for (uint32_t i = 0; i < count; ++i) {
+      Bytes raw(values.begin() + size_t(i) * rawSize, values.begin() + size_t(i + 1) * rawSize);
+      if (std::all_of(raw.begin(), raw.end(), [](uint8_t byte) { return byte == 0; }))
+        continue;
+      if (contents.entries.size() == limit)
+        return std::nullopt; // more than any pass inlines
+      contents.entries.push_back({bytesOf(keys[i]), collapse(info, raw)});
+    }
+    if (result != 0)
+      break; // ENOENT: the last batch
+    first = false;
+  }
+  contents.complete = true;
+  contents.unlistedAreZero = true;
+  return contents;
+}
+
+} // namespace
+
 Expected<core::TableContents> readTable(int fd, const core::TableInfo &info,
                                         const core::TableReadRequest &request) {
   core::TableContents contents;
@@ -127,6 +175,13 @@ Expected<core::TableContents> readTable(int fd, const core::TableInfo &info,
         if (*found)
           contents.entries.push_back({k, collapse(info, value)});
       }
+  }
+  if (!wantWhole && request.wholeTableLimit > 0 && info.match == core::TableMatch::Index) {
+    auto sparse = readArrayByContent(fd, info, request.wholeTableLimit);
+    if (!sparse)
+      return sparse.takeError();
+    if (*sparse)
+      contents = std::move(**sparse);
   }
   for (const Bytes &key : request.keys) {
     if (contents.complete)

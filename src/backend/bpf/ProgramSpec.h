@@ -73,6 +73,8 @@ public:
   const ProgramSlots &staticProgramSlots() const { return staticSlots; }
   const core::TableCatalog &catalog() const { return tables; }
   const core::TableAccessInfo &analysis() const { return access; }
+  // The pristine IR the analysis describes (debug info: field names).
+  const llvm::Module &module() const { return *pristine; }
   // Program entry functions; an entry's fallback slot is its index.
   const std::vector<std::string> &programs() const { return entries; }
   core::ReadPlan readPlan(uint32_t inlineLimit) const;

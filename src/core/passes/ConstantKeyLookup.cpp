@@ -65,6 +65,13 @@ PreservedAnalyses ConstantKeyLookupPass::run(Module &module,
         std::optional<const TableEntry *> entry = contents.known(key);
         if (!entry)
           return false; // the snapshot did not read this key
+        if (!*entry && arrayIndex && contents.unlistedAreZero) {
+          LookupRewriter::replaceWith(*site.call, rewriter.zeroValuePointer(site.table));
+          if (context.log)
+            context.log->record(site, "constant-key-lookup", true,
+                                "constant index of an array read by content: the zero value");
+          return true;
+        }
         if (!*entry) {
           if (arrayIndex)
             return decline("index " + std::to_string(*arrayIndex) +

@@ -77,7 +77,7 @@ PreservedAnalyses InlineSmallTablePass::run(Module &module,
         if (!contents.complete)
           return decline("table larger than the inline limit of " +
                          std::to_string(context.inlineLimit));
-        if (contents.entries.empty())
+        if (contents.entries.empty() && !contents.unlistedAreZero)
           return false; // table-elimination's case
         if (context.noCompareChains)
           return decline(*context.noCompareChains);
@@ -91,19 +91,27 @@ PreservedAnalyses InlineSmallTablePass::run(Module &module,
             return decline("per-CPU values differ between CPUs");
           entries.push_back(&entry);
         }
-        bool keepLookupOnMiss = table.match == TableMatch::Index &&
-                                !coversEveryIndex(contents.entries, table.maxEntries);
+        using OnMiss = LookupRewriter::OnMiss;
+        OnMiss onMiss = OnMiss::Null;
+        if (table.match == TableMatch::Index && contents.unlistedAreZero)
+          onMiss = OnMiss::ZeroBelowMaxEntries;
+        else if (table.match == TableMatch::Index &&
+                 !coversEveryIndex(contents.entries, table.maxEntries))
+          onMiss = OnMiss::KeepLookup;
         ChainLowering lowering = context.indexLoweredSites.count(site.id)
                                      ? ChainLowering::Index
                                      : ChainLowering::Constants;
         rewriter.replaceWithDispatch(*site.call, *site.signature.keyArg, entries, site.table,
-                                     lowering, keepLookupOnMiss);
+                                     lowering, onMiss);
         if (context.log) {
           std::string detail = std::to_string(entries.size()) + " entries inlined as compares";
           if (lowering == ChainLowering::Index)
             detail += ", yielding an index into their values (verifier budget)";
-          if (keepLookupOnMiss)
+          if (onMiss == OnMiss::KeepLookup)
             detail += "; indexes the snapshot does not list keep the lookup";
+          if (onMiss == OnMiss::ZeroBelowMaxEntries)
+            detail += " (non-zero slots of " + std::to_string(table.maxEntries) +
+                      "; the others yield the zero value)";
           context.log->record(site, "inline-small-table", true, detail);
           context.log->inlined[site.table] = contents.entries;
         }

@@ -4,6 +4,7 @@
 #include "core/OpaqueValue.h"
 #include "core/TableAccessAnalysis.h"
 
+#include <llvm/ADT/StringExtras.h>
 #include <llvm/Analysis/ValueTracking.h>
 #include <llvm/IR/Constants.h>
 #include <llvm/IR/IRBuilder.h>
@@ -88,6 +89,11 @@ std::optional<std::string> whyNotInlinable(const AccessSite &site,
                                            const TableCatalog &catalog) {
   if (site.signature.kind != AccessKind::Lookup)
     return "not a lookup";
+  if (!site.signature.rewritable)
+    return site.signature.name + " is not a key -> value lookup the core models";
+  if (site.table.empty() && !site.outerTables.empty())
+    return "table operand is an inner map of " + join(site.outerTables, ", ") +
+           " (inner maps are not inlined)";
   if (site.table.empty())
     return "table operand not resolved to one table";
   if (!site.signature.keyArg || *site.signature.keyArg >= site.call->arg_size())
@@ -104,7 +110,11 @@ std::optional<std::string> whyNotInlinable(const AccessSite &site,
   auto table = catalog.find(site.table);
   if (table == catalog.end())
     return "table not in the catalog";
-  if (!info.isReadOnly(site.table))
+  // A site with a constant key reads one entry: writes to other keys do
+  // not change what it returns.
+  if (!info.isReadOnly(site.table) &&
+      !(site.key.constantKey &&
+        info.isReadOnlyAt(site.table, site.key.constantKey, 0, ValueWrite::WholeValue)))
     return "table is written by the data plane";
   if (table->second.match != TableMatch::Exact &&
       table->second.match != TableMatch::Index)
@@ -120,6 +130,29 @@ std::optional<std::string> whyNotInlinable(const AccessSite &site,
     return *site.valueNeedsWritableMemory +
            ", which the verifier checks with writable pointer arguments";
   return std::nullopt;
+}
+
+std::optional<std::string> whyNoFieldFolding(const AccessSite &site,
+                                             const TableAccessInfo &info,
+                                             const TableCatalog &catalog) {
+  if (site.signature.kind != AccessKind::Lookup || !site.signature.rewritable ||
+      site.table.empty() || !site.call->getType()->isPointerTy())
+    return "not a lookup in one table";
+  auto table = catalog.find(site.table);
+  if (table == catalog.end() || (table->second.match != TableMatch::Exact &&
+                                 table->second.match != TableMatch::Index))
+    return "lookup semantics not modelled";
+  if (!site.key.constantKey)
+    return "key not constant";
+  const TableUsage &usage = info.tables.at(site.table);
+  if (!usage.written)
+    return "table read-only: the whole value is inlined instead";
+  if (usage.writtenWholesale)
+    return "table written wholesale: " + usage.wholesaleReason;
+  for (uint64_t byte = 0; byte < table->second.valueSize; ++byte)
+    if (info.isReadOnlyAt(site.table, site.key.constantKey, byte, 1))
+      return std::nullopt;
+  return "every byte of this key's value is written by the data plane";
 }
 
 bool rewriteEligibleLookups(Module &module, ModuleAnalysisManager &mam,
@@ -155,7 +188,10 @@ GlobalVariable *LookupRewriter::valueArray(const std::string &table) {
     return existing;
   const TableContents &contents = context.snapshot->at(table);
   uint64_t stride = strideOf(context.catalog->at(table));
-  std::vector<uint8_t> bytes(contents.entries.size() * stride, 0);
+  // An array read by content gets one more slot, all zeros: the value of
+  // every index the snapshot does not list.
+  size_t slots = contents.entries.size() + (contents.unlistedAreZero ? 1 : 0);
+  std::vector<uint8_t> bytes(slots * stride, 0);
   for (size_t i = 0; i < contents.entries.size(); ++i)
     if (const std::optional<Bytes> &value = contents.entries[i].value)
       std::copy(value->begin(), value->end(), bytes.begin() + i * stride);
@@ -184,6 +220,15 @@ uint64_t LookupRewriter::indexOf(const std::string &table, const Bytes &key) con
 Constant *LookupRewriter::valuePointer(const std::string &table, const TableEntry &entry) {
   LLVMContext &llvmContext = module.getContext();
   uint64_t offset = indexOf(table, entry.key) * strideOf(context.catalog->at(table));
+  return ConstantExpr::getInBoundsGetElementPtr(
+      Type::getInt8Ty(llvmContext), valueArray(table),
+      ConstantInt::get(Type::getInt64Ty(llvmContext), offset));
+}
+
+Constant *LookupRewriter::zeroValuePointer(const std::string &table) {
+  LLVMContext &llvmContext = module.getContext();
+  uint64_t offset =
+      context.snapshot->at(table).entries.size() * strideOf(context.catalog->at(table));
   return ConstantExpr::getInBoundsGetElementPtr(
       Type::getInt8Ty(llvmContext), valueArray(table),
       ConstantInt::get(Type::getInt64Ty(llvmContext), offset));
@@ -239,11 +284,12 @@ uint64_t chunkConstant(const Bytes &key, KeyChunk chunk, bool littleEndian,
 void LookupRewriter::replaceWithDispatch(CallBase &lookup, unsigned keyArg,
                                          const std::vector<const TableEntry *> &entries,
                                          const std::string &table, ChainLowering lowering,
-                                         bool keepLookupOnMiss) {
+                                         OnMiss onMiss) {
+  bool keepLookupOnMiss = onMiss == OnMiss::KeepLookup;
   LLVMContext &llvmContext = module.getContext();
   const DataLayout &dl = module.getDataLayout();
   auto *pointerType = cast<PointerType>(lookup.getType());
-  if (entries.empty() && !keepLookupOnMiss) {
+  if (entries.empty() && onMiss == OnMiss::Null) {
     replaceWith(lookup, ConstantPointerNull::get(pointerType));
     return;
   }
@@ -273,6 +319,13 @@ void LookupRewriter::replaceWithDispatch(CallBase &lookup, unsigned keyArg,
     words.push_back(builder.CreateAlignedLoad(
         type, address, Align(std::min<uint64_t>(alignment, chunk.width)), table + ".key"));
   }
+
+  // The index an array lookup would take, for the zero value's range test.
+  Value *arrayIndex = nullptr;
+  if (onMiss == OnMiss::ZeroBelowMaxEntries)
+    arrayIndex = builder.CreateAlignedLoad(builder.getInt32Ty(), keyMemory,
+                                           Align(std::min<uint64_t>(alignment, 4)),
+                                           table + ".index");
 
   builder.SetInsertPoint(tail, tail->begin());
   PHINode *result = builder.CreatePHI(pointerType, entries.size() + 2, table + ".value");
@@ -327,6 +380,15 @@ void LookupRewriter::replaceWithDispatch(CallBase &lookup, unsigned keyArg,
     lookup.moveBefore(missExit);
     lookup.setMetadata(KeptMetadata, MDNode::get(llvmContext, {}));
     result->addIncoming(&lookup, compare);
+  } else if (arrayIndex) {
+    builder.SetInsertPoint(missExit);
+    Value *exists = builder.CreateICmpULT(
+        arrayIndex, builder.getInt32(context.catalog->at(table).maxEntries), table + ".exists");
+    result->addIncoming(builder.CreateSelect(exists, zeroValuePointer(table),
+                                             ConstantPointerNull::get(pointerType),
+                                             table + ".unlisted"),
+                        compare);
+    lookup.eraseFromParent();
   } else {
     result->addIncoming(ConstantPointerNull::get(pointerType), compare);
     lookup.eraseFromParent();

@@ -73,6 +73,16 @@ std::optional<std::string> whyNotInlinable(const AccessSite &site,
                                            const TableAccessInfo &info,
                                            const TableCatalog &catalog);
 
+// Why the loads through the lookup at `site` cannot be folded field by
+// field (fold-read-only-fields), or nullopt when they can: a rewritable
+// lookup with a constant key in a resolved table whose lookup semantics
+// the core models, which the data plane writes, but only in some bytes
+// of values or of other keys' values (tables it never writes are the other
+// passes' business).
+std::optional<std::string> whyNoFieldFolding(const AccessSite &site,
+                                             const TableAccessInfo &info,
+                                             const TableCatalog &catalog);
+
 // Builds replacement code for the lookups of one module. Every value lives
 // in one array per table (`__morpheus.TABLE.values`, every entry of the
 // snapshot in key order, 8-byte aligned like the kernel's; never written),
@@ -89,16 +99,27 @@ public:
   // snapshot of `table`).
   llvm::Constant *valuePointer(const std::string &table, const TableEntry &entry);
 
+  // A constant pointer to the zero value every slot of an array read by
+  // content holds when the snapshot does not list it
+  // (TableContents::unlistedAreZero).
+  llvm::Constant *zeroValuePointer(const std::string &table);
+
+  // What a compare chain yields when no entry matched.
+  enum class OnMiss {
+    Null,       // the snapshot holds the whole table: the key is absent
+    KeepLookup, // an array whose snapshot does not list every index: ask the kernel
+    ZeroBelowMaxEntries, // an array read by content: the zero value below maxEntries
+  };
+
   // Replaces `lookup` by a chain of compares over `entries` on the key bytes
   // the call would have read (loaded through an opaque copy of the key
   // pointer, so bytes the program never wrote compare as memory holds
   // them, as the helper's memcmp does). A match yields the entry's value; a
-  // miss yields null, or, with `keepLookupOnMiss`, the original call, moved
-  // to the miss path (for arrays whose snapshot does not list every index).
+  // miss yields what `onMiss` says (KeepLookup: the original call, moved to
+  // the miss path).
   void replaceWithDispatch(llvm::CallBase &lookup, unsigned keyArg,
                            const std::vector<const TableEntry *> &entries,
-                           const std::string &table, ChainLowering lowering,
-                           bool keepLookupOnMiss);
+                           const std::string &table, ChainLowering lowering, OnMiss onMiss);
 
   // Replaces `lookup` by a fixed result (a value pointer or null).
   static void replaceWith(llvm::CallBase &lookup, llvm::Value *result);

@@ -1,0 +1,155 @@
+//===- FoldReadOnlyFields.cpp - fold the bytes the data plane never writes -===//
+//
+// Real programs keep configuration and counters in one value (a rule with
+// its hit counter) or in one table (key 0 the configuration, key 1 an
+// atomic counter). Such a table is written by the data plane, so the other
+// passes leave it alone; but TableAccessAnalysis records which bytes of
+// which keys each write can touch. At a lookup with a constant key whose
+// entry the snapshot holds, every load through the result (at a constant
+// offset, through GEPs and casts) of bytes no data-plane write touches
+// becomes the constant the snapshot holds there.
+//
+// The lookup itself stays: the program keeps a pointer to the real entry,
+// so every write (the counter) still goes to the live map, and the null
+// test still asks the kernel. Only the reads of bytes that cannot change
+// from the data plane are folded.
+//
+// Correctness: those bytes change only through the control plane, and every
+// change through Morpheus bumps the program-level guard first (the
+// specialized code then runs the generic copy). A write the analysis cannot
+// confine to known bytes (unknown offset: the whole value of its key;
+// a key that is not constant: that range in every key; updates, deletes and
+// other helpers without a constant key, escapes of the table: the whole
+// table) leaves nothing to fold. A key the snapshot shows absent is left
+// alone (the lookup answers; its loads are unreachable under the guard).
+// Per-CPU tables are folded only when every CPU holds the same value.
+//
+//   struct rule { __u32 action; __u32 port; __u64 hits; };
+//   struct rule *r = bpf_map_lookup_elem(&rules, &zero);
+//   if (r) { __sync_fetch_and_add(&r->hits, 1); return r->action; }
+// becomes
+//   %r = call ptr inttoptr (i64 1 to ptr)(ptr @rules, ptr %zero) ; kept
+//   atomicrmw add ptr %hits, i64 1                              ; kept
+//   ret i32 2                                                    ; r->action
+//===----------------------------------------------------------------------===//
+
+#include "core/passes/TablePasses.h"
+
+#include <llvm/ADT/SmallPtrSet.h>
+#include <llvm/IR/Constants.h>
+#include <llvm/IR/Instructions.h>
+#include <llvm/IR/Operator.h>
+
+#include <cstring>
+
+using namespace llvm;
+
+namespace morpheus::core {
+
+namespace {
+
+// The loads through `lookup` at constant offsets from it, with the offsets.
+std::vector<std::pair<LoadInst *, uint64_t>> loadsAtKnownOffsets(CallBase &lookup,
+                                                                  const DataLayout &dl) {
+  std::vector<std::pair<LoadInst *, uint64_t>> loads;
+  SmallVector<std::pair<Value *, int64_t>, 8> worklist{{&lookup, 0}};
+  SmallPtrSet<Value *, 8> seen{&lookup};
+  while (!worklist.empty()) {
+    auto [pointer, offset] = worklist.pop_back_val();
+    for (Use &use : pointer->uses()) {
+      User *user = use.getUser();
+      if (auto *gep = dyn_cast<GetElementPtrInst>(user)) {
+        APInt delta(dl.getIndexTypeSizeInBits(gep->getType()), 0);
+        if (use.getOperandNo() == 0 && gep->accumulateConstantOffset(dl, delta) &&
+            seen.insert(gep).second)
+          worklist.push_back({gep, offset + delta.getSExtValue()});
+      } else if (isa<BitCastInst>(user) || isa<AddrSpaceCastInst>(user)) {
+        if (seen.insert(user).second)
+          worklist.push_back({user, offset});
+      } else if (auto *load = dyn_cast<LoadInst>(user);
+                 load && load->isSimple() && offset >= 0) {
+        loads.push_back({load, uint64_t(offset)});
+      }
+    }
+  }
+  return loads;
+}
+
+// The constant `type` holds in `bytes` at `offset`, for integers of up to
+// 8 bytes (what a BPF program loads from a value); nullptr otherwise.
+Constant *constantAt(Type *type, const Bytes &bytes, uint64_t offset, const DataLayout &dl) {
+  auto *integer = dyn_cast<IntegerType>(type);
+  uint64_t size = dl.getTypeStoreSize(type);
+  if (!integer || size > 8 || offset + size > bytes.size() || integer->getBitWidth() != size * 8)
+    return nullptr;
+  uint64_t value = 0;
+  for (uint64_t i = 0; i < size; ++i) {
+    uint64_t byte = dl.isLittleEndian() ? size - 1 - i : i;
+    value = (value << 8) | bytes[offset + byte];
+  }
+  return ConstantInt::get(integer, value);
+}
+
+} // namespace
+
+PreservedAnalyses FoldReadOnlyFieldsPass::run(Module &module, ModuleAnalysisManager &mam) {
+  const TableAccessInfo &info = mam.getResult<TableAccessAnalysis>(module);
+  const DataLayout &dl = module.getDataLayout();
+  bool changed = false;
+  for (const AccessSite &site : info.sites) {
+    if (whyNoFieldFolding(site, info, *context.catalog) || context.untouchable(site.function))
+      continue;
+    auto contents = context.snapshot->find(site.table);
+    if (contents == context.snapshot->end())
+      continue;
+    auto record = [&](bool applied, std::string detail) {
+      if (context.log)
+        context.log->record(site, "fold-read-only-fields", applied, std::move(detail));
+    };
+    const Bytes &key = *site.key.constantKey;
+    std::optional<const TableEntry *> entry = contents->second.known(key);
+    if (!entry)
+      continue; // the snapshot did not read this key
+    if (!*entry) {
+      record(false, "constant key absent from the snapshot: the lookup answers");
+      continue;
+    }
+    if (!(*entry)->value) {
+      record(false, "per-CPU values differ for the constant key");
+      continue;
+    }
+    unsigned folded = 0, written = 0;
+    std::string firstWrite;
+    for (auto [load, offset] : loadsAtKnownOffsets(*site.call, dl)) {
+      uint64_t size = dl.getTypeStoreSize(load->getType());
+      if (!info.isReadOnlyAt(site.table, key, offset, size)) {
+        if (!written++)
+          firstWrite = info.writesAt(site.table, key, offset, size).front()->where;
+        continue;
+      }
+      Constant *constant = constantAt(load->getType(), *(*entry)->value, offset, dl);
+      if (!constant)
+        continue;
+      load->replaceAllUsesWith(constant);
+      load->eraseFromParent();
+      ++folded;
+    }
+    if (!folded) {
+      record(false, written ? "every load reads bytes the data plane writes (" + firstWrite + ")"
+                            : "no load at a known offset to fold");
+      continue;
+    }
+    changed = true;
+    std::string detail = std::to_string(folded) + " load" + (folded == 1 ? "" : "s") +
+                         " of read-only bytes folded; the lookup stays for the writes";
+    if (written)
+      detail += " (" + std::to_string(written) + " load" + (written == 1 ? "" : "s") +
+                " of written bytes kept)";
+    record(true, detail);
+    if (context.log)
+      context.log->inlined[site.table].push_back(**entry);
+  }
+  return changed ? PreservedAnalyses::none() : PreservedAnalyses::all();
+}
+
+} // namespace morpheus::core
