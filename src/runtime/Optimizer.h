@@ -26,6 +26,11 @@ struct OptimizerOptions {
   // Where the program's maps declared with `pinning = LIBBPF_PIN_BY_NAME`
   // are pinned (re-used if there); "" = libbpf's default, /sys/fs/bpf.
   std::string pinRoot;
+  // On destruction, leave every pin (maps, guard, maps pinned by name) in
+  // place: the program keeps serving after Morpheus (runtime/Daemon's
+  // OnExit::KeepServing). Otherwise the pins this optimizer made go, pins
+  // by name included (those it found pinned stay).
+  bool keepPins = false;
   // The entry program to run and attach; "" = the first program.
   std::string program;
   uint32_t inlineLimit = 64; // largest table inlined whole

@@ -168,7 +168,7 @@ TEST_P(VersionComparisonOfOneKind, SeesADifferenceInTheMapAndNoneWithoutOne) {
   std::string source = sourcePath(std::string("tests/programs/") + GetParam().program + ".bpf.c");
   auto spec = bpf::ProgramSpec::load(source, {});
   ASSERT_TRUE(bool(spec)) << llvm::toString(spec.takeError());
-  auto wrong = bpf::ProgramSpec::load(source, {{"-DMAPS_WRONG_SALT"}});
+  auto wrong = bpf::ProgramSpec::load(source, {.cflags = {"-DMAPS_WRONG_SALT"}});
   ASSERT_TRUE(bool(wrong)) << llvm::toString(wrong.takeError());
   // Pristine maps, as the fuzzer starts from.
   auto reference = bpf::LoadedObject::load((*spec)->originalElfWithoutSlots(),
