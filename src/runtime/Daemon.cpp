@@ -32,8 +32,6 @@ Expected<std::unique_ptr<Daemon>> Daemon::start(const std::string &path,
     return makeError("{0}: keeping the program attached after exit needs a pin directory "
                      "for its links",
                      path);
-  // The pins stay for the program that keeps serving; removed with it.
-  options.optimizer.keepPins = options.onExit == OnExit::KeepServing;
   std::unique_ptr<Daemon> daemon(new Daemon(std::move(options), out, errors));
   auto optimizer = Optimizer::create(path, daemon->options.optimizer);
   if (!optimizer)
@@ -47,10 +45,17 @@ Expected<std::unique_ptr<Daemon>> Daemon::start(const std::string &path,
                      path, opt.entryName());
   // One program, one set of maps, every port: a multi-port function (a
   // router, a switch) runs as one instance behind one guard.
+  // A daemon that did not start leaves nothing attached and no pin.
+  auto abandon = [&daemon](Error err) -> Error {
+    for (Port &port : daemon->ports)
+      port.link->unpin();
+    daemon->options.onExit = OnExit::Detach;
+    return err;
+  };
   for (const std::string &iface : daemon->options.ifaces) {
     auto link = daemon->attachPort(iface, opt.originalFd());
     if (!link)
-      return link.takeError();
+      return abandon(link.takeError());
     daemon->ports.push_back(Port{iface, std::move(*link), ""});
   }
   opt.install = [raw = daemon.get()](int fd) { return raw->installOnPorts(fd); };
@@ -64,9 +69,12 @@ Expected<std::unique_ptr<Daemon>> Daemon::start(const std::string &path,
               .dump();
         });
     if (!server)
-      return server.takeError();
+      return abandon(server.takeError());
     daemon->server = std::move(*server);
   }
+  // The pins stay for the program that keeps serving.
+  if (daemon->options.onExit == OnExit::KeepServing)
+    opt.keepPins();
   daemon->nextPeriod = daemon->nextCycle = Clock::now();
   daemon->statsBase = bpf::programRunStats(opt.activeFd());
   return daemon;

@@ -184,7 +184,7 @@ std::vector<std::string> Optimizer::repairPins() {
 }
 
 void Optimizer::unpinAll() {
-  if (options.keepPins)
+  if (pinsOutliveUs)
     return;
   for (const std::string &path : createdPins)
     unlink(path.c_str());

@@ -26,11 +26,6 @@ struct OptimizerOptions {
   // Where the program's maps declared with `pinning = LIBBPF_PIN_BY_NAME`
   // are pinned (re-used if there); "" = libbpf's default, /sys/fs/bpf.
   std::string pinRoot;
-  // On destruction, leave every pin (maps, guard, maps pinned by name) in
-  // place: the program keeps serving after Morpheus (runtime/Daemon's
-  // OnExit::KeepServing). Otherwise the pins this optimizer made go, pins
-  // by name included (those it found pinned stay).
-  bool keepPins = false;
   // The entry program to run and attach; "" = the first program.
   std::string program;
   uint32_t inlineLimit = 64; // largest table inlined whole
@@ -94,6 +89,12 @@ public:
   // fails the new program is discarded and the running one stays.
   std::function<Error(int programFd)> install;
 
+  // From now on, destruction leaves every pin (maps, guard, maps pinned by
+  // name) in place: the program keeps serving after Morpheus (runtime/
+  // Daemon's OnExit::KeepServing). Otherwise the pins this optimizer made
+  // go, pins by name included (those it found pinned stay).
+  void keepPins() { pinsOutliveUs = true; }
+
   // Test-only: faults for the cycles that follow (FaultInjection).
   void injectFaults(core::FaultInjection faults) { options.faults = faults; }
 
@@ -148,6 +149,7 @@ private:
   };
   std::optional<Rejection> rejection;
   uint64_t cycles = 0;
+  bool pinsOutliveUs = false;
 };
 
 } // namespace morpheus::runtime

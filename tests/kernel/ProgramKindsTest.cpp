@@ -307,20 +307,51 @@ TEST(ProgramKinds, PinsByNameMadeByADetachingRunGoWithIt) {
   runtime::OptimizerOptions options = CorpusProgram::noShadow();
   options.pinRoot = root.path();
   for (bool keep : {false, true}) {
-    options.keepPins = keep;
     {
       CorpusProgram pinned("maps_pinned.bpf.c", options);
       ASSERT_TRUE(pinned.ok());
+      if (keep)
+        pinned.opt().keepPins();
       EXPECT_EQ(access((root.path() + "/pinned_flows").c_str(), F_OK), 0);
     }
     EXPECT_EQ(access((root.path() + "/pinned_flows").c_str(), F_OK), keep ? 0 : -1)
         << (keep ? "kept for the program that stays" : "left behind");
   }
   // Found pinned (by the run above): a detaching run leaves it.
-  options.keepPins = false;
   { CorpusProgram again("maps_pinned.bpf.c", options); }
   EXPECT_EQ(access((root.path() + "/pinned_flows").c_str(), F_OK), 0)
       << "another loader's pin was removed";
+}
+
+} // namespace
+} // namespace morpheus::testing
+
+namespace morpheus::testing {
+namespace {
+
+// A daemon that fails to start (its second port does not exist) leaves
+// nothing attached and no link pinned, although it keeps serving on exit.
+TEST(ProgramKinds, ADaemonThatDidNotStartLeavesNothingAttached) {
+  VethPair::sweepStale("progfail");
+  VethPair veth("progfail");
+  PinDir pins("progfail");
+  runtime::DaemonOptions options;
+  options.optimizer.pinDir = pins.path() + "/policy_fwd";
+  options.ifaces = {veth.ifB(), "mphnosuchif"};
+  options.netns = veth.nsB();
+  options.mode = bpf::XdpMode::Generic;
+  options.onExit = runtime::OnExit::KeepServing;
+  std::string printed, problems;
+  llvm::raw_string_ostream out(printed), errors(problems);
+  auto started =
+      runtime::Daemon::start(sourcePath("examples/policy_fwd.bpf.c"), options, out, errors);
+  ASSERT_FALSE(bool(started));
+  std::string message = llvm::toString(started.takeError());
+  EXPECT_NE(message.find("mphnosuchif"), std::string::npos) << message;
+  std::string xdp = "ip -n " + veth.nsB() + " link show " + veth.ifB() + " | grep -q xdp";
+  EXPECT_NE(std::system(xdp.c_str()), 0) << "the first port kept the program";
+  EXPECT_NE(access((options.optimizer.pinDir + "/link_xdp_" + veth.ifB()).c_str(), F_OK), 0);
+  EXPECT_NE(access(options.optimizer.pinDir.c_str(), F_OK), 0) << "pins left behind";
 }
 
 } // namespace
