@@ -69,6 +69,9 @@ int run(const RunOptions &flags) {
                                 "(startup {4:f1} ms)\n",
                                 path, opt.entryName(), (*daemon)->attachedTo(),
                                 options.optimizer.pinDir, opt.startupMs());
+  if (!flags.quiet)
+    for (const std::string &line : (*daemon)->updateGuarantees())
+      llvm::outs() << "  " << line << "\n";
   llvm::outs().flush();
 
   // Stats stay enabled for as long as this fd is open.

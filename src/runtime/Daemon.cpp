@@ -102,6 +102,28 @@ std::string Daemon::attachedTo() const {
   return where;
 }
 
+std::vector<std::string> Daemon::updateGuarantees() const {
+  std::vector<std::string> lines;
+  double periodMs = std::chrono::duration<double, std::milli>(options.period).count();
+  for (const auto &[name, usage] : opt->spec().analysis().tables) {
+    if (usage.written) {
+      lines.push_back(llvm::formatv("map '{0}': written by the program, never specialized: "
+                                    "every update is live at once",
+                                    name)
+                          .str());
+      continue;
+    }
+    lines.push_back(llvm::formatv("map '{0}': may be specialized: updates through Morpheus "
+                                  "(morpheus map, the client library, the socket) reach the "
+                                  "next packet; other writers' (bpftool) are polled: a packet "
+                                  "may see the old entry for up to {1:f0} ms (a period) plus "
+                                  "one cycle, longer while failed cycles back off",
+                                  name, periodMs)
+                        .str());
+  }
+  return lines;
+}
+
 bpf::AttachPoint Daemon::attachPoint(const std::string &iface) const {
   return bpf::AttachPoint{programType, iface, options.netns, options.mode, options.tcDirection};
 }

@@ -84,6 +84,11 @@ public:
   Optimizer &optimizer() { return *opt; }
   // "XDP (native) on eth0, XDP (native) on eth1", "tcx ingress on eth0"
   std::string attachedTo() const;
+  // Per map, one line for operators saying which guarantee holds for its
+  // updates: a map the program writes is never specialized (always live);
+  // for one it only reads, updates through Morpheus (the guard) are seen
+  // by the next packet, other writers' within a period plus a cycle.
+  std::vector<std::string> updateGuarantees() const;
   // Cycles in a row that failed or were refused (0 after a good one).
   unsigned consecutiveFailures() const { return failures; }
   // The earliest a cycle may run (later than now while backing off).

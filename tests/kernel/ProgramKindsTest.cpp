@@ -168,6 +168,15 @@ TEST(ProgramKinds, TcProgramRunsUnderTheDaemonThroughTcx) {
   runtime::Optimizer &opt = daemon.optimizer();
   EXPECT_NE(daemon.attachedTo().find("tcx ingress on " + veth.ifB()), std::string::npos)
       << daemon.attachedTo();
+  // What each map's updates are guaranteed: the counters the program
+  // writes are live; the configuration it only reads may be specialized.
+  std::vector<std::string> guarantees = daemon.updateGuarantees();
+  ASSERT_EQ(guarantees.size(), 3u);
+  for (const std::string &line : guarantees)
+    EXPECT_NE(line.find(line.starts_with("map 'tc_counters'") ? "never specialized"
+                                                               : "reach the next packet"),
+              std::string::npos)
+        << line;
   auto xdpPass = attachXdpPass(veth);
   ASSERT_TRUE(bool(xdpPass)) << llvm::toString(xdpPass.takeError());
 
