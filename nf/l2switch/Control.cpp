@@ -42,14 +42,15 @@ Error printFdb(const std::string &pinDir) {
     if (!if_indextoname(row.entry.ifindex, name))
       std::snprintf(name, sizeof(name), "%u", row.entry.ifindex);
     const uint8_t *mac = row.key.mac;
-    if (row.entry.flags & L2SW_FDB_STATIC) {
-      std::printf("%02x:%02x:%02x:%02x:%02x:%02x %4u  %-16s static\n", mac[0], mac[1], mac[2],
-                  mac[3], mac[4], mac[5], row.key.vlan, name);
-      continue;
+    std::string age = "static";
+    if (!(row.entry.flags & L2SW_FDB_STATIC)) {
+      double seconds = now > row.entry.last_seen_ns ? (now - row.entry.last_seen_ns) / 1e9 : 0;
+      char text[32];
+      std::snprintf(text, sizeof text, "%.1fs", seconds);
+      age = text;
     }
-    double age = now > row.entry.last_seen_ns ? (now - row.entry.last_seen_ns) / 1e9 : 0;
-    std::printf("%02x:%02x:%02x:%02x:%02x:%02x %4u  %-16s %.1fs\n", mac[0], mac[1], mac[2],
-                mac[3], mac[4], mac[5], row.key.vlan, name, age);
+    std::printf("%02x:%02x:%02x:%02x:%02x:%02x %4u  %-16s %s\n", mac[0], mac[1], mac[2], mac[3],
+                mac[4], mac[5], row.key.vlan, name, age.c_str());
   }
   return Error::success();
 }

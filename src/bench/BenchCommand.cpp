@@ -2,6 +2,7 @@
 #include "Bench.h"
 
 #include "support/CommandLine.h"
+#include "support/Log.h"
 
 #include <llvm/ADT/StringRef.h>
 #include <nlohmann/json.hpp>
@@ -39,9 +40,7 @@ int bench(const CLI::App &command, BenchFlags &flags) {
   if (options.localities.empty() && options.traceFiles.empty() && options.phases.empty())
     return commandline::usageError(command, "no traces (give --locality, --phases or --trace)");
   if (!flags.quiet)
-    options.progress = [](const std::string &line) {
-      std::fprintf(stderr, "%s\n", line.c_str());
-    };
+    options.progress = [](const std::string &line) { processLog().info(line); };
   auto preset = readPreset(flags.preset);
   if (!preset)
     return commandline::fail(preset.takeError());

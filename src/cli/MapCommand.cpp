@@ -3,6 +3,7 @@
 #include "backend/bpf/MapIO.h"
 #include "cli/Commands.h"
 #include "client/Map.h"
+#include "support/Log.h"
 
 #include <bpf/bpf.h>
 #include <linux/bpf.h>
@@ -51,9 +52,8 @@ Expected<std::pair<client::Map, Bytes>> openWithKey(const MapOptions &options) {
   if (!map)
     return map.takeError();
   if (!map->guarded())
-    std::fprintf(stderr, "morpheus: warning: no Morpheus guard beside %s; "
-                         "updating the map without invalidating specialized code\n",
-                 options.pin.c_str());
+    processLog().warning("no Morpheus guard beside " + options.pin +
+                         "; updating the map without invalidating specialized code");
   auto key = bpf::parseHexBytes(options.key, "map '" + options.pin + "' key");
   if (!key)
     return key.takeError();

@@ -1,6 +1,7 @@
 // `morpheus run`: load a program, attach it, and keep it specialized.
 #include "cli/Commands.h"
 #include "runtime/Daemon.h"
+#include "support/Log.h"
 
 #include <bpf/bpf.h>
 #include <llvm/Support/FormatVariadic.h>
@@ -33,6 +34,7 @@ struct RunOptions {
   std::string reproducerDir = "/tmp";
   uint64_t maxCycles = 0;
   bool quiet = false;
+  LogFormat logFormat = LogFormat::Text;
   CompilerFlags compiler;
 };
 
@@ -49,6 +51,9 @@ int run(const RunOptions &flags) {
   options.onExit = flags.detachOnExit ? runtime::OnExit::Detach : runtime::OnExit::KeepServing;
   options.reproducerDir = flags.reproducerDir;
   options.quiet = flags.quiet;
+  configureProcessLog(processLog().threshold(), flags.logFormat, "morpheus");
+  options.logFormat = flags.logFormat;
+  options.logLevel = processLog().threshold();
   options.ifaces = flags.ifaces;
   options.netns = flags.netns;
   const std::string &path = flags.program;
@@ -65,14 +70,23 @@ int run(const RunOptions &flags) {
   if (!daemon)
     return fail(daemon.takeError());
   runtime::Optimizer &opt = (*daemon)->optimizer();
-  llvm::outs() << llvm::formatv("{0}: program '{1}' attached ({2}), maps pinned in {3} "
-                                "(startup {4:f1} ms)\n",
-                                path, opt.entryName(), (*daemon)->attachedTo(),
-                                options.optimizer.pinDir, opt.startupMs());
+  const char *mode = options.mode == bpf::XdpMode::Native ? "native" : "generic";
+  processLog().record("attached",
+                      {{"program", path},
+                       {"entry", opt.entryName()},
+                       {"ifaces", options.ifaces},
+                       {"attached_to", (*daemon)->attachedTo()},
+                       {"mode", mode},
+                       {"pin_dir", options.optimizer.pinDir},
+                       {"startup_ms", opt.startupMs()}},
+                      llvm::formatv("{0}: program '{1}' attached ({2}), maps pinned in {3} "
+                                    "(startup {4:f1} ms)\n",
+                                    path, opt.entryName(), (*daemon)->attachedTo(),
+                                    options.optimizer.pinDir, opt.startupMs())
+                          .str());
   if (!flags.quiet)
     for (const std::string &line : (*daemon)->updateGuarantees())
-      llvm::outs() << "  " << line << "\n";
-  llvm::outs().flush();
+      processLog().record("guarantee", {{"line", line}}, "  " + line + "\n");
 
   // Stats stay enabled for as long as this fd is open.
   int statsFd = bpf_enable_stats(BPF_STATS_RUN_TIME);
@@ -85,11 +99,11 @@ int run(const RunOptions &flags) {
   }
   if (statsFd >= 0)
     close(statsFd);
-  llvm::outs() << (flags.detachOnExit
-                       ? "stopping: detaching and removing pins\n"
-                       : "stopping: the original program stays attached (links, maps and "
-                         "guard pinned in " + options.optimizer.pinDir + ")\n");
-  llvm::outs().flush();
+  processLog().record("stopping", {{"detach", flags.detachOnExit}},
+                      flags.detachOnExit
+                          ? std::string("stopping: detaching and removing pins\n")
+                          : "stopping: the original program stays attached (links, maps and "
+                            "guard pinned in " + options.optimizer.pinDir + ")\n");
   daemon->reset(); // the last swap (to the original) happens here
   return 0;
 }
@@ -174,6 +188,13 @@ void addRunCommand(CLI::App &morpheus) {
       ->type_name("N");
   command.add_flag("--quiet", options->quiet,
                    "print only cycles that install or fail, no status lines");
+  command
+      .add_option("--log-format", options->logFormat,
+                  "text: lines for people (default); json: one JSON object a line (each cycle, "
+                  "status line, port change and message; \"event\" says which)")
+      ->transform(commandline::oneOf(
+          std::map<std::string, LogFormat>{{"text", LogFormat::Text}, {"json", LogFormat::Json}}))
+      ->type_name("text|json");
   addCompilerOptions(command, options->compiler);
 }
 

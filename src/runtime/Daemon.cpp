@@ -91,8 +91,8 @@ Daemon::~Daemon() {
   for (Port &port : ports)
     if (port.link)
       if (Error err = port.link->replace(opt->originalFd()))
-        errors << "morpheus: interface '" << port.iface << "': "
-               << llvm::toString(std::move(err)) << "; the specialized program stays\n";
+        log.error("interface '" + port.iface + "': " + llvm::toString(std::move(err)) +
+                  "; the specialized program stays");
 }
 
 std::string Daemon::attachedTo() const {
@@ -149,8 +149,9 @@ Expected<bpf::ProgramLink> Daemon::attachPort(const std::string &iface, int prog
       // (an atomic swap) rather than attach a second program beside it.
       if (Error err = (*pinned)->replace(programFd))
         return withContext(std::move(err), "the link pinned at " + pin);
-      out << "interface '" << iface << "': took over the link an earlier run left at " << pin
-          << "\n";
+      log.record("link_taken_over", {{"iface", iface}, {"pin", pin}},
+                 "interface '" + iface + "': took over the link an earlier run left at " + pin +
+                     "\n");
       if (options.onExit == OnExit::Detach)
         (*pinned)->unpin();
       return std::move(**pinned);
@@ -186,10 +187,11 @@ void Daemon::reportLost(Port &lost) {
   for (const Port &port : ports)
     if (port.link)
       serving += (serving.empty() ? "" : ", ") + port.iface;
-  out << llvm::formatv("interface '{0}' disappeared: the kernel detached the program "
-                       "from it; still serving {1}; re-attaching if it comes back\n",
-                       lost.iface, serving.empty() ? "no interface" : serving);
-  out.flush();
+  log.record("interface_lost", {{"iface", lost.iface}, {"serving", serving}},
+             llvm::formatv("interface '{0}' disappeared: the kernel detached the program "
+                           "from it; still serving {1}; re-attaching if it comes back\n",
+                           lost.iface, serving.empty() ? "no interface" : serving)
+                 .str());
 }
 
 void Daemon::tendPorts() {
@@ -204,14 +206,14 @@ void Daemon::tendPorts() {
       ErrorDetails failure = takeErrorDetails(link.takeError());
       // No such interface is the expected state until it comes back.
       if (failure.code != std::errc::no_such_device && failure.message != port.attachError)
-        errors << "morpheus: interface '" << port.iface << "': " << failure.message << "\n";
+        log.error("interface '" + port.iface + "': " + failure.message);
       port.attachError = std::move(failure.message);
       continue;
     }
     port.link.emplace(std::move(*link));
     port.attachError.clear();
-    out << "interface '" << port.iface << "' is back: program attached\n";
-    out.flush();
+    log.record("interface_back", {{"iface", port.iface}},
+               "interface '" + port.iface + "' is back: program attached\n");
   }
 }
 
@@ -221,7 +223,7 @@ void Daemon::repairPins() {
   std::vector<std::string> notes = opt->repairPins();
   if (notes != pinNotes)
     for (const std::string &note : notes)
-      errors << "morpheus: " << note << "\n";
+      log.error(note);
   pinNotes = std::move(notes);
 }
 
@@ -290,7 +292,7 @@ std::string Daemon::keepReproducer(const CycleReport &cycle) {
   std::ofstream file(path, std::ios::trunc);
   file << cycle.reproducer << "\n";
   if (!file) {
-    errors << "morpheus: cannot write the reproducer " << path << "\n";
+    log.error("cannot write the reproducer " + path);
     reproducers.erase(path);
   }
   return path;
@@ -304,22 +306,43 @@ void Daemon::report(const CycleReport &cycle) {
   if (!interesting)
     return;
   std::string line = cycle.describe();
-  if (cycle.outcome == CycleOutcome::Refused)
-    line += "; the running program stays (reproducer " + keepReproducer(cycle) + ")";
-  out << llvm::formatv("cycle {0}: {1} (version {2}; t1 {3:f2} ms, t2 {4:f1} ms, "
-                       "validation {5:f1} ms, injection {6:f2} ms",
-                       cycle.cycle, line, cycle.version, cycle.times.analysisMs,
-                       cycle.times.codegenMs, cycle.times.validationMs,
-                       cycle.times.injectionMs);
-  if (cycle.installed())
-    out << ", " << cycle.instructions << " instructions";
-  out << ")\n";
-  if (failures > 1)
-    out << llvm::formatv("  {0} cycles in a row did not install; next attempt in {1} periods\n",
-                         failures, 1u << std::min(failures, MaxBackOffShift));
-  if (cycle.installed() && !options.quiet)
-    out << cycle.log.toText();
-  out.flush();
+  nlohmann::json fields = {{"cycle", cycle.cycle},
+                           {"outcome", outcomeName(cycle.outcome)},
+                           {"detail", cycle.detail},
+                           {"version", cycle.version},
+                           {"t1_ms", cycle.times.analysisMs},
+                           {"t2_ms", cycle.times.codegenMs},
+                           {"validation_ms", cycle.times.validationMs},
+                           {"injection_ms", cycle.times.injectionMs}};
+  if (cycle.outcome == CycleOutcome::Refused) {
+    std::string reproducer = keepReproducer(cycle);
+    line += "; the running program stays (reproducer " + reproducer + ")";
+    fields["reproducer"] = reproducer;
+  }
+  std::string text = llvm::formatv("cycle {0}: {1} (version {2}; t1 {3:f2} ms, t2 {4:f1} ms, "
+                                   "validation {5:f1} ms, injection {6:f2} ms",
+                                   cycle.cycle, line, cycle.version, cycle.times.analysisMs,
+                                   cycle.times.codegenMs, cycle.times.validationMs,
+                                   cycle.times.injectionMs)
+                         .str();
+  if (cycle.installed()) {
+    text += ", " + std::to_string(cycle.instructions) + " instructions";
+    fields["instructions"] = cycle.instructions;
+  }
+  text += ")\n";
+  if (failures > 1) {
+    unsigned periods = 1u << std::min(failures, MaxBackOffShift);
+    text += llvm::formatv("  {0} cycles in a row did not install; next attempt in {1} periods\n",
+                          failures, periods)
+                .str();
+    fields["failures_in_a_row"] = failures;
+    fields["next_attempt_periods"] = periods;
+  }
+  if (cycle.installed() && !options.quiet) {
+    text += cycle.log.toText();
+    fields["decisions"] = cycle.log.toText();
+  }
+  log.record("cycle", std::move(fields), text);
 }
 
 void Daemon::printStatus() {
@@ -330,12 +353,17 @@ void Daemon::printStatus() {
   bpf::ProgramRunStats current = bpf::programRunStats(opt->activeFd());
   if (current.programId == statsBase.programId && current.runCount > statsBase.runCount) {
     uint64_t packets = current.runCount - statsBase.runCount;
-    out << llvm::formatv("status: cycle {0}, {1} program, {2} packets, {3:f1} ns/packet\n",
-                         lastCycle,
-                         opt->installedVersion() == opt->guard().version() ? "specialized"
-                                                                            : "generic",
-                         packets, double(current.runTimeNs - statsBase.runTimeNs) / packets);
-    out.flush();
+    const char *program =
+        opt->installedVersion() == opt->guard().version() ? "specialized" : "generic";
+    double nsPerPacket = double(current.runTimeNs - statsBase.runTimeNs) / packets;
+    log.record("status",
+               {{"cycle", lastCycle},
+                {"program", program},
+                {"packets", packets},
+                {"ns_per_packet", nsPerPacket}},
+               llvm::formatv("status: cycle {0}, {1} program, {2} packets, {3:f1} ns/packet\n",
+                             lastCycle, program, packets, nsPerPacket)
+                   .str());
   }
   statsBase = current;
 }

@@ -29,6 +29,7 @@
 #include "backend/bpf/ProgramLink.h"
 #include "runtime/ControlServer.h"
 #include "runtime/Optimizer.h"
+#include "support/Log.h"
 
 #include <llvm/Support/raw_ostream.h>
 
@@ -60,6 +61,9 @@ struct DaemonOptions {
   std::string socketPath;            // control socket; "" = none
   std::string reproducerDir = "/tmp"; // refused candidates' reproducers
   bool quiet = false; // print only installs, failures and refusals
+  // Text lines for people, or one JSON object a line (`run --log-format`).
+  LogFormat logFormat = LogFormat::Text;
+  LogLevel logLevel = LogLevel::Info; // `morpheus -v/--quiet`
 };
 
 class Daemon {
@@ -67,7 +71,8 @@ public:
   using Clock = std::chrono::steady_clock;
 
   // Loads the program, attaches it to every interface, opens the socket.
-  // Lines for people go to `out`, problems to `errors`.
+  // Records (cycles, status, ports) go to `out`, problems to `errors`, in
+  // options.logFormat.
   static Expected<std::unique_ptr<Daemon>> start(const std::string &path,
                                                  DaemonOptions options,
                                                  llvm::raw_ostream &out,
@@ -104,7 +109,7 @@ private:
   };
 
   Daemon(DaemonOptions options, llvm::raw_ostream &out, llvm::raw_ostream &errors)
-      : options(std::move(options)), out(out), errors(errors) {}
+      : options(std::move(options)), log(out, errors, this->options.logLevel, this->options.logFormat) {}
   Error installOnPorts(int programFd);
   bpf::AttachPoint attachPoint(const std::string &iface) const;
   // Where the link of `iface` is pinned (KeepServing), or where an earlier
@@ -123,7 +128,7 @@ private:
   std::string keepReproducer(const CycleReport &cycle);
 
   DaemonOptions options;
-  llvm::raw_ostream &out, &errors;
+  Log log; // on the caller's streams
   std::unique_ptr<Optimizer> opt;
   std::vector<Port> ports;
   bpf::ProgramType programType = bpf::ProgramType::Xdp;

@@ -50,11 +50,21 @@ private:
   // Starts the maps from `state`, specializes for it and runs `steps` until
   // the first finding, to which `steps` is then cut.
   Expected<std::optional<Finding>> replay(const MapContents &state, std::vector<Step> &steps);
+  // replay's first half: the copies hold `state` under a fresh guard
+  // version, and the Specialized version is built and loaded for it. An
+  // error of Morpheus's own (specialize, load) comes back as the message.
+  Expected<std::optional<std::string>> specializeFor(const MapContents &state);
+  // replay's second half: `steps` run on the three versions.
+  Expected<std::optional<Finding>> runSteps(const MapContents &state, std::vector<Step> &steps);
+  // A new state's packets, then the same packets again after a guard bump.
+  std::vector<Step> stepsFor(const MapContents &state);
   // Whether replaying a failing case fails again, twice, at the same step.
   Expected<bool> reproducible(const MapContents &state, const std::vector<Step> &steps);
   // The reproducer of a failing case, shrunk: to the failing packet alone
   // when that still fails, then by dropping map entries one at a time.
   Expected<Reproducer> shrink(MapContents state, std::vector<Step> steps, Finding finding);
+  Reproducer reproducerOf(MapContents state, std::vector<Reproducer::Packet> packets,
+                          const Finding &finding, bool shrunk) const;
 
   std::string path;
   FuzzOptions options;
@@ -108,6 +118,23 @@ Error Fuzzer::setUp() {
 Expected<std::optional<Finding>> Fuzzer::replay(const MapContents &state,
                                                 std::vector<Step> &steps) {
   lastPackets.clear();
+  auto specializationError = specializeFor(state);
+  if (!specializationError)
+    return specializationError.takeError();
+  if (*specializationError) {
+    // The running program would stay generic: safe, but Morpheus produced
+    // code it should not have (or could not handle this state), a finding.
+    ++report.cases;
+    ++report.differed;
+    lastOriginal = lastSpecialized = Observation();
+    steps.resize(1);
+    return std::optional<Finding>(
+        Finding{Finding::SpecializationFailed, std::move(**specializationError)});
+  }
+  return runSteps(state, steps);
+}
+
+Expected<std::optional<std::string>> Fuzzer::specializeFor(const MapContents &state) {
   if (Error err = comparison->restore(keysOf(lastState)))
     return err;
   lastState = state;
@@ -116,16 +143,6 @@ Expected<std::optional<Finding>> Fuzzer::replay(const MapContents &state,
   // A fresh version per state: the code built for the previous state must
   // not pass for this one.
   uint64_t version = comparison->guard().bump();
-  auto failed = [&](Error err) -> Expected<std::optional<Finding>> {
-    // The running program would stay generic: safe, but Morpheus produced
-    // code it should not have (or could not handle this state), a finding.
-    ++report.cases;
-    ++report.differed;
-    lastOriginal = lastSpecialized = Observation();
-    steps.resize(1);
-    return std::optional<Finding>(
-        Finding{Finding::SpecializationFailed, llvm::toString(std::move(err))});
-  };
   auto snapshot =
       bpf::readSnapshot(plan, spec->catalog(), comparison->maps(Version::Specialized));
   if (!snapshot)
@@ -134,10 +151,14 @@ Expected<std::optional<Finding>> Fuzzer::replay(const MapContents &state,
       *snapshot, bpf::SpecializeRequest{options.inlineLimit, version, comparison->programFacts(),
                                         std::nullopt, options.faults});
   if (!object)
-    return failed(object.takeError());
+    return std::optional<std::string>(llvm::toString(object.takeError()));
   if (Error err = comparison->loadSpecialized(object->elf))
-    return failed(std::move(err));
+    return std::optional<std::string>(llvm::toString(std::move(err)));
+  return std::optional<std::string>();
+}
 
+Expected<std::optional<Finding>> Fuzzer::runSteps(const MapContents &state,
+                                                  std::vector<Step> &steps) {
   Keys keys = keysOf(state);
   bool bumped = false;
   for (size_t i = 0; i < steps.size(); ++i) {
@@ -230,7 +251,11 @@ Expected<Reproducer> Fuzzer::shrink(MapContents state, std::vector<Step> steps, 
   }
   report.cases = cases;
   report.differed = differed;
+  return reproducerOf(std::move(state), std::move(packets), finding, shrunk);
+}
 
+Reproducer Fuzzer::reproducerOf(MapContents state, std::vector<Reproducer::Packet> packets,
+                                const Finding &finding, bool shrunk) const {
   Reproducer reproducer;
   reproducer.check = "fuzz";
   reproducer.program = path;
@@ -248,6 +273,17 @@ Expected<Reproducer> Fuzzer::shrink(MapContents state, std::vector<Step> steps, 
   return reproducer;
 }
 
+std::vector<Step> Fuzzer::stepsFor(const MapContents &state) {
+  std::vector<Step> steps = states->packets(state, rng, options.packetsPerState);
+  size_t count = steps.size();
+  for (size_t i = 0; i < count; ++i) {
+    Step again = steps[i];
+    again.guardBumped = true;
+    steps.push_back(std::move(again));
+  }
+  return steps;
+}
+
 Expected<FuzzReport> Fuzzer::run() {
   auto start = Clock::now();
   if (Error err = setUp())
@@ -256,13 +292,7 @@ Expected<FuzzReport> Fuzzer::run() {
     bool fromConfiguration = false;
     MapContents state = states->generate(rng, fromConfiguration);
     report.configuredStates += fromConfiguration;
-    std::vector<Step> steps = states->packets(state, rng, options.packetsPerState);
-    size_t count = steps.size();
-    for (size_t i = 0; i < count; ++i) {
-      Step again = steps[i];
-      again.guardBumped = true;
-      steps.push_back(std::move(again));
-    }
+    std::vector<Step> steps = stepsFor(state);
     auto finding = replay(state, steps);
     if (!finding)
       return finding.takeError();

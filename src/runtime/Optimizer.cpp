@@ -238,45 +238,82 @@ std::string CycleReport::describe() const {
   return text;
 }
 
+namespace {
+
+const char *const TableChanged = "a table changed during the cycle";
+
+// Ends the cycle: what runCycle's steps return through `report`.
+void endCycle(CycleReport &report, CycleOutcome outcome, std::string detail = "") {
+  report.outcome = outcome;
+  report.detail = std::move(detail);
+}
+
+void endCycle(CycleReport &report, Error err) {
+  endCycle(report, CycleOutcome::Failed, llvm::toString(std::move(err)));
+}
+
+} // namespace
+
 CycleReport Optimizer::runCycle(bool force) {
   CycleReport report;
   report.cycle = ++cycles;
-  auto finish = [&](CycleOutcome outcome, std::string detail = "") {
-    report.outcome = outcome;
-    report.detail = std::move(detail);
+  std::optional<core::TableSnapshot> snapshot = takeSnapshot(report, force);
+  if (!snapshot)
     return report;
-  };
-  auto failed = [&](Error err) { return finish(CycleOutcome::Failed, llvm::toString(std::move(err))); };
-  const char *tableChanged = "a table changed during the cycle";
+  std::optional<Candidate> candidate = specializeWithRetry(report, *snapshot);
+  if (!candidate)
+    return report;
+  if (guardWord.version() != report.version || guardWord.changing()) {
+    endCycle(report, CycleOutcome::Superseded, TableChanged);
+    return report;
+  }
+  if (!validate(report, *candidate, *snapshot))
+    return report;
+  installCandidate(report, std::move(*candidate), std::move(*snapshot));
+  return report;
+}
+
+std::optional<core::TableSnapshot> Optimizer::takeSnapshot(CycleReport &report, bool force) {
   auto start = Clock::now();
   // Read the version before the maps: an update racing with the reads bumps
   // it, so code built from a half-updated snapshot is never installed.
   uint64_t version = guardWord.version();
   report.version = version;
-  if (guardWord.changing())
-    return finish(CycleOutcome::Deferred, "a control-plane change is in progress");
+  if (guardWord.changing()) {
+    endCycle(report, CycleOutcome::Deferred, "a control-plane change is in progress");
+    return std::nullopt;
+  }
   auto read = bpf::readSnapshot(plan, programSpec->catalog(), sharedMaps);
-  if (!read)
-    return failed(read.takeError());
-  core::TableSnapshot snapshot = std::move(*read);
+  if (!read) {
+    endCycle(report, read.takeError());
+    return std::nullopt;
+  }
   report.times.analysisMs = millisecondsSince(start);
-  if (!force && specialized && version == specializedVersion &&
-      snapshot == specializedSnapshot)
-    return finish(CycleOutcome::Unchanged);
+  if (!force && specialized && version == specializedVersion && *read == specializedSnapshot) {
+    endCycle(report, CycleOutcome::Unchanged);
+    return std::nullopt;
+  }
+  return std::move(*read);
+}
 
-  // When the kernel refuses a candidate (too complex, too large, any
-  // verifier error), the same cycle tries once more without compare
-  // chains, the specialization most likely to multiply the verifier's
-  // work; what was refused is remembered for this snapshot, so later
-  // periods do not pay for the same rejection again.
+// When the kernel refuses a candidate (too complex, too large, any
+// verifier error), the same cycle tries once more without compare
+// chains, the specialization most likely to multiply the verifier's
+// work; what was refused is remembered for this snapshot, so later
+// periods do not pay for the same rejection again.
+std::optional<Optimizer::Candidate>
+Optimizer::specializeWithRetry(CycleReport &report, core::TableSnapshot &snapshot) {
+  uint64_t version = report.version;
   bool knownRejected = rejection && rejection->snapshot == snapshot;
-  if (knownRejected && rejection->withoutChainsToo)
-    return finish(CycleOutcome::Failed,
-                  llvm::formatv("the kernel refused this snapshot's specializations, with and "
-                                "without compare chains (cycle {0}): {1}; waiting for the "
-                                "tables to change",
-                                rejection->cycle, rejection->reason)
-                      .str());
+  if (knownRejected && rejection->withoutChainsToo) {
+    endCycle(report, CycleOutcome::Failed,
+             llvm::formatv("the kernel refused this snapshot's specializations, with and "
+                           "without compare chains (cycle {0}): {1}; waiting for the "
+                           "tables to change",
+                           rejection->cycle, rejection->reason)
+                 .str());
+    return std::nullopt;
+  }
   bpf::SpecializeRequest request{options.inlineLimit, version, programFacts, std::nullopt,
                                  options.faults};
   auto chainsOff = [&] {
@@ -287,87 +324,102 @@ CycleReport Optimizer::runCycle(bool force) {
   };
   if (knownRejected)
     request.noCompareChains = chainsOff();
-  std::vector<char> elf;
-  std::optional<bpf::LoadedObject> loaded;
   for (;;) {
-    start = Clock::now();
+    auto start = Clock::now();
     auto object = programSpec->specialize(snapshot, request);
     report.times.codegenMs += millisecondsSince(start);
-    if (!object)
-      return failed(object.takeError());
+    if (!object) {
+      endCycle(report, object.takeError());
+      return std::nullopt;
+    }
     report.log = std::move(object->log);
-    elf = std::move(object->elf);
+    std::vector<char> elf = std::move(object->elf);
     if (specialized && elf == specializedElf) {
       // Byte for byte the running code, although built for this version and
       // snapshot: it depends on neither, so it stays valid for both.
       specializedVersion = version;
       specializedSnapshot = std::move(snapshot);
-      return finish(CycleOutcome::Unchanged);
+      endCycle(report, CycleOutcome::Unchanged);
+      return std::nullopt;
     }
     start = Clock::now();
     bpf::LoadOptions sharing;
     sharing.maps = sharedMaps;
     auto attempt = bpf::LoadedObject::load(elf, programSpec->objectName(), sharing);
-    if (attempt) {
-      loaded.emplace(std::move(*attempt));
-      break;
-    }
+    if (attempt)
+      return Candidate{std::move(elf), std::move(*attempt), start};
     ErrorDetails refused = takeErrorDetails(attempt.takeError());
     bool verifier = refused.code == std::errc::permission_denied ||
                     refused.code == std::errc::invalid_argument ||
                     refused.code == std::errc::argument_list_too_long;
-    if (!verifier)
-      return finish(CycleOutcome::Failed, refused.message);
+    if (!verifier) {
+      endCycle(report, CycleOutcome::Failed, refused.message);
+      return std::nullopt;
+    }
     if (request.noCompareChains) {
       rejection->withoutChainsToo = true;
-      return finish(CycleOutcome::Failed, refused.message);
+      endCycle(report, CycleOutcome::Failed, refused.message);
+      return std::nullopt;
     }
     rejection = Rejection{snapshot, report.cycle, verifierVerdict(refused.message), false};
     request.noCompareChains = chainsOff();
   }
-  if (guardWord.version() != version || guardWord.changing())
-    return finish(CycleOutcome::Superseded, tableChanged);
-  if (options.shadowPackets) {
-    auto validationStart = Clock::now();
-    ShadowOptions shadow;
-    shadow.packets = options.shadowPackets;
-    shadow.seed = report.cycle;
-    auto slots = original->programSlots();
-    if (!slots)
-      return failed(slots.takeError());
-    auto verdict = shadowValidate(*programSpec, entry, elf, version,
-                                  LiveMaps{original->maps(), std::move(*slots)}, snapshot, shadow);
-    report.times.validationMs = millisecondsSince(validationStart);
-    if (guardWord.version() != version || guardWord.changing()) {
-      // The maps moved under the copies: a difference would mean nothing.
-      llvm::consumeError(verdict.takeError());
-      return finish(CycleOutcome::Superseded, tableChanged);
-    }
-    if (!verdict)
-      return failed(verdict.takeError());
-    if (!verdict->difference.empty()) {
-      report.reproducer = std::move(verdict->reproducer);
-      report.differenceKey = verdict->difference;
-      std::string where =
-          verdict->packet ? llvm::formatv("packet {0}: ", *verdict->packet).str() : "";
-      return finish(CycleOutcome::Refused,
-                    "shadow validation: " + where + verdict->difference);
-    }
+}
+
+bool Optimizer::validate(CycleReport &report, const Candidate &candidate,
+                         const core::TableSnapshot &snapshot) {
+  if (!options.shadowPackets)
+    return true;
+  uint64_t version = report.version;
+  auto validationStart = Clock::now();
+  ShadowOptions shadow;
+  shadow.packets = options.shadowPackets;
+  shadow.seed = report.cycle;
+  auto slots = original->programSlots();
+  if (!slots) {
+    endCycle(report, slots.takeError());
+    return false;
   }
-  int fd = loaded->programFd(entry);
+  auto verdict = shadowValidate(*programSpec, entry, candidate.elf, version,
+                                LiveMaps{original->maps(), std::move(*slots)}, snapshot, shadow);
+  report.times.validationMs = millisecondsSince(validationStart);
+  if (guardWord.version() != version || guardWord.changing()) {
+    // The maps moved under the copies: a difference would mean nothing.
+    llvm::consumeError(verdict.takeError());
+    endCycle(report, CycleOutcome::Superseded, TableChanged);
+    return false;
+  }
+  if (!verdict) {
+    endCycle(report, verdict.takeError());
+    return false;
+  }
+  if (!verdict->difference.empty()) {
+    report.reproducer = std::move(verdict->reproducer);
+    report.differenceKey = verdict->difference;
+    std::string where =
+        verdict->packet ? llvm::formatv("packet {0}: ", *verdict->packet).str() : "";
+    endCycle(report, CycleOutcome::Refused, "shadow validation: " + where + verdict->difference);
+    return false;
+  }
+  return true;
+}
+
+void Optimizer::installCandidate(CycleReport &report, Candidate candidate,
+                                 core::TableSnapshot snapshot) {
+  int fd = candidate.loaded.programFd(entry);
   if (install)
     if (Error err = install(fd))
-      return failed(std::move(err));
-  report.times.injectionMs = millisecondsSince(start) - report.times.validationMs;
-  specialized.emplace(std::move(*loaded));
-  specializedVersion = version;
+      return endCycle(report, std::move(err));
+  report.times.injectionMs = millisecondsSince(candidate.loadStart) - report.times.validationMs;
+  specialized.emplace(std::move(candidate.loaded));
+  specializedVersion = report.version;
   specializedSnapshot = std::move(snapshot);
-  specializedElf = std::move(elf);
+  specializedElf = std::move(candidate.elf);
   bpf_prog_info info = {};
   uint32_t length = sizeof(info);
   if (bpf_obj_get_info_by_fd(fd, &info, &length) == 0)
     report.instructions = info.xlated_prog_len / 8;
-  return finish(CycleOutcome::Installed);
+  endCycle(report, CycleOutcome::Installed);
 }
 
 } // namespace morpheus::runtime

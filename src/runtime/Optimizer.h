@@ -9,6 +9,7 @@
 #include "backend/bpf/ProgramSpec.h"
 #include "support/Error.h"
 
+#include <chrono>
 #include <functional>
 #include <memory>
 #include <optional>
@@ -120,6 +121,22 @@ private:
   Error load(const std::string &path);
   Error pinAll();
   void unpinAll();
+
+  // The steps of runCycle, in order: snapshot the maps, specialize and load
+  // (once more without compare chains if the kernel refuses), shadow-
+  // validate, install. A step that ends the cycle sets `report`'s outcome
+  // and returns nothing (or false).
+  struct Candidate {
+    std::vector<char> elf;
+    bpf::LoadedObject loaded; // sharing every map with the running version
+    std::chrono::steady_clock::time_point loadStart; // injection time counts from here
+  };
+  std::optional<core::TableSnapshot> takeSnapshot(CycleReport &report, bool force);
+  std::optional<Candidate> specializeWithRetry(CycleReport &report,
+                                               core::TableSnapshot &snapshot);
+  bool validate(CycleReport &report, const Candidate &candidate,
+                const core::TableSnapshot &snapshot);
+  void installCandidate(CycleReport &report, Candidate candidate, core::TableSnapshot snapshot);
 
   OptimizerOptions options;
   std::unique_ptr<bpf::ProgramSpec> programSpec;

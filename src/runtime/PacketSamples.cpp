@@ -1,7 +1,7 @@
 #include "runtime/PacketSamples.h"
 
 #include "backend/bpf/MapIO.h"
-#include "packet/Packet.h"
+#include "support/packet/Packet.h"
 
 #include <bpf/bpf.h>
 #include <bpf/btf.h>

@@ -26,15 +26,9 @@ namespace {
 constexpr uint32_t RingWindow = 256 * 1024;
 
 CopyKind kindOf(uint32_t type) {
-  switch (type) {
-  case BPF_MAP_TYPE_HASH:
-  case BPF_MAP_TYPE_ARRAY:
-  case BPF_MAP_TYPE_PERCPU_HASH:
-  case BPF_MAP_TYPE_PERCPU_ARRAY:
-  case BPF_MAP_TYPE_LRU_HASH:
-  case BPF_MAP_TYPE_LRU_PERCPU_HASH:
-  case BPF_MAP_TYPE_LPM_TRIE:
+  if (bpf::isPlainDataMap(type))
     return CopyKind::Data;
+  switch (type) {
   case BPF_MAP_TYPE_PROG_ARRAY:
     return CopyKind::Programs;
   case BPF_MAP_TYPE_ARRAY_OF_MAPS:

@@ -1,5 +1,7 @@
 #include "support/CommandLine.h"
 
+#include "support/Log.h"
+
 #include <cctype>
 #include <cstdio>
 #include <cstdlib>
@@ -156,7 +158,7 @@ std::string helpText(const CLI::App &command) {
 }
 
 int fail(Error err) {
-  std::fprintf(stderr, "morpheus: %s\n", llvm::toString(std::move(err)).c_str());
+  processLog().error(llvm::toString(std::move(err)));
   return 1;
 }
 

@@ -1,5 +1,7 @@
 #include "support/Netns.h"
 
+#include "support/Log.h"
+
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
@@ -198,8 +200,8 @@ void deleteNamespace(const std::string &name) {
   if (!netnsExists(name))
     return;
   if (Error err = runTool({"ip", "netns", "del", name}))
-    std::fprintf(stderr, "warning: cleanup of network namespace %s: %s\n", name.c_str(),
-                 llvm::toString(std::move(err)).c_str());
+    processLog().warning("cleanup of network namespace " + name + ": " +
+                         llvm::toString(std::move(err)));
 }
 
 unsigned sweepStale(std::string_view tag) {
@@ -230,8 +232,7 @@ unsigned sweepStale(std::string_view tag) {
     if (pid == ::getpid() || ::kill(pid, 0) == 0 || errno != ESRCH)
       continue;
     if (Error err = runTool({"ip", "netns", "del", name})) {
-      std::fprintf(stderr, "warning: sweeping stale namespaces: %s\n",
-                   llvm::toString(std::move(err)).c_str());
+      processLog().warning("sweeping stale namespaces: " + llvm::toString(std::move(err)));
       continue;
     }
     ++deleted;

@@ -6,6 +6,7 @@
 #include "bench/Bench.h"
 
 #include <gtest/gtest.h>
+#include <llvm/Testing/Support/Error.h>
 #include <nlohmann/json.hpp>
 #include <pcap/pcap.h>
 
@@ -29,9 +30,9 @@ BenchOptions tinyRun() {
 
 TEST(Bench, TinyRunMeasuresEveryVariant) {
   auto preset = readPreset("router-20routes");
-  ASSERT_TRUE(bool(preset)) << llvm::toString(preset.takeError());
+  ASSERT_THAT_EXPECTED(preset, llvm::Succeeded());
   auto result = runBench(*preset, tinyRun());
-  ASSERT_TRUE(bool(result)) << llvm::toString(result.takeError());
+  ASSERT_THAT_EXPECTED(result, llvm::Succeeded());
 
   ASSERT_EQ(result->traces.size(), 1u);
   const TraceResult &trace = result->traces[0];
@@ -63,7 +64,7 @@ TEST(Bench, TinyRunMeasuresEveryVariant) {
 // which would refuse to install it first, turned off).
 TEST(Bench, RefusesToTimeAProgramThatBehavesDifferently) {
   auto preset = readPreset("router-20routes");
-  ASSERT_TRUE(bool(preset)) << llvm::toString(preset.takeError());
+  ASSERT_THAT_EXPECTED(preset, llvm::Succeeded());
   BenchOptions options = tinyRun();
   options.shadowPackets = 0;
   options.faults.breakKeyCompare = true;
@@ -126,7 +127,7 @@ TEST_F(Files, PresetErrorsNameTheFileAndLine) {
 
 TEST_F(Files, TraceFramesArePaddedAndDeduplicated) {
   auto trace = readPcapTrace(pcapOf({60, 64, 60}), "t");
-  ASSERT_TRUE(bool(trace)) << llvm::toString(trace.takeError());
+  ASSERT_THAT_EXPECTED(trace, llvm::Succeeded());
   EXPECT_EQ(trace->frameLength, 64u);
   EXPECT_EQ(trace->frames.size(), 3u); // bytes differ per packet
   EXPECT_EQ(trace->sequence, (std::vector<uint32_t>{0, 1, 2}));

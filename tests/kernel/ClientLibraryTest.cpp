@@ -10,6 +10,7 @@
 #include <bpf/bpf.h>
 #include <bpf/libbpf.h>
 #include <gtest/gtest.h>
+#include <llvm/Testing/Support/Error.h>
 #include <linux/bpf.h>
 #include <unistd.h>
 
@@ -38,14 +39,14 @@ TEST(ClientLibrary, TypedReadsWritesAndWalks) {
   PinDir pins("client_typed");
   int fd = pinnedMap(pins, "policy", BPF_MAP_TYPE_HASH, sizeof(Value), 8);
   auto maps = client::PinnedMaps::open(pins.path(), {"policy"});
-  ASSERT_TRUE(bool(maps)) << llvm::toString(maps.takeError());
+  ASSERT_THAT_EXPECTED(maps, llvm::Succeeded());
   client::Map &policy = (*maps)["policy"];
   EXPECT_FALSE(policy.guarded()) << "no guard pinned beside it";
   EXPECT_EQ(policy.maxEntries(), 8u);
 
   for (uint32_t key = 1; key <= 3; ++key) {
     llvm::Error err = policy.update(key, Value{key * 10, key});
-    ASSERT_FALSE(bool(err)) << llvm::toString(std::move(err));
+    ASSERT_THAT_ERROR(std::move(err), llvm::Succeeded());
   }
   Value raw;
   uint32_t two = 2;
@@ -53,11 +54,11 @@ TEST(ClientLibrary, TypedReadsWritesAndWalks) {
   EXPECT_EQ(raw.action, 20u);
 
   auto found = policy.lookup<Value>(uint32_t(3));
-  ASSERT_TRUE(bool(found)) << llvm::toString(found.takeError());
+  ASSERT_THAT_EXPECTED(found, llvm::Succeeded());
   ASSERT_TRUE(found->has_value());
   EXPECT_EQ((*found)->port, 3u);
   auto absent = policy.lookup<Value>(uint32_t(7));
-  ASSERT_TRUE(bool(absent)) << llvm::toString(absent.takeError());
+  ASSERT_THAT_EXPECTED(absent, llvm::Succeeded());
   EXPECT_FALSE(absent->has_value());
   auto missing = policy.at<Value>(uint32_t(7));
   ASSERT_FALSE(bool(missing));
@@ -69,17 +70,17 @@ TEST(ClientLibrary, TypedReadsWritesAndWalks) {
             "map '" + pins.path() + "/policy': values have 8 bytes, not 4");
 
   auto entries = policy.entriesAs<uint32_t, Value>();
-  ASSERT_TRUE(bool(entries)) << llvm::toString(entries.takeError());
+  ASSERT_THAT_EXPECTED(entries, llvm::Succeeded());
   std::map<uint32_t, uint32_t> actions;
   for (const auto &[key, value] : *entries)
     actions[key] = value.action;
   EXPECT_EQ(actions, (std::map<uint32_t, uint32_t>{{1, 10}, {2, 20}, {3, 30}}));
   auto keys = policy.keysAs<uint32_t>();
-  ASSERT_TRUE(bool(keys)) << llvm::toString(keys.takeError());
+  ASSERT_THAT_EXPECTED(keys, llvm::Succeeded());
   EXPECT_EQ(keys->size(), 3u);
 
   llvm::Error removed = policy.remove(uint32_t(2));
-  ASSERT_FALSE(bool(removed)) << llvm::toString(std::move(removed));
+  ASSERT_THAT_ERROR(std::move(removed), llvm::Succeeded());
   EXPECT_NE(bpf_map_lookup_elem(fd, &two, &raw), 0);
   llvm::Error badKey = policy.update(uint64_t(1), Value{});
   ASSERT_TRUE(bool(badKey));
@@ -93,17 +94,17 @@ TEST(ClientLibrary, PerCpuCountersAndArraySlots) {
   int counters = pinnedMap(pins, "counters", BPF_MAP_TYPE_PERCPU_ARRAY, 8, 4);
   int slots = pinnedMap(pins, "slots", BPF_MAP_TYPE_ARRAY, 4, 8);
   auto maps = client::PinnedMaps::open(pins.path(), {"counters", "slots"});
-  ASSERT_TRUE(bool(maps)) << llvm::toString(maps.takeError());
+  ASSERT_THAT_EXPECTED(maps, llvm::Succeeded());
 
   llvm::Error err = (*maps)["counters"].update(uint32_t(2), uint64_t(5)); // on every CPU
-  ASSERT_FALSE(bool(err)) << llvm::toString(std::move(err));
+  ASSERT_THAT_ERROR(std::move(err), llvm::Succeeded());
   auto each = (*maps)["counters"].eachCpu<uint64_t>(uint32_t(2));
-  ASSERT_TRUE(bool(each)) << llvm::toString(each.takeError());
+  ASSERT_THAT_EXPECTED(each, llvm::Succeeded());
   ASSERT_EQ(each->size(), size_t(bpf::possibleCpus()));
   for (uint64_t value : *each)
     EXPECT_EQ(value, 5u);
   auto sum = (*maps)["counters"].sumOverCpus(2);
-  ASSERT_TRUE(bool(sum)) << llvm::toString(sum.takeError());
+  ASSERT_THAT_EXPECTED(sum, llvm::Succeeded());
   EXPECT_EQ(*sum, 5u * bpf::possibleCpus());
   auto plain = (*maps)["counters"].lookup<uint64_t>(uint32_t(2));
   ASSERT_FALSE(bool(plain)) << "a per-CPU value is read per CPU";
@@ -114,7 +115,7 @@ TEST(ClientLibrary, PerCpuCountersAndArraySlots) {
     ASSERT_EQ(bpf_map_update_elem(slots, &index, &value, BPF_ANY), 0);
   }
   auto middle = (*maps)["slots"].slots<uint32_t>(2, 3);
-  ASSERT_TRUE(bool(middle)) << llvm::toString(middle.takeError());
+  ASSERT_THAT_EXPECTED(middle, llvm::Succeeded());
   EXPECT_EQ(*middle, (std::vector<uint32_t>{102, 103, 104}));
   auto beyond = (*maps)["slots"].slots<uint32_t>(6, 4);
   ASSERT_FALSE(bool(beyond));
@@ -130,15 +131,15 @@ TEST(ClientLibrary, ChangesBumpTheGuardBesideTheMap) {
   PinDir pins("client_guard");
   int fd = pinnedMap(pins, "policy", BPF_MAP_TYPE_HASH, 4, 8);
   auto guard = bpf::GuardWord::create();
-  ASSERT_TRUE(bool(guard)) << llvm::toString(guard.takeError());
+  ASSERT_THAT_EXPECTED(guard, llvm::Succeeded());
   ASSERT_EQ(bpf_obj_pin(guard->fd(), (pins.path() + "/" + bpf::GuardMapName).c_str()), 0);
 
   auto maps = client::PinnedMaps::open(pins.path(), {"policy"});
-  ASSERT_TRUE(bool(maps)) << llvm::toString(maps.takeError());
+  ASSERT_THAT_EXPECTED(maps, llvm::Succeeded());
   ASSERT_TRUE((*maps)["policy"].guarded());
   uint64_t before = guard->version();
   llvm::Error err = (*maps)["policy"].update(uint32_t(1), uint32_t(1));
-  ASSERT_FALSE(bool(err)) << llvm::toString(std::move(err));
+  ASSERT_THAT_ERROR(std::move(err), llvm::Succeeded());
   EXPECT_EQ(guard->version(), before + 2);
 
   client::Transaction transaction(*maps);
@@ -146,7 +147,7 @@ TEST(ClientLibrary, ChangesBumpTheGuardBesideTheMap) {
     transaction.update("policy", key, key);
   transaction.remove("policy", uint32_t(1));
   err = transaction.commit();
-  ASSERT_FALSE(bool(err)) << llvm::toString(std::move(err));
+  ASSERT_THAT_ERROR(std::move(err), llvm::Succeeded());
   EXPECT_EQ(guard->version(), before + 4) << "one bracket for the whole batch";
   EXPECT_FALSE(guard->changing());
   close(fd);
@@ -161,7 +162,7 @@ TEST(ClientLibrary, TransactionAFailedChangeUndoesTheEarlierOnes) {
   ASSERT_EQ(bpf_map_update_elem(fd, &key, &value, BPF_ANY), 0);
 
   auto maps = client::PinnedMaps::open(pins.path(), {"small"});
-  ASSERT_TRUE(bool(maps)) << llvm::toString(maps.takeError());
+  ASSERT_THAT_EXPECTED(maps, llvm::Succeeded());
   client::Transaction transaction(*maps);
   transaction.update("small", uint32_t(1), uint32_t(111)); // overwrite
   transaction.update("small", uint32_t(2), uint32_t(222)); // fills the map
@@ -193,7 +194,7 @@ TEST(ClientLibrary, TransactionUndoRestoresReplacedInnerMaps) {
   ASSERT_EQ(bpf_map_update_elem(outer, &one, &innerA, BPF_ANY), 0);
 
   auto maps = client::PinnedMaps::open(pins.path(), {"outer"});
-  ASSERT_TRUE(bool(maps)) << llvm::toString(maps.takeError());
+  ASSERT_THAT_EXPECTED(maps, llvm::Succeeded());
   client::Transaction transaction(*maps);
   transaction.update("outer", uint32_t(1), uint32_t(innerB)); // replace the inner map
   transaction.update("outer", uint32_t(2), uint32_t(innerB)); // no room: fails

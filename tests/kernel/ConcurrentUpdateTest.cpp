@@ -15,6 +15,7 @@
 #include <time.h>
 #include <thread>
 #include <unistd.h>
+#include <llvm/Testing/Support/Error.h>
 
 extern "C" const unsigned char dispatcher_bpf_start[], dispatcher_bpf_end[];
 
@@ -52,7 +53,7 @@ TEST(ConcurrentUpdates, EveryPacketSeesTheLatestUpdate) {
   PolicyFwd fwd;
   ASSERT_TRUE(fwd.ok());
   auto dispatcher = dispatchTo(fwd.opt());
-  ASSERT_TRUE(bool(dispatcher)) << llvm::toString(dispatcher.takeError());
+  ASSERT_THAT_EXPECTED(dispatcher, llvm::Succeeded());
   int dispatch = dispatcher->programFd("dispatch");
 
   fwd.setConfig(CFG_POLICY_ENABLED, ACTION_PASS);
@@ -101,7 +102,7 @@ TEST(ConcurrentUpdates, SeveralWriterProcessesEachSeeTheirLatestUpdate) {
   PolicyFwd fwd(pins.path());
   ASSERT_TRUE(fwd.ok());
   auto dispatcher = dispatchTo(fwd.opt());
-  ASSERT_TRUE(bool(dispatcher)) << llvm::toString(dispatcher.takeError());
+  ASSERT_THAT_EXPECTED(dispatcher, llvm::Succeeded());
   int dispatch = dispatcher->programFd("dispatch");
 
   constexpr unsigned Writers = 3, Updates = 200;

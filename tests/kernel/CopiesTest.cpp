@@ -21,6 +21,7 @@
 #include <bpf/bpf.h>
 #include <bpf/libbpf.h>
 #include <gtest/gtest.h>
+#include <llvm/Testing/Support/Error.h>
 #include <linux/bpf.h>
 #include <linux/if_link.h>
 #include <net/if.h>
@@ -122,7 +123,7 @@ MapState readMap(int fd, const bpf_map_info &info) {
     take(key);
     return true;
   });
-  EXPECT_FALSE(bool(err)) << llvm::toString(std::move(err));
+  EXPECT_THAT_ERROR(std::move(err), llvm::Succeeded());
   return state;
 }
 
@@ -236,7 +237,7 @@ public:
   bpf::GuardWord &guard() {
     if (!guardWord) {
       auto opened = bpf::GuardWord::open(morpheusPin(bpf::GuardMapName));
-      EXPECT_TRUE(bool(opened)) << llvm::toString(opened.takeError());
+      EXPECT_THAT_EXPECTED(opened, llvm::Succeeded());
       guardWord.emplace(std::move(*opened));
     }
     return *guardWord;
@@ -363,10 +364,10 @@ private:
     uint32_t length = sizeof(info);
     ASSERT_EQ(bpf_obj_get_info_by_fd(fd, &info, &length), 0);
     auto updater = bpf::MapUpdater::forMap(fd, map, &live.guard());
-    ASSERT_TRUE(bool(updater)) << llvm::toString(updater.takeError());
+    ASSERT_THAT_EXPECTED(updater, llvm::Succeeded());
     // For per-CPU maps the value goes to every CPU.
     llvm::Error err = updater->update(key, value);
-    ASSERT_FALSE(bool(err)) << map << ": " << llvm::toString(std::move(err));
+    ASSERT_THAT_ERROR(std::move(err), llvm::Succeeded()) << map;
   }
   int innerMap(uint8_t fill) {
     int fd = bpf_map_create(BPF_MAP_TYPE_ARRAY, "inner_counts", 4, 8, 4, nullptr);

@@ -8,16 +8,12 @@
 #include "runtime/Optimizer.h"
 
 #include <gtest/gtest.h>
+#include <llvm/Testing/Support/Error.h>
 
 #include <algorithm>
 #include <cstring>
 
 namespace morpheus::testing {
-
-template <typename T> Bytes bytesOf(const T &value) {
-  const auto *raw = reinterpret_cast<const uint8_t *>(&value);
-  return Bytes(raw, raw + sizeof(T));
-}
 
 inline std::string corpusPath(const std::string &file) {
   return sourcePath("tests/programs/" + file);
@@ -48,9 +44,9 @@ public:
   // A change through Morpheus: the guard is bumped before it is applied.
   template <typename K, typename V> void set(const std::string &map, const K &key, const V &value) {
     auto updater = bpf::MapUpdater::forMap(optimizer->mapFd(map), map, &optimizer->guard());
-    ASSERT_TRUE(bool(updater)) << llvm::toString(updater.takeError());
+    ASSERT_THAT_EXPECTED(updater, llvm::Succeeded());
     llvm::Error err = updater->update(bytesOf(key), bytesOf(value));
-    ASSERT_FALSE(bool(err)) << map << ": " << llvm::toString(std::move(err));
+    ASSERT_THAT_ERROR(std::move(err), llvm::Succeeded()) << map;
   }
 
   // Runs a cycle; returns whether a new version was installed.

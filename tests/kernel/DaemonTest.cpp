@@ -12,6 +12,7 @@
 #include <bpf/bpf.h>
 
 #include <gtest/gtest.h>
+#include <llvm/Testing/Support/Error.h>
 #include <nlohmann/json.hpp>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -208,14 +209,14 @@ TEST(Daemon, RefusedCandidatesArePrintedBackOffAndKeepOneReproducerPerDifference
   llvm::raw_string_ostream out(printed), errors(problems);
   auto started = runtime::Daemon::start(sourcePath("examples/policy_fwd.bpf.c"), options,
                                         out, errors);
-  ASSERT_TRUE(bool(started)) << llvm::toString(started.takeError());
+  ASSERT_THAT_EXPECTED(started, llvm::Succeeded());
   runtime::Daemon &daemon = **started;
   runtime::Optimizer &opt = daemon.optimizer();
   auto update = [&](const std::string &map, const Bytes &key, const Bytes &value) {
     auto updater = bpf::MapUpdater::forMap(opt.mapFd(map), map, &opt.guard());
-    ASSERT_TRUE(bool(updater)) << llvm::toString(updater.takeError());
+    ASSERT_THAT_EXPECTED(updater, llvm::Succeeded());
     llvm::Error err = updater->update(key, value);
-    ASSERT_FALSE(bool(err)) << llvm::toString(std::move(err));
+    ASSERT_THAT_ERROR(std::move(err), llvm::Succeeded());
   };
   uint32_t zero = 0;
   update("config", bytesOf(zero), bytesOf(config{CFG_POLICY_ENABLED, ACTION_PASS}));

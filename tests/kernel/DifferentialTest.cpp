@@ -6,6 +6,7 @@
 #include "runtime/Differential.h"
 
 #include <gtest/gtest.h>
+#include <llvm/Testing/Support/Error.h>
 
 #include <algorithm>
 #include <cstdlib>
@@ -28,7 +29,7 @@ runtime::FuzzReport fuzz(const std::string &relative, double seconds,
   options.seed = 7;
   options.reproducerPath = reproducer;
   auto report = runtime::fuzzProgram(morpheus::testing::sourcePath(relative), options);
-  EXPECT_TRUE(bool(report)) << (report ? "" : llvm::toString(report.takeError()));
+  EXPECT_THAT_EXPECTED(report, llvm::Succeeded());
   return report ? *report : runtime::FuzzReport();
 }
 
@@ -37,9 +38,9 @@ runtime::FuzzReport fuzz(const std::string &relative, double seconds,
 // half are random states built from the maps' BTF layouts.
 void expectNoDifference(const std::string &relative, const std::string &preset) {
   auto configured = bench::readPreset(preset);
-  ASSERT_TRUE(bool(configured)) << llvm::toString(configured.takeError());
+  ASSERT_THAT_EXPECTED(configured, llvm::Succeeded());
   auto contents = bench::configuredContents(*configured, 4096);
-  ASSERT_TRUE(bool(contents)) << llvm::toString(contents.takeError());
+  ASSERT_THAT_EXPECTED(contents, llvm::Succeeded());
   size_t entries = 0;
   for (const auto &[map, rows] : *contents)
     entries += rows.size();
@@ -132,7 +133,7 @@ TEST_P(CorpusSmoke, NoDifference) {
   options.frontend.programType = GetParam().programType;
   auto report = runtime::fuzzProgram(
       morpheus::testing::sourcePath(std::string("tests/programs/") + GetParam().file), options);
-  ASSERT_TRUE(bool(report)) << llvm::toString(report.takeError());
+  ASSERT_THAT_EXPECTED(report, llvm::Succeeded());
   EXPECT_EQ(report->differed, 0u) << report->reproducer;
   EXPECT_GT(report->cases, 50u);
 }

@@ -10,6 +10,7 @@
 #include <algorithm>
 #include <cstdlib>
 #include <filesystem>
+#include <llvm/Testing/Support/Error.h>
 
 namespace morpheus::testing {
 namespace {
@@ -117,7 +118,7 @@ TEST(Failure, RemovedPinsAreRepaired) {
   EXPECT_TRUE(fwd.opt().repairPins().empty());
 
   auto updater = bpf::MapUpdater::open(pins.path() + "/policy");
-  ASSERT_TRUE(bool(updater)) << llvm::toString(updater.takeError());
+  ASSERT_THAT_EXPECTED(updater, llvm::Succeeded());
   EXPECT_TRUE(updater->guarded()) << "the guard pin came back too";
   policy_key key = policyKey(0x0a000001, 80, IPPROTO_UDP);
   ASSERT_FALSE(bool(updater->update(bytesOf(key), bytesOf(policyValue(ACTION_DROP)))));
@@ -190,7 +191,7 @@ TEST(ProgramTypes, ProgramsWithoutAFallbackSlotFallBackInsideTheProgram) {
   runtime::OptimizerOptions options;
   auto created =
       runtime::Optimizer::create(sourcePath("tests/kernel/two_programs.bpf.c"), options);
-  ASSERT_TRUE(bool(created)) << llvm::toString(created.takeError());
+  ASSERT_THAT_EXPECTED(created, llvm::Succeeded());
   runtime::Optimizer &opt = **created;
   uint32_t zero = 0, pass = XDP_PASS;
   ASSERT_EQ(bpf_map_update_elem(opt.mapFd("verdict"), &zero, &pass, BPF_ANY), 0);

@@ -11,6 +11,7 @@
 
 #include <chrono>
 #include <thread>
+#include <llvm/Testing/Support/Error.h>
 
 namespace morpheus::testing {
 namespace {
@@ -98,7 +99,7 @@ TEST(GuardCoverage, FallbackCostsNoTailCall) {
   live.maps = {{"step", program.opt().mapFd("step")}, {"jumps", program.opt().mapFd("jumps")}};
   auto stages = bpf::LoadedObject::load(program.opt().spec().originalElf(),
                                         program.opt().spec().objectName(), live);
-  ASSERT_TRUE(bool(stages)) << llvm::toString(stages.takeError());
+  ASSERT_THAT_EXPECTED(stages, llvm::Succeeded());
   int stage = stages->programFd("chain_stage");
   ASSERT_EQ(bpf_map_update_elem(program.opt().mapFd("jumps"), &Zero, &stage, BPF_ANY), 0);
 

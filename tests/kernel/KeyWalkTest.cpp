@@ -5,6 +5,7 @@
 
 #include <bpf/bpf.h>
 #include <gtest/gtest.h>
+#include <llvm/Testing/Support/Error.h>
 #include <linux/bpf.h>
 #include <unistd.h>
 
@@ -36,14 +37,14 @@ TEST_F(KeyWalk, VisitsEveryKeyOnceAndStopsWhenAsked) {
     seen.insert(key);
     return true;
   });
-  ASSERT_FALSE(bool(err)) << llvm::toString(std::move(err));
+  ASSERT_THAT_ERROR(std::move(err), llvm::Succeeded());
   EXPECT_EQ(seen.size(), 5u);
   for (uint32_t key = 10; key < 15; ++key)
     EXPECT_EQ(seen.count(Bytes{uint8_t(key), 0, 0, 0}), 1u) << "key " << key;
 
   size_t visits = 0;
   err = bpf::forEachKey(fd, 4, "walked", [&](const Bytes &) { return ++visits < 2; });
-  ASSERT_FALSE(bool(err)) << llvm::toString(std::move(err));
+  ASSERT_THAT_ERROR(std::move(err), llvm::Succeeded());
   EXPECT_EQ(visits, 2u) << "the walk stops when the visitor says so";
 }
 

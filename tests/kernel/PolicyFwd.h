@@ -8,6 +8,7 @@
 
 #include <arpa/inet.h>
 #include <gtest/gtest.h>
+#include <llvm/Testing/Support/Error.h>
 
 extern "C" {
 #include "policy_fwd.h"
@@ -56,7 +57,7 @@ public:
   bpf::MapUpdater updater(const std::string &map) {
     auto updater =
         bpf::MapUpdater::forMap(optimizer->mapFd(map), map, &optimizer->guard());
-    EXPECT_TRUE(bool(updater)) << llvm::toString(updater.takeError());
+    EXPECT_THAT_EXPECTED(updater, llvm::Succeeded());
     return std::move(*updater);
   }
 
@@ -68,7 +69,7 @@ public:
 
   void setPolicy(const policy_key &key, const policy_value &value) {
     llvm::Error err = updater("policy").update(bytesOf(key), bytesOf(value));
-    ASSERT_FALSE(bool(err)) << llvm::toString(std::move(err));
+    ASSERT_THAT_ERROR(std::move(err), llvm::Succeeded());
   }
 
   void removePolicy(const policy_key &key) {

@@ -13,6 +13,7 @@
 #include <linux/bpf.h>
 #include <linux/in.h>
 #include <nlohmann/json.hpp>
+#include <llvm/Testing/Support/Error.h>
 
 namespace morpheus::testing {
 namespace {
@@ -65,9 +66,9 @@ TEST(Semantics, KeyPaddingComparesAsMemoryHoldsIt) {
 // there) and a lookup never returns NULL for them.
 TEST(Semantics, UnlistedArrayIndexesAreNotNull) {
   auto spec = bpf::ProgramSpec::load(corpusPath("partial_array.bpf.c"), {});
-  ASSERT_TRUE(bool(spec)) << llvm::toString(spec.takeError());
+  ASSERT_THAT_EXPECTED(spec, llvm::Succeeded());
   auto original = bpf::LoadedObject::load((*spec)->originalElf(), (*spec)->objectName(), {});
-  ASSERT_TRUE(bool(original)) << llvm::toString(original.takeError());
+  ASSERT_THAT_EXPECTED(original, llvm::Succeeded());
   int levels = original->mapFd("levels");
   for (auto [index, level] : {std::pair<uint32_t, uint32_t>{0, 1}, {1, 0}, {5, 0}, {6, 7}})
     ASSERT_EQ(bpf_map_update_elem(levels, &index, &level, BPF_ANY), 0);
@@ -76,13 +77,13 @@ TEST(Semantics, UnlistedArrayIndexesAreNotNull) {
        {{"levels",
          {{{"key", "00000000"}, {"value", "01000000"}}, {{"key", "01000000"}, {"value", "00000000"}}}}}}};
   auto snapshot = bpf::parseSnapshot(document, (*spec)->catalog(), "partial snapshot");
-  ASSERT_TRUE(bool(snapshot)) << llvm::toString(snapshot.takeError());
+  ASSERT_THAT_EXPECTED(snapshot, llvm::Succeeded());
   auto object = (*spec)->specialize(*snapshot, bpf::SpecializeRequest{});
-  ASSERT_TRUE(bool(object)) << llvm::toString(object.takeError());
+  ASSERT_THAT_EXPECTED(object, llvm::Succeeded());
   bpf::LoadOptions sharing;
   sharing.maps = {{"levels", levels}};
   auto specialized = bpf::LoadedObject::load(object->elf, (*spec)->objectName(), sharing);
-  ASSERT_TRUE(bool(specialized)) << llvm::toString(specialized.takeError());
+  ASSERT_THAT_EXPECTED(specialized, llvm::Succeeded());
   for (uint8_t tos = 0; tos < 8; ++tos) {
     Bytes packet = buildPacket({.tos = tos});
     RunResult expected = runOnce(original->programFd("array_prog"), packet);

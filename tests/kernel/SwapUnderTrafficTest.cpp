@@ -12,6 +12,7 @@
 
 #include <atomic>
 #include <thread>
+#include <llvm/Testing/Support/Error.h>
 
 namespace morpheus::testing {
 namespace {
@@ -31,7 +32,7 @@ TEST(SwapUnderTraffic, NoPacketIsLost) {
 
   auto link = bpf::ProgramLink::attach(
       fwd.opt().originalFd(), bpf::AttachPoint{bpf::ProgramType::Xdp, veth.ifB(), veth.nsB()});
-  ASSERT_TRUE(bool(link)) << llvm::toString(link.takeError());
+  ASSERT_THAT_EXPECTED(link, llvm::Succeeded());
   fwd.opt().install = [&](int fd) { return link->replace(fd); };
 
   trafficgen::LiveFramesOptions options = trafficgen::acrossVeth(veth, flows);

@@ -12,6 +12,7 @@
 
 #include <bpf/bpf.h>
 #include <gtest/gtest.h>
+#include <llvm/Testing/Support/Error.h>
 #include <arpa/inet.h>
 #include <linux/bpf.h>
 #include <unistd.h>
@@ -55,7 +56,7 @@ std::unique_ptr<runtime::Optimizer> liveProgram(const std::string &program, cons
   options.pinRoot = root.path();
   auto created =
       runtime::Optimizer::create(sourcePath("tests/programs/" + program + ".bpf.c"), options);
-  EXPECT_TRUE(bool(created)) << llvm::toString(created.takeError());
+  EXPECT_THAT_EXPECTED(created, llvm::Succeeded());
   return created ? std::move(*created) : nullptr;
 }
 
@@ -97,9 +98,9 @@ TEST(ScratchMaps, CopiesMirrorTheLiveStateAndShareNone) {
       cantFail(bpf::readMapLayouts(live->spec().originalElfWithoutSlots(),
                                    live->spec().objectName())),
       sizing);
-  ASSERT_TRUE(bool(image)) << llvm::toString(image.takeError());
+  ASSERT_THAT_EXPECTED(image, llvm::Succeeded());
   auto copies = runtime::ScratchMaps::create(*image);
-  ASSERT_TRUE(bool(copies)) << llvm::toString(copies.takeError());
+  ASSERT_THAT_EXPECTED(copies, llvm::Succeeded());
   const std::map<std::string, int> &byName = (*copies)->byName();
   for (const std::string &name : names) {
     ASSERT_TRUE(byName.count(name)) << name;
@@ -146,7 +147,7 @@ TEST(ScratchMaps, CopiesMirrorTheLiveStateAndShareNone) {
   load.windowedCopies = true;
   auto copy = bpf::LoadedObject::load(live->spec().originalElfWithoutSlots(),
                                       live->spec().objectName(), load);
-  ASSERT_TRUE(bool(copy)) << llvm::toString(copy.takeError());
+  ASSERT_THAT_EXPECTED(copy, llvm::Succeeded());
   EXPECT_EQ(slot(byName.at("stages"), 0), 0u) << "libbpf wrote a static slot into a copy";
   ASSERT_FALSE(bool((*copies)->bindProgramSlots(*copy)));
   EXPECT_EQ(slot(byName.at("stages"), 0), programIdOf(copy->programFd("stage2")));
@@ -167,13 +168,13 @@ class VersionComparisonOfOneKind : public ::testing::TestWithParam<WrongWrite> {
 TEST_P(VersionComparisonOfOneKind, SeesADifferenceInTheMapAndNoneWithoutOne) {
   std::string source = sourcePath(std::string("tests/programs/") + GetParam().program + ".bpf.c");
   auto spec = bpf::ProgramSpec::load(source, {});
-  ASSERT_TRUE(bool(spec)) << llvm::toString(spec.takeError());
+  ASSERT_THAT_EXPECTED(spec, llvm::Succeeded());
   auto wrong = bpf::ProgramSpec::load(source, {.cflags = {"-DMAPS_WRONG_SALT"}});
-  ASSERT_TRUE(bool(wrong)) << llvm::toString(wrong.takeError());
+  ASSERT_THAT_EXPECTED(wrong, llvm::Succeeded());
   // Pristine maps, as the fuzzer starts from.
   auto reference = bpf::LoadedObject::load((*spec)->originalElfWithoutSlots(),
                                            (*spec)->objectName(), {});
-  ASSERT_TRUE(bool(reference)) << llvm::toString(reference.takeError());
+  ASSERT_THAT_EXPECTED(reference, llvm::Succeeded());
   uint32_t destination = 0x0700000a; // 10.0.0.7 as the packet carries it
   if (int outer = reference->mapFd("by_destination"); outer >= 0) {
     // An inner map for the packet's destination, as a loader sets one.
@@ -184,7 +185,7 @@ TEST_P(VersionComparisonOfOneKind, SeesADifferenceInTheMapAndNoneWithoutOne) {
   }
   auto comparison = runtime::VersionComparison::create(
       **spec, "entry", {reference->maps(), (*spec)->staticProgramSlots()}, {});
-  ASSERT_TRUE(bool(comparison)) << llvm::toString(comparison.takeError());
+  ASSERT_THAT_EXPECTED(comparison, llvm::Succeeded());
   runtime::MapContents config = {{"config", {{u32Bytes(0), Bytes{1, 0, 0, 0, 5, 0, 0, 0}}}}};
   runtime::Step packet;
   packet.packet = buildPacket(PacketSpec{.daddr = ntohl(destination)});
@@ -196,7 +197,7 @@ TEST_P(VersionComparisonOfOneKind, SeesADifferenceInTheMapAndNoneWithoutOne) {
     const bpf::ProgramSpec &candidate = broken ? **wrong : **spec;
     ASSERT_FALSE(bool((*comparison)->loadSpecialized(candidate.originalElfWithoutSlots())));
     auto outcome = (*comparison)->run(packet, runtime::MapCheck::All, {});
-    ASSERT_TRUE(bool(outcome)) << llvm::toString(outcome.takeError());
+    ASSERT_THAT_EXPECTED(outcome, llvm::Succeeded());
     EXPECT_EQ(outcome->observed[0].verdict, outcome->observed[2].verdict);
     if (!broken) {
       EXPECT_FALSE(outcome->difference) << *outcome->difference;
@@ -265,12 +266,12 @@ TEST(PinByName, OtherLoadsNeitherOpenNorMakePins) {
   ASSERT_GE(pinned, 0);
   ASSERT_EQ(bpf_obj_pin(pinned, (root.path() + "/pinned_flows").c_str()), 0);
   auto spec = bpf::ProgramSpec::load(sourcePath("tests/programs/maps_pinned.bpf.c"), {});
-  ASSERT_TRUE(bool(spec)) << llvm::toString(spec.takeError());
+  ASSERT_THAT_EXPECTED(spec, llvm::Succeeded());
   bpf::LoadOptions copy;
   copy.pinRoot = root.path(); // PinByName::Ignore by default
   auto loaded =
       bpf::LoadedObject::load((*spec)->originalElfWithoutSlots(), (*spec)->objectName(), copy);
-  ASSERT_TRUE(bool(loaded)) << llvm::toString(loaded.takeError());
+  ASSERT_THAT_EXPECTED(loaded, llvm::Succeeded());
   EXPECT_NE(mapIdOf(loaded->mapFd("pinned_flows")), mapIdOf(pinned)) << "re-opened the pin";
   EXPECT_NE(access((root.path() + "/pinned_totals").c_str(), F_OK), 0) << "pinned a copy";
   close(pinned);

@@ -1,6 +1,6 @@
 #include "KernelSupport.h"
 
-#include "packet/Packet.h"
+#include "support/packet/Packet.h"
 
 #include <bpf/bpf.h>
 #include <bpf/libbpf.h>

@@ -3,6 +3,7 @@
 #include "backend/bpf/Codegen.h"
 
 #include <gtest/gtest.h>
+#include <llvm/Testing/Support/Error.h>
 #include <llvm/AsmParser/Parser.h>
 #include <llvm/Support/ErrorHandling.h>
 #include <llvm/Support/SourceMgr.h>
@@ -31,7 +32,7 @@ TEST(Codegen, InlineAsmIsAssembledInProcess) {
   auto object = compile("  call void asm sideeffect \"\", \"~{memory}\"()\n"
                         "  %seven = call i64 asm sideeffect \"$0 = 7\", \"=r\"()\n"
                         "  ret i64 %seven\n");
-  ASSERT_TRUE(bool(object)) << llvm::toString(object.takeError());
+  ASSERT_THAT_EXPECTED(object, llvm::Succeeded());
   EXPECT_FALSE(object->empty());
 }
 

@@ -3,6 +3,7 @@
 #include "backend/bpf/ProgramSpec.h"
 
 #include <gtest/gtest.h>
+#include <llvm/Testing/Support/Error.h>
 
 namespace morpheus::bpf {
 namespace {
@@ -16,7 +17,7 @@ std::string corpus(const std::string &file) {
 core::SpecializationLog plan(const std::string &file, const std::string &table,
                              std::map<std::string, ProgramFacts> facts) {
   auto spec = ProgramSpec::load(corpus(file), {});
-  EXPECT_TRUE(bool(spec)) << llvm::toString(spec.takeError());
+  EXPECT_THAT_EXPECTED(spec, llvm::Succeeded());
   if (!spec)
     return {};
   core::TableSnapshot snapshot;
@@ -26,7 +27,7 @@ core::SpecializationLog plan(const std::string &file, const std::string &table,
   request.guardVersion = 5;
   request.programs = std::move(facts);
   auto object = (*spec)->specialize(snapshot, request);
-  EXPECT_TRUE(bool(object)) << llvm::toString(object.takeError());
+  EXPECT_THAT_EXPECTED(object, llvm::Succeeded());
   return object ? object->log : core::SpecializationLog();
 }
 

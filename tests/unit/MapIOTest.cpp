@@ -2,6 +2,7 @@
 #include "backend/bpf/MapIO.h"
 
 #include <gtest/gtest.h>
+#include <llvm/Testing/Support/Error.h>
 #include <linux/bpf.h>
 #include <nlohmann/json.hpp>
 
@@ -55,7 +56,7 @@ TEST_F(Snapshot, ParsesEntriesAsCompleteTables) {
   auto snapshot = parseSnapshot(
       nlohmann::json::parse(R"({"maps": {"policy": [{"key": "01000000", "value": "0200"}]}})"),
       catalog, "state.json");
-  ASSERT_TRUE(bool(snapshot)) << llvm::toString(snapshot.takeError());
+  ASSERT_THAT_EXPECTED(snapshot, llvm::Succeeded());
   const core::TableContents &policy = snapshot->at("policy");
   EXPECT_TRUE(policy.complete);
   ASSERT_EQ(policy.entries.size(), 1u);
@@ -72,7 +73,7 @@ TEST_F(Snapshot, PerCpuValuesCollapseOnlyWhenEqual) {
       {"key": "00000000", "values": ["0100", "0100"]},
       {"key": "01000000", "values": ["0100", {"cpu": 1, "value": "0200"}]}]}})"),
                                 catalog, "state.json");
-  ASSERT_TRUE(bool(snapshot)) << llvm::toString(snapshot.takeError());
+  ASSERT_THAT_EXPECTED(snapshot, llvm::Succeeded());
   const auto &entries = snapshot->at("counters").entries;
   EXPECT_EQ(*entries[0].value, (Bytes{1, 0}));
   EXPECT_FALSE(entries[1].value.has_value());

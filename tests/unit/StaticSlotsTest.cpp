@@ -5,6 +5,7 @@
 #include "backend/bpf/ProgramSpec.h"
 
 #include <gtest/gtest.h>
+#include <llvm/Testing/Support/Error.h>
 #include <linux/bpf.h>
 #include <llvm/Object/ObjectFile.h>
 
@@ -20,7 +21,7 @@ std::string sourcePath(const std::string &relative) {
 std::vector<std::string> slotRelocations(const std::vector<char> &elf) {
   auto object = llvm::object::ObjectFile::createObjectFile(
       llvm::MemoryBufferRef(llvm::StringRef(elf.data(), elf.size()), "elf"));
-  EXPECT_TRUE(bool(object)) << llvm::toString(object.takeError());
+  EXPECT_THAT_EXPECTED(object, llvm::Succeeded());
   std::vector<std::string> names;
   for (const llvm::object::SectionRef &section : (*object)->sections()) {
     auto target = section.getRelocatedSection();
@@ -38,7 +39,7 @@ std::vector<std::string> slotRelocations(const std::vector<char> &elf) {
 
 TEST(StaticSlots, OnlyTheLiveOriginalCarriesThem) {
   auto spec = ProgramSpec::load(sourcePath("tests/programs/maps_prog_array.bpf.c"), {});
-  ASSERT_TRUE(bool(spec)) << llvm::toString(spec.takeError());
+  ASSERT_THAT_EXPECTED(spec, llvm::Succeeded());
   ProgramSlots expected = {{"stages", {{0, "stage2"}}}};
   EXPECT_EQ((*spec)->staticProgramSlots(), expected);
   EXPECT_EQ(slotRelocations((*spec)->originalElf()), std::vector<std::string>{"stage2"})
@@ -48,18 +49,18 @@ TEST(StaticSlots, OnlyTheLiveOriginalCarriesThem) {
 
   core::TableSnapshot empty;
   auto guarded = (*spec)->specialize(empty, SpecializeRequest{64, 7, {}});
-  ASSERT_TRUE(bool(guarded)) << llvm::toString(guarded.takeError());
+  ASSERT_THAT_EXPECTED(guarded, llvm::Succeeded());
   EXPECT_TRUE(slotRelocations(guarded->elf).empty())
       << "a version sharing the live program array must not rewrite its slots";
   auto offline = (*spec)->specialize(empty, SpecializeRequest{64, std::nullopt, {}});
-  ASSERT_TRUE(bool(offline)) << llvm::toString(offline.takeError());
+  ASSERT_THAT_EXPECTED(offline, llvm::Succeeded());
   EXPECT_EQ(slotRelocations(offline->elf), std::vector<std::string>{"stage2"})
       << "an unguarded build is a program of its own";
 }
 
 TEST(StaticSlots, MapsOfMapsInitializersAreNotProgramSlots) {
   auto spec = ProgramSpec::load(sourcePath("tests/programs/maps_in_map.bpf.c"), {});
-  ASSERT_TRUE(bool(spec)) << llvm::toString(spec.takeError());
+  ASSERT_THAT_EXPECTED(spec, llvm::Succeeded());
   EXPECT_TRUE((*spec)->staticProgramSlots().empty());
   // libbpf writes an outer map's static slots only into an outer map it
   // creates, never into one a load re-uses: they stay.

@@ -13,14 +13,13 @@
 // the table access analysis instead. --fallback (default tail-call, slot =
 // the entry's index) applies to every program entry; --verifier-paths sets
 // every entry's verifier path budget.
-#include "backend/bpf/BpfObject.h"
 #include "backend/bpf/BpfSignatures.h"
 #include "backend/bpf/Frontend.h"
-#include "backend/bpf/MapIO.h"
+#include "backend/bpf/MapTypes.h"
+#include "backend/bpf/Snapshot.h"
 #include "core/Pipeline.h"
 #include "core/TableAccessAnalysis.h"
 
-#include <bpf/libbpf.h>
 #include <llvm/IR/LLVMContext.h>
 #include <llvm/IR/Module.h>
 #include <llvm/IRReader/IRReader.h>
@@ -41,20 +40,13 @@ int fail(const std::string &message) {
   return 1;
 }
 
-Expected<unsigned> mapTypeNamed(const std::string &name) {
-  for (unsigned type = 0; type < 64; ++type)
-    if (const char *known = libbpf_bpf_map_type_str(static_cast<bpf_map_type>(type));
-        known && name == known)
-      return type;
-  return makeError("unknown map type '{0}'", name);
-}
-
 Expected<core::TableCatalog> catalogFrom(const nlohmann::json &tables) {
   core::TableCatalog catalog;
   for (const auto &[name, table] : tables.items()) {
-    auto type = mapTypeNamed(table.value("type", ""));
+    std::string typeName = table.value("type", "");
+    std::optional<unsigned> type = bpf::mapTypeNamed(typeName);
     if (!type)
-      return withContext(type.takeError(), "table '" + name + "'");
+      return makeError("table '{0}': unknown map type '{1}'", name, typeName);
     catalog[name] = bpf::tableInfoFor(name, *type, table.value("key_size", 0u),
                                       table.value("value_size", 0u),
                                       table.value("max_entries", 0u));

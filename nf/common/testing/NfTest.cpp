@@ -5,6 +5,7 @@
 
 #include <bpf/bpf.h>
 #include <gtest/gtest.h>
+#include <llvm/Testing/Support/Error.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -99,7 +100,7 @@ std::map<Bytes, Bytes> rawEntries(int mapFd) {
     entries[key] = value;
     return true;
   });
-  EXPECT_FALSE(bool(err)) << llvm::toString(std::move(err));
+  EXPECT_THAT_ERROR(std::move(err), llvm::Succeeded());
   return entries;
 }
 
@@ -110,22 +111,22 @@ SpecializedAlone::SpecializedAlone(runtime::Optimizer &optimizer)
 
 void SpecializedAlone::build(runtime::Optimizer &optimizer) {
   auto spec = bpf::ProgramSpec::load(optimizer.spec().path(), {});
-  ASSERT_TRUE(bool(spec)) << llvm::toString(spec.takeError());
+  ASSERT_THAT_EXPECTED(spec, llvm::Succeeded());
   core::TableSnapshot snapshot;
   std::map<std::string, int> maps;
   for (const auto &[name, info] : (*spec)->catalog())
     maps[name] = optimizer.mapFd(name);
   for (const auto &[name, request] : (*spec)->readPlan(64)) {
     auto contents = bpf::readTable(optimizer.mapFd(name), (*spec)->catalog().at(name), request);
-    ASSERT_TRUE(bool(contents)) << llvm::toString(contents.takeError());
+    ASSERT_THAT_EXPECTED(contents, llvm::Succeeded());
     snapshot[name] = std::move(*contents);
   }
   auto specialized = (*spec)->specialize(snapshot, bpf::SpecializeRequest{});
-  ASSERT_TRUE(bool(specialized)) << llvm::toString(specialized.takeError());
+  ASSERT_THAT_EXPECTED(specialized, llvm::Succeeded());
   bpf::LoadOptions sharing;
   sharing.maps = maps;
   auto loaded = bpf::LoadedObject::load(specialized->elf, (*spec)->objectName(), sharing);
-  ASSERT_TRUE(bool(loaded)) << llvm::toString(loaded.takeError());
+  ASSERT_THAT_EXPECTED(loaded, llvm::Succeeded());
   object.emplace(std::move(*loaded));
 }
 

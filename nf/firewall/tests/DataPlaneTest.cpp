@@ -5,6 +5,7 @@
 #include "Harness.h"
 
 #include <arpa/inet.h>
+#include <llvm/Testing/Support/Error.h>
 
 namespace morpheus::nf::firewall::testing {
 namespace {
@@ -342,7 +343,7 @@ TEST_F(Conntrack, RepliesOfAcceptedFlowsAreAccepted) {
   EXPECT_EQ(firewall.stat(FW_STAT_ESTABLISHED), 2u);
 
   auto flows = readFlows(firewall.pinDir());
-  ASSERT_TRUE(bool(flows)) << llvm::toString(flows.takeError());
+  ASSERT_THAT_EXPECTED(flows, llvm::Succeeded());
   ASSERT_EQ(flows->size(), 2u);
   const fw_flow &flow = flows->front().key;
   EXPECT_EQ(ntohl(flow.saddr), ip("192.0.2.80"));
@@ -351,10 +352,10 @@ TEST_F(Conntrack, RepliesOfAcceptedFlowsAreAccepted) {
   EXPECT_EQ(ntohs(flow.dport), 40000);
 
   auto kept = expireFlows(firewall.pinDir(), 3600ull * 1000000000);
-  ASSERT_TRUE(bool(kept)) << llvm::toString(kept.takeError());
+  ASSERT_THAT_EXPECTED(kept, llvm::Succeeded());
   EXPECT_EQ(*kept, 0u);
   auto expired = expireFlows(firewall.pinDir(), 0);
-  ASSERT_TRUE(bool(expired)) << llvm::toString(expired.takeError());
+  ASSERT_THAT_EXPECTED(expired, llvm::Succeeded());
   EXPECT_EQ(*expired, 2u);
   Tuple out;
   out.saddr = ip("10.0.0.5");

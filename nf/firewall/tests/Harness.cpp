@@ -4,6 +4,7 @@
 #include <bpf/libbpf.h>
 
 #include <cstdio>
+#include <llvm/Testing/Support/Error.h>
 
 namespace morpheus::nf::firewall::testing {
 
@@ -163,7 +164,7 @@ Firewall::Firewall() : pins("firewall"), program(morpheus::nf::testing::objectPa
 
 void Firewall::load(const std::vector<Rule> &rules, const LoadOptions &options) {
   Error err = loadRules(pinDir(), rules, options);
-  ASSERT_FALSE(bool(err)) << llvm::toString(std::move(err));
+  ASSERT_THAT_ERROR(std::move(err), llvm::Succeeded());
 }
 
 fw_config Firewall::config() const {

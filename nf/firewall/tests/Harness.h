@@ -5,7 +5,7 @@
 
 #include "Loader.h"
 #include "NfTest.h"
-#include "packet/Packet.h"
+#include "support/packet/Packet.h"
 
 #include <gtest/gtest.h>
 

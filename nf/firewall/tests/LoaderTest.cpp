@@ -8,6 +8,7 @@
 #include <cstring>
 #include <map>
 #include <set>
+#include <llvm/Testing/Support/Error.h>
 
 void morpheus_nf_firewall_commands(morpheus::nf::Commands &);
 extern const char morpheus_nf_firewall_summary[];
@@ -164,7 +165,7 @@ TEST(Loader, CommandLine) {
   firewall.run(packetFor(dns));
   firewall.run(packetFor(Tuple{}));
   auto status = readStatus(firewall.pinDir());
-  ASSERT_TRUE(bool(status)) << llvm::toString(status.takeError());
+  ASSERT_THAT_EXPECTED(status, llvm::Succeeded());
   EXPECT_EQ(status->ruleHits, (std::vector<uint64_t>{2, 1, 0}));
   ::testing::internal::CaptureStdout();
   EXPECT_EQ(runCli({"firewall", "stats", "--pin-dir", firewall.pinDir()}), 0);

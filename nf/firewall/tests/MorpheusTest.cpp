@@ -7,6 +7,7 @@
 #include <bpf/bpf.h>
 
 #include <optional>
+#include <llvm/Testing/Support/Error.h>
 
 namespace morpheus::nf::firewall::testing {
 namespace {
@@ -96,7 +97,7 @@ TEST(Morpheus, SpecializedFirewallMatchesTheOriginal) {
   auto created =
       runtime::Optimizer::create(morpheus::testing::sourcePath("nf/firewall/firewall.bpf.c"),
                                  options);
-  ASSERT_TRUE(bool(created)) << llvm::toString(created.takeError());
+  ASSERT_THAT_EXPECTED(created, llvm::Succeeded());
   runtime::Optimizer &optimizer = **created;
 
   struct Configuration {
@@ -114,7 +115,7 @@ TEST(Morpheus, SpecializedFirewallMatchesTheOriginal) {
     std::vector<Rule> rules = rulesFromConfig(configuration.file);
     // Through the pins, so every change goes through the Morpheus guard.
     Error err = loadRules(pins.path(), rules, configuration.options);
-    ASSERT_FALSE(bool(err)) << llvm::toString(std::move(err));
+    ASSERT_THAT_ERROR(std::move(err), llvm::Succeeded());
     runtime::CycleReport report = optimizer.runCycle();
     ASSERT_TRUE(report.installed()) << report.describe();
     for (const auto &decision : report.log.decisions)

@@ -10,6 +10,7 @@
 #include <array>
 #include <cstdio>
 #include <set>
+#include <llvm/Testing/Support/Error.h>
 
 namespace morpheus::nf::l2switch::testing {
 namespace {
@@ -165,7 +166,7 @@ TEST_F(Config, ReloadingTheSameFileChangesNothing) {
   SwitchState before = state();
   std::vector<uint32_t> groupsBefore = keysOf(program.mapFd("flood_groups"));
   Error err = loadPortsText(PortsConfig);
-  ASSERT_FALSE(bool(err)) << llvm::toString(std::move(err));
+  ASSERT_THAT_ERROR(std::move(err), llvm::Succeeded());
   EXPECT_EQ(state(), before);
   EXPECT_EQ(keysOf(program.mapFd("flood_groups")), groupsBefore);
 }
@@ -182,7 +183,7 @@ TEST_F(Config, ReloadForgetsRemovedPortsAndTheirMacs) {
                             "a3 access 20\n"
                             "t1 trunk 10,20\n" // leaves VLAN 30
                             "t2 trunk 20,30-40 native=30\n");
-  ASSERT_FALSE(bool(err)) << llvm::toString(std::move(err));
+  ASSERT_THAT_ERROR(std::move(err), llvm::Succeeded());
   SwitchState after = state();
   EXPECT_FALSE(after.ports.count(port("a2")));
   EXPECT_EQ(after.txPorts, ifindexes({"a1", "a3", "t1", "t2"}));
@@ -216,7 +217,7 @@ TEST_F(Config, PortsGivenByIfindex) {
   std::string text = std::to_string(port("a1")) + " access 10\n" +
                      std::to_string(port("t1")) + " trunk 10\n";
   Error err = loadPortsText(text);
-  ASSERT_FALSE(bool(err)) << llvm::toString(std::move(err));
+  ASSERT_THAT_ERROR(std::move(err), llvm::Succeeded());
   EXPECT_EQ(state().txPorts, ifindexes({"a1", "t1"}));
 }
 
@@ -265,7 +266,7 @@ TEST_F(Config, StaticEntriesReplaceEachOtherAndSurviveLearning) {
   putFdb(host(9), 20, "a3", coarseNowNs()); // learned
   Error err = loadStaticText("02:00:00:00:00:01 10 a1\n"
                              "02:00:00:00:00:03 10 t1\n");
-  ASSERT_FALSE(bool(err)) << llvm::toString(std::move(err));
+  ASSERT_THAT_ERROR(std::move(err), llvm::Succeeded());
   ASSERT_TRUE(fdbEntry(host(1), 10));
   EXPECT_EQ(fdbEntry(host(1), 10)->ifindex, port("a1"));
   EXPECT_EQ(fdbEntry(host(1), 10)->flags, L2SW_FDB_STATIC);
@@ -278,7 +279,7 @@ TEST_F(Config, StaticEntriesReplaceEachOtherAndSurviveLearning) {
   EXPECT_EQ(fdbEntry(host(1), 10)->ifindex, port("a1"));
 
   err = loadStaticText("02:00:00:00:00:03 20 t2\n");
-  ASSERT_FALSE(bool(err)) << llvm::toString(std::move(err));
+  ASSERT_THAT_ERROR(std::move(err), llvm::Succeeded());
   EXPECT_FALSE(fdbEntry(host(1), 10));
   EXPECT_FALSE(fdbEntry(host(3), 10));
   EXPECT_EQ(fdbEntry(host(3), 20)->ifindex, port("t2"));
@@ -287,7 +288,7 @@ TEST_F(Config, StaticEntriesReplaceEachOtherAndSurviveLearning) {
 
 TEST_F(Config, BadStaticLineIsReportedWithItsNumberAndNothingIsApplied) {
   Error err = loadStaticText("02:00:00:00:00:01 10 a1\n");
-  ASSERT_FALSE(bool(err)) << llvm::toString(std::move(err));
+  ASSERT_THAT_ERROR(std::move(err), llvm::Succeeded());
   SwitchState before = state();
   const std::string good = "02:00:00:00:00:02 10 a2\n"
                            "# a comment line\n"
@@ -323,7 +324,7 @@ TEST_F(Config, AgingRemovesOnlyLearnedEntriesOlderThanTheLimit) {
   putFdb(host(6), 30, "t1", now + second); // stamped after `now` was read
 
   auto report = ageFdb(pins.path(), 300 * second, now);
-  ASSERT_TRUE(bool(report)) << llvm::toString(report.takeError());
+  ASSERT_THAT_EXPECTED(report, llvm::Succeeded());
   EXPECT_EQ(report->entries, 6u);
   EXPECT_EQ(report->removed, 2u);
   EXPECT_TRUE(fdbEntry(host(1), 10));
@@ -353,8 +354,9 @@ std::pair<int, std::string> morpheusCli(const std::string &arguments) {
 }
 
 TEST_F(Config, CommandLine) {
-  if (access(morpheus::testing::binPath("morpheus").c_str(), X_OK))
-    GTEST_SKIP() << "morpheus binary not built";
+  // The build makes morpheus before the tests: its absence is a failure.
+  ASSERT_EQ(access(morpheus::testing::binPath("morpheus").c_str(), X_OK), 0)
+      << morpheus::testing::binPath("morpheus") << " is not built";
   EXPECT_EQ(morpheusCli("nf l2switch --help").first, 0);
   EXPECT_EQ(morpheusCli("nf l2switch age --max-age 300s --help").first, 0);
   EXPECT_EQ(morpheusCli("nf l2switch frobnicate").first, 2);

@@ -11,6 +11,7 @@
 
 #include <iostream>
 #include <tuple>
+#include <llvm/Testing/Support/Error.h>
 
 namespace morpheus::nf::l2switch::testing {
 namespace {
@@ -77,15 +78,15 @@ TEST(Morpheus, SpecializedSwitchBehavesLikeTheOriginal) {
   options.pinDir = pins.path();
   auto created = runtime::Optimizer::create(
       morpheus::testing::sourcePath("nf/l2switch/l2switch.bpf.c"), options);
-  ASSERT_TRUE(bool(created)) << llvm::toString(created.takeError());
+  ASSERT_THAT_EXPECTED(created, llvm::Succeeded());
   runtime::Optimizer &opt = **created;
 
   TempFile ports("ports.conf", PortsConfig);
   Error err = loadPorts(pins.path(), ports.path());
-  ASSERT_FALSE(bool(err)) << llvm::toString(std::move(err));
+  ASSERT_THAT_ERROR(std::move(err), llvm::Succeeded());
   TempFile statics("static.conf", "02:00:00:00:00:0a 20 a3\n");
   err = loadStatic(pins.path(), statics.path());
-  ASSERT_FALSE(bool(err)) << llvm::toString(std::move(err));
+  ASSERT_THAT_ERROR(std::move(err), llvm::Succeeded());
 
   runtime::CycleReport report = opt.runCycle();
   ASSERT_TRUE(report.installed()) << report.describe();

@@ -4,6 +4,7 @@
 
 #include <cstdlib>
 #include <ctime>
+#include <llvm/Testing/Support/Error.h>
 
 namespace morpheus::nf::l2switch::testing {
 
@@ -152,7 +153,7 @@ void SwitchTest::SetUp() {
   ASSERT_TRUE(program.ok());
   TempFile ports("ports.conf", PortsConfig);
   Error err = loadPorts(pins.path(), ports.path());
-  ASSERT_FALSE(bool(err)) << llvm::toString(std::move(err));
+  ASSERT_THAT_ERROR(std::move(err), llvm::Succeeded());
 }
 
 RunResult SwitchTest::run(const Bytes &packet, const std::string &ingress) {

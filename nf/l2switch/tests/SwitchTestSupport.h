@@ -7,7 +7,7 @@
 #include "L2Switch.h"
 #include "NfTest.h"
 #include "netns/VethPair.h"
-#include "packet/Packet.h"
+#include "support/packet/Packet.h"
 
 #include <gtest/gtest.h>
 

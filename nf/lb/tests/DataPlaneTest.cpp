@@ -4,6 +4,7 @@
 #include "LbTestSupport.h"
 
 #include <linux/if_ether.h>
+#include <llvm/Testing/Support/Error.h>
 
 namespace morpheus::nf::lb::testing {
 namespace {
@@ -302,7 +303,7 @@ TEST_F(DataPlane, PerVipStatsCountPacketsAndBytes) {
   EXPECT_EQ(dnsCounters.bytes, query.size());
 
   auto status = readVipStatus(lb.pinDir());
-  ASSERT_TRUE(bool(status)) << llvm::toString(status.takeError());
+  ASSERT_THAT_EXPECTED(status, llvm::Succeeded());
   ASSERT_EQ(status->size(), 4u);
   for (const VipStatus &vip : *status)
     if (vip.index == web) {

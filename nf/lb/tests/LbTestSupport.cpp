@@ -7,6 +7,7 @@
 #include <bpf/libbpf.h>
 
 #include <cstring>
+#include <llvm/Testing/Support/Error.h>
 
 namespace morpheus::nf::lb::testing {
 
@@ -93,7 +94,7 @@ LbProgram::LbProgram() : program(nf::testing::objectPath("lb"), pins.path()) {}
 void LbProgram::load(const std::string &text) {
   TempFile file(text);
   auto report = loadConfigFile(file.path(), pins.path());
-  ASSERT_TRUE(bool(report)) << llvm::toString(report.takeError());
+  ASSERT_THAT_EXPECTED(report, llvm::Succeeded());
 }
 
 uint32_t MapView::realIndexOf(uint32_t address) const {
@@ -214,7 +215,7 @@ MapView viewOf(nf::testing::NfProgram &program) {
 LbConfig parsed(const std::string &text) {
   TempFile file(text);
   auto config = parseLbConfig(file.path());
-  EXPECT_TRUE(bool(config)) << llvm::toString(config.takeError());
+  EXPECT_THAT_EXPECTED(config, llvm::Succeeded());
   return config ? std::move(*config) : LbConfig{};
 }
 

@@ -7,7 +7,7 @@
 #include "LbConfig.h"
 #include "LbLoader.h"
 #include "NfTest.h"
-#include "packet/Packet.h"
+#include "support/packet/Packet.h"
 
 #include <gtest/gtest.h>
 #include <linux/bpf.h>

@@ -9,6 +9,7 @@
 
 #include <chrono>
 #include <set>
+#include <llvm/Testing/Support/Error.h>
 
 void morpheus_nf_lb_commands(morpheus::nf::Commands &);
 extern const char morpheus_nf_lb_summary[];
@@ -48,7 +49,7 @@ protected:
 
 TEST_F(Loader, GoodFileWritesSettingsVipsRealsAndRings) {
   auto report = load(baseConfig());
-  ASSERT_TRUE(bool(report)) << llvm::toString(report.takeError());
+  ASSERT_THAT_EXPECTED(report, llvm::Succeeded());
   EXPECT_EQ(report->vips, 4u);
   EXPECT_EQ(report->reals, 9u);
 
@@ -88,7 +89,7 @@ TEST_F(Loader, ReloadingTheSameFileChangesNothing) {
   ASSERT_TRUE(bool(load(baseConfig())));
   Snapshot before = snapshot();
   auto again = load(baseConfig());
-  ASSERT_TRUE(bool(again)) << llvm::toString(again.takeError());
+  ASSERT_THAT_EXPECTED(again, llvm::Succeeded());
   EXPECT_EQ(again->changes, 0u);
   EXPECT_TRUE(snapshot() == before);
 }
@@ -106,7 +107,7 @@ TEST_F(Loader, ReloadKeepsIndexesAndWritesOnlyWhatDiffers) {
                               "vip 10.0.0.2:53/udp\nreal 10.2.0.1\nreal 10.2.0.2 gue\n", "") +
                      "vip 10.0.0.9:8080/tcp\nreal 10.1.0.2\n";
   auto report = load(text);
-  ASSERT_TRUE(bool(report)) << llvm::toString(report.takeError());
+  ASSERT_THAT_EXPECTED(report, llvm::Succeeded());
 
   EXPECT_EQ(maps.vip(WebVip, 80, IPPROTO_TCP)->index, web);
   EXPECT_EQ(maps.vip(QuicVip, 443, IPPROTO_UDP)->index, quic);
@@ -228,13 +229,13 @@ TEST_F(Loader, CapacityErrorsNameTheLineThatDoesNotFit) {
 TEST_F(Loader, ShippedConfigsLoad) {
   auto example =
       loadConfigFile(morpheus::testing::sourcePath("nf/lb/configs/example.conf"), lb.pinDir());
-  ASSERT_TRUE(bool(example)) << llvm::toString(example.takeError());
+  ASSERT_THAT_EXPECTED(example, llvm::Succeeded());
 
   auto start = std::chrono::steady_clock::now();
   auto paper =
       loadConfigFile(morpheus::testing::sourcePath("nf/lb/configs/paper.conf"), lb.pinDir());
   double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  ASSERT_TRUE(bool(paper)) << llvm::toString(paper.takeError());
+  ASSERT_THAT_EXPECTED(paper, llvm::Succeeded());
   EXPECT_EQ(paper->vips, 10u);
   EXPECT_EQ(paper->reals, 1000u);
   RecordProperty("paper_load_seconds", std::to_string(seconds));
@@ -267,7 +268,7 @@ TEST_F(Loader, ExpireRemovesOnlyIdleFlows) {
   ASSERT_EQ(bpf_map_update_elem(lb.nf().mapFd("flows"), &key, &value, BPF_EXIST), 0);
 
   auto removed = expireFlows(lb.pinDir(), sinceBoot / 4);
-  ASSERT_TRUE(bool(removed)) << llvm::toString(removed.takeError());
+  ASSERT_THAT_EXPECTED(removed, llvm::Succeeded());
   EXPECT_EQ(*removed, 1u);
   EXPECT_TRUE(maps.flow(fresh));
   EXPECT_FALSE(maps.flow(stale));

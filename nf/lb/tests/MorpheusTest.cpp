@@ -10,6 +10,7 @@
 #include <bpf/bpf.h>
 #include <cstring>
 #include <linux/if_ether.h>
+#include <llvm/Testing/Support/Error.h>
 
 namespace morpheus::nf::lb::testing {
 namespace {
@@ -166,12 +167,12 @@ TEST(LbUnderMorpheus, SpecializedProgramBehavesLikeTheOriginal) {
   options.pinDir = pins.path();
   auto created =
       runtime::Optimizer::create(morpheus::testing::sourcePath("nf/lb/lb.bpf.c"), options);
-  ASSERT_TRUE(bool(created)) << llvm::toString(created.takeError());
+  ASSERT_THAT_EXPECTED(created, llvm::Succeeded());
   runtime::Optimizer &optimizer = **created;
 
   auto config = parsed(baseConfig());
   auto report = applyConfig(config, pins.path());
-  ASSERT_TRUE(bool(report)) << llvm::toString(report.takeError());
+  ASSERT_THAT_EXPECTED(report, llvm::Succeeded());
 
   MapView maps([&](const std::string &name) { return optimizer.mapFd(name); });
   auto specializeAndCompare = [&](const char *stage) {
@@ -191,10 +192,10 @@ TEST(LbUnderMorpheus, SpecializedProgramBehavesLikeTheOriginal) {
     // specialized program hands every packet to the original.
     auto reload = applyConfig(parsed(replaced(baseConfig(), "real 10.1.0.1\n", "real 10.1.0.9\n")),
                               pins.path());
-    ASSERT_TRUE(bool(reload)) << llvm::toString(reload.takeError());
+    ASSERT_THAT_EXPECTED(reload, llvm::Succeeded());
     expectSameBehaviour(maps, original, optimizer.activeFd(), semanticCorpus(maps));
     reload = applyConfig(parsed(baseConfig()), pins.path());
-    ASSERT_TRUE(bool(reload)) << llvm::toString(reload.takeError());
+    ASSERT_THAT_EXPECTED(reload, llvm::Succeeded());
   };
   specializeAndCompare("first cycle");
   specializeAndCompare("after a reload");

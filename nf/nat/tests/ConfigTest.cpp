@@ -6,6 +6,7 @@
 #include <bpf/bpf.h>
 #include <linux/bpf.h>
 #include <linux/in.h>
+#include <llvm/Testing/Support/Error.h>
 
 void morpheus_nf_nat_commands(morpheus::nf::Commands &);
 extern const char morpheus_nf_nat_summary[];
@@ -67,7 +68,7 @@ TEST_F(Config, AGoodFileFillsEveryMap) {
                 "outside-port " +
                 Topology::outsideName() + " next-hop=02:00:00:00:0f:fe\n");
   Error err = loadConfig(file.path(), pins->path());
-  ASSERT_FALSE(bool(err)) << llvm::toString(std::move(err));
+  ASSERT_THAT_ERROR(std::move(err), llvm::Succeeded());
 
   Snapshot loaded = snapshot();
   nat_config expected = {};
@@ -103,7 +104,7 @@ TEST_F(Config, AnExplicitOutsideMacAndInterfaceIndexes) {
                 std::to_string(Topology::outsideIfindex()) +
                 " mac=02:aa:bb:cc:dd:ee next-hop=02:00:00:00:0f:fe\n");
   auto settings = parseConfig(file.path());
-  ASSERT_TRUE(bool(settings)) << llvm::toString(settings.takeError());
+  ASSERT_THAT_EXPECTED(settings, llvm::Succeeded());
   EXPECT_EQ(settings->insideIfindex, InsideIfindex);
   EXPECT_EQ(settings->outsideIfindex, Topology::outsideIfindex());
   EXPECT_EQ(settings->outsideMac, (EtherAddress{0x02, 0xaa, 0xbb, 0xcc, 0xdd, 0xee}));
@@ -223,7 +224,7 @@ TEST_F(Config, ReloadingDropsOnlyTheTranslationsItNoLongerAllows) {
                     std::string("ports 20000-59999\ninside-port 1\noutside-port ") +
                     Topology::outsideName() + " next-hop=02:00:00:00:0f:fe\n");
   Error err = loadConfig(narrower.path(), pins->path());
-  ASSERT_FALSE(bool(err)) << llvm::toString(std::move(err));
+  ASSERT_THAT_ERROR(std::move(err), llvm::Succeeded());
   Snapshot after = snapshot();
   ASSERT_EQ(after.inside.size(), 1u);
   EXPECT_EQ(after.inside[0].prefixlen, 16u);
@@ -240,7 +241,7 @@ TEST_F(Config, ReloadingDropsOnlyTheTranslationsItNoLongerAllows) {
                       "\ninside-port 1\noutside-port " + Topology::outsideName() +
                       " next-hop=02:00:00:00:0f:fe\n");
   err = loadConfig(otherPorts.path(), pins->path());
-  ASSERT_FALSE(bool(err)) << llvm::toString(std::move(err));
+  ASSERT_THAT_ERROR(std::move(err), llvm::Succeeded());
   EXPECT_TRUE(out().empty());
   EXPECT_TRUE(in().empty());
 }
@@ -269,7 +270,7 @@ TEST_F(Config, FlowsListsTheTranslationsAndTheirHalves) {
   uint16_t id = open(ping);
 
   auto listed = readTranslations(pins->path());
-  ASSERT_TRUE(bool(listed)) << llvm::toString(listed.takeError());
+  ASSERT_THAT_EXPECTED(listed, llvm::Succeeded());
   std::string header = row("proto", "inside", "external", "remote", "halves");
   EXPECT_EQ(formatTranslations(*listed),
             header +
@@ -296,7 +297,7 @@ TEST_F(Config, StatsAreSummedOverCpus) {
   configure(standardConfig());
   openFrom(InsideHost);
   auto stats = readStats(pins->path());
-  ASSERT_TRUE(bool(stats)) << llvm::toString(stats.takeError());
+  ASSERT_THAT_EXPECTED(stats, llvm::Succeeded());
   ASSERT_EQ(stats->size(), size_t(NAT_STAT_MAX));
   EXPECT_EQ((*stats)[NAT_STAT_OUTBOUND], (std::pair<std::string, uint64_t>("outbound", 1)));
   EXPECT_EQ((*stats)[NAT_STAT_NEW_FLOW], (std::pair<std::string, uint64_t>("new-flow", 1)));

@@ -6,6 +6,7 @@
 #include <bpf/bpf.h>
 #include <linux/bpf.h>
 #include <linux/in.h>
+#include <llvm/Testing/Support/Error.h>
 
 namespace morpheus::nf::nat::testing {
 namespace {
@@ -339,7 +340,7 @@ TEST_F(DataPlane, OneArmedNatSendsBackOutOfTheSamePort) {
                     "inside-port " + Topology::outsideName() + "\noutside-port " +
                     Topology::outsideName() + " next-hop=02:00:00:00:0f:fe\n");
   Error err = loadConfig(oneArmed.path(), pins->path());
-  ASSERT_FALSE(bool(err)) << llvm::toString(std::move(err));
+  ASSERT_THAT_ERROR(std::move(err), llvm::Succeeded());
   Frame syn;
   RunResult sent = run(build(syn), Topology::outsideIfindex());
   EXPECT_EQ(sent.verdict, XDP_TX);

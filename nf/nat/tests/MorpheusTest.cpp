@@ -8,6 +8,7 @@
 
 #include <bpf/bpf.h>
 #include <linux/bpf.h>
+#include <llvm/Testing/Support/Error.h>
 
 namespace morpheus::nf::nat::testing {
 namespace {
@@ -63,12 +64,12 @@ TEST(Morpheus, SpecializedProgramMatchesTheOriginalOnTheCorpus) {
   options.pinDir = pins.path() + "/nat";
   auto created =
       runtime::Optimizer::create(morpheus::testing::sourcePath("nf/nat/nat.bpf.c"), options);
-  ASSERT_TRUE(bool(created)) << llvm::toString(created.takeError());
+  ASSERT_THAT_EXPECTED(created, llvm::Succeeded());
   runtime::Optimizer &optimizer = **created;
 
   TempFile config(standardConfig());
   Error err = loadConfig(config.path(), options.pinDir);
-  ASSERT_FALSE(bool(err)) << llvm::toString(std::move(err));
+  ASSERT_THAT_ERROR(std::move(err), llvm::Succeeded());
   runtime::CycleReport report = optimizer.runCycle();
   ASSERT_TRUE(report.installed()) << report.describe();
   for (const core::SiteDecision &decision : report.log.decisions)

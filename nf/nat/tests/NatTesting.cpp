@@ -6,6 +6,7 @@
 #include <linux/bpf.h>
 
 #include <algorithm>
+#include <llvm/Testing/Support/Error.h>
 
 namespace morpheus::nf::nat::testing {
 
@@ -429,7 +430,7 @@ void NatTest::SetUp() {
 void NatTest::configure(const std::string &text) {
   TempFile file(text);
   Error err = loadConfig(file.path(), pins->path());
-  ASSERT_FALSE(bool(err)) << llvm::toString(std::move(err));
+  ASSERT_THAT_ERROR(std::move(err), llvm::Succeeded());
 }
 
 uint16_t NatTest::open(const Frame &sent) {

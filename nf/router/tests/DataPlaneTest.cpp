@@ -8,6 +8,7 @@
 #include <cstdio>
 #include <fstream>
 #include <random>
+#include <llvm/Testing/Support/Error.h>
 
 namespace morpheus::nf::router::testing {
 namespace {
@@ -27,7 +28,7 @@ protected:
     if (WithDefaultRoute) {
       auto loaded =
           loadRoutes(router->files.write("default.txt", DefaultRoute), {router->pinDir()});
-      ASSERT_TRUE(bool(loaded)) << llvm::toString(loaded.takeError());
+      ASSERT_THAT_EXPECTED(loaded, llvm::Succeeded());
     }
   }
   static void TearDownTestSuite() { router.reset(); }
@@ -124,12 +125,12 @@ uint32_t maskOf(uint8_t length) { return length ? ~uint32_t(0) << (32 - length) 
 TEST_F(Forwarding, FullStanfordTableAgreesWithLinearScan) {
   std::string routesFile = sourcePath("nf/router/configs/stanford-yozb-routes.txt");
   Error bound = setPort(router.pinDir(), 3, router.interfaces.ifindex(3));
-  ASSERT_FALSE(bool(bound)) << llvm::toString(std::move(bound));
+  ASSERT_THAT_ERROR(std::move(bound), llvm::Succeeded());
   auto routes = loadRoutes(routesFile, {router.pinDir(), /*replace=*/true});
-  ASSERT_TRUE(bool(routes)) << llvm::toString(routes.takeError());
+  ASSERT_THAT_EXPECTED(routes, llvm::Succeeded());
   auto neighbors = loadNeighbors(sourcePath("nf/router/configs/stanford-neighbors.txt"),
                                  {router.pinDir(), /*replace=*/true});
-  ASSERT_TRUE(bool(neighbors)) << llvm::toString(neighbors.takeError());
+  ASSERT_THAT_EXPECTED(neighbors, llvm::Succeeded());
 
   std::vector<Ipv4Prefix> prefixes = prefixesIn(routesFile);
   ASSERT_EQ(prefixes.size(), 2592u);
@@ -172,21 +173,21 @@ TEST_F(Forwarding, ConfigurationChangesTakeEffectAtOnce) {
   Bytes packet = arriving(toAddress("11.0.0.1"));
   EXPECT_EQ(run(packet).verdict, XDP_PASS);
   auto added = loadRoutes(router.files.write("default.txt", DefaultRoute), {router.pinDir()});
-  ASSERT_TRUE(bool(added)) << llvm::toString(added.takeError());
+  ASSERT_THAT_EXPECTED(added, llvm::Succeeded());
   EXPECT_EQ(run(packet).verdict, XDP_REDIRECT);
 
   std::string fewer = BaseNeighbors;
   fewer.erase(0, fewer.find('\n') + 1); // drop 10.255.0.1, the default gateway
   auto replaced =
       loadNeighbors(router.files.write("fewer.txt", fewer), {router.pinDir(), /*replace=*/true});
-  ASSERT_TRUE(bool(replaced)) << llvm::toString(replaced.takeError());
+  ASSERT_THAT_EXPECTED(replaced, llvm::Succeeded());
   EXPECT_EQ(replaced->removed, 1u);
   RunResult result = run(packet);
   EXPECT_EQ(result.verdict, XDP_PASS);
   EXPECT_EQ(result.output, packet);
 
   Error unbound = unsetPort(router.pinDir(), 1);
-  ASSERT_FALSE(bool(unbound)) << llvm::toString(std::move(unbound));
+  ASSERT_THAT_ERROR(std::move(unbound), llvm::Succeeded());
   Bytes viaPort1 = arriving(toAddress("10.1.2.3"));
   result = run(viaPort1);
   EXPECT_EQ(result.verdict, XDP_PASS);

@@ -7,6 +7,7 @@
 #include <bpf/bpf.h>
 
 #include <fstream>
+#include <llvm/Testing/Support/Error.h>
 
 void morpheus_nf_router_commands(morpheus::nf::Commands &);
 extern const char morpheus_nf_router_summary[];
@@ -25,7 +26,7 @@ protected:
   void bindPorts(unsigned count) {
     for (unsigned port = 0; port < count; ++port) {
       Error err = setPort(router.pinDir(), port, router.interfaces.ifindex(port));
-      ASSERT_FALSE(bool(err)) << llvm::toString(std::move(err));
+      ASSERT_THAT_ERROR(std::move(err), llvm::Succeeded());
     }
   }
 
@@ -41,7 +42,7 @@ protected:
 
   LoadSummary load(const std::string &path, bool replace = false) {
     auto summary = loadRoutes(path, {router.pinDir(), replace});
-    EXPECT_TRUE(bool(summary)) << llvm::toString(summary.takeError());
+    EXPECT_THAT_EXPECTED(summary, llvm::Succeeded());
     return summary ? *summary : LoadSummary{};
   }
 
@@ -218,7 +219,7 @@ TEST_F(Loader, MissingFileIsAnError) {
 
 TEST_F(Loader, NeighborsLoadExactly) {
   auto summary = loadNeighbors(router.files.write("n.txt", BaseNeighbors), {router.pinDir()});
-  ASSERT_TRUE(bool(summary)) << llvm::toString(summary.takeError());
+  ASSERT_THAT_EXPECTED(summary, llvm::Succeeded());
   EXPECT_EQ(summary->written, 6u);
   std::map<Bytes, Bytes> loaded = neighbors();
   EXPECT_EQ(loaded.size(), 6u);
@@ -271,7 +272,7 @@ TEST_F(Loader, PortsNeedRealInterfaces) {
   int fd = router.program.mapFd("ports");
   uint32_t ifindex = router.interfaces.ifindex(2);
   Error err = setPort(router.pinDir(), 5, ifindex);
-  ASSERT_FALSE(bool(err)) << llvm::toString(std::move(err));
+  ASSERT_THAT_ERROR(std::move(err), llvm::Succeeded());
   uint32_t port = 5, stored = 0;
   ASSERT_EQ(bpf_map_lookup_elem(fd, &port, &stored), 0);
   EXPECT_EQ(stored, ifindex);
@@ -288,7 +289,7 @@ TEST_F(Loader, PortsNeedRealInterfaces) {
   EXPECT_EQ(llvm::toString(std::move(err)), "port 64: ports are 0 to 63");
 
   err = unsetPort(router.pinDir(), 5);
-  ASSERT_FALSE(bool(err)) << llvm::toString(std::move(err));
+  ASSERT_THAT_ERROR(std::move(err), llvm::Succeeded());
   bound = configuredPorts(router.pinDir());
   ASSERT_TRUE(bool(bound));
   EXPECT_TRUE(bound->empty());
@@ -299,10 +300,10 @@ TEST_F(Loader, ExampleConfigsLoad) {
   load(config("example-routes.txt"));
   EXPECT_EQ(routeCount(), 6u);
   auto loaded = loadNeighbors(config("example-neighbors.txt"), {router.pinDir()});
-  ASSERT_TRUE(bool(loaded)) << llvm::toString(loaded.takeError());
+  ASSERT_THAT_EXPECTED(loaded, llvm::Succeeded());
   EXPECT_EQ(neighbors().size(), 7u);
   loaded = loadNeighbors(config("stanford-neighbors.txt"), {router.pinDir(), true});
-  ASSERT_TRUE(bool(loaded)) << llvm::toString(loaded.takeError());
+  ASSERT_THAT_EXPECTED(loaded, llvm::Succeeded());
   EXPECT_EQ(neighbors().size(), 4u);
 }
 

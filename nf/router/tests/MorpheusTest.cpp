@@ -11,6 +11,7 @@
 
 #include <iostream>
 #include <random>
+#include <llvm/Testing/Support/Error.h>
 
 namespace morpheus::nf::router::testing {
 namespace {
@@ -23,7 +24,7 @@ protected:
     runtime::OptimizerOptions options;
     options.pinDir = pins.path();
     auto created = runtime::Optimizer::create(sourcePath("nf/router/router.bpf.c"), options);
-    ASSERT_TRUE(bool(created)) << llvm::toString(created.takeError());
+    ASSERT_THAT_EXPECTED(created, llvm::Succeeded());
     optimizer = std::move(*created);
   }
 
@@ -82,9 +83,9 @@ TEST_F(RouterUnderMorpheus, SpecializedMatchesOriginal) {
   std::string moved = BaseNeighbors;
   moved.replace(moved.find("02:00:00:00:00:04"), 17, "02:00:00:00:00:44");
   auto changed = loadNeighbors(files.write("moved.txt", moved), {pins.path(), true});
-  ASSERT_TRUE(bool(changed)) << llvm::toString(changed.takeError());
+  ASSERT_THAT_EXPECTED(changed, llvm::Succeeded());
   auto added = loadRoutes(files.write("default.txt", DefaultRoute), {pins.path()});
-  ASSERT_TRUE(bool(added)) << llvm::toString(added.takeError());
+  ASSERT_THAT_EXPECTED(added, llvm::Succeeded());
   EXPECT_GT(optimizer->guard().version(), version);
   packet::Ipv4Options host = toAddress("10.1.2.3");
   RunResult result = morpheus::testing::runOnce(optimizer->activeFd(), arriving(host));
@@ -92,7 +93,7 @@ TEST_F(RouterUnderMorpheus, SpecializedMatchesOriginal) {
   expectSameBehaviour(cases);
 
   auto restored = loadNeighbors(files.write("neighbors.txt", BaseNeighbors), {pins.path(), true});
-  ASSERT_TRUE(bool(restored)) << llvm::toString(restored.takeError());
+  ASSERT_THAT_EXPECTED(restored, llvm::Succeeded());
   specialize();
   for (const Case &c : defaultRouteCases())
     expectCase(optimizer->activeFd(), optimizer->mapFd("stats"), c);
@@ -100,13 +101,13 @@ TEST_F(RouterUnderMorpheus, SpecializedMatchesOriginal) {
 
   // The real table: 2,592 routes over four ports, one gateway.
   Error bound = setPort(pins.path(), 3, interfaces.ifindex(3));
-  ASSERT_FALSE(bool(bound)) << llvm::toString(std::move(bound));
+  ASSERT_THAT_ERROR(std::move(bound), llvm::Succeeded());
   auto routes = loadRoutes(sourcePath("nf/router/configs/stanford-yozb-routes.txt"),
                            {pins.path(), /*replace=*/true});
-  ASSERT_TRUE(bool(routes)) << llvm::toString(routes.takeError());
+  ASSERT_THAT_EXPECTED(routes, llvm::Succeeded());
   auto neighbors = loadNeighbors(sourcePath("nf/router/configs/stanford-neighbors.txt"),
                                  {pins.path(), /*replace=*/true});
-  ASSERT_TRUE(bool(neighbors)) << llvm::toString(neighbors.takeError());
+  ASSERT_THAT_EXPECTED(neighbors, llvm::Succeeded());
   specialize();
   std::mt19937 random(2592);
   for (int i = 0; i < 300; ++i) {

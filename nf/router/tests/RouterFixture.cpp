@@ -7,6 +7,7 @@
 
 #include <cstdlib>
 #include <stdexcept>
+#include <llvm/Testing/Support/Error.h>
 
 extern char **environ;
 
@@ -65,12 +66,12 @@ void configure(const std::string &pinDir, const PortInterfaces &interfaces,
                const TempDir &files) {
   for (unsigned port = 0; port < BoundPorts; ++port) {
     Error err = setPort(pinDir, port, interfaces.ifindex(port));
-    ASSERT_FALSE(bool(err)) << llvm::toString(std::move(err));
+    ASSERT_THAT_ERROR(std::move(err), llvm::Succeeded());
   }
   auto routes = loadRoutes(files.write("routes.txt", BaseRoutes), {pinDir});
-  ASSERT_TRUE(bool(routes)) << llvm::toString(routes.takeError());
+  ASSERT_THAT_EXPECTED(routes, llvm::Succeeded());
   auto neighbors = loadNeighbors(files.write("neighbors.txt", BaseNeighbors), {pinDir});
-  ASSERT_TRUE(bool(neighbors)) << llvm::toString(neighbors.takeError());
+  ASSERT_THAT_EXPECTED(neighbors, llvm::Succeeded());
 }
 
 Mac portMac(unsigned port) { return {0x02, 0x0a, 0, 0, 0, uint8_t(port)}; }

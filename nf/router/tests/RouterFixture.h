@@ -8,7 +8,7 @@
 #include "KernelSupport.h"
 #include "NfTest.h"
 #include "netns/VethPair.h"
-#include "packet/Packet.h"
+#include "support/packet/Packet.h"
 
 #include <gtest/gtest.h>
 

@@ -7,6 +7,7 @@
 // cleared, so libbpf neither re-opens a pinned live map nor pins a copy.
 #pragma once
 
+#include "backend/bpf/MapTypes.h"
 #include "core/Tables.h"
 #include "support/Error.h"
 
@@ -34,11 +35,6 @@ Expected<std::map<std::string, size_t>> readProgramSizes(llvm::ArrayRef<char> el
 // What verifying a loaded program cost the kernel (bpf_prog_info's
 // verified_insns), or nullopt if the kernel does not say.
 std::optional<uint64_t> verifiedInstructions(int programFd);
-
-// The core's view of a kernel map type.
-core::TableInfo tableInfoFor(const std::string &name, unsigned type,
-                             uint32_t keySize, uint32_t valueSize,
-                             uint32_t maxEntries);
 
 // A map's properties, as an ELF declares them or as the kernel reports them.
 struct MapLayout {
@@ -167,9 +163,5 @@ ProgramRunStats programRunStats(int programFd);
 // Mounts bpffs at /sys/fs/bpf unless one is there; `user` (a pin directory,
 // a command) names what needs it in the error.
 Error ensureBpffs(const std::string &user);
-
-// Routes libbpf's messages into Morpheus's log (warnings only unless
-// verbose), so they carry context and do not interleave with status output.
-void setLibbpfVerbose(bool verbose);
 
 } // namespace morpheus::bpf

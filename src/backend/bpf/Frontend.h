@@ -3,7 +3,7 @@
 #pragma once
 
 #include "backend/bpf/ProgramType.h"
-#include "backend/bpf/runtime/guard_abi.h"
+#include "backend/bpf/dataplane/guard_abi.h"
 #include "support/Error.h"
 
 #include <llvm/IR/LLVMContext.h>
@@ -30,12 +30,12 @@ Expected<std::unique_ptr<llvm::Module>>
 loadProgram(const std::string &path, const FrontendOptions &options,
             llvm::LLVMContext &context);
 
-// Links the guard runtime (runtime/guard.bpf.c, built into the binary as
+// Links the guard runtime (dataplane/guard.bpf.c, built into the binary as
 // bitcode) into `module`, with its functions made internal so the O2
 // pipeline inlines them and drops what is unused.
 Error linkRuntime(llvm::Module &module);
 
-// Names the runtime defines, shared with the loader (runtime/guard_abi.h).
+// Names the runtime defines, shared with the loader (dataplane/guard_abi.h).
 inline constexpr const char *GuardHoldsFunction = MORPHEUS_GUARD_HOLDS;
 inline constexpr const char *GuardEnterFunction = MORPHEUS_GUARD_ENTER;
 inline constexpr const char *GuardMapName = MORPHEUS_GUARD_MAP;

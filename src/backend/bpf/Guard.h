@@ -1,5 +1,5 @@
 // The program-level guard in user space: the mmap-ed page that specialized
-// programs check at entry (runtime/guard.bpf.c), holding
+// programs check at entry (dataplane/guard.bpf.c), holding
 //   version  what a specialized program must still see to trust its copy of
 //            the tables (programs embed the version they were built for);
 //   writers  control-plane changes in progress (user space only).
@@ -13,7 +13,7 @@
 // code stops being trusted by the very next packet once a change begins.
 #pragma once
 
-#include "backend/bpf/runtime/guard_abi.h"
+#include "backend/bpf/dataplane/guard_abi.h"
 #include "support/Error.h"
 
 #include <atomic>
@@ -23,7 +23,7 @@
 
 namespace morpheus::bpf {
 
-// struct morpheus_guard_state (runtime/guard_abi.h), seen from user space:
+// struct morpheus_guard_state (dataplane/guard_abi.h), seen from user space:
 // the same words, accessed atomically.
 struct GuardState {
   std::atomic<uint64_t> version;

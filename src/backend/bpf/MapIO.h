@@ -1,12 +1,11 @@
-// Reading and writing live BPF maps, and the byte formats operators use for
-// keys and values (hex as bpftool prints it; JSON snapshots).
+// Reading and writing live BPF maps; the byte formats of keys, values and
+// snapshots are in Snapshot.h (included here for the callers of both).
 #pragma once
 
+#include "backend/bpf/Snapshot.h"
 #include "core/Tables.h"
 #include "support/Bytes.h"
 #include "support/Error.h"
-
-#include <nlohmann/json_fwd.hpp>
 
 #include <llvm/ADT/STLFunctionalExtras.h>
 
@@ -28,21 +27,6 @@ Expected<core::TableContents> readTable(int fd, const core::TableInfo &info,
 Expected<core::TableSnapshot> readSnapshot(const core::ReadPlan &plan,
                                            const core::TableCatalog &catalog,
                                            const std::map<std::string, int> &fds);
-
-// Parses raw bytes written as hex: "0a000001", "0a 00 00 01", "0x0a 0x00 ..."
-// or bpftool's JSON form ["0x0a","0x00",...]. `what` names the field in errors.
-Expected<core::Bytes> parseHexBytes(std::string_view text, const std::string &what);
-Expected<core::Bytes> parseJsonBytes(const nlohmann::json &value,
-                                     const std::string &what);
-
-// A snapshot document: {"maps": {"NAME": [{"key": HEX, "value": HEX}, ...]}}.
-// Per-CPU maps may give "values": [HEX per CPU] instead of "value". Every
-// listed map is taken as complete; keys and values are checked against the
-// catalog's sizes.
-Expected<core::TableSnapshot> parseSnapshot(const nlohmann::json &document,
-                                            const core::TableCatalog &catalog,
-                                            const std::string &source);
-nlohmann::json snapshotToJson(const core::TableSnapshot &snapshot);
 
 // The number of possible CPUs, as per-CPU map values are laid out.
 int possibleCpus();

@@ -1,4 +1,4 @@
-#include "packet/Packet.h"
+#include "support/packet/Packet.h"
 
 #include <cstdio>
 #include <optional>

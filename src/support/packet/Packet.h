@@ -1,4 +1,5 @@
-// Packets for tests and traces: a builder that writes valid Ethernet /
+// Packets for shadow validation's and the fuzzer's samples (runtime/
+// PacketSamples) and for tests: a builder that writes valid Ethernet /
 // 802.1Q / IPv4 / IPv6 / UDP / TCP / ICMP headers (checksums included) and
 // can then be corrupted on purpose, and small readers for assertions.
 // Multi-byte fields are given in host byte order and written in network
@@ -17,8 +18,10 @@ namespace morpheus::packet {
 using morpheus::Bytes;
 using Mac = std::array<uint8_t, 6>;
 
-Mac parseMac(const std::string &text);      // "02:00:00:00:00:01"; throws on bad input
-uint32_t parseIpv4(const std::string &text); // "10.0.0.1" -> host order; throws
+// For tests, which write addresses as literals: both throw on bad input, so
+// product code never calls them (it parses with nf/common/ConfigFile).
+Mac parseMac(const std::string &text);      // "02:00:00:00:00:01"
+uint32_t parseIpv4(const std::string &text); // "10.0.0.1" -> host order
 
 struct Ipv4Options {
   uint32_t saddr = 0x0a000001, daddr = 0x0a000002;

@@ -1,0 +1,139 @@
+#include "backend/bpf/Snapshot.h"
+
+#include <nlohmann/json.hpp>
+
+#include <algorithm>
+#include <cctype>
+
+namespace morpheus::bpf {
+
+using core::Bytes;
+
+Expected<Bytes> parseHexBytes(std::string_view text, const std::string &what) {
+  Bytes bytes;
+  std::string digits;
+  size_t i = 0;
+  auto flush = [&]() -> Error {
+    if (digits.size() % 2)
+      return makeError("{0}: '{1}' has an odd number of hex digits", what, digits);
+    for (size_t d = 0; d < digits.size(); d += 2)
+      bytes.push_back(std::stoi(digits.substr(d, 2), nullptr, 16));
+    digits.clear();
+    return Error::success();
+  };
+  while (i < text.size()) {
+    char c = text[i];
+    if (std::isspace(static_cast<unsigned char>(c)) || c == ',' || c == ':') {
+      if (Error err = flush())
+        return err;
+      ++i;
+    } else if (c == '0' && i + 1 < text.size() && (text[i + 1] == 'x' || text[i + 1] == 'X') &&
+               digits.empty()) {
+      i += 2;
+    } else if (std::isxdigit(static_cast<unsigned char>(c))) {
+      digits.push_back(c);
+      ++i;
+    } else {
+      return makeError("{0}: unexpected character '{1}' in hex bytes \"{2}\"", what,
+                       std::string(1, c), std::string(text));
+    }
+  }
+  if (Error err = flush())
+    return err;
+  if (bytes.empty())
+    return makeError("{0}: no bytes given", what);
+  return bytes;
+}
+
+Expected<Bytes> parseJsonBytes(const nlohmann::json &value, const std::string &what) {
+  if (value.is_string())
+    return parseHexBytes(value.get<std::string>(), what);
+  if (value.is_array()) {
+    std::string joined;
+    for (const auto &item : value) {
+      if (!item.is_string())
+        return makeError("{0}: expected hex strings like \"0x0a\"", what);
+      joined += item.get<std::string>() + " ";
+    }
+    return parseHexBytes(joined, what);
+  }
+  return makeError("{0}: expected a hex string or an array of hex bytes", what);
+}
+
+Expected<core::TableSnapshot> parseSnapshot(const nlohmann::json &document,
+                                            const core::TableCatalog &catalog,
+                                            const std::string &source) {
+  if (!document.is_object() || !document.contains("maps") ||
+      !document["maps"].is_object())
+    return makeError("{0}: expected an object with a \"maps\" object", source);
+  core::TableSnapshot snapshot;
+  for (const auto &[name, entries] : document["maps"].items()) {
+    auto info = catalog.find(name);
+    if (info == catalog.end())
+      return makeError("{0}: map '{1}' is not a map of the program", source, name);
+    if (!entries.is_array())
+      return makeError("{0}: map '{1}': expected an array of entries", source, name);
+    core::TableContents &contents = snapshot[name];
+    contents.complete = true;
+    size_t index = 0;
+    for (const auto &entry : entries) {
+      std::string where = source + ": map '" + name + "' entry " + std::to_string(index++);
+      if (!entry.is_object() || !entry.contains("key"))
+        return makeError("{0}: expected {{\"key\": ..., \"value\": ...}", where);
+      auto key = parseJsonBytes(entry["key"], where + " key");
+      if (!key)
+        return key.takeError();
+      if (key->size() != info->second.keySize)
+        return makeError("{0}: key has {1} bytes, the map's keys have {2}", where,
+                         key->size(), info->second.keySize);
+      core::TableEntry parsed{*key, std::nullopt};
+      std::vector<Bytes> values;
+      if (entry.contains("value")) {
+        auto value = parseJsonBytes(entry["value"], where + " value");
+        if (!value)
+          return value.takeError();
+        values.push_back(*value);
+      } else if (entry.contains("values") && entry["values"].is_array()) {
+        for (const auto &perCpu : entry["values"]) {
+          const auto &raw = perCpu.is_object() && perCpu.contains("value")
+                                ? perCpu["value"]
+                                : perCpu;
+          auto value = parseJsonBytes(raw, where + " per-CPU value");
+          if (!value)
+            return value.takeError();
+          values.push_back(*value);
+        }
+      } else {
+        return makeError("{0}: needs \"value\" (or \"values\" for per-CPU maps)", where);
+      }
+      for (const Bytes &value : values)
+        if (value.size() != info->second.valueSize)
+          return makeError("{0}: value has {1} bytes, the map's values have {2}",
+                           where, value.size(), info->second.valueSize);
+      if (std::all_of(values.begin(), values.end(),
+                      [&](const Bytes &v) { return v == values.front(); }))
+        parsed.value = values.front();
+      contents.entries.push_back(std::move(parsed));
+    }
+  }
+  return snapshot;
+}
+
+nlohmann::json snapshotToJson(const core::TableSnapshot &snapshot) {
+  nlohmann::json maps = nlohmann::json::object();
+  for (const auto &[name, contents] : snapshot) {
+    nlohmann::json entries = nlohmann::json::array();
+    for (const core::TableEntry &entry : contents.entries) {
+      nlohmann::json item = {{"key", toHex(entry.key)}};
+      if (entry.value)
+        item["value"] = toHex(*entry.value);
+      else
+        item["value_varies_by_cpu"] = true;
+      entries.push_back(item);
+    }
+    maps[name] = entries;
+  }
+  return {{"maps", maps}};
+}
+
+} // namespace morpheus::bpf
