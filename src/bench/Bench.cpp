@@ -5,7 +5,7 @@
 
 #include "backend/bpf/BpfObject.h"
 #include "backend/bpf/MapIO.h"
-#include "backend/bpf/XdpLink.h"
+#include "backend/bpf/ProgramLink.h"
 #include "nf/common/Registry.h"
 #include "support/Netns.h"
 
@@ -360,7 +360,7 @@ Error checkVariants(Driver &driver, const std::vector<Variant> &variants, const 
 // Where the live method sends packets: the program under test is attached
 // to `link`, the sender transmits from the veth peer `senderIfindex`.
 struct LiveTarget {
-  bpf::XdpLink &link;
+  bpf::ProgramLink &link;
   uint32_t senderIfindex;
 };
 
@@ -688,13 +688,13 @@ Expected<BenchResult> runInNamespace(const Preset &preset, const BenchOptions &o
     traces.push_back(std::move(*trace));
   }
 
-  std::optional<bpf::XdpLink> link;
+  std::optional<bpf::ProgramLink> link;
   std::optional<LiveTarget> live;
   if (options.method == Method::Live) {
     if (preset.ingress.empty())
       return makeError("{0}: the live method needs an 'ingress' interface", preset.file);
-    auto attached = bpf::XdpLink::attach(optimizer.originalFd(), preset.ingress,
-                                         bpf::XdpMode::Native);
+    auto attached = bpf::ProgramLink::attach(
+        optimizer.originalFd(), bpf::AttachPoint{bpf::ProgramType::Xdp, preset.ingress});
     if (!attached)
       return attached.takeError();
     link.emplace(std::move(*attached));

@@ -1,6 +1,7 @@
 // What the subcommands share: compiler flags.
 #include "cli/Commands.h"
 
+#include <map>
 #include <sstream>
 
 namespace morpheus::cli {
@@ -31,6 +32,14 @@ void addCompilerOptions(CLI::App &command, CompilerFlags &flags) {
       ->type_name("NAME[=VALUE]");
   command.add_option("--cflags", flags.cflags, "more clang flags for C input (space separated)")
       ->type_name("\"FLAGS\"");
+  command
+      .add_option_function<bpf::ProgramType>(
+          "--prog-type", [&flags](const bpf::ProgramType &type) { flags.programType = type; },
+          "type of the programs whose section libbpf cannot place (SEC(\"xdp_prog\"), from "
+          "before libbpf 1.0), as bpftool's 'type'")
+      ->transform(commandline::oneOf(std::map<std::string, bpf::ProgramType>{
+          {"xdp", bpf::ProgramType::Xdp}, {"tc", bpf::ProgramType::Tc}}))
+      ->type_name("xdp|tc");
 }
 
 bpf::FrontendOptions frontendOptions(const CompilerFlags &flags) {
@@ -44,6 +53,7 @@ bpf::FrontendOptions frontendOptions(const CompilerFlags &flags) {
     for (std::string word; words >> word;)
       options.cflags.push_back(word);
   }
+  options.programType = flags.programType;
   return options;
 }
 

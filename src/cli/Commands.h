@@ -7,6 +7,7 @@
 #include "backend/bpf/Frontend.h"
 #include "support/CommandLine.h"
 
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -30,9 +31,11 @@ void addProgramArgument(CLI::App &command, std::string &path);
 // --inline-limit N, the table size up to which whole tables are inlined.
 void addInlineLimit(CLI::App &command, uint32_t &limit);
 
-// -I/-D/--cflags, understood by every command that compiles a program.
+// -I/-D/--cflags, understood by every command that compiles a program, and
+// --prog-type, the type of programs in sections libbpf cannot place.
 struct CompilerFlags {
   std::vector<std::string> includes, defines, cflags;
+  std::optional<bpf::ProgramType> programType;
 };
 void addCompilerOptions(CLI::App &command, CompilerFlags &flags);
 bpf::FrontendOptions frontendOptions(const CompilerFlags &flags);

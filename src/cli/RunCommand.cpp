@@ -26,6 +26,8 @@ struct RunOptions {
   std::vector<std::string> ifaces;
   std::string netns, pinDir, pinRoot, socketPath, entry;
   bpf::XdpMode mode = bpf::XdpMode::Native;
+  bpf::TcDirection tcDirection = bpf::TcDirection::Ingress;
+  bool detachOnExit = false;
   double periodMs = 1000;
   uint32_t inlineLimit = runtime::OptimizerOptions().inlineLimit;
   uint32_t shadowPackets = runtime::OptimizerOptions().shadowPackets;
@@ -45,6 +47,8 @@ int run(const RunOptions &flags) {
   options.optimizer.shadowPackets = flags.shadowPackets;
   options.period = std::chrono::microseconds(int64_t(flags.periodMs * 1000));
   options.mode = flags.mode;
+  options.tcDirection = flags.tcDirection;
+  options.onExit = flags.detachOnExit ? runtime::OnExit::Detach : runtime::OnExit::KeepServing;
   options.reproducerDir = flags.reproducerDir;
   options.quiet = flags.quiet;
   configureProcessLog(processLog().threshold(), flags.logFormat, "morpheus");
@@ -66,22 +70,23 @@ int run(const RunOptions &flags) {
   if (!daemon)
     return fail(daemon.takeError());
   runtime::Optimizer &opt = (*daemon)->optimizer();
-  std::string ifaces;
-  for (const std::string &iface : options.ifaces)
-    ifaces += (ifaces.empty() ? "" : ", ") + iface;
   const char *mode = options.mode == bpf::XdpMode::Native ? "native" : "generic";
   processLog().record("attached",
                       {{"program", path},
                        {"entry", opt.entryName()},
                        {"ifaces", options.ifaces},
+                       {"attached_to", (*daemon)->attachedTo()},
                        {"mode", mode},
                        {"pin_dir", options.optimizer.pinDir},
                        {"startup_ms", opt.startupMs()}},
-                      llvm::formatv("{0}: program '{1}' attached to {2} ({3} mode), maps pinned "
-                                    "in {4} (startup {5:f1} ms)\n",
-                                    path, opt.entryName(), ifaces, mode,
+                      llvm::formatv("{0}: program '{1}' attached ({2}), maps pinned in {3} "
+                                    "(startup {4:f1} ms)\n",
+                                    path, opt.entryName(), (*daemon)->attachedTo(),
                                     options.optimizer.pinDir, opt.startupMs())
                           .str());
+  if (!flags.quiet)
+    for (const std::string &line : (*daemon)->updateGuarantees())
+      processLog().record("guarantee", {{"line", line}}, "  " + line + "\n");
 
   // Stats stay enabled for as long as this fd is open.
   int statsFd = bpf_enable_stats(BPF_STATS_RUN_TIME);
@@ -94,8 +99,12 @@ int run(const RunOptions &flags) {
   }
   if (statsFd >= 0)
     close(statsFd);
-  processLog().record("stopping", nlohmann::json::object(),
-                      "stopping: detaching and removing pins\n");
+  processLog().record("stopping", {{"detach", flags.detachOnExit}},
+                      flags.detachOnExit
+                          ? std::string("stopping: detaching and removing pins\n")
+                          : "stopping: the original program stays attached (links, maps and "
+                            "guard pinned in " + options.optimizer.pinDir + ")\n");
+  daemon->reset(); // the last swap (to the original) happens here
   return 0;
 }
 
@@ -114,7 +123,11 @@ void addRunCommand(CLI::App &morpheus) {
       "treats a sample packet differently from the original is refused (its\n"
       "reproducer written once per distinct difference); the running program\n"
       "stays. Failed and refused cycles back off: 2, 4, ... up to 64 periods.\n"
-      "On SIGINT/SIGTERM it detaches and removes its pins.",
+      "XDP and TC programs (tcx). The links are pinned in the pin directory:\n"
+      "on SIGINT/SIGTERM (and after a crash or kill -9) the program stays\n"
+      "attached; a clean exit swaps the original back in and keeps the pins,\n"
+      "and the next run takes the links over. --detach-on-exit detaches and\n"
+      "removes the pins instead; 'rm DIR/link_*' detaches what a run left.",
       [options](const CLI::App &) { return run(*options); });
   addProgramArgument(command, options->program);
   command
@@ -132,6 +145,16 @@ void addRunCommand(CLI::App &morpheus) {
           std::map<std::string, bpf::XdpMode>{{"native", bpf::XdpMode::Native},
                                               {"generic", bpf::XdpMode::Generic}}))
       ->type_name("native|generic");
+  command
+      .add_option("--tc-attach", options->tcDirection,
+                  "tcx hook for TC programs (default ingress)")
+      ->transform(commandline::oneOf(
+          std::map<std::string, bpf::TcDirection>{{"ingress", bpf::TcDirection::Ingress},
+                                                  {"egress", bpf::TcDirection::Egress}}))
+      ->type_name("ingress|egress");
+  command.add_flag("--detach-on-exit", options->detachOnExit,
+                   "on exit detach the program and remove the pins (default: the original "
+                   "stays attached, links and maps pinned)");
   commandline::addDuration(command, "--period", options->periodMs,
                            "re-specialize every DURATION (default 1s)");
   command

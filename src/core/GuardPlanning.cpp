@@ -112,6 +112,7 @@ Expected<GuardPlan> planGuards(Module &module, const AccessSignatureTable &sigs,
       if (auto it = decided.find(decision.function); it != decided.end()) {
         decision.fallback = it->second->fallback;
         decision.slot = it->second->slot;
+        decision.failureVerdict = it->second->failureVerdict;
         decision.detail = it->second->detail;
       } else {
         decision.detail = "no fallback decided for this program";

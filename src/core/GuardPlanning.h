@@ -40,6 +40,9 @@ struct EntryFallback {
   std::string function;
   Fallback fallback = Fallback::None;
   unsigned slot = 0;  // TailCall
+  // TailCall: what the entry returns when the original cannot be reached
+  // (an empty slot, the tail-call limit): the program type's drop verdict.
+  uint32_t failureVerdict = 0;
   std::string detail; // why, for the decision log
 };
 

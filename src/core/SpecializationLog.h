@@ -39,6 +39,7 @@ struct GuardDecision {
   bool callback = false;
   Fallback fallback = Fallback::None;
   unsigned slot = 0;  // TailCall: the fallback array's slot
+  uint32_t failureVerdict = 0; // TailCall: returned when the original cannot be reached
   std::string detail; // why this fallback (or none)
 };
 

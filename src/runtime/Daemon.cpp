@@ -6,6 +6,7 @@
 #include <llvm/Support/xxhash.h>
 #include <nlohmann/json.hpp>
 
+#include <algorithm>
 #include <fstream>
 
 namespace morpheus::runtime {
@@ -27,19 +28,34 @@ Expected<std::unique_ptr<Daemon>> Daemon::start(const std::string &path,
                                                 llvm::raw_ostream &errors) {
   if (options.ifaces.empty())
     return makeError("{0}: no interface to attach to", path);
+  if (options.onExit == OnExit::KeepServing && options.optimizer.pinDir.empty())
+    return makeError("{0}: keeping the program attached after exit needs a pin directory "
+                     "for its links",
+                     path);
   std::unique_ptr<Daemon> daemon(new Daemon(std::move(options), out, errors));
   auto optimizer = Optimizer::create(path, daemon->options.optimizer);
   if (!optimizer)
     return optimizer.takeError();
   daemon->opt = std::move(*optimizer);
   Optimizer &opt = *daemon->opt;
+  daemon->programType = opt.spec().programType(opt.entryName());
+  if (daemon->programType == bpf::ProgramType::Other)
+    return makeError("{0}: program '{1}' is neither XDP nor TC (its section decides; "
+                     "--prog-type xdp|tc for a section libbpf cannot place)",
+                     path, opt.entryName());
   // One program, one set of maps, every port: a multi-port function (a
   // router, a switch) runs as one instance behind one guard.
+  // A daemon that did not start leaves nothing attached and no pin.
+  auto abandon = [&daemon](Error err) -> Error {
+    for (Port &port : daemon->ports)
+      port.link->unpin();
+    daemon->options.onExit = OnExit::Detach;
+    return err;
+  };
   for (const std::string &iface : daemon->options.ifaces) {
-    auto link = bpf::XdpLink::attach(opt.originalFd(), iface, daemon->options.mode,
-                                     daemon->options.netns);
+    auto link = daemon->attachPort(iface, opt.originalFd());
     if (!link)
-      return link.takeError();
+      return abandon(link.takeError());
     daemon->ports.push_back(Port{iface, std::move(*link), ""});
   }
   opt.install = [raw = daemon.get()](int fd) { return raw->installOnPorts(fd); };
@@ -53,9 +69,12 @@ Expected<std::unique_ptr<Daemon>> Daemon::start(const std::string &path,
               .dump();
         });
     if (!server)
-      return server.takeError();
+      return abandon(server.takeError());
     daemon->server = std::move(*server);
   }
+  // The pins stay for the program that keeps serving.
+  if (daemon->options.onExit == OnExit::KeepServing)
+    opt.keepPins();
   daemon->nextPeriod = daemon->nextCycle = Clock::now();
   daemon->statsBase = bpf::programRunStats(opt.activeFd());
   return daemon;
@@ -64,6 +83,87 @@ Expected<std::unique_ptr<Daemon>> Daemon::start(const std::string &path,
 Daemon::~Daemon() {
   // The socket first: no update may arrive for an optimizer going away.
   server.reset();
+  if (options.onExit != OnExit::KeepServing || !opt)
+    return; // the links detach as they go
+  // The original stays: it is correct whatever the maps come to hold, and
+  // nobody is left to bump the guard when they change. The pinned links
+  // keep it attached.
+  for (Port &port : ports)
+    if (port.link)
+      if (Error err = port.link->replace(opt->originalFd()))
+        log.error("interface '" + port.iface + "': " + llvm::toString(std::move(err)) +
+                  "; the specialized program stays");
+}
+
+std::string Daemon::attachedTo() const {
+  std::string where;
+  for (const Port &port : ports)
+    where += (where.empty() ? "" : ", ") + attachPoint(port.iface).describe();
+  return where;
+}
+
+std::vector<std::string> Daemon::updateGuarantees() const {
+  std::vector<std::string> lines;
+  double periodMs = std::chrono::duration<double, std::milli>(options.period).count();
+  for (const auto &[name, usage] : opt->spec().analysis().tables) {
+    if (usage.written) {
+      lines.push_back(llvm::formatv("map '{0}': written by the program, never specialized: "
+                                    "every update is live at once",
+                                    name)
+                          .str());
+      continue;
+    }
+    lines.push_back(llvm::formatv("map '{0}': may be specialized: updates through Morpheus "
+                                  "(morpheus map, the client library, the socket) reach the "
+                                  "next packet; other writers' (bpftool) are polled: a packet "
+                                  "may see the old entry for up to {1:f0} ms (a period) plus "
+                                  "one cycle, longer while failed cycles back off",
+                                  name, periodMs)
+                        .str());
+  }
+  return lines;
+}
+
+bpf::AttachPoint Daemon::attachPoint(const std::string &iface) const {
+  return bpf::AttachPoint{programType, iface, options.netns, options.mode, options.tcDirection};
+}
+
+std::string Daemon::linkPin(const std::string &iface) const {
+  if (options.optimizer.pinDir.empty())
+    return "";
+  // bpffs refuses names with '.' (eth0.100).
+  std::string name = std::string("link_") + bpf::programTypeName(programType) + "_" + iface;
+  std::replace(name.begin(), name.end(), '.', '_');
+  return llvm::sys::path::convert_to_slash(options.optimizer.pinDir + "/" + name);
+}
+
+Expected<bpf::ProgramLink> Daemon::attachPort(const std::string &iface, int programFd) {
+  bpf::AttachPoint point = attachPoint(iface);
+  std::string pin = linkPin(iface);
+  if (!pin.empty()) {
+    auto pinned = bpf::ProgramLink::openPinned(pin, point);
+    if (!pinned)
+      return pinned.takeError();
+    if (*pinned) {
+      // An earlier run left its program serving here: take the hook over
+      // (an atomic swap) rather than attach a second program beside it.
+      if (Error err = (*pinned)->replace(programFd))
+        return withContext(std::move(err), "the link pinned at " + pin);
+      log.record("link_taken_over", {{"iface", iface}, {"pin", pin}},
+                 "interface '" + iface + "': took over the link an earlier run left at " + pin +
+                     "\n");
+      if (options.onExit == OnExit::Detach)
+        (*pinned)->unpin();
+      return std::move(**pinned);
+    }
+  }
+  auto link = bpf::ProgramLink::attach(programFd, point);
+  if (!link)
+    return link.takeError();
+  if (options.onExit == OnExit::KeepServing)
+    if (Error err = link->pin(pin))
+      return err;
+  return std::move(*link);
 }
 
 Error Daemon::installOnPorts(int programFd) {
@@ -81,6 +181,7 @@ Error Daemon::installOnPorts(int programFd) {
 }
 
 void Daemon::reportLost(Port &lost) {
+  lost.link->unpin(); // the kernel detached it: its pin would hold a dead link
   lost.link.reset();
   std::string serving;
   for (const Port &port : ports)
@@ -100,8 +201,7 @@ void Daemon::tendPorts() {
         reportLost(port);
       continue;
     }
-    auto link = bpf::XdpLink::attach(opt->activeFd(), port.iface, options.mode,
-                                     options.netns);
+    auto link = attachPort(port.iface, opt->activeFd());
     if (!link) {
       ErrorDetails failure = takeErrorDetails(link.takeError());
       // No such interface is the expected state until it comes back.

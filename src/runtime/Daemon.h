@@ -15,10 +15,18 @@
 //   keeps rejecting, or a pass that keeps producing a wrong candidate, does
 //   not burn a core or flood the disk;
 // - a refused candidate's reproducer is written once per distinct
-//   difference, not once per period.
+//   difference, not once per period;
+// - on exit (OnExit): keep serving (the default of `morpheus run`): every
+//   link is pinned in the pin directory from the moment it is attached, so
+//   the data plane outlives the process (also a crash or kill -9); a clean
+//   exit swaps the original back in (correct whatever the maps hold, with
+//   nobody left to bump the guard on polled changes) and leaves maps and
+//   guard pinned for the control plane; a restart with the same pin
+//   directory takes over the pinned links (one program per hook, never
+//   two). Or detach: links detached, every pin this run made removed.
 #pragma once
 
-#include "backend/bpf/XdpLink.h"
+#include "backend/bpf/ProgramLink.h"
 #include "runtime/ControlServer.h"
 #include "runtime/Optimizer.h"
 #include "support/Log.h"
@@ -35,11 +43,20 @@
 
 namespace morpheus::runtime {
 
+// What becomes of the data plane when the daemon goes away.
+enum class OnExit {
+  KeepServing, // links pinned; the original left attached; pins kept
+  Detach,      // links detached; the pins this run made removed
+};
+
 struct DaemonOptions {
   OptimizerOptions optimizer;
   std::vector<std::string> ifaces; // at least one
   std::string netns;               // of the interfaces; "" = ours
-  bpf::XdpMode mode = bpf::XdpMode::Native;
+  bpf::XdpMode mode = bpf::XdpMode::Native;             // XDP programs
+  bpf::TcDirection tcDirection = bpf::TcDirection::Ingress; // TC programs
+  // KeepServing needs optimizer.pinDir (the links are pinned there).
+  OnExit onExit = OnExit::Detach;
   std::chrono::microseconds period = std::chrono::seconds(1);
   std::string socketPath;            // control socket; "" = none
   std::string reproducerDir = "/tmp"; // refused candidates' reproducers
@@ -70,6 +87,13 @@ public:
   void notifyChange();
 
   Optimizer &optimizer() { return *opt; }
+  // "XDP (native) on eth0, XDP (native) on eth1", "tcx ingress on eth0"
+  std::string attachedTo() const;
+  // Per map, one line for operators saying which guarantee holds for its
+  // updates: a map the program writes is never specialized (always live);
+  // for one it only reads, updates through Morpheus (the guard) are seen
+  // by the next packet, other writers' within a period plus a cycle.
+  std::vector<std::string> updateGuarantees() const;
   // Cycles in a row that failed or were refused (0 after a good one).
   unsigned consecutiveFailures() const { return failures; }
   // The earliest a cycle may run (later than now while backing off).
@@ -77,16 +101,24 @@ public:
 
 private:
   // One --iface port; `link` is empty while the interface is gone (deleting
-  // an interface detaches its XDP link for good).
+  // an interface detaches its link for good).
   struct Port {
     std::string iface;
-    std::optional<bpf::XdpLink> link;
+    std::optional<bpf::ProgramLink> link;
     std::string attachError; // the last re-attach failure, reported once
   };
 
   Daemon(DaemonOptions options, llvm::raw_ostream &out, llvm::raw_ostream &errors)
       : options(std::move(options)), log(out, errors, this->options.logLevel, this->options.logFormat) {}
   Error installOnPorts(int programFd);
+  bpf::AttachPoint attachPoint(const std::string &iface) const;
+  // Where the link of `iface` is pinned (KeepServing), or where an earlier
+  // run left it; "" without a pin directory.
+  std::string linkPin(const std::string &iface) const;
+  // Attaches the running program to `iface`, or takes over the link an
+  // earlier run pinned there (under Detach, unpinned so it goes with us);
+  // pins a new link under KeepServing.
+  Expected<bpf::ProgramLink> attachPort(const std::string &iface, int programFd);
   void reportLost(Port &lost);
   void tendPorts();
   void repairPins();
@@ -99,6 +131,7 @@ private:
   Log log; // on the caller's streams
   std::unique_ptr<Optimizer> opt;
   std::vector<Port> ports;
+  bpf::ProgramType programType = bpf::ProgramType::Xdp;
   std::unique_ptr<ControlServer> server;
 
   std::mutex mutex;

@@ -184,9 +184,16 @@ std::vector<std::string> Optimizer::repairPins() {
 }
 
 void Optimizer::unpinAll() {
+  if (pinsOutliveUs)
+    return;
   for (const std::string &path : createdPins)
     unlink(path.c_str());
   createdPins.clear();
+  // Maps pinned by name that this run's load made: the program that used
+  // them is gone; maps pinned before it are another loader's and stay.
+  if (original)
+    for (const std::string &path : original->pinsMade())
+      unlink(path.c_str());
   if (!options.pinDir.empty())
     rmdir(options.pinDir.c_str()); // only succeeds when nothing else is pinned
 }

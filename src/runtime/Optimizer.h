@@ -90,6 +90,12 @@ public:
   // fails the new program is discarded and the running one stays.
   std::function<Error(int programFd)> install;
 
+  // From now on, destruction leaves every pin (maps, guard, maps pinned by
+  // name) in place: the program keeps serving after Morpheus (runtime/
+  // Daemon's OnExit::KeepServing). Otherwise the pins this optimizer made
+  // go, pins by name included (those it found pinned stay).
+  void keepPins() { pinsOutliveUs = true; }
+
   // Test-only: faults for the cycles that follow (FaultInjection).
   void injectFaults(core::FaultInjection faults) { options.faults = faults; }
 
@@ -160,6 +166,7 @@ private:
   };
   std::optional<Rejection> rejection;
   uint64_t cycles = 0;
+  bool pinsOutliveUs = false;
 };
 
 } // namespace morpheus::runtime

@@ -216,7 +216,9 @@ std::vector<SamplePacket> synthesizePackets(const std::vector<KeyedTable> &table
   return steps;
 }
 
-Expected<PacketResult> runPacket(int programFd, const SamplePacket &step) {
+namespace {
+
+Expected<PacketResult> runXdp(int programFd, const SamplePacket &step) {
   // BPF_PROG_TEST_RUN wants at least an Ethernet header of input; a shorter
   // packet is padded and the context's data_end cuts the padding off.
   const size_t minimum = 14;
@@ -241,6 +243,52 @@ Expected<PacketResult> runPacket(int programFd, const SamplePacket &step) {
   size_t length = options.data_size_out;
   outcome.output.resize(length >= padding ? length - padding : 0);
   return outcome;
+}
+
+// The shortest input BPF_PROG_TEST_RUN makes an skb of: an Ethernet
+// header, and behind an IPv4 or IPv6 ethertype a whole IP header.
+// `packet` is at least an Ethernet header long.
+size_t shortestSkb(const Bytes &packet) {
+  const size_t ethernet = 14;
+  uint16_t etherType = uint16_t(packet[12] << 8 | packet[13]);
+  if (etherType == 0x0800)
+    return ethernet + 20;
+  if (etherType == 0x86dd)
+    return ethernet + 40;
+  return ethernet;
+}
+
+Expected<PacketResult> runTc(int programFd, const SamplePacket &step) {
+  // The kernel refuses to build an skb shorter than shortestSkb, and the
+  // skb context has no data_end to cut padding off: the padded packet is
+  // the input, the same for every version compared.
+  Bytes input = step.packet;
+  input.resize(std::max<size_t>(input.size(), 14), 0); // the ethertype padded too
+  input.resize(std::max(input.size(), shortestSkb(input)), 0);
+  PacketResult outcome;
+  outcome.output.resize(input.size() + 512);
+  __sk_buff context = {};
+  context.ifindex = step.ifindex; // 0 or 1: the namespace's loopback either way
+  LIBBPF_OPTS(bpf_test_run_opts, options, .data_in = input.data(),
+              .data_out = outcome.output.data(),
+              .data_size_in = uint32_t(input.size()),
+              .data_size_out = uint32_t(outcome.output.size()),
+              .ctx_in = &context, .ctx_size_in = uint32_t(sizeof(context)), .repeat = 1);
+  if (bpf_prog_test_run_opts(programFd, &options))
+    return makeSystemError(errno, "BPF_PROG_TEST_RUN (TC, a {0}-byte packet: {1})",
+                           input.size(), toHex(input));
+  outcome.verdict = options.retval;
+  outcome.output.resize(options.data_size_out);
+  return outcome;
+}
+
+} // namespace
+
+Expected<PacketResult> runPacket(int programFd, bpf::ProgramType type,
+                                 const SamplePacket &step) {
+  if (type == bpf::ProgramType::Tc)
+    return runTc(programFd, step);
+  return runXdp(programFd, step);
 }
 
 } // namespace morpheus::runtime

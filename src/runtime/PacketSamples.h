@@ -5,6 +5,7 @@
 // tables' entries, and malformed ones that probe every bounds check.
 #pragma once
 
+#include "backend/bpf/ProgramType.h"
 #include "core/Tables.h"
 #include "support/Error.h"
 
@@ -58,6 +59,12 @@ struct PacketResult {
   core::Bytes output;
 };
 
-Expected<PacketResult> runPacket(int programFd, const SamplePacket &packet);
+// Runs `packet` once through the program (BPF_PROG_TEST_RUN) with the
+// context of its type: an xdp_md, or an __sk_buff for TC. The kernel builds
+// an skb only from a whole Ethernet header and, behind an IPv4/IPv6
+// ethertype, a whole IP header: a shorter TC packet is run zero-padded to
+// that length (every version gets the same input).
+Expected<PacketResult> runPacket(int programFd, bpf::ProgramType type,
+                                 const SamplePacket &packet);
 
 } // namespace morpheus::runtime

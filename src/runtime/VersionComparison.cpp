@@ -250,7 +250,7 @@ VersionComparison::run(const Step &step, MapCheck check,
     int fd = programFd(version);
     if (fd < 0)
       return makeError("no {0} version loaded to compare", versionName(version));
-    auto result = runPacket(fd, step);
+    auto result = runPacket(fd, spec.programType(entry), step);
     if (!result)
       return withContext(result.takeError(), versionName(version) + std::string(" version"));
     static_cast<PacketResult &>(outcome.observed[at(version)]) = std::move(*result);

@@ -37,16 +37,6 @@ namespace {
 
 using namespace std::chrono_literals;
 
-struct Fd {
-  int fd = -1;
-  explicit Fd(int fd) : fd(fd) {}
-  Fd(Fd &&other) noexcept : fd(std::exchange(other.fd, -1)) {}
-  ~Fd() {
-    if (fd >= 0)
-      close(fd);
-  }
-};
-
 Bytes u32Key(uint32_t value) {
   Bytes key(4);
   std::memcpy(key.data(), &value, 4);

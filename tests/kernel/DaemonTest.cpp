@@ -1,6 +1,8 @@
 // `morpheus run` as an operator runs it: a separate process attached to a
 // veth (generic mode here; the swap and demo tests cover native), configured
-// through its control socket, stopped with SIGTERM, leaving nothing behind.
+// through its control socket, stopped with SIGTERM; with --detach-on-exit
+// leaving nothing behind (the default keeps the original attached:
+// ProgramKindsTest).
 #include "ChildProcess.h"
 #include "KernelSupport.h"
 #include "PolicyFwd.h"
@@ -71,7 +73,7 @@ TEST(Daemon, ControlSocketUpdatesAndCleanShutdown) {
   PinDir pins("daemon");
   std::string pinDir = pins.path() + "/policy_fwd";
   Daemon daemon("daemon", {"--iface", veth.ifB(), "--netns", veth.nsB(), "--pin-dir", pinDir,
-                           "--period", "200ms", "--xdp-mode", "generic"});
+                           "--period", "200ms", "--xdp-mode", "generic", "--detach-on-exit"});
   const std::string &socketPath = daemon.socketPath;
   ASSERT_TRUE(daemon.started()) << daemon.log();
   struct stat info = {};

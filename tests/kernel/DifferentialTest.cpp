@@ -118,6 +118,7 @@ INSTANTIATE_TEST_SUITE_P(Differential, DifferentialOfOneKind,
 struct CorpusCase {
   const char *file;
   const char *cpu; // -mcpu, for programs that need v4 (signed division)
+  std::optional<bpf::ProgramType> programType = std::nullopt; // --prog-type
 };
 
 class CorpusSmoke : public ::testing::TestWithParam<CorpusCase> {};
@@ -129,6 +130,7 @@ TEST_P(CorpusSmoke, NoDifference) {
   options.shrinkSeconds = 2;
   if (GetParam().cpu)
     options.frontend.cflags = {GetParam().cpu};
+  options.frontend.programType = GetParam().programType;
   auto report = runtime::fuzzProgram(
       morpheus::testing::sourcePath(std::string("tests/programs/") + GetParam().file), options);
   ASSERT_THAT_EXPECTED(report, llvm::Succeeded());
@@ -154,7 +156,9 @@ INSTANTIATE_TEST_SUITE_P(
                       CorpusCase{"global_function_value.bpf.c", nullptr},
                       CorpusCase{"many_chains.bpf.c", nullptr},
                       CorpusCase{"inline_asm.bpf.c", nullptr},
-                      CorpusCase{"tail_call_chain.bpf.c", nullptr}),
+                      CorpusCase{"tail_call_chain.bpf.c", nullptr},
+                      CorpusCase{"tc_classifier.bpf.c", nullptr},
+                      CorpusCase{"build_legacy_section.bpf.c", nullptr, bpf::ProgramType::Xdp}),
     [](const auto &info) {
       std::string name = info.param.file;
       name = name.substr(0, name.find('.'));

@@ -3,7 +3,7 @@
 // the program (every version shares the counters) while Morpheus keeps
 // recompiling, swapping and taking control-plane updates.
 #include "PolicyFwd.h"
-#include "backend/bpf/XdpLink.h"
+#include "backend/bpf/ProgramLink.h"
 #include "netns/VethPair.h"
 #include "trafficgen/LiveFrames.h"
 
@@ -30,8 +30,8 @@ TEST(SwapUnderTraffic, NoPacketIsLost) {
                   policyValue(ACTION_DROP, i));
   }
 
-  auto link = bpf::XdpLink::attach(fwd.opt().originalFd(), veth.ifB(),
-                                   bpf::XdpMode::Native, veth.nsB());
+  auto link = bpf::ProgramLink::attach(
+      fwd.opt().originalFd(), bpf::AttachPoint{bpf::ProgramType::Xdp, veth.ifB(), veth.nsB()});
   ASSERT_THAT_EXPECTED(link, llvm::Succeeded());
   fwd.opt().install = [&](int fd) { return link->replace(fd); };
 

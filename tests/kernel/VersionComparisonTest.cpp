@@ -169,7 +169,7 @@ TEST_P(VersionComparisonOfOneKind, SeesADifferenceInTheMapAndNoneWithoutOne) {
   std::string source = sourcePath(std::string("tests/programs/") + GetParam().program + ".bpf.c");
   auto spec = bpf::ProgramSpec::load(source, {});
   ASSERT_THAT_EXPECTED(spec, llvm::Succeeded());
-  auto wrong = bpf::ProgramSpec::load(source, {{"-DMAPS_WRONG_SALT"}});
+  auto wrong = bpf::ProgramSpec::load(source, {.cflags = {"-DMAPS_WRONG_SALT"}});
   ASSERT_THAT_EXPECTED(wrong, llvm::Succeeded());
   // Pristine maps, as the fuzzer starts from.
   auto reference = bpf::LoadedObject::load((*spec)->originalElfWithoutSlots(),

@@ -4,7 +4,6 @@
 
 #include <bpf/bpf.h>
 #include <bpf/libbpf.h>
-#include <dirent.h>
 #include <gtest/gtest.h>
 #include <linux/bpf.h>
 #include <linux/magic.h>
@@ -13,6 +12,7 @@
 #include <sys/statfs.h>
 #include <unistd.h>
 
+#include <filesystem>
 #include <random>
 
 namespace morpheus::testing {
@@ -109,13 +109,10 @@ PinDir::PinDir(const std::string &tag) {
 }
 
 PinDir::~PinDir() {
-  if (DIR *listing = opendir(dir.c_str())) {
-    while (dirent *entry = readdir(listing))
-      if (entry->d_name[0] != '.')
-        unlink((dir + "/" + entry->d_name).c_str());
-    closedir(listing);
-  }
-  rmdir(dir.c_str());
+  // Recursively: a run that keeps serving leaves its pin directory (maps,
+  // guard, links) inside; unpinning a link detaches it.
+  std::error_code ignored;
+  std::filesystem::remove_all(dir, ignored);
 }
 
 std::string sourcePath(const std::string &relative) {

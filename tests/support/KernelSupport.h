@@ -6,8 +6,11 @@
 #include "core/Tables.h"
 #include "support/Bytes.h"
 
+#include <unistd.h>
+
 #include <cstdint>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace morpheus::testing {
@@ -50,6 +53,17 @@ struct PacketSpec {
 
 // Ethernet + IPv4 (valid checksum) + UDP/TCP/ICMP header + payload.
 Bytes buildPacket(const PacketSpec &spec);
+
+// A file descriptor closed when the test is done with it.
+struct Fd {
+  int fd = -1;
+  explicit Fd(int fd) : fd(fd) {}
+  Fd(Fd &&other) noexcept : fd(std::exchange(other.fd, -1)) {}
+  ~Fd() {
+    if (fd >= 0)
+      close(fd);
+  }
+};
 
 // A fresh directory under /sys/fs/bpf (bpffs mounted if needed), removed
 // with everything pinned in it when the object goes away.

@@ -9,7 +9,7 @@
 // included.
 #include "backend/bpf/BpfObject.h"
 #include "backend/bpf/MapUpdater.h"
-#include "backend/bpf/XdpLink.h"
+#include "backend/bpf/ProgramLink.h"
 #include "netns/VethPair.h"
 #include "runtime/Optimizer.h"
 #include "support/Bytes.h"
@@ -101,8 +101,8 @@ int runDemo(int rounds) {
       "empty", {});
   if (!empty)
     return fail(llvm::toString(empty.takeError()));
-  auto link = bpf::XdpLink::attach(opt.originalFd(), veth.ifB(), bpf::XdpMode::Native,
-                                   veth.nsB());
+  auto link = bpf::ProgramLink::attach(
+      opt.originalFd(), bpf::AttachPoint{bpf::ProgramType::Xdp, veth.ifB(), veth.nsB()});
   if (!link)
     return fail(llvm::toString(link.takeError()));
   std::printf("demo: policy_fwd attached natively to %s; maps pinned in %s\n",

@@ -80,6 +80,7 @@ int main(int argc, char **argv) {
   std::optional<uint64_t> guardVersion;
   std::optional<uint64_t> verifierPaths;
   core::Fallback fallback = core::Fallback::TailCall;
+  uint32_t failureVerdict = 0; // what a tail-call guard returns when it cannot fall back
   uint32_t inlineLimit = 64;
   bool optimize = false, printAnalysis = false;
   for (int i = 1; i < argc; ++i) {
@@ -93,6 +94,8 @@ int main(int argc, char **argv) {
       guardVersion = std::stoull(value());
     else if (arg == "--inline-limit")
       inlineLimit = std::stoul(value());
+    else if (arg == "--failure-verdict")
+      failureVerdict = std::stoul(value());
     else if (arg == "--verifier-paths")
       verifierPaths = std::stoull(value());
     else if (arg == "--fallback") {
@@ -117,7 +120,7 @@ int main(int argc, char **argv) {
   }
   if (input.empty())
     return fail("usage: morpheus-opt IN.ll --state STATE.json [-passes=a,b] "
-                "[--guard-version N] [--fallback tail-call|in-program|none] "
+                "[--guard-version N] [--fallback tail-call|in-program|none] [--failure-verdict N] "
                 "[--inline-limit N] [--verifier-paths N] [-O2] [--print-analysis]");
 
   llvm::LLVMContext context;
@@ -203,7 +206,7 @@ int main(int argc, char **argv) {
                                               bpf::GuardEnterFunction, *guardVersion, {}};
     for (unsigned slot = 0; slot < entries.size(); ++slot)
       options.guard->entries.push_back(
-          {entries[slot], fallback, slot, "morpheus-opt --fallback"});
+          {entries[slot], fallback, slot, failureVerdict, "morpheus-opt --fallback"});
   }
   if (verifierPaths)
     for (const std::string &entry : entries)

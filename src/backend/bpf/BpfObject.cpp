@@ -184,7 +184,8 @@ Error adoptPinnedSize(const std::string &objectName, bpf_map *map, int pinned,
 // Pins by name: the live load re-uses a map pinned at the path libbpf
 // derived from the pin root, sized as the pinned one; other loads forget
 // the paths.
-Error preparePins(const std::string &objectName, bpf_object *obj, PinByName pinning) {
+Error preparePins(const std::string &objectName, bpf_object *obj, PinByName pinning,
+                  std::vector<std::string> &toMake) {
   bpf_map *map;
   bpf_object__for_each_map(map, obj) {
     const char *path = bpf_map__pin_path(map);
@@ -198,8 +199,10 @@ Error preparePins(const std::string &objectName, bpf_object *obj, PinByName pinn
     }
     int pinned = bpf_obj_get(path);
     if (pinned < 0) {
-      if (errno == ENOENT)
-        continue; // libbpf creates the map and pins it
+      if (errno == ENOENT) {
+        toMake.push_back(path); // libbpf creates the map and pins it
+        continue;
+      }
       return makeSystemError(errno, "object '{0}': map '{1}': cannot open its pin {2}",
                              objectName, bpf_map__name(map), path);
     }
@@ -313,7 +316,8 @@ Expected<LoadedObject> LoadedObject::load(llvm::ArrayRef<char> elf,
   if (!obj)
     return obj.takeError();
   LoadedObject loaded(*obj, objectName);
-  if (Error err = preparePins(objectName, loaded.obj, options.pinning))
+  std::vector<std::string> toMake;
+  if (Error err = preparePins(objectName, loaded.obj, options.pinning, toMake))
     return err;
   bpf_map *map;
   bpf_object__for_each_map(map, loaded.obj) {
@@ -338,17 +342,20 @@ Expected<LoadedObject> LoadedObject::load(llvm::ArrayRef<char> elf,
                            verifier.empty() ? "" : "; verifier log:\n",
                            verifier);
   }
+  loaded.madePins = std::move(toMake);
   return loaded;
 }
 
 LoadedObject::LoadedObject(LoadedObject &&other) noexcept
-    : obj(std::exchange(other.obj, nullptr)), objectName(std::move(other.objectName)) {}
+    : obj(std::exchange(other.obj, nullptr)), objectName(std::move(other.objectName)),
+      madePins(std::move(other.madePins)) {}
 
 LoadedObject &LoadedObject::operator=(LoadedObject &&other) noexcept {
   if (this != &other) {
     bpf_object__close(obj);
     obj = std::exchange(other.obj, nullptr);
     objectName = std::move(other.objectName);
+    madePins = std::move(other.madePins);
   }
   return *this;
 }

@@ -104,6 +104,9 @@ public:
   ~LoadedObject();
 
   bpf_object *object() const { return obj; }
+  // The pins by name this load made (PinByName::Honour, where no map was
+  // pinned yet); re-used pins are not listed.
+  const std::vector<std::string> &pinsMade() const { return madePins; }
   const std::string &name() const { return objectName; }
   int programFd(const std::string &name) const; // -1 if absent
   int mapFd(const std::string &name) const;     // -1 if absent
@@ -123,6 +126,7 @@ private:
   LoadedObject(bpf_object *obj, std::string name) : obj(obj), objectName(std::move(name)) {}
   bpf_object *obj = nullptr;
   std::string objectName;
+  std::vector<std::string> madePins;
 };
 
 // What the kernel told about one program of a loaded original.

@@ -90,6 +90,8 @@ Expected<std::unique_ptr<Module>> loadProgram(const std::string &path,
     return makeError("{0}: module targets '{1}', not BPF (compile with -target bpf)",
                      path, module->getTargetTriple());
   module->setModuleIdentifier(path);
+  if (Error err = placeProgramSections(*module, path, options.programType))
+    return err;
   core::annotateAccessCalls(*module, BpfSignatures());
   return module;
 }

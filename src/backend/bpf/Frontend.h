@@ -2,6 +2,7 @@
 // module kept in memory, and links Morpheus's own data-plane runtime into it.
 #pragma once
 
+#include "backend/bpf/ProgramType.h"
 #include "backend/bpf/dataplane/guard_abi.h"
 #include "support/Error.h"
 
@@ -17,10 +18,13 @@ namespace morpheus::bpf {
 struct FrontendOptions {
   // Extra compiler flags for C input (-I, -D, ...), passed to clang verbatim.
   std::vector<std::string> cflags;
+  // The type of programs in sections libbpf cannot place (--prog-type).
+  std::optional<ProgramType> programType;
 };
 
 // Loads `path`: .c is compiled with clang-19 (-O2 -g -target bpf), .ll and
-// .bc are parsed. The module must target BPF. Access sites are annotated
+// .bc are parsed. The module must target BPF. Every program gets a section
+// libbpf places (placeProgramSections). Access sites are annotated
 // (core::annotateAccessCalls) so every later clone shares their ids.
 Expected<std::unique_ptr<llvm::Module>>
 loadProgram(const std::string &path, const FrontendOptions &options,

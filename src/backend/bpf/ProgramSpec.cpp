@@ -148,6 +148,13 @@ Error ProgramSpec::renewContext() {
   return Error::success();
 }
 
+ProgramType ProgramSpec::programType(const std::string &entry) const {
+  const llvm::Function *function = pristine->getFunction(entry);
+  if (!function || !function->hasSection())
+    return ProgramType::Other;
+  return programTypeOfSection(function->getSection()).value_or(ProgramType::Other);
+}
+
 core::EntryFallback ProgramSpec::fallbackFor(const std::string &entry, unsigned index,
                                              const SpecializeRequest &request) const {
   const llvm::Function *function = pristine->getFunction(entry);
@@ -162,7 +169,8 @@ core::EntryFallback ProgramSpec::fallbackFor(const std::string &entry, unsigned 
                                               "by tail call would cost one of its hops"
                            : !slot          ? "it could not join the fallback program array"
                                             : "";
-  core::EntryFallback fallback{entry, core::Fallback::None, 0, ""};
+  core::EntryFallback fallback{entry, core::Fallback::None, 0, dropVerdict(programType(entry)),
+                               ""};
   std::optional<uint64_t> verified = known ? facts->second.verifiedInstructions : std::nullopt;
   if (verified && 3 * *verified <= VerifierLimit) {
     // The verifier explores the generic copy (what the original cost) and

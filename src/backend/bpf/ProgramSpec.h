@@ -77,6 +77,9 @@ public:
   const llvm::Module &module() const { return *pristine; }
   // Program entry functions; an entry's fallback slot is its index.
   const std::vector<std::string> &programs() const { return entries; }
+  // What the kernel takes `entry` for (from its section, as placed by the
+  // frontend); Other for a name that is no entry.
+  ProgramType programType(const std::string &entry) const;
   core::ReadPlan readPlan(uint32_t inlineLimit) const;
   // Whether the object makes tail calls of its own (then a fallback by
   // tail call would cost one of its hops).

@@ -12,7 +12,7 @@
 //   in-program:                             tail call (entries with a ctx):
 //   define i32 @prog(ptr %ctx) {            define i32 @prog(ptr %ctx) {
 //   morpheus.guard:                         morpheus.guard:
-//     %ok = call i32 @holds(i64 V)            %g = call i64 @enter(ptr %ctx, i64 V, i32 SLOT)
+//     %ok = call i32 @holds(i64 V)            %g = call i64 @enter(ptr %ctx, i64 V, i32 SLOT, i32 F)
 //     %valid = icmp ne i32 %ok, 0             %valid = icmp slt i64 %g, 0
 //     br i1 %valid, label %entry,             br i1 %valid, label %entry,
 //                   label %fallback                         label %fallback
@@ -20,6 +20,9 @@
 //     %r = call i32 @prog__morpheus_generic(ptr %ctx)   %r = trunc i64 %g to i32
 //     ret i32 %r                              ret i32 %r
 //
+// F is what the entry returns when the original cannot be reached (its slot
+// empty, the tail-call limit hit): the backend's drop verdict for the
+// program type, so such a packet is dropped, never handled by stale code.
 // From the moment of the bump every packet, and every callback run later,
 // executes generic code, which reads the live tables. Versions only grow,
 // so stale code never becomes valid again. The generic copy is always
@@ -121,7 +124,7 @@ std::optional<std::string> GuardPlacer::place(const GuardDecision &root) {
   } else {
     Value *verdict = builder.CreateCall(
         runtime, {function->getArg(0), builder.getInt64(options.version),
-                  builder.getInt32(root.slot)});
+                  builder.getInt32(root.slot), builder.getInt32(root.failureVerdict)});
     branch(builder, builder.CreateICmpSLT(verdict, builder.getInt64(0)), blocks);
     builder.CreateRet(builder.CreateTrunc(verdict, function->getReturnType()));
   }

@@ -14,8 +14,9 @@ namespace morpheus::core {
 struct ProgramGuardOptions {
   // Provided by the backend's runtime:
   //   i32 holds(i64 version): non-zero while code built for `version` may run;
-  //   i64 enter(ptr ctx, i64 version, i32 slot): negative when it may run,
-  //       otherwise the verdict to return (after tail-calling the original).
+  //   i64 enter(ptr ctx, i64 version, i32 slot, i32 failure): negative when
+  //       it may run; otherwise it tail-calls the original and, when that
+  //       cannot run, returns `failure` (the entry's failureVerdict).
   std::string holdsFunction;
   std::string enterFunction;
   uint64_t version = 0; // what the guard word must still hold

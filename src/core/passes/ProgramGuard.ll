@@ -7,6 +7,7 @@
 ;
 ; RUN: split-file %s %t
 ; RUN: morpheus-opt %t/prog.ll --state %t/state.json --guard-version 7 | FileCheck %s --check-prefix=TAIL
+; RUN: morpheus-opt %t/prog.ll --state %t/state.json --guard-version 7 --failure-verdict 2 | FileCheck %s --check-prefix=SHOT
 ; RUN: morpheus-opt %t/prog.ll --state %t/state.json --guard-version 7 --fallback in-program | FileCheck %s --check-prefix=INPROG
 ; RUN: morpheus-opt %t/prog.ll --state %t/state.json --guard-version 7 --fallback none | FileCheck %s --check-prefix=NONE
 ; RUN: morpheus-opt %t/prog.ll --state %t/state.json | FileCheck %s --check-prefix=UNGUARDED
@@ -16,14 +17,20 @@
 ; TAIL-LABEL: define i32 @first(ptr %ctx)
 ; TAIL-NEXT:  morpheus.guard:
 ; TAIL-NEXT:    %zero = alloca i32
-; TAIL-NEXT:    [[G:%.*]] = call i64 @morpheus_guard_enter(ptr %ctx, i64 7, i32 0)
+; TAIL-NEXT:    [[G:%.*]] = call i64 @morpheus_guard_enter(ptr %ctx, i64 7, i32 0, i32 0)
 ; TAIL-NEXT:    [[OK:%.*]] = icmp slt i64 [[G]], 0
 ; TAIL-NEXT:    br i1 [[OK]], label %entry, label %morpheus.fallback
 ; TAIL:       morpheus.fallback:
 ; TAIL-NEXT:    [[V:%.*]] = trunc i64 [[G]] to i32
 ; TAIL-NEXT:    ret i32 [[V]]
 ; TAIL-LABEL: define i32 @second(ptr %ctx)
-; TAIL:         call i64 @morpheus_guard_enter(ptr %ctx, i64 7, i32 1)
+; TAIL:         call i64 @morpheus_guard_enter(ptr %ctx, i64 7, i32 1, i32 0)
+; The verdict returned when the original cannot be reached is the
+; backend's, per program type (2 = TC_ACT_SHOT for a TC entry).
+; SHOT-LABEL: define i32 @first(ptr %ctx)
+; SHOT:         call i64 @morpheus_guard_enter(ptr %ctx, i64 7, i32 0, i32 2)
+; SHOT-LABEL: define i32 @second(ptr %ctx)
+; SHOT:         call i64 @morpheus_guard_enter(ptr %ctx, i64 7, i32 1, i32 2)
 ; Nothing specialized below it: no guard.
 ; TAIL-LABEL: define i32 @untouched(ptr %ctx)
 ; TAIL-NOT:     @morpheus_guard
@@ -91,7 +98,7 @@ target triple = "bpf"
 
 @config = global { ptr, ptr } zeroinitializer, section ".maps", align 8
 
-declare i64 @morpheus_guard_enter(ptr, i64, i32)
+declare i64 @morpheus_guard_enter(ptr, i64, i32, i32)
 declare i32 @morpheus_guard_holds(i64)
 
 define i32 @first(ptr %ctx) section "xdp" {
@@ -152,7 +159,7 @@ target triple = "bpf"
 
 @config = global { ptr, ptr } zeroinitializer, section ".maps", align 8
 
-declare i64 @morpheus_guard_enter(ptr, i64, i32)
+declare i64 @morpheus_guard_enter(ptr, i64, i32, i32)
 declare i32 @morpheus_guard_holds(i64)
 
 ; C: SEC("xdp") int no_ctx(void)

@@ -50,13 +50,14 @@ __attribute__((always_inline)) int morpheus_guard_holds(__u64 version)
 /* The tail-call fallback. Returns -1 when the specialized code may run.
  * Otherwise it tail-calls the original program, which does not return here;
  * reaching the end means the slot is empty or the tail-call limit was hit,
- * and the packet is aborted (visible in the xdp:xdp_exception tracepoint)
- * rather than processed by stale code. */
+ * and the packet gets `failure`, the program type's drop verdict
+ * (XDP_ABORTED, visible in the xdp:xdp_exception tracepoint; TC_ACT_SHOT),
+ * rather than being processed by stale code. */
 __attribute__((always_inline)) long morpheus_guard_enter(void *ctx, __u64 version,
-							 __u32 slot)
+							 __u32 slot, __u32 failure)
 {
 	if (morpheus_guard_holds(version))
 		return -1;
 	bpf_tail_call(ctx, &morpheus_fallback, slot);
-	return 0;
+	return failure;
 }

@@ -16,7 +16,7 @@
 
 /* Runtime functions the program guard pass calls. */
 #define MORPHEUS_GUARD_HOLDS "morpheus_guard_holds" /* int (__u64 version) */
-#define MORPHEUS_GUARD_ENTER "morpheus_guard_enter" /* long (ctx, version, slot) */
+#define MORPHEUS_GUARD_ENTER "morpheus_guard_enter" /* long (ctx, version, slot, failure) */
 
 /* Slots of the fallback program array: programs Morpheus manages per object. */
 #define MORPHEUS_MAX_PROGRAMS 16

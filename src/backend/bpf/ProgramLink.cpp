@@ -1,0 +1,207 @@
+#include "backend/bpf/ProgramLink.h"
+
+#include "support/Netns.h"
+
+#include <bpf/bpf.h>
+#include <linux/if_link.h>
+#include <llvm/Support/FormatVariadic.h>
+#include <net/if.h>
+#include <unistd.h>
+
+namespace morpheus::bpf {
+
+namespace {
+
+// From kernel 6.6's uapi, which libbpf 1.1's and Debian 12's headers
+// predate.
+constexpr unsigned AttachTcxIngress = 46, AttachTcxEgress = 47;
+constexpr unsigned LinkTypeXdp = 6, LinkTypeTcx = 11;
+
+unsigned linkTypeOf(ProgramType type) {
+  return type == ProgramType::Tc ? LinkTypeTcx : LinkTypeXdp;
+}
+
+// The link's type, program and interface (0 once detached). XDP's and
+// tcx's link info both start with the interface index.
+struct LinkFacts {
+  uint32_t type = 0, programId = 0, ifindex = 0;
+};
+
+std::optional<LinkFacts> factsOf(int linkFd) {
+  bpf_link_info info = {};
+  uint32_t length = sizeof(info);
+  if (bpf_obj_get_info_by_fd(linkFd, &info, &length))
+    return std::nullopt;
+  return LinkFacts{info.type, info.prog_id, info.xdp.ifindex};
+}
+
+// The interface's index, as seen in its namespace: call it there.
+Expected<uint32_t> ifindexHere(const AttachPoint &point) {
+  uint32_t ifindex = if_nametoindex(point.iface.c_str());
+  if (!ifindex)
+    return makeSystemError(errno, "no interface '{0}'{1}", point.iface,
+                           point.netns.empty()
+                               ? ""
+                               : " in network namespace '" + point.netns + "'");
+  return ifindex;
+}
+
+Expected<uint32_t> ifindexOf(const AttachPoint &point) {
+  uint32_t ifindex = 0;
+  // On a helper thread in the namespace: the daemon's own threads never
+  // change namespace.
+  Error err = netns::runInNetns(point.netns, [&]() -> Error {
+    auto found = ifindexHere(point);
+    if (!found)
+      return found.takeError();
+    ifindex = *found;
+    return Error::success();
+  });
+  if (err)
+    return err;
+  return ifindex;
+}
+
+} // namespace
+
+std::string AttachPoint::describe() const {
+  std::string where = type == ProgramType::Tc
+                          ? std::string("tcx ") +
+                                (tcDirection == TcDirection::Ingress ? "ingress" : "egress")
+                          : std::string("XDP (") +
+                                (xdpMode == XdpMode::Native ? "native" : "generic") + ")";
+  where += " on " + iface;
+  if (!netns.empty())
+    where += " in namespace " + netns;
+  return where;
+}
+
+Expected<ProgramLink> ProgramLink::attach(int programFd, const AttachPoint &point) {
+  if (point.type == ProgramType::Other)
+    return makeError("cannot attach to {0}: Morpheus attaches XDP and TC programs only",
+                     point.iface);
+  int linkFd = -1, code = 0;
+  uint32_t ifindex = 0;
+  // The kernel reads the index in the caller's namespace: the link is made
+  // in the interface's, on a helper thread (runInNetns).
+  Error err = netns::runInNetns(point.netns, [&]() -> Error {
+    auto found = ifindexHere(point);
+    if (!found)
+      return found.takeError();
+    ifindex = *found;
+    if (point.type == ProgramType::Xdp) {
+      LIBBPF_OPTS(bpf_link_create_opts, options,
+                  .flags = point.xdpMode == XdpMode::Native ? XDP_FLAGS_DRV_MODE
+                                                            : XDP_FLAGS_SKB_MODE);
+      linkFd = bpf_link_create(programFd, ifindex, BPF_XDP, &options);
+    } else {
+      linkFd = bpf_link_create(programFd, ifindex,
+                               bpf_attach_type(point.tcDirection == TcDirection::Ingress
+                                                   ? AttachTcxIngress
+                                                   : AttachTcxEgress),
+                               nullptr);
+    }
+    code = errno;
+    return Error::success();
+  });
+  if (err)
+    return err;
+  if (linkFd < 0) {
+    std::string hint;
+    if (point.type == ProgramType::Xdp && code == EBUSY)
+      hint = " (another XDP program is attached)";
+    else if (point.type == ProgramType::Xdp && code == EOPNOTSUPP &&
+             point.xdpMode == XdpMode::Native)
+      hint = " (no native XDP in this driver; try --xdp-mode generic)";
+    else if (point.type == ProgramType::Tc && code == EINVAL)
+      hint = " (this kernel has no tcx: Linux 6.6 or later is needed)";
+    return makeSystemError(code, "cannot attach {0}{1}", point.describe(), hint);
+  }
+  return ProgramLink(linkFd, ifindex);
+}
+
+Expected<std::optional<ProgramLink>> ProgramLink::openPinned(const std::string &path,
+                                                             const AttachPoint &point) {
+  if (::access(path.c_str(), F_OK) != 0)
+    return std::nullopt;
+  int fd = bpf_obj_get(path.c_str());
+  if (fd < 0)
+    return makeSystemError(errno, "cannot open the link pinned at {0}", path);
+  std::optional<LinkFacts> facts = factsOf(fd);
+  if (!facts || facts->type != linkTypeOf(point.type)) {
+    close(fd);
+    return makeError("{0} holds no {1} link; remove it or choose another --pin-dir", path,
+                     programTypeName(point.type));
+  }
+  if (!facts->ifindex) {
+    // Its interface was deleted: the link serves nothing any more.
+    close(fd);
+    unlink(path.c_str());
+    return std::nullopt;
+  }
+  auto ifindex = ifindexOf(point);
+  if (!ifindex || *ifindex != facts->ifindex) {
+    llvm::consumeError(ifindex.takeError());
+    close(fd);
+    return makeError("{0} holds a link on another interface than {1}; remove it or choose "
+                     "another --pin-dir",
+                     path, point.iface);
+  }
+  ProgramLink link(fd, facts->ifindex);
+  link.pinnedAt = path;
+  return std::optional<ProgramLink>(std::move(link));
+}
+
+ProgramLink::ProgramLink(ProgramLink &&other) noexcept
+    : linkFd(std::exchange(other.linkFd, -1)), index(other.index),
+      pinnedAt(std::move(other.pinnedAt)) {}
+
+ProgramLink &ProgramLink::operator=(ProgramLink &&other) noexcept {
+  if (this != &other) {
+    if (linkFd >= 0)
+      close(linkFd);
+    linkFd = std::exchange(other.linkFd, -1);
+    index = other.index;
+    pinnedAt = std::move(other.pinnedAt);
+  }
+  return *this;
+}
+
+ProgramLink::~ProgramLink() {
+  if (linkFd < 0)
+    return;
+  if (pinnedAt.empty())
+    bpf_link_detach(linkFd);
+  close(linkFd);
+}
+
+Error ProgramLink::replace(int programFd) {
+  if (bpf_link_update(linkFd, programFd, nullptr))
+    return makeSystemError(errno, "cannot swap the program (link {0})", linkFd);
+  return Error::success();
+}
+
+bool ProgramLink::attached() const {
+  std::optional<LinkFacts> facts = factsOf(linkFd);
+  return facts && facts->ifindex != 0;
+}
+
+Error ProgramLink::pin(const std::string &path) {
+  if (bpf_obj_pin(linkFd, path.c_str()))
+    return makeSystemError(errno, "cannot pin the link at {0}", path);
+  pinnedAt = path;
+  return Error::success();
+}
+
+void ProgramLink::unpin() {
+  if (!pinnedAt.empty())
+    unlink(pinnedAt.c_str());
+  pinnedAt.clear();
+}
+
+uint32_t ProgramLink::programId() const {
+  std::optional<LinkFacts> facts = factsOf(linkFd);
+  return facts ? facts->programId : 0;
+}
+
+} // namespace morpheus::bpf

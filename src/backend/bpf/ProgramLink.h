@@ -1,0 +1,74 @@
+// Where a program runs, attached through a bpf_link: an interface's XDP hook
+// or its tcx ingress/egress hook (TC). Through the link a new program
+// version replaces the running one atomically (bpf_link_update): every
+// packet is processed by exactly one version, and none is dropped during
+// the swap. XDP and tcx links differ only in how they are made; replacing,
+// checking and pinning are the same.
+#pragma once
+
+#include "backend/bpf/ProgramType.h"
+#include "support/Error.h"
+
+#include <optional>
+#include <string>
+
+namespace morpheus::bpf {
+
+enum class XdpMode { Native, Generic };
+enum class TcDirection { Ingress, Egress };
+
+// An interface's hook for a program of `type`.
+struct AttachPoint {
+  ProgramType type = ProgramType::Xdp;
+  std::string iface;
+  std::string netns; // of the interface (the name under /run/netns); "" = ours
+  XdpMode xdpMode = XdpMode::Native;            // XDP
+  TcDirection tcDirection = TcDirection::Ingress; // TC
+
+  // "XDP (native) on eth0", "tcx ingress on eth0 in namespace ns1"
+  std::string describe() const;
+};
+
+class ProgramLink {
+public:
+  // Attaches `programFd` at `point`; the caller's namespace is unchanged.
+  // TC programs attach through tcx (kernel 6.6 and later), which runs them
+  // in attach order beside other tcx programs.
+  static Expected<ProgramLink> attach(int programFd, const AttachPoint &point);
+  // The link pinned at `path` (left by an earlier run) when it is still
+  // attached; nullopt when there is no pin, or the kernel detached the link
+  // (its interface was deleted: the stale pin is removed). A pin holding
+  // anything but a link of `point`'s kind on its interface is an error
+  // naming the path.
+  static Expected<std::optional<ProgramLink>> openPinned(const std::string &path,
+                                                         const AttachPoint &point);
+
+  ProgramLink(ProgramLink &&other) noexcept;
+  ProgramLink &operator=(ProgramLink &&other) noexcept;
+  // Detaches, unless the link is pinned (then the pin keeps it attached:
+  // the program outlives this process).
+  ~ProgramLink();
+
+  // Fails with ENOLINK once the link is detached (see attached()).
+  Error replace(int programFd);
+  // False once the kernel has detached the link: its interface was deleted
+  // (a link on an interface that is merely down stays attached).
+  bool attached() const;
+  // Pins the link at `path`, so it stays attached after this process exits
+  // (crash and kill -9 included); unpin() removes the pin.
+  Error pin(const std::string &path);
+  void unpin();
+  const std::string &pinPath() const { return pinnedAt; }
+  // The id of the program the link runs now.
+  uint32_t programId() const;
+  int fd() const { return linkFd; }
+  int ifindex() const { return index; }
+
+private:
+  ProgramLink(int fd, int ifindex) : linkFd(fd), index(ifindex) {}
+  int linkFd = -1;
+  int index = 0;
+  std::string pinnedAt;
+};
+
+} // namespace morpheus::bpf

@@ -1,0 +1,48 @@
+// The kinds of program Morpheus runs and what differs between them: the
+// section names libbpf places, the verdict that drops a packet, the
+// context BPF_PROG_TEST_RUN takes. Everything else (maps, guards, passes)
+// is the same for XDP and TC.
+#pragma once
+
+#include "support/Error.h"
+
+#include <llvm/ADT/StringRef.h>
+
+#include <cstdint>
+#include <optional>
+
+namespace llvm {
+class Module;
+}
+
+namespace morpheus::bpf {
+
+enum class ProgramType {
+  Xdp, // BPF_PROG_TYPE_XDP: xdp, xdp.frags, xdp/devmap, ...
+  Tc,  // BPF_PROG_TYPE_SCHED_CLS: tc, classifier, tcx/ingress, ...
+  Other, // a type libbpf knows that Morpheus does not attach (socket, ...)
+};
+
+const char *programTypeName(ProgramType type); // "xdp", "tc", "other"
+
+// The type libbpf gives a program in `section`; nullopt when libbpf cannot
+// place the section (names from before libbpf 1.0, such as "xdp_prog").
+std::optional<ProgramType> programTypeOfSection(llvm::StringRef section);
+
+// The section libbpf places as `type` ("xdp", "tc").
+const char *canonicalSection(ProgramType type);
+
+// What a program of `type` returns to drop a packet it must not handle
+// (the guard's verdict when the original cannot be reached):
+// XDP_ABORTED (0) for XDP, TC_ACT_SHOT (2) for TC.
+uint32_t dropVerdict(ProgramType type);
+
+// Gives every program entry of `module` (a function in a section other than
+// .text) a section libbpf can place. A section libbpf knows is kept (the
+// author said what it is); one it cannot place gets the canonical section of
+// `forced` (--prog-type, as bpftool's `type`), or, without it, an error
+// naming `path`, the program and its section, and saying what to pass.
+Error placeProgramSections(llvm::Module &module, const std::string &path,
+                           std::optional<ProgramType> forced);
+
+} // namespace morpheus::bpf
