@@ -2,13 +2,13 @@
 #include "Bench.h"
 
 #include "support/CommandLine.h"
+#include "support/Files.h"
 #include "support/Log.h"
 
 #include <llvm/ADT/StringRef.h>
 #include <nlohmann/json.hpp>
 
 #include <cstdio>
-#include <fstream>
 #include <map>
 #include <memory>
 #include <optional>
@@ -49,12 +49,9 @@ int bench(const CLI::App &command, BenchFlags &flags) {
   if (!result)
     return commandline::fail(result.takeError());
   std::fputs(formatResult(*result).c_str(), stdout);
-  if (!flags.json.empty()) {
-    std::ofstream out(flags.json);
-    out << toJson(*result).dump(2) << "\n";
-    if (!out)
-      return commandline::fail(makeError("bench: cannot write {0}", flags.json));
-  }
+  if (!flags.json.empty())
+    if (Error err = writeFile(flags.json, toJson(*result).dump(2) + "\n"))
+      return commandline::fail(std::move(err));
   return 0;
 }
 

@@ -4,36 +4,17 @@
 #include "backend/bpf/ProgramSpec.h"
 #include "cli/Commands.h"
 #include "cli/Reports.h"
+#include "support/Files.h"
 
 #include <llvm/Support/FileSystem.h>
 #include <llvm/Support/MemoryBuffer.h>
 #include <nlohmann/json.hpp>
 
 #include <cstdio>
-#include <fstream>
 #include <memory>
 #include <optional>
 
 namespace morpheus::cli {
-
-namespace {
-
-// Writes through a temporary file and a rename, so a failure never leaves a
-// truncated object where the old one was.
-Error writeFile(const std::string &path, const char *data, size_t size) {
-  std::string temporary = path + ".tmp";
-  std::ofstream out(temporary, std::ios::binary | std::ios::trunc);
-  out.write(data, size);
-  out.close();
-  if (!out || std::rename(temporary.c_str(), path.c_str())) {
-    int err = errno;
-    std::remove(temporary.c_str());
-    return makeSystemError(err, "{0}: cannot write", path);
-  }
-  return Error::success();
-}
-
-} // namespace
 
 namespace {
 
@@ -101,11 +82,11 @@ int specialize(const SpecializeOptions &options) {
   if (!object)
     return fail(object.takeError());
   const std::string &output = options.output;
-  if (Error err = writeFile(output, object->elf.data(), object->elf.size()))
+  if (Error err = writeFile(output, llvm::StringRef(object->elf.data(), object->elf.size())))
     return fail(std::move(err));
   if (!options.report.empty()) {
     std::string report = logToJson(object->log).dump(2) + "\n";
-    if (Error err = writeFile(options.report, report.data(), report.size()))
+    if (Error err = writeFile(options.report, report))
       return fail(std::move(err));
   }
   std::printf("%s: wrote %s (%zu bytes)\n%s", (*spec)->path().c_str(), output.c_str(),

@@ -1,4 +1,5 @@
 #include "runtime/Daemon.h"
+#include "support/Files.h"
 
 #include <llvm/Support/FileSystem.h>
 #include <llvm/Support/FormatVariadic.h>
@@ -7,7 +8,6 @@
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
-#include <fstream>
 
 namespace morpheus::runtime {
 
@@ -289,10 +289,8 @@ std::string Daemon::keepReproducer(const CycleReport &cycle) {
                          .str();
   if (!reproducers.insert(path).second)
     return path;
-  std::ofstream file(path, std::ios::trunc);
-  file << cycle.reproducer << "\n";
-  if (!file) {
-    log.error("cannot write the reproducer " + path);
+  if (Error err = writeFile(path, cycle.reproducer + "\n")) {
+    log.error("cannot write the reproducer: " + llvm::toString(std::move(err)));
     reproducers.erase(path);
   }
   return path;

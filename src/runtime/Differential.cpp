@@ -3,12 +3,12 @@
 #include "backend/bpf/MapIO.h"
 #include "backend/bpf/ProgramSpec.h"
 #include "runtime/MapStates.h"
+#include "support/Files.h"
 
 #include <sched.h>
 
 #include <algorithm>
 #include <chrono>
-#include <fstream>
 #include <llvm/Support/FormatVariadic.h>
 #include <nlohmann/json.hpp>
 
@@ -361,13 +361,9 @@ Expected<FuzzReport> fuzzProgram(const std::string &path, const FuzzOptions &opt
   auto report = fuzzer.run();
   if (!report)
     return withContext(report.takeError(), path);
-  if (!report->reproducer.empty() && !options.reproducerPath.empty()) {
-    std::ofstream out(options.reproducerPath, std::ios::trunc);
-    out << report->reproducer << "\n";
-    if (!out)
-      return makeSystemError(errno, "{0}: cannot write the reproducer",
-                             options.reproducerPath);
-  }
+  if (!report->reproducer.empty() && !options.reproducerPath.empty())
+    if (Error err = writeFile(options.reproducerPath, report->reproducer + "\n"))
+      return withContext(std::move(err), "the reproducer");
   return report;
 }
 
