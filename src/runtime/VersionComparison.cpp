@@ -23,7 +23,6 @@ constexpr Version Versions[] = {Version::Original, Version::Witness, Version::Sp
 
 size_t at(Version version) { return size_t(version); }
 
-std::string hex(const Bytes &bytes) { return toHex(bytes); }
 
 // Where `x` and `y` differ outside `mask`, if they do.
 std::optional<size_t> unmaskedDifference(const std::vector<bool> &mask, const Bytes &x,
@@ -197,7 +196,7 @@ Error VersionComparison::write(const MapContents &rows) {
           std::copy(value.begin(), value.begin() + std::min(value.size(), stride),
                     full.begin() + offset);
         if (bpf_map_update_elem(fd->second, key.data(), full.data(), BPF_ANY))
-          return makeSystemError(errno, "map '{0}': cannot write key {1}", name, hex(key));
+          return makeSystemError(errno, "map '{0}': cannot write key {1}", name, toHex(key));
       }
     }
   return Error::success();
@@ -284,7 +283,7 @@ VersionComparison::compare(const std::array<Observation, VersionCount> &observed
       learnMask(outputMask, a.output, c.output);
     if (auto where = unmaskedDifference(outputMask, a.output, b.output))
       return llvm::formatv("output packet differs at byte {0}: original {1}, specialized {2}",
-                           *where, hex(a.output), hex(b.output))
+                           *where, toHex(a.output), toHex(b.output))
           .str();
   }
   for (const auto &[name, da] : a.maps) {
@@ -309,8 +308,8 @@ VersionComparison::compare(const std::array<Observation, VersionCount> &observed
           if (auto where = unmaskedDifference(mask, slot(da.flat, index), slot(db.flat, index)))
             return llvm::formatv("map '{0}' index {1}: value differs at byte {2}: original {3}, "
                                  "specialized {4}",
-                                 name, index, *where, hex(slot(da.flat, index)),
-                                 hex(slot(db.flat, index)))
+                                 name, index, *where, toHex(slot(da.flat, index)),
+                                 toHex(slot(db.flat, index)))
                 .str();
       continue;
     }
@@ -328,7 +327,7 @@ VersionComparison::compare(const std::array<Observation, VersionCount> &observed
         if (auto where = unmaskedDifference(mask, da.sequence[i], db.sequence[i]))
           return llvm::formatv("map '{0}' element {1}: differs at byte {2}: original {3}, "
                                "specialized {4}",
-                               name, i, *where, hex(da.sequence[i]), hex(db.sequence[i]))
+                               name, i, *where, toHex(da.sequence[i]), toHex(db.sequence[i]))
               .str();
       continue;
     }
@@ -346,12 +345,12 @@ VersionComparison::compare(const std::array<Observation, VersionCount> &observed
       if (inSpecialized == eb.end())
         return llvm::formatv("map '{0}': key {1} present after the original, absent after the "
                              "specialized version",
-                             name, hex(key))
+                             name, toHex(key))
             .str();
       if (auto where = unmaskedDifference(mask, value, inSpecialized->second))
         return llvm::formatv("map '{0}' key {1}: value differs at byte {2}: original {3}, "
                              "specialized {4}",
-                             name, hex(key), *where, hex(value), hex(inSpecialized->second))
+                             name, toHex(key), *where, toHex(value), toHex(inSpecialized->second))
             .str();
     }
     if (!compareKeys)
@@ -360,7 +359,7 @@ VersionComparison::compare(const std::array<Observation, VersionCount> &observed
       if (!ea.count(key))
         return llvm::formatv("map '{0}': key {1} absent after the original, present after the "
                              "specialized version",
-                             name, hex(key))
+                             name, toHex(key))
             .str();
   }
   return std::nullopt;
@@ -415,18 +414,18 @@ nlohmann::json Reproducer::toJson() const {
   for (const auto &[name, rows] : maps) {
     nlohmann::json list = nlohmann::json::array();
     for (const auto &[key, value] : rows)
-      list.push_back({{"key", hex(key)}, {"value", hex(value)}});
+      list.push_back({{"key", toHex(key)}, {"value", toHex(value)}});
     mapsJson[name] = list;
   }
   document["maps"] = mapsJson;
   nlohmann::json list = nlohmann::json::array();
   for (const Packet &packet : packets) {
-    nlohmann::json item = {{"packet", hex(packet.step.packet)},
+    nlohmann::json item = {{"packet", toHex(packet.step.packet)},
                            {"ingress_ifindex", packet.step.ifindex},
                            {"guard_bumped", packet.step.guardBumped}};
     for (Version version : Versions)
       item[versionName(version)] = {{"verdict", packet.results[at(version)].verdict},
-                                    {"output", hex(packet.results[at(version)].output)}};
+                                    {"output", toHex(packet.results[at(version)].output)}};
     list.push_back(item);
   }
   document["packets"] = list;
