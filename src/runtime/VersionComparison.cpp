@@ -23,7 +23,6 @@ constexpr Version Versions[] = {Version::Original, Version::Witness, Version::Sp
 
 size_t at(Version version) { return size_t(version); }
 
-
 // Where `x` and `y` differ outside `mask`, if they do.
 std::optional<size_t> unmaskedDifference(const std::vector<bool> &mask, const Bytes &x,
                                          const Bytes &y) {
