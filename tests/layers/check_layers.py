@@ -65,7 +65,10 @@ def layer_of(path):
     if parts[0] == 'nf' and len(parts) > 2:
         if 'tests' in parts or 'testing' in parts:
             return 'test'
-        if path.endswith(('.bpf.c', '.bpf.h')) or path in DATAPLANE_HEADERS:
+        # nf/<name>/user/: the function's user-space handler (backend/user),
+        # a data plane too: C against morpheus_user.h, nothing else of Morpheus.
+        if (path.endswith(('.bpf.c', '.bpf.h')) or path in DATAPLANE_HEADERS
+                or parts[2] == 'user'):
             return 'nf-dataplane'
         return 'nf-control'
     if parts[0] in ('tools', 'tests'):

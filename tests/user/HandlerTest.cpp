@@ -1,0 +1,320 @@
+// The user-space backend end to end, on the router handler
+// (nf/router/user/router_user.c) compiled by clang-19 and JIT-compiled by
+// ORC for real: the core's analysis on handler IR, the generic handler's
+// behaviour, specialization behind the guard, the swap between bursts, and
+// the differential check (generic and specialized handlers on twin tables:
+// same verdicts, bytes and table contents).
+#include "backend/user/EventLoop.h"
+#include "backend/user/Handler.h"
+#include "core/Pipeline.h"
+#include "support/packet/Packet.h"
+
+#include <gtest/gtest.h>
+#include <llvm/Support/FileSystem.h>
+#include <llvm/Support/raw_ostream.h>
+#include <llvm/Testing/Support/Error.h>
+
+#include <arpa/inet.h>
+#include <cstring>
+
+extern "C" {
+#include "../../nf/router/router.h"
+}
+
+namespace morpheus::user {
+namespace {
+
+const std::string RouterSource = MORPHEUS_SOURCE_DIR "/nf/router/user/router_user.c";
+const packet::Mac GatewayMac{0x02, 0, 0, 0, 0x01, 0};
+const packet::Mac PortMac{0x02, 0x0a, 0, 0, 0, 0};
+const packet::Mac OtherMac{0x02, 0xbb, 0, 0, 0, 7};
+
+template <typename T> Bytes bytesOfValue(const T &value) {
+  Bytes bytes(sizeof value);
+  std::memcpy(bytes.data(), &value, sizeof value);
+  return bytes;
+}
+
+std::unique_ptr<Handler> loadRouter(const std::vector<std::string> &cflags = {}) {
+  auto handler = Handler::load(RouterSource, {"router", cflags, 64});
+  if (!handler) {
+    ADD_FAILURE() << toString(handler.takeError());
+    return nullptr;
+  }
+  return std::move(*handler);
+}
+
+route_key routeKey(const char *prefix, uint32_t length) {
+  return {length, htonl(packet::parseIpv4(prefix))};
+}
+
+// Four bound ports, the gateway 192.168.1.1 behind each, and routes: a
+// default route, 10.1.0.0/16 and 10.1.2.0/24 (nested) to the gateway on
+// ports 1 and 2, 10.9.9.9/32 local, 172.16.0.0/12 on port 3 with no
+// neighbour behind it.
+void configure(TableSet &tables) {
+  Guard::Update change(tables.guard());
+  for (uint32_t port = 0; port < 4; ++port) {
+    uint32_t bound = 1;
+    ASSERT_THAT_ERROR(tables.updateUnguarded("ports", bytesOfValue(port), bytesOfValue(bound)),
+                      llvm::Succeeded());
+    if (port == 3)
+      continue;
+    neighbor_key key{htonl(packet::parseIpv4("192.168.1.1")), port};
+    neighbor value{};
+    std::memcpy(value.dst_mac, GatewayMac.data(), 6);
+    std::memcpy(value.src_mac, PortMac.data(), 6);
+    value.src_mac[5] = uint8_t(port);
+    ASSERT_THAT_ERROR(tables.updateUnguarded("neighbors", bytesOfValue(key), bytesOfValue(value)),
+                      llvm::Succeeded());
+  }
+  uint32_t gateway = htonl(packet::parseIpv4("192.168.1.1"));
+  const std::pair<route_key, route> routes[] = {
+      {routeKey("0.0.0.0", 0), {gateway, 0, ROUTE_FORWARD}},
+      {routeKey("10.1.0.0", 16), {gateway, 1, ROUTE_FORWARD}},
+      {routeKey("10.1.2.0", 24), {gateway, 2, ROUTE_FORWARD}},
+      {routeKey("10.9.9.9", 32), {0, 0, ROUTE_LOCAL}},
+      {routeKey("172.16.0.0", 12), {gateway, 3, ROUTE_FORWARD}},
+  };
+  for (const auto &[key, value] : routes)
+    ASSERT_THAT_ERROR(tables.updateUnguarded("routes", bytesOfValue(key), bytesOfValue(value)),
+                      llvm::Succeeded());
+}
+
+Bytes udpTo(const char *destination, uint8_t ttl = 64) {
+  packet::Ipv4Options ip;
+  ip.saddr = packet::parseIpv4("198.18.0.1");
+  ip.daddr = packet::parseIpv4(destination);
+  ip.ttl = ttl;
+  return packet::PacketBuilder()
+      .ethernet(OtherMac, PortMac)
+      .ipv4(ip)
+      .udp(1234, 53)
+      .payload(18)
+      .build();
+}
+
+// Every outcome of the router at least once.
+std::vector<Bytes> samplePackets() {
+  std::vector<Bytes> packets = {udpTo("10.1.2.3"),  udpTo("10.1.7.7"),   udpTo("8.8.8.8"),
+                                udpTo("10.9.9.9"),  udpTo("172.20.0.1"), udpTo("10.1.2.3", 1),
+                                udpTo("224.0.0.5"), udpTo("10.1.2.200")};
+  Bytes broken = udpTo("10.1.2.3");
+  broken[14 + 10] ^= 0xff; // the IPv4 checksum
+  packets.push_back(broken);
+  Bytes arp = udpTo("10.1.2.3");
+  arp[12] = 0x08, arp[13] = 0x06;
+  packets.push_back(arp);
+  Bytes truncated = udpTo("10.1.2.3");
+  truncated.resize(20);
+  packets.push_back(truncated);
+  return packets;
+}
+
+ReplayRing ringOf(const std::vector<Bytes> &frames, unsigned repeats) {
+  ReplayRing ring;
+  ring.frames = frames;
+  for (unsigned round = 0; round < repeats; ++round)
+    for (uint32_t i = 0; i < frames.size(); ++i)
+      ring.sequence.push_back(i);
+  return ring;
+}
+
+const core::SiteDecision *applied(const core::SpecializationLog &log, const std::string &table) {
+  for (const core::SiteDecision &decision : log.decisions)
+    if (decision.table == table && decision.applied)
+      return &decision;
+  return nullptr;
+}
+
+TEST(UserAnalysis, TheCoreClassifiesTheRoutersTablesOnHandlerIR) {
+  auto router = loadRouter();
+  ASSERT_TRUE(router);
+  llvm::Module &module = const_cast<llvm::Module &>(router->pristineModule());
+  core::TableAccessInfo info =
+      core::analyzeModule(module, router->accessSignatures(), router->tables().catalog());
+  EXPECT_TRUE(info.isReadOnly("routes"));
+  EXPECT_TRUE(info.isReadOnly("neighbors"));
+  EXPECT_TRUE(info.isReadOnly("ports"));
+  EXPECT_FALSE(info.isReadOnly("stats")); // the handler counts in it
+  core::ReadPlan plan = core::planReads(info, router->tables().catalog(), 64);
+  EXPECT_TRUE(plan.count("neighbors"));
+  EXPECT_TRUE(plan.count("ports"));
+  EXPECT_FALSE(plan.count("routes")); // LPM: no pass inlines it yet
+  EXPECT_EQ(router->tables().catalog().at("routes").match, core::TableMatch::LongestPrefix);
+}
+
+TEST(UserJit, TheGenericRouterForwardsPassesAndDrops) {
+  auto router = loadRouter();
+  ASSERT_TRUE(router);
+  configure(router->tables());
+  HandlerFunction generic = router->generic();
+  ASSERT_EQ(router->trampoline().current(), generic);
+
+  PacketResult forwarded = runPacket(generic, udpTo("10.1.2.3"), 0);
+  EXPECT_EQ(forwarded.verdict, MU_TX);
+  EXPECT_EQ(forwarded.port, 2u); // the /24 beats the /16
+  EXPECT_EQ(forwarded.bytes[14 + 8], 63); // TTL
+  EXPECT_TRUE(packet::ipv4ChecksumValid(forwarded.bytes, 14));
+  EXPECT_TRUE(std::equal(GatewayMac.begin(), GatewayMac.end(), forwarded.bytes.begin()));
+  EXPECT_EQ(forwarded.bytes[11], 2); // the egress port's own MAC
+  EXPECT_EQ(runPacket(generic, udpTo("10.1.7.7"), 0).port, 1u);
+  EXPECT_EQ(runPacket(generic, udpTo("8.8.8.8"), 0).port, 0u); // default route
+  EXPECT_EQ(runPacket(generic, udpTo("10.9.9.9"), 0).verdict, MU_PASS);   // local
+  EXPECT_EQ(runPacket(generic, udpTo("172.20.0.1"), 0).verdict, MU_PASS); // no neighbour
+  EXPECT_EQ(runPacket(generic, udpTo("10.1.2.3", 1), 0).verdict, MU_PASS); // TTL
+  Bytes broken = udpTo("10.1.2.3");
+  broken[14 + 10] ^= 0xff;
+  PacketResult dropped = runPacket(generic, broken, 0);
+  EXPECT_EQ(dropped.verdict, MU_DROP);
+  EXPECT_EQ(dropped.bytes, broken); // untouched
+
+  uint32_t noNeighbor = STAT_NO_NEIGHBOR;
+  auto *count = static_cast<uint64_t *>(router->tables().find("stats")->lookup(&noNeighbor));
+  EXPECT_EQ(*count, 1u);
+}
+
+TEST(UserJit, ReadOnlyTablesAreSpecializedAndTheVersionIsInstalled) {
+  auto router = loadRouter();
+  ASSERT_TRUE(router);
+  configure(router->tables());
+  auto cycle = router->specialize();
+  ASSERT_THAT_EXPECTED(cycle, llvm::Succeeded());
+  EXPECT_EQ(cycle->outcome, Cycle::Outcome::Installed);
+  EXPECT_EQ(cycle->version, router->tables().guard().version());
+  EXPECT_NE(router->trampoline().current(), router->generic());
+  // The neighbours (3 entries) and the ports (64 slots) are inlined; the
+  // LPM routes and the written stats are not.
+  EXPECT_TRUE(applied(cycle->log, "neighbors"));
+  EXPECT_TRUE(applied(cycle->log, "ports"));
+  EXPECT_FALSE(applied(cycle->log, "routes"));
+  ASSERT_FALSE(cycle->log.guards.empty());
+  EXPECT_EQ(cycle->log.guards.front().fallback, core::Fallback::InProgram);
+
+  // The specialized IR checks the guard first and keeps the generic code
+  // behind it.
+  auto ir = router->specializedIR();
+  ASSERT_THAT_EXPECTED(ir, llvm::Succeeded());
+  EXPECT_NE(ir->find("morpheus.guard"), std::string::npos);
+  EXPECT_NE(ir->find(Guard::VersionSymbol), std::string::npos);
+}
+
+// The differential harness for this backend: two instances of the handler
+// with twin tables, one generic and one specialized, the same packets
+// through both (in bursts, through the event loop), compared packet by
+// packet (verdict, port, bytes) and table by table afterwards.
+void expectEquivalent(const std::vector<std::string> &cflags) {
+  auto generic = loadRouter(cflags), specialized = loadRouter(cflags);
+  ASSERT_TRUE(generic && specialized);
+  configure(generic->tables());
+  configure(specialized->tables());
+  auto cycle = specialized->specialize();
+  ASSERT_THAT_EXPECTED(cycle, llvm::Succeeded());
+  ASSERT_EQ(cycle->outcome, Cycle::Outcome::Installed);
+  ASSERT_NE(specialized->trampoline().current(), specialized->generic());
+
+  ReplayRing ring = ringOf(samplePackets(), 3);
+  std::vector<PacketResult> expected = EventLoop(generic->trampoline(), 4).collect(ring);
+  std::vector<PacketResult> actual = EventLoop(specialized->trampoline(), 4).collect(ring);
+  ASSERT_EQ(actual.size(), expected.size());
+  for (size_t i = 0; i < expected.size(); ++i)
+    EXPECT_EQ(actual[i], expected[i]) << "packet " << i;
+  EXPECT_EQ(specialized->tables().dump(), generic->tables().dump());
+}
+
+TEST(UserEquivalence, SpecializedAndGenericRoutersAgreeWithDir24) { expectEquivalent({}); }
+
+TEST(UserEquivalence, SpecializedAndGenericRoutersAgreeWithLinearLookup) {
+  expectEquivalent({"-DROUTER_LPM=MU_LPM_LINEAR"});
+}
+
+// A control-plane change between bursts: the installed specialization
+// (built with the old neighbour) still sits in the trampoline, but its
+// guard fails from the next packet on and the generic code behind it
+// handles the packets with the new entry; the next cycle installs a new
+// specialization. Every packet is compared with a generic twin that sees
+// the same change at the same point.
+TEST(UserGuard, AChangeBetweenBurstsFallsBackThenTheNextSpecializationIsInstalled) {
+  auto router = loadRouter(), twin = loadRouter();
+  ASSERT_TRUE(router && twin);
+  configure(router->tables());
+  configure(twin->tables());
+  auto first = router->specialize();
+  ASSERT_THAT_EXPECTED(first, llvm::Succeeded());
+  ASSERT_EQ(first->outcome, Cycle::Outcome::Installed);
+  HandlerFunction stale = router->trampoline().current();
+
+  neighbor_key key{htonl(packet::parseIpv4("192.168.1.1")), 2};
+  neighbor moved{};
+  std::memcpy(moved.dst_mac, OtherMac.data(), 6);
+  std::memcpy(moved.src_mac, PortMac.data(), 6);
+  auto change = [&](Handler &handler) {
+    ASSERT_THAT_ERROR(
+        handler.tables().update("neighbors", bytesOfValue(key), bytesOfValue(moved)),
+        llvm::Succeeded());
+  };
+
+  ReplayRing ring = ringOf({udpTo("10.1.2.3")}, 24); // port 2's neighbour
+  const uint32_t burst = 4;
+  unsigned bursts = 0;
+  HandlerFunction during = nullptr, after = nullptr;
+  std::vector<PacketResult> results =
+      EventLoop(router->trampoline(), burst).collect(ring, [&] {
+        ++bursts;
+        if (bursts == 2) {
+          change(*router);
+        } else if (bursts == 3) {
+          during = router->trampoline().current();
+          auto next = router->specialize();
+          ASSERT_THAT_EXPECTED(next, llvm::Succeeded());
+          EXPECT_EQ(next->outcome, Cycle::Outcome::Installed);
+          after = router->trampoline().current();
+        }
+      });
+  unsigned twinBursts = 0;
+  std::vector<PacketResult> expected = EventLoop(twin->trampoline(), burst).collect(ring, [&] {
+    if (++twinBursts == 2)
+      change(*twin);
+  });
+
+  EXPECT_EQ(during, stale); // burst 3 ran on the stale version, through its guard
+  EXPECT_NE(after, stale);
+  EXPECT_NE(after, router->generic());
+  ASSERT_EQ(results.size(), expected.size());
+  for (size_t i = 0; i < results.size(); ++i) {
+    EXPECT_EQ(results[i], expected[i]) << "packet " << i;
+    bool changed = i >= 2 * burst;
+    EXPECT_EQ(results[i].bytes[0], changed ? OtherMac[0] : GatewayMac[0]) << "packet " << i;
+    EXPECT_EQ(results[i].bytes[1], changed ? OtherMac[1] : GatewayMac[1]) << "packet " << i;
+  }
+}
+
+TEST(UserGuard, NothingIsCompiledWhileAChangeIsInProgress) {
+  auto router = loadRouter();
+  ASSERT_TRUE(router);
+  configure(router->tables());
+  Guard::Update change(router->tables().guard());
+  auto cycle = router->specialize();
+  ASSERT_THAT_EXPECTED(cycle, llvm::Succeeded());
+  EXPECT_EQ(cycle->outcome, Cycle::Outcome::Deferred);
+  EXPECT_EQ(router->trampoline().current(), router->generic());
+}
+
+TEST(UserJit, AHandlerWithWritableGlobalsIsRefusedNamingTheGlobal) {
+  llvm::SmallString<128> path;
+  ASSERT_FALSE(llvm::sys::fs::createTemporaryFile("handler", "c", path));
+  {
+    std::error_code ec;
+    llvm::raw_fd_ostream out(path, ec);
+    out << "#include <morpheus_user.h>\nlong seen;\n"
+           "MU_HANDLER int count(struct mu_packet *p) { return ++seen, MU_PASS; }\n";
+  }
+  auto handler = Handler::load(path.str().str(), {"count", {}, 64});
+  llvm::sys::fs::remove(path);
+  ASSERT_FALSE(bool(handler));
+  std::string message = toString(handler.takeError());
+  EXPECT_NE(message.find("'seen'"), std::string::npos) << message;
+}
+
+} // namespace
+} // namespace morpheus::user
