@@ -13,7 +13,8 @@ line, when one crosses a forbidden line:
   bench     runtime + backend + core + support + the nf registry
   cli       everything product
   nf control planes   client + support + nf/common; no user-space libbpf
-  nf data planes      nothing of Morpheus (their own headers, nf/common/*.bpf.h)
+  nf data planes      nothing of Morpheus (their own headers, nf/common/*.bpf.h;
+                      nf/<name>/user/ handlers also <morpheus_user.h>)
   product code never includes tools/ or tests/ (nor links their targets)
 
 Usage: check_layers.py [REPO_ROOT]; exit 0 when every line holds, 1 otherwise.
