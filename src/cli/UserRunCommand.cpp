@@ -4,6 +4,9 @@
 // event loop by the generic and the specialized handler in turn; prints
 // what was specialized, checks that both treat the trace alike, and their
 // packets/s.
+#ifdef MORPHEUS_WITH_DPDK
+#include "backend/user/DpdkPorts.h"
+#endif
 #include "backend/user/EventLoop.h"
 #include "backend/user/Handler.h"
 #include "bench/Trace.h"
@@ -14,6 +17,7 @@
 #include <llvm/ADT/StringExtras.h>
 
 #include <algorithm>
+#include <functional>
 #include <cstdio>
 #include <cstring>
 #include <map>
@@ -28,6 +32,7 @@ struct UserRunFlags {
   std::string handler = MORPHEUS_SOURCE_DIR "/nf/router/user/router_user.c";
   std::string routes, neighbors, trace;
   std::string lpm = "dir24";
+  bool dpdk = false;
   uint32_t burst = 32, rounds = 9, repeat = 10, ports = 4, inlineLimit = 64, checkPackets = 10000;
 };
 
@@ -141,25 +146,52 @@ int userRun(const UserRunFlags &flags) {
               expected.size());
 
   // Interleaved rounds: the whole trace through each version in turn.
-  std::vector<double> rates[2];
   user::Trampoline &trampoline = (*router)->trampoline();
-  for (uint32_t round = 0; round < flags.rounds; ++round)
+  auto timeVersions = [&](const char *label,
+                          const std::function<user::LoopStats()> &round) {
+    std::vector<double> rates[2];
+    for (uint32_t r = 0; r < flags.rounds; ++r)
+      for (int variant = 0; variant < 2; ++variant) {
+        trampoline.install(variant == 0 ? generic : specialized);
+        rates[variant].push_back(round().packetsPerSecond());
+      }
+    double median[2];
     for (int variant = 0; variant < 2; ++variant) {
-      trampoline.install(variant == 0 ? generic : specialized);
-      rates[variant].push_back(
-          user::EventLoop(trampoline, flags.burst).run(ring, flags.repeat).packetsPerSecond());
+      std::sort(rates[variant].begin(), rates[variant].end());
+      median[variant] = rates[variant][rates[variant].size() / 2];
     }
-  double median[2];
-  for (int variant = 0; variant < 2; ++variant) {
-    std::sort(rates[variant].begin(), rates[variant].end());
-    median[variant] = rates[variant][rates[variant].size() / 2];
-  }
-  std::printf("%-12s %8.2f Mpps  %7.1f ns/packet\n", "generic", median[0] / 1e6, 1e9 / median[0]);
-  std::printf("%-12s %8.2f Mpps  %7.1f ns/packet  %+.1f %%\n", "specialized", median[1] / 1e6,
-              1e9 / median[1], (median[1] / median[0] - 1) * 100);
-  std::printf("(median of %u interleaved rounds of %u passes over the trace, burst %u, one "
+    std::printf("%sgeneric      %8.2f Mpps  %7.1f ns/packet\n", label, median[0] / 1e6,
+                1e9 / median[0]);
+    std::printf("%sspecialized  %8.2f Mpps  %7.1f ns/packet  %+.1f %%\n", label,
+                median[1] / 1e6, 1e9 / median[1], (median[1] / median[0] - 1) * 100);
+  };
+  timeVersions("", [&] { return user::EventLoop(trampoline, flags.burst).run(ring, flags.repeat); });
+  std::printf("(median of %u interleaved rounds of %u replays of the trace, burst %u, one "
               "thread, its CPU time)\n",
               flags.rounds, flags.repeat, flags.burst);
+  if (flags.dpdk) {
+#ifdef MORPHEUS_WITH_DPDK
+    // The trace from a net_pcap port that replays it from memory without
+    // end; MU_TX packets go back out of it (port 0; others are freed).
+    // infinite_rx holds the whole trace in packet buffers: a pool that
+    // size, and memory for it (a buffer takes about 2.3 KiB; EAL without hugepages
+    // needs room to spare).
+    user::DpdkOptions options;
+    options.vdevs = {"net_pcap0,rx_pcap=" + flags.trace + ",infinite_rx=1"};
+    options.mbufs = uint32_t(ring.sequence.size()) + 8192;
+    options.memoryMegabytes = uint32_t(uint64_t(options.mbufs) * 4096 / (1 << 20)) + 256;
+    auto ports = user::DpdkPorts::open(options);
+    if (!ports)
+      return fail(ports.takeError());
+    uint64_t packets = uint64_t(ring.sequence.size()) * flags.repeat;
+    timeVersions("dpdk ", [&] {
+      return (*ports)->run(trampoline, flags.burst, packets, 1000000).loop;
+    });
+    std::printf("(DPDK net_pcap, --no-huge: the same rounds, received from the port)\n");
+#else
+    return fail(makeError("--dpdk: this build has no DPDK (install dpdk-dev, re-run cmake)"));
+#endif
+  }
   return 0;
 }
 
@@ -198,6 +230,9 @@ void addUserRunCommand(CLI::App &morpheus) {
   command.add_option("--check-packets", flags->checkPackets,
                      "packets compared between generic and specialized (default 10000)")
       ->type_name("N");
+  command.add_flag("--dpdk", flags->dpdk,
+                   "also time both versions receiving the trace from a DPDK net_pcap port "
+                   "(no NIC, no hugepages)");
   command.add_option("--handler", flags->handler, "another build of the router handler")
       ->type_name("FILE");
   addInlineLimit(command, flags->inlineLimit);

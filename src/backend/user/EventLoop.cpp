@@ -7,15 +7,11 @@
 
 namespace morpheus::user {
 
-namespace {
-
 double threadCpuSeconds() {
   timespec now;
   clock_gettime(CLOCK_THREAD_CPUTIME_ID, &now);
   return double(now.tv_sec) + double(now.tv_nsec) * 1e-9;
 }
-
-} // namespace
 
 template <typename PerPacket>
 LoopStats EventLoop::loop(const ReplayRing &ring, unsigned rounds,
@@ -40,10 +36,7 @@ LoopStats EventLoop::loop(const ReplayRing &ring, unsigned rounds,
       HandlerFunction handler = trampoline.current(); // once per burst
       for (size_t i = 0; i < count; ++i) {
         int verdict = handler(&packets[i]);
-        if (verdict >= 0 && verdict < int(stats.verdicts.size()))
-          ++stats.verdicts[verdict];
-        else
-          ++stats.unknownVerdicts;
+        stats.countVerdict(verdict);
         perPacket(packets[i], verdict);
       }
       stats.packets += count;

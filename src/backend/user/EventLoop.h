@@ -42,7 +42,17 @@ struct LoopStats {
   double seconds = 0;
   double wallSeconds = 0;
   double packetsPerSecond() const { return seconds > 0 ? double(packets) / seconds : 0; }
+
+  void countVerdict(int verdict) {
+    if (verdict >= 0 && verdict < int(verdicts.size()))
+      ++verdicts[verdict];
+    else
+      ++unknownVerdicts;
+  }
 };
+
+// The calling thread's CPU time in seconds (CLOCK_THREAD_CPUTIME_ID).
+double threadCpuSeconds();
 
 class EventLoop {
 public:
