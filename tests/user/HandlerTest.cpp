@@ -104,6 +104,43 @@ TEST(UserJit, ReadOnlyTablesAreSpecializedAndTheVersionIsInstalled) {
 // with twin tables, one generic and one specialized, the same packets
 // through both (in bursts, through the event loop), compared packet by
 // packet (verdict, port, bytes) and table by table afterwards.
+// Twin routers, generic and specialized with `faults`, over the sample
+// packets: the index of the first packet they treat differently (the
+// packet count when only the tables differ afterwards), nullopt when none.
+std::optional<size_t> firstDifference(const std::vector<std::string> &cflags,
+                                      const core::FaultInjection &faults) {
+  auto generic = loadRouter(cflags), specialized = loadRouter(cflags, faults);
+  if (!generic || !specialized)
+    return 0;
+  configure(generic->tables());
+  configure(specialized->tables());
+  auto cycle = specialized->specialize();
+  if (!cycle || cycle->outcome != Cycle::Outcome::Installed) {
+    ADD_FAILURE() << (cycle ? "not installed" : toString(cycle.takeError()));
+    return 0;
+  }
+  ReplayRing ring = ringOf(samplePackets(), 3);
+  std::vector<PacketResult> expected = EventLoop(generic->trampoline(), 4).collect(ring);
+  std::vector<PacketResult> actual = EventLoop(specialized->trampoline(), 4).collect(ring);
+  for (size_t i = 0; i < expected.size(); ++i)
+    if (!(actual[i] == expected[i]))
+      return i;
+  if (specialized->tables().dump() != generic->tables().dump())
+    return expected.size();
+  return std::nullopt;
+}
+
+// The harness can see a wrong specialization: compare chains that match
+// the last key byte off by one (FaultInjection::breakKeyCompare) make the
+// neighbour lookups miss, and the first packet that needs one differs.
+TEST(UserEquivalence, CatchesABrokenKeyCompareChain) {
+  core::FaultInjection broken;
+  broken.breakKeyCompare = true;
+  std::optional<size_t> difference = firstDifference({}, broken);
+  ASSERT_TRUE(difference.has_value());
+  EXPECT_EQ(firstDifference({}, {}), std::nullopt);
+}
+
 void expectEquivalent(const std::vector<std::string> &cflags) {
   auto generic = loadRouter(cflags), specialized = loadRouter(cflags);
   ASSERT_TRUE(generic && specialized);

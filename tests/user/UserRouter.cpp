@@ -12,8 +12,9 @@ const packet::Mac GatewayMac{0x02, 0, 0, 0, 0x01, 0};
 const packet::Mac PortMac{0x02, 0x0a, 0, 0, 0, 0};
 const packet::Mac OtherMac{0x02, 0xbb, 0, 0, 0, 7};
 
-std::unique_ptr<Handler> loadRouter(const std::vector<std::string> &cflags) {
-  auto handler = Handler::load(RouterSource, {"router", cflags, 64});
+std::unique_ptr<Handler> loadRouter(const std::vector<std::string> &cflags,
+                                    const core::FaultInjection &faults) {
+  auto handler = Handler::load(RouterSource, {"router", cflags, 64, faults});
   if (!handler) {
     ADD_FAILURE() << toString(handler.takeError());
     return nullptr;

@@ -29,7 +29,8 @@ template <typename T> Bytes bytesOfValue(const T &value) {
 }
 
 // The router handler compiled with `cflags`; a test failure when it cannot.
-std::unique_ptr<Handler> loadRouter(const std::vector<std::string> &cflags = {});
+std::unique_ptr<Handler> loadRouter(const std::vector<std::string> &cflags = {},
+                                    const core::FaultInjection &faults = {});
 
 route_key routeKey(const char *prefix, uint32_t length);
 

@@ -139,6 +139,7 @@ Expected<std::unique_ptr<Module>> Handler::specializedModule(Cycle &cycle) {
   core::SpecializationOptions specialization;
   specialization.inlineLimit = options.inlineLimit;
   specialization.targetMachine = &jit->targetMachine();
+  specialization.faults = options.faults;
   core::ProgramGuardOptions guardOptions;
   guardOptions.holdsFunction = GuardHoldsFunction;
   guardOptions.version = cycle.version;

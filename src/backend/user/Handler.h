@@ -10,6 +10,7 @@
 #include "backend/user/Jit.h"
 #include "backend/user/TableSet.h"
 #include "backend/user/UserSignatures.h"
+#include "core/FaultInjection.h"
 #include "core/SpecializationLog.h"
 #include "support/Error.h"
 
@@ -41,6 +42,7 @@ struct HandlerOptions {
   std::string entry;                // the MU_HANDLER function to run
   std::vector<std::string> cflags;  // passed to clang (-I, -D)
   uint32_t inlineLimit = 64;        // largest table inlined whole (entries)
+  core::FaultInjection faults;      // test-only (core/FaultInjection.h)
 };
 
 // What one specialization cycle did.
