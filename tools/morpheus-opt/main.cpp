@@ -3,7 +3,8 @@
 //
 //   morpheus-opt IN.ll --state STATE.json [-passes=a,b|-passes=] [--guard-version N]
 //                [--fallback tail-call|in-program|none] [--inline-limit N]
-//                [--verifier-paths N] [-O2] [--print-analysis]
+//                [--verifier-paths N] [--profile] [--no-profile MAP] [-O2]
+//                [--print-analysis] [--backend bpf|user]
 //
 // STATE.json = {"tables": {"NAME": {"type": "hash", "key_size": 8,
 //               "value_size": 16, "max_entries": 1024, "flags": 0,
@@ -19,12 +20,16 @@
 // comments (`; guard FUNCTION: FALLBACK: DETAIL`); --print-analysis prints
 // the table access analysis instead. --fallback (default tail-call, slot =
 // the entry's index) applies to every program entry; --verifier-paths sets
-// every entry's verifier path budget. --profile switches instrument-table-sites
-// on (slots of the runtime's size; --no-profile MAP excludes a table).
+// every entry's verifier path budget. --backend user reads the IR as a
+// user-space handler (backend/user: mu_lookup calls, MU_TABLE globals)
+// instead of a BPF program; the tables' types are the same names.
+// --profile switches instrument-table-sites on (slots of the eBPF runtime's
+// size; --no-profile MAP excludes a table).
 #include "backend/bpf/BpfSignatures.h"
 #include "backend/bpf/Frontend.h"
 #include "backend/bpf/MapTypes.h"
 #include "backend/bpf/Snapshot.h"
+#include "backend/user/UserSignatures.h"
 #include "core/Pipeline.h"
 #include "core/TableAccessAnalysis.h"
 
@@ -90,6 +95,7 @@ int main(int argc, char **argv) {
   uint32_t inlineLimit = 64;
   bool optimize = false, printAnalysis = false, profile = false;
   std::set<std::string> notProfiled;
+  std::string backend = "bpf";
   for (int i = 1; i < argc; ++i) {
     std::string arg = argv[i];
     auto value = [&]() -> std::string { return i + 1 < argc ? argv[++i] : ""; };
@@ -120,6 +126,8 @@ int main(int argc, char **argv) {
       profile = true;
     else if (arg == "--no-profile")
       notProfiled.insert(value());
+    else if (arg == "--backend")
+      backend = value();
     else if (arg == "-O2")
       optimize = true;
     else if (arg == "--print-analysis")
@@ -133,7 +141,7 @@ int main(int argc, char **argv) {
     return fail("usage: morpheus-opt IN.ll --state STATE.json [-passes=a,b] "
                 "[--guard-version N] [--fallback tail-call|in-program|none] [--failure-verdict N] "
                 "[--inline-limit N] [--verifier-paths N] [--profile] [--no-profile MAP] [-O2] "
-                "[--print-analysis]");
+                "[--print-analysis] [--backend bpf|user]");
 
   llvm::LLVMContext context;
   llvm::SMDiagnostic diagnostic;
@@ -142,7 +150,14 @@ int main(int argc, char **argv) {
     diagnostic.print("morpheus-opt", llvm::errs());
     return 1;
   }
-  bpf::BpfSignatures signatures;
+  std::unique_ptr<core::AccessSignatureTable> backendSignatures;
+  if (backend == "bpf")
+    backendSignatures = std::make_unique<bpf::BpfSignatures>();
+  else if (backend == "user")
+    backendSignatures = std::make_unique<user::UserSignatures>();
+  else
+    return fail("unknown backend '" + backend + "' (bpf or user)");
+  const core::AccessSignatureTable &signatures = *backendSignatures;
   core::annotateAccessCalls(*module, signatures);
 
   nlohmann::json state = nlohmann::json::object();
