@@ -94,7 +94,8 @@ std::map<unsigned, size_t> plannedChains(const TableAccessInfo &info,
     if (!mayRewrite(site, info, catalog, snapshot) || context.untouchable(site.function))
       continue;
     const TableContents &contents = snapshot.at(site.table);
-    if (site.key.constantKey && contents.known(*site.key.constantKey))
+    if (site.key.constantKey && contents.known(*site.key.constantKey) &&
+        catalog.at(site.table).match != TableMatch::LongestPrefix)
       continue; // constant-key-lookup's
     if (contents.complete && !contents.entries.empty() &&
         contents.entries.size() <= context.inlineLimit)

@@ -74,6 +74,8 @@ PreservedAnalyses InlineSmallTablePass::run(Module &module,
             context.log->record(site, "inline-small-table", false, std::move(why));
           return false;
         };
+        if (table.match == TableMatch::LongestPrefix)
+          return false; // lpm-as-code's
         if (!contents.complete)
           return decline("table larger than the inline limit of " +
                          std::to_string(context.inlineLimit));

@@ -1,7 +1,7 @@
 // The table-specializing passes, declared from Passes.def. Each is
 // implemented, with the argument for its correctness, in its own file:
 //   TableElimination.cpp, ConstantKeyLookup.cpp, FoldReadOnlyFields.cpp,
-//   InlineSmallTable.cpp
+//   InlineSmallTable.cpp, LpmAsCode.cpp
 #pragma once
 
 #include "core/passes/TableRewriting.h"

@@ -116,8 +116,7 @@ std::optional<std::string> whyNotInlinable(const AccessSite &site,
       !(site.key.constantKey &&
         info.isReadOnlyAt(site.table, site.key.constantKey, 0, ValueWrite::WholeValue)))
     return "table is written by the data plane";
-  if (table->second.match != TableMatch::Exact &&
-      table->second.match != TableMatch::Index)
+  if (table->second.match == TableMatch::Unsupported)
     return "lookup semantics of " + table->second.typeName +
            " tables not modelled";
   if (table->second.lookupHasSideEffects)
@@ -241,6 +240,10 @@ void LookupRewriter::replaceWith(CallBase &lookup, Value *result) {
 
 bool LookupRewriter::keptOnMissPath(const CallBase &call) {
   return call.getMetadata(KeptMetadata) != nullptr;
+}
+
+void LookupRewriter::keepOnMissPath(CallBase &call) {
+  call.setMetadata(KeptMetadata, MDNode::get(call.getContext(), {}));
 }
 
 namespace {
@@ -378,7 +381,7 @@ void LookupRewriter::replaceWithDispatch(CallBase &lookup, unsigned keyArg,
   lookup.replaceAllUsesWith(result);
   if (keepLookupOnMiss) {
     lookup.moveBefore(missExit);
-    lookup.setMetadata(KeptMetadata, MDNode::get(llvmContext, {}));
+    keepOnMissPath(lookup);
     result->addIncoming(&lookup, compare);
   } else if (arrayIndex) {
     builder.SetInsertPoint(missExit);

@@ -127,6 +127,8 @@ public:
   // Whether `call` is a lookup a rewrite kept on a miss path: passes leave
   // it alone.
   static bool keptOnMissPath(const llvm::CallBase &call);
+  // Marks `call` as such a lookup.
+  static void keepOnMissPath(llvm::CallBase &call);
 
 private:
   llvm::GlobalVariable *valueArray(const std::string &table);

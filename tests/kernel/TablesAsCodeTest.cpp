@@ -1,0 +1,105 @@
+// Tables that become code (core/passes/LpmAsCode, ...) answer exactly as the
+// kernel's own lookup, for every key, on the real kernel. Programs:
+// tests/programs/.
+#include "Corpus.h"
+#include "support/packet/Packet.h"
+
+#include <arpa/inet.h>
+#include <array>
+#include <linux/bpf.h>
+
+namespace morpheus::testing {
+namespace {
+
+using packet::PacketBuilder;
+using packet::parseMac;
+
+struct V4Key {
+  uint32_t prefixlen;
+  uint32_t addr; // network order
+};
+
+struct V6Key {
+  uint32_t prefixlen;
+  std::array<uint8_t, 16> addr;
+};
+
+Bytes ipv4Packet(uint32_t daddr, uint8_t tos) {
+  return PacketBuilder()
+      .ethernet(parseMac("02:00:00:00:00:02"), parseMac("02:00:00:00:00:01"))
+      .ipv4({.daddr = daddr, .tos = tos})
+      .udp(1000, 53)
+      .build();
+}
+
+Bytes ipv6Packet(const std::array<uint8_t, 16> &daddr, uint8_t hopLimit) {
+  return PacketBuilder()
+      .ethernet(parseMac("02:00:00:00:00:02"), parseMac("02:00:00:00:00:01"))
+      .ipv6({.daddr = daddr, .hopLimit = hopLimit})
+      .udp(1000, 53)
+      .build();
+}
+
+// Prefixes of one address nested at every length, each stored with the
+// address's own host bits (the trie ignores them), each its own value; then
+// every address one bit away from it (the boundary of each length), the
+// address itself and its neighbours, the extremes, each with prefix lengths
+// on both sides of the stored ones and beyond the maximum.
+TEST(LpmAsCode, NestedPrefixesAtEveryLengthAnswerAsTheTrie) {
+  CorpusProgram program("lpm_nested.bpf.c");
+  ASSERT_TRUE(program.ok());
+  const uint32_t base = 0x0a7b2d43; // 10.123.45.67
+  for (uint32_t length = 0; length <= 32; ++length)
+    program.set("routes4", V4Key{length, htonl(base)}, uint32_t(100 + length));
+  std::array<uint8_t, 16> base6{0x20, 0x01, 0x0d, 0xb8, 0x12, 0x34, 0x56, 0x78,
+                                0x9a, 0xbc, 0xde, 0xf0, 0x0f, 0xed, 0xcb, 0xa9};
+  std::vector<uint32_t> lengths6;
+  for (uint32_t length = 0; length <= 128; length += length < 64 ? 2 : 7)
+    lengths6.push_back(length);
+  lengths6.push_back(127);
+  lengths6.push_back(128);
+  for (uint32_t length : lengths6)
+    program.set("routes6", V6Key{length, base6}, uint32_t(200 + length));
+
+  runtime::CycleReport report = program.cycle();
+  ASSERT_TRUE(report.installed()) << report.describe();
+  for (const char *table : {"routes4", "routes6"}) {
+    const core::SiteDecision *applied = CorpusProgram::decision(report, table, true);
+    ASSERT_NE(applied, nullptr) << table << " not turned into code:\n" << report.describe();
+    EXPECT_EQ(applied->pass, "lpm-as-code");
+  }
+
+  std::vector<uint32_t> addresses{base, base - 1, base + 1, 0, 0xffffffff, 0x0a000000};
+  for (uint32_t bit = 0; bit < 32; ++bit)
+    addresses.push_back(base ^ (1u << bit));
+  size_t hits = 0, compared = 0;
+  for (uint32_t address : addresses)
+    for (uint8_t tos : {0, 1, 7, 8, 24, 31, 32, 33, 200}) {
+      Bytes packet = ipv4Packet(address, tos);
+      RunResult original = program.original(packet);
+      hits += original.verdict == XDP_TX;
+      EXPECT_EQ(program.active(packet), original)
+          << "address " << std::hex << address << std::dec << ", prefix length " << int(tos);
+      ++compared;
+    }
+  std::vector<std::array<uint8_t, 16>> addresses6{base6, {}};
+  addresses6.back().fill(0xff);
+  for (uint32_t bit = 0; bit < 128; ++bit) {
+    std::array<uint8_t, 16> flipped = base6;
+    flipped[bit / 8] ^= uint8_t(0x80 >> (bit % 8));
+    addresses6.push_back(flipped);
+  }
+  for (const auto &address : addresses6)
+    for (uint8_t hopLimit : {64, 0, 1, 63, 65, 127, 128, 129, 255}) {
+      Bytes packet = ipv6Packet(address, hopLimit);
+      RunResult original = program.original(packet);
+      hits += original.verdict == XDP_TX;
+      EXPECT_EQ(program.active(packet), original) << "hop limit " << int(hopLimit);
+      ++compared;
+    }
+  EXPECT_GT(hits, compared / 2) << "premise: most lookups hit some prefix";
+  EXPECT_LT(hits, compared) << "premise: some miss (prefix length beyond the maximum)";
+}
+
+} // namespace
+} // namespace morpheus::testing
