@@ -183,7 +183,11 @@ ReadPlan planReads(const TableAccessInfo &info, const TableCatalog &catalog,
   for (const AccessSite &site : info.sites) {
     if (!whyNotInlinable(site, info, catalog)) {
       TableReadRequest &request = plan[site.table];
-      request.wholeTableLimit = inlineLimit;
+      // Arrays larger than the limit are read by content instead (MapIO):
+      // constant-fields and branch-injection leave arrays alone.
+      request.wholeTableLimit = catalog.at(site.table).match == TableMatch::Index
+                                    ? inlineLimit
+                                    : std::max(inlineLimit, WholeTableReadLimit);
       if (site.key.constantKey)
         request.keys.push_back(*site.key.constantKey);
     } else if (!whyNoFieldFolding(site, info, catalog)) {

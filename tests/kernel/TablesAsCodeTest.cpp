@@ -101,5 +101,45 @@ TEST(LpmAsCode, NestedPrefixesAtEveryLengthAnswerAsTheTrie) {
   EXPECT_LT(hits, compared) << "premise: some miss (prefix length beyond the maximum)";
 }
 
+struct Rule {
+  uint32_t action;
+  uint32_t mark;
+};
+
+// 100 rules, one action: the action is a constant, every hit and miss
+// answers as the original; a rule changed through Morpheus afterwards is
+// seen on the very next packet (the guard covers the whole table).
+TEST(ConstantFields, AFieldEqualInEveryEntryIsAConstantUnderTheGuard) {
+  CorpusProgram program("constant_field.bpf.c");
+  ASSERT_TRUE(program.ok());
+  const uint32_t first = 0x0a010000;
+  for (uint32_t i = 0; i < 100; ++i)
+    program.set("rules", uint32_t(htonl(first + i)), Rule{XDP_TX, 1000 + i});
+  runtime::CycleReport report = program.cycle();
+  ASSERT_TRUE(report.installed()) << report.describe();
+  const core::SiteDecision *applied = CorpusProgram::decision(report, "rules", true);
+  ASSERT_NE(applied, nullptr) << report.describe();
+  EXPECT_EQ(applied->pass, "constant-fields");
+  EXPECT_NE(applied->detail.find("action"), std::string::npos) << applied->detail;
+
+  auto packetTo = [](uint32_t daddr) {
+    return PacketBuilder()
+        .ethernet(parseMac("02:00:00:00:00:02"), parseMac("02:00:00:00:00:01"))
+        .ipv4({.daddr = daddr})
+        .udp(1000, 53)
+        .build();
+  };
+  for (uint32_t i = 0; i < 102; ++i) {
+    Bytes packet = packetTo(first + i);
+    RunResult original = program.original(packet);
+    EXPECT_EQ(original.verdict, i < 100 ? uint32_t(XDP_TX) : uint32_t(XDP_PASS));
+    EXPECT_EQ(program.active(packet), original) << "rule " << i;
+  }
+  program.set("rules", uint32_t(htonl(first + 5)), Rule{XDP_DROP, 5});
+  Bytes changed = packetTo(first + 5);
+  EXPECT_EQ(program.original(changed).verdict, uint32_t(XDP_DROP));
+  EXPECT_EQ(program.active(changed), program.original(changed));
+}
+
 } // namespace
 } // namespace morpheus::testing

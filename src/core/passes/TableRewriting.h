@@ -10,6 +10,7 @@
 #include "core/Tables.h"
 
 #include <llvm/ADT/STLFunctionalExtras.h>
+#include <llvm/IR/Instructions.h>
 #include <llvm/IR/Module.h>
 #include <llvm/IR/PassManager.h>
 
@@ -33,6 +34,11 @@ enum class ChainLowering {
   // done, so chains in sequence add up instead of multiplying.
   Index,
 };
+
+// Read-only tables are read whole up to this many entries (planReads), so
+// that constant-fields sees every value of tables too large to become code;
+// the walk of a larger table stops there (1,025 key steps, about 1 ms).
+constexpr uint32_t WholeTableReadLimit = 1024;
 
 struct TablePassContext {
   const TableCatalog *catalog = nullptr;
@@ -137,6 +143,16 @@ private:
   llvm::Module &module;
   const TablePassContext &context;
 };
+
+// The simple loads through `lookup`'s result at constant offsets from it
+// (through GEPs and casts), with the offsets.
+std::vector<std::pair<llvm::LoadInst *, uint64_t>> loadsAtKnownOffsets(llvm::CallBase &lookup,
+                                                                       const llvm::DataLayout &dl);
+
+// The constant `type` holds in `bytes` at `offset`, for integers of up to
+// 8 bytes (what a BPF program loads from a value); nullptr otherwise.
+llvm::Constant *constantAt(llvm::Type *type, const Bytes &bytes, uint64_t offset,
+                           const llvm::DataLayout &dl);
 
 // Runs `rewrite` on every lookup site that whyNotInlinable() accepts, that
 // runs in a function the passes may touch, and whose table has a snapshot;
