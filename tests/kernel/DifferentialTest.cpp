@@ -160,6 +160,7 @@ INSTANTIATE_TEST_SUITE_P(
                       CorpusCase{"tc_classifier.bpf.c", nullptr},
                       CorpusCase{"lpm_nested.bpf.c", nullptr},
                       CorpusCase{"constant_field.bpf.c", nullptr},
+                      CorpusCase{"acl_protocols.bpf.c", nullptr},
                       CorpusCase{"build_legacy_section.bpf.c", nullptr, bpf::ProgramType::Xdp}),
     [](const auto &info) {
       std::string name = info.param.file;

@@ -2,7 +2,7 @@
 // implemented, with the argument for its correctness, in its own file:
 //   TableElimination.cpp, ConstantKeyLookup.cpp, FoldReadOnlyFields.cpp,
 //   InlineSmallTable.cpp, LpmAsCode.cpp,
-//   ConstantFields.cpp
+//   ConstantFields.cpp, BranchInjection.cpp
 #pragma once
 
 #include "core/passes/TableRewriting.h"

@@ -286,16 +286,7 @@ void LookupRewriter::keepOnMissPath(CallBase &call) {
   call.setMetadata(KeptMetadata, MDNode::get(call.getContext(), {}));
 }
 
-namespace {
-
-struct KeyChunk {
-  uint32_t offset;
-  uint32_t width; // bytes: 8, 4, 2 or 1
-};
-
-// Splits a key into the widest loads its known alignment allows, so the BPF
-// backend never has to assemble a word from single bytes.
-std::vector<KeyChunk> chunksFor(uint32_t keySize, uint64_t alignment) {
+std::vector<KeyChunk> keyChunks(uint32_t keySize, uint64_t alignment) {
   std::vector<KeyChunk> chunks;
   for (uint32_t offset = 0; offset < keySize;) {
     uint32_t width = 8;
@@ -308,17 +299,23 @@ std::vector<KeyChunk> chunksFor(uint32_t keySize, uint64_t alignment) {
   return chunks;
 }
 
-uint64_t chunkConstant(const Bytes &key, KeyChunk chunk, bool littleEndian,
-                       const FaultInjection &faults) {
-  bool broken = faults.breakKeyCompare && chunk.offset + chunk.width == key.size();
+uint64_t chunkValue(const Bytes &key, KeyChunk chunk, bool littleEndian) {
   uint64_t value = 0;
   for (uint32_t i = 0; i < chunk.width; ++i) {
     uint32_t byte = littleEndian ? chunk.width - 1 - i : i;
-    uint8_t keyByte = key[chunk.offset + byte];
-    if (broken && chunk.offset + byte == key.size() - 1)
-      ++keyByte;
-    value = (value << 8) | keyByte;
+    value = (value << 8) | key[chunk.offset + byte];
   }
+  return value;
+}
+
+namespace {
+
+uint64_t chunkConstant(const Bytes &key, KeyChunk chunk, bool littleEndian,
+                       const FaultInjection &faults) {
+  uint64_t value = chunkValue(key, chunk, littleEndian);
+  // The deliberate bug: the key's last byte compared off by one.
+  if (faults.breakKeyCompare && chunk.offset + chunk.width == key.size())
+    value += littleEndian ? uint64_t(1) << (8 * (chunk.width - 1)) : 1;
   return value;
 }
 
@@ -352,7 +349,7 @@ void LookupRewriter::replaceWithDispatch(CallBase &lookup, unsigned keyArg,
   // LLVM may pick a value for.
   uint64_t alignment = getKnownAlignment(key, dl).value();
   Value *keyMemory = opaqueCopy(builder, key, table + ".key.memory");
-  std::vector<KeyChunk> chunks = chunksFor(keySize, alignment);
+  std::vector<KeyChunk> chunks = keyChunks(keySize, alignment);
   std::vector<Value *> words;
   for (KeyChunk chunk : chunks) {
     Type *type = builder.getIntNTy(chunk.width * 8);

@@ -144,6 +144,17 @@ private:
   const TablePassContext &context;
 };
 
+// A key as the compare chains read it: in the widest loads its known
+// alignment allows, so the BPF backend never assembles a word from bytes.
+struct KeyChunk {
+  uint32_t offset;
+  uint32_t width; // bytes: 8, 4, 2 or 1
+};
+std::vector<KeyChunk> keyChunks(uint32_t keySize, uint64_t alignment);
+
+// The integer a load of `chunk` reads from `key`'s bytes.
+uint64_t chunkValue(const Bytes &key, KeyChunk chunk, bool littleEndian);
+
 // The simple loads through `lookup`'s result at constant offsets from it
 // (through GEPs and casts), with the offsets.
 std::vector<std::pair<llvm::LoadInst *, uint64_t>> loadsAtKnownOffsets(llvm::CallBase &lookup,
