@@ -188,7 +188,9 @@ ReadPlan planReads(const TableAccessInfo &info, const TableCatalog &catalog,
       request.wholeTableLimit = catalog.at(site.table).match == TableMatch::Index
                                     ? inlineLimit
                                     : std::max(inlineLimit, WholeTableReadLimit);
-      if (site.key.constantKey)
+      // A trie answers a constant key with the longest prefix matching
+      // it, not as an entry of that key: lpm-as-code reads the trie whole.
+      if (site.key.constantKey && catalog.at(site.table).match != TableMatch::LongestPrefix)
         request.keys.push_back(*site.key.constantKey);
     } else if (!whyNoFieldFolding(site, info, catalog)) {
       plan[site.table].keys.push_back(*site.key.constantKey);
