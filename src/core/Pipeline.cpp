@@ -88,7 +88,7 @@ bool mayFastPath(const AccessSite &site, const TableAccessInfo &info,
                  const std::map<unsigned, std::vector<Bytes>> &hotKeys) {
   auto hot = hotKeys.find(site.id);
   return hot != hotKeys.end() && !hot->second.empty() &&
-         !whyNoFastPath(site, info, catalog) && snapshot.count(site.table);
+         !whyNotInlinable(site, info, catalog) && snapshot.count(site.table);
 }
 
 // The compare chains inline-small-table would build, by site id, with
@@ -104,7 +104,8 @@ std::map<unsigned, size_t> plannedChains(const TableAccessInfo &info,
     if (!mayRewrite(site, info, catalog, snapshot) || context.untouchable(site.function))
       continue;
     const TableContents &contents = snapshot.at(site.table);
-    if (site.key.constantKey && contents.known(*site.key.constantKey))
+    if (site.key.constantKey && contents.known(*site.key.constantKey) &&
+        catalog.at(site.table).match != TableMatch::LongestPrefix)
       continue; // constant-key-lookup's
     if (contents.complete && !contents.entries.empty() &&
         contents.entries.size() <= context.inlineLimit)
@@ -230,8 +231,14 @@ ReadPlan planReads(const TableAccessInfo &info, const TableCatalog &catalog,
   for (const AccessSite &site : info.sites) {
     if (!whyNotInlinable(site, info, catalog)) {
       TableReadRequest &request = plan[site.table];
-      request.wholeTableLimit = inlineLimit;
-      if (site.key.constantKey)
+      // Arrays larger than the limit are read by content instead (MapIO):
+      // constant-fields and branch-injection leave arrays alone.
+      request.wholeTableLimit = catalog.at(site.table).match == TableMatch::Index
+                                    ? inlineLimit
+                                    : std::max(inlineLimit, WholeTableReadLimit);
+      // A trie answers a constant key with the longest prefix matching
+      // it, not as an entry of that key: lpm-as-code reads the trie whole.
+      if (site.key.constantKey && catalog.at(site.table).match != TableMatch::LongestPrefix)
         request.keys.push_back(*site.key.constantKey);
     } else if (!whyNoFieldFolding(site, info, catalog)) {
       plan[site.table].keys.push_back(*site.key.constantKey);

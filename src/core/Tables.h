@@ -18,7 +18,7 @@ using Bytes = std::vector<uint8_t>;
 enum class TableMatch {
   Exact,         // hash tables: full-key equality
   Index,         // arrays: a 32-bit index below maxEntries, every slot exists
-  LongestPrefix, // LPM tries (not specialized yet)
+  LongestPrefix, // LPM tries: a 4-byte prefix length, then the data (network order)
   Unsupported,   // anything whose lookup semantics the core does not model
 };
 

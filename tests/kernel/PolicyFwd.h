@@ -85,10 +85,12 @@ public:
   }
 
   // Whether the specialization replaced a lookup of `table` (the map stays
-  // referenced by the generic copy the guard falls back to).
+  // referenced by the generic copy the guard falls back to). constant-fields
+  // and branch-injection specialize around a lookup they keep.
   static bool inlined(const runtime::CycleReport &report, const std::string &table) {
     for (const core::SiteDecision &decision : report.log.decisions)
-      if (decision.table == table && decision.applied)
+      if (decision.table == table && decision.applied && decision.pass != "constant-fields" &&
+          decision.pass != "branch-injection")
         return true;
     return false;
   }

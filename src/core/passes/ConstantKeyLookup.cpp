@@ -38,8 +38,8 @@ PreservedAnalyses ConstantKeyLookupPass::run(Module &module,
       module, mam, context,
       [&](const AccessSite &site, const TableInfo &table, const TableContents &contents,
           LookupRewriter &rewriter) {
-        if (!site.key.constantKey)
-          return false;
+        if (!site.key.constantKey || table.match == TableMatch::LongestPrefix)
+          return false; // a constant LPM key is lpm-as-code's: not an exact match
         const Bytes &key = *site.key.constantKey;
         auto decline = [&](std::string why) {
           if (context.log)

@@ -35,62 +35,14 @@
 
 #include "core/passes/TablePasses.h"
 
-#include <llvm/ADT/SmallPtrSet.h>
 #include <llvm/IR/Constants.h>
 #include <llvm/IR/Instructions.h>
-#include <llvm/IR/Operator.h>
 
 #include <cstring>
 
 using namespace llvm;
 
 namespace morpheus::core {
-
-namespace {
-
-// The loads through `lookup` at constant offsets from it, with the offsets.
-std::vector<std::pair<LoadInst *, uint64_t>> loadsAtKnownOffsets(CallBase &lookup,
-                                                                  const DataLayout &dl) {
-  std::vector<std::pair<LoadInst *, uint64_t>> loads;
-  SmallVector<std::pair<Value *, int64_t>, 8> worklist{{&lookup, 0}};
-  SmallPtrSet<Value *, 8> seen{&lookup};
-  while (!worklist.empty()) {
-    auto [pointer, offset] = worklist.pop_back_val();
-    for (Use &use : pointer->uses()) {
-      User *user = use.getUser();
-      if (auto *gep = dyn_cast<GetElementPtrInst>(user)) {
-        APInt delta(dl.getIndexTypeSizeInBits(gep->getType()), 0);
-        if (use.getOperandNo() == 0 && gep->accumulateConstantOffset(dl, delta) &&
-            seen.insert(gep).second)
-          worklist.push_back({gep, offset + delta.getSExtValue()});
-      } else if (isa<BitCastInst>(user) || isa<AddrSpaceCastInst>(user)) {
-        if (seen.insert(user).second)
-          worklist.push_back({user, offset});
-      } else if (auto *load = dyn_cast<LoadInst>(user);
-                 load && load->isSimple() && offset >= 0) {
-        loads.push_back({load, uint64_t(offset)});
-      }
-    }
-  }
-  return loads;
-}
-
-// The constant `type` holds in `bytes` at `offset`, for integers of up to
-// 8 bytes (what a BPF program loads from a value); nullptr otherwise.
-Constant *constantAt(Type *type, const Bytes &bytes, uint64_t offset, const DataLayout &dl) {
-  auto *integer = dyn_cast<IntegerType>(type);
-  uint64_t size = dl.getTypeStoreSize(type);
-  if (!integer || size > 8 || offset + size > bytes.size() || integer->getBitWidth() != size * 8)
-    return nullptr;
-  uint64_t value = 0;
-  for (uint64_t i = 0; i < size; ++i) {
-    uint64_t byte = dl.isLittleEndian() ? size - 1 - i : i;
-    value = (value << 8) | bytes[offset + byte];
-  }
-  return ConstantInt::get(integer, value);
-}
-
-} // namespace
 
 PreservedAnalyses FoldReadOnlyFieldsPass::run(Module &module, ModuleAnalysisManager &mam) {
   const TableAccessInfo &info = mam.getResult<TableAccessAnalysis>(module);

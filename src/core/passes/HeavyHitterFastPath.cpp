@@ -17,7 +17,7 @@
 // probed keys, never its prefixes) — and every other key reaches the real
 // lookup. The compare covers every key byte, read through an opaque copy of
 // the key pointer (LookupRewriter), so no two keys are confused. The table
-// is read-only to the data plane (whyNoFastPath), lookups have no side
+// is read-only to the data plane (whyNotInlinable), lookups have no side
 // effects (LRU excluded), value pointers are never compared with anything
 // but null, and control-plane writes bump the program guard, which sends
 // packets to the generic code before the table changes. Which keys are hot
@@ -81,8 +81,7 @@ PreservedAnalyses HeavyHitterFastPathPass::run(Module &module, ModuleAnalysisMan
             inlined.push_back(*entry);
         }
         return true;
-      },
-      whyNoFastPath);
+      });
   return changed ? PreservedAnalyses::none() : PreservedAnalyses::all();
 }
 

@@ -74,6 +74,8 @@ PreservedAnalyses InlineSmallTablePass::run(Module &module,
             context.log->record(site, "inline-small-table", false, std::move(why));
           return false;
         };
+        if (table.match == TableMatch::LongestPrefix)
+          return false; // lpm-as-code's
         if (!contents.complete)
           return decline("table larger than the inline limit of " +
                          std::to_string(context.inlineLimit));
@@ -82,9 +84,9 @@ PreservedAnalyses InlineSmallTablePass::run(Module &module,
         if (context.noCompareChains)
           return decline(*context.noCompareChains);
         if (contents.entries.size() > context.inlineLimit)
-          return decline(std::to_string(contents.entries.size()) +
-                         " entries exceed the inline limit of " +
-                         std::to_string(context.inlineLimit));
+          return decline("table larger than the inline limit of " +
+                         std::to_string(context.inlineLimit) + " (" +
+                         std::to_string(contents.entries.size()) + " entries)");
         std::vector<const TableEntry *> entries;
         for (const TableEntry &entry : contents.entries) {
           if (!entry.value)

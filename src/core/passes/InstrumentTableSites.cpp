@@ -1,7 +1,7 @@
 //===- InstrumentTableSites.cpp - Record sampled lookup keys --------------===//
 //
 // Before a lookup whose table is not turned whole into code, and which a
-// fast path could serve (whyNoFastPath: read-only, modelled semantics), the
+// fast path could serve (whyNotInlinable: read-only, modelled semantics), the
 // program asks the runtime for a profile slot for this site
 // (ProfileOptions::slotFunction, inlined from the guard runtime) and, when
 // it gets one, copies the lookup key into it. User space reads the slots
@@ -68,7 +68,7 @@ PreservedAnalyses InstrumentTableSitesPass::run(Module &module, ModuleAnalysisMa
     if (site.signature.kind != AccessKind::Lookup ||
         context.genericFunctions.count(site.function) || site.key.constantKey ||
         LookupRewriter::keptOnMissPath(*site.call) ||
-        whyNoFastPath(site, info, *context.catalog))
+        whyNotInlinable(site, info, *context.catalog))
       continue;
     auto decline = [&](std::string why) {
       if (context.log)

@@ -4,6 +4,7 @@
 #include "core/OpaqueValue.h"
 #include "core/TableAccessAnalysis.h"
 
+#include <llvm/ADT/SmallPtrSet.h>
 #include <llvm/ADT/StringExtras.h>
 #include <llvm/Analysis/ValueTracking.h>
 #include <llvm/IR/Constants.h>
@@ -84,13 +85,9 @@ constexpr const char *KeptMetadata = "morpheus.kept";
 
 } // namespace
 
-namespace {
-
-// whyNotInlinable and whyNoFastPath: they differ only in the match kinds
-// they take.
-std::optional<std::string> whyNotRewritable(const AccessSite &site, const TableAccessInfo &info,
-                                            const TableCatalog &catalog,
-                                            bool longestPrefixToo) {
+std::optional<std::string> whyNotInlinable(const AccessSite &site,
+                                           const TableAccessInfo &info,
+                                           const TableCatalog &catalog) {
   if (site.signature.kind != AccessKind::Lookup)
     return "not a lookup";
   if (!site.signature.rewritable)
@@ -120,9 +117,7 @@ std::optional<std::string> whyNotRewritable(const AccessSite &site, const TableA
       !(site.key.constantKey &&
         info.isReadOnlyAt(site.table, site.key.constantKey, 0, ValueWrite::WholeValue)))
     return "table is written by the data plane";
-  if (table->second.match != TableMatch::Exact &&
-      table->second.match != TableMatch::Index &&
-      !(longestPrefixToo && table->second.match == TableMatch::LongestPrefix))
+  if (table->second.match == TableMatch::Unsupported)
     return "lookup semantics of " + table->second.typeName +
            " tables not modelled";
   if (table->second.lookupHasSideEffects)
@@ -135,19 +130,6 @@ std::optional<std::string> whyNotRewritable(const AccessSite &site, const TableA
     return *site.valueNeedsWritableMemory +
            ", which the verifier checks with writable pointer arguments";
   return std::nullopt;
-}
-
-} // namespace
-
-std::optional<std::string> whyNotInlinable(const AccessSite &site,
-                                           const TableAccessInfo &info,
-                                           const TableCatalog &catalog) {
-  return whyNotRewritable(site, info, catalog, /*longestPrefixToo=*/false);
-}
-
-std::optional<std::string> whyNoFastPath(const AccessSite &site, const TableAccessInfo &info,
-                                         const TableCatalog &catalog) {
-  return whyNotRewritable(site, info, catalog, /*longestPrefixToo=*/true);
 }
 
 std::optional<std::string> whyNoFieldFolding(const AccessSite &site,
@@ -174,15 +156,14 @@ std::optional<std::string> whyNoFieldFolding(const AccessSite &site,
 }
 
 bool rewriteEligibleLookups(Module &module, ModuleAnalysisManager &mam,
-                            const TablePassContext &context, SiteRewrite rewrite,
-                            SiteEligibility eligibility) {
+                            const TablePassContext &context, SiteRewrite rewrite) {
   const TableAccessInfo &info = mam.getResult<TableAccessAnalysis>(module);
   LookupRewriter rewriter(module, context);
   // Copy the sites first: rewriting erases calls the analysis points to.
   std::vector<AccessSite> sites = info.sites;
   bool changed = false;
   for (const AccessSite &site : sites) {
-    if (eligibility(site, info, *context.catalog) ||
+    if (whyNotInlinable(site, info, *context.catalog) ||
         context.untouchable(site.function) || LookupRewriter::keptOnMissPath(*site.call))
       continue;
     auto contents = context.snapshot->find(site.table);
@@ -192,6 +173,45 @@ bool rewriteEligibleLookups(Module &module, ModuleAnalysisManager &mam,
                        rewriter);
   }
   return changed;
+}
+
+std::vector<std::pair<LoadInst *, uint64_t>> loadsAtKnownOffsets(CallBase &lookup,
+                                                                  const DataLayout &dl) {
+  std::vector<std::pair<LoadInst *, uint64_t>> loads;
+  SmallVector<std::pair<Value *, int64_t>, 8> worklist{{&lookup, 0}};
+  SmallPtrSet<Value *, 8> seen{&lookup};
+  while (!worklist.empty()) {
+    auto [pointer, offset] = worklist.pop_back_val();
+    for (Use &use : pointer->uses()) {
+      User *user = use.getUser();
+      if (auto *gep = dyn_cast<GetElementPtrInst>(user)) {
+        APInt delta(dl.getIndexTypeSizeInBits(gep->getType()), 0);
+        if (use.getOperandNo() == 0 && gep->accumulateConstantOffset(dl, delta) &&
+            seen.insert(gep).second)
+          worklist.push_back({gep, offset + delta.getSExtValue()});
+      } else if (isa<BitCastInst>(user) || isa<AddrSpaceCastInst>(user)) {
+        if (seen.insert(user).second)
+          worklist.push_back({user, offset});
+      } else if (auto *load = dyn_cast<LoadInst>(user);
+                 load && load->isSimple() && offset >= 0) {
+        loads.push_back({load, uint64_t(offset)});
+      }
+    }
+  }
+  return loads;
+}
+
+Constant *constantAt(Type *type, const Bytes &bytes, uint64_t offset, const DataLayout &dl) {
+  auto *integer = dyn_cast<IntegerType>(type);
+  uint64_t size = dl.getTypeStoreSize(type);
+  if (!integer || size > 8 || offset + size > bytes.size() || integer->getBitWidth() != size * 8)
+    return nullptr;
+  uint64_t value = 0;
+  for (uint64_t i = 0; i < size; ++i) {
+    uint64_t byte = dl.isLittleEndian() ? size - 1 - i : i;
+    value = (value << 8) | bytes[offset + byte];
+  }
+  return ConstantInt::get(integer, value);
 }
 
 namespace {
@@ -262,16 +282,11 @@ bool LookupRewriter::keptOnMissPath(const CallBase &call) {
   return call.getMetadata(KeptMetadata) != nullptr;
 }
 
-namespace {
+void LookupRewriter::keepOnMissPath(CallBase &call) {
+  call.setMetadata(KeptMetadata, MDNode::get(call.getContext(), {}));
+}
 
-struct KeyChunk {
-  uint32_t offset;
-  uint32_t width; // bytes: 8, 4, 2 or 1
-};
-
-// Splits a key into the widest loads its known alignment allows, so the BPF
-// backend never has to assemble a word from single bytes.
-std::vector<KeyChunk> chunksFor(uint32_t keySize, uint64_t alignment) {
+std::vector<KeyChunk> keyChunks(uint32_t keySize, uint64_t alignment) {
   std::vector<KeyChunk> chunks;
   for (uint32_t offset = 0; offset < keySize;) {
     uint32_t width = 8;
@@ -284,17 +299,23 @@ std::vector<KeyChunk> chunksFor(uint32_t keySize, uint64_t alignment) {
   return chunks;
 }
 
-uint64_t chunkConstant(const Bytes &key, KeyChunk chunk, bool littleEndian,
-                       const FaultInjection &faults) {
-  bool broken = faults.breakKeyCompare && chunk.offset + chunk.width == key.size();
+uint64_t chunkValue(const Bytes &key, KeyChunk chunk, bool littleEndian) {
   uint64_t value = 0;
   for (uint32_t i = 0; i < chunk.width; ++i) {
     uint32_t byte = littleEndian ? chunk.width - 1 - i : i;
-    uint8_t keyByte = key[chunk.offset + byte];
-    if (broken && chunk.offset + byte == key.size() - 1)
-      ++keyByte;
-    value = (value << 8) | keyByte;
+    value = (value << 8) | key[chunk.offset + byte];
   }
+  return value;
+}
+
+namespace {
+
+uint64_t chunkConstant(const Bytes &key, KeyChunk chunk, bool littleEndian,
+                       const FaultInjection &faults) {
+  uint64_t value = chunkValue(key, chunk, littleEndian);
+  // The deliberate bug: the key's last byte compared off by one.
+  if (faults.breakKeyCompare && chunk.offset + chunk.width == key.size())
+    value += littleEndian ? uint64_t(1) << (8 * (chunk.width - 1)) : 1;
   return value;
 }
 
@@ -328,7 +349,7 @@ void LookupRewriter::replaceWithDispatch(CallBase &lookup, unsigned keyArg,
   // LLVM may pick a value for.
   uint64_t alignment = getKnownAlignment(key, dl).value();
   Value *keyMemory = opaqueCopy(builder, key, table + ".key.memory");
-  std::vector<KeyChunk> chunks = chunksFor(keySize, alignment);
+  std::vector<KeyChunk> chunks = keyChunks(keySize, alignment);
   std::vector<Value *> words;
   for (KeyChunk chunk : chunks) {
     Type *type = builder.getIntNTy(chunk.width * 8);
@@ -397,7 +418,7 @@ void LookupRewriter::replaceWithDispatch(CallBase &lookup, unsigned keyArg,
   lookup.replaceAllUsesWith(result);
   if (keepLookupOnMiss) {
     lookup.moveBefore(missExit);
-    lookup.setMetadata(KeptMetadata, MDNode::get(llvmContext, {}));
+    keepOnMissPath(lookup);
     result->addIncoming(&lookup, compare);
   } else if (arrayIndex) {
     builder.SetInsertPoint(missExit);

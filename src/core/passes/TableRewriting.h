@@ -10,6 +10,7 @@
 #include "core/Tables.h"
 
 #include <llvm/ADT/STLFunctionalExtras.h>
+#include <llvm/IR/Instructions.h>
 #include <llvm/IR/Module.h>
 #include <llvm/IR/PassManager.h>
 
@@ -45,6 +46,11 @@ struct ProfileOptions {
   uint32_t keyBytes = 0; // a slot's size: longer keys are not recorded
   std::set<std::string> excludedTables; // the operator's --no-profile
 };
+
+// Read-only tables are read whole up to this many entries (planReads), so
+// that constant-fields sees every value of tables too large to become code;
+// the walk of a larger table stops there (1,025 key steps, about 1 ms).
+constexpr uint32_t WholeTableReadLimit = 1024;
 
 struct TablePassContext {
   const TableCatalog *catalog = nullptr;
@@ -90,14 +96,6 @@ struct TablePassContext {
 std::optional<std::string> whyNotInlinable(const AccessSite &site,
                                            const TableAccessInfo &info,
                                            const TableCatalog &catalog);
-
-// Why the lookup at `site` cannot get a fast path for some of its keys in
-// front of it (heavy-hitter-fast-path), or nullopt when it can: as
-// whyNotInlinable, but longest-prefix tables are accepted too (a fast path
-// answers only for the whole lookup keys it compares, with the answer the
-// table gives for them).
-std::optional<std::string> whyNoFastPath(const AccessSite &site, const TableAccessInfo &info,
-                                         const TableCatalog &catalog);
 
 // Why the loads through the lookup at `site` cannot be folded field by
 // field (fold-read-only-fields), or nullopt when they can: a rewritable
@@ -153,6 +151,8 @@ public:
   // Whether `call` is a lookup a rewrite kept on a miss path: passes leave
   // it alone.
   static bool keptOnMissPath(const llvm::CallBase &call);
+  // Marks `call` as such a lookup.
+  static void keepOnMissPath(llvm::CallBase &call);
 
 private:
   llvm::GlobalVariable *valueArray(const std::string &table);
@@ -162,17 +162,34 @@ private:
   const TablePassContext &context;
 };
 
-// Runs `rewrite` on every lookup site that `eligibility` (whyNotInlinable
-// unless said otherwise) accepts, that runs in a function the passes may
-// touch, and whose table has a snapshot; returns whether anything changed.
-// `rewrite` returns true when it replaced the call.
+// A key as the compare chains read it: in the widest loads its known
+// alignment allows, so the BPF backend never assembles a word from bytes.
+struct KeyChunk {
+  uint32_t offset;
+  uint32_t width; // bytes: 8, 4, 2 or 1
+};
+std::vector<KeyChunk> keyChunks(uint32_t keySize, uint64_t alignment);
+
+// The integer a load of `chunk` reads from `key`'s bytes.
+uint64_t chunkValue(const Bytes &key, KeyChunk chunk, bool littleEndian);
+
+// The simple loads through `lookup`'s result at constant offsets from it
+// (through GEPs and casts), with the offsets.
+std::vector<std::pair<llvm::LoadInst *, uint64_t>> loadsAtKnownOffsets(llvm::CallBase &lookup,
+                                                                       const llvm::DataLayout &dl);
+
+// The constant `type` holds in `bytes` at `offset`, for integers of up to
+// 8 bytes (what a BPF program loads from a value); nullptr otherwise.
+llvm::Constant *constantAt(llvm::Type *type, const Bytes &bytes, uint64_t offset,
+                           const llvm::DataLayout &dl);
+
+// Runs `rewrite` on every lookup site that whyNotInlinable() accepts, that
+// runs in a function the passes may touch, and whose table has a snapshot;
+// returns whether anything changed. `rewrite` returns true when it replaced
+// the call.
 using SiteRewrite = llvm::function_ref<bool(const AccessSite &, const TableInfo &,
                                             const TableContents &, LookupRewriter &)>;
-using SiteEligibility = std::optional<std::string> (*)(const AccessSite &,
-                                                       const TableAccessInfo &,
-                                                       const TableCatalog &);
 bool rewriteEligibleLookups(llvm::Module &module, llvm::ModuleAnalysisManager &mam,
-                            const TablePassContext &context, SiteRewrite rewrite,
-                            SiteEligibility eligibility = whyNotInlinable);
+                            const TablePassContext &context, SiteRewrite rewrite);
 
 } // namespace morpheus::core

@@ -1,0 +1,266 @@
+//===- LpmAsCode.cpp - a small read-only LPM trie becomes a search --------===//
+//
+// A lookup in a read-only longest-prefix-match table with at most
+// `inlineLimit` prefixes becomes a binary search over the disjoint address
+// intervals the prefixes cut the address space into, each interval yielding
+// the address of the value of the longest prefix covering it (or null),
+// exactly as the kernel's trie answers a key whose prefix length is the
+// table's maximum (the case of every packet lookup: a whole address). Keys
+// with any other prefix length keep the real lookup, on that path only.
+//
+// What the kernel returns (kernel/bpf/lpm_trie.c, trie_lookup_elem): null
+// when key.prefixlen exceeds the table's max (8 * data bytes); otherwise the
+// entry with the longest prefix length L <= key.prefixlen whose first L bits
+// equal the key's (bit 0 = the most significant bit of data[0]), or null.
+// With key.prefixlen = max every entry qualifies by length, so the answer
+// depends only on the address: for each address, the longest stored prefix
+// containing it. The stored prefixes nest or are disjoint, so the longest
+// one containing an address is constant between consecutive prefix bounds:
+// flattening them into intervals (bounds = every prefix's first address and
+// the address after its last) and a binary search over the bounds gives the
+// trie's answer for every address. Bits of a stored key beyond its prefix
+// length are ignored by the trie and masked here.
+//
+// Correctness rests on the table not changing while this code runs: the data
+// plane never writes it (TableAccessAnalysis), and control-plane writes go
+// through Morpheus, which bumps the program-level guard first. The key is
+// read through an opaque copy of its pointer, as inline-small-table reads it
+// (memory as the helper reads it, never an undef LLVM may pick). Every entry
+// keeps its own value address in `__morpheus.TABLE.values`
+// (TableRewriting.h), so pointer identity is the kernel's.
+//
+//   %v = call ptr inttoptr (i64 1 to ptr)(ptr @routes, ptr %key)
+// becomes
+//   %k = call ptr asm "", "=r,0"(ptr %key)
+//   %len = load i32, ptr %k
+//   %data = load i32, ptr (%k + 4)      ; then bswap: network order
+//   br (%len == 32), search, slow       ; slow: the original lookup
+//   search: icmp ult %address, BOUND ... ; log2(intervals) compares
+//   %v = phi ptr [ value of entry i ], ..., [ null ], [ %lookup, slow ]
+//===----------------------------------------------------------------------===//
+
+#include "core/OpaqueValue.h"
+#include "support/Error.h"
+#include "core/passes/TablePasses.h"
+
+#include <llvm/IR/Constants.h>
+#include <llvm/IR/IRBuilder.h>
+#include <llvm/IR/Instructions.h>
+#include <llvm/IR/Intrinsics.h>
+#include <llvm/Transforms/Utils/BasicBlockUtils.h>
+#include <llvm/Transforms/Utils/Local.h>
+
+#include <algorithm>
+#include <cstring>
+
+using namespace llvm;
+
+namespace morpheus::core {
+
+namespace {
+
+using Address = unsigned __int128; // data of up to 16 bytes (IPv6)
+
+constexpr uint32_t PrefixLengthBytes = 4; // the key's u32 prefixlen
+
+// One stored prefix: its first address, its last, and its entry.
+struct Prefix {
+  uint32_t length;
+  Address first;
+  Address last;
+  const TableEntry *entry;
+};
+
+// An interval of addresses [start, next interval's start) and the entry the
+// trie returns for every address in it (null: none covers it).
+struct Interval {
+  Address start;
+  const TableEntry *entry;
+};
+
+Address readAddress(const Bytes &data) {
+  Address address = 0;
+  for (uint8_t byte : data)
+    address = (address << 8) | byte;
+  return address;
+}
+
+Address allOnes(uint32_t bits) {
+  return bits == 0 ? 0 : (~Address(0)) >> (128 - bits);
+}
+
+// The stored prefixes as address ranges, or why they cannot be.
+Expected<std::vector<Prefix>> prefixesOf(const std::vector<TableEntry> &entries,
+                                         uint32_t dataBits, bool littleEndian) {
+  std::vector<Prefix> prefixes;
+  for (const TableEntry &entry : entries) {
+    if (entry.key.size() != PrefixLengthBytes + dataBits / 8)
+      return makeError("a key of {0} bytes", entry.key.size());
+    uint32_t length = 0;
+    for (uint32_t i = 0; i < PrefixLengthBytes; ++i) {
+      uint32_t byte = littleEndian ? PrefixLengthBytes - 1 - i : i;
+      length = (length << 8) | entry.key[byte];
+    }
+    if (length > dataBits)
+      return makeError("a stored prefix length of {0} beyond {1}", length, dataBits);
+    Address address =
+        readAddress(Bytes(entry.key.begin() + PrefixLengthBytes, entry.key.end()));
+    Address hostBits = allOnes(dataBits - length);
+    prefixes.push_back({length, address & ~hostBits & allOnes(dataBits),
+                        (address | hostBits) & allOnes(dataBits), &entry});
+  }
+  return prefixes;
+}
+
+// The disjoint intervals, in address order, adjacent ones with the same
+// answer merged. The first starts at address 0.
+std::vector<Interval> flatten(const std::vector<Prefix> &prefixes, uint32_t dataBits) {
+  std::vector<Address> bounds{0};
+  for (const Prefix &prefix : prefixes) {
+    bounds.push_back(prefix.first);
+    if (prefix.last != allOnes(dataBits))
+      bounds.push_back(prefix.last + 1);
+  }
+  std::sort(bounds.begin(), bounds.end());
+  bounds.erase(std::unique(bounds.begin(), bounds.end()), bounds.end());
+  std::vector<Interval> intervals;
+  for (Address start : bounds) {
+    // Every address of [start, next bound) lies in the same prefixes.
+    const Prefix *longest = nullptr;
+    for (const Prefix &prefix : prefixes)
+      if (prefix.first <= start && start <= prefix.last &&
+          (!longest || prefix.length > longest->length))
+        longest = &prefix;
+    const TableEntry *entry = longest ? longest->entry : nullptr;
+    if (intervals.empty() || intervals.back().entry != entry)
+      intervals.push_back({start, entry});
+  }
+  return intervals;
+}
+
+ConstantInt *addressConstant(IntegerType *type, Address address) {
+  uint64_t words[2] = {uint64_t(address), uint64_t(address >> 64)};
+  return ConstantInt::get(type->getContext(), APInt(type->getBitWidth(), words));
+}
+
+} // namespace
+
+PreservedAnalyses LpmAsCodePass::run(Module &module, ModuleAnalysisManager &mam) {
+  const DataLayout &dl = module.getDataLayout();
+  bool changed = rewriteEligibleLookups(
+      module, mam, context,
+      [&](const AccessSite &site, const TableInfo &table, const TableContents &contents,
+          LookupRewriter &rewriter) {
+        if (table.match != TableMatch::LongestPrefix)
+          return false;
+        auto decline = [&](std::string why) {
+          if (context.log)
+            context.log->record(site, "lpm-as-code", false, std::move(why));
+          return false;
+        };
+        if (!contents.complete || contents.entries.size() > context.inlineLimit)
+          return decline("more than " + std::to_string(context.inlineLimit) + " prefixes");
+        if (context.noCompareChains)
+          return decline(*context.noCompareChains);
+        if (context.indexLoweredSites.count(site.id))
+          return decline("over the verifier's path budget (no index lowering for "
+                         "prefix searches yet)");
+        uint32_t dataBytes = table.keySize > PrefixLengthBytes ? table.keySize - PrefixLengthBytes : 0;
+        if (dataBytes != 1 && dataBytes != 2 && dataBytes != 4 && dataBytes != 8 &&
+            dataBytes != 16)
+          return decline("prefix data of " + std::to_string(dataBytes) +
+                         " bytes (1, 2, 4, 8 or 16 are searched)");
+        for (const TableEntry &entry : contents.entries)
+          if (!entry.value)
+            return decline("per-CPU values differ between CPUs");
+        uint32_t dataBits = 8 * dataBytes;
+        auto prefixes = prefixesOf(contents.entries, dataBits, dl.isLittleEndian());
+        if (!prefixes)
+          return decline("snapshot holds " + toString(prefixes.takeError()));
+        std::vector<Interval> intervals = flatten(*prefixes, dataBits);
+
+        CallBase &lookup = *site.call;
+        LLVMContext &llvmContext = module.getContext();
+        auto *pointerType = cast<PointerType>(lookup.getType());
+        Value *key = lookup.getArgOperand(*site.signature.keyArg);
+        BasicBlock *head = lookup.getParent();
+        BasicBlock *tail = SplitBlock(head, &lookup);
+        head->getTerminator()->eraseFromParent();
+        Function *function = head->getParent();
+        IRBuilder<> builder(head);
+        builder.SetCurrentDebugLocation(lookup.getDebugLoc());
+
+        // The key as the helper reads it: the prefix length, then the data
+        // in network order.
+        uint64_t alignment = getKnownAlignment(key, dl).value();
+        Value *keyMemory = opaqueCopy(builder, key, site.table + ".key.memory");
+        Value *length = builder.CreateAlignedLoad(
+            builder.getInt32Ty(), keyMemory,
+            Align(std::min<uint64_t>(alignment, PrefixLengthBytes)), site.table + ".prefixlen");
+        IntegerType *addressType = builder.getIntNTy(dataBits);
+        Value *data = builder.CreateAlignedLoad(
+            addressType, builder.CreateConstInBoundsGEP1_32(builder.getInt8Ty(), keyMemory,
+                                                            PrefixLengthBytes),
+            Align(std::min<uint64_t>(alignment, dataBytes)), site.table + ".data");
+        Value *address = data;
+        if (dataBytes > 1 && dl.isLittleEndian())
+          address = builder.CreateUnaryIntrinsic(Intrinsic::bswap, data, nullptr,
+                                                 site.table + ".address");
+
+        builder.SetInsertPoint(tail, tail->begin());
+        PHINode *result =
+            builder.CreatePHI(pointerType, intervals.size() + 1, site.table + ".value");
+
+        BasicBlock *search = BasicBlock::Create(llvmContext, site.table + ".search", function, tail);
+        BasicBlock *slow = BasicBlock::Create(llvmContext, site.table + ".other.prefixlen",
+                                              function, tail);
+        builder.SetInsertPoint(head);
+        builder.CreateCondBr(builder.CreateICmpEQ(length, builder.getInt32(dataBits),
+                                                  site.table + ".whole.address"),
+                             search, slow);
+
+        // A balanced search: each compare halves the intervals left.
+        auto build = [&](auto &self, BasicBlock *at, size_t low, size_t high) -> void {
+          builder.SetInsertPoint(at);
+          if (low == high) {
+            const TableEntry *entry = intervals[low].entry;
+            builder.CreateBr(tail);
+            result->addIncoming(entry ? rewriter.valuePointer(site.table, *entry)
+                                      : ConstantPointerNull::get(pointerType),
+                                at);
+            return;
+          }
+          size_t middle = (low + high + 1) / 2;
+          BasicBlock *below = BasicBlock::Create(llvmContext, site.table + ".below", function, tail);
+          BasicBlock *above = BasicBlock::Create(llvmContext, site.table + ".above", function, tail);
+          builder.CreateCondBr(
+              builder.CreateICmpULT(address, addressConstant(addressType,
+                                                             intervals[middle].start)),
+              below, above);
+          self(self, below, low, middle - 1);
+          self(self, above, middle, high);
+        };
+        build(build, search, 0, intervals.size() - 1);
+
+        // Any other prefix length: the kernel's own answer.
+        builder.SetInsertPoint(slow);
+        BranchInst *slowExit = builder.CreateBr(tail);
+        lookup.replaceAllUsesWith(result);
+        lookup.moveBefore(slowExit);
+        LookupRewriter::keepOnMissPath(lookup);
+        result->addIncoming(&lookup, slow);
+
+        if (context.log) {
+          context.log->record(site, "lpm-as-code", true,
+                              std::to_string(contents.entries.size()) +
+                                  " prefixes as a search over " +
+                                  std::to_string(intervals.size()) +
+                                  " address intervals; other prefix lengths keep the lookup");
+          context.log->inlined[site.table] = contents.entries;
+        }
+        return true;
+      });
+  return changed ? PreservedAnalyses::none() : PreservedAnalyses::all();
+}
+
+} // namespace morpheus::core

@@ -1,0 +1,182 @@
+// Tables that become code (core/passes/LpmAsCode, ...) answer exactly as the
+// kernel's own lookup, for every key, on the real kernel. Programs:
+// tests/programs/.
+#include "Corpus.h"
+#include "support/packet/Packet.h"
+
+#include <arpa/inet.h>
+#include <array>
+#include <linux/bpf.h>
+#include <linux/in.h>
+
+namespace morpheus::testing {
+namespace {
+
+using packet::PacketBuilder;
+using packet::parseMac;
+
+struct V4Key {
+  uint32_t prefixlen;
+  uint32_t addr; // network order
+};
+
+struct V6Key {
+  uint32_t prefixlen;
+  std::array<uint8_t, 16> addr;
+};
+
+Bytes ipv4Packet(uint32_t daddr, uint8_t tos) {
+  return PacketBuilder()
+      .ethernet(parseMac("02:00:00:00:00:02"), parseMac("02:00:00:00:00:01"))
+      .ipv4({.daddr = daddr, .tos = tos})
+      .udp(1000, 53)
+      .build();
+}
+
+Bytes ipv6Packet(const std::array<uint8_t, 16> &daddr, uint8_t hopLimit) {
+  return PacketBuilder()
+      .ethernet(parseMac("02:00:00:00:00:02"), parseMac("02:00:00:00:00:01"))
+      .ipv6({.daddr = daddr, .hopLimit = hopLimit})
+      .udp(1000, 53)
+      .build();
+}
+
+// Prefixes of one address nested at every length, each stored with the
+// address's own host bits (the trie ignores them), each its own value; then
+// every address one bit away from it (the boundary of each length), the
+// address itself and its neighbours, the extremes, each with prefix lengths
+// on both sides of the stored ones and beyond the maximum.
+TEST(LpmAsCode, NestedPrefixesAtEveryLengthAnswerAsTheTrie) {
+  CorpusProgram program("lpm_nested.bpf.c");
+  ASSERT_TRUE(program.ok());
+  const uint32_t base = 0x0a7b2d43; // 10.123.45.67
+  for (uint32_t length = 0; length <= 32; ++length)
+    program.set("routes4", V4Key{length, htonl(base)}, uint32_t(100 + length));
+  std::array<uint8_t, 16> base6{0x20, 0x01, 0x0d, 0xb8, 0x12, 0x34, 0x56, 0x78,
+                                0x9a, 0xbc, 0xde, 0xf0, 0x0f, 0xed, 0xcb, 0xa9};
+  std::vector<uint32_t> lengths6;
+  for (uint32_t length = 0; length <= 128; length += length < 64 ? 2 : 7)
+    lengths6.push_back(length);
+  lengths6.push_back(127);
+  lengths6.push_back(128);
+  for (uint32_t length : lengths6)
+    program.set("routes6", V6Key{length, base6}, uint32_t(200 + length));
+
+  runtime::CycleReport report = program.cycle();
+  ASSERT_TRUE(report.installed()) << report.describe();
+  for (const char *table : {"routes4", "routes6"}) {
+    const core::SiteDecision *applied = CorpusProgram::decision(report, table, true);
+    ASSERT_NE(applied, nullptr) << table << " not turned into code:\n" << report.describe();
+    EXPECT_EQ(applied->pass, "lpm-as-code");
+  }
+
+  std::vector<uint32_t> addresses{base, base - 1, base + 1, 0, 0xffffffff, 0x0a000000};
+  for (uint32_t bit = 0; bit < 32; ++bit)
+    addresses.push_back(base ^ (1u << bit));
+  size_t hits = 0, compared = 0;
+  for (uint32_t address : addresses)
+    for (uint8_t tos : {0, 1, 7, 8, 24, 31, 32, 33, 200}) {
+      Bytes packet = ipv4Packet(address, tos);
+      RunResult original = program.original(packet);
+      hits += original.verdict == XDP_TX;
+      EXPECT_EQ(program.active(packet), original)
+          << "address " << std::hex << address << std::dec << ", prefix length " << int(tos);
+      ++compared;
+    }
+  std::vector<std::array<uint8_t, 16>> addresses6{base6, {}};
+  addresses6.back().fill(0xff);
+  for (uint32_t bit = 0; bit < 128; ++bit) {
+    std::array<uint8_t, 16> flipped = base6;
+    flipped[bit / 8] ^= uint8_t(0x80 >> (bit % 8));
+    addresses6.push_back(flipped);
+  }
+  for (const auto &address : addresses6)
+    for (uint8_t hopLimit : {64, 0, 1, 63, 65, 127, 128, 129, 255}) {
+      Bytes packet = ipv6Packet(address, hopLimit);
+      RunResult original = program.original(packet);
+      hits += original.verdict == XDP_TX;
+      EXPECT_EQ(program.active(packet), original) << "hop limit " << int(hopLimit);
+      ++compared;
+    }
+  EXPECT_GT(hits, compared / 2) << "premise: most lookups hit some prefix";
+  EXPECT_LT(hits, compared) << "premise: some miss (prefix length beyond the maximum)";
+}
+
+struct Rule {
+  uint32_t action;
+  uint32_t mark;
+};
+
+// 100 rules, one action: the action is a constant, every hit and miss
+// answers as the original; a rule changed through Morpheus afterwards is
+// seen on the very next packet (the guard covers the whole table).
+TEST(ConstantFields, AFieldEqualInEveryEntryIsAConstantUnderTheGuard) {
+  CorpusProgram program("constant_field.bpf.c");
+  ASSERT_TRUE(program.ok());
+  const uint32_t first = 0x0a010000;
+  for (uint32_t i = 0; i < 100; ++i)
+    program.set("rules", uint32_t(htonl(first + i)), Rule{XDP_TX, 1000 + i});
+  runtime::CycleReport report = program.cycle();
+  ASSERT_TRUE(report.installed()) << report.describe();
+  const core::SiteDecision *applied = CorpusProgram::decision(report, "rules", true);
+  ASSERT_NE(applied, nullptr) << report.log.toText();
+  EXPECT_EQ(applied->pass, "constant-fields");
+  EXPECT_NE(applied->detail.find("action"), std::string::npos) << applied->detail;
+
+  auto packetTo = [](uint32_t daddr) {
+    return PacketBuilder()
+        .ethernet(parseMac("02:00:00:00:00:02"), parseMac("02:00:00:00:00:01"))
+        .ipv4({.daddr = daddr})
+        .udp(1000, 53)
+        .build();
+  };
+  for (uint32_t i = 0; i < 102; ++i) {
+    Bytes packet = packetTo(first + i);
+    RunResult original = program.original(packet);
+    EXPECT_EQ(original.verdict, i < 100 ? uint32_t(XDP_TX) : uint32_t(XDP_PASS));
+    EXPECT_EQ(program.active(packet), original) << "rule " << i;
+  }
+  program.set("rules", uint32_t(htonl(first + 5)), Rule{XDP_DROP, 5});
+  Bytes changed = packetTo(first + 5);
+  EXPECT_EQ(program.original(changed).verdict, uint32_t(XDP_DROP));
+  EXPECT_EQ(program.active(changed), program.original(changed));
+}
+
+struct AclKey {
+  uint8_t protocol;
+  uint8_t padding[3];
+  uint32_t address; // network order
+};
+
+// 100 rules, TCP and UDP only: packets of every protocol, to ruled and
+// other addresses, answer as the original; a rule for another protocol
+// added through Morpheus is seen on the very next packet.
+TEST(BranchInjection, AFewValuedKeyFieldIsTestedBeforeTheLookup) {
+  CorpusProgram program("acl_protocols.bpf.c");
+  ASSERT_TRUE(program.ok());
+  const uint32_t first = 0x0a020000;
+  for (uint32_t i = 0; i < 100; ++i)
+    program.set("acl", AclKey{uint8_t(i % 2 ? IPPROTO_UDP : IPPROTO_TCP), {0, 0, 0}, htonl(first + i)},
+                uint32_t(i % 3 ? XDP_DROP : XDP_TX));
+  runtime::CycleReport report = program.cycle();
+  ASSERT_TRUE(report.installed()) << report.describe();
+  const core::SiteDecision *applied = CorpusProgram::decision(report, "acl", true);
+  ASSERT_NE(applied, nullptr) << report.log.toText();
+  EXPECT_EQ(applied->pass, "branch-injection");
+
+  for (uint8_t protocol : {IPPROTO_TCP, IPPROTO_UDP, IPPROTO_ICMP})
+    for (uint32_t i : {0u, 1u, 2u, 57u, 99u, 100u, 1000u}) {
+      Bytes packet = buildPacket({.protocol = protocol, .daddr = first + i});
+      EXPECT_EQ(program.active(packet), program.original(packet))
+          << "protocol " << int(protocol) << ", rule " << i;
+    }
+  EXPECT_EQ(program.original(buildPacket({.protocol = IPPROTO_TCP, .daddr = first + 2})).verdict,
+            uint32_t(XDP_DROP)) << "premise: rule 2 (TCP) drops";
+  program.set("acl", AclKey{IPPROTO_ICMP, {0, 0, 0}, htonl(first)}, uint32_t(XDP_DROP));
+  Bytes icmp = buildPacket({.protocol = IPPROTO_ICMP, .daddr = first});
+  EXPECT_EQ(program.original(icmp).verdict, uint32_t(XDP_DROP));
+  EXPECT_EQ(program.active(icmp), program.original(icmp));
+}
+
+} // namespace
+} // namespace morpheus::testing
