@@ -82,6 +82,10 @@ struct TableContents {
   // anything but zeros, and every other index below maxEntries holds the
   // zero value (it exists: never absent).
   bool unlistedAreZero = false;
+  // For a table of tables: per key, the program's own table stored there
+  // (by name). A key listed in `entries` but not here holds a table the
+  // program does not declare (one its loader created).
+  std::map<Bytes, std::string> storedTables;
 
   // Whether `key` is in the table, if the snapshot knows: the entry, or
   // nullptr when it is known to be absent. std::nullopt when the snapshot

@@ -4,6 +4,7 @@
 #include <bpf/libbpf.h>
 
 #include <algorithm>
+#include <cstring>
 
 namespace morpheus::bpf {
 
@@ -207,6 +208,7 @@ Expected<core::TableSnapshot> readSnapshot(const core::ReadPlan &plan,
                                            const core::TableCatalog &catalog,
                                            const std::map<std::string, int> &fds) {
   core::TableSnapshot snapshot;
+  std::map<uint32_t, std::string> programTables; // by id, once a map of maps is read
   for (const auto &[name, request] : plan) {
     auto fd = fds.find(name);
     auto info = catalog.find(name);
@@ -215,6 +217,26 @@ Expected<core::TableSnapshot> readSnapshot(const core::ReadPlan &plan,
     auto contents = readTable(fd->second, info->second, request);
     if (!contents)
       return contents.takeError();
+    // A map of maps reads back the ids of the maps it holds: name the ones
+    // that are the program's own.
+    if (info->second.innerTemplate && !contents->entries.empty()) {
+      if (programTables.empty())
+        for (const auto &[table, tableFd] : fds) {
+          bpf_map_info mapInfo = {};
+          uint32_t length = sizeof(mapInfo);
+          if (bpf_obj_get_info_by_fd(tableFd, &mapInfo, &length))
+            return makeSystemError(errno, "map '{0}': cannot query", table);
+          programTables[mapInfo.id] = table;
+        }
+      for (const core::TableEntry &entry : contents->entries) {
+        uint32_t id = 0;
+        if (!entry.value || entry.value->size() != sizeof(id))
+          continue;
+        std::memcpy(&id, entry.value->data(), sizeof(id));
+        if (auto table = programTables.find(id); table != programTables.end())
+          contents->storedTables[entry.key] = table->second;
+      }
+    }
     snapshot[name] = std::move(*contents);
   }
   return snapshot;

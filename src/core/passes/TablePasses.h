@@ -1,6 +1,6 @@
 // The table-specializing passes, declared from Passes.def. Each is
 // implemented, with the argument for its correctness, in its own file:
-//   TableElimination.cpp, ConstantKeyLookup.cpp, FoldReadOnlyFields.cpp,
+//   ResolveInnerTable.cpp, TableElimination.cpp, ConstantKeyLookup.cpp, FoldReadOnlyFields.cpp,
 //   InlineSmallTable.cpp
 #pragma once
 
