@@ -149,6 +149,7 @@ INSTANTIATE_TEST_SUITE_P(
                       CorpusCase{"field_counter.bpf.c", nullptr},
                       CorpusCase{"sparse_array.bpf.c", nullptr},
                       CorpusCase{"inner_config.bpf.c", nullptr},
+                      CorpusCase{"percpu_config.bpf.c", nullptr},
                       CorpusCase{"integer_lookup.bpf.c", nullptr},
                       CorpusCase{"udiv_bound.bpf.c", "-mcpu=v2"},
                       CorpusCase{"urem_bound.bpf.c", "-mcpu=v2"},

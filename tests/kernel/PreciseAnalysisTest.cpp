@@ -1,5 +1,5 @@
 // Analysis precise enough for real code: configuration beside a counter in
-// one value or one map, arrays that are small by content, and
+// one value or one map (per-CPU too), arrays that are small by content, and
 // configuration behind a map of maps. Each test
 // runs the corpus program (tests/programs/) under an Optimizer, checks the
 // specialization's decision and compares the specialized program with the
@@ -8,8 +8,10 @@
 #include "Corpus.h"
 
 #include <bpf/bpf.h>
+#include <bpf/libbpf.h>
 #include <linux/bpf.h>
 
+#include <algorithm>
 #include <atomic>
 #include <thread>
 #include <unistd.h>
@@ -230,6 +232,55 @@ TEST(PreciseAnalysis, OuterUpdatesRacingTrafficAreSeenByTheNextPacket) {
   close(specialized);
   EXPECT_GT(packets.load(), 200u);
   EXPECT_EQ(stale.load(), 0u) << "of " << packets.load() << " packets";
+}
+
+struct Setting {
+  uint32_t action;
+  uint32_t port;
+  uint64_t packets;
+};
+
+// The packets each CPU counted in `settings`.
+std::vector<uint64_t> countsPerCpu(CorpusProgram &program) {
+  int cpus = libbpf_num_possible_cpus();
+  std::vector<Setting> values(cpus);
+  uint32_t zero = 0;
+  EXPECT_EQ(bpf_map_lookup_elem(program.opt().mapFd("settings"), &zero, values.data()), 0);
+  std::vector<uint64_t> counts;
+  for (const Setting &value : values)
+    counts.push_back(value.packets);
+  return counts;
+}
+
+TEST(PreciseAnalysis, PerCpuConfigurationBesideAPerCpuCounterIsFolded) {
+  if (libbpf_num_possible_cpus() < 2)
+    GTEST_SKIP() << "one possible CPU: per-CPU values cannot differ";
+  CorpusProgram program("percpu_config.bpf.c");
+  ASSERT_TRUE(program.ok());
+  program.set("settings", uint32_t(0), Setting{XDP_DROP, 7, 0});
+  // Traffic on one CPU: the values of the CPUs now differ, in the counter.
+  program.original(buildPacket({.tos = 3}));
+  std::vector<uint64_t> before = countsPerCpu(program);
+  ASSERT_EQ(std::count(before.begin(), before.end(), 0u), long(before.size() - 1));
+  runtime::CycleReport report = program.cycle();
+  ASSERT_TRUE(report.installed()) << report.describe();
+  const core::SiteDecision *folded = decisionOf(report, "settings", "fold-read-only-fields");
+  ASSERT_NE(folded, nullptr) << report.log.toText();
+  EXPECT_EQ(folded->detail, "2 loads of read-only bytes folded; the lookup stays for the writes "
+                            "(1 load of written bytes kept)");
+  for (uint8_t tos : {7, 3}) {
+    Bytes packet = buildPacket({.tos = tos});
+    EXPECT_EQ(program.active(packet), program.original(packet)) << "tos " << int(tos);
+  }
+  // Five packets, each counted on the CPU that ran it, by both versions.
+  std::vector<uint64_t> after = countsPerCpu(program);
+  uint64_t total = 0;
+  for (size_t cpu = 0; cpu < after.size(); ++cpu)
+    total += after[cpu] - before[cpu];
+  EXPECT_EQ(total, 4u);
+  // A change through Morpheus (to every CPU) is seen on the next packet.
+  program.set("settings", uint32_t(0), Setting{XDP_TX, 7, 0});
+  EXPECT_EQ(program.active(buildPacket({.tos = 3})).verdict, uint32_t(XDP_TX));
 }
 
 } // namespace

@@ -72,15 +72,25 @@ namespace {
 // The kernel pads each CPU's copy of a per-CPU value to 8 bytes.
 size_t perCpuStride(uint32_t valueSize) { return (valueSize + 7) & ~size_t(7); }
 
-std::optional<Bytes> collapse(const core::TableInfo &info, const Bytes &raw) {
+// The entry of `key` as the data plane reads it: a per-CPU value collapsed
+// when every CPU holds the same bytes, else the bytes they agree on.
+core::TableEntry collapse(const core::TableInfo &info, const Bytes &key, const Bytes &raw) {
   if (!info.perCpu)
-    return raw;
+    return {key, raw};
   size_t stride = perCpuStride(info.valueSize);
   Bytes first(raw.begin(), raw.begin() + info.valueSize);
+  std::vector<bool> agreed(info.valueSize, true);
+  bool allAgree = true;
   for (int cpu = 1; cpu < possibleCpus(); ++cpu)
-    if (!std::equal(first.begin(), first.end(), raw.begin() + cpu * stride))
-      return std::nullopt;
-  return first;
+    for (size_t byte = 0; byte < info.valueSize; ++byte)
+      if (raw[cpu * stride + byte] != first[byte])
+        allAgree = agreed[byte] = false;
+  if (allAgree)
+    return {key, first};
+  core::TableEntry entry{key, std::nullopt};
+  entry.cpuZero = std::move(first);
+  entry.agreed = std::move(agreed);
+  return entry;
 }
 
 } // namespace
@@ -124,7 +134,7 @@ readArrayByContent(int fd, const core::TableInfo &info, uint32_t limit) {
         continue;
       if (contents.entries.size() == limit)
         return std::nullopt; // more than any pass inlines
-      contents.entries.push_back({bytesOf(keys[i]), collapse(info, raw)});
+      contents.entries.push_back(collapse(info, bytesOf(keys[i]), raw));
     }
     if (result != 0)
       break; // ENOENT: the last batch
@@ -174,7 +184,7 @@ Expected<core::TableContents> readTable(int fd, const core::TableInfo &info,
           return found.takeError();
         // An entry deleted between the walk and the read is simply gone.
         if (*found)
-          contents.entries.push_back({k, collapse(info, value)});
+          contents.entries.push_back(collapse(info, k, value));
       }
   }
   if (!wantWhole && request.wholeTableLimit > 0 && info.match == core::TableMatch::Index) {
@@ -194,7 +204,7 @@ Expected<core::TableContents> readTable(int fd, const core::TableInfo &info,
       return found.takeError();
     contents.probedKeys.insert(key);
     if (*found)
-      contents.entries.push_back({key, collapse(info, value)});
+      contents.entries.push_back(collapse(info, key, value));
   }
   // Hash iteration order is the kernel's business; compare by key order.
   std::sort(contents.entries.begin(), contents.entries.end(),

@@ -121,8 +121,16 @@ Expected<core::TableSnapshot> parseSnapshot(const nlohmann::json &document,
           return makeError("{0}: value has {1} bytes, the map's values have {2}",
                            where, value.size(), info->second.valueSize);
       if (std::all_of(values.begin(), values.end(),
-                      [&](const Bytes &v) { return v == values.front(); }))
+                      [&](const Bytes &v) { return v == values.front(); })) {
         parsed.value = values.front();
+      } else {
+        parsed.cpuZero = values.front();
+        parsed.agreed.assign(values.front().size(), true);
+        for (const Bytes &value : values)
+          for (size_t byte = 0; byte < value.size(); ++byte)
+            if (value[byte] != values.front()[byte])
+              parsed.agreed[byte] = false;
+      }
       contents.entries.push_back(std::move(parsed));
     }
   }
