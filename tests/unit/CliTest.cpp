@@ -7,6 +7,7 @@
 #include <array>
 #include <cstdio>
 #include <fstream>
+#include <set>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -98,6 +99,57 @@ TEST(Cli, ExplainSaysWhatWouldBeFoldedAndWhy) {
             std::string::npos)
       << out.text;
   EXPECT_NE(out.text.find("limit (.rodata): constant"), std::string::npos) << out.text;
+}
+
+// analyze --explain --json: the explanation's content, typed: what each
+// site would get (action, pass) and the text the operator reads, the same
+// as --explain prints it.
+TEST(Cli, ExplainJsonIsTheExplanationTyped) {
+  std::string program =
+      std::string(MORPHEUS_SOURCE_DIR) + "/tests/programs/field_counter.bpf.c";
+  Output json = morpheus("analyze --explain --json " + program);
+  ASSERT_EQ(json.status, 0) << json.text;
+  Output text = morpheus("analyze --explain " + program);
+  ASSERT_EQ(text.status, 0) << text.text;
+  nlohmann::json explanation = nlohmann::json::parse(json.text);
+  EXPECT_EQ(explanation["inline_limit"], 64);
+  nlohmann::json rules = mapNamed(explanation, "rules");
+  ASSERT_TRUE(rules.is_object()) << json.text;
+  EXPECT_EQ(rules["access"], "written_in_part");
+  ASSERT_EQ(rules["writes"].size(), 1u) << rules.dump(2);
+  EXPECT_EQ(rules["writes"][0]["bytes"], "field `hits` (bytes 8..15)");
+  EXPECT_EQ(rules["writes"][0]["key"], "00 00 00 00");
+  ASSERT_EQ(rules["sites"].size(), 1u);
+  EXPECT_EQ(rules["sites"][0]["action"], "folded");
+  EXPECT_EQ(rules["sites"][0]["pass"], "fold-read-only-fields");
+  EXPECT_EQ(rules["sites"][0]["constant_key"], "00 00 00 00");
+  nlohmann::json stats = mapNamed(explanation, "stats");
+  std::set<std::string> actions;
+  for (const auto &site : stats["sites"])
+    actions.insert(site["action"].get<std::string>());
+  EXPECT_EQ(actions, (std::set<std::string>{"inlined", "kept"})) << stats.dump(2);
+  // Every site's text is what --explain prints for it.
+  for (const auto &map : explanation["maps"])
+    for (const auto &site : map["sites"])
+      EXPECT_NE(text.text.find(": " + site["detail"].get<std::string>() + "\n"),
+                std::string::npos)
+          << site.dump();
+
+  Output inner = morpheus("analyze --explain --json " + std::string(MORPHEUS_SOURCE_DIR) +
+                          "/tests/programs/inner_config.bpf.c");
+  ASSERT_EQ(inner.status, 0) << inner.text;
+  explanation = nlohmann::json::parse(inner.text);
+  ASSERT_EQ(explanation["sites_without_one_map"].size(), 2u) << inner.text;
+  for (const auto &site : explanation["sites_without_one_map"]) {
+    EXPECT_EQ(site["action"], "resolved");
+    EXPECT_EQ(site["pass"], "resolve-inner-table");
+  }
+  EXPECT_EQ(explanation["sites_without_one_map"][1]["outer_maps"],
+            nlohmann::json::array({"configs"}));
+  EXPECT_EQ(explanation["sites_without_one_map"][1]["inner_candidates"],
+            nlohmann::json::array({"primary", "secondary"}));
+  EXPECT_EQ(explanation["sites_without_one_map"][0]["inner_candidates"],
+            nlohmann::json::array());
 }
 
 TEST(Cli, CompilerFlagsReachClang) {
