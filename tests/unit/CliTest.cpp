@@ -152,6 +152,52 @@ TEST(Cli, ExplainJsonIsTheExplanationTyped) {
             nlohmann::json::array());
 }
 
+// Programs as their projects build them: flags from a compile database
+// (relative include paths against the entry's directory, the build's own
+// -c/-o/-O/-target dropped), and host-compiled IR declined with what to pass.
+TEST(Cli, CompileDatabaseGivesTheProjectsFlags) {
+  std::string project = tempPath("project");
+  ASSERT_EQ(std::system(("mkdir -p " + project + "/src " + project + "/include").c_str()), 0);
+  std::ofstream(project + "/include/limits.bpf.h") << "#define RULES MAX_RULES\n";
+  std::string source = project + "/src/prog.bpf.c";
+  std::ofstream(source) << "#include <linux/bpf.h>\n#include <bpf/bpf_helpers.h>\n"
+                           "#include \"limits.bpf.h\"\n"
+                           "struct { __uint(type, BPF_MAP_TYPE_ARRAY); __uint(max_entries, RULES);"
+                           " __type(key, __u32); __type(value, __u32); } rules SEC(\".maps\");\n"
+                           "SEC(\"xdp\") int prog(struct xdp_md *ctx) { __u32 k = 0;"
+                           " __u32 *v = bpf_map_lookup_elem(&rules, &k); return v ? *v : 2; }\n"
+                           "char LICENSE[] SEC(\"license\") = \"GPL\";\n";
+  std::string database = project + "/compile_commands.json";
+  std::ofstream(database)
+      << "[{\"directory\": \"" << project << "/build\", \"file\": \"../src/prog.bpf.c\","
+      << " \"command\": \"clang -target bpf -O2 -g -c -I ../include -DMAX_RULES=12"
+      << " -o prog.o ../src/prog.bpf.c\"}]\n";
+  Output out = morpheus("analyze --json --compile-db " + database + " " + source);
+  EXPECT_EQ(out.status, 0) << out.text;
+  if (out.status == 0)
+    EXPECT_EQ(mapNamed(nlohmann::json::parse(out.text), "rules")["max_entries"], 12);
+  // Without the database the header is not found: clang's error.
+  out = morpheus("analyze " + source);
+  EXPECT_EQ(out.status, 1);
+  EXPECT_NE(out.text.find("limits.bpf.h"), std::string::npos) << out.text;
+  // A database without the file: named, with what to pass.
+  out = morpheus("analyze --compile-db " + database + " " + Example);
+  EXPECT_EQ(out.status, 1);
+  EXPECT_NE(out.text.find(database + ": no entry for " + Example), std::string::npos) << out.text;
+  EXPECT_NE(out.text.find("-I/-D/--cflags"), std::string::npos) << out.text;
+
+  std::string hostIr = project + "/host.ll";
+  ASSERT_EQ(std::system((std::string(MORPHEUS_CLANG) + " -O2 -g -S -emit-llvm -I/usr/include/x86_64-linux-gnu " +
+                         Example + " -o " + hostIr + " 2>/dev/null")
+                            .c_str()),
+            0);
+  out = morpheus("analyze " + hostIr);
+  EXPECT_EQ(out.status, 1);
+  EXPECT_NE(out.text.find(hostIr + ": LLVM IR for target 'x86_64"), std::string::npos) << out.text;
+  EXPECT_NE(out.text.find("pass the C source itself"), std::string::npos) << out.text;
+  std::system(("rm -rf " + project).c_str());
+}
+
 TEST(Cli, CompilerFlagsReachClang) {
   Output out = morpheus("analyze --json -DPOLICY_MAX_ENTRIES=4096 " + Example);
   ASSERT_EQ(out.status, 0) << out.text;
