@@ -136,6 +136,12 @@ SiteExplanation explainSite(const bpf::ProgramSpec &spec, const core::AccessSite
   const core::TableAccessInfo &info = spec.analysis();
   if (site.signature.kind != core::AccessKind::Lookup)
     return {Action::NotALookup, "", "not a lookup: stays as it is"};
+  if (site.table.empty() && !site.outerTables.empty() && site.innerCandidates.empty())
+    return {Action::Kept, "",
+            "kept: no map of the program fits the inner template of " +
+                llvm::join(site.outerTables, ", ") +
+                ", so only maps its loader creates are stored there, and their updates "
+                "bypass the guard"};
   if (site.table.empty() && !site.outerTables.empty())
     return {Action::Resolved, "resolve-inner-table",
             "each cycle, the table the outer slot holds is named from "

@@ -118,6 +118,9 @@ std::optional<std::string> whyNotInlinable(const AccessSite &site,
       !(site.key.constantKey &&
         info.isReadOnlyAt(site.table, site.key.constantKey, 0, ValueWrite::WholeValue)))
     return "table is written by the data plane";
+  if (table->second.innerTemplate)
+    return "a lookup in a map of maps returns a table, not a value (the accesses to that "
+           "table are resolve-inner-table's)";
   if (table->second.match != TableMatch::Exact &&
       table->second.match != TableMatch::Index)
     return "lookup semantics of " + table->second.typeName +
