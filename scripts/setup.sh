@@ -9,6 +9,7 @@ packages=(
   clang-19 llvm-19-dev llvm-19-tools libpolly-19-dev   # compiler, BPF backend, FileCheck
   libbpf-dev bpftool libelf-dev zlib1g-dev libzstd-dev # loader
   libgtest-dev libgmock-dev nlohmann-json3-dev libpcap-dev libcli11-dev
+  dpdk-dev                                             # user-space backend I/O (net_pcap, net_null)
   cmake ninja-build iproute2 python3-pip
 )
 

@@ -11,16 +11,6 @@ namespace morpheus::nf::router {
 
 namespace {
 
-struct RouteEntry {
-  route_key key;
-  route value;
-};
-
-struct NeighborEntry {
-  neighbor_key key;
-  neighbor value;
-};
-
 // Queues the entries and, when replacing, the removal of every key the map
 // holds that the entries do not. Keys compare as raw bytes, which is sound
 // because the layouts have no padding (Control.h checks their sizes).
@@ -67,6 +57,14 @@ Expected<uint32_t> parsePort(const ConfigLine &line, const std::string &text) {
     return port.takeError();
   return uint32_t(*port);
 }
+
+Error checkPort(uint32_t port) {
+  if (port >= ROUTER_MAX_PORTS)
+    return makeError("port {0}: ports are 0 to {1}", port, ROUTER_MAX_PORTS - 1);
+  return Error::success();
+}
+
+} // namespace
 
 Expected<std::vector<RouteEntry>> parseRoutes(const std::string &path,
                                               const std::vector<uint32_t> &ports) {
@@ -153,14 +151,6 @@ Expected<std::vector<NeighborEntry>> parseNeighbors(const std::string &path) {
   }
   return entries;
 }
-
-Error checkPort(uint32_t port) {
-  if (port >= ROUTER_MAX_PORTS)
-    return makeError("port {0}: ports are 0 to {1}", port, ROUTER_MAX_PORTS - 1);
-  return Error::success();
-}
-
-} // namespace
 
 route_key routeKey(const Ipv4Prefix &prefix) {
   return route_key{prefix.length, htonl(prefix.address)};

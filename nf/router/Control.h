@@ -37,6 +37,23 @@ struct LoadSummary {
   size_t removed = 0;
 };
 
+// One entry of the routes or the neighbours table, as a file line gives it.
+struct RouteEntry {
+  route_key key;
+  route value;
+};
+struct NeighborEntry {
+  neighbor_key key;
+  neighbor value;
+};
+
+// The files below, parsed and validated whole (errors name FILE:LINE);
+// routes without a PORT get hashedPort(prefix, ports). Also what the
+// user-space router (`morpheus user-run router`) is configured from.
+Expected<std::vector<RouteEntry>> parseRoutes(const std::string &path,
+                                              const std::vector<uint32_t> &ports);
+Expected<std::vector<NeighborEntry>> parseNeighbors(const std::string &path);
+
 // Routes file: `PREFIX NEXTHOP [PORT]` per line, NEXTHOP an IPv4 gateway,
 // `direct` (on-link: the destination is the neighbour) or `local` (an
 // address of the router; no PORT). Without PORT a route gets

@@ -12,6 +12,7 @@ void addCommands(CLI::App &morpheus) {
   addRunCommand(morpheus);
   addMapCommand(morpheus);
   addFuzzCommand(morpheus);
+  addUserRunCommand(morpheus);
 }
 
 void addProgramArgument(CLI::App &command, std::string &path) {

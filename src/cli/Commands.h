@@ -24,6 +24,7 @@ void addSpecializeCommand(CLI::App &morpheus);
 void addRunCommand(CLI::App &morpheus);
 void addMapCommand(CLI::App &morpheus);
 void addFuzzCommand(CLI::App &morpheus);
+void addUserRunCommand(CLI::App &morpheus);
 
 // PROG, the required program argument of the commands that compile one.
 void addProgramArgument(CLI::App &command, std::string &path);

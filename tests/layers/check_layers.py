@@ -13,7 +13,8 @@ line, when one crosses a forbidden line:
   bench     runtime + backend + core + support + the nf registry
   cli       everything product
   nf control planes   client + support + nf/common; no user-space libbpf
-  nf data planes      nothing of Morpheus (their own headers, nf/common/*.bpf.h)
+  nf data planes      nothing of Morpheus (their own headers, nf/common/*.bpf.h;
+                      nf/<name>/user/ handlers also <morpheus_user.h>)
   product code never includes tools/ or tests/ (nor links their targets)
 
 Usage: check_layers.py [REPO_ROOT]; exit 0 when every line holds, 1 otherwise.
@@ -65,7 +66,10 @@ def layer_of(path):
     if parts[0] == 'nf' and len(parts) > 2:
         if 'tests' in parts or 'testing' in parts:
             return 'test'
-        if path.endswith(('.bpf.c', '.bpf.h')) or path in DATAPLANE_HEADERS:
+        # nf/<name>/user/: the function's user-space handler (backend/user),
+        # a data plane too: C against morpheus_user.h, nothing else of Morpheus.
+        if (path.endswith(('.bpf.c', '.bpf.h')) or path in DATAPLANE_HEADERS
+                or parts[2] == 'user'):
             return 'nf-dataplane'
         return 'nf-control'
     if parts[0] in ('tools', 'tests'):

@@ -3,7 +3,7 @@
 //
 //   morpheus-opt IN.ll --state STATE.json [-passes=a,b|-passes=] [--guard-version N]
 //                [--fallback tail-call|in-program|none] [--inline-limit N]
-//                [--verifier-paths N] [-O2] [--print-analysis]
+//                [--verifier-paths N] [-O2] [--print-analysis] [--backend bpf|user]
 //
 // STATE.json = {"tables": {"NAME": {"type": "hash", "key_size": 8,
 //               "value_size": 16, "max_entries": 1024, "flags": 0,
@@ -15,11 +15,14 @@
 // comments (`; guard FUNCTION: FALLBACK: DETAIL`); --print-analysis prints
 // the table access analysis instead. --fallback (default tail-call, slot =
 // the entry's index) applies to every program entry; --verifier-paths sets
-// every entry's verifier path budget.
+// every entry's verifier path budget. --backend user reads the IR as a
+// user-space handler (backend/user: mu_lookup calls, MU_TABLE globals)
+// instead of a BPF program; the tables' types are the same names.
 #include "backend/bpf/BpfSignatures.h"
 #include "backend/bpf/Frontend.h"
 #include "backend/bpf/MapTypes.h"
 #include "backend/bpf/Snapshot.h"
+#include "backend/user/UserSignatures.h"
 #include "core/Pipeline.h"
 #include "core/TableAccessAnalysis.h"
 
@@ -83,6 +86,7 @@ int main(int argc, char **argv) {
   uint32_t failureVerdict = 0; // what a tail-call guard returns when it cannot fall back
   uint32_t inlineLimit = 64;
   bool optimize = false, printAnalysis = false;
+  std::string backend = "bpf";
   for (int i = 1; i < argc; ++i) {
     std::string arg = argv[i];
     auto value = [&]() -> std::string { return i + 1 < argc ? argv[++i] : ""; };
@@ -109,6 +113,8 @@ int main(int argc, char **argv) {
       else
         return fail("unknown fallback '" + kind + "'");
     }
+    else if (arg == "--backend")
+      backend = value();
     else if (arg == "-O2")
       optimize = true;
     else if (arg == "--print-analysis")
@@ -121,7 +127,8 @@ int main(int argc, char **argv) {
   if (input.empty())
     return fail("usage: morpheus-opt IN.ll --state STATE.json [-passes=a,b] "
                 "[--guard-version N] [--fallback tail-call|in-program|none] [--failure-verdict N] "
-                "[--inline-limit N] [--verifier-paths N] [-O2] [--print-analysis]");
+                "[--inline-limit N] [--verifier-paths N] [-O2] [--print-analysis] "
+                "[--backend bpf|user]");
 
   llvm::LLVMContext context;
   llvm::SMDiagnostic diagnostic;
@@ -130,7 +137,14 @@ int main(int argc, char **argv) {
     diagnostic.print("morpheus-opt", llvm::errs());
     return 1;
   }
-  bpf::BpfSignatures signatures;
+  std::unique_ptr<core::AccessSignatureTable> backendSignatures;
+  if (backend == "bpf")
+    backendSignatures = std::make_unique<bpf::BpfSignatures>();
+  else if (backend == "user")
+    backendSignatures = std::make_unique<user::UserSignatures>();
+  else
+    return fail("unknown backend '" + backend + "' (bpf or user)");
+  const core::AccessSignatureTable &signatures = *backendSignatures;
   core::annotateAccessCalls(*module, signatures);
 
   nlohmann::json state = nlohmann::json::object();

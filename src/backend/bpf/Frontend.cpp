@@ -4,14 +4,14 @@
 
 #include "backend/bpf/BpfSignatures.h"
 #include "core/TableAccessAnalysis.h"
+#include "support/Clang.h"
 
-#include <llvm/ADT/ScopeExit.h>
 #include <llvm/Bitcode/BitcodeReader.h>
 #include <llvm/IRReader/IRReader.h>
 #include <llvm/Linker/Linker.h>
+#include <llvm/Support/FileSystem.h>
 #include <llvm/Support/MemoryBuffer.h>
 #include <llvm/Support/Path.h>
-#include <llvm/Support/Program.h>
 #include <llvm/Support/SourceMgr.h>
 #include <llvm/TargetParser/Triple.h>
 
@@ -21,52 +21,6 @@ extern "C" const unsigned char morpheus_guard_runtime_end[];
 using namespace llvm;
 
 namespace morpheus::bpf {
-
-namespace {
-
-Expected<std::unique_ptr<MemoryBuffer>>
-compileC(const std::string &path, const FrontendOptions &options) {
-  SmallString<128> output, errors;
-  if (std::error_code ec = sys::fs::createTemporaryFile("morpheus", "bc", output))
-    return makeSystemError(ec.value(), "{0}: cannot create a temporary file", path);
-  if (std::error_code ec = sys::fs::createTemporaryFile("morpheus", "err", errors))
-    return makeSystemError(ec.value(), "{0}: cannot create a temporary file", path);
-  auto cleanup = make_scope_exit([&] {
-    sys::fs::remove(output);
-    sys::fs::remove(errors);
-  });
-
-  std::vector<std::string> args = {MORPHEUS_CLANG, "-O2", "-g", "-target", "bpf",
-                                   "-I/usr/include/x86_64-linux-gnu"};
-  if (options.compileDatabase) {
-    auto flags = compileDatabaseFlags(*options.compileDatabase, path);
-    if (!flags)
-      return flags.takeError();
-    args.insert(args.end(), flags->begin(), flags->end());
-  }
-  args.insert(args.end(), options.cflags.begin(), options.cflags.end());
-  args.insert(args.end(), {"-emit-llvm", "-c", path, "-o", output.str().str()});
-  std::vector<StringRef> argv(args.begin(), args.end());
-  std::optional<StringRef> redirects[] = {std::nullopt, std::nullopt,
-                                          StringRef(errors)};
-  std::string execError;
-  int status = sys::ExecuteAndWait(MORPHEUS_CLANG, argv, std::nullopt,
-                                   redirects, 0, 0, &execError);
-  if (status != 0) {
-    std::string diagnostics;
-    if (auto buffer = MemoryBuffer::getFile(errors))
-      diagnostics = (*buffer)->getBuffer().rtrim().str();
-    if (status < 0)
-      return makeError("{0}: cannot run {1}: {2}", path, MORPHEUS_CLANG, execError);
-    return makeError("{0}: clang failed:\n{1}", path, diagnostics);
-  }
-  auto buffer = MemoryBuffer::getFile(output);
-  if (!buffer)
-    return makeSystemError(buffer.getError().value(), "{0}: cannot read clang output", path);
-  return std::move(*buffer);
-}
-
-} // namespace
 
 Expected<std::unique_ptr<Module>> loadProgram(const std::string &path,
                                               const FrontendOptions &options,
@@ -85,7 +39,16 @@ Expected<std::unique_ptr<Module>> loadProgram(const std::string &path,
       return makeError("{0}: invalid LLVM IR: {1}", path, StringRef(message).trim());
     }
   } else {
-    auto bitcode = compileC(path, options);
+    std::vector<std::string> flags = {"-O2", "-g", "-target", "bpf",
+                                      "-I/usr/include/x86_64-linux-gnu"};
+    if (options.compileDatabase) {
+      auto project = compileDatabaseFlags(*options.compileDatabase, path);
+      if (!project)
+        return project.takeError();
+      flags.insert(flags.end(), project->begin(), project->end());
+    }
+    flags.insert(flags.end(), options.cflags.begin(), options.cflags.end());
+    auto bitcode = compileToBitcode(MORPHEUS_CLANG, path, flags);
     if (!bitcode)
       return bitcode.takeError();
     auto parsed = parseBitcodeFile((*bitcode)->getMemBufferRef(), context);

@@ -1,0 +1,136 @@
+#include "backend/user/DpdkPorts.h"
+
+#include <rte_eal.h>
+#include <rte_errno.h>
+#include <rte_ethdev.h>
+#include <rte_lcore.h>
+#include <rte_mbuf.h>
+
+#include <unistd.h>
+
+#include <atomic>
+
+namespace morpheus::user {
+
+namespace {
+
+std::atomic<bool> ealInitialised{false};
+
+Error startPort(uint16_t port, rte_mempool *pool) {
+  rte_eth_conf conf{};
+  int socket = rte_eth_dev_socket_id(port);
+  if (int err = rte_eth_dev_configure(port, 1, 1, &conf); err < 0)
+    return makeError("DPDK port {0}: configure: {1}", port, rte_strerror(-err));
+  if (int err = rte_eth_rx_queue_setup(port, 0, 512, socket, nullptr, pool); err < 0)
+    return makeError("DPDK port {0}: receive queue: {1}", port, rte_strerror(-err));
+  if (int err = rte_eth_tx_queue_setup(port, 0, 512, socket, nullptr); err < 0)
+    return makeError("DPDK port {0}: transmit queue: {1}", port, rte_strerror(-err));
+  if (int err = rte_eth_dev_start(port); err < 0)
+    return makeError("DPDK port {0}: start: {1}", port, rte_strerror(-err));
+  return Error::success();
+}
+
+} // namespace
+
+Expected<std::unique_ptr<DpdkPorts>> DpdkPorts::open(const DpdkOptions &options) {
+  if (ealInitialised.exchange(true))
+    return makeError("DPDK: the EAL is initialised once per process");
+  // A file prefix of our own: EAL makes a runtime directory for it even
+  // without shared config, which the destructor removes.
+  std::vector<std::string> args = {"morpheus", "--no-huge", "--no-shconf", "--no-pci",
+                                   "--file-prefix=morpheus-" + std::to_string(getpid()),
+                                   "--no-telemetry", "-m",
+                                   std::to_string(options.memoryMegabytes), "-l",
+                                   std::to_string(options.lcore), "--log-level=*:warning"};
+  for (const std::string &vdev : options.vdevs)
+    args.push_back("--vdev=" + vdev);
+  std::vector<char *> argv;
+  for (std::string &arg : args)
+    argv.push_back(arg.data());
+  if (rte_eal_init(int(argv.size()), argv.data()) < 0)
+    return makeError("DPDK: EAL initialisation failed: {0}", rte_strerror(rte_errno));
+
+  std::unique_ptr<DpdkPorts> ports(new DpdkPorts());
+  ports->portCount = rte_eth_dev_count_avail();
+  if (ports->portCount != options.vdevs.size())
+    return makeError("DPDK: {0} ports for {1} vdevs", ports->portCount, options.vdevs.size());
+  ports->pool = rte_pktmbuf_pool_create("morpheus_mbufs", options.mbufs, 256, 0,
+                                        RTE_MBUF_DEFAULT_BUF_SIZE, rte_socket_id());
+  if (!ports->pool)
+    return makeError("DPDK: packet buffer pool: {0}", rte_strerror(rte_errno));
+  for (uint16_t port = 0; port < ports->portCount; ++port)
+    if (Error err = startPort(port, ports->pool))
+      return withContext(std::move(err), options.vdevs[port]);
+  return ports;
+}
+
+DpdkPorts::~DpdkPorts() {
+  for (uint16_t port = 0; port < portCount; ++port) {
+    rte_eth_dev_stop(port);
+    rte_eth_dev_close(port);
+  }
+  if (pool)
+    rte_mempool_free(pool);
+  std::string runtimeDirectory = rte_eal_get_runtime_dir();
+  rte_eal_cleanup();
+  ::rmdir(runtimeDirectory.c_str()); // empty with --no-shconf
+}
+
+DpdkStats DpdkPorts::run(Trampoline &trampoline, uint32_t burstSize, uint64_t maxPackets,
+                         uint32_t idlePolls, const std::function<void()> &betweenBursts) {
+  DpdkStats stats;
+  burstSize = std::max<uint32_t>(1, std::min<uint32_t>(burstSize, 512));
+  std::vector<rte_mbuf *> received(burstSize);
+  std::vector<mu_packet> packets(burstSize);
+  // Per egress port, the packets to send after the burst.
+  std::vector<std::vector<rte_mbuf *>> outgoing(portCount);
+  auto start = std::chrono::steady_clock::now();
+  double cpuStart = threadCpuSeconds();
+  uint32_t idle = 0;
+  while (stats.loop.packets < maxPackets && idle < idlePolls) {
+    bool any = false;
+    for (uint16_t port = 0; port < portCount && stats.loop.packets < maxPackets; ++port) {
+      uint16_t count = rte_eth_rx_burst(
+          port, 0, received.data(),
+          uint16_t(std::min<uint64_t>(burstSize, maxPackets - stats.loop.packets)));
+      if (!count)
+        continue;
+      any = true;
+      HandlerFunction handler = trampoline.current(); // once per burst
+      for (uint16_t i = 0; i < count; ++i) {
+        rte_mbuf *mbuf = received[i];
+        packets[i] = {rte_pktmbuf_mtod(mbuf, uint8_t *), rte_pktmbuf_data_len(mbuf), port};
+        int verdict = handler(&packets[i]);
+        stats.loop.countVerdict(verdict);
+        if (verdict == MU_TX && packets[i].port < portCount) {
+          outgoing[packets[i].port].push_back(mbuf);
+        } else {
+          stats.unsent += verdict == MU_TX;
+          rte_pktmbuf_free(mbuf);
+        }
+      }
+      for (uint16_t out = 0; out < portCount; ++out) {
+        std::vector<rte_mbuf *> &queue = outgoing[out];
+        if (queue.empty())
+          continue;
+        uint16_t sent = rte_eth_tx_burst(out, 0, queue.data(), uint16_t(queue.size()));
+        stats.sent += sent;
+        stats.unsent += queue.size() - sent;
+        for (size_t i = sent; i < queue.size(); ++i)
+          rte_pktmbuf_free(queue[i]);
+        queue.clear();
+      }
+      stats.loop.packets += count;
+      ++stats.loop.bursts;
+      if (betweenBursts)
+        betweenBursts();
+    }
+    idle = any ? 0 : idle + 1;
+  }
+  stats.loop.seconds = threadCpuSeconds() - cpuStart;
+  stats.loop.wallSeconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  return stats;
+}
+
+} // namespace morpheus::user

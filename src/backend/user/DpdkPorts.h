@@ -1,0 +1,59 @@
+// DPDK I/O for the user-space data plane (built when libdpdk is found):
+// ports opened as DPDK virtual devices, so it runs on machines without NICs
+// or hugepages (`net_pcap` reads and writes pcap files, `net_null` makes
+// and swallows packets; EAL with --no-huge --no-shconf --no-pci), and an
+// event loop that receives bursts from them: each burst handed to the
+// handler the trampoline holds at the burst's start (as EventLoop does for
+// the in-memory ring), MU_TX packets sent out of packet->port, the others
+// freed.
+#pragma once
+
+#include "backend/user/EventLoop.h"
+#include "support/Error.h"
+
+#include <memory>
+#include <string>
+#include <vector>
+
+struct rte_mempool;
+
+namespace morpheus::user {
+
+struct DpdkOptions {
+  // --vdev arguments, one port each, in port order
+  // ("net_pcap0,rx_pcap=IN.pcap,tx_pcap=OUT.pcap", "net_null0").
+  std::vector<std::string> vdevs;
+  uint32_t memoryMegabytes = 256; // EAL memory without hugepages
+  uint32_t mbufs = 8191;          // packet buffers in the pool
+  unsigned lcore = 0;             // the core EAL pins the loop's thread to
+};
+
+struct DpdkStats {
+  LoopStats loop;
+  uint64_t sent = 0;     // MU_TX packets the port took
+  uint64_t unsent = 0;   // MU_TX packets to no such port, or refused by it
+};
+
+class DpdkPorts {
+public:
+  // Initialises DPDK's EAL (once per process: DPDK cannot initialise it
+  // again after a cleanup, so a second open is an error) and starts one
+  // port per vdev with one receive and one transmit queue.
+  static Expected<std::unique_ptr<DpdkPorts>> open(const DpdkOptions &options);
+  ~DpdkPorts(); // stops and closes the ports (net_pcap flushes its files)
+
+  uint16_t ports() const { return portCount; }
+
+  // Polls every port in turn until `maxPackets` were received or
+  // `idlePolls` polls in a row brought nothing (a pcap port is drained);
+  // `betweenBursts` runs after each non-empty burst.
+  DpdkStats run(Trampoline &trampoline, uint32_t burstSize, uint64_t maxPackets,
+                uint32_t idlePolls, const std::function<void()> &betweenBursts = {});
+
+private:
+  DpdkPorts() = default;
+  rte_mempool *pool = nullptr;
+  uint16_t portCount = 0;
+};
+
+} // namespace morpheus::user

@@ -1,0 +1,206 @@
+#include "backend/user/Handler.h"
+
+#include "core/Pipeline.h"
+#include "core/TableAccessAnalysis.h"
+#include "support/Clang.h"
+
+#include <llvm/Bitcode/BitcodeReader.h>
+#include <llvm/IR/IRBuilder.h>
+#include <llvm/IRReader/IRReader.h>
+#include <llvm/Support/FileSystem.h>
+#include <llvm/Support/Path.h>
+#include <llvm/Support/SourceMgr.h>
+#include <llvm/Support/raw_ostream.h>
+#include <llvm/Transforms/Utils/Cloning.h>
+
+using namespace llvm;
+
+namespace morpheus::user {
+
+namespace {
+
+// What the program guard pass calls: non-zero while the version word still
+// holds `version` (an acquire load: on x86 a plain load and a compare).
+constexpr const char *GuardHoldsFunction = "morpheus_user_guard_holds";
+
+Error linkGuardRuntime(Module &module) {
+  LLVMContext &context = module.getContext();
+  Type *i64 = Type::getInt64Ty(context);
+  Type *i32 = Type::getInt32Ty(context);
+  auto *word = cast<GlobalVariable>(module.getOrInsertGlobal(Guard::VersionSymbol, i64));
+  auto *holds = Function::Create(FunctionType::get(i32, {i64}, false),
+                                 GlobalValue::InternalLinkage, GuardHoldsFunction, module);
+  holds->addFnAttr(Attribute::AlwaysInline);
+  IRBuilder<> builder(BasicBlock::Create(context, "entry", holds));
+  LoadInst *current = builder.CreateLoad(i64, word, "version");
+  current->setAtomic(AtomicOrdering::Acquire);
+  current->setAlignment(Align(8));
+  builder.CreateRet(
+      builder.CreateZExt(builder.CreateICmpEQ(current, holds->getArg(0)), i32));
+  return Error::success();
+}
+
+Expected<std::unique_ptr<Module>> compileHandler(const std::string &path,
+                                                 const HandlerOptions &options,
+                                                 LLVMContext &context) {
+  if (!sys::fs::exists(path))
+    return makeError("{0}: no such file", path);
+  StringRef extension = sys::path::extension(path);
+  if (extension == ".ll" || extension == ".bc") {
+    SMDiagnostic diagnostic;
+    std::unique_ptr<Module> module = parseIRFile(path, diagnostic, context);
+    if (!module)
+      return makeError("{0}: invalid LLVM IR: {1}", path, diagnostic.getMessage());
+    return module;
+  }
+  std::vector<std::string> flags = {"-O2", "-g0", "-I", apiIncludeDirectory()};
+  flags.insert(flags.end(), options.cflags.begin(), options.cflags.end());
+  auto bitcode = compileToBitcode(MORPHEUS_CLANG, path, flags);
+  if (!bitcode)
+    return bitcode.takeError();
+  auto module = parseBitcodeFile((*bitcode)->getMemBufferRef(), context);
+  if (!module)
+    return withContext(module.takeError(), path + ": clang output");
+  return std::move(*module);
+}
+
+// State must live in tables, where every version sees it: a writable
+// global would be a separate copy in each JIT-compiled version.
+Error checkHandler(const Module &module, const UserSignatures &signatures,
+                   const std::string &entry) {
+  for (const GlobalVariable &global : module.globals())
+    if (global.hasInitializer() && !global.isConstant() && !signatures.isTable(global) &&
+        !global.getName().starts_with("llvm."))
+      return makeError("{0}: global '{1}' is writable state; keep state in a table (MU_TABLE, "
+                       "an MU_ARRAY for counters) so every version of the handler shares it",
+                       module.getModuleIdentifier(), global.getName());
+  const Function *function = module.getFunction(entry);
+  if (!function || !signatures.isProgramEntry(*function))
+    return makeError("{0}: no handler '{1}' (a function marked MU_HANDLER)",
+                     module.getModuleIdentifier(), entry);
+  if (function->arg_size() != 1 || !function->getArg(0)->getType()->isPointerTy() ||
+      !function->getReturnType()->isIntegerTy(32))
+    return makeError("{0}: handler '{1}' must be int {1}(struct mu_packet *)",
+                     module.getModuleIdentifier(), entry);
+  return Error::success();
+}
+
+} // namespace
+
+const char *apiIncludeDirectory() { return MORPHEUS_USER_API_INCLUDE; }
+
+Expected<std::unique_ptr<Handler>> Handler::load(const std::string &path,
+                                                 const HandlerOptions &options) {
+  std::unique_ptr<Handler> handler(new Handler(options));
+  handler->context = orc::ThreadSafeContext(std::make_unique<LLVMContext>());
+  auto module = compileHandler(path, options, *handler->context.getContext());
+  if (!module)
+    return module.takeError();
+  (*module)->setModuleIdentifier(path);
+  if (Error err = checkHandler(**module, handler->signatures, options.entry))
+    return err;
+  core::annotateAccessCalls(**module, handler->signatures);
+  handler->pristine = std::move(*module);
+
+  auto tables = TableSet::fromModule(*handler->pristine);
+  if (!tables)
+    return tables.takeError();
+  handler->tableSet = std::move(*tables);
+  auto jit = Jit::create(*handler->tableSet);
+  if (!jit)
+    return withContext(jit.takeError(), path);
+  handler->jit = std::move(*jit);
+  handler->pristine->setDataLayout(handler->jit->dataLayout());
+
+  auto generic = handler->jit->add(CloneModule(*handler->pristine), handler->context,
+                                   options.entry, "generic");
+  if (!generic)
+    return withContext(generic.takeError(), path);
+  handler->genericVersion = *generic;
+  handler->handlerSlot.install(*generic);
+  return handler;
+}
+
+Expected<std::unique_ptr<Module>> Handler::specializedModule(Cycle &cycle) {
+  const Guard &guard = tableSet->guard();
+  cycle.version = guard.version();
+  if (guard.changing()) {
+    cycle.outcome = Cycle::Outcome::Deferred;
+    return nullptr;
+  }
+  auto start = std::chrono::steady_clock::now();
+  core::TableAccessInfo info =
+      core::analyzeModule(*pristine, signatures, tableSet->catalog());
+  auto snapshot = tableSet->read(core::planReads(info, tableSet->catalog(), options.inlineLimit));
+  if (!snapshot)
+    return withContext(snapshot.takeError(), pristine->getModuleIdentifier());
+
+  std::unique_ptr<Module> clone = CloneModule(*pristine);
+  core::SpecializationOptions specialization;
+  specialization.inlineLimit = options.inlineLimit;
+  specialization.targetMachine = &jit->targetMachine();
+  specialization.faults = options.faults;
+  core::ProgramGuardOptions guardOptions;
+  guardOptions.holdsFunction = GuardHoldsFunction;
+  guardOptions.version = cycle.version;
+  guardOptions.entries.push_back(
+      {options.entry, core::Fallback::InProgram, 0, 0,
+       "user space: the generic handler is inlined behind the guard"});
+  specialization.guard = guardOptions;
+  specialization.linkGuardRuntime = linkGuardRuntime;
+  auto log = core::specializeModule(*clone, signatures, tableSet->catalog(), *snapshot,
+                                    specialization);
+  if (!log)
+    return withContext(log.takeError(), pristine->getModuleIdentifier());
+  cycle.log = std::move(*log);
+  cycle.passes = std::chrono::duration_cast<std::chrono::microseconds>(
+      std::chrono::steady_clock::now() - start);
+  return clone;
+}
+
+Expected<std::pair<Cycle, HandlerFunction>> Handler::build() {
+  Cycle cycle;
+  auto module = specializedModule(cycle);
+  if (!module)
+    return module.takeError();
+  if (!*module)
+    return std::pair(std::move(cycle), HandlerFunction(nullptr));
+  auto start = std::chrono::steady_clock::now();
+  auto function = jit->add(std::move(*module), context, options.entry,
+                           "v" + std::to_string(++versions));
+  if (!function)
+    return withContext(function.takeError(), pristine->getModuleIdentifier());
+  cycle.jit = std::chrono::duration_cast<std::chrono::microseconds>(
+      std::chrono::steady_clock::now() - start);
+  const Guard &guard = tableSet->guard();
+  cycle.outcome = guard.version() == cycle.version && !guard.changing()
+                      ? Cycle::Outcome::Installed
+                      : Cycle::Outcome::Discarded;
+  return std::pair(std::move(cycle), *function);
+}
+
+Expected<Cycle> Handler::specialize() {
+  auto built = build();
+  if (!built)
+    return built.takeError();
+  auto &[cycle, function] = *built;
+  if (cycle.outcome == Cycle::Outcome::Installed)
+    handlerSlot.install(function);
+  return std::move(cycle);
+}
+
+Expected<std::string> Handler::specializedIR() {
+  Cycle cycle;
+  auto module = specializedModule(cycle);
+  if (!module)
+    return module.takeError();
+  if (!*module)
+    return makeError("{0}: a control-plane change is in progress",
+                     pristine->getModuleIdentifier());
+  std::string text;
+  raw_string_ostream stream(text);
+  (*module)->print(stream, nullptr);
+  return text;
+}
+
+} // namespace morpheus::user

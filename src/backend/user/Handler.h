@@ -1,0 +1,108 @@
+// A user-space handler kept specialized: the C file compiled once to
+// pristine IR (clang-19 -O2 for the host), its tables made from its
+// MU_TABLE definitions, the generic version JIT-compiled and installed in
+// the trampoline at load; then, every cycle (specialize()), the core's
+// pipeline on a clone of the pristine IR for what the tables hold now,
+// behind the program guard, JIT-compiled and swapped in through the
+// trampoline when the guard word has not moved meanwhile.
+#pragma once
+
+#include "backend/user/Jit.h"
+#include "backend/user/TableSet.h"
+#include "backend/user/UserSignatures.h"
+#include "core/FaultInjection.h"
+#include "core/SpecializationLog.h"
+#include "support/Error.h"
+
+#include <llvm/ExecutionEngine/Orc/ThreadSafeModule.h>
+#include <llvm/IR/Module.h>
+
+#include <atomic>
+#include <chrono>
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace morpheus::user {
+
+// The handler the event loop calls: an atomic function pointer, read once
+// per burst (EventLoop), written by install. A burst runs whole on the
+// version it read; the next burst runs the new one: no packet is lost or
+// handled twice by a swap.
+class Trampoline {
+public:
+  HandlerFunction current() const { return handler.load(std::memory_order_acquire); }
+  void install(HandlerFunction function) { handler.store(function, std::memory_order_release); }
+
+private:
+  std::atomic<HandlerFunction> handler{nullptr};
+};
+
+struct HandlerOptions {
+  std::string entry;                // the MU_HANDLER function to run
+  std::vector<std::string> cflags;  // passed to clang (-I, -D)
+  uint32_t inlineLimit = 64;        // largest table inlined whole (entries)
+  core::FaultInjection faults;      // test-only (core/FaultInjection.h)
+};
+
+// What one specialization cycle did.
+struct Cycle {
+  enum class Outcome {
+    Installed, // the specialized version now runs
+    Deferred,  // a control-plane change was in progress: nothing compiled
+    Discarded, // the tables changed while it compiled: not installed
+  };
+  Outcome outcome = Outcome::Deferred;
+  uint64_t version = 0;         // the guard version it was built for
+  core::SpecializationLog log;  // per site, what the passes decided
+  std::chrono::microseconds passes{0}, jit{0};
+};
+
+class Handler {
+public:
+  // Compiles `path` (.c, or .ll/.bc already for the host), makes its
+  // tables, JIT-compiles the generic version and installs it.
+  static Expected<std::unique_ptr<Handler>> load(const std::string &path,
+                                                 const HandlerOptions &options);
+
+  TableSet &tables() { return *tableSet; }
+  Trampoline &trampoline() { return handlerSlot; }
+  HandlerFunction generic() const { return genericVersion; }
+  const std::string &name() const { return options.entry; }
+  // The handler's IR as compiled, never specialized (analyses, reports).
+  const llvm::Module &pristineModule() const { return *pristine; }
+  const UserSignatures &accessSignatures() const { return signatures; }
+
+  // One cycle: reads the guard version, the tables the passes need, runs
+  // the core's pipeline with the program guard (in-program fallback: the
+  // generic code is inlined behind the guard), JIT-compiles, and installs
+  // unless the guard moved or a change is in progress.
+  Expected<Cycle> specialize();
+
+  // The pipeline's output for the current tables, without installing it
+  // (for tests and reports): the specialized IR as text.
+  Expected<std::string> specializedIR();
+
+  // Builds and JIT-compiles a specialized version without installing it;
+  // the cycle's outcome says whether specialize() would install it.
+  Expected<std::pair<Cycle, HandlerFunction>> build();
+
+private:
+  Handler(HandlerOptions options) : options(std::move(options)) {}
+  Expected<std::unique_ptr<llvm::Module>> specializedModule(Cycle &cycle);
+
+  HandlerOptions options;
+  llvm::orc::ThreadSafeContext context;
+  std::unique_ptr<llvm::Module> pristine;
+  std::unique_ptr<TableSet> tableSet;
+  std::unique_ptr<Jit> jit;
+  UserSignatures signatures;
+  Trampoline handlerSlot;
+  HandlerFunction genericVersion = nullptr;
+  unsigned versions = 0;
+};
+
+// The directory holding morpheus_user.h, for handlers' -I.
+const char *apiIncludeDirectory();
+
+} // namespace morpheus::user

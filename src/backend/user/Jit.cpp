@@ -1,0 +1,111 @@
+#include "backend/user/Jit.h"
+
+#include "backend/user/Guard.h"
+#include "backend/user/UserSignatures.h"
+
+#include <llvm/ExecutionEngine/Orc/Core.h>
+#include <llvm/ExecutionEngine/Orc/JITTargetMachineBuilder.h>
+#include <llvm/IR/Module.h>
+#include <llvm/Support/TargetSelect.h>
+#include <llvm/Transforms/Utils/ModuleUtils.h>
+
+#include <mutex>
+
+using namespace llvm;
+using namespace llvm::orc;
+
+namespace morpheus::user {
+
+namespace {
+
+void initializeNativeTarget() {
+  static std::once_flag once;
+  std::call_once(once, [] {
+    InitializeNativeTarget();
+    InitializeNativeTargetAsmPrinter();
+    InitializeNativeTargetAsmParser(); // OpaqueValue's inline asm
+  });
+}
+
+ExecutorSymbolDef symbolAt(const void *address, JITSymbolFlags flags) {
+  return {ExecutorAddr::fromPtr(address), flags};
+}
+
+} // namespace
+
+void prepareForJit(Module &module) {
+  UserSignatures signatures;
+  std::vector<GlobalVariable *> tables;
+  for (GlobalVariable &global : module.globals())
+    if (signatures.isTable(global))
+      tables.push_back(&global);
+  removeFromUsedLists(module, [&](Constant *used) {
+    return std::find(tables.begin(), tables.end(), used->stripPointerCasts()) != tables.end();
+  });
+  for (GlobalVariable *table : tables) {
+    table->setInitializer(nullptr);
+    table->setLinkage(GlobalValue::ExternalLinkage);
+    table->setSection("");
+    table->setConstant(false);
+    table->setDSOLocal(false); // bound to a heap address: reached through the GOT
+  }
+  for (Function &function : module)
+    if (signatures.isProgramEntry(function))
+      function.setSection("");
+}
+
+Expected<std::unique_ptr<Jit>> Jit::create(const TableSet &tables) {
+  initializeNativeTarget();
+  auto builder = JITTargetMachineBuilder::detectHost();
+  if (!builder)
+    return withContext(builder.takeError(), "JIT: the host target");
+  auto machine = builder->createTargetMachine();
+  if (!machine)
+    return withContext(machine.takeError(), "JIT: the host target machine");
+  auto jit = LLJITBuilder().setJITTargetMachineBuilder(*builder).create();
+  if (!jit)
+    return withContext(jit.takeError(), "JIT");
+
+  auto result = std::make_unique<Jit>();
+  result->machine = std::move(*machine);
+  result->jit = std::move(*jit);
+  auto shared = result->jit->createJITDylib("morpheus_user_shared");
+  if (!shared)
+    return withContext(shared.takeError(), "JIT");
+  result->shared = &*shared;
+
+  SymbolMap symbols;
+  auto &jitRef = *result->jit;
+  auto bind = [&](StringRef name, const void *address, JITSymbolFlags flags) {
+    symbols[jitRef.mangleAndIntern(name)] = symbolAt(address, flags);
+  };
+  JITSymbolFlags data = JITSymbolFlags::Exported;
+  JITSymbolFlags code = JITSymbolFlags::Exported | JITSymbolFlags::Callable;
+  for (const auto &[name, table] : tables.tables())
+    bind(name, table.get(), data);
+  bind("mu_lookup", reinterpret_cast<const void *>(&mu_lookup), code);
+  bind("mu_update", reinterpret_cast<const void *>(&mu_update), code);
+  bind("mu_delete", reinterpret_cast<const void *>(&mu_delete), code);
+  bind(Guard::VersionSymbol, tables.guard().versionAddress(), data);
+  if (Error err = result->shared->define(absoluteSymbols(std::move(symbols))))
+    return withContext(std::move(err), "JIT: binding the tables");
+  return result;
+}
+
+Expected<HandlerFunction> Jit::add(std::unique_ptr<Module> module, ThreadSafeContext context,
+                                   const std::string &entry, const std::string &label) {
+  prepareForJit(*module);
+  module->setDataLayout(jit->getDataLayout());
+  auto dylib = jit->createJITDylib("morpheus_user_" + label);
+  if (!dylib)
+    return withContext(dylib.takeError(), "JIT: version " + label);
+  dylib->addToLinkOrder(*shared);
+  if (Error err = jit->addIRModule(*dylib, ThreadSafeModule(std::move(module), context)))
+    return withContext(std::move(err), "JIT: version " + label);
+  auto address = jit->lookup(*dylib, entry);
+  if (!address)
+    return withContext(address.takeError(), "JIT: version " + label + ": handler '" + entry + "'");
+  return address->toPtr<HandlerFunction>();
+}
+
+} // namespace morpheus::user

@@ -1,0 +1,241 @@
+// `morpheus user-run router`: the router in Morpheus's user-space data plane
+// (backend/user): nf/router/user/router_user.c JIT-compiled in process,
+// configured from the router's own files, a pcap trace replayed through the
+// event loop by the generic and the specialized handler in turn; prints
+// what was specialized, checks that both treat the trace alike, and their
+// packets/s.
+#ifdef MORPHEUS_WITH_DPDK
+#include "backend/user/DpdkPorts.h"
+#endif
+#include "backend/user/EventLoop.h"
+#include "backend/user/Handler.h"
+#include "bench/Trace.h"
+#include "cli/Commands.h"
+#include "nf/router/Control.h"
+#include "support/Bytes.h"
+
+#include <llvm/ADT/StringExtras.h>
+
+#include <algorithm>
+#include <functional>
+#include <cstdio>
+#include <cstring>
+#include <map>
+#include <memory>
+#include <set>
+
+namespace morpheus::cli {
+
+namespace {
+
+struct UserRunFlags {
+  std::string handler = MORPHEUS_SOURCE_DIR "/nf/router/user/router_user.c";
+  std::string routes, neighbors, trace;
+  std::string lpm = "dir24";
+  bool dpdk = false;
+  uint32_t burst = 32, rounds = 9, repeat = 10, ports = 4, inlineLimit = 64, checkPackets = 10000;
+};
+
+template <typename T> Bytes bytesOfValue(const T &value) {
+  Bytes bytes(sizeof value);
+  std::memcpy(bytes.data(), &value, sizeof value);
+  return bytes;
+}
+
+// The router's tables filled from its files, in one guarded change.
+Error configureRouter(user::TableSet &tables, const UserRunFlags &flags,
+                      const std::vector<nf::router::RouteEntry> &routes,
+                      const std::vector<nf::router::NeighborEntry> &neighbors) {
+  user::Guard::Update change(tables.guard());
+  for (uint32_t port = 0; port < flags.ports; ++port)
+    if (Error err = tables.updateUnguarded("ports", bytesOfValue(port), bytesOfValue(uint32_t(1))))
+      return err;
+  for (const auto &entry : routes)
+    if (Error err = tables.updateUnguarded("routes", bytesOfValue(entry.key),
+                                           bytesOfValue(entry.value)))
+      return withContext(std::move(err), flags.routes);
+  for (const auto &entry : neighbors)
+    if (Error err = tables.updateUnguarded("neighbors", bytesOfValue(entry.key),
+                                           bytesOfValue(entry.value)))
+      return withContext(std::move(err), flags.neighbors);
+  return Error::success();
+}
+
+Expected<std::unique_ptr<user::Handler>> loadRouter(const UserRunFlags &flags, size_t routes) {
+  user::HandlerOptions options;
+  options.entry = "router";
+  options.inlineLimit = flags.inlineLimit;
+  options.cflags = {flags.lpm == "linear" ? "-DROUTER_LPM=MU_LPM_LINEAR"
+                                          : "-DROUTER_LPM=MU_LPM_DIR24",
+                    "-DROUTER_USER_MAX_ROUTES=" + std::to_string(std::max<size_t>(routes, 4096))};
+  return user::Handler::load(flags.handler, options);
+}
+
+std::string decisions(const core::SpecializationLog &log, bool applied) {
+  std::map<std::string, std::set<std::string>> byTable;
+  for (const core::SiteDecision &decision : log.decisions)
+    if (decision.applied == applied)
+      byTable[decision.table].insert(applied ? decision.pass : decision.detail);
+  std::string text;
+  for (const auto &[table, what] : byTable)
+    text += "\n    " + table + ": " + llvm::join(what, "; ");
+  return text.empty() ? " none" : text;
+}
+
+int userRun(const UserRunFlags &flags) {
+  std::vector<uint32_t> ports;
+  for (uint32_t port = 0; port < flags.ports; ++port)
+    ports.push_back(port);
+  auto routes = nf::router::parseRoutes(flags.routes, ports);
+  if (!routes)
+    return fail(routes.takeError());
+  auto neighbors = nf::router::parseNeighbors(flags.neighbors);
+  if (!neighbors)
+    return fail(neighbors.takeError());
+  auto trace = bench::readPcapTrace(flags.trace, flags.trace);
+  if (!trace)
+    return fail(trace.takeError());
+  user::ReplayRing ring{trace->frames, trace->sequence, 0};
+
+  // Two instances on twin tables: `router` is measured (generic, then
+  // specialized, in turn), `twin` stays generic for the equivalence check.
+  auto router = loadRouter(flags, routes->size());
+  if (!router)
+    return fail(router.takeError());
+  auto twin = loadRouter(flags, routes->size());
+  if (!twin)
+    return fail(twin.takeError());
+  for (user::Handler *handler : {router->get(), twin->get()})
+    if (Error err = configureRouter(handler->tables(), flags, *routes, *neighbors))
+      return fail(std::move(err));
+  std::printf("user-run: %s, %zu routes (%s), %zu neighbours, %u ports; trace %s: %zu "
+              "packets, %zu distinct frames\n",
+              flags.handler.c_str(), routes->size(),
+              (*router)->tables().catalog().at("routes").typeName.c_str(), neighbors->size(),
+              flags.ports, flags.trace.c_str(), ring.sequence.size(), ring.frames.size());
+
+  auto cycle = (*router)->specialize();
+  if (!cycle)
+    return fail(cycle.takeError());
+  if (cycle->outcome != user::Cycle::Outcome::Installed)
+    return fail(makeError("the specialization was not installed"));
+  user::HandlerFunction generic = (*router)->generic();
+  user::HandlerFunction specialized = (*router)->trampoline().current();
+  std::printf("user-run: specialized in %.1f ms (passes and O2) + %.1f ms (JIT)\n"
+              "  specialized:%s\n  left generic:%s\n",
+              cycle->passes.count() / 1000.0, cycle->jit.count() / 1000.0,
+              decisions(cycle->log, true).c_str(), decisions(cycle->log, false).c_str());
+
+  // Equivalence on the trace's first packets: verdict, port and bytes of
+  // every packet, then every table.
+  user::ReplayRing head = ring;
+  head.sequence.resize(std::min<size_t>(head.sequence.size(), flags.checkPackets));
+  auto expected = user::EventLoop((*twin)->trampoline(), flags.burst).collect(head);
+  auto actual = user::EventLoop((*router)->trampoline(), flags.burst).collect(head);
+  for (size_t i = 0; i < expected.size(); ++i)
+    if (!(actual[i] == expected[i]))
+      return fail(makeError("packet {0} of {1}: the specialized handler gave verdict {2} port "
+                            "{3}, the generic one verdict {4} port {5}{6}",
+                            i, flags.trace, actual[i].verdict, actual[i].port,
+                            expected[i].verdict, expected[i].port,
+                            actual[i].bytes == expected[i].bytes ? "" : " (bytes differ)"));
+  if ((*router)->tables().dump() != (*twin)->tables().dump())
+    return fail(makeError("the tables differ after the first {0} packets", expected.size()));
+  std::printf("user-run: the first %zu packets: generic and specialized identical (verdicts, "
+              "bytes, tables)\n",
+              expected.size());
+
+  // Interleaved rounds: the whole trace through each version in turn.
+  user::Trampoline &trampoline = (*router)->trampoline();
+  auto timeVersions = [&](const char *label,
+                          const std::function<user::LoopStats()> &round) {
+    std::vector<double> rates[2];
+    for (uint32_t r = 0; r < flags.rounds; ++r)
+      for (int variant = 0; variant < 2; ++variant) {
+        trampoline.install(variant == 0 ? generic : specialized);
+        rates[variant].push_back(round().packetsPerSecond());
+      }
+    double median[2];
+    for (int variant = 0; variant < 2; ++variant) {
+      std::sort(rates[variant].begin(), rates[variant].end());
+      median[variant] = rates[variant][rates[variant].size() / 2];
+    }
+    std::printf("%sgeneric      %8.2f Mpps  %7.1f ns/packet\n", label, median[0] / 1e6,
+                1e9 / median[0]);
+    std::printf("%sspecialized  %8.2f Mpps  %7.1f ns/packet  %+.1f %%\n", label,
+                median[1] / 1e6, 1e9 / median[1], (median[1] / median[0] - 1) * 100);
+  };
+  timeVersions("", [&] { return user::EventLoop(trampoline, flags.burst).run(ring, flags.repeat); });
+  std::printf("(median of %u interleaved rounds of %u replays of the trace, burst %u, one "
+              "thread, its CPU time)\n",
+              flags.rounds, flags.repeat, flags.burst);
+  if (flags.dpdk) {
+#ifdef MORPHEUS_WITH_DPDK
+    // The trace from a net_pcap port that replays it from memory without
+    // end; MU_TX packets go back out of it (port 0; others are freed).
+    // infinite_rx holds the whole trace in packet buffers: a pool that
+    // size, and memory for it (a buffer takes about 2.3 KiB; EAL without hugepages
+    // needs room to spare).
+    user::DpdkOptions options;
+    options.vdevs = {"net_pcap0,rx_pcap=" + flags.trace + ",infinite_rx=1"};
+    options.mbufs = uint32_t(ring.sequence.size()) + 8192;
+    options.memoryMegabytes = uint32_t(uint64_t(options.mbufs) * 4096 / (1 << 20)) + 256;
+    auto ports = user::DpdkPorts::open(options);
+    if (!ports)
+      return fail(ports.takeError());
+    uint64_t packets = uint64_t(ring.sequence.size()) * flags.repeat;
+    timeVersions("dpdk ", [&] {
+      return (*ports)->run(trampoline, flags.burst, packets, 1000000).loop;
+    });
+    std::printf("(DPDK net_pcap, --no-huge: the same rounds, received from the port)\n");
+#else
+    return fail(makeError("--dpdk: this build has no DPDK (install dpdk-dev, re-run cmake)"));
+#endif
+  }
+  return 0;
+}
+
+} // namespace
+
+void addUserRunCommand(CLI::App &morpheus) {
+  auto flags = std::make_shared<UserRunFlags>();
+  CLI::App &command = commandline::addCommand(
+      morpheus, "user-run",
+      "replay a trace through the user-space router, generic and specialized",
+      "Compiles the router's user-space handler (nf/router/user/router_user.c)\n"
+      "for this machine, JIT-compiles it in process (LLVM ORC), fills its\n"
+      "tables from the router's routes and neighbours files, specializes it\n"
+      "with Morpheus's passes behind the guard, checks that the generic and\n"
+      "the specialized handler treat the trace's first packets alike, and\n"
+      "prints both one's packets/s over the whole trace (a pcap, e.g. from\n"
+      "tools/traces/gen_trace.py --nf router). No kernel, no root.",
+      [flags](const CLI::App &) { return userRun(*flags); });
+  command.add_option("--routes", flags->routes, "routes file (`PREFIX NEXTHOP [PORT]`)")
+      ->required()
+      ->type_name("FILE");
+  command.add_option("--neighbors", flags->neighbors, "neighbours file")
+      ->required()
+      ->type_name("FILE");
+  command.add_option("--trace", flags->trace, "the packets to replay (pcap)")
+      ->required()
+      ->type_name("PCAP");
+  command.add_option("--lpm", flags->lpm, "route lookup: dir24 (DIR-24-8, default) or linear")
+      ->check(CLI::IsMember({"dir24", "linear"}))
+      ->type_name("dir24|linear");
+  command.add_option("--burst", flags->burst, "packets per burst (default 32)")->type_name("N");
+  command.add_option("--rounds", flags->rounds, "rounds per version (default 9)")->type_name("N");
+  command.add_option("--repeat", flags->repeat, "times the trace is replayed per round (default 10)")
+      ->type_name("N");
+  command.add_option("--ports", flags->ports, "ports 0..N-1 are bound (default 4)")->type_name("N");
+  command.add_option("--check-packets", flags->checkPackets,
+                     "packets compared between generic and specialized (default 10000)")
+      ->type_name("N");
+  command.add_flag("--dpdk", flags->dpdk,
+                   "also time both versions receiving the trace from a DPDK net_pcap port "
+                   "(no NIC, no hugepages)");
+  command.add_option("--handler", flags->handler, "another build of the router handler")
+      ->type_name("FILE");
+  addInlineLimit(command, flags->inlineLimit);
+}
+
+} // namespace morpheus::cli
