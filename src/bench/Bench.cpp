@@ -371,7 +371,8 @@ struct Timing {
 
 // The variants every measurement has, by name: what the others are
 // compared with, and the empty control subtracted from all of them.
-const char BaselineName[] = "baseline", MorpheusName[] = "morpheus", ControlName[] = "empty";
+const char BaselineName[] = "baseline", StaticName[] = "morpheus-static",
+           ControlName[] = "empty";
 
 // Times packets of one trace through a program: the driver tail-calls it
 // (BPF_PROG_TEST_RUN), or, live, it is attached to the port the sender's
@@ -512,6 +513,44 @@ void recordRound(TraceResult &result, const std::map<std::string, RoundTiming> &
   }
 }
 
+// Morpheus following the traffic: an optimizer whose program records
+// lookup keys, and, for the loop variants, cycles run on the trace.
+const char MorpheusName[] = "morpheus", AdaptiveInstrumentationName[] = "adaptive-instrumentation",
+           NaiveInstrumentationName[] = "naive-instrumentation";
+
+struct FollowingVariant {
+  const char *name;
+  std::unique_ptr<runtime::Optimizer> optimizer;
+  bool loop; // cycles on each trace before timing
+};
+
+// The loop on one trace, as `morpheus run` would run it: the whole trace
+// through the running version (which samples it), then a cycle, each of
+// `options.trafficCycles` times. Returns one line per cycle.
+Expected<std::vector<std::string>> followTrace(Driver &driver, runtime::Optimizer &optimizer,
+                                               const Trace &trace, const BenchOptions &options,
+                                               uint32_t ingress, LiveTarget *live) {
+  if (Error err = driver.setTrace(trace))
+    return err;
+  TraceTimer timer(driver, trace, ingress, live);
+  std::vector<std::string> lines;
+  for (uint32_t cycle = 0; cycle < options.trafficCycles; ++cycle) {
+    if (auto pass = timer.time(optimizer.activeFd(), 0, uint32_t(trace.sequence.size())); !pass)
+      return pass.takeError();
+    runtime::CycleReport report = optimizer.runCycle();
+    if (report.outcome == runtime::CycleOutcome::Failed ||
+        report.outcome == runtime::CycleOutcome::Refused)
+      return makeError("trace {0}: cycle {1} of the loop: {2}", trace.name, cycle + 1,
+                       report.describe());
+    std::string line = llvm::formatv("cycle {0}: {1}", cycle + 1, report.describe()).str();
+    for (const auto &[site, traffic] : report.traffic)
+      line += llvm::formatv("; site #{0}: period {1}, {2}", site, traffic.period, traffic.why)
+                  .str();
+    lines.push_back(std::move(line));
+  }
+  return lines;
+}
+
 // Times every variant (baseline first) over `trace`, after a warm-up pass
 // each and the first-packets equivalence check.
 Expected<TraceResult> measureTrace(Driver &driver, const std::vector<Variant> &variants,
@@ -549,11 +588,11 @@ Expected<TraceResult> measureTrace(Driver &driver, const std::vector<Variant> &v
     if (live)
       result.mpps.values.push_back(timings->at(BaselineName).whole.mpps);
     if (options.progress)
-      options.progress(llvm::formatv("  {0}: round {1}/{2}  net baseline {3:f1} ns, morpheus "
-                                     "{4:f1} ns",
+      options.progress(llvm::formatv("  {0}: round {1}/{2}  net baseline {3:f1} ns, "
+                                     "morpheus-static {4:f1} ns",
                                      trace.name, round + 1, options.rounds,
                                      timings->at(BaselineName).whole.ns - controlNs,
-                                     timings->at(MorpheusName).whole.ns - controlNs)
+                                     timings->at(StaticName).whole.ns - controlNs)
                            .str());
   }
   for (size_t v = 0; v < variants.size() && result.segments > 1; ++v)
@@ -571,9 +610,11 @@ Expected<TraceResult> measureTrace(Driver &driver, const std::vector<Variant> &v
 // directory and configured by its own control plane. Runs in the preset's
 // namespace (interface names resolve there).
 Expected<std::unique_ptr<runtime::Optimizer>> loadConfigured(const Preset &preset,
-                                                             runtime::OptimizerOptions options) {
-  options.pinDir =
-      llvm::formatv("/sys/fs/bpf/morpheus-bench-{0}-{1}", getpid(), preset.name).str();
+                                                             runtime::OptimizerOptions options,
+                                                             const std::string &variant) {
+  options.pinDir = llvm::formatv("/sys/fs/bpf/morpheus-bench-{0}-{1}-{2}", getpid(),
+                                 preset.name, variant)
+                       .str();
   if (Error err = bpf::ensureBpffs(options.pinDir))
     return err;
   auto created = runtime::Optimizer::create(preset.program, options);
@@ -629,7 +670,7 @@ Expected<BenchResult> runInNamespace(const Preset &preset, const BenchOptions &o
   runtime::OptimizerOptions optimizerOptions;
   optimizerOptions.shadowPackets = options.shadowPackets;
   optimizerOptions.faults = options.faults;
-  auto created = loadConfigured(preset, optimizerOptions);
+  auto created = loadConfigured(preset, optimizerOptions, "static");
   if (!created)
     return created.takeError();
   runtime::Optimizer &optimizer = **created;
@@ -654,6 +695,31 @@ Expected<BenchResult> runInNamespace(const Preset &preset, const BenchOptions &o
     runtime::CycleReport again = optimizer.runCycle(/*force=*/true);
     result.compile.analysisMs.values.push_back(again.times.analysisMs);
     result.compile.codegenMs.values.push_back(again.times.codegenMs);
+  }
+
+  // The variants that follow the traffic, each on its own maps (the same
+  // configuration), so their samples and data-plane state are their own.
+  std::vector<FollowingVariant> following;
+  if (options.trafficCycles > 0) {
+    core::TrafficProfileOptions adaptive, sampledOnly, naive;
+    naive.mode = core::ProfileMode::Naive;
+    sampledOnly.maxFastPath = 0;
+    naive.maxFastPath = 0;
+    for (auto [name, traffic, loop] :
+         {std::tuple{MorpheusName, adaptive, true},
+          std::tuple{AdaptiveInstrumentationName, sampledOnly, true},
+          std::tuple{NaiveInstrumentationName, naive, false}}) {
+      runtime::OptimizerOptions followingOptions = optimizerOptions;
+      followingOptions.traffic = traffic;
+      auto loaded = loadConfigured(preset, followingOptions, name);
+      if (!loaded)
+        return loaded.takeError();
+      runtime::CycleReport installed = (*loaded)->runCycle();
+      if (!installed.installed())
+        return makeError("bench {0}: {1}: the instrumented program was not installed: {2}",
+                         preset.name, name, installed.describe());
+      following.push_back({name, std::move(*loaded), loop});
+    }
   }
 
   auto driver = Driver::load();
@@ -702,8 +768,26 @@ Expected<BenchResult> runInNamespace(const Preset &preset, const BenchOptions &o
   }
 
   for (const Trace &trace : traces) {
-    std::vector<Variant> variants = {{BaselineName, optimizer.originalFd()},
-                                     {MorpheusName, optimizer.activeFd()}};
+    std::vector<std::string> followed;
+    for (FollowingVariant &variant : following)
+      if (variant.loop) {
+        auto log = followTrace(*driver, *variant.optimizer, trace, options, ingress,
+                               live ? &*live : nullptr);
+        if (!log)
+          return log.takeError();
+        if (variant.name == std::string(MorpheusName))
+          followed = std::move(*log);
+      }
+    // baseline, morpheus (the loop), morpheus-static, the instrumentation
+    // costs, the oracles.
+    std::vector<Variant> variants = {{BaselineName, optimizer.originalFd()}};
+    for (FollowingVariant &variant : following)
+      if (variant.name == std::string(MorpheusName))
+        variants.push_back({variant.name, variant.optimizer->activeFd()});
+    variants.push_back({StaticName, optimizer.activeFd()});
+    for (FollowingVariant &variant : following)
+      if (variant.name != std::string(MorpheusName))
+        variants.push_back({variant.name, variant.optimizer->activeFd()});
     auto oracles = loadOracles(preset, optimizer, trace);
     if (!oracles)
       return oracles.takeError();
@@ -719,6 +803,7 @@ Expected<BenchResult> runInNamespace(const Preset &preset, const BenchOptions &o
                                  live ? &*live : nullptr);
     if (!measured)
       return measured.takeError();
+    measured->followed = std::move(followed);
     result.traces.push_back(std::move(*measured));
   }
   return result;
@@ -764,7 +849,7 @@ Expected<runtime::MapContents> configuredContents(const Preset &preset, uint32_t
   Error err = inPresetNamespace(preset, [&](const std::string &) -> Error {
     runtime::OptimizerOptions options;
     options.shadowPackets = 0; // nothing is specialized here
-    auto created = loadConfigured(preset, options);
+    auto created = loadConfigured(preset, options, "contents");
     if (!created)
       return created.takeError();
     for (const auto &[name, info] : (*created)->spec().catalog()) {
@@ -817,7 +902,8 @@ nlohmann::json toJson(const BenchResult &result) {
                       {"empty_alone_ns", series(trace.emptyAloneNs)},
                       {"mpps", series(trace.mpps)},
                       {"resized_frames", trace.resizedFrames},
-                      {"variants", variants}});
+                      {"variants", variants},
+                      {"followed", trace.followed}});
   }
   const CompileResult &c = result.compile;
   return {{"method", result.method},
@@ -862,10 +948,12 @@ std::string formatResult(const BenchResult &result) {
     if (!trace.mpps.values.empty())
       text += llvm::formatv("; baseline offered {0:f2} Mpps", trace.mpps.median());
     text += "\n";
-    text += "  variant        net ns/pkt (min-max)        gross ns/pkt   speed-up net  gross\n";
+    for (const std::string &line : trace.followed)
+      text += "    morpheus " + line + "\n";
+    text += "  variant                    net ns/pkt (min-max)        gross ns/pkt   speed-up net  gross\n";
     double baselineGross = trace.variants.front().gross.median();
     for (const VariantResult &v : trace.variants)
-      text += llvm::formatv("  {0,-12} {1,8:f1} ({2,6:f1}-{3,6:f1})   {4,10:f1}   {5,10:f2}x "
+      text += llvm::formatv("  {0,-24} {1,8:f1} ({2,6:f1}-{3,6:f1})   {4,10:f1}   {5,10:f2}x "
                             "{6,5:f2}x\n",
                             v.name, v.net.median(), v.net.min(), v.net.max(), v.gross.median(),
                             v.speedup.median(), baselineGross / v.gross.median());

@@ -63,6 +63,12 @@ struct BenchOptions {
   uint32_t recompiles = 5; // forced recompilations timed for t1/t2
   uint32_t checkPackets = 256; // packets every variant must treat alike
   uint32_t shadowPackets = 64;  // Morpheus's own pre-swap validation; 0 = off
+  // Following the traffic: the variants `morpheus` (the loop: instrumented
+  // program, then this many cycles each after a pass of the trace, then
+  // timing), `adaptive-instrumentation` (the same loop without fast paths:
+  // what sampling costs) and `naive-instrumentation` (every lookup
+  // recorded), each on an optimizer and maps of its own; 0 = none of them.
+  uint32_t trafficCycles = 4;
   core::FaultInjection faults;  // test-only: passed to the optimizer
   std::string keepTraces; // directory for the generated pcaps; "" = discard
   std::function<void(const std::string &)> progress;
@@ -101,6 +107,9 @@ struct TraceResult {
   uint64_t resizedFrames = 0;
   std::vector<VariantResult> variants; // baseline first
   uint64_t checked = 0;   // packets compared across variants before timing
+  // The `morpheus` variant's loop on this trace: per cycle, what it did and
+  // what the traffic decided per site.
+  std::vector<std::string> followed;
 };
 
 struct CompileResult {

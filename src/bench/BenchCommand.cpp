@@ -121,6 +121,12 @@ void addBenchCommand(CLI::App &morpheus) {
       .add_option("--recompiles", options.recompiles,
                   "forced recompilations timed for t1/t2 (default 5)")
       ->type_name("N");
+  command
+      .add_option("--traffic-cycles", options.trafficCycles,
+                  "optimizer cycles the 'morpheus' variant runs on each trace before it is "
+                  "timed, each after a pass of the trace; 0 leaves out the variants that follow "
+                  "the traffic (default 4)")
+      ->type_name("N");
   command.add_option("--json", flags->json, "also write the results as JSON")
       ->type_name("FILE");
   command

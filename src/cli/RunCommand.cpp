@@ -31,6 +31,8 @@ struct RunOptions {
   double periodMs = 1000;
   uint32_t inlineLimit = runtime::OptimizerOptions().inlineLimit;
   uint32_t shadowPackets = runtime::OptimizerOptions().shadowPackets;
+  core::ProfileMode profile = core::ProfileMode::Off;
+  std::vector<std::string> notProfiled;
   std::string reproducerDir = "/tmp";
   uint64_t maxCycles = 0;
   bool quiet = false;
@@ -45,6 +47,8 @@ int run(const RunOptions &flags) {
   options.optimizer.pinRoot = flags.pinRoot;
   options.optimizer.inlineLimit = flags.inlineLimit;
   options.optimizer.shadowPackets = flags.shadowPackets;
+  options.optimizer.traffic.mode = flags.profile;
+  options.optimizer.notProfiled.insert(flags.notProfiled.begin(), flags.notProfiled.end());
   options.period = std::chrono::microseconds(int64_t(flags.periodMs * 1000));
   options.mode = flags.mode;
   options.tcDirection = flags.tcDirection;
@@ -178,6 +182,21 @@ void addRunCommand(CLI::App &morpheus) {
                   "before each swap, compare N sample packets through the new and the original "
                   "program on scratch map copies; 0 turns this off (default 64)")
       ->type_name("N");
+  command
+      .add_option("--profile", options->profile,
+                  "follow the traffic: sample lookup keys of tables too large to inline whole "
+                  "and put their heavy hitters in front of the lookup; adaptive: sampling rate "
+                  "per site, lower while the heavy hitters hold still; naive: every lookup "
+                  "recorded (for comparison); off (default): neither")
+      ->transform(commandline::oneOf(std::map<std::string, core::ProfileMode>{
+          {"off", core::ProfileMode::Off},
+          {"adaptive", core::ProfileMode::Adaptive},
+          {"naive", core::ProfileMode::Naive}}))
+      ->type_name("off|adaptive|naive");
+  command
+      .add_option("--no-profile", options->notProfiled,
+                  "never instrument lookups in MAP (repeat for more)")
+      ->type_name("MAP");
   command
       .add_option("--reproducer-dir", options->reproducerDir,
                   "where a refused swap's reproducer is written (default /tmp)")

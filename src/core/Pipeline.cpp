@@ -85,6 +85,16 @@ bool mayFoldFields(const AccessSite &site, const TableAccessInfo &info,
   return !whyNoFieldFolding(site, info, catalog) && snapshot.count(site.table);
 }
 
+// Whether heavy-hitter-fast-path may put hot keys in front of the lookup
+// at `site`.
+bool mayFastPath(const AccessSite &site, const TableAccessInfo &info,
+                 const TableCatalog &catalog, const TableSnapshot &snapshot,
+                 const std::map<unsigned, std::vector<Bytes>> &hotKeys) {
+  auto hot = hotKeys.find(site.id);
+  return hot != hotKeys.end() && !hot->second.empty() &&
+         !whyNoFastPath(site, info, catalog) && snapshot.count(site.table);
+}
+
 // The compare chains inline-small-table would build, by site id, with
 // their lengths.
 std::map<unsigned, size_t> plannedChains(const TableAccessInfo &info,
@@ -148,6 +158,44 @@ std::set<unsigned> chainsOverBudget(Module &module, const AccessSignatureTable &
     }
   }
   return lowered;
+}
+
+// Fast paths are optional: per entry, the verifier's paths through the
+// compare chains (each chain multiplies them by its entries + 1, as in
+// chainsOverBudget, before any index lowering) with the fast paths added
+// must fit the budget; the longest fast paths go until they do. Returns
+// the sites whose fast paths go.
+std::set<unsigned> fastPathsOverBudget(Module &module, const TableAccessInfo &info,
+                                       const std::map<unsigned, size_t> &chains,
+                                       const std::map<unsigned, std::vector<Bytes>> &hotKeys,
+                                       const std::map<std::string, uint64_t> &budget) {
+  std::set<unsigned> dropped;
+  for (const auto &[entryName, paths] : budget) {
+    Function *entry = module.getFunction(entryName);
+    if (!entry || !paths)
+      continue;
+    std::set<std::string> reached;
+    for (Function *function : reachableFrom(entry, /*throughAddresses=*/true))
+      reached.insert(function->getName().str());
+    double product = 1;
+    std::vector<std::pair<size_t, unsigned>> fast; // (length, site)
+    for (const AccessSite &site : info.sites) {
+      if (!reached.count(site.function))
+        continue;
+      if (auto chain = chains.find(site.id); chain != chains.end())
+        product *= double(chain->second + 1);
+      else if (auto hot = hotKeys.find(site.id); hot != hotKeys.end())
+        fast.emplace_back(hot->second.size(), site.id);
+    }
+    std::sort(fast.begin(), fast.end()); // shortest first: kept first
+    for (auto [length, id] : fast) {
+      if (product * double(length + 1) > double(paths))
+        dropped.insert(id);
+      else
+        product *= double(length + 1);
+    }
+  }
+  return dropped;
 }
 
 // TEST-ONLY (FaultInjection::crashAfterTablePasses): crashes as a broken
@@ -237,6 +285,8 @@ Expected<SpecializationLog> specializeModule(Module &module,
   context.inlineLimit = options.inlineLimit;
   context.noCompareChains = options.noCompareChains;
   context.faults = options.faults;
+  context.profile = options.profile;
+  context.hotKeys = options.hotKeys;
 
   GuardPlan plan;
   if (options.guard) {
@@ -244,7 +294,8 @@ Expected<SpecializationLog> specializeModule(Module &module,
     std::set<const Function *> specializable;
     for (const AccessSite &site : info.sites)
       if (mayRewrite(site, info, catalog, snapshot) ||
-          mayFoldFields(site, info, catalog, snapshot))
+          mayFoldFields(site, info, catalog, snapshot) ||
+          mayFastPath(site, info, catalog, snapshot, options.hotKeys))
         specializable.insert(site.call->getFunction());
     auto planned = planGuards(module, sigs, options.guard->entries,
                               [&](const Function &f) { return specializable.count(&f) > 0; });
@@ -273,6 +324,8 @@ Expected<SpecializationLog> specializeModule(Module &module,
       continue; // resolve-inner-table logs what it names
     }
     std::optional<std::string> why = whyNotInlinable(site, info, catalog);
+    if (why && mayFastPath(site, info, catalog, snapshot, options.hotKeys))
+      continue; // heavy-hitter-fast-path decides
     if (why && whyNoFieldFolding(site, info, catalog))
       log.record(site, "analysis", false, *why);
     else if (why && !snapshot.count(site.table))
@@ -283,9 +336,17 @@ Expected<SpecializationLog> specializeModule(Module &module,
     else if (!snapshot.count(site.table))
       log.record(site, "analysis", false, "table contents not read");
   }
+  std::map<unsigned, size_t> chains = plannedChains(info, catalog, snapshot, context);
+  for (unsigned id : fastPathsOverBudget(module, info, chains, context.hotKeys,
+                                         options.verifierPathBudget)) {
+    context.hotKeys.erase(id);
+    for (const AccessSite &site : info.sites)
+      if (site.id == id)
+        log.record(site, "heavy-hitter-fast-path", false,
+                   "over the verifier budget with the compare chains already planned");
+  }
   context.indexLoweredSites =
-      chainsOverBudget(module, sigs, info, plannedChains(info, catalog, snapshot, context),
-                       options.verifierPathBudget);
+      chainsOverBudget(module, sigs, info, chains, options.verifierPathBudget);
   for (const AccessSite &site : info.sites)
     if (context.indexLoweredSites.count(site.id))
       context.indexLoweredTables.insert(

@@ -48,6 +48,13 @@ struct SpecializationOptions {
   // Why compare chains are off this time, if they are (inline-small-table
   // then declines every site with this reason).
   std::optional<std::string> noCompareChains;
+  // Record sampled lookup keys (instrument-table-sites). The slot function
+  // comes with the guard runtime (linkGuardRuntime): without it the module
+  // keeps a declaration the caller must resolve.
+  std::optional<ProfileOptions> profile;
+  // Per site id, the hot keys heavy-hitter-fast-path compares first; their
+  // answers must be in the snapshot as probed keys.
+  std::map<unsigned, std::vector<Bytes>> hotKeys;
   FaultInjection faults; // test-only
 };
 

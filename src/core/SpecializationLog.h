@@ -43,8 +43,17 @@ struct GuardDecision {
   std::string detail; // why this fallback (or none)
 };
 
+// A site whose lookup keys the specialized program records
+// (instrument-table-sites).
+struct ProfiledSite {
+  std::string table;
+  uint32_t keySize = 0;
+  bool operator==(const ProfiledSite &) const = default;
+};
+
 struct SpecializationLog {
   std::vector<SiteDecision> decisions;
+  std::map<unsigned, ProfiledSite> profiled; // by site id
   std::vector<GuardDecision> guards;
   std::map<std::string, std::vector<TableEntry>> inlined;
 

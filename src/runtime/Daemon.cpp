@@ -340,6 +340,18 @@ void Daemon::report(const CycleReport &cycle) {
     text += cycle.log.toText();
     fields["decisions"] = cycle.log.toText();
   }
+  // What the traffic decided, when it changes the code or drops a fast
+  // path for churn: the operator sees why a fast path came or went.
+  std::string traffic;
+  for (const auto &[site, decision] : cycle.traffic)
+    if (cycle.installed() || decision.churning)
+      traffic += llvm::formatv("  traffic     site #{0}: sampling 1 in {1}; {2}\n", site,
+                               decision.period, decision.why)
+                     .str();
+  if (!traffic.empty() && !options.quiet) {
+    text += traffic;
+    fields["traffic"] = traffic;
+  }
   log.record("cycle", std::move(fields), text);
 }
 

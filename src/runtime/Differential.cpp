@@ -79,6 +79,10 @@ private:
   std::optional<MapStateGenerator> states;
   FuzzReport report;
   MapContents lastState; // in the copies now, to undo
+  // Sites whose lookups a version records and may get a fast path for:
+  // each state puts some of its own keys (and one it lacks) in front of
+  // them, a hot set unrelated to any traffic.
+  std::map<unsigned, core::ProfiledSite> profiledSites;
   // The last replay's packets and, for a difference, the two observations.
   std::vector<Reproducer::Packet> lastPackets;
   Observation lastOriginal, lastSpecialized;
@@ -94,6 +98,15 @@ Error Fuzzer::setUp() {
   if (std::find(programs.begin(), programs.end(), entry) == programs.end())
     return makeError("{0}: no program named '{1}'", path, entry);
   plan = spec->readPlan(options.inlineLimit);
+  // Built once with nothing read: every site that can be recorded is.
+  bpf::SpecializeRequest everySite;
+  everySite.inlineLimit = options.inlineLimit;
+  everySite.guardVersion = 1;
+  everySite.instrument = true;
+  auto instrumented = spec->specialize({}, everySite);
+  if (!instrumented)
+    return withContext(instrumented.takeError(), path);
+  profiledSites = instrumented->log.profiled;
   auto object = bpf::LoadedObject::load(spec->originalElfWithoutSlots(), spec->objectName(), {});
   if (!object)
     return withContext(object.takeError(), path);
@@ -143,13 +156,38 @@ Expected<std::optional<std::string>> Fuzzer::specializeFor(const MapContents &st
   // A fresh version per state: the code built for the previous state must
   // not pass for this one.
   uint64_t version = comparison->guard().bump();
+  // Hot keys from the state alone (a replay must build the same code): up
+  // to three of the table's keys and one it does not hold.
+  std::map<unsigned, std::vector<core::Bytes>> hotKeys;
+  core::ReadPlan statePlan = plan;
+  for (const auto &[site, profiled] : profiledSites) {
+    auto rows = state.find(profiled.table);
+    if (rows == state.end() || rows->second.empty())
+      continue;
+    std::vector<core::Bytes> &hot = hotKeys[site];
+    for (const auto &[key, value] : rows->second)
+      if (hot.size() < 3 && key.size() == profiled.keySize)
+        hot.push_back(key);
+    core::Bytes absent = rows->second.front().first;
+    if (!absent.empty()) {
+      absent.back() ^= 0x5a;
+      hot.push_back(absent);
+    }
+    std::vector<core::Bytes> &probe = statePlan[profiled.table].keys;
+    probe.insert(probe.end(), hot.begin(), hot.end());
+  }
   auto snapshot =
-      bpf::readSnapshot(plan, spec->catalog(), comparison->maps(Version::Specialized));
+      bpf::readSnapshot(statePlan, spec->catalog(), comparison->maps(Version::Specialized));
   if (!snapshot)
     return snapshot.takeError();
-  auto object = spec->specialize(
-      *snapshot, bpf::SpecializeRequest{options.inlineLimit, version, comparison->programFacts(),
-                                        std::nullopt, options.faults});
+  bpf::SpecializeRequest request;
+  request.inlineLimit = options.inlineLimit;
+  request.guardVersion = version;
+  request.programs = comparison->programFacts();
+  request.faults = options.faults;
+  request.instrument = true;
+  request.hotKeys = std::move(hotKeys);
+  auto object = spec->specialize(*snapshot, request);
   if (!object)
     return std::optional<std::string>(llvm::toString(object.takeError()));
   if (Error err = comparison->loadSpecialized(object->elf))

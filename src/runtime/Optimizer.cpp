@@ -54,6 +54,7 @@ Expected<std::unique_ptr<Optimizer>> Optimizer::create(const std::string &path,
     return guard.takeError();
   std::unique_ptr<Optimizer> optimizer(
       new Optimizer(std::move(options), std::move(*guard)));
+  optimizer->trafficProfile = core::TrafficProfile(optimizer->options.traffic);
   if (Error err = optimizer->load(path))
     return err;
   return optimizer;
@@ -121,6 +122,16 @@ Error Optimizer::load(const std::string &path) {
       sharedMaps[name] = fd;
   sharedMaps[bpf::GuardMapName] = guardWord.fd();
   sharedMaps[bpf::FallbackMapName] = fallbackFd;
+  if (options.traffic.mode != core::ProfileMode::Off) {
+    auto profile = bpf::ProfileMap::create();
+    if (!profile)
+      return profile.takeError();
+    profileMap.emplace(std::move(*profile));
+    // Shared with every version it runs, never pinned: no control plane
+    // sees it. Copies (shadow validation, fuzzing) get their own: libbpf
+    // creates one for every load it is not handed to.
+    sharedMaps[bpf::ProfileMapName] = profileMap->fd();
+  }
   loadMs = millisecondsSince(start);
   return pinAll();
 }
@@ -257,6 +268,10 @@ void endCycle(CycleReport &report, Error err) {
 CycleReport Optimizer::runCycle(bool force) {
   CycleReport report;
   report.cycle = ++cycles;
+  if (Error err = followTraffic(report)) {
+    endCycle(report, std::move(err));
+    return report;
+  }
   std::optional<core::TableSnapshot> snapshot = takeSnapshot(report, force);
   if (!snapshot)
     return report;
@@ -273,6 +288,36 @@ CycleReport Optimizer::runCycle(bool force) {
   return report;
 }
 
+Error Optimizer::followTraffic(CycleReport &report) {
+  hotKeys.clear();
+  if (!profileMap)
+    return Error::success();
+  trafficProfile.beginCycle();
+  const core::TableCatalog &catalog = programSpec->catalog();
+  for (const auto &[site, profiled] : profiledSites) {
+    auto samples = profileMap->read(site, profiled.keySize);
+    if (!samples)
+      return samples.takeError();
+    for (const bpf::ProfileMap::Samples &cpu : *samples) {
+      if (cpu.keys.empty())
+        continue;
+      // Each kept key stands for the lookups between samples, and for the
+      // samples the ring could not keep.
+      double weight = double(std::max<uint32_t>(cpu.period, 1)) * double(cpu.written) /
+                      double(cpu.keys.size());
+      trafficProfile.add(site, cpu.cpu, cpu.keys, weight, cpu.written);
+    }
+    core::SiteTraffic decision =
+        trafficProfile.decide(site, catalog.at(profiled.table).match, profiled.keySize);
+    if (Error err = profileMap->setPeriod(site, decision.period))
+      return err;
+    if (!decision.hotKeys.empty())
+      hotKeys[site] = decision.hotKeys;
+    report.traffic[site] = std::move(decision);
+  }
+  return Error::success();
+}
+
 std::optional<core::TableSnapshot> Optimizer::takeSnapshot(CycleReport &report, bool force) {
   auto start = Clock::now();
   // Read the version before the maps: an update racing with the reads bumps
@@ -283,13 +328,21 @@ std::optional<core::TableSnapshot> Optimizer::takeSnapshot(CycleReport &report, 
     endCycle(report, CycleOutcome::Deferred, "a control-plane change is in progress");
     return std::nullopt;
   }
-  auto read = bpf::readSnapshot(plan, programSpec->catalog(), sharedMaps);
+  // The hot keys' answers, looked up one by one (for an LPM trie, the
+  // trie's answer to exactly that lookup).
+  core::ReadPlan cyclePlan = plan;
+  for (const auto &[site, keys] : hotKeys) {
+    std::vector<core::Bytes> &probe = cyclePlan[profiledSites.at(site).table].keys;
+    probe.insert(probe.end(), keys.begin(), keys.end());
+  }
+  auto read = bpf::readSnapshot(cyclePlan, programSpec->catalog(), sharedMaps);
   if (!read) {
     endCycle(report, read.takeError());
     return std::nullopt;
   }
   report.times.analysisMs = millisecondsSince(start);
-  if (!force && specialized && version == specializedVersion && *read == specializedSnapshot) {
+  if (!force && specialized && version == specializedVersion && *read == specializedSnapshot &&
+      hotKeys == specializedHotKeys) {
     endCycle(report, CycleOutcome::Unchanged);
     return std::nullopt;
   }
@@ -314,8 +367,11 @@ Optimizer::specializeWithRetry(CycleReport &report, core::TableSnapshot &snapsho
                  .str());
     return std::nullopt;
   }
-  bpf::SpecializeRequest request{options.inlineLimit, version, programFacts, std::nullopt,
-                                 options.faults};
+  bpf::SpecializeRequest request;
+  request.inlineLimit = options.inlineLimit;
+  request.guardVersion = version;
+  request.programs = programFacts;
+  request.faults = options.faults;
   auto chainsOff = [&] {
     return llvm::formatv("compare chains off: the kernel refused this snapshot's "
                          "specialization with them (cycle {0})",
@@ -324,6 +380,9 @@ Optimizer::specializeWithRetry(CycleReport &report, core::TableSnapshot &snapsho
   };
   if (knownRejected)
     request.noCompareChains = chainsOff();
+  request.instrument = options.traffic.mode != core::ProfileMode::Off;
+  request.notProfiled = options.notProfiled;
+  request.hotKeys = hotKeys;
   for (;;) {
     auto start = Clock::now();
     auto object = programSpec->specialize(snapshot, request);
@@ -339,6 +398,7 @@ Optimizer::specializeWithRetry(CycleReport &report, core::TableSnapshot &snapsho
       // snapshot: it depends on neither, so it stays valid for both.
       specializedVersion = version;
       specializedSnapshot = std::move(snapshot);
+      specializedHotKeys = hotKeys;
       endCycle(report, CycleOutcome::Unchanged);
       return std::nullopt;
     }
@@ -407,6 +467,13 @@ bool Optimizer::validate(CycleReport &report, const Candidate &candidate,
 void Optimizer::installCandidate(CycleReport &report, Candidate candidate,
                                  core::TableSnapshot snapshot) {
   int fd = candidate.loaded.programFd(entry);
+  // Sites the new version records start sampling before it runs (a site
+  // no running version records writes nothing).
+  if (profileMap)
+    for (const auto &[site, profiled] : report.log.profiled)
+      if (!profiledSites.count(site))
+        if (Error err = profileMap->setPeriod(site, trafficProfile.initialPeriod()))
+          return endCycle(report, std::move(err));
   if (install)
     if (Error err = install(fd))
       return endCycle(report, std::move(err));
@@ -415,6 +482,9 @@ void Optimizer::installCandidate(CycleReport &report, Candidate candidate,
   specializedVersion = report.version;
   specializedSnapshot = std::move(snapshot);
   specializedElf = std::move(candidate.elf);
+  specializedHotKeys = hotKeys;
+  if (profileMap)
+    profiledSites = report.log.profiled;
   bpf_prog_info info = {};
   uint32_t length = sizeof(info);
   if (bpf_obj_get_info_by_fd(fd, &info, &length) == 0)

@@ -6,11 +6,14 @@
 
 #include "backend/bpf/BpfObject.h"
 #include "backend/bpf/Guard.h"
+#include "backend/bpf/Profile.h"
 #include "backend/bpf/ProgramSpec.h"
+#include "core/TrafficProfile.h"
 #include "support/Error.h"
 
 #include <chrono>
 #include <functional>
+#include <map>
 #include <memory>
 #include <optional>
 #include <iosfwd>
@@ -33,6 +36,15 @@ struct OptimizerOptions {
   // Pre-swap shadow validation (runtime/ShadowValidation): packets in the
   // sample, 0 = off. A refused candidate comes back with its reproducer.
   uint32_t shadowPackets = 64;
+  // Following the traffic: lookup sites of tables too large to inline whole
+  // record sampled keys (off: not instrumented), and each cycle puts the
+  // heavy hitters in front of their lookups.
+  core::TrafficProfileOptions traffic = [] {
+    core::TrafficProfileOptions off;
+    off.mode = core::ProfileMode::Off;
+    return off;
+  }();
+  std::set<std::string> notProfiled; // tables never instrumented (--no-profile)
   core::FaultInjection faults; // test-only
 };
 
@@ -70,6 +82,8 @@ struct CycleReport {
   std::string differenceKey;
   CycleTimes times;
   core::SpecializationLog log;
+  // Per profiled site id, what the traffic decided this cycle.
+  std::map<unsigned, core::SiteTraffic> traffic;
   size_t instructions = 0; // of the installed entry program (xlated)
 
   bool installed() const { return outcome == CycleOutcome::Installed; }
@@ -131,6 +145,9 @@ private:
     bpf::LoadedObject loaded; // sharing every map with the running version
     std::chrono::steady_clock::time_point loadStart; // injection time counts from here
   };
+  // Reads the samples the running version took, ages and counts them,
+  // adapts every site's sampling period and chooses its hot keys.
+  Error followTraffic(CycleReport &report);
   std::optional<core::TableSnapshot> takeSnapshot(CycleReport &report, bool force);
   std::optional<Candidate> specializeWithRetry(CycleReport &report,
                                                core::TableSnapshot &snapshot);
@@ -165,6 +182,12 @@ private:
     bool withoutChainsToo = false;
   };
   std::optional<Rejection> rejection;
+  // Following the traffic (OptimizerOptions::traffic).
+  std::optional<bpf::ProfileMap> profileMap;
+  core::TrafficProfile trafficProfile;
+  std::map<unsigned, core::ProfiledSite> profiledSites; // by the installed version
+  std::map<unsigned, std::vector<core::Bytes>> hotKeys; // chosen this cycle
+  std::map<unsigned, std::vector<core::Bytes>> specializedHotKeys; // installed
   uint64_t cycles = 0;
   bool pinsOutliveUs = false;
 };

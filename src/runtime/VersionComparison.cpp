@@ -146,6 +146,14 @@ VersionComparison::create(const bpf::ProgramSpec &spec, const std::string &entry
   comparison->specializedMaps = comparison->copies[at(Version::Specialized)]->byName();
   comparison->specializedMaps[bpf::GuardMapName] = comparison->scratchGuard.fd();
   comparison->specializedMaps[bpf::FallbackMapName] = comparison->fallbackFd;
+  auto profile = bpf::ProfileMap::create();
+  if (!profile)
+    return profile.takeError();
+  for (unsigned site = 0; site < bpf::ProfileSites; ++site)
+    if (Error err = profile->setPeriod(site, 1))
+      return err;
+  comparison->scratchProfile.emplace(std::move(*profile));
+  comparison->specializedMaps[bpf::ProfileMapName] = comparison->scratchProfile->fd();
   return comparison;
 }
 

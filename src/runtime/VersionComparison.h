@@ -23,6 +23,7 @@
 
 #include "backend/bpf/BpfObject.h"
 #include "backend/bpf/Guard.h"
+#include "backend/bpf/Profile.h"
 #include "backend/bpf/ProgramSpec.h"
 #include "runtime/PacketSamples.h"
 #include "runtime/ScratchMaps.h"
@@ -163,6 +164,10 @@ private:
   const bpf::ProgramSpec &spec;
   std::string entry;
   bpf::GuardWord scratchGuard;
+  // The specialized version's own traffic profile map, every site sampled
+  // at every lookup, so the recording code runs on every packet compared
+  // (and writes nothing the live program sees).
+  std::optional<bpf::ProfileMap> scratchProfile;
   MapImage image;
   std::array<std::unique_ptr<ScratchMaps>, VersionCount> copies;
   std::array<std::optional<bpf::LoadedObject>, VersionCount> objects;

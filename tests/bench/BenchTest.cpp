@@ -25,6 +25,7 @@ BenchOptions tinyRun() {
   options.flows = 64;
   options.rounds = 2;
   options.recompiles = 1;
+  options.trafficCycles = 2;
   return options;
 }
 
@@ -45,8 +46,11 @@ TEST(Bench, TinyRunMeasuresEveryVariant) {
     EXPECT_TRUE(std::isfinite(variant.net.median())) << variant.name;
     EXPECT_GT(variant.gross.median(), variant.net.median()) << variant.name;
   }
-  EXPECT_EQ(names, (std::vector<std::string>{"baseline", "morpheus", "oracle-hot10",
-                                             "oracle-full"}));
+  EXPECT_EQ(names, (std::vector<std::string>{"baseline", "morpheus", "morpheus-static",
+                                             "adaptive-instrumentation", "naive-instrumentation",
+                                             "oracle-hot10", "oracle-full"}));
+  // The loop ran its cycles on the trace before timing.
+  EXPECT_EQ(trace.followed.size(), tinyRun().trafficCycles);
   EXPECT_GT(trace.emptyAloneNs.median(), 0);
   EXPECT_GT(result->compile.first.codegenMs, 0);
   EXPECT_EQ(result->compile.codegenMs.values.size(), 1u);
@@ -54,7 +58,7 @@ TEST(Bench, TinyRunMeasuresEveryVariant) {
 
   nlohmann::json json = toJson(*result);
   EXPECT_EQ(json["preset"], "router-20routes");
-  EXPECT_EQ(json["traces"][0]["variants"].size(), 4u);
+  EXPECT_EQ(json["traces"][0]["variants"].size(), 7u);
   EXPECT_NE(formatResult(*result).find("oracle-full"), std::string::npos);
 }
 

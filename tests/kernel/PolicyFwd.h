@@ -39,9 +39,8 @@ inline policy_value policyValue(uint32_t action, uint8_t tag = 0) {
 
 class PolicyFwd {
 public:
-  explicit PolicyFwd(std::string pinDir = "") {
-    runtime::OptimizerOptions options;
-    options.pinDir = std::move(pinDir);
+  explicit PolicyFwd(std::string pinDir = "") : PolicyFwd(withPins(std::move(pinDir))) {}
+  explicit PolicyFwd(runtime::OptimizerOptions options) {
     auto created =
         runtime::Optimizer::create(sourcePath("examples/policy_fwd.bpf.c"), options);
     if (!created) {
@@ -103,6 +102,12 @@ public:
   }
 
 private:
+  static runtime::OptimizerOptions withPins(std::string pinDir) {
+    runtime::OptimizerOptions options;
+    options.pinDir = std::move(pinDir);
+    return options;
+  }
+
   std::unique_ptr<runtime::Optimizer> optimizer;
 };
 

@@ -3,14 +3,19 @@
 //
 //   morpheus-opt IN.ll --state STATE.json [-passes=a,b|-passes=] [--guard-version N]
 //                [--fallback tail-call|in-program|none] [--inline-limit N]
-//                [--verifier-paths N] [-O2] [--print-analysis] [--backend bpf|user]
+//                [--verifier-paths N] [--profile] [--no-profile MAP] [-O2]
+//                [--print-analysis] [--backend bpf|user]
 //
 // STATE.json = {"tables": {"NAME": {"type": "hash", "key_size": 8,
 //               "value_size": 16, "max_entries": 1024, "flags": 0,
 //               "inner": {"type": ..., "key_size": .., "value_size": ..,
 //               "flags": .., "max_entries": .. (only when stored tables
 //               must have it)} (maps of maps)}, ...},
-//               "maps": <snapshot, as for `morpheus specialize`>}
+//               "maps": <snapshot, as for `morpheus specialize`>,
+//               "probed_maps": [NAME, ...] (their entries are answers to
+//               lookups of exactly those keys, as the optimizer reads hot
+//               keys, not the whole table),
+//               "hot_keys": {"SITE": [hex key, ...]} (heavy-hitter-fast-path)}
 // The specialized module is printed to stdout, then the guard decisions as
 // comments (`; guard FUNCTION: FALLBACK: DETAIL`); --print-analysis prints
 // the table access analysis instead. --fallback (default tail-call, slot =
@@ -18,6 +23,8 @@
 // every entry's verifier path budget. --backend user reads the IR as a
 // user-space handler (backend/user: mu_lookup calls, MU_TABLE globals)
 // instead of a BPF program; the tables' types are the same names.
+// --profile switches instrument-table-sites on (slots of the eBPF runtime's
+// size; --no-profile MAP excludes a table).
 #include "backend/bpf/BpfSignatures.h"
 #include "backend/bpf/Frontend.h"
 #include "backend/bpf/MapTypes.h"
@@ -35,6 +42,7 @@
 #include <nlohmann/json.hpp>
 
 #include <cstring>
+#include <set>
 #include <fstream>
 #include <sstream>
 
@@ -85,7 +93,8 @@ int main(int argc, char **argv) {
   core::Fallback fallback = core::Fallback::TailCall;
   uint32_t failureVerdict = 0; // what a tail-call guard returns when it cannot fall back
   uint32_t inlineLimit = 64;
-  bool optimize = false, printAnalysis = false;
+  bool optimize = false, printAnalysis = false, profile = false;
+  std::set<std::string> notProfiled;
   std::string backend = "bpf";
   for (int i = 1; i < argc; ++i) {
     std::string arg = argv[i];
@@ -113,6 +122,10 @@ int main(int argc, char **argv) {
       else
         return fail("unknown fallback '" + kind + "'");
     }
+    else if (arg == "--profile")
+      profile = true;
+    else if (arg == "--no-profile")
+      notProfiled.insert(value());
     else if (arg == "--backend")
       backend = value();
     else if (arg == "-O2")
@@ -127,8 +140,8 @@ int main(int argc, char **argv) {
   if (input.empty())
     return fail("usage: morpheus-opt IN.ll --state STATE.json [-passes=a,b] "
                 "[--guard-version N] [--fallback tail-call|in-program|none] [--failure-verdict N] "
-                "[--inline-limit N] [--verifier-paths N] [-O2] [--print-analysis] "
-                "[--backend bpf|user]");
+                "[--inline-limit N] [--verifier-paths N] [--profile] [--no-profile MAP] [-O2] "
+                "[--print-analysis] [--backend bpf|user]");
 
   llvm::LLVMContext context;
   llvm::SMDiagnostic diagnostic;
@@ -200,8 +213,29 @@ int main(int argc, char **argv) {
   if (!snapshot)
     return fail(llvm::toString(snapshot.takeError()));
 
+  nlohmann::json probedMaps = state.value("probed_maps", nlohmann::json::array());
+  for (const auto &name : probedMaps) {
+    auto contents = snapshot->find(name.get<std::string>());
+    if (contents == snapshot->end())
+      return fail("probed map '" + name.get<std::string>() + "' has no entries in \"maps\"");
+    contents->second.complete = false;
+    for (const core::TableEntry &entry : contents->second.entries)
+      contents->second.probedKeys.insert(entry.key);
+  }
+
   core::SpecializationOptions options;
   options.inlineLimit = inlineLimit;
+  nlohmann::json hotKeys = state.value("hot_keys", nlohmann::json::object());
+  for (const auto &[site, keys] : hotKeys.items())
+    for (const auto &key : keys) {
+      auto bytes = bpf::parseJsonBytes(key, statePath + ": hot key of site " + site);
+      if (!bytes)
+        return fail(llvm::toString(bytes.takeError()));
+      options.hotKeys[std::stoul(site)].push_back(std::move(*bytes));
+    }
+  if (profile)
+    options.profile = core::ProfileOptions{bpf::ProfileSlotFunction, MORPHEUS_PROFILE_SITES,
+                                           MORPHEUS_PROFILE_KEY_BYTES, notProfiled};
   options.optimize = optimize;
   if (passes) {
     // The guard is not a table pass: --guard-version switches it on.

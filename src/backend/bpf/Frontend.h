@@ -44,6 +44,8 @@ inline constexpr const char *GuardHoldsFunction = MORPHEUS_GUARD_HOLDS;
 inline constexpr const char *GuardEnterFunction = MORPHEUS_GUARD_ENTER;
 inline constexpr const char *GuardMapName = MORPHEUS_GUARD_MAP;
 inline constexpr const char *FallbackMapName = MORPHEUS_FALLBACK_MAP;
+inline constexpr const char *ProfileMapName = MORPHEUS_PROFILE_MAP;
+inline constexpr const char *ProfileSlotFunction = MORPHEUS_PROFILE_SLOT;
 inline constexpr unsigned MaxPrograms = MORPHEUS_MAX_PROGRAMS; // fallback slots
 
 } // namespace morpheus::bpf

@@ -2,6 +2,7 @@
 
 #include "backend/bpf/BpfObject.h"
 #include "backend/bpf/Codegen.h"
+#include "backend/bpf/Profile.h"
 #include "backend/bpf/StaticSlots.h"
 #include "backend/bpf/VerifierBounds.h"
 
@@ -236,6 +237,10 @@ Expected<SpecializedObject> ProgramSpec::build(const core::TableSnapshot &snapsh
     for (const std::string &entry : entries)
       options.verifierPathBudget[entry] = verifierPathBudget(entry, request);
   options.noCompareChains = request.noCompareChains;
+  if (request.instrument && request.guardVersion) // the guard runtime has the slot
+    options.profile = core::ProfileOptions{ProfileSlotFunction, ProfileSites, ProfileKeyBytes,
+                                           request.notProfiled};
+  options.hotKeys = request.hotKeys;
   options.faults = request.faults;
   options.targetMachine = machine.get();
   auto log = core::specializeModule(*clone, signatures, tables, snapshot, options);

@@ -42,6 +42,13 @@ struct SpecializeRequest {
   // kernel rejected a candidate built from the same snapshot).
   std::optional<std::string> noCompareChains;
   core::FaultInjection faults; // test-only
+  // Record sampled lookup keys into the traffic profile map (guarded
+  // versions only), except at lookups in these tables.
+  bool instrument = false;
+  std::set<std::string> notProfiled;
+  // Per site id, the hot keys to compare before the lookup (their answers
+  // in the snapshot as probed keys).
+  std::map<unsigned, std::vector<core::Bytes>> hotKeys;
 };
 
 struct SpecializedObject {

@@ -1,7 +1,8 @@
 // The table-specializing passes, declared from Passes.def. Each is
 // implemented, with the argument for its correctness, in its own file:
-//   ResolveInnerTable.cpp, TableElimination.cpp, ConstantKeyLookup.cpp, FoldReadOnlyFields.cpp,
-//   InlineSmallTable.cpp
+//   ResolveInnerTable.cpp, TableElimination.cpp, ConstantKeyLookup.cpp,
+//   FoldReadOnlyFields.cpp, InlineSmallTable.cpp, InstrumentTableSites.cpp,
+//   HeavyHitterFastPath.cpp
 #pragma once
 
 #include "core/passes/TableRewriting.h"

@@ -86,9 +86,13 @@ constexpr const char *KeptMetadata = "morpheus.kept";
 
 } // namespace
 
-std::optional<std::string> whyNotInlinable(const AccessSite &site,
-                                           const TableAccessInfo &info,
-                                           const TableCatalog &catalog) {
+namespace {
+
+// whyNotInlinable and whyNoFastPath: they differ only in the match kinds
+// they take.
+std::optional<std::string> whyNotRewritable(const AccessSite &site, const TableAccessInfo &info,
+                                            const TableCatalog &catalog,
+                                            bool longestPrefixToo) {
   if (site.signature.kind != AccessKind::Lookup)
     return "not a lookup";
   if (!site.signature.rewritable)
@@ -122,7 +126,8 @@ std::optional<std::string> whyNotInlinable(const AccessSite &site,
     return "a lookup in a map of maps returns a table, not a value (the accesses to that "
            "table are resolve-inner-table's)";
   if (table->second.match != TableMatch::Exact &&
-      table->second.match != TableMatch::Index)
+      table->second.match != TableMatch::Index &&
+      !(longestPrefixToo && table->second.match == TableMatch::LongestPrefix))
     return "lookup semantics of " + table->second.typeName +
            " tables not modelled";
   if (table->second.lookupHasSideEffects)
@@ -135,6 +140,19 @@ std::optional<std::string> whyNotInlinable(const AccessSite &site,
     return *site.valueNeedsWritableMemory +
            ", which the verifier checks with writable pointer arguments";
   return std::nullopt;
+}
+
+} // namespace
+
+std::optional<std::string> whyNotInlinable(const AccessSite &site,
+                                           const TableAccessInfo &info,
+                                           const TableCatalog &catalog) {
+  return whyNotRewritable(site, info, catalog, /*longestPrefixToo=*/false);
+}
+
+std::optional<std::string> whyNoFastPath(const AccessSite &site, const TableAccessInfo &info,
+                                         const TableCatalog &catalog) {
+  return whyNotRewritable(site, info, catalog, /*longestPrefixToo=*/true);
 }
 
 std::optional<std::string> whyNoFieldFolding(const AccessSite &site,
@@ -211,14 +229,15 @@ InnerTableResolution resolveInnerTable(const AccessSite &site, const TableAccess
 }
 
 bool rewriteEligibleLookups(Module &module, ModuleAnalysisManager &mam,
-                            const TablePassContext &context, SiteRewrite rewrite) {
+                            const TablePassContext &context, SiteRewrite rewrite,
+                            SiteEligibility eligibility) {
   const TableAccessInfo &info = mam.getResult<TableAccessAnalysis>(module);
   LookupRewriter rewriter(module, context);
   // Copy the sites first: rewriting erases calls the analysis points to.
   std::vector<AccessSite> sites = info.sites;
   bool changed = false;
   for (const AccessSite &site : sites) {
-    if (whyNotInlinable(site, info, *context.catalog) ||
+    if (eligibility(site, info, *context.catalog) ||
         context.untouchable(site.function) || LookupRewriter::keptOnMissPath(*site.call))
       continue;
     auto contents = context.snapshot->find(site.table);

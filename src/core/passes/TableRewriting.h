@@ -34,6 +34,18 @@ enum class ChainLowering {
   Index,
 };
 
+// Sampled recording of lookup keys (instrument-table-sites): the runtime
+// function that says where this packet's key goes, and which sites may be
+// recorded.
+struct ProfileOptions {
+  // Runtime function `ptr (i32 site)`: a slot for the key, or null when this
+  // packet is not sampled. Linked with the guard runtime.
+  std::string slotFunction;
+  uint32_t sites = 0;    // site ids below this have a profile slot
+  uint32_t keyBytes = 0; // a slot's size: longer keys are not recorded
+  std::set<std::string> excludedTables; // the operator's --no-profile
+};
+
 struct TablePassContext {
   const TableCatalog *catalog = nullptr;
   const TableSnapshot *snapshot = nullptr;
@@ -56,6 +68,12 @@ struct TablePassContext {
   // budget, Pipeline.cpp), by site id, and their tables.
   std::set<unsigned> indexLoweredSites;
   std::set<std::string> indexLoweredTables;
+  // Set to record lookup keys (instrument-table-sites); only with a guard
+  // runtime linked in.
+  std::optional<ProfileOptions> profile;
+  // Per site id, the keys heavy-hitter-fast-path compares before the
+  // generic lookup, hottest first (chosen from the traffic profile).
+  std::map<unsigned, std::vector<Bytes>> hotKeys;
   FaultInjection faults;
 
   bool untouchable(const std::string &function) const {
@@ -72,6 +90,14 @@ struct TablePassContext {
 std::optional<std::string> whyNotInlinable(const AccessSite &site,
                                            const TableAccessInfo &info,
                                            const TableCatalog &catalog);
+
+// Why the lookup at `site` cannot get a fast path for some of its keys in
+// front of it (heavy-hitter-fast-path), or nullopt when it can: as
+// whyNotInlinable, but longest-prefix tables are accepted too (a fast path
+// answers only for the whole lookup keys it compares, with the answer the
+// table gives for them).
+std::optional<std::string> whyNoFastPath(const AccessSite &site, const TableAccessInfo &info,
+                                         const TableCatalog &catalog);
 
 // Why the loads through the lookup at `site` cannot be folded field by
 // field (fold-read-only-fields), or nullopt when they can: a rewritable
@@ -148,13 +174,17 @@ private:
   const TablePassContext &context;
 };
 
-// Runs `rewrite` on every lookup site that whyNotInlinable() accepts, that
-// runs in a function the passes may touch, and whose table has a snapshot;
-// returns whether anything changed. `rewrite` returns true when it replaced
-// the call.
+// Runs `rewrite` on every lookup site that `eligibility` (whyNotInlinable
+// unless said otherwise) accepts, that runs in a function the passes may
+// touch, and whose table has a snapshot; returns whether anything changed.
+// `rewrite` returns true when it replaced the call.
 using SiteRewrite = llvm::function_ref<bool(const AccessSite &, const TableInfo &,
                                             const TableContents &, LookupRewriter &)>;
+using SiteEligibility = std::optional<std::string> (*)(const AccessSite &,
+                                                       const TableAccessInfo &,
+                                                       const TableCatalog &);
 bool rewriteEligibleLookups(llvm::Module &module, llvm::ModuleAnalysisManager &mam,
-                            const TablePassContext &context, SiteRewrite rewrite);
+                            const TablePassContext &context, SiteRewrite rewrite,
+                            SiteEligibility eligibility = whyNotInlinable);
 
 } // namespace morpheus::core

@@ -61,3 +61,49 @@ __attribute__((always_inline)) long morpheus_guard_enter(void *ctx, __u64 versio
 	bpf_tail_call(ctx, &morpheus_fallback, slot);
 	return failure;
 }
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, MORPHEUS_PROFILE_SITES);
+	__type(key, __u32);
+	__type(value, struct morpheus_profile_site);
+} morpheus_profile SEC(".maps");
+
+/* The countdown to the sample after sample number `written`: `period` on
+ * average, jittered from the sample count (a multiplicative hash), so that
+ * traffic repeating with the period (two flows alternating, a period of 64)
+ * is not aliased onto one key. Periods are powers of two; 1 samples every
+ * lookup. Runs on sampled packets only. */
+__attribute__((always_inline)) static __u32 morpheus_profile_next(__u32 period, __u64 written)
+{
+	__u32 spread = ((__u32)written * 2654435761u) >> 16;
+	__u32 next = (period >> 1) + (spread & (period - 1));
+
+	return next ? next : 1;
+}
+
+/* Where the instrumented lookup at `site` records its key this time, or
+ * null when this packet is not sampled. No helper call stays on the
+ * per-packet path: the verifier inlines PERCPU_ARRAY lookups (a per-CPU
+ * offset and a bounds check), and the sampling decision is a countdown,
+ * not a random number. Per CPU, so no atomics: a program runs on one CPU
+ * at a time. */
+__attribute__((always_inline)) void *morpheus_profile_slot(__u32 site)
+{
+	struct morpheus_profile_site *profile = bpf_map_lookup_elem(&morpheus_profile, &site);
+	__u32 left;
+	__u64 written;
+
+	if (!profile)
+		return 0;
+	left = profile->countdown;
+	if (left != 1) {
+		if (left)
+			profile->countdown = left - 1;
+		return 0;
+	}
+	written = profile->written;
+	profile->written = written + 1;
+	profile->countdown = morpheus_profile_next(profile->period, written);
+	return profile->keys[written & (MORPHEUS_PROFILE_SLOTS - 1)];
+}

@@ -18,6 +18,16 @@
 #define MORPHEUS_GUARD_HOLDS "morpheus_guard_holds" /* int (__u64 version) */
 #define MORPHEUS_GUARD_ENTER "morpheus_guard_enter" /* long (ctx, version, slot, failure) */
 
+/* Traffic profile (instrumentation, core/passes/InstrumentTableSites.cpp):
+ * a PERCPU_ARRAY Morpheus creates and shares with every version it runs,
+ * never pinned, so no control plane sees it; one value per access site
+ * (by site id), per CPU. */
+#define MORPHEUS_PROFILE_MAP "morpheus_profile"
+#define MORPHEUS_PROFILE_SLOT "morpheus_profile_slot" /* void *(__u32 site) */
+#define MORPHEUS_PROFILE_SITES 64      /* site ids below this are profiled */
+#define MORPHEUS_PROFILE_SLOTS 64      /* keys kept per site and CPU (a power of 2) */
+#define MORPHEUS_PROFILE_KEY_BYTES 32  /* longer keys are not profiled */
+
 /* Slots of the fallback program array: programs Morpheus manages per object. */
 #define MORPHEUS_MAX_PROGRAMS 16
 
@@ -26,6 +36,18 @@
 struct morpheus_guard_state {
 	__u64 version; /* checked by specialized programs */
 	__u64 writers; /* control-plane changes in progress: user space only */
+};
+
+/* One site's profile on one CPU. `countdown` packets until the next sample
+ * (0: sampling off, the state of a map user space has not set); a sample
+ * reloads it from `period` (a power of two; jittered around it) and writes
+ * the key into slot `written % SLOTS`.
+ * User space reads the slots written since its last read. */
+struct morpheus_profile_site {
+	__u32 countdown;
+	__u32 period;
+	__u64 written;
+	__u8 keys[MORPHEUS_PROFILE_SLOTS][MORPHEUS_PROFILE_KEY_BYTES];
 };
 
 #ifdef __cplusplus
@@ -40,5 +62,10 @@ MORPHEUS_STATIC_ASSERT(__builtin_offsetof(struct morpheus_guard_state, version) 
 		       "guard state: the version word comes first");
 MORPHEUS_STATIC_ASSERT(__builtin_offsetof(struct morpheus_guard_state, writers) == 8,
 		       "guard state: the writer count follows the version");
+
+MORPHEUS_STATIC_ASSERT((MORPHEUS_PROFILE_SLOTS & (MORPHEUS_PROFILE_SLOTS - 1)) == 0,
+		       "profile: slots are a power of two");
+MORPHEUS_STATIC_ASSERT(__builtin_offsetof(struct morpheus_profile_site, keys) == 16,
+		       "profile: 16-byte header, then 8-byte aligned key slots");
 
 #endif /* MORPHEUS_GUARD_ABI_H */

@@ -1,0 +1,176 @@
+#include "core/TrafficProfile.h"
+
+#include <algorithm>
+#include <set>
+
+namespace morpheus::core {
+
+double FastPathCosts::lookupNs(TableMatch match) const {
+  switch (match) {
+  case TableMatch::Exact:
+    return exactLookupNs;
+  case TableMatch::LongestPrefix:
+    return longestPrefixLookupNs;
+  case TableMatch::Index:
+    return indexLookupNs;
+  case TableMatch::Unsupported:
+    break;
+  }
+  return 0; // nothing to save
+}
+
+double FastPathCosts::perCompareNs(uint32_t keySize) const {
+  uint32_t words = std::max<uint32_t>(1, (keySize + 7) / 8);
+  return compareNs + (words - 1) * compareWordNs;
+}
+
+size_t fastPathSize(const std::vector<double> &shares, double compareNs, double lookupNs,
+                    double minimumSavingNs, size_t limit) {
+  // Expected cost with the k hottest keys compared in order: key i (from
+  // 1) costs i compares; a miss costs all k and the lookup.
+  size_t best = 0;
+  double bestCost = lookupNs;
+  double hitCompares = 0, hitShare = 0;
+  for (size_t k = 1; k <= std::min(limit, shares.size()); ++k) {
+    hitCompares += double(k) * shares[k - 1];
+    hitShare += shares[k - 1];
+    double cost = compareNs * hitCompares +
+                  std::max(0.0, 1 - hitShare) * (double(k) * compareNs + lookupNs);
+    if (cost < bestCost) {
+      bestCost = cost;
+      best = k;
+    }
+  }
+  return lookupNs - bestCost >= minimumSavingNs ? best : 0;
+}
+
+uint32_t TrafficProfile::initialPeriod() const {
+  return options.mode == ProfileMode::Naive ? 1 : options.initialPeriod;
+}
+
+TrafficProfile::Site &TrafficProfile::site(unsigned id) {
+  auto [at, added] = sites.try_emplace(id);
+  if (added)
+    at->second.period = initialPeriod();
+  return at->second;
+}
+
+void TrafficProfile::beginCycle() {
+  for (auto &[id, site] : sites) {
+    site.writtenThisCycle = 0;
+    for (auto &[cpu, counts] : site.perCpu)
+      for (auto it = counts.begin(); it != counts.end();) {
+        it->second *= options.decay;
+        // Forgotten once it stands for less than a lookup.
+        it = it->second < 1 ? counts.erase(it) : std::next(it);
+      }
+  }
+}
+
+void TrafficProfile::add(unsigned id, unsigned cpu, const std::vector<Bytes> &keys,
+                         double weight, uint64_t written) {
+  Site &at = site(id);
+  at.writtenThisCycle += written;
+  std::map<Bytes, double> &counts = at.perCpu[cpu];
+  for (const Bytes &key : keys)
+    counts[key] += weight;
+}
+
+std::map<Bytes, double> TrafficProfile::countsOn(unsigned id, unsigned cpu) const {
+  auto at = sites.find(id);
+  if (at == sites.end())
+    return {};
+  auto counts = at->second.perCpu.find(cpu);
+  return counts == at->second.perCpu.end() ? std::map<Bytes, double>{} : counts->second;
+}
+
+std::map<Bytes, double> TrafficProfile::counts(unsigned id) const {
+  std::map<Bytes, double> merged;
+  if (auto at = sites.find(id); at != sites.end())
+    for (const auto &[cpu, counts] : at->second.perCpu)
+      for (const auto &[key, count] : counts)
+        merged[key] += count;
+  return merged;
+}
+
+SiteTraffic TrafficProfile::decide(unsigned id, TableMatch match, uint32_t keySize) {
+  Site &at = site(id);
+  std::map<Bytes, double> merged = counts(id);
+  double total = 0;
+  std::vector<std::pair<double, Bytes>> ranked;
+  for (const auto &[key, count] : merged) {
+    total += count;
+    ranked.emplace_back(count, key);
+  }
+  // Hottest first; equal counts by key, so the order never depends on the
+  // map's iteration (equal counts are never merged: each is its own key).
+  std::sort(ranked.begin(), ranked.end(), [](const auto &a, const auto &b) {
+    return a.first != b.first ? a.first > b.first : a.second < b.second;
+  });
+  std::vector<Bytes> top;
+  std::vector<double> shares;
+  for (const auto &[count, key] : ranked) {
+    double share = total > 0 ? count / total : 0;
+    if (share < options.minShare || top.size() == options.maxFastPath)
+      break;
+    top.push_back(key);
+    shares.push_back(share);
+  }
+
+  size_t size = fastPathSize(shares, options.costs.perCompareNs(keySize),
+                             options.costs.lookupNs(match), options.costs.minimumSavingNs,
+                             options.maxFastPath);
+  std::vector<Bytes> chosen(top.begin(), top.begin() + size);
+
+  // Did the heavy hitters that matter move? Compared as sets (their order
+  // among themselves changes with noise), and only the keys worth a fast
+  // path: the noise under them moves all the time.
+  std::set<Bytes> now(chosen.begin(), chosen.end()),
+      before(at.previousChosen.begin(), at.previousChosen.end());
+  size_t common = 0;
+  for (const Bytes &key : now)
+    common += before.count(key);
+  size_t larger = std::max(now.size(), before.size());
+  bool stable = larger == 0 || double(common) >= 0.75 * double(larger);
+  at.previousChosen = chosen;
+  if (stable) {
+    ++at.stableInARow;
+    at.shiftedInARow = 0;
+  } else {
+    ++at.shiftedInARow;
+    at.stableInARow = 0;
+  }
+
+  SiteTraffic decision;
+  if (options.mode == ProfileMode::Adaptive) {
+    if (!stable)
+      at.period = std::max(options.minPeriod, at.period / 8);
+    else if (at.writtenThisCycle >= options.slots)
+      at.period = std::min(options.maxPeriod, at.period * 2);
+    else if (at.writtenThisCycle < options.slots / 4)
+      at.period = std::max(options.minPeriod, at.period / 2);
+  }
+  decision.period = at.period;
+
+  if (at.churning && at.stableInARow >= options.calmCycles)
+    at.churning = false;
+  else if (!at.churning && at.shiftedInARow >= options.churnCycles)
+    at.churning = true;
+  decision.churning = at.churning;
+  if (at.churning) {
+    decision.why = "heavy hitters changed in " + std::to_string(options.churnCycles) +
+                   "+ cycles in a row: no fast path until they hold still for " +
+                   std::to_string(options.calmCycles);
+    return decision;
+  }
+  decision.hotKeys = chosen;
+  double covered = 0;
+  for (size_t i = 0; i < size; ++i)
+    covered += shares[i];
+  decision.why = size ? std::to_string(size) + " hot keys, " +
+                            std::to_string(int(covered * 100 + 0.5)) + "% of the samples"
+                      : "no set of hot keys pays for its compares";
+  return decision;
+}
+
+} // namespace morpheus::core

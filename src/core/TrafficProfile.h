@@ -1,0 +1,119 @@
+// What the traffic says about each instrumented lookup site: keys sampled by
+// the data plane (instrument-table-sites), counted in user space, merged
+// across CPUs (the global heavy hitters) with per-CPU views kept, aged each
+// cycle. From the counts, per site: the sampling period for the next cycle
+// (adaptive: longer while the heavy hitters stay put, shorter when they
+// move), whether the site churns too much for a traffic-dependent fast path,
+// and the fast path itself, sized by what it saves (heavy-hitter-fast-path).
+#pragma once
+
+#include "core/Tables.h"
+
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace morpheus::core {
+
+// What a fast path costs and saves, in ns per packet. The lookup costs are
+// the helpers' measured on this machine kind (/work/shared/measuring.md:
+// hash ~29, LPM ~35 for 500 prefixes, an array lookup the verifier inlines
+// ~0.6); a compare is a load, a compare and a branch per 8-byte word.
+struct FastPathCosts {
+  double compareNs = 0.4;      // one hot key of up to 8 bytes
+  double compareWordNs = 0.2;  // each further 8-byte word of the key
+  double exactLookupNs = 29;
+  double longestPrefixLookupNs = 35;
+  double indexLookupNs = 0.6;
+  // A fast path is installed only when it saves at least this much.
+  double minimumSavingNs = 1.0;
+
+  double lookupNs(TableMatch match) const;
+  double perCompareNs(uint32_t keySize) const;
+};
+
+// How many of the hottest keys (shares of the traffic, hottest first) a
+// fast path should compare: the number that minimises the expected cost
+// per lookup (each key's compares for the hits, every compare plus the
+// lookup for the misses), or 0 when even the best saves less than
+// `minimumSavingNs` over the lookup alone.
+size_t fastPathSize(const std::vector<double> &shares, double compareNs, double lookupNs,
+                    double minimumSavingNs, size_t limit);
+
+enum class ProfileMode {
+  Off,      // no instrumentation, no fast paths
+  Adaptive, // sampled, period adapted per site
+  Naive,    // every lookup recorded (for comparison)
+};
+
+struct TrafficProfileOptions {
+  ProfileMode mode = ProfileMode::Adaptive;
+  // Packets per sample, powers of two (the data plane jitters around them).
+  uint32_t initialPeriod = 64; // at first
+  uint32_t minPeriod = 4;
+  uint32_t maxPeriod = 4096;
+  double decay = 0.5;          // counts kept from one cycle to the next
+  // A key whose share is below this is never hot (with 64 samples a cycle,
+  // a key seen once is noise).
+  double minShare = 0.03;
+  size_t maxFastPath = 16;     // keys compared at most (verifier paths)
+  // Samples the data plane keeps per site and CPU between two reads: a
+  // period that fills them is long enough, a longer one starves the counts.
+  uint32_t slots = 64;
+  // Heavy hitters that changed in this many cycles in a row drop the fast
+  // path; as many stable cycles bring it back.
+  unsigned churnCycles = 3;
+  unsigned calmCycles = 2;
+  FastPathCosts costs;
+};
+
+// One site's decision for the next specialization.
+struct SiteTraffic {
+  std::vector<Bytes> hotKeys; // for the fast path, hottest first; empty: none
+  uint32_t period = 0;        // packets per sample from now on
+  bool churning = false;
+  std::string why;            // for people: what was decided and why
+};
+
+class TrafficProfile {
+public:
+  explicit TrafficProfile(TrafficProfileOptions options = {}) : options(options) {}
+
+  // The sampling period a site starts with.
+  uint32_t initialPeriod() const;
+  const TrafficProfileOptions &settings() const { return options; }
+
+  // Ages every count: a new cycle's samples weigh more than old ones.
+  void beginCycle();
+  // Keys a CPU recorded at `site` this cycle; each stands for `weight`
+  // lookups (the period it was sampled at, scaled up when the data plane
+  // wrote more samples than it keeps). `written` is how many samples the
+  // data plane took this cycle at this site on this CPU.
+  void add(unsigned site, unsigned cpu, const std::vector<Bytes> &keys, double weight,
+           uint64_t written);
+  // Ends the cycle for `site`: its next period, churn, and its fast path.
+  SiteTraffic decide(unsigned site, TableMatch match, uint32_t keySize);
+
+  // Counts (estimated lookups, aged) of `site`, all CPUs merged, and per CPU.
+  std::map<Bytes, double> counts(unsigned site) const;
+  std::map<Bytes, double> countsOn(unsigned site, unsigned cpu) const;
+
+private:
+  struct Site {
+    std::map<unsigned, std::map<Bytes, double>> perCpu;
+    uint64_t writtenThisCycle = 0;
+    uint32_t period = 0;
+    std::vector<Bytes> previousChosen; // the previous cycle's hot keys
+    unsigned shiftedInARow = 0;
+    unsigned stableInARow = 0;
+    bool churning = false;
+  };
+  Site &site(unsigned id);
+
+  TrafficProfileOptions options;
+  std::map<unsigned, Site> sites;
+};
+
+} // namespace morpheus::core

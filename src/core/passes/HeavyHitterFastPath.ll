@@ -1,0 +1,146 @@
+; Before the lookup of a read-only table too large to inline whole, the hot
+; keys the traffic profile chose for that site (hottest first) are compared
+; in full; a hit yields the address of a constant copy of the table's answer
+; for that key, a miss falls through to the untouched lookup. For an LPM
+; trie the whole lookup key is compared, prefix length included, and the
+; answer is what the trie returned for exactly that key (a probed key).
+;
+; RUN: split-file %s %t
+; RUN: morpheus-opt %t/prog.ll --state %t/state.json -passes=heavy-hitter-fast-path | FileCheck %s
+; RUN: morpheus-opt %t/prog.ll --state %t/state.json -passes=heavy-hitter-fast-path -O2 | FileCheck %s --check-prefix=FOLDED
+; RUN: morpheus-opt %t/prog.ll --state %t/state.json -passes=instrument-table-sites,heavy-hitter-fast-path --profile | FileCheck %s --check-prefix=PROFILED
+
+; Hot keys B (0a000002) then A (0a000001); C is hot but was not read: left
+; to the lookup.
+; CHECK-LABEL: define i32 @route(
+; CHECK:         [[KEY:%routes.key.memory.*]] = call ptr asm "", "=r,0"(ptr %key)
+; CHECK:         [[K0:%routes.key.*]] = load i32, ptr [[KEY]], align 4
+; CHECK:         [[K1:%routes.key.*]] = load i32, ptr
+; CHECK:         icmp eq i32 [[K0]], 33554442
+; CHECK:         icmp eq i32 [[K1]], 7
+; CHECK:         icmp eq i32 [[K0]], 16777226
+; CHECK-NOT:     icmp eq i32 [[K0]], 50331658
+; CHECK:         [[KEPT:%.*]] = call ptr inttoptr (i64 1 to ptr)(ptr @routes, ptr {{.*}}%key){{.*}}!morpheus.kept
+; CHECK:         phi ptr [ getelementptr inbounds (i8, ptr @__morpheus.routes.values, i64 8), %{{.*}} ], [ @__morpheus.routes.values, %{{.*}} ], [ [[KEPT]], %{{.*}} ]
+; LPM: the prefix length is part of the compare; the answer is the trie's.
+; CHECK-LABEL: define i32 @lpm(
+; CHECK:         [[LEN:%prefixes.key.*]] = load i32, ptr [[LKEY:%prefixes.key.memory.*]], align 4
+; CHECK:         icmp eq i32 [[LEN]], 32
+; CHECK:         icmp eq i32 {{.*}}, 16777226
+; CHECK:         call ptr inttoptr (i64 1 to ptr)(ptr @prefixes, ptr {{.*}}%key){{.*}}!morpheus.kept
+; Written by the data plane: no fast path, whatever the profile says.
+; CHECK-LABEL: define i32 @written(
+; CHECK-NOT:     key.memory
+; CHECK:         call ptr inttoptr (i64 1 to ptr)(ptr @flows
+; Read whole: not a fast-path candidate (inline-small-table's).
+; CHECK-LABEL: define i32 @small_table(
+; CHECK-NOT:     key.memory
+; CHECK:         call ptr inttoptr (i64 1 to ptr)(ptr @small
+; CHECK: ; site 0 routes heavy-hitter-fast-path applied: 2 hot keys compared before the lookup
+; CHECK: ; site 1 prefixes heavy-hitter-fast-path applied: 1 hot keys compared before the lookup
+; CHECK: ; site 3 small heavy-hitter-fast-path declined: table read whole: not a fast-path candidate
+
+; After O2 the hot keys take no lookup: only the last compare's miss
+; reaches it. (Their values are loaded from the constant array where the
+; hit paths join the kernel's; folded only where the use is on their path.)
+; FOLDED-LABEL: define {{.*}}i32 @route(
+; FOLDED:         br i1 {{.*}}, label %found, label %routes.next
+; FOLDED:       routes.next:
+; FOLDED:         br i1 {{.*}}, label %found, label %[[MISS:.*]]
+; FOLDED:       [[MISS]]:
+; FOLDED-NEXT:    call ptr inttoptr (i64 1 to ptr)(ptr nonnull @routes
+
+; The key is sampled before the fast path, so hits are counted too.
+; PROFILED-LABEL: define i32 @route(
+; PROFILED:         call ptr @morpheus_profile_slot(i32 0)
+; PROFILED:         routes.key.memory
+; PROFILED:         !morpheus.kept
+
+;--- prog.ll
+target datalayout = "e-m:e-p:64:64-i64:64-i128:128-n32:64-S128"
+target triple = "bpf"
+
+@routes = global { ptr, ptr } zeroinitializer, section ".maps", align 8
+@prefixes = global { ptr, ptr } zeroinitializer, section ".maps", align 8
+@flows = global { ptr, ptr } zeroinitializer, section ".maps", align 8
+@small = global { ptr, ptr } zeroinitializer, section ".maps", align 8
+
+; C: struct { u32 daddr; u32 vrf; } key = {...}; v = lookup(&routes, &key);
+;    return v ? v->port : 1;
+define i32 @route(ptr %ctx) section "xdp" {
+entry:
+  %key = alloca [8 x i8], align 4
+  %daddr = load i64, ptr %ctx, align 4
+  store i64 %daddr, ptr %key, align 4
+  %v = call ptr inttoptr (i64 1 to ptr)(ptr @routes, ptr %key)
+  %hit = icmp ne ptr %v, null
+  br i1 %hit, label %found, label %miss
+found:
+  %out = load i32, ptr %v, align 4
+  ret i32 %out
+miss:
+  ret i32 1
+}
+
+; C: struct { u32 prefixlen; u32 daddr; } key = {32, daddr};
+define i32 @lpm(ptr %ctx) section "xdp" {
+entry:
+  %key = alloca [8 x i8], align 4
+  store i32 32, ptr %key, align 4
+  %daddr = load i32, ptr %ctx, align 4
+  %at = getelementptr i8, ptr %key, i64 4
+  store i32 %daddr, ptr %at, align 4
+  %v = call ptr inttoptr (i64 1 to ptr)(ptr @prefixes, ptr %key)
+  %hit = icmp ne ptr %v, null
+  br i1 %hit, label %found, label %miss
+found:
+  %out = load i32, ptr %v, align 4
+  ret i32 %out
+miss:
+  ret i32 1
+}
+
+; C: v = lookup(&flows, &key); if (v) v->packets++;
+define i32 @written(ptr %ctx) section "xdp" {
+entry:
+  %key = alloca i32, align 4
+  %field = load i32, ptr %ctx, align 4
+  store i32 %field, ptr %key, align 4
+  %v = call ptr inttoptr (i64 1 to ptr)(ptr @flows, ptr %key)
+  %hit = icmp ne ptr %v, null
+  br i1 %hit, label %found, label %miss
+found:
+  %packets = load i64, ptr %v, align 8
+  %more = add i64 %packets, 1
+  store i64 %more, ptr %v, align 8
+  ret i32 2
+miss:
+  ret i32 1
+}
+
+define i32 @small_table(ptr %ctx) section "xdp" {
+entry:
+  %key = alloca i32, align 4
+  %field = load i32, ptr %ctx, align 4
+  store i32 %field, ptr %key, align 4
+  %v = call ptr inttoptr (i64 1 to ptr)(ptr @small, ptr %key)
+  %hit = icmp ne ptr %v, null
+  %verdict = select i1 %hit, i32 2, i32 1
+  ret i32 %verdict
+}
+
+;--- state.json
+{"tables": {"routes": {"type": "hash", "key_size": 8, "value_size": 4, "max_entries": 4096},
+            "prefixes": {"type": "lpm_trie", "key_size": 8, "value_size": 4, "max_entries": 1024, "flags": 1},
+            "flows": {"type": "hash", "key_size": 4, "value_size": 8, "max_entries": 1024},
+            "small": {"type": "hash", "key_size": 4, "value_size": 4, "max_entries": 16}},
+ "maps": {"routes": [{"key": "0a000001 07000000", "value": "05000000"},
+                     {"key": "0a000002 07000000", "value": "09000000"}],
+          "prefixes": [{"key": "20000000 0a000001", "value": "04000000"}],
+          "flows": [{"key": "01000000", "value": "0000000000000000"}],
+          "small": [{"key": "01000000", "value": "02000000"}]},
+ "probed_maps": ["routes", "prefixes", "flows"],
+ "hot_keys": {"0": ["0a000002 07000000", "0a000001 07000000", "0a000003 07000000"],
+              "1": ["20000000 0a000001"],
+              "2": ["01000000"],
+              "3": ["01000000"]}}

@@ -1,0 +1,124 @@
+//===- InstrumentTableSites.cpp - Record sampled lookup keys --------------===//
+//
+// Before a lookup whose table is not turned whole into code, and which a
+// fast path could serve (whyNoFastPath: read-only, modelled semantics), the
+// program asks the runtime for a profile slot for this site
+// (ProfileOptions::slotFunction, inlined from the guard runtime) and, when
+// it gets one, copies the lookup key into it. User space reads the slots
+// each cycle and counts the keys (core/TrafficProfile): the heavy hitters
+// heavy-hitter-fast-path puts in front of the lookup.
+//
+// Why it cannot change what the program does: the inserted code only reads
+// the key (the bytes the helper is about to read anyway, so the verifier
+// has already required them to be readable) and writes Morpheus's own
+// profile map, which the program never reads and no other map aliases. The
+// lookup itself is untouched. Nothing here depends on table contents, so
+// no guard is needed for it: sites in functions without a guard are
+// instrumented too; generic copies are not (they run only while a guard
+// fails, and the same site is already counted in the specialized copy).
+//
+// Why it is cheap: no helper call on the per-packet path. The runtime's
+// slot function is a PERCPU_ARRAY lookup the verifier inlines and a
+// countdown (no random number), and a packet that is not sampled takes one
+// not-taken branch here.
+//
+// Not instrumented: lookups with a constant key (nothing to learn), tables
+// the snapshot holds whole (inlined whole: no fast path needed), tables the
+// operator excluded (--no-profile), keys longer than a slot, and site ids
+// beyond the profile map.
+//
+//   %v = call ptr inttoptr (i64 1 to ptr)(ptr @routes, ptr %key)
+// becomes
+//   %slot = call ptr @morpheus_profile_slot(i32 SITE)
+//   %sampled = icmp ne ptr %slot, null
+//   br i1 %sampled, label %record, label %lookup
+// record:
+//   call void @llvm.memcpy(ptr %slot, ptr %key, i64 KEY_SIZE, i1 false)
+//   br label %lookup
+// lookup:
+//   %v = call ptr inttoptr (i64 1 to ptr)(ptr @routes, ptr %key)
+//===----------------------------------------------------------------------===//
+
+#include "core/passes/TablePasses.h"
+
+#include <llvm/Transforms/Utils/Local.h>
+#include <llvm/IR/IRBuilder.h>
+#include <llvm/IR/MDBuilder.h>
+#include <llvm/Transforms/Utils/BasicBlockUtils.h>
+
+using namespace llvm;
+
+namespace morpheus::core {
+
+PreservedAnalyses InstrumentTableSitesPass::run(Module &module, ModuleAnalysisManager &mam) {
+  if (!context.profile)
+    return PreservedAnalyses::all();
+  const ProfileOptions &profile = *context.profile;
+  const TableAccessInfo &info = mam.getResult<TableAccessAnalysis>(module);
+  std::vector<AccessSite> sites = info.sites; // instrumenting splits blocks
+  LLVMContext &llvmContext = module.getContext();
+  // Declared on first use; the guard runtime, linked after the table
+  // passes, defines it.
+  auto slotFunction = [&] {
+    return module.getOrInsertFunction(profile.slotFunction, PointerType::get(llvmContext, 0),
+                                      Type::getInt32Ty(llvmContext));
+  };
+  bool changed = false;
+  for (const AccessSite &site : sites) {
+    if (site.signature.kind != AccessKind::Lookup ||
+        context.genericFunctions.count(site.function) || site.key.constantKey ||
+        LookupRewriter::keptOnMissPath(*site.call) ||
+        whyNoFastPath(site, info, *context.catalog))
+      continue;
+    auto decline = [&](std::string why) {
+      if (context.log)
+        context.log->record(site, "instrument-table-sites", false, std::move(why));
+    };
+    if (auto contents = context.snapshot->find(site.table);
+        contents != context.snapshot->end() && contents->second.complete)
+      continue; // read whole: inlined whole, nothing to learn
+    if (profile.excludedTables.count(site.table)) {
+      decline("not profiled (--no-profile)");
+      continue;
+    }
+    uint32_t keySize = context.catalog->at(site.table).keySize;
+    if (keySize == 0 || keySize > profile.keyBytes) {
+      decline("key of " + std::to_string(keySize) + " bytes: profile slots hold " +
+              std::to_string(profile.keyBytes));
+      continue;
+    }
+    if (site.id >= profile.sites) {
+      decline("site id beyond the profile map's " + std::to_string(profile.sites) + " sites");
+      continue;
+    }
+
+    CallBase &lookup = *site.call;
+    Value *key = lookup.getArgOperand(*site.signature.keyArg);
+    BasicBlock *head = lookup.getParent();
+    BasicBlock *rest = SplitBlock(head, &lookup);
+    head->getTerminator()->eraseFromParent();
+    IRBuilder<> builder(head);
+    builder.SetCurrentDebugLocation(lookup.getDebugLoc());
+    CallInst *slot = builder.CreateCall(slotFunction(), {builder.getInt32(site.id)},
+                                        site.table + ".profile.slot");
+    BasicBlock *record =
+        BasicBlock::Create(llvmContext, site.table + ".profile.record", head->getParent(), rest);
+    // Sampled packets are the rare ones.
+    MDNode *rarely = MDBuilder(llvmContext).createBranchWeights(1, 1000);
+    builder.CreateCondBr(builder.CreateIsNotNull(slot, site.table + ".profile.sampled"), record,
+                         rest, rarely);
+    builder.SetInsertPoint(record);
+    Align keyAlign = getKnownAlignment(key, module.getDataLayout());
+    builder.CreateMemCpy(slot, Align(8), key, keyAlign, keySize);
+    builder.CreateBr(rest);
+    if (context.log) {
+      context.log->record(site, "instrument-table-sites", true,
+                          "lookup keys sampled into profile slot " + std::to_string(site.id));
+      context.log->profiled[site.id] = {site.table, keySize};
+    }
+    changed = true;
+  }
+  return changed ? PreservedAnalyses::none() : PreservedAnalyses::all();
+}
+
+} // namespace morpheus::core

@@ -1,0 +1,128 @@
+// The traffic profile's decisions, in user space alone: fast-path sizing by
+// benefit, merging CPUs, ageing, adaptive periods and churn.
+#include "core/TrafficProfile.h"
+
+#include <gtest/gtest.h>
+
+using namespace morpheus::core;
+
+namespace {
+
+Bytes key(uint8_t n) { return Bytes{n, 0, 0, 0}; }
+
+// `hot` keys each taking `share` of the samples, the rest spread thinly.
+std::vector<Bytes> skewed(size_t hot, double share, size_t total, uint8_t base = 0) {
+  std::vector<Bytes> keys;
+  for (size_t i = 0; i < total; ++i) {
+    size_t hotSamples = size_t(share * double(total));
+    keys.push_back(i < hot * hotSamples ? key(uint8_t(base + i % hot))
+                                        : Bytes{uint8_t(i), uint8_t(i >> 8), 1, 1});
+  }
+  return keys;
+}
+
+} // namespace
+
+TEST(FastPathSize, UniformTrafficGetsNoFastPath) {
+  std::vector<double> shares(16, 1.0 / 10000);
+  EXPECT_EQ(fastPathSize(shares, 0.4, 29, 1.0, 16), 0u);
+}
+
+TEST(FastPathSize, SkewedTrafficGetsTheKeysThatPay) {
+  // Ten keys with 9% each: all ten pay for a 29 ns hash lookup.
+  std::vector<double> shares(10, 0.09);
+  shares.push_back(0.0001);
+  EXPECT_EQ(fastPathSize(shares, 0.4, 29, 1.0, 16), 10u);
+  // Against an array lookup the verifier inlines (0.6 ns) nothing pays.
+  EXPECT_EQ(fastPathSize(shares, 0.4, 0.6, 1.0, 16), 0u);
+  // The limit bounds it.
+  EXPECT_EQ(fastPathSize(shares, 0.4, 29, 1.0, 4), 4u);
+}
+
+TEST(TrafficProfile, MergesCpusAndKeepsPerCpuViews) {
+  TrafficProfile profile;
+  profile.beginCycle();
+  profile.add(3, 0, {key(1), key(1)}, 10, 2);
+  profile.add(3, 1, {key(2)}, 10, 1);
+  EXPECT_EQ(profile.counts(3).at(key(1)), 20);
+  EXPECT_EQ(profile.counts(3).at(key(2)), 10);
+  EXPECT_EQ(profile.countsOn(3, 1).count(key(1)), 0u);
+  EXPECT_EQ(profile.countsOn(3, 1).at(key(2)), 10);
+}
+
+TEST(TrafficProfile, CountsAgeEachCycle) {
+  TrafficProfile profile;
+  profile.beginCycle();
+  profile.add(0, 0, {key(1)}, 8, 1);
+  profile.beginCycle();
+  EXPECT_EQ(profile.counts(0).at(key(1)), 4);
+  profile.beginCycle();
+  profile.beginCycle();
+  profile.beginCycle(); // 0.5 < 1: forgotten
+  EXPECT_EQ(profile.counts(0).count(key(1)), 0u);
+}
+
+TEST(TrafficProfile, HotKeysFirstEqualCountsNeverMerged) {
+  TrafficProfile profile;
+  profile.beginCycle();
+  profile.add(0, 0, skewed(4, 0.2, 200), 1, 200);
+  SiteTraffic traffic = profile.decide(0, TableMatch::Exact, 4);
+  ASSERT_EQ(traffic.hotKeys.size(), 4u);
+  // Equal counts: by key, each its own entry.
+  EXPECT_EQ(traffic.hotKeys[0], key(0));
+  EXPECT_EQ(traffic.hotKeys[3], key(3));
+}
+
+TEST(TrafficProfile, PeriodRisesWhileStableAndFallsOnAShift) {
+  TrafficProfile profile;
+  uint32_t start = profile.initialPeriod();
+  uint32_t period = start;
+  // The first cycle finds a hot set where there was none: a shift.
+  for (int cycle = 0; cycle < 6; ++cycle) {
+    profile.beginCycle();
+    profile.add(0, 0, skewed(4, 0.2, 64), period, 64);
+    period = profile.decide(0, TableMatch::Exact, 4).period;
+  }
+  EXPECT_GT(period, start);
+  uint32_t stablePeriod = period;
+  profile.beginCycle();
+  // A new hot set, many times the old one's weight.
+  for (int i = 0; i < 10; ++i)
+    profile.add(0, 0, skewed(4, 0.2, 64, 100), period, 64);
+  SiteTraffic shifted = profile.decide(0, TableMatch::Exact, 4);
+  EXPECT_LT(shifted.period, stablePeriod);
+}
+
+TEST(TrafficProfile, NaiveRecordsEveryLookup) {
+  TrafficProfileOptions options;
+  options.mode = ProfileMode::Naive;
+  TrafficProfile profile(options);
+  EXPECT_EQ(profile.initialPeriod(), 1u);
+  profile.beginCycle();
+  profile.add(0, 0, skewed(4, 0.2, 64), 1, 64);
+  EXPECT_EQ(profile.decide(0, TableMatch::Exact, 4).period, 1u);
+}
+
+TEST(TrafficProfile, ChurnDropsTheFastPathUntilTrafficCalms) {
+  TrafficProfileOptions options;
+  options.decay = 0; // each cycle sees only its own samples
+  TrafficProfile profile(options);
+  SiteTraffic traffic;
+  uint8_t base = 0;
+  for (unsigned cycle = 0; cycle <= options.churnCycles; ++cycle, base += 10) {
+    profile.beginCycle();
+    profile.add(0, 0, skewed(4, 0.2, 100, base), 1, 100);
+    traffic = profile.decide(0, TableMatch::Exact, 4);
+  }
+  EXPECT_TRUE(traffic.churning);
+  EXPECT_TRUE(traffic.hotKeys.empty());
+  EXPECT_NE(traffic.why.find("changed"), std::string::npos);
+  // The first calm cycle is one more shift; then it holds still.
+  for (unsigned cycle = 0; cycle <= options.calmCycles; ++cycle) {
+    profile.beginCycle();
+    profile.add(0, 0, skewed(4, 0.2, 100, base), 1, 100);
+    traffic = profile.decide(0, TableMatch::Exact, 4);
+  }
+  EXPECT_FALSE(traffic.churning);
+  EXPECT_EQ(traffic.hotKeys.size(), 4u);
+}
