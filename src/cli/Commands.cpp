@@ -34,6 +34,13 @@ void addCompilerOptions(CLI::App &command, CompilerFlags &flags) {
   command.add_option("--cflags", flags.cflags, "more clang flags for C input (space separated)")
       ->type_name("\"FLAGS\"");
   command
+      .add_option_function<std::string>(
+          "--compile-db",
+          [&flags](const std::string &path) { flags.compileDatabase = path; },
+          "take C input's flags (-I, -D, -std, -mcpu) from the project's compile database "
+          "(compile_commands.json)")
+      ->type_name("FILE");
+  command
       .add_option_function<bpf::ProgramType>(
           "--prog-type", [&flags](const bpf::ProgramType &type) { flags.programType = type; },
           "type of the programs whose section libbpf cannot place (SEC(\"xdp_prog\"), from "
@@ -55,6 +62,7 @@ bpf::FrontendOptions frontendOptions(const CompilerFlags &flags) {
       options.cflags.push_back(word);
   }
   options.programType = flags.programType;
+  options.compileDatabase = flags.compileDatabase;
   return options;
 }
 

@@ -37,6 +37,7 @@ void addInlineLimit(CLI::App &command, uint32_t &limit);
 struct CompilerFlags {
   std::vector<std::string> includes, defines, cflags;
   std::optional<bpf::ProgramType> programType;
+  std::optional<std::string> compileDatabase;
 };
 void addCompilerOptions(CLI::App &command, CompilerFlags &flags);
 bpf::FrontendOptions frontendOptions(const CompilerFlags &flags);

@@ -30,8 +30,11 @@ int analyze(const AnalyzeOptions &options) {
   auto spec = bpf::ProgramSpec::load(options.program, frontendOptions(options.compiler));
   if (!spec)
     return fail(spec.takeError());
-  if (options.explain)
-    std::fputs(explanationToText(**spec, options.inlineLimit).c_str(), stdout);
+  if (options.explain && options.json)
+    std::printf("%s\n",
+                explanationToJson(explainProgram(**spec, options.inlineLimit)).dump(2).c_str());
+  else if (options.explain)
+    std::fputs(explanationToText(explainProgram(**spec, options.inlineLimit)).c_str(), stdout);
   else if (options.json)
     std::printf("%s\n", analysisToJson(**spec).dump(2).c_str());
   else
@@ -107,7 +110,8 @@ void addAnalyzeCommand(CLI::App &morpheus) {
       "(map, kind, where the key comes from). Loads nothing.",
       [options](const CLI::App &) { return analyze(*options); });
   addProgramArgument(command, options->program);
-  command.add_flag("--json", options->json, "print JSON instead of text");
+  command.add_flag("--json", options->json,
+                   "print JSON instead of text (with --explain: the explanation)");
   command.add_flag("--explain", options->explain,
                    "per map and site, what Morpheus would do, or why not and what would "
                    "change it");

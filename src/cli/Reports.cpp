@@ -113,18 +113,6 @@ std::string analysisToText(const bpf::ProgramSpec &spec) {
 
 namespace {
 
-std::string siteName(const core::AccessSite &site) {
-  std::string text = "site #" + std::to_string(site.id) + " " + site.signature.name + " in " +
-                     site.function;
-  if (!site.location.empty())
-    text += " at " + site.location;
-  if (site.key.constantKey)
-    text += ", key [" + toHex(*site.key.constantKey) + "]";
-  else if (site.signature.keyArg)
-    text += ", key from " + site.key.describe();
-  return text;
-}
-
 // The fields of `fields` no write touches for `key`, as text.
 std::string readOnlyFields(const core::TableAccessInfo &info, const std::string &table,
                            const std::optional<core::Bytes> &key,
@@ -141,50 +129,68 @@ std::string readOnlyFields(const core::TableAccessInfo &info, const std::string 
   return std::to_string(free) + " of " + std::to_string(valueSize) + " bytes";
 }
 
-std::string explainSite(const bpf::ProgramSpec &spec, const core::AccessSite &site,
-                        const std::vector<core::ValueField> &fields, uint32_t inlineLimit) {
+// What Morpheus would do at `site`: the typed verdict and its text.
+SiteExplanation explainSite(const bpf::ProgramSpec &spec, const core::AccessSite &site,
+                            const std::vector<core::ValueField> &fields, uint32_t inlineLimit) {
+  using Action = SiteExplanation::Action;
   const core::TableAccessInfo &info = spec.analysis();
   if (site.signature.kind != core::AccessKind::Lookup)
-    return "not a lookup: stays as it is";
+    return {Action::NotALookup, "", "not a lookup: stays as it is"};
+  if (site.table.empty() && !site.outerTables.empty() && site.innerCandidates.empty())
+    return {Action::Kept, "",
+            "kept: no map of the program fits the inner template of " +
+                llvm::join(site.outerTables, ", ") +
+                ", so only maps its loader creates are stored there, and their updates "
+                "bypass the guard"};
+  if (site.table.empty() && !site.outerTables.empty())
+    return {Action::Resolved, "resolve-inner-table",
+            "each cycle, the table the outer slot holds is named from "
+            "the outer map's contents (resolve-inner-table; one table for a key that is not "
+            "constant) and the access is then treated as one to it; kept when the slot holds a "
+            "map the program does not declare (its loader's: updated behind the guard)"};
   std::optional<std::string> why = core::whyNotInlinable(site, info, spec.catalog());
   if (!why) {
     const core::TableInfo &table = spec.catalog().at(site.table);
     if (site.key.constantKey)
-      return "the entry's value will be inlined as constants (constant-key-lookup)";
+      return {Action::Inlined, "constant-key-lookup",
+              "the entry's value will be inlined as constants (constant-key-lookup)"};
     if (table.match == core::TableMatch::Index) {
       if (table.maxEntries <= inlineLimit)
-        return "inlined as compares over its " + std::to_string(table.maxEntries) +
-               " slots (inline-small-table)";
+        return {Action::Inlined, "inline-small-table",
+                "inlined as compares over its " + std::to_string(table.maxEntries) +
+                    " slots (inline-small-table)"};
       size_t bytes = size_t(table.maxEntries) *
                      bpf::syscallValueSize(table.perCpu ? BPF_MAP_TYPE_PERCPU_ARRAY
                                                         : BPF_MAP_TYPE_ARRAY,
                                            table.valueSize);
       if (bytes <= bpf::ArrayContentReadBytes)
-        return "inlined as compares over its non-zero slots while at most " +
-               std::to_string(inlineLimit) + " of its " + std::to_string(table.maxEntries) +
-               " are, the others yielding the zero value (inline-small-table); kept otherwise";
-      return "kept: " + std::to_string(table.maxEntries) + " slots (" + std::to_string(bytes) +
-             " bytes) are more than the inline limit and too large to read by content each "
-             "cycle (limit " + std::to_string(bpf::ArrayContentReadBytes) +
-             " bytes); a constant key would be inlined";
+        return {Action::InlinedWhileSmall, "inline-small-table",
+                "inlined as compares over its non-zero slots while at most " +
+                    std::to_string(inlineLimit) + " of its " + std::to_string(table.maxEntries) +
+                    " are, the others yielding the zero value (inline-small-table); kept "
+                    "otherwise"};
+      return {Action::Kept, "",
+              "kept: " + std::to_string(table.maxEntries) + " slots (" + std::to_string(bytes) +
+                  " bytes) are more than the inline limit and too large to read by content "
+                  "each cycle (limit " + std::to_string(bpf::ArrayContentReadBytes) +
+                  " bytes); a constant key would be inlined"};
     }
-    return "inlined as compares while the map holds at most " + std::to_string(inlineLimit) +
-           " entries (inline-small-table), removed while it is empty (table-elimination); "
-           "kept otherwise";
+    return {Action::InlinedWhileSmall, "inline-small-table",
+            "inlined as compares while the map holds at most " + std::to_string(inlineLimit) +
+                " entries (inline-small-table), removed while it is empty (table-elimination); "
+                "kept otherwise"};
   }
   if (!core::whyNoFieldFolding(site, info, spec.catalog())) {
     const core::TableInfo &table = spec.catalog().at(site.table);
-    std::string text = "loads of " +
-                       readOnlyFields(info, site.table, site.key.constantKey, fields,
-                                      table.valueSize) +
-                       " (never written for this key) will be folded "
-                       "(fold-read-only-fields); the lookup stays, so writes reach the entry";
-    return text;
+    return {Action::Folded, "fold-read-only-fields",
+            "loads of " +
+                readOnlyFields(info, site.table, site.key.constantKey, fields, table.valueSize) +
+                " (never written for this key) will be folded "
+                "(fold-read-only-fields); the lookup stays, so writes reach the entry"};
   }
   std::string text = "kept: " + *why;
-  const core::TableUsage &usage = info.tables.at(site.table.empty() ? info.tables.begin()->first
-                                                                    : site.table);
   if (*why == "table is written by the data plane" && !site.table.empty()) {
+    const core::TableUsage &usage = info.tables.at(site.table);
     if (usage.writtenWholesale)
       text += " (" + usage.wholesaleReason +
               "). Would change it: writes confined to some fields (stores through a lookup's "
@@ -197,7 +203,23 @@ std::string explainSite(const bpf::ProgramSpec &spec, const core::AccessSite &si
                              spec.catalog().at(site.table).valueSize) +
               " could be folded at lookups with a constant key";
   }
-  return text;
+  return {Action::Kept, "", text};
+}
+
+ExplainedSite explained(const bpf::ProgramSpec &spec, const core::AccessSite &site,
+                        const std::vector<core::ValueField> &fields, uint32_t inlineLimit) {
+  ExplainedSite out;
+  out.id = site.id;
+  out.helper = site.signature.name;
+  out.function = site.function;
+  out.location = site.location;
+  out.constantKey = site.key.constantKey;
+  if (site.signature.keyArg)
+    out.keySources = site.key.describe();
+  out.outerTables = site.outerTables;
+  out.innerCandidates = site.innerCandidates;
+  out.verdict = explainSite(spec, site, fields, inlineLimit);
+  return out;
 }
 
 bool writesGlobal(const llvm::GlobalVariable &global) {
@@ -235,63 +257,49 @@ bool writesGlobal(const llvm::GlobalVariable &global) {
 
 } // namespace
 
-std::string explanationToText(const bpf::ProgramSpec &spec, uint32_t inlineLimit) {
+Explanation explainProgram(const bpf::ProgramSpec &spec, uint32_t inlineLimit) {
   const core::TableAccessInfo &info = spec.analysis();
-  std::string out = spec.path() + ": what Morpheus would do (inline limit " +
-                    std::to_string(inlineLimit) + ")\n";
+  Explanation out;
+  out.program = spec.path();
+  out.inlineLimit = inlineLimit;
   for (const auto &[name, table] : spec.catalog()) {
     auto usage = info.tables.find(name);
     if (usage == info.tables.end())
       continue;
     std::vector<core::ValueField> fields = core::valueFields(spec.module(), name);
     const core::TableUsage &used = usage->second;
-    out += "map " + name + " (" + table.typeName + ", " + std::to_string(table.maxEntries) +
-           " x " + std::to_string(table.valueSize) + " bytes): ";
-    if (table.innerTemplate)
-      out += "a map of maps; ";
-    if (!used.written)
-      out += "read-only from the data plane\n";
-    else if (used.writtenWholesale)
-      out += "written by the data plane\n";
-    else
-      out += "written in part by the data plane\n";
+    ExplainedMap map;
+    map.name = name;
+    map.type = table.typeName;
+    map.maxEntries = table.maxEntries;
+    map.valueSize = table.valueSize;
+    map.mapOfMaps = table.innerTemplate.has_value();
+    map.access = !used.written            ? ExplainedMap::Access::ReadOnly
+                 : used.writtenWholesale ? ExplainedMap::Access::Written
+                                         : ExplainedMap::Access::WrittenInPart;
     if (used.writtenWholesale)
       for (const std::string &reason : used.writeReasons)
-        out += "    written: " + reason + "\n";
-    else {
-      // Sites inlined from one helper function write in the same place:
-      // one line each.
-      std::set<std::string> lines;
+        map.writes.push_back({"", std::nullopt, reason});
+    else
       for (const core::ValueWrite &write : used.valueWrites) {
-        std::string line = "    written: " +
-                           core::describeValueBytes(fields, write.offset, write.size) +
-                           (write.key ? " of key [" + toHex(*write.key) + "]" : " of every key") +
-                           ", by " + write.where + "\n";
-        if (lines.insert(line).second)
-          out += line;
+        // Sites inlined from one helper function write in the same place:
+        // one each.
+        ExplainedWrite line{core::describeValueBytes(fields, write.offset, write.size),
+                            write.key ? std::optional<std::string>(toHex(*write.key))
+                                      : std::nullopt,
+                            write.where};
+        if (llvm::find(map.writes, line) == map.writes.end())
+          map.writes.push_back(std::move(line));
       }
-    }
-    for (const std::string &where : used.pointerComparisons)
-      out += "    value pointers " + where + "\n";
+    map.pointerComparisons = used.pointerComparisons;
     for (const core::AccessSite &site : info.sites)
       if (site.table == name)
-        out += "  " + siteName(site) + ": " + explainSite(spec, site, fields, inlineLimit) + "\n";
+        map.sites.push_back(explained(spec, site, fields, inlineLimit));
+    out.maps.push_back(std::move(map));
   }
-  bool innerHeader = false;
   for (const core::AccessSite &site : info.sites)
-    if (site.table.empty()) {
-      if (!innerHeader)
-        out += "sites without one map:\n";
-      innerHeader = true;
-      std::string candidates =
-          site.outerTables.empty()
-              ? "any map"
-              : (site.innerCandidates.empty() ? std::string("no map of the program")
-                                              : llvm::join(site.innerCandidates, ", "));
-      out += "  " + siteName(site) + " (may be " + candidates + "): " +
-             explainSite(spec, site, {}, inlineLimit) + "\n";
-    }
-  out += "globals:\n";
+    if (site.table.empty())
+      out.sitesWithoutOneMap.push_back(explained(spec, site, {}, inlineLimit));
   for (const llvm::GlobalVariable &global : spec.module().globals()) {
     llvm::StringRef section = global.hasSection() ? global.getSection() : "";
     if (!global.hasInitializer() || global.getName().starts_with("llvm.") ||
@@ -299,21 +307,194 @@ std::string explanationToText(const bpf::ProgramSpec &spec, uint32_t inlineLimit
         section == "license" || global.getName().starts_with(".") ||
         global.hasPrivateLinkage())
       continue;
-    std::string where = section.empty() ? (global.isConstant() ? ".rodata"
-                                           : global.getInitializer()->isNullValue() ? ".bss"
-                                                                                     : ".data")
-                                        : section.str();
-    out += "  " + global.getName().str() + " (" + where + "): ";
-    if (global.isConstant() || section.starts_with(".rodata"))
-      out += "constant: the loader sets it before load and the kernel freezes it; LLVM folds "
-             "what it can (not `volatile` loads), Morpheus adds nothing\n";
-    else if (writesGlobal(global))
-      out += "written by the program: left alone\n";
-    else
-      out += "read-only from the program, but a control plane may write it through mmap, "
-             "which Morpheus cannot see or guard: left alone, never folded\n";
+    ExplainedGlobal explainedGlobal;
+    explainedGlobal.name = global.getName().str();
+    explainedGlobal.section =
+        section.empty() ? (global.isConstant()                        ? ".rodata"
+                           : global.getInitializer()->isNullValue() ? ".bss"
+                                                                      : ".data")
+                        : section.str();
+    if (global.isConstant() || section.starts_with(".rodata")) {
+      explainedGlobal.treatment = ExplainedGlobal::Treatment::Constant;
+      explainedGlobal.verdict =
+          "constant: the loader sets it before load and the kernel freezes it; LLVM folds "
+          "what it can (not `volatile` loads), Morpheus adds nothing";
+    } else if (writesGlobal(global)) {
+      explainedGlobal.treatment = ExplainedGlobal::Treatment::WrittenByTheProgram;
+      explainedGlobal.verdict = "written by the program: left alone";
+    } else {
+      explainedGlobal.treatment = ExplainedGlobal::Treatment::WritableThroughMmap;
+      explainedGlobal.verdict =
+          "read-only from the program, but a control plane may write it through mmap, "
+          "which Morpheus cannot see or guard: left alone, never folded";
+    }
+    out.globals.push_back(std::move(explainedGlobal));
   }
   return out;
+}
+
+namespace {
+
+std::string siteName(const ExplainedSite &site) {
+  std::string text = "site #" + std::to_string(site.id) + " " + site.helper + " in " +
+                     site.function;
+  if (!site.location.empty())
+    text += " at " + site.location;
+  if (site.constantKey)
+    text += ", key [" + toHex(*site.constantKey) + "]";
+  else if (!site.keySources.empty())
+    text += ", key from " + site.keySources;
+  return text;
+}
+
+const char *actionName(SiteExplanation::Action action) {
+  switch (action) {
+  case SiteExplanation::Action::Inlined:
+    return "inlined";
+  case SiteExplanation::Action::InlinedWhileSmall:
+    return "inlined_while_small";
+  case SiteExplanation::Action::Folded:
+    return "folded";
+  case SiteExplanation::Action::Resolved:
+    return "resolved";
+  case SiteExplanation::Action::Kept:
+    return "kept";
+  case SiteExplanation::Action::NotALookup:
+    return "not_a_lookup";
+  }
+  return "?";
+}
+
+const char *accessName(ExplainedMap::Access access) {
+  switch (access) {
+  case ExplainedMap::Access::ReadOnly:
+    return "read_only";
+  case ExplainedMap::Access::WrittenInPart:
+    return "written_in_part";
+  case ExplainedMap::Access::Written:
+    return "written";
+  }
+  return "?";
+}
+
+const char *treatmentName(ExplainedGlobal::Treatment treatment) {
+  switch (treatment) {
+  case ExplainedGlobal::Treatment::Constant:
+    return "constant";
+  case ExplainedGlobal::Treatment::WrittenByTheProgram:
+    return "written_by_the_program";
+  case ExplainedGlobal::Treatment::WritableThroughMmap:
+    return "writable_through_mmap";
+  }
+  return "?";
+}
+
+nlohmann::json siteToJson(const ExplainedSite &site) {
+  nlohmann::json json = {{"id", site.id},
+                         {"helper", site.helper},
+                         {"function", site.function},
+                         {"location", site.location},
+                         {"action", actionName(site.verdict.action)},
+                         {"pass", site.verdict.pass},
+                         {"detail", site.verdict.text}};
+  if (site.constantKey)
+    json["constant_key"] = toHex(*site.constantKey);
+  if (!site.keySources.empty())
+    json["key_sources"] = site.keySources;
+  if (!site.outerTables.empty()) {
+    json["outer_maps"] = site.outerTables;
+    json["inner_candidates"] = site.innerCandidates;
+  }
+  return json;
+}
+
+} // namespace
+
+std::string explanationToText(const Explanation &explanation) {
+  std::string out = explanation.program + ": what Morpheus would do (inline limit " +
+                    std::to_string(explanation.inlineLimit) + ")\n";
+  for (const ExplainedMap &map : explanation.maps) {
+    out += "map " + map.name + " (" + map.type + ", " + std::to_string(map.maxEntries) + " x " +
+           std::to_string(map.valueSize) + " bytes): ";
+    if (map.mapOfMaps)
+      out += "a map of maps; ";
+    switch (map.access) {
+    case ExplainedMap::Access::ReadOnly:
+      out += "read-only from the data plane\n";
+      break;
+    case ExplainedMap::Access::Written:
+      out += "written by the data plane\n";
+      break;
+    case ExplainedMap::Access::WrittenInPart:
+      out += "written in part by the data plane\n";
+      break;
+    }
+    for (const ExplainedWrite &write : map.writes)
+      out += map.access == ExplainedMap::Access::Written
+                 ? "    written: " + write.by + "\n"
+                 : "    written: " + write.bytes +
+                       (write.key ? " of key [" + *write.key + "]" : " of every key") + ", by " +
+                       write.by + "\n";
+    for (const std::string &where : map.pointerComparisons)
+      out += "    value pointers " + where + "\n";
+    for (const ExplainedSite &site : map.sites)
+      out += "  " + siteName(site) + ": " + site.verdict.text + "\n";
+  }
+  if (!explanation.sitesWithoutOneMap.empty())
+    out += "sites without one map:\n";
+  for (const ExplainedSite &site : explanation.sitesWithoutOneMap) {
+    std::string candidates =
+        site.outerTables.empty()
+            ? "any map"
+            : (site.innerCandidates.empty() ? std::string("no map of the program")
+                                            : llvm::join(site.innerCandidates, ", "));
+    out += "  " + siteName(site) + " (may be " + candidates + "): " + site.verdict.text + "\n";
+  }
+  out += "globals:\n";
+  for (const ExplainedGlobal &global : explanation.globals)
+    out += "  " + global.name + " (" + global.section + "): " + global.verdict + "\n";
+  return out;
+}
+
+nlohmann::json explanationToJson(const Explanation &explanation) {
+  nlohmann::json maps = nlohmann::json::array();
+  for (const ExplainedMap &map : explanation.maps) {
+    nlohmann::json writes = nlohmann::json::array();
+    for (const ExplainedWrite &write : map.writes) {
+      nlohmann::json json = {{"by", write.by}};
+      if (map.access != ExplainedMap::Access::Written) {
+        json["bytes"] = write.bytes;
+        json["key"] = write.key ? nlohmann::json(*write.key) : nlohmann::json(nullptr);
+      }
+      writes.push_back(std::move(json));
+    }
+    nlohmann::json sites = nlohmann::json::array();
+    for (const ExplainedSite &site : map.sites)
+      sites.push_back(siteToJson(site));
+    maps.push_back({{"name", map.name},
+                    {"type", map.type},
+                    {"max_entries", map.maxEntries},
+                    {"value_size", map.valueSize},
+                    {"map_of_maps", map.mapOfMaps},
+                    {"access", accessName(map.access)},
+                    {"writes", writes},
+                    {"pointer_comparisons", map.pointerComparisons},
+                    {"sites", sites}});
+  }
+  nlohmann::json others = nlohmann::json::array();
+  for (const ExplainedSite &site : explanation.sitesWithoutOneMap)
+    others.push_back(siteToJson(site));
+  nlohmann::json globals = nlohmann::json::array();
+  for (const ExplainedGlobal &global : explanation.globals)
+    globals.push_back({{"name", global.name},
+                       {"section", global.section},
+                       {"treatment", treatmentName(global.treatment)},
+                       {"detail", global.verdict}});
+  return {{"program", explanation.program},
+          {"inline_limit", explanation.inlineLimit},
+          {"maps", maps},
+          {"sites_without_one_map", others},
+          {"globals", globals}};
 }
 
 nlohmann::json logToJson(const core::SpecializationLog &log) {

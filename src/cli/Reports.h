@@ -18,8 +18,67 @@ std::string analysisToText(const bpf::ProgramSpec &spec);
 // `morpheus analyze --explain`: per map and site, what Morpheus would do
 // with it and, when not, the precise reason and what would change it;
 // per global variable, whether Morpheus touches it. Field names come from
-// the program's debug info.
-std::string explanationToText(const bpf::ProgramSpec &spec, uint32_t inlineLimit);
+// the program's debug info. Built once (explainProgram), printed as text
+// or JSON (`--explain --json`) from the same data.
+struct SiteExplanation {
+  enum class Action {
+    Inlined,           // the value (or a compare chain) replaces the lookup
+    InlinedWhileSmall, // so while the map holds few entries, else kept
+    Folded,            // loads of read-only fields become constants
+    Resolved,          // an inner-map access, named from the outer map each cycle
+    Kept,              // left alone: `text` says why and what would change it
+    NotALookup,
+  };
+  Action action = Action::Kept;
+  std::string pass; // the pass that would act, "" when none
+  std::string text;
+};
+
+struct ExplainedSite {
+  unsigned id = 0;
+  std::string helper, function, location;
+  std::optional<core::Bytes> constantKey;
+  std::string keySources; // "" for helpers without a key
+  std::vector<std::string> outerTables, innerCandidates;
+  SiteExplanation verdict;
+};
+
+struct ExplainedWrite {
+  std::string bytes;              // the fields or bytes written ("" when wholesale)
+  std::optional<std::string> key; // hex; nullopt: every key
+  std::string by;                 // the write, where
+  bool operator==(const ExplainedWrite &) const = default;
+};
+
+struct ExplainedMap {
+  enum class Access { ReadOnly, WrittenInPart, Written };
+  std::string name, type;
+  uint32_t maxEntries = 0, valueSize = 0;
+  bool mapOfMaps = false;
+  Access access = Access::ReadOnly;
+  std::vector<ExplainedWrite> writes;
+  std::vector<std::string> pointerComparisons;
+  std::vector<ExplainedSite> sites;
+};
+
+struct ExplainedGlobal {
+  enum class Treatment { Constant, WrittenByTheProgram, WritableThroughMmap };
+  std::string name, section;
+  Treatment treatment = Treatment::Constant;
+  std::string verdict;
+};
+
+struct Explanation {
+  std::string program;
+  uint32_t inlineLimit = 0;
+  std::vector<ExplainedMap> maps;
+  std::vector<ExplainedSite> sitesWithoutOneMap; // inner-map or unresolved operands
+  std::vector<ExplainedGlobal> globals;
+};
+
+Explanation explainProgram(const bpf::ProgramSpec &spec, uint32_t inlineLimit);
+std::string explanationToText(const Explanation &explanation);
+nlohmann::json explanationToJson(const Explanation &explanation);
 
 nlohmann::json logToJson(const core::SpecializationLog &log);
 

@@ -70,8 +70,12 @@ Error verify(Module &module, const char *stage) {
 
 // Whether a table pass may rewrite the lookup at `site` (it may still
 // decline for reasons only the pass checks).
+// An inner-map site resolve-inner-table names a table for is specialized
+// too (it depends on what the outer table holds).
 bool mayRewrite(const AccessSite &site, const TableAccessInfo &info,
                 const TableCatalog &catalog, const TableSnapshot &snapshot) {
+  if (resolveInnerTable(site, info, snapshot).table)
+    return true;
   return !whyNotInlinable(site, info, catalog) && snapshot.count(site.table);
 }
 
@@ -100,8 +104,13 @@ std::map<unsigned, size_t> plannedChains(const TableAccessInfo &info,
   std::map<unsigned, size_t> chains;
   if (context.noCompareChains)
     return chains;
-  for (const AccessSite &site : info.sites) {
-    if (!mayRewrite(site, info, catalog, snapshot) || context.untouchable(site.function))
+  for (const AccessSite &original : info.sites) {
+    // An inner-map site counts as the access to the table it resolves to.
+    AccessSite site = original;
+    if (site.table.empty())
+      site.table = resolveInnerTable(original, info, snapshot).table.value_or("");
+    if (site.table.empty() || whyNotInlinable(site, info, catalog) ||
+        !snapshot.count(site.table) || context.untouchable(site.function))
       continue;
     const TableContents &contents = snapshot.at(site.table);
     if (site.key.constantKey && contents.known(*site.key.constantKey) &&
@@ -228,7 +237,7 @@ TableAccessInfo analyzeModule(Module &module, const AccessSignatureTable &sigs,
 ReadPlan planReads(const TableAccessInfo &info, const TableCatalog &catalog,
                    uint32_t inlineLimit) {
   ReadPlan plan;
-  for (const AccessSite &site : info.sites) {
+  auto request = [&](const AccessSite &site) {
     if (!whyNotInlinable(site, info, catalog)) {
       TableReadRequest &request = plan[site.table];
       // Arrays larger than the limit are read by content instead (MapIO):
@@ -242,6 +251,26 @@ ReadPlan planReads(const TableAccessInfo &info, const TableCatalog &catalog,
         request.keys.push_back(*site.key.constantKey);
     } else if (!whyNoFieldFolding(site, info, catalog)) {
       plan[site.table].keys.push_back(*site.key.constantKey);
+    }
+  };
+  for (const AccessSite &site : info.sites) {
+    if (!site.table.empty() || site.outerTables.empty()) {
+      request(site);
+      continue;
+    }
+    // An inner-map site: the outer slot it reads (resolve-inner-table), and
+    // what the passes would need of each table it may turn out to be.
+    const AccessSite *outer = site.outerLookup ? info.siteFor(site.outerLookup) : nullptr;
+    for (const std::string &outerTable : site.outerTables) {
+      TableReadRequest &slots = plan[outerTable];
+      slots.wholeTableLimit = inlineLimit;
+      if (outer && outer->key.constantKey)
+        slots.keys.push_back(*outer->key.constantKey);
+    }
+    for (const std::string &candidate : site.innerCandidates) {
+      AccessSite named = site;
+      named.table = candidate;
+      request(named);
     }
   }
   return plan;
@@ -292,6 +321,15 @@ Expected<SpecializationLog> specializeModule(Module &module,
   for (const AccessSite &site : info.sites) {
     if (context.genericFunctions.count(site.function))
       continue;
+    if (!site.outerTables.empty() && site.table.empty()) {
+      InnerTableResolution resolved = resolveInnerTable(site, info, snapshot);
+      if (!resolved.table)
+        log.record(site, "analysis", false, resolved.why);
+      else if (auto unguarded = context.unguardedFunctions.find(site.function);
+               unguarded != context.unguardedFunctions.end())
+        log.record(site, "analysis", false, unguarded->second);
+      continue; // resolve-inner-table logs what it names
+    }
     std::optional<std::string> why = whyNotInlinable(site, info, catalog);
     if (why && mayFastPath(site, info, catalog, snapshot, options.hotKeys))
       continue; // heavy-hitter-fast-path decides
@@ -318,7 +356,9 @@ Expected<SpecializationLog> specializeModule(Module &module,
       chainsOverBudget(module, sigs, info, chains, options.verifierPathBudget);
   for (const AccessSite &site : info.sites)
     if (context.indexLoweredSites.count(site.id))
-      context.indexLoweredTables.insert(site.table);
+      context.indexLoweredTables.insert(
+          site.table.empty() ? resolveInnerTable(site, info, snapshot).table.value_or("")
+                             : site.table);
 
   pinSharedGlobals(module);
   std::vector<std::string> names =

@@ -147,7 +147,8 @@ private:
   void markValueWritten(const std::string &table, ValueWrite write);
   void markAllWritten(const std::string &reason);
   std::optional<std::vector<std::string>> innerCandidates(Value *operand,
-                                                          std::vector<std::string> &outers);
+                                                          std::vector<std::string> &outers,
+                                                          CallBase *&outerLookup);
   void classifyValue(Value *value, KeyProvenance &into, unsigned depth);
   void classifyPointee(Value *pointer, KeyProvenance &into, unsigned depth);
   std::optional<Bytes> constantKeyBytes(CallBase &call, Value *keyPointer,
@@ -207,7 +208,8 @@ void Analyzer::markValueWritten(const std::string &table, ValueWrite write) {
 // nullopt when the operand is anything else, or an outer table's template
 // is unknown.
 std::optional<std::vector<std::string>>
-Analyzer::innerCandidates(Value *operand, std::vector<std::string> &outers) {
+Analyzer::innerCandidates(Value *operand, std::vector<std::string> &outers,
+                          CallBase *&outerLookup) {
   if (!catalog)
     return std::nullopt;
   SmallVector<const Value *, 4> objects;
@@ -229,6 +231,8 @@ Analyzer::innerCandidates(Value *operand, std::vector<std::string> &outers) {
   }
   if (templates.empty())
     return std::nullopt;
+  if (objects.size() == 1)
+    outerLookup = const_cast<CallBase *>(cast<CallBase>(objects.front()));
   std::vector<std::string> candidates;
   for (const auto &[name, table] : *catalog)
     if (info.tables.count(name) &&
@@ -267,7 +271,7 @@ void Analyzer::collectSites() {
       GlobalVariable *table = resolveTable(operand, sigs);
       std::optional<std::vector<std::string>> inner;
       if (!table)
-        inner = innerCandidates(operand, site.outerTables);
+        inner = innerCandidates(operand, site.outerTables, site.outerLookup);
       if (table)
         site.table = table->getName().str();
       else if (inner)

@@ -61,6 +61,9 @@ struct AccessSite {
   // others the kernel refuses to store there). Empty otherwise.
   std::vector<std::string> outerTables;
   std::vector<std::string> innerCandidates;
+  // The one lookup in a table of tables the operand comes from, when it
+  // comes from exactly one (resolve-inner-table needs its key).
+  llvm::CallBase *outerLookup = nullptr;
   // Set when the value this lookup returns reaches a function that needs
   // writable memory behind its pointer arguments (requiresWritableArguments):
   // an inlined read-only value cannot go there. Says where.

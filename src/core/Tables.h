@@ -66,6 +66,23 @@ struct TableEntry {
   // when every CPU holds the same bytes; std::nullopt means the value depends
   // on the CPU, which makes the entry impossible to inline as a constant.
   std::optional<Bytes> value;
+  // For a per-CPU entry whose CPUs hold different values (value unset):
+  // CPU 0's bytes, with `agreed` marking those every CPU holds alike (the
+  // configuration beside a per-CPU counter). Empty otherwise.
+  Bytes cpuZero = {};
+  std::vector<bool> agreed = {};
+
+  // The bytes every CPU holds at [offset, offset + size), or nullopt when
+  // some differ (or lie beyond the value).
+  std::optional<Bytes> agreedAt(uint64_t offset, uint64_t size) const {
+    const Bytes *bytes = value ? &*value : &cpuZero;
+    if (offset + size > bytes->size())
+      return std::nullopt;
+    for (uint64_t i = offset; !value && i < offset + size; ++i)
+      if (!agreed[i])
+        return std::nullopt;
+    return Bytes(bytes->begin() + offset, bytes->begin() + offset + size);
+  }
 
   bool operator==(const TableEntry &) const = default;
 };
@@ -82,6 +99,10 @@ struct TableContents {
   // anything but zeros, and every other index below maxEntries holds the
   // zero value (it exists: never absent).
   bool unlistedAreZero = false;
+  // For a table of tables: per key, the program's own table stored there
+  // (by name). A key listed in `entries` but not here holds a table the
+  // program does not declare (one its loader created).
+  std::map<Bytes, std::string> storedTables;
 
   // Whether `key` is in the table, if the snapshot knows: the entry, or
   // nullptr when it is known to be absent. std::nullopt when the snapshot

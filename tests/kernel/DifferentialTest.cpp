@@ -117,19 +117,22 @@ INSTANTIATE_TEST_SUITE_P(Differential, DifferentialOfOneKind,
 // cases to mean something.
 struct CorpusCase {
   const char *file;
-  const char *cpu; // -mcpu, for programs that need v4 (signed division)
+  const char *cflag; // -mcpu (programs that need v3/v4), -I (a generated header)
   std::optional<bpf::ProgramType> programType = std::nullopt; // --prog-type
+  // The fuzzer's budget includes compiling: a program including a whole
+  // vmlinux.h takes about 3 s to compile here.
+  double seconds = 2;
 };
 
 class CorpusSmoke : public ::testing::TestWithParam<CorpusCase> {};
 
 TEST_P(CorpusSmoke, NoDifference) {
   runtime::FuzzOptions options;
-  options.seconds = 2;
+  options.seconds = GetParam().seconds;
   options.seed = 7;
   options.shrinkSeconds = 2;
-  if (GetParam().cpu)
-    options.frontend.cflags = {GetParam().cpu};
+  if (GetParam().cflag)
+    options.frontend.cflags = {GetParam().cflag};
   options.frontend.programType = GetParam().programType;
   auto report = runtime::fuzzProgram(
       morpheus::testing::sourcePath(std::string("tests/programs/") + GetParam().file), options);
@@ -148,6 +151,11 @@ INSTANTIATE_TEST_SUITE_P(
                       CorpusCase{"partial_array.bpf.c", nullptr},
                       CorpusCase{"field_counter.bpf.c", nullptr},
                       CorpusCase{"sparse_array.bpf.c", nullptr},
+                      CorpusCase{"inner_config.bpf.c", nullptr},
+                      CorpusCase{"percpu_config.bpf.c", nullptr},
+                      CorpusCase{"build_mcpu.bpf.c", "-mcpu=v3"},
+                      CorpusCase{"build_core_vmlinux.bpf.c", "-I" MORPHEUS_VMLINUX_DIR,
+                                 std::nullopt, 6},
                       CorpusCase{"integer_lookup.bpf.c", nullptr},
                       CorpusCase{"udiv_bound.bpf.c", "-mcpu=v2"},
                       CorpusCase{"urem_bound.bpf.c", "-mcpu=v2"},

@@ -1,5 +1,6 @@
 // Analysis precise enough for real code: configuration beside a counter in
-// one value or one map, and arrays that are small by content. Each test
+// one value or one map (per-CPU too), arrays that are small by content, and
+// configuration behind a map of maps. Each test
 // runs the corpus program (tests/programs/) under an Optimizer, checks the
 // specialization's decision and compares the specialized program with the
 // original on the packets that exercise it; the counters the data plane
@@ -7,7 +8,13 @@
 #include "Corpus.h"
 
 #include <bpf/bpf.h>
+#include <bpf/libbpf.h>
 #include <linux/bpf.h>
+
+#include <algorithm>
+#include <atomic>
+#include <thread>
+#include <unistd.h>
 
 namespace morpheus::testing {
 namespace {
@@ -92,6 +99,188 @@ TEST(PreciseAnalysis, SparseArrayWithTooManySlotsIsDeclinedWithItsReason) {
   ASSERT_NE(kept, nullptr) << report.describe() << report.log.toText();
   EXPECT_NE(kept->detail.find("larger than the inline limit of 2"), std::string::npos)
       << kept->detail;
+}
+
+// The decision the last specialization took at `table` in `pass`, or nullptr.
+const core::SiteDecision *decisionOf(const runtime::CycleReport &report, const std::string &table,
+                                     const std::string &pass) {
+  for (const core::SiteDecision &d : report.log.decisions)
+    if (d.table == table && d.pass == pass && d.applied)
+      return &d;
+  return nullptr;
+}
+
+struct Config {
+  uint32_t action;
+  uint32_t port;
+};
+
+TEST(PreciseAnalysis, InnerConfigurationIsResolvedThroughTheOuterMapAndInlined) {
+  CorpusProgram program("inner_config.bpf.c");
+  ASSERT_TRUE(program.ok());
+  program.set("primary", uint32_t(0), Config{XDP_DROP, 7});
+  program.set("secondary", uint32_t(0), Config{XDP_TX, 7});
+  runtime::CycleReport report = program.cycle();
+  ASSERT_TRUE(report.installed()) << report.describe();
+  const core::SiteDecision *resolved = decisionOf(report, "primary", "resolve-inner-table");
+  ASSERT_NE(resolved, nullptr) << report.log.toText();
+  EXPECT_EQ(resolved->detail, "configs[00 00 00 00] holds primary");
+  EXPECT_NE(decisionOf(report, "primary", "constant-key-lookup"), nullptr) << report.log.toText();
+  for (uint8_t tos : {7, 3}) {
+    Bytes packet = buildPacket({.tos = tos});
+    EXPECT_EQ(program.active(packet), program.original(packet)) << "tos " << int(tos);
+  }
+  EXPECT_EQ(program.active(buildPacket({.tos = 3})).verdict, uint32_t(XDP_DROP));
+
+  // Swapping the configuration table is an update of the outer map through
+  // Morpheus: the very next packet sees the new table.
+  program.set("configs", uint32_t(0), int32_t(program.opt().mapFd("secondary")));
+  EXPECT_EQ(program.active(buildPacket({.tos = 3})).verdict, uint32_t(XDP_TX));
+  report = program.cycle();
+  ASSERT_TRUE(report.installed()) << report.describe();
+  resolved = decisionOf(report, "secondary", "resolve-inner-table");
+  ASSERT_NE(resolved, nullptr) << report.log.toText();
+  EXPECT_EQ(resolved->detail, "configs[00 00 00 00] holds secondary");
+  Bytes packet = buildPacket({.tos = 3});
+  EXPECT_EQ(program.active(packet), program.original(packet));
+  EXPECT_EQ(program.active(packet).verdict, uint32_t(XDP_TX));
+}
+
+TEST(PreciseAnalysis, InnerMapOfTheLoaderIsDeclinedWithItsReason) {
+  CorpusProgram program("inner_config.bpf.c");
+  ASSERT_TRUE(program.ok());
+  // A tenant table the loader created (not declared by the program): the
+  // loader updates it through its own fd, never through Morpheus.
+  int tenant = bpf_map_create(BPF_MAP_TYPE_ARRAY, "tenant1", sizeof(uint32_t), sizeof(Config), 1,
+                              nullptr);
+  ASSERT_GE(tenant, 0);
+  uint32_t zero = 0;
+  Config override{XDP_DROP, 64};
+  ASSERT_EQ(bpf_map_update_elem(tenant, &zero, &override, BPF_ANY), 0);
+  program.set("tenants", uint32_t(1), int32_t(tenant));
+  program.set("primary", uint32_t(0), Config{XDP_TX, 7});
+  runtime::CycleReport report = program.cycle();
+  ASSERT_TRUE(report.installed()) << report.describe();
+  const core::SiteDecision *declined = nullptr;
+  for (const core::SiteDecision &d : report.log.decisions)
+    if (!d.applied && d.detail.find("tenants[01 00 00 00] holds a map the program does not declare") !=
+                          std::string::npos)
+      declined = &d;
+  EXPECT_NE(declined, nullptr) << report.log.toText();
+  // The loader's change, behind Morpheus's back, still reaches the data
+  // plane at once: that lookup was left alone.
+  override.action = XDP_PASS;
+  ASSERT_EQ(bpf_map_update_elem(tenant, &zero, &override, BPF_ANY), 0);
+  for (uint8_t ttl : {64, 63}) {
+    Bytes packet = buildPacket({.ttl = ttl, .tos = 3});
+    EXPECT_EQ(program.active(packet), program.original(packet)) << "ttl " << int(ttl);
+  }
+  EXPECT_EQ(program.active(buildPacket({.ttl = 64, .tos = 3})).verdict, uint32_t(XDP_PASS));
+  close(tenant);
+}
+
+// The outer map swapped back and forth while packets run through the
+// version specialized for `primary`: every packet that starts after an
+// update has returned sees that update's table (the guard sends it to the
+// original), never the inlined one.
+TEST(PreciseAnalysis, OuterUpdatesRacingTrafficAreSeenByTheNextPacket) {
+  CorpusProgram program("inner_config.bpf.c");
+  ASSERT_TRUE(program.ok());
+  program.set("primary", uint32_t(0), Config{XDP_DROP, 7});
+  program.set("secondary", uint32_t(0), Config{XDP_TX, 7});
+  runtime::CycleReport report = program.cycle();
+  ASSERT_TRUE(report.installed()) << report.describe();
+  ASSERT_NE(decisionOf(report, "primary", "constant-key-lookup"), nullptr) << report.log.toText();
+  int specialized = dup(program.opt().activeFd());
+  ASSERT_GE(specialized, 0);
+  int tables[2] = {program.opt().mapFd("primary"), program.opt().mapFd("secondary")};
+  uint32_t actions[2] = {XDP_DROP, XDP_TX};
+
+  // generation g: slot 0 holds tables[g % 2]; begun/done bracket each update.
+  std::atomic<unsigned> begun{0}, done{0};
+  std::atomic<bool> stop{false};
+  std::atomic<unsigned> packets{0}, stale{0};
+  std::thread traffic([&] {
+    Bytes packet = buildPacket({.tos = 3});
+    while (!stop) {
+      unsigned settled = done.load();
+      RunResult result = runOnce(specialized, packet);
+      unsigned latest = begun.load();
+      bool seen = false;
+      for (unsigned g = settled; g <= latest; ++g)
+        seen |= result.verdict == actions[g % 2];
+      stale += !seen;
+      ++packets;
+    }
+  });
+  auto updater = bpf::MapUpdater::forMap(program.opt().mapFd("configs"), "configs",
+                                         &program.opt().guard());
+  EXPECT_THAT_EXPECTED(updater, llvm::Succeeded());
+  for (unsigned g = 1; updater && g <= 200; ++g) {
+    begun = g;
+    int32_t fd = tables[g % 2];
+    llvm::Error err = updater->update(bytesOf(uint32_t(0)), bytesOf(fd));
+    if (err) {
+      ADD_FAILURE() << llvm::toString(std::move(err));
+      break;
+    }
+    done = g;
+    std::this_thread::sleep_for(std::chrono::microseconds(200));
+  }
+  stop = true;
+  traffic.join();
+  close(specialized);
+  EXPECT_GT(packets.load(), 200u);
+  EXPECT_EQ(stale.load(), 0u) << "of " << packets.load() << " packets";
+}
+
+struct Setting {
+  uint32_t action;
+  uint32_t port;
+  uint64_t packets;
+};
+
+// The packets each CPU counted in `settings`.
+std::vector<uint64_t> countsPerCpu(CorpusProgram &program) {
+  int cpus = libbpf_num_possible_cpus();
+  std::vector<Setting> values(cpus);
+  uint32_t zero = 0;
+  EXPECT_EQ(bpf_map_lookup_elem(program.opt().mapFd("settings"), &zero, values.data()), 0);
+  std::vector<uint64_t> counts;
+  for (const Setting &value : values)
+    counts.push_back(value.packets);
+  return counts;
+}
+
+TEST(PreciseAnalysis, PerCpuConfigurationBesideAPerCpuCounterIsFolded) {
+  if (libbpf_num_possible_cpus() < 2)
+    GTEST_SKIP() << "one possible CPU: per-CPU values cannot differ";
+  CorpusProgram program("percpu_config.bpf.c");
+  ASSERT_TRUE(program.ok());
+  program.set("settings", uint32_t(0), Setting{XDP_DROP, 7, 0});
+  // Traffic on one CPU: the values of the CPUs now differ, in the counter.
+  program.original(buildPacket({.tos = 3}));
+  std::vector<uint64_t> before = countsPerCpu(program);
+  ASSERT_EQ(std::count(before.begin(), before.end(), 0u), long(before.size() - 1));
+  runtime::CycleReport report = program.cycle();
+  ASSERT_TRUE(report.installed()) << report.describe();
+  const core::SiteDecision *folded = decisionOf(report, "settings", "fold-read-only-fields");
+  ASSERT_NE(folded, nullptr) << report.log.toText();
+  EXPECT_EQ(folded->detail, "2 loads of read-only bytes folded; the lookup stays for the writes "
+                            "(1 load of written bytes kept)");
+  for (uint8_t tos : {7, 3}) {
+    Bytes packet = buildPacket({.tos = tos});
+    EXPECT_EQ(program.active(packet), program.original(packet)) << "tos " << int(tos);
+  }
+  // Five packets, each counted on the CPU that ran it, by both versions.
+  std::vector<uint64_t> after = countsPerCpu(program);
+  uint64_t total = 0;
+  for (size_t cpu = 0; cpu < after.size(); ++cpu)
+    total += after[cpu] - before[cpu];
+  EXPECT_EQ(total, 4u);
+  // A change through Morpheus (to every CPU) is seen on the next packet.
+  program.set("settings", uint32_t(0), Setting{XDP_TX, 7, 0});
+  EXPECT_EQ(program.active(buildPacket({.tos = 3})).verdict, uint32_t(XDP_TX));
 }
 
 } // namespace

@@ -7,6 +7,7 @@
 #include <array>
 #include <cstdio>
 #include <fstream>
+#include <set>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -98,6 +99,103 @@ TEST(Cli, ExplainSaysWhatWouldBeFoldedAndWhy) {
             std::string::npos)
       << out.text;
   EXPECT_NE(out.text.find("limit (.rodata): constant"), std::string::npos) << out.text;
+}
+
+// analyze --explain --json: the explanation's content, typed: what each
+// site would get (action, pass) and the text the operator reads, the same
+// as --explain prints it.
+TEST(Cli, ExplainJsonIsTheExplanationTyped) {
+  std::string program =
+      std::string(MORPHEUS_SOURCE_DIR) + "/tests/programs/field_counter.bpf.c";
+  Output json = morpheus("analyze --explain --json " + program);
+  ASSERT_EQ(json.status, 0) << json.text;
+  Output text = morpheus("analyze --explain " + program);
+  ASSERT_EQ(text.status, 0) << text.text;
+  nlohmann::json explanation = nlohmann::json::parse(json.text);
+  EXPECT_EQ(explanation["inline_limit"], 64);
+  nlohmann::json rules = mapNamed(explanation, "rules");
+  ASSERT_TRUE(rules.is_object()) << json.text;
+  EXPECT_EQ(rules["access"], "written_in_part");
+  ASSERT_EQ(rules["writes"].size(), 1u) << rules.dump(2);
+  EXPECT_EQ(rules["writes"][0]["bytes"], "field `hits` (bytes 8..15)");
+  EXPECT_EQ(rules["writes"][0]["key"], "00 00 00 00");
+  ASSERT_EQ(rules["sites"].size(), 1u);
+  EXPECT_EQ(rules["sites"][0]["action"], "folded");
+  EXPECT_EQ(rules["sites"][0]["pass"], "fold-read-only-fields");
+  EXPECT_EQ(rules["sites"][0]["constant_key"], "00 00 00 00");
+  nlohmann::json stats = mapNamed(explanation, "stats");
+  std::set<std::string> actions;
+  for (const auto &site : stats["sites"])
+    actions.insert(site["action"].get<std::string>());
+  EXPECT_EQ(actions, (std::set<std::string>{"inlined", "kept"})) << stats.dump(2);
+  // Every site's text is what --explain prints for it.
+  for (const auto &map : explanation["maps"])
+    for (const auto &site : map["sites"])
+      EXPECT_NE(text.text.find(": " + site["detail"].get<std::string>() + "\n"),
+                std::string::npos)
+          << site.dump();
+
+  Output inner = morpheus("analyze --explain --json " + std::string(MORPHEUS_SOURCE_DIR) +
+                          "/tests/programs/inner_config.bpf.c");
+  ASSERT_EQ(inner.status, 0) << inner.text;
+  explanation = nlohmann::json::parse(inner.text);
+  ASSERT_EQ(explanation["sites_without_one_map"].size(), 2u) << inner.text;
+  // tenants holds only its loader's maps (none of the program's fits).
+  EXPECT_EQ(explanation["sites_without_one_map"][0]["action"], "kept");
+  EXPECT_EQ(explanation["sites_without_one_map"][1]["action"], "resolved");
+  EXPECT_EQ(explanation["sites_without_one_map"][1]["pass"], "resolve-inner-table");
+  EXPECT_EQ(explanation["sites_without_one_map"][1]["outer_maps"],
+            nlohmann::json::array({"configs"}));
+  EXPECT_EQ(explanation["sites_without_one_map"][1]["inner_candidates"],
+            nlohmann::json::array({"primary", "secondary"}));
+  EXPECT_EQ(explanation["sites_without_one_map"][0]["inner_candidates"],
+            nlohmann::json::array());
+}
+
+// Programs as their projects build them: flags from a compile database
+// (relative include paths against the entry's directory, the build's own
+// -c/-o/-O/-target dropped), and host-compiled IR declined with what to pass.
+TEST(Cli, CompileDatabaseGivesTheProjectsFlags) {
+  std::string project = tempPath("project");
+  ASSERT_EQ(std::system(("mkdir -p " + project + "/src " + project + "/include").c_str()), 0);
+  std::ofstream(project + "/include/limits.bpf.h") << "#define RULES MAX_RULES\n";
+  std::string source = project + "/src/prog.bpf.c";
+  std::ofstream(source) << "#include <linux/bpf.h>\n#include <bpf/bpf_helpers.h>\n"
+                           "#include \"limits.bpf.h\"\n"
+                           "struct { __uint(type, BPF_MAP_TYPE_ARRAY); __uint(max_entries, RULES);"
+                           " __type(key, __u32); __type(value, __u32); } rules SEC(\".maps\");\n"
+                           "SEC(\"xdp\") int prog(struct xdp_md *ctx) { __u32 k = 0;"
+                           " __u32 *v = bpf_map_lookup_elem(&rules, &k); return v ? *v : 2; }\n"
+                           "char LICENSE[] SEC(\"license\") = \"GPL\";\n";
+  std::string database = project + "/compile_commands.json";
+  std::ofstream(database)
+      << "[{\"directory\": \"" << project << "/build\", \"file\": \"../src/prog.bpf.c\","
+      << " \"command\": \"clang -target bpf -O2 -g -c -I ../include -DMAX_RULES=12"
+      << " -o prog.o ../src/prog.bpf.c\"}]\n";
+  Output out = morpheus("analyze --json --compile-db " + database + " " + source);
+  EXPECT_EQ(out.status, 0) << out.text;
+  if (out.status == 0)
+    EXPECT_EQ(mapNamed(nlohmann::json::parse(out.text), "rules")["max_entries"], 12);
+  // Without the database the header is not found: clang's error.
+  out = morpheus("analyze " + source);
+  EXPECT_EQ(out.status, 1);
+  EXPECT_NE(out.text.find("limits.bpf.h"), std::string::npos) << out.text;
+  // A database without the file: named, with what to pass.
+  out = morpheus("analyze --compile-db " + database + " " + Example);
+  EXPECT_EQ(out.status, 1);
+  EXPECT_NE(out.text.find(database + ": no entry for " + Example), std::string::npos) << out.text;
+  EXPECT_NE(out.text.find("-I/-D/--cflags"), std::string::npos) << out.text;
+
+  std::string hostIr = project + "/host.ll";
+  ASSERT_EQ(std::system((std::string(MORPHEUS_CLANG) + " -O2 -g -S -emit-llvm -I/usr/include/x86_64-linux-gnu " +
+                         Example + " -o " + hostIr + " 2>/dev/null")
+                            .c_str()),
+            0);
+  out = morpheus("analyze " + hostIr);
+  EXPECT_EQ(out.status, 1);
+  EXPECT_NE(out.text.find(hostIr + ": LLVM IR for target 'x86_64"), std::string::npos) << out.text;
+  EXPECT_NE(out.text.find("pass the C source itself"), std::string::npos) << out.text;
+  std::system(("rm -rf " + project).c_str());
 }
 
 TEST(Cli, CompilerFlagsReachClang) {

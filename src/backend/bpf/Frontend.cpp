@@ -1,5 +1,7 @@
 #include "backend/bpf/Frontend.h"
 
+#include "backend/bpf/CompileDatabase.h"
+
 #include "backend/bpf/BpfSignatures.h"
 #include "core/TableAccessAnalysis.h"
 #include "support/Clang.h"
@@ -39,6 +41,12 @@ Expected<std::unique_ptr<Module>> loadProgram(const std::string &path,
   } else {
     std::vector<std::string> flags = {"-O2", "-g", "-target", "bpf",
                                       "-I/usr/include/x86_64-linux-gnu"};
+    if (options.compileDatabase) {
+      auto project = compileDatabaseFlags(*options.compileDatabase, path);
+      if (!project)
+        return project.takeError();
+      flags.insert(flags.end(), project->begin(), project->end());
+    }
     flags.insert(flags.end(), options.cflags.begin(), options.cflags.end());
     auto bitcode = compileToBitcode(MORPHEUS_CLANG, path, flags);
     if (!bitcode)
@@ -48,10 +56,19 @@ Expected<std::unique_ptr<Module>> loadProgram(const std::string &path,
       return withContext(parsed.takeError(), path + ": clang output");
     module = std::move(*parsed);
   }
+  // Host-compiled IR (`clang -emit-llvm` without -target bpf, then `llc
+  // -march=bpf`) is declined, not lowered: its data layout, type sizes
+  // (long, pointers in structs), calling convention and whatever the host
+  // headers expanded to are the host's, and retargeting the module would
+  // change what the program does wherever they differ from BPF's.
   Triple triple(module->getTargetTriple());
   if (!triple.isBPF())
-    return makeError("{0}: module targets '{1}', not BPF (compile with -target bpf)",
-                     path, module->getTargetTriple());
+    return makeError("{0}: LLVM IR for target '{1}', not BPF (host-compiled: clang "
+                     "-emit-llvm without -target bpf). Morpheus takes BPF IR only: pass the C "
+                     "source itself (with its -I/-D flags, or --compile-db), or build the IR "
+                     "with `clang -target bpf -O2 -g -emit-llvm -c`",
+                     path, module->getTargetTriple().empty() ? std::string("none")
+                                                              : module->getTargetTriple());
   module->setModuleIdentifier(path);
   if (Error err = placeProgramSections(*module, path, options.programType))
     return err;

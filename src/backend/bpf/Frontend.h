@@ -20,6 +20,10 @@ struct FrontendOptions {
   std::vector<std::string> cflags;
   // The type of programs in sections libbpf cannot place (--prog-type).
   std::optional<ProgramType> programType;
+  // A compile database (compile_commands.json) whose entry for a C source
+  // gives the flags that decide what it means (CompileDatabase.h); they
+  // come before `cflags`.
+  std::optional<std::string> compileDatabase;
 };
 
 // Loads `path`: .c is compiled with clang-19 (-O2 -g -target bpf), .ll and

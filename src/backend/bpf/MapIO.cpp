@@ -4,6 +4,7 @@
 #include <bpf/libbpf.h>
 
 #include <algorithm>
+#include <cstring>
 
 namespace morpheus::bpf {
 
@@ -71,15 +72,25 @@ namespace {
 // The kernel pads each CPU's copy of a per-CPU value to 8 bytes.
 size_t perCpuStride(uint32_t valueSize) { return (valueSize + 7) & ~size_t(7); }
 
-std::optional<Bytes> collapse(const core::TableInfo &info, const Bytes &raw) {
+// The entry of `key` as the data plane reads it: a per-CPU value collapsed
+// when every CPU holds the same bytes, else the bytes they agree on.
+core::TableEntry collapse(const core::TableInfo &info, const Bytes &key, const Bytes &raw) {
   if (!info.perCpu)
-    return raw;
+    return {key, raw};
   size_t stride = perCpuStride(info.valueSize);
   Bytes first(raw.begin(), raw.begin() + info.valueSize);
+  std::vector<bool> agreed(info.valueSize, true);
+  bool allAgree = true;
   for (int cpu = 1; cpu < possibleCpus(); ++cpu)
-    if (!std::equal(first.begin(), first.end(), raw.begin() + cpu * stride))
-      return std::nullopt;
-  return first;
+    for (size_t byte = 0; byte < info.valueSize; ++byte)
+      if (raw[cpu * stride + byte] != first[byte])
+        allAgree = agreed[byte] = false;
+  if (allAgree)
+    return {key, first};
+  core::TableEntry entry{key, std::nullopt};
+  entry.cpuZero = std::move(first);
+  entry.agreed = std::move(agreed);
+  return entry;
 }
 
 } // namespace
@@ -123,7 +134,7 @@ readArrayByContent(int fd, const core::TableInfo &info, uint32_t limit) {
         continue;
       if (contents.entries.size() == limit)
         return std::nullopt; // more than any pass inlines
-      contents.entries.push_back({bytesOf(keys[i]), collapse(info, raw)});
+      contents.entries.push_back(collapse(info, bytesOf(keys[i]), raw));
     }
     if (result != 0)
       break; // ENOENT: the last batch
@@ -173,7 +184,7 @@ Expected<core::TableContents> readTable(int fd, const core::TableInfo &info,
           return found.takeError();
         // An entry deleted between the walk and the read is simply gone.
         if (*found)
-          contents.entries.push_back({k, collapse(info, value)});
+          contents.entries.push_back(collapse(info, k, value));
       }
   }
   if (!wantWhole && request.wholeTableLimit > 0 && info.match == core::TableMatch::Index) {
@@ -193,7 +204,7 @@ Expected<core::TableContents> readTable(int fd, const core::TableInfo &info,
       return found.takeError();
     contents.probedKeys.insert(key);
     if (*found)
-      contents.entries.push_back({key, collapse(info, value)});
+      contents.entries.push_back(collapse(info, key, value));
   }
   // Hash iteration order is the kernel's business; compare by key order.
   std::sort(contents.entries.begin(), contents.entries.end(),
@@ -207,6 +218,7 @@ Expected<core::TableSnapshot> readSnapshot(const core::ReadPlan &plan,
                                            const core::TableCatalog &catalog,
                                            const std::map<std::string, int> &fds) {
   core::TableSnapshot snapshot;
+  std::map<uint32_t, std::string> programTables; // by id, once a map of maps is read
   for (const auto &[name, request] : plan) {
     auto fd = fds.find(name);
     auto info = catalog.find(name);
@@ -215,6 +227,26 @@ Expected<core::TableSnapshot> readSnapshot(const core::ReadPlan &plan,
     auto contents = readTable(fd->second, info->second, request);
     if (!contents)
       return contents.takeError();
+    // A map of maps reads back the ids of the maps it holds: name the ones
+    // that are the program's own.
+    if (info->second.innerTemplate && !contents->entries.empty()) {
+      if (programTables.empty())
+        for (const auto &[table, tableFd] : fds) {
+          bpf_map_info mapInfo = {};
+          uint32_t length = sizeof(mapInfo);
+          if (bpf_obj_get_info_by_fd(tableFd, &mapInfo, &length))
+            return makeSystemError(errno, "map '{0}': cannot query", table);
+          programTables[mapInfo.id] = table;
+        }
+      for (const core::TableEntry &entry : contents->entries) {
+        uint32_t id = 0;
+        if (!entry.value || entry.value->size() != sizeof(id))
+          continue;
+        std::memcpy(&id, entry.value->data(), sizeof(id));
+        if (auto table = programTables.find(id); table != programTables.end())
+          contents->storedTables[entry.key] = table->second;
+      }
+    }
     snapshot[name] = std::move(*contents);
   }
   return snapshot;

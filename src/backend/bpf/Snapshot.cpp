@@ -88,6 +88,16 @@ Expected<core::TableSnapshot> parseSnapshot(const nlohmann::json &document,
                          key->size(), info->second.keySize);
       core::TableEntry parsed{*key, std::nullopt};
       std::vector<Bytes> values;
+      // A table of tables names the program's table stored at the key
+      // (its id, the value, means nothing offline).
+      if (info->second.innerTemplate && entry.contains("table")) {
+        if (!entry["table"].is_string() || !catalog.count(entry["table"].get<std::string>()))
+          return makeError("{0}: \"table\" must name a map of the program", where);
+        contents.storedTables[*key] = entry["table"].get<std::string>();
+        parsed.value = Bytes(info->second.valueSize, 0);
+        contents.entries.push_back(std::move(parsed));
+        continue;
+      }
       if (entry.contains("value")) {
         auto value = parseJsonBytes(entry["value"], where + " value");
         if (!value)
@@ -111,8 +121,16 @@ Expected<core::TableSnapshot> parseSnapshot(const nlohmann::json &document,
           return makeError("{0}: value has {1} bytes, the map's values have {2}",
                            where, value.size(), info->second.valueSize);
       if (std::all_of(values.begin(), values.end(),
-                      [&](const Bytes &v) { return v == values.front(); }))
+                      [&](const Bytes &v) { return v == values.front(); })) {
         parsed.value = values.front();
+      } else {
+        parsed.cpuZero = values.front();
+        parsed.agreed.assign(values.front().size(), true);
+        for (const Bytes &value : values)
+          for (size_t byte = 0; byte < value.size(); ++byte)
+            if (value[byte] != values.front()[byte])
+              parsed.agreed[byte] = false;
+      }
       contents.entries.push_back(std::move(parsed));
     }
   }
@@ -125,6 +143,9 @@ nlohmann::json snapshotToJson(const core::TableSnapshot &snapshot) {
     nlohmann::json entries = nlohmann::json::array();
     for (const core::TableEntry &entry : contents.entries) {
       nlohmann::json item = {{"key", toHex(entry.key)}};
+      if (auto stored = contents.storedTables.find(entry.key);
+          stored != contents.storedTables.end())
+        item["table"] = stored->second;
       if (entry.value)
         item["value"] = toHex(*entry.value);
       else

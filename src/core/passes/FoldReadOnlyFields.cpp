@@ -22,7 +22,10 @@
 // other helpers without a constant key, escapes of the table: the whole
 // table) leaves nothing to fold. A key the snapshot shows absent is left
 // alone (the lookup answers; its loads are unreachable under the guard).
-// Per-CPU tables are folded only when every CPU holds the same value.
+// Per-CPU tables: only bytes every CPU holds alike are folded (a per-CPU
+// counter beside configuration makes the whole values differ, but the
+// configuration bytes, written by the control plane to every CPU, agree;
+// MapIO reads which bytes agree).
 //
 //   struct rule { __u32 action; __u32 port; __u64 hits; };
 //   struct rule *r = bpf_map_lookup_elem(&rules, &zero);
@@ -66,11 +69,7 @@ PreservedAnalyses FoldReadOnlyFieldsPass::run(Module &module, ModuleAnalysisMana
       record(false, "constant key absent from the snapshot: the lookup answers");
       continue;
     }
-    if (!(*entry)->value) {
-      record(false, "per-CPU values differ for the constant key");
-      continue;
-    }
-    unsigned folded = 0, written = 0;
+    unsigned folded = 0, written = 0, differing = 0;
     std::string firstWrite;
     for (auto [load, offset] : loadsAtKnownOffsets(*site.call, dl)) {
       uint64_t size = dl.getTypeStoreSize(load->getType());
@@ -79,7 +78,13 @@ PreservedAnalyses FoldReadOnlyFieldsPass::run(Module &module, ModuleAnalysisMana
           firstWrite = info.writesAt(site.table, key, offset, size).front()->where;
         continue;
       }
-      Constant *constant = constantAt(load->getType(), *(*entry)->value, offset, dl);
+      // Per-CPU: only bytes every CPU holds alike.
+      std::optional<Bytes> bytes = (*entry)->agreedAt(offset, size);
+      if (!bytes) {
+        ++differing;
+        continue;
+      }
+      Constant *constant = constantAt(load->getType(), *bytes, 0, dl);
       if (!constant)
         continue;
       load->replaceAllUsesWith(constant);
@@ -87,8 +92,9 @@ PreservedAnalyses FoldReadOnlyFieldsPass::run(Module &module, ModuleAnalysisMana
       ++folded;
     }
     if (!folded) {
-      record(false, written ? "every load reads bytes the data plane writes (" + firstWrite + ")"
-                            : "no load at a known offset to fold");
+      record(false, written     ? "every load reads bytes the data plane writes (" + firstWrite + ")"
+                    : differing ? "per-CPU values differ in every byte loaded"
+                                : "no load at a known offset to fold");
       continue;
     }
     changed = true;

@@ -11,6 +11,13 @@
 ; RUN: split-file %s %t
 ; RUN: morpheus-opt %t/prog.ll --state %t/state.json -passes=fold-read-only-fields | FileCheck %s
 ; RUN: morpheus-opt %t/prog.ll --state %t/state.json --print-analysis | FileCheck %s --check-prefix=ANALYSIS
+; rules as a PERCPU_ARRAY whose per-CPU hit counters differ: the configuration
+; bytes every CPU holds alike still fold; a port that differs between CPUs
+; does not.
+; RUN: morpheus-opt %t/prog.ll --state %t/percpu.json -passes=fold-read-only-fields \
+; RUN:   | FileCheck %s --check-prefix=PERCPU
+; RUN: morpheus-opt %t/prog.ll --state %t/percpu-port.json -passes=fold-read-only-fields \
+; RUN:   | FileCheck %s --check-prefix=PORT
 
 ; ANALYSIS: table rules rw-in-part
 ; ANALYSIS-NEXT: written: atomic update
@@ -43,6 +50,17 @@
 ; CHECK: ; site 3 wild analysis declined: table is written by the data plane
 ; CHECK: ; site 0 rules fold-read-only-fields applied: 2 loads of read-only bytes folded; the lookup stays for the writes
 ; CHECK: ; site 2 stats fold-read-only-fields applied: 1 load of read-only bytes folded
+
+; PERCPU-LABEL: define i32 @rule_with_counter(
+; PERCPU:         atomicrmw add ptr %hits
+; PERCPU-NOT:     load i32
+; PERCPU:         %sum = add i32 2, 443
+; PERCPU: ; site 0 rules fold-read-only-fields applied: 2 loads of read-only bytes folded
+
+; PORT-LABEL: define i32 @rule_with_counter(
+; PORT:         %port = load i32, ptr %portp
+; PORT:         %sum = add i32 2, %port
+; PORT: ; site 0 rules fold-read-only-fields applied: 1 load of read-only bytes folded
 
 ;--- prog.ll
 target datalayout = "e-m:e-p:64:64-i64:64-i128:128-n32:64-S128"
@@ -119,3 +137,17 @@ out:
           "stats": [{"key": "00000000", "value": "e803000000000000"},
                     {"key": "01000000", "value": "0700000000000000"}],
           "wild": [{"key": "00000000", "value": "0900000000000000"}]}}
+
+;--- percpu.json
+{"tables": {"rules": {"type": "percpu_array", "key_size": 4, "value_size": 16, "max_entries": 4},
+            "stats": {"type": "hash", "key_size": 4, "value_size": 8, "max_entries": 4},
+            "wild": {"type": "array", "key_size": 4, "value_size": 8, "max_entries": 1}},
+ "maps": {"rules": [{"key": "00000000", "values": ["02000000 bb010000 0500000000000000",
+                                                  "02000000 bb010000 0900000000000000"]}]}}
+
+;--- percpu-port.json
+{"tables": {"rules": {"type": "percpu_array", "key_size": 4, "value_size": 16, "max_entries": 4},
+            "stats": {"type": "hash", "key_size": 4, "value_size": 8, "max_entries": 4},
+            "wild": {"type": "array", "key_size": 4, "value_size": 8, "max_entries": 1}},
+ "maps": {"rules": [{"key": "00000000", "values": ["02000000 bb010000 0500000000000000",
+                                                  "02000000 bc010000 0900000000000000"]}]}}

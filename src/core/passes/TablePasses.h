@@ -1,8 +1,9 @@
 // The table-specializing passes, declared from Passes.def. Each is
 // implemented, with the argument for its correctness, in its own file:
-//   TableElimination.cpp, ConstantKeyLookup.cpp, FoldReadOnlyFields.cpp,
-//   InlineSmallTable.cpp, LpmAsCode.cpp, ConstantFields.cpp,
-//   BranchInjection.cpp, InstrumentTableSites.cpp, HeavyHitterFastPath.cpp
+//   ResolveInnerTable.cpp, TableElimination.cpp, ConstantKeyLookup.cpp,
+//   FoldReadOnlyFields.cpp, InlineSmallTable.cpp, LpmAsCode.cpp,
+//   ConstantFields.cpp, BranchInjection.cpp, InstrumentTableSites.cpp,
+//   HeavyHitterFastPath.cpp
 #pragma once
 
 #include "core/passes/TableRewriting.h"

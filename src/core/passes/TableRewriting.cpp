@@ -3,6 +3,7 @@
 
 #include "core/OpaqueValue.h"
 #include "core/TableAccessAnalysis.h"
+#include "support/Bytes.h"
 
 #include <llvm/ADT/SmallPtrSet.h>
 #include <llvm/ADT/StringExtras.h>
@@ -16,6 +17,7 @@
 #include <llvm/Transforms/Utils/Local.h>
 
 #include <map>
+#include <set>
 #include <tuple>
 
 using namespace llvm;
@@ -94,7 +96,7 @@ std::optional<std::string> whyNotInlinable(const AccessSite &site,
     return site.signature.name + " is not a key -> value lookup the core models";
   if (site.table.empty() && !site.outerTables.empty())
     return "table operand is an inner map of " + join(site.outerTables, ", ") +
-           " (inner maps are not inlined)";
+           " (inlined only once resolve-inner-table names the table)";
   if (site.table.empty())
     return "table operand not resolved to one table";
   if (!site.signature.keyArg || *site.signature.keyArg >= site.call->arg_size())
@@ -117,6 +119,9 @@ std::optional<std::string> whyNotInlinable(const AccessSite &site,
       !(site.key.constantKey &&
         info.isReadOnlyAt(site.table, site.key.constantKey, 0, ValueWrite::WholeValue)))
     return "table is written by the data plane";
+  if (table->second.innerTemplate)
+    return "a lookup in a map of maps returns a table, not a value (the accesses to that "
+           "table are resolve-inner-table's)";
   if (table->second.match == TableMatch::Unsupported)
     return "lookup semantics of " + table->second.typeName +
            " tables not modelled";
@@ -153,6 +158,56 @@ std::optional<std::string> whyNoFieldFolding(const AccessSite &site,
     if (info.isReadOnlyAt(site.table, site.key.constantKey, byte, 1))
       return std::nullopt;
   return "every byte of this key's value is written by the data plane";
+}
+
+InnerTableResolution resolveInnerTable(const AccessSite &site, const TableAccessInfo &info,
+                                       const TableSnapshot &snapshot) {
+  if (!site.table.empty() || site.outerTables.empty())
+    return {std::nullopt, "not an inner-map site"};
+  std::string inner = "table operand is an inner map of " + join(site.outerTables, ", ");
+  const AccessSite *outer = site.outerLookup ? info.siteFor(site.outerLookup) : nullptr;
+  if (!outer || outer->table.empty())
+    return {std::nullopt, inner + ", returned by more than one lookup: not resolved"};
+  const std::string &name = outer->table;
+  if (!info.isReadOnly(name))
+    return {std::nullopt, inner + ", which the data plane writes: not resolved"};
+  auto contents = snapshot.find(name);
+  if (contents == snapshot.end())
+    return {std::nullopt, inner + ": its contents were not read"};
+  auto stored = [&](const TableEntry &entry) -> std::optional<std::string> {
+    auto found = contents->second.storedTables.find(entry.key);
+    if (found == contents->second.storedTables.end())
+      return std::nullopt;
+    return found->second;
+  };
+  if (outer->key.constantKey) {
+    std::string slot = name + "[" + toHex(*outer->key.constantKey) + "]";
+    std::optional<const TableEntry *> entry = contents->second.known(*outer->key.constantKey);
+    if (!entry)
+      return {std::nullopt, inner + ": " + slot + " was not read"};
+    if (!*entry)
+      return {std::nullopt, inner + ": " + slot + " is empty, the outer lookup misses"};
+    if (std::optional<std::string> table = stored(**entry))
+      return {*table, slot + " holds " + *table};
+    return {std::nullopt, inner + ": " + slot +
+                              " holds a map the program does not declare (its loader's), "
+                              "whose updates bypass the guard"};
+  }
+  if (!contents->second.complete)
+    return {std::nullopt, inner + ": outer key not constant and " + name + " not read whole"};
+  std::set<std::string> held;
+  for (const TableEntry &entry : contents->second.entries) {
+    std::optional<std::string> table = stored(entry);
+    if (!table)
+      return {std::nullopt, inner + ": outer key not constant and " + name + "[" +
+                                toHex(entry.key) +
+                                "] holds a map the program does not declare (its loader's)"};
+    held.insert(*table);
+  }
+  if (held.size() != 1)
+    return {std::nullopt, inner + ": outer key not constant and " + name + " holds " +
+                              std::to_string(held.size()) + " tables"};
+  return {*held.begin(), "every slot of " + name + " holds " + *held.begin()};
 }
 
 bool rewriteEligibleLookups(Module &module, ModuleAnalysisManager &mam,

@@ -107,6 +107,18 @@ std::optional<std::string> whyNoFieldFolding(const AccessSite &site,
                                              const TableAccessInfo &info,
                                              const TableCatalog &catalog);
 
+// Which of the program's own tables the inner-map operand of `site` is,
+// given what the snapshot says its outer table holds: the table stored at
+// the outer lookup's constant key, or the one table every slot of the
+// outer table holds. `table` is unset when it cannot be told (or the site
+// is no inner-map site); `why` says how it was resolved, or why not.
+struct InnerTableResolution {
+  std::optional<std::string> table;
+  std::string why;
+};
+InnerTableResolution resolveInnerTable(const AccessSite &site, const TableAccessInfo &info,
+                                       const TableSnapshot &snapshot);
+
 // Builds replacement code for the lookups of one module. Every value lives
 // in one array per table (`__morpheus.TABLE.values`, every entry of the
 // snapshot in key order, 8-byte aligned like the kernel's; never written),
