@@ -240,11 +240,14 @@ ReadPlan planReads(const TableAccessInfo &info, const TableCatalog &catalog,
   auto request = [&](const AccessSite &site) {
     if (!whyNotInlinable(site, info, catalog)) {
       TableReadRequest &request = plan[site.table];
-      // Arrays larger than the limit are read by content instead (MapIO):
-      // constant-fields and branch-injection leave arrays alone.
-      request.wholeTableLimit = catalog.at(site.table).match == TableMatch::Index
-                                    ? inlineLimit
-                                    : std::max(inlineLimit, WholeTableReadLimit);
+      // Hash tables are read whole further, for constant-fields and
+      // branch-injection. Arrays larger than the limit are read by content
+      // instead (MapIO). A trie larger than the limit is probed key by key:
+      // heavy-hitter-fast-path needs the trie's answer for each hot key,
+      // which a whole read (prefixes, not answers) does not give.
+      request.wholeTableLimit = catalog.at(site.table).match == TableMatch::Exact
+                                    ? std::max(inlineLimit, WholeTableReadLimit)
+                                    : inlineLimit;
       // A trie answers a constant key with the longest prefix matching
       // it, not as an entry of that key: lpm-as-code reads the trie whole.
       if (site.key.constantKey && catalog.at(site.table).match != TableMatch::LongestPrefix)

@@ -49,10 +49,11 @@ PreservedAnalyses HeavyHitterFastPathPass::run(Module &module, ModuleAnalysisMan
             context.log->record(site, "heavy-hitter-fast-path", false, std::move(why));
           return false;
         };
-        // A table read whole is turned whole into code, or was declined by
-        // the passes that do it; its entries are prefixes for an LPM trie,
-        // not answers to lookups.
-        if (contents.complete)
+        // A table small enough is turned whole into code, or was declined
+        // by the passes that do it. A trie read whole holds prefixes, not
+        // the answers to lookups of the hot keys.
+        if (contents.complete && (contents.entries.size() <= context.inlineLimit ||
+                                  table.match == TableMatch::LongestPrefix))
           return decline("table read whole: not a fast-path candidate");
         if (site.key.constantKey)
           return decline("constant key: constant-key-lookup's");
@@ -60,11 +61,11 @@ PreservedAnalyses HeavyHitterFastPathPass::run(Module &module, ModuleAnalysisMan
           return decline(*context.noCompareChains);
         std::vector<const TableEntry *> entries;
         for (const Bytes &key : hot->second) {
-          if (key.size() != table.keySize || !contents.probedKeys.count(key))
-            continue; // not read this cycle
+          if (key.size() != table.keySize)
+            continue;
           std::optional<const TableEntry *> entry = contents.known(key);
           if (!entry || !*entry || !(*entry)->value)
-            continue; // absent, or per-CPU values that differ
+            continue; // not read this cycle, absent, or per-CPU values that differ
           entries.push_back(*entry);
         }
         if (entries.empty())

@@ -75,8 +75,9 @@ PreservedAnalyses InstrumentTableSitesPass::run(Module &module, ModuleAnalysisMa
         context.log->record(site, "instrument-table-sites", false, std::move(why));
     };
     if (auto contents = context.snapshot->find(site.table);
-        contents != context.snapshot->end() && contents->second.complete)
-      continue; // read whole: inlined whole, nothing to learn
+        contents != context.snapshot->end() && contents->second.complete &&
+        contents->second.entries.size() <= context.inlineLimit)
+      continue; // small enough to be turned whole into code: nothing to learn
     if (profile.excludedTables.count(site.table)) {
       decline("not profiled (--no-profile)");
       continue;
