@@ -47,8 +47,9 @@ struct ProfileOptions {
   std::set<std::string> excludedTables; // the operator's --no-profile
 };
 
-// Read-only tables are read whole up to this many entries (planReads), so
-// that constant-fields sees every value of tables too large to become code;
+// Read-only hash tables are read whole up to this many entries (planReads),
+// so that constant-fields and branch-injection see every entry of tables
+// too large to become code;
 // the walk of a larger table stops there (1,025 key steps, about 1 ms).
 constexpr uint32_t WholeTableReadLimit = 1024;
 
