@@ -123,6 +123,15 @@ std::map<unsigned, size_t> plannedChains(const TableAccessInfo &info,
   return chains;
 }
 
+// The names of the functions `entry` reaches, through calls and taken
+// addresses: the code the verifier walks for that entry.
+std::set<std::string> namesReachedFrom(Function &entry) {
+  std::set<std::string> reached;
+  for (Function *function : reachableFrom(&entry, /*throughAddresses=*/true))
+    reached.insert(function->getName().str());
+  return reached;
+}
+
 // The verifier explores a program path by path; chains in sequence
 // multiply its paths by (entries + 1) each when entries yield constants
 // (distinct states while what they yield is live), by about 2 when they
@@ -137,9 +146,7 @@ std::set<unsigned> chainsOverBudget(Module &module, const AccessSignatureTable &
     Function *entry = module.getFunction(entryName);
     if (!entry || !paths)
       continue;
-    std::set<std::string> reached;
-    for (Function *function : reachableFrom(entry, /*throughAddresses=*/true))
-      reached.insert(function->getName().str());
+    std::set<std::string> reached = namesReachedFrom(*entry);
     std::vector<std::pair<size_t, unsigned>> mine; // (length, site)
     for (const AccessSite &site : info.sites)
       if (auto chain = chains.find(site.id);
@@ -175,9 +182,7 @@ std::set<unsigned> fastPathsOverBudget(Module &module, const TableAccessInfo &in
     Function *entry = module.getFunction(entryName);
     if (!entry || !paths)
       continue;
-    std::set<std::string> reached;
-    for (Function *function : reachableFrom(entry, /*throughAddresses=*/true))
-      reached.insert(function->getName().str());
+    std::set<std::string> reached = namesReachedFrom(*entry);
     double product = 1;
     std::vector<std::pair<size_t, unsigned>> fast; // (length, site)
     for (const AccessSite &site : info.sites) {

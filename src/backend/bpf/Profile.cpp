@@ -45,18 +45,25 @@ ProfileMap::~ProfileMap() {
     close(mapFd);
 }
 
-Expected<std::vector<ProfileMap::Samples>> ProfileMap::read(unsigned site, uint32_t keySize) {
+Expected<std::vector<uint8_t>> ProfileMap::readSite(unsigned site) const {
   std::vector<uint8_t> raw(Stride * cpus);
   uint32_t key = site;
   if (bpf_map_lookup_elem(mapFd, &key, raw.data()))
     return makeSystemError(errno, "traffic profile: cannot read site {0}", site);
+  return raw;
+}
+
+Expected<std::vector<ProfileMap::Samples>> ProfileMap::read(unsigned site, uint32_t keySize) {
+  auto raw = readSite(site);
+  if (!raw)
+    return raw.takeError();
   std::vector<uint64_t> &last = seen[site];
   last.resize(cpus, 0);
   std::vector<Samples> out;
   keySize = std::min<uint32_t>(keySize, ProfileKeyBytes);
   for (unsigned cpu = 0; cpu < cpus; ++cpu) {
     morpheus_profile_site state;
-    std::memcpy(&state, raw.data() + cpu * Stride, SiteBytes);
+    std::memcpy(&state, raw->data() + cpu * Stride, SiteBytes);
     Samples samples;
     samples.cpu = cpu;
     samples.period = state.period;
@@ -74,14 +81,13 @@ Expected<std::vector<ProfileMap::Samples>> ProfileMap::read(unsigned site, uint3
 }
 
 Error ProfileMap::setPeriod(unsigned site, uint32_t period) {
-  std::vector<uint8_t> raw(Stride * cpus);
-  uint32_t key = site;
-  if (bpf_map_lookup_elem(mapFd, &key, raw.data()))
-    return makeSystemError(errno, "traffic profile: cannot read site {0}", site);
+  auto raw = readSite(site);
+  if (!raw)
+    return raw.takeError();
   std::vector<uint64_t> &last = seen[site];
   last.resize(cpus, 0);
   for (unsigned cpu = 0; cpu < cpus; ++cpu) {
-    auto *state = reinterpret_cast<morpheus_profile_site *>(raw.data() + cpu * Stride);
+    auto *state = reinterpret_cast<morpheus_profile_site *>(raw->data() + cpu * Stride);
     state->period = period;
     state->countdown = period ? std::min(state->countdown ? state->countdown : period, period)
                               : 0;
@@ -89,7 +95,8 @@ Error ProfileMap::setPeriod(unsigned site, uint32_t period) {
     // write is where the next read starts.
     last[cpu] = state->written;
   }
-  if (bpf_map_update_elem(mapFd, &key, raw.data(), BPF_ANY))
+  uint32_t key = site;
+  if (bpf_map_update_elem(mapFd, &key, raw->data(), BPF_ANY))
     return makeSystemError(errno, "traffic profile: cannot set the period of site {0}", site);
   return Error::success();
 }

@@ -43,6 +43,8 @@ public:
 
 private:
   explicit ProfileMap(int fd, unsigned cpus) : mapFd(fd), cpus(cpus) {}
+  // `site`'s value on every CPU, as the kernel returns a per-CPU value.
+  Expected<std::vector<uint8_t>> readSite(unsigned site) const;
   int mapFd = -1;
   unsigned cpus = 0;
   // Per site, per CPU: the sample count at the previous read.
