@@ -73,6 +73,55 @@ bool TableAccessInfo::isReadOnlyAt(const std::string &table, const std::optional
          writesAt(table, key, offset, size).empty();
 }
 
+bool TableAccessInfo::sameWhereReadOnly(const TableSnapshot &a, const TableSnapshot &b) const {
+  if (a.size() != b.size())
+    return false;
+  for (auto left = a.begin(), right = b.begin(); left != a.end(); ++left, ++right) {
+    const auto &[table, one] = *left;
+    const TableContents &other = right->second;
+    if (table != right->first || one.complete != other.complete ||
+        one.unlistedAreZero != other.unlistedAreZero || one.probedKeys != other.probedKeys ||
+        one.storedTables != other.storedTables)
+      return false;
+    auto usage = tables.find(table);
+    if (usage == tables.end()) {
+      if (one.entries != other.entries)
+        return false;
+      continue;
+    }
+    // Per key, the bytes the data plane never writes; keys with none left out.
+    auto readOnlyView = [&](const TableContents &contents) {
+      std::map<Bytes, std::vector<std::optional<uint8_t>>> view;
+      for (const TableEntry &entry : contents.entries) {
+        uint64_t size = entry.value ? entry.value->size() : entry.cpuZero.size();
+        std::vector<bool> written(size, usage->second.writtenWholesale);
+        for (const ValueWrite &write : usage->second.valueWrites)
+          if (write.overlaps(entry.key, 0, ValueWrite::WholeValue))
+            for (uint64_t offset = write.offset;
+                 offset < size && (write.size == ValueWrite::WholeValue ||
+                                   offset < write.offset + write.size);
+                 ++offset)
+              written[offset] = true;
+        // A byte the CPUs do not agree on (per-CPU tables) is never folded
+        // either: nullopt, compared as such.
+        const Bytes &held = entry.value ? *entry.value : entry.cpuZero;
+        std::vector<std::optional<uint8_t>> bytes;
+        for (uint64_t offset = 0; offset < size; ++offset)
+          if (!written[offset])
+            bytes.push_back(entry.value || entry.agreed[offset]
+                                ? std::optional<uint8_t>(held[offset])
+                                : std::nullopt);
+        if (!bytes.empty())
+          view[entry.key] = std::move(bytes);
+      }
+      return view;
+    };
+    if (readOnlyView(one) != readOnlyView(other))
+      return false;
+  }
+  return true;
+}
+
 const AccessSite *TableAccessInfo::siteFor(const CallBase *call) const {
   for (const AccessSite &site : sites)
     if (site.call == call)
@@ -120,8 +169,6 @@ void annotateAccessCalls(Module &module, const AccessSignatureTable &sigs) {
     }
 }
 
-namespace {
-
 std::string locationOf(const Instruction &inst) {
   const DebugLoc &loc = inst.getDebugLoc();
   if (!loc)
@@ -129,6 +176,8 @@ std::string locationOf(const Instruction &inst) {
   return (sys::path::filename(loc->getFilename()) + ":" + Twine(loc.getLine()))
       .str();
 }
+
+namespace {
 
 class Analyzer {
 public:

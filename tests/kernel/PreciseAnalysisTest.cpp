@@ -14,7 +14,10 @@
 #include <algorithm>
 #include <atomic>
 #include <thread>
+#include <arpa/inet.h>
 #include <unistd.h>
+#include <cstring>
+#include <sys/mman.h>
 
 namespace morpheus::testing {
 namespace {
@@ -59,6 +62,33 @@ TEST(PreciseAnalysis, ConfigurationBesideACounterIsFoldedAndTheCounterStillCount
 
   // A change through Morpheus is seen on the very next packet.
   program.set("rules", uint32_t(0), Rule{XDP_TX, 7, 0});
+  Bytes packet = buildPacket({.ttl = 64, .tos = 3});
+  EXPECT_EQ(program.active(packet).verdict, uint32_t(XDP_TX));
+}
+
+// A counter moving beside folded configuration changes the snapshot every
+// period; only the bytes the data plane never writes can change the code,
+// so the cycle stops before specializing. A configuration byte written
+// behind Morpheus's back (not guarded) does rebuild.
+TEST(PreciseAnalysis, CountersMovingBesideConfigurationDoNotRebuild) {
+  CorpusProgram program("field_counter.bpf.c");
+  ASSERT_TRUE(program.ok());
+  program.set("rules", uint32_t(0), Rule{XDP_DROP, 7, 0});
+  program.set("stats", uint32_t(0), uint64_t(100));
+  ASSERT_TRUE(program.cycle().installed());
+  uint64_t before = hitsOf(program);
+  for (int i = 0; i < 10; ++i)
+    program.active(buildPacket({.ttl = 64, .tos = 3}));
+  ASSERT_EQ(hitsOf(program), before + 10); // the snapshot did change
+  runtime::CycleReport report = program.cycle();
+  EXPECT_EQ(report.outcome, runtime::CycleOutcome::Unchanged) << report.describe();
+  EXPECT_TRUE(report.log.decisions.empty()) << "specialized again:\n" << report.log.toText();
+
+  Rule changed{XDP_TX, 7, hitsOf(program)};
+  uint32_t zero = 0;
+  ASSERT_EQ(bpf_map_update_elem(program.opt().mapFd("rules"), &zero, &changed, BPF_ANY), 0);
+  report = program.cycle();
+  EXPECT_EQ(report.outcome, runtime::CycleOutcome::Installed) << report.describe();
   Bytes packet = buildPacket({.ttl = 64, .tos = 3});
   EXPECT_EQ(program.active(packet).verdict, uint32_t(XDP_TX));
 }
@@ -281,6 +311,99 @@ TEST(PreciseAnalysis, PerCpuConfigurationBesideAPerCpuCounterIsFolded) {
   // A change through Morpheus (to every CPU) is seen on the next packet.
   program.set("settings", uint32_t(0), Setting{XDP_TX, 7, 0});
   EXPECT_EQ(program.active(buildPacket({.tos = 3})).verdict, uint32_t(XDP_TX));
+}
+
+// A writable global's section map mmapped, as a skeleton-based loader
+// writes its configuration: Morpheus sees none of these writes.
+class MmappedSection {
+public:
+  MmappedSection(CorpusProgram &program, const std::string &global) {
+    for (const core::GlobalSlice &slice : program.opt().spec().globals())
+      if (slice.global == global) {
+        offset = slice.offset;
+        int fd = program.opt().mapFd(slice.sectionTable);
+        EXPECT_GE(fd, 0) << slice.sectionTable;
+        size = size_t(sysconf(_SC_PAGESIZE));
+        void *mapped = mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+        EXPECT_NE(mapped, MAP_FAILED) << slice.sectionTable << ": " << std::strerror(errno);
+        if (mapped != MAP_FAILED)
+          memory = static_cast<uint8_t *>(mapped);
+      }
+    EXPECT_NE(memory, nullptr) << "global " << global << " not laid out";
+  }
+  ~MmappedSection() {
+    if (memory)
+      munmap(memory, size);
+  }
+  bool ok() const { return memory != nullptr; }
+  template <typename T> void write(const T &value, size_t at = 0) {
+    std::memcpy(memory + offset + at, &value, sizeof(value));
+  }
+
+private:
+  uint8_t *memory = nullptr;
+  size_t size = 0;
+  uint64_t offset = 0;
+};
+
+const core::GlobalDecision *globalDecision(const runtime::CycleReport &report,
+                                           const std::string &global) {
+  for (const core::GlobalDecision &d : report.log.globals)
+    if (d.global == global)
+      return &d;
+  return nullptr;
+}
+
+// .data/.bss as one-slot tables: the bytes the program never writes are
+// folded, the counters beside them are not, and a write through mmap (no
+// guard bump) is followed by the very next packet through the check at the
+// entry, then compiled in by the next cycle.
+TEST(PreciseAnalysis, GlobalsWrittenThroughMmapAreFollowedByTheNextPacket) {
+  CorpusProgram program("globals_config.bpf.c");
+  ASSERT_TRUE(program.ok());
+  MmappedSection blocked(program, "blocked_ttl"), settings(program, "settings");
+  ASSERT_TRUE(blocked.ok() && settings.ok());
+  blocked.write(uint32_t(9));
+  runtime::CycleReport report = program.cycle();
+  ASSERT_TRUE(report.installed()) << report.describe();
+  for (const char *folded : {"blocked_ttl", "settings", "feature"}) {
+    const core::GlobalDecision *decision = globalDecision(report, folded);
+    ASSERT_NE(decision, nullptr) << folded << "\n" << report.log.toText();
+    EXPECT_TRUE(decision->applied) << folded << ": " << decision->detail;
+  }
+  const core::GlobalDecision *packets = globalDecision(report, "packets");
+  ASSERT_NE(packets, nullptr);
+  EXPECT_FALSE(packets->applied);
+  ASSERT_FALSE(report.log.globalChecks.empty());
+
+  auto same = [&](PacketSpec spec, uint32_t expected) {
+    Bytes packet = buildPacket(spec);
+    RunResult active = program.active(packet);
+    EXPECT_EQ(active, program.original(packet)) << "ttl " << int(spec.ttl);
+    EXPECT_EQ(active.verdict, expected) << "ttl " << int(spec.ttl) << " tos " << int(spec.tos);
+  };
+  same({.ttl = 9}, XDP_DROP);
+  same({.ttl = 64}, XDP_PASS);
+  same({.ttl = 64, .tos = 5}, XDP_TX);
+
+  // Behind Morpheus's back: the next packet already sees each write.
+  blocked.write(uint32_t(64));
+  same({.ttl = 64}, XDP_DROP);
+  same({.ttl = 9}, XDP_PASS);
+  settings.write(uint32_t(2)); // mode
+  same({.ttl = 10}, XDP_DROP);
+  report = program.cycle();
+  EXPECT_EQ(report.outcome, runtime::CycleOutcome::Installed) << report.describe();
+  same({.ttl = 64}, XDP_DROP);
+  same({.ttl = 10}, XDP_DROP);
+  same({.ttl = 10, .tos = 5}, XDP_TX);
+
+  // Counters moving (packets, feature.hits) are not what was folded: no
+  // new version.
+  for (int i = 0; i < 20; ++i)
+    same({.ttl = 10, .tos = 5}, XDP_TX);
+  report = program.cycle();
+  EXPECT_EQ(report.outcome, runtime::CycleOutcome::Unchanged) << report.describe();
 }
 
 } // namespace
