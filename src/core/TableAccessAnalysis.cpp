@@ -2,6 +2,7 @@
 
 #include "support/Bytes.h"
 
+#include <llvm/ADT/DenseMap.h>
 #include <llvm/ADT/SmallPtrSet.h>
 #include <llvm/ADT/StringExtras.h>
 #include <llvm/Analysis/AliasAnalysis.h>
@@ -437,14 +438,25 @@ void Analyzer::checkLookupResult(AccessSite &site) {
     return;
   constexpr int64_t Unknown = INT64_MIN;
   SmallVector<std::pair<Value *, int64_t>, 16> worklist{{site.call, 0}};
-  SmallPtrSet<Value *, 16> seen{site.call};
+  // The offset from this site's result each derived pointer was reached
+  // with. A phi or select keeps the offset: when it yields this site's
+  // pointer, that is where it points; when it yields another pointer, the
+  // write is not into this site's entry (other sites record their own). A
+  // value reached at two offsets (phi(p, p + 8)) is walked again with the
+  // offset unknown.
+  DenseMap<Value *, int64_t> seen{{site.call, 0}};
   std::string looked = site.table.empty() ? "an inner map of " + join(site.outerTables, ", ")
                                           : site.table;
   std::string from = " (value of " + looked + " looked up" +
                      (site.location.empty() ? "" : " at " + site.location) + ")";
   auto follow = [&](Value *derived, int64_t offset) {
-    if (seen.insert(derived).second)
-      worklist.push_back({derived, offset});
+    auto [it, inserted] = seen.try_emplace(derived, offset);
+    if (!inserted) {
+      if (it->second == offset || it->second == Unknown)
+        return;
+      it->second = offset = Unknown;
+    }
+    worklist.push_back({derived, offset});
   };
   auto written = [&](int64_t offset, std::optional<uint64_t> size, std::string why) {
     ValueWrite write{site.key.constantKey, 0, ValueWrite::WholeValue, std::move(why)};
@@ -476,7 +488,7 @@ void Analyzer::checkLookupResult(AccessSite &site) {
         follow(user, offset);
       } else if (isa<PHINode>(user) ||
                  (isa<SelectInst>(user) && use.getOperandNo() != 0)) {
-        follow(user, Unknown);
+        follow(user, offset);
       } else if (auto *compare = dyn_cast<ICmpInst>(user)) {
         // Testing for null is what lookups are for; any other comparison
         // observes the pointer's identity.

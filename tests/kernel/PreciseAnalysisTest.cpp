@@ -406,5 +406,136 @@ TEST(PreciseAnalysis, GlobalsWrittenThroughMmapAreFollowedByTheNextPacket) {
   EXPECT_EQ(report.outcome, runtime::CycleOutcome::Unchanged) << report.describe();
 }
 
+// The decision of `pass` at sites of `table`, applied or not, or nullptr.
+const core::SiteDecision *passDecision(const runtime::CycleReport &report,
+                                       const std::string &table, const std::string &pass) {
+  for (const core::SiteDecision &d : report.log.decisions)
+    if (d.table == table && d.pass == pass)
+      return &d;
+  return nullptr;
+}
+
+struct VipKey {
+  uint32_t daddr;
+  uint16_t dport;
+  uint8_t proto, pad;
+};
+struct VipMeta {
+  uint32_t flags, vipNum;
+  uint64_t packets;
+};
+struct LbBackend {
+  uint32_t daddr, weight;
+};
+
+// The composite L4 load balancer (tests/programs/composite_l4lb.bpf.c):
+// which specializations apply, which are declined and why, and the
+// specialized version forwarding every kind of packet as the original does.
+TEST(CompositePrograms, LoadBalancerSpecializesItsConfigurationAndForwardsAsTheOriginal) {
+  CorpusProgram program("composite_l4lb.bpf.c");
+  ASSERT_TRUE(program.ok());
+  const uint32_t vip = htonl(0x0a000001);
+  program.set("vips", VipKey{vip, htons(80), 17, 0}, VipMeta{0, 1, 0});
+  program.set("vips", VipKey{vip, htons(443), 17, 0}, VipMeta{2 /* VIP_QUIC */, 1, 0});
+  for (uint32_t position = 16; position < 32; ++position)
+    program.set("rings", position, uint32_t(position % 2 ? 5 : 6));
+  program.set("backends", uint32_t(5), LbBackend{htonl(0x0a010005), 1});
+  program.set("backends", uint32_t(6), LbBackend{htonl(0x0a010006), 1});
+  program.set("server_ids", uint32_t(0), uint32_t(6));
+  MmappedSection quic(program, "quic_enabled");
+  ASSERT_TRUE(quic.ok());
+  quic.write(uint32_t(1));
+
+  runtime::CycleReport report = program.cycle();
+  ASSERT_TRUE(report.installed()) << report.describe();
+  // The 1,024-slot backend array holding 2 backends, the ring and the QUIC
+  // server ids are small tables by content.
+  for (const char *table : {"backends", "rings", "server_ids"}) {
+    const core::SiteDecision *inlined = CorpusProgram::decision(report, table, true);
+    ASSERT_NE(inlined, nullptr) << table << "\n" << report.log.toText();
+    EXPECT_EQ(inlined->pass, "inline-small-table") << table;
+  }
+  // The VIP table holds configuration beside a counter, looked up by the
+  // packet's address: declined, saying what would change it.
+  const core::SiteDecision *vips = CorpusProgram::decision(report, "vips", false);
+  ASSERT_NE(vips, nullptr);
+  EXPECT_NE(vips->detail.find("table is written by the data plane"), std::string::npos)
+      << vips->detail;
+  const core::SiteDecision *stats = CorpusProgram::decision(report, "lb_stats", false);
+  ASSERT_NE(stats, nullptr);
+  EXPECT_NE(stats->detail.find("table is written by the data plane"), std::string::npos)
+      << stats->detail;
+  EXPECT_EQ(CorpusProgram::decision(report, "lb_stats", true), nullptr);
+  // The loader's globals: the switches fold, the counter does not.
+  for (const char *folded : {"quic_enabled", "conn_table_slot"}) {
+    const core::GlobalDecision *decision = globalDecision(report, folded);
+    ASSERT_NE(decision, nullptr) << folded;
+    EXPECT_TRUE(decision->applied) << folded << ": " << decision->detail;
+  }
+  ASSERT_NE(globalDecision(report, "lb_packets"), nullptr);
+  EXPECT_FALSE(globalDecision(report, "lb_packets")->applied);
+
+  struct Case {
+    PacketSpec spec;
+    uint32_t verdict;
+  };
+  for (const Case &c : {Case{{.dport = 80}, XDP_TX}, Case{{.sport = 999, .dport = 80}, XDP_TX},
+                        Case{{.dport = 81}, XDP_PASS}, Case{{.dport = 443}, XDP_TX},
+                        Case{{.protocol = 6, .dport = 80}, XDP_PASS},
+                        Case{{.daddr = 0x0a000002, .dport = 80}, XDP_PASS}}) {
+    Bytes packet = buildPacket(c.spec);
+    RunResult active = program.active(packet);
+    EXPECT_EQ(active, program.original(packet)) << "dport " << c.spec.dport;
+    EXPECT_EQ(active.verdict, c.verdict) << "dport " << c.spec.dport;
+  }
+  // QUIC routing switched off through mmap: the next packet follows.
+  quic.write(uint32_t(0));
+  Bytes packet = buildPacket({.sport = 4000, .dport = 443});
+  EXPECT_EQ(program.active(packet), program.original(packet));
+}
+
+struct AclRule {
+  uint8_t proto, action;
+  uint16_t portLo, portHi, pad;
+  uint64_t hits;
+};
+struct LpmV4 {
+  uint32_t prefixlen, addr;
+};
+
+// The multi-stage filter (tests/programs/composite_filter.bpf.c): every
+// ACL rule's configuration folds beside its counter (written through a phi
+// of the unrolled lookups), the blocklist becomes code, the rate limit's
+// global folds; the program run (the object's first, filter_acl, which
+// tail-calls the original's later stages) answers as the original.
+TEST(CompositePrograms, MultiStageFilterFoldsEveryStageAndAnswersAsTheOriginal) {
+  CorpusProgram program("composite_filter.bpf.c");
+  ASSERT_TRUE(program.ok());
+  program.set("acl", uint32_t(0), AclRule{17, XDP_DROP + 1, 53, 53, 0, 0});
+  program.set("acl", uint32_t(1), AclRule{6, XDP_PASS + 1, 22, 22, 0, 0});
+  program.set("blocklist", LpmV4{16, htonl(0x0a090000)}, uint32_t(1));
+  runtime::CycleReport report = program.cycle();
+  ASSERT_TRUE(report.installed()) << report.describe();
+  unsigned folded = 0;
+  for (const core::SiteDecision &d : report.log.decisions)
+    folded += d.table == "acl" && d.applied && d.pass == "fold-read-only-fields";
+  EXPECT_EQ(folded, 64u) << report.log.toText(); // one constant-key site per rule
+  const core::SiteDecision *blocklist = passDecision(report, "blocklist", "lpm-as-code");
+  ASSERT_NE(blocklist, nullptr) << report.log.toText();
+  EXPECT_TRUE(blocklist->applied) << blocklist->detail;
+  EXPECT_EQ(CorpusProgram::decision(report, "rate_window", true), nullptr);
+  for (const char *global : {"rate_limit", "blocklist_enabled"}) {
+    const core::GlobalDecision *decision = globalDecision(report, global);
+    ASSERT_NE(decision, nullptr) << global;
+    EXPECT_TRUE(decision->applied) << global << ": " << decision->detail;
+  }
+  for (PacketSpec spec : {PacketSpec{.dport = 53}, PacketSpec{.protocol = 6, .dport = 22},
+                          PacketSpec{.dport = 54}, PacketSpec{.saddr = 0x0a090101, .dport = 54},
+                          PacketSpec{.etherType = 0x86dd}}) {
+    Bytes packet = buildPacket(spec);
+    EXPECT_EQ(program.active(packet), program.original(packet)) << "dport " << spec.dport;
+  }
+}
+
 } // namespace
 } // namespace morpheus::testing
