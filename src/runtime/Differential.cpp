@@ -332,7 +332,7 @@ Expected<FuzzReport> Fuzzer::run() {
   auto start = Clock::now();
   if (Error err = setUp())
     return err;
-  while (secondsSince(start) < options.seconds) {
+  while (report.states < options.minStates || secondsSince(start) < options.seconds) {
     bool fromConfiguration = false;
     MapContents state = states->generate(rng, fromConfiguration);
     report.configuredStates += fromConfiguration;

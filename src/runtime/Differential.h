@@ -27,6 +27,9 @@ struct FuzzOptions {
   bpf::FrontendOptions frontend;
   std::string program; // entry program; "" = the first
   double seconds = 10; // the run stops starting new map states after this
+  // ... but not before this many were compared: what a test asserts about
+  // coverage must not depend on how loaded the machine is.
+  uint64_t minStates = 0;
   uint64_t seed = 1;
   uint32_t inlineLimit = 64;
   uint32_t maxEntries = 8;       // per map and map state

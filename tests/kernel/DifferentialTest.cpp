@@ -17,7 +17,8 @@ using namespace morpheus;
 
 namespace {
 
-runtime::FuzzReport fuzz(const std::string &relative, double seconds,
+// At least `minStates` map states of 24 packets each, whatever the load.
+runtime::FuzzReport fuzz(const std::string &relative, double seconds, uint64_t minStates,
                          const std::string &reproducer = "",
                          runtime::MapContents configured = {}, const std::string &program = "",
                          core::FaultInjection faults = {}) {
@@ -25,6 +26,7 @@ runtime::FuzzReport fuzz(const std::string &relative, double seconds,
   options.program = program;
   options.faults = faults;
   options.seconds = seconds;
+  options.minStates = minStates;
   options.configured = std::move(configured);
   options.seed = 7;
   options.reproducerPath = reproducer;
@@ -45,7 +47,7 @@ void expectNoDifference(const std::string &relative, const std::string &preset) 
   for (const auto &[map, rows] : *contents)
     entries += rows.size();
   EXPECT_GT(entries, 0u) << "the preset configured nothing";
-  runtime::FuzzReport report = fuzz(relative, 8, "", std::move(*contents));
+  runtime::FuzzReport report = fuzz(relative, 8, 5, "", std::move(*contents));
   EXPECT_EQ(report.differed, 0u) << report.reproducer;
   EXPECT_GT(report.cases, 100u);
   EXPECT_GT(report.configuredStates, 0u);
@@ -55,7 +57,7 @@ void expectNoDifference(const std::string &relative, const std::string &preset) 
 } // namespace
 
 TEST(Differential, PolicyFwdSpecializationsBehaveLikeTheOriginal) {
-  runtime::FuzzReport report = fuzz("examples/policy_fwd.bpf.c", 5);
+  runtime::FuzzReport report = fuzz("examples/policy_fwd.bpf.c", 5, 22);
   EXPECT_EQ(report.differed, 0u) << report.reproducer;
   EXPECT_GT(report.cases, 500u);
   EXPECT_GT(report.states, 10u);
@@ -69,7 +71,7 @@ TEST(Differential, CatchesABrokenKeyCompareChain) {
   // The fuzzer stops at its first difference: the budget only bounds a
   // machine so loaded that the seed's failing state comes late (15 s were
   // not enough on 2 cores at load 10).
-  runtime::FuzzReport report = fuzz("examples/policy_fwd.bpf.c", 120, reproducer, {}, "", broken);
+  runtime::FuzzReport report = fuzz("examples/policy_fwd.bpf.c", 120, 0, reproducer, {}, "", broken);
   EXPECT_GE(report.differed, 1u);
   ASSERT_FALSE(report.reproducer.empty());
   std::ifstream written(reproducer);
@@ -100,7 +102,7 @@ TEST(Differential, NatSmoke) { expectNoDifference("nf/nat/nat.bpf.c", "nat"); }
 class DifferentialOfOneKind : public ::testing::TestWithParam<const char *> {};
 TEST_P(DifferentialOfOneKind, Smoke) {
   runtime::FuzzReport report =
-      fuzz(std::string("tests/programs/") + GetParam() + ".bpf.c", 1.5, "", {}, "entry");
+      fuzz(std::string("tests/programs/") + GetParam() + ".bpf.c", 1.5, 5, "", {}, "entry");
   EXPECT_EQ(report.differed, 0u) << report.reproducer;
   EXPECT_GT(report.cases, 100u);
 }
@@ -129,6 +131,7 @@ class CorpusSmoke : public ::testing::TestWithParam<CorpusCase> {};
 TEST_P(CorpusSmoke, NoDifference) {
   runtime::FuzzOptions options;
   options.seconds = GetParam().seconds;
+  options.minStates = 3;
   options.seed = 7;
   options.shrinkSeconds = 2;
   if (GetParam().cflag)
