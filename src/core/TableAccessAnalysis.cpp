@@ -120,8 +120,6 @@ void annotateAccessCalls(Module &module, const AccessSignatureTable &sigs) {
     }
 }
 
-namespace {
-
 std::string locationOf(const Instruction &inst) {
   const DebugLoc &loc = inst.getDebugLoc();
   if (!loc)
@@ -129,6 +127,8 @@ std::string locationOf(const Instruction &inst) {
   return (sys::path::filename(loc->getFilename()) + ":" + Twine(loc.getLine()))
       .str();
 }
+
+namespace {
 
 class Analyzer {
 public:
@@ -146,6 +146,7 @@ private:
   void markWritten(const std::string &table, std::string reason);
   void markValueWritten(const std::string &table, ValueWrite write);
   void markAllWritten(const std::string &reason);
+  void markUntied(const std::string &table, const std::string &reason);
   std::optional<std::vector<std::string>> innerCandidates(Value *operand,
                                                           std::vector<std::string> &outers,
                                                           CallBase *&outerLookup);
@@ -242,8 +243,16 @@ Analyzer::innerCandidates(Value *operand, std::vector<std::string> &outers,
 }
 
 void Analyzer::markAllWritten(const std::string &reason) {
-  for (auto &[name, usage] : info.tables)
+  for (auto &[name, usage] : info.tables) {
     markWritten(name, reason);
+    markUntied(name, reason);
+  }
+}
+
+void Analyzer::markUntied(const std::string &table, const std::string &reason) {
+  TableUsage &usage = info.tables[table];
+  if (!usage.untiedWrite)
+    usage.untiedWrite = reason;
 }
 
 void Analyzer::collectSites() {
@@ -298,15 +307,22 @@ void Analyzer::collectSites() {
         else
           markWritten(name, why);
       };
+      bool keyArgument = sig->keyArg && *sig->keyArg < call->arg_size() &&
+                         call->getArgOperand(*sig->keyArg)->getType()->isPointerTy();
       if (table) {
         info.tables[site.table].siteCount++;
         if (writes)
           markSiteWrite(site.table, where);
+        if (writes && !(keyedWrite && keyArgument))
+          markUntied(site.table, where);
       } else if (inner) {
         if (writes)
-          for (const std::string &candidate : *inner)
-            markSiteWrite(candidate, where + " (through an inner map of " +
-                                         join(site.outerTables, ", ") + ")");
+          for (const std::string &candidate : *inner) {
+            std::string through = where + " (through an inner map of " +
+                                  join(site.outerTables, ", ") + ")";
+            markSiteWrite(candidate, through);
+            markUntied(candidate, through);
+          }
       } else if (writes || sig->kind == AccessKind::Lookup) {
         // A site whose table the analysis cannot name could touch any table.
         markAllWritten("unresolved table operand of " + where);
@@ -366,9 +382,10 @@ void Analyzer::checkTableUses() {
       std::string where;
       if (auto *inst = dyn_cast<Instruction>(user))
         where = locationOf(*inst);
-      markWritten(global.getName().str(),
-                  "table used outside a recognised access" +
-                      (where.empty() ? "" : " at " + where));
+      std::string reason =
+          "table used outside a recognised access" + (where.empty() ? "" : " at " + where);
+      markWritten(global.getName().str(), reason);
+      markUntied(global.getName().str(), reason);
       break;
     }
   }
@@ -389,15 +406,28 @@ void Analyzer::checkLookupResult(AccessSite &site) {
   constexpr int64_t Unknown = INT64_MIN;
   SmallVector<std::pair<Value *, int64_t>, 16> worklist{{site.call, 0}};
   SmallPtrSet<Value *, 16> seen{site.call};
+  // Pointers derived through a phi or select may be another entry's.
+  SmallPtrSet<Value *, 16> merged;
   std::string looked = site.table.empty() ? "an inner map of " + join(site.outerTables, ", ")
                                           : site.table;
   std::string from = " (value of " + looked + " looked up" +
                      (site.location.empty() ? "" : " at " + site.location) + ")";
+  Value *current = nullptr; // the pointer whose uses are being followed
   auto follow = [&](Value *derived, int64_t offset) {
+    if (merged.count(current))
+      merged.insert(derived);
     if (seen.insert(derived).second)
       worklist.push_back({derived, offset});
   };
-  auto written = [&](int64_t offset, std::optional<uint64_t> size, std::string why) {
+  // `writer` is the instruction that writes through the result, or null
+  // when the pointer escapes to where the write cannot be placed.
+  auto written = [&](int64_t offset, std::optional<uint64_t> size, std::string why,
+                     Instruction *writer = nullptr) {
+    if (writer && !merged.count(current))
+      site.resultWrites.push_back(writer);
+    else
+      for (const std::string &table : targets)
+        markUntied(table, why);
     ValueWrite write{site.key.constantKey, 0, ValueWrite::WholeValue, std::move(why)};
     if (offset != Unknown && offset >= 0 && size && *size) {
       write.offset = offset;
@@ -414,6 +444,7 @@ void Analyzer::checkLookupResult(AccessSite &site) {
   };
   while (!worklist.empty()) {
     auto [pointer, offset] = worklist.pop_back_val();
+    current = pointer;
     for (Use &use : pointer->uses()) {
       auto *user = cast<Instruction>(use.getUser());
       std::string at = locationOf(*user);
@@ -427,6 +458,7 @@ void Analyzer::checkLookupResult(AccessSite &site) {
         follow(user, offset);
       } else if (isa<PHINode>(user) ||
                  (isa<SelectInst>(user) && use.getOperandNo() != 0)) {
+        merged.insert(user);
         follow(user, Unknown);
       } else if (auto *compare = dyn_cast<ICmpInst>(user)) {
         // Testing for null is what lookups are for; any other comparison
@@ -444,15 +476,15 @@ void Analyzer::checkLookupResult(AccessSite &site) {
       } else if (auto *store = dyn_cast<StoreInst>(user)) {
         if (use.getOperandNo() == store->getPointerOperandIndex())
           written(offset, dl.getTypeStoreSize(store->getValueOperand()->getType()),
-                  "store" + at + from);
+                  "store" + at + from, store);
         else
           written(Unknown, std::nullopt, "pointer stored to memory" + at + from);
       } else if (auto *rmw = dyn_cast<AtomicRMWInst>(user)) {
         written(offset, dl.getTypeStoreSize(rmw->getValOperand()->getType()),
-                "atomic update" + at + from);
+                "atomic update" + at + from, rmw);
       } else if (auto *xchg = dyn_cast<AtomicCmpXchgInst>(user)) {
         written(offset, dl.getTypeStoreSize(xchg->getNewValOperand()->getType()),
-                "atomic update" + at + from);
+                "atomic update" + at + from, xchg);
       } else if (auto *intrinsic = dyn_cast<IntrinsicInst>(user);
                  intrinsic && (intrinsic->isLifetimeStartOrEnd() ||
                                isa<DbgInfoIntrinsic>(intrinsic))) {
@@ -464,7 +496,8 @@ void Analyzer::checkLookupResult(AccessSite &site) {
         if (auto *constant = dyn_cast<ConstantInt>(memory->getLength());
             constant && use.getOperandNo() == 0)
           length = constant->getZExtValue();
-        written(length ? offset : Unknown, length, "memory intrinsic writes" + at + from);
+        written(length ? offset : Unknown, length, "memory intrinsic writes" + at + from,
+                memory);
       } else if (auto *call = dyn_cast<CallBase>(user)) {
         unsigned argNo = call->getArgOperandNo(&use);
         std::optional<AccessSignature> sig = sigs.match(*call);
@@ -489,7 +522,7 @@ void Analyzer::checkLookupResult(AccessSite &site) {
           continue;
         std::string name = sig ? sig->name : "a call";
         if (std::optional<uint64_t> bytes = sigs.bytesWrittenThrough(*call, argNo))
-          written(offset, *bytes, name + " writes its object" + at + from);
+          written(offset, *bytes, name + " writes its object" + at + from, call);
         else
           written(Unknown, std::nullopt, "passed to a call that may write" + at + from);
       } else {

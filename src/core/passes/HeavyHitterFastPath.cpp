@@ -23,12 +23,24 @@
 // packets to the generic code before the table changes. Which keys are hot
 // affects only speed: a wrong heavy-hitter set is slower, never wrong.
 // Keys the snapshot shows absent are left to the lookup, and so are keys
-// whose per-CPU values differ between CPUs. Fast paths are optional: the
+// whose per-CPU values differ between CPUs.
+//
+// Tables the data plane writes (guard-table-writes counts their writes per
+// key bucket, context.writeGuards): a site qualifies only when nothing is
+// written through its own result (whyNotInlinable with writes guarded: the
+// fast path skips the search and a write must reach the real entry), and
+// each hot key's match is answered only while the counter of its bucket
+// still holds the count read before the snapshot (context.writeCounts);
+// otherwise the key goes on to the lookup. GuardTableWrites.cpp says why
+// that makes the constant answer the live one; a hot key whose bucket was
+// not read gets no fast path. Fast paths are optional: the
 // verifier budget (Pipeline.cpp) drops those that would not fit beside the
 // compare chains already planned.
 //===----------------------------------------------------------------------===//
 
 #include "core/passes/TablePasses.h"
+
+#include <llvm/IR/IRBuilder.h>
 
 using namespace llvm;
 
@@ -37,6 +49,12 @@ namespace morpheus::core {
 PreservedAnalyses HeavyHitterFastPathPass::run(Module &module, ModuleAnalysisManager &mam) {
   if (context.hotKeys.empty())
     return PreservedAnalyses::all();
+  const TableAccessInfo &info = mam.getResult<TableAccessAnalysis>(module);
+  std::set<std::string> writeGuarded;
+  if (context.writeGuards)
+    writeGuarded = writeGuardedTables(info, *context.catalog, *context.writeGuards);
+  LLVMContext &llvmContext = module.getContext();
+  bool littleEndian = module.getDataLayout().isLittleEndian();
   bool changed = rewriteEligibleLookups(
       module, mam, context,
       [&](const AccessSite &site, const TableInfo &table, const TableContents &contents,
@@ -52,37 +70,65 @@ PreservedAnalyses HeavyHitterFastPathPass::run(Module &module, ModuleAnalysisMan
         // A table small enough is turned whole into code, or was declined
         // by the passes that do it. A trie read whole holds prefixes, not
         // the answers to lookups of the hot keys.
-        if (contents.complete && (contents.entries.size() <= context.inlineLimit ||
-                                  table.match == TableMatch::LongestPrefix))
+        bool written = !info.isReadOnly(site.table);
+        if (written && !writeGuarded.count(site.table))
+          return false; // accepted with writes guarded, but they are not counted
+        if (!written && contents.complete &&
+            (contents.entries.size() <= context.inlineLimit ||
+             table.match == TableMatch::LongestPrefix))
           return decline("table read whole: not a fast-path candidate");
         if (site.key.constantKey)
           return decline("constant key: constant-key-lookup's");
         if (context.noCompareChains)
           return decline(*context.noCompareChains);
         std::vector<const TableEntry *> entries;
+        unsigned uncounted = 0;
         for (const Bytes &key : hot->second) {
           if (key.size() != table.keySize)
             continue;
           std::optional<const TableEntry *> entry = contents.known(key);
           if (!entry || !*entry || !(*entry)->value)
             continue; // not read this cycle, absent, or per-CPU values that differ
+          if (written && !context.writeCounts.count(writeBucket(
+                             site.table, key, context.writeGuards->bucketBits, littleEndian))) {
+            ++uncounted; // no write count read before the snapshot
+            continue;
+          }
           entries.push_back(*entry);
         }
+        if (entries.empty() && uncounted)
+          return decline("no write count read for its hot keys (the running version has "
+                         "not counted the table's writes for a whole period yet)");
         if (entries.empty())
           return decline("no hot key present in the table");
-        rewriter.replaceWithDispatch(*site.call, *site.signature.keyArg, entries, site.table,
-                                     ChainLowering::Constants,
-                                     LookupRewriter::OnMiss::KeepLookup);
+        // Per entry: still the count read before the snapshot.
+        auto unwritten = [&](IRBuilderBase &builder, const TableEntry &entry) -> Value * {
+          uint32_t bucket =
+              writeBucket(site.table, entry.key, context.writeGuards->bucketBits, littleEndian);
+          FunctionCallee count = module.getOrInsertFunction(
+              context.writeGuards->countFunction, Type::getInt64Ty(llvmContext),
+              Type::getInt32Ty(llvmContext));
+          Value *now = builder.CreateCall(count, {builder.getInt32(bucket)},
+                                          site.table + ".writes");
+          return builder.CreateICmpEQ(now, builder.getInt64(context.writeCounts.at(bucket)),
+                                      site.table + ".unwritten");
+        };
+        rewriter.replaceWithDispatch(
+            *site.call, *site.signature.keyArg, entries, site.table, ChainLowering::Constants,
+            LookupRewriter::OnMiss::KeepLookup,
+            written ? LookupRewriter::EntryGuard(unwritten) : LookupRewriter::EntryGuard());
         if (context.log) {
           context.log->record(site, "heavy-hitter-fast-path", true,
                               std::to_string(entries.size()) +
-                                  " hot keys compared before the lookup");
+                                  " hot keys compared before the lookup" +
+                                  (written ? ", each under its write count" : ""));
           std::vector<TableEntry> &inlined = context.log->inlined[site.table];
           for (const TableEntry *entry : entries)
             inlined.push_back(*entry);
         }
         return true;
-      });
+      },
+      /*writesGuarded=*/context.writeGuards.has_value());
   return changed ? PreservedAnalyses::none() : PreservedAnalyses::all();
 }
 
