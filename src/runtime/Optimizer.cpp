@@ -314,6 +314,11 @@ Error Optimizer::followTraffic(CycleReport &report) {
                       double(cpu.keys.size());
       trafficProfile.add(site, cpu.cpu, cpu.keys, weight, cpu.written);
     }
+    auto invalidated = writesInvalidated(site, profiled.table);
+    if (!invalidated)
+      return invalidated.takeError();
+    if (*invalidated)
+      trafficProfile.writesInvalidated(site);
     core::SiteTraffic decision =
         trafficProfile.decide(site, catalog.at(profiled.table).match, profiled.keySize);
     if (Error err = profileMap->setPeriod(site, decision.period))
@@ -323,6 +328,28 @@ Error Optimizer::followTraffic(CycleReport &report) {
     report.traffic[site] = std::move(decision);
   }
   return Error::success();
+}
+
+// Whether the data plane wrote a key the installed fast path at `site`
+// answers under a write count since it was built: its per-entry guard
+// fired (for churn, TrafficProfile::writesInvalidated).
+Expected<bool> Optimizer::writesInvalidated(unsigned site, const std::string &table) const {
+  auto hot = specializedHotKeys.find(site);
+  if (!writeCounts || hot == specializedHotKeys.end())
+    return false;
+  for (const core::Bytes &key : hot->second) {
+    uint32_t bucket =
+        core::writeBucket(table, key, bpf::WriteBucketBits, llvm::sys::IsLittleEndianHost);
+    auto built = specializedWriteCounts.find(bucket);
+    if (built == specializedWriteCounts.end())
+      continue;
+    auto now = writeCounts->read(bucket);
+    if (!now)
+      return now.takeError();
+    if (*now != built->second)
+      return true;
+  }
+  return false;
 }
 
 std::optional<core::TableSnapshot> Optimizer::takeSnapshot(CycleReport &report, bool force) {

@@ -148,6 +148,7 @@ private:
   // Reads the samples the running version took, ages and counts them,
   // adapts every site's sampling period and chooses its hot keys.
   Error followTraffic(CycleReport &report);
+  Expected<bool> writesInvalidated(unsigned site, const std::string &table) const;
   std::optional<core::TableSnapshot> takeSnapshot(CycleReport &report, bool force);
   std::optional<Candidate> specializeWithRetry(CycleReport &report,
                                                core::TableSnapshot &snapshot);

@@ -319,6 +319,48 @@ TEST_F(WrittenTable, AWriteOfAHotKeyIsSeenByTheNextPacketAndNewFlowsLeaveTheFast
   lookAll({40, 41, 42, 1000, 1001, 5000}, 3);
 }
 
+// Churn: a hot key the data plane rewrites every period takes the fast
+// path away (TrafficProfile's churn rule, logged per site); calm periods
+// bring it back. Packets are right all along.
+TEST_F(WrittenTable, HotKeysRewrittenEveryPeriodLoseTheFastPathUntilWritesCalm) {
+  ASSERT_TRUE(opt->runCycle().installed());
+  std::vector<uint32_t> hot = {3, 7, 11};
+  lookAll(hot, 30);
+  runtime::CycleReport built = opt->runCycle();
+  ASSERT_TRUE(built.installed()) << built.describe();
+  ASSERT_NE(fastPath(built), nullptr) << built.log.toText();
+  unsigned churnCycles = core::TrafficProfileOptions{}.churnCycles;
+  runtime::CycleReport report;
+  for (unsigned cycle = 0; cycle < churnCycles; ++cycle) {
+    lookAll(hot, 30);
+    uint32_t verdict = cycle % 2 ? uint32_t(XDP_DROP) : uint32_t(XDP_PASS);
+    ASSERT_EQ(send(Learn, 7, verdict), uint32_t(XDP_TX));
+    verdicts[7] = verdict;
+    lookAll(hot, 1);
+    report = opt->runCycle();
+  }
+  ASSERT_EQ(report.traffic.size(), 1u);
+  const core::SiteTraffic &churned = report.traffic.begin()->second;
+  EXPECT_TRUE(churned.churning) << churned.why;
+  EXPECT_NE(churned.why.find("write guards fired"), std::string::npos) << churned.why;
+  EXPECT_EQ(fastPath(report), nullptr) << report.log.toText();
+  lookAll(hot, 2);
+  // At most calmCycles cycles without writes bring it back (fewer when the
+  // churn began before the loop above ended).
+  unsigned calmCycles = core::TrafficProfileOptions{}.calmCycles;
+  for (unsigned cycle = 0; cycle < calmCycles; ++cycle) {
+    lookAll(hot, 30);
+    report = opt->runCycle();
+    ASSERT_EQ(report.traffic.size(), 1u);
+    if (!report.traffic.begin()->second.churning)
+      break;
+  }
+  EXPECT_FALSE(report.traffic.begin()->second.churning);
+  EXPECT_TRUE(report.installed()) << report.describe();
+  EXPECT_NE(fastPath(report), nullptr) << report.describe() << report.log.toText();
+  lookAll(hot, 2);
+}
+
 // The lookup whose value the program writes keeps its search (the write
 // must reach the entry), and is the one whose writes are counted.
 TEST_F(WrittenTable, TheLookupWrittenThroughKeepsItsSearch) {
