@@ -263,19 +263,21 @@ TEST_F(WrittenTable, AWriteOfAHotKeyIsSeenByTheNextPacketAndNewFlowsLeaveTheFast
   runtime::CycleReport first = opt->runCycle();
   ASSERT_TRUE(first.installed()) << first.describe();
   EXPECT_EQ(fastPath(first), nullptr); // nothing seen yet
-  std::vector<uint32_t> hot = {3, 7, 11};
+  // 900 is a flow the table does not hold: answered "absent" under its count.
+  std::vector<uint32_t> hot = {3, 7, 11, 900};
   lookAll(hot, 30);
   lookAll({20, 21, 22, 23, 24, 25}, 1);
   runtime::CycleReport second = opt->runCycle();
   ASSERT_TRUE(second.installed()) << second.describe();
   const core::SiteDecision *decision = fastPath(second);
   ASSERT_NE(decision, nullptr) << second.log.toText();
-  EXPECT_EQ(decision->detail, "3 hot keys compared before the lookup, each under its write count");
+  EXPECT_EQ(decision->detail, "3 hot keys compared before the lookup, 1 absent ones answered "
+                              "null, each under its write count");
   lookAll(hot, 2);
 
   // New flows are inserted (their buckets are not the hot keys'): the hot
   // keys' counts stay, so their fast path stays.
-  std::set<uint32_t> hotBuckets = {bucketOf(3), bucketOf(7), bucketOf(11)};
+  std::set<uint32_t> hotBuckets = {bucketOf(3), bucketOf(7), bucketOf(11), bucketOf(900)};
   std::map<uint32_t, uint64_t> before;
   for (uint32_t bucket : hotBuckets)
     before[bucket] = writeCount(bucket);
@@ -299,6 +301,11 @@ TEST_F(WrittenTable, AWriteOfAHotKeyIsSeenByTheNextPacketAndNewFlowsLeaveTheFast
   EXPECT_EQ(writeCount(bucketOf(7)), before[bucketOf(7)] + 2);
   EXPECT_EQ(send(Look, 7), uint32_t(XDP_PASS));
   lookAll(hot, 1);
+  // ... inserts the hot absent one: the next packet finds it.
+  ASSERT_EQ(send(Look, 900), uint32_t(XDP_PASS));
+  ASSERT_EQ(send(Learn, 900, XDP_DROP), uint32_t(XDP_TX));
+  verdicts[900] = XDP_DROP;
+  EXPECT_EQ(send(Look, 900), uint32_t(XDP_DROP));
   // ... and forgets one: the next packet finds it gone.
   ASSERT_EQ(send(Forget, 11), uint32_t(XDP_TX));
   verdicts.erase(11);

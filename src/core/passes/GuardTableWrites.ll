@@ -30,7 +30,9 @@
 
 ; The forwarding lookup: hot key 02..01 (bucket 2672, count 5) and 02..02
 ; (bucket 3193, count 0) compared, each then checked against its count;
-; 02..03 (its bucket not read) left to the lookup.
+; 02..03 (its bucket not read) left to the lookup; 02..04, which the table
+; does not hold (an unknown MAC; the table was read whole), answered null
+; while its bucket (2151) holds 9: inserting it would be a counted write.
 ; CHECK-LABEL: define i32 @forward(
 ; CHECK:         icmp eq i64 {{.*}}, 2815849278734338
 ; CHECK:       fdb.matched:
@@ -41,7 +43,12 @@
 ; CHECK:         call i64 @morpheus_write_count(i32 3193)
 ; CHECK-NEXT:    icmp eq i64 {{.*}}, 0
 ; CHECK-NOT:     2818048301989890
-; CHECK:         call ptr inttoptr (i64 1 to ptr)(ptr @fdb, ptr {{.*}}%key){{.*}}!morpheus.kept
+; CHECK:         icmp eq i64 {{.*}}, 2819147813617666
+; CHECK:       fdb.absent:
+; CHECK-NEXT:    call i64 @morpheus_write_count(i32 2151)
+; CHECK-NEXT:    icmp eq i64 {{.*}}, 9
+; CHECK:         [[ASKED:%.*]] = call ptr inttoptr (i64 1 to ptr)(ptr @fdb, ptr {{.*}}%key){{.*}}!morpheus.kept
+; CHECK:         %fdb.answer = phi ptr [ null, %fdb.absent ], [ [[ASKED]], %{{.*}} ]
 
 ; A delete is counted after the call.
 ; CHECK-LABEL: define i64 @forget(
@@ -68,7 +75,7 @@
 ; CHECK: ; site 0 fdb guard-table-writes applied: 2 write(s) of fdb counted in the written key's bucket
 ; CHECK: ; site 1 fdb guard-table-writes applied: 1 write(s) of fdb counted in the written key's bucket
 ; CHECK: ; site 3 fdb guard-table-writes applied: 1 write(s) of fdb counted in the written key's bucket
-; CHECK: ; site 2 fdb heavy-hitter-fast-path applied: 2 hot keys compared before the lookup, each under its write count
+; CHECK: ; site 2 fdb heavy-hitter-fast-path applied: 2 hot keys compared before the lookup, 1 absent ones answered null, each under its write count
 ; CHECK-NOT: site {{[4-9]}} {{.*}} applied
 
 ; Without write guards nothing is counted and written tables get no fast path.
@@ -222,9 +229,9 @@ miss:
                   {"key": "020000000003 0a00", "value": "05000000 00000000 0000000000000000"}],
           "lru": [{"key": "01000000", "value": "01000000"}],
           "moved": [{"key": "01000000", "value": "01000000"}]},
- "probed_maps": ["fdb", "lru", "moved"],
+ "probed_maps": ["lru", "moved"],
  "hot_keys": {"0": ["020000000001 0a00"],
-              "2": ["020000000001 0a00", "020000000002 0a00", "020000000003 0a00"],
+              "2": ["020000000001 0a00", "020000000002 0a00", "020000000003 0a00", "020000000004 0a00"],
               "4": ["01000000"],
               "7": ["01000000"]},
- "write_counts": {"2672": 5, "3193": 0}}
+ "write_counts": {"2672": 5, "3193": 0, "2151": 9}}
