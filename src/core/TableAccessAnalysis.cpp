@@ -2,6 +2,7 @@
 
 #include "support/Bytes.h"
 
+#include <llvm/ADT/DenseMap.h>
 #include <llvm/ADT/SmallPtrSet.h>
 #include <llvm/ADT/StringExtras.h>
 #include <llvm/Analysis/AliasAnalysis.h>
@@ -71,6 +72,55 @@ bool TableAccessInfo::isReadOnlyAt(const std::string &table, const std::optional
   auto it = tables.find(table);
   return it != tables.end() && !it->second.writtenWholesale &&
          writesAt(table, key, offset, size).empty();
+}
+
+bool TableAccessInfo::sameWhereReadOnly(const TableSnapshot &a, const TableSnapshot &b) const {
+  if (a.size() != b.size())
+    return false;
+  for (auto left = a.begin(), right = b.begin(); left != a.end(); ++left, ++right) {
+    const auto &[table, one] = *left;
+    const TableContents &other = right->second;
+    if (table != right->first || one.complete != other.complete ||
+        one.unlistedAreZero != other.unlistedAreZero || one.probedKeys != other.probedKeys ||
+        one.storedTables != other.storedTables)
+      return false;
+    auto usage = tables.find(table);
+    if (usage == tables.end()) {
+      if (one.entries != other.entries)
+        return false;
+      continue;
+    }
+    // Per key, the bytes the data plane never writes; keys with none left out.
+    auto readOnlyView = [&](const TableContents &contents) {
+      std::map<Bytes, std::vector<std::optional<uint8_t>>> view;
+      for (const TableEntry &entry : contents.entries) {
+        uint64_t size = entry.value ? entry.value->size() : entry.cpuZero.size();
+        std::vector<bool> written(size, usage->second.writtenWholesale);
+        for (const ValueWrite &write : usage->second.valueWrites)
+          if (write.overlaps(entry.key, 0, ValueWrite::WholeValue))
+            for (uint64_t offset = write.offset;
+                 offset < size && (write.size == ValueWrite::WholeValue ||
+                                   offset < write.offset + write.size);
+                 ++offset)
+              written[offset] = true;
+        // A byte the CPUs do not agree on (per-CPU tables) is never folded
+        // either: nullopt, compared as such.
+        const Bytes &held = entry.value ? *entry.value : entry.cpuZero;
+        std::vector<std::optional<uint8_t>> bytes;
+        for (uint64_t offset = 0; offset < size; ++offset)
+          if (!written[offset])
+            bytes.push_back(entry.value || entry.agreed[offset]
+                                ? std::optional<uint8_t>(held[offset])
+                                : std::nullopt);
+        if (!bytes.empty())
+          view[entry.key] = std::move(bytes);
+      }
+      return view;
+    };
+    if (readOnlyView(one) != readOnlyView(other))
+      return false;
+  }
+  return true;
 }
 
 const AccessSite *TableAccessInfo::siteFor(const CallBase *call) const {
@@ -405,8 +455,15 @@ void Analyzer::checkLookupResult(AccessSite &site) {
     return;
   constexpr int64_t Unknown = INT64_MIN;
   SmallVector<std::pair<Value *, int64_t>, 16> worklist{{site.call, 0}};
-  SmallPtrSet<Value *, 16> seen{site.call};
-  // Pointers derived through a phi or select may be another entry's.
+  // The offset from this site's result each derived pointer was reached
+  // with. A phi or select keeps the offset: when it yields this site's
+  // pointer, that is where it points; when it yields another pointer, the
+  // write is not into this site's entry (other sites record their own). A
+  // value reached at two offsets (phi(p, p + 8)) is walked again with the
+  // offset unknown.
+  DenseMap<Value *, int64_t> seen{{site.call, 0}};
+  // Pointers derived through a phi or select may be another entry's: a
+  // write through them is not tied to this site's key (guard-table-writes).
   SmallPtrSet<Value *, 16> merged;
   std::string looked = site.table.empty() ? "an inner map of " + join(site.outerTables, ", ")
                                           : site.table;
@@ -416,18 +473,25 @@ void Analyzer::checkLookupResult(AccessSite &site) {
   auto follow = [&](Value *derived, int64_t offset) {
     if (merged.count(current))
       merged.insert(derived);
-    if (seen.insert(derived).second)
-      worklist.push_back({derived, offset});
+    auto [it, inserted] = seen.try_emplace(derived, offset);
+    if (!inserted) {
+      if (it->second == offset || it->second == Unknown)
+        return;
+      it->second = offset = Unknown;
+    }
+    worklist.push_back({derived, offset});
   };
   // `writer` is the instruction that writes through the result, or null
   // when the pointer escapes to where the write cannot be placed.
   auto written = [&](int64_t offset, std::optional<uint64_t> size, std::string why,
                      Instruction *writer = nullptr) {
-    if (writer && !merged.count(current))
-      site.resultWrites.push_back(writer);
-    else
+    if (writer && !merged.count(current)) {
+      if (!is_contained(site.resultWrites, writer)) // a value walked again
+        site.resultWrites.push_back(writer);
+    } else {
       for (const std::string &table : targets)
         markUntied(table, why);
+    }
     ValueWrite write{site.key.constantKey, 0, ValueWrite::WholeValue, std::move(why)};
     if (offset != Unknown && offset >= 0 && size && *size) {
       write.offset = offset;
@@ -459,7 +523,7 @@ void Analyzer::checkLookupResult(AccessSite &site) {
       } else if (isa<PHINode>(user) ||
                  (isa<SelectInst>(user) && use.getOperandNo() != 0)) {
         merged.insert(user);
-        follow(user, Unknown);
+        follow(user, offset);
       } else if (auto *compare = dyn_cast<ICmpInst>(user)) {
         // Testing for null is what lookups are for; any other comparison
         // observes the pointer's identity.

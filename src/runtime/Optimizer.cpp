@@ -393,9 +393,20 @@ std::optional<core::TableSnapshot> Optimizer::takeSnapshot(CycleReport &report, 
     endCycle(report, read.takeError());
     return std::nullopt;
   }
+  // The writable globals are polled: their writers (mmap) bypass the guard.
+  // The running version checks the bytes it folded itself, so a change is
+  // followed before this poll; the poll rebuilds code for the new bytes.
+  auto globals = bpf::readGlobals(programSpec->globals(), sharedMaps);
+  if (!globals) {
+    endCycle(report, globals.takeError());
+    return std::nullopt;
+  }
+  cycleGlobals = std::move(*globals);
   report.times.analysisMs = millisecondsSince(start);
-  if (!force && specialized && version == specializedVersion && *read == specializedSnapshot &&
-      hotKeys == specializedHotKeys && cycleWriteCounts == specializedWriteCounts) {
+  if (!force && specialized && version == specializedVersion &&
+      programSpec->analysis().sameWhereReadOnly(*read, specializedSnapshot) &&
+      hotKeys == specializedHotKeys && cycleWriteCounts == specializedWriteCounts &&
+      core::checksHold(specializedChecks, cycleGlobals)) {
     endCycle(report, CycleOutcome::Unchanged);
     return std::nullopt;
   }
@@ -437,6 +448,7 @@ Optimizer::specializeWithRetry(CycleReport &report, core::TableSnapshot &snapsho
   request.notProfiled = options.notProfiled;
   request.hotKeys = hotKeys;
   request.writeCounts = cycleWriteCounts;
+  request.globals = cycleGlobals;
   for (;;) {
     auto start = Clock::now();
     auto object = programSpec->specialize(snapshot, request);
@@ -454,6 +466,7 @@ Optimizer::specializeWithRetry(CycleReport &report, core::TableSnapshot &snapsho
       specializedSnapshot = std::move(snapshot);
       specializedHotKeys = hotKeys;
       specializedWriteCounts = cycleWriteCounts;
+      specializedChecks = report.log.globalChecks;
       endCycle(report, CycleOutcome::Unchanged);
       return std::nullopt;
     }
@@ -539,6 +552,7 @@ void Optimizer::installCandidate(CycleReport &report, Candidate candidate,
   specializedElf = std::move(candidate.elf);
   specializedHotKeys = hotKeys;
   specializedWriteCounts = cycleWriteCounts;
+  specializedChecks = report.log.globalChecks;
   if (profileMap)
     profiledSites = report.log.profiled;
   if (writeCounts && !countingWritesSince)

@@ -53,6 +53,10 @@ struct SpecializeRequest {
   // (guard-table-writes), and the counts read before the snapshot, by
   // bucket, under which hot keys of written tables get fast paths.
   std::map<uint32_t, uint64_t> writeCounts;
+  // The live bytes of the writable globals (readGlobals over globals()):
+  // the ones the program never writes are folded under checks (guarded
+  // versions only).
+  core::GlobalValues globals;
 };
 
 struct SpecializedObject {
@@ -84,6 +88,8 @@ public:
   const ProgramSlots &staticProgramSlots() const { return staticSlots; }
   const core::TableCatalog &catalog() const { return tables; }
   const core::TableAccessInfo &analysis() const { return access; }
+  // Where each writable global lives in its section's map.
+  const std::vector<core::GlobalSlice> &globals() const { return globalSlices; }
   // The pristine IR the analysis describes (debug info: field names).
   const llvm::Module &module() const { return *pristine; }
   // Program entry functions; an entry's fallback slot is its index.
@@ -116,6 +122,7 @@ private:
   ProgramSlots staticSlots;
   core::TableCatalog tables;
   core::TableAccessInfo access;
+  std::vector<core::GlobalSlice> globalSlices;
   std::vector<std::string> entries;
   std::map<std::string, size_t> instructionCounts; // per program, of the original ELF
   bool makesTailCalls = false;

@@ -124,6 +124,9 @@ struct TablePassContext {
   // written table gets a fast path only when its bucket is here.
   std::map<uint32_t, uint64_t> writeCounts;
   FaultInjection faults;
+  // The live bytes of the writable globals fold-read-only-globals may fold
+  // (null: none; only guarded specializations get them).
+  const GlobalValues *globals = nullptr;
 
   bool untouchable(const std::string &function) const {
     return unguardedFunctions.count(function) || genericFunctions.count(function);
