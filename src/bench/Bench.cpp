@@ -543,9 +543,16 @@ Expected<std::vector<std::string>> followTrace(Driver &driver, runtime::Optimize
       return makeError("trace {0}: cycle {1} of the loop: {2}", trace.name, cycle + 1,
                        report.describe());
     std::string line = llvm::formatv("cycle {0}: {1}", cycle + 1, report.describe()).str();
-    for (const auto &[site, traffic] : report.traffic)
+    for (const auto &[site, traffic] : report.traffic) {
       line += llvm::formatv("; site #{0}: period {1}, {2}", site, traffic.period, traffic.why)
                   .str();
+      // What became of the hot keys (a recompiled cycle only).
+      for (const core::SiteDecision &decision : report.log.decisions)
+        if (decision.site == site && decision.pass == "heavy-hitter-fast-path") {
+          line += (decision.applied ? " -> fast path: " : " -> no fast path: ") + decision.detail;
+          break; // a generic copy's twin says the same
+        }
+    }
     lines.push_back(std::move(line));
   }
   return lines;

@@ -89,12 +89,15 @@ bool mayFoldFields(const AccessSite &site, const TableAccessInfo &info,
 
 // Whether heavy-hitter-fast-path may put hot keys in front of the lookup
 // at `site`.
+// `writeGuarded`: the tables whose writes guard-table-writes counts.
 bool mayFastPath(const AccessSite &site, const TableAccessInfo &info,
                  const TableCatalog &catalog, const TableSnapshot &snapshot,
-                 const std::map<unsigned, std::vector<Bytes>> &hotKeys) {
+                 const std::map<unsigned, std::vector<Bytes>> &hotKeys,
+                 const std::set<std::string> &writeGuarded) {
   auto hot = hotKeys.find(site.id);
   return hot != hotKeys.end() && !hot->second.empty() &&
-         !whyNotInlinable(site, info, catalog) && snapshot.count(site.table);
+         !whyNotInlinable(site, info, catalog, writeGuarded.count(site.table) > 0) &&
+         snapshot.count(site.table);
 }
 
 // The compare chains inline-small-table would build, by site id, with
@@ -304,6 +307,12 @@ Expected<SpecializationLog> specializeModule(Module &module,
   context.faults = options.faults;
   context.profile = options.profile;
   context.hotKeys = options.hotKeys;
+  context.writeGuards = options.writeGuards;
+  context.writeCounts = options.writeCounts;
+  std::set<std::string> writeGuarded;
+  if (options.writeGuards)
+    writeGuarded = writeGuardedTables(managers.mam.getResult<TableAccessAnalysis>(module),
+                                      catalog, *options.writeGuards);
   if (options.guard && !options.globals.empty())
     context.globals = &options.globals;
 
@@ -314,7 +323,7 @@ Expected<SpecializationLog> specializeModule(Module &module,
     for (const AccessSite &site : info.sites)
       if (mayRewrite(site, info, catalog, snapshot) ||
           mayFoldFields(site, info, catalog, snapshot) ||
-          mayFastPath(site, info, catalog, snapshot, options.hotKeys))
+          mayFastPath(site, info, catalog, snapshot, options.hotKeys, writeGuarded))
         specializable.insert(site.call->getFunction());
     if (context.globals)
       for (const GlobalAccess &access : analyzeGlobals(module))
@@ -349,8 +358,9 @@ Expected<SpecializationLog> specializeModule(Module &module,
         log.record(site, "analysis", false, unguarded->second);
       continue; // resolve-inner-table logs what it names
     }
-    std::optional<std::string> why = whyNotInlinable(site, info, catalog);
-    if (why && mayFastPath(site, info, catalog, snapshot, options.hotKeys))
+    std::optional<std::string> why =
+        whyNotInlinable(site, info, catalog, options.writeGuards.has_value());
+    if (why && mayFastPath(site, info, catalog, snapshot, options.hotKeys, writeGuarded))
       continue; // heavy-hitter-fast-path decides
     if (why && whyNoFieldFolding(site, info, catalog))
       log.record(site, "analysis", false, *why);
@@ -362,6 +372,17 @@ Expected<SpecializationLog> specializeModule(Module &module,
     else if (!snapshot.count(site.table))
       log.record(site, "analysis", false, "table contents not read");
   }
+  // A tail-call fallback runs the original program, whose writes are not
+  // counted: hot keys of written tables may then change unseen.
+  if (any_of(plan.roots, [](const GuardDecision &root) {
+        return root.fallback == Fallback::TailCall;
+      }))
+    for (const AccessSite &site : info.sites)
+      if (writeGuarded.count(site.table) && !info.isReadOnly(site.table) &&
+          context.hotKeys.erase(site.id))
+        log.record(site, "heavy-hitter-fast-path", false,
+                   "the tail-call fallback runs the original program, whose writes of " +
+                       site.table + " are not counted");
   std::map<unsigned, size_t> chains = plannedChains(info, catalog, snapshot, context);
   for (unsigned id : fastPathsOverBudget(module, info, chains, context.hotKeys,
                                          options.verifierPathBudget)) {

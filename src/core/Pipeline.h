@@ -55,6 +55,14 @@ struct SpecializationOptions {
   // Per site id, the hot keys heavy-hitter-fast-path compares first; their
   // answers must be in the snapshot as probed keys.
   std::map<unsigned, std::vector<Bytes>> hotKeys;
+  // Count the data plane's writes per key bucket (guard-table-writes), so
+  // that hot keys of tables the data plane writes can have fast paths. The
+  // bump and count functions come with the guard runtime. Must be set in
+  // every version built while such fast paths may run.
+  std::optional<WriteGuardOptions> writeGuards;
+  // Each bucket's write counter, read before the snapshot (the buckets of
+  // hot keys of written tables).
+  std::map<uint32_t, uint64_t> writeCounts;
   // The live bytes of the program's writable globals (`.data`, `.bss`):
   // fold-read-only-globals folds the ones the program never writes, under
   // checks the guard places. Ignored without a guard.

@@ -196,6 +196,7 @@ private:
   void markWritten(const std::string &table, std::string reason);
   void markValueWritten(const std::string &table, ValueWrite write);
   void markAllWritten(const std::string &reason);
+  void markUntied(const std::string &table, const std::string &reason);
   std::optional<std::vector<std::string>> innerCandidates(Value *operand,
                                                           std::vector<std::string> &outers,
                                                           CallBase *&outerLookup);
@@ -292,8 +293,16 @@ Analyzer::innerCandidates(Value *operand, std::vector<std::string> &outers,
 }
 
 void Analyzer::markAllWritten(const std::string &reason) {
-  for (auto &[name, usage] : info.tables)
+  for (auto &[name, usage] : info.tables) {
     markWritten(name, reason);
+    markUntied(name, reason);
+  }
+}
+
+void Analyzer::markUntied(const std::string &table, const std::string &reason) {
+  TableUsage &usage = info.tables[table];
+  if (!usage.untiedWrite)
+    usage.untiedWrite = reason;
 }
 
 void Analyzer::collectSites() {
@@ -348,15 +357,22 @@ void Analyzer::collectSites() {
         else
           markWritten(name, why);
       };
+      bool keyArgument = sig->keyArg && *sig->keyArg < call->arg_size() &&
+                         call->getArgOperand(*sig->keyArg)->getType()->isPointerTy();
       if (table) {
         info.tables[site.table].siteCount++;
         if (writes)
           markSiteWrite(site.table, where);
+        if (writes && !(keyedWrite && keyArgument))
+          markUntied(site.table, where);
       } else if (inner) {
         if (writes)
-          for (const std::string &candidate : *inner)
-            markSiteWrite(candidate, where + " (through an inner map of " +
-                                         join(site.outerTables, ", ") + ")");
+          for (const std::string &candidate : *inner) {
+            std::string through = where + " (through an inner map of " +
+                                  join(site.outerTables, ", ") + ")";
+            markSiteWrite(candidate, through);
+            markUntied(candidate, through);
+          }
       } else if (writes || sig->kind == AccessKind::Lookup) {
         // A site whose table the analysis cannot name could touch any table.
         markAllWritten("unresolved table operand of " + where);
@@ -416,9 +432,10 @@ void Analyzer::checkTableUses() {
       std::string where;
       if (auto *inst = dyn_cast<Instruction>(user))
         where = locationOf(*inst);
-      markWritten(global.getName().str(),
-                  "table used outside a recognised access" +
-                      (where.empty() ? "" : " at " + where));
+      std::string reason =
+          "table used outside a recognised access" + (where.empty() ? "" : " at " + where);
+      markWritten(global.getName().str(), reason);
+      markUntied(global.getName().str(), reason);
       break;
     }
   }
@@ -445,11 +462,17 @@ void Analyzer::checkLookupResult(AccessSite &site) {
   // value reached at two offsets (phi(p, p + 8)) is walked again with the
   // offset unknown.
   DenseMap<Value *, int64_t> seen{{site.call, 0}};
+  // Pointers derived through a phi or select may be another entry's: a
+  // write through them is not tied to this site's key (guard-table-writes).
+  SmallPtrSet<Value *, 16> merged;
   std::string looked = site.table.empty() ? "an inner map of " + join(site.outerTables, ", ")
                                           : site.table;
   std::string from = " (value of " + looked + " looked up" +
                      (site.location.empty() ? "" : " at " + site.location) + ")";
+  Value *current = nullptr; // the pointer whose uses are being followed
   auto follow = [&](Value *derived, int64_t offset) {
+    if (merged.count(current))
+      merged.insert(derived);
     auto [it, inserted] = seen.try_emplace(derived, offset);
     if (!inserted) {
       if (it->second == offset || it->second == Unknown)
@@ -458,7 +481,17 @@ void Analyzer::checkLookupResult(AccessSite &site) {
     }
     worklist.push_back({derived, offset});
   };
-  auto written = [&](int64_t offset, std::optional<uint64_t> size, std::string why) {
+  // `writer` is the instruction that writes through the result, or null
+  // when the pointer escapes to where the write cannot be placed.
+  auto written = [&](int64_t offset, std::optional<uint64_t> size, std::string why,
+                     Instruction *writer = nullptr) {
+    if (writer && !merged.count(current)) {
+      if (!is_contained(site.resultWrites, writer)) // a value walked again
+        site.resultWrites.push_back(writer);
+    } else {
+      for (const std::string &table : targets)
+        markUntied(table, why);
+    }
     ValueWrite write{site.key.constantKey, 0, ValueWrite::WholeValue, std::move(why)};
     if (offset != Unknown && offset >= 0 && size && *size) {
       write.offset = offset;
@@ -475,6 +508,7 @@ void Analyzer::checkLookupResult(AccessSite &site) {
   };
   while (!worklist.empty()) {
     auto [pointer, offset] = worklist.pop_back_val();
+    current = pointer;
     for (Use &use : pointer->uses()) {
       auto *user = cast<Instruction>(use.getUser());
       std::string at = locationOf(*user);
@@ -488,6 +522,7 @@ void Analyzer::checkLookupResult(AccessSite &site) {
         follow(user, offset);
       } else if (isa<PHINode>(user) ||
                  (isa<SelectInst>(user) && use.getOperandNo() != 0)) {
+        merged.insert(user);
         follow(user, offset);
       } else if (auto *compare = dyn_cast<ICmpInst>(user)) {
         // Testing for null is what lookups are for; any other comparison
@@ -505,15 +540,15 @@ void Analyzer::checkLookupResult(AccessSite &site) {
       } else if (auto *store = dyn_cast<StoreInst>(user)) {
         if (use.getOperandNo() == store->getPointerOperandIndex())
           written(offset, dl.getTypeStoreSize(store->getValueOperand()->getType()),
-                  "store" + at + from);
+                  "store" + at + from, store);
         else
           written(Unknown, std::nullopt, "pointer stored to memory" + at + from);
       } else if (auto *rmw = dyn_cast<AtomicRMWInst>(user)) {
         written(offset, dl.getTypeStoreSize(rmw->getValOperand()->getType()),
-                "atomic update" + at + from);
+                "atomic update" + at + from, rmw);
       } else if (auto *xchg = dyn_cast<AtomicCmpXchgInst>(user)) {
         written(offset, dl.getTypeStoreSize(xchg->getNewValOperand()->getType()),
-                "atomic update" + at + from);
+                "atomic update" + at + from, xchg);
       } else if (auto *intrinsic = dyn_cast<IntrinsicInst>(user);
                  intrinsic && (intrinsic->isLifetimeStartOrEnd() ||
                                isa<DbgInfoIntrinsic>(intrinsic))) {
@@ -525,7 +560,8 @@ void Analyzer::checkLookupResult(AccessSite &site) {
         if (auto *constant = dyn_cast<ConstantInt>(memory->getLength());
             constant && use.getOperandNo() == 0)
           length = constant->getZExtValue();
-        written(length ? offset : Unknown, length, "memory intrinsic writes" + at + from);
+        written(length ? offset : Unknown, length, "memory intrinsic writes" + at + from,
+                memory);
       } else if (auto *call = dyn_cast<CallBase>(user)) {
         unsigned argNo = call->getArgOperandNo(&use);
         std::optional<AccessSignature> sig = sigs.match(*call);
@@ -550,7 +586,7 @@ void Analyzer::checkLookupResult(AccessSite &site) {
           continue;
         std::string name = sig ? sig->name : "a call";
         if (std::optional<uint64_t> bytes = sigs.bytesWrittenThrough(*call, argNo))
-          written(offset, *bytes, name + " writes its object" + at + from);
+          written(offset, *bytes, name + " writes its object" + at + from, call);
         else
           written(Unknown, std::nullopt, "passed to a call that may write" + at + from);
       } else {

@@ -68,6 +68,12 @@ struct AccessSite {
   // writable memory behind its pointer arguments (requiresWritableArguments):
   // an inlined read-only value cannot go there. Says where.
   std::optional<std::string> valueNeedsWritableMemory;
+  // For a lookup: the instructions that write through its result (stores,
+  // atomic updates, memory intrinsics, calls that write their object), each
+  // writing the entry of this lookup's key. Writes through a pointer merged
+  // with others (phi, select) or that escapes are not here: they make the
+  // table's TableUsage::untiedWrite.
+  std::vector<llvm::Instruction *> resultWrites;
 };
 
 // "file.c:LINE" of `inst` from debug info, or "".
@@ -95,6 +101,13 @@ struct TableUsage {
   // escaping the analysis, an unresolved table operand.
   bool writtenWholesale = false;
   std::string wholesaleReason; // the first such write, for reports
+  // The first write whose key the program's own access sites do not name:
+  // anything but an update or delete site of this table with a key
+  // argument and the resultWrites of its lookups (an unresolved table
+  // operand, an inner-map write, another writing helper, the table or a
+  // value pointer escaping the analysis). Unset when every write is tied
+  // to a site whose key is known at run time (guard-table-writes).
+  std::optional<std::string> untiedWrite;
   // Every write that is confined (each also in writeReasons).
   std::vector<ValueWrite> valueWrites;
   std::vector<std::string> writeReasons; // why RW, for the report
@@ -151,6 +164,9 @@ private:
   const AccessSignatureTable *sigs;
   const TableCatalog *catalog;
 };
+
+// "file.c:LINE" of `inst` from debug info, or "".
+std::string locationOf(const llvm::Instruction &inst);
 
 // Resolves the table a site's table operand refers to; nullptr when it is
 // not exactly one table global.

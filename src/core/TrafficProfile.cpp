@@ -93,6 +93,8 @@ std::map<Bytes, double> TrafficProfile::counts(unsigned id) const {
   return merged;
 }
 
+void TrafficProfile::writesInvalidated(unsigned id) { site(id).invalidatedThisCycle = true; }
+
 SiteTraffic TrafficProfile::decide(unsigned id, TableMatch match, uint32_t keySize) {
   Site &at = site(id);
   std::map<Bytes, double> merged = counts(id);
@@ -131,7 +133,11 @@ SiteTraffic TrafficProfile::decide(unsigned id, TableMatch match, uint32_t keySi
   for (const Bytes &key : now)
     common += before.count(key);
   size_t larger = std::max(now.size(), before.size());
-  bool stable = larger == 0 || double(common) >= 0.75 * double(larger);
+  bool keysHeld = larger == 0 || double(common) >= 0.75 * double(larger);
+  // A fast path whose keys the data plane rewrote lasted less than a period.
+  bool stable = keysHeld && !at.invalidatedThisCycle;
+  bool invalidated = at.invalidatedThisCycle;
+  at.invalidatedThisCycle = false;
   at.previousChosen = chosen;
   if (stable) {
     ++at.stableInARow;
@@ -143,7 +149,7 @@ SiteTraffic TrafficProfile::decide(unsigned id, TableMatch match, uint32_t keySi
 
   SiteTraffic decision;
   if (options.mode == ProfileMode::Adaptive) {
-    if (!stable)
+    if (!keysHeld)
       at.period = std::max(options.minPeriod, at.period / 8);
     else if (at.writtenThisCycle >= options.slots)
       at.period = std::min(options.maxPeriod, at.period * 2);
@@ -158,9 +164,11 @@ SiteTraffic TrafficProfile::decide(unsigned id, TableMatch match, uint32_t keySi
     at.churning = true;
   decision.churning = at.churning;
   if (at.churning) {
-    decision.why = "heavy hitters changed in " + std::to_string(options.churnCycles) +
+    decision.why = "heavy hitters changed or their write guards fired in " +
+                   std::to_string(options.churnCycles) +
                    "+ cycles in a row: no fast path until they hold still for " +
-                   std::to_string(options.calmCycles);
+                   std::to_string(options.calmCycles) +
+                   (invalidated ? " (the data plane wrote a hot key this cycle)" : "");
     return decision;
   }
   decision.hotKeys = chosen;

@@ -62,8 +62,9 @@ struct TrafficProfileOptions {
   // Samples the data plane keeps per site and CPU between two reads: a
   // period that fills them is long enough, a longer one starves the counts.
   uint32_t slots = 64;
-  // Heavy hitters that changed in this many cycles in a row drop the fast
-  // path; as many stable cycles bring it back.
+  // Heavy hitters that changed, or whose per-entry write guards fired
+  // (writesInvalidated), in this many cycles in a row drop the fast path;
+  // calmCycles stable cycles bring it back.
   unsigned churnCycles = 3;
   unsigned calmCycles = 2;
   FastPathCosts costs;
@@ -93,6 +94,10 @@ public:
   // data plane took this cycle at this site on this CPU.
   void add(unsigned site, unsigned cpu, const std::vector<Bytes> &keys, double weight,
            uint64_t written);
+  // The data plane wrote a hot key of `site`'s fast path this cycle (a
+  // per-entry write guard fired: guard-table-writes): for churn, a cycle
+  // in which the hot set did not hold.
+  void writesInvalidated(unsigned site);
   // Ends the cycle for `site`: its next period, churn, and its fast path.
   SiteTraffic decide(unsigned site, TableMatch match, uint32_t keySize);
 
@@ -104,6 +109,7 @@ private:
   struct Site {
     std::map<unsigned, std::map<Bytes, double>> perCpu;
     uint64_t writtenThisCycle = 0;
+    bool invalidatedThisCycle = false;
     uint32_t period = 0;
     std::vector<Bytes> previousChosen; // the previous cycle's hot keys
     unsigned shiftedInARow = 0;

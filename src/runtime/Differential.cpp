@@ -1,7 +1,9 @@
 #include "runtime/Differential.h"
 
+#include "backend/bpf/Frontend.h"
 #include "backend/bpf/MapIO.h"
 #include "backend/bpf/ProgramSpec.h"
+#include "core/passes/TableRewriting.h"
 #include "runtime/MapStates.h"
 #include "support/Files.h"
 
@@ -10,6 +12,7 @@
 #include <algorithm>
 #include <chrono>
 #include <llvm/Support/FormatVariadic.h>
+#include <llvm/Support/SwapByteOrder.h>
 #include <nlohmann/json.hpp>
 
 namespace morpheus::runtime {
@@ -186,6 +189,14 @@ Expected<std::optional<std::string>> Fuzzer::specializeFor(const MapContents &st
   request.programs = comparison->programFacts();
   request.faults = options.faults;
   request.instrument = true;
+  // Each load gets a fresh write count map (zeros): hot keys of tables the
+  // data plane writes are built under count 0, and a step that writes one
+  // takes its fast path away, as on the live program.
+  for (const auto &[site, keys] : hotKeys)
+    for (const core::Bytes &key : keys)
+      request.writeCounts[core::writeBucket(profiledSites.at(site).table, key,
+                                            bpf::WriteBucketBits,
+                                            llvm::sys::IsLittleEndianHost)] = 0;
   request.hotKeys = std::move(hotKeys);
   // The copies' globals as they stand: the ones the program never writes
   // are folded under their checks, as the optimizer folds the live ones.

@@ -1,12 +1,14 @@
 #include "runtime/Optimizer.h"
 
 #include "backend/bpf/MapIO.h"
+#include "core/passes/TableRewriting.h"
 #include "runtime/ShadowValidation.h"
 
 #include <bpf/bpf.h>
 #include <linux/bpf.h>
 #include <llvm/Support/FileSystem.h>
 #include <llvm/Support/Path.h>
+#include <llvm/Support/SwapByteOrder.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -131,6 +133,11 @@ Error Optimizer::load(const std::string &path) {
     // sees it. Copies (shadow validation, fuzzing) get their own: libbpf
     // creates one for every load it is not handed to.
     sharedMaps[bpf::ProfileMapName] = profileMap->fd();
+    auto counts = bpf::WriteCounts::create();
+    if (!counts)
+      return counts.takeError();
+    writeCounts.emplace(std::move(*counts));
+    sharedMaps[bpf::WritesMapName] = writeCounts->fd();
   }
   loadMs = millisecondsSince(start);
   return pinAll();
@@ -307,6 +314,11 @@ Error Optimizer::followTraffic(CycleReport &report) {
                       double(cpu.keys.size());
       trafficProfile.add(site, cpu.cpu, cpu.keys, weight, cpu.written);
     }
+    auto invalidated = writesInvalidated(site, profiled.table);
+    if (!invalidated)
+      return invalidated.takeError();
+    if (*invalidated)
+      trafficProfile.writesInvalidated(site);
     core::SiteTraffic decision =
         trafficProfile.decide(site, catalog.at(profiled.table).match, profiled.keySize);
     if (Error err = profileMap->setPeriod(site, decision.period))
@@ -316,6 +328,28 @@ Error Optimizer::followTraffic(CycleReport &report) {
     report.traffic[site] = std::move(decision);
   }
   return Error::success();
+}
+
+// Whether the data plane wrote a key the installed fast path at `site`
+// answers under a write count since it was built: its per-entry guard
+// fired (for churn, TrafficProfile::writesInvalidated).
+Expected<bool> Optimizer::writesInvalidated(unsigned site, const std::string &table) const {
+  auto hot = specializedHotKeys.find(site);
+  if (!writeCounts || hot == specializedHotKeys.end())
+    return false;
+  for (const core::Bytes &key : hot->second) {
+    uint32_t bucket =
+        core::writeBucket(table, key, bpf::WriteBucketBits, llvm::sys::IsLittleEndianHost);
+    auto built = specializedWriteCounts.find(bucket);
+    if (built == specializedWriteCounts.end())
+      continue;
+    auto now = writeCounts->read(bucket);
+    if (!now)
+      return now.takeError();
+    if (*now != built->second)
+      return true;
+  }
+  return false;
 }
 
 std::optional<core::TableSnapshot> Optimizer::takeSnapshot(CycleReport &report, bool force) {
@@ -328,6 +362,25 @@ std::optional<core::TableSnapshot> Optimizer::takeSnapshot(CycleReport &report, 
     endCycle(report, CycleOutcome::Deferred, "a control-plane change is in progress");
     return std::nullopt;
   }
+  // Before the maps: the write counts a fast path over a table the data
+  // plane writes is built under (GuardTableWrites.cpp says why in this
+  // order). Only once the version counting writes has run a whole period,
+  // so that no packet of the original, which does not count them, is still
+  // running: no fast path over written tables before that.
+  cycleWriteCounts.clear();
+  if (writeCounts && countingWritesSince && report.cycle > countingWritesSince)
+    for (const auto &[site, keys] : hotKeys)
+      for (const core::Bytes &key : keys) {
+        // Programs the kernel runs have the host's byte order.
+        uint32_t bucket = core::writeBucket(profiledSites.at(site).table, key,
+                                            bpf::WriteBucketBits, llvm::sys::IsLittleEndianHost);
+        auto count = writeCounts->read(bucket);
+        if (!count) {
+          endCycle(report, count.takeError());
+          return std::nullopt;
+        }
+        cycleWriteCounts[bucket] = *count;
+      }
   // The hot keys' answers, looked up one by one (for an LPM trie, the
   // trie's answer to exactly that lookup).
   core::ReadPlan cyclePlan = plan;
@@ -352,7 +405,8 @@ std::optional<core::TableSnapshot> Optimizer::takeSnapshot(CycleReport &report, 
   report.times.analysisMs = millisecondsSince(start);
   if (!force && specialized && version == specializedVersion &&
       programSpec->analysis().sameWhereReadOnly(*read, specializedSnapshot) &&
-      hotKeys == specializedHotKeys && core::checksHold(specializedChecks, cycleGlobals)) {
+      hotKeys == specializedHotKeys && cycleWriteCounts == specializedWriteCounts &&
+      core::checksHold(specializedChecks, cycleGlobals)) {
     endCycle(report, CycleOutcome::Unchanged);
     return std::nullopt;
   }
@@ -393,6 +447,7 @@ Optimizer::specializeWithRetry(CycleReport &report, core::TableSnapshot &snapsho
   request.instrument = options.traffic.mode != core::ProfileMode::Off;
   request.notProfiled = options.notProfiled;
   request.hotKeys = hotKeys;
+  request.writeCounts = cycleWriteCounts;
   request.globals = cycleGlobals;
   for (;;) {
     auto start = Clock::now();
@@ -410,6 +465,7 @@ Optimizer::specializeWithRetry(CycleReport &report, core::TableSnapshot &snapsho
       specializedVersion = version;
       specializedSnapshot = std::move(snapshot);
       specializedHotKeys = hotKeys;
+      specializedWriteCounts = cycleWriteCounts;
       specializedChecks = report.log.globalChecks;
       endCycle(report, CycleOutcome::Unchanged);
       return std::nullopt;
@@ -495,9 +551,12 @@ void Optimizer::installCandidate(CycleReport &report, Candidate candidate,
   specializedSnapshot = std::move(snapshot);
   specializedElf = std::move(candidate.elf);
   specializedHotKeys = hotKeys;
+  specializedWriteCounts = cycleWriteCounts;
   specializedChecks = report.log.globalChecks;
   if (profileMap)
     profiledSites = report.log.profiled;
+  if (writeCounts && !countingWritesSince)
+    countingWritesSince = report.cycle;
   bpf_prog_info info = {};
   uint32_t length = sizeof(info);
   if (bpf_obj_get_info_by_fd(fd, &info, &length) == 0)

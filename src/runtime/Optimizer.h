@@ -148,6 +148,7 @@ private:
   // Reads the samples the running version took, ages and counts them,
   // adapts every site's sampling period and chooses its hot keys.
   Error followTraffic(CycleReport &report);
+  Expected<bool> writesInvalidated(unsigned site, const std::string &table) const;
   std::optional<core::TableSnapshot> takeSnapshot(CycleReport &report, bool force);
   std::optional<Candidate> specializeWithRetry(CycleReport &report,
                                                core::TableSnapshot &snapshot);
@@ -192,6 +193,14 @@ private:
   std::map<unsigned, core::ProfiledSite> profiledSites; // by the installed version
   std::map<unsigned, std::vector<core::Bytes>> hotKeys; // chosen this cycle
   std::map<unsigned, std::vector<core::Bytes>> specializedHotKeys; // installed
+  // Write counts of tables the data plane writes (guard-table-writes), read
+  // before this cycle's snapshot for the hot keys' buckets, and those the
+  // installed version was built under; the cycle that installed the first
+  // version counting writes (0: none yet).
+  std::optional<bpf::WriteCounts> writeCounts;
+  std::map<uint32_t, uint64_t> cycleWriteCounts;
+  std::map<uint32_t, uint64_t> specializedWriteCounts;
+  uint64_t countingWritesSince = 0;
   uint64_t cycles = 0;
   bool pinsOutliveUs = false;
 };

@@ -126,3 +126,48 @@ TEST(TrafficProfile, ChurnDropsTheFastPathUntilTrafficCalms) {
   EXPECT_FALSE(traffic.churning);
   EXPECT_EQ(traffic.hotKeys.size(), 4u);
 }
+
+// Per-entry write guards that fire every cycle (the data plane rewrites a
+// hot key faster than the period) count as churn, through the same rule:
+// the fast path goes after churnCycles such cycles and comes back after
+// calmCycles without.
+TEST(TrafficProfile, WriteGuardsFiringEveryCycleDropTheFastPathUntilWritesCalm) {
+  TrafficProfileOptions options;
+  options.decay = 0;
+  TrafficProfile profile(options);
+  SiteTraffic traffic;
+  for (unsigned cycle = 0; cycle < options.churnCycles; ++cycle) {
+    profile.beginCycle();
+    profile.add(0, 0, skewed(4, 0.2, 100), 1, 100);
+    profile.writesInvalidated(0);
+    traffic = profile.decide(0, TableMatch::Exact, 4);
+  }
+  EXPECT_TRUE(traffic.churning);
+  EXPECT_TRUE(traffic.hotKeys.empty());
+  EXPECT_NE(traffic.why.find("write guards fired"), std::string::npos) << traffic.why;
+  EXPECT_NE(traffic.why.find("the data plane wrote a hot key"), std::string::npos);
+  for (unsigned cycle = 0; cycle < options.calmCycles; ++cycle) {
+    profile.beginCycle();
+    profile.add(0, 0, skewed(4, 0.2, 100), 1, 100);
+    traffic = profile.decide(0, TableMatch::Exact, 4);
+  }
+  EXPECT_FALSE(traffic.churning);
+  EXPECT_EQ(traffic.hotKeys.size(), 4u);
+}
+
+// A guard firing now and then (fewer than churnCycles in a row) keeps it.
+TEST(TrafficProfile, AnOccasionalWriteOfAHotKeyKeepsTheFastPath) {
+  TrafficProfileOptions options;
+  options.decay = 0;
+  TrafficProfile profile(options);
+  SiteTraffic traffic;
+  for (unsigned cycle = 0; cycle < 3 * options.churnCycles; ++cycle) {
+    profile.beginCycle();
+    profile.add(0, 0, skewed(4, 0.2, 100), 1, 100);
+    if (cycle % options.churnCycles == 0)
+      profile.writesInvalidated(0);
+    traffic = profile.decide(0, TableMatch::Exact, 4);
+    EXPECT_FALSE(traffic.churning) << "cycle " << cycle;
+  }
+  EXPECT_EQ(traffic.hotKeys.size(), 4u);
+}

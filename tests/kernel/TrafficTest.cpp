@@ -1,13 +1,20 @@
 // Following the traffic: instrumented lookups record keys, the optimizer
 // counts them and puts the heavy hitters in front of the lookup. Whatever
 // the traffic and whatever the hot set, every packet gets exactly what the
-// original program gives it; the profile only decides speed.
+// original program gives it; the profile only decides speed. Tables the
+// program itself writes (WrittenTable) too: a data-plane write of a hot key
+// is seen by the next packet, new flows leave the fast path in place.
 #include "PolicyFwd.h"
 
+#include "backend/bpf/Frontend.h"
+#include "core/passes/TableRewriting.h"
 #include "runtime/PacketSamples.h"
 
+#include <bpf/bpf.h>
 #include <linux/bpf.h> // XDP_PASS
 #include <linux/in.h>
+
+#include <cstring>
 
 namespace morpheus::testing {
 namespace {
@@ -169,6 +176,223 @@ TEST_F(FollowTheTraffic, NoProfileLeavesATableAlone) {
   ASSERT_NE(instrumented, nullptr);
   EXPECT_FALSE(instrumented->applied);
   EXPECT_TRUE(report.log.profiled.empty());
+}
+
+} // namespace
+} // namespace morpheus::testing
+
+namespace morpheus::testing {
+namespace {
+
+// tests/kernel/learning.bpf.c: a flow table the program itself writes.
+struct FlowKey {
+  uint32_t addr, port;
+};
+struct Flow {
+  uint32_t verdict, learned;
+  uint64_t updates;
+};
+enum : uint32_t { Look = 0, Learn = 1, Forget = 2 };
+constexpr uint32_t Flows = 300; // more than inline-small-table takes whole
+
+class WrittenTable : public ::testing::Test {
+protected:
+  void SetUp() override {
+    runtime::OptimizerOptions options;
+    options.traffic.mode = core::ProfileMode::Naive;
+    auto created =
+        runtime::Optimizer::create(sourcePath("tests/kernel/learning.bpf.c"), options);
+    ASSERT_THAT_EXPECTED(created, llvm::Succeeded());
+    opt = std::move(*created);
+    // Filled before the first cycle, as a control plane would.
+    for (uint32_t addr = 0; addr < Flows; ++addr) {
+      FlowKey key{addr, 80};
+      Flow flow{addr % 2 ? uint32_t(XDP_DROP) : uint32_t(XDP_TX), 0, 0};
+      ASSERT_EQ(bpf_map_update_elem(opt->mapFd("flows"), &key, &flow, BPF_ANY), 0);
+      verdicts[addr] = flow.verdict;
+    }
+  }
+
+  uint32_t send(uint32_t op, uint32_t addr, uint32_t verdict = 0) {
+    Bytes packet(64, 0);
+    uint32_t words[4] = {op, addr, 80, verdict};
+    std::memcpy(packet.data(), words, sizeof(words));
+    auto result = runtime::runPacket(opt->activeFd(), bpf::ProgramType::Xdp, {packet, 0});
+    EXPECT_THAT_EXPECTED(result, llvm::Succeeded());
+    return result ? result->verdict : ~0u;
+  }
+
+  // What the flow table says, as the program's lookup answers it.
+  uint32_t expected(uint32_t addr) const {
+    auto it = verdicts.find(addr);
+    return it == verdicts.end() ? uint32_t(XDP_PASS) : it->second;
+  }
+
+  void lookAll(const std::vector<uint32_t> &addrs, unsigned rounds) {
+    for (unsigned round = 0; round < rounds; ++round)
+      for (uint32_t addr : addrs)
+        ASSERT_EQ(send(Look, addr), expected(addr)) << "flow " << addr;
+  }
+
+  static uint32_t bucketOf(uint32_t addr) {
+    FlowKey key{addr, 80};
+    Bytes bytes(sizeof(key));
+    std::memcpy(bytes.data(), &key, sizeof(key));
+    return core::writeBucket("flows", bytes, bpf::WriteBucketBits, true);
+  }
+
+  uint64_t writeCount(uint32_t bucket) {
+    uint64_t count = 0;
+    EXPECT_EQ(bpf_map_lookup_elem(opt->mapFd(bpf::WritesMapName), &bucket, &count), 0);
+    return count;
+  }
+
+  const core::SiteDecision *fastPath(const runtime::CycleReport &report) {
+    for (const core::SiteDecision &decision : report.log.decisions)
+      if (decision.table == "flows" && decision.pass == "heavy-hitter-fast-path" &&
+          decision.applied)
+        return &decision;
+    return nullptr;
+  }
+
+  std::unique_ptr<runtime::Optimizer> opt;
+  std::map<uint32_t, uint32_t> verdicts;
+};
+
+TEST_F(WrittenTable, AWriteOfAHotKeyIsSeenByTheNextPacketAndNewFlowsLeaveTheFastPath) {
+  runtime::CycleReport first = opt->runCycle();
+  ASSERT_TRUE(first.installed()) << first.describe();
+  EXPECT_EQ(fastPath(first), nullptr); // nothing seen yet
+  // 900 is a flow the table does not hold: answered "absent" under its count.
+  std::vector<uint32_t> hot = {3, 7, 11, 900};
+  lookAll(hot, 30);
+  lookAll({20, 21, 22, 23, 24, 25}, 1);
+  runtime::CycleReport second = opt->runCycle();
+  ASSERT_TRUE(second.installed()) << second.describe();
+  const core::SiteDecision *decision = fastPath(second);
+  ASSERT_NE(decision, nullptr) << second.log.toText();
+  EXPECT_EQ(decision->detail, "3 hot keys compared before the lookup, 1 absent ones answered "
+                              "null, each under its write count");
+  lookAll(hot, 2);
+
+  // New flows are inserted (their buckets are not the hot keys'): the hot
+  // keys' counts stay, so their fast path stays.
+  std::set<uint32_t> hotBuckets = {bucketOf(3), bucketOf(7), bucketOf(11), bucketOf(900)};
+  std::map<uint32_t, uint64_t> before;
+  for (uint32_t bucket : hotBuckets)
+    before[bucket] = writeCount(bucket);
+  unsigned learned = 0;
+  for (uint32_t addr = 1000; learned < 20; ++addr) {
+    if (hotBuckets.count(bucketOf(addr)))
+      continue;
+    ASSERT_EQ(send(Learn, addr, XDP_DROP), uint32_t(XDP_TX));
+    verdicts[addr] = XDP_DROP;
+    ++learned;
+    ASSERT_EQ(send(Look, addr), uint32_t(XDP_DROP));
+  }
+  for (uint32_t bucket : hotBuckets)
+    EXPECT_EQ(writeCount(bucket), before[bucket]) << "bucket " << bucket;
+  lookAll(hot, 1);
+
+  // The data plane changes a hot flow: the very next packet sees it.
+  ASSERT_EQ(send(Learn, 7, XDP_PASS), uint32_t(XDP_TX));
+  verdicts[7] = XDP_PASS;
+  // Counted after each of its two stores (the verdict, the update count).
+  EXPECT_EQ(writeCount(bucketOf(7)), before[bucketOf(7)] + 2);
+  EXPECT_EQ(send(Look, 7), uint32_t(XDP_PASS));
+  lookAll(hot, 1);
+  // ... inserts the hot absent one: the next packet finds it.
+  ASSERT_EQ(send(Look, 900), uint32_t(XDP_PASS));
+  ASSERT_EQ(send(Learn, 900, XDP_DROP), uint32_t(XDP_TX));
+  verdicts[900] = XDP_DROP;
+  EXPECT_EQ(send(Look, 900), uint32_t(XDP_DROP));
+  // ... and forgets one: the next packet finds it gone.
+  ASSERT_EQ(send(Forget, 11), uint32_t(XDP_TX));
+  verdicts.erase(11);
+  EXPECT_EQ(send(Look, 11), uint32_t(XDP_PASS));
+  lookAll(hot, 3);
+
+  // The next cycle builds the fast path again under the new counts.
+  runtime::CycleReport third = opt->runCycle();
+  ASSERT_TRUE(third.installed()) << third.describe();
+  EXPECT_NE(fastPath(third), nullptr) << third.log.toText();
+  lookAll(hot, 2);
+  ASSERT_EQ(send(Learn, 3, XDP_DROP), uint32_t(XDP_TX));
+  verdicts[3] = XDP_DROP;
+  EXPECT_EQ(send(Look, 3), uint32_t(XDP_DROP));
+
+  // Traffic the fast path was not built for (a wrong hot set for it):
+  // slower, never different.
+  lookAll({40, 41, 42, 1000, 1001, 5000}, 3);
+}
+
+// Churn: a hot key the data plane rewrites every period takes the fast
+// path away (TrafficProfile's churn rule, logged per site); calm periods
+// bring it back. Packets are right all along.
+TEST_F(WrittenTable, HotKeysRewrittenEveryPeriodLoseTheFastPathUntilWritesCalm) {
+  ASSERT_TRUE(opt->runCycle().installed());
+  std::vector<uint32_t> hot = {3, 7, 11};
+  lookAll(hot, 30);
+  runtime::CycleReport built = opt->runCycle();
+  ASSERT_TRUE(built.installed()) << built.describe();
+  ASSERT_NE(fastPath(built), nullptr) << built.log.toText();
+  unsigned churnCycles = core::TrafficProfileOptions{}.churnCycles;
+  runtime::CycleReport report;
+  for (unsigned cycle = 0; cycle < churnCycles; ++cycle) {
+    lookAll(hot, 30);
+    uint32_t verdict = cycle % 2 ? uint32_t(XDP_DROP) : uint32_t(XDP_PASS);
+    ASSERT_EQ(send(Learn, 7, verdict), uint32_t(XDP_TX));
+    verdicts[7] = verdict;
+    lookAll(hot, 1);
+    report = opt->runCycle();
+  }
+  ASSERT_EQ(report.traffic.size(), 1u);
+  const core::SiteTraffic &churned = report.traffic.begin()->second;
+  EXPECT_TRUE(churned.churning) << churned.why;
+  EXPECT_NE(churned.why.find("write guards fired"), std::string::npos) << churned.why;
+  EXPECT_EQ(fastPath(report), nullptr) << report.log.toText();
+  lookAll(hot, 2);
+  // At most calmCycles cycles without writes bring it back (fewer when the
+  // churn began before the loop above ended).
+  unsigned calmCycles = core::TrafficProfileOptions{}.calmCycles;
+  for (unsigned cycle = 0; cycle < calmCycles; ++cycle) {
+    lookAll(hot, 30);
+    report = opt->runCycle();
+    ASSERT_EQ(report.traffic.size(), 1u);
+    if (!report.traffic.begin()->second.churning)
+      break;
+  }
+  EXPECT_FALSE(report.traffic.begin()->second.churning);
+  EXPECT_TRUE(report.installed()) << report.describe();
+  EXPECT_NE(fastPath(report), nullptr) << report.describe() << report.log.toText();
+  lookAll(hot, 2);
+}
+
+// The lookup whose value the program writes keeps its search (the write
+// must reach the entry), and is the one whose writes are counted.
+TEST_F(WrittenTable, TheLookupWrittenThroughKeepsItsSearch) {
+  runtime::CycleReport first = opt->runCycle();
+  ASSERT_TRUE(first.installed()) << first.describe();
+  unsigned counted = 0, declined = 0;
+  for (const core::SiteDecision &decision : first.log.decisions) {
+    if (decision.table != "flows")
+      continue;
+    if (decision.pass == "guard-table-writes" && decision.applied)
+      ++counted;
+    if (decision.pass == "analysis" &&
+        decision.detail.find("writes through this lookup's value") != std::string::npos)
+      ++declined;
+  }
+  EXPECT_EQ(counted, 3u) << first.log.toText(); // the written-through lookup, insert, delete
+  EXPECT_EQ(declined, 1u) << first.log.toText();
+  lookAll({5}, 3);
+  ASSERT_EQ(send(Learn, 5, XDP_PASS), uint32_t(XDP_TX));
+  verdicts[5] = XDP_PASS;
+  lookAll({5}, 3);
+  Flow flow{};
+  FlowKey key{5, 80};
+  ASSERT_EQ(bpf_map_lookup_elem(opt->mapFd("flows"), &key, &flow), 0);
+  EXPECT_EQ(flow.updates, 1u);
 }
 
 } // namespace

@@ -3,7 +3,7 @@
 //
 //   morpheus-opt IN.ll --state STATE.json [-passes=a,b|-passes=] [--guard-version N]
 //                [--fallback tail-call|in-program|none] [--inline-limit N]
-//                [--verifier-paths N] [--profile] [--no-profile MAP] [-O2]
+//                [--verifier-paths N] [--profile] [--no-profile MAP] [--write-guards] [-O2]
 //                [--print-analysis] [--backend bpf|user]
 //
 // STATE.json = {"tables": {"NAME": {"type": "hash", "key_size": 8,
@@ -16,6 +16,8 @@
 //               lookups of exactly those keys, as the optimizer reads hot
 //               keys, not the whole table),
 //               "hot_keys": {"SITE": [hex key, ...]} (heavy-hitter-fast-path),
+//               "write_counts": {"BUCKET": N} (write counts read before the
+//               snapshot: fast paths over tables the data plane writes),
 //               "globals": {"NAME": hex bytes} (the live writable globals,
 //               fold-read-only-globals; with --guard-version only)}
 // The specialized module is printed to stdout, then the guard decisions as
@@ -26,7 +28,9 @@
 // user-space handler (backend/user: mu_lookup calls, MU_TABLE globals)
 // instead of a BPF program; the tables' types are the same names.
 // --profile switches instrument-table-sites on (slots of the eBPF runtime's
-// size; --no-profile MAP excludes a table).
+// size; --no-profile MAP excludes a table); --write-guards switches
+// guard-table-writes on (the eBPF runtime's bucket count; --no-profile
+// excludes there too).
 #include "backend/bpf/BpfSignatures.h"
 #include "backend/bpf/Frontend.h"
 #include "backend/bpf/MapTypes.h"
@@ -95,7 +99,7 @@ int main(int argc, char **argv) {
   core::Fallback fallback = core::Fallback::TailCall;
   uint32_t failureVerdict = 0; // what a tail-call guard returns when it cannot fall back
   uint32_t inlineLimit = 64;
-  bool optimize = false, printAnalysis = false, profile = false;
+  bool optimize = false, printAnalysis = false, profile = false, writeGuards = false;
   std::set<std::string> notProfiled;
   std::string backend = "bpf";
   for (int i = 1; i < argc; ++i) {
@@ -128,6 +132,8 @@ int main(int argc, char **argv) {
       profile = true;
     else if (arg == "--no-profile")
       notProfiled.insert(value());
+    else if (arg == "--write-guards")
+      writeGuards = true;
     else if (arg == "--backend")
       backend = value();
     else if (arg == "-O2")
@@ -142,7 +148,8 @@ int main(int argc, char **argv) {
   if (input.empty())
     return fail("usage: morpheus-opt IN.ll --state STATE.json [-passes=a,b] "
                 "[--guard-version N] [--fallback tail-call|in-program|none] [--failure-verdict N] "
-                "[--inline-limit N] [--verifier-paths N] [--profile] [--no-profile MAP] [-O2] "
+                "[--inline-limit N] [--verifier-paths N] [--profile] [--no-profile MAP] "
+                "[--write-guards] [-O2] "
                 "[--print-analysis] [--backend bpf|user]");
 
   llvm::LLVMContext context;
@@ -245,6 +252,12 @@ int main(int argc, char **argv) {
   if (profile)
     options.profile = core::ProfileOptions{bpf::ProfileSlotFunction, MORPHEUS_PROFILE_SITES,
                                            MORPHEUS_PROFILE_KEY_BYTES, notProfiled};
+  if (writeGuards)
+    options.writeGuards = core::WriteGuardOptions{bpf::WriteBumpFunction, bpf::WriteCountFunction,
+                                                  bpf::WriteBucketBits, notProfiled};
+  nlohmann::json writeCounts = state.value("write_counts", nlohmann::json::object());
+  for (const auto &[bucket, count] : writeCounts.items())
+    options.writeCounts[std::stoul(bucket)] = count.get<uint64_t>();
   options.optimize = optimize;
   if (passes) {
     // The guard is not a table pass: --guard-version switches it on.

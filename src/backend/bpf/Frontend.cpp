@@ -104,7 +104,8 @@ Error linkRuntime(Module &module) {
   if (Linker::linkModules(module, std::move(*runtime)))
     return makeError("cannot link the guard runtime into {0}",
                      module.getModuleIdentifier());
-  for (const char *name : {GuardHoldsFunction, GuardEnterFunction, ProfileSlotFunction})
+  for (const char *name : {GuardHoldsFunction, GuardEnterFunction, ProfileSlotFunction,
+                           WriteBumpFunction, WriteCountFunction})
     if (Function *guard = module.getFunction(name))
       guard->setLinkage(GlobalValue::InternalLinkage);
   return Error::success();

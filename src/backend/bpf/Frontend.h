@@ -46,6 +46,10 @@ inline constexpr const char *GuardMapName = MORPHEUS_GUARD_MAP;
 inline constexpr const char *FallbackMapName = MORPHEUS_FALLBACK_MAP;
 inline constexpr const char *ProfileMapName = MORPHEUS_PROFILE_MAP;
 inline constexpr const char *ProfileSlotFunction = MORPHEUS_PROFILE_SLOT;
+inline constexpr const char *WritesMapName = MORPHEUS_WRITES_MAP;
+inline constexpr const char *WriteBumpFunction = MORPHEUS_WRITE_BUMP;
+inline constexpr const char *WriteCountFunction = MORPHEUS_WRITE_COUNT;
+inline constexpr uint32_t WriteBucketBits = MORPHEUS_WRITE_BUCKET_BITS;
 inline constexpr unsigned MaxPrograms = MORPHEUS_MAX_PROGRAMS; // fallback slots
 
 } // namespace morpheus::bpf

@@ -101,4 +101,37 @@ Error ProfileMap::setPeriod(unsigned site, uint32_t period) {
   return Error::success();
 }
 
+Expected<WriteCounts> WriteCounts::create() {
+  int fd = bpf_map_create(BPF_MAP_TYPE_ARRAY, WritesMapName, sizeof(uint32_t),
+                          sizeof(uint64_t), 1u << WriteBucketBits, nullptr);
+  if (fd < 0)
+    return makeSystemError(errno, "cannot create the write count map");
+  return WriteCounts(fd);
+}
+
+WriteCounts::WriteCounts(WriteCounts &&other) noexcept
+    : mapFd(std::exchange(other.mapFd, -1)) {}
+
+WriteCounts &WriteCounts::operator=(WriteCounts &&other) noexcept {
+  if (this != &other) {
+    if (mapFd >= 0)
+      close(mapFd);
+    mapFd = std::exchange(other.mapFd, -1);
+  }
+  return *this;
+}
+
+WriteCounts::~WriteCounts() {
+  if (mapFd >= 0)
+    close(mapFd);
+}
+
+Expected<uint64_t> WriteCounts::read(uint32_t bucket) const {
+  uint64_t count = 0;
+  if (bpf_map_lookup_elem(mapFd, &bucket, &count))
+    return makeSystemError(errno, "cannot read write count bucket {0} of {1}", bucket,
+                           WritesMapName);
+  return count;
+}
+
 } // namespace morpheus::bpf

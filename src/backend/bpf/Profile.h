@@ -51,4 +51,25 @@ private:
   std::map<unsigned, std::vector<uint64_t>> seen;
 };
 
+// The write counts of tables the data plane writes (dataplane/guard_abi.h,
+// core/passes/GuardTableWrites.cpp): an ARRAY of 64-bit counters Morpheus
+// creates and shares with every version it runs, never pinned. User space
+// only reads it: a count read before the snapshot is what a fast path is
+// built under.
+class WriteCounts {
+public:
+  static Expected<WriteCounts> create();
+  WriteCounts(WriteCounts &&other) noexcept;
+  WriteCounts &operator=(WriteCounts &&other) noexcept;
+  ~WriteCounts();
+
+  int fd() const { return mapFd; }
+  // The writes counted in `bucket` so far.
+  Expected<uint64_t> read(uint32_t bucket) const;
+
+private:
+  explicit WriteCounts(int fd) : mapFd(fd) {}
+  int mapFd = -1;
+};
+
 } // namespace morpheus::bpf

@@ -241,9 +241,13 @@ Expected<SpecializedObject> ProgramSpec::build(const core::TableSnapshot &snapsh
     for (const std::string &entry : entries)
       options.verifierPathBudget[entry] = verifierPathBudget(entry, request);
   options.noCompareChains = request.noCompareChains;
-  if (request.instrument && request.guardVersion) // the guard runtime has the slot
+  if (request.instrument && request.guardVersion) { // the guard runtime has the slot
     options.profile = core::ProfileOptions{ProfileSlotFunction, ProfileSites, ProfileKeyBytes,
                                            request.notProfiled};
+    options.writeGuards = core::WriteGuardOptions{WriteBumpFunction, WriteCountFunction,
+                                                  WriteBucketBits, request.notProfiled};
+    options.writeCounts = request.writeCounts;
+  }
   options.hotKeys = request.hotKeys;
   options.globals = request.globals;
   options.faults = request.faults;

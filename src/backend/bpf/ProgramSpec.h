@@ -49,6 +49,10 @@ struct SpecializeRequest {
   // Per site id, the hot keys to compare before the lookup (their answers
   // in the snapshot as probed keys).
   std::map<unsigned, std::vector<core::Bytes>> hotKeys;
+  // With `instrument`: count the data plane's writes per key bucket
+  // (guard-table-writes), and the counts read before the snapshot, by
+  // bucket, under which hot keys of written tables get fast paths.
+  std::map<uint32_t, uint64_t> writeCounts;
   // The live bytes of the writable globals (readGlobals over globals()):
   // the ones the program never writes are folded under checks (guarded
   // versions only).

@@ -23,20 +23,111 @@
 // packets to the generic code before the table changes. Which keys are hot
 // affects only speed: a wrong heavy-hitter set is slower, never wrong.
 // Keys the snapshot shows absent are left to the lookup, and so are keys
-// whose per-CPU values differ between CPUs. Fast paths are optional: the
+// whose per-CPU values differ between CPUs.
+//
+// Tables the data plane writes (guard-table-writes counts their writes per
+// key bucket, context.writeGuards): a site qualifies only when nothing is
+// written through its own result (whyNotInlinable with writes guarded: the
+// fast path skips the search and a write must reach the real entry), and
+// each hot key's match is answered only while the counter of its bucket
+// still holds the count read before the snapshot (context.writeCounts);
+// otherwise the key goes on to the lookup. GuardTableWrites.cpp says why
+// that makes the constant answer the live one; a hot key whose bucket was
+// not read gets no fast path. A hot key such a table does not hold (an
+// unknown MAC, flooded) is answered null under its count the same way:
+// inserting it is a counted write (an update site), so while the count
+// holds it is still absent. Fast paths are optional: the
 // verifier budget (Pipeline.cpp) drops those that would not fit beside the
 // compare chains already planned.
 //===----------------------------------------------------------------------===//
 
 #include "core/passes/TablePasses.h"
 
+#include "core/OpaqueValue.h"
+
+#include <llvm/Analysis/ValueTracking.h>
+#include <llvm/IR/IRBuilder.h>
+#include <llvm/Transforms/Utils/BasicBlockUtils.h>
+#include <llvm/Transforms/Utils/Local.h>
+
 using namespace llvm;
 
 namespace morpheus::core {
 
+namespace {
+
+// In front of `lookup` (a written table's, kept on the fast path's miss
+// path or untouched): each of `keys`, absent from the snapshot, compared in
+// full and, while `stillUnwritten` holds for it (its write count is the one
+// read before the snapshot: no insert of it since), answered null without
+// the lookup. Every other key, and a key whose count moved, reaches the
+// lookup.
+void answerAbsent(CallBase &lookup, unsigned keyArg, const std::vector<Bytes> &keys,
+                  const std::string &table, uint32_t keySize,
+                  LookupRewriter::EntryGuard stillUnwritten) {
+  Module &module = *lookup.getModule();
+  const DataLayout &dl = module.getDataLayout();
+  LLVMContext &llvmContext = module.getContext();
+  Function *function = lookup.getFunction();
+  Value *key = lookup.getArgOperand(keyArg);
+  BasicBlock *head = lookup.getParent();
+  BasicBlock *ask = SplitBlock(head, &lookup);
+  BasicBlock *join = SplitBlock(ask, lookup.getNextNode());
+  head->getTerminator()->eraseFromParent();
+  IRBuilder<> builder(head);
+  builder.SetCurrentDebugLocation(lookup.getDebugLoc());
+  uint64_t alignment = getKnownAlignment(key, dl).value();
+  Value *keyMemory = opaqueCopy(builder, key, table + ".absent.key.memory");
+  std::vector<KeyChunk> chunks = keyChunks(keySize, alignment);
+  std::vector<Value *> words;
+  for (KeyChunk chunk : chunks) {
+    Value *address = chunk.offset ? builder.CreateConstInBoundsGEP1_32(builder.getInt8Ty(),
+                                                                      keyMemory, chunk.offset)
+                                  : keyMemory;
+    words.push_back(builder.CreateAlignedLoad(builder.getIntNTy(chunk.width * 8), address,
+                                              Align(std::min<uint64_t>(alignment, chunk.width)),
+                                              table + ".absent.key"));
+  }
+  builder.SetInsertPoint(join, join->begin());
+  PHINode *result = builder.CreatePHI(lookup.getType(), keys.size() + 1, table + ".answer");
+  BasicBlock *compare = head;
+  for (const Bytes &absentKey : keys) {
+    builder.SetInsertPoint(compare);
+    Value *match = nullptr;
+    for (size_t i = 0; i < chunks.size(); ++i) {
+      Value *equal = builder.CreateICmpEQ(
+          words[i], ConstantInt::get(words[i]->getType(),
+                                     chunkValue(absentKey, chunks[i], dl.isLittleEndian())));
+      match = match ? builder.CreateAnd(match, equal) : equal;
+    }
+    BasicBlock *matched = BasicBlock::Create(llvmContext, table + ".absent", function, ask);
+    BasicBlock *next = BasicBlock::Create(llvmContext, table + ".absent.next", function, ask);
+    builder.CreateCondBr(match, matched, next);
+    builder.SetInsertPoint(matched);
+    TableEntry entry;
+    entry.key = absentKey;
+    builder.CreateCondBr(stillUnwritten(builder, entry), join, next);
+    result->addIncoming(ConstantPointerNull::get(cast<PointerType>(lookup.getType())), matched);
+    compare = next;
+  }
+  builder.SetInsertPoint(compare);
+  builder.CreateBr(ask);
+  lookup.replaceUsesWithIf(result, [&](Use &use) { return use.getUser() != result; });
+  result->addIncoming(&lookup, ask);
+  LookupRewriter::keepOnMissPath(lookup);
+}
+
+} // namespace
+
 PreservedAnalyses HeavyHitterFastPathPass::run(Module &module, ModuleAnalysisManager &mam) {
   if (context.hotKeys.empty())
     return PreservedAnalyses::all();
+  const TableAccessInfo &info = mam.getResult<TableAccessAnalysis>(module);
+  std::set<std::string> writeGuarded;
+  if (context.writeGuards)
+    writeGuarded = writeGuardedTables(info, *context.catalog, *context.writeGuards);
+  LLVMContext &llvmContext = module.getContext();
+  bool littleEndian = module.getDataLayout().isLittleEndian();
   bool changed = rewriteEligibleLookups(
       module, mam, context,
       [&](const AccessSite &site, const TableInfo &table, const TableContents &contents,
@@ -52,37 +143,78 @@ PreservedAnalyses HeavyHitterFastPathPass::run(Module &module, ModuleAnalysisMan
         // A table small enough is turned whole into code, or was declined
         // by the passes that do it. A trie read whole holds prefixes, not
         // the answers to lookups of the hot keys.
-        if (contents.complete && (contents.entries.size() <= context.inlineLimit ||
-                                  table.match == TableMatch::LongestPrefix))
+        bool written = !info.isReadOnly(site.table);
+        if (written && !writeGuarded.count(site.table))
+          return false; // accepted with writes guarded, but they are not counted
+        if (!written && contents.complete &&
+            (contents.entries.size() <= context.inlineLimit ||
+             table.match == TableMatch::LongestPrefix))
           return decline("table read whole: not a fast-path candidate");
         if (site.key.constantKey)
           return decline("constant key: constant-key-lookup's");
         if (context.noCompareChains)
           return decline(*context.noCompareChains);
         std::vector<const TableEntry *> entries;
+        std::vector<Bytes> absent; // written tables: answered null under their count
+        unsigned uncounted = 0;
         for (const Bytes &key : hot->second) {
           if (key.size() != table.keySize)
             continue;
           std::optional<const TableEntry *> entry = contents.known(key);
-          if (!entry || !*entry || !(*entry)->value)
-            continue; // not read this cycle, absent, or per-CPU values that differ
-          entries.push_back(*entry);
+          if (!entry || (*entry && !(*entry)->value))
+            continue; // not read this cycle, or per-CPU values that differ
+          if (!*entry && !written)
+            continue; // absent: left to the lookup
+          if (written && !context.writeCounts.count(writeBucket(
+                             site.table, key, context.writeGuards->bucketBits, littleEndian))) {
+            ++uncounted; // no write count read before the snapshot
+            continue;
+          }
+          if (*entry)
+            entries.push_back(*entry);
+          else
+            absent.push_back(key);
         }
-        if (entries.empty())
+        if (entries.empty() && absent.empty() && uncounted)
+          return decline("no write count read for its hot keys (the running version has "
+                         "not counted the table's writes for a whole period yet)");
+        if (entries.empty() && absent.empty())
           return decline("no hot key present in the table");
-        rewriter.replaceWithDispatch(*site.call, *site.signature.keyArg, entries, site.table,
-                                     ChainLowering::Constants,
-                                     LookupRewriter::OnMiss::KeepLookup);
+        // Per entry: still the count read before the snapshot.
+        auto unwritten = [&](IRBuilderBase &builder, const TableEntry &entry) -> Value * {
+          uint32_t bucket =
+              writeBucket(site.table, entry.key, context.writeGuards->bucketBits, littleEndian);
+          FunctionCallee count = module.getOrInsertFunction(
+              context.writeGuards->countFunction, Type::getInt64Ty(llvmContext),
+              Type::getInt32Ty(llvmContext));
+          Value *now = builder.CreateCall(count, {builder.getInt32(bucket)},
+                                          site.table + ".writes");
+          return builder.CreateICmpEQ(now, builder.getInt64(context.writeCounts.at(bucket)),
+                                      site.table + ".unwritten");
+        };
+        if (!entries.empty())
+          rewriter.replaceWithDispatch(
+              *site.call, *site.signature.keyArg, entries, site.table, ChainLowering::Constants,
+              LookupRewriter::OnMiss::KeepLookup,
+              written ? LookupRewriter::EntryGuard(unwritten) : LookupRewriter::EntryGuard());
+        if (!absent.empty())
+          answerAbsent(*site.call, *site.signature.keyArg, absent, site.table, table.keySize,
+                       unwritten);
         if (context.log) {
           context.log->record(site, "heavy-hitter-fast-path", true,
                               std::to_string(entries.size()) +
-                                  " hot keys compared before the lookup");
+                                  " hot keys compared before the lookup" +
+                                  (absent.empty() ? ""
+                                                  : ", " + std::to_string(absent.size()) +
+                                                        " absent ones answered null") +
+                                  (written ? ", each under its write count" : ""));
           std::vector<TableEntry> &inlined = context.log->inlined[site.table];
           for (const TableEntry *entry : entries)
             inlined.push_back(*entry);
         }
         return true;
-      });
+      },
+      /*writesGuarded=*/context.writeGuards.has_value());
   return changed ? PreservedAnalyses::none() : PreservedAnalyses::all();
 }
 

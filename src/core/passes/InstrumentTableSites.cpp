@@ -1,7 +1,9 @@
 //===- InstrumentTableSites.cpp - Record sampled lookup keys --------------===//
 //
 // Before a lookup whose table is not turned whole into code, and which a
-// fast path could serve (whyNotInlinable: read-only, modelled semantics), the
+// fast path could serve (whyNotInlinable: read-only, modelled semantics, or
+// written by the data plane with its writes counted by guard-table-writes
+// and none through this lookup's result), the
 // program asks the runtime for a profile slot for this site
 // (ProfileOptions::slotFunction, inlined from the guard runtime) and, when
 // it gets one, copies the lookup key into it. User space reads the slots
@@ -64,18 +66,22 @@ PreservedAnalyses InstrumentTableSitesPass::run(Module &module, ModuleAnalysisMa
                                       Type::getInt32Ty(llvmContext));
   };
   bool changed = false;
+  std::set<std::string> writeGuarded;
+  if (context.writeGuards)
+    writeGuarded = writeGuardedTables(info, *context.catalog, *context.writeGuards);
   for (const AccessSite &site : sites) {
     if (site.signature.kind != AccessKind::Lookup ||
         context.genericFunctions.count(site.function) || site.key.constantKey ||
         LookupRewriter::keptOnMissPath(*site.call) ||
-        whyNotInlinable(site, info, *context.catalog))
+        whyNotInlinable(site, info, *context.catalog, writeGuarded.count(site.table) > 0))
       continue;
     auto decline = [&](std::string why) {
       if (context.log)
         context.log->record(site, "instrument-table-sites", false, std::move(why));
     };
     if (auto contents = context.snapshot->find(site.table);
-        contents != context.snapshot->end() && contents->second.complete &&
+        !writeGuarded.count(site.table) && contents != context.snapshot->end() &&
+        contents->second.complete &&
         contents->second.entries.size() <= context.inlineLimit)
       continue; // small enough to be turned whole into code: nothing to learn
     if (profile.excludedTables.count(site.table)) {

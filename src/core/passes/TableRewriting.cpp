@@ -92,9 +92,40 @@ constexpr const char *KeptMetadata = "morpheus.kept";
 
 } // namespace
 
+std::optional<std::string> whyWritesNotGuardable(const std::string &table,
+                                                 const TableAccessInfo &info,
+                                                 const TableCatalog &catalog) {
+  auto usage = info.tables.find(table);
+  if (usage == info.tables.end() || !usage->second.written)
+    return "not written by the data plane";
+  auto entry = catalog.find(table);
+  if (entry == catalog.end())
+    return "table not in the catalog";
+  if (entry->second.lookupHasSideEffects)
+    return entry->second.typeName +
+           " table: an insert may evict any entry, hot ones included, without a write "
+           "naming its key";
+  if (usage->second.untiedWrite)
+    return "written where the key is not known: " + *usage->second.untiedWrite;
+  return std::nullopt;
+}
+
+std::set<std::string> writeGuardedTables(const TableAccessInfo &info,
+                                         const TableCatalog &catalog,
+                                         const WriteGuardOptions &guards) {
+  std::set<std::string> tables;
+  for (const AccessSite &site : info.sites)
+    if (!site.table.empty() && !tables.count(site.table) &&
+        !guards.excludedTables.count(site.table) && !info.isReadOnly(site.table) &&
+        !whyNotInlinable(site, info, catalog, /*writesGuarded=*/true))
+      tables.insert(site.table);
+  return tables;
+}
+
 std::optional<std::string> whyNotInlinable(const AccessSite &site,
                                            const TableAccessInfo &info,
-                                           const TableCatalog &catalog) {
+                                           const TableCatalog &catalog,
+                                           bool writesGuarded) {
   if (site.signature.kind != AccessKind::Lookup)
     return "not a lookup";
   if (!site.signature.rewritable)
@@ -122,8 +153,18 @@ std::optional<std::string> whyNotInlinable(const AccessSite &site,
   // not change what it returns.
   if (!info.isReadOnly(site.table) &&
       !(site.key.constantKey &&
-        info.isReadOnlyAt(site.table, site.key.constantKey, 0, ValueWrite::WholeValue)))
-    return "table is written by the data plane";
+        info.isReadOnlyAt(site.table, site.key.constantKey, 0, ValueWrite::WholeValue))) {
+    if (!writesGuarded)
+      return "table is written by the data plane";
+    if (auto why = whyWritesNotGuardable(site.table, info, catalog))
+      return "table is written by the data plane, " + *why;
+    if (!site.resultWrites.empty())
+      return "the program writes through this lookup's value" +
+             (locationOf(*site.resultWrites.front()).empty()
+                  ? std::string()
+                  : " at " + locationOf(*site.resultWrites.front())) +
+             ": a fast path may skip the search, never the memory";
+  }
   if (table->second.innerTemplate)
     return "a lookup in a map of maps returns a table, not a value (the accesses to that "
            "table are resolve-inner-table's)";
@@ -216,14 +257,15 @@ InnerTableResolution resolveInnerTable(const AccessSite &site, const TableAccess
 }
 
 bool rewriteEligibleLookups(Module &module, ModuleAnalysisManager &mam,
-                            const TablePassContext &context, SiteRewrite rewrite) {
+                            const TablePassContext &context, SiteRewrite rewrite,
+                            bool writesGuarded) {
   const TableAccessInfo &info = mam.getResult<TableAccessAnalysis>(module);
   LookupRewriter rewriter(module, context);
   // Copy the sites first: rewriting erases calls the analysis points to.
   std::vector<AccessSite> sites = info.sites;
   bool changed = false;
   for (const AccessSite &site : sites) {
-    if (whyNotInlinable(site, info, *context.catalog) ||
+    if (whyNotInlinable(site, info, *context.catalog, writesGuarded) ||
         context.untouchable(site.function) || LookupRewriter::keptOnMissPath(*site.call))
       continue;
     auto contents = context.snapshot->find(site.table);
@@ -370,6 +412,63 @@ uint64_t chunkValue(const Bytes &key, KeyChunk chunk, bool littleEndian) {
 
 namespace {
 
+// writeBucket's constants: a 64-bit odd multiplier (Fibonacci hashing) and
+// the table's salt (FNV-1a of its name), so that keys of different tables
+// fall into different buckets.
+constexpr uint64_t BucketMultiplier = 0x9e3779b97f4a7c15ull;
+
+uint64_t tableSalt(const std::string &table) {
+  uint64_t hash = 0xcbf29ce484222325ull;
+  for (unsigned char c : table)
+    hash = (hash ^ c) * 0x100000001b3ull;
+  return hash;
+}
+
+// Where byte `index` of a key lands in the fold: its place in its 8-byte
+// word as a load of that word would read it.
+unsigned foldShift(uint32_t index, bool littleEndian) {
+  return 8 * (littleEndian ? index % 8 : 7 - index % 8);
+}
+
+} // namespace
+
+uint32_t writeBucket(const std::string &table, const Bytes &key, uint32_t bucketBits,
+                     bool littleEndian) {
+  uint64_t fold = 0;
+  for (uint32_t i = 0; i < key.size(); ++i)
+    fold ^= uint64_t(key[i]) << foldShift(i, littleEndian);
+  uint64_t mixed = (fold ^ tableSalt(table)) * BucketMultiplier;
+  return bucketBits ? uint32_t(mixed >> (64 - bucketBits)) : 0;
+}
+
+Value *emitWriteBucket(IRBuilderBase &builder, Value *key, const std::string &table,
+                       uint32_t keySize, uint32_t bucketBits, const DataLayout &dl) {
+  uint64_t alignment = getKnownAlignment(key, dl).value();
+  Value *keyMemory = opaqueCopy(builder, key, table + ".written.key");
+  Value *fold = builder.getInt64(0);
+  for (KeyChunk chunk : keyChunks(keySize, alignment)) {
+    Value *address = chunk.offset ? builder.CreateConstInBoundsGEP1_32(builder.getInt8Ty(),
+                                                                      keyMemory, chunk.offset)
+                                  : keyMemory;
+    Value *word = builder.CreateZExt(
+        builder.CreateAlignedLoad(builder.getIntNTy(chunk.width * 8), address,
+                                  Align(std::min<uint64_t>(alignment, chunk.width))),
+        builder.getInt64Ty());
+    // Shifted so that every byte of the chunk lands where foldShift puts it
+    // (the chunk never crosses an 8-byte word: keyChunks aligns it).
+    unsigned shift = dl.isLittleEndian() ? foldShift(chunk.offset, true)
+                                         : foldShift(chunk.offset + chunk.width - 1, false);
+    fold = builder.CreateXor(fold, shift ? builder.CreateShl(word, shift) : word);
+  }
+  Value *mixed = builder.CreateMul(builder.CreateXor(fold, builder.getInt64(tableSalt(table))),
+                                   builder.getInt64(BucketMultiplier));
+  Value *bucket = bucketBits ? builder.CreateLShr(mixed, 64 - bucketBits)
+                             : static_cast<Value *>(builder.getInt64(0));
+  return builder.CreateTrunc(bucket, builder.getInt32Ty(), table + ".written.bucket");
+}
+
+namespace {
+
 uint64_t chunkConstant(const Bytes &key, KeyChunk chunk, bool littleEndian,
                        const FaultInjection &faults) {
   uint64_t value = chunkValue(key, chunk, littleEndian);
@@ -384,7 +483,7 @@ uint64_t chunkConstant(const Bytes &key, KeyChunk chunk, bool littleEndian,
 void LookupRewriter::replaceWithDispatch(CallBase &lookup, unsigned keyArg,
                                          const std::vector<const TableEntry *> &entries,
                                          const std::string &table, ChainLowering lowering,
-                                         OnMiss onMiss) {
+                                         OnMiss onMiss, EntryGuard stillValid) {
   bool keepLookupOnMiss = onMiss == OnMiss::KeepLookup;
   LLVMContext &llvmContext = module.getContext();
   const DataLayout &dl = module.getDataLayout();
@@ -449,7 +548,15 @@ void LookupRewriter::replaceWithDispatch(CallBase &lookup, unsigned keyArg,
     }
     BasicBlock *hit = BasicBlock::Create(llvmContext, table + ".hit", function, found ? found : tail);
     BasicBlock *next = BasicBlock::Create(llvmContext, table + ".next", function, tail);
-    builder.CreateCondBr(match, hit, next);
+    if (stillValid) {
+      BasicBlock *matched =
+          BasicBlock::Create(llvmContext, table + ".matched", function, hit);
+      builder.CreateCondBr(match, matched, next);
+      builder.SetInsertPoint(matched);
+      builder.CreateCondBr(stillValid(builder, *entry), hit, next);
+    } else {
+      builder.CreateCondBr(match, hit, next);
+    }
     builder.SetInsertPoint(hit);
     if (index) {
       builder.CreateBr(found);

@@ -10,6 +10,7 @@
 #include "core/Tables.h"
 
 #include <llvm/ADT/STLFunctionalExtras.h>
+#include <llvm/IR/IRBuilder.h>
 #include <llvm/IR/Instructions.h>
 #include <llvm/IR/Module.h>
 #include <llvm/IR/PassManager.h>
@@ -47,6 +48,39 @@ struct ProfileOptions {
   std::set<std::string> excludedTables; // the operator's --no-profile
 };
 
+// Per-entry guards for tables the data plane writes (guard-table-writes,
+// heavy-hitter-fast-path): every data-plane write of such a table adds one
+// to a counter chosen by the written key (writeBucket), after the write; a
+// fast path answers a hot key only while its bucket's counter still holds
+// what it held before the snapshot was read.
+struct WriteGuardOptions {
+  // Runtime function `void (i32 bucket)`: adds one to the bucket's counter,
+  // atomically (writes on several CPUs are never lost).
+  std::string bumpFunction;
+  // Runtime function `i64 (i32 bucket)`: the bucket's counter.
+  std::string countFunction;
+  uint32_t bucketBits = 0; // 1 << bucketBits counters
+  std::set<std::string> excludedTables; // the operator's --no-profile
+};
+
+// The tables guard-table-writes counts the writes of, in every version
+// built with `guards`: written by the data plane, every write tied to a key
+// (whyWritesNotGuardable), not excluded, and with a lookup a fast path
+// could serve (whyNotInlinable with writes guarded). Depends on the program
+// alone, never on the snapshot or the hot keys, so that every version
+// counts the same writes.
+std::set<std::string> writeGuardedTables(const TableAccessInfo &info,
+                                         const TableCatalog &catalog,
+                                         const WriteGuardOptions &guards);
+
+// The counter bucket of `key` in `table`: the key's bytes folded into 64
+// bits (byte j shifted to its place in the j/8th 8-byte word, words xored:
+// independent of how the bytes are loaded), salted with the table's name,
+// multiplied by a 64-bit odd constant, top `bucketBits` bits.
+// emitWriteBucket computes the same in the program.
+uint32_t writeBucket(const std::string &table, const Bytes &key, uint32_t bucketBits,
+                     bool littleEndian);
+
 // Read-only hash tables are read whole up to this many entries (planReads),
 // so that constant-fields and branch-injection see every entry of tables
 // too large to become code;
@@ -81,6 +115,14 @@ struct TablePassContext {
   // Per site id, the keys heavy-hitter-fast-path compares before the
   // generic lookup, hottest first (chosen from the traffic profile).
   std::map<unsigned, std::vector<Bytes>> hotKeys;
+  // Set to count the data plane's writes per key bucket (guard-table-writes)
+  // in every function, generic copies included; only with a guard runtime
+  // linked in, and in every version built while fast paths over written
+  // tables may run.
+  std::optional<WriteGuardOptions> writeGuards;
+  // Each bucket's write counter as read before the snapshot: a hot key of a
+  // written table gets a fast path only when its bucket is here.
+  std::map<uint32_t, uint64_t> writeCounts;
   FaultInjection faults;
   // The live bytes of the writable globals fold-read-only-globals may fold
   // (null: none; only guarded specializations get them).
@@ -97,9 +139,24 @@ struct TablePassContext {
 // shape of a lookup (pointer key in, pointer out), and whose value pointers
 // are only tested against null, never compared with other pointers or
 // handed where writable memory is required.
+// With `writesGuarded` (guard-table-writes counts the table's writes), a
+// table the data plane writes is accepted too when its writes can be
+// guarded key by key (whyWritesNotGuardable) and nothing is written through
+// this lookup's own result: a fast path may skip the search, never the
+// memory a write must reach.
 std::optional<std::string> whyNotInlinable(const AccessSite &site,
                                            const TableAccessInfo &info,
-                                           const TableCatalog &catalog);
+                                           const TableCatalog &catalog,
+                                           bool writesGuarded = false);
+
+// Why the data-plane writes of `table` cannot be counted key by key, or
+// nullopt when they can: the data plane writes it, and only through update
+// and delete sites with a key argument and through the results of its
+// lookups (TableUsage::untiedWrite), and no insert evicts entries behind
+// the program's back (LRU tables).
+std::optional<std::string> whyWritesNotGuardable(const std::string &table,
+                                                 const TableAccessInfo &info,
+                                                 const TableCatalog &catalog);
 
 // Why the loads through the lookup at `site` cannot be folded field by
 // field (fold-read-only-fields), or nullopt when they can: a rewritable
@@ -157,9 +214,16 @@ public:
   // them, as the helper's memcmp does). A match yields the entry's value; a
   // miss yields what `onMiss` says (KeepLookup: the original call, moved to
   // the miss path).
+  //
+  // `stillValid`, when given, is asked on each entry's match for a condition
+  // (i1) built at the match: while false, the key goes on down the chain as
+  // if it had not matched (and so to the lookup kept on the miss path).
+  using EntryGuard =
+      llvm::function_ref<llvm::Value *(llvm::IRBuilderBase &, const TableEntry &)>;
   void replaceWithDispatch(llvm::CallBase &lookup, unsigned keyArg,
                            const std::vector<const TableEntry *> &entries,
-                           const std::string &table, ChainLowering lowering, OnMiss onMiss);
+                           const std::string &table, ChainLowering lowering, OnMiss onMiss,
+                           EntryGuard stillValid = nullptr);
 
   // Replaces `lookup` by a fixed result (a value pointer or null).
   static void replaceWith(llvm::CallBase &lookup, llvm::Value *result);
@@ -186,6 +250,13 @@ struct KeyChunk {
 };
 std::vector<KeyChunk> keyChunks(uint32_t keySize, uint64_t alignment);
 
+// Code computing writeBucket(table, key bytes at `key`, ...) at the
+// builder's insertion point, reading the key through an opaque copy of the
+// pointer as the compare chains do.
+llvm::Value *emitWriteBucket(llvm::IRBuilderBase &builder, llvm::Value *key,
+                             const std::string &table, uint32_t keySize,
+                             uint32_t bucketBits, const llvm::DataLayout &dl);
+
 // The integer a load of `chunk` reads from `key`'s bytes.
 uint64_t chunkValue(const Bytes &key, KeyChunk chunk, bool littleEndian);
 
@@ -203,9 +274,12 @@ llvm::Constant *constantAt(llvm::Type *type, const Bytes &bytes, uint64_t offset
 // runs in a function the passes may touch, and whose table has a snapshot;
 // returns whether anything changed. `rewrite` returns true when it replaced
 // the call.
+// With `writesGuarded`, sites whyNotInlinable accepts with writes guarded
+// are visited too.
 using SiteRewrite = llvm::function_ref<bool(const AccessSite &, const TableInfo &,
                                             const TableContents &, LookupRewriter &)>;
 bool rewriteEligibleLookups(llvm::Module &module, llvm::ModuleAnalysisManager &mam,
-                            const TablePassContext &context, SiteRewrite rewrite);
+                            const TablePassContext &context, SiteRewrite rewrite,
+                            bool writesGuarded = false);
 
 } // namespace morpheus::core

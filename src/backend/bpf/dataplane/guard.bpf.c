@@ -107,3 +107,31 @@ __attribute__((always_inline)) void *morpheus_profile_slot(__u32 site)
 	profile->countdown = morpheus_profile_next(profile->period, written);
 	return profile->keys[written & (MORPHEUS_PROFILE_SLOTS - 1)];
 }
+
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, 1 << MORPHEUS_WRITE_BUCKET_BITS);
+	__type(key, __u32);
+	__type(value, __u64);
+} morpheus_writes SEC(".maps");
+
+/* Counts a data-plane write of a key in `bucket`, after the write. Atomic:
+ * writes on several CPUs are never lost, so a counter only grows and never
+ * comes back to a count a fast path was built under. Runs on writes only
+ * (the verifier inlines the ARRAY lookup). */
+__attribute__((always_inline)) void morpheus_write_bump(__u32 bucket)
+{
+	__u64 *count = bpf_map_lookup_elem(&morpheus_writes, &bucket);
+
+	if (count)
+		__sync_fetch_and_add(count, 1);
+}
+
+/* The writes counted in `bucket`. A bucket beyond the array reads as a
+ * count no fast path was built under (fails closed). */
+__attribute__((always_inline)) __u64 morpheus_write_count(__u32 bucket)
+{
+	__u64 *count = bpf_map_lookup_elem(&morpheus_writes, &bucket);
+
+	return count ? *(volatile __u64 *)count : ~0ull;
+}

@@ -28,6 +28,17 @@
 #define MORPHEUS_PROFILE_SLOTS 64      /* keys kept per site and CPU (a power of 2) */
 #define MORPHEUS_PROFILE_KEY_BYTES 32  /* longer keys are not profiled */
 
+/* Write counts (per-entry guards of tables the data plane writes,
+ * core/passes/GuardTableWrites.cpp): an ARRAY of __u64 counters Morpheus
+ * creates and shares with every version it runs, never pinned; every
+ * data-plane write of a guarded table adds one to the counter of the
+ * written key's bucket (core writeBucket), and a fast path answers a hot
+ * key only while its bucket holds the count read before the snapshot. */
+#define MORPHEUS_WRITES_MAP "morpheus_writes"
+#define MORPHEUS_WRITE_BUMP "morpheus_write_bump"   /* void (__u32 bucket) */
+#define MORPHEUS_WRITE_COUNT "morpheus_write_count" /* __u64 (__u32 bucket) */
+#define MORPHEUS_WRITE_BUCKET_BITS 12
+
 /* Slots of the fallback program array: programs Morpheus manages per object. */
 #define MORPHEUS_MAX_PROGRAMS 16
 
