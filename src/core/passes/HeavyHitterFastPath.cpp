@@ -44,21 +44,18 @@ PreservedAnalyses HeavyHitterFastPathPass::run(Module &module, ModuleAnalysisMan
         auto hot = context.hotKeys.find(site.id);
         if (hot == context.hotKeys.end() || hot->second.empty())
           return false;
-        auto decline = [&](std::string why) {
-          if (context.log)
-            context.log->record(site, "heavy-hitter-fast-path", false, std::move(why));
-          return false;
-        };
         // A table small enough is turned whole into code, or was declined
         // by the passes that do it. A trie read whole holds prefixes, not
         // the answers to lookups of the hot keys.
         if (contents.complete && (contents.entries.size() <= context.inlineLimit ||
                                   table.match == TableMatch::LongestPrefix))
-          return decline("table read whole: not a fast-path candidate");
+          return declineSite(context, site, "heavy-hitter-fast-path",
+                             "table read whole: not a fast-path candidate");
         if (site.key.constantKey)
-          return decline("constant key: constant-key-lookup's");
+          return declineSite(context, site, "heavy-hitter-fast-path",
+                             "constant key: constant-key-lookup's");
         if (context.noCompareChains)
-          return decline(*context.noCompareChains);
+          return declineSite(context, site, "heavy-hitter-fast-path", *context.noCompareChains);
         std::vector<const TableEntry *> entries;
         for (const Bytes &key : hot->second) {
           if (key.size() != table.keySize)
@@ -69,7 +66,8 @@ PreservedAnalyses HeavyHitterFastPathPass::run(Module &module, ModuleAnalysisMan
           entries.push_back(*entry);
         }
         if (entries.empty())
-          return decline("no hot key present in the table");
+          return declineSite(context, site, "heavy-hitter-fast-path",
+                             "no hot key present in the table");
         rewriter.replaceWithDispatch(*site.call, *site.signature.keyArg, entries, site.table,
                                      ChainLowering::Constants,
                                      LookupRewriter::OnMiss::KeepLookup);
