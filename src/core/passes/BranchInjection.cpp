@@ -109,7 +109,7 @@ PreservedAnalyses BranchInjectionPass::run(Module &module, ModuleAnalysisManager
         builder.CreateCondBr(any, call, frame.tail);
         builder.SetInsertPoint(call);
         builder.CreateBr(frame.tail);
-        LookupRewriter::closeFrame(lookup, frame, call);
+        LookupRewriter::closeFrame(lookup, frame, LookupRewriter::CallKept::AsLookup, call);
         frame.result->addIncoming(ConstantPointerNull::get(cast<PointerType>(lookup.getType())),
                                   frame.head);
 

@@ -230,7 +230,7 @@ PreservedAnalyses LpmAsCodePass::run(Module &module, ModuleAnalysisManager &mam)
         // Any other prefix length: the kernel's own answer.
         builder.SetInsertPoint(slow);
         builder.CreateBr(tail);
-        LookupRewriter::closeFrame(lookup, frame, slow);
+        LookupRewriter::closeFrame(lookup, frame, LookupRewriter::CallKept::OnMissPath, slow);
 
         if (context.log) {
           context.log->record(site, "lpm-as-code", true,

@@ -454,7 +454,7 @@ void LookupRewriter::replaceWithDispatch(CallBase &lookup, unsigned keyArg,
   builder.SetInsertPoint(compare);
   BranchInst *missExit = builder.CreateBr(tail);
   if (keepLookupOnMiss) {
-    closeFrame(lookup, frame, compare);
+    closeFrame(lookup, frame, CallKept::OnMissPath, compare);
     return;
   }
   if (arrayIndex) {
@@ -468,7 +468,7 @@ void LookupRewriter::replaceWithDispatch(CallBase &lookup, unsigned keyArg,
   } else {
     result->addIncoming(ConstantPointerNull::get(pointerType), compare);
   }
-  closeFrame(lookup, frame, nullptr);
+  closeFrame(lookup, frame, CallKept::No);
 }
 
 LookupRewriter::Frame LookupRewriter::openFrame(CallBase &lookup, unsigned keyArg,
@@ -499,15 +499,17 @@ Value *LookupRewriter::loadKey(IRBuilderBase &builder, const Frame &frame, uint3
                                    Align(std::min<uint64_t>(frame.keyAlignment, width)), name);
 }
 
-void LookupRewriter::closeFrame(CallBase &lookup, const Frame &frame, BasicBlock *missPath) {
+void LookupRewriter::closeFrame(CallBase &lookup, const Frame &frame, CallKept kept,
+                                BasicBlock *callPath) {
   lookup.replaceAllUsesWith(frame.result);
-  if (!missPath) {
+  if (kept == CallKept::No) {
     lookup.eraseFromParent();
     return;
   }
-  lookup.moveBefore(missPath->getTerminator());
-  keepOnMissPath(lookup);
-  frame.result->addIncoming(&lookup, missPath);
+  lookup.moveBefore(callPath->getTerminator());
+  if (kept == CallKept::OnMissPath)
+    keepOnMissPath(lookup);
+  frame.result->addIncoming(&lookup, callPath);
 }
 
 bool declineSite(const TablePassContext &context, const AccessSite &site, const char *pass,

@@ -182,11 +182,19 @@ public:
   // pointer allows.
   static llvm::Value *loadKey(llvm::IRBuilderBase &builder, const Frame &frame,
                               uint32_t offset, llvm::Type *type, const llvm::Twine &name);
-  // Closes `frame`: the call's uses go to the phi, and, when `missPath` is
-  // given (a block ending in its branch to `tail`), the call moves there as
-  // the kernel's own answer, marked keptOnMissPath; otherwise it is erased.
-  static void closeFrame(llvm::CallBase &lookup, const Frame &frame,
-                         llvm::BasicBlock *missPath);
+  // What becomes of the call when its frame closes.
+  enum class CallKept {
+    No,         // erased: the code answers every key
+    OnMissPath, // the kernel's answer for keys the code leaves to it: marked
+                // keptOnMissPath, so the other passes leave it alone
+    AsLookup,   // still the site's lookup for every key that reaches it
+                // (branch-injection's filter): the other passes may take it
+  };
+  // Closes `frame`: the call's uses go to the phi; unless `kept` is No, the
+  // call moves to the end of `callPath` (a block ending in its branch to
+  // `tail`) as that path's result; otherwise it is erased.
+  static void closeFrame(llvm::CallBase &lookup, const Frame &frame, CallKept kept,
+                         llvm::BasicBlock *callPath = nullptr);
 
   // Whether `call` is a lookup a rewrite kept on a miss path: passes leave
   // it alone.
