@@ -1,5 +1,7 @@
 #include "core/Pipeline.h"
 
+#include "core/Globals.h"
+
 #include "core/GuardPlanning.h"
 #include "core/passes/TablePasses.h"
 
@@ -302,6 +304,8 @@ Expected<SpecializationLog> specializeModule(Module &module,
   context.faults = options.faults;
   context.profile = options.profile;
   context.hotKeys = options.hotKeys;
+  if (options.guard && !options.globals.empty())
+    context.globals = &options.globals;
 
   GuardPlan plan;
   if (options.guard) {
@@ -312,6 +316,13 @@ Expected<SpecializationLog> specializeModule(Module &module,
           mayFoldFields(site, info, catalog, snapshot) ||
           mayFastPath(site, info, catalog, snapshot, options.hotKeys))
         specializable.insert(site.call->getFunction());
+    if (context.globals)
+      for (const GlobalAccess &access : analyzeGlobals(module))
+        if (options.globals.count(access.global->getName().str()))
+          for (const GlobalLoad &load : access.loads)
+            if (!access.writtenAt(load.offset,
+                                  module.getDataLayout().getTypeStoreSize(load.load->getType())))
+              specializable.insert(load.load->getFunction());
     auto planned = planGuards(module, sigs, options.guard->entries,
                               [&](const Function &f) { return specializable.count(&f) > 0; });
     if (!planned)
@@ -401,7 +412,7 @@ Expected<SpecializationLog> specializeModule(Module &module,
         return err;
     std::optional<std::string> failure;
     ModulePassManager guard;
-    guard.addPass(ProgramGuardPass(*options.guard, plan, &failure));
+    guard.addPass(ProgramGuardPass(*options.guard, plan, log.globalChecks, &failure));
     guard.run(module, managers.mam);
     if (failure)
       return makeError("{0}: {1}; not specialized", module.getModuleIdentifier(), *failure);

@@ -55,6 +55,10 @@ struct SpecializationOptions {
   // Per site id, the hot keys heavy-hitter-fast-path compares first; their
   // answers must be in the snapshot as probed keys.
   std::map<unsigned, std::vector<Bytes>> hotKeys;
+  // The live bytes of the program's writable globals (`.data`, `.bss`):
+  // fold-read-only-globals folds the ones the program never writes, under
+  // checks the guard places. Ignored without a guard.
+  GlobalValues globals;
   FaultInjection faults; // test-only
 };
 

@@ -83,6 +83,9 @@ struct TablePassContext {
   // generic lookup, hottest first (chosen from the traffic profile).
   std::map<unsigned, std::vector<Bytes>> hotKeys;
   FaultInjection faults;
+  // The live bytes of the writable globals fold-read-only-globals may fold
+  // (null: none; only guarded specializations get them).
+  const GlobalValues *globals = nullptr;
 
   bool untouchable(const std::string &function) const {
     return unguardedFunctions.count(function) || genericFunctions.count(function);
