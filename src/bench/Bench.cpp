@@ -372,7 +372,7 @@ struct Timing {
 // The variants every measurement has, by name: what the others are
 // compared with, and the empty control subtracted from all of them.
 const char BaselineName[] = "baseline", StaticName[] = "morpheus-static",
-           ControlName[] = "empty";
+           UnguardedName[] = "morpheus-static-unguarded", ControlName[] = "empty";
 
 // Times packets of one trace through a program: the driver tail-calls it
 // (BPF_PROG_TEST_RUN), or, live, it is attached to the port the sender's
@@ -729,6 +729,11 @@ Expected<BenchResult> runInNamespace(const Preset &preset, const BenchOptions &o
     }
   }
 
+  // morpheus-static without its program guard: what the guard costs.
+  auto unguarded = optimizer.loadUnguardedTwin();
+  if (!unguarded)
+    return withContext(unguarded.takeError(), "bench " + preset.name + ": unguarded twin");
+
   auto driver = Driver::load();
   if (!driver)
     return driver.takeError();
@@ -792,6 +797,7 @@ Expected<BenchResult> runInNamespace(const Preset &preset, const BenchOptions &o
       if (variant.name == std::string(MorpheusName))
         variants.push_back({variant.name, variant.optimizer->activeFd()});
     variants.push_back({StaticName, optimizer.activeFd()});
+    variants.push_back({UnguardedName, unguarded->programFd(optimizer.entryName())});
     for (FollowingVariant &variant : following)
       if (variant.name != std::string(MorpheusName))
         variants.push_back({variant.name, variant.optimizer->activeFd()});

@@ -5,6 +5,8 @@
 #include <llvm/IR/Instructions.h>
 #include <llvm/Transforms/Utils/Cloning.h>
 #include <llvm/Transforms/Utils/ValueMapper.h>
+#include <llvm/Support/Regex.h>
+#include <llvm/Support/raw_ostream.h>
 
 #include <algorithm>
 
@@ -184,6 +186,88 @@ Expected<GuardPlan> planGuards(Module &module, const AccessSignatureTable &sigs,
     }
   plan.roots = std::move(decisions);
   return plan;
+}
+
+namespace {
+
+// What a value prints as, without its debug locations and records: their
+// metadata numbers shift with what the passes add elsewhere in the module,
+// and they do not change what the code does. Other metadata is kept.
+template <typename Printable> std::string printed(const Printable &value) {
+  std::string text;
+  raw_string_ostream out(text);
+  value.print(out);
+  out.flush();
+  Regex location(", !dbg ![0-9]+| !dbg ![0-9]+ \\{");
+  std::string stripped;
+  for (StringRef rest = text; !rest.empty();) {
+    auto [line, next] = rest.split('\n');
+    rest = next;
+    if (line.ltrim().starts_with("#dbg_"))
+      continue;
+    stripped += location.sub("", line);
+    stripped += '\n';
+  }
+  return stripped;
+}
+
+} // namespace
+
+CodeImage imageOf(const Module &module) {
+  CodeImage image;
+  for (const Function &function : module)
+    if (!function.isDeclaration())
+      image.functions[function.getName().str()] = printed(function);
+  for (const GlobalVariable &global : module.globals())
+    image.globals[global.getName().str()] = printed(global);
+  return image;
+}
+
+std::vector<std::string> elideUnneededGuards(Module &module, GuardPlan &plan,
+                                             const CodeImage &before) {
+  std::vector<std::string> elided;
+  for (const auto &[name, text] : before.globals) {
+    const GlobalVariable *global = module.getNamedGlobal(name);
+    if (!global || printed(*global) != text)
+      return elided; // a table pass changed data some code may read
+  }
+  for (GuardDecision &root : plan.roots) {
+    Function *function = module.getFunction(root.function);
+    if (!plan.guarded(root) || !function)
+      continue;
+    std::set<Function *> reached = reachableFrom(function, /*throughAddresses=*/false);
+    bool unchanged = std::all_of(reached.begin(), reached.end(), [&](Function *f) {
+      if (f->isDeclaration())
+        return true;
+      auto was = before.functions.find(f->getName().str());
+      return was != before.functions.end() && was->second == printed(*f);
+    });
+    if (!unchanged)
+      continue;
+    root.fallback = Fallback::None;
+    root.detail = "the table passes changed nothing it reaches (no entry inlined, no field "
+                  "folded, no fast path): no guard";
+    plan.genericCopy.erase(root.function);
+    elided.push_back(root.function);
+  }
+  // Generic copies are called only from guards and from other copies.
+  for (bool erased = true; erased;) {
+    erased = false;
+    for (auto copy = plan.genericFunctions.begin(); copy != plan.genericFunctions.end();) {
+      Function *function = module.getFunction(*copy);
+      bool called = std::any_of(plan.genericCopy.begin(), plan.genericCopy.end(),
+                                [&](const auto &entry) { return entry.second == *copy; });
+      if (function && (called || !function->use_empty())) {
+        ++copy;
+        continue;
+      }
+      if (function)
+        function->eraseFromParent();
+      copy = plan.genericFunctions.erase(copy);
+      erased = true;
+    }
+  }
+  return elided;
 }
 
 } // namespace morpheus::core

@@ -70,6 +70,28 @@ Expected<GuardPlan> planGuards(llvm::Module &module, const AccessSignatureTable 
                                const std::vector<EntryFallback> &entries,
                                llvm::function_ref<bool(const llvm::Function &)> mayBeSpecialized);
 
+// The module's code as printed, per defined function and per global
+// variable, taken just before the table passes to tell afterwards what
+// they changed.
+struct CodeImage {
+  std::map<std::string, std::string> functions;
+  std::map<std::string, std::string> globals;
+};
+CodeImage imageOf(const llvm::Module &module);
+
+// Guard elision, after the table passes. A guarded root needs no guard when
+// its code holds whatever the tables hold: every function it reaches
+// through direct calls prints exactly as it did in `before`, and every
+// global variable of `before` is unchanged (globals the passes added are
+// reached only through code they changed). So no entry was inlined, no
+// field folded, no fast path, injected branch or derived table added, no
+// inner table resolved and no site instrumented in that code; what it
+// still reads from a table it reads with the real helper at run time.
+// Such roots get fallback None; generic copies no guard calls any more are
+// deleted. Returns the roots whose guard was elided.
+std::vector<std::string> elideUnneededGuards(llvm::Module &module, GuardPlan &plan,
+                                             const CodeImage &before);
+
 // Functions reachable from `root` through direct calls and, with
 // `throughAddresses`, through functions whose address code takes.
 std::set<llvm::Function *> reachableFrom(llvm::Function *root, bool throughAddresses);

@@ -415,10 +415,17 @@ Expected<SpecializationLog> specializeModule(Module &module,
     if (!known)
       return makeError("unknown pass '{0}'", name);
   }
+  std::optional<CodeImage> beforeTablePasses;
+  if (options.guard)
+    beforeTablePasses = imageOf(module);
   passes.run(module, managers.mam);
   crashForTests(options.faults.crashAfterTablePasses);
   if (Error err = verify(module, "table passes"))
     return err;
+  if (beforeTablePasses) {
+    elideUnneededGuards(module, plan, *beforeTablePasses);
+    log.guards = plan.roots;
+  }
 
   if (options.guard) {
     if (options.linkGuardRuntime)

@@ -222,6 +222,25 @@ int Optimizer::activeFd() const {
   return specialized ? specialized->programFd(entry) : originalFd();
 }
 
+Expected<bpf::LoadedObject> Optimizer::loadUnguardedTwin() const {
+  if (!specialized)
+    return makeError("{0}: no specialization installed", entry);
+  bpf::SpecializeRequest request;
+  request.inlineLimit = options.inlineLimit;
+  request.sharesLiveMaps = true;
+  request.programs = programFacts;
+  request.faults = options.faults;
+  request.hotKeys = specializedHotKeys;
+  if (rejection && rejection->snapshot == specializedSnapshot)
+    request.noCompareChains = "compare chains off, as in the installed version";
+  auto object = programSpec->specialize(specializedSnapshot, request);
+  if (!object)
+    return object.takeError();
+  bpf::LoadOptions sharing;
+  sharing.maps = sharedMaps;
+  return bpf::LoadedObject::load(object->elf, programSpec->objectName(), sharing);
+}
+
 int Optimizer::mapFd(const std::string &name) const {
   auto it = sharedMaps.find(name);
   return it == sharedMaps.end() ? -1 : it->second;

@@ -119,6 +119,13 @@ public:
   // reported and left alone. One line per pin that needed attention.
   std::vector<std::string> repairPins();
 
+  // Bench only: the installed specialization built again from its
+  // snapshot (its hot keys, compare chains as it had them) without the
+  // program guard, loaded sharing every map. Timed beside the installed
+  // one, it says what the guard costs. Its code is correct only while the
+  // tables hold that snapshot: never attached.
+  Expected<bpf::LoadedObject> loadUnguardedTwin() const;
+
   const bpf::ProgramSpec &spec() const { return *programSpec; }
   const std::string &entryName() const { return entry; }
   int originalFd() const;      // the original entry program

@@ -47,6 +47,7 @@ TEST(Bench, TinyRunMeasuresEveryVariant) {
     EXPECT_GT(variant.gross.median(), variant.net.median()) << variant.name;
   }
   EXPECT_EQ(names, (std::vector<std::string>{"baseline", "morpheus", "morpheus-static",
+                                             "morpheus-static-unguarded",
                                              "adaptive-instrumentation", "naive-instrumentation",
                                              "oracle-hot10", "oracle-full"}));
   // The loop ran its cycles on the trace before timing.
@@ -58,7 +59,7 @@ TEST(Bench, TinyRunMeasuresEveryVariant) {
 
   nlohmann::json json = toJson(*result);
   EXPECT_EQ(json["preset"], "router-20routes");
-  EXPECT_EQ(json["traces"][0]["variants"].size(), 7u);
+  EXPECT_EQ(json["traces"][0]["variants"].size(), 8u);
   EXPECT_NE(formatResult(*result).find("oracle-full"), std::string::npos);
 }
 

@@ -121,6 +121,56 @@ TEST_F(Pipeline, SharedGlobalsSurviveOptimization) {
   EXPECT_NE(module->getNamedGlobal("packets_seen"), nullptr);
 }
 
+TEST_F(Pipeline, TheGuardIsElidedWhereThePassesChangedNothing) {
+  TableSnapshot snapshot;
+  snapshot["config"].probedKeys.insert({0, 0, 0, 0});
+  snapshot["config"].entries.push_back({{0, 0, 0, 0}, Bytes{1, 0, 0, 0}});
+  snapshot["routes"].complete = false; // more entries than the limit
+  auto specialize = [&](llvm::Module &program, std::optional<std::vector<std::string>> passes) {
+    SpecializationOptions options;
+    options.inlineLimit = 8;
+    options.tablePasses = std::move(passes);
+    options.guard = ProgramGuardOptions{
+        "guard_holds", "guard_enter", 7, {{"prog", Fallback::InProgram, 0, 0, "test"}}};
+    options.linkGuardRuntime = [](llvm::Module &m) {
+      m.getOrInsertFunction("guard_holds", llvm::Type::getInt32Ty(m.getContext()),
+                            llvm::Type::getInt64Ty(m.getContext()));
+      return llvm::Error::success();
+    };
+    return specializeModule(program, signatures, catalog, snapshot, options);
+  };
+  auto calls = [](llvm::Function &function, llvm::StringRef callee) {
+    for (llvm::BasicBlock &block : function)
+      for (llvm::Instruction &instruction : block)
+        if (auto *call = llvm::dyn_cast<llvm::CallBase>(&instruction))
+          if (call->getCalledFunction() && call->getCalledFunction()->getName() == callee)
+            return true;
+    return false;
+  };
+
+  // branch-injection alone takes neither site (routes was not read whole,
+  // config is an array): @prog is what it was, and holds for any contents.
+  auto declined = specialize(*module, std::vector<std::string>{"branch-injection"});
+  ASSERT_THAT_EXPECTED(declined, llvm::Succeeded());
+  ASSERT_EQ(declined->guards.size(), 1u);
+  EXPECT_EQ(declined->guards[0].fallback, Fallback::None);
+  EXPECT_NE(declined->guards[0].detail.find("changed nothing it reaches"), std::string::npos)
+      << declined->guards[0].detail;
+  EXPECT_FALSE(calls(*module->getFunction("prog"), "guard_holds"));
+  EXPECT_EQ(module->getFunction("prog__morpheus_generic"), nullptr);
+
+  // Every pass: config's entry is inlined, so the guard stays.
+  llvm::SMDiagnostic diagnostic;
+  std::unique_ptr<llvm::Module> fresh = llvm::parseAssemblyString(Program, diagnostic, context);
+  ASSERT_TRUE(fresh);
+  annotateAccessCalls(*fresh, signatures);
+  auto specialized = specialize(*fresh, std::nullopt);
+  ASSERT_THAT_EXPECTED(specialized, llvm::Succeeded());
+  ASSERT_EQ(specialized->guards.size(), 1u);
+  EXPECT_EQ(specialized->guards[0].fallback, Fallback::InProgram);
+  EXPECT_TRUE(calls(*fresh->getFunction("prog"), "guard_holds"));
+}
+
 TEST_F(Pipeline, UnknownPassNamesAreErrors) {
   SpecializationOptions options;
   options.tablePasses = std::vector<std::string>{"inline-everything"};

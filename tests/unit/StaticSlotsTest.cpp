@@ -59,6 +59,11 @@ TEST(StaticSlots, OnlyTheLiveOriginalCarriesThem) {
   ASSERT_THAT_EXPECTED(offline, llvm::Succeeded());
   EXPECT_EQ(slotRelocations(offline->elf), std::vector<std::string>{"stage2"})
       << "an unguarded build is a program of its own";
+  request.sharesLiveMaps = true;
+  auto twin = (*spec)->specialize(empty, request);
+  ASSERT_THAT_EXPECTED(twin, llvm::Succeeded());
+  EXPECT_TRUE(slotRelocations(twin->elf).empty())
+      << "an unguarded twin loaded beside the live version shares its program array";
 }
 
 TEST(StaticSlots, MapsOfMapsInitializersAreNotProgramSlots) {

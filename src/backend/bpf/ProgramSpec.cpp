@@ -219,7 +219,7 @@ Expected<SpecializedObject> ProgramSpec::build(const core::TableSnapshot &snapsh
   // Guarded versions share the live program arrays, whose slots only the
   // live original's load writes; an unguarded build (offline) is a program
   // of its own and keeps them.
-  if (request.guardVersion)
+  if (request.guardVersion || request.sharesLiveMaps)
     removeStaticProgramSlots(*clone);
   core::SpecializationOptions options;
   options.inlineLimit = request.inlineLimit;

@@ -34,6 +34,10 @@ struct SpecializeRequest {
   // Guard version to compile against; none builds unguarded code (for
   // offline inspection: such code is only correct while the snapshot holds).
   std::optional<uint64_t> guardVersion;
+  // Without a guard version: built to be loaded beside the live version,
+  // sharing its maps (Optimizer::loadUnguardedTwin), so its static program
+  // slots go, as a guarded version's do.
+  bool sharesLiveMaps = false;
   // Per program, from the loaded original. A program without facts (offline)
   // falls back by tail call to its index where that works, else in-program,
   // and its verifier budget comes from its size.

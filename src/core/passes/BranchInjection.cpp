@@ -29,12 +29,10 @@
 //   join:   %v = phi ptr [ %v0, %lookup ], [ null, %entry ]
 //===----------------------------------------------------------------------===//
 
-#include "core/OpaqueValue.h"
 #include "core/passes/TablePasses.h"
 
 #include <llvm/IR/Constants.h>
 #include <llvm/IR/IRBuilder.h>
-#include <llvm/Transforms/Utils/BasicBlockUtils.h>
 #include <llvm/Transforms/Utils/Local.h>
 
 #include <set>
@@ -56,17 +54,13 @@ PreservedAnalyses BranchInjectionPass::run(Module &module, ModuleAnalysisManager
   bool changed = rewriteEligibleLookups(
       module, mam, context,
       [&](const AccessSite &site, const TableInfo &table, const TableContents &contents,
-          LookupRewriter &) {
-        auto decline = [&](std::string why) {
-          if (context.log)
-            context.log->record(site, "branch-injection", false, std::move(why));
-          return false;
-        };
+          LookupRewriter &rewriter) {
         if (table.match != TableMatch::Exact)
           return false; // arrays index, tries match prefixes: no field test
         if (!contents.complete)
-          return decline("table larger than the whole-table read limit of " +
-                         std::to_string(WholeTableReadLimit));
+          return declineSite(context, site, "branch-injection",
+                             "table larger than the whole-table read limit of " +
+                             std::to_string(WholeTableReadLimit));
         if (contents.entries.size() <= context.inlineLimit)
           return false; // small tables become compare chains
         CallBase &lookup = *site.call;
@@ -94,35 +88,30 @@ PreservedAnalyses BranchInjectionPass::run(Module &module, ModuleAnalysisManager
             }
           }
         if (!best)
-          return decline("no key field takes at most " + std::to_string(MaxInjectedValues) +
-                         " values across the " + std::to_string(contents.entries.size()) +
-                         " entries");
+          return declineSite(context, site, "branch-injection",
+                             "no key field takes at most " + std::to_string(MaxInjectedValues) +
+                             " values across the " + std::to_string(contents.entries.size()) +
+                             " entries");
 
-        BasicBlock *head = lookup.getParent();
-        BasicBlock *join = SplitBlock(head, lookup.getNextNode());
-        BasicBlock *call = SplitBlock(head, &lookup);
-        head->getTerminator()->eraseFromParent();
-        IRBuilder<> builder(head);
-        builder.SetCurrentDebugLocation(lookup.getDebugLoc());
-        Value *keyMemory = opaqueCopy(builder, key, site.table + ".key.memory");
+        IRBuilder<> builder(lookup.getContext());
+        LookupRewriter::Frame frame =
+            rewriter.openFrame(lookup, *site.signature.keyArg, site.table, builder, 2);
         Type *type = builder.getIntNTy(best->width * 8);
-        Value *address = best->offset ? builder.CreateConstInBoundsGEP1_32(
-                                            builder.getInt8Ty(), keyMemory, best->offset)
-                                      : keyMemory;
-        Value *field = builder.CreateAlignedLoad(
-            type, address, Align(std::min<uint64_t>(alignment, best->width)),
-            site.table + ".field");
+        Value *field =
+            LookupRewriter::loadKey(builder, frame, best->offset, type, site.table + ".field");
         Value *any = nullptr;
         for (uint64_t value : bestValues) {
           Value *equal = builder.CreateICmpEQ(field, ConstantInt::get(type, value));
           any = any ? builder.CreateOr(any, equal) : equal;
         }
-        builder.CreateCondBr(any, call, join);
-        builder.SetInsertPoint(join, join->begin());
-        PHINode *result = builder.CreatePHI(lookup.getType(), 2, site.table + ".value");
-        lookup.replaceAllUsesWith(result);
-        result->addIncoming(&lookup, call);
-        result->addIncoming(ConstantPointerNull::get(cast<PointerType>(lookup.getType())), head);
+        BasicBlock *call = BasicBlock::Create(lookup.getContext(), site.table + ".lookup",
+                                              frame.head->getParent(), frame.tail);
+        builder.CreateCondBr(any, call, frame.tail);
+        builder.SetInsertPoint(call);
+        builder.CreateBr(frame.tail);
+        LookupRewriter::closeFrame(lookup, frame, LookupRewriter::CallKept::AsLookup, call);
+        frame.result->addIncoming(ConstantPointerNull::get(cast<PointerType>(lookup.getType())),
+                                  frame.head);
 
         if (context.log)
           context.log->record(site, "branch-injection", true,

@@ -19,6 +19,9 @@
 ; CHECK-NEXT:    br i1 [[ANY]], label %[[CALL:.*]], label %[[JOIN:.*]]
 ; CHECK:       [[CALL]]:
 ; CHECK-NEXT:    [[V:%.*]] = call ptr inttoptr (i64 1 to ptr)(ptr @acl
+; The filtered lookup is still the site's lookup (instrumentation and fast
+; paths may take it), not a miss path other passes must leave alone.
+; CHECK-NOT:     !morpheus.kept
 ; CHECK:       [[JOIN]]:
 ; CHECK-NEXT:    phi ptr [ [[V]], %[[CALL]] ], [ null, %entry ]
 ; Every byte of every key differs: nothing to test.

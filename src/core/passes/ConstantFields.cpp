@@ -48,26 +48,24 @@ PreservedAnalyses ConstantFieldsPass::run(Module &module, ModuleAnalysisManager 
       module, mam, context,
       [&](const AccessSite &site, const TableInfo &table, const TableContents &contents,
           LookupRewriter &) {
-        auto decline = [&](std::string why) {
-          if (context.log)
-            context.log->record(site, "constant-fields", false, std::move(why));
-          return false;
-        };
         if (table.match == TableMatch::Index)
           return false; // every slot exists, listed or not
         if (!contents.complete)
-          return decline("table larger than the whole-table read limit of " +
-                         std::to_string(WholeTableReadLimit));
+          return declineSite(context, site, "constant-fields",
+                             "table larger than the whole-table read limit of " +
+                             std::to_string(WholeTableReadLimit));
         if (contents.entries.size() < 2)
           return false; // the other passes' case
         // The bytes every entry holds alike.
         const std::optional<Bytes> &first = contents.entries.front().value;
         if (!first)
-          return decline("per-CPU values differ between CPUs");
+          return declineSite(context, site, "constant-fields",
+                             "per-CPU values differ between CPUs");
         std::vector<bool> constant(first->size(), true);
         for (const TableEntry &entry : contents.entries) {
           if (!entry.value)
-            return decline("per-CPU values differ between CPUs");
+            return declineSite(context, site, "constant-fields",
+                               "per-CPU values differ between CPUs");
           for (size_t byte = 0; byte < constant.size(); ++byte)
             constant[byte] = constant[byte] && (*entry.value)[byte] == (*first)[byte];
         }
@@ -90,8 +88,9 @@ PreservedAnalyses ConstantFieldsPass::run(Module &module, ModuleAnalysisManager 
           folded += describeValueBytes(fields, offset, size);
         }
         if (!loads)
-          return decline("no load reads bytes equal in all " +
-                         std::to_string(contents.entries.size()) + " entries");
+          return declineSite(context, site, "constant-fields",
+                             "no load reads bytes equal in all " +
+                             std::to_string(contents.entries.size()) + " entries");
         if (context.log)
           context.log->record(site, "constant-fields", true,
                               std::to_string(loads) + " load" + (loads == 1 ? "" : "s") +

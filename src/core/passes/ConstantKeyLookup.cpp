@@ -41,11 +41,6 @@ PreservedAnalyses ConstantKeyLookupPass::run(Module &module,
         if (!site.key.constantKey || table.match == TableMatch::LongestPrefix)
           return false; // a constant LPM key is lpm-as-code's: not an exact match
         const Bytes &key = *site.key.constantKey;
-        auto decline = [&](std::string why) {
-          if (context.log)
-            context.log->record(site, "constant-key-lookup", false, std::move(why));
-          return false;
-        };
         auto miss = [&](std::string detail) {
           LookupRewriter::replaceWith(
               *site.call, ConstantPointerNull::get(cast<PointerType>(site.call->getType())));
@@ -74,13 +69,15 @@ PreservedAnalyses ConstantKeyLookupPass::run(Module &module,
         }
         if (!*entry) {
           if (arrayIndex)
-            return decline("index " + std::to_string(*arrayIndex) +
-                           " not in the snapshot: the element exists, its value is "
-                           "unknown; the lookup stays");
+            return declineSite(context, site, "constant-key-lookup",
+                               "index " + std::to_string(*arrayIndex) +
+                               " not in the snapshot: the element exists, its value is "
+                               "unknown; the lookup stays");
           return miss("constant key absent: lookup always misses");
         }
         if (!(*entry)->value)
-          return decline("per-CPU values differ for the constant key");
+          return declineSite(context, site, "constant-key-lookup",
+                             "per-CPU values differ for the constant key");
         LookupRewriter::replaceWith(*site.call, rewriter.valuePointer(site.table, **entry));
         if (context.log) {
           context.log->inlined[site.table].push_back(**entry);

@@ -43,12 +43,7 @@
 
 #include "core/passes/TablePasses.h"
 
-#include "core/OpaqueValue.h"
-
-#include <llvm/Analysis/ValueTracking.h>
 #include <llvm/IR/IRBuilder.h>
-#include <llvm/Transforms/Utils/BasicBlockUtils.h>
-#include <llvm/Transforms/Utils/Local.h>
 
 using namespace llvm;
 
@@ -62,35 +57,25 @@ namespace {
 // read before the snapshot: no insert of it since), answered null without
 // the lookup. Every other key, and a key whose count moved, reaches the
 // lookup.
-void answerAbsent(CallBase &lookup, unsigned keyArg, const std::vector<Bytes> &keys,
-                  const std::string &table, uint32_t keySize,
+void answerAbsent(LookupRewriter &rewriter, CallBase &lookup, unsigned keyArg,
+                  const std::vector<Bytes> &keys, const std::string &table, uint32_t keySize,
                   LookupRewriter::EntryGuard stillUnwritten) {
   Module &module = *lookup.getModule();
   const DataLayout &dl = module.getDataLayout();
   LLVMContext &llvmContext = module.getContext();
   Function *function = lookup.getFunction();
-  Value *key = lookup.getArgOperand(keyArg);
-  BasicBlock *head = lookup.getParent();
-  BasicBlock *ask = SplitBlock(head, &lookup);
-  BasicBlock *join = SplitBlock(ask, lookup.getNextNode());
-  head->getTerminator()->eraseFromParent();
-  IRBuilder<> builder(head);
-  builder.SetCurrentDebugLocation(lookup.getDebugLoc());
-  uint64_t alignment = getKnownAlignment(key, dl).value();
-  Value *keyMemory = opaqueCopy(builder, key, table + ".absent.key.memory");
-  std::vector<KeyChunk> chunks = keyChunks(keySize, alignment);
+  IRBuilder<> builder(llvmContext);
+  LookupRewriter::Frame frame =
+      rewriter.openFrame(lookup, keyArg, table + ".absent", builder, keys.size() + 1);
+  std::vector<KeyChunk> chunks = keyChunks(keySize, frame.keyAlignment);
   std::vector<Value *> words;
-  for (KeyChunk chunk : chunks) {
-    Value *address = chunk.offset ? builder.CreateConstInBoundsGEP1_32(builder.getInt8Ty(),
-                                                                      keyMemory, chunk.offset)
-                                  : keyMemory;
-    words.push_back(builder.CreateAlignedLoad(builder.getIntNTy(chunk.width * 8), address,
-                                              Align(std::min<uint64_t>(alignment, chunk.width)),
-                                              table + ".absent.key"));
-  }
-  builder.SetInsertPoint(join, join->begin());
-  PHINode *result = builder.CreatePHI(lookup.getType(), keys.size() + 1, table + ".answer");
-  BasicBlock *compare = head;
+  for (KeyChunk chunk : chunks)
+    words.push_back(LookupRewriter::loadKey(builder, frame, chunk.offset,
+                                            builder.getIntNTy(chunk.width * 8),
+                                            table + ".absent.key"));
+  BasicBlock *ask = BasicBlock::Create(llvmContext, table + ".absent.ask", function, frame.tail);
+  BranchInst::Create(frame.tail, ask);
+  BasicBlock *compare = frame.head;
   for (const Bytes &absentKey : keys) {
     builder.SetInsertPoint(compare);
     Value *match = nullptr;
@@ -106,15 +91,14 @@ void answerAbsent(CallBase &lookup, unsigned keyArg, const std::vector<Bytes> &k
     builder.SetInsertPoint(matched);
     TableEntry entry;
     entry.key = absentKey;
-    builder.CreateCondBr(stillUnwritten(builder, entry), join, next);
-    result->addIncoming(ConstantPointerNull::get(cast<PointerType>(lookup.getType())), matched);
+    builder.CreateCondBr(stillUnwritten(builder, entry), frame.tail, next);
+    frame.result->addIncoming(ConstantPointerNull::get(cast<PointerType>(lookup.getType())),
+                              matched);
     compare = next;
   }
   builder.SetInsertPoint(compare);
   builder.CreateBr(ask);
-  lookup.replaceUsesWithIf(result, [&](Use &use) { return use.getUser() != result; });
-  result->addIncoming(&lookup, ask);
-  LookupRewriter::keepOnMissPath(lookup);
+  LookupRewriter::closeFrame(lookup, frame, LookupRewriter::CallKept::OnMissPath, ask);
 }
 
 } // namespace
@@ -135,11 +119,6 @@ PreservedAnalyses HeavyHitterFastPathPass::run(Module &module, ModuleAnalysisMan
         auto hot = context.hotKeys.find(site.id);
         if (hot == context.hotKeys.end() || hot->second.empty())
           return false;
-        auto decline = [&](std::string why) {
-          if (context.log)
-            context.log->record(site, "heavy-hitter-fast-path", false, std::move(why));
-          return false;
-        };
         // A table small enough is turned whole into code, or was declined
         // by the passes that do it. A trie read whole holds prefixes, not
         // the answers to lookups of the hot keys.
@@ -149,11 +128,13 @@ PreservedAnalyses HeavyHitterFastPathPass::run(Module &module, ModuleAnalysisMan
         if (!written && contents.complete &&
             (contents.entries.size() <= context.inlineLimit ||
              table.match == TableMatch::LongestPrefix))
-          return decline("table read whole: not a fast-path candidate");
+          return declineSite(context, site, "heavy-hitter-fast-path",
+                             "table read whole: not a fast-path candidate");
         if (site.key.constantKey)
-          return decline("constant key: constant-key-lookup's");
+          return declineSite(context, site, "heavy-hitter-fast-path",
+                             "constant key: constant-key-lookup's");
         if (context.noCompareChains)
-          return decline(*context.noCompareChains);
+          return declineSite(context, site, "heavy-hitter-fast-path", *context.noCompareChains);
         std::vector<const TableEntry *> entries;
         std::vector<Bytes> absent; // written tables: answered null under their count
         unsigned uncounted = 0;
@@ -176,10 +157,12 @@ PreservedAnalyses HeavyHitterFastPathPass::run(Module &module, ModuleAnalysisMan
             absent.push_back(key);
         }
         if (entries.empty() && absent.empty() && uncounted)
-          return decline("no write count read for its hot keys (the running version has "
-                         "not counted the table's writes for a whole period yet)");
+          return declineSite(context, site, "heavy-hitter-fast-path",
+                             "no write count read for its hot keys (the running version has "
+                             "not counted the table's writes for a whole period yet)");
         if (entries.empty() && absent.empty())
-          return decline("no hot key present in the table");
+          return declineSite(context, site, "heavy-hitter-fast-path",
+                             "no hot key present in the table");
         // Per entry: still the count read before the snapshot.
         auto unwritten = [&](IRBuilderBase &builder, const TableEntry &entry) -> Value * {
           uint32_t bucket =
@@ -198,8 +181,8 @@ PreservedAnalyses HeavyHitterFastPathPass::run(Module &module, ModuleAnalysisMan
               LookupRewriter::OnMiss::KeepLookup,
               written ? LookupRewriter::EntryGuard(unwritten) : LookupRewriter::EntryGuard());
         if (!absent.empty())
-          answerAbsent(*site.call, *site.signature.keyArg, absent, site.table, table.keySize,
-                       unwritten);
+          answerAbsent(rewriter, *site.call, *site.signature.keyArg, absent, site.table,
+                       table.keySize, unwritten);
         if (context.log) {
           context.log->record(site, "heavy-hitter-fast-path", true,
                               std::to_string(entries.size()) +

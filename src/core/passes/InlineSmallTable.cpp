@@ -69,28 +69,26 @@ PreservedAnalyses InlineSmallTablePass::run(Module &module,
       module, mam, context,
       [&](const AccessSite &site, const TableInfo &table, const TableContents &contents,
           LookupRewriter &rewriter) {
-        auto decline = [&](std::string why) {
-          if (context.log)
-            context.log->record(site, "inline-small-table", false, std::move(why));
-          return false;
-        };
         if (table.match == TableMatch::LongestPrefix)
           return false; // lpm-as-code's
         if (!contents.complete)
-          return decline("table larger than the inline limit of " +
-                         std::to_string(context.inlineLimit));
+          return declineSite(context, site, "inline-small-table",
+                             "table larger than the inline limit of " +
+                             std::to_string(context.inlineLimit));
         if (contents.entries.empty() && !contents.unlistedAreZero)
           return false; // table-elimination's case
         if (context.noCompareChains)
-          return decline(*context.noCompareChains);
+          return declineSite(context, site, "inline-small-table", *context.noCompareChains);
         if (contents.entries.size() > context.inlineLimit)
-          return decline("table larger than the inline limit of " +
-                         std::to_string(context.inlineLimit) + " (" +
-                         std::to_string(contents.entries.size()) + " entries)");
+          return declineSite(context, site, "inline-small-table",
+                             "table larger than the inline limit of " +
+                             std::to_string(context.inlineLimit) + " (" +
+                             std::to_string(contents.entries.size()) + " entries)");
         std::vector<const TableEntry *> entries;
         for (const TableEntry &entry : contents.entries) {
           if (!entry.value)
-            return decline("per-CPU values differ between CPUs");
+            return declineSite(context, site, "inline-small-table",
+                               "per-CPU values differ between CPUs");
           entries.push_back(&entry);
         }
         using OnMiss = LookupRewriter::OnMiss;

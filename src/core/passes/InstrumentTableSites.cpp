@@ -75,27 +75,25 @@ PreservedAnalyses InstrumentTableSitesPass::run(Module &module, ModuleAnalysisMa
         LookupRewriter::keptOnMissPath(*site.call) ||
         whyNotInlinable(site, info, *context.catalog, writeGuarded.count(site.table) > 0))
       continue;
-    auto decline = [&](std::string why) {
-      if (context.log)
-        context.log->record(site, "instrument-table-sites", false, std::move(why));
-    };
     if (auto contents = context.snapshot->find(site.table);
         !writeGuarded.count(site.table) && contents != context.snapshot->end() &&
         contents->second.complete &&
         contents->second.entries.size() <= context.inlineLimit)
       continue; // small enough to be turned whole into code: nothing to learn
     if (profile.excludedTables.count(site.table)) {
-      decline("not profiled (--no-profile)");
+      declineSite(context, site, "instrument-table-sites", "not profiled (--no-profile)");
       continue;
     }
     uint32_t keySize = context.catalog->at(site.table).keySize;
     if (keySize == 0 || keySize > profile.keyBytes) {
-      decline("key of " + std::to_string(keySize) + " bytes: profile slots hold " +
-              std::to_string(profile.keyBytes));
+      declineSite(context, site, "instrument-table-sites",
+                  "key of " + std::to_string(keySize) + " bytes: profile slots hold " +
+                  std::to_string(profile.keyBytes));
       continue;
     }
     if (site.id >= profile.sites) {
-      decline("site id beyond the profile map's " + std::to_string(profile.sites) + " sites");
+      declineSite(context, site, "instrument-table-sites",
+                  "site id beyond the profile map's " + std::to_string(profile.sites) + " sites");
       continue;
     }
 

@@ -24,8 +24,8 @@
 // Correctness rests on the table not changing while this code runs: the data
 // plane never writes it (TableAccessAnalysis), and control-plane writes go
 // through Morpheus, which bumps the program-level guard first. The key is
-// read through an opaque copy of its pointer, as inline-small-table reads it
-// (memory as the helper reads it, never an undef LLVM may pick). Every entry
+// read as inline-small-table reads it (LookupRewriter::openFrame: memory as
+// the helper reads it, never an undef LLVM may pick). Every entry
 // keeps its own value address in `__morpheus.TABLE.values`
 // (TableRewriting.h), so pointer identity is the kernel's.
 //
@@ -39,7 +39,6 @@
 //   %v = phi ptr [ value of entry i ], ..., [ null ], [ %lookup, slow ]
 //===----------------------------------------------------------------------===//
 
-#include "core/OpaqueValue.h"
 #include "support/Error.h"
 #include "core/passes/TablePasses.h"
 
@@ -47,8 +46,6 @@
 #include <llvm/IR/IRBuilder.h>
 #include <llvm/IR/Instructions.h>
 #include <llvm/IR/Intrinsics.h>
-#include <llvm/Transforms/Utils/BasicBlockUtils.h>
-#include <llvm/Transforms/Utils/Local.h>
 
 #include <algorithm>
 #include <cstring>
@@ -153,68 +150,56 @@ PreservedAnalyses LpmAsCodePass::run(Module &module, ModuleAnalysisManager &mam)
           LookupRewriter &rewriter) {
         if (table.match != TableMatch::LongestPrefix)
           return false;
-        auto decline = [&](std::string why) {
-          if (context.log)
-            context.log->record(site, "lpm-as-code", false, std::move(why));
-          return false;
-        };
         if (!contents.complete || contents.entries.size() > context.inlineLimit)
-          return decline("more than " + std::to_string(context.inlineLimit) + " prefixes");
+          return declineSite(context, site, "lpm-as-code",
+                             "more than " + std::to_string(context.inlineLimit) + " prefixes");
         if (context.noCompareChains)
-          return decline(*context.noCompareChains);
+          return declineSite(context, site, "lpm-as-code", *context.noCompareChains);
         if (context.indexLoweredSites.count(site.id))
-          return decline("over the verifier's path budget (no index lowering for "
-                         "prefix searches yet)");
+          return declineSite(context, site, "lpm-as-code",
+                             "over the verifier's path budget (no index lowering for "
+                             "prefix searches yet)");
         uint32_t dataBytes = table.keySize > PrefixLengthBytes ? table.keySize - PrefixLengthBytes : 0;
         if (dataBytes != 1 && dataBytes != 2 && dataBytes != 4 && dataBytes != 8 &&
             dataBytes != 16)
-          return decline("prefix data of " + std::to_string(dataBytes) +
-                         " bytes (1, 2, 4, 8 or 16 are searched)");
+          return declineSite(context, site, "lpm-as-code",
+                             "prefix data of " + std::to_string(dataBytes) +
+                             " bytes (1, 2, 4, 8 or 16 are searched)");
         for (const TableEntry &entry : contents.entries)
           if (!entry.value)
-            return decline("per-CPU values differ between CPUs");
+            return declineSite(context, site, "lpm-as-code", "per-CPU values differ between CPUs");
         uint32_t dataBits = 8 * dataBytes;
         auto prefixes = prefixesOf(contents.entries, dataBits, dl.isLittleEndian());
         if (!prefixes)
-          return decline("snapshot holds " + toString(prefixes.takeError()));
+          return declineSite(context, site, "lpm-as-code",
+                             "snapshot holds " + toString(prefixes.takeError()));
         std::vector<Interval> intervals = flatten(*prefixes, dataBits);
 
         CallBase &lookup = *site.call;
         LLVMContext &llvmContext = module.getContext();
         auto *pointerType = cast<PointerType>(lookup.getType());
-        Value *key = lookup.getArgOperand(*site.signature.keyArg);
-        BasicBlock *head = lookup.getParent();
-        BasicBlock *tail = SplitBlock(head, &lookup);
-        head->getTerminator()->eraseFromParent();
-        Function *function = head->getParent();
-        IRBuilder<> builder(head);
-        builder.SetCurrentDebugLocation(lookup.getDebugLoc());
+        IRBuilder<> builder(llvmContext);
+        LookupRewriter::Frame frame = rewriter.openFrame(
+            lookup, *site.signature.keyArg, site.table, builder, intervals.size() + 1);
+        BasicBlock *tail = frame.tail;
+        PHINode *result = frame.result;
+        Function *function = frame.head->getParent();
 
         // The key as the helper reads it: the prefix length, then the data
         // in network order.
-        uint64_t alignment = getKnownAlignment(key, dl).value();
-        Value *keyMemory = opaqueCopy(builder, key, site.table + ".key.memory");
-        Value *length = builder.CreateAlignedLoad(
-            builder.getInt32Ty(), keyMemory,
-            Align(std::min<uint64_t>(alignment, PrefixLengthBytes)), site.table + ".prefixlen");
+        Value *length = LookupRewriter::loadKey(builder, frame, 0, builder.getInt32Ty(),
+                                                site.table + ".prefixlen");
         IntegerType *addressType = builder.getIntNTy(dataBits);
-        Value *data = builder.CreateAlignedLoad(
-            addressType, builder.CreateConstInBoundsGEP1_32(builder.getInt8Ty(), keyMemory,
-                                                            PrefixLengthBytes),
-            Align(std::min<uint64_t>(alignment, dataBytes)), site.table + ".data");
+        Value *data = LookupRewriter::loadKey(builder, frame, PrefixLengthBytes, addressType,
+                                              site.table + ".data");
         Value *address = data;
         if (dataBytes > 1 && dl.isLittleEndian())
           address = builder.CreateUnaryIntrinsic(Intrinsic::bswap, data, nullptr,
                                                  site.table + ".address");
 
-        builder.SetInsertPoint(tail, tail->begin());
-        PHINode *result =
-            builder.CreatePHI(pointerType, intervals.size() + 1, site.table + ".value");
-
         BasicBlock *search = BasicBlock::Create(llvmContext, site.table + ".search", function, tail);
         BasicBlock *slow = BasicBlock::Create(llvmContext, site.table + ".other.prefixlen",
                                               function, tail);
-        builder.SetInsertPoint(head);
         builder.CreateCondBr(builder.CreateICmpEQ(length, builder.getInt32(dataBits),
                                                   site.table + ".whole.address"),
                              search, slow);
@@ -244,11 +229,8 @@ PreservedAnalyses LpmAsCodePass::run(Module &module, ModuleAnalysisManager &mam)
 
         // Any other prefix length: the kernel's own answer.
         builder.SetInsertPoint(slow);
-        BranchInst *slowExit = builder.CreateBr(tail);
-        lookup.replaceAllUsesWith(result);
-        lookup.moveBefore(slowExit);
-        LookupRewriter::keepOnMissPath(lookup);
-        result->addIncoming(&lookup, slow);
+        builder.CreateBr(tail);
+        LookupRewriter::closeFrame(lookup, frame, LookupRewriter::CallKept::OnMissPath, slow);
 
         if (context.log) {
           context.log->record(site, "lpm-as-code", true,

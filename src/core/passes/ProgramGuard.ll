@@ -11,6 +11,7 @@
 ; RUN: morpheus-opt %t/prog.ll --state %t/state.json --guard-version 7 --fallback in-program | FileCheck %s --check-prefix=INPROG
 ; RUN: morpheus-opt %t/prog.ll --state %t/state.json --guard-version 7 --fallback none | FileCheck %s --check-prefix=NONE
 ; RUN: morpheus-opt %t/prog.ll --state %t/state.json | FileCheck %s --check-prefix=UNGUARDED
+; RUN: morpheus-opt %t/prog.ll --state %t/state.json --guard-version 7 --fallback in-program --inline-limit 2 | FileCheck %s --check-prefix=ELIDED
 ; RUN: not morpheus-opt %t/noctx.ll --state %t/state.json --guard-version 7 2>&1 | FileCheck %s --check-prefix=NOCTX
 ; RUN: not morpheus-opt %t/noruntime.ll --state %t/state.json --guard-version 7 --fallback in-program 2>&1 | FileCheck %s --check-prefix=NORUNTIME
 
@@ -68,6 +69,10 @@
 ; INPROG-LABEL: define internal i64 @add_one(
 ; INPROG:         call i32 @morpheus_guard_holds(i64 7)
 ; INPROG:         call i64 @add_one__morpheus_generic(i32 %index, ptr %sum)
+; Under the default inline limit, lpm-as-code turns @route's lookup into
+; code: guarded (see ELIDED for the limit of 2).
+; INPROG-LABEL: define i32 @route(ptr %ctx)
+; INPROG:         call i32 @morpheus_guard_holds(i64 7)
 ; The generic copies: untouched by the table passes, internal, in .text,
 ; inlined into their root (alwaysinline), calling generic copies only.
 ; INPROG-LABEL: define internal i32 @first__morpheus_generic(ptr %ctx)
@@ -81,6 +86,19 @@
 ; INPROG:         call ptr inttoptr (i64 1 to ptr)(ptr @config
 ; INPROG:       attributes #[[INLINE]] = { alwaysinline }
 ; INPROG: ; guard add_one: in-program: callback: falls back inside the program
+
+; Guard elision: with 3 prefixes over the inline limit of 2, every pass
+; declines the site in @route; its code is what it was, and holds for any
+; contents of the table: no guard, and no generic copy. @first, whose
+; lookup became a constant, keeps its guard.
+; ELIDED-LABEL: define i32 @first(ptr %ctx)
+; ELIDED:         call i32 @morpheus_guard_holds(i64 7)
+; ELIDED-LABEL: define i32 @route(ptr %ctx)
+; ELIDED-NOT:     @morpheus_guard
+; ELIDED:         call ptr inttoptr (i64 1 to ptr)(ptr @routes, ptr {{.*}}%key)
+; ELIDED-NOT:   define {{.*}}@route__morpheus_generic
+; ELIDED: ; guard first: in-program: morpheus-opt --fallback
+; ELIDED: ; guard route: none: the table passes changed nothing it reaches (no entry inlined, no field folded, no fast path): no guard
 
 ; NONE-LABEL: define i32 @first(ptr %ctx)
 ; NONE-NOT:     @morpheus_guard
@@ -97,6 +115,7 @@ target datalayout = "e-m:e-p:64:64-i64:64-i128:128-n32:64-S128"
 target triple = "bpf"
 
 @config = global { ptr, ptr } zeroinitializer, section ".maps", align 8
+@routes = global { ptr, ptr } zeroinitializer, section ".maps", align 8
 
 declare i64 @morpheus_guard_enter(ptr, i64, i32, i32)
 declare i32 @morpheus_guard_holds(i64)
@@ -153,6 +172,25 @@ entry:
   ret i32 %verdict
 }
 
+; C: struct { __u32 prefixlen; __u32 addr; } key = { 32, iph->daddr };
+;    __u32 *port = bpf_map_lookup_elem(&routes, &key); return port ? *port : XDP_DROP;
+define i32 @route(ptr %ctx) section "xdp" {
+entry:
+  %key = alloca [8 x i8], align 4
+  store i32 32, ptr %key, align 4
+  %daddr = load i32, ptr %ctx, align 4
+  %addrp = getelementptr i8, ptr %key, i64 4
+  store i32 %daddr, ptr %addrp, align 4
+  %v = call ptr inttoptr (i64 1 to ptr)(ptr @routes, ptr %key)
+  %hit = icmp ne ptr %v, null
+  br i1 %hit, label %found, label %miss
+found:
+  %out = load i32, ptr %v, align 4
+  ret i32 %out
+miss:
+  ret i32 1
+}
+
 ;--- noctx.ll
 target datalayout = "e-m:e-p:64:64-i64:64-i128:128-n32:64-S128"
 target triple = "bpf"
@@ -188,5 +226,9 @@ entry:
 }
 
 ;--- state.json
-{"tables": {"config": {"type": "array", "key_size": 4, "value_size": 4, "max_entries": 1}},
- "maps": {"config": [{"key": "00000000", "value": "02000000"}]}}
+{"tables": {"config": {"type": "array", "key_size": 4, "value_size": 4, "max_entries": 1},
+            "routes": {"type": "lpm_trie", "key_size": 8, "value_size": 4, "max_entries": 64, "flags": 1}},
+ "maps": {"config": [{"key": "00000000", "value": "02000000"}],
+          "routes": [{"key": "08000000 0a000000", "value": "02000000"},
+                     {"key": "10000000 0a01ffff", "value": "03000000"},
+                     {"key": "20000000 0a010203", "value": "04000000"}]}}

@@ -493,41 +493,24 @@ void LookupRewriter::replaceWithDispatch(CallBase &lookup, unsigned keyArg,
     return;
   }
   uint32_t keySize = context.catalog->at(table).keySize;
-  Value *key = lookup.getArgOperand(keyArg);
-
-  BasicBlock *head = lookup.getParent();
-  BasicBlock *tail = SplitBlock(head, &lookup);
-  head->getTerminator()->eraseFromParent();
+  IRBuilder<> builder(llvmContext);
+  // The key is read once, as the helper would have.
+  Frame frame = openFrame(lookup, keyArg, table, builder, entries.size() + 2);
+  BasicBlock *head = frame.head;
+  BasicBlock *tail = frame.tail;
   Function *function = head->getParent();
-  IRBuilder<> builder(head);
-  builder.SetCurrentDebugLocation(lookup.getDebugLoc());
-
-  // Read the key once, as the helper would have: through an opaque copy of
-  // the pointer, so the key stays in memory and bytes the program never
-  // wrote (struct padding) are read as they are there, not as undef that
-  // LLVM may pick a value for.
-  uint64_t alignment = getKnownAlignment(key, dl).value();
-  Value *keyMemory = opaqueCopy(builder, key, table + ".key.memory");
-  std::vector<KeyChunk> chunks = keyChunks(keySize, alignment);
+  PHINode *result = frame.result;
+  std::vector<KeyChunk> chunks = keyChunks(keySize, frame.keyAlignment);
   std::vector<Value *> words;
-  for (KeyChunk chunk : chunks) {
-    Type *type = builder.getIntNTy(chunk.width * 8);
-    Value *address = chunk.offset ? builder.CreateConstInBoundsGEP1_32(
-                                        builder.getInt8Ty(), keyMemory, chunk.offset)
-                                  : keyMemory;
-    words.push_back(builder.CreateAlignedLoad(
-        type, address, Align(std::min<uint64_t>(alignment, chunk.width)), table + ".key"));
-  }
+  for (KeyChunk chunk : chunks)
+    words.push_back(
+        loadKey(builder, frame, chunk.offset, builder.getIntNTy(chunk.width * 8), table + ".key"));
 
   // The index an array lookup would take, for the zero value's range test.
   Value *arrayIndex = nullptr;
   if (onMiss == OnMiss::ZeroBelowMaxEntries)
-    arrayIndex = builder.CreateAlignedLoad(builder.getInt32Ty(), keyMemory,
-                                           Align(std::min<uint64_t>(alignment, 4)),
-                                           table + ".index");
+    arrayIndex = loadKey(builder, frame, 0, builder.getInt32Ty(), table + ".index");
 
-  builder.SetInsertPoint(tail, tail->begin());
-  PHINode *result = builder.CreatePHI(pointerType, entries.size() + 2, table + ".value");
   BasicBlock *found = nullptr;
   PHINode *index = nullptr;
   if (lowering == ChainLowering::Index && !entries.empty()) {
@@ -582,12 +565,11 @@ void LookupRewriter::replaceWithDispatch(CallBase &lookup, unsigned keyArg,
   }
   builder.SetInsertPoint(compare);
   BranchInst *missExit = builder.CreateBr(tail);
-  lookup.replaceAllUsesWith(result);
   if (keepLookupOnMiss) {
-    lookup.moveBefore(missExit);
-    keepOnMissPath(lookup);
-    result->addIncoming(&lookup, compare);
-  } else if (arrayIndex) {
+    closeFrame(lookup, frame, CallKept::OnMissPath, compare);
+    return;
+  }
+  if (arrayIndex) {
     builder.SetInsertPoint(missExit);
     Value *exists = builder.CreateICmpULT(
         arrayIndex, builder.getInt32(context.catalog->at(table).maxEntries), table + ".exists");
@@ -595,11 +577,58 @@ void LookupRewriter::replaceWithDispatch(CallBase &lookup, unsigned keyArg,
                                              ConstantPointerNull::get(pointerType),
                                              table + ".unlisted"),
                         compare);
-    lookup.eraseFromParent();
   } else {
     result->addIncoming(ConstantPointerNull::get(pointerType), compare);
-    lookup.eraseFromParent();
   }
+  closeFrame(lookup, frame, CallKept::No);
+}
+
+LookupRewriter::Frame LookupRewriter::openFrame(CallBase &lookup, unsigned keyArg,
+                                                const std::string &table,
+                                                IRBuilderBase &builder,
+                                                unsigned expectedResults) {
+  Value *key = lookup.getArgOperand(keyArg);
+  BasicBlock *head = lookup.getParent();
+  BasicBlock *tail = SplitBlock(head, &lookup);
+  head->getTerminator()->eraseFromParent();
+  builder.SetInsertPoint(head);
+  builder.SetCurrentDebugLocation(lookup.getDebugLoc());
+  uint64_t alignment = getKnownAlignment(key, module.getDataLayout()).value();
+  Value *keyMemory = opaqueCopy(builder, key, table + ".key.memory");
+  PHINode *result = PHINode::Create(lookup.getType(), expectedResults, table + ".value");
+  result->insertInto(tail, tail->begin());
+  result->setDebugLoc(lookup.getDebugLoc());
+  return {head, tail, keyMemory, alignment, result};
+}
+
+Value *LookupRewriter::loadKey(IRBuilderBase &builder, const Frame &frame, uint32_t offset,
+                               Type *type, const Twine &name) {
+  uint64_t width = type->getPrimitiveSizeInBits() / 8;
+  Value *address = offset ? builder.CreateConstInBoundsGEP1_32(builder.getInt8Ty(),
+                                                               frame.keyMemory, offset)
+                          : frame.keyMemory;
+  return builder.CreateAlignedLoad(type, address,
+                                   Align(std::min<uint64_t>(frame.keyAlignment, width)), name);
+}
+
+void LookupRewriter::closeFrame(CallBase &lookup, const Frame &frame, CallKept kept,
+                                BasicBlock *callPath) {
+  lookup.replaceAllUsesWith(frame.result);
+  if (kept == CallKept::No) {
+    lookup.eraseFromParent();
+    return;
+  }
+  lookup.moveBefore(callPath->getTerminator());
+  if (kept == CallKept::OnMissPath)
+    keepOnMissPath(lookup);
+  frame.result->addIncoming(&lookup, callPath);
+}
+
+bool declineSite(const TablePassContext &context, const AccessSite &site, const char *pass,
+                 std::string why) {
+  if (context.log)
+    context.log->record(site, pass, false, std::move(why));
+  return false;
 }
 
 } // namespace morpheus::core

@@ -228,6 +228,40 @@ public:
   // Replaces `lookup` by a fixed result (a value pointer or null).
   static void replaceWith(llvm::CallBase &lookup, llvm::Value *result);
 
+  // Where a rewrite of a lookup builds its code: the lookup's block split
+  // before the call, `head` left without a terminator (the builder at its
+  // end) for the rewrite's first branch, `tail` starting at the call; the
+  // key pointer copied opaquely, so the key stays in memory and bytes the
+  // program never wrote (struct padding) are read as they are there, as the
+  // helper reads them, not as undef that LLVM may pick a value for; and the
+  // phi at the top of `tail` that takes the call's place.
+  struct Frame {
+    llvm::BasicBlock *head;
+    llvm::BasicBlock *tail;
+    llvm::Value *keyMemory;
+    uint64_t keyAlignment; // what is known of the key pointer's alignment
+    llvm::PHINode *result;
+  };
+  Frame openFrame(llvm::CallBase &lookup, unsigned keyArg, const std::string &table,
+                  llvm::IRBuilderBase &builder, unsigned expectedResults);
+  // A load of `type` from the key's bytes at `offset`, aligned as the key
+  // pointer allows.
+  static llvm::Value *loadKey(llvm::IRBuilderBase &builder, const Frame &frame,
+                              uint32_t offset, llvm::Type *type, const llvm::Twine &name);
+  // What becomes of the call when its frame closes.
+  enum class CallKept {
+    No,         // erased: the code answers every key
+    OnMissPath, // the kernel's answer for keys the code leaves to it: marked
+                // keptOnMissPath, so the other passes leave it alone
+    AsLookup,   // still the site's lookup for every key that reaches it
+                // (branch-injection's filter): the other passes may take it
+  };
+  // Closes `frame`: the call's uses go to the phi; unless `kept` is No, the
+  // call moves to the end of `callPath` (a block ending in its branch to
+  // `tail`) as that path's result; otherwise it is erased.
+  static void closeFrame(llvm::CallBase &lookup, const Frame &frame, CallKept kept,
+                         llvm::BasicBlock *callPath = nullptr);
+
   // Whether `call` is a lookup a rewrite kept on a miss path: passes leave
   // it alone.
   static bool keptOnMissPath(const llvm::CallBase &call);
@@ -269,6 +303,11 @@ std::vector<std::pair<llvm::LoadInst *, uint64_t>> loadsAtKnownOffsets(llvm::Cal
 // 8 bytes (what a BPF program loads from a value); nullptr otherwise.
 llvm::Constant *constantAt(llvm::Type *type, const Bytes &bytes, uint64_t offset,
                            const llvm::DataLayout &dl);
+
+// Records in the log (if any) that `pass` left `site` alone, and why;
+// returns false, what a SiteRewrite returns for a site it did not replace.
+bool declineSite(const TablePassContext &context, const AccessSite &site, const char *pass,
+                 std::string why);
 
 // Runs `rewrite` on every lookup site that whyNotInlinable() accepts, that
 // runs in a function the passes may touch, and whose table has a snapshot;
