@@ -302,6 +302,7 @@ Expected<SpecializationLog> specializeModule(Module &module,
   context.faults = options.faults;
   context.profile = options.profile;
   context.hotKeys = options.hotKeys;
+  context.points = options.points;
 
   GuardPlan plan;
   if (options.guard) {
@@ -312,6 +313,14 @@ Expected<SpecializationLog> specializeModule(Module &module,
           mayFoldFields(site, info, catalog, snapshot) ||
           mayFastPath(site, info, catalog, snapshot, options.hotKeys))
         specializable.insert(site.call->getFunction());
+    // A function with an assumed point is specialized code too: its points'
+    // guards fall back to its generic copy.
+    auto points = pointCalls(module);
+    if (!points)
+      return points.takeError();
+    for (const PointCall &point : *points)
+      if (options.points.count(point.label))
+        specializable.insert(point.call->getFunction());
     auto planned = planGuards(module, sigs, options.guard->entries,
                               [&](const Function &f) { return specializable.count(&f) > 0; });
     if (!planned)
@@ -320,6 +329,7 @@ Expected<SpecializationLog> specializeModule(Module &module,
     managers.mam.invalidate(module, PreservedAnalyses::none()); // the copies
     context.unguardedFunctions = plan.unguarded;
     context.genericFunctions = plan.genericFunctions;
+    context.genericCopy = plan.genericCopy;
     log.guards = plan.roots;
   }
 

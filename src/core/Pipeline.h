@@ -55,6 +55,10 @@ struct SpecializationOptions {
   // Per site id, the hot keys heavy-hitter-fast-path compares first; their
   // answers must be in the snapshot as probed keys.
   std::map<unsigned, std::vector<Bytes>> hotKeys;
+  // The specialization points to assume (core/SpecializationPoints.h); the
+  // others are disabled. Assumed points need the guard's in-program
+  // fallback: without a guard every point is disabled.
+  PointConfiguration points;
   FaultInjection faults; // test-only
 };
 

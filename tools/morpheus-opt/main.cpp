@@ -15,7 +15,8 @@
 //               "probed_maps": [NAME, ...] (their entries are answers to
 //               lookups of exactly those keys, as the optimizer reads hot
 //               keys, not the whole table),
-//               "hot_keys": {"SITE": [hex key, ...]} (heavy-hitter-fast-path)}
+//               "hot_keys": {"SITE": [hex key, ...]} (heavy-hitter-fast-path),
+//               "points": {"LABEL": value} (specialization points to assume)}
 // The specialized module is printed to stdout, then the guard decisions as
 // comments (`; guard FUNCTION: FALLBACK: DETAIL`); --print-analysis prints
 // the table access analysis instead. --fallback (default tail-call, slot =
@@ -233,6 +234,9 @@ int main(int argc, char **argv) {
         return fail(llvm::toString(bytes.takeError()));
       options.hotKeys[std::stoul(site)].push_back(std::move(*bytes));
     }
+  nlohmann::json points = state.value("points", nlohmann::json::object());
+  for (const auto &[label, value] : points.items())
+    options.points[label] = value.get<int64_t>();
   if (profile)
     options.profile = core::ProfileOptions{bpf::ProfileSlotFunction, MORPHEUS_PROFILE_SITES,
                                            MORPHEUS_PROFILE_KEY_BYTES, notProfiled};
@@ -270,5 +274,8 @@ int main(int argc, char **argv) {
     llvm::outs() << "; site " << decision.site << " " << decision.table << " "
                  << decision.pass << (decision.applied ? " applied: " : " declined: ")
                  << decision.detail << "\n";
+  for (const core::PointDecision &point : log->points)
+    llvm::outs() << "; point " << point.label << " in " << point.function
+                 << (point.applied ? " applied: " : " declined: ") << point.detail << "\n";
   return 0;
 }

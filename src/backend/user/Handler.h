@@ -12,6 +12,7 @@
 #include "backend/user/UserSignatures.h"
 #include "core/FaultInjection.h"
 #include "core/SpecializationLog.h"
+#include "core/SpecializationPoints.h"
 #include "support/Error.h"
 
 #include <llvm/ExecutionEngine/Orc/ThreadSafeModule.h>
@@ -79,6 +80,16 @@ public:
   // unless the guard moved or a change is in progress.
   Expected<Cycle> specialize();
 
+  // The handler's specialization points (morpheus_spec.h), by label, with
+  // the values each may take: Iridescent's spec_space.
+  const std::vector<core::SpecializationPoint> &specializationSpace() const { return space; }
+  // The points the next cycles assume (Iridescent's specialize(config)):
+  // checked against the space; the others stay disabled.
+  Error configure(const core::PointConfiguration &configuration);
+  const core::PointConfiguration &configuration() const { return points; }
+  // configure(configuration), then one cycle.
+  Expected<Cycle> specialize(const core::PointConfiguration &configuration);
+
   // The pipeline's output for the current tables, without installing it
   // (for tests and reports): the specialized IR as text.
   Expected<std::string> specializedIR();
@@ -99,6 +110,8 @@ private:
   UserSignatures signatures;
   Trampoline handlerSlot;
   HandlerFunction genericVersion = nullptr;
+  std::vector<core::SpecializationPoint> space;
+  core::PointConfiguration points;
   unsigned versions = 0;
 };
 

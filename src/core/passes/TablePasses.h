@@ -1,6 +1,6 @@
 // The table-specializing passes, declared from Passes.def. Each is
 // implemented, with the argument for its correctness, in its own file:
-//   ResolveInnerTable.cpp, TableElimination.cpp, ConstantKeyLookup.cpp,
+//   SpecializationPoints.cpp, ResolveInnerTable.cpp, TableElimination.cpp, ConstantKeyLookup.cpp,
 //   FoldReadOnlyFields.cpp, InlineSmallTable.cpp, LpmAsCode.cpp,
 //   ConstantFields.cpp, BranchInjection.cpp, InstrumentTableSites.cpp,
 //   HeavyHitterFastPath.cpp

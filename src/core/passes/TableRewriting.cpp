@@ -51,6 +51,11 @@ std::string SpecializationLog::toText() const {
                          sites.size() == 1 ? "" : "s", detail)
                .str();
   }
+  for (const PointDecision &point : points)
+    out += llvm::formatv("  {0} {1,-16} in {2}(): {3}\n",
+                         point.applied ? "assumed    " : "point off  ", point.label,
+                         point.function, point.detail)
+               .str();
   for (const GuardDecision &guard : guards)
     out += llvm::formatv("  guard       {0,-16} {1}{2}: {3}\n", guard.function,
                          fallbackName(guard.fallback),

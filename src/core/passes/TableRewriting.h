@@ -6,6 +6,7 @@
 
 #include "core/FaultInjection.h"
 #include "core/SpecializationLog.h"
+#include "core/SpecializationPoints.h"
 #include "core/TableAccessAnalysis.h"
 #include "core/Tables.h"
 
@@ -81,6 +82,11 @@ struct TablePassContext {
   // Per site id, the keys heavy-hitter-fast-path compares before the
   // generic lookup, hottest first (chosen from the traffic profile).
   std::map<unsigned, std::vector<Bytes>> hotKeys;
+  // The specialization points to assume, by label (specialization-points).
+  PointConfiguration points;
+  // In-program fallback: each guarded root's generic copy, which a point's
+  // guard calls on a miss.
+  std::map<std::string, std::string> genericCopy;
   FaultInjection faults;
 
   bool untouchable(const std::string &function) const {
