@@ -48,11 +48,14 @@ TEST(StaticSlots, OnlyTheLiveOriginalCarriesThem) {
       << "copies of the original must not";
 
   core::TableSnapshot empty;
-  auto guarded = (*spec)->specialize(empty, SpecializeRequest{64, 7, {}});
+  SpecializeRequest request;
+  request.guardVersion = 7;
+  auto guarded = (*spec)->specialize(empty, request);
   ASSERT_THAT_EXPECTED(guarded, llvm::Succeeded());
   EXPECT_TRUE(slotRelocations(guarded->elf).empty())
       << "a version sharing the live program array must not rewrite its slots";
-  auto offline = (*spec)->specialize(empty, SpecializeRequest{64, std::nullopt, {}});
+  request.guardVersion.reset();
+  auto offline = (*spec)->specialize(empty, request);
   ASSERT_THAT_EXPECTED(offline, llvm::Succeeded());
   EXPECT_EQ(slotRelocations(offline->elf), std::vector<std::string>{"stage2"})
       << "an unguarded build is a program of its own";
