@@ -25,6 +25,10 @@
 
 namespace morpheus::core {
 
+// The pass that lowers them (Passes.def), which every pipeline with
+// points must run.
+constexpr const char *SpecializationPointsPassName = "specialization-points";
+
 enum class PointKind { Enum, Range, Generic, Assume };
 const char *pointKindName(PointKind kind);
 

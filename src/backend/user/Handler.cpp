@@ -13,6 +13,8 @@
 #include <llvm/Support/raw_ostream.h>
 #include <llvm/Transforms/Utils/Cloning.h>
 
+#include <algorithm>
+
 using namespace llvm;
 
 namespace morpheus::user {
@@ -106,6 +108,9 @@ Expected<std::unique_ptr<Handler>> Handler::load(const std::string &path,
   handler->space = std::move(*space);
   handler->pristine = std::move(*module);
 
+  if (options.tablePasses)
+    if (Error err = handler->customizePasses(*options.tablePasses))
+      return err;
   auto tables = TableSet::fromModule(*handler->pristine);
   if (!tables)
     return tables.takeError();
@@ -149,6 +154,7 @@ Expected<std::unique_ptr<Module>> Handler::specializedModule(Cycle &cycle) {
   specialization.targetMachine = &jit->targetMachine();
   specialization.faults = options.faults;
   specialization.points = points;
+  specialization.tablePasses = options.tablePasses;
   core::ProgramGuardOptions guardOptions;
   guardOptions.holdsFunction = GuardHoldsFunction;
   guardOptions.version = cycle.version;
@@ -202,6 +208,18 @@ Error Handler::configure(const core::PointConfiguration &configuration) {
   if (Error err = core::checkConfiguration(space, configuration))
     return withContext(std::move(err), pristine->getModuleIdentifier());
   points = configuration;
+  return Error::success();
+}
+
+Error Handler::customizePasses(std::vector<std::string> passes) {
+  std::vector<std::string> known = core::tablePassNames();
+  for (const std::string &pass : passes)
+    if (std::find(known.begin(), known.end(), pass) == known.end())
+      return makeError("{0}: no table pass '{1}'", pristine->getModuleIdentifier(), pass);
+  const std::string lowering = core::SpecializationPointsPassName;
+  if (std::find(passes.begin(), passes.end(), lowering) == passes.end())
+    passes.insert(passes.begin(), lowering);
+  options.tablePasses = std::move(passes);
   return Error::success();
 }
 

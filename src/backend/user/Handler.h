@@ -21,6 +21,7 @@
 #include <atomic>
 #include <chrono>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -44,6 +45,11 @@ struct HandlerOptions {
   std::vector<std::string> cflags;  // passed to clang (-I, -D)
   uint32_t inlineLimit = 64;        // largest table inlined whole (entries)
   core::FaultInjection faults;      // test-only (core/FaultInjection.h)
+  // The table passes to run, by their Passes.def names, in order (the
+  // policy's custom pipeline, Iridescent's customize_opts); unset: all.
+  // specialization-points always runs first (markers must not reach the
+  // JIT).
+  std::optional<std::vector<std::string>> tablePasses;
 };
 
 // What one specialization cycle did.
@@ -87,6 +93,9 @@ public:
   // checked against the space; the others stay disabled.
   Error configure(const core::PointConfiguration &configuration);
   const core::PointConfiguration &configuration() const { return points; }
+  // The table passes the next cycles run (HandlerOptions::tablePasses);
+  // an unknown name is an error naming it.
+  Error customizePasses(std::vector<std::string> passes);
   // configure(configuration), then one cycle.
   Expected<Cycle> specialize(const core::PointConfiguration &configuration);
 
