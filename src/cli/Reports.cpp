@@ -1,6 +1,7 @@
 #include "cli/Reports.h"
 
 #include "backend/bpf/MapIO.h"
+#include "core/Globals.h"
 #include "core/ValueFields.h"
 
 #include <linux/bpf.h>
@@ -11,6 +12,7 @@
 #include <llvm/IR/IntrinsicInst.h>
 
 #include <llvm/Support/FormatVariadic.h>
+#include <llvm/Transforms/Utils/Cloning.h>
 
 #include <map>
 #include <set>
@@ -222,39 +224,6 @@ ExplainedSite explained(const bpf::ProgramSpec &spec, const core::AccessSite &si
   return out;
 }
 
-bool writesGlobal(const llvm::GlobalVariable &global) {
-  llvm::SmallVector<const llvm::Value *, 8> worklist{&global};
-  llvm::SmallPtrSet<const llvm::Value *, 8> seen{&global};
-  while (!worklist.empty()) {
-    const llvm::Value *pointer = worklist.pop_back_val();
-    for (const llvm::Use &use : pointer->uses()) {
-      const llvm::User *user = use.getUser();
-      if (llvm::isa<llvm::LoadInst>(user))
-        continue;
-      if (llvm::isa<llvm::GetElementPtrInst>(user) || llvm::isa<llvm::ConstantExpr>(user) ||
-          llvm::isa<llvm::BitCastInst>(user)) {
-        if (seen.insert(user).second)
-          worklist.push_back(user);
-        continue;
-      }
-      if (auto *holder = llvm::dyn_cast<llvm::GlobalVariable>(user);
-          holder && holder->getName().starts_with("llvm."))
-        continue;
-      if (auto *list = llvm::dyn_cast<llvm::ConstantAggregate>(user);
-          list && llvm::all_of(list->users(), [](const llvm::User *holder) {
-            return llvm::isa<llvm::GlobalVariable>(holder) &&
-                   holder->getName().starts_with("llvm.");
-          }))
-        continue;
-      if (auto *memory = llvm::dyn_cast<llvm::MemTransferInst>(user);
-          memory && use.getOperandNo() == 1)
-        continue;
-      return true; // a store, an atomic, a call, an escape
-    }
-  }
-  return false;
-}
-
 } // namespace
 
 Explanation explainProgram(const bpf::ProgramSpec &spec, uint32_t inlineLimit) {
@@ -300,33 +269,59 @@ Explanation explainProgram(const bpf::ProgramSpec &spec, uint32_t inlineLimit) {
   for (const core::AccessSite &site : info.sites)
     if (site.table.empty())
       out.sitesWithoutOneMap.push_back(explained(spec, site, {}, inlineLimit));
+  // The writable globals as the pass sees them (a clone: the analysis
+  // hands out the module's loads), the constants as LLVM does.
+  std::unique_ptr<llvm::Module> clone = llvm::CloneModule(spec.module());
+  std::map<std::string, core::GlobalAccess> writable;
+  for (core::GlobalAccess &access : core::analyzeGlobals(*clone))
+    writable[access.global->getName().str()] = std::move(access);
+  std::set<std::string> laidOut;
+  for (const core::GlobalSlice &slice : spec.globals())
+    laidOut.insert(slice.global);
+  const llvm::DataLayout &dl = clone->getDataLayout();
   for (const llvm::GlobalVariable &global : spec.module().globals()) {
     llvm::StringRef section = global.hasSection() ? global.getSection() : "";
-    if (!global.hasInitializer() || global.getName().starts_with("llvm.") ||
-        global.getName().contains("morpheus") || section == ".maps" || section == "maps" ||
-        section == "license" || global.getName().starts_with(".") ||
-        global.hasPrivateLinkage())
-      continue;
     ExplainedGlobal explainedGlobal;
     explainedGlobal.name = global.getName().str();
-    explainedGlobal.section =
-        section.empty() ? (global.isConstant()                        ? ".rodata"
-                           : global.getInitializer()->isNullValue() ? ".bss"
-                                                                      : ".data")
-                        : section.str();
-    if (global.isConstant() || section.starts_with(".rodata")) {
+    auto access = writable.find(explainedGlobal.name);
+    if (access != writable.end()) {
+      explainedGlobal.section = access->second.section;
+      unsigned folded = 0, kept = 0;
+      for (const core::GlobalLoad &load : access->second.loads)
+        ++(access->second.writtenAt(load.offset, dl.getTypeStoreSize(load.load->getType()))
+               ? kept
+               : folded);
+      if (!folded) {
+        explainedGlobal.treatment = ExplainedGlobal::Treatment::WrittenByTheProgram;
+        explainedGlobal.verdict =
+            !access->second.firstWrite.empty()
+                ? "written by the program (" + access->second.firstWrite + "): left alone"
+                 : "no load at a known offset (volatile, copied or unread): left alone";
+      } else if (!laidOut.count(explainedGlobal.name)) {
+        explainedGlobal.treatment = ExplainedGlobal::Treatment::WrittenByTheProgram;
+        explainedGlobal.verdict = "its place in the section is unknown (no BTF): left alone";
+      } else {
+        explainedGlobal.treatment = ExplainedGlobal::Treatment::PolledAndChecked;
+        explainedGlobal.verdict =
+            std::to_string(folded) + " load" + (folded == 1 ? "" : "s") +
+            " of bytes the program never writes will be folded" +
+            (kept ? " (" + std::to_string(kept) + " of bytes it writes kept)" : "") +
+            "; polled, not guarded: a control plane writing it through mmap bypasses "
+            "Morpheus, so every guarded entry compares the folded bytes with the live ones "
+            "and runs the generic code when they differ (a packet that starts after the write "
+            "sees it), and each cycle rebuilds the code for the new bytes";
+      }
+    } else if (global.hasInitializer() && !global.getName().starts_with("llvm.") &&
+               !global.getName().contains("morpheus") && !global.hasPrivateLinkage() &&
+               !global.getName().starts_with(".") &&
+               (global.isConstant() || section.starts_with(".rodata"))) {
+      explainedGlobal.section = section.empty() ? ".rodata" : section.str();
       explainedGlobal.treatment = ExplainedGlobal::Treatment::Constant;
       explainedGlobal.verdict =
           "constant: the loader sets it before load and the kernel freezes it; LLVM folds "
           "what it can (not `volatile` loads), Morpheus adds nothing";
-    } else if (writesGlobal(global)) {
-      explainedGlobal.treatment = ExplainedGlobal::Treatment::WrittenByTheProgram;
-      explainedGlobal.verdict = "written by the program: left alone";
     } else {
-      explainedGlobal.treatment = ExplainedGlobal::Treatment::WritableThroughMmap;
-      explainedGlobal.verdict =
-          "read-only from the program, but a control plane may write it through mmap, "
-          "which Morpheus cannot see or guard: left alone, never folded";
+      continue;
     }
     out.globals.push_back(std::move(explainedGlobal));
   }
@@ -383,8 +378,8 @@ const char *treatmentName(ExplainedGlobal::Treatment treatment) {
     return "constant";
   case ExplainedGlobal::Treatment::WrittenByTheProgram:
     return "written_by_the_program";
-  case ExplainedGlobal::Treatment::WritableThroughMmap:
-    return "writable_through_mmap";
+  case ExplainedGlobal::Treatment::PolledAndChecked:
+    return "polled_and_checked";
   }
   return "?";
 }

@@ -62,7 +62,9 @@ struct ExplainedMap {
 };
 
 struct ExplainedGlobal {
-  enum class Treatment { Constant, WrittenByTheProgram, WritableThroughMmap };
+  // PolledAndChecked: folded where read-only, under per-entry checks of the
+  // live bytes (core/Globals.h), re-read each cycle.
+  enum class Treatment { Constant, WrittenByTheProgram, PolledAndChecked };
   std::string name, section;
   Treatment treatment = Treatment::Constant;
   std::string verdict;

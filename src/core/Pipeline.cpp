@@ -1,5 +1,7 @@
 #include "core/Pipeline.h"
 
+#include "core/Globals.h"
+
 #include "core/GuardPlanning.h"
 #include "core/passes/TablePasses.h"
 
@@ -303,6 +305,8 @@ Expected<SpecializationLog> specializeModule(Module &module,
   context.profile = options.profile;
   context.hotKeys = options.hotKeys;
   context.points = options.points;
+  if (options.guard && !options.globals.empty())
+    context.globals = &options.globals;
 
   GuardPlan plan;
   if (options.guard) {
@@ -321,6 +325,13 @@ Expected<SpecializationLog> specializeModule(Module &module,
     for (const PointCall &point : *points)
       if (options.points.count(point.label))
         specializable.insert(point.call->getFunction());
+    if (context.globals)
+      for (const GlobalAccess &access : analyzeGlobals(module))
+        if (options.globals.count(access.global->getName().str()))
+          for (const GlobalLoad &load : access.loads)
+            if (!access.writtenAt(load.offset,
+                                  module.getDataLayout().getTypeStoreSize(load.load->getType())))
+              specializable.insert(load.load->getFunction());
     auto planned = planGuards(module, sigs, options.guard->entries,
                               [&](const Function &f) { return specializable.count(&f) > 0; });
     if (!planned)
@@ -404,7 +415,7 @@ Expected<SpecializationLog> specializeModule(Module &module,
         return err;
     std::optional<std::string> failure;
     ModulePassManager guard;
-    guard.addPass(ProgramGuardPass(*options.guard, plan, &failure));
+    guard.addPass(ProgramGuardPass(*options.guard, plan, log.globalChecks, &failure));
     guard.run(module, managers.mam);
     if (failure)
       return makeError("{0}: {1}; not specialized", module.getModuleIdentifier(), *failure);

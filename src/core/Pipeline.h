@@ -59,6 +59,10 @@ struct SpecializationOptions {
   // others are disabled. Assumed points need the guard's in-program
   // fallback: without a guard every point is disabled.
   PointConfiguration points;
+  // The live bytes of the program's writable globals (`.data`, `.bss`):
+  // fold-read-only-globals folds the ones the program never writes, under
+  // checks the guard places. Ignored without a guard.
+  GlobalValues globals;
   FaultInjection faults; // test-only
 };
 

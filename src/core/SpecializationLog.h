@@ -4,6 +4,7 @@
 // what change detection compares between cycles.
 #pragma once
 
+#include "core/Globals.h"
 #include "core/Tables.h"
 
 #include <map>
@@ -61,12 +62,22 @@ struct PointDecision {
   std::string detail; // what was done, or why not
 };
 
+// What fold-read-only-globals did with one writable global.
+struct GlobalDecision {
+  std::string global;
+  bool applied = false;
+  std::string detail;
+};
+
 struct SpecializationLog {
   std::vector<SiteDecision> decisions;
   std::map<unsigned, ProfiledSite> profiled; // by site id
   std::vector<GuardDecision> guards;
   std::vector<PointDecision> points; // specialization-points, per marker call
   std::map<std::string, std::vector<TableEntry>> inlined;
+  std::vector<GlobalDecision> globals;
+  // The global bytes folded, checked at every guarded root (sorted, unique).
+  std::vector<GlobalCheck> globalChecks;
 
   void record(const AccessSite &site, const char *pass, bool applied,
               std::string detail);

@@ -2,6 +2,7 @@
 
 #include "support/Bytes.h"
 
+#include <llvm/ADT/DenseMap.h>
 #include <llvm/ADT/SmallPtrSet.h>
 #include <llvm/ADT/StringExtras.h>
 #include <llvm/Analysis/AliasAnalysis.h>
@@ -73,6 +74,55 @@ bool TableAccessInfo::isReadOnlyAt(const std::string &table, const std::optional
          writesAt(table, key, offset, size).empty();
 }
 
+bool TableAccessInfo::sameWhereReadOnly(const TableSnapshot &a, const TableSnapshot &b) const {
+  if (a.size() != b.size())
+    return false;
+  for (auto left = a.begin(), right = b.begin(); left != a.end(); ++left, ++right) {
+    const auto &[table, one] = *left;
+    const TableContents &other = right->second;
+    if (table != right->first || one.complete != other.complete ||
+        one.unlistedAreZero != other.unlistedAreZero || one.probedKeys != other.probedKeys ||
+        one.storedTables != other.storedTables)
+      return false;
+    auto usage = tables.find(table);
+    if (usage == tables.end()) {
+      if (one.entries != other.entries)
+        return false;
+      continue;
+    }
+    // Per key, the bytes the data plane never writes; keys with none left out.
+    auto readOnlyView = [&](const TableContents &contents) {
+      std::map<Bytes, std::vector<std::optional<uint8_t>>> view;
+      for (const TableEntry &entry : contents.entries) {
+        uint64_t size = entry.value ? entry.value->size() : entry.cpuZero.size();
+        std::vector<bool> written(size, usage->second.writtenWholesale);
+        for (const ValueWrite &write : usage->second.valueWrites)
+          if (write.overlaps(entry.key, 0, ValueWrite::WholeValue))
+            for (uint64_t offset = write.offset;
+                 offset < size && (write.size == ValueWrite::WholeValue ||
+                                   offset < write.offset + write.size);
+                 ++offset)
+              written[offset] = true;
+        // A byte the CPUs do not agree on (per-CPU tables) is never folded
+        // either: nullopt, compared as such.
+        const Bytes &held = entry.value ? *entry.value : entry.cpuZero;
+        std::vector<std::optional<uint8_t>> bytes;
+        for (uint64_t offset = 0; offset < size; ++offset)
+          if (!written[offset])
+            bytes.push_back(entry.value || entry.agreed[offset]
+                                ? std::optional<uint8_t>(held[offset])
+                                : std::nullopt);
+        if (!bytes.empty())
+          view[entry.key] = std::move(bytes);
+      }
+      return view;
+    };
+    if (readOnlyView(one) != readOnlyView(other))
+      return false;
+  }
+  return true;
+}
+
 const AccessSite *TableAccessInfo::siteFor(const CallBase *call) const {
   for (const AccessSite &site : sites)
     if (site.call == call)
@@ -120,8 +170,6 @@ void annotateAccessCalls(Module &module, const AccessSignatureTable &sigs) {
     }
 }
 
-namespace {
-
 std::string locationOf(const Instruction &inst) {
   const DebugLoc &loc = inst.getDebugLoc();
   if (!loc)
@@ -129,6 +177,8 @@ std::string locationOf(const Instruction &inst) {
   return (sys::path::filename(loc->getFilename()) + ":" + Twine(loc.getLine()))
       .str();
 }
+
+namespace {
 
 class Analyzer {
 public:
@@ -388,14 +438,25 @@ void Analyzer::checkLookupResult(AccessSite &site) {
     return;
   constexpr int64_t Unknown = INT64_MIN;
   SmallVector<std::pair<Value *, int64_t>, 16> worklist{{site.call, 0}};
-  SmallPtrSet<Value *, 16> seen{site.call};
+  // The offset from this site's result each derived pointer was reached
+  // with. A phi or select keeps the offset: when it yields this site's
+  // pointer, that is where it points; when it yields another pointer, the
+  // write is not into this site's entry (other sites record their own). A
+  // value reached at two offsets (phi(p, p + 8)) is walked again with the
+  // offset unknown.
+  DenseMap<Value *, int64_t> seen{{site.call, 0}};
   std::string looked = site.table.empty() ? "an inner map of " + join(site.outerTables, ", ")
                                           : site.table;
   std::string from = " (value of " + looked + " looked up" +
                      (site.location.empty() ? "" : " at " + site.location) + ")";
   auto follow = [&](Value *derived, int64_t offset) {
-    if (seen.insert(derived).second)
-      worklist.push_back({derived, offset});
+    auto [it, inserted] = seen.try_emplace(derived, offset);
+    if (!inserted) {
+      if (it->second == offset || it->second == Unknown)
+        return;
+      it->second = offset = Unknown;
+    }
+    worklist.push_back({derived, offset});
   };
   auto written = [&](int64_t offset, std::optional<uint64_t> size, std::string why) {
     ValueWrite write{site.key.constantKey, 0, ValueWrite::WholeValue, std::move(why)};
@@ -427,7 +488,7 @@ void Analyzer::checkLookupResult(AccessSite &site) {
         follow(user, offset);
       } else if (isa<PHINode>(user) ||
                  (isa<SelectInst>(user) && use.getOperandNo() != 0)) {
-        follow(user, Unknown);
+        follow(user, offset);
       } else if (auto *compare = dyn_cast<ICmpInst>(user)) {
         // Testing for null is what lookups are for; any other comparison
         // observes the pointer's identity.

@@ -70,6 +70,9 @@ struct AccessSite {
   std::optional<std::string> valueNeedsWritableMemory;
 };
 
+// "file.c:LINE" of `inst` from debug info, or "".
+std::string locationOf(const llvm::Instruction &inst);
+
 // A data-plane write confined to some bytes of values: those of one key
 // when the write goes through a lookup (or update, delete) with a constant
 // key, of every key otherwise.
@@ -118,6 +121,12 @@ public:
                                            const std::optional<Bytes> &key,
                                            uint64_t offset, uint64_t size) const;
   const AccessSite *siteFor(const llvm::CallBase *call) const;
+  // Whether two snapshots agree on every byte the data plane never writes
+  // (entries with no such byte are ignored, present or not; tables the
+  // analysis does not know are compared whole). No pass folds a byte the
+  // data plane writes, so code built from `a` is the code `b` would give:
+  // a counter moving beside folded configuration is no reason to rebuild.
+  bool sameWhereReadOnly(const TableSnapshot &a, const TableSnapshot &b) const;
 };
 
 // Runs the analysis. `catalog` (optional) gives key sizes, needed to prove

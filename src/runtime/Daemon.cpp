@@ -1,6 +1,7 @@
 #include "runtime/Daemon.h"
 #include "support/Files.h"
 
+#include <llvm/ADT/StringExtras.h>
 #include <llvm/Support/FileSystem.h>
 #include <llvm/Support/FormatVariadic.h>
 #include <llvm/Support/Path.h>
@@ -121,6 +122,18 @@ std::vector<std::string> Daemon::updateGuarantees() const {
                                   name, periodMs)
                         .str());
   }
+  std::map<std::string, std::vector<std::string>> globalsBySection;
+  for (const core::GlobalSlice &slice : opt->spec().globals())
+    globalsBySection[slice.sectionTable].push_back(slice.global);
+  for (const auto &[section, globals] : globalsBySection)
+    lines.push_back(
+        llvm::formatv("map '{0}' (globals {1}): polled and checked, not guarded: bytes the "
+                      "program never writes may be folded; a write by anyone (mmap, bpftool) "
+                      "is compared at every guarded entry, so every packet that starts after "
+                      "it runs the generic code on the new bytes, and the code is rebuilt for "
+                      "them within {2:f0} ms (a period) plus one cycle",
+                      section, llvm::join(globals, ", "), periodMs)
+            .str());
   return lines;
 }
 

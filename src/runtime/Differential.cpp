@@ -187,6 +187,12 @@ Expected<std::optional<std::string>> Fuzzer::specializeFor(const MapContents &st
   request.faults = options.faults;
   request.instrument = true;
   request.hotKeys = std::move(hotKeys);
+  // The copies' globals as they stand: the ones the program never writes
+  // are folded under their checks, as the optimizer folds the live ones.
+  auto globals = bpf::readGlobals(spec->globals(), comparison->maps(Version::Specialized));
+  if (!globals)
+    return globals.takeError();
+  request.globals = std::move(*globals);
   auto object = spec->specialize(*snapshot, request);
   if (!object)
     return std::optional<std::string>(llvm::toString(object.takeError()));

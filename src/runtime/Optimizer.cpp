@@ -340,9 +340,19 @@ std::optional<core::TableSnapshot> Optimizer::takeSnapshot(CycleReport &report, 
     endCycle(report, read.takeError());
     return std::nullopt;
   }
+  // The writable globals are polled: their writers (mmap) bypass the guard.
+  // The running version checks the bytes it folded itself, so a change is
+  // followed before this poll; the poll rebuilds code for the new bytes.
+  auto globals = bpf::readGlobals(programSpec->globals(), sharedMaps);
+  if (!globals) {
+    endCycle(report, globals.takeError());
+    return std::nullopt;
+  }
+  cycleGlobals = std::move(*globals);
   report.times.analysisMs = millisecondsSince(start);
-  if (!force && specialized && version == specializedVersion && *read == specializedSnapshot &&
-      hotKeys == specializedHotKeys) {
+  if (!force && specialized && version == specializedVersion &&
+      programSpec->analysis().sameWhereReadOnly(*read, specializedSnapshot) &&
+      hotKeys == specializedHotKeys && core::checksHold(specializedChecks, cycleGlobals)) {
     endCycle(report, CycleOutcome::Unchanged);
     return std::nullopt;
   }
@@ -383,6 +393,7 @@ Optimizer::specializeWithRetry(CycleReport &report, core::TableSnapshot &snapsho
   request.instrument = options.traffic.mode != core::ProfileMode::Off;
   request.notProfiled = options.notProfiled;
   request.hotKeys = hotKeys;
+  request.globals = cycleGlobals;
   for (;;) {
     auto start = Clock::now();
     auto object = programSpec->specialize(snapshot, request);
@@ -399,6 +410,7 @@ Optimizer::specializeWithRetry(CycleReport &report, core::TableSnapshot &snapsho
       specializedVersion = version;
       specializedSnapshot = std::move(snapshot);
       specializedHotKeys = hotKeys;
+      specializedChecks = report.log.globalChecks;
       endCycle(report, CycleOutcome::Unchanged);
       return std::nullopt;
     }
@@ -483,6 +495,7 @@ void Optimizer::installCandidate(CycleReport &report, Candidate candidate,
   specializedSnapshot = std::move(snapshot);
   specializedElf = std::move(candidate.elf);
   specializedHotKeys = hotKeys;
+  specializedChecks = report.log.globalChecks;
   if (profileMap)
     profiledSites = report.log.profiled;
   bpf_prog_info info = {};

@@ -171,6 +171,10 @@ private:
   std::optional<bpf::LoadedObject> specialized;
   uint64_t specializedVersion = 0;
   core::TableSnapshot specializedSnapshot;
+  // The global bytes the running version folded (and checks), and the
+  // globals as this cycle read them.
+  std::vector<core::GlobalCheck> specializedChecks;
+  core::GlobalValues cycleGlobals;
   std::vector<char> specializedElf;
   // The snapshot whose specialization with compare chains the kernel
   // rejected (and why), and whether the one without chains was rejected

@@ -14,7 +14,10 @@
 #include <algorithm>
 #include <atomic>
 #include <thread>
+#include <arpa/inet.h>
 #include <unistd.h>
+#include <cstring>
+#include <sys/mman.h>
 
 namespace morpheus::testing {
 namespace {
@@ -59,6 +62,33 @@ TEST(PreciseAnalysis, ConfigurationBesideACounterIsFoldedAndTheCounterStillCount
 
   // A change through Morpheus is seen on the very next packet.
   program.set("rules", uint32_t(0), Rule{XDP_TX, 7, 0});
+  Bytes packet = buildPacket({.ttl = 64, .tos = 3});
+  EXPECT_EQ(program.active(packet).verdict, uint32_t(XDP_TX));
+}
+
+// A counter moving beside folded configuration changes the snapshot every
+// period; only the bytes the data plane never writes can change the code,
+// so the cycle stops before specializing. A configuration byte written
+// behind Morpheus's back (not guarded) does rebuild.
+TEST(PreciseAnalysis, CountersMovingBesideConfigurationDoNotRebuild) {
+  CorpusProgram program("field_counter.bpf.c");
+  ASSERT_TRUE(program.ok());
+  program.set("rules", uint32_t(0), Rule{XDP_DROP, 7, 0});
+  program.set("stats", uint32_t(0), uint64_t(100));
+  ASSERT_TRUE(program.cycle().installed());
+  uint64_t before = hitsOf(program);
+  for (int i = 0; i < 10; ++i)
+    program.active(buildPacket({.ttl = 64, .tos = 3}));
+  ASSERT_EQ(hitsOf(program), before + 10); // the snapshot did change
+  runtime::CycleReport report = program.cycle();
+  EXPECT_EQ(report.outcome, runtime::CycleOutcome::Unchanged) << report.describe();
+  EXPECT_TRUE(report.log.decisions.empty()) << "specialized again:\n" << report.log.toText();
+
+  Rule changed{XDP_TX, 7, hitsOf(program)};
+  uint32_t zero = 0;
+  ASSERT_EQ(bpf_map_update_elem(program.opt().mapFd("rules"), &zero, &changed, BPF_ANY), 0);
+  report = program.cycle();
+  EXPECT_EQ(report.outcome, runtime::CycleOutcome::Installed) << report.describe();
   Bytes packet = buildPacket({.ttl = 64, .tos = 3});
   EXPECT_EQ(program.active(packet).verdict, uint32_t(XDP_TX));
 }
@@ -281,6 +311,230 @@ TEST(PreciseAnalysis, PerCpuConfigurationBesideAPerCpuCounterIsFolded) {
   // A change through Morpheus (to every CPU) is seen on the next packet.
   program.set("settings", uint32_t(0), Setting{XDP_TX, 7, 0});
   EXPECT_EQ(program.active(buildPacket({.tos = 3})).verdict, uint32_t(XDP_TX));
+}
+
+// A writable global's section map mmapped, as a skeleton-based loader
+// writes its configuration: Morpheus sees none of these writes.
+class MmappedSection {
+public:
+  MmappedSection(CorpusProgram &program, const std::string &global) {
+    for (const core::GlobalSlice &slice : program.opt().spec().globals())
+      if (slice.global == global) {
+        offset = slice.offset;
+        int fd = program.opt().mapFd(slice.sectionTable);
+        EXPECT_GE(fd, 0) << slice.sectionTable;
+        size = size_t(sysconf(_SC_PAGESIZE));
+        void *mapped = mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+        EXPECT_NE(mapped, MAP_FAILED) << slice.sectionTable << ": " << std::strerror(errno);
+        if (mapped != MAP_FAILED)
+          memory = static_cast<uint8_t *>(mapped);
+      }
+    EXPECT_NE(memory, nullptr) << "global " << global << " not laid out";
+  }
+  ~MmappedSection() {
+    if (memory)
+      munmap(memory, size);
+  }
+  bool ok() const { return memory != nullptr; }
+  template <typename T> void write(const T &value, size_t at = 0) {
+    std::memcpy(memory + offset + at, &value, sizeof(value));
+  }
+
+private:
+  uint8_t *memory = nullptr;
+  size_t size = 0;
+  uint64_t offset = 0;
+};
+
+const core::GlobalDecision *globalDecision(const runtime::CycleReport &report,
+                                           const std::string &global) {
+  for (const core::GlobalDecision &d : report.log.globals)
+    if (d.global == global)
+      return &d;
+  return nullptr;
+}
+
+// .data/.bss as one-slot tables: the bytes the program never writes are
+// folded, the counters beside them are not, and a write through mmap (no
+// guard bump) is followed by the very next packet through the check at the
+// entry, then compiled in by the next cycle.
+TEST(PreciseAnalysis, GlobalsWrittenThroughMmapAreFollowedByTheNextPacket) {
+  CorpusProgram program("globals_config.bpf.c");
+  ASSERT_TRUE(program.ok());
+  MmappedSection blocked(program, "blocked_ttl"), settings(program, "settings");
+  ASSERT_TRUE(blocked.ok() && settings.ok());
+  blocked.write(uint32_t(9));
+  runtime::CycleReport report = program.cycle();
+  ASSERT_TRUE(report.installed()) << report.describe();
+  for (const char *folded : {"blocked_ttl", "settings", "feature"}) {
+    const core::GlobalDecision *decision = globalDecision(report, folded);
+    ASSERT_NE(decision, nullptr) << folded << "\n" << report.log.toText();
+    EXPECT_TRUE(decision->applied) << folded << ": " << decision->detail;
+  }
+  const core::GlobalDecision *packets = globalDecision(report, "packets");
+  ASSERT_NE(packets, nullptr);
+  EXPECT_FALSE(packets->applied);
+  ASSERT_FALSE(report.log.globalChecks.empty());
+
+  auto same = [&](PacketSpec spec, uint32_t expected) {
+    Bytes packet = buildPacket(spec);
+    RunResult active = program.active(packet);
+    EXPECT_EQ(active, program.original(packet)) << "ttl " << int(spec.ttl);
+    EXPECT_EQ(active.verdict, expected) << "ttl " << int(spec.ttl) << " tos " << int(spec.tos);
+  };
+  same({.ttl = 9}, XDP_DROP);
+  same({.ttl = 64}, XDP_PASS);
+  same({.ttl = 64, .tos = 5}, XDP_TX);
+
+  // Behind Morpheus's back: the next packet already sees each write.
+  blocked.write(uint32_t(64));
+  same({.ttl = 64}, XDP_DROP);
+  same({.ttl = 9}, XDP_PASS);
+  settings.write(uint32_t(2)); // mode
+  same({.ttl = 10}, XDP_DROP);
+  report = program.cycle();
+  EXPECT_EQ(report.outcome, runtime::CycleOutcome::Installed) << report.describe();
+  same({.ttl = 64}, XDP_DROP);
+  same({.ttl = 10}, XDP_DROP);
+  same({.ttl = 10, .tos = 5}, XDP_TX);
+
+  // Counters moving (packets, feature.hits) are not what was folded: no
+  // new version.
+  for (int i = 0; i < 20; ++i)
+    same({.ttl = 10, .tos = 5}, XDP_TX);
+  report = program.cycle();
+  EXPECT_EQ(report.outcome, runtime::CycleOutcome::Unchanged) << report.describe();
+}
+
+// The decision of `pass` at sites of `table`, applied or not, or nullptr.
+const core::SiteDecision *passDecision(const runtime::CycleReport &report,
+                                       const std::string &table, const std::string &pass) {
+  for (const core::SiteDecision &d : report.log.decisions)
+    if (d.table == table && d.pass == pass)
+      return &d;
+  return nullptr;
+}
+
+struct VipKey {
+  uint32_t daddr;
+  uint16_t dport;
+  uint8_t proto, pad;
+};
+struct VipMeta {
+  uint32_t flags, vipNum;
+  uint64_t packets;
+};
+struct LbBackend {
+  uint32_t daddr, weight;
+};
+
+// The composite L4 load balancer (tests/programs/composite_l4lb.bpf.c):
+// which specializations apply, which are declined and why, and the
+// specialized version forwarding every kind of packet as the original does.
+TEST(CompositePrograms, LoadBalancerSpecializesItsConfigurationAndForwardsAsTheOriginal) {
+  CorpusProgram program("composite_l4lb.bpf.c");
+  ASSERT_TRUE(program.ok());
+  const uint32_t vip = htonl(0x0a000001);
+  program.set("vips", VipKey{vip, htons(80), 17, 0}, VipMeta{0, 1, 0});
+  program.set("vips", VipKey{vip, htons(443), 17, 0}, VipMeta{2 /* VIP_QUIC */, 1, 0});
+  for (uint32_t position = 16; position < 32; ++position)
+    program.set("rings", position, uint32_t(position % 2 ? 5 : 6));
+  program.set("backends", uint32_t(5), LbBackend{htonl(0x0a010005), 1});
+  program.set("backends", uint32_t(6), LbBackend{htonl(0x0a010006), 1});
+  program.set("server_ids", uint32_t(0), uint32_t(6));
+  MmappedSection quic(program, "quic_enabled");
+  ASSERT_TRUE(quic.ok());
+  quic.write(uint32_t(1));
+
+  runtime::CycleReport report = program.cycle();
+  ASSERT_TRUE(report.installed()) << report.describe();
+  // The 1,024-slot backend array holding 2 backends, the ring and the QUIC
+  // server ids are small tables by content.
+  for (const char *table : {"backends", "rings", "server_ids"}) {
+    const core::SiteDecision *inlined = CorpusProgram::decision(report, table, true);
+    ASSERT_NE(inlined, nullptr) << table << "\n" << report.log.toText();
+    EXPECT_EQ(inlined->pass, "inline-small-table") << table;
+  }
+  // The VIP table holds configuration beside a counter, looked up by the
+  // packet's address: declined, saying what would change it.
+  const core::SiteDecision *vips = CorpusProgram::decision(report, "vips", false);
+  ASSERT_NE(vips, nullptr);
+  EXPECT_NE(vips->detail.find("table is written by the data plane"), std::string::npos)
+      << vips->detail;
+  const core::SiteDecision *stats = CorpusProgram::decision(report, "lb_stats", false);
+  ASSERT_NE(stats, nullptr);
+  EXPECT_NE(stats->detail.find("table is written by the data plane"), std::string::npos)
+      << stats->detail;
+  EXPECT_EQ(CorpusProgram::decision(report, "lb_stats", true), nullptr);
+  // The loader's globals: the switches fold, the counter does not.
+  for (const char *folded : {"quic_enabled", "conn_table_slot"}) {
+    const core::GlobalDecision *decision = globalDecision(report, folded);
+    ASSERT_NE(decision, nullptr) << folded;
+    EXPECT_TRUE(decision->applied) << folded << ": " << decision->detail;
+  }
+  ASSERT_NE(globalDecision(report, "lb_packets"), nullptr);
+  EXPECT_FALSE(globalDecision(report, "lb_packets")->applied);
+
+  struct Case {
+    PacketSpec spec;
+    uint32_t verdict;
+  };
+  for (const Case &c : {Case{{.dport = 80}, XDP_TX}, Case{{.sport = 999, .dport = 80}, XDP_TX},
+                        Case{{.dport = 81}, XDP_PASS}, Case{{.dport = 443}, XDP_TX},
+                        Case{{.protocol = 6, .dport = 80}, XDP_PASS},
+                        Case{{.daddr = 0x0a000002, .dport = 80}, XDP_PASS}}) {
+    Bytes packet = buildPacket(c.spec);
+    RunResult active = program.active(packet);
+    EXPECT_EQ(active, program.original(packet)) << "dport " << c.spec.dport;
+    EXPECT_EQ(active.verdict, c.verdict) << "dport " << c.spec.dport;
+  }
+  // QUIC routing switched off through mmap: the next packet follows.
+  quic.write(uint32_t(0));
+  Bytes packet = buildPacket({.sport = 4000, .dport = 443});
+  EXPECT_EQ(program.active(packet), program.original(packet));
+}
+
+struct AclRule {
+  uint8_t proto, action;
+  uint16_t portLo, portHi, pad;
+  uint64_t hits;
+};
+struct LpmV4 {
+  uint32_t prefixlen, addr;
+};
+
+// The multi-stage filter (tests/programs/composite_filter.bpf.c): every
+// ACL rule's configuration folds beside its counter (written through a phi
+// of the unrolled lookups), the blocklist becomes code, the rate limit's
+// global folds; the program run (the object's first, filter_acl, which
+// tail-calls the original's later stages) answers as the original.
+TEST(CompositePrograms, MultiStageFilterFoldsEveryStageAndAnswersAsTheOriginal) {
+  CorpusProgram program("composite_filter.bpf.c");
+  ASSERT_TRUE(program.ok());
+  program.set("acl", uint32_t(0), AclRule{17, XDP_DROP + 1, 53, 53, 0, 0});
+  program.set("acl", uint32_t(1), AclRule{6, XDP_PASS + 1, 22, 22, 0, 0});
+  program.set("blocklist", LpmV4{16, htonl(0x0a090000)}, uint32_t(1));
+  runtime::CycleReport report = program.cycle();
+  ASSERT_TRUE(report.installed()) << report.describe();
+  unsigned folded = 0;
+  for (const core::SiteDecision &d : report.log.decisions)
+    folded += d.table == "acl" && d.applied && d.pass == "fold-read-only-fields";
+  EXPECT_EQ(folded, 64u) << report.log.toText(); // one constant-key site per rule
+  const core::SiteDecision *blocklist = passDecision(report, "blocklist", "lpm-as-code");
+  ASSERT_NE(blocklist, nullptr) << report.log.toText();
+  EXPECT_TRUE(blocklist->applied) << blocklist->detail;
+  EXPECT_EQ(CorpusProgram::decision(report, "rate_window", true), nullptr);
+  for (const char *global : {"rate_limit", "blocklist_enabled"}) {
+    const core::GlobalDecision *decision = globalDecision(report, global);
+    ASSERT_NE(decision, nullptr) << global;
+    EXPECT_TRUE(decision->applied) << global << ": " << decision->detail;
+  }
+  for (PacketSpec spec : {PacketSpec{.dport = 53}, PacketSpec{.protocol = 6, .dport = 22},
+                          PacketSpec{.dport = 54}, PacketSpec{.saddr = 0x0a090101, .dport = 54},
+                          PacketSpec{.etherType = 0x86dd}}) {
+    Bytes packet = buildPacket(spec);
+    EXPECT_EQ(program.active(packet), program.original(packet)) << "dport " << spec.dport;
+  }
 }
 
 } // namespace

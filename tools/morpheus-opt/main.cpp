@@ -16,7 +16,9 @@
 //               lookups of exactly those keys, as the optimizer reads hot
 //               keys, not the whole table),
 //               "hot_keys": {"SITE": [hex key, ...]} (heavy-hitter-fast-path),
-//               "points": {"LABEL": value} (specialization points to assume)}
+//               "points": {"LABEL": value} (specialization points to assume),
+//               "globals": {"NAME": hex bytes} (the live writable globals,
+//               fold-read-only-globals; with --guard-version only)}
 // The specialized module is printed to stdout, then the guard decisions as
 // comments (`; guard FUNCTION: FALLBACK: DETAIL`); --print-analysis prints
 // the table access analysis instead. --fallback (default tail-call, slot =
@@ -237,6 +239,13 @@ int main(int argc, char **argv) {
   nlohmann::json points = state.value("points", nlohmann::json::object());
   for (const auto &[label, value] : points.items())
     options.points[label] = value.get<int64_t>();
+  nlohmann::json globals = state.value("globals", nlohmann::json::object());
+  for (const auto &[name, bytes] : globals.items()) {
+    auto parsed = bpf::parseJsonBytes(bytes, statePath + ": global " + name);
+    if (!parsed)
+      return fail(llvm::toString(parsed.takeError()));
+    options.globals[name] = std::move(*parsed);
+  }
   if (profile)
     options.profile = core::ProfileOptions{bpf::ProfileSlotFunction, MORPHEUS_PROFILE_SITES,
                                            MORPHEUS_PROFILE_KEY_BYTES, notProfiled};
@@ -270,6 +279,12 @@ int main(int argc, char **argv) {
   for (const core::GuardDecision &guard : log->guards)
     llvm::outs() << "; guard " << guard.function << ": " << core::fallbackName(guard.fallback)
                  << ": " << guard.detail << "\n";
+  for (const core::GlobalDecision &global : log->globals)
+    llvm::outs() << "; global " << global.global
+                 << (global.applied ? " applied: " : " declined: ") << global.detail << "\n";
+  for (const core::GlobalCheck &check : log->globalChecks)
+    llvm::outs() << "; check " << check.global << " at " << check.offset << ": "
+                 << toHex(check.bytes) << "\n";
   for (const core::SiteDecision &decision : log->decisions)
     llvm::outs() << "; site " << decision.site << " " << decision.table << " "
                  << decision.pass << (decision.applied ? " applied: " : " declined: ")

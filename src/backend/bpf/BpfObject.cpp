@@ -5,6 +5,7 @@
 #include "support/Log.h"
 
 #include <bpf/bpf.h>
+#include <bpf/btf.h>
 #include <bpf/libbpf.h>
 #include <linux/bpf.h>
 
@@ -97,6 +98,45 @@ Expected<core::TableCatalog> readCatalog(llvm::ArrayRef<char> elf,
     }
   }
   return catalog;
+}
+
+Expected<std::vector<core::GlobalSlice>> readGlobalSlices(llvm::ArrayRef<char> elf,
+                                                          const std::string &objectName) {
+  auto obj = openElf(elf, objectName);
+  if (!obj)
+    return obj.takeError();
+  OpenedObject opened{*obj};
+  std::vector<core::GlobalSlice> slices;
+  const btf *types = bpf_object__btf(opened.obj);
+  if (!types)
+    return slices; // no BTF: no layout, nothing folded
+  // libbpf names a section's map OBJECT.data (a prefix of the object's
+  // name, then the section) or, for `.data.NAME`, the section's name;
+  // opening the object fixed each DATASEC's offsets.
+  bpf_map *map;
+  bpf_object__for_each_map(map, opened.obj) {
+    std::string name = bpf_map__name(map);
+    if (!bpf_map__is_internal(map) || isFrozenSection(name))
+      continue;
+    for (uint32_t id = 1; id < btf__type_cnt(types); ++id) {
+      const btf_type *type = btf__type_by_id(types, id);
+      if (!btf_is_datasec(type))
+        continue;
+      std::string section = btf__name_by_offset(types, type->name_off);
+      bool ownMap = name == section ||
+                    (section.rfind('.') == 0 && name.size() > section.size() &&
+                     name.compare(name.size() - section.size(), section.size(), section) == 0);
+      if (!ownMap)
+        continue;
+      const btf_var_secinfo *vars = btf_var_secinfos(type);
+      for (uint16_t i = 0; i < btf_vlen(type); ++i) {
+        const btf_type *var = btf__type_by_id(types, vars[i].type);
+        slices.push_back({btf__name_by_offset(types, var->name_off), name, vars[i].offset,
+                          vars[i].size});
+      }
+    }
+  }
+  return slices;
 }
 
 namespace {

@@ -8,6 +8,7 @@
 #pragma once
 
 #include "backend/bpf/MapTypes.h"
+#include "core/Globals.h"
 #include "core/Tables.h"
 #include "support/Error.h"
 
@@ -27,6 +28,11 @@ namespace morpheus::bpf {
 // The BTF-defined maps of a BPF ELF object, in core terms.
 Expected<core::TableCatalog> readCatalog(llvm::ArrayRef<char> elf,
                                          const std::string &objectName);
+
+// Where each writable global (.data, .bss, .data.NAME) lives in its
+// section's map, from the object's BTF; empty without BTF.
+Expected<std::vector<core::GlobalSlice>> readGlobalSlices(llvm::ArrayRef<char> elf,
+                                                          const std::string &objectName);
 
 // The instruction count of every program of a BPF ELF object, by name.
 Expected<std::map<std::string, size_t>> readProgramSizes(llvm::ArrayRef<char> elf,

@@ -214,6 +214,37 @@ Expected<core::TableContents> readTable(int fd, const core::TableInfo &info,
   return contents;
 }
 
+Expected<core::GlobalValues> readGlobals(const std::vector<core::GlobalSlice> &slices,
+                                         const std::map<std::string, int> &fds) {
+  core::GlobalValues values;
+  std::map<std::string, core::Bytes> sections;
+  for (const core::GlobalSlice &slice : slices) {
+    auto section = sections.find(slice.sectionTable);
+    if (section == sections.end()) {
+      auto fd = fds.find(slice.sectionTable);
+      if (fd == fds.end())
+        return makeError("global '{0}': its section's map '{1}' is not a map of the program",
+                         slice.global, slice.sectionTable);
+      bpf_map_info info = {};
+      uint32_t length = sizeof(info);
+      if (bpf_obj_get_info_by_fd(fd->second, &info, &length))
+        return makeSystemError(errno, "map '{0}': cannot query", slice.sectionTable);
+      core::Bytes bytes(info.value_size);
+      uint32_t zero = 0;
+      if (bpf_map_lookup_elem(fd->second, &zero, bytes.data()))
+        return makeSystemError(errno, "map '{0}': cannot read", slice.sectionTable);
+      section = sections.emplace(slice.sectionTable, std::move(bytes)).first;
+    }
+    if (slice.offset + slice.size > section->second.size())
+      return makeError("global '{0}': bytes {1}..{2} lie beyond its section's map '{3}'",
+                       slice.global, slice.offset, slice.offset + slice.size,
+                       slice.sectionTable);
+    values[slice.global] = core::Bytes(section->second.begin() + slice.offset,
+                                       section->second.begin() + slice.offset + slice.size);
+  }
+  return values;
+}
+
 Expected<core::TableSnapshot> readSnapshot(const core::ReadPlan &plan,
                                            const core::TableCatalog &catalog,
                                            const std::map<std::string, int> &fds) {

@@ -3,6 +3,7 @@
 #pragma once
 
 #include "backend/bpf/Snapshot.h"
+#include "core/Globals.h"
 #include "core/Tables.h"
 #include "support/Bytes.h"
 #include "support/Error.h"
@@ -35,6 +36,11 @@ Expected<core::TableContents> readTable(int fd, const core::TableInfo &info,
 Expected<core::TableSnapshot> readSnapshot(const core::ReadPlan &plan,
                                            const core::TableCatalog &catalog,
                                            const std::map<std::string, int> &fds);
+
+// The live bytes of every global of `slices`, from its section's map in
+// `fds` (one lookup per section); a section without a map is an error.
+Expected<core::GlobalValues> readGlobals(const std::vector<core::GlobalSlice> &slices,
+                                         const std::map<std::string, int> &fds);
 
 // The number of possible CPUs, as per-CPU map values are laid out.
 int possibleCpus();

@@ -90,6 +90,10 @@ Expected<std::unique_ptr<ProgramSpec>> ProgramSpec::load(const std::string &path
   if (!catalog)
     return withContext(catalog.takeError(), path);
   spec->tables = std::move(*catalog);
+  auto globals = readGlobalSlices(spec->original, spec->name);
+  if (!globals)
+    return withContext(globals.takeError(), path);
+  spec->globalSlices = std::move(*globals);
   auto sizes = readProgramSizes(spec->original, spec->name);
   if (!sizes)
     return withContext(sizes.takeError(), path);
@@ -241,6 +245,7 @@ Expected<SpecializedObject> ProgramSpec::build(const core::TableSnapshot &snapsh
     options.profile = core::ProfileOptions{ProfileSlotFunction, ProfileSites, ProfileKeyBytes,
                                            request.notProfiled};
   options.hotKeys = request.hotKeys;
+  options.globals = request.globals;
   options.faults = request.faults;
   options.targetMachine = machine.get();
   auto log = core::specializeModule(*clone, signatures, tables, snapshot, options);

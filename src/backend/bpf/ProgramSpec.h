@@ -49,6 +49,10 @@ struct SpecializeRequest {
   // Per site id, the hot keys to compare before the lookup (their answers
   // in the snapshot as probed keys).
   std::map<unsigned, std::vector<core::Bytes>> hotKeys;
+  // The live bytes of the writable globals (readGlobals over globals()):
+  // the ones the program never writes are folded under checks (guarded
+  // versions only).
+  core::GlobalValues globals;
 };
 
 struct SpecializedObject {
@@ -80,6 +84,8 @@ public:
   const ProgramSlots &staticProgramSlots() const { return staticSlots; }
   const core::TableCatalog &catalog() const { return tables; }
   const core::TableAccessInfo &analysis() const { return access; }
+  // Where each writable global lives in its section's map.
+  const std::vector<core::GlobalSlice> &globals() const { return globalSlices; }
   // The pristine IR the analysis describes (debug info: field names).
   const llvm::Module &module() const { return *pristine; }
   // Program entry functions; an entry's fallback slot is its index.
@@ -112,6 +118,7 @@ private:
   ProgramSlots staticSlots;
   core::TableCatalog tables;
   core::TableAccessInfo access;
+  std::vector<core::GlobalSlice> globalSlices;
   std::vector<std::string> entries;
   std::map<std::string, size_t> instructionCounts; // per program, of the original ELF
   bool makesTailCalls = false;

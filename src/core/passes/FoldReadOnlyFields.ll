@@ -7,6 +7,11 @@
 ; stats (hash): key 0 config, key 1 an atomic counter:
 ;   c = lookup(&stats, &one); if (c) atomic c->count++;  cfg = lookup(&stats, &zero); return cfg->limit;
 ; wild (array): written at an offset the analysis cannot know: nothing to fold.
+; acl (array), an unrolled rule scan whose matches LLVM merges into one block:
+;   for (i = 0; i < 2; i++) { r = lookup(&acl, &i); if (r && r->port == tos) { hit = r; break; } }
+;   if (hit) { atomic hit->hits++; return hit->action; }   -- the counter is
+;   written through a phi of both lookups, at a known offset: ports still fold.
+;   A phi of r and r + 8 points at two offsets: every byte of key 0 is written.
 ;
 ; RUN: split-file %s %t
 ; RUN: morpheus-opt %t/prog.ll --state %t/state.json -passes=fold-read-only-fields | FileCheck %s
@@ -19,9 +24,14 @@
 ; RUN: morpheus-opt %t/prog.ll --state %t/percpu-port.json -passes=fold-read-only-fields \
 ; RUN:   | FileCheck %s --check-prefix=PORT
 
+; ANALYSIS: table acl rw-in-part
+; ANALYSIS-DAG: value write: key 00 00 00 00 bytes 8..15
+; ANALYSIS-DAG: value write: key 01 00 00 00 bytes 8..15
 ; ANALYSIS: table rules rw-in-part
 ; ANALYSIS-NEXT: written: atomic update
 ; ANALYSIS-NEXT: value write: key 00 00 00 00 bytes 8..15
+; ANALYSIS: table shifted rw-in-part
+; ANALYSIS: value write: key 00 00 00 00 whole value
 ; ANALYSIS: table stats rw-in-part
 ; ANALYSIS-NEXT: written: atomic update
 ; ANALYSIS-NEXT: value write: key 01 00 00 00 bytes 0..7
@@ -46,6 +56,15 @@
 ; CHECK-LABEL: define i32 @unknown_offset(
 ; CHECK:         %x = load i32, ptr %w
 
+; CHECK-LABEL: define i32 @merged_counter(
+; CHECK-NOT:     load i32, ptr %p0port
+; CHECK:         icmp eq i32 443, %tos
+; CHECK-NOT:     load i32, ptr %p1port
+; CHECK:         icmp eq i32 22, %tos
+; CHECK:         atomicrmw add ptr %hitsp
+; CHECK-LABEL: define i32 @shifted_pointer(
+; CHECK:         load i32, ptr %s
+
 ; Every byte of wild's key 0 may be written: declined up front.
 ; CHECK: ; site 3 wild analysis declined: table is written by the data plane
 ; CHECK: ; site 0 rules fold-read-only-fields applied: 2 loads of read-only bytes folded; the lookup stays for the writes
@@ -69,6 +88,8 @@ target triple = "bpf"
 @rules = global { ptr, ptr } zeroinitializer, section ".maps", align 8
 @stats = global { ptr, ptr } zeroinitializer, section ".maps", align 8
 @wild = global { ptr, ptr } zeroinitializer, section ".maps", align 8
+@acl = global { ptr, ptr } zeroinitializer, section ".maps", align 8
+@shifted = global { ptr, ptr } zeroinitializer, section ".maps", align 8
 
 define i32 @rule_with_counter(ptr %ctx) section "xdp" {
 entry:
@@ -129,25 +150,84 @@ out:
   ret i32 0
 }
 
+define i32 @merged_counter(ptr %ctx, i32 %tos) section "xdp" {
+entry:
+  %k0 = alloca i32, align 4
+  %k1 = alloca i32, align 4
+  store i32 0, ptr %k0, align 4
+  %p0 = call ptr inttoptr (i64 1 to ptr)(ptr @acl, ptr %k0)
+  %n0 = icmp eq ptr %p0, null
+  br i1 %n0, label %second, label %test0
+test0:
+  %p0port = getelementptr inbounds i8, ptr %p0, i64 4
+  %port0 = load i32, ptr %p0port, align 4
+  %m0 = icmp eq i32 %port0, %tos
+  br i1 %m0, label %hit, label %second
+second:
+  store i32 1, ptr %k1, align 4
+  %p1 = call ptr inttoptr (i64 1 to ptr)(ptr @acl, ptr %k1)
+  %n1 = icmp eq ptr %p1, null
+  br i1 %n1, label %miss, label %test1
+test1:
+  %p1port = getelementptr inbounds i8, ptr %p1, i64 4
+  %port1 = load i32, ptr %p1port, align 4
+  %m1 = icmp eq i32 %port1, %tos
+  br i1 %m1, label %hit, label %miss
+hit:
+  %r = phi ptr [ %p0, %test0 ], [ %p1, %test1 ]
+  %hitsp = getelementptr inbounds i8, ptr %r, i64 8
+  %old = atomicrmw add ptr %hitsp, i64 1 seq_cst
+  %action = load i32, ptr %r, align 4
+  ret i32 %action
+miss:
+  ret i32 0
+}
+
+define i32 @shifted_pointer(ptr %ctx, i1 %c) section "xdp" {
+entry:
+  %k = alloca i32, align 4
+  store i32 0, ptr %k, align 4
+  %s = call ptr inttoptr (i64 1 to ptr)(ptr @shifted, ptr %k)
+  %ns = icmp eq ptr %s, null
+  br i1 %ns, label %out, label %use
+use:
+  %s8 = getelementptr inbounds i8, ptr %s, i64 8
+  %either = select i1 %c, ptr %s, ptr %s8
+  store i32 1, ptr %either, align 4
+  %x = load i32, ptr %s, align 4
+  ret i32 %x
+out:
+  ret i32 0
+}
+
 ;--- state.json
 {"tables": {"rules": {"type": "array", "key_size": 4, "value_size": 16, "max_entries": 4},
             "stats": {"type": "hash", "key_size": 4, "value_size": 8, "max_entries": 4},
-            "wild": {"type": "array", "key_size": 4, "value_size": 8, "max_entries": 1}},
+            "wild": {"type": "array", "key_size": 4, "value_size": 8, "max_entries": 1},
+            "acl": {"type": "array", "key_size": 4, "value_size": 16, "max_entries": 2},
+            "shifted": {"type": "array", "key_size": 4, "value_size": 16, "max_entries": 1}},
  "maps": {"rules": [{"key": "00000000", "value": "02000000 bb010000 0500000000000000"}],
           "stats": [{"key": "00000000", "value": "e803000000000000"},
                     {"key": "01000000", "value": "0700000000000000"}],
-          "wild": [{"key": "00000000", "value": "0900000000000000"}]}}
+          "wild": [{"key": "00000000", "value": "0900000000000000"}],
+          "acl": [{"key": "00000000", "value": "03000000 bb010000 0000000000000000"},
+                  {"key": "01000000", "value": "02000000 16000000 0000000000000000"}],
+          "shifted": [{"key": "00000000", "value": "01000000 02000000 0000000000000000"}]}}
 
 ;--- percpu.json
 {"tables": {"rules": {"type": "percpu_array", "key_size": 4, "value_size": 16, "max_entries": 4},
             "stats": {"type": "hash", "key_size": 4, "value_size": 8, "max_entries": 4},
-            "wild": {"type": "array", "key_size": 4, "value_size": 8, "max_entries": 1}},
+            "wild": {"type": "array", "key_size": 4, "value_size": 8, "max_entries": 1},
+            "acl": {"type": "array", "key_size": 4, "value_size": 16, "max_entries": 2},
+            "shifted": {"type": "array", "key_size": 4, "value_size": 16, "max_entries": 1}},
  "maps": {"rules": [{"key": "00000000", "values": ["02000000 bb010000 0500000000000000",
                                                   "02000000 bb010000 0900000000000000"]}]}}
 
 ;--- percpu-port.json
 {"tables": {"rules": {"type": "percpu_array", "key_size": 4, "value_size": 16, "max_entries": 4},
             "stats": {"type": "hash", "key_size": 4, "value_size": 8, "max_entries": 4},
-            "wild": {"type": "array", "key_size": 4, "value_size": 8, "max_entries": 1}},
+            "wild": {"type": "array", "key_size": 4, "value_size": 8, "max_entries": 1},
+            "acl": {"type": "array", "key_size": 4, "value_size": 16, "max_entries": 2},
+            "shifted": {"type": "array", "key_size": 4, "value_size": 16, "max_entries": 1}},
  "maps": {"rules": [{"key": "00000000", "values": ["02000000 bb010000 0500000000000000",
                                                   "02000000 bc010000 0900000000000000"]}]}}

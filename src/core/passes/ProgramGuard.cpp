@@ -20,6 +20,13 @@
 //     %r = call i32 @prog__morpheus_generic(ptr %ctx)   %r = trunc i64 %g to i32
 //     ret i32 %r                              ret i32 %r
 //
+// Folded globals (fold-read-only-globals) are not covered by the version:
+// their writers may bypass Morpheus (mmap). Each folded range is compared
+// with the live bytes right there, %same = and of (load volatile == folded
+// constant); in-program: %valid = and(%ok != 0, %same); tail call: the
+// version passed to enter becomes select(%same, V, ~0), which no guard word
+// holds (versions count up from 0), so enter tail-calls the original.
+//
 // F is what the entry returns when the original cannot be reached (its slot
 // empty, the tail-call limit hit): the backend's drop verdict for the
 // program type, so such a packet is dropped, never handled by stale code.
@@ -34,6 +41,8 @@
 
 #include "core/passes/ProgramGuard.h"
 
+#include "core/passes/TableRewriting.h"
+
 #include <llvm/IR/DebugInfoMetadata.h>
 #include <llvm/IR/IRBuilder.h>
 #include <llvm/IR/Module.h>
@@ -46,8 +55,9 @@ namespace {
 
 class GuardPlacer {
 public:
-  GuardPlacer(Module &module, const ProgramGuardOptions &options, const GuardPlan &plan)
-      : module(module), options(options), plan(plan) {}
+  GuardPlacer(Module &module, const ProgramGuardOptions &options, const GuardPlan &plan,
+              const std::vector<GlobalCheck> &globalChecks)
+      : module(module), options(options), plan(plan), globalChecks(globalChecks) {}
 
   // Places the guard of `root`; an error message when it cannot.
   std::optional<std::string> place(const GuardDecision &root);
@@ -60,11 +70,33 @@ private:
   };
   Split split(Function &function);
   static void branch(IRBuilder<> &builder, Value *valid, const Split &blocks);
+  // Whether every folded global still holds its folded bytes (true when
+  // nothing was folded); null when a folded global is missing.
+  Value *globalsHold(IRBuilder<> &builder);
 
   Module &module;
   const ProgramGuardOptions &options;
   const GuardPlan &plan;
+  const std::vector<GlobalCheck> &globalChecks;
 };
+
+Value *GuardPlacer::globalsHold(IRBuilder<> &builder) {
+  Value *same = nullptr;
+  for (const GlobalCheck &check : globalChecks) {
+    GlobalVariable *global = module.getGlobalVariable(check.global);
+    if (!global)
+      return nullptr;
+    Type *type = builder.getIntNTy(unsigned(check.bytes.size() * 8));
+    Constant *expected = constantAt(type, check.bytes, 0, module.getDataLayout());
+    if (!expected)
+      return nullptr;
+    Value *at = builder.CreateConstInBoundsGEP1_64(builder.getInt8Ty(), global, check.offset);
+    LoadInst *live = builder.CreateLoad(type, at, /*isVolatile=*/true, "morpheus.global");
+    Value *equal = builder.CreateICmpEQ(live, expected);
+    same = same ? builder.CreateAnd(same, equal) : equal;
+  }
+  return same ? same : builder.getTrue();
+}
 
 GuardPlacer::Split GuardPlacer::split(Function &function) {
   LLVMContext &context = module.getContext();
@@ -110,9 +142,15 @@ std::optional<std::string> GuardPlacer::place(const GuardDecision &root) {
   if (DISubprogram *subprogram = function->getSubprogram())
     builder.SetCurrentDebugLocation(
         DILocation::get(module.getContext(), subprogram->getLine(), 0, subprogram));
+  Value *same = globalsHold(builder);
+  if (!same)
+    return where + "a folded global is missing from the module";
   if (root.fallback == Fallback::InProgram) {
     Value *holds = builder.CreateCall(runtime, {builder.getInt64(options.version)});
-    branch(builder, builder.CreateIsNotNull(holds), blocks);
+    Value *valid = builder.CreateIsNotNull(holds);
+    if (!globalChecks.empty())
+      valid = builder.CreateAnd(valid, same);
+    branch(builder, valid, blocks);
     std::vector<Value *> arguments;
     for (Argument &argument : function->args())
       arguments.push_back(&argument);
@@ -122,8 +160,11 @@ std::optional<std::string> GuardPlacer::place(const GuardDecision &root) {
     else
       builder.CreateRet(result);
   } else {
+    Value *version = builder.getInt64(options.version);
+    if (!globalChecks.empty())
+      version = builder.CreateSelect(same, version, builder.getInt64(UINT64_MAX));
     Value *verdict = builder.CreateCall(
-        runtime, {function->getArg(0), builder.getInt64(options.version),
+        runtime, {function->getArg(0), version,
                   builder.getInt32(root.slot), builder.getInt32(root.failureVerdict)});
     branch(builder, builder.CreateICmpSLT(verdict, builder.getInt64(0)), blocks);
     builder.CreateRet(builder.CreateTrunc(verdict, function->getReturnType()));
@@ -134,7 +175,7 @@ std::optional<std::string> GuardPlacer::place(const GuardDecision &root) {
 } // namespace
 
 PreservedAnalyses ProgramGuardPass::run(Module &module, ModuleAnalysisManager &) {
-  GuardPlacer placer(module, options, plan);
+  GuardPlacer placer(module, options, plan, globalChecks);
   bool changed = false;
   for (const GuardDecision &root : plan.roots) {
     if (!plan.guarded(root))

@@ -1,5 +1,6 @@
 #pragma once
 
+#include "core/Globals.h"
 #include "core/GuardPlanning.h"
 
 #include <llvm/IR/PassManager.h>
@@ -31,14 +32,18 @@ struct ProgramGuardOptions {
 // specialization, never ship unguarded code.
 class ProgramGuardPass : public llvm::PassInfoMixin<ProgramGuardPass> {
 public:
+  // `globalChecks`: the global bytes the table passes folded; every guarded
+  // root compares them with the live ones too (core/Globals.h).
   ProgramGuardPass(const ProgramGuardOptions &options, const GuardPlan &plan,
+                   const std::vector<GlobalCheck> &globalChecks,
                    std::optional<std::string> *failure)
-      : options(options), plan(plan), failure(failure) {}
+      : options(options), plan(plan), globalChecks(globalChecks), failure(failure) {}
   llvm::PreservedAnalyses run(llvm::Module &module, llvm::ModuleAnalysisManager &mam);
 
 private:
   const ProgramGuardOptions &options;
   const GuardPlan &plan;
+  const std::vector<GlobalCheck> &globalChecks;
   std::optional<std::string> *failure;
 };
 

@@ -1,7 +1,8 @@
 // The table-specializing passes, declared from Passes.def. Each is
 // implemented, with the argument for its correctness, in its own file:
-//   SpecializationPoints.cpp, ResolveInnerTable.cpp, TableElimination.cpp, ConstantKeyLookup.cpp,
-//   FoldReadOnlyFields.cpp, InlineSmallTable.cpp, LpmAsCode.cpp,
+//   SpecializationPoints.cpp, ResolveInnerTable.cpp, TableElimination.cpp,
+//   ConstantKeyLookup.cpp, FoldReadOnlyFields.cpp, FoldReadOnlyGlobals.cpp,
+//   InlineSmallTable.cpp, LpmAsCode.cpp,
 //   ConstantFields.cpp, BranchInjection.cpp, InstrumentTableSites.cpp,
 //   HeavyHitterFastPath.cpp
 #pragma once

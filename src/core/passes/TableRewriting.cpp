@@ -56,6 +56,11 @@ std::string SpecializationLog::toText() const {
                          point.applied ? "assumed    " : "point off  ", point.label,
                          point.function, point.detail)
                .str();
+  for (const GlobalDecision &global : globals)
+    out += llvm::formatv("  {0} {1,-16} global: {2}\n",
+                         global.applied ? "specialized" : "kept       ", global.global,
+                         global.detail)
+               .str();
   for (const GuardDecision &guard : guards)
     out += llvm::formatv("  guard       {0,-16} {1}{2}: {3}\n", guard.function,
                          fallbackName(guard.fallback),

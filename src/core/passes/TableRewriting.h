@@ -88,6 +88,9 @@ struct TablePassContext {
   // guard calls on a miss.
   std::map<std::string, std::string> genericCopy;
   FaultInjection faults;
+  // The live bytes of the writable globals fold-read-only-globals may fold
+  // (null: none; only guarded specializations get them).
+  const GlobalValues *globals = nullptr;
 
   bool untouchable(const std::string &function) const {
     return unguardedFunctions.count(function) || genericFunctions.count(function);
