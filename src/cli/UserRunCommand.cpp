@@ -8,6 +8,7 @@
 #include "backend/user/DpdkPorts.h"
 #endif
 #include "backend/user/EventLoop.h"
+#include "backend/user/Exploration.h"
 #include "backend/user/Handler.h"
 #include "bench/Trace.h"
 #include "cli/Commands.h"
@@ -33,6 +34,8 @@ struct UserRunFlags {
   std::string routes, neighbors, trace;
   std::string lpm = "dir24";
   bool dpdk = false;
+  std::string explore; // "", exhaustive or greedy
+  uint32_t exploreWindows = 3;
   uint32_t burst = 32, rounds = 9, repeat = 10, ports = 4, inlineLimit = 64, checkPackets = 10000;
 };
 
@@ -61,12 +64,12 @@ Error configureRouter(user::TableSet &tables, const UserRunFlags &flags,
   return Error::success();
 }
 
-Expected<std::unique_ptr<user::Handler>> loadRouter(const UserRunFlags &flags, size_t routes) {
+Expected<std::unique_ptr<user::Handler>> loadRouter(const UserRunFlags &flags, size_t routes,
+                                                    const std::string &lpm) {
   user::HandlerOptions options;
   options.entry = "router";
   options.inlineLimit = flags.inlineLimit;
-  options.cflags = {flags.lpm == "linear" ? "-DROUTER_LPM=MU_LPM_LINEAR"
-                                          : "-DROUTER_LPM=MU_LPM_DIR24",
+  options.cflags = {lpm == "linear" ? "-DROUTER_LPM=MU_LPM_LINEAR" : "-DROUTER_LPM=MU_LPM_DIR24",
                     "-DROUTER_USER_MAX_ROUTES=" + std::to_string(std::max<size_t>(routes, 4096))};
   return user::Handler::load(flags.handler, options);
 }
@@ -80,6 +83,99 @@ std::string decisions(const core::SpecializationLog &log, bool applied) {
   for (const auto &[table, what] : byTable)
     text += "\n    " + table + ": " + llvm::join(what, "; ");
   return text.empty() ? " none" : text;
+}
+
+// What the installed version does to `head`'s packets, compared with what
+// the generic twin did.
+Error sameAsGeneric(user::Handler &router, const user::ReplayRing &head,
+                    const std::vector<user::PacketResult> &expected, const UserRunFlags &flags) {
+  auto actual = user::EventLoop(router.trampoline(), flags.burst).collect(head);
+  for (size_t i = 0; i < expected.size(); ++i)
+    if (!(actual[i] == expected[i]))
+      return makeError("packet {0} of {1}: the specialized handler gave verdict {2} port "
+                       "{3}, the generic one verdict {4} port {5}{6}",
+                       i, flags.trace, actual[i].verdict, actual[i].port, expected[i].verdict,
+                       expected[i].port,
+                       actual[i].bytes == expected[i].bytes ? "" : " (bytes differ)");
+  return Error::success();
+}
+
+// The measured exploration (backend/user/Exploration), an NFMorph-style
+// template among its dimensions: whether the Morpheus-specialized handler
+// runs at all, the burst size, the other LPM implementation (`router` uses
+// --lpm, `other` the other kind, on the same routes), and the handler's
+// own specialization points. Each trial is
+// compiled, installed and measured by the loop itself (packets/s of its
+// thread's CPU time over `repeat` replays of the trace); the best measured
+// wins. Returns the handler the chosen configuration runs on.
+Expected<user::Handler *> explore(user::Handler &router, user::Handler &other,
+                                  const user::ReplayRing &ring, const UserRunFlags &flags) {
+  const std::string Specialized = "specialized", Burst = "burst";
+  const std::string OtherLpm = flags.lpm == "linear" ? "lpm_dir24" : "lpm_linear";
+  // The burst given first: the generic handler at that burst is the
+  // baseline of both searches.
+  std::vector<int64_t> bursts = {flags.burst};
+  for (int64_t burst : {8, 16, 32, 64, 128})
+    if (burst != flags.burst)
+      bursts.push_back(burst);
+  std::vector<user::Dimension> dimensions = {{Specialized, {1}, true},
+                                             {Burst, bursts, false},
+                                             {OtherLpm, {1}, true}};
+  for (user::Dimension &point : user::pointDimensions(router.specializationSpace()))
+    dimensions.push_back(std::move(point));
+  auto strategy = flags.explore == "greedy" ? user::greedySearch() : user::exhaustiveSearch();
+  uint32_t burst = flags.burst;
+  user::Handler *active = &router;
+  user::ExplorerOptions options;
+  options.windowsPerTrial = flags.exploreWindows;
+  user::Explorer explorer(
+      dimensions, std::move(strategy),
+      [&](const user::Configuration &configuration) -> Error {
+        burst = uint32_t(configuration.at(Burst));
+        active = configuration.count(OtherLpm) ? &other : &router;
+        if (!configuration.count(Specialized)) {
+          active->trampoline().install(active->generic());
+          return Error::success();
+        }
+        core::PointConfiguration points;
+        for (const auto &[name, value] : configuration)
+          if (name != Specialized && name != Burst && name != OtherLpm)
+            points[name] = value;
+        auto cycle = active->specialize(points);
+        if (!cycle)
+          return cycle.takeError();
+        if (cycle->outcome != user::Cycle::Outcome::Installed)
+          return makeError("the specialization for {0} was not installed",
+                           user::describe(configuration));
+        return Error::success();
+      },
+      options);
+  std::printf("explore (%s search, %zu dimensions, %u windows of %u replays per trial):\n",
+              explorer.searchStrategy().name(), dimensions.size(), options.windowsPerTrial,
+              flags.repeat);
+  if (Error err = explorer.start())
+    return std::move(err);
+  while (explorer.exploring()) {
+    user::LoopStats window = user::EventLoop(active->trampoline(), burst).run(ring, flags.repeat);
+    if (Error err = explorer.observe(window.packetsPerSecond()))
+      return std::move(err);
+  }
+  double generic = 0;
+  for (const user::Trial &trial : explorer.trials()) {
+    if (trial.configuration == user::Configuration{{Burst, int64_t(flags.burst)}})
+      generic = trial.metric;
+    std::printf("  tried  %-52s %8.2f Mpps  %7.1f ns/packet\n",
+                user::describe(trial.configuration).c_str(), trial.metric / 1e6,
+                1e9 / trial.metric);
+  }
+  const user::Trial &chosen = *explorer.chosen();
+  std::printf("  chosen %-52s %8.2f Mpps", user::describe(chosen.configuration).c_str(),
+              chosen.metric / 1e6);
+  if (generic > 0)
+    std::printf("  %+.1f %% over the generic handler (%s, burst %u)",
+                (chosen.metric / generic - 1) * 100, flags.lpm.c_str(), flags.burst);
+  std::printf("\n");
+  return active;
 }
 
 int userRun(const UserRunFlags &flags) {
@@ -99,10 +195,10 @@ int userRun(const UserRunFlags &flags) {
 
   // Two instances on twin tables: `router` is measured (generic, then
   // specialized, in turn), `twin` stays generic for the equivalence check.
-  auto router = loadRouter(flags, routes->size());
+  auto router = loadRouter(flags, routes->size(), flags.lpm);
   if (!router)
     return fail(router.takeError());
-  auto twin = loadRouter(flags, routes->size());
+  auto twin = loadRouter(flags, routes->size(), flags.lpm);
   if (!twin)
     return fail(twin.takeError());
   for (user::Handler *handler : {router->get(), twin->get()})
@@ -131,14 +227,8 @@ int userRun(const UserRunFlags &flags) {
   user::ReplayRing head = ring;
   head.sequence.resize(std::min<size_t>(head.sequence.size(), flags.checkPackets));
   auto expected = user::EventLoop((*twin)->trampoline(), flags.burst).collect(head);
-  auto actual = user::EventLoop((*router)->trampoline(), flags.burst).collect(head);
-  for (size_t i = 0; i < expected.size(); ++i)
-    if (!(actual[i] == expected[i]))
-      return fail(makeError("packet {0} of {1}: the specialized handler gave verdict {2} port "
-                            "{3}, the generic one verdict {4} port {5}{6}",
-                            i, flags.trace, actual[i].verdict, actual[i].port,
-                            expected[i].verdict, expected[i].port,
-                            actual[i].bytes == expected[i].bytes ? "" : " (bytes differ)"));
+  if (Error err = sameAsGeneric(**router, head, expected, flags))
+    return fail(std::move(err));
   if ((*router)->tables().dump() != (*twin)->tables().dump())
     return fail(makeError("the tables differ after the first {0} packets", expected.size()));
   std::printf("user-run: the first %zu packets: generic and specialized identical (verdicts, "
@@ -169,6 +259,22 @@ int userRun(const UserRunFlags &flags) {
   std::printf("(median of %u interleaved rounds of %u replays of the trace, burst %u, one "
               "thread, its CPU time)\n",
               flags.rounds, flags.repeat, flags.burst);
+  if (!flags.explore.empty()) {
+    auto other = loadRouter(flags, routes->size(), flags.lpm == "linear" ? "dir24" : "linear");
+    if (!other)
+      return fail(other.takeError());
+    if (Error err = configureRouter((*other)->tables(), flags, *routes, *neighbors))
+      return fail(std::move(err));
+    auto chosen = explore(**router, **other, ring, flags);
+    if (!chosen)
+      return fail(chosen.takeError());
+    // Against the generic twin of --lpm's kind, whichever kind was chosen.
+    if (Error err = sameAsGeneric(**chosen, head, expected, flags))
+      return fail(std::move(err));
+    std::printf("user-run: the chosen configuration treats the first %zu packets as the "
+                "generic handler does\n",
+                expected.size());
+  }
   if (flags.dpdk) {
 #ifdef MORPHEUS_WITH_DPDK
     // The trace from a net_pcap port that replays it from memory without
@@ -233,6 +339,15 @@ void addUserRunCommand(CLI::App &morpheus) {
   command.add_flag("--dpdk", flags->dpdk,
                    "also time both versions receiving the trace from a DPDK net_pcap port "
                    "(no NIC, no hugepages)");
+  command.add_option("--explore", flags->explore,
+                     "then explore (specialized or not, burst size, the other LPM "
+                     "implementation, the handler's specialization points) by measuring "
+                     "each configuration: exhaustive or greedy search")
+      ->check(CLI::IsMember({"exhaustive", "greedy"}))
+      ->type_name("exhaustive|greedy");
+  command.add_option("--explore-windows", flags->exploreWindows,
+                     "measurements per explored configuration, the median kept (default 3)")
+      ->type_name("N");
   command.add_option("--handler", flags->handler, "another build of the router handler")
       ->type_name("FILE");
   addInlineLimit(command, flags->inlineLimit);

@@ -313,6 +313,7 @@ Expected<SpecializationLog> specializeModule(Module &module,
   if (options.writeGuards)
     writeGuarded = writeGuardedTables(managers.mam.getResult<TableAccessAnalysis>(module),
                                       catalog, *options.writeGuards);
+  context.points = options.points;
   if (options.guard && !options.globals.empty())
     context.globals = &options.globals;
 
@@ -325,6 +326,14 @@ Expected<SpecializationLog> specializeModule(Module &module,
           mayFoldFields(site, info, catalog, snapshot) ||
           mayFastPath(site, info, catalog, snapshot, options.hotKeys, writeGuarded))
         specializable.insert(site.call->getFunction());
+    // A function with an assumed point is specialized code too: its points'
+    // guards fall back to its generic copy.
+    auto points = pointCalls(module);
+    if (!points)
+      return points.takeError();
+    for (const PointCall &point : *points)
+      if (options.points.count(point.label))
+        specializable.insert(point.call->getFunction());
     if (context.globals)
       for (const GlobalAccess &access : analyzeGlobals(module))
         if (options.globals.count(access.global->getName().str()))
@@ -340,6 +349,7 @@ Expected<SpecializationLog> specializeModule(Module &module,
     managers.mam.invalidate(module, PreservedAnalyses::none()); // the copies
     context.unguardedFunctions = plan.unguarded;
     context.genericFunctions = plan.genericFunctions;
+    context.genericCopy = plan.genericCopy;
     log.guards = plan.roots;
   }
 

@@ -63,6 +63,10 @@ struct SpecializationOptions {
   // Each bucket's write counter, read before the snapshot (the buckets of
   // hot keys of written tables).
   std::map<uint32_t, uint64_t> writeCounts;
+  // The specialization points to assume (core/SpecializationPoints.h); the
+  // others are disabled. Assumed points need the guard's in-program
+  // fallback: without a guard every point is disabled.
+  PointConfiguration points;
   // The live bytes of the program's writable globals (`.data`, `.bss`):
   // fold-read-only-globals folds the ones the program never writes, under
   // checks the guard places. Ignored without a guard.

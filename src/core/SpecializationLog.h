@@ -52,6 +52,16 @@ struct ProfiledSite {
   bool operator==(const ProfiledSite &) const = default;
 };
 
+// What the specialization-points pass did with one marker call: assumed
+// `value` behind its guard, or left the point disabled (detail says why).
+struct PointDecision {
+  std::string label;
+  std::string function;
+  bool applied = false;
+  int64_t value = 0;  // applied: the value (or, for an assumption, 1) assumed
+  std::string detail; // what was done, or why not
+};
+
 // What fold-read-only-globals did with one writable global.
 struct GlobalDecision {
   std::string global;
@@ -63,6 +73,7 @@ struct SpecializationLog {
   std::vector<SiteDecision> decisions;
   std::map<unsigned, ProfiledSite> profiled; // by site id
   std::vector<GuardDecision> guards;
+  std::vector<PointDecision> points; // specialization-points, per marker call
   std::map<std::string, std::vector<TableEntry>> inlined;
   std::vector<GlobalDecision> globals;
   // The global bytes folded, checked at every guarded root (sorted, unique).

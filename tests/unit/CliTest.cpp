@@ -369,6 +369,27 @@ TEST(Cli, UserRunReplaysATraceThroughGenericAndSpecializedRouters) {
   EXPECT_NE(out.text.find("generic "), std::string::npos) << out.text;
   EXPECT_NE(out.text.find("specialized "), std::string::npos) << out.text;
 
+  // The measured exploration: every trial printed, the chosen one, and the
+  // chosen configuration checked against the generic handler.
+  std::string explored = tempPath("user-run-explore.pcap");
+  generate.replace(generate.find(trace), trace.size(), explored);
+  ASSERT_EQ(std::system(generate.c_str()), 0) << generate;
+  out = morpheus("user-run --routes " + source + "/nf/router/configs/stanford-yozb-routes-20.txt " +
+                 "--neighbors " + source + "/nf/router/configs/stanford-neighbors.txt --trace " +
+                 explored + " --rounds 1 --repeat 1 --explore greedy --explore-windows 1");
+  std::remove(explored.c_str());
+  ASSERT_EQ(out.status, 0) << out.text;
+  EXPECT_NE(out.text.find("explore (greedy search, 3 dimensions"), std::string::npos) << out.text;
+  EXPECT_NE(out.text.find("tried  burst=32 "), std::string::npos) << out.text; // the baseline
+  EXPECT_NE(out.text.find("tried  burst=32 specialized=1 "), std::string::npos) << out.text;
+  EXPECT_NE(out.text.find("tried  burst=128"), std::string::npos) << out.text;
+  EXPECT_NE(out.text.find("lpm_linear=1"), std::string::npos) << out.text; // the other template
+  EXPECT_NE(out.text.find("chosen burst="), std::string::npos) << out.text;
+  EXPECT_NE(out.text.find("the chosen configuration treats the first 2000 packets as the "
+                          "generic handler does"),
+            std::string::npos)
+      << out.text;
+
   Output missing = morpheus("user-run --routes /nonexistent --neighbors x --trace y");
   EXPECT_EQ(missing.status, 1) << missing.text;
   EXPECT_NE(missing.text.find("/nonexistent"), std::string::npos) << missing.text;

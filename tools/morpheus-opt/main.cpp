@@ -18,6 +18,7 @@
 //               "hot_keys": {"SITE": [hex key, ...]} (heavy-hitter-fast-path),
 //               "write_counts": {"BUCKET": N} (write counts read before the
 //               snapshot: fast paths over tables the data plane writes),
+//               "points": {"LABEL": value} (specialization points to assume),
 //               "globals": {"NAME": hex bytes} (the live writable globals,
 //               fold-read-only-globals; with --guard-version only)}
 // The specialized module is printed to stdout, then the guard decisions as
@@ -242,6 +243,9 @@ int main(int argc, char **argv) {
         return fail(llvm::toString(bytes.takeError()));
       options.hotKeys[std::stoul(site)].push_back(std::move(*bytes));
     }
+  nlohmann::json points = state.value("points", nlohmann::json::object());
+  for (const auto &[label, value] : points.items())
+    options.points[label] = value.get<int64_t>();
   nlohmann::json globals = state.value("globals", nlohmann::json::object());
   for (const auto &[name, bytes] : globals.items()) {
     auto parsed = bpf::parseJsonBytes(bytes, statePath + ": global " + name);
@@ -298,5 +302,8 @@ int main(int argc, char **argv) {
     llvm::outs() << "; site " << decision.site << " " << decision.table << " "
                  << decision.pass << (decision.applied ? " applied: " : " declined: ")
                  << decision.detail << "\n";
+  for (const core::PointDecision &point : log->points)
+    llvm::outs() << "; point " << point.label << " in " << point.function
+                 << (point.applied ? " applied: " : " declined: ") << point.detail << "\n";
   return 0;
 }

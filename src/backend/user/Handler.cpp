@@ -13,6 +13,8 @@
 #include <llvm/Support/raw_ostream.h>
 #include <llvm/Transforms/Utils/Cloning.h>
 
+#include <algorithm>
+
 using namespace llvm;
 
 namespace morpheus::user {
@@ -100,8 +102,15 @@ Expected<std::unique_ptr<Handler>> Handler::load(const std::string &path,
   if (Error err = checkHandler(**module, handler->signatures, options.entry))
     return err;
   core::annotateAccessCalls(**module, handler->signatures);
+  auto space = core::specializationSpace(**module);
+  if (!space)
+    return space.takeError();
+  handler->space = std::move(*space);
   handler->pristine = std::move(*module);
 
+  if (options.tablePasses)
+    if (Error err = handler->customizePasses(*options.tablePasses))
+      return err;
   auto tables = TableSet::fromModule(*handler->pristine);
   if (!tables)
     return tables.takeError();
@@ -112,7 +121,11 @@ Expected<std::unique_ptr<Handler>> Handler::load(const std::string &path,
   handler->jit = std::move(*jit);
   handler->pristine->setDataLayout(handler->jit->dataLayout());
 
-  auto generic = handler->jit->add(CloneModule(*handler->pristine), handler->context,
+  // The generic handler: every specialization point disabled (its input).
+  std::unique_ptr<Module> genericModule = CloneModule(*handler->pristine);
+  if (Error err = core::disableSpecializationPoints(*genericModule))
+    return err;
+  auto generic = handler->jit->add(std::move(genericModule), handler->context,
                                    options.entry, "generic");
   if (!generic)
     return withContext(generic.takeError(), path);
@@ -140,6 +153,8 @@ Expected<std::unique_ptr<Module>> Handler::specializedModule(Cycle &cycle) {
   specialization.inlineLimit = options.inlineLimit;
   specialization.targetMachine = &jit->targetMachine();
   specialization.faults = options.faults;
+  specialization.points = points;
+  specialization.tablePasses = options.tablePasses;
   core::ProgramGuardOptions guardOptions;
   guardOptions.holdsFunction = GuardHoldsFunction;
   guardOptions.version = cycle.version;
@@ -187,6 +202,31 @@ Expected<Cycle> Handler::specialize() {
   if (cycle.outcome == Cycle::Outcome::Installed)
     handlerSlot.install(function);
   return std::move(cycle);
+}
+
+Error Handler::configure(const core::PointConfiguration &configuration) {
+  if (Error err = core::checkConfiguration(space, configuration))
+    return withContext(std::move(err), pristine->getModuleIdentifier());
+  points = configuration;
+  return Error::success();
+}
+
+Error Handler::customizePasses(std::vector<std::string> passes) {
+  std::vector<std::string> known = core::tablePassNames();
+  for (const std::string &pass : passes)
+    if (std::find(known.begin(), known.end(), pass) == known.end())
+      return makeError("{0}: no table pass '{1}'", pristine->getModuleIdentifier(), pass);
+  const std::string lowering = core::SpecializationPointsPassName;
+  if (std::find(passes.begin(), passes.end(), lowering) == passes.end())
+    passes.insert(passes.begin(), lowering);
+  options.tablePasses = std::move(passes);
+  return Error::success();
+}
+
+Expected<Cycle> Handler::specialize(const core::PointConfiguration &configuration) {
+  if (Error err = configure(configuration))
+    return err;
+  return specialize();
 }
 
 Expected<std::string> Handler::specializedIR() {

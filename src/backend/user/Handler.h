@@ -12,6 +12,7 @@
 #include "backend/user/UserSignatures.h"
 #include "core/FaultInjection.h"
 #include "core/SpecializationLog.h"
+#include "core/SpecializationPoints.h"
 #include "support/Error.h"
 
 #include <llvm/ExecutionEngine/Orc/ThreadSafeModule.h>
@@ -20,6 +21,7 @@
 #include <atomic>
 #include <chrono>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -43,6 +45,11 @@ struct HandlerOptions {
   std::vector<std::string> cflags;  // passed to clang (-I, -D)
   uint32_t inlineLimit = 64;        // largest table inlined whole (entries)
   core::FaultInjection faults;      // test-only (core/FaultInjection.h)
+  // The table passes to run, by their Passes.def names, in order (the
+  // policy's custom pipeline, Iridescent's customize_opts); unset: all.
+  // specialization-points always runs first (markers must not reach the
+  // JIT).
+  std::optional<std::vector<std::string>> tablePasses;
 };
 
 // What one specialization cycle did.
@@ -79,6 +86,19 @@ public:
   // unless the guard moved or a change is in progress.
   Expected<Cycle> specialize();
 
+  // The handler's specialization points (morpheus_spec.h), by label, with
+  // the values each may take: Iridescent's spec_space.
+  const std::vector<core::SpecializationPoint> &specializationSpace() const { return space; }
+  // The points the next cycles assume (Iridescent's specialize(config)):
+  // checked against the space; the others stay disabled.
+  Error configure(const core::PointConfiguration &configuration);
+  const core::PointConfiguration &configuration() const { return points; }
+  // The table passes the next cycles run (HandlerOptions::tablePasses);
+  // an unknown name is an error naming it.
+  Error customizePasses(std::vector<std::string> passes);
+  // configure(configuration), then one cycle.
+  Expected<Cycle> specialize(const core::PointConfiguration &configuration);
+
   // The pipeline's output for the current tables, without installing it
   // (for tests and reports): the specialized IR as text.
   Expected<std::string> specializedIR();
@@ -99,6 +119,8 @@ private:
   UserSignatures signatures;
   Trampoline handlerSlot;
   HandlerFunction genericVersion = nullptr;
+  std::vector<core::SpecializationPoint> space;
+  core::PointConfiguration points;
   unsigned versions = 0;
 };
 

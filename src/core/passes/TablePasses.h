@@ -1,9 +1,9 @@
 // The table-specializing passes, declared from Passes.def. Each is
 // implemented, with the argument for its correctness, in its own file:
-//   ResolveInnerTable.cpp, TableElimination.cpp, ConstantKeyLookup.cpp,
-//   FoldReadOnlyFields.cpp, FoldReadOnlyGlobals.cpp, InlineSmallTable.cpp, LpmAsCode.cpp,
-//   ConstantFields.cpp, BranchInjection.cpp, GuardTableWrites.cpp,
-//   InstrumentTableSites.cpp,
+//   SpecializationPoints.cpp, ResolveInnerTable.cpp, TableElimination.cpp,
+//   ConstantKeyLookup.cpp, FoldReadOnlyFields.cpp, FoldReadOnlyGlobals.cpp,
+//   InlineSmallTable.cpp, LpmAsCode.cpp, ConstantFields.cpp, BranchInjection.cpp,
+//   GuardTableWrites.cpp, InstrumentTableSites.cpp,
 //   HeavyHitterFastPath.cpp
 #pragma once
 

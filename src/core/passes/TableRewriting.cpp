@@ -51,6 +51,11 @@ std::string SpecializationLog::toText() const {
                          sites.size() == 1 ? "" : "s", detail)
                .str();
   }
+  for (const PointDecision &point : points)
+    out += llvm::formatv("  {0} {1,-16} in {2}(): {3}\n",
+                         point.applied ? "assumed    " : "point off  ", point.label,
+                         point.function, point.detail)
+               .str();
   for (const GlobalDecision &global : globals)
     out += llvm::formatv("  {0} {1,-16} global: {2}\n",
                          global.applied ? "specialized" : "kept       ", global.global,

@@ -6,6 +6,7 @@
 
 #include "core/FaultInjection.h"
 #include "core/SpecializationLog.h"
+#include "core/SpecializationPoints.h"
 #include "core/TableAccessAnalysis.h"
 #include "core/Tables.h"
 
@@ -123,6 +124,11 @@ struct TablePassContext {
   // Each bucket's write counter as read before the snapshot: a hot key of a
   // written table gets a fast path only when its bucket is here.
   std::map<uint32_t, uint64_t> writeCounts;
+  // The specialization points to assume, by label (specialization-points).
+  PointConfiguration points;
+  // In-program fallback: each guarded root's generic copy, which a point's
+  // guard calls on a miss.
+  std::map<std::string, std::string> genericCopy;
   FaultInjection faults;
   // The live bytes of the writable globals fold-read-only-globals may fold
   // (null: none; only guarded specializations get them).
