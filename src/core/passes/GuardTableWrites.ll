@@ -48,7 +48,7 @@
 ; CHECK-NEXT:    call i64 @morpheus_write_count(i32 2151)
 ; CHECK-NEXT:    icmp eq i64 {{.*}}, 9
 ; CHECK:         [[ASKED:%.*]] = call ptr inttoptr (i64 1 to ptr)(ptr @fdb, ptr {{.*}}%key){{.*}}!morpheus.kept
-; CHECK:         %fdb.answer = phi ptr [ null, %fdb.absent ], [ [[ASKED]], %{{.*}} ]
+; CHECK:         %fdb.absent.value = phi ptr [ null, %fdb.absent ], [ [[ASKED]], %fdb.absent.ask ]
 
 ; A delete is counted after the call.
 ; CHECK-LABEL: define i64 @forget(
