@@ -13,8 +13,9 @@ TEST(MapTypes, NamesAreLibbpfs) {
     const char *libbpfName = libbpf_bpf_map_type_str(static_cast<bpf_map_type>(type));
     std::string expected = libbpfName ? libbpfName : "type " + std::to_string(type);
     EXPECT_EQ(mapTypeName(type), expected) << "map type " << type;
-    if (libbpfName)
+    if (libbpfName) {
       EXPECT_EQ(mapTypeNamed(libbpfName), type) << libbpfName;
+    }
   }
   EXPECT_EQ(mapTypeNamed("no_such_type"), std::nullopt);
 }
