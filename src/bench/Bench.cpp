@@ -771,8 +771,9 @@ Expected<BenchResult> runInNamespace(const Preset &preset, const BenchOptions &o
   if (options.method == Method::Live) {
     if (preset.ingress.empty())
       return makeError("{0}: the live method needs an 'ingress' interface", preset.file);
-    auto attached = bpf::ProgramLink::attach(
-        optimizer.originalFd(), bpf::AttachPoint{bpf::ProgramType::Xdp, preset.ingress});
+    bpf::AttachPoint ingress;
+    ingress.iface = preset.ingress;
+    auto attached = bpf::ProgramLink::attach(optimizer.originalFd(), ingress);
     if (!attached)
       return attached.takeError();
     link.emplace(std::move(*attached));
