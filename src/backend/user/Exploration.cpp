@@ -35,7 +35,28 @@ std::string describe(const Configuration &configuration) {
 
 namespace {
 
-class ExhaustiveSearch : public SearchStrategy {
+// What every strategy keeps: the best configuration reported so far (the
+// highest metric), which best() returns.
+class KeepsBest : public SearchStrategy {
+public:
+  void report(const Configuration &configuration, double metric) override {
+    if (!bestMetric || metric > *bestMetric) {
+      bestMetric = metric;
+      bestConfiguration = configuration;
+    }
+  }
+  Configuration best() const override { return bestConfiguration; }
+
+protected:
+  void forgetBest() {
+    bestMetric.reset();
+    bestConfiguration.clear();
+  }
+  std::optional<double> bestMetric;
+  Configuration bestConfiguration;
+};
+
+class ExhaustiveSearch : public KeepsBest {
 public:
   explicit ExhaustiveSearch(size_t limit) : limit(limit) {}
   const char *name() const override { return "exhaustive"; }
@@ -46,8 +67,7 @@ public:
     position.assign(dimensions.size(), 0);
     proposed = 0;
     done = false;
-    bestMetric.reset();
-    bestConfiguration.clear();
+    forgetBest();
   }
 
   std::optional<Configuration> next() override {
@@ -64,13 +84,6 @@ public:
     return configuration;
   }
 
-  void report(const Configuration &configuration, double metric) override {
-    if (!bestMetric || metric > *bestMetric) {
-      bestMetric = metric;
-      bestConfiguration = configuration;
-    }
-  }
-  Configuration best() const override { return bestConfiguration; }
 
 private:
   void advance() {
@@ -88,21 +101,18 @@ private:
   std::vector<size_t> position;
   size_t proposed = 0;
   bool done = false;
-  std::optional<double> bestMetric;
-  Configuration bestConfiguration;
 };
 
-class GreedySearch : public SearchStrategy {
+class GreedySearch : public KeepsBest {
 public:
   const char *name() const override { return "greedy"; }
 
   void start(const std::vector<Dimension> &dimensions) override {
     this->dimensions = dimensions;
-    bestConfiguration.clear();
+    forgetBest();
     for (const Dimension &dimension : dimensions)
       if (!dimension.canBeOff && !dimension.values.empty())
         bestConfiguration[dimension.name] = dimension.values.front();
-    bestMetric.reset();
     dimension = 0;
     value = 0;
     baselineProposed = false;
@@ -130,18 +140,9 @@ public:
     return std::nullopt;
   }
 
-  void report(const Configuration &configuration, double metric) override {
-    if (!bestMetric || metric > *bestMetric) {
-      bestMetric = metric;
-      bestConfiguration = configuration;
-    }
-  }
-  Configuration best() const override { return bestConfiguration; }
 
 private:
   std::vector<Dimension> dimensions;
-  Configuration bestConfiguration;
-  std::optional<double> bestMetric;
   size_t dimension = 0, value = 0;
   bool baselineProposed = false;
 };
