@@ -12,6 +12,7 @@
 #include "backend/user/Handler.h"
 #include "bench/Trace.h"
 #include "cli/Commands.h"
+#include "core/Pipeline.h"
 #include "nf/router/Control.h"
 #include "support/Bytes.h"
 
@@ -100,17 +101,19 @@ Error sameAsGeneric(user::Handler &router, const user::ReplayRing &head,
   return Error::success();
 }
 
-// The measured exploration (backend/user/Exploration), an NFMorph-style
-// template among its dimensions: whether the Morpheus-specialized handler
+// The measured exploration (backend/user/Exploration), NFMorph-style
+// templates among its dimensions: whether the Morpheus-specialized handler
 // runs at all, the burst size, the other LPM implementation (`router` uses
-// --lpm, `other` the other kind, on the same routes), and the handler's
-// own specialization points. Each trial is
+// --lpm, `other` the other kind, on the same routes), the routes as code
+// (lpm-as-code's search over the prefixes, up to the inline limit; off:
+// the table's own lookup stays), and the handler's own specialization
+// points. Each trial is
 // compiled, installed and measured by the loop itself (packets/s of its
 // thread's CPU time over `repeat` replays of the trace); the best measured
 // wins. Returns the handler the chosen configuration runs on.
 Expected<user::Handler *> explore(user::Handler &router, user::Handler &other,
                                   const user::ReplayRing &ring, const UserRunFlags &flags) {
-  const std::string Specialized = "specialized", Burst = "burst";
+  const std::string Specialized = "specialized", Burst = "burst", LpmAsCode = "lpm_as_code";
   const std::string OtherLpm = flags.lpm == "linear" ? "lpm_dir24" : "lpm_linear";
   // The burst given first: the generic handler at that burst is the
   // baseline of both searches.
@@ -120,7 +123,12 @@ Expected<user::Handler *> explore(user::Handler &router, user::Handler &other,
       bursts.push_back(burst);
   std::vector<user::Dimension> dimensions = {{Specialized, {1}, true},
                                              {Burst, bursts, false},
-                                             {OtherLpm, {1}, true}};
+                                             {OtherLpm, {1}, true},
+                                             {LpmAsCode, {1}, true}};
+  std::vector<std::string> withoutLpmAsCode;
+  for (const std::string &pass : core::tablePassNames())
+    if (pass != "lpm-as-code")
+      withoutLpmAsCode.push_back(pass);
   for (user::Dimension &point : user::pointDimensions(router.specializationSpace()))
     dimensions.push_back(std::move(point));
   auto strategy = flags.explore == "greedy" ? user::greedySearch() : user::exhaustiveSearch();
@@ -137,9 +145,13 @@ Expected<user::Handler *> explore(user::Handler &router, user::Handler &other,
           active->trampoline().install(active->generic());
           return Error::success();
         }
+        if (Error err = active->customizePasses(configuration.count(LpmAsCode)
+                                                    ? core::tablePassNames()
+                                                    : withoutLpmAsCode))
+          return err;
         core::PointConfiguration points;
         for (const auto &[name, value] : configuration)
-          if (name != Specialized && name != Burst && name != OtherLpm)
+          if (name != Specialized && name != Burst && name != OtherLpm && name != LpmAsCode)
             points[name] = value;
         auto cycle = active->specialize(points);
         if (!cycle)
@@ -341,7 +353,8 @@ void addUserRunCommand(CLI::App &morpheus) {
                    "(no NIC, no hugepages)");
   command.add_option("--explore", flags->explore,
                      "then explore (specialized or not, burst size, the other LPM "
-                     "implementation, the handler's specialization points) by measuring "
+                     "implementation, routes as code or not, the handler's specialization "
+                     "points) by measuring "
                      "each configuration: exhaustive or greedy search")
       ->check(CLI::IsMember({"exhaustive", "greedy"}))
       ->type_name("exhaustive|greedy");
