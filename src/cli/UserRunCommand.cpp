@@ -3,7 +3,10 @@
 // configured from the router's own files, a pcap trace replayed through the
 // event loop by the generic and the specialized handler in turn; prints
 // what was specialized, checks that both treat the trace alike, and their
-// packets/s.
+// packets/s. With --profile, the specialized version records sampled keys
+// while the trace runs once more, and the next cycle adds fast paths for
+// the heavy hitters (Morpheus's traffic-dependent step), timed as a third
+// version.
 #ifdef MORPHEUS_WITH_DPDK
 #include "backend/user/DpdkPorts.h"
 #endif
@@ -36,6 +39,7 @@ struct UserRunFlags {
   std::string lpm = "dir24";
   bool dpdk = false;
   std::string explore; // "", exhaustive or greedy
+  core::ProfileMode profile = core::ProfileMode::Off;
   uint32_t exploreWindows = 3;
   uint32_t burst = 32, rounds = 9, repeat = 10, ports = 4, inlineLimit = 64, checkPackets = 10000;
 };
@@ -70,6 +74,11 @@ Expected<std::unique_ptr<user::Handler>> loadRouter(const UserRunFlags &flags, s
   user::HandlerOptions options;
   options.entry = "router";
   options.inlineLimit = flags.inlineLimit;
+  if (flags.profile != core::ProfileMode::Off) {
+    core::TrafficProfileOptions traffic;
+    traffic.mode = flags.profile;
+    options.traffic = traffic;
+  }
   options.cflags = {lpm == "linear" ? "-DROUTER_LPM=MU_LPM_LINEAR" : "-DROUTER_LPM=MU_LPM_DIR24",
                     "-DROUTER_USER_MAX_ROUTES=" + std::to_string(std::max<size_t>(routes, 4096))};
   return user::Handler::load(flags.handler, options);
@@ -233,11 +242,34 @@ int userRun(const UserRunFlags &flags) {
               "  specialized:%s\n  left generic:%s\n",
               cycle->passes.count() / 1000.0, cycle->jit.count() / 1000.0,
               decisions(cycle->log, true).c_str(), decisions(cycle->log, false).c_str());
+  // Following the traffic: the trace through the recording version, then
+  // the cycle that puts the heavy hitters in front of their lookups.
+  std::vector<std::pair<std::string, user::HandlerFunction>> versions = {
+      {"generic", generic}, {"specialized", specialized}};
+  if (flags.profile != core::ProfileMode::Off) {
+    user::EventLoop((*router)->trampoline(), flags.burst).run(ring, 1, [&] {
+      (*router)->recordTraffic();
+    });
+    auto followed = (*router)->specialize();
+    if (!followed)
+      return fail(followed.takeError());
+    if (followed->outcome != user::Cycle::Outcome::Installed)
+      return fail(makeError("the fast-path version was not installed"));
+    std::printf("user-run: fast paths in %.1f ms + %.1f ms (JIT)\n",
+                followed->passes.count() / 1000.0, followed->jit.count() / 1000.0);
+    for (const auto &[site, traffic] : followed->traffic)
+      std::printf("  site %u (%s): %zu hot keys, period %u: %s\n", site,
+                  followed->log.profiled.at(site).table.c_str(), traffic.hotKeys.size(),
+                  traffic.period, traffic.why.c_str());
+    versions.push_back({"fast paths", (*router)->trampoline().current()});
+  }
 
   // Equivalence on the trace's first packets: verdict, port and bytes of
-  // every packet, then every table.
+  // every packet, then every table (the twin ran the trace as often).
   user::ReplayRing head = ring;
   head.sequence.resize(std::min<size_t>(head.sequence.size(), flags.checkPackets));
+  if (flags.profile != core::ProfileMode::Off)
+    user::EventLoop((*twin)->trampoline(), flags.burst).run(ring, 1);
   auto expected = user::EventLoop((*twin)->trampoline(), flags.burst).collect(head);
   if (Error err = sameAsGeneric(**router, head, expected, flags))
     return fail(std::move(err));
@@ -251,21 +283,25 @@ int userRun(const UserRunFlags &flags) {
   user::Trampoline &trampoline = (*router)->trampoline();
   auto timeVersions = [&](const char *label,
                           const std::function<user::LoopStats()> &round) {
-    std::vector<double> rates[2];
+    std::vector<std::vector<double>> rates(versions.size());
     for (uint32_t r = 0; r < flags.rounds; ++r)
-      for (int variant = 0; variant < 2; ++variant) {
-        trampoline.install(variant == 0 ? generic : specialized);
+      for (size_t variant = 0; variant < versions.size(); ++variant) {
+        trampoline.install(versions[variant].second);
         rates[variant].push_back(round().packetsPerSecond());
       }
-    double median[2];
-    for (int variant = 0; variant < 2; ++variant) {
-      std::sort(rates[variant].begin(), rates[variant].end());
-      median[variant] = rates[variant][rates[variant].size() / 2];
+    std::vector<double> median;
+    for (std::vector<double> &variant : rates) {
+      std::sort(variant.begin(), variant.end());
+      median.push_back(variant[variant.size() / 2]);
     }
-    std::printf("%sgeneric      %8.2f Mpps  %7.1f ns/packet\n", label, median[0] / 1e6,
-                1e9 / median[0]);
-    std::printf("%sspecialized  %8.2f Mpps  %7.1f ns/packet  %+.1f %%\n", label,
-                median[1] / 1e6, 1e9 / median[1], (median[1] / median[0] - 1) * 100);
+    for (size_t variant = 0; variant < versions.size(); ++variant) {
+      std::printf("%s%-12s %8.2f Mpps  %7.1f ns/packet", label,
+                  versions[variant].first.c_str(), median[variant] / 1e6, 1e9 / median[variant]);
+      if (variant)
+        std::printf("  %+.1f %%", (median[variant] / median[0] - 1) * 100);
+      std::printf("\n");
+    }
+    trampoline.install(versions.back().second);
   };
   timeVersions("", [&] { return user::EventLoop(trampoline, flags.burst).run(ring, flags.repeat); });
   std::printf("(median of %u interleaved rounds of %u replays of the trace, burst %u, one "
@@ -348,6 +384,17 @@ void addUserRunCommand(CLI::App &morpheus) {
   command.add_option("--check-packets", flags->checkPackets,
                      "packets compared between generic and specialized (default 10000)")
       ->type_name("N");
+  command
+      .add_option("--profile", flags->profile,
+                  "follow the traffic: after the first specialization, replay the trace once "
+                  "through it (recording sampled lookup keys), then specialize again with fast "
+                  "paths for the heavy hitters, timed as a third version; adaptive or naive "
+                  "sampling (as `morpheus run`), off (default)")
+      ->transform(commandline::oneOf(std::map<std::string, core::ProfileMode>{
+          {"off", core::ProfileMode::Off},
+          {"adaptive", core::ProfileMode::Adaptive},
+          {"naive", core::ProfileMode::Naive}}))
+      ->type_name("off|adaptive|naive");
   command.add_flag("--dpdk", flags->dpdk,
                    "also time both versions receiving the trace from a DPDK net_pcap port "
                    "(no NIC, no hugepages)");

@@ -392,6 +392,26 @@ TEST(Cli, UserRunReplaysATraceThroughGenericAndSpecializedRouters) {
             std::string::npos)
       << out.text;
 
+  // Following the traffic: 500 routes (over the inline limit) scanned
+  // linearly, their lookup instrumented, then a fast path for the heavy
+  // hitters of a high-locality trace, timed as a third version and checked
+  // against the generic twin.
+  std::string followed = tempPath("user-run-profile.pcap");
+  std::string generate500 = "python3 " + source + "/tools/traces/gen_trace.py --nf router " +
+                            "--config " + source + "/nf/router/configs/stanford-yozb-routes-500.txt " +
+                            "--flows 50 --packets 2000 --locality high --seed 3 -q -o " + followed;
+  ASSERT_EQ(std::system(generate500.c_str()), 0) << generate500;
+  out = morpheus("user-run --routes " + source + "/nf/router/configs/stanford-yozb-routes-500.txt " +
+                 "--neighbors " + source + "/nf/router/configs/stanford-neighbors.txt --trace " +
+                 followed + " --rounds 1 --repeat 1 --lpm linear --profile naive");
+  std::remove(followed.c_str());
+  ASSERT_EQ(out.status, 0) << out.text;
+  EXPECT_NE(out.text.find("routes: instrument-table-sites"), std::string::npos) << out.text;
+  EXPECT_NE(out.text.find("(routes): "), std::string::npos) << out.text;
+  EXPECT_EQ(out.text.find("(routes): 0 hot keys"), std::string::npos) << out.text;
+  EXPECT_NE(out.text.find("fast paths "), std::string::npos) << out.text;
+  EXPECT_NE(out.text.find("generic and specialized identical"), std::string::npos) << out.text;
+
   Output missing = morpheus("user-run --routes /nonexistent --neighbors x --trace y");
   EXPECT_EQ(missing.status, 1) << missing.text;
   EXPECT_NE(missing.text.find("/nonexistent"), std::string::npos) << missing.text;

@@ -115,7 +115,7 @@ Expected<std::unique_ptr<Handler>> Handler::load(const std::string &path,
   if (!tables)
     return tables.takeError();
   handler->tableSet = std::move(*tables);
-  auto jit = Jit::create(*handler->tableSet);
+  auto jit = Jit::create(*handler->tableSet, handler->profile);
   if (!jit)
     return withContext(jit.takeError(), path);
   handler->jit = std::move(*jit);
@@ -144,7 +144,14 @@ Expected<std::unique_ptr<Module>> Handler::specializedModule(Cycle &cycle) {
   auto start = std::chrono::steady_clock::now();
   core::TableAccessInfo info =
       core::analyzeModule(*pristine, signatures, tableSet->catalog());
-  auto snapshot = tableSet->read(core::planReads(info, tableSet->catalog(), options.inlineLimit));
+  core::ReadPlan plan = core::planReads(info, tableSet->catalog(), options.inlineLimit);
+  // The hot keys' answers, looked up one by one (for an LPM table, its
+  // answer to exactly that key).
+  for (const auto &[site, keys] : hotKeys) {
+    std::vector<Bytes> &probe = plan[profiledSites.at(site).table].keys;
+    probe.insert(probe.end(), keys.begin(), keys.end());
+  }
+  auto snapshot = tableSet->read(plan);
   if (!snapshot)
     return withContext(snapshot.takeError(), pristine->getModuleIdentifier());
 
@@ -162,7 +169,17 @@ Expected<std::unique_ptr<Module>> Handler::specializedModule(Cycle &cycle) {
       {options.entry, core::Fallback::InProgram, 0, 0,
        "user space: the generic handler is inlined behind the guard"});
   specialization.guard = guardOptions;
-  specialization.linkGuardRuntime = linkGuardRuntime;
+  bool followsTraffic = options.traffic && options.traffic->mode != core::ProfileMode::Off;
+  specialization.linkGuardRuntime = [followsTraffic](Module &module) {
+    if (followsTraffic)
+      Profile::linkSlotFunction(module);
+    return linkGuardRuntime(module);
+  };
+  if (followsTraffic) {
+    specialization.profile =
+        core::ProfileOptions{Profile::SlotFunction, Profile::Sites, Profile::KeyBytes, {}};
+    specialization.hotKeys = hotKeys;
+  }
   auto log = core::specializeModule(*clone, signatures, tableSet->catalog(), *snapshot,
                                     specialization);
   if (!log)
@@ -173,8 +190,48 @@ Expected<std::unique_ptr<Module>> Handler::specializedModule(Cycle &cycle) {
   return clone;
 }
 
+void Handler::recordTraffic() {
+  for (const auto &[site, profiled] : profiledSites) {
+    Profile::Samples samples = profile.read(site, profiled.keySize);
+    if (samples.keys.empty())
+      continue;
+    // Each kept key stands for the lookups between samples, and for the
+    // samples the slots could not keep.
+    double weight = double(std::max<uint32_t>(samples.period, 1)) * double(samples.written) /
+                    double(samples.keys.size());
+    trafficProfile.add(site, 0, samples.keys, weight, samples.written);
+  }
+}
+
+void Handler::followTraffic(Cycle &cycle) {
+  hotKeys.clear();
+  if (!options.traffic || options.traffic->mode == core::ProfileMode::Off)
+    return;
+  recordTraffic();
+  for (const auto &[site, profiled] : profiledSites) {
+    core::SiteTraffic decision = trafficProfile.decide(
+        site, tableSet->catalog().at(profiled.table).match, profiled.keySize);
+    profile.setPeriod(site, decision.period);
+    if (!decision.hotKeys.empty())
+      hotKeys[site] = decision.hotKeys;
+    cycle.traffic[site] = std::move(decision);
+  }
+  trafficProfile.beginCycle(); // this cycle's counts weigh less in the next
+}
+
+void Handler::startSampling(const Cycle &cycle) {
+  for (const auto &[site, profiled] : profiledSites)
+    if (!cycle.log.profiled.count(site))
+      profile.setPeriod(site, 0);
+  for (const auto &[site, profiled] : cycle.log.profiled)
+    if (!profiledSites.count(site))
+      profile.setPeriod(site, trafficProfile.initialPeriod());
+  profiledSites = cycle.log.profiled;
+}
+
 Expected<std::pair<Cycle, HandlerFunction>> Handler::build() {
   Cycle cycle;
+  followTraffic(cycle);
   auto module = specializedModule(cycle);
   if (!module)
     return module.takeError();
@@ -199,8 +256,10 @@ Expected<Cycle> Handler::specialize() {
   if (!built)
     return built.takeError();
   auto &[cycle, function] = *built;
-  if (cycle.outcome == Cycle::Outcome::Installed)
+  if (cycle.outcome == Cycle::Outcome::Installed) {
+    startSampling(cycle);
     handlerSlot.install(function);
+  }
   return std::move(cycle);
 }
 

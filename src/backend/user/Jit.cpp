@@ -54,7 +54,7 @@ void prepareForJit(Module &module) {
       function.setSection("");
 }
 
-Expected<std::unique_ptr<Jit>> Jit::create(const TableSet &tables) {
+Expected<std::unique_ptr<Jit>> Jit::create(const TableSet &tables, const Profile &profile) {
   initializeNativeTarget();
   auto builder = JITTargetMachineBuilder::detectHost();
   if (!builder)
@@ -87,6 +87,7 @@ Expected<std::unique_ptr<Jit>> Jit::create(const TableSet &tables) {
   bind("mu_update", reinterpret_cast<const void *>(&mu_update), code);
   bind("mu_delete", reinterpret_cast<const void *>(&mu_delete), code);
   bind(Guard::VersionSymbol, tables.guard().versionAddress(), data);
+  bind(Profile::StorageSymbol, profile.storage(), data);
   if (Error err = result->shared->define(absoluteSymbols(std::move(symbols))))
     return withContext(std::move(err), "JIT: binding the tables");
   return result;
