@@ -20,6 +20,13 @@
 #include "support/Bytes.h"
 
 #include <llvm/ADT/StringExtras.h>
+#include <llvm/Support/FileSystem.h>
+#include <llvm/Support/FormatVariadic.h>
+#include <llvm/Support/MemoryBuffer.h>
+#include <llvm/Support/Path.h>
+#include <llvm/Support/raw_ostream.h>
+
+#include <arpa/inet.h>
 
 #include <algorithm>
 #include <functional>
@@ -40,6 +47,7 @@ struct UserRunFlags {
   bool dpdk = false;
   std::string explore; // "", exhaustive or greedy
   core::ProfileMode profile = core::ProfileMode::Off;
+  bool oracle = false;
   uint32_t exploreWindows = 3;
   uint32_t burst = 32, rounds = 9, repeat = 10, ports = 4, inlineLimit = 64, checkPackets = 10000;
 };
@@ -82,6 +90,77 @@ Expected<std::unique_ptr<user::Handler>> loadRouter(const UserRunFlags &flags, s
   options.cflags = {lpm == "linear" ? "-DROUTER_LPM=MU_LPM_LINEAR" : "-DROUTER_LPM=MU_LPM_DIR24",
                     "-DROUTER_USER_MAX_ROUTES=" + std::to_string(std::max<size_t>(routes, 4096))};
   return user::Handler::load(flags.handler, options);
+}
+
+// The trace's `count` most frequent IPv4 destinations (host order).
+std::vector<uint32_t> hottestDestinations(const user::ReplayRing &ring, size_t count) {
+  std::map<uint32_t, uint64_t> seen;
+  for (uint32_t index : ring.sequence) {
+    const Bytes &frame = ring.frames[index];
+    if (frame.size() >= 34 && frame[12] == 0x08 && frame[13] == 0x00)
+      ++seen[uint32_t(frame[30]) << 24 | uint32_t(frame[31]) << 16 | uint32_t(frame[32]) << 8 |
+             frame[33]];
+  }
+  std::vector<std::pair<uint64_t, uint32_t>> byCount;
+  for (const auto &[address, packets] : seen)
+    byCount.push_back({packets, address});
+  std::sort(byCount.rbegin(), byCount.rend());
+  std::vector<uint32_t> hottest;
+  for (size_t i = 0; i < byCount.size() && i < count; ++i)
+    hottest.push_back(byCount[i].second);
+  return hottest;
+}
+
+// A hand-specialized router (the oracle): the router handler's source with
+// its route lookup replaced by compares written for these routes, the
+// `hot` destinations' answers (`hotRoutes`, what the table answers them)
+// first, then every route longest first, as a person who knew the routes
+// and the traffic would write it. The rest of the handler is as is.
+Expected<std::string> oracleSource(const std::string &handlerPath,
+                                   const std::vector<nf::router::RouteEntry> &routes,
+                                   const std::vector<uint32_t> &hot,
+                                   const std::vector<route> &hotRoutes) {
+  auto buffer = llvm::MemoryBuffer::getFile(handlerPath);
+  if (!buffer)
+    return makeError("{0}: {1}", handlerPath, buffer.getError().message());
+  std::string source = (*buffer)->getBuffer().str();
+  const std::string lookup = "route = mu_lookup(&routes, &route_key);";
+  const std::string entry = "MU_HANDLER int router(";
+  size_t at = source.find(lookup), handler = source.find(entry);
+  if (at == std::string::npos || handler == std::string::npos)
+    return makeError("{0}: no '{1}' in handler 'router' to replace", handlerPath, lookup);
+  source.replace(at, lookup.size(), "route = oracle_route(iph->daddr);");
+
+  std::vector<const nf::router::RouteEntry *> longestFirst;
+  for (const auto &entry : routes)
+    longestFirst.push_back(&entry);
+  std::stable_sort(longestFirst.begin(), longestFirst.end(), [](auto *a, auto *b) {
+    return a->key.prefixlen > b->key.prefixlen;
+  });
+  std::string code = "static const struct route oracle_table[] = {\n";
+  auto value = [&](const route &r) {
+    code += llvm::formatv("\t{{ {0}u, {1}u, {2}u },\n", r.gateway, r.port, r.kind).str();
+  };
+  for (const route &r : hotRoutes)
+    value(r);
+  for (const auto *entry : longestFirst)
+    value(entry->value);
+  code += "};\n\n"
+          "static __always_inline const struct route *oracle_route(__be32 daddr)\n{\n"
+          "\t__u32 a = ntohl(daddr);\n\n";
+  for (size_t i = 0; i < hot.size(); ++i)
+    code += llvm::formatv("\tif (a == {0:x}u)\n\t\treturn &oracle_table[{1}];\n", hot[i], i).str();
+  for (size_t i = 0; i < longestFirst.size(); ++i) {
+    uint32_t length = longestFirst[i]->key.prefixlen;
+    uint32_t mask = length ? ~uint32_t(0) << (32 - length) : 0;
+    uint32_t prefix = ntohl(longestFirst[i]->key.addr) & mask;
+    code += llvm::formatv("\tif ((a & {0:x}u) == {1:x}u)\n\t\treturn &oracle_table[{2}];\n", mask,
+                          prefix, hot.size() + i)
+                .str();
+  }
+  code += "\treturn 0;\n}\n\n";
+  source.insert(source.find(entry), code);
+  return source;
 }
 
 std::string decisions(const core::SpecializationLog &log, bool applied) {
@@ -264,6 +343,56 @@ int userRun(const UserRunFlags &flags) {
     versions.push_back({"fast paths", (*router)->trampoline().current()});
   }
 
+  // The hand-specialized oracle: compiled from the router's source with
+  // the routes and the trace's hot destinations written in, its other
+  // tables specialized by Morpheus as the router's are.
+  std::unique_ptr<user::Handler> oracle;
+  if (flags.oracle) {
+    // The hot destinations with a route, and what the table answers them
+    // (the others are left to the compares, which answer no route).
+    std::vector<uint32_t> hot;
+    std::vector<route> hotRoutes;
+    user::Table *table = (*twin)->tables().find("routes");
+    for (uint32_t address : hottestDestinations(ring, 8)) {
+      route_key key{32, htonl(address)};
+      if (auto *answer = static_cast<const route *>(table->lookup(&key))) {
+        hot.push_back(address);
+        hotRoutes.push_back(*answer);
+      }
+    }
+    auto source = oracleSource(flags.handler, *routes, hot, hotRoutes);
+    if (!source)
+      return fail(source.takeError());
+    llvm::SmallString<128> path;
+    int fd;
+    if (std::error_code error = llvm::sys::fs::createTemporaryFile("morpheus-oracle", "c", fd, path))
+      return fail(makeError("the oracle's source: {0}", error.message()));
+    {
+      llvm::raw_fd_ostream out(fd, /*shouldClose=*/true);
+      out << *source;
+    }
+    user::HandlerOptions options;
+    options.entry = "router";
+    options.inlineLimit = flags.inlineLimit;
+    options.cflags = {flags.lpm == "linear" ? "-DROUTER_LPM=MU_LPM_LINEAR" : "-DROUTER_LPM=MU_LPM_DIR24",
+                      "-DROUTER_USER_MAX_ROUTES=" + std::to_string(std::max<size_t>(routes->size(), 4096)),
+                      "-I", llvm::sys::path::parent_path(flags.handler).str()};
+    auto loaded = user::Handler::load(path.str().str(), options);
+    llvm::sys::fs::remove(path);
+    if (!loaded)
+      return fail(loaded.takeError());
+    oracle = std::move(*loaded);
+    if (Error err = configureRouter(oracle->tables(), flags, *routes, *neighbors))
+      return fail(std::move(err));
+    auto built = oracle->specialize();
+    if (!built)
+      return fail(built.takeError());
+    std::printf("user-run: oracle: the routes as %zu compares, %zu hot destinations first; "
+                "specialized:%s\n",
+                routes->size(), hot.size(), decisions(built->log, true).c_str());
+    versions.push_back({"oracle", oracle->trampoline().current()});
+  }
+
   // Equivalence on the trace's first packets: verdict, port and bytes of
   // every packet, then every table (the twin ran the trace as often).
   user::ReplayRing head = ring;
@@ -278,6 +407,11 @@ int userRun(const UserRunFlags &flags) {
   std::printf("user-run: the first %zu packets: generic and specialized identical (verdicts, "
               "bytes, tables)\n",
               expected.size());
+  if (oracle) {
+    if (Error err = sameAsGeneric(*oracle, head, expected, flags))
+      return fail(withContext(std::move(err), "the oracle"));
+    std::printf("user-run: the oracle treats them as the generic handler does\n");
+  }
 
   // Interleaved rounds: the whole trace through each version in turn.
   user::Trampoline &trampoline = (*router)->trampoline();
@@ -395,6 +529,10 @@ void addUserRunCommand(CLI::App &morpheus) {
           {"adaptive", core::ProfileMode::Adaptive},
           {"naive", core::ProfileMode::Naive}}))
       ->type_name("off|adaptive|naive");
+  command.add_flag("--oracle", flags->oracle,
+                   "also time a hand-specialized router: the routes written in as compares, "
+                   "the trace's 8 hottest destinations first (checked against the generic "
+                   "handler)");
   command.add_flag("--dpdk", flags->dpdk,
                    "also time both versions receiving the trace from a DPDK net_pcap port "
                    "(no NIC, no hugepages)");

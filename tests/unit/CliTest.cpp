@@ -358,7 +358,7 @@ TEST(Cli, UserRunReplaysATraceThroughGenericAndSpecializedRouters) {
   Output out = morpheus("user-run --routes " + source +
                         "/nf/router/configs/stanford-yozb-routes-20.txt --neighbors " + source +
                         "/nf/router/configs/stanford-neighbors.txt --trace " + trace +
-                        " --rounds 1 --repeat 1 --lpm linear");
+                        " --rounds 1 --repeat 1 --lpm linear --oracle");
   std::remove(trace.c_str());
   ASSERT_EQ(out.status, 0) << out.text;
   EXPECT_NE(out.text.find("20 routes (lpm_linear)"), std::string::npos) << out.text;
@@ -369,6 +369,12 @@ TEST(Cli, UserRunReplaysATraceThroughGenericAndSpecializedRouters) {
       << out.text;
   EXPECT_NE(out.text.find("generic "), std::string::npos) << out.text;
   EXPECT_NE(out.text.find("specialized "), std::string::npos) << out.text;
+  // The hand-specialized oracle, checked against the generic handler.
+  EXPECT_NE(out.text.find("oracle: the routes as 20 compares"), std::string::npos) << out.text;
+  EXPECT_NE(out.text.find("the oracle treats them as the generic handler does"),
+            std::string::npos)
+      << out.text;
+  EXPECT_NE(out.text.find("oracle "), std::string::npos) << out.text;
 
   // The measured exploration: every trial printed, the chosen one, and the
   // chosen configuration checked against the generic handler.
