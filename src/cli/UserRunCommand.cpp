@@ -10,6 +10,7 @@
 #ifdef MORPHEUS_WITH_DPDK
 #include "backend/user/DpdkPorts.h"
 #endif
+#include "backend/user/BatchModel.h"
 #include "backend/user/EventLoop.h"
 #include "backend/user/Exploration.h"
 #include "backend/user/Handler.h"
@@ -48,6 +49,7 @@ struct UserRunFlags {
   std::string explore; // "", exhaustive or greedy
   core::ProfileMode profile = core::ProfileMode::Off;
   bool oracle = false;
+  bool batchModel = false;
   uint32_t exploreWindows = 3;
   uint32_t burst = 32, rounds = 9, repeat = 10, ports = 4, inlineLimit = 64, checkPackets = 10000;
 };
@@ -161,6 +163,50 @@ Expected<std::string> oracleSource(const std::string &handlerPath,
   code += "\treturn 0;\n}\n\n";
   source.insert(source.find(entry), code);
   return source;
+}
+
+// The batching model (backend/user/BatchModel) for the installed
+// version: the loop measured at three burst sizes (the fit), the model's
+// prediction for every candidate, then every candidate measured, all in
+// interleaved rounds (median ns/packet of the loop thread's CPU time), and
+// the model's pick beside measurement's.
+Error compareBatchModel(user::Trampoline &trampoline, const user::ReplayRing &ring,
+                        const UserRunFlags &flags) {
+  const std::vector<uint32_t> fitted = {8, 32, 128};
+  const std::vector<uint32_t> candidates = {4, 8, 16, 32, 64, 128, 256};
+  std::map<uint32_t, std::vector<double>> rounds;
+  for (uint32_t r = 0; r < flags.rounds; ++r)
+    for (uint32_t burst : candidates)
+      rounds[burst].push_back(1e9 / user::EventLoop(trampoline, burst)
+                                        .run(ring, flags.repeat)
+                                        .packetsPerSecond());
+  std::map<uint32_t, double> measured;
+  for (auto &[burst, ns] : rounds) {
+    std::sort(ns.begin(), ns.end());
+    measured[burst] = ns[ns.size() / 2];
+  }
+  std::vector<user::BatchSample> samples;
+  for (uint32_t burst : fitted)
+    samples.push_back({burst, measured[burst]});
+  auto model = user::BatchModel::fit(samples);
+  if (!model)
+    return model.takeError();
+  std::printf("batch model: t(B) = %.2f + %.1f / B + %.4f * B ns/packet (fitted at B = 8, 32, "
+              "128)\n",
+              model->perPacketNs, model->perBurstNs, model->perPacketPerBurstNs);
+  uint32_t bestMeasured = candidates.front();
+  for (uint32_t burst : candidates) {
+    if (measured[burst] < measured[bestMeasured])
+      bestMeasured = burst;
+    std::printf("  B=%-4u predicted %7.2f ns/packet  measured %7.2f ns/packet  %+.1f %%\n", burst,
+                model->predictNs(burst), measured[burst],
+                (model->predictNs(burst) / measured[burst] - 1) * 100);
+  }
+  uint32_t picked = model->pick(candidates);
+  std::printf("  the model picks B=%u (measured %.2f ns/packet), measurement B=%u (%.2f): %s\n",
+              picked, measured[picked], bestMeasured, measured[bestMeasured],
+              picked == bestMeasured ? "confirmed" : "overridden");
+  return Error::success();
 }
 
 std::string decisions(const core::SpecializationLog &log, bool applied) {
@@ -441,6 +487,9 @@ int userRun(const UserRunFlags &flags) {
   std::printf("(median of %u interleaved rounds of %u replays of the trace, burst %u, one "
               "thread, its CPU time)\n",
               flags.rounds, flags.repeat, flags.burst);
+  if (flags.batchModel)
+    if (Error err = compareBatchModel(trampoline, ring, flags))
+      return fail(std::move(err));
   if (!flags.explore.empty()) {
     auto other = loadRouter(flags, routes->size(), flags.lpm == "linear" ? "dir24" : "linear");
     if (!other)
@@ -529,6 +578,10 @@ void addUserRunCommand(CLI::App &morpheus) {
           {"adaptive", core::ProfileMode::Adaptive},
           {"naive", core::ProfileMode::Naive}}))
       ->type_name("off|adaptive|naive");
+  command.add_flag("--batch-model", flags->batchModel,
+                   "then fit the batching model (P4C's) to the last version measured at "
+                   "bursts 8, 32 and 128, and print its predictions beside measurements at "
+                   "bursts 4 to 256, and the burst each picks");
   command.add_flag("--oracle", flags->oracle,
                    "also time a hand-specialized router: the routes written in as compares, "
                    "the trace's 8 hottest destinations first (checked against the generic "

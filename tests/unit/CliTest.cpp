@@ -358,7 +358,7 @@ TEST(Cli, UserRunReplaysATraceThroughGenericAndSpecializedRouters) {
   Output out = morpheus("user-run --routes " + source +
                         "/nf/router/configs/stanford-yozb-routes-20.txt --neighbors " + source +
                         "/nf/router/configs/stanford-neighbors.txt --trace " + trace +
-                        " --rounds 1 --repeat 1 --lpm linear --oracle");
+                        " --rounds 1 --repeat 1 --lpm linear --oracle --batch-model");
   std::remove(trace.c_str());
   ASSERT_EQ(out.status, 0) << out.text;
   EXPECT_NE(out.text.find("20 routes (lpm_linear)"), std::string::npos) << out.text;
@@ -375,6 +375,10 @@ TEST(Cli, UserRunReplaysATraceThroughGenericAndSpecializedRouters) {
             std::string::npos)
       << out.text;
   EXPECT_NE(out.text.find("oracle "), std::string::npos) << out.text;
+  // The batching model: fitted, every burst predicted beside measured.
+  EXPECT_NE(out.text.find("batch model: t(B) = "), std::string::npos) << out.text;
+  EXPECT_NE(out.text.find("  B=256  predicted "), std::string::npos) << out.text;
+  EXPECT_NE(out.text.find("the model picks B="), std::string::npos) << out.text;
 
   // The measured exploration: every trial printed, the chosen one, and the
   // chosen configuration checked against the generic handler.
