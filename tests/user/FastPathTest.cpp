@@ -21,7 +21,8 @@ namespace {
 const std::string ProbeSource = std::string(MORPHEUS_SOURCE_DIR) + "/tests/user/handlers/lpm_probe.c";
 
 std::unique_ptr<Handler> loadProbe(bool followTraffic) {
-  HandlerOptions options{"lpm_probe", {}, 64};
+  HandlerOptions options;
+  options.entry = "lpm_probe";
   if (followTraffic) {
     core::TrafficProfileOptions traffic;
     traffic.initialPeriod = 4;

@@ -23,7 +23,10 @@ namespace {
 const std::string ProbeSource = std::string(MORPHEUS_SOURCE_DIR) + "/tests/user/handlers/lpm_probe.c";
 
 std::unique_ptr<Handler> loadProbe(const std::string &kind) {
-  auto handler = Handler::load(ProbeSource, {"lpm_probe", {"-DLPM_KIND=" + kind}, 64});
+  HandlerOptions options;
+  options.entry = "lpm_probe";
+  options.cflags = {"-DLPM_KIND=" + kind};
+  auto handler = Handler::load(ProbeSource, options);
   if (!handler) {
     ADD_FAILURE() << toString(handler.takeError());
     return nullptr;
