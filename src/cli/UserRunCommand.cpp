@@ -247,7 +247,8 @@ Error sameAsGeneric(user::Handler &router, const user::ReplayRing &head,
 // wins. Returns the handler the chosen configuration runs on.
 Expected<user::Handler *> explore(user::Handler &router, user::Handler &other,
                                   const user::ReplayRing &ring, const UserRunFlags &flags) {
-  const std::string Specialized = "specialized", Burst = "burst", LpmAsCode = "lpm_as_code";
+  const std::string Specialized = "specialized", Burst = "burst", LpmAsCode = "lpm_as_code",
+                    Prefetch = "prefetch";
   const std::string OtherLpm = flags.lpm == "linear" ? "lpm_dir24" : "lpm_linear";
   // The burst given first: the generic handler at that burst is the
   // baseline of both searches.
@@ -259,6 +260,10 @@ Expected<user::Handler *> explore(user::Handler &router, user::Handler &other,
                                              {Burst, bursts, false},
                                              {OtherLpm, {1}, true},
                                              {LpmAsCode, {1}, true}};
+  // Sub-batches with the next one's route entries prefetched (the
+  // handler's MU_PREFETCH function), when the handler has one.
+  if (router.prefetcher() && other.prefetcher())
+    dimensions.push_back({Prefetch, {4, 8, 16, 32}, true});
   std::vector<std::string> withoutLpmAsCode;
   for (const std::string &pass : core::tablePassNames())
     if (pass != "lpm-as-code")
@@ -266,7 +271,7 @@ Expected<user::Handler *> explore(user::Handler &router, user::Handler &other,
   for (user::Dimension &point : user::pointDimensions(router.specializationSpace()))
     dimensions.push_back(std::move(point));
   auto strategy = flags.explore == "greedy" ? user::greedySearch() : user::exhaustiveSearch();
-  uint32_t burst = flags.burst;
+  uint32_t burst = flags.burst, subBatch = 0;
   user::Handler *active = &router;
   user::ExplorerOptions options;
   options.windowsPerTrial = flags.exploreWindows;
@@ -274,6 +279,7 @@ Expected<user::Handler *> explore(user::Handler &router, user::Handler &other,
       dimensions, std::move(strategy),
       [&](const user::Configuration &configuration) -> Error {
         burst = uint32_t(configuration.at(Burst));
+        subBatch = configuration.count(Prefetch) ? uint32_t(configuration.at(Prefetch)) : 0;
         active = configuration.count(OtherLpm) ? &other : &router;
         if (!configuration.count(Specialized)) {
           active->trampoline().install(active->generic());
@@ -285,7 +291,8 @@ Expected<user::Handler *> explore(user::Handler &router, user::Handler &other,
           return err;
         core::PointConfiguration points;
         for (const auto &[name, value] : configuration)
-          if (name != Specialized && name != Burst && name != OtherLpm && name != LpmAsCode)
+          if (name != Specialized && name != Burst && name != OtherLpm && name != LpmAsCode &&
+              name != Prefetch)
             points[name] = value;
         auto cycle = active->specialize(points);
         if (!cycle)
@@ -302,7 +309,9 @@ Expected<user::Handler *> explore(user::Handler &router, user::Handler &other,
   if (Error err = explorer.start())
     return std::move(err);
   while (explorer.exploring()) {
-    user::LoopStats window = user::EventLoop(active->trampoline(), burst).run(ring, flags.repeat);
+    user::LoopStats window = user::EventLoop(active->trampoline(), burst)
+                                 .prefetching(active->prefetcher(), subBatch)
+                                 .run(ring, flags.repeat);
     if (Error err = explorer.observe(window.packetsPerSecond()))
       return std::move(err);
   }

@@ -390,12 +390,13 @@ TEST(Cli, UserRunReplaysATraceThroughGenericAndSpecializedRouters) {
                  explored + " --rounds 1 --repeat 1 --explore greedy --explore-windows 1");
   std::remove(explored.c_str());
   ASSERT_EQ(out.status, 0) << out.text;
-  EXPECT_NE(out.text.find("explore (greedy search, 4 dimensions"), std::string::npos) << out.text;
+  EXPECT_NE(out.text.find("explore (greedy search, 5 dimensions"), std::string::npos) << out.text;
   EXPECT_NE(out.text.find("tried  burst=32 "), std::string::npos) << out.text; // the baseline
   EXPECT_NE(out.text.find("tried  burst=32 specialized=1 "), std::string::npos) << out.text;
   EXPECT_NE(out.text.find("tried  burst=128"), std::string::npos) << out.text;
   EXPECT_NE(out.text.find("lpm_linear=1"), std::string::npos) << out.text; // the other template
   EXPECT_NE(out.text.find("lpm_as_code=1"), std::string::npos) << out.text; // routes as code
+  EXPECT_NE(out.text.find("prefetch=4"), std::string::npos) << out.text; // sub-batches
   EXPECT_NE(out.text.find("chosen burst="), std::string::npos) << out.text;
   EXPECT_NE(out.text.find("the chosen configuration treats the first 2000 packets as the "
                           "generic handler does"),

@@ -5,7 +5,10 @@
 #include "support/Clang.h"
 
 #include <llvm/Bitcode/BitcodeReader.h>
+#include <llvm/Analysis/ValueTracking.h>
 #include <llvm/IR/IRBuilder.h>
+#include <llvm/IR/InstIterator.h>
+#include <llvm/IR/IntrinsicInst.h>
 #include <llvm/IRReader/IRReader.h>
 #include <llvm/Support/FileSystem.h>
 #include <llvm/Support/Path.h>
@@ -87,6 +90,41 @@ Error checkHandler(const Module &module, const UserSignatures &signatures,
   return Error::success();
 }
 
+// A prefetch function runs outside the handler on packets the handler has
+// not seen yet: it may only prefetch. Writes to its own stack (a key being
+// built) are all it may do besides calling mu_prefetch.
+Error checkPrefetcher(const Function &function) {
+  auto fail = [&](const Instruction &at, const char *what) {
+    return makeError("{0}: prefetch function '{1}' {2} (it may only build keys on its stack "
+                     "and call mu_prefetch)",
+                     function.getParent()->getModuleIdentifier(), function.getName(), what);
+  };
+  auto onStack = [](const Value *pointer) {
+    return isa<AllocaInst>(getUnderlyingObject(pointer));
+  };
+  for (const Instruction &instruction : instructions(function)) {
+    if (auto *store = dyn_cast<StoreInst>(&instruction)) {
+      if (!onStack(store->getPointerOperand()))
+        return fail(instruction, "writes memory off its stack");
+    } else if (auto *intrinsic = dyn_cast<IntrinsicInst>(&instruction)) {
+      if (auto *memory = dyn_cast<MemIntrinsic>(intrinsic)) {
+        if (!onStack(memory->getDest()))
+          return fail(instruction, "writes memory off its stack");
+      } else if (intrinsic->mayWriteToMemory() && !intrinsic->isLifetimeStartOrEnd() &&
+                 intrinsic->getIntrinsicID() != Intrinsic::prefetch) {
+        return fail(instruction, "calls an intrinsic that writes memory");
+      }
+    } else if (auto *call = dyn_cast<CallBase>(&instruction)) {
+      const Function *callee = call->getCalledFunction();
+      if (!callee || callee->getName() != "mu_prefetch")
+        return fail(instruction, "calls a function other than mu_prefetch");
+    } else if (instruction.mayWriteToMemory()) {
+      return fail(instruction, "writes memory");
+    }
+  }
+  return Error::success();
+}
+
 } // namespace
 
 const char *apiIncludeDirectory() { return MORPHEUS_USER_API_INCLUDE; }
@@ -130,6 +168,16 @@ Expected<std::unique_ptr<Handler>> Handler::load(const std::string &path,
   if (!generic)
     return withContext(generic.takeError(), path);
   handler->genericVersion = *generic;
+  if (const Function *prefetcher = handler->pristine->getFunction(options.entry + "_prefetch");
+      prefetcher && prefetcher->hasSection() &&
+      prefetcher->getSection() == MU_PREFETCH_SECTION) {
+    if (Error err = checkPrefetcher(*prefetcher))
+      return err;
+    auto address = handler->jit->address("generic", prefetcher->getName().str());
+    if (!address)
+      return withContext(address.takeError(), path);
+    handler->prefetchFunction = reinterpret_cast<PrefetchFunction>(*address);
+  }
   handler->handlerSlot.install(*generic);
   return handler;
 }

@@ -85,6 +85,9 @@ public:
   TableSet &tables() { return *tableSet; }
   Trampoline &trampoline() { return handlerSlot; }
   HandlerFunction generic() const { return genericVersion; }
+  // The handler's MU_PREFETCH function (`ENTRY_prefetch`), or null when it
+  // declares none: the event loop's sub-batches call it (EventLoop).
+  PrefetchFunction prefetcher() const { return prefetchFunction; }
   const std::string &name() const { return options.entry; }
   // The handler's IR as compiled, never specialized (analyses, reports).
   const llvm::Module &pristineModule() const { return *pristine; }
@@ -148,6 +151,7 @@ private:
   UserSignatures signatures;
   Trampoline handlerSlot;
   HandlerFunction genericVersion = nullptr;
+  PrefetchFunction prefetchFunction = nullptr;
   std::vector<core::SpecializationPoint> space;
   core::PointConfiguration points;
   unsigned versions = 0;

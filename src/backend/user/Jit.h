@@ -25,6 +25,7 @@ extern "C" {
 namespace morpheus::user {
 
 using HandlerFunction = int (*)(mu_packet *);
+using PrefetchFunction = void (*)(const mu_packet *);
 
 class Jit {
 public:
@@ -41,6 +42,8 @@ public:
   Expected<HandlerFunction> add(std::unique_ptr<llvm::Module> module,
                                 llvm::orc::ThreadSafeContext context, const std::string &entry,
                                 const std::string &label);
+  // The address of `name` in version `label` (added before).
+  Expected<void *> address(const std::string &label, const std::string &name);
 
 private:
   std::unique_ptr<llvm::orc::LLJIT> jit;
