@@ -804,7 +804,7 @@ Expected<BenchResult> runInNamespace(const Preset &preset, const BenchOptions &o
     for (FollowingVariant &variant : following)
       if (variant.name != std::string(MorpheusName))
         variants.push_back({variant.name, variant.optimizer->activeFd()});
-    auto oracles = loadOracles(preset, optimizer, trace);
+    auto oracles = loadOracles(preset, optimizer, trace, ingress);
     if (!oracles)
       return oracles.takeError();
     for (const OracleProgram &oracle : *oracles)
