@@ -202,6 +202,11 @@ public:
   // snapshot of `table`).
   llvm::Constant *valuePointer(const std::string &table, const TableEntry &entry);
 
+  // A pointer to the value of the snapshot's entry number `index` (i64,
+  // computed at run time; the caller keeps it below the entry count).
+  llvm::Value *entryPointer(llvm::IRBuilderBase &builder, const std::string &table,
+                            llvm::Value *index);
+
   // A constant pointer to the zero value every slot of an array read by
   // content holds when the snapshot does not list it
   // (TableContents::unlistedAreZero).
