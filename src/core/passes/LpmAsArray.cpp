@@ -1,8 +1,10 @@
 //===- LpmAsArray.cpp - a large read-only IPv4 trie becomes a derived array ===//
 //
-// A lookup in a read-only IPv4 longest-prefix-match table too large for
-// lpm-as-code (more than `inlineLimit` prefixes, read whole up to
-// `WholeTableReadLimit`) becomes two or three loads from a derived
+// A lookup in a read-only IPv4 longest-prefix-match table that lpm-as-code
+// left (more than `inlineLimit` prefixes, read whole up to
+// `WholeTableReadLimit`, or a search over the verifier's path budget: the
+// derived table adds one value path, not one per interval) becomes two or
+// three loads from a derived
 // direct-indexed table, a 16-8-8 multibit trie cut from the address
 // intervals the prefixes define (PrefixIntervals.h): the first level has a
 // slot per /16 block of addresses, and a block that holds more than one
@@ -122,8 +124,10 @@ PreservedAnalyses LpmAsArrayPass::run(Module &module, ModuleAnalysisManager &mam
           LookupRewriter &rewriter) {
         if (table.match != TableMatch::LongestPrefix)
           return false;
-        if (contents.complete && contents.entries.size() <= context.inlineLimit)
-          return false; // lpm-as-code's
+        // Sites lpm-as-code rewrote are gone (their call is kept on a miss
+        // path); what is left is over its limit or its verifier budget.
+        if (context.noCompareChains) // the retry after a refusal: no table as code
+          return declineSite(context, site, "lpm-as-array", *context.noCompareChains);
         if (table.keySize != PrefixLengthBytes + AddressBits / 8)
           return declineSite(context, site, "lpm-as-array",
                              "prefix data of " + std::to_string(table.keySize - PrefixLengthBytes) +

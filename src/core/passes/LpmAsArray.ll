@@ -8,7 +8,7 @@
 ;
 ; RUN: split-file %s %t
 ; RUN: morpheus-opt %t/prog.ll --state %t/state.json -passes=lpm-as-array --inline-limit 2 | FileCheck %s
-; RUN: morpheus-opt %t/prog.ll --state %t/state.json -passes=lpm-as-array | FileCheck %s --check-prefix=SMALL
+; RUN: morpheus-opt %t/prog.ll --state %t/state.json -passes=lpm-as-code,lpm-as-array | FileCheck %s --check-prefix=SMALL
 ; RUN: morpheus-opt %t/prog.ll --state %t/state.json -passes=lpm-as-array --inline-limit 0 | FileCheck %s --check-prefix=IPV6
 
 ; 65,536 first-level slots and two chunks of 256, one table for both sites.
@@ -78,10 +78,13 @@
 ; CHECK:         call ptr inttoptr (i64 1 to ptr)(ptr @seen
 ; CHECK: ; site 0 routes lpm-as-array applied: 4 prefixes as a derived 16-8-8 table of 2 chunks (132096 bytes); other prefix lengths keep the lookup
 
-; Within the inline limit the trie is lpm-as-code's: no decision here.
+; Within the inline limit the trie is lpm-as-code's, which runs first: its
+; sites are gone when lpm-as-array runs.
 ; SMALL-NOT:     @__morpheus.routes.levels
 ; SMALL-LABEL: define i32 @route(
-; SMALL:         call ptr inttoptr (i64 1 to ptr)(ptr @routes, ptr {{.*}}%key)
+; SMALL:         routes.search:
+; SMALL-NOT:     lpm-as-array
+; SMALL:         ; site 0 routes lpm-as-code applied
 ; SMALL-NOT:     lpm-as-array
 
 ; IPv6-sized data has no derived table: the lookup stays.
