@@ -259,7 +259,8 @@ ReadPlan planReads(const TableAccessInfo &info, const TableCatalog &catalog,
       const TableInfo &table = catalog.at(site.table);
       bool ipv4Trie = table.match == TableMatch::LongestPrefix &&
                       table.keySize == 8; // a u32 prefix length, an IPv4 address
-      request.wholeTableLimit = table.match == TableMatch::Exact || ipv4Trie
+      request.wholeTableLimit = ipv4Trie ? std::max(inlineLimit, DerivedTrieReadLimit)
+                                : table.match == TableMatch::Exact
                                     ? std::max(inlineLimit, WholeTableReadLimit)
                                     : inlineLimit;
       // A trie answers a constant key with the longest prefix matching

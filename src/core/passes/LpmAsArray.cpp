@@ -2,7 +2,7 @@
 //
 // A lookup in a read-only IPv4 longest-prefix-match table that lpm-as-code
 // left (more than `inlineLimit` prefixes, read whole up to
-// `WholeTableReadLimit`, or a search over the verifier's path budget: the
+// `DerivedTrieReadLimit`, or a search over the verifier's path budget: the
 // derived table adds one value path, not one per interval) becomes two or
 // three loads from a derived
 // direct-indexed table, a 16-8-8 multibit trie cut from the address
@@ -135,7 +135,7 @@ PreservedAnalyses LpmAsArrayPass::run(Module &module, ModuleAnalysisManager &mam
         if (!contents.complete)
           return declineSite(context, site, "lpm-as-array",
                              "not read whole (more than " +
-                                 std::to_string(WholeTableReadLimit) + " prefixes)");
+                                 std::to_string(DerivedTrieReadLimit) + " prefixes)");
         if (contents.entries.size() >= MaxSlotNumber)
           return declineSite(context, site, "lpm-as-array",
                              std::to_string(contents.entries.size()) + " prefixes");

@@ -63,15 +63,29 @@ Expected<std::vector<PrefixInterval>> prefixIntervals(const std::vector<TableEnt
   }
   std::sort(bounds.begin(), bounds.end());
   bounds.erase(std::unique(bounds.begin(), bounds.end()), bounds.end());
+  // Outer prefixes before the ones they contain (a trie holds one entry per
+  // prefix; of equal ones, were there any, the first stored answers).
+  std::vector<const Prefix *> byStart;
+  for (const Prefix &prefix : *prefixes)
+    byStart.push_back(&prefix);
+  std::sort(byStart.begin(), byStart.end(), [](const Prefix *a, const Prefix *b) {
+    if (a->first != b->first)
+      return a->first < b->first;
+    return a->length != b->length ? a->length < b->length : a > b;
+  });
+  // A sweep over the bounds: `open` holds the prefixes containing the
+  // current bound, each inside the one below it (prefixes nest or are
+  // disjoint), so its top is the longest.
+  std::vector<const Prefix *> open;
+  size_t next = 0;
   std::vector<PrefixInterval> intervals;
   for (PrefixAddress start : bounds) {
     // Every address of [start, next bound) lies in the same prefixes.
-    const Prefix *longest = nullptr;
-    for (const Prefix &prefix : *prefixes)
-      if (prefix.first <= start && start <= prefix.last &&
-          (!longest || prefix.length > longest->length))
-        longest = &prefix;
-    const TableEntry *entry = longest ? longest->entry : nullptr;
+    while (!open.empty() && open.back()->last < start)
+      open.pop_back();
+    for (; next < byStart.size() && byStart[next]->first <= start; ++next)
+      open.push_back(byStart[next]);
+    const TableEntry *entry = open.empty() ? nullptr : open.back()->entry;
     if (intervals.empty() || intervals.back().entry != entry)
       intervals.push_back({start, entry});
   }
