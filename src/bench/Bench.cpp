@@ -678,6 +678,7 @@ Expected<BenchResult> runInNamespace(const Preset &preset, const BenchOptions &o
 
   runtime::OptimizerOptions optimizerOptions;
   optimizerOptions.shadowPackets = options.shadowPackets;
+  optimizerOptions.inlineLimit = options.inlineLimit;
   optimizerOptions.faults = options.faults;
   auto created = loadConfigured(preset, optimizerOptions, "static");
   if (!created)

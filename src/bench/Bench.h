@@ -63,6 +63,7 @@ struct BenchOptions {
   uint32_t recompiles = 5; // forced recompilations timed for t1/t2
   uint32_t checkPackets = 256; // packets every variant must treat alike
   uint32_t shadowPackets = 64;  // Morpheus's own pre-swap validation; 0 = off
+  uint32_t inlineLimit = 64;    // the optimizer's inline limit (its default)
   // Following the traffic: the variants `morpheus` (the loop: instrumented
   // program, then this many cycles each after a pass of the trace, then
   // timing), `adaptive-instrumentation` (the same loop without fast paths:

@@ -103,6 +103,11 @@ void addBenchCommand(CLI::App &morpheus) {
                   "slices a phased trace is timed in (default 30)")
       ->type_name("N");
   command
+      .add_option("--inline-limit", options.inlineLimit,
+                  "inline tables with at most N entries (default 64): smaller, and tries "
+                  "over it get a derived table instead of a search")
+      ->type_name("N");
+  command
       .add_option("--flows", options.flows, "distinct flows per generated trace (default 1000)")
       ->type_name("F");
   command

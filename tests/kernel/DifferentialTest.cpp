@@ -144,6 +144,23 @@ TEST_P(CorpusSmoke, NoDifference) {
   EXPECT_GT(report->cases, 50u);
 }
 
+// Random tries over an inline limit of 2: the IPv4 ones become derived
+// tables (lpm-as-array; LpmAsArray.* shows it fires on this program), the
+// IPv6 ones keep their lookup; no difference in verdicts, bytes or maps.
+TEST(Differential, LpmTriesAsDerivedTables) {
+  runtime::FuzzOptions options;
+  options.seconds = 3;
+  options.minStates = 3;
+  options.seed = 11;
+  options.shrinkSeconds = 2;
+  options.inlineLimit = 2;
+  auto report = runtime::fuzzProgram(
+      morpheus::testing::sourcePath("tests/programs/lpm_nested.bpf.c"), options);
+  ASSERT_THAT_EXPECTED(report, llvm::Succeeded());
+  EXPECT_EQ(report->differed, 0u) << report->reproducer;
+  EXPECT_GT(report->cases, 50u);
+}
+
 INSTANTIATE_TEST_SUITE_P(
     Programs, CorpusSmoke,
     ::testing::Values(CorpusCase{"entry_without_ctx.bpf.c", nullptr},

@@ -102,6 +102,77 @@ TEST(LpmAsCode, NestedPrefixesAtEveryLengthAnswerAsTheTrie) {
   EXPECT_LT(hits, compared) << "premise: some miss (prefix length beyond the maximum)";
 }
 
+// The same nested prefixes, and 30 more of random lengths and addresses,
+// with an inline limit of 8: the IPv4 trie becomes a derived 16-8-8 table
+// (lpm-as-array); the IPv6 one, which has none, keeps its lookup. Every
+// address one bit from the nested base, every prefix's first and last
+// address and their neighbours, and random addresses, each with prefix
+// lengths on both sides of 32; then a route changed through Morpheus is
+// seen by the very next packet.
+TEST(LpmAsArray, NestedAndRandomPrefixesAnswerAsTheTrie) {
+  runtime::OptimizerOptions options = CorpusProgram::noShadow();
+  options.inlineLimit = 8;
+  CorpusProgram program("lpm_nested.bpf.c", options);
+  ASSERT_TRUE(program.ok());
+  const uint32_t base = 0x0a7b2d43; // 10.123.45.67
+  std::vector<std::pair<uint32_t, uint32_t>> prefixes; // (address, length)
+  for (uint32_t length = 0; length <= 32; ++length)
+    prefixes.push_back({base, length});
+  uint32_t seed = 12345;
+  auto random = [&] { return seed = seed * 1103515245u + 12345u, (seed >> 1) ^ (seed << 15); };
+  for (int i = 0; i < 30; ++i)
+    prefixes.push_back({random(), 8 + random() % 25});
+  for (size_t i = 0; i < prefixes.size(); ++i)
+    program.set("routes4", V4Key{prefixes[i].second, htonl(prefixes[i].first)}, uint32_t(100 + i));
+  std::array<uint8_t, 16> base6{0x20, 0x01, 0x0d, 0xb8};
+  for (uint32_t length = 0; length <= 128; length += 8)
+    program.set("routes6", V6Key{length, base6}, uint32_t(200 + length));
+
+  runtime::CycleReport report = program.cycle();
+  ASSERT_TRUE(report.installed()) << report.describe();
+  const core::SiteDecision *applied = CorpusProgram::decision(report, "routes4", true);
+  ASSERT_NE(applied, nullptr) << report.describe();
+  EXPECT_EQ(applied->pass, "lpm-as-array");
+  EXPECT_EQ(CorpusProgram::decision(report, "routes6", true), nullptr) << report.describe();
+
+  std::vector<uint32_t> addresses{base, base - 1, base + 1, 0, 0xffffffff, 0x0a000000};
+  for (uint32_t bit = 0; bit < 32; ++bit)
+    addresses.push_back(base ^ (1u << bit));
+  for (auto [address, length] : prefixes) {
+    uint32_t host = length == 0 ? 0xffffffff : length == 32 ? 0 : 0xffffffffu >> length;
+    uint32_t firstAddress = address & ~host, lastAddress = address | host;
+    for (uint32_t at : {firstAddress - 1, firstAddress, firstAddress + 1, lastAddress - 1,
+                        lastAddress, lastAddress + 1})
+      addresses.push_back(at);
+  }
+  for (int i = 0; i < 100; ++i)
+    addresses.push_back(random());
+  size_t hits = 0, compared = 0;
+  for (uint32_t address : addresses)
+    for (uint8_t tos : {0, 7, 24, 31, 32, 33}) {
+      Bytes packet = ipv4Packet(address, tos);
+      RunResult original = program.original(packet);
+      hits += original.verdict == XDP_TX;
+      EXPECT_EQ(program.active(packet), original)
+          << "address " << std::hex << address << std::dec << ", prefix length " << int(tos);
+      ++compared;
+    }
+  EXPECT_GT(hits, compared / 2) << "premise: most lookups hit some prefix";
+  EXPECT_LT(hits, compared) << "premise: some miss";
+
+  // The /24 around the base answers another value from now on.
+  RunResult before = program.active(ipv4Packet(base ^ 0x80u, 0));
+  program.set("routes4", V4Key{24, htonl(base)}, uint32_t(999));
+  for (uint32_t address : {base ^ 1u, base ^ 0x80u, base}) {
+    Bytes packet = ipv4Packet(address, 0);
+    RunResult original = program.original(packet);
+    EXPECT_EQ(program.active(packet), original) << std::hex << address;
+  }
+  RunResult after = program.active(ipv4Packet(base ^ 0x80u, 0));
+  EXPECT_EQ(after.verdict, uint32_t(XDP_TX));
+  EXPECT_NE(after.output, before.output) << "the new route's value is in the packet";
+}
+
 struct Rule {
   uint32_t action;
   uint32_t mark;

@@ -8,18 +8,9 @@
 // table's maximum (the case of every packet lookup: a whole address). Keys
 // with any other prefix length keep the real lookup, on that path only.
 //
-// What the kernel returns (kernel/bpf/lpm_trie.c, trie_lookup_elem): null
-// when key.prefixlen exceeds the table's max (8 * data bytes); otherwise the
-// entry with the longest prefix length L <= key.prefixlen whose first L bits
-// equal the key's (bit 0 = the most significant bit of data[0]), or null.
-// With key.prefixlen = max every entry qualifies by length, so the answer
-// depends only on the address: for each address, the longest stored prefix
-// containing it. The stored prefixes nest or are disjoint, so the longest
-// one containing an address is constant between consecutive prefix bounds:
-// flattening them into intervals (bounds = every prefix's first address and
-// the address after its last) and a binary search over the bounds gives the
-// trie's answer for every address. Bits of a stored key beyond its prefix
-// length are ignored by the trie and masked here.
+// What the kernel returns, and why the intervals give it for every
+// address: PrefixIntervals.h (shared with lpm-as-array, the derived table
+// for tries larger than this pass takes).
 //
 // Correctness rests on the table not changing while this code runs: the data
 // plane never writes it (TableAccessAnalysis), and control-plane writes go
@@ -40,6 +31,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "support/Error.h"
+#include "core/passes/PrefixIntervals.h"
 #include "core/passes/TablePasses.h"
 
 #include <llvm/IR/Constants.h>
@@ -47,95 +39,13 @@
 #include <llvm/IR/Instructions.h>
 #include <llvm/IR/Intrinsics.h>
 
-#include <algorithm>
-#include <cstring>
-
 using namespace llvm;
 
 namespace morpheus::core {
 
 namespace {
 
-using Address = unsigned __int128; // data of up to 16 bytes (IPv6)
-
-constexpr uint32_t PrefixLengthBytes = 4; // the key's u32 prefixlen
-
-// One stored prefix: its first address, its last, and its entry.
-struct Prefix {
-  uint32_t length;
-  Address first;
-  Address last;
-  const TableEntry *entry;
-};
-
-// An interval of addresses [start, next interval's start) and the entry the
-// trie returns for every address in it (null: none covers it).
-struct Interval {
-  Address start;
-  const TableEntry *entry;
-};
-
-Address readAddress(const Bytes &data) {
-  Address address = 0;
-  for (uint8_t byte : data)
-    address = (address << 8) | byte;
-  return address;
-}
-
-Address allOnes(uint32_t bits) {
-  return bits == 0 ? 0 : (~Address(0)) >> (128 - bits);
-}
-
-// The stored prefixes as address ranges, or why they cannot be.
-Expected<std::vector<Prefix>> prefixesOf(const std::vector<TableEntry> &entries,
-                                         uint32_t dataBits, bool littleEndian) {
-  std::vector<Prefix> prefixes;
-  for (const TableEntry &entry : entries) {
-    if (entry.key.size() != PrefixLengthBytes + dataBits / 8)
-      return makeError("a key of {0} bytes", entry.key.size());
-    uint32_t length = 0;
-    for (uint32_t i = 0; i < PrefixLengthBytes; ++i) {
-      uint32_t byte = littleEndian ? PrefixLengthBytes - 1 - i : i;
-      length = (length << 8) | entry.key[byte];
-    }
-    if (length > dataBits)
-      return makeError("a stored prefix length of {0} beyond {1}", length, dataBits);
-    Address address =
-        readAddress(Bytes(entry.key.begin() + PrefixLengthBytes, entry.key.end()));
-    Address hostBits = allOnes(dataBits - length);
-    prefixes.push_back({length, address & ~hostBits & allOnes(dataBits),
-                        (address | hostBits) & allOnes(dataBits), &entry});
-  }
-  return prefixes;
-}
-
-// The disjoint intervals, in address order, adjacent ones with the same
-// answer merged. The first starts at address 0.
-std::vector<Interval> flatten(const std::vector<Prefix> &prefixes, uint32_t dataBits) {
-  std::vector<Address> bounds{0};
-  for (const Prefix &prefix : prefixes) {
-    bounds.push_back(prefix.first);
-    if (prefix.last != allOnes(dataBits))
-      bounds.push_back(prefix.last + 1);
-  }
-  std::sort(bounds.begin(), bounds.end());
-  bounds.erase(std::unique(bounds.begin(), bounds.end()), bounds.end());
-  std::vector<Interval> intervals;
-  for (Address start : bounds) {
-    // Every address of [start, next bound) lies in the same prefixes.
-    const Prefix *longest = nullptr;
-    for (const Prefix &prefix : prefixes)
-      if (prefix.first <= start && start <= prefix.last &&
-          (!longest || prefix.length > longest->length))
-        longest = &prefix;
-    const TableEntry *entry = longest ? longest->entry : nullptr;
-    if (intervals.empty() || intervals.back().entry != entry)
-      intervals.push_back({start, entry});
-  }
-  return intervals;
-}
-
-ConstantInt *addressConstant(IntegerType *type, Address address) {
+ConstantInt *addressConstant(IntegerType *type, PrefixAddress address) {
   uint64_t words[2] = {uint64_t(address), uint64_t(address >> 64)};
   return ConstantInt::get(type->getContext(), APInt(type->getBitWidth(), words));
 }
@@ -169,11 +79,11 @@ PreservedAnalyses LpmAsCodePass::run(Module &module, ModuleAnalysisManager &mam)
           if (!entry.value)
             return declineSite(context, site, "lpm-as-code", "per-CPU values differ between CPUs");
         uint32_t dataBits = 8 * dataBytes;
-        auto prefixes = prefixesOf(contents.entries, dataBits, dl.isLittleEndian());
-        if (!prefixes)
+        auto flattened = prefixIntervals(contents.entries, dataBits, dl.isLittleEndian());
+        if (!flattened)
           return declineSite(context, site, "lpm-as-code",
-                             "snapshot holds " + toString(prefixes.takeError()));
-        std::vector<Interval> intervals = flatten(*prefixes, dataBits);
+                             "snapshot holds " + toString(flattened.takeError()));
+        const std::vector<PrefixInterval> &intervals = *flattened;
 
         CallBase &lookup = *site.call;
         LLVMContext &llvmContext = module.getContext();

@@ -371,6 +371,13 @@ Constant *LookupRewriter::valuePointer(const std::string &table, const TableEntr
       ConstantInt::get(Type::getInt64Ty(llvmContext), offset));
 }
 
+Value *LookupRewriter::entryPointer(IRBuilderBase &builder, const std::string &table,
+                                   Value *index) {
+  Value *offset = builder.CreateMul(index, builder.getInt64(strideOf(context.catalog->at(table))));
+  return builder.CreateInBoundsGEP(builder.getInt8Ty(), valueArray(table), offset,
+                                   table + ".entry");
+}
+
 Constant *LookupRewriter::zeroValuePointer(const std::string &table) {
   LLVMContext &llvmContext = module.getContext();
   uint64_t offset =
@@ -561,10 +568,7 @@ void LookupRewriter::replaceWithDispatch(CallBase &lookup, unsigned keyArg,
     // loads are done nothing distinguishes the paths.
     builder.SetInsertPoint(found);
     Value *hidden = opaqueCopy(builder, index, table + ".index.hidden");
-    Value *offset = builder.CreateMul(
-        hidden, builder.getInt64(strideOf(context.catalog->at(table))));
-    Value *pointer = builder.CreateInBoundsGEP(builder.getInt8Ty(), valueArray(table), offset,
-                                               table + ".entry");
+    Value *pointer = entryPointer(builder, table, hidden);
     builder.CreateBr(tail);
     result->addIncoming(pointer, found);
   }

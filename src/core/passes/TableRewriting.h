@@ -88,6 +88,11 @@ uint32_t writeBucket(const std::string &table, const Bytes &key, uint32_t bucket
 // the walk of a larger table stops there (1,025 key steps, about 1 ms).
 constexpr uint32_t WholeTableReadLimit = 1024;
 
+// IPv4 tries are read whole up to this many prefixes, for lpm-as-array's
+// derived table (the full Stanford table of nf/router is 2,592; about 4 ms
+// of reading at the limit).
+constexpr uint32_t DerivedTrieReadLimit = 4096;
+
 struct TablePassContext {
   const TableCatalog *catalog = nullptr;
   const TableSnapshot *snapshot = nullptr;
@@ -201,6 +206,11 @@ public:
   // A constant pointer to the value of `entry` (which must be in the
   // snapshot of `table`).
   llvm::Constant *valuePointer(const std::string &table, const TableEntry &entry);
+
+  // A pointer to the value of the snapshot's entry number `index` (i64,
+  // computed at run time; the caller keeps it below the entry count).
+  llvm::Value *entryPointer(llvm::IRBuilderBase &builder, const std::string &table,
+                            llvm::Value *index);
 
   // A constant pointer to the zero value every slot of an array read by
   // content holds when the snapshot does not list it

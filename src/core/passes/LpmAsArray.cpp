@@ -1,0 +1,285 @@
+//===- LpmAsArray.cpp - a large read-only IPv4 trie becomes a derived array ===//
+//
+// A lookup in a read-only IPv4 longest-prefix-match table that lpm-as-code
+// left (more than `inlineLimit` prefixes, read whole up to
+// `DerivedTrieReadLimit`, or a search over the verifier's path budget: the
+// derived table adds one value path, not one per interval) becomes two or
+// three loads from a derived
+// direct-indexed table, a 16-8-8 multibit trie cut from the address
+// intervals the prefixes define (PrefixIntervals.h): the first level has a
+// slot per /16 block of addresses, and a block that holds more than one
+// answer gets a chunk of 256 slots, one per /24 block in it, and so on down
+// to single addresses. A slot holds, in 16 bits, either the answer for
+// every address of its block (0: none; i + 1: entry i of the snapshot) or,
+// with the top bit set, the number of the chunk that splits the block. The
+// answer's value is entry i of `__morpheus.TABLE.values` (TableRewriting.h),
+// the array every table pass hands value addresses from, so a hit reads as
+// the trie's value and distinct entries keep distinct addresses.
+//
+// Why ARRAY-like memory: the derived table is a constant global in the
+// constant section, which the BPF loader turns into a frozen read-only
+// ARRAY map loaded with the program; the verifier turns its accesses into
+// plain loads (no helper call: ~2 ns against the trie's 35-56 ns here).
+// The table is rebuilt from the live trie at every specialization, created
+// and filled before the swap (it is part of the program being loaded),
+// covered by the program guard like every inlined value, never pinned and
+// never known to a control plane; a scratch copy of the program (shadow
+// validation, fuzzing) loads its own copy. Its size is in the log.
+//
+// Correctness: the same as lpm-as-code's. Keys whose prefix length is not
+// 32 keep the real lookup; for a whole address, the slot chain ends in the
+// slot of the only interval its block lies in, which holds that interval's
+// answer. The table is read-only for the data plane (TableAccessAnalysis)
+// and control-plane writes go through Morpheus, which bumps the program
+// guard first. The bounds the verifier needs (a chunk number below the
+// chunk count, an entry number below the entry count) are checked on the
+// way, each on an opaque copy (core/OpaqueValue.h) the index is computed
+// from; they always hold, and if they did not the real lookup would answer.
+//
+//   %v = call ptr inttoptr (i64 1 to ptr)(ptr @routes, ptr %key)
+// becomes
+//   %slot = load i16, (@__morpheus.routes.levels + 2 * (%address >> 16))
+//   br (%slot & 0x8000) == 0, answer, chunk   ; chunk: the next 8 bits
+//   answer: null when 0, else @__morpheus.routes.values + (%slot - 1) * stride
+//===----------------------------------------------------------------------===//
+
+#include "core/OpaqueValue.h"
+#include "core/passes/PrefixIntervals.h"
+#include "core/passes/TablePasses.h"
+#include "support/Error.h"
+
+#include <llvm/IR/Constants.h>
+#include <llvm/IR/IRBuilder.h>
+#include <llvm/IR/Instructions.h>
+#include <llvm/IR/Intrinsics.h>
+
+#include <algorithm>
+
+using namespace llvm;
+
+namespace morpheus::core {
+
+namespace {
+
+constexpr uint32_t AddressBits = 32;      // IPv4 data only
+constexpr uint32_t FirstLevelBits = 16;   // then 8, then 8
+constexpr uint32_t ChunkBits = 8;
+constexpr uint32_t ChunkSlots = 1u << ChunkBits;
+constexpr uint16_t ChunkFlag = 0x8000;    // a slot naming a chunk
+constexpr uint32_t MaxSlotNumber = 0x7fff; // entries + 1 and chunks both below
+// The derived table's largest size: beyond it the trie stays (a table this
+// large is a cache and memory cost the cost model does not weigh yet).
+constexpr uint64_t DerivedBytesLimit = 4u << 20;
+
+// The 16-8-8 table of `intervals`, or why there is none.
+Expected<std::vector<uint16_t>> deriveLevels(const std::vector<PrefixInterval> &intervals,
+                                             const std::vector<TableEntry> &entries) {
+  std::vector<uint16_t> slots(size_t(1) << FirstLevelBits, 0);
+  uint32_t chunks = 0;
+  // The slot for the block of 2^bits addresses from `start`: its one answer,
+  // or a new chunk (filled by the caller) when the block holds several.
+  auto slotFor = [&](uint64_t start, uint32_t bits, bool &split) -> uint16_t {
+    const PrefixInterval &first = intervalAt(intervals, start);
+    uint64_t end = start + (uint64_t(1) << bits); // exclusive
+    auto next = std::upper_bound(
+        intervals.begin(), intervals.end(), PrefixAddress(start),
+        [](PrefixAddress a, const PrefixInterval &interval) { return a < interval.start; });
+    split = next != intervals.end() && uint64_t(next->start) < end;
+    if (split)
+      return uint16_t(ChunkFlag | chunks++);
+    return first.entry ? uint16_t(first.entry - entries.data() + 1) : 0;
+  };
+  // Fills the chunk of `slot` for the block of 2^bits addresses at `start`.
+  auto fill = [&](auto &self, size_t slot, uint64_t start, uint32_t bits) -> Error {
+    bool split = false;
+    slots[slot] = slotFor(start, bits, split);
+    if (!split)
+      return Error::success();
+    if (chunks > MaxSlotNumber + 1)
+      return makeError("more than {0} chunks", MaxSlotNumber + 1);
+    size_t base = slots.size();
+    slots.resize(base + ChunkSlots, 0);
+    if (slots.size() * sizeof(uint16_t) > DerivedBytesLimit)
+      return makeError("a derived table over {0} bytes", DerivedBytesLimit);
+    uint32_t below = bits - ChunkBits;
+    for (uint32_t i = 0; i < ChunkSlots; ++i)
+      if (Error err = self(self, base + i, start + (uint64_t(i) << below), below))
+        return err;
+    return Error::success();
+  };
+  for (uint64_t block = 0; block < (uint64_t(1) << FirstLevelBits); ++block)
+    if (Error err = fill(fill, block, block << (AddressBits - FirstLevelBits),
+                         AddressBits - FirstLevelBits))
+      return err;
+  return slots;
+}
+
+} // namespace
+
+PreservedAnalyses LpmAsArrayPass::run(Module &module, ModuleAnalysisManager &mam) {
+  const DataLayout &dl = module.getDataLayout();
+  bool changed = rewriteEligibleLookups(
+      module, mam, context,
+      [&](const AccessSite &site, const TableInfo &table, const TableContents &contents,
+          LookupRewriter &rewriter) {
+        if (table.match != TableMatch::LongestPrefix)
+          return false;
+        // Sites lpm-as-code rewrote are gone (their call is kept on a miss
+        // path); what is left is over its limit or its verifier budget.
+        if (context.noCompareChains) // the retry after a refusal: no table as code
+          return declineSite(context, site, "lpm-as-array", *context.noCompareChains);
+        if (table.keySize != PrefixLengthBytes + AddressBits / 8)
+          return declineSite(context, site, "lpm-as-array",
+                             "prefix data of " + std::to_string(table.keySize - PrefixLengthBytes) +
+                                 " bytes (IPv4's 4 only)");
+        if (!contents.complete)
+          return declineSite(context, site, "lpm-as-array",
+                             "not read whole (more than " +
+                                 std::to_string(DerivedTrieReadLimit) + " prefixes)");
+        if (contents.entries.size() >= MaxSlotNumber)
+          return declineSite(context, site, "lpm-as-array",
+                             std::to_string(contents.entries.size()) + " prefixes");
+        for (const TableEntry &entry : contents.entries)
+          if (!entry.value)
+            return declineSite(context, site, "lpm-as-array", "per-CPU values differ between CPUs");
+        auto intervals = prefixIntervals(contents.entries, AddressBits, dl.isLittleEndian());
+        if (!intervals)
+          return declineSite(context, site, "lpm-as-array",
+                             "snapshot holds " + toString(intervals.takeError()));
+        auto levels = deriveLevels(*intervals, contents.entries);
+        if (!levels)
+          return declineSite(context, site, "lpm-as-array", toString(levels.takeError()));
+
+        LLVMContext &llvmContext = module.getContext();
+        // One derived table per trie, whatever the number of its sites.
+        std::string name = "__morpheus." + site.table + ".levels";
+        GlobalVariable *derived = module.getNamedGlobal(name);
+        if (!derived) {
+          Constant *init = ConstantDataArray::get(llvmContext, ArrayRef<uint16_t>(*levels));
+          derived = new GlobalVariable(module, init->getType(), /*isConstant=*/true,
+                                       GlobalValue::PrivateLinkage, init, name);
+          derived->setAlignment(Align(8));
+          if (!context.constantSection.empty())
+            derived->setSection(context.constantSection);
+        }
+        uint64_t chunkCount =
+            (levels->size() - (size_t(1) << FirstLevelBits)) / ChunkSlots;
+
+        CallBase &lookup = *site.call;
+        auto *pointerType = cast<PointerType>(lookup.getType());
+        IRBuilder<> builder(llvmContext);
+        LookupRewriter::Frame frame =
+            rewriter.openFrame(lookup, *site.signature.keyArg, site.table, builder, 3);
+        BasicBlock *tail = frame.tail;
+        PHINode *result = frame.result;
+        Function *function = frame.head->getParent();
+        auto block = [&](const Twine &name) {
+          return BasicBlock::Create(llvmContext, site.table + name, function, tail);
+        };
+
+        Value *length = LookupRewriter::loadKey(builder, frame, 0, builder.getInt32Ty(),
+                                                site.table + ".prefixlen");
+        Value *data = LookupRewriter::loadKey(builder, frame, PrefixLengthBytes,
+                                              builder.getInt32Ty(), site.table + ".data");
+        Value *address = dl.isLittleEndian()
+                             ? builder.CreateUnaryIntrinsic(Intrinsic::bswap, data, nullptr,
+                                                            site.table + ".address")
+                             : data;
+        Value *wide = builder.CreateZExt(address, builder.getInt64Ty());
+        BasicBlock *first = block(".level0");
+        BasicBlock *answer = block(".answer");
+        BasicBlock *slow = block(".other.prefixlen");
+        builder.CreateCondBr(builder.CreateICmpEQ(length, builder.getInt32(AddressBits),
+                                                  site.table + ".whole.address"),
+                             first, slow);
+
+        auto loadSlot = [&](Value *index, const Twine &name) {
+          Value *at = builder.CreateInBoundsGEP(builder.getInt16Ty(), derived, index);
+          return builder.CreateLoad(builder.getInt16Ty(), at, name);
+        };
+        builder.SetInsertPoint(first);
+        Value *slot = loadSlot(builder.CreateLShr(wide, AddressBits - FirstLevelBits),
+                               site.table + ".slot0");
+        PHINode *found = PHINode::Create(builder.getInt16Ty(), 3, site.table + ".slot");
+        // Each further level: a chunk's slot for the next 8 bits, while the
+        // slot names a chunk (the last level's slots never do).
+        uint32_t consumed = FirstLevelBits;
+        for (unsigned level = 1; consumed < AddressBits; ++level) {
+          BasicBlock *chunk = block(".chunk" + Twine(level));
+          BasicBlock *next = block(".level" + Twine(level));
+          BasicBlock *from = builder.GetInsertBlock();
+          found->addIncoming(slot, from);
+          builder.CreateCondBr(
+              builder.CreateICmpNE(builder.CreateAnd(slot, ChunkFlag), builder.getInt16(0)),
+              chunk, answer);
+          builder.SetInsertPoint(chunk);
+          // Checked and used as one opaque value: LLVM would otherwise
+          // fold the mask into the index and check a register the index is
+          // not computed from, and the verifier would lose the bound.
+          Value *number = opaqueCopy(
+              builder,
+              builder.CreateZExt(builder.CreateAnd(slot, ~ChunkFlag & 0xffff),
+                                 builder.getInt64Ty()),
+              site.table + ".chunk.number");
+          builder.CreateCondBr(builder.CreateICmpULT(number, builder.getInt64(chunkCount)),
+                               next, slow);
+          builder.SetInsertPoint(next);
+          consumed += ChunkBits;
+          // Opaque too: LLVM would turn the add into an or of disjoint bits,
+          // whose bound the verifier widens to the next power of two (past
+          // the table's end); the add it bounds exactly.
+          Value *bits = opaqueCopy(
+              builder,
+              builder.CreateAnd(builder.CreateLShr(wide, AddressBits - consumed), ChunkSlots - 1),
+              site.table + ".bits");
+          Value *index = builder.CreateAdd(
+              builder.CreateAdd(builder.CreateShl(number, ChunkBits),
+                                builder.getInt64(uint64_t(1) << FirstLevelBits)),
+              bits);
+          slot = loadSlot(index, site.table + ".slot" + Twine(level));
+        }
+        found->addIncoming(slot, builder.GetInsertBlock());
+        builder.CreateBr(answer);
+
+        // The slot's answer: none, or entry (slot - 1) below the entry count.
+        builder.SetInsertPoint(answer);
+        builder.Insert(found);
+        BasicBlock *hit = block(".hit");
+        BasicBlock *miss = block(".miss");
+        builder.CreateCondBr(builder.CreateICmpEQ(found, builder.getInt16(0)), miss, hit);
+        builder.SetInsertPoint(miss);
+        builder.CreateBr(tail);
+        result->addIncoming(ConstantPointerNull::get(pointerType), miss);
+        builder.SetInsertPoint(hit);
+        Value *entry = opaqueCopy(
+            builder,
+            builder.CreateSub(builder.CreateZExt(found, builder.getInt64Ty()), builder.getInt64(1)),
+            site.table + ".entry.number");
+        BasicBlock *value = block(".found");
+        builder.CreateCondBr(
+            builder.CreateICmpULT(entry, builder.getInt64(contents.entries.size())), value, slow);
+        builder.SetInsertPoint(value);
+        Value *pointer = rewriter.entryPointer(builder, site.table, entry);
+        builder.CreateBr(tail);
+        result->addIncoming(pointer, value);
+
+        // Any other prefix length: the kernel's own answer.
+        builder.SetInsertPoint(slow);
+        builder.CreateBr(tail);
+        LookupRewriter::closeFrame(lookup, frame, LookupRewriter::CallKept::OnMissPath, slow);
+
+        if (context.log) {
+          context.log->record(
+              site, "lpm-as-array", true,
+              std::to_string(contents.entries.size()) + " prefixes as a derived 16-8-8 table of " +
+                  std::to_string(chunkCount) + " chunks (" +
+                  std::to_string(levels->size() * sizeof(uint16_t)) +
+                  " bytes); other prefix lengths keep the lookup");
+          context.log->inlined[site.table] = contents.entries;
+        }
+        return true;
+      });
+  return changed ? PreservedAnalyses::none() : PreservedAnalyses::all();
+}
+
+} // namespace morpheus::core

@@ -1,0 +1,178 @@
+; A read-only IPv4 LPM trie with more prefixes than lpm-as-code takes
+; becomes loads from a derived 16-8-8 table; keys whose prefix length is not
+; 32 keep the real lookup. Routes: 0.0.0.0/0 (entry 0), 10.0.0.0/8 (1),
+; 10.1.0.0/16 (2, stored with host bits set: the trie ignores them),
+; 10.1.2.3/32 (3). The /16 block 10.1 holds several answers: chunk 0 splits
+; it by /24, and its 10.1.2 slot names chunk 1, which splits that block by
+; address (10.1.2.3 answers entry 3, the rest of the block entry 2).
+;
+; RUN: split-file %s %t
+; RUN: morpheus-opt %t/prog.ll --state %t/state.json -passes=lpm-as-array --inline-limit 2 | FileCheck %s
+; RUN: morpheus-opt %t/prog.ll --state %t/state.json -passes=lpm-as-code,lpm-as-array | FileCheck %s --check-prefix=SMALL
+; RUN: morpheus-opt %t/prog.ll --state %t/state.json -passes=lpm-as-array --inline-limit 0 | FileCheck %s --check-prefix=IPV6
+
+; 65,536 first-level slots and two chunks of 256, one table for both sites.
+; CHECK: @__morpheus.routes.levels = private constant [66048 x i16] {{.*}}, align 8
+; CHECK-NOT: @__morpheus.routes.levels.1
+
+; C: struct route_key { __u32 prefixlen; __u32 addr; } key = { 32, iph->daddr };
+;    route = bpf_map_lookup_elem(&routes, &key);
+; CHECK-LABEL: define i32 @route(
+; CHECK:         [[KEY:%routes.key.memory.*]] = call ptr asm "", "=r,0"(ptr %key)
+; CHECK-NEXT:    [[LEN:%routes.prefixlen.*]] = load i32, ptr [[KEY]], align 4
+; CHECK:         [[DATA:%routes.data.*]] = load i32, ptr {{.*}}, align 4
+; CHECK-NEXT:    [[ADDR:%routes.address.*]] = call i32 @llvm.bswap.i32(i32 [[DATA]])
+; CHECK-NEXT:    [[WIDE:%.*]] = zext i32 [[ADDR]] to i64
+; CHECK-NEXT:    [[WHOLE:%.*]] = icmp eq i32 [[LEN]], 32
+; CHECK-NEXT:    br i1 [[WHOLE]], label %routes.level0, label %routes.other.prefixlen
+; The top 16 bits index the first level.
+; CHECK:       routes.level0:
+; CHECK-NEXT:    [[TOP:%.*]] = lshr i64 [[WIDE]], 16
+; CHECK-NEXT:    [[AT0:%.*]] = getelementptr inbounds i16, ptr @__morpheus.routes.levels, i64 [[TOP]]
+; CHECK-NEXT:    [[SLOT0:%routes.slot0.*]] = load i16, ptr [[AT0]]
+; CHECK-NEXT:    [[FLAG0:%.*]] = and i16 [[SLOT0]], -32768
+; CHECK-NEXT:    [[SPLIT0:%.*]] = icmp ne i16 [[FLAG0]], 0
+; CHECK-NEXT:    br i1 [[SPLIT0]], label %routes.chunk1, label %routes.answer
+; CHECK:       routes.answer:
+; CHECK-NEXT:    [[SLOT:%.*]] = phi i16 [ [[SLOT0]], %routes.level0 ], [ %routes.slot1, %routes.level1 ], [ %routes.slot2, %routes.level2 ]
+; CHECK-NEXT:    [[NONE:%.*]] = icmp eq i16 [[SLOT]], 0
+; CHECK-NEXT:    br i1 [[NONE]], label %routes.miss, label %routes.hit
+; CHECK:       routes.other.prefixlen:
+; CHECK-NEXT:    [[KEPT:%.*]] = call ptr inttoptr (i64 1 to ptr)(ptr @routes, ptr {{.*}}%key){{.*}}!morpheus.kept
+; A chunk number is checked below the chunk count (the verifier's bound).
+; CHECK:       routes.chunk1:
+; CHECK-NEXT:    and i16 [[SLOT0]], 32767
+; CHECK-NEXT:    zext i16
+; CHECK-NEXT:    [[NUMBER:%routes.chunk.number.*]] = call i64 asm "", "=r,0"(i64
+; CHECK-NEXT:    [[INSIDE:%.*]] = icmp ult i64 [[NUMBER]], 2
+; CHECK-NEXT:    br i1 [[INSIDE]], label %routes.level1, label %routes.other.prefixlen
+; CHECK:       routes.level1:
+; CHECK-NEXT:    lshr i64 [[WIDE]], 8
+; CHECK-NEXT:    and i64 {{.*}}, 255
+; CHECK-NEXT:    %routes.bits = call i64 asm "", "=r,0"(i64
+; CHECK-NEXT:    shl i64 [[NUMBER]], 8
+; CHECK-NEXT:    add i64 {{.*}}, 65536
+; CHECK:         %routes.slot1 = load i16, ptr
+; The last level: a slot per address, never a chunk.
+; CHECK:       routes.level2:
+; CHECK:         %routes.slot2 = load i16, ptr
+; CHECK-NEXT:    br label %routes.answer
+; The slot's answer: 0 is no prefix, i + 1 is entry i of the value array.
+; CHECK:       routes.hit:
+; CHECK:         sub i64 {{.*}}, 1
+; CHECK-NEXT:    [[NUM:%routes.entry.number.*]] = call i64 asm "", "=r,0"(i64
+; CHECK-NEXT:    [[KNOWN:%.*]] = icmp ult i64 [[NUM]], 4
+; CHECK:       routes.found:
+; CHECK-NEXT:    [[OFF:%.*]] = mul i64 [[NUM]], 8
+; CHECK-NEXT:    [[ENTRY:%routes.entry.*]] = getelementptr inbounds i8, ptr @__morpheus.routes.values, i64 [[OFF]]
+; CHECK:         phi ptr [ null, %routes.miss ], [ [[ENTRY]], %routes.found ], [ [[KEPT]], %routes.other.prefixlen ]
+; CHECK-NOT:     call ptr inttoptr (i64 1 to ptr)(ptr @routes,
+;
+; The IPv6 trie is lpm-as-code's (one prefix), the written trie nobody's.
+; CHECK-LABEL: define i32 @route6(
+; CHECK:         call ptr inttoptr (i64 1 to ptr)(ptr @routes6
+; A constant key is still a prefix match: the same derived table answers.
+; CHECK-LABEL: define i32 @constant_route(
+; CHECK:         getelementptr inbounds i16, ptr @__morpheus.routes.levels,
+; CHECK-LABEL: define i32 @learn(
+; CHECK:         call ptr inttoptr (i64 1 to ptr)(ptr @seen
+; CHECK: ; site 0 routes lpm-as-array applied: 4 prefixes as a derived 16-8-8 table of 2 chunks (132096 bytes); other prefix lengths keep the lookup
+
+; Within the inline limit the trie is lpm-as-code's, which runs first: its
+; sites are gone when lpm-as-array runs.
+; SMALL-NOT:     @__morpheus.routes.levels
+; SMALL-LABEL: define i32 @route(
+; SMALL:         routes.search:
+; SMALL-NOT:     lpm-as-array
+; SMALL:         ; site 0 routes lpm-as-code applied
+; SMALL-NOT:     lpm-as-array
+
+; IPv6-sized data has no derived table: the lookup stays.
+; IPV6-LABEL: define i32 @route6(
+; IPV6:         call ptr inttoptr (i64 1 to ptr)(ptr @routes6, ptr {{.*}}%key)
+; IPV6: ; site {{[0-9]+}} routes6 lpm-as-array declined: prefix data of 16 bytes (IPv4's 4 only)
+
+;--- prog.ll
+target datalayout = "e-m:e-p:64:64-i64:64-i128:128-n32:64-S128"
+target triple = "bpf"
+
+@routes = global { ptr, ptr } zeroinitializer, section ".maps", align 8
+@routes6 = global { ptr, ptr } zeroinitializer, section ".maps", align 8
+@seen = global { ptr, ptr } zeroinitializer, section ".maps", align 8
+
+define i32 @route(ptr %ctx) section "xdp" {
+entry:
+  %key = alloca [8 x i8], align 4
+  store i32 32, ptr %key, align 4
+  %daddr = load i32, ptr %ctx, align 4
+  %addrp = getelementptr i8, ptr %key, i64 4
+  store i32 %daddr, ptr %addrp, align 4
+  %v = call ptr inttoptr (i64 1 to ptr)(ptr @routes, ptr %key)
+  %hit = icmp ne ptr %v, null
+  br i1 %hit, label %found, label %miss
+found:
+  %out = load i32, ptr %v, align 4
+  ret i32 %out
+miss:
+  ret i32 1
+}
+
+; C: struct { __u32 prefixlen; __u8 addr[16]; } key = { 128, ip6h->daddr };
+define i32 @route6(ptr %ctx) section "xdp" {
+entry:
+  %key = alloca [20 x i8], align 4
+  store i32 128, ptr %key, align 4
+  %addrp = getelementptr i8, ptr %key, i64 4
+  call void @llvm.memcpy.p0.p0.i64(ptr align 4 %addrp, ptr align 4 %ctx, i64 16, i1 false)
+  %v = call ptr inttoptr (i64 1 to ptr)(ptr @routes6, ptr %key)
+  %hit = icmp ne ptr %v, null
+  %verdict = select i1 %hit, i32 2, i32 1
+  ret i32 %verdict
+}
+
+; C: key = { 24, 10.1.2.0 }; lookup(&routes, &key)  (a constant key: still a
+;    prefix match, answered by the /16)
+define i32 @constant_route(ptr %ctx) section "xdp" {
+entry:
+  %key = alloca [8 x i8], align 4
+  store i32 24, ptr %key, align 4
+  %addrp = getelementptr i8, ptr %key, i64 4
+  store i32 131594, ptr %addrp, align 4
+  %v = call ptr inttoptr (i64 1 to ptr)(ptr @routes, ptr %key)
+  %hit = icmp ne ptr %v, null
+  %verdict = select i1 %hit, i32 2, i32 1
+  ret i32 %verdict
+}
+
+; C: bpf_map_update_elem(&seen, &key, &one, BPF_ANY) after a lookup
+define i32 @learn(ptr %ctx) section "xdp" {
+entry:
+  %key = alloca [8 x i8], align 4
+  %one = alloca i32, align 4
+  store i32 1, ptr %one, align 4
+  store i32 32, ptr %key, align 4
+  %daddr = load i32, ptr %ctx, align 4
+  %addrp = getelementptr i8, ptr %key, i64 4
+  store i32 %daddr, ptr %addrp, align 4
+  %v = call ptr inttoptr (i64 1 to ptr)(ptr @seen, ptr %key)
+  %hit = icmp ne ptr %v, null
+  br i1 %hit, label %found, label %miss
+found:
+  ret i32 2
+miss:
+  %r = call i64 inttoptr (i64 2 to ptr)(ptr @seen, ptr %key, ptr %one, i64 0)
+  ret i32 1
+}
+
+declare void @llvm.memcpy.p0.p0.i64(ptr noalias nocapture writeonly, ptr noalias nocapture readonly, i64, i1 immarg)
+
+;--- state.json
+{"tables": {"routes": {"type": "lpm_trie", "key_size": 8, "value_size": 4, "max_entries": 64, "flags": 1},
+            "routes6": {"type": "lpm_trie", "key_size": 20, "value_size": 4, "max_entries": 64, "flags": 1},
+            "seen": {"type": "lpm_trie", "key_size": 8, "value_size": 4, "max_entries": 64, "flags": 1}},
+ "maps": {"routes": [{"key": "00000000 00000000", "value": "01000000"},
+                     {"key": "08000000 0a000000", "value": "02000000"},
+                     {"key": "10000000 0a01ffff", "value": "03000000"},
+                     {"key": "20000000 0a010203", "value": "04000000"}],
+          "routes6": [{"key": "20000000 20010db8 00000000 00000000 00000000", "value": "01000000"}],
+          "seen": [{"key": "20000000 0a000001", "value": "01000000"}]}}
