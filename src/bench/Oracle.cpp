@@ -13,6 +13,9 @@ namespace l2switch_layout {
 namespace lb_layout {
 #include "nf/lb/lb.h"
 } // namespace lb_layout
+namespace nat_layout {
+#include "nf/nat/nat.h"
+} // namespace nat_layout
 
 #include <bpf/bpf.h>
 
@@ -429,6 +432,99 @@ Expected<std::vector<OracleProgram>> buildLbOracles(const runtime::Optimizer &op
   return oracles;
 }
 
+// nat's hot-flow oracles (oracles/nat_oracle.bpf.c): for the trace's
+// hottest outbound TCP and UDP flows, the translation the data plane holds
+// for them (a binding in nat_out whose nat_in half names the flow) and the
+// configuration as constants. Only with two ports and frames arriving on
+// the inside one. Two builds: "oracle-hot10-tables" keeps both LRU lookups
+// and checks them against the constants, "oracle-hot10" skips them
+// (headroom Morpheus may not take: the lookups decide LRU eviction).
+Expected<std::vector<OracleProgram>> buildNatOracles(const runtime::Optimizer &optimizer,
+                                                     const Trace &trace, uint32_t ingress) {
+  using namespace nat_layout;
+  int configFd = optimizer.mapFd("nat_config"), outFd = optimizer.mapFd("nat_out"),
+      inFd = optimizer.mapFd("nat_in");
+  uint32_t zero = 0;
+  nat_config config;
+  if (bpf_map_lookup_elem(configFd, &zero, &config))
+    return makeError("oracle nat: the nat_config map holds no entry");
+  bool translates = ingress == config.inside_ifindex &&
+                    config.inside_ifindex != config.outside_ifindex &&
+                    config.external_count > 0 && config.external_count <= NAT_MAX_EXTERNAL &&
+                    config.port_min <= config.port_max;
+  std::vector<uint64_t> perFrame = packetsPerFrame(trace);
+  std::map<core::Bytes, uint64_t> perFlow; // nat_flow_key bytes
+  for (size_t i = 0; i < trace.frames.size() && translates; ++i) {
+    const std::vector<uint8_t> &f = trace.frames[i];
+    uint8_t proto = f.size() >= 38 ? f[23] : 0;
+    // Options, fragments and ICMP take the original code.
+    if (f.size() < 38 || f[12] != 0x08 || f[13] != 0x00 || f[14] != 0x45 || (f[20] & 0x3f) ||
+        f[21] || (proto != IPPROTO_TCP && proto != IPPROTO_UDP))
+      continue;
+    nat_flow_key key = {};
+    std::memcpy(&key.addr, &f[26], 4);
+    std::memcpy(&key.remote_addr, &f[30], 4);
+    std::memcpy(&key.port, &f[34], 2);
+    std::memcpy(&key.remote_port, &f[36], 2);
+    key.proto = proto;
+    perFlow[bytesOf(key)] += perFrame[i];
+  }
+  std::vector<std::pair<uint64_t, core::Bytes>> ranked;
+  for (const auto &[key, packets] : perFlow)
+    ranked.emplace_back(packets, key);
+  std::sort(ranked.rbegin(), ranked.rend());
+
+  std::string header = "#define ORACLE_OUTSIDE_MAC " + macLiteral(config.outside_mac) +
+                       "\n#define ORACLE_NEXT_HOP_MAC " + macLiteral(config.next_hop_mac) +
+                       "\nstatic __always_inline int oracle_outbound(struct xdp_md *ctx, "
+                       "struct packet *pkt)\n{\n\tstruct nat_flow_key flow = {};\n\n"
+                       "\tif (ctx->ingress_ifindex != " +
+                       std::to_string(config.inside_ifindex) +
+                       " || pkt->proto == IPPROTO_ICMP)\n\t\treturn -1;\n"
+                       "\tflow.addr = pkt->ip->saddr;\n\tflow.remote_addr = pkt->ip->daddr;\n"
+                       "\tflow.port = *pkt->sport;\n\tflow.remote_port = *pkt->dport;\n"
+                       "\tflow.proto = pkt->proto;\n";
+  size_t hot = 0;
+  for (const auto &[packets, bytes] : ranked) {
+    if (hot == HotDestinations)
+      break;
+    nat_flow_key flow = fromBytes<nat_flow_key>(bytes);
+    nat_binding binding;
+    if (bpf_map_lookup_elem(outFd, bytes.data(), &binding))
+      continue; // not bound (yet): the original code
+    nat_flow_key reverse = {binding.external_addr, flow.remote_addr, binding.external_port,
+                            flow.remote_port, flow.proto, {}};
+    nat_origin owner;
+    if (bpf_map_lookup_elem(inFd, &reverse, &owner) || owner.inside_addr != flow.addr ||
+        owner.inside_port != flow.port)
+      continue; // the next packet binds again
+    header += llvm::formatv("\tif (flow.addr == {0:x} && flow.remote_addr == {1:x} && "
+                            "flow.port == {2:x} && flow.remote_port == {3:x} && "
+                            "flow.proto == {4})\n\t\treturn hot_outbound(ctx, pkt, &flow, "
+                            "{5:x}, {6:x});\n",
+                            flow.addr, flow.remote_addr, unsigned(flow.port),
+                            unsigned(flow.remote_port), unsigned(flow.proto),
+                            binding.external_addr, unsigned(binding.external_port))
+                  .str();
+    ++hot;
+  }
+  header += "\treturn -1;\n}\n";
+  std::vector<const char *> shared = {"nat_config", "nat_inside", "nat_ports",
+                                      "nat_out",    "nat_in",     "nat_stats"};
+  std::vector<OracleProgram> oracles;
+  std::string name = "oracle-hot" + std::to_string(HotDestinations);
+  for (bool keepsTables : {true, false}) {
+    auto oracle = buildOracle(keepsTables ? name + "-tables" : name, "nat_oracle.bpf.c",
+                              "nat_oracle",
+                              (keepsTables ? "#define ORACLE_KEEPS_TABLES 1\n" : "") + header,
+                              shared, optimizer);
+    if (!oracle)
+      return oracle.takeError();
+    oracles.push_back(std::move(*oracle));
+  }
+  return oracles;
+}
+
 } // namespace
 
 Expected<std::vector<OracleProgram>> loadOracles(const Preset &preset,
@@ -446,8 +542,11 @@ Expected<std::vector<OracleProgram>> loadOracles(const Preset &preset,
   }
   if (preset.oracle == "lb")
     return buildLbOracles(optimizer, trace);
+  if (preset.oracle == "nat")
+    return buildNatOracles(optimizer, trace, ingress);
   if (preset.oracle != "router")
-    return makeError("{0}: no oracle of kind '{1}' (known: router, l2switch, lb)", preset.file,
+    return makeError("{0}: no oracle of kind '{1}' (known: router, l2switch, lb, nat)",
+                     preset.file,
                      preset.oracle);
   auto read = RouterMaps::read(optimizer);
   if (!read)
