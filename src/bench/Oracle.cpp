@@ -546,8 +546,7 @@ Expected<std::vector<OracleProgram>> loadOracles(const Preset &preset,
     return buildNatOracles(optimizer, trace, ingress);
   if (preset.oracle != "router")
     return makeError("{0}: no oracle of kind '{1}' (known: router, l2switch, lb, nat)",
-                     preset.file,
-                     preset.oracle);
+                     preset.file, preset.oracle);
   auto read = RouterMaps::read(optimizer);
   if (!read)
     return read.takeError();
