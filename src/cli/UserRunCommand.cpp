@@ -3,19 +3,31 @@
 // configured from the router's own files, a pcap trace replayed through the
 // event loop by the generic and the specialized handler in turn; prints
 // what was specialized, checks that both treat the trace alike, and their
-// packets/s.
+// packets/s. With --profile, the specialized version records sampled keys
+// while the trace runs once more, and the next cycle adds fast paths for
+// the heavy hitters (Morpheus's traffic-dependent step), timed as a third
+// version.
 #ifdef MORPHEUS_WITH_DPDK
 #include "backend/user/DpdkPorts.h"
 #endif
+#include "backend/user/BatchModel.h"
 #include "backend/user/EventLoop.h"
 #include "backend/user/Exploration.h"
 #include "backend/user/Handler.h"
 #include "bench/Trace.h"
 #include "cli/Commands.h"
+#include "core/Pipeline.h"
 #include "nf/router/Control.h"
 #include "support/Bytes.h"
 
 #include <llvm/ADT/StringExtras.h>
+#include <llvm/Support/FileSystem.h>
+#include <llvm/Support/FormatVariadic.h>
+#include <llvm/Support/MemoryBuffer.h>
+#include <llvm/Support/Path.h>
+#include <llvm/Support/raw_ostream.h>
+
+#include <arpa/inet.h>
 
 #include <algorithm>
 #include <functional>
@@ -35,6 +47,9 @@ struct UserRunFlags {
   std::string lpm = "dir24";
   bool dpdk = false;
   std::string explore; // "", exhaustive or greedy
+  core::ProfileMode profile = core::ProfileMode::Off;
+  bool oracle = false;
+  bool batchModel = false;
   uint32_t exploreWindows = 3;
   uint32_t burst = 32, rounds = 9, repeat = 10, ports = 4, inlineLimit = 64, checkPackets = 10000;
 };
@@ -69,9 +84,129 @@ Expected<std::unique_ptr<user::Handler>> loadRouter(const UserRunFlags &flags, s
   user::HandlerOptions options;
   options.entry = "router";
   options.inlineLimit = flags.inlineLimit;
+  if (flags.profile != core::ProfileMode::Off) {
+    core::TrafficProfileOptions traffic;
+    traffic.mode = flags.profile;
+    options.traffic = traffic;
+  }
   options.cflags = {lpm == "linear" ? "-DROUTER_LPM=MU_LPM_LINEAR" : "-DROUTER_LPM=MU_LPM_DIR24",
                     "-DROUTER_USER_MAX_ROUTES=" + std::to_string(std::max<size_t>(routes, 4096))};
   return user::Handler::load(flags.handler, options);
+}
+
+// The trace's `count` most frequent IPv4 destinations (host order).
+std::vector<uint32_t> hottestDestinations(const user::ReplayRing &ring, size_t count) {
+  std::map<uint32_t, uint64_t> seen;
+  for (uint32_t index : ring.sequence) {
+    const Bytes &frame = ring.frames[index];
+    if (frame.size() >= 34 && frame[12] == 0x08 && frame[13] == 0x00)
+      ++seen[uint32_t(frame[30]) << 24 | uint32_t(frame[31]) << 16 | uint32_t(frame[32]) << 8 |
+             frame[33]];
+  }
+  std::vector<std::pair<uint64_t, uint32_t>> byCount;
+  for (const auto &[address, packets] : seen)
+    byCount.push_back({packets, address});
+  std::sort(byCount.rbegin(), byCount.rend());
+  std::vector<uint32_t> hottest;
+  for (size_t i = 0; i < byCount.size() && i < count; ++i)
+    hottest.push_back(byCount[i].second);
+  return hottest;
+}
+
+// A hand-specialized router (the oracle): the router handler's source with
+// its route lookup replaced by compares written for these routes, the
+// `hot` destinations' answers (`hotRoutes`, what the table answers them)
+// first, then every route longest first, as a person who knew the routes
+// and the traffic would write it. The rest of the handler is as is.
+Expected<std::string> oracleSource(const std::string &handlerPath,
+                                   const std::vector<nf::router::RouteEntry> &routes,
+                                   const std::vector<uint32_t> &hot,
+                                   const std::vector<route> &hotRoutes) {
+  auto buffer = llvm::MemoryBuffer::getFile(handlerPath);
+  if (!buffer)
+    return makeError("{0}: {1}", handlerPath, buffer.getError().message());
+  std::string source = (*buffer)->getBuffer().str();
+  const std::string lookup = "route = mu_lookup(&routes, &route_key);";
+  const std::string entry = "MU_HANDLER int router(";
+  size_t at = source.find(lookup), handler = source.find(entry);
+  if (at == std::string::npos || handler == std::string::npos)
+    return makeError("{0}: no '{1}' in handler 'router' to replace", handlerPath, lookup);
+  source.replace(at, lookup.size(), "route = oracle_route(iph->daddr);");
+
+  std::vector<const nf::router::RouteEntry *> longestFirst;
+  for (const auto &entry : routes)
+    longestFirst.push_back(&entry);
+  std::stable_sort(longestFirst.begin(), longestFirst.end(), [](auto *a, auto *b) {
+    return a->key.prefixlen > b->key.prefixlen;
+  });
+  std::string code = "static const struct route oracle_table[] = {\n";
+  auto value = [&](const route &r) {
+    code += llvm::formatv("\t{{ {0}u, {1}u, {2}u },\n", r.gateway, r.port, r.kind).str();
+  };
+  for (const route &r : hotRoutes)
+    value(r);
+  for (const auto *entry : longestFirst)
+    value(entry->value);
+  code += "};\n\n"
+          "static __always_inline const struct route *oracle_route(__be32 daddr)\n{\n"
+          "\t__u32 a = ntohl(daddr);\n\n";
+  for (size_t i = 0; i < hot.size(); ++i)
+    code += llvm::formatv("\tif (a == {0:x}u)\n\t\treturn &oracle_table[{1}];\n", hot[i], i).str();
+  for (size_t i = 0; i < longestFirst.size(); ++i) {
+    uint32_t length = longestFirst[i]->key.prefixlen;
+    uint32_t mask = length ? ~uint32_t(0) << (32 - length) : 0;
+    uint32_t prefix = ntohl(longestFirst[i]->key.addr) & mask;
+    code += llvm::formatv("\tif ((a & {0:x}u) == {1:x}u)\n\t\treturn &oracle_table[{2}];\n", mask,
+                          prefix, hot.size() + i)
+                .str();
+  }
+  code += "\treturn 0;\n}\n\n";
+  source.insert(source.find(entry), code);
+  return source;
+}
+
+// The batching model (backend/user/BatchModel) for the installed
+// version: the loop measured at three burst sizes (the fit), the model's
+// prediction for every candidate, then every candidate measured, all in
+// interleaved rounds (median ns/packet of the loop thread's CPU time), and
+// the model's pick beside measurement's.
+Error compareBatchModel(user::Trampoline &trampoline, const user::ReplayRing &ring,
+                        const UserRunFlags &flags) {
+  const std::vector<uint32_t> fitted = {8, 32, 128};
+  const std::vector<uint32_t> candidates = {4, 8, 16, 32, 64, 128, 256};
+  std::map<uint32_t, std::vector<double>> rounds;
+  for (uint32_t r = 0; r < flags.rounds; ++r)
+    for (uint32_t burst : candidates)
+      rounds[burst].push_back(1e9 / user::EventLoop(trampoline, burst)
+                                        .run(ring, flags.repeat)
+                                        .packetsPerSecond());
+  std::map<uint32_t, double> measured;
+  for (auto &[burst, ns] : rounds) {
+    std::sort(ns.begin(), ns.end());
+    measured[burst] = ns[ns.size() / 2];
+  }
+  std::vector<user::BatchSample> samples;
+  for (uint32_t burst : fitted)
+    samples.push_back({burst, measured[burst]});
+  auto model = user::BatchModel::fit(samples);
+  if (!model)
+    return model.takeError();
+  std::printf("batch model: t(B) = %.2f + %.1f / B + %.4f * B ns/packet (fitted at B = 8, 32, "
+              "128)\n",
+              model->perPacketNs, model->perBurstNs, model->perPacketPerBurstNs);
+  uint32_t bestMeasured = candidates.front();
+  for (uint32_t burst : candidates) {
+    if (measured[burst] < measured[bestMeasured])
+      bestMeasured = burst;
+    std::printf("  B=%-4u predicted %7.2f ns/packet  measured %7.2f ns/packet  %+.1f %%\n", burst,
+                model->predictNs(burst), measured[burst],
+                (model->predictNs(burst) / measured[burst] - 1) * 100);
+  }
+  uint32_t picked = model->pick(candidates);
+  std::printf("  the model picks B=%u (measured %.2f ns/packet), measurement B=%u (%.2f): %s\n",
+              picked, measured[picked], bestMeasured, measured[bestMeasured],
+              picked == bestMeasured ? "confirmed" : "overridden");
+  return Error::success();
 }
 
 std::string decisions(const core::SpecializationLog &log, bool applied) {
@@ -100,17 +235,20 @@ Error sameAsGeneric(user::Handler &router, const user::ReplayRing &head,
   return Error::success();
 }
 
-// The measured exploration (backend/user/Exploration), an NFMorph-style
-// template among its dimensions: whether the Morpheus-specialized handler
+// The measured exploration (backend/user/Exploration), NFMorph-style
+// templates among its dimensions: whether the Morpheus-specialized handler
 // runs at all, the burst size, the other LPM implementation (`router` uses
-// --lpm, `other` the other kind, on the same routes), and the handler's
-// own specialization points. Each trial is
+// --lpm, `other` the other kind, on the same routes), the routes as code
+// (lpm-as-code's search over the prefixes, up to the inline limit; off:
+// the table's own lookup stays), and the handler's own specialization
+// points. Each trial is
 // compiled, installed and measured by the loop itself (packets/s of its
 // thread's CPU time over `repeat` replays of the trace); the best measured
 // wins. Returns the handler the chosen configuration runs on.
 Expected<user::Handler *> explore(user::Handler &router, user::Handler &other,
                                   const user::ReplayRing &ring, const UserRunFlags &flags) {
-  const std::string Specialized = "specialized", Burst = "burst";
+  const std::string Specialized = "specialized", Burst = "burst", LpmAsCode = "lpm_as_code",
+                    Prefetch = "prefetch";
   const std::string OtherLpm = flags.lpm == "linear" ? "lpm_dir24" : "lpm_linear";
   // The burst given first: the generic handler at that burst is the
   // baseline of both searches.
@@ -120,11 +258,20 @@ Expected<user::Handler *> explore(user::Handler &router, user::Handler &other,
       bursts.push_back(burst);
   std::vector<user::Dimension> dimensions = {{Specialized, {1}, true},
                                              {Burst, bursts, false},
-                                             {OtherLpm, {1}, true}};
+                                             {OtherLpm, {1}, true},
+                                             {LpmAsCode, {1}, true}};
+  // Sub-batches with the next one's route entries prefetched (the
+  // handler's MU_PREFETCH function), when the handler has one.
+  if (router.prefetcher() && other.prefetcher())
+    dimensions.push_back({Prefetch, {4, 8, 16, 32}, true});
+  std::vector<std::string> withoutLpmAsCode;
+  for (const std::string &pass : core::tablePassNames())
+    if (pass != "lpm-as-code")
+      withoutLpmAsCode.push_back(pass);
   for (user::Dimension &point : user::pointDimensions(router.specializationSpace()))
     dimensions.push_back(std::move(point));
   auto strategy = flags.explore == "greedy" ? user::greedySearch() : user::exhaustiveSearch();
-  uint32_t burst = flags.burst;
+  uint32_t burst = flags.burst, subBatch = 0;
   user::Handler *active = &router;
   user::ExplorerOptions options;
   options.windowsPerTrial = flags.exploreWindows;
@@ -132,14 +279,20 @@ Expected<user::Handler *> explore(user::Handler &router, user::Handler &other,
       dimensions, std::move(strategy),
       [&](const user::Configuration &configuration) -> Error {
         burst = uint32_t(configuration.at(Burst));
+        subBatch = configuration.count(Prefetch) ? uint32_t(configuration.at(Prefetch)) : 0;
         active = configuration.count(OtherLpm) ? &other : &router;
         if (!configuration.count(Specialized)) {
           active->trampoline().install(active->generic());
           return Error::success();
         }
+        if (Error err = active->customizePasses(configuration.count(LpmAsCode)
+                                                    ? core::tablePassNames()
+                                                    : withoutLpmAsCode))
+          return err;
         core::PointConfiguration points;
         for (const auto &[name, value] : configuration)
-          if (name != Specialized && name != Burst && name != OtherLpm)
+          if (name != Specialized && name != Burst && name != OtherLpm && name != LpmAsCode &&
+              name != Prefetch)
             points[name] = value;
         auto cycle = active->specialize(points);
         if (!cycle)
@@ -156,7 +309,9 @@ Expected<user::Handler *> explore(user::Handler &router, user::Handler &other,
   if (Error err = explorer.start())
     return std::move(err);
   while (explorer.exploring()) {
-    user::LoopStats window = user::EventLoop(active->trampoline(), burst).run(ring, flags.repeat);
+    user::LoopStats window = user::EventLoop(active->trampoline(), burst)
+                                 .prefetching(active->prefetcher(), subBatch)
+                                 .run(ring, flags.repeat);
     if (Error err = explorer.observe(window.packetsPerSecond()))
       return std::move(err);
   }
@@ -221,11 +376,84 @@ int userRun(const UserRunFlags &flags) {
               "  specialized:%s\n  left generic:%s\n",
               cycle->passes.count() / 1000.0, cycle->jit.count() / 1000.0,
               decisions(cycle->log, true).c_str(), decisions(cycle->log, false).c_str());
+  // Following the traffic: the trace through the recording version, then
+  // the cycle that puts the heavy hitters in front of their lookups.
+  std::vector<std::pair<std::string, user::HandlerFunction>> versions = {
+      {"generic", generic}, {"specialized", specialized}};
+  if (flags.profile != core::ProfileMode::Off) {
+    user::EventLoop((*router)->trampoline(), flags.burst).run(ring, 1, [&] {
+      (*router)->recordTraffic();
+    });
+    auto followed = (*router)->specialize();
+    if (!followed)
+      return fail(followed.takeError());
+    if (followed->outcome != user::Cycle::Outcome::Installed)
+      return fail(makeError("the fast-path version was not installed"));
+    std::printf("user-run: fast paths in %.1f ms + %.1f ms (JIT)\n",
+                followed->passes.count() / 1000.0, followed->jit.count() / 1000.0);
+    for (const auto &[site, traffic] : followed->traffic)
+      std::printf("  site %u (%s): %zu hot keys, period %u: %s\n", site,
+                  followed->log.profiled.at(site).table.c_str(), traffic.hotKeys.size(),
+                  traffic.period, traffic.why.c_str());
+    versions.push_back({"fast paths", (*router)->trampoline().current()});
+  }
+
+  // The hand-specialized oracle: compiled from the router's source with
+  // the routes and the trace's hot destinations written in, its other
+  // tables specialized by Morpheus as the router's are.
+  std::unique_ptr<user::Handler> oracle;
+  if (flags.oracle) {
+    // The hot destinations with a route, and what the table answers them
+    // (the others are left to the compares, which answer no route).
+    std::vector<uint32_t> hot;
+    std::vector<route> hotRoutes;
+    user::Table *table = (*twin)->tables().find("routes");
+    for (uint32_t address : hottestDestinations(ring, 8)) {
+      route_key key{32, htonl(address)};
+      if (auto *answer = static_cast<const route *>(table->lookup(&key))) {
+        hot.push_back(address);
+        hotRoutes.push_back(*answer);
+      }
+    }
+    auto source = oracleSource(flags.handler, *routes, hot, hotRoutes);
+    if (!source)
+      return fail(source.takeError());
+    llvm::SmallString<128> path;
+    int fd;
+    if (std::error_code error = llvm::sys::fs::createTemporaryFile("morpheus-oracle", "c", fd, path))
+      return fail(makeError("the oracle's source: {0}", error.message()));
+    {
+      llvm::raw_fd_ostream out(fd, /*shouldClose=*/true);
+      out << *source;
+    }
+    user::HandlerOptions options;
+    options.entry = "router";
+    options.inlineLimit = flags.inlineLimit;
+    options.cflags = {flags.lpm == "linear" ? "-DROUTER_LPM=MU_LPM_LINEAR" : "-DROUTER_LPM=MU_LPM_DIR24",
+                      "-DROUTER_USER_MAX_ROUTES=" + std::to_string(std::max<size_t>(routes->size(), 4096)),
+                      "-I", llvm::sys::path::parent_path(flags.handler).str()};
+    auto loaded = user::Handler::load(path.str().str(), options);
+    llvm::sys::fs::remove(path);
+    if (!loaded)
+      return fail(loaded.takeError());
+    oracle = std::move(*loaded);
+    if (Error err = configureRouter(oracle->tables(), flags, *routes, *neighbors))
+      return fail(std::move(err));
+    auto built = oracle->specialize();
+    if (!built)
+      return fail(built.takeError());
+    std::printf("user-run: oracle: the routes as %zu compares, %zu hot destinations first; "
+                "specialized:%s\n",
+                routes->size(), hot.size(), decisions(built->log, true).c_str());
+    versions.push_back({"oracle", oracle->trampoline().current()});
+  }
 
   // Equivalence on the trace's first packets: verdict, port and bytes of
-  // every packet, then every table.
+  // every packet, then every table (the twin ran the trace as often).
   user::ReplayRing head = ring;
   head.sequence.resize(std::min<size_t>(head.sequence.size(), flags.checkPackets));
+  if (flags.profile != core::ProfileMode::Off)
+    user::EventLoop((*twin)->trampoline(), flags.burst).run(ring, 1);
   auto expected = user::EventLoop((*twin)->trampoline(), flags.burst).collect(head);
   if (Error err = sameAsGeneric(**router, head, expected, flags))
     return fail(std::move(err));
@@ -234,31 +462,43 @@ int userRun(const UserRunFlags &flags) {
   std::printf("user-run: the first %zu packets: generic and specialized identical (verdicts, "
               "bytes, tables)\n",
               expected.size());
+  if (oracle) {
+    if (Error err = sameAsGeneric(*oracle, head, expected, flags))
+      return fail(withContext(std::move(err), "the oracle"));
+    std::printf("user-run: the oracle treats them as the generic handler does\n");
+  }
 
   // Interleaved rounds: the whole trace through each version in turn.
   user::Trampoline &trampoline = (*router)->trampoline();
   auto timeVersions = [&](const char *label,
                           const std::function<user::LoopStats()> &round) {
-    std::vector<double> rates[2];
+    std::vector<std::vector<double>> rates(versions.size());
     for (uint32_t r = 0; r < flags.rounds; ++r)
-      for (int variant = 0; variant < 2; ++variant) {
-        trampoline.install(variant == 0 ? generic : specialized);
+      for (size_t variant = 0; variant < versions.size(); ++variant) {
+        trampoline.install(versions[variant].second);
         rates[variant].push_back(round().packetsPerSecond());
       }
-    double median[2];
-    for (int variant = 0; variant < 2; ++variant) {
-      std::sort(rates[variant].begin(), rates[variant].end());
-      median[variant] = rates[variant][rates[variant].size() / 2];
+    std::vector<double> median;
+    for (std::vector<double> &variant : rates) {
+      std::sort(variant.begin(), variant.end());
+      median.push_back(variant[variant.size() / 2]);
     }
-    std::printf("%sgeneric      %8.2f Mpps  %7.1f ns/packet\n", label, median[0] / 1e6,
-                1e9 / median[0]);
-    std::printf("%sspecialized  %8.2f Mpps  %7.1f ns/packet  %+.1f %%\n", label,
-                median[1] / 1e6, 1e9 / median[1], (median[1] / median[0] - 1) * 100);
+    for (size_t variant = 0; variant < versions.size(); ++variant) {
+      std::printf("%s%-12s %8.2f Mpps  %7.1f ns/packet", label,
+                  versions[variant].first.c_str(), median[variant] / 1e6, 1e9 / median[variant]);
+      if (variant)
+        std::printf("  %+.1f %%", (median[variant] / median[0] - 1) * 100);
+      std::printf("\n");
+    }
+    trampoline.install(versions.back().second);
   };
   timeVersions("", [&] { return user::EventLoop(trampoline, flags.burst).run(ring, flags.repeat); });
   std::printf("(median of %u interleaved rounds of %u replays of the trace, burst %u, one "
               "thread, its CPU time)\n",
               flags.rounds, flags.repeat, flags.burst);
+  if (flags.batchModel)
+    if (Error err = compareBatchModel(trampoline, ring, flags))
+      return fail(std::move(err));
   if (!flags.explore.empty()) {
     auto other = loadRouter(flags, routes->size(), flags.lpm == "linear" ? "dir24" : "linear");
     if (!other)
@@ -336,12 +576,32 @@ void addUserRunCommand(CLI::App &morpheus) {
   command.add_option("--check-packets", flags->checkPackets,
                      "packets compared between generic and specialized (default 10000)")
       ->type_name("N");
+  command
+      .add_option("--profile", flags->profile,
+                  "follow the traffic: after the first specialization, replay the trace once "
+                  "through it (recording sampled lookup keys), then specialize again with fast "
+                  "paths for the heavy hitters, timed as a third version; adaptive or naive "
+                  "sampling (as `morpheus run`), off (default)")
+      ->transform(commandline::oneOf(std::map<std::string, core::ProfileMode>{
+          {"off", core::ProfileMode::Off},
+          {"adaptive", core::ProfileMode::Adaptive},
+          {"naive", core::ProfileMode::Naive}}))
+      ->type_name("off|adaptive|naive");
+  command.add_flag("--batch-model", flags->batchModel,
+                   "then fit the batching model (P4C's) to the last version measured at "
+                   "bursts 8, 32 and 128, and print its predictions beside measurements at "
+                   "bursts 4 to 256, and the burst each picks");
+  command.add_flag("--oracle", flags->oracle,
+                   "also time a hand-specialized router: the routes written in as compares, "
+                   "the trace's 8 hottest destinations first (checked against the generic "
+                   "handler)");
   command.add_flag("--dpdk", flags->dpdk,
                    "also time both versions receiving the trace from a DPDK net_pcap port "
                    "(no NIC, no hugepages)");
   command.add_option("--explore", flags->explore,
                      "then explore (specialized or not, burst size, the other LPM "
-                     "implementation, the handler's specialization points) by measuring "
+                     "implementation, routes as code or not, the handler's specialization "
+                     "points) by measuring "
                      "each configuration: exhaustive or greedy search")
       ->check(CLI::IsMember({"exhaustive", "greedy"}))
       ->type_name("exhaustive|greedy");

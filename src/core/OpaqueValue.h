@@ -17,4 +17,8 @@ namespace morpheus::core {
 llvm::Value *opaqueCopy(llvm::IRBuilderBase &builder, llvm::Value *value,
                         const llvm::Twine &name = "");
 
+// Whether `value` is a copy opaqueCopy made: the same value as its operand
+// (the table analysis follows a copied pointer as the pointer itself).
+bool isOpaqueCopy(const llvm::Value &value);
+
 } // namespace morpheus::core

@@ -1,5 +1,6 @@
 #include "core/TableAccessAnalysis.h"
 
+#include "core/OpaqueValue.h"
 #include "support/Bytes.h"
 
 #include <llvm/ADT/DenseMap.h>
@@ -518,7 +519,10 @@ void Analyzer::checkLookupResult(AccessSite &site) {
         bool known = offset != Unknown && use.getOperandNo() == 0 &&
                      gep->accumulateConstantOffset(dl, delta);
         follow(user, known ? offset + delta.getSExtValue() : Unknown);
-      } else if (isa<BitCastInst>(user) || isa<AddrSpaceCastInst>(user)) {
+      } else if (isa<BitCastInst>(user) || isa<AddrSpaceCastInst>(user) ||
+                 isOpaqueCopy(*user)) {
+        // An opaque copy (a rewritten lookup's key read as memory holds it,
+        // when the key lies in this value) is the same pointer.
         follow(user, offset);
       } else if (isa<PHINode>(user) ||
                  (isa<SelectInst>(user) && use.getOperandNo() != 0)) {

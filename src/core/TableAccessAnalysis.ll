@@ -8,6 +8,12 @@
 ; Written by an update helper.
 ; CHECK: table conntrack rw
 ; CHECK-NEXT:  written: map_update_elem in update_conntrack
+; Its value pointer goes through an opaque copy (the key copy a rewritten
+; lookup reads, when the key lies in this value): still only read...
+; CHECK: table copied ro
+; ...and a store through the copy is a write at its offset.
+; CHECK: table copiedwritten rw
+; CHECK-NEXT:  written: store (value of copiedwritten looked up) (bytes 4..7)
 ; Written through the lookup result at a non-zero offset.
 ; CHECK: table counters rw
 ; CHECK-NEXT:  written: store (value of counters looked up)
@@ -64,6 +70,8 @@ target triple = "bpf"
 @tested = global { ptr, ptr } zeroinitializer, section ".maps", align 8
 @verdicts = global { ptr, ptr } zeroinitializer, section ".maps", align 8
 @zones = global { ptr, ptr } zeroinitializer, section ".maps", align 8
+@copied = global { ptr, ptr } zeroinitializer, section ".maps", align 8
+@copiedwritten = global { ptr, ptr } zeroinitializer, section ".maps", align 8
 @slot = global ptr null
 
 declare void @opaque(ptr)
@@ -194,6 +202,24 @@ entry:
   %r = zext i1 %hit to i32
   ret i32 %r
 }
+; C: port = lookup(&copied, &zero); lookup(&config, port) after a table
+; pass rewrote the second lookup (its key read through an opaque copy); the
+; same copy of a copiedwritten value is then written at offset 4.
+define i32 @through_copies(ptr %ctx) section "xdp" {
+entry:
+  %key = alloca i32, align 4
+  store i32 0, ptr %key, align 4
+  %v = call ptr inttoptr (i64 1 to ptr)(ptr @copied, ptr %key)
+  %k = call ptr asm "", "=r,0"(ptr %v) #0
+  %x = load i32, ptr %k, align 4
+  %w = call ptr inttoptr (i64 1 to ptr)(ptr @copiedwritten, ptr %key)
+  %c = call ptr asm "", "=r,0"(ptr %w) #0
+  %f = getelementptr i8, ptr %c, i64 4
+  store i32 %x, ptr %f, align 4
+  ret i32 %x
+}
+
+attributes #0 = { memory(none) }
 ;--- state.json
 {"tables": {"config": {"type": "hash", "key_size": 4, "value_size": 8, "max_entries": 8},
             "flows": {"type": "hash", "key_size": 8, "value_size": 8, "max_entries": 8},

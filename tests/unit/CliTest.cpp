@@ -358,16 +358,27 @@ TEST(Cli, UserRunReplaysATraceThroughGenericAndSpecializedRouters) {
   Output out = morpheus("user-run --routes " + source +
                         "/nf/router/configs/stanford-yozb-routes-20.txt --neighbors " + source +
                         "/nf/router/configs/stanford-neighbors.txt --trace " + trace +
-                        " --rounds 1 --repeat 1 --lpm linear");
+                        " --rounds 1 --repeat 1 --lpm linear --oracle --batch-model");
   std::remove(trace.c_str());
   ASSERT_EQ(out.status, 0) << out.text;
   EXPECT_NE(out.text.find("20 routes (lpm_linear)"), std::string::npos) << out.text;
   EXPECT_NE(out.text.find("neighbors: inline-small-table"), std::string::npos) << out.text;
+  EXPECT_NE(out.text.find("routes: lpm-as-code"), std::string::npos) << out.text;
   EXPECT_NE(out.text.find("the first 2000 packets: generic and specialized identical"),
             std::string::npos)
       << out.text;
   EXPECT_NE(out.text.find("generic "), std::string::npos) << out.text;
   EXPECT_NE(out.text.find("specialized "), std::string::npos) << out.text;
+  // The hand-specialized oracle, checked against the generic handler.
+  EXPECT_NE(out.text.find("oracle: the routes as 20 compares"), std::string::npos) << out.text;
+  EXPECT_NE(out.text.find("the oracle treats them as the generic handler does"),
+            std::string::npos)
+      << out.text;
+  EXPECT_NE(out.text.find("oracle "), std::string::npos) << out.text;
+  // The batching model: fitted, every burst predicted beside measured.
+  EXPECT_NE(out.text.find("batch model: t(B) = "), std::string::npos) << out.text;
+  EXPECT_NE(out.text.find("  B=256  predicted "), std::string::npos) << out.text;
+  EXPECT_NE(out.text.find("the model picks B="), std::string::npos) << out.text;
 
   // The measured exploration: every trial printed, the chosen one, and the
   // chosen configuration checked against the generic handler.
@@ -379,16 +390,38 @@ TEST(Cli, UserRunReplaysATraceThroughGenericAndSpecializedRouters) {
                  explored + " --rounds 1 --repeat 1 --explore greedy --explore-windows 1");
   std::remove(explored.c_str());
   ASSERT_EQ(out.status, 0) << out.text;
-  EXPECT_NE(out.text.find("explore (greedy search, 3 dimensions"), std::string::npos) << out.text;
+  EXPECT_NE(out.text.find("explore (greedy search, 5 dimensions"), std::string::npos) << out.text;
   EXPECT_NE(out.text.find("tried  burst=32 "), std::string::npos) << out.text; // the baseline
   EXPECT_NE(out.text.find("tried  burst=32 specialized=1 "), std::string::npos) << out.text;
   EXPECT_NE(out.text.find("tried  burst=128"), std::string::npos) << out.text;
   EXPECT_NE(out.text.find("lpm_linear=1"), std::string::npos) << out.text; // the other template
+  EXPECT_NE(out.text.find("lpm_as_code=1"), std::string::npos) << out.text; // routes as code
+  EXPECT_NE(out.text.find("prefetch=4"), std::string::npos) << out.text; // sub-batches
   EXPECT_NE(out.text.find("chosen burst="), std::string::npos) << out.text;
   EXPECT_NE(out.text.find("the chosen configuration treats the first 2000 packets as the "
                           "generic handler does"),
             std::string::npos)
       << out.text;
+
+  // Following the traffic: 500 routes (over the inline limit) scanned
+  // linearly, their lookup instrumented, then a fast path for the heavy
+  // hitters of a high-locality trace, timed as a third version and checked
+  // against the generic twin.
+  std::string followed = tempPath("user-run-profile.pcap");
+  std::string generate500 = "python3 " + source + "/tools/traces/gen_trace.py --nf router " +
+                            "--config " + source + "/nf/router/configs/stanford-yozb-routes-500.txt " +
+                            "--flows 50 --packets 2000 --locality high --seed 3 -q -o " + followed;
+  ASSERT_EQ(std::system(generate500.c_str()), 0) << generate500;
+  out = morpheus("user-run --routes " + source + "/nf/router/configs/stanford-yozb-routes-500.txt " +
+                 "--neighbors " + source + "/nf/router/configs/stanford-neighbors.txt --trace " +
+                 followed + " --rounds 1 --repeat 1 --lpm linear --profile naive");
+  std::remove(followed.c_str());
+  ASSERT_EQ(out.status, 0) << out.text;
+  EXPECT_NE(out.text.find("routes: instrument-table-sites"), std::string::npos) << out.text;
+  EXPECT_NE(out.text.find("(routes): "), std::string::npos) << out.text;
+  EXPECT_EQ(out.text.find("(routes): 0 hot keys"), std::string::npos) << out.text;
+  EXPECT_NE(out.text.find("fast paths "), std::string::npos) << out.text;
+  EXPECT_NE(out.text.find("generic and specialized identical"), std::string::npos) << out.text;
 
   Output missing = morpheus("user-run --routes /nonexistent --neighbors x --trace y");
   EXPECT_EQ(missing.status, 1) << missing.text;

@@ -84,11 +84,15 @@ TEST(UserJit, ReadOnlyTablesAreSpecializedAndTheVersionIsInstalled) {
   EXPECT_EQ(cycle->outcome, Cycle::Outcome::Installed);
   EXPECT_EQ(cycle->version, router->tables().guard().version());
   EXPECT_NE(router->trampoline().current(), router->generic());
-  // The neighbours (3 entries) and the ports (64 slots) are inlined; the
-  // LPM routes (not read by the user backend) and the written stats are not.
+  // The neighbours (3 entries) and the ports (64 slots) are inlined, the
+  // routes (5 prefixes) become a search (lpm-as-code); the written stats
+  // are not specialized.
   EXPECT_TRUE(applied(cycle->log, "neighbors"));
   EXPECT_TRUE(applied(cycle->log, "ports"));
-  EXPECT_FALSE(applied(cycle->log, "routes"));
+  const core::SiteDecision *routes = applied(cycle->log, "routes");
+  ASSERT_TRUE(routes);
+  EXPECT_EQ(routes->pass, "lpm-as-code");
+  EXPECT_FALSE(applied(cycle->log, "stats"));
   ASSERT_FALSE(cycle->log.guards.empty());
   EXPECT_EQ(cycle->log.guards.front().fallback, core::Fallback::InProgram);
 

@@ -18,6 +18,9 @@
  *   neighbors  HASH    (address, port) -> MACs         (read only)
  *   ports      ARRAY   port -> bound (non-zero)        (read only)
  *   stats      ARRAY   one counter per outcome         (written per packet)
+ *
+ * router_prefetch (MU_PREFETCH) prefetches a packet's route entry, for the
+ * runtime's sub-batches.
  */
 #include <morpheus_user.h>
 
@@ -61,6 +64,21 @@ static __always_inline void decrement_ttl(struct iphdr *iph)
 	sum = (sum & 0xffff) + (sum >> 16);
 	iph->check = htons((__u16)~sum);
 	iph->ttl--;
+}
+
+/* The route lookup's entry for the next packets of a sub-batch (the
+ * runtime's prefetching): only the checks that make the address valid to
+ * read, then the key the handler will look up. */
+MU_PREFETCH void router_prefetch(const struct mu_packet *packet)
+{
+	struct route_key route_key = { .prefixlen = 32 };
+	const struct ethhdr *eth = (const struct ethhdr *)packet->data;
+	const struct iphdr *iph = (const struct iphdr *)(eth + 1);
+
+	if (packet->len < sizeof(*eth) + sizeof(*iph) || eth->h_proto != htons(ETH_P_IP))
+		return;
+	route_key.addr = iph->daddr;
+	mu_prefetch(&routes, &route_key);
 }
 
 MU_HANDLER int router(struct mu_packet *packet)

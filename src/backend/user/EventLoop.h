@@ -59,6 +59,16 @@ public:
   EventLoop(Trampoline &trampoline, uint32_t burstSize)
       : trampoline(trampoline), burstSize(burstSize ? burstSize : 1) {}
 
+  // Sub-batches of `subBatch` packets within each burst, the next one's
+  // table entries prefetched (`prefetch`, a handler's MU_PREFETCH
+  // function) before the handler runs on the current one; 0 or a null
+  // function: none. Prefetching changes nothing a handler sees.
+  EventLoop &prefetching(PrefetchFunction prefetch, uint32_t subBatch) {
+    prefetcher = subBatch ? prefetch : nullptr;
+    this->subBatch = subBatch;
+    return *this;
+  }
+
   // Replays `ring` `rounds` times, burst by burst. Every packet is a fresh
   // copy of its frame (handlers rewrite packets in place). `betweenBursts`
   // runs after each burst (a table change, a specialization cycle).
@@ -76,6 +86,8 @@ private:
 
   Trampoline &trampoline;
   uint32_t burstSize;
+  PrefetchFunction prefetcher = nullptr;
+  uint32_t subBatch = 0;
 };
 
 // One packet through `handler`.

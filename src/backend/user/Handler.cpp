@@ -5,7 +5,10 @@
 #include "support/Clang.h"
 
 #include <llvm/Bitcode/BitcodeReader.h>
+#include <llvm/Analysis/ValueTracking.h>
 #include <llvm/IR/IRBuilder.h>
+#include <llvm/IR/InstIterator.h>
+#include <llvm/IR/IntrinsicInst.h>
 #include <llvm/IRReader/IRReader.h>
 #include <llvm/Support/FileSystem.h>
 #include <llvm/Support/Path.h>
@@ -87,6 +90,41 @@ Error checkHandler(const Module &module, const UserSignatures &signatures,
   return Error::success();
 }
 
+// A prefetch function runs outside the handler on packets the handler has
+// not seen yet: it may only prefetch. Writes to its own stack (a key being
+// built) are all it may do besides calling mu_prefetch.
+Error checkPrefetcher(const Function &function) {
+  auto fail = [&](const Instruction &at, const char *what) {
+    return makeError("{0}: prefetch function '{1}' {2} (it may only build keys on its stack "
+                     "and call mu_prefetch)",
+                     function.getParent()->getModuleIdentifier(), function.getName(), what);
+  };
+  auto onStack = [](const Value *pointer) {
+    return isa<AllocaInst>(getUnderlyingObject(pointer));
+  };
+  for (const Instruction &instruction : instructions(function)) {
+    if (auto *store = dyn_cast<StoreInst>(&instruction)) {
+      if (!onStack(store->getPointerOperand()))
+        return fail(instruction, "writes memory off its stack");
+    } else if (auto *intrinsic = dyn_cast<IntrinsicInst>(&instruction)) {
+      if (auto *memory = dyn_cast<MemIntrinsic>(intrinsic)) {
+        if (!onStack(memory->getDest()))
+          return fail(instruction, "writes memory off its stack");
+      } else if (intrinsic->mayWriteToMemory() && !intrinsic->isLifetimeStartOrEnd() &&
+                 intrinsic->getIntrinsicID() != Intrinsic::prefetch) {
+        return fail(instruction, "calls an intrinsic that writes memory");
+      }
+    } else if (auto *call = dyn_cast<CallBase>(&instruction)) {
+      const Function *callee = call->getCalledFunction();
+      if (!callee || callee->getName() != "mu_prefetch")
+        return fail(instruction, "calls a function other than mu_prefetch");
+    } else if (instruction.mayWriteToMemory()) {
+      return fail(instruction, "writes memory");
+    }
+  }
+  return Error::success();
+}
+
 } // namespace
 
 const char *apiIncludeDirectory() { return MORPHEUS_USER_API_INCLUDE; }
@@ -115,7 +153,7 @@ Expected<std::unique_ptr<Handler>> Handler::load(const std::string &path,
   if (!tables)
     return tables.takeError();
   handler->tableSet = std::move(*tables);
-  auto jit = Jit::create(*handler->tableSet);
+  auto jit = Jit::create(*handler->tableSet, handler->profile);
   if (!jit)
     return withContext(jit.takeError(), path);
   handler->jit = std::move(*jit);
@@ -130,6 +168,16 @@ Expected<std::unique_ptr<Handler>> Handler::load(const std::string &path,
   if (!generic)
     return withContext(generic.takeError(), path);
   handler->genericVersion = *generic;
+  if (const Function *prefetcher = handler->pristine->getFunction(options.entry + "_prefetch");
+      prefetcher && prefetcher->hasSection() &&
+      prefetcher->getSection() == MU_PREFETCH_SECTION) {
+    if (Error err = checkPrefetcher(*prefetcher))
+      return err;
+    auto address = handler->jit->address("generic", prefetcher->getName().str());
+    if (!address)
+      return withContext(address.takeError(), path);
+    handler->prefetchFunction = reinterpret_cast<PrefetchFunction>(*address);
+  }
   handler->handlerSlot.install(*generic);
   return handler;
 }
@@ -144,7 +192,14 @@ Expected<std::unique_ptr<Module>> Handler::specializedModule(Cycle &cycle) {
   auto start = std::chrono::steady_clock::now();
   core::TableAccessInfo info =
       core::analyzeModule(*pristine, signatures, tableSet->catalog());
-  auto snapshot = tableSet->read(core::planReads(info, tableSet->catalog(), options.inlineLimit));
+  core::ReadPlan plan = core::planReads(info, tableSet->catalog(), options.inlineLimit);
+  // The hot keys' answers, looked up one by one (for an LPM table, its
+  // answer to exactly that key).
+  for (const auto &[site, keys] : hotKeys) {
+    std::vector<Bytes> &probe = plan[profiledSites.at(site).table].keys;
+    probe.insert(probe.end(), keys.begin(), keys.end());
+  }
+  auto snapshot = tableSet->read(plan);
   if (!snapshot)
     return withContext(snapshot.takeError(), pristine->getModuleIdentifier());
 
@@ -162,7 +217,17 @@ Expected<std::unique_ptr<Module>> Handler::specializedModule(Cycle &cycle) {
       {options.entry, core::Fallback::InProgram, 0, 0,
        "user space: the generic handler is inlined behind the guard"});
   specialization.guard = guardOptions;
-  specialization.linkGuardRuntime = linkGuardRuntime;
+  bool followsTraffic = options.traffic && options.traffic->mode != core::ProfileMode::Off;
+  specialization.linkGuardRuntime = [followsTraffic](Module &module) {
+    if (followsTraffic)
+      Profile::linkSlotFunction(module);
+    return linkGuardRuntime(module);
+  };
+  if (followsTraffic) {
+    specialization.profile =
+        core::ProfileOptions{Profile::SlotFunction, Profile::Sites, Profile::KeyBytes, {}};
+    specialization.hotKeys = hotKeys;
+  }
   auto log = core::specializeModule(*clone, signatures, tableSet->catalog(), *snapshot,
                                     specialization);
   if (!log)
@@ -173,8 +238,48 @@ Expected<std::unique_ptr<Module>> Handler::specializedModule(Cycle &cycle) {
   return clone;
 }
 
+void Handler::recordTraffic() {
+  for (const auto &[site, profiled] : profiledSites) {
+    Profile::Samples samples = profile.read(site, profiled.keySize);
+    if (samples.keys.empty())
+      continue;
+    // Each kept key stands for the lookups between samples, and for the
+    // samples the slots could not keep.
+    double weight = double(std::max<uint32_t>(samples.period, 1)) * double(samples.written) /
+                    double(samples.keys.size());
+    trafficProfile.add(site, 0, samples.keys, weight, samples.written);
+  }
+}
+
+void Handler::followTraffic(Cycle &cycle) {
+  hotKeys.clear();
+  if (!options.traffic || options.traffic->mode == core::ProfileMode::Off)
+    return;
+  recordTraffic();
+  for (const auto &[site, profiled] : profiledSites) {
+    core::SiteTraffic decision = trafficProfile.decide(
+        site, tableSet->catalog().at(profiled.table).match, profiled.keySize);
+    profile.setPeriod(site, decision.period);
+    if (!decision.hotKeys.empty())
+      hotKeys[site] = decision.hotKeys;
+    cycle.traffic[site] = std::move(decision);
+  }
+  trafficProfile.beginCycle(); // this cycle's counts weigh less in the next
+}
+
+void Handler::startSampling(const Cycle &cycle) {
+  for (const auto &[site, profiled] : profiledSites)
+    if (!cycle.log.profiled.count(site))
+      profile.setPeriod(site, 0);
+  for (const auto &[site, profiled] : cycle.log.profiled)
+    if (!profiledSites.count(site))
+      profile.setPeriod(site, trafficProfile.initialPeriod());
+  profiledSites = cycle.log.profiled;
+}
+
 Expected<std::pair<Cycle, HandlerFunction>> Handler::build() {
   Cycle cycle;
+  followTraffic(cycle);
   auto module = specializedModule(cycle);
   if (!module)
     return module.takeError();
@@ -199,8 +304,10 @@ Expected<Cycle> Handler::specialize() {
   if (!built)
     return built.takeError();
   auto &[cycle, function] = *built;
-  if (cycle.outcome == Cycle::Outcome::Installed)
+  if (cycle.outcome == Cycle::Outcome::Installed) {
+    startSampling(cycle);
     handlerSlot.install(function);
+  }
   return std::move(cycle);
 }
 

@@ -8,11 +8,13 @@
 #pragma once
 
 #include "backend/user/Jit.h"
+#include "backend/user/Profile.h"
 #include "backend/user/TableSet.h"
 #include "backend/user/UserSignatures.h"
 #include "core/FaultInjection.h"
 #include "core/SpecializationLog.h"
 #include "core/SpecializationPoints.h"
+#include "core/TrafficProfile.h"
 #include "support/Error.h"
 
 #include <llvm/ExecutionEngine/Orc/ThreadSafeModule.h>
@@ -50,6 +52,12 @@ struct HandlerOptions {
   // specialization-points always runs first (markers must not reach the
   // JIT).
   std::optional<std::vector<std::string>> tablePasses;
+  // Follow the traffic (unset: off): specialized versions record sampled
+  // keys of the lookups a fast path could serve (instrument-table-sites,
+  // into the handler's Profile), and each cycle puts every such site's
+  // heavy hitters, with their answers, in front of its lookup
+  // (heavy-hitter-fast-path), as core::TrafficProfile decides.
+  std::optional<core::TrafficProfileOptions> traffic;
 };
 
 // What one specialization cycle did.
@@ -62,6 +70,8 @@ struct Cycle {
   Outcome outcome = Outcome::Deferred;
   uint64_t version = 0;         // the guard version it was built for
   core::SpecializationLog log;  // per site, what the passes decided
+  // Per profiled site: its hot keys, sampling period, churn, and why.
+  std::map<unsigned, core::SiteTraffic> traffic;
   std::chrono::microseconds passes{0}, jit{0};
 };
 
@@ -75,6 +85,9 @@ public:
   TableSet &tables() { return *tableSet; }
   Trampoline &trampoline() { return handlerSlot; }
   HandlerFunction generic() const { return genericVersion; }
+  // The handler's MU_PREFETCH function (`ENTRY_prefetch`), or null when it
+  // declares none: the event loop's sub-batches call it (EventLoop).
+  PrefetchFunction prefetcher() const { return prefetchFunction; }
   const std::string &name() const { return options.entry; }
   // The handler's IR as compiled, never specialized (analyses, reports).
   const llvm::Module &pristineModule() const { return *pristine; }
@@ -99,6 +112,13 @@ public:
   // configure(configuration), then one cycle.
   Expected<Cycle> specialize(const core::PointConfiguration &configuration);
 
+  // With HandlerOptions::traffic: reads what the installed version's
+  // profiled sites sampled since the last read into the traffic profile
+  // (each cycle does too). A site keeps its last Profile::Slots samples,
+  // so a loop calls this between bursts at least every Slots x period
+  // lookups of a site to lose none.
+  void recordTraffic();
+
   // The pipeline's output for the current tables, without installing it
   // (for tests and reports): the specialized IR as text.
   Expected<std::string> specializedIR();
@@ -108,17 +128,30 @@ public:
   Expected<std::pair<Cycle, HandlerFunction>> build();
 
 private:
-  Handler(HandlerOptions options) : options(std::move(options)) {}
+  Handler(HandlerOptions options)
+      : options(std::move(options)), trafficProfile(this->options.traffic.value_or(
+                                         core::TrafficProfileOptions{})) {}
   Expected<std::unique_ptr<llvm::Module>> specializedModule(Cycle &cycle);
+  // Counts what the profiled sites sampled since the last cycle, sets
+  // their periods and chooses their hot keys (hotKeys).
+  void followTraffic(Cycle &cycle);
+  // After `cycle`'s version is installed: the sites it records sample from
+  // now on, the others no longer.
+  void startSampling(const Cycle &cycle);
 
   HandlerOptions options;
   llvm::orc::ThreadSafeContext context;
   std::unique_ptr<llvm::Module> pristine;
   std::unique_ptr<TableSet> tableSet;
+  Profile profile;
+  core::TrafficProfile trafficProfile;
+  std::map<unsigned, core::ProfiledSite> profiledSites; // by the installed version
+  std::map<unsigned, std::vector<Bytes>> hotKeys;       // per site, for the next version
   std::unique_ptr<Jit> jit;
   UserSignatures signatures;
   Trampoline handlerSlot;
   HandlerFunction genericVersion = nullptr;
+  PrefetchFunction prefetchFunction = nullptr;
   std::vector<core::SpecializationPoint> space;
   core::PointConfiguration points;
   unsigned versions = 0;

@@ -50,11 +50,12 @@ void prepareForJit(Module &module) {
     table->setDSOLocal(false); // bound to a heap address: reached through the GOT
   }
   for (Function &function : module)
-    if (signatures.isProgramEntry(function))
+    if (signatures.isProgramEntry(function) ||
+        (function.hasSection() && function.getSection() == MU_PREFETCH_SECTION))
       function.setSection("");
 }
 
-Expected<std::unique_ptr<Jit>> Jit::create(const TableSet &tables) {
+Expected<std::unique_ptr<Jit>> Jit::create(const TableSet &tables, const Profile &profile) {
   initializeNativeTarget();
   auto builder = JITTargetMachineBuilder::detectHost();
   if (!builder)
@@ -86,7 +87,9 @@ Expected<std::unique_ptr<Jit>> Jit::create(const TableSet &tables) {
   bind("mu_lookup", reinterpret_cast<const void *>(&mu_lookup), code);
   bind("mu_update", reinterpret_cast<const void *>(&mu_update), code);
   bind("mu_delete", reinterpret_cast<const void *>(&mu_delete), code);
+  bind("mu_prefetch", reinterpret_cast<const void *>(&mu_prefetch), code);
   bind(Guard::VersionSymbol, tables.guard().versionAddress(), data);
+  bind(Profile::StorageSymbol, profile.storage(), data);
   if (Error err = result->shared->define(absoluteSymbols(std::move(symbols))))
     return withContext(std::move(err), "JIT: binding the tables");
   return result;
@@ -106,6 +109,16 @@ Expected<HandlerFunction> Jit::add(std::unique_ptr<Module> module, ThreadSafeCon
   if (!address)
     return withContext(address.takeError(), "JIT: version " + label + ": handler '" + entry + "'");
   return address->toPtr<HandlerFunction>();
+}
+
+Expected<void *> Jit::address(const std::string &label, const std::string &name) {
+  JITDylib *dylib = jit->getExecutionSession().getJITDylibByName("morpheus_user_" + label);
+  if (!dylib)
+    return makeError("JIT: no version '{0}'", label);
+  auto address = jit->lookup(*dylib, name);
+  if (!address)
+    return withContext(address.takeError(), "JIT: version " + label + ": '" + name + "'");
+  return address->toPtr<void *>();
 }
 
 } // namespace morpheus::user

@@ -2,11 +2,12 @@
 // version (the generic handler, each specialization) goes into a JITDylib
 // of its own, so versions define the same names without clashing; all of
 // them link against one JITDylib that binds what they share: each MU_TABLE
-// global to its user::Table, the table API (mu_lookup, ...), and the guard's
-// version word. Versions are kept until the Jit goes: the event loop may
+// global to its user::Table, the table API (mu_lookup, ...), the guard's
+// version word and the traffic profile's storage. Versions are kept until the Jit goes: the event loop may
 // still be running one it read before a swap.
 #pragma once
 
+#include "backend/user/Profile.h"
 #include "backend/user/TableSet.h"
 #include "support/Error.h"
 
@@ -24,11 +25,12 @@ extern "C" {
 namespace morpheus::user {
 
 using HandlerFunction = int (*)(mu_packet *);
+using PrefetchFunction = void (*)(const mu_packet *);
 
 class Jit {
 public:
-  // A JIT for the host, with `tables` and their guard bound.
-  static Expected<std::unique_ptr<Jit>> create(const TableSet &tables);
+  // A JIT for the host, with `tables`, their guard and `profile` bound.
+  static Expected<std::unique_ptr<Jit>> create(const TableSet &tables, const Profile &profile);
 
   // The host's target machine, for the O2 pipeline of specializations.
   llvm::TargetMachine &targetMachine() { return *machine; }
@@ -40,6 +42,8 @@ public:
   Expected<HandlerFunction> add(std::unique_ptr<llvm::Module> module,
                                 llvm::orc::ThreadSafeContext context, const std::string &entry,
                                 const std::string &label);
+  // The address of `name` in version `label` (added before).
+  Expected<void *> address(const std::string &label, const std::string &name);
 
 private:
   std::unique_ptr<llvm::orc::LLJIT> jit;

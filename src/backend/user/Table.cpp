@@ -49,6 +49,10 @@ public:
     keys.resize(capacity * tableInfo.keySize);
   }
 
+  void prefetch(const void *key) const override {
+    __builtin_prefetch(&buckets[hash(key) & mask]);
+  }
+
   void *lookup(const void *key) override {
     for (size_t i = hash(key) & mask;; i = (i + 1) & mask) {
       Bucket &bucket = buckets[i];
@@ -297,6 +301,11 @@ public:
         rules(4, tableInfo.valueSize, tableInfo.maxEntries),
         tbl24(static_cast<uint32_t *>(std::calloc(Entries24, sizeof(uint32_t)))),
         depth24(static_cast<uint8_t *>(std::calloc(Entries24, sizeof(uint8_t)))) {}
+
+  void prefetch(const void *key) const override {
+    auto *a = static_cast<const uint8_t *>(key) + sizeof(uint32_t);
+    __builtin_prefetch(&tbl24[(uint32_t(a[0]) << 16) | (uint32_t(a[1]) << 8) | a[2]]);
+  }
 
   void *lookup(const void *key) override {
     auto *a = static_cast<const uint8_t *>(key) + sizeof(uint32_t);

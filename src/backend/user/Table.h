@@ -40,6 +40,9 @@ public:
   // (an index out of range, a prefix length beyond the address).
   virtual bool update(const void *key, const void *value) = 0;
   virtual bool remove(const void *key) = 0;
+  // Starts loading what a lookup of `key` reads first (a hint: nothing
+  // changes, nothing is returned; tables with nothing worth it do nothing).
+  virtual void prefetch(const void *) const {}
   // Every entry (key, value) in a stable order; `visit` returns false to stop.
   virtual void forEach(const std::function<bool(const Bytes &, const void *)> &visit) const = 0;
   virtual size_t size() const = 0;

@@ -19,4 +19,8 @@ long mu_delete(struct mu_table_def *table, const void *key) {
   return reinterpret_cast<Table *>(table)->remove(key) ? 0 : -1;
 }
 
+void mu_prefetch(struct mu_table_def *table, const void *key) {
+  reinterpret_cast<const Table *>(table)->prefetch(key);
+}
+
 } // extern "C"

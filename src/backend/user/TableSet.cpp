@@ -107,10 +107,6 @@ Expected<core::TableSnapshot> TableSet::read(const core::ReadPlan &plan) const {
     if (!table)
       return table.takeError();
     const core::TableInfo &info = (*table)->info();
-    // Tries are not read for the user backend yet (lpm-as-code is only
-    // exercised on the kernel backend): their sites stay lookups.
-    if (info.match == core::TableMatch::LongestPrefix)
-      continue;
     if (info.match == core::TableMatch::Unsupported)
       return makeError("table '{0}': a {1} table is not read for the passes", name,
                        info.typeName);

@@ -25,6 +25,9 @@ const ApiEntry Api[] = {
     {{"mu_lookup", AccessKind::Lookup, 0, 1, {}}, 1u << 1},
     {{"mu_update", AccessKind::Update, 0, 1, 2}, (1u << 1) | (1u << 2)},
     {{"mu_delete", AccessKind::Delete, 0, 1, {}}, 1u << 1},
+    // Reads nothing a program sees and returns nothing: a lookup the core
+    // must not rewrite (only the analysis counts it, as a read).
+    {{"mu_prefetch", AccessKind::Lookup, 0, 1, {}, /*rewritable=*/false}, 1u << 1},
 };
 
 const ApiEntry *find(const CallBase &call) {

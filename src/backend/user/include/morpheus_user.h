@@ -22,6 +22,7 @@
 /* The section that marks table definitions and handlers in the IR. */
 #define MU_TABLE_SECTION "morpheus_tables"
 #define MU_HANDLER_SECTION "morpheus_handler"
+#define MU_PREFETCH_SECTION "morpheus_prefetch"
 
 enum mu_table_kind {
 	MU_HASH = 1,       /* exact match on the whole key */
@@ -58,6 +59,13 @@ enum mu_verdict {
 };
 
 #define MU_HANDLER __attribute__((section(MU_HANDLER_SECTION)))
+/* A handler's prefetch function, `void NAME_prefetch(const struct
+ * mu_packet *)` for handler NAME: it only calls mu_prefetch for the keys
+ * NAME will look up (nothing else: it must not change anything). With
+ * sub-batches, the runtime calls it on the next sub-batch's packets
+ * before running the handler on the current one, so their table entries
+ * are on their way to the cache (the P4C paper's prefetching). */
+#define MU_PREFETCH __attribute__((section(MU_PREFETCH_SECTION)))
 
 /* The value stored under `key`, or NULL. The pointer stays valid until the
  * entry is deleted. */
@@ -66,5 +74,8 @@ void *mu_lookup(struct mu_table_def *table, const void *key);
 long mu_update(struct mu_table_def *table, const void *key, const void *value);
 /* 0, or -1 when absent. */
 long mu_delete(struct mu_table_def *table, const void *key);
+/* Starts loading the memory a lookup of `key` will read first (the DIR-24-8
+ * entry, the hash bucket); changes nothing, returns nothing. */
+void mu_prefetch(struct mu_table_def *table, const void *key);
 
 #endif /* MORPHEUS_USER_H */

@@ -1,0 +1,209 @@
+// LPM tables of the user-space backend specialized by the core's
+// lpm-as-code pass (the nested-if template of NFMorph/Iridescent: the
+// prefixes as a search over address intervals), with the real JIT, on
+// tests/user/handlers/lpm_probe.c, whose packets carry what the table
+// answered: prefixes nested at every length agree with the table and with
+// a brute-force longest match, for both LPM kinds; a control-plane change
+// is seen by the very next burst (the stale version's guard fails) and the
+// next cycle builds the search for the new routes.
+#include "backend/user/EventLoop.h"
+#include "backend/user/Handler.h"
+
+#include <gtest/gtest.h>
+#include <llvm/Testing/Support/Error.h>
+
+#include <arpa/inet.h>
+#include <cstring>
+#include <optional>
+#include <random>
+
+namespace morpheus::user {
+namespace {
+
+const std::string ProbeSource = std::string(MORPHEUS_SOURCE_DIR) + "/tests/user/handlers/lpm_probe.c";
+
+std::unique_ptr<Handler> loadProbe(const std::string &kind) {
+  HandlerOptions options;
+  options.entry = "lpm_probe";
+  options.cflags = {"-DLPM_KIND=" + kind};
+  auto handler = Handler::load(ProbeSource, options);
+  if (!handler) {
+    ADD_FAILURE() << toString(handler.takeError());
+    return nullptr;
+  }
+  return std::move(*handler);
+}
+
+// { prefixlen (host order), address (network order) }, as lpm_probe.c
+// reads a key and the tables store one.
+Bytes keyOf(uint32_t prefixLength, uint32_t address) {
+  Bytes key(8);
+  uint32_t network = htonl(address);
+  std::memcpy(key.data(), &prefixLength, 4);
+  std::memcpy(key.data() + 4, &network, 4);
+  return key;
+}
+
+Bytes valueOf(uint32_t value) {
+  Bytes bytes(4);
+  std::memcpy(bytes.data(), &value, 4);
+  return bytes;
+}
+
+// A packet asking for `address` with key length `prefixLength`.
+Bytes probeFor(uint32_t address, uint32_t prefixLength = 32) {
+  Bytes frame = keyOf(prefixLength, address);
+  frame.resize(16, 0);
+  return frame;
+}
+
+struct Route {
+  uint32_t length, address, value;
+  uint32_t first() const { return length ? address & ~((uint64_t(1) << (32 - length)) - 1) : 0; }
+  uint32_t last() const { return uint32_t(first() + ((uint64_t(1) << (32 - length)) - 1)); }
+};
+
+// The longest route containing `address`, brute force.
+std::optional<uint32_t> longestMatch(const std::vector<Route> &routes, uint32_t address) {
+  const Route *best = nullptr;
+  for (const Route &route : routes)
+    if (route.first() <= address && address <= route.last() &&
+        (!best || route.length > best->length))
+      best = &route;
+  return best ? std::optional(best->value) : std::nullopt;
+}
+
+const core::SiteDecision *decisionOn(const core::SpecializationLog &log, const std::string &table) {
+  for (const core::SiteDecision &decision : log.decisions)
+    if (decision.table == table)
+      return &decision;
+  return nullptr;
+}
+
+uint32_t answerIn(const PacketResult &result) {
+  uint32_t answer;
+  std::memcpy(&answer, result.bytes.data() + 8, 4);
+  return answer;
+}
+
+class LpmAsCodeOnUserTables : public ::testing::TestWithParam<std::string> {};
+
+// Prefixes of every length 0..32 nested around 10.11.12.13, beside a few
+// disjoint ones: the search answers every interval bound (a prefix's first
+// and last address and their neighbours) and random addresses as the table
+// does, and as the longest match does; keys of other prefix lengths take
+// the table's own lookup.
+TEST_P(LpmAsCodeOnUserTables, NestedPrefixesAtEveryLengthAnswerAsTheTable) {
+  auto generic = loadProbe(GetParam()), specialized = loadProbe(GetParam());
+  ASSERT_TRUE(generic && specialized);
+  std::vector<Route> routes;
+  for (uint32_t length = 0; length <= 32; ++length)
+    routes.push_back({length, 0x0a0b0c0du, 1000 + length});
+  routes.push_back({16, 0xc0a80000u, 2000});
+  routes.push_back({24, 0xc0a84d00u, 2001});
+  routes.push_back({12, 0xac100000u, 2002});
+  routes.push_back({31, 0xac1f0002u, 2003});
+  for (Handler *handler : {generic.get(), specialized.get()})
+    for (const Route &route : routes)
+      ASSERT_THAT_ERROR(handler->tables().update("routes", keyOf(route.length, route.first()),
+                                                 valueOf(route.value)),
+                        llvm::Succeeded());
+
+  auto cycle = specialized->specialize();
+  ASSERT_THAT_EXPECTED(cycle, llvm::Succeeded());
+  ASSERT_EQ(cycle->outcome, Cycle::Outcome::Installed);
+  const core::SiteDecision *decision = decisionOn(cycle->log, "routes");
+  ASSERT_TRUE(decision);
+  EXPECT_TRUE(decision->applied) << decision->detail;
+  EXPECT_EQ(decision->pass, "lpm-as-code");
+  auto ir = specialized->specializedIR();
+  ASSERT_THAT_EXPECTED(ir, llvm::Succeeded());
+  EXPECT_NE(ir->find("routes.search"), std::string::npos);
+
+  std::vector<uint32_t> addresses = {0, 0xffffffffu};
+  for (const Route &route : routes)
+    for (uint32_t address : {route.first(), route.last(), route.first() - 1, route.last() + 1})
+      addresses.push_back(address);
+  std::mt19937 random(13);
+  for (int i = 0; i < 200; ++i)
+    addresses.push_back(i % 2 ? uint32_t(random()) : 0x0a0b0c0du ^ (1u << (random() % 32)));
+  ReplayRing ring;
+  for (uint32_t address : addresses)
+    ring.frames.push_back(probeFor(address));
+  for (uint32_t length : {0u, 8u, 24u, 31u, 33u}) // not the whole address: the lookup
+    ring.frames.push_back(probeFor(0x0a0b0c0du, length));
+  for (uint32_t i = 0; i < ring.frames.size(); ++i)
+    ring.sequence.push_back(i);
+
+  std::vector<PacketResult> expected = EventLoop(generic->trampoline(), 8).collect(ring);
+  std::vector<PacketResult> actual = EventLoop(specialized->trampoline(), 8).collect(ring);
+  ASSERT_EQ(actual.size(), expected.size());
+  for (size_t i = 0; i < expected.size(); ++i)
+    ASSERT_EQ(actual[i], expected[i]) << "packet " << i;
+  for (size_t i = 0; i < addresses.size(); ++i) {
+    std::optional<uint32_t> truth = longestMatch(routes, addresses[i]);
+    EXPECT_EQ(actual[i].verdict, truth ? MU_TX : MU_DROP) << "address " << addresses[i];
+    EXPECT_EQ(answerIn(actual[i]), truth.value_or(0xffffffffu)) << "address " << addresses[i];
+  }
+}
+
+// Routes change between bursts through the control plane: the installed
+// search is stale from the next packet on, its guard fails and the generic
+// lookup answers with the new routes; the next cycle builds a search that
+// holds them.
+TEST_P(LpmAsCodeOnUserTables, ARouteChangeIsSeenByTheNextBurst) {
+  auto probe = loadProbe(GetParam());
+  ASSERT_TRUE(probe);
+  TableSet &tables = probe->tables();
+  ASSERT_THAT_ERROR(tables.update("routes", keyOf(8, 0x0a000000u), valueOf(1)), llvm::Succeeded());
+  ASSERT_THAT_ERROR(tables.update("routes", keyOf(16, 0x0a010000u), valueOf(2)), llvm::Succeeded());
+  auto first = probe->specialize();
+  ASSERT_THAT_EXPECTED(first, llvm::Succeeded());
+  ASSERT_EQ(first->outcome, Cycle::Outcome::Installed);
+  ASSERT_TRUE(decisionOn(first->log, "routes") && decisionOn(first->log, "routes")->applied);
+  HandlerFunction stale = probe->trampoline().current();
+
+  // Two packets a burst: 10.1.2.3 and 10.1.9.9.
+  ReplayRing ring{{probeFor(0x0a010203u), probeFor(0x0a010909u)}, {}, 0};
+  for (int burst = 0; burst < 4; ++burst)
+    ring.sequence.insert(ring.sequence.end(), {0, 1});
+  int burst = 0;
+  std::optional<Cycle> second;
+  auto controlPlane = [&] {
+    switch (burst++) {
+    case 0: // a more specific route for 10.1.2.0/24
+      ASSERT_THAT_ERROR(tables.update("routes", keyOf(24, 0x0a010200u), valueOf(3)),
+                        llvm::Succeeded());
+      EXPECT_EQ(probe->trampoline().current(), stale); // still installed, now stale
+      break;
+    case 1: { // the next cycle
+      auto cycle = probe->specialize();
+      ASSERT_THAT_EXPECTED(cycle, llvm::Succeeded());
+      second = std::move(*cycle);
+      break;
+    }
+    case 2: // 10.1.0.0/16 withdrawn: 10.1.9.9 falls back to 10.0.0.0/8
+      ASSERT_THAT_ERROR(tables.remove("routes", keyOf(16, 0x0a010000u)), llvm::Succeeded());
+      break;
+    }
+  };
+  std::vector<PacketResult> results = EventLoop(probe->trampoline(), 2).collect(ring, controlPlane);
+  ASSERT_EQ(results.size(), 8u);
+  const uint32_t expected[8] = {2, 2, /*new route*/ 3, 2, /*rebuilt*/ 3, 2, /*withdrawn*/ 3, 1};
+  for (size_t i = 0; i < 8; ++i)
+    EXPECT_EQ(answerIn(results[i]), expected[i]) << "packet " << i;
+  ASSERT_TRUE(second);
+  EXPECT_EQ(second->outcome, Cycle::Outcome::Installed);
+  const core::SiteDecision *rebuilt = decisionOn(second->log, "routes");
+  ASSERT_TRUE(rebuilt && rebuilt->applied);
+  EXPECT_NE(rebuilt->detail.find("3 prefixes"), std::string::npos) << rebuilt->detail;
+}
+
+INSTANTIATE_TEST_SUITE_P(UserLpm, LpmAsCodeOnUserTables,
+                         ::testing::Values("MU_LPM_DIR24", "MU_LPM_LINEAR"),
+                         [](const auto &info) {
+                           return info.param == "MU_LPM_DIR24" ? "Dir24" : "Linear";
+                         });
+
+} // namespace
+} // namespace morpheus::user
