@@ -805,6 +805,17 @@ Expected<BenchResult> runInNamespace(const Preset &preset, const BenchOptions &o
     for (FollowingVariant &variant : following)
       if (variant.name != std::string(MorpheusName))
         variants.push_back({variant.name, variant.optimizer->activeFd()});
+    // The oracles are generated from what the data plane holds for this
+    // trace (nat's bindings): the baseline's untimed pass through it first,
+    // the state the warm-up would bring.
+    if (!preset.oracle.empty()) {
+      if (Error err = driver->setTrace(trace))
+        return err;
+      TraceTimer timer(*driver, trace, ingress, live ? &*live : nullptr);
+      if (auto pass = timer.time(optimizer.originalFd(), 0, uint32_t(trace.sequence.size()));
+          !pass)
+        return pass.takeError();
+    }
     auto oracles = loadOracles(preset, optimizer, trace, ingress);
     if (!oracles)
       return oracles.takeError();

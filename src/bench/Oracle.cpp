@@ -10,6 +10,12 @@
 namespace l2switch_layout {
 #include "nf/l2switch/l2switch.h"
 } // namespace l2switch_layout
+namespace lb_layout {
+#include "nf/lb/lb.h"
+} // namespace lb_layout
+namespace nat_layout {
+#include "nf/nat/nat.h"
+} // namespace nat_layout
 
 #include <bpf/bpf.h>
 
@@ -20,6 +26,7 @@ namespace l2switch_layout {
 
 #include <algorithm>
 #include <arpa/inet.h>
+#include <netinet/in.h>
 #include <cstdio>
 #include <cstring>
 #include <map>
@@ -131,11 +138,17 @@ private:
   std::map<core::Bytes, neighbor> neighbors; // by the key's bytes
 };
 
-// Destinations of the trace's IPv4 packets, most packets first.
-std::vector<uint32_t> hottestDestinations(const Trace &trace, size_t count) {
+// How many times the trace sends each of its frames.
+std::vector<uint64_t> packetsPerFrame(const Trace &trace) {
   std::vector<uint64_t> perFrame(trace.frames.size());
   for (uint32_t index : trace.sequence)
     ++perFrame[index];
+  return perFrame;
+}
+
+// Destinations of the trace's IPv4 packets, most packets first.
+std::vector<uint32_t> hottestDestinations(const Trace &trace, size_t count) {
+  std::vector<uint64_t> perFrame = packetsPerFrame(trace);
   std::map<uint32_t, uint64_t> perDestination;
   for (size_t i = 0; i < trace.frames.size(); ++i) {
     const std::vector<uint8_t> &f = trace.frames[i];
@@ -242,9 +255,7 @@ Expected<OracleProgram> buildL2SwitchOracle(const runtime::Optimizer &optimizer,
   l2sw_port port;
   bool knownPort = bpf_map_lookup_elem(portsFd, &ingress, &port) == 0;
   // (destination, VLAN) and sources of the trace's frames, by packets.
-  std::vector<uint64_t> perFrame(trace.frames.size());
-  for (uint32_t index : trace.sequence)
-    ++perFrame[index];
+  std::vector<uint64_t> perFrame = packetsPerFrame(trace);
   std::map<core::Bytes, uint64_t> perDestination; // l2sw_fdb_key bytes
   std::set<core::Bytes> sources;
   std::set<uint16_t> vlanIds;
@@ -316,6 +327,204 @@ Expected<OracleProgram> buildL2SwitchOracle(const runtime::Optimizer &optimizer,
                      {"ports", "vlans", "tx_ports", "flood_groups", "fdb", "stats"}, optimizer);
 }
 
+// The 5-tuple of an IPv4 TCP or UDP frame that is not a fragment, as lb
+// keys its flow table (raw header bytes: network order).
+std::optional<lb_layout::lb_flow_key> lbFlowOf(const std::vector<uint8_t> &f) {
+  if (f.size() < 34 || f[12] != 0x08 || f[13] != 0x00 || (f[14] >> 4) != 4)
+    return std::nullopt;
+  size_t l4 = 14 + size_t(f[14] & 0x0f) * 4;
+  uint8_t proto = f[23];
+  if ((proto != IPPROTO_TCP && proto != IPPROTO_UDP) || (f[20] & 0x3f) || f[21] ||
+      f.size() < l4 + 4)
+    return std::nullopt;
+  lb_layout::lb_flow_key key = {};
+  std::memcpy(&key.saddr, &f[26], 4);
+  std::memcpy(&key.daddr, &f[30], 4);
+  std::memcpy(&key.sport, &f[l4], 2);
+  std::memcpy(&key.dport, &f[l4 + 2], 2);
+  key.proto = proto;
+  return key;
+}
+
+// lb's hot-flow oracles (oracles/lb_oracle.bpf.c): the configuration and
+// the decision of the trace's hottest flows as constants (the VIP's index,
+// the flow hash, the real the ring names) for flows to a VIP that is not
+// QUIC (the real would depend on the packet's connection id), whose ring
+// slot names an active real, and that the flow table does not already send
+// to another real. Two builds: "oracle-hot10-flows" keeps the flow table's
+// lookup and writes, "oracle-hot10" skips them (headroom Morpheus may not
+// take: the lookup decides LRU eviction).
+Expected<std::vector<OracleProgram>> buildLbOracles(const runtime::Optimizer &optimizer,
+                                                    const Trace &trace) {
+  using namespace lb_layout;
+  int configFd = optimizer.mapFd("config"), vipsFd = optimizer.mapFd("vips"),
+      ringsFd = optimizer.mapFd("rings"), realsFd = optimizer.mapFd("reals"),
+      flowsFd = optimizer.mapFd("flows");
+  uint32_t zero = 0;
+  lb_config config;
+  if (bpf_map_lookup_elem(configFd, &zero, &config))
+    return makeError("oracle lb: the config map holds no entry");
+  std::vector<uint64_t> perFrame = packetsPerFrame(trace);
+  std::map<core::Bytes, uint64_t> perFlow; // lb_flow_key bytes
+  for (size_t i = 0; i < trace.frames.size(); ++i)
+    if (auto key = lbFlowOf(trace.frames[i]))
+      perFlow[bytesOf(*key)] += perFrame[i];
+  std::vector<std::pair<uint64_t, core::Bytes>> ranked;
+  for (const auto &[key, packets] : perFlow)
+    ranked.emplace_back(packets, key);
+  std::sort(ranked.rbegin(), ranked.rend());
+
+  std::string header = "struct oracle_flow {\n\t__u32 vip_index;\n\t__u32 real_index;\n"
+                       "\tstruct lb_real real;\n\t__u32 hash;\n};\n";
+  header += llvm::formatv("static const struct lb_config oracle_config = {{ .source = {0:x}, "
+                          ".source_mask = {1:x}, .gateway_mac = {2}, .ttl = {3}, "
+                          ".gue_port = {4:x} };\n",
+                          config.source, config.source_mask, macLiteral(config.gateway_mac),
+                          unsigned(config.ttl), unsigned(config.gue_port))
+                .str();
+  std::string compares;
+  size_t hot = 0;
+  for (const auto &[packets, bytes] : ranked) {
+    if (hot == HotDestinations)
+      break;
+    lb_flow_key flow = fromBytes<lb_flow_key>(bytes);
+    lb_vip_key vipKey = {flow.daddr, flow.dport, flow.proto, 0};
+    lb_vip vip;
+    if (bpf_map_lookup_elem(vipsFd, &vipKey, &vip) || (vip.flags & LB_VIP_QUIC))
+      continue;
+    uint32_t hash = lb_flow_hash(&flow);
+    uint32_t slot = vip.index * LB_RING_SIZE + hash % LB_RING_SIZE, realIndex;
+    lb_real real;
+    if (bpf_map_lookup_elem(ringsFd, &slot, &realIndex) || realIndex == LB_NO_REAL ||
+        bpf_map_lookup_elem(realsFd, &realIndex, &real) || !(real.flags & LB_REAL_ACTIVE))
+      continue;
+    lb_flow known;
+    if (bpf_map_lookup_elem(flowsFd, bytes.data(), &known) == 0 && known.real != realIndex)
+      continue;
+    header += llvm::formatv("static const struct oracle_flow hot{0} = {{ {1}, {2}, {{ {3:x}, "
+                            "{4} }, {5:x} };\n",
+                            hot, vip.index, realIndex, real.addr, real.flags, hash)
+                  .str();
+    compares += llvm::formatv("\tif (flow->saddr == {0:x} && flow->daddr == {1:x} && "
+                              "flow->sport == {2:x} && flow->dport == {3:x} && "
+                              "flow->proto == {4})\n\t\treturn &hot{5};\n",
+                              flow.saddr, flow.daddr, unsigned(flow.sport),
+                              unsigned(flow.dport), unsigned(flow.proto), hot)
+                    .str();
+    ++hot;
+  }
+  header += "static __always_inline const struct oracle_flow *\n"
+            "oracle_hot(const struct lb_flow_key *flow)\n{\n" +
+            compares + "\treturn 0;\n}\n";
+  std::vector<const char *> shared = {"config", "vips",      "rings", "reals",
+                                      "flows",  "vip_stats", "events"};
+  std::vector<OracleProgram> oracles;
+  std::string name = "oracle-hot" + std::to_string(HotDestinations);
+  for (bool keepsFlows : {true, false}) {
+    auto oracle = buildOracle(keepsFlows ? name + "-flows" : name, "lb_oracle.bpf.c",
+                              "lb_oracle",
+                              (keepsFlows ? "#define ORACLE_KEEPS_FLOWS 1\n" : "") + header,
+                              shared, optimizer);
+    if (!oracle)
+      return oracle.takeError();
+    oracles.push_back(std::move(*oracle));
+  }
+  return oracles;
+}
+
+// nat's hot-flow oracles (oracles/nat_oracle.bpf.c): for the trace's
+// hottest outbound TCP and UDP flows, the translation the data plane holds
+// for them (a binding in nat_out whose nat_in half names the flow) and the
+// configuration as constants. Only with two ports and frames arriving on
+// the inside one. Two builds: "oracle-hot10-tables" keeps both LRU lookups
+// and checks them against the constants, "oracle-hot10" skips them
+// (headroom Morpheus may not take: the lookups decide LRU eviction).
+Expected<std::vector<OracleProgram>> buildNatOracles(const runtime::Optimizer &optimizer,
+                                                     const Trace &trace, uint32_t ingress) {
+  using namespace nat_layout;
+  int configFd = optimizer.mapFd("nat_config"), outFd = optimizer.mapFd("nat_out"),
+      inFd = optimizer.mapFd("nat_in");
+  uint32_t zero = 0;
+  nat_config config;
+  if (bpf_map_lookup_elem(configFd, &zero, &config))
+    return makeError("oracle nat: the nat_config map holds no entry");
+  bool translates = ingress == config.inside_ifindex &&
+                    config.inside_ifindex != config.outside_ifindex &&
+                    config.external_count > 0 && config.external_count <= NAT_MAX_EXTERNAL &&
+                    config.port_min <= config.port_max;
+  std::vector<uint64_t> perFrame = packetsPerFrame(trace);
+  std::map<core::Bytes, uint64_t> perFlow; // nat_flow_key bytes
+  for (size_t i = 0; i < trace.frames.size() && translates; ++i) {
+    const std::vector<uint8_t> &f = trace.frames[i];
+    uint8_t proto = f.size() >= 38 ? f[23] : 0;
+    // Options, fragments and ICMP take the original code.
+    if (f.size() < 38 || f[12] != 0x08 || f[13] != 0x00 || f[14] != 0x45 || (f[20] & 0x3f) ||
+        f[21] || (proto != IPPROTO_TCP && proto != IPPROTO_UDP))
+      continue;
+    nat_flow_key key = {};
+    std::memcpy(&key.addr, &f[26], 4);
+    std::memcpy(&key.remote_addr, &f[30], 4);
+    std::memcpy(&key.port, &f[34], 2);
+    std::memcpy(&key.remote_port, &f[36], 2);
+    key.proto = proto;
+    perFlow[bytesOf(key)] += perFrame[i];
+  }
+  std::vector<std::pair<uint64_t, core::Bytes>> ranked;
+  for (const auto &[key, packets] : perFlow)
+    ranked.emplace_back(packets, key);
+  std::sort(ranked.rbegin(), ranked.rend());
+
+  std::string header = "#define ORACLE_OUTSIDE_MAC " + macLiteral(config.outside_mac) +
+                       "\n#define ORACLE_NEXT_HOP_MAC " + macLiteral(config.next_hop_mac) +
+                       "\nstatic __always_inline int oracle_outbound(struct xdp_md *ctx, "
+                       "struct packet *pkt)\n{\n\tstruct nat_flow_key flow = {};\n\n"
+                       "\tif (ctx->ingress_ifindex != " +
+                       std::to_string(config.inside_ifindex) +
+                       " || pkt->proto == IPPROTO_ICMP)\n\t\treturn -1;\n"
+                       "\tflow.addr = pkt->ip->saddr;\n\tflow.remote_addr = pkt->ip->daddr;\n"
+                       "\tflow.port = *pkt->sport;\n\tflow.remote_port = *pkt->dport;\n"
+                       "\tflow.proto = pkt->proto;\n";
+  size_t hot = 0;
+  for (const auto &[packets, bytes] : ranked) {
+    if (hot == HotDestinations)
+      break;
+    nat_flow_key flow = fromBytes<nat_flow_key>(bytes);
+    nat_binding binding;
+    if (bpf_map_lookup_elem(outFd, bytes.data(), &binding))
+      continue; // not bound (yet): the original code
+    nat_flow_key reverse = {binding.external_addr, flow.remote_addr, binding.external_port,
+                            flow.remote_port, flow.proto, {}};
+    nat_origin owner;
+    if (bpf_map_lookup_elem(inFd, &reverse, &owner) || owner.inside_addr != flow.addr ||
+        owner.inside_port != flow.port)
+      continue; // the next packet binds again
+    header += llvm::formatv("\tif (flow.addr == {0:x} && flow.remote_addr == {1:x} && "
+                            "flow.port == {2:x} && flow.remote_port == {3:x} && "
+                            "flow.proto == {4})\n\t\treturn hot_outbound(ctx, pkt, &flow, "
+                            "{5:x}, {6:x});\n",
+                            flow.addr, flow.remote_addr, unsigned(flow.port),
+                            unsigned(flow.remote_port), unsigned(flow.proto),
+                            binding.external_addr, unsigned(binding.external_port))
+                  .str();
+    ++hot;
+  }
+  header += "\treturn -1;\n}\n";
+  std::vector<const char *> shared = {"nat_config", "nat_inside", "nat_ports",
+                                      "nat_out",    "nat_in",     "nat_stats"};
+  std::vector<OracleProgram> oracles;
+  std::string name = "oracle-hot" + std::to_string(HotDestinations);
+  for (bool keepsTables : {true, false}) {
+    auto oracle = buildOracle(keepsTables ? name + "-tables" : name, "nat_oracle.bpf.c",
+                              "nat_oracle",
+                              (keepsTables ? "#define ORACLE_KEEPS_TABLES 1\n" : "") + header,
+                              shared, optimizer);
+    if (!oracle)
+      return oracle.takeError();
+    oracles.push_back(std::move(*oracle));
+  }
+  return oracles;
+}
+
 } // namespace
 
 Expected<std::vector<OracleProgram>> loadOracles(const Preset &preset,
@@ -331,9 +540,13 @@ Expected<std::vector<OracleProgram>> loadOracles(const Preset &preset,
     oracles.push_back(std::move(*hot));
     return oracles;
   }
+  if (preset.oracle == "lb")
+    return buildLbOracles(optimizer, trace);
+  if (preset.oracle == "nat")
+    return buildNatOracles(optimizer, trace, ingress);
   if (preset.oracle != "router")
-    return makeError("{0}: no oracle of kind '{1}' (known: router, l2switch)", preset.file,
-                     preset.oracle);
+    return makeError("{0}: no oracle of kind '{1}' (known: router, l2switch, lb, nat)",
+                     preset.file, preset.oracle);
   auto read = RouterMaps::read(optimizer);
   if (!read)
     return read.takeError();

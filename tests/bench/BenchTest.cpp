@@ -63,6 +63,32 @@ TEST(Bench, TinyRunMeasuresEveryVariant) {
   EXPECT_NE(formatResult(*result).find("oracle-full"), std::string::npos);
 }
 
+// lb's and nat's hot-flow oracles are built from the maps and the trace and
+// pass the bench's check: the first 256 packets of a high-locality trace,
+// mostly the hot flows taking the oracles' constant paths (encapsulation
+// toward the constant real, translation to the constant binding), return
+// the baseline's verdicts and bytes, or the run fails.
+TEST(Bench, LbAndNatHotOraclesTreatTheTraceAsTheBaseline) {
+  for (auto [function, keepsTables] : {std::pair{"lb", "oracle-hot10-flows"},
+                                       std::pair{"nat", "oracle-hot10-tables"}}) {
+    SCOPED_TRACE(function);
+    auto preset = readPreset(function);
+    ASSERT_THAT_EXPECTED(preset, llvm::Succeeded());
+    BenchOptions options = tinyRun();
+    options.trafficCycles = 0;
+    auto result = runBench(*preset, options);
+    ASSERT_THAT_EXPECTED(result, llvm::Succeeded());
+    const TraceResult &trace = result->traces.at(0);
+    EXPECT_EQ(trace.checked, 256u);
+    std::vector<std::string> names;
+    for (const VariantResult &variant : trace.variants)
+      names.push_back(variant.name);
+    ASSERT_GE(names.size(), 2u);
+    EXPECT_EQ(std::vector<std::string>(names.end() - 2, names.end()),
+              (std::vector<std::string>{keepsTables, "oracle-hot10"}));
+  }
+}
+
 // The test-only switch makes the inlined key compare wrong: the router's
 // specialized neighbour lookup then misses, so its verdicts differ and the
 // bench must refuse to time it (with Morpheus's own pre-swap validation,
