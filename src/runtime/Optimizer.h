@@ -4,6 +4,7 @@
 // it to whoever runs it (an XDP link, or a test).
 #pragma once
 
+#include "backend/bpf/Adoption.h"
 #include "backend/bpf/BpfObject.h"
 #include "backend/bpf/Guard.h"
 #include "backend/bpf/Profile.h"
@@ -45,6 +46,12 @@ struct OptimizerOptions {
     return off;
   }();
   std::set<std::string> notProfiled; // tables never instrumented (--no-profile)
+  // Adopting a program another loader attached (outlives the optimizer):
+  // the owner's maps, matched to the source's by name, are reused by every
+  // load (none created, none pinned), and the entry falls back to the
+  // owner's program. The owner writes its maps without Morpheus: each cycle
+  // polls them, and a change bumps the guard before anything is rebuilt.
+  const bpf::Adoption *adoption = nullptr;
   core::FaultInjection faults; // test-only
 };
 
@@ -135,6 +142,11 @@ public:
   const std::string &pinDir() const { return options.pinDir; }
   uint64_t installedVersion() const { return specializedVersion; }
   double startupMs() const { return loadMs; }
+  bool adopted() const { return options.adoption != nullptr; }
+  // Adopted programs: the maps whose contents changed in most of the last
+  // cycles (UnstableWindow), left to the generic code rather than inlined.
+  const std::set<std::string> &unstableTables() const { return unstable; }
+  static constexpr size_t UnstableWindow = 8;
 
 private:
   Optimizer(OptimizerOptions options, bpf::GuardWord guard)
@@ -157,6 +169,11 @@ private:
   Error followTraffic(CycleReport &report);
   Expected<bool> writesInvalidated(unsigned site, const std::string &table) const;
   std::optional<core::TableSnapshot> takeSnapshot(CycleReport &report, bool force);
+  // Adopted programs: counts which maps of `read` changed since the last
+  // poll, drops the unstable ones from it, and says whether the installed
+  // version was built from other contents than `read` holds now.
+  bool ownerChanged(core::TableSnapshot &read);
+  Error checkFrozenSectionsAgree(const std::map<std::string, int> &ownerMaps) const;
   std::optional<Candidate> specializeWithRetry(CycleReport &report,
                                                core::TableSnapshot &snapshot);
   bool validate(CycleReport &report, const Candidate &candidate,
@@ -210,6 +227,10 @@ private:
   uint64_t countingWritesSince = 0;
   uint64_t cycles = 0;
   bool pinsOutliveUs = false;
+  // Adopted programs: per map, whether it changed in each recent cycle.
+  std::map<std::string, std::vector<bool>> changeHistory;
+  std::set<std::string> unstable;
+  core::TableSnapshot lastPoll;
 };
 
 } // namespace morpheus::runtime
