@@ -64,6 +64,7 @@ Expected<std::unique_ptr<Optimizer>> Optimizer::create(const std::string &path,
 
 Optimizer::~Optimizer() {
   specialized.reset();
+  retired.reset();
   unpinAll();
   if (fallbackFd >= 0)
     close(fallbackFd);
@@ -488,8 +489,14 @@ std::optional<core::TableSnapshot> Optimizer::takeSnapshot(CycleReport &report, 
     return std::nullopt;
   }
   cycleGlobals = std::move(*globals);
+  auto stages = stageArrays();
+  if (!stages) {
+    endCycle(report, stages.takeError());
+    return std::nullopt;
+  }
+  cycleStages = std::move(*stages);
   report.times.analysisMs = millisecondsSince(start);
-  if (!force && specialized && version == specializedVersion &&
+  if (!force && specialized && version == specializedVersion && cycleStages == specializedStages &&
       programSpec->analysis().sameWhereReadOnly(*read, specializedSnapshot) &&
       hotKeys == specializedHotKeys && cycleWriteCounts == specializedWriteCounts &&
       core::checksHold(specializedChecks, cycleGlobals)) {
@@ -497,6 +504,29 @@ std::optional<core::TableSnapshot> Optimizer::takeSnapshot(CycleReport &report, 
     return std::nullopt;
   }
   return std::move(*read);
+}
+
+Expected<bpf::ProgramSlots> Optimizer::stageArrays() const {
+  bpf::ProgramSlots stages;
+  if (adopted())
+    return stages; // the owner's arrays hold the owner's programs, not ours
+  auto slots = original->programSlots();
+  if (!slots)
+    return slots.takeError();
+  for (auto &[array, held] : *slots) {
+    int fd = original->mapFd(array);
+    auto layout = bpf::layoutOf(fd, array);
+    if (!layout)
+      return layout.takeError();
+    size_t used = 0;
+    for (uint32_t index = 0; index < layout->maxEntries; ++index) {
+      uint32_t id = 0;
+      used += bpf_map_lookup_elem(fd, &index, &id) == 0;
+    }
+    if (used == held.size() && !held.empty())
+      stages[array] = std::move(held);
+  }
+  return stages;
 }
 
 bool Optimizer::ownerChanged(core::TableSnapshot &read) {
@@ -575,7 +605,7 @@ Optimizer::specializeWithRetry(CycleReport &report, core::TableSnapshot &snapsho
     }
     report.log = std::move(object->log);
     std::vector<char> elf = std::move(object->elf);
-    if (specialized && elf == specializedElf) {
+    if (specialized && elf == specializedElf && cycleStages == specializedStages) {
       // Byte for byte the running code, although built for this version and
       // snapshot: it depends on neither, so it stays valid for both.
       specializedVersion = version;
@@ -589,9 +619,19 @@ Optimizer::specializeWithRetry(CycleReport &report, core::TableSnapshot &snapsho
     start = Clock::now();
     bpf::LoadOptions sharing;
     sharing.maps = sharedMaps;
+    for (const auto &[array, slots] : cycleStages)
+      sharing.maps.erase(array); // libbpf makes the version its own, empty
     auto attempt = bpf::LoadedObject::load(elf, programSpec->objectName(), sharing);
-    if (attempt)
+    if (attempt) {
+      std::map<std::string, int> ownArrays;
+      for (const auto &[array, slots] : cycleStages)
+        ownArrays[array] = attempt->mapFd(array);
+      if (Error err = attempt->fillProgramSlots(cycleStages, ownArrays)) {
+        endCycle(report, std::move(err));
+        return std::nullopt;
+      }
       return Candidate{std::move(elf), std::move(*attempt), start};
+    }
     ErrorDetails refused = takeErrorDetails(attempt.takeError());
     bool verifier = refused.code == std::errc::permission_denied ||
                     refused.code == std::errc::invalid_argument ||
@@ -662,7 +702,9 @@ void Optimizer::installCandidate(CycleReport &report, Candidate candidate,
     if (Error err = install(fd))
       return endCycle(report, std::move(err));
   report.times.injectionMs = millisecondsSince(candidate.loadStart) - report.times.validationMs;
+  retired = std::move(specialized);
   specialized.emplace(std::move(candidate.loaded));
+  specializedStages = cycleStages;
   specializedVersion = report.version;
   specializedSnapshot = std::move(snapshot);
   specializedElf = std::move(candidate.elf);

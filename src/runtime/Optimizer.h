@@ -174,6 +174,12 @@ private:
   // version was built from other contents than `read` holds now.
   bool ownerChanged(core::TableSnapshot &read);
   Error checkFrozenSectionsAgree(const std::map<std::string, int> &ownerMaps) const;
+  // The program arrays each version gets a copy of, with the version's own
+  // programs in the slots where the live array holds the original's (by
+  // name): its tail calls then reach the specialized stages. An array with
+  // a slot holding any other program (another object's, an adopted
+  // owner's) is not copied: the version shares the live one.
+  Expected<bpf::ProgramSlots> stageArrays() const;
   std::optional<Candidate> specializeWithRetry(CycleReport &report,
                                                core::TableSnapshot &snapshot);
   bool validate(CycleReport &report, const Candidate &candidate,
@@ -194,6 +200,12 @@ private:
   std::vector<std::string> createdPins;
   std::optional<bpf::LoadedObject> original;
   std::optional<bpf::LoadedObject> specialized;
+  // The version installed before: packets still running it (until the
+  // kernel's grace period ends) tail-call through its stage arrays, which
+  // the kernel empties when the object closes. Closed one install later.
+  std::optional<bpf::LoadedObject> retired;
+  // The stage arrays (stageArrays) of this cycle and of the installed version.
+  bpf::ProgramSlots cycleStages, specializedStages;
   uint64_t specializedVersion = 0;
   core::TableSnapshot specializedSnapshot;
   // The global bytes the running version folded (and checks), and the
