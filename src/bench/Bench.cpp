@@ -543,6 +543,8 @@ Expected<std::vector<std::string>> followTrace(Driver &driver, runtime::Optimize
       return makeError("trace {0}: cycle {1} of the loop: {2}", trace.name, cycle + 1,
                        report.describe());
     std::string line = llvm::formatv("cycle {0}: {1}", cycle + 1, report.describe()).str();
+    if (report.installed() && report.verifiedInstructions)
+      line += llvm::formatv(" ({0} instructions verified)", *report.verifiedInstructions).str();
     for (const auto &[site, traffic] : report.traffic) {
       line += llvm::formatv("; site #{0}: period {1}, {2}", site, traffic.period, traffic.why)
                   .str();
@@ -802,7 +804,7 @@ Expected<BenchResult> runInNamespace(const Preset &preset, const BenchOptions &o
     for (FollowingVariant &variant : following)
       if (variant.name != std::string(MorpheusName))
         variants.push_back({variant.name, variant.optimizer->activeFd()});
-    auto oracles = loadOracles(preset, optimizer, trace);
+    auto oracles = loadOracles(preset, optimizer, trace, ingress);
     if (!oracles)
       return oracles.takeError();
     for (const OracleProgram &oracle : *oracles)

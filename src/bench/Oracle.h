@@ -19,10 +19,11 @@ struct OracleProgram {
   int fd() const { return object.programFd(entry); }
 };
 
-// The oracles of `preset.oracle` for this trace and the maps as configured;
-// none when the preset names no oracle.
+// The oracles of `preset.oracle` for this trace (its frames arriving on
+// `ingress`) and the maps as configured; none when the preset names no
+// oracle.
 Expected<std::vector<OracleProgram>> loadOracles(const Preset &preset,
                                                  const runtime::Optimizer &optimizer,
-                                                 const Trace &trace);
+                                                 const Trace &trace, uint32_t ingress);
 
 } // namespace morpheus::bench

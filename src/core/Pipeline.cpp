@@ -173,14 +173,44 @@ std::set<unsigned> chainsOverBudget(Module &module, const AccessSignatureTable &
   return lowered;
 }
 
+// How many of `keys` heavy-hitter-fast-path would answer with a value of
+// `table` (an entry the snapshot holds). Only those multiply the verifier's
+// paths: each hit yields a constant copy of a different value, a state the
+// verifier cannot prune against the lookup's (nor against another hit's)
+// while what it yields is live. A key the table does not hold is answered
+// null (written tables) or left to the lookup: the null joins the lookup's
+// own null once the program checks it (the verifier turns a checked null
+// into the same scalar 0), so its compares add instructions, not paths.
+// A table the snapshot does not name: every key counts.
+size_t keysAnsweredWithValues(const AccessSite &site, const TableAccessInfo &info,
+                              const std::vector<Bytes> &keys, const TableSnapshot &snapshot) {
+  std::string table = site.table.empty()
+                          ? resolveInnerTable(site, info, snapshot).table.value_or("")
+                          : site.table;
+  auto contents = snapshot.find(table);
+  if (contents == snapshot.end())
+    return keys.size();
+  size_t answered = 0;
+  for (const Bytes &key : keys)
+    if (std::optional<const TableEntry *> entry = contents->second.known(key);
+        entry && *entry && (*entry)->value)
+      ++answered;
+  return answered;
+}
+
 // Fast paths are optional: per entry, the verifier's paths through the
 // compare chains (each chain multiplies them by its entries + 1, as in
 // chainsOverBudget, before any index lowering) with the fast paths added
-// must fit the budget; the longest fast paths go until they do. Returns
-// the sites whose fast paths go.
+// must fit the budget. A fast path multiplies them by the keys it answers
+// with a value + 1 (keysAnsweredWithValues; conservative: the verifier may
+// prune some once the value is dead, which cannot be predicted here); keys
+// answered null add no path. The fast paths multiplying most go first
+// until the rest fit. Returns the sites whose valued answers go (their
+// null answers, if any, stay).
 std::set<unsigned> fastPathsOverBudget(Module &module, const TableAccessInfo &info,
                                        const std::map<unsigned, size_t> &chains,
                                        const std::map<unsigned, std::vector<Bytes>> &hotKeys,
+                                       const TableSnapshot &snapshot,
                                        const std::map<std::string, uint64_t> &budget) {
   std::set<unsigned> dropped;
   for (const auto &[entryName, paths] : budget) {
@@ -189,21 +219,22 @@ std::set<unsigned> fastPathsOverBudget(Module &module, const TableAccessInfo &in
       continue;
     std::set<std::string> reached = namesReachedFrom(*entry);
     double product = 1;
-    std::vector<std::pair<size_t, unsigned>> fast; // (length, site)
+    std::vector<std::pair<size_t, unsigned>> fast; // (keys answered with values, site)
     for (const AccessSite &site : info.sites) {
       if (!reached.count(site.function))
         continue;
       if (auto chain = chains.find(site.id); chain != chains.end())
         product *= double(chain->second + 1);
       else if (auto hot = hotKeys.find(site.id); hot != hotKeys.end())
-        fast.emplace_back(hot->second.size(), site.id);
+        if (size_t valued = keysAnsweredWithValues(site, info, hot->second, snapshot))
+          fast.emplace_back(valued, site.id);
     }
-    std::sort(fast.begin(), fast.end()); // shortest first: kept first
-    for (auto [length, id] : fast) {
-      if (product * double(length + 1) > double(paths))
+    std::sort(fast.begin(), fast.end()); // fewest first: kept first
+    for (auto [valued, id] : fast) {
+      if (product * double(valued + 1) > double(paths))
         dropped.insert(id);
       else
-        product *= double(length + 1);
+        product *= double(valued + 1);
     }
   }
   return dropped;
@@ -394,13 +425,27 @@ Expected<SpecializationLog> specializeModule(Module &module,
                    "the tail-call fallback runs the original program, whose writes of " +
                        site.table + " are not counted");
   std::map<unsigned, size_t> chains = plannedChains(info, catalog, snapshot, context);
-  for (unsigned id : fastPathsOverBudget(module, info, chains, context.hotKeys,
+  for (unsigned id : fastPathsOverBudget(module, info, chains, context.hotKeys, snapshot,
                                          options.verifierPathBudget)) {
-    context.hotKeys.erase(id);
-    for (const AccessSite &site : info.sites)
-      if (site.id == id)
+    for (const AccessSite &site : info.sites) {
+      if (site.id != id)
+        continue;
+      // The keys a written table is known not to hold are answered null
+      // and cost no path: they stay.
+      std::vector<Bytes> &keys = context.hotKeys[id];
+      auto contents = snapshot.find(site.table);
+      std::erase_if(keys, [&](const Bytes &key) {
+        if (info.isReadOnly(site.table) || contents == snapshot.end())
+          return true;
+        std::optional<const TableEntry *> entry = contents->second.known(key);
+        return !entry || *entry;
+      });
+      if (keys.empty()) {
+        context.hotKeys.erase(id);
         log.record(site, "heavy-hitter-fast-path", false,
                    "over the verifier budget with the compare chains already planned");
+      }
+    }
   }
   context.indexLoweredSites =
       chainsOverBudget(module, sigs, info, chains, options.verifierPathBudget);

@@ -719,6 +719,7 @@ void Optimizer::installCandidate(CycleReport &report, Candidate candidate,
   uint32_t length = sizeof(info);
   if (bpf_obj_get_info_by_fd(fd, &info, &length) == 0)
     report.instructions = info.xlated_prog_len / 8;
+  report.verifiedInstructions = bpf::verifiedInstructions(fd);
   endCycle(report, CycleOutcome::Installed);
 }
 

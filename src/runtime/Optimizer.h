@@ -92,6 +92,9 @@ struct CycleReport {
   // Per profiled site id, what the traffic decided this cycle.
   std::map<unsigned, core::SiteTraffic> traffic;
   size_t instructions = 0; // of the installed entry program (xlated)
+  // What verifying the installed entry program cost (verified_insns), if
+  // the kernel says.
+  std::optional<uint64_t> verifiedInstructions;
 
   bool installed() const { return outcome == CycleOutcome::Installed; }
   // One line for people: "installed", "failed: <detail>", ...

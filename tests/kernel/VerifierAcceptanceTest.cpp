@@ -156,6 +156,69 @@ TEST(VerifierAcceptance, RefusedCandidateIsRetriedWithoutChainsAndRemembered) {
   EXPECT_EQ(program.active(packet), program.original(packet));
 }
 
+// The four tables as fast-path candidates (inline limit 4): 32 hot keys
+// each (the profile takes 16 of them), all answered with a value, the four
+// offsets live at once. `ignoreBudget` (test-only): the kernel refuses that
+// candidate (too complex) and the same cycle falls back to one without
+// fast paths nor chains, the running version; with the budget, the fast
+// paths that would multiply past it are not built and the candidate loads
+// at once. Either way every packet gets what the original gives it.
+constexpr uint32_t HotKeysPerTable = 32;
+
+void hotKeysInEveryTable(bool ignoreBudget) {
+  runtime::OptimizerOptions options = CorpusProgram::noShadow();
+  options.faults.ignoreVerifierBudget = ignoreBudget;
+  options.inlineLimit = 4;
+  options.traffic.mode = core::ProfileMode::Naive;
+  CorpusProgram program("many_chains.bpf.c", options);
+  ASSERT_TRUE(program.ok());
+  std::vector<Bytes> hot;
+  for (uint32_t i = 0; i < HotKeysPerTable; ++i) {
+    program.set("by_source", htonl(0x0a000100 + i), Window{uint16_t(i), 1});
+    program.set("by_destination", htonl(0x0a000200 + i), Window{uint16_t(40 - i), 1});
+    program.set("by_id", uint32_t(htons(100 + i)), Window{uint16_t(i / 2), 2});
+    hot.push_back(buildPacket({.saddr = 0x0a000100 + i, .daddr = 0x0a000200 + i,
+                               .id = uint16_t(100 + i), .payload = 64}));
+    uint32_t check = uint32_t(hot.back()[24]) | uint32_t(hot.back()[25]) << 8; // ip->check
+    program.set("by_checksum", check, Window{uint16_t(i % 7), 3});
+  }
+  ASSERT_TRUE(program.cycle().installed()); // instrumented, nothing seen yet
+  for (unsigned round = 0; round < 20; ++round)
+    for (const Bytes &packet : hot)
+      ASSERT_EQ(program.active(packet), program.original(packet));
+  runtime::CycleReport report = program.cycle();
+  // Refused, the retry builds what is already running: it stays.
+  ASSERT_EQ(report.outcome, ignoreBudget ? runtime::CycleOutcome::Unchanged
+                                         : runtime::CycleOutcome::Installed)
+      << report.describe();
+  const core::SiteDecision *fastPath = nullptr;
+  for (const core::SiteDecision &d : report.log.decisions)
+    if (d.table == "by_source" && d.pass == "heavy-hitter-fast-path")
+      fastPath = &d;
+  ASSERT_NE(fastPath, nullptr);
+  if (ignoreBudget) {
+    EXPECT_FALSE(fastPath->applied);
+    EXPECT_EQ(fastPath->detail, "compare chains off: the kernel refused this snapshot's "
+                                "specialization with them (cycle 2)");
+  } else {
+    size_t built = 0;
+    for (const core::SiteDecision &d : report.log.decisions)
+      built += d.pass == "heavy-hitter-fast-path" && d.applied;
+    EXPECT_GE(built, 1u) << "the budget keeps what fits";
+    EXPECT_LT(built, 4u) << "and drops what does not";
+  }
+  for (const Bytes &packet : hot)
+    EXPECT_EQ(program.active(packet), program.original(packet));
+  Bytes cold = buildPacket({.saddr = 0x0a000130, .daddr = 0x0a000205, .id = 7, .payload = 64});
+  EXPECT_EQ(program.active(cold), program.original(cold));
+}
+
+TEST(VerifierAcceptance, RefusedFastPathsFallBackInTheSameCycle) { hotKeysInEveryTable(true); }
+
+TEST(VerifierAcceptance, FastPathsMultiplyingPastTheBudgetAreNotBuilt) {
+  hotKeysInEveryTable(false);
+}
+
 TEST(VerifierAcceptance, InlineAsmCompilesInProcess) {
   CorpusProgram program("inline_asm.bpf.c");
   ASSERT_TRUE(program.ok());

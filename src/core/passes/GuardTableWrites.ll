@@ -11,6 +11,7 @@
 ; RUN: morpheus-opt %t/prog.ll --state %t/state.json -passes=guard-table-writes,heavy-hitter-fast-path --write-guards | FileCheck %s
 ; RUN: morpheus-opt %t/prog.ll --state %t/state.json -passes=guard-table-writes,heavy-hitter-fast-path | FileCheck %s --check-prefix=OFF
 ; RUN: morpheus-opt %t/prog.ll --state %t/state.json -passes=guard-table-writes,instrument-table-sites --write-guards --profile | FileCheck %s --check-prefix=PROFILED
+; RUN: morpheus-opt %t/prog.ll --state %t/state.json -passes=guard-table-writes,heavy-hitter-fast-path --write-guards --verifier-paths 1 | FileCheck %s --check-prefix=BUDGET
 
 ; The learning lookup: hashed right after the lookup, counted after each
 ; store through its value; the insert of a new MAC counted after the call.
@@ -81,6 +82,15 @@
 ; Without write guards nothing is counted and written tables get no fast path.
 ; OFF-NOT: morpheus_write
 ; OFF-NOT: applied
+
+; A verifier budget of 1 path per entry: the hot keys answered with a
+; value go (each is a state of its own), the absent one answered null
+; stays (the null joins the lookup's own once checked: no path added).
+; BUDGET-LABEL: define i32 @forward(
+; BUDGET-NOT:     icmp eq i64 {{.*}}, 2815849278734338
+; BUDGET:         icmp eq i64 {{.*}}, 2819147813617666
+; BUDGET:       fdb.absent:
+; BUDGET: ; site 2 fdb heavy-hitter-fast-path applied: 1 absent ones answered null, each under its write count
 
 ; The forwarding lookup's keys are sampled (it may get a fast path); the
 ; learning lookup's are not (it may not).

@@ -37,8 +37,9 @@
 // unknown MAC, flooded) is answered null under its count the same way:
 // inserting it is a counted write (an update site), so while the count
 // holds it is still absent. Fast paths are optional: the
-// verifier budget (Pipeline.cpp) drops those that would not fit beside the
-// compare chains already planned.
+// verifier budget (Pipeline.cpp) drops the hot keys answered with values
+// where they would not fit beside the compare chains already planned;
+// those answered null add no verifier path and stay.
 //===----------------------------------------------------------------------===//
 
 #include "core/passes/TablePasses.h"
@@ -184,12 +185,16 @@ PreservedAnalyses HeavyHitterFastPathPass::run(Module &module, ModuleAnalysisMan
           answerAbsent(rewriter, *site.call, *site.signature.keyArg, absent, site.table,
                        table.keySize, unwritten);
         if (context.log) {
+          std::string compared =
+              entries.empty() ? ""
+                              : std::to_string(entries.size()) +
+                                    " hot keys compared before the lookup";
+          std::string answeredNull =
+              absent.empty() ? ""
+                             : std::to_string(absent.size()) + " absent ones answered null";
           context.log->record(site, "heavy-hitter-fast-path", true,
-                              std::to_string(entries.size()) +
-                                  " hot keys compared before the lookup" +
-                                  (absent.empty() ? ""
-                                                  : ", " + std::to_string(absent.size()) +
-                                                        " absent ones answered null") +
+                              compared + (compared.empty() || answeredNull.empty() ? "" : ", ") +
+                                  answeredNull +
                                   (written ? ", each under its write count" : ""));
           std::vector<TableEntry> &inlined = context.log->inlined[site.table];
           for (const TableEntry *entry : entries)

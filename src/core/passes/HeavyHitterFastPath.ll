@@ -9,6 +9,7 @@
 ; RUN: morpheus-opt %t/prog.ll --state %t/state.json -passes=heavy-hitter-fast-path | FileCheck %s
 ; RUN: morpheus-opt %t/prog.ll --state %t/state.json -passes=heavy-hitter-fast-path -O2 | FileCheck %s --check-prefix=FOLDED
 ; RUN: morpheus-opt %t/prog.ll --state %t/state.json -passes=instrument-table-sites,heavy-hitter-fast-path --profile | FileCheck %s --check-prefix=PROFILED
+; RUN: morpheus-opt %t/prog.ll --state %t/state.json -passes=heavy-hitter-fast-path --verifier-paths 2 | FileCheck %s --check-prefix=BUDGET
 
 ; Hot keys B (0a000002) then A (0a000001); C is hot but was not read: left
 ; to the lookup.
@@ -49,6 +50,16 @@
 ; FOLDED:         br i1 {{.*}}, label %found, label %[[MISS:.*]]
 ; FOLDED:       [[MISS]]:
 ; FOLDED-NEXT:    call ptr inttoptr (i64 1 to ptr)(ptr nonnull @routes
+
+; A verifier budget of 2 paths per entry: each key answered with a value
+; multiplies the entry's paths (the answers are distinct states), so the
+; route's 2 hot keys (3 paths) go and the trie's 1 (2 paths) stays.
+; BUDGET-LABEL: define i32 @route(
+; BUDGET-NOT:     key.memory
+; BUDGET-LABEL: define i32 @lpm(
+; BUDGET:         icmp eq i32 {{.*}}, 32
+; BUDGET: ; site 0 routes heavy-hitter-fast-path declined: over the verifier budget with the compare chains already planned
+; BUDGET: ; site 1 prefixes heavy-hitter-fast-path applied: 1 hot keys compared before the lookup
 
 ; The key is sampled before the fast path, so hits are counted too.
 ; PROFILED-LABEL: define i32 @route(

@@ -25,9 +25,13 @@
 // not-taken branch here.
 //
 // Not instrumented: lookups with a constant key (nothing to learn), tables
-// the snapshot holds whole (inlined whole: no fast path needed), tables the
-// operator excluded (--no-profile), keys longer than a slot, and site ids
-// beyond the profile map.
+// the snapshot holds whole (inlined whole: no fast path needed), tables
+// whose lookup costs less than any fast path must save (arrays: the
+// verifier inlines their lookup; FastPathCosts, the same numbers
+// core/TrafficProfile sizes fast paths with, at their defaults), tables
+// the operator excluded (--no-profile), keys longer than a slot, and site
+// ids beyond the profile map. Sampling a site no fast path can pay for
+// would only cost (the firewall's array sites: 2-6 ns a packet).
 //
 //   %v = call ptr inttoptr (i64 1 to ptr)(ptr @routes, ptr %key)
 // becomes
@@ -42,6 +46,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "core/passes/TablePasses.h"
+#include "core/TrafficProfile.h"
 
 #include <llvm/Transforms/Utils/Local.h>
 #include <llvm/IR/IRBuilder.h>
@@ -80,6 +85,13 @@ PreservedAnalyses InstrumentTableSitesPass::run(Module &module, ModuleAnalysisMa
         contents->second.complete &&
         contents->second.entries.size() <= context.inlineLimit)
       continue; // small enough to be turned whole into code: nothing to learn
+    if (FastPathCosts costs;
+        costs.lookupNs(context.catalog->at(site.table).match) < costs.minimumSavingNs) {
+      declineSite(context, site, "instrument-table-sites",
+                  "its lookup is cheaper than any fast path must save (an array lookup the "
+                  "verifier inlines): nothing to learn");
+      continue;
+    }
     if (profile.excludedTables.count(site.table)) {
       declineSite(context, site, "instrument-table-sites", "not profiled (--no-profile)");
       continue;

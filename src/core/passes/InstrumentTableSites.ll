@@ -37,8 +37,14 @@
 ; CHECK-LABEL: define i32 @written(
 ; CHECK-NOT:     morpheus_profile_slot
 ; CHECK:         ret i32
+; An array indexed by a packet field: the verifier inlines its lookup, no
+; fast path can be cheaper, so nothing is sampled.
+; CHECK-LABEL: define i32 @indexed(
+; CHECK-NOT:     morpheus_profile_slot
+; CHECK:         ret i32
 ; CHECK: ; site 0 routes instrument-table-sites applied: lookup keys sampled into profile slot 0
 ; CHECK: ; site 1 prefixes instrument-table-sites applied: lookup keys sampled into profile slot 1
+; CHECK: ; site {{[0-9]+}} config instrument-table-sites declined: its lookup is cheaper than any fast path must save (an array lookup the verifier inlines): nothing to learn
 
 ; EXCLUDED-LABEL: define i32 @route(
 ; EXCLUDED-NOT:   morpheus_profile_slot
@@ -125,6 +131,18 @@ found:
   ret i32 2
 miss:
   ret i32 1
+}
+
+; C: v = lookup(&config, &ctx->field); return v ? 2 : 1;
+define i32 @indexed(ptr %ctx) section "xdp" {
+entry:
+  %key = alloca i32, align 4
+  %field = load i32, ptr %ctx, align 4
+  store i32 %field, ptr %key, align 4
+  %v = call ptr inttoptr (i64 1 to ptr)(ptr @config, ptr %key)
+  %hit = icmp ne ptr %v, null
+  %verdict = select i1 %hit, i32 2, i32 1
+  ret i32 %verdict
 }
 
 ;--- state.json
