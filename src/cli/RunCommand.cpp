@@ -24,7 +24,7 @@ void requestStop(int) { stopRequested = true; }
 struct RunOptions {
   std::string program;
   std::vector<std::string> ifaces;
-  std::string netns, pinDir, pinRoot, socketPath, entry;
+  std::string netns, pinDir, pinRoot, socketPath, entry, adopt;
   bpf::XdpMode mode = bpf::XdpMode::Native;
   bpf::TcDirection tcDirection = bpf::TcDirection::Ingress;
   bool detachOnExit = false;
@@ -59,6 +59,7 @@ int run(const RunOptions &flags) {
   options.logFormat = flags.logFormat;
   options.logLevel = processLog().threshold();
   options.ifaces = flags.ifaces;
+  options.adopt = flags.adopt;
   options.netns = flags.netns;
   const std::string &path = flags.program;
   std::string program = bpf::objectNameFor(path);
@@ -97,14 +98,17 @@ int run(const RunOptions &flags) {
   std::signal(SIGINT, requestStop);
   std::signal(SIGTERM, requestStop);
   uint64_t cycles = 0;
-  while (!stopRequested && (!maxCycles || cycles < maxCycles)) {
+  while (!stopRequested && !(*daemon)->ownerMovedOn() && (!maxCycles || cycles < maxCycles)) {
     cycles += bool((*daemon)->step(runtime::Daemon::Clock::now()));
     (*daemon)->waitForWork(std::chrono::milliseconds(10));
   }
   if (statsFd >= 0)
     close(statsFd);
   processLog().record("stopping", {{"detach", flags.detachOnExit}},
-                      flags.detachOnExit
+                      !flags.adopt.empty()
+                          ? std::string("stopping: the owner's program goes back on its hook "
+                                        "(unless the owner moved on)\n")
+                      : flags.detachOnExit
                           ? std::string("stopping: detaching and removing pins\n")
                           : "stopping: the original program stays attached (links, maps and "
                             "guard pinned in " + options.optimizer.pinDir + ")\n");
@@ -132,13 +136,28 @@ void addRunCommand(CLI::App &morpheus) {
       "attached; a clean exit swaps the original back in and keeps the pins,\n"
       "and the next run takes the links over. --detach-on-exit detaches and\n"
       "removes the pins instead; 'rm DIR/link_*' detaches what a run left.",
-      [options](const CLI::App &) { return run(*options); });
+      [options](const CLI::App &command) {
+        if (options->ifaces.empty() && options->adopt.empty())
+          return commandline::usageError(command, "--iface is required (or --adopt)");
+        if (!options->ifaces.empty() && !options->adopt.empty())
+          return commandline::usageError(
+              command, "--iface attaches PROG, --adopt joins a program attached by another "
+                       "loader: give one of them");
+        return run(*options);
+      });
   addProgramArgument(command, options->program);
   command
       .add_option("--iface", options->ifaces,
-                  "interface to attach to (required; repeat for more ports)")
-      ->required()
+                  "interface to attach to (repeat for more ports; or --adopt)")
       ->type_name("IF");
+  command
+      .add_option("--adopt", options->adopt,
+                  "join the XDP program another loader attached instead of attaching: TARGET "
+                  "is its interface (with --netns), its program id or its pinned link. Its "
+                  "maps are reused by id (matched to PROG's by name and layout), specialized "
+                  "versions run through a trampoline on its hook; on exit, crash or kill -9 "
+                  "the owner's program serves, and a restart adopts it again")
+      ->type_name("TARGET");
   command
       .add_option("--netns", options->netns,
                   "network namespace of the interface (/run/netns/NAME)")

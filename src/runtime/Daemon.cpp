@@ -27,6 +27,14 @@ Expected<std::unique_ptr<Daemon>> Daemon::start(const std::string &path,
                                                 DaemonOptions options,
                                                 llvm::raw_ostream &out,
                                                 llvm::raw_ostream &errors) {
+  if (!options.adopt.empty()) {
+    if (options.optimizer.pinDir.empty())
+      return makeError("{0}: adopting needs a pin directory for the owner array", path);
+    std::unique_ptr<Daemon> daemon(new Daemon(std::move(options), out, errors));
+    if (Error err = daemon->startAdoption(path))
+      return err;
+    return daemon;
+  }
   if (options.ifaces.empty())
     return makeError("{0}: no interface to attach to", path);
   if (options.onExit == OnExit::KeepServing && options.optimizer.pinDir.empty())
@@ -81,9 +89,43 @@ Expected<std::unique_ptr<Daemon>> Daemon::start(const std::string &path,
   return daemon;
 }
 
+Error Daemon::startAdoption(const std::string &path) {
+  auto adopted =
+      bpf::Adoption::adopt(options.adopt, options.netns, options.optimizer.pinDir);
+  if (!adopted)
+    return adopted.takeError();
+  adoption = std::move(*adopted);
+  options.optimizer.adoption = adoption.get();
+  auto optimizer = Optimizer::create(path, options.optimizer);
+  if (!optimizer)
+    return optimizer.takeError(); // the hook was not touched
+  opt = std::move(*optimizer);
+  programType = opt->spec().programType(opt->entryName());
+  if (programType != bpf::ProgramType::Xdp)
+    return makeError("{0}: program '{1}' is not XDP: only XDP programs can be adopted yet",
+                     path, opt->entryName());
+  if (Error err = adoption->takeHook())
+    return err;
+  if (adoption->readopted())
+    log.record("readopted", {{"pin", adoption->ownerArrayPin()}},
+               "took over the trampoline an earlier run left (" + adoption->describe() + ")\n");
+  opt->install = [raw = adoption.get()](int fd) { return raw->serve(fd); };
+  nextPeriod = nextCycle = Clock::now();
+  statsBase = bpf::programRunStats(opt->activeFd());
+  return Error::success();
+}
+
 Daemon::~Daemon() {
   // The socket first: no update may arrive for an optimizer going away.
   server.reset();
+  if (adoption) {
+    // Either way the owner's program serves again: the hook gets it back,
+    // unless the owner moved on (then the hook is the owner's business).
+    if (Error err = adoption->restore())
+      log.error(llvm::toString(std::move(err)) + "; the owner's program serves through the "
+                                                 "trampoline");
+    return;
+  }
   if (options.onExit != OnExit::KeepServing || !opt)
     return; // the links detach as they go
   // The original stays: it is correct whatever the maps come to hold, and
@@ -97,6 +139,8 @@ Daemon::~Daemon() {
 }
 
 std::string Daemon::attachedTo() const {
+  if (adoption)
+    return "adopted " + adoption->describe();
   std::string where;
   for (const Port &port : ports)
     where += (where.empty() ? "" : ", ") + attachPoint(port.iface).describe();
@@ -107,6 +151,17 @@ std::vector<std::string> Daemon::updateGuarantees() const {
   std::vector<std::string> lines;
   double periodMs = std::chrono::duration<double, std::milli>(options.period).count();
   for (const auto &[name, usage] : opt->spec().analysis().tables) {
+    if (adoption && !usage.written) {
+      lines.push_back(llvm::formatv("map '{0}': the owner's, polled: its updates do not go "
+                                    "through Morpheus; each cycle compares what the "
+                                    "specialization read, and a change bumps the guard (the "
+                                    "owner's program serves) before the code is rebuilt: a "
+                                    "packet may see the old entry for up to {1:f0} ms (a "
+                                    "period); a map changing in most cycles is not inlined",
+                                    name, periodMs)
+                          .str());
+      continue;
+    }
     if (usage.written) {
       lines.push_back(llvm::formatv("map '{0}': written by the program, never specialized: "
                                     "every update is live at once",
@@ -261,7 +316,16 @@ void Daemon::waitForWork(std::chrono::milliseconds limit) {
 }
 
 std::optional<CycleReport> Daemon::step(Clock::time_point now) {
+  if (ownerGone)
+    return std::nullopt;
   bool periodic = now >= nextPeriod;
+  if (periodic && adoption && adoption->ownerMovedOn()) {
+    ownerGone = true;
+    log.record("owner_moved_on", {{"adopted", adoption->describe()}},
+               "the owner replaced or detached its program (" + adoption->describe() +
+                   "): stopping, the hook left as the owner set it\n");
+    return std::nullopt;
+  }
   if (periodic) {
     nextPeriod = now + options.period;
     tendPorts();
@@ -361,6 +425,13 @@ void Daemon::report(const CycleReport &cycle) {
       traffic += llvm::formatv("  traffic     site #{0}: sampling 1 in {1}; {2}\n", site,
                                decision.period, decision.why)
                      .str();
+  // Maps the owner of an adopted program keeps changing are not inlined.
+  for (const std::string &name : opt->unstableTables())
+    if (cycle.installed() && !options.quiet)
+      text += llvm::formatv("  unstable    map '{0}': the owner changed it in most of the last "
+                            "{1} cycles: not inlined, the generic code reads it\n",
+                            name, Optimizer::UnstableWindow)
+                  .str();
   if (!traffic.empty() && !options.quiet) {
     text += traffic;
     fields["traffic"] = traffic;

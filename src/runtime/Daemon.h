@@ -51,7 +51,13 @@ enum class OnExit {
 
 struct DaemonOptions {
   OptimizerOptions optimizer;
-  std::vector<std::string> ifaces; // at least one
+  std::vector<std::string> ifaces; // at least one, unless adopting
+  // Adopt the XDP program another loader attached here (an interface in
+  // `netns`, a program id, a pinned link: bpf::Adoption) instead of
+  // attaching to `ifaces`. On exit (either OnExit) the hook goes back to
+  // the owner's program; a crash or kill -9 leaves the owner's program
+  // serving through the trampoline, and a restart adopts it again.
+  std::string adopt;
   std::string netns;               // of the interfaces; "" = ours
   bpf::XdpMode mode = bpf::XdpMode::Native;             // XDP programs
   bpf::TcDirection tcDirection = bpf::TcDirection::Ingress; // TC programs
@@ -94,6 +100,9 @@ public:
   // for one it only reads, updates through Morpheus (the guard) are seen
   // by the next packet, other writers' within a period plus a cycle.
   std::vector<std::string> updateGuarantees() const;
+  // The adopted program's owner replaced or detached it: nothing more to
+  // do (the caller exits; the hook is left as the owner set it).
+  bool ownerMovedOn() const { return ownerGone; }
   // Cycles in a row that failed or were refused (0 after a good one).
   unsigned consecutiveFailures() const { return failures; }
   // The earliest a cycle may run (later than now while backing off).
@@ -127,8 +136,12 @@ private:
   // The file holding the reproducer of this difference, written if new.
   std::string keepReproducer(const CycleReport &cycle);
 
+  Error startAdoption(const std::string &path);
+
   DaemonOptions options;
   Log log; // on the caller's streams
+  std::unique_ptr<bpf::Adoption> adoption; // outlives the optimizer using it
+  bool ownerGone = false;
   std::unique_ptr<Optimizer> opt;
   std::vector<Port> ports;
   bpf::ProgramType programType = bpf::ProgramType::Xdp;

@@ -64,6 +64,7 @@ Expected<std::unique_ptr<Optimizer>> Optimizer::create(const std::string &path,
 
 Optimizer::~Optimizer() {
   specialized.reset();
+  retired.reset();
   unpinAll();
   if (fallbackFd >= 0)
     close(fallbackFd);
@@ -84,7 +85,7 @@ Error Optimizer::load(const std::string &path) {
   if (std::find(entries.begin(), entries.end(), entry) == entries.end())
     return makeError("{0}: no program named '{1}'", path, entry);
 
-  if (!options.pinDir.empty()) {
+  if (!options.pinDir.empty() && !adopted()) {
     if (std::error_code ec = llvm::sys::fs::create_directories(options.pinDir))
       return makeSystemError(ec.value(), "pin directory '{0}'", options.pinDir);
     for (const auto &[name, info] : tables) {
@@ -100,13 +101,29 @@ Error Optimizer::load(const std::string &path) {
   }
 
   // The live original: the one load that honours pins by name and writes
-  // its program arrays' static slots.
+  // its program arrays' static slots. An adopted program's original is
+  // loaded on the owner's maps and writes nothing into them: no static
+  // slots, no pins (libbpf neither populates nor pins a map it reuses).
   bpf::LoadOptions live;
-  live.maps = reusedPins;
-  live.pinning = bpf::PinByName::Honour;
-  live.pinRoot = options.pinRoot;
-  auto loaded =
-      bpf::LoadedObject::load(programSpec->originalElf(), programSpec->objectName(), live);
+  if (adopted()) {
+    auto declared = bpf::readMapLayouts(programSpec->originalElfWithoutSlots(),
+                                        programSpec->objectName());
+    if (!declared)
+      return declared.takeError();
+    auto ownerMaps = options.adoption->mapsFor(*declared);
+    if (!ownerMaps)
+      return withContext(ownerMaps.takeError(), path);
+    if (Error err = checkFrozenSectionsAgree(*ownerMaps))
+      return withContext(std::move(err), path);
+    live.maps = std::move(*ownerMaps);
+  } else {
+    live.maps = reusedPins;
+    live.pinning = bpf::PinByName::Honour;
+    live.pinRoot = options.pinRoot;
+  }
+  auto loaded = bpf::LoadedObject::load(adopted() ? programSpec->originalElfWithoutSlots()
+                                                  : programSpec->originalElf(),
+                                        programSpec->objectName(), live);
   if (!loaded)
     return withContext(loaded.takeError(), path);
   original.emplace(std::move(*loaded));
@@ -116,6 +133,14 @@ Error Optimizer::load(const std::string &path) {
     return fallback.takeError();
   fallbackFd = fallback->fd;
   programFacts = std::move(fallback->programs);
+  if (adopted()) {
+    // The entry falls back to the owner's program itself.
+    uint32_t slot = *programFacts.at(entry).fallbackSlot;
+    int owner = options.adoption->ownerProgramFd();
+    if (bpf_map_update_elem(fallbackFd, &slot, &owner, BPF_ANY))
+      return makeSystemError(errno, "{0}: the owner's program cannot be the fallback of '{1}'",
+                             path, entry);
+  }
 
   // Every version shares every map with the original, except frozen data
   // sections, which each version gets fresh with identical contents.
@@ -143,8 +168,36 @@ Error Optimizer::load(const std::string &path) {
   return pinAll();
 }
 
+// Each version gets a fresh .rodata from its own ELF, holding the source's
+// initial values: those of an adopted program must be what its loader
+// left, or the versions would compute with other constants than the owner.
+Error Optimizer::checkFrozenSectionsAgree(const std::map<std::string, int> &ownerMaps) const {
+  auto initial = bpf::readInitialValues(programSpec->originalElfWithoutSlots(),
+                                        programSpec->objectName());
+  if (!initial)
+    return initial.takeError();
+  for (const auto &[name, bytes] : *initial) {
+    auto owned = ownerMaps.find(name);
+    if (name.find(".rodata") == std::string::npos || owned == ownerMaps.end())
+      continue; // .kconfig: every load fills it from this kernel alike
+    std::vector<char> live(bytes.size());
+    uint32_t key = 0;
+    if (bpf_map_lookup_elem(owned->second, &key, live.data()))
+      return makeSystemError(errno, "map '{0}': cannot read the owner's bytes", name);
+    auto differs = std::mismatch(bytes.begin(), bytes.end(), live.begin());
+    if (differs.first != bytes.end())
+      return makeError("map '{0}': the owner's loader changed it before load (byte {1}: "
+                       "source {2}, live {3}); adopting a program whose read-only globals "
+                       "its loader rewrote is not supported yet",
+                       name, differs.first - bytes.begin(), int(uint8_t(*differs.first)),
+                       int(uint8_t(*differs.second)));
+  }
+  return Error::success();
+}
+
 Error Optimizer::pinAll() {
-  if (options.pinDir.empty())
+  // An adopted program's maps are the owner's: Morpheus pins none of them.
+  if (options.pinDir.empty() || adopted())
     return Error::success();
   std::vector<std::pair<std::string, int>> pins;
   for (const auto &[name, info] : programSpec->catalog())
@@ -164,7 +217,7 @@ Error Optimizer::pinAll() {
 
 std::vector<std::string> Optimizer::repairPins() {
   std::vector<std::string> notes;
-  if (options.pinDir.empty())
+  if (options.pinDir.empty() || adopted())
     return notes;
   std::vector<std::pair<std::string, int>> pins;
   for (const auto &[name, info] : programSpec->catalog())
@@ -412,6 +465,21 @@ std::optional<core::TableSnapshot> Optimizer::takeSnapshot(CycleReport &report, 
     endCycle(report, read.takeError());
     return std::nullopt;
   }
+  if (adopted() && ownerChanged(*read) && specialized) {
+    // The owner wrote what the running version answers from, without a
+    // bump: bump now (packets run the owner's code from here on), then read
+    // again and rebuild for what the tables hold after the bump.
+    guardWord.bump();
+    version = guardWord.version();
+    report.version = version;
+    read = bpf::readSnapshot(cyclePlan, programSpec->catalog(), sharedMaps);
+    if (!read) {
+      endCycle(report, read.takeError());
+      return std::nullopt;
+    }
+    for (const std::string &name : unstable)
+      read->erase(name);
+  }
   // The writable globals are polled: their writers (mmap) bypass the guard.
   // The running version checks the bytes it folded itself, so a change is
   // followed before this poll; the poll rebuilds code for the new bytes.
@@ -421,8 +489,14 @@ std::optional<core::TableSnapshot> Optimizer::takeSnapshot(CycleReport &report, 
     return std::nullopt;
   }
   cycleGlobals = std::move(*globals);
+  auto stages = stageArrays();
+  if (!stages) {
+    endCycle(report, stages.takeError());
+    return std::nullopt;
+  }
+  cycleStages = std::move(*stages);
   report.times.analysisMs = millisecondsSince(start);
-  if (!force && specialized && version == specializedVersion &&
+  if (!force && specialized && version == specializedVersion && cycleStages == specializedStages &&
       programSpec->analysis().sameWhereReadOnly(*read, specializedSnapshot) &&
       hotKeys == specializedHotKeys && cycleWriteCounts == specializedWriteCounts &&
       core::checksHold(specializedChecks, cycleGlobals)) {
@@ -430,6 +504,59 @@ std::optional<core::TableSnapshot> Optimizer::takeSnapshot(CycleReport &report, 
     return std::nullopt;
   }
   return std::move(*read);
+}
+
+Expected<bpf::ProgramSlots> Optimizer::stageArrays() const {
+  bpf::ProgramSlots stages;
+  if (adopted())
+    return stages; // the owner's arrays hold the owner's programs, not ours
+  auto slots = original->programSlots();
+  if (!slots)
+    return slots.takeError();
+  for (auto &[array, held] : *slots) {
+    int fd = original->mapFd(array);
+    auto layout = bpf::layoutOf(fd, array);
+    if (!layout)
+      return layout.takeError();
+    size_t used = 0;
+    for (uint32_t index = 0; index < layout->maxEntries; ++index) {
+      uint32_t id = 0;
+      used += bpf_map_lookup_elem(fd, &index, &id) == 0;
+    }
+    if (used == held.size() && !held.empty())
+      stages[array] = std::move(held);
+  }
+  return stages;
+}
+
+bool Optimizer::ownerChanged(core::TableSnapshot &read) {
+  const core::TableAccessInfo &analysis = programSpec->analysis();
+  auto same = [&](const std::string &name, const core::TableContents &a,
+                  const core::TableContents &b) {
+    return analysis.sameWhereReadOnly({{name, a}}, {{name, b}});
+  };
+  for (const auto &[name, contents] : read) {
+    auto previous = lastPoll.find(name);
+    std::vector<bool> &history = changeHistory[name];
+    history.push_back(previous != lastPoll.end() && !same(name, contents, previous->second));
+    if (history.size() > UnstableWindow)
+      history.erase(history.begin());
+    if (size_t(std::count(history.begin(), history.end(), true)) * 2 > UnstableWindow)
+      unstable.insert(name);
+    else
+      unstable.erase(name);
+  }
+  lastPoll = read;
+  for (const std::string &name : unstable)
+    read.erase(name);
+  if (read.size() != specializedSnapshot.size())
+    return true;
+  for (const auto &[name, built] : specializedSnapshot) {
+    auto now = read.find(name);
+    if (now == read.end() || !same(name, now->second, built))
+      return true;
+  }
+  return false;
 }
 
 // When the kernel refuses a candidate (too complex, too large, any
@@ -478,7 +605,7 @@ Optimizer::specializeWithRetry(CycleReport &report, core::TableSnapshot &snapsho
     }
     report.log = std::move(object->log);
     std::vector<char> elf = std::move(object->elf);
-    if (specialized && elf == specializedElf) {
+    if (specialized && elf == specializedElf && cycleStages == specializedStages) {
       // Byte for byte the running code, although built for this version and
       // snapshot: it depends on neither, so it stays valid for both.
       specializedVersion = version;
@@ -492,9 +619,19 @@ Optimizer::specializeWithRetry(CycleReport &report, core::TableSnapshot &snapsho
     start = Clock::now();
     bpf::LoadOptions sharing;
     sharing.maps = sharedMaps;
+    for (const auto &[array, slots] : cycleStages)
+      sharing.maps.erase(array); // libbpf makes the version its own, empty
     auto attempt = bpf::LoadedObject::load(elf, programSpec->objectName(), sharing);
-    if (attempt)
+    if (attempt) {
+      std::map<std::string, int> ownArrays;
+      for (const auto &[array, slots] : cycleStages)
+        ownArrays[array] = attempt->mapFd(array);
+      if (Error err = attempt->fillProgramSlots(cycleStages, ownArrays)) {
+        endCycle(report, std::move(err));
+        return std::nullopt;
+      }
       return Candidate{std::move(elf), std::move(*attempt), start};
+    }
     ErrorDetails refused = takeErrorDetails(attempt.takeError());
     bool verifier = refused.code == std::errc::permission_denied ||
                     refused.code == std::errc::invalid_argument ||
@@ -565,7 +702,9 @@ void Optimizer::installCandidate(CycleReport &report, Candidate candidate,
     if (Error err = install(fd))
       return endCycle(report, std::move(err));
   report.times.injectionMs = millisecondsSince(candidate.loadStart) - report.times.validationMs;
+  retired = std::move(specialized);
   specialized.emplace(std::move(candidate.loaded));
+  specializedStages = cycleStages;
   specializedVersion = report.version;
   specializedSnapshot = std::move(snapshot);
   specializedElf = std::move(candidate.elf);

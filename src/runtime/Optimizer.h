@@ -4,6 +4,7 @@
 // it to whoever runs it (an XDP link, or a test).
 #pragma once
 
+#include "backend/bpf/Adoption.h"
 #include "backend/bpf/BpfObject.h"
 #include "backend/bpf/Guard.h"
 #include "backend/bpf/Profile.h"
@@ -45,6 +46,12 @@ struct OptimizerOptions {
     return off;
   }();
   std::set<std::string> notProfiled; // tables never instrumented (--no-profile)
+  // Adopting a program another loader attached (outlives the optimizer):
+  // the owner's maps, matched to the source's by name, are reused by every
+  // load (none created, none pinned), and the entry falls back to the
+  // owner's program. The owner writes its maps without Morpheus: each cycle
+  // polls them, and a change bumps the guard before anything is rebuilt.
+  const bpf::Adoption *adoption = nullptr;
   core::FaultInjection faults; // test-only
 };
 
@@ -138,6 +145,11 @@ public:
   const std::string &pinDir() const { return options.pinDir; }
   uint64_t installedVersion() const { return specializedVersion; }
   double startupMs() const { return loadMs; }
+  bool adopted() const { return options.adoption != nullptr; }
+  // Adopted programs: the maps whose contents changed in most of the last
+  // cycles (UnstableWindow), left to the generic code rather than inlined.
+  const std::set<std::string> &unstableTables() const { return unstable; }
+  static constexpr size_t UnstableWindow = 8;
 
 private:
   Optimizer(OptimizerOptions options, bpf::GuardWord guard)
@@ -160,6 +172,17 @@ private:
   Error followTraffic(CycleReport &report);
   Expected<bool> writesInvalidated(unsigned site, const std::string &table) const;
   std::optional<core::TableSnapshot> takeSnapshot(CycleReport &report, bool force);
+  // Adopted programs: counts which maps of `read` changed since the last
+  // poll, drops the unstable ones from it, and says whether the installed
+  // version was built from other contents than `read` holds now.
+  bool ownerChanged(core::TableSnapshot &read);
+  Error checkFrozenSectionsAgree(const std::map<std::string, int> &ownerMaps) const;
+  // The program arrays each version gets a copy of, with the version's own
+  // programs in the slots where the live array holds the original's (by
+  // name): its tail calls then reach the specialized stages. An array with
+  // a slot holding any other program (another object's, an adopted
+  // owner's) is not copied: the version shares the live one.
+  Expected<bpf::ProgramSlots> stageArrays() const;
   std::optional<Candidate> specializeWithRetry(CycleReport &report,
                                                core::TableSnapshot &snapshot);
   bool validate(CycleReport &report, const Candidate &candidate,
@@ -180,6 +203,12 @@ private:
   std::vector<std::string> createdPins;
   std::optional<bpf::LoadedObject> original;
   std::optional<bpf::LoadedObject> specialized;
+  // The version installed before: packets still running it (until the
+  // kernel's grace period ends) tail-call through its stage arrays, which
+  // the kernel empties when the object closes. Closed one install later.
+  std::optional<bpf::LoadedObject> retired;
+  // The stage arrays (stageArrays) of this cycle and of the installed version.
+  bpf::ProgramSlots cycleStages, specializedStages;
   uint64_t specializedVersion = 0;
   core::TableSnapshot specializedSnapshot;
   // The global bytes the running version folded (and checks), and the
@@ -213,6 +242,10 @@ private:
   uint64_t countingWritesSince = 0;
   uint64_t cycles = 0;
   bool pinsOutliveUs = false;
+  // Adopted programs: per map, whether it changed in each recent cycle.
+  std::map<std::string, std::vector<bool>> changeHistory;
+  std::set<std::string> unstable;
+  core::TableSnapshot lastPoll;
 };
 
 } // namespace morpheus::runtime

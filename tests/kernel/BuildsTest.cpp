@@ -2,12 +2,15 @@
 // (-mcpu=v3, v4) and with CO-RE relocations against a vmlinux.h generated
 // from this kernel's BTF at build time. Each loads under Morpheus, gets its
 // configuration specialized, and behaves as the original on the packets
-// that exercise it. (Compile databases and host-compiled IR are in
-// tests/unit/CliTest.cpp: they need no kernel.)
+// that exercise it; one built through its compile database runs the
+// database's flags. (The compile database's errors and host-compiled IR are
+// in tests/unit/CliTest.cpp: they need no kernel.)
 #include "Corpus.h"
 
 #include <bpf/bpf.h>
 #include <linux/bpf.h>
+
+#include <fstream>
 
 namespace morpheus::testing {
 namespace {
@@ -62,6 +65,53 @@ TEST(Builds, CoReAgainstVmlinuxHIsSpecializedAndEquivalent) {
   // The relocated field is read where the kernel has it.
   EXPECT_EQ(program.active(buildPacket({.tos = 7})).verdict, uint32_t(XDP_PASS));
   EXPECT_EQ(program.active(buildPacket({.tos = 3})).verdict, uint32_t(XDP_DROP));
+}
+
+// A program built as its project builds it, through a compile database:
+// the header is found only through the database's -I, and the verdict for
+// an empty slot is the database's -D. The loaded program is that build
+// (the -D decides a packet's verdict), and its specialization answers as
+// it does.
+TEST(Builds, CompileDatabaseFlagsReachTheProgramThatRuns) {
+  std::string project = "/tmp/morpheus-builds-cdb-" + std::to_string(getpid());
+  ASSERT_EQ(std::system(("mkdir -p " + project + "/src " + project + "/include").c_str()), 0);
+  std::ofstream(project + "/include/verdicts.bpf.h") << "#define EMPTY_SLOT EMPTY_VERDICT\n";
+  std::string source = project + "/src/prog.bpf.c";
+  std::ofstream(source)
+      << "#include <linux/bpf.h>\n#include <bpf/bpf_helpers.h>\n#include \"verdicts.bpf.h\"\n"
+         "struct { __uint(type, BPF_MAP_TYPE_ARRAY); __uint(max_entries, 4);"
+         " __type(key, __u32); __type(value, __u32); } verdicts SEC(\".maps\");\n"
+         "SEC(\"xdp\") int prog(struct xdp_md *ctx) {"
+         " __u32 k = ctx->data_end - ctx->data > 100 ? 1 : 0;"
+         " __u32 *v = bpf_map_lookup_elem(&verdicts, &k);"
+         " return v && *v ? *v : EMPTY_SLOT; }\n"
+         "char LICENSE[] SEC(\"license\") = \"GPL\";\n";
+  std::string database = project + "/compile_commands.json";
+  std::ofstream(database) << "[{\"directory\": \"" << project
+                          << "/build\", \"file\": \"../src/prog.bpf.c\", \"command\": \"clang "
+                             "-target bpf -O2 -g -c -I ../include -DEMPTY_VERDICT=1 -o prog.o "
+                             "../src/prog.bpf.c\"}]\n";
+  runtime::OptimizerOptions options = CorpusProgram::noShadow();
+  options.frontend.compileDatabase = database;
+  auto created = runtime::Optimizer::create(source, options);
+  EXPECT_EQ(std::system(("rm -rf " + project).c_str()), 0);
+  ASSERT_TRUE(bool(created)) << llvm::toString(created.takeError());
+  runtime::Optimizer &opt = **created;
+  auto updater = bpf::MapUpdater::forMap(opt.mapFd("verdicts"), "verdicts", &opt.guard());
+  ASSERT_THAT_EXPECTED(updater, llvm::Succeeded());
+  ASSERT_THAT_ERROR(updater->update(bytesOf(uint32_t(0)), bytesOf(uint32_t(XDP_TX))),
+                    llvm::Succeeded());
+  runtime::CycleReport report = opt.runCycle();
+  ASSERT_TRUE(report.installed()) << report.describe();
+  const core::SiteDecision *inlined = CorpusProgram::decision(report, "verdicts", true);
+  ASSERT_NE(inlined, nullptr) << report.log.toText();
+  for (auto [payload, verdict] : {std::pair{size_t(18), uint32_t(XDP_TX)},
+                                  std::pair{size_t(200), uint32_t(XDP_DROP)}}) {
+    Bytes packet = buildPacket({.payload = payload});
+    RunResult original = runOnce(opt.originalFd(), packet);
+    EXPECT_EQ(original.verdict, verdict) << "payload " << payload;
+    EXPECT_EQ(runOnce(opt.activeFd(), packet), original) << "payload " << payload;
+  }
 }
 
 } // namespace

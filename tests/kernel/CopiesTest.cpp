@@ -30,6 +30,7 @@
 #include <unistd.h>
 
 #include <deque>
+#include <functional>
 #include <set>
 
 namespace morpheus::testing {
@@ -137,8 +138,12 @@ bool isMorpheusOwn(const bpf_map_info &info) {
 
 // Every map reachable from the program `programId`: the maps it uses, the
 // programs its program arrays hold and theirs, the inner maps of its maps
-// of maps; by map id, Morpheus's own left out.
-std::map<uint32_t, MapState> reachableMaps(uint32_t programId) {
+// of maps; by map id, Morpheus's own left out. A specialized version's own
+// stage array (Optimizer::stageArrays: a program array that is not the live
+// one of its name, `liveArray`) stands for the live array, which is walked
+// and compared instead.
+std::map<uint32_t, MapState>
+reachableMaps(uint32_t programId, const std::function<int(const std::string &)> &liveArray) {
   std::map<uint32_t, MapState> maps;
   std::set<uint32_t> programsSeen, mapsSeen;
   std::deque<uint32_t> programs = {programId}, pending;
@@ -183,7 +188,14 @@ std::map<uint32_t, MapState> reachableMaps(uint32_t programId) {
         std::memcpy(&held, value.data(), 4);
         (info.type == BPF_MAP_TYPE_PROG_ARRAY ? programs : pending).push_back(held);
       }
-    if (!isMorpheusOwn(info))
+    bool versionOwn = false;
+    if (info.type == BPF_MAP_TYPE_PROG_ARRAY) {
+      int live = liveArray(info.name);
+      versionOwn = live >= 0 && mapIdOf(live) != id;
+      if (versionOwn)
+        pending.push_back(mapIdOf(live));
+    }
+    if (!isMorpheusOwn(info) && !versionOwn)
       maps[id] = std::move(state);
   }
   return maps;
@@ -435,7 +447,8 @@ void expectLiveMapsUntouched(const std::string &program, int cycles, int fuzzSec
       << "the configured program was not specialized\n"
       << live.daemon.log();
 
-  std::map<uint32_t, MapState> before = reachableMaps(live.attachedProgram());
+  auto liveArray = [&](const std::string &name) { return live.map(name); };
+  std::map<uint32_t, MapState> before = reachableMaps(live.attachedProgram(), liveArray);
   ASSERT_FALSE(before.empty());
   cycleThroughVersions(live, cycles);
   ChildProcess fuzz("copies-fuzz",
@@ -446,7 +459,7 @@ void expectLiveMapsUntouched(const std::string &program, int cycles, int fuzzSec
   std::optional<int> fuzzed = fuzz.wait(std::chrono::seconds(fuzzSeconds + 120));
   EXPECT_EQ(fuzzed, std::optional<int>(0)) << fuzz.log();
 
-  std::map<uint32_t, MapState> after = reachableMaps(live.attachedProgram());
+  std::map<uint32_t, MapState> after = reachableMaps(live.attachedProgram(), liveArray);
   expectSameMaps(before, after);
   state.expectUntouched();
   // Maps pinned by name are still the live maps, at their pins.

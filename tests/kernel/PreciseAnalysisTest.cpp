@@ -6,6 +6,7 @@
 // original on the packets that exercise it; the counters the data plane
 // writes must still reach the live map.
 #include "Corpus.h"
+#include "backend/bpf/Frontend.h"
 
 #include <bpf/bpf.h>
 #include <bpf/libbpf.h>
@@ -534,6 +535,52 @@ TEST(CompositePrograms, MultiStageFilterFoldsEveryStageAndAnswersAsTheOriginal) 
                           PacketSpec{.etherType = 0x86dd}}) {
     Bytes packet = buildPacket(spec);
     EXPECT_EQ(program.active(packet), program.original(packet)) << "dport " << spec.dport;
+  }
+
+  // The specialized entry tail-calls through a stage array of its own that
+  // holds the specialized stages (never through the live `stages`, which
+  // keeps the original's): the packets above ran them. Tail-called programs
+  // have no run counts of their own, so they are told apart by id and by
+  // the guard they check (the original's stages know no guard).
+  struct Stage {
+    uint32_t id = 0;
+    bool checksTheGuard = false;
+  };
+  uint32_t guard = mapIdOf(program.opt().mapFd(bpf::GuardMapName));
+  auto stagesOf = [&](int array) {
+    std::map<std::string, Stage> stages;
+    for (uint32_t slot = 0; slot < 8; ++slot) {
+      uint32_t id = 0;
+      if (bpf_map_lookup_elem(array, &slot, &id))
+        continue;
+      Fd stage(bpf_prog_get_fd_by_id(id));
+      bpf_prog_info info = {};
+      uint32_t length = sizeof(info);
+      EXPECT_EQ(bpf_obj_get_info_by_fd(stage.fd, &info, &length), 0);
+      std::vector<uint32_t> maps = mapIdsOf(stage.fd);
+      stages[info.name] = {id, std::find(maps.begin(), maps.end(), guard) != maps.end()};
+    }
+    return stages;
+  };
+  int liveStages = program.opt().mapFd("stages");
+  std::map<std::string, Stage> live = stagesOf(liveStages), used;
+  for (uint32_t id : mapIdsOf(program.opt().activeFd())) {
+    Fd map(bpf_map_get_fd_by_id(id));
+    bpf_map_info info = {};
+    uint32_t length = sizeof(info);
+    ASSERT_EQ(bpf_obj_get_info_by_fd(map.fd, &info, &length), 0);
+    if (std::string(info.name) == "stages") {
+      EXPECT_NE(id, mapIdOf(liveStages)) << "the version has a stage array of its own";
+      used = stagesOf(map.fd);
+    }
+  }
+  ASSERT_EQ(live.size(), 3u);
+  ASSERT_EQ(used.size(), live.size()) << "every stage the original's array holds";
+  for (const auto &[name, stage] : used) {
+    ASSERT_TRUE(live.count(name)) << name;
+    EXPECT_NE(stage.id, live[name].id) << name << ": the specialized stage, not the original";
+    EXPECT_TRUE(stage.checksTheGuard) << name;
+    EXPECT_FALSE(live[name].checksTheGuard) << name;
   }
 }
 

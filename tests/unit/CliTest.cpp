@@ -309,7 +309,10 @@ TEST(Cli, HelpIsAvailableForEveryCommand) {
 // option or argument at fault, before anything runs.
 TEST(Cli, UsageErrorsNameTheCommandAndTheOption) {
   const std::pair<std::string, std::string> cases[] = {
-      {"run " + Example, "morpheus: run: --iface is required"},
+      {"run " + Example, "morpheus: run: --iface is required (or --adopt)"},
+      {"run " + Example + " --iface lo --adopt 7",
+       "morpheus: run: --iface attaches PROG, --adopt joins a program attached by another "
+       "loader: give one of them"},
       {"run " + Example + " --iface lo --period 3h",
        "morpheus: run: --period: '3h' is not a duration like 1s or 250ms"},
       {"run " + Example + " --iface lo --xdp-mode turbo",

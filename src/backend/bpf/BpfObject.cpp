@@ -292,6 +292,25 @@ Expected<std::map<std::string, MapLayout>> readMapLayouts(llvm::ArrayRef<char> e
   return layouts;
 }
 
+Expected<std::map<std::string, std::vector<char>>> readInitialValues(llvm::ArrayRef<char> elf,
+                                                                     const std::string &objectName) {
+  auto obj = openElf(elf, objectName);
+  if (!obj)
+    return obj.takeError();
+  OpenedObject opened{*obj};
+  std::map<std::string, std::vector<char>> values;
+  bpf_map *map;
+  bpf_object__for_each_map(map, opened.obj) {
+    size_t size = 0;
+    if (!bpf_map__is_internal(map))
+      continue;
+    const char *bytes = static_cast<const char *>(bpf_map__initial_value(map, &size));
+    values[bpf_map__name(map)] = bytes ? std::vector<char>(bytes, bytes + size)
+                                       : std::vector<char>(size, 0);
+  }
+  return values;
+}
+
 std::string layoutDifferences(const MapLayout &declared, const MapLayout &existing,
                               bool compareMaxEntries) {
   std::string text;

@@ -60,6 +60,11 @@ Expected<MapLayout> layoutOf(int fd, const std::string &name);
 Expected<std::map<std::string, MapLayout>> readMapLayouts(llvm::ArrayRef<char> elf,
                                                           const std::string &objectName);
 
+// The bytes libbpf writes into each internal map (.rodata, .data, .bss) it
+// creates for `elf`, by map name.
+Expected<std::map<std::string, std::vector<char>>> readInitialValues(llvm::ArrayRef<char> elf,
+                                                                     const std::string &objectName);
+
 // Why a map with layout `existing` cannot stand in for one declared as
 // `declared`, field by field ("key size: declared 8, the map has 4; ..."),
 // or "" when it can. `compareMaxEntries` false accepts any size (a scratch

@@ -1,0 +1,442 @@
+#include "backend/bpf/Adoption.h"
+
+#include "backend/bpf/ProgramType.h"
+#include "support/Netns.h"
+
+#include <bpf/bpf.h>
+#include <bpf/libbpf.h>
+#include <linux/if_link.h>
+#include <llvm/ADT/StringExtras.h>
+#include <llvm/Support/FileSystem.h>
+#include <llvm/Support/FormatVariadic.h>
+#include <net/if.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <deque>
+#include <set>
+
+namespace morpheus::bpf {
+
+namespace {
+
+constexpr uint32_t LinkTypeXdp = 6; // BPF_LINK_TYPE_XDP
+constexpr size_t KernelNameLength = BPF_OBJ_NAME_LEN - 1;
+
+void closeFd(int &fd) {
+  if (fd >= 0)
+    close(fd);
+  fd = -1;
+}
+
+struct LiveProgram {
+  std::string name;
+  uint32_t id = 0;
+  std::vector<uint32_t> mapIds;
+};
+
+Expected<LiveProgram> liveProgram(int fd) {
+  bpf_prog_info info = {};
+  uint32_t length = sizeof(info);
+  if (bpf_obj_get_info_by_fd(fd, &info, &length))
+    return makeSystemError(errno, "cannot read the program's info");
+  LiveProgram facts{info.name, info.id, std::vector<uint32_t>(info.nr_map_ids)};
+  if (!facts.mapIds.empty()) {
+    bpf_prog_info again = {};
+    again.nr_map_ids = facts.mapIds.size();
+    again.map_ids = reinterpret_cast<uint64_t>(facts.mapIds.data());
+    length = sizeof(again);
+    if (bpf_obj_get_info_by_fd(fd, &again, &length))
+      return makeSystemError(errno, "program '{0}': cannot read its map ids", facts.name);
+    facts.mapIds.resize(again.nr_map_ids);
+  }
+  return facts;
+}
+
+std::optional<bpf_link_info> linkInfo(int fd) {
+  bpf_link_info info = {};
+  uint32_t length = sizeof(info);
+  if (bpf_obj_get_info_by_fd(fd, &info, &length))
+    return std::nullopt;
+  return info;
+}
+
+// The XDP link running program `programId` (on `ifindex` unless 0), or -1.
+int findXdpLink(uint32_t programId, uint32_t ifindex) {
+  uint32_t id = 0;
+  while (bpf_link_get_next_id(id, &id) == 0) {
+    int fd = bpf_link_get_fd_by_id(id);
+    if (fd < 0)
+      continue;
+    std::optional<bpf_link_info> info = linkInfo(fd);
+    if (info && info->type == LinkTypeXdp && info->prog_id == programId &&
+        (!ifindex || info->xdp.ifindex == ifindex))
+      return fd;
+    close(fd);
+  }
+  return -1;
+}
+
+// The program a PROG_ARRAY slot holds, by id (0: empty). From user space
+// a program array's lookup answers the program's id.
+uint32_t slotProgramId(int arrayFd, uint32_t slot) {
+  uint32_t id = 0;
+  return bpf_map_lookup_elem(arrayFd, &slot, &id) ? 0 : id;
+}
+
+// The section part of an internal map's name (".rodata" of
+// "policy_f.rodata"), or "" for a map declared in .maps.
+llvm::StringRef sectionPart(llvm::StringRef name) {
+  size_t dot = name.find('.');
+  return dot == llvm::StringRef::npos ? llvm::StringRef() : name.substr(dot);
+}
+
+// Morpheus's own maps, linked into every version: never the owner's.
+bool isMorpheusMap(llvm::StringRef name) {
+  return name.starts_with("morpheus_") || name.contains(".morpheus");
+}
+
+} // namespace
+
+Expected<std::unique_ptr<Adoption>> Adoption::adopt(const std::string &target,
+                                                    const std::string &netns,
+                                                    const std::string &pinDir) {
+  std::unique_ptr<Adoption> adoption(new Adoption());
+  adoption->netns = netns;
+  if (Error err = adoption->findHook(target))
+    return withContext(std::move(err), "adopting '" + target + "'");
+  if (Error err = adoption->recogniseOwner(pinDir))
+    return withContext(std::move(err), "adopting '" + target + "'");
+  if (Error err = adoption->collectMaps())
+    return withContext(std::move(err), "adopting '" + target + "'");
+  return adoption;
+}
+
+Adoption::~Adoption() {
+  for (auto &[name, fd] : ownerMaps)
+    close(fd);
+  closeFd(trampoline);
+  closeFd(morpheusArray); // the last user reference: the kernel empties it
+  closeFd(ownerArray);
+  closeFd(ownerProgram);
+  closeFd(hookProgram);
+  closeFd(link);
+}
+
+Error Adoption::findHook(const std::string &target) {
+  uint32_t programId = 0;
+  if (llvm::StringRef(target).starts_with("/")) {
+    link = bpf_obj_get(target.c_str());
+    if (link < 0)
+      return makeSystemError(errno, "no pinned link at {0}", target);
+    std::optional<bpf_link_info> info = linkInfo(link);
+    if (!info || info->type != LinkTypeXdp)
+      return makeError("{0} is not an XDP link (only XDP programs can be adopted yet)", target);
+    programId = info->prog_id;
+    ifindex = info->xdp.ifindex;
+    iface = "ifindex " + std::to_string(ifindex);
+    if (!programId)
+      return makeError("the link pinned at {0} is detached", target);
+  } else if (!target.empty() && llvm::all_of(target, llvm::isDigit)) {
+    if (!llvm::to_integer(target, programId))
+      return makeError("'{0}' is not a program id", target);
+    link = findXdpLink(programId, 0);
+    if (link < 0)
+      return makeError("no XDP link runs program {0}; name its interface instead "
+                       "(--adopt IFACE, with --netns for another namespace)",
+                       programId);
+    ifindex = linkInfo(link)->xdp.ifindex;
+    iface = "ifindex " + std::to_string(ifindex);
+  } else {
+    iface = target;
+    uint32_t attachMode = 0;
+    Error found = netns::runInNetns(netns, [&]() -> Error {
+      ifindex = if_nametoindex(target.c_str());
+      if (!ifindex)
+        return makeSystemError(errno, "no interface '{0}'{1}", target,
+                               netns.empty() ? "" : " in network namespace '" + netns + "'");
+      bpf_xdp_query_opts query = {};
+      query.sz = sizeof(query);
+      if (int err = bpf_xdp_query(ifindex, 0, &query))
+        return makeSystemError(-err, "interface '{0}': cannot query its XDP program", target);
+      programId = query.prog_id;
+      attachMode = query.attach_mode;
+      return Error::success();
+    });
+    if (found)
+      return found;
+    if (!programId)
+      return makeError("interface '{0}': no XDP program is attached; nothing to adopt", target);
+    link = findXdpLink(programId, ifindex);
+    if (link < 0) {
+      // Attached through netlink (ip link, bpftool net attach, xdp-loader).
+      if (attachMode == XDP_ATTACHED_DRV)
+        xdpFlags = XDP_FLAGS_DRV_MODE;
+      else if (attachMode == XDP_ATTACHED_SKB)
+        xdpFlags = XDP_FLAGS_SKB_MODE;
+      else
+        return makeError("interface '{0}': its XDP program is attached in a mode that "
+                         "cannot be adopted (offloaded, or several programs)",
+                         target);
+    }
+  }
+  hookProgram = bpf_prog_get_fd_by_id(programId);
+  if (hookProgram < 0)
+    return makeSystemError(errno, "program {0}: cannot open it", programId);
+  return Error::success();
+}
+
+Error Adoption::recogniseOwner(const std::string &pinDir) {
+  if (std::error_code ec = llvm::sys::fs::create_directories(pinDir))
+    return makeSystemError(ec.value(), "pin directory '{0}'", pinDir);
+  ownerPin = pinDir + "/owner_program";
+  auto hook = liveProgram(hookProgram);
+  if (!hook)
+    return hook.takeError();
+  if (hook->name == TrampolineName) {
+    // An earlier run's trampoline: its owner array is pinned here, and its
+    // other array (emptied when that run ended) is taken back by id.
+    ownerArray = bpf_obj_get(ownerPin.c_str());
+    if (ownerArray < 0)
+      return makeSystemError(errno,
+                             "{0} runs a Morpheus trampoline (program {1}) but no owner array "
+                             "is pinned at {2} (was another --pin-dir used?)",
+                             iface, hook->id, ownerPin);
+    bpf_map_info info = {};
+    uint32_t length = sizeof(info);
+    if (bpf_obj_get_info_by_fd(ownerArray, &info, &length))
+      return makeSystemError(errno, "{0}: cannot read the owner array", ownerPin);
+    uint32_t ownerArrayId = info.id;
+    if (std::find(hook->mapIds.begin(), hook->mapIds.end(), ownerArrayId) == hook->mapIds.end())
+      return makeError("{0}: the trampoline on {1} (program {2}) does not use the owner array "
+                       "pinned there",
+                       ownerPin, iface, hook->id);
+    for (uint32_t id : hook->mapIds)
+      if (id != ownerArrayId)
+        morpheusArray = bpf_map_get_fd_by_id(id);
+    ownerId = slotProgramId(ownerArray, 0);
+    ownerProgram = ownerId ? bpf_prog_get_fd_by_id(ownerId) : -1;
+    if (morpheusArray < 0 || ownerProgram < 0)
+      return makeError("{0}: the trampoline left on {1} has lost its arrays or the owner's "
+                       "program",
+                       ownerPin, iface);
+    trampoline = std::exchange(hookProgram, -1);
+    restarted = true;
+    // Nothing may run in it that this run did not build.
+    return serve(-1);
+  }
+
+  ownerProgram = std::exchange(hookProgram, -1);
+  ownerId = hook->id;
+  ownerName = hook->name;
+  return Error::success();
+}
+
+Error Adoption::takeHook() {
+  if (restarted || trampoline >= 0)
+    return Error::success(); // the hook runs our trampoline already
+  ownerArray = bpf_map_create(BPF_MAP_TYPE_PROG_ARRAY, "morpheus_owner", 4, 4, 1, nullptr);
+  morpheusArray = bpf_map_create(BPF_MAP_TYPE_PROG_ARRAY, "morpheus_spec", 4, 4, 1, nullptr);
+  if (ownerArray < 0 || morpheusArray < 0)
+    return makeSystemError(errno, "cannot create the trampoline's program arrays");
+  uint32_t slot = 0;
+  if (bpf_map_update_elem(ownerArray, &slot, &ownerProgram, BPF_ANY))
+    return makeSystemError(errno, "the owner's program '{0}' (id {1}) cannot join a program "
+                                  "array (an XDP program with fragments?)",
+                           ownerName, ownerId);
+  // A pin left by a run whose owner has since moved on holds nothing of use.
+  unlink(ownerPin.c_str());
+  if (bpf_obj_pin(ownerArray, ownerPin.c_str()))
+    return makeSystemError(errno, "cannot pin the owner array at {0}", ownerPin);
+
+  auto insn = [](uint8_t code, uint8_t dst, uint8_t src, int32_t imm) {
+    bpf_insn one = {};
+    one.code = code;
+    one.dst_reg = dst;
+    one.src_reg = src;
+    one.imm = imm;
+    return one;
+  };
+  // r2 = the map (a 16-byte load: the second half is zero).
+  auto loadMap = [&](int fd) { return insn(BPF_LD | BPF_DW | BPF_IMM, BPF_REG_2, BPF_PSEUDO_MAP_FD, fd); };
+  const bpf_insn code[] = {
+      insn(BPF_ALU64 | BPF_MOV | BPF_X, BPF_REG_6, BPF_REG_1, 0),
+      loadMap(morpheusArray), bpf_insn{},
+      insn(BPF_ALU64 | BPF_MOV | BPF_K, BPF_REG_3, 0, 0),
+      insn(BPF_JMP | BPF_CALL, 0, 0, BPF_FUNC_tail_call),
+      insn(BPF_ALU64 | BPF_MOV | BPF_X, BPF_REG_1, BPF_REG_6, 0),
+      loadMap(ownerArray), bpf_insn{},
+      insn(BPF_ALU64 | BPF_MOV | BPF_K, BPF_REG_3, 0, 0),
+      insn(BPF_JMP | BPF_CALL, 0, 0, BPF_FUNC_tail_call),
+      insn(BPF_ALU64 | BPF_MOV | BPF_K, BPF_REG_0, 0, int32_t(dropVerdict(ProgramType::Xdp))),
+      insn(BPF_JMP | BPF_EXIT, 0, 0, 0),
+  };
+  // A program array takes only programs of its owner's kind, expected
+  // attach type included: libbpf loads SEC("xdp") with BPF_XDP, a raw
+  // loader with none. The kind that fits the owner's is the one that loads.
+  std::vector<char> log(16384);
+  for (bpf_attach_type attach : {BPF_XDP, bpf_attach_type(0)}) {
+    LIBBPF_OPTS(bpf_prog_load_opts, load, .expected_attach_type = attach, .log_level = 1,
+                .log_size = uint32_t(log.size()), .log_buf = log.data());
+    trampoline = bpf_prog_load(BPF_PROG_TYPE_XDP, TrampolineName, "GPL", code,
+                               sizeof(code) / sizeof(code[0]), &load);
+    if (trampoline >= 0 || errno != EINVAL)
+      break;
+  }
+  if (trampoline < 0) {
+    int saved = errno;
+    unlink(ownerPin.c_str());
+    return makeSystemError(saved, "the trampoline was refused; verifier log:\n{0}", log.data());
+  }
+  if (Error err = switchHook(ownerProgram, trampoline)) {
+    unlink(ownerPin.c_str());
+    return err;
+  }
+  return Error::success();
+}
+
+Error Adoption::collectMaps() {
+  // The owner's program and every program its program arrays hold (tail-
+  // called stages use maps the entry does not).
+  std::deque<uint32_t> programs{ownerId};
+  std::set<uint32_t> seenPrograms{ownerId}, seenMaps;
+  while (!programs.empty()) {
+    uint32_t id = programs.front();
+    programs.pop_front();
+    int fd = bpf_prog_get_fd_by_id(id);
+    if (fd < 0)
+      continue; // unloaded meanwhile: a stage the owner replaced
+    auto facts = liveProgram(fd);
+    close(fd);
+    if (!facts)
+      return facts.takeError();
+    if (id == ownerId)
+      ownerName = facts->name;
+    for (uint32_t mapId : facts->mapIds) {
+      if (!seenMaps.insert(mapId).second)
+        continue;
+      int map = bpf_map_get_fd_by_id(mapId);
+      if (map < 0)
+        return makeSystemError(errno, "map {0} of program '{1}': cannot open it", mapId,
+                               facts->name);
+      bpf_map_info info = {};
+      uint32_t length = sizeof(info);
+      if (bpf_obj_get_info_by_fd(map, &info, &length)) {
+        close(map);
+        return makeSystemError(errno, "map {0}: cannot read its info", mapId);
+      }
+      if (info.type == BPF_MAP_TYPE_PROG_ARRAY)
+        for (uint32_t slot = 0; slot < info.max_entries; ++slot)
+          if (uint32_t held = slotProgramId(map, slot); held && seenPrograms.insert(held).second)
+            programs.push_back(held);
+      if (!ownerMaps.emplace(info.name, map).second)
+        close(map); // two maps of one name (cut to 15 characters): the first counts
+    }
+  }
+  return Error::success();
+}
+
+Expected<std::map<std::string, int>>
+Adoption::mapsFor(const std::map<std::string, MapLayout> &declared) const {
+  std::map<std::string, int> maps;
+  for (const auto &[name, layout] : declared) {
+    if (isMorpheusMap(name))
+      continue;
+    auto found = ownerMaps.find(name.substr(0, KernelNameLength));
+    if (found == ownerMaps.end() && !sectionPart(name).empty())
+      found = llvm::find_if(ownerMaps, [&](const auto &owned) {
+        llvm::StringRef ours = sectionPart(name), theirs = sectionPart(owned.first);
+        // The owner's object name may be longer than ours: its name is cut.
+        return !theirs.empty() && (ours == theirs || (owned.first.size() == KernelNameLength &&
+                                                      ours.starts_with(theirs)));
+      });
+    if (found == ownerMaps.end()) {
+      std::vector<std::string> names;
+      for (const auto &[owned, fd] : ownerMaps)
+        names.push_back(owned);
+      return makeError("map '{0}': the adopted program '{1}' (id {2}) has no map of that name "
+                       "(its maps: {3}); the source must be the program that runs",
+                       name, ownerName, ownerId, llvm::join(names, ", "));
+    }
+    maps[name] = found->second;
+  }
+  return maps;
+}
+
+Error Adoption::switchHook(int from, int to) {
+  if (link >= 0) {
+    bpf_link_update_opts opts = {};
+    opts.sz = sizeof(opts);
+    opts.flags = BPF_F_REPLACE;
+    opts.old_prog_fd = from;
+    if (bpf_link_update(link, to, &opts))
+      return makeSystemError(errno, "{0}: the link no longer runs the program expected", iface);
+    return Error::success();
+  }
+  return netns::runInNetns(netns, [&]() -> Error {
+    bpf_xdp_attach_opts opts = {};
+    opts.sz = sizeof(opts);
+    opts.old_prog_fd = from;
+    if (int err = bpf_xdp_attach(ifindex, to, xdpFlags | XDP_FLAGS_REPLACE, &opts))
+      return makeSystemError(-err, "{0}: the interface no longer runs the program expected",
+                             iface);
+    return Error::success();
+  });
+}
+
+uint32_t Adoption::hookProgramId() const {
+  if (link >= 0) {
+    std::optional<bpf_link_info> info = linkInfo(link);
+    return info ? info->prog_id : 0;
+  }
+  uint32_t id = 0;
+  llvm::consumeError(netns::runInNetns(netns, [&]() -> Error {
+    bpf_xdp_query_opts query = {};
+    query.sz = sizeof(query);
+    if (bpf_xdp_query(ifindex, 0, &query) == 0)
+      id = query.prog_id;
+    return Error::success();
+  }));
+  return id;
+}
+
+uint32_t Adoption::trampolineId() const {
+  bpf_prog_info info = {};
+  uint32_t length = sizeof(info);
+  return trampoline >= 0 && bpf_obj_get_info_by_fd(trampoline, &info, &length) == 0 ? info.id
+                                                                                    : 0;
+}
+
+Error Adoption::serve(int programFd) {
+  uint32_t slot = 0;
+  if (programFd < 0) {
+    if (bpf_map_delete_elem(morpheusArray, &slot) && errno != ENOENT)
+      return makeSystemError(errno, "{0}: cannot empty the trampoline's slot", iface);
+    return Error::success();
+  }
+  if (bpf_map_update_elem(morpheusArray, &slot, &programFd, BPF_ANY))
+    return makeSystemError(errno, "{0}: cannot install the program in the trampoline", iface);
+  return Error::success();
+}
+
+uint32_t Adoption::servedProgramId() const { return slotProgramId(morpheusArray, 0); }
+
+bool Adoption::ownerMovedOn() const { return hookProgramId() != trampolineId(); }
+
+Error Adoption::restore() {
+  if (restored || trampoline < 0)
+    return Error::success(); // the hook was never taken
+  restored = true;
+  Error err = ownerMovedOn() ? Error::success() : switchHook(trampoline, ownerProgram);
+  unlink(ownerPin.c_str());
+  return err;
+}
+
+std::string Adoption::describe() const {
+  std::string how = link >= 0 ? "XDP link" : "XDP netlink attachment";
+  return llvm::formatv("{0} on {1}{2}, program '{3}' (id {4})", how, iface,
+                       netns.empty() ? "" : " in namespace " + netns, ownerName, ownerId)
+      .str();
+}
+
+} // namespace morpheus::bpf

@@ -1,0 +1,105 @@
+// Adopting an XDP program another loader attached (a load balancer's own
+// server, xdp-loader, bpftool): Morpheus joins it instead of replacing it.
+//
+// The owner's hook (its bpf_link, or its netlink attachment) is switched
+// once, with BPF_F_REPLACE against the owner's program so that a change the
+// owner makes at the same moment is never overwritten, to a trampoline:
+//
+//   tail call slot 0 of the Morpheus array   (the specialized version)
+//   tail call slot 0 of the owner array      (the owner's program)
+//   return XDP_ABORTED                       (neither could be reached)
+//
+// The Morpheus array is held only by this process's fd, never pinned: the
+// kernel empties a program array when its last user reference goes (exit,
+// crash, kill -9), so from then on every packet runs the owner's program
+// through the owner array, which is pinned in the pin directory. The data
+// plane is never detached, and never left on a specialized version that
+// nobody guards. A clean exit switches the hook back to the owner's program
+// (BPF_F_REPLACE against the trampoline) and removes the pin; a restart
+// finds its trampoline on the hook (by name, and the owner array pinned
+// where it left it) and takes it over again.
+#pragma once
+
+#include "backend/bpf/BpfObject.h"
+#include "support/Error.h"
+
+#include <map>
+#include <memory>
+#include <string>
+
+namespace morpheus::bpf {
+
+// The trampoline's program name: what a restart recognises on the hook.
+inline constexpr const char *TrampolineName = "morpheus_tramp";
+
+class Adoption {
+public:
+  // Finds the XDP program at `target`: an interface (in `netns`, "" = ours),
+  // a pinned link (a path under bpffs) or a program id run by a bpf_link,
+  // and collects its maps (and those of the programs its program arrays
+  // hold). Nothing is changed yet. When the hook runs a trampoline an
+  // earlier run left (its owner array pinned at `pinDir`/owner_program),
+  // the owner is the program that array holds.
+  static Expected<std::unique_ptr<Adoption>> adopt(const std::string &target,
+                                                   const std::string &netns,
+                                                   const std::string &pinDir);
+  ~Adoption(); // the Morpheus array goes with its fd: the owner serves
+
+  // The owner's maps under the names `declared` (the source's maps) gives
+  // them, matched by name (a kernel name is the declared one cut to 15
+  // characters; internal maps carry the owner's object name before the
+  // section, `lb_obj.rodata`). A declared map the owner does not have is
+  // refused by name; layouts are checked field by field by the load that
+  // uses them (LoadOptions::maps).
+  Expected<std::map<std::string, int>>
+  mapsFor(const std::map<std::string, MapLayout> &declared) const;
+
+  // Switches the hook to the trampoline (BPF_F_REPLACE against the owner's
+  // program), the owner array pinned first; nothing to do on a re-adoption.
+  Error takeHook();
+
+  int ownerProgramFd() const { return ownerProgram; }
+  uint32_t ownerProgramId() const { return ownerId; }
+  // The specialized version every packet now runs (slot 0 of the Morpheus
+  // array); -1 empties the slot (the owner's program serves).
+  Error serve(int programFd);
+  // The program the Morpheus array holds now (0: none, the owner serves).
+  uint32_t servedProgramId() const;
+  // The hook no longer runs the trampoline: the owner replaced or detached
+  // its program (or the interface went away). Morpheus must stop.
+  bool ownerMovedOn() const;
+  // Hook back to the owner's program (BPF_F_REPLACE against the
+  // trampoline) and the owner array's pin removed. Nothing is touched when
+  // the owner moved on.
+  Error restore();
+  // "XDP (link 12) on eth0 in namespace ns1, program 'lb' (id 40)"
+  std::string describe() const;
+  bool readopted() const { return restarted; }
+  uint32_t trampolineId() const;
+  const std::string &ownerArrayPin() const { return ownerPin; }
+
+private:
+  Adoption() = default;
+  Error findHook(const std::string &target);
+  Error collectMaps();
+  Error recogniseOwner(const std::string &pinDir);
+  Error switchHook(int from, int to);
+  uint32_t hookProgramId() const;
+
+  std::string netns;
+  int ifindex = 0;
+  std::string iface;      // as given, or "ifindex N"
+  int link = -1;          // the owner's link; -1: a netlink attachment
+  uint32_t xdpFlags = 0;  // netlink attachments: the mode it was attached in
+  int ownerProgram = -1;
+  uint32_t ownerId = 0;
+  std::string ownerName;
+  int hookProgram = -1;   // what the hook ran when found (owner, or our trampoline)
+  std::map<std::string, int> ownerMaps; // kernel name -> fd
+  int trampoline = -1, morpheusArray = -1, ownerArray = -1;
+  std::string ownerPin;
+  bool restarted = false;
+  bool restored = false;
+};
+
+} // namespace morpheus::bpf

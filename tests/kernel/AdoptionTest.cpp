@@ -1,0 +1,372 @@
+// Adopting a program another loader attached (bpf::Adoption, `morpheus run
+// --adopt`). The owner here is a small libbpf loader in the test itself: it
+// loads examples/policy_fwd.bpf.c (compiled by the build, embedded), fills
+// its maps and attaches it (netlink, or a pinned XDP link) before Morpheus
+// is started. What must hold: the specialized version serves through the
+// trampoline and answers every packet as the owner's program does; the
+// owner's own map updates are followed (the guard bumped first), a map the
+// owner changes every cycle is not inlined; a clean exit gives the hook back
+// to the owner's program; kill -9 leaves the owner's program serving; a
+// restart re-adopts; a source whose maps do not fit is refused naming the
+// map and the field; an owner that moves on makes Morpheus exit untouched.
+#include "ChildProcess.h"
+#include "KernelSupport.h"
+#include "backend/bpf/Adoption.h"
+#include "netns/VethPair.h"
+#include "runtime/Daemon.h"
+#include "support/Netns.h"
+#include "policy_fwd.h"
+
+#include <bpf/bpf.h>
+#include <bpf/libbpf.h>
+#include <linux/if_link.h>
+#include <net/if.h>
+
+#include <gtest/gtest.h>
+#include <arpa/inet.h>
+#include <signal.h>
+
+#include <chrono>
+#include <fstream>
+
+extern "C" const unsigned char policy_fwd_owner_start[], policy_fwd_owner_end[];
+
+namespace morpheus::testing {
+namespace {
+
+using namespace std::chrono_literals;
+
+// The owner: policy_fwd loaded and configured by plain libbpf, attached
+// through netlink or a pinned link in the veth's namespace.
+class Owner {
+public:
+  Owner() {
+    LIBBPF_OPTS(bpf_object_open_opts, opts, .object_name = "lb_owner");
+    obj = bpf_object__open_mem(policy_fwd_owner_start,
+                               policy_fwd_owner_end - policy_fwd_owner_start, &opts);
+    if (!obj || bpf_object__load(obj)) {
+      ADD_FAILURE() << "the owner's libbpf load failed";
+      return;
+    }
+    program = bpf_program__fd(bpf_object__find_program_by_name(obj, "policy_fwd"));
+    config(CFG_POLICY_ENABLED, ACTION_PASS);
+    policy(0x0a000001, 80, ACTION_DROP);
+  }
+  ~Owner() {
+    if (linkFd >= 0)
+      close(linkFd);
+    if (!linkPin.empty())
+      unlink(linkPin.c_str());
+    if (netlinkIfindex)
+      llvm::consumeError(netns::runInNetns(netns, [&]() -> Error {
+        bpf_xdp_detach(netlinkIfindex, XDP_FLAGS_SKB_MODE, nullptr);
+        return Error::success();
+      }));
+    bpf_object__close(obj);
+  }
+
+  void config(uint32_t flags, uint32_t defaultAction) {
+    struct config value = {flags, defaultAction};
+    uint32_t zero = 0;
+    ASSERT_EQ(bpf_map_update_elem(mapFd("config"), &zero, &value, BPF_ANY), 0);
+  }
+  void policy(uint32_t daddr, uint16_t dport, uint32_t action) {
+    policy_key key = {htonl(daddr), htons(dport), IPPROTO_UDP, 0};
+    policy_value value = {action, {2, 0, 0, 0, 0, 1}, {2, 0, 0, 0, 0, 2}};
+    ASSERT_EQ(bpf_map_update_elem(mapFd("policy"), &key, &value, BPF_ANY), 0);
+  }
+  int mapFd(const char *name) const {
+    return bpf_map__fd(bpf_object__find_map_by_name(obj, name));
+  }
+
+  void attachNetlink(const VethPair &veth) {
+    netns = veth.nsB();
+    ASSERT_FALSE(bool(netns::runInNetns(netns, [&]() -> Error {
+      int ifindex = if_nametoindex(veth.ifB().c_str());
+      if (bpf_xdp_attach(ifindex, program, XDP_FLAGS_SKB_MODE, nullptr))
+        return makeSystemError(errno, "netlink attach");
+      netlinkIfindex = ifindex;
+      return Error::success();
+    })));
+  }
+  void attachLink(const VethPair &veth, const std::string &pin) {
+    ASSERT_FALSE(bool(netns::runInNetns(veth.nsB(), [&]() -> Error {
+      LIBBPF_OPTS(bpf_link_create_opts, opts, .flags = XDP_FLAGS_SKB_MODE);
+      linkFd = bpf_link_create(program, if_nametoindex(veth.ifB().c_str()), BPF_XDP, &opts);
+      if (linkFd < 0)
+        return makeSystemError(errno, "XDP link");
+      return Error::success();
+    })));
+    ASSERT_EQ(bpf_obj_pin(linkFd, pin.c_str()), 0);
+    linkPin = pin;
+  }
+
+  int program = -1;
+  int linkFd = -1;
+
+private:
+  bpf_object *obj = nullptr;
+  std::string netns, linkPin;
+  int netlinkIfindex = 0;
+};
+
+uint32_t programIdOf(int fd) {
+  bpf_prog_info info = {};
+  uint32_t length = sizeof(info);
+  return bpf_obj_get_info_by_fd(fd, &info, &length) ? 0 : info.id;
+}
+
+// The program an interface's XDP hook runs (netlink's view, either kind).
+uint32_t hookProgram(const VethPair &veth) {
+  uint32_t id = 0;
+  llvm::consumeError(netns::runInNetns(veth.nsB(), [&]() -> Error {
+    bpf_xdp_query_opts query = {};
+    query.sz = sizeof(query);
+    if (bpf_xdp_query(if_nametoindex(veth.ifB().c_str()), 0, &query) == 0)
+      id = query.prog_id;
+    return Error::success();
+  }));
+  return id;
+}
+
+// The program slot 0 of the trampoline's Morpheus array holds (0: empty),
+// found from the trampoline's maps: the one that is not the pinned owner array.
+uint32_t servedThrough(uint32_t trampolineId, const std::string &ownerPin) {
+  Fd trampoline(bpf_prog_get_fd_by_id(trampolineId));
+  Fd owner(bpf_obj_get(ownerPin.c_str()));
+  if (trampoline.fd < 0 || owner.fd < 0)
+    return 0;
+  for (uint32_t id : mapIdsOf(trampoline.fd)) {
+    if (id == mapIdOf(owner.fd))
+      continue;
+    Fd array(bpf_map_get_fd_by_id(id));
+    uint32_t slot = 0, program = 0;
+    if (bpf_map_lookup_elem(array.fd, &slot, &program) == 0)
+      return program;
+  }
+  return 0;
+}
+
+std::vector<Bytes> samplePackets() {
+  std::vector<Bytes> packets;
+  for (uint32_t daddr : {0x0a000001u, 0x0a000002u})
+    for (uint16_t dport : {80, 81})
+      for (uint8_t protocol : {IPPROTO_UDP, IPPROTO_TCP}) {
+        PacketSpec spec;
+        spec.daddr = daddr;
+        spec.dport = dport;
+        spec.protocol = protocol;
+        packets.push_back(buildPacket(spec));
+      }
+  PacketSpec fragment;
+  fragment.fragOff = 0x2000;
+  packets.push_back(buildPacket(fragment));
+  packets.push_back(Bytes(10, 0)); // malformed
+  return packets;
+}
+
+// Every sample through the hook's program answers as the owner's program.
+void expectServesAsTheOwner(uint32_t hookId, int ownerProgram, const std::string &when) {
+  Fd hook(bpf_prog_get_fd_by_id(hookId));
+  ASSERT_GE(hook.fd, 0) << when;
+  for (const Bytes &packet : samplePackets())
+    EXPECT_EQ(runOnce(hook.fd, packet), runOnce(ownerProgram, packet))
+        << when << ": packet of " << packet.size() << " bytes";
+}
+
+// The owner array emptied for a moment: what the hook answers then comes
+// from the specialized version alone (the trampoline would say
+// XDP_ABORTED if no version were reached).
+void expectSpecializedServes(uint32_t hookId, int ownerProgram, const std::string &ownerPin) {
+  Fd owner(bpf_obj_get(ownerPin.c_str()));
+  ASSERT_GE(owner.fd, 0);
+  uint32_t slot = 0;
+  ASSERT_EQ(bpf_map_delete_elem(owner.fd, &slot), 0);
+  expectServesAsTheOwner(hookId, ownerProgram, "specialized version alone");
+  ASSERT_EQ(bpf_map_update_elem(owner.fd, &slot, &ownerProgram, BPF_ANY), 0);
+}
+
+runtime::DaemonOptions adoptOptions(const VethPair &veth, const PinDir &pins) {
+  runtime::DaemonOptions options;
+  options.adopt = veth.ifB();
+  options.netns = veth.nsB();
+  options.optimizer.pinDir = pins.path() + "/adopt";
+  options.onExit = runtime::OnExit::KeepServing;
+  options.quiet = true;
+  return options;
+}
+
+TEST(Adoption, SpecializedVersionServesFollowsTheOwnerAndGivesTheHookBack) {
+  VethPair::sweepStale("adoptnl");
+  VethPair veth("adoptnl");
+  PinDir pins("adoptnl");
+  Owner owner;
+  ASSERT_GE(owner.program, 0);
+  owner.attachNetlink(veth);
+  uint32_t ownerId = programIdOf(owner.program);
+  ASSERT_EQ(hookProgram(veth), ownerId);
+
+  runtime::DaemonOptions options = adoptOptions(veth, pins);
+  std::string ownerPin = options.optimizer.pinDir + "/owner_program";
+  std::string printed, problems;
+  llvm::raw_string_ostream out(printed), errors(problems);
+  auto now = runtime::Daemon::Clock::now();
+  {
+    auto started =
+        runtime::Daemon::start(sourcePath("examples/policy_fwd.bpf.c"), options, out, errors);
+    ASSERT_TRUE(bool(started)) << llvm::toString(started.takeError());
+    runtime::Daemon &daemon = **started;
+    uint32_t trampoline = hookProgram(veth);
+    EXPECT_NE(trampoline, ownerId) << "the hook runs the trampoline";
+    EXPECT_EQ(access(ownerPin.c_str(), F_OK), 0);
+    EXPECT_EQ(servedThrough(trampoline, ownerPin), 0u);
+    expectServesAsTheOwner(trampoline, owner.program, "before the first install");
+    for (const std::string &line : daemon.updateGuarantees()) {
+      if (line.find("'policy'") != std::string::npos) {
+        EXPECT_NE(line.find("polled"), std::string::npos) << line;
+      }
+    }
+
+    std::optional<runtime::CycleReport> cycle = daemon.step(now += 1h);
+    ASSERT_TRUE(cycle && cycle->installed()) << printed << problems;
+    EXPECT_EQ(servedThrough(trampoline, ownerPin), programIdOf(daemon.optimizer().activeFd()));
+    expectServesAsTheOwner(trampoline, owner.program, "specialized");
+    expectSpecializedServes(trampoline, owner.program, ownerPin);
+
+    // The owner changes its policy behind Morpheus's back: the next cycle
+    // bumps the guard before rebuilding, and the new version follows.
+    uint64_t version = daemon.optimizer().guard().version();
+    owner.policy(0x0a000001, 80, ACTION_TX);
+    cycle = daemon.step(now += 1h);
+    ASSERT_TRUE(cycle && cycle->installed()) << cycle->describe() << printed << problems;
+    EXPECT_GT(daemon.optimizer().guard().version(), version) << "the change bumped the guard";
+    EXPECT_EQ(runOnce(owner.program, samplePackets()[0]).verdict, uint32_t(XDP_TX));
+    expectServesAsTheOwner(trampoline, owner.program, "after the owner's update");
+    expectSpecializedServes(trampoline, owner.program, ownerPin);
+
+    // A map the owner changes in most cycles is left to the generic code.
+    for (unsigned i = 0; i < runtime::Optimizer::UnstableWindow; ++i) {
+      owner.config(CFG_POLICY_ENABLED, i % 2 ? ACTION_PASS : ACTION_DROP);
+      cycle = daemon.step(now += 1h);
+      ASSERT_TRUE(cycle) << printed << problems;
+    }
+    EXPECT_EQ(daemon.optimizer().unstableTables(), std::set<std::string>{"config"});
+    cycle = daemon.step(now += 1h);
+    expectServesAsTheOwner(trampoline, owner.program, "config unstable");
+    expectSpecializedServes(trampoline, owner.program, ownerPin);
+  }
+  EXPECT_EQ(hookProgram(veth), ownerId) << "a clean exit gives the hook back\n" << problems;
+  EXPECT_NE(access(ownerPin.c_str(), F_OK), 0) << "the owner array's pin is removed";
+}
+
+TEST(Adoption, AMapThatDoesNotFitIsRefusedByNameAndFieldAndNothingIsTouched) {
+  VethPair::sweepStale("adoptbad");
+  VethPair veth("adoptbad");
+  PinDir pins("adoptbad");
+  Owner owner;
+  ASSERT_GE(owner.program, 0);
+  owner.attachNetlink(veth);
+  std::string source = "/tmp/morpheus-adopt-mismatch-" + std::to_string(getpid()) + ".bpf.c";
+  {
+    std::ofstream file(source);
+    file << "#define POLICY_MAX_ENTRIES 512\n#include \""
+         << sourcePath("examples/policy_fwd.bpf.c") << "\"\n";
+  }
+  runtime::DaemonOptions options = adoptOptions(veth, pins);
+  std::string printed;
+  llvm::raw_string_ostream out(printed);
+  auto started = runtime::Daemon::start(source, options, out, out);
+  unlink(source.c_str());
+  ASSERT_FALSE(bool(started));
+  std::string message = llvm::toString(started.takeError());
+  EXPECT_NE(message.find("map 'policy'"), std::string::npos) << message;
+  EXPECT_NE(message.find("max_entries: declared 512, the map has 1024"), std::string::npos)
+      << message;
+  EXPECT_EQ(hookProgram(veth), programIdOf(owner.program)) << "the hook was not touched";
+  EXPECT_NE(access((options.optimizer.pinDir + "/owner_program").c_str(), F_OK), 0);
+}
+
+// `morpheus run --adopt PINNED_LINK` as a process: kill -9 leaves the
+// owner's program serving, a restart adopts again, SIGTERM gives the link
+// back; an owner replacing its program makes Morpheus exit untouched.
+TEST(Adoption, KillNineLeavesTheOwnerServingARestartReadoptsAndTheOwnerMayMoveOn) {
+  VethPair::sweepStale("adoptkill");
+  VethPair veth("adoptkill");
+  PinDir pins("adoptkill");
+  Owner owner;
+  ASSERT_GE(owner.program, 0);
+  std::string linkPin = pins.path() + "/owner_link";
+  owner.attachLink(veth, linkPin);
+  uint32_t ownerId = programIdOf(owner.program);
+  std::string pinDir = pins.path() + "/adopt";
+  std::string ownerPin = pinDir + "/owner_program";
+  std::string socket = "/tmp/morpheus-test-adoptkill-" + std::to_string(getpid()) + ".sock";
+  auto runArgs = [&] {
+    return std::vector<std::string>{binPath("morpheus"), "run",
+                                    sourcePath("examples/policy_fwd.bpf.c"), "--adopt", linkPin,
+                                    "--pin-dir", pinDir, "--period", "100ms", "--socket", socket};
+  };
+  auto linkProgram = [&] {
+    bpf_link_info info = {};
+    uint32_t length = sizeof(info);
+    return bpf_obj_get_info_by_fd(owner.linkFd, &info, &length) ? 0u : info.prog_id;
+  };
+  uint32_t trampoline = 0;
+  {
+    ChildProcess run("adoptkill", runArgs());
+    ASSERT_TRUE(waitFor([&] {
+      trampoline = linkProgram();
+      return !run.alive() || (trampoline != ownerId && servedThrough(trampoline, ownerPin) != 0);
+    }, 30s) && run.alive()) << run.log();
+    expectServesAsTheOwner(trampoline, owner.program, "adopted");
+    expectSpecializedServes(trampoline, owner.program, ownerPin);
+    kill(run.pid(), SIGKILL);
+    EXPECT_FALSE(run.wait(10s)) << "killed, not exited";
+  }
+  unlink(socket.c_str());
+  EXPECT_EQ(linkProgram(), trampoline) << "the link still runs the trampoline";
+  EXPECT_TRUE(waitFor([&] { return servedThrough(trampoline, ownerPin) == 0; }, 5s))
+      << "the kernel emptied the Morpheus array";
+  expectServesAsTheOwner(trampoline, owner.program, "after kill -9");
+
+  {
+    ChildProcess run("adoptkill-again", runArgs());
+    ASSERT_TRUE(waitFor([&] { return !run.alive() || servedThrough(trampoline, ownerPin) != 0; },
+                        30s) &&
+                run.alive())
+        << run.log();
+    EXPECT_EQ(linkProgram(), trampoline) << "the same trampoline, re-adopted";
+    EXPECT_NE(run.log().find("took over the trampoline"), std::string::npos) << run.log();
+    expectSpecializedServes(trampoline, owner.program, ownerPin);
+    EXPECT_TRUE(run.stop()) << run.log();
+  }
+  EXPECT_EQ(linkProgram(), ownerId) << "SIGTERM gives the link back to the owner";
+  EXPECT_NE(access(ownerPin.c_str(), F_OK), 0);
+
+  // The owner moves on while Morpheus runs: Morpheus exits, link untouched.
+  {
+    ChildProcess run("adoptkill-moved", runArgs());
+    ASSERT_TRUE(waitFor([&] {
+      trampoline = linkProgram();
+      return !run.alive() || (trampoline != ownerId && servedThrough(trampoline, ownerPin) != 0);
+    }, 30s) && run.alive()) << run.log();
+    const bpf_insn pass[] = {
+        {BPF_ALU64 | BPF_MOV | BPF_K, BPF_REG_0, 0, 0, XDP_PASS},
+        {BPF_JMP | BPF_EXIT, 0, 0, 0, 0},
+    };
+    LIBBPF_OPTS(bpf_prog_load_opts, asLinkNeeds, .expected_attach_type = BPF_XDP);
+    Fd upgrade(bpf_prog_load(BPF_PROG_TYPE_XDP, "owner_v2", "GPL", pass, 2, &asLinkNeeds));
+    ASSERT_GE(upgrade.fd, 0);
+    ASSERT_EQ(bpf_link_update(owner.linkFd, upgrade.fd, nullptr), 0);
+    std::optional<int> status = run.wait(15s);
+    ASSERT_TRUE(status) << "Morpheus did not stop\n" << run.log();
+    EXPECT_EQ(*status, 0) << run.log();
+    EXPECT_NE(run.log().find("the owner replaced or detached its program"), std::string::npos)
+        << run.log();
+    EXPECT_EQ(linkProgram(), programIdOf(upgrade.fd)) << "the owner's upgrade stays";
+  }
+  unlink(socket.c_str());
+}
+
+} // namespace
+} // namespace morpheus::testing
