@@ -51,6 +51,7 @@ struct UserRunFlags {
   bool oracle = false;
   bool batchModel = false;
   uint32_t exploreWindows = 3;
+  std::vector<std::string> noPasses; // table passes left out (Passes.def names)
   uint32_t burst = 32, rounds = 9, repeat = 10, ports = 4, inlineLimit = 64, checkPackets = 10000;
 };
 
@@ -79,11 +80,22 @@ Error configureRouter(user::TableSet &tables, const UserRunFlags &flags,
   return Error::success();
 }
 
+// The table passes to run: every one but those in `leftOut`.
+std::vector<std::string> tablePassesWithout(const std::vector<std::string> &leftOut) {
+  std::vector<std::string> passes;
+  for (const std::string &pass : core::tablePassNames())
+    if (std::find(leftOut.begin(), leftOut.end(), pass) == leftOut.end())
+      passes.push_back(pass);
+  return passes;
+}
+
 Expected<std::unique_ptr<user::Handler>> loadRouter(const UserRunFlags &flags, size_t routes,
                                                     const std::string &lpm) {
   user::HandlerOptions options;
   options.entry = "router";
   options.inlineLimit = flags.inlineLimit;
+  if (!flags.noPasses.empty())
+    options.tablePasses = tablePassesWithout(flags.noPasses);
   if (flags.profile != core::ProfileMode::Off) {
     core::TrafficProfileOptions traffic;
     traffic.mode = flags.profile;
@@ -239,16 +251,17 @@ Error sameAsGeneric(user::Handler &router, const user::ReplayRing &head,
 // templates among its dimensions: whether the Morpheus-specialized handler
 // runs at all, the burst size, the other LPM implementation (`router` uses
 // --lpm, `other` the other kind, on the same routes), the routes as code
-// (lpm-as-code's search over the prefixes, up to the inline limit; off:
-// the table's own lookup stays), and the handler's own specialization
-// points. Each trial is
+// (lpm-as-code's search over the prefixes, up to the inline limit) and as
+// a derived table (lpm-as-array's 16-8-8 array, for the routes the search
+// does not take), both off: the table's own lookup stays, and the
+// handler's own specialization points. Each trial is
 // compiled, installed and measured by the loop itself (packets/s of its
 // thread's CPU time over `repeat` replays of the trace); the best measured
 // wins. Returns the handler the chosen configuration runs on.
 Expected<user::Handler *> explore(user::Handler &router, user::Handler &other,
                                   const user::ReplayRing &ring, const UserRunFlags &flags) {
   const std::string Specialized = "specialized", Burst = "burst", LpmAsCode = "lpm_as_code",
-                    Prefetch = "prefetch";
+                    LpmAsArray = "lpm_as_array", Prefetch = "prefetch";
   const std::string OtherLpm = flags.lpm == "linear" ? "lpm_dir24" : "lpm_linear";
   // The burst given first: the generic handler at that burst is the
   // baseline of both searches.
@@ -259,15 +272,12 @@ Expected<user::Handler *> explore(user::Handler &router, user::Handler &other,
   std::vector<user::Dimension> dimensions = {{Specialized, {1}, true},
                                              {Burst, bursts, false},
                                              {OtherLpm, {1}, true},
-                                             {LpmAsCode, {1}, true}};
+                                             {LpmAsCode, {1}, true},
+                                             {LpmAsArray, {1}, true}};
   // Sub-batches with the next one's route entries prefetched (the
   // handler's MU_PREFETCH function), when the handler has one.
   if (router.prefetcher() && other.prefetcher())
     dimensions.push_back({Prefetch, {4, 8, 16, 32}, true});
-  std::vector<std::string> withoutLpmAsCode;
-  for (const std::string &pass : core::tablePassNames())
-    if (pass != "lpm-as-code")
-      withoutLpmAsCode.push_back(pass);
   for (user::Dimension &point : user::pointDimensions(router.specializationSpace()))
     dimensions.push_back(std::move(point));
   auto strategy = flags.explore == "greedy" ? user::greedySearch() : user::exhaustiveSearch();
@@ -285,14 +295,17 @@ Expected<user::Handler *> explore(user::Handler &router, user::Handler &other,
           active->trampoline().install(active->generic());
           return Error::success();
         }
-        if (Error err = active->customizePasses(configuration.count(LpmAsCode)
-                                                    ? core::tablePassNames()
-                                                    : withoutLpmAsCode))
+        std::vector<std::string> leftOut = flags.noPasses;
+        if (!configuration.count(LpmAsCode))
+          leftOut.push_back("lpm-as-code");
+        if (!configuration.count(LpmAsArray))
+          leftOut.push_back("lpm-as-array");
+        if (Error err = active->customizePasses(tablePassesWithout(leftOut)))
           return err;
         core::PointConfiguration points;
         for (const auto &[name, value] : configuration)
           if (name != Specialized && name != Burst && name != OtherLpm && name != LpmAsCode &&
-              name != Prefetch)
+              name != LpmAsArray && name != Prefetch)
             points[name] = value;
         auto cycle = active->specialize(points);
         if (!cycle)
@@ -600,8 +613,8 @@ void addUserRunCommand(CLI::App &morpheus) {
                    "(no NIC, no hugepages)");
   command.add_option("--explore", flags->explore,
                      "then explore (specialized or not, burst size, the other LPM "
-                     "implementation, routes as code or not, the handler's specialization "
-                     "points) by measuring "
+                     "implementation, routes as code or as a derived table or neither, the "
+                     "handler's specialization points) by measuring "
                      "each configuration: exhaustive or greedy search")
       ->check(CLI::IsMember({"exhaustive", "greedy"}))
       ->type_name("exhaustive|greedy");
@@ -610,6 +623,11 @@ void addUserRunCommand(CLI::App &morpheus) {
       ->type_name("N");
   command.add_option("--handler", flags->handler, "another build of the router handler")
       ->type_name("FILE");
+  command.add_option("--no-pass", flags->noPasses,
+                     "leave out this table pass (by its name in docs/passes.md; repeatable), "
+                     "e.g. lpm-as-array to keep the routes' own lookup")
+      ->type_name("PASS")
+      ->check(CLI::IsMember(core::tablePassNames()));
   addInlineLimit(command, flags->inlineLimit);
 }
 

@@ -276,7 +276,7 @@ TableAccessInfo analyzeModule(Module &module, const AccessSignatureTable &sigs,
 }
 
 ReadPlan planReads(const TableAccessInfo &info, const TableCatalog &catalog,
-                   uint32_t inlineLimit) {
+                   uint32_t inlineLimit, bool derivedTries) {
   ReadPlan plan;
   auto request = [&](const AccessSite &site) {
     if (!whyNotInlinable(site, info, catalog)) {
@@ -288,7 +288,7 @@ ReadPlan planReads(const TableAccessInfo &info, const TableCatalog &catalog,
       // needs the trie's answer for each hot key, which a whole read
       // (prefixes, not answers) does not give.
       const TableInfo &table = catalog.at(site.table);
-      bool ipv4Trie = table.match == TableMatch::LongestPrefix &&
+      bool ipv4Trie = derivedTries && table.match == TableMatch::LongestPrefix &&
                       table.keySize == 8; // a u32 prefix length, an IPv4 address
       request.wholeTableLimit = ipv4Trie ? std::max(inlineLimit, DerivedTrieReadLimit)
                                 : table.match == TableMatch::Exact

@@ -82,9 +82,11 @@ TableAccessInfo analyzeModule(llvm::Module &module,
                               const AccessSignatureTable &sigs,
                               const TableCatalog &catalog);
 
-// What the passes will need read from the live tables.
+// What the passes will need read from the live tables. `derivedTries`:
+// lpm-as-array runs, so IPv4 tries are read whole beyond the inline limit
+// (a trie read whole is taken by a table pass, never given a fast path).
 ReadPlan planReads(const TableAccessInfo &info, const TableCatalog &catalog,
-                   uint32_t inlineLimit);
+                   uint32_t inlineLimit, bool derivedTries = true);
 
 // Specializes `module` in place. Every site gets a decision in the log,
 // every root of the program its guard decision. A guard that cannot be

@@ -1,6 +1,7 @@
 #include "runtime/Optimizer.h"
 
 #include "backend/bpf/MapIO.h"
+#include "backend/bpf/ProgramLink.h"
 #include "core/passes/TableRewriting.h"
 #include "runtime/ShadowValidation.h"
 
@@ -63,6 +64,11 @@ Expected<std::unique_ptr<Optimizer>> Optimizer::create(const std::string &path,
 }
 
 Optimizer::~Optimizer() {
+  // The owner of the hook has swapped the original (or the owner's program)
+  // back; a packet may still be inside the last version, whose tail calls
+  // reach the arrays closed below.
+  if (specialized || retired)
+    bpf::waitForPacketsInFlight();
   specialized.reset();
   retired.reset();
   unpinAll();

@@ -393,12 +393,13 @@ TEST(Cli, UserRunReplaysATraceThroughGenericAndSpecializedRouters) {
                  explored + " --rounds 1 --repeat 1 --explore greedy --explore-windows 1");
   std::remove(explored.c_str());
   ASSERT_EQ(out.status, 0) << out.text;
-  EXPECT_NE(out.text.find("explore (greedy search, 5 dimensions"), std::string::npos) << out.text;
+  EXPECT_NE(out.text.find("explore (greedy search, 6 dimensions"), std::string::npos) << out.text;
   EXPECT_NE(out.text.find("tried  burst=32 "), std::string::npos) << out.text; // the baseline
   EXPECT_NE(out.text.find("tried  burst=32 specialized=1 "), std::string::npos) << out.text;
   EXPECT_NE(out.text.find("tried  burst=128"), std::string::npos) << out.text;
   EXPECT_NE(out.text.find("lpm_linear=1"), std::string::npos) << out.text; // the other template
   EXPECT_NE(out.text.find("lpm_as_code=1"), std::string::npos) << out.text; // routes as code
+  EXPECT_NE(out.text.find("lpm_as_array=1"), std::string::npos) << out.text; // a derived table
   EXPECT_NE(out.text.find("prefetch=4"), std::string::npos) << out.text; // sub-batches
   EXPECT_NE(out.text.find("chosen burst="), std::string::npos) << out.text;
   EXPECT_NE(out.text.find("the chosen configuration treats the first 2000 packets as the "
@@ -406,8 +407,9 @@ TEST(Cli, UserRunReplaysATraceThroughGenericAndSpecializedRouters) {
             std::string::npos)
       << out.text;
 
-  // Following the traffic: 500 routes (over the inline limit) scanned
-  // linearly, their lookup instrumented, then a fast path for the heavy
+  // Following the traffic: 500 routes (over the inline limit, and kept out
+  // of a derived table by --no-pass) scanned linearly, their lookup
+  // instrumented, then a fast path for the heavy
   // hitters of a high-locality trace, timed as a third version and checked
   // against the generic twin.
   std::string followed = tempPath("user-run-profile.pcap");
@@ -417,7 +419,7 @@ TEST(Cli, UserRunReplaysATraceThroughGenericAndSpecializedRouters) {
   ASSERT_EQ(std::system(generate500.c_str()), 0) << generate500;
   out = morpheus("user-run --routes " + source + "/nf/router/configs/stanford-yozb-routes-500.txt " +
                  "--neighbors " + source + "/nf/router/configs/stanford-neighbors.txt --trace " +
-                 followed + " --rounds 1 --repeat 1 --lpm linear --profile naive");
+                 followed + " --rounds 1 --repeat 1 --lpm linear --profile naive --no-pass lpm-as-array");
   std::remove(followed.c_str());
   ASSERT_EQ(out.status, 0) << out.text;
   EXPECT_NE(out.text.find("routes: instrument-table-sites"), std::string::npos) << out.text;

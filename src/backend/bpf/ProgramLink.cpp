@@ -4,9 +4,14 @@
 
 #include <bpf/bpf.h>
 #include <linux/if_link.h>
+#include <linux/membarrier.h>
 #include <llvm/Support/FormatVariadic.h>
 #include <net/if.h>
+#include <sys/syscall.h>
 #include <unistd.h>
+
+#include <chrono>
+#include <thread>
 
 namespace morpheus::bpf {
 
@@ -202,6 +207,11 @@ void ProgramLink::unpin() {
 uint32_t ProgramLink::programId() const {
   std::optional<LinkFacts> facts = factsOf(linkFd);
   return facts ? facts->programId : 0;
+}
+
+void waitForPacketsInFlight() {
+  if (syscall(__NR_membarrier, MEMBARRIER_CMD_GLOBAL, 0, 0) != 0)
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
 }
 
 } // namespace morpheus::bpf

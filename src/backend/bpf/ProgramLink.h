@@ -71,4 +71,15 @@ private:
   std::string pinnedAt;
 };
 
+// Returns once every packet that was inside a program when it was called
+// has left it: XDP and TC programs run inside RCU read-side sections, and
+// membarrier(MEMBARRIER_CMD_GLOBAL) waits for an RCU grace period. Called
+// after a swap and before closing what the replaced program reaches (its
+// program arrays, the guard's fallback array): the kernel empties a program
+// array when its last reference goes, and a packet still running the old
+// version would then find its tail call's target gone. Where the kernel
+// refuses that call (nohz_full), it sleeps 100 ms instead, far longer than
+// any packet runs.
+void waitForPacketsInFlight();
+
 } // namespace morpheus::bpf

@@ -192,7 +192,11 @@ Expected<std::unique_ptr<Module>> Handler::specializedModule(Cycle &cycle) {
   auto start = std::chrono::steady_clock::now();
   core::TableAccessInfo info =
       core::analyzeModule(*pristine, signatures, tableSet->catalog());
-  core::ReadPlan plan = core::planReads(info, tableSet->catalog(), options.inlineLimit);
+  bool derivedTries = !options.tablePasses ||
+                      std::count(options.tablePasses->begin(), options.tablePasses->end(),
+                                 "lpm-as-array");
+  core::ReadPlan plan =
+      core::planReads(info, tableSet->catalog(), options.inlineLimit, derivedTries);
   // The hot keys' answers, looked up one by one (for an LPM table, its
   // answer to exactly that key).
   for (const auto &[site, keys] : hotKeys) {
