@@ -223,13 +223,11 @@ CodeImage imageOf(const Module &module) {
   return image;
 }
 
-std::vector<std::string> elideUnneededGuards(Module &module, GuardPlan &plan,
-                                             const CodeImage &before) {
-  std::vector<std::string> elided;
+void elideUnneededGuards(Module &module, GuardPlan &plan, const CodeImage &before) {
   for (const auto &[name, text] : before.globals) {
     const GlobalVariable *global = module.getNamedGlobal(name);
     if (!global || printed(*global) != text)
-      return elided; // a table pass changed data some code may read
+      return; // a table pass changed data some code may read
   }
   for (GuardDecision &root : plan.roots) {
     Function *function = module.getFunction(root.function);
@@ -248,7 +246,6 @@ std::vector<std::string> elideUnneededGuards(Module &module, GuardPlan &plan,
     root.detail = "the table passes changed nothing it reaches (no entry inlined, no field "
                   "folded, no fast path): no guard";
     plan.genericCopy.erase(root.function);
-    elided.push_back(root.function);
   }
   // Generic copies are called only from guards and from other copies.
   for (bool erased = true; erased;) {
@@ -267,7 +264,6 @@ std::vector<std::string> elideUnneededGuards(Module &module, GuardPlan &plan,
       erased = true;
     }
   }
-  return elided;
 }
 
 } // namespace morpheus::core

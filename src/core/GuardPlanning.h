@@ -87,10 +87,9 @@ CodeImage imageOf(const llvm::Module &module);
 // field folded, no fast path, injected branch or derived table added, no
 // inner table resolved and no site instrumented in that code; what it
 // still reads from a table it reads with the real helper at run time.
-// Such roots get fallback None; generic copies no guard calls any more are
-// deleted. Returns the roots whose guard was elided.
-std::vector<std::string> elideUnneededGuards(llvm::Module &module, GuardPlan &plan,
-                                             const CodeImage &before);
+// Such roots get fallback None (the log says why); generic copies no guard
+// calls any more are deleted.
+void elideUnneededGuards(llvm::Module &module, GuardPlan &plan, const CodeImage &before);
 
 // Functions reachable from `root` through direct calls and, with
 // `throughAddresses`, through functions whose address code takes.

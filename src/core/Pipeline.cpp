@@ -100,6 +100,15 @@ bool mayFastPath(const AccessSite &site, const TableAccessInfo &info,
          snapshot.count(site.table);
 }
 
+// The table the table passes see at `site`: its own, or, for an inner-map
+// site, the one resolve-inner-table names for it (which runs first; the
+// site keeps its id). Empty when there is none.
+std::string servedTable(const AccessSite &site, const TableAccessInfo &info,
+                        const TableSnapshot &snapshot) {
+  return site.table.empty() ? resolveInnerTable(site, info, snapshot).table.value_or("")
+                            : site.table;
+}
+
 // The compare chains inline-small-table would build, by site id, with
 // their lengths.
 std::map<unsigned, size_t> plannedChains(const TableAccessInfo &info,
@@ -112,8 +121,7 @@ std::map<unsigned, size_t> plannedChains(const TableAccessInfo &info,
   for (const AccessSite &original : info.sites) {
     // An inner-map site counts as the access to the table it resolves to.
     AccessSite site = original;
-    if (site.table.empty())
-      site.table = resolveInnerTable(original, info, snapshot).table.value_or("");
+    site.table = servedTable(original, info, snapshot);
     if (site.table.empty() || whyNotInlinable(site, info, catalog) ||
         !snapshot.count(site.table) || context.untouchable(site.function))
       continue;
@@ -173,8 +181,8 @@ std::set<unsigned> chainsOverBudget(Module &module, const AccessSignatureTable &
   return lowered;
 }
 
-// How many of `keys` heavy-hitter-fast-path would answer with a value of
-// `table` (an entry the snapshot holds). Only those multiply the verifier's
+// How many of `keys` heavy-hitter-fast-path would answer with a value
+// (hotKeyAnswer: an entry the snapshot holds). Only those multiply the verifier's
 // paths: each hit yields a constant copy of a different value, a state the
 // verifier cannot prune against the lookup's (nor against another hit's)
 // while what it yields is live. A key the table does not hold is answered
@@ -184,18 +192,15 @@ std::set<unsigned> chainsOverBudget(Module &module, const AccessSignatureTable &
 // A table the snapshot does not name: every key counts.
 size_t keysAnsweredWithValues(const AccessSite &site, const TableAccessInfo &info,
                               const std::vector<Bytes> &keys, const TableSnapshot &snapshot) {
-  std::string table = site.table.empty()
-                          ? resolveInnerTable(site, info, snapshot).table.value_or("")
-                          : site.table;
+  std::string table = servedTable(site, info, snapshot);
   auto contents = snapshot.find(table);
   if (contents == snapshot.end())
     return keys.size();
-  size_t answered = 0;
-  for (const Bytes &key : keys)
-    if (std::optional<const TableEntry *> entry = contents->second.known(key);
-        entry && *entry && (*entry)->value)
-      ++answered;
-  return answered;
+  return std::count_if(keys.begin(), keys.end(), [&](const Bytes &key) {
+    std::optional<const TableEntry *> answer =
+        hotKeyAnswer(contents->second, key, !info.isReadOnly(table));
+    return answer && *answer;
+  });
 }
 
 // Fast paths are optional: per entry, the verifier's paths through the
@@ -435,15 +440,17 @@ Expected<SpecializationLog> specializeModule(Module &module,
     for (const AccessSite &site : info.sites) {
       if (site.id != id)
         continue;
-      // The keys a written table is known not to hold are answered null
-      // and cost no path: they stay.
+      // The keys answered null (hotKeyAnswer: a written table known not
+      // to hold them) cost no path: they stay.
       std::vector<Bytes> &keys = context.hotKeys[id];
-      auto contents = snapshot.find(site.table);
+      std::string table = servedTable(site, info, snapshot);
+      auto contents = snapshot.find(table);
       std::erase_if(keys, [&](const Bytes &key) {
-        if (info.isReadOnly(site.table) || contents == snapshot.end())
+        if (contents == snapshot.end())
           return true;
-        std::optional<const TableEntry *> entry = contents->second.known(key);
-        return !entry || *entry;
+        std::optional<const TableEntry *> answer =
+            hotKeyAnswer(contents->second, key, !info.isReadOnly(table));
+        return !answer || *answer;
       });
       if (keys.empty()) {
         context.hotKeys.erase(id);
@@ -456,9 +463,7 @@ Expected<SpecializationLog> specializeModule(Module &module,
       chainsOverBudget(module, sigs, info, chains, options.verifierPathBudget);
   for (const AccessSite &site : info.sites)
     if (context.indexLoweredSites.count(site.id))
-      context.indexLoweredTables.insert(
-          site.table.empty() ? resolveInnerTable(site, info, snapshot).table.value_or("")
-                             : site.table);
+      context.indexLoweredTables.insert(servedTable(site, info, snapshot));
 
   pinSharedGlobals(module);
   std::vector<std::string> names =

@@ -165,9 +165,6 @@ private:
   const TableCatalog *catalog;
 };
 
-// "file.c:LINE" of `inst` from debug info, or "".
-std::string locationOf(const llvm::Instruction &inst);
-
 // Resolves the table a site's table operand refers to; nullptr when it is
 // not exactly one table global.
 llvm::GlobalVariable *resolveTable(llvm::Value *operand,

@@ -142,18 +142,16 @@ PreservedAnalyses HeavyHitterFastPathPass::run(Module &module, ModuleAnalysisMan
         for (const Bytes &key : hot->second) {
           if (key.size() != table.keySize)
             continue;
-          std::optional<const TableEntry *> entry = contents.known(key);
-          if (!entry || (*entry && !(*entry)->value))
-            continue; // not read this cycle, or per-CPU values that differ
-          if (!*entry && !written)
-            continue; // absent: left to the lookup
+          std::optional<const TableEntry *> answer = hotKeyAnswer(contents, key, written);
+          if (!answer)
+            continue; // left to the lookup
           if (written && !context.writeCounts.count(writeBucket(
                              site.table, key, context.writeGuards->bucketBits, littleEndian))) {
             ++uncounted; // no write count read before the snapshot
             continue;
           }
-          if (*entry)
-            entries.push_back(*entry);
+          if (*answer)
+            entries.push_back(*answer);
           else
             absent.push_back(key);
         }

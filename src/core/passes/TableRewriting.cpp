@@ -261,6 +261,14 @@ InnerTableResolution resolveInnerTable(const AccessSite &site, const TableAccess
   return {*held.begin(), "every slot of " + name + " holds " + *held.begin()};
 }
 
+std::optional<const TableEntry *> hotKeyAnswer(const TableContents &contents, const Bytes &key,
+                                               bool written) {
+  std::optional<const TableEntry *> entry = contents.known(key);
+  if (!entry || (*entry && !(*entry)->value) || (!*entry && !written))
+    return std::nullopt;
+  return entry;
+}
+
 bool rewriteEligibleLookups(Module &module, ModuleAnalysisManager &mam,
                             const TablePassContext &context, SiteRewrite rewrite,
                             bool writesGuarded) {

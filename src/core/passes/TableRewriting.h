@@ -191,6 +191,17 @@ struct InnerTableResolution {
 InnerTableResolution resolveInnerTable(const AccessSite &site, const TableAccessInfo &info,
                                        const TableSnapshot &snapshot);
 
+// What heavy-hitter-fast-path answers the hot key `key` with at a lookup of
+// a table whose snapshot is `contents` (`written`: the data plane writes
+// the table, its writes counted by guard-table-writes): the entry, whose
+// value it yields; nullptr, null without the lookup (a written table known
+// not to hold the key, answered under the key's write count); or nullopt,
+// no answer, the key goes on to the lookup (not read this cycle, per-CPU
+// values that differ, or absent from a read-only table). The pass and the
+// verifier budget (Pipeline.cpp: only values add paths) decide by it.
+std::optional<const TableEntry *> hotKeyAnswer(const TableContents &contents, const Bytes &key,
+                                               bool written);
+
 // Builds replacement code for the lookups of one module. Every value lives
 // in one array per table (`__morpheus.TABLE.values`, every entry of the
 // snapshot in key order, 8-byte aligned like the kernel's; never written),
