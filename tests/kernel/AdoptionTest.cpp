@@ -110,12 +110,6 @@ private:
   int netlinkIfindex = 0;
 };
 
-uint32_t programIdOf(int fd) {
-  bpf_prog_info info = {};
-  uint32_t length = sizeof(info);
-  return bpf_obj_get_info_by_fd(fd, &info, &length) ? 0 : info.id;
-}
-
 // The program an interface's XDP hook runs (netlink's view, either kind).
 uint32_t hookProgram(const VethPair &veth) {
   uint32_t id = 0;
