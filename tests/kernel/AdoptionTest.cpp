@@ -110,6 +110,21 @@ private:
   int netlinkIfindex = 0;
 };
 
+// Each test's scene: a veth pair and a pin directory named `tag` (what a
+// killed run of the same test left is swept first), the owner's program
+// loaded and configured; each test attaches it its own way.
+std::string_view sweptFirst(std::string_view tag) {
+  VethPair::sweepStale(tag);
+  return tag;
+}
+
+struct Scene {
+  explicit Scene(std::string_view tag) : veth(sweptFirst(tag)), pins(std::string(tag)) {}
+  VethPair veth;
+  PinDir pins;
+  Owner owner;
+};
+
 // The program an interface's XDP hook runs (netlink's view, either kind).
 uint32_t hookProgram(const VethPair &veth) {
   uint32_t id = 0;
@@ -191,10 +206,8 @@ runtime::DaemonOptions adoptOptions(const VethPair &veth, const PinDir &pins) {
 }
 
 TEST(Adoption, SpecializedVersionServesFollowsTheOwnerAndGivesTheHookBack) {
-  VethPair::sweepStale("adoptnl");
-  VethPair veth("adoptnl");
-  PinDir pins("adoptnl");
-  Owner owner;
+  Scene scene("adoptnl");
+  auto &[veth, pins, owner] = scene;
   ASSERT_GE(owner.program, 0);
   owner.attachNetlink(veth);
   uint32_t ownerId = programIdOf(owner.program);
@@ -254,10 +267,8 @@ TEST(Adoption, SpecializedVersionServesFollowsTheOwnerAndGivesTheHookBack) {
 }
 
 TEST(Adoption, AMapThatDoesNotFitIsRefusedByNameAndFieldAndNothingIsTouched) {
-  VethPair::sweepStale("adoptbad");
-  VethPair veth("adoptbad");
-  PinDir pins("adoptbad");
-  Owner owner;
+  Scene scene("adoptbad");
+  auto &[veth, pins, owner] = scene;
   ASSERT_GE(owner.program, 0);
   owner.attachNetlink(veth);
   std::string source = "/tmp/morpheus-adopt-mismatch-" + std::to_string(getpid()) + ".bpf.c";
@@ -284,10 +295,8 @@ TEST(Adoption, AMapThatDoesNotFitIsRefusedByNameAndFieldAndNothingIsTouched) {
 // owner's program serving, a restart adopts again, SIGTERM gives the link
 // back; an owner replacing its program makes Morpheus exit untouched.
 TEST(Adoption, KillNineLeavesTheOwnerServingARestartReadoptsAndTheOwnerMayMoveOn) {
-  VethPair::sweepStale("adoptkill");
-  VethPair veth("adoptkill");
-  PinDir pins("adoptkill");
-  Owner owner;
+  Scene scene("adoptkill");
+  auto &[veth, pins, owner] = scene;
   ASSERT_GE(owner.program, 0);
   std::string linkPin = pins.path() + "/owner_link";
   owner.attachLink(veth, linkPin);
