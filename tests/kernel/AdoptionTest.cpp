@@ -20,6 +20,7 @@
 #include <bpf/bpf.h>
 #include <bpf/libbpf.h>
 #include <linux/if_link.h>
+#include <llvm/ADT/STLExtras.h>
 #include <net/if.h>
 
 #include <gtest/gtest.h>
@@ -228,11 +229,12 @@ TEST(Adoption, SpecializedVersionServesFollowsTheOwnerAndGivesTheHookBack) {
     EXPECT_EQ(access(ownerPin.c_str(), F_OK), 0);
     EXPECT_EQ(servedThrough(trampoline, ownerPin), 0u);
     expectServesAsTheOwner(trampoline, owner.program, "before the first install");
-    for (const std::string &line : daemon.updateGuarantees()) {
-      if (line.find("'policy'") != std::string::npos) {
-        EXPECT_NE(line.find("polled"), std::string::npos) << line;
-      }
-    }
+    std::vector<std::string> guarantees = daemon.updateGuarantees();
+    auto policy = llvm::find_if(guarantees, [](const std::string &line) {
+      return line.find("'policy'") != std::string::npos;
+    });
+    ASSERT_NE(policy, guarantees.end()) << "a guarantee for the map 'policy'";
+    EXPECT_NE(policy->find("polled"), std::string::npos) << *policy;
 
     std::optional<runtime::CycleReport> cycle = daemon.step(now += 1h);
     ASSERT_TRUE(cycle && cycle->installed()) << printed << problems;
