@@ -416,6 +416,12 @@ void Daemon::report(const CycleReport &cycle) {
   if (cycle.installed() && !options.quiet) {
     text += cycle.log.toText();
     fields["decisions"] = cycle.log.toText();
+    // Maps the owner of an adopted program keeps changing are not inlined.
+    for (const std::string &name : opt->unstableTables())
+      text += llvm::formatv("  unstable    map '{0}': the owner changed it in most of the last "
+                            "{1} cycles: not inlined, the generic code reads it\n",
+                            name, Optimizer::UnstableWindow)
+                  .str();
   }
   // What the traffic decided, when it changes the code or drops a fast
   // path for churn: the operator sees why a fast path came or went.
@@ -425,13 +431,6 @@ void Daemon::report(const CycleReport &cycle) {
       traffic += llvm::formatv("  traffic     site #{0}: sampling 1 in {1}; {2}\n", site,
                                decision.period, decision.why)
                      .str();
-  // Maps the owner of an adopted program keeps changing are not inlined.
-  for (const std::string &name : opt->unstableTables())
-    if (cycle.installed() && !options.quiet)
-      text += llvm::formatv("  unstable    map '{0}': the owner changed it in most of the last "
-                            "{1} cycles: not inlined, the generic code reads it\n",
-                            name, Optimizer::UnstableWindow)
-                  .str();
   if (!traffic.empty() && !options.quiet) {
     text += traffic;
     fields["traffic"] = traffic;

@@ -513,26 +513,9 @@ std::optional<core::TableSnapshot> Optimizer::takeSnapshot(CycleReport &report, 
 }
 
 Expected<bpf::ProgramSlots> Optimizer::stageArrays() const {
-  bpf::ProgramSlots stages;
   if (adopted())
-    return stages; // the owner's arrays hold the owner's programs, not ours
-  auto slots = original->programSlots();
-  if (!slots)
-    return slots.takeError();
-  for (auto &[array, held] : *slots) {
-    int fd = original->mapFd(array);
-    auto layout = bpf::layoutOf(fd, array);
-    if (!layout)
-      return layout.takeError();
-    size_t used = 0;
-    for (uint32_t index = 0; index < layout->maxEntries; ++index) {
-      uint32_t id = 0;
-      used += bpf_map_lookup_elem(fd, &index, &id) == 0;
-    }
-    if (used == held.size() && !held.empty())
-      stages[array] = std::move(held);
-  }
-  return stages;
+    return bpf::ProgramSlots(); // the owner's arrays hold the owner's programs, not ours
+  return original->ownProgramSlots();
 }
 
 bool Optimizer::ownerChanged(core::TableSnapshot &read) {

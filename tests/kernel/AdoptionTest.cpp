@@ -20,6 +20,7 @@
 #include <bpf/bpf.h>
 #include <bpf/libbpf.h>
 #include <linux/if_link.h>
+#include <llvm/ADT/STLExtras.h>
 #include <net/if.h>
 
 #include <gtest/gtest.h>
@@ -110,11 +111,20 @@ private:
   int netlinkIfindex = 0;
 };
 
-uint32_t programIdOf(int fd) {
-  bpf_prog_info info = {};
-  uint32_t length = sizeof(info);
-  return bpf_obj_get_info_by_fd(fd, &info, &length) ? 0 : info.id;
+// Each test's scene: a veth pair and a pin directory named `tag` (what a
+// killed run of the same test left is swept first), the owner's program
+// loaded and configured; each test attaches it its own way.
+std::string_view sweptFirst(std::string_view tag) {
+  VethPair::sweepStale(tag);
+  return tag;
 }
+
+struct Scene {
+  explicit Scene(std::string_view tag) : veth(sweptFirst(tag)), pins(std::string(tag)) {}
+  VethPair veth;
+  PinDir pins;
+  Owner owner;
+};
 
 // The program an interface's XDP hook runs (netlink's view, either kind).
 uint32_t hookProgram(const VethPair &veth) {
@@ -197,10 +207,8 @@ runtime::DaemonOptions adoptOptions(const VethPair &veth, const PinDir &pins) {
 }
 
 TEST(Adoption, SpecializedVersionServesFollowsTheOwnerAndGivesTheHookBack) {
-  VethPair::sweepStale("adoptnl");
-  VethPair veth("adoptnl");
-  PinDir pins("adoptnl");
-  Owner owner;
+  Scene scene("adoptnl");
+  auto &[veth, pins, owner] = scene;
   ASSERT_GE(owner.program, 0);
   owner.attachNetlink(veth);
   uint32_t ownerId = programIdOf(owner.program);
@@ -221,11 +229,12 @@ TEST(Adoption, SpecializedVersionServesFollowsTheOwnerAndGivesTheHookBack) {
     EXPECT_EQ(access(ownerPin.c_str(), F_OK), 0);
     EXPECT_EQ(servedThrough(trampoline, ownerPin), 0u);
     expectServesAsTheOwner(trampoline, owner.program, "before the first install");
-    for (const std::string &line : daemon.updateGuarantees()) {
-      if (line.find("'policy'") != std::string::npos) {
-        EXPECT_NE(line.find("polled"), std::string::npos) << line;
-      }
-    }
+    std::vector<std::string> guarantees = daemon.updateGuarantees();
+    auto policy = llvm::find_if(guarantees, [](const std::string &line) {
+      return line.find("'policy'") != std::string::npos;
+    });
+    ASSERT_NE(policy, guarantees.end()) << "a guarantee for the map 'policy'";
+    EXPECT_NE(policy->find("polled"), std::string::npos) << *policy;
 
     std::optional<runtime::CycleReport> cycle = daemon.step(now += 1h);
     ASSERT_TRUE(cycle && cycle->installed()) << printed << problems;
@@ -260,10 +269,8 @@ TEST(Adoption, SpecializedVersionServesFollowsTheOwnerAndGivesTheHookBack) {
 }
 
 TEST(Adoption, AMapThatDoesNotFitIsRefusedByNameAndFieldAndNothingIsTouched) {
-  VethPair::sweepStale("adoptbad");
-  VethPair veth("adoptbad");
-  PinDir pins("adoptbad");
-  Owner owner;
+  Scene scene("adoptbad");
+  auto &[veth, pins, owner] = scene;
   ASSERT_GE(owner.program, 0);
   owner.attachNetlink(veth);
   std::string source = "/tmp/morpheus-adopt-mismatch-" + std::to_string(getpid()) + ".bpf.c";
@@ -290,10 +297,8 @@ TEST(Adoption, AMapThatDoesNotFitIsRefusedByNameAndFieldAndNothingIsTouched) {
 // owner's program serving, a restart adopts again, SIGTERM gives the link
 // back; an owner replacing its program makes Morpheus exit untouched.
 TEST(Adoption, KillNineLeavesTheOwnerServingARestartReadoptsAndTheOwnerMayMoveOn) {
-  VethPair::sweepStale("adoptkill");
-  VethPair veth("adoptkill");
-  PinDir pins("adoptkill");
-  Owner owner;
+  Scene scene("adoptkill");
+  auto &[veth, pins, owner] = scene;
   ASSERT_GE(owner.program, 0);
   std::string linkPin = pins.path() + "/owner_link";
   owner.attachLink(veth, linkPin);

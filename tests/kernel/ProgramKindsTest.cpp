@@ -35,8 +35,6 @@ struct TcConfig {
   uint8_t dscp, pad[3];
 };
 
-uint32_t programIdOf(int fd) { return bpf::programRunStats(fd).programId; }
-
 // veth accepts frames sent with XDP_TX (the traffic generator) only on a
 // peer with a native XDP program: one that passes everything.
 Expected<bpf::ProgramLink> attachXdpPass(const VethPair &veth) {

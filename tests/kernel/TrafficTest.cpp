@@ -178,12 +178,6 @@ TEST_F(FollowTheTraffic, NoProfileLeavesATableAlone) {
   EXPECT_TRUE(report.log.profiled.empty());
 }
 
-} // namespace
-} // namespace morpheus::testing
-
-namespace morpheus::testing {
-namespace {
-
 // tests/kernel/learning.bpf.c: a flow table the program itself writes.
 struct FlowKey {
   uint32_t addr, port;

@@ -28,13 +28,6 @@ Bytes u32Bytes(uint32_t value) {
   return bytes;
 }
 
-uint32_t programIdOf(int fd) {
-  bpf_prog_info info = {};
-  uint32_t length = sizeof(info);
-  EXPECT_EQ(bpf_obj_get_info_by_fd(fd, &info, &length), 0);
-  return info.id;
-}
-
 std::string programNameOf(uint32_t id) {
   int fd = bpf_prog_get_fd_by_id(id);
   bpf_prog_info info = {};

@@ -75,6 +75,13 @@ uint32_t mapIdOf(int mapFd) {
   return info.id;
 }
 
+uint32_t programIdOf(int programFd) {
+  bpf_prog_info info = {};
+  uint32_t length = sizeof(info);
+  EXPECT_EQ(bpf_obj_get_info_by_fd(programFd, &info, &length), 0);
+  return info.id;
+}
+
 Bytes buildPacket(const PacketSpec &spec) {
   using namespace packet;
   PacketBuilder builder;

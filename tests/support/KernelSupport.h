@@ -37,6 +37,7 @@ std::vector<uint64_t> perCpuCounters(int mapFd, uint32_t entries);
 // The ids of the maps a loaded program references.
 std::vector<uint32_t> mapIdsOf(int programFd);
 uint32_t mapIdOf(int mapFd);
+uint32_t programIdOf(int programFd);
 
 struct PacketSpec {
   uint16_t etherType = 0x0800;

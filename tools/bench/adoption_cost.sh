@@ -35,21 +35,20 @@ ip=struct.pack('!BBHHHBBH4s4s',0x45,0,20+8+18,1,0,64,17,0,bytes([10,0,0,100]),by
 udp=struct.pack('!HHHH',1234,80,8+18,0)
 sys.stdout.buffer.write(eth+ip+udp+b'\0'*18)
 PY
-echo "owner id $OWNER hook id $HOOK load $(cut -d' ' -f1-3 /proc/loadavg)"
-for i in 1 2 3 4 5 6 7; do
-  for which in $OWNER $HOOK; do
-    d=$(bpftool prog run id $which data_in $OUT/pkt repeat 2000000 | grep -o 'duration[^:]*: [0-9]*' | grep -o '[0-9]*')
-    echo "$which $d"
+# The owner's program and the hook, 7 rounds interleaved: "ID ns/packet".
+interleaved() {
+  for i in 1 2 3 4 5 6 7; do
+    for which in $OWNER $HOOK; do
+      d=$(bpftool prog run id $which data_in $OUT/pkt repeat 2000000 | grep -o 'duration[^:]*: [0-9]*' | grep -o '[0-9]*')
+      echo "$which $d"
+    done
   done
-done
+}
+echo "owner id $OWNER hook id $HOOK load $(cut -d' ' -f1-3 /proc/loadavg)"
+interleaved
 grep -c installed $OUT/run.log || true
 # kill -9: the kernel empties Morpheus's array, the hook runs the owner's
 # program through the trampoline: its cost alone.
 kill -9 $MPID; wait $MPID 2>/dev/null || true
 echo "after kill -9, load $(cut -d' ' -f1-3 /proc/loadavg)"
-for i in 1 2 3 4 5 6 7; do
-  for which in $OWNER $HOOK; do
-    d=$(bpftool prog run id $which data_in $OUT/pkt repeat 2000000 | grep -o 'duration[^:]*: [0-9]*' | grep -o '[0-9]*')
-    echo "$which $d"
-  done
-done
+interleaved

@@ -1,5 +1,6 @@
 #include "backend/bpf/Adoption.h"
 
+#include "backend/bpf/ProgramLink.h"
 #include "backend/bpf/ProgramType.h"
 #include "support/Netns.h"
 
@@ -20,7 +21,6 @@ namespace morpheus::bpf {
 
 namespace {
 
-constexpr uint32_t LinkTypeXdp = 6; // BPF_LINK_TYPE_XDP
 constexpr size_t KernelNameLength = BPF_OBJ_NAME_LEN - 1;
 
 void closeFd(int &fd) {
@@ -53,14 +53,6 @@ Expected<LiveProgram> liveProgram(int fd) {
   return facts;
 }
 
-std::optional<bpf_link_info> linkInfo(int fd) {
-  bpf_link_info info = {};
-  uint32_t length = sizeof(info);
-  if (bpf_obj_get_info_by_fd(fd, &info, &length))
-    return std::nullopt;
-  return info;
-}
-
 // The XDP link running program `programId` (on `ifindex` unless 0), or -1.
 int findXdpLink(uint32_t programId, uint32_t ifindex) {
   uint32_t id = 0;
@@ -68,9 +60,9 @@ int findXdpLink(uint32_t programId, uint32_t ifindex) {
     int fd = bpf_link_get_fd_by_id(id);
     if (fd < 0)
       continue;
-    std::optional<bpf_link_info> info = linkInfo(fd);
-    if (info && info->type == LinkTypeXdp && info->prog_id == programId &&
-        (!ifindex || info->xdp.ifindex == ifindex))
+    std::optional<LinkFacts> facts = linkFacts(fd);
+    if (facts && facts->type == linkTypeOf(ProgramType::Xdp) && facts->programId == programId &&
+        (!ifindex || facts->ifindex == ifindex))
       return fd;
     close(fd);
   }
@@ -129,11 +121,11 @@ Error Adoption::findHook(const std::string &target) {
     link = bpf_obj_get(target.c_str());
     if (link < 0)
       return makeSystemError(errno, "no pinned link at {0}", target);
-    std::optional<bpf_link_info> info = linkInfo(link);
-    if (!info || info->type != LinkTypeXdp)
+    std::optional<LinkFacts> facts = linkFacts(link);
+    if (!facts || facts->type != linkTypeOf(ProgramType::Xdp))
       return makeError("{0} is not an XDP link (only XDP programs can be adopted yet)", target);
-    programId = info->prog_id;
-    ifindex = info->xdp.ifindex;
+    programId = facts->programId;
+    ifindex = facts->ifindex;
     iface = "ifindex " + std::to_string(ifindex);
     if (!programId)
       return makeError("the link pinned at {0} is detached", target);
@@ -145,7 +137,7 @@ Error Adoption::findHook(const std::string &target) {
       return makeError("no XDP link runs program {0}; name its interface instead "
                        "(--adopt IFACE, with --netns for another namespace)",
                        programId);
-    ifindex = linkInfo(link)->xdp.ifindex;
+    ifindex = linkFacts(link)->ifindex;
     iface = "ifindex " + std::to_string(ifindex);
   } else {
     iface = target;
@@ -386,8 +378,8 @@ Error Adoption::switchHook(int from, int to) {
 
 uint32_t Adoption::hookProgramId() const {
   if (link >= 0) {
-    std::optional<bpf_link_info> info = linkInfo(link);
-    return info ? info->prog_id : 0;
+    std::optional<LinkFacts> facts = linkFacts(link);
+    return facts ? facts->programId : 0;
   }
   uint32_t id = 0;
   llvm::consumeError(netns::runInNetns(netns, [&]() -> Error {

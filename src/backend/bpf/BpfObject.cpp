@@ -445,7 +445,11 @@ std::map<std::string, int> LoadedObject::maps() const {
   return fds;
 }
 
-Expected<ProgramSlots> LoadedObject::programSlots() const {
+Expected<ProgramSlots> LoadedObject::programSlots() const { return readProgramSlots(false); }
+
+Expected<ProgramSlots> LoadedObject::ownProgramSlots() const { return readProgramSlots(true); }
+
+Expected<ProgramSlots> LoadedObject::readProgramSlots(bool ownArraysOnly) const {
   std::map<uint32_t, std::string> names; // program id -> name
   bpf_program *program;
   bpf_object__for_each_program(program, obj) {
@@ -464,17 +468,22 @@ Expected<ProgramSlots> LoadedObject::programSlots() const {
     auto layout = layoutOf(fd, bpf_map__name(map));
     if (!layout)
       return layout.takeError();
+    bool othersHeld = false;
     for (uint32_t index = 0; index < layout->maxEntries; ++index) {
       uint32_t id = 0;
       if (bpf_map_lookup_elem(fd, &index, &id) == 0) {
         auto name = names.find(id);
         if (name != names.end())
           held[index] = name->second;
+        else
+          othersHeld = true;
       } else if (errno != ENOENT) {
         return makeSystemError(errno, "object '{0}': program array '{1}': cannot read slot {2}",
                                objectName, bpf_map__name(map), index);
       }
     }
+    if (ownArraysOnly && (othersHeld || held.empty()))
+      slots.erase(bpf_map__name(map));
   }
   return slots;
 }

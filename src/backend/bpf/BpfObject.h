@@ -127,6 +127,10 @@ public:
   // What the object's program arrays hold now, by name of this object's
   // programs; a slot holding a program of another object is left out.
   Expected<ProgramSlots> programSlots() const;
+  // The same for the arrays every occupied slot of which holds one of this
+  // object's programs (at least one): an array with a slot holding another
+  // object's program is left out whole, as is an empty one.
+  Expected<ProgramSlots> ownProgramSlots() const;
   // Points slot i of every array in `slots` at this object's program of the
   // name given; slots not listed are emptied. `arrays` (name -> fd) are
   // the program arrays to write, which need not be this object's own.
@@ -135,6 +139,7 @@ public:
 
 private:
   LoadedObject(bpf_object *obj, std::string name) : obj(obj), objectName(std::move(name)) {}
+  Expected<ProgramSlots> readProgramSlots(bool ownArraysOnly) const;
   bpf_object *obj = nullptr;
   std::string objectName;
   std::vector<std::string> madePins;

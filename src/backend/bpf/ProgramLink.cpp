@@ -22,24 +22,6 @@ namespace {
 constexpr unsigned AttachTcxIngress = 46, AttachTcxEgress = 47;
 constexpr unsigned LinkTypeXdp = 6, LinkTypeTcx = 11;
 
-unsigned linkTypeOf(ProgramType type) {
-  return type == ProgramType::Tc ? LinkTypeTcx : LinkTypeXdp;
-}
-
-// The link's type, program and interface (0 once detached). XDP's and
-// tcx's link info both start with the interface index.
-struct LinkFacts {
-  uint32_t type = 0, programId = 0, ifindex = 0;
-};
-
-std::optional<LinkFacts> factsOf(int linkFd) {
-  bpf_link_info info = {};
-  uint32_t length = sizeof(info);
-  if (bpf_obj_get_info_by_fd(linkFd, &info, &length))
-    return std::nullopt;
-  return LinkFacts{info.type, info.prog_id, info.xdp.ifindex};
-}
-
 // The interface's index, as seen in its namespace: call it there.
 Expected<uint32_t> ifindexHere(const AttachPoint &point) {
   uint32_t ifindex = if_nametoindex(point.iface.c_str());
@@ -68,6 +50,18 @@ Expected<uint32_t> ifindexOf(const AttachPoint &point) {
 }
 
 } // namespace
+
+unsigned linkTypeOf(ProgramType type) {
+  return type == ProgramType::Tc ? LinkTypeTcx : LinkTypeXdp;
+}
+
+std::optional<LinkFacts> linkFacts(int linkFd) {
+  bpf_link_info info = {};
+  uint32_t length = sizeof(info);
+  if (bpf_obj_get_info_by_fd(linkFd, &info, &length))
+    return std::nullopt;
+  return LinkFacts{info.type, info.prog_id, info.xdp.ifindex};
+}
 
 std::string AttachPoint::describe() const {
   std::string where = type == ProgramType::Tc
@@ -132,7 +126,7 @@ Expected<std::optional<ProgramLink>> ProgramLink::openPinned(const std::string &
   int fd = bpf_obj_get(path.c_str());
   if (fd < 0)
     return makeSystemError(errno, "cannot open the link pinned at {0}", path);
-  std::optional<LinkFacts> facts = factsOf(fd);
+  std::optional<LinkFacts> facts = linkFacts(fd);
   if (!facts || facts->type != linkTypeOf(point.type)) {
     close(fd);
     return makeError("{0} holds no {1} link; remove it or choose another --pin-dir", path,
@@ -187,7 +181,7 @@ Error ProgramLink::replace(int programFd) {
 }
 
 bool ProgramLink::attached() const {
-  std::optional<LinkFacts> facts = factsOf(linkFd);
+  std::optional<LinkFacts> facts = linkFacts(linkFd);
   return facts && facts->ifindex != 0;
 }
 
@@ -205,7 +199,7 @@ void ProgramLink::unpin() {
 }
 
 uint32_t ProgramLink::programId() const {
-  std::optional<LinkFacts> facts = factsOf(linkFd);
+  std::optional<LinkFacts> facts = linkFacts(linkFd);
   return facts ? facts->programId : 0;
 }
 

@@ -29,6 +29,18 @@ struct AttachPoint {
   std::string describe() const;
 };
 
+// The kind of link (bpf_link_info's type) a program of `type` attaches
+// with: an XDP link, or a tcx link for TC.
+unsigned linkTypeOf(ProgramType type);
+
+// What the kernel says of the link behind `linkFd`: its type, the program
+// it runs and its interface (0 once detached; XDP's and tcx's link info
+// both start with the interface index). nullopt if `linkFd` is no link.
+struct LinkFacts {
+  uint32_t type = 0, programId = 0, ifindex = 0;
+};
+std::optional<LinkFacts> linkFacts(int linkFd);
+
 class ProgramLink {
 public:
   // Attaches `programFd` at `point`; the caller's namespace is unchanged.
