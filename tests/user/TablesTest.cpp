@@ -1,6 +1,7 @@
 // The user-space tables (backend/user/Table): each kind against a plain
 // reference model, both LPM implementations against a brute-force longest
 // match, and the snapshot they give the core.
+#include "LpmProbe.h"
 #include "backend/user/TableSet.h"
 
 #include <gtest/gtest.h>
@@ -19,13 +20,7 @@ std::unique_ptr<Table> make(mu_table_kind kind, uint32_t keySize, uint32_t value
   return table ? std::move(*table) : nullptr;
 }
 
-Bytes lpmKey(uint32_t length, uint32_t address) { // address in host order
-  Bytes key(8);
-  std::memcpy(key.data(), &length, 4);
-  for (int i = 0; i < 4; ++i)
-    key[4 + i] = uint8_t(address >> (24 - 8 * i));
-  return key;
-}
+using testing::lpmKey;
 
 TEST(UserTables, HashTableIsAMapUntilFull) {
   auto table = make(MU_HASH, 4, 8, 100);
