@@ -89,11 +89,22 @@ std::vector<std::string> tablePassesWithout(const std::vector<std::string> &left
   return passes;
 }
 
-Expected<std::unique_ptr<user::Handler>> loadRouter(const UserRunFlags &flags, size_t routes,
-                                                    const std::string &lpm) {
+// What every build of the router handler (measured, twin, the other LPM
+// kind, the oracle) is compiled and specialized with: its entry, the
+// inline limit, the LPM kind `lpm` and a table for `routes` routes.
+user::HandlerOptions routerOptions(const UserRunFlags &flags, size_t routes,
+                                   const std::string &lpm) {
   user::HandlerOptions options;
   options.entry = "router";
   options.inlineLimit = flags.inlineLimit;
+  options.cflags = {lpm == "linear" ? "-DROUTER_LPM=MU_LPM_LINEAR" : "-DROUTER_LPM=MU_LPM_DIR24",
+                    "-DROUTER_USER_MAX_ROUTES=" + std::to_string(std::max<size_t>(routes, 4096))};
+  return options;
+}
+
+Expected<std::unique_ptr<user::Handler>> loadRouter(const UserRunFlags &flags, size_t routes,
+                                                    const std::string &lpm) {
+  user::HandlerOptions options = routerOptions(flags, routes, lpm);
   if (!flags.noPasses.empty())
     options.tablePasses = tablePassesWithout(flags.noPasses);
   if (flags.profile != core::ProfileMode::Off) {
@@ -101,8 +112,6 @@ Expected<std::unique_ptr<user::Handler>> loadRouter(const UserRunFlags &flags, s
     traffic.mode = flags.profile;
     options.traffic = traffic;
   }
-  options.cflags = {lpm == "linear" ? "-DROUTER_LPM=MU_LPM_LINEAR" : "-DROUTER_LPM=MU_LPM_DIR24",
-                    "-DROUTER_USER_MAX_ROUTES=" + std::to_string(std::max<size_t>(routes, 4096))};
   return user::Handler::load(flags.handler, options);
 }
 
@@ -439,12 +448,11 @@ int userRun(const UserRunFlags &flags) {
       llvm::raw_fd_ostream out(fd, /*shouldClose=*/true);
       out << *source;
     }
-    user::HandlerOptions options;
-    options.entry = "router";
-    options.inlineLimit = flags.inlineLimit;
-    options.cflags = {flags.lpm == "linear" ? "-DROUTER_LPM=MU_LPM_LINEAR" : "-DROUTER_LPM=MU_LPM_DIR24",
-                      "-DROUTER_USER_MAX_ROUTES=" + std::to_string(std::max<size_t>(routes->size(), 4096)),
-                      "-I", llvm::sys::path::parent_path(flags.handler).str()};
+    // Every table pass (--no-pass is not applied) and no traffic
+    // following; the router's directory for its includes.
+    user::HandlerOptions options = routerOptions(flags, routes->size(), flags.lpm);
+    options.cflags.insert(options.cflags.end(),
+                          {"-I", llvm::sys::path::parent_path(flags.handler).str()});
     auto loaded = user::Handler::load(path.str().str(), options);
     llvm::sys::fs::remove(path);
     if (!loaded)
