@@ -192,11 +192,8 @@ Expected<std::unique_ptr<Module>> Handler::specializedModule(Cycle &cycle) {
   auto start = std::chrono::steady_clock::now();
   core::TableAccessInfo info =
       core::analyzeModule(*pristine, signatures, tableSet->catalog());
-  bool derivedTries = !options.tablePasses ||
-                      std::count(options.tablePasses->begin(), options.tablePasses->end(),
-                                 "lpm-as-array");
-  core::ReadPlan plan =
-      core::planReads(info, tableSet->catalog(), options.inlineLimit, derivedTries);
+  core::ReadPlan plan = core::planReads(info, tableSet->catalog(), options.inlineLimit,
+                                        runsTablePass("lpm-as-array"));
   // The hot keys' answers, looked up one by one (for an LPM table, its
   // answer to exactly that key).
   for (const auto &[site, keys] : hotKeys) {
@@ -332,6 +329,12 @@ Error Handler::customizePasses(std::vector<std::string> passes) {
     passes.insert(passes.begin(), lowering);
   options.tablePasses = std::move(passes);
   return Error::success();
+}
+
+bool Handler::runsTablePass(const std::string &pass) const {
+  return !options.tablePasses ||
+         std::find(options.tablePasses->begin(), options.tablePasses->end(), pass) !=
+             options.tablePasses->end();
 }
 
 Expected<Cycle> Handler::specialize(const core::PointConfiguration &configuration) {

@@ -132,6 +132,8 @@ private:
       : options(std::move(options)), trafficProfile(this->options.traffic.value_or(
                                          core::TrafficProfileOptions{})) {}
   Expected<std::unique_ptr<llvm::Module>> specializedModule(Cycle &cycle);
+  // Whether the next cycles run table pass `pass` (HandlerOptions::tablePasses).
+  bool runsTablePass(const std::string &pass) const;
   // Counts what the profiled sites sampled since the last cycle, sets
   // their periods and chooses their hot keys (hotKeys).
   void followTraffic(Cycle &cycle);
