@@ -80,15 +80,6 @@ Error configureRouter(user::TableSet &tables, const UserRunFlags &flags,
   return Error::success();
 }
 
-// The table passes to run: every one but those in `leftOut`.
-std::vector<std::string> tablePassesWithout(const std::vector<std::string> &leftOut) {
-  std::vector<std::string> passes;
-  for (const std::string &pass : core::tablePassNames())
-    if (std::find(leftOut.begin(), leftOut.end(), pass) == leftOut.end())
-      passes.push_back(pass);
-  return passes;
-}
-
 // What every build of the router handler (measured, twin, the other LPM
 // kind, the oracle) is compiled and specialized with: its entry, the
 // inline limit, the LPM kind `lpm` and a table for `routes` routes.
@@ -106,7 +97,7 @@ Expected<std::unique_ptr<user::Handler>> loadRouter(const UserRunFlags &flags, s
                                                     const std::string &lpm) {
   user::HandlerOptions options = routerOptions(flags, routes, lpm);
   if (!flags.noPasses.empty())
-    options.tablePasses = tablePassesWithout(flags.noPasses);
+    options.tablePasses = user::tablePassesWithout(flags.noPasses);
   if (flags.profile != core::ProfileMode::Off) {
     core::TrafficProfileOptions traffic;
     traffic.mode = flags.profile;
@@ -309,7 +300,7 @@ Expected<user::Handler *> explore(user::Handler &router, user::Handler &other,
           leftOut.push_back("lpm-as-code");
         if (!configuration.count(LpmAsArray))
           leftOut.push_back("lpm-as-array");
-        if (Error err = active->customizePasses(tablePassesWithout(leftOut)))
+        if (Error err = active->customizePasses(user::tablePassesWithout(leftOut)))
           return err;
         core::PointConfiguration points;
         for (const auto &[name, value] : configuration)

@@ -10,7 +10,6 @@
 // can help.
 #include "LpmProbe.h"
 #include "UserRouter.h"
-#include "core/Pipeline.h"
 
 #include <gtest/gtest.h>
 #include <llvm/Testing/Support/Error.h>
@@ -27,10 +26,7 @@ using testing::probeFor;
 
 std::unique_ptr<Handler> loadProbe(bool followTraffic) {
   HandlerOptions options;
-  options.tablePasses = std::vector<std::string>();
-  for (const std::string &pass : core::tablePassNames())
-    if (pass != "lpm-as-array")
-      options.tablePasses->push_back(pass);
+  options.tablePasses = tablePassesWithout({"lpm-as-array"});
   if (followTraffic) {
     core::TrafficProfileOptions traffic;
     traffic.initialPeriod = 4;

@@ -129,6 +129,14 @@ Error checkPrefetcher(const Function &function) {
 
 const char *apiIncludeDirectory() { return MORPHEUS_USER_API_INCLUDE; }
 
+std::vector<std::string> tablePassesWithout(const std::vector<std::string> &leftOut) {
+  std::vector<std::string> passes;
+  for (const std::string &pass : core::tablePassNames())
+    if (std::find(leftOut.begin(), leftOut.end(), pass) == leftOut.end())
+      passes.push_back(pass);
+  return passes;
+}
+
 Expected<std::unique_ptr<Handler>> Handler::load(const std::string &path,
                                                  const HandlerOptions &options) {
   std::unique_ptr<Handler> handler(new Handler(options));

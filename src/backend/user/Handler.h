@@ -162,4 +162,8 @@ private:
 // The directory holding morpheus_user.h, for handlers' -I.
 const char *apiIncludeDirectory();
 
+// Every table pass (core::tablePassNames, in pipeline order) but those in
+// `leftOut`: HandlerOptions::tablePasses with some passes left out.
+std::vector<std::string> tablePassesWithout(const std::vector<std::string> &leftOut);
+
 } // namespace morpheus::user
