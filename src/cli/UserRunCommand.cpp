@@ -106,25 +106,6 @@ Expected<std::unique_ptr<user::Handler>> loadRouter(const UserRunFlags &flags, s
   return user::Handler::load(flags.handler, options);
 }
 
-// The trace's `count` most frequent IPv4 destinations (host order).
-std::vector<uint32_t> hottestDestinations(const user::ReplayRing &ring, size_t count) {
-  std::map<uint32_t, uint64_t> seen;
-  for (uint32_t index : ring.sequence) {
-    const Bytes &frame = ring.frames[index];
-    if (frame.size() >= 34 && frame[12] == 0x08 && frame[13] == 0x00)
-      ++seen[uint32_t(frame[30]) << 24 | uint32_t(frame[31]) << 16 | uint32_t(frame[32]) << 8 |
-             frame[33]];
-  }
-  std::vector<std::pair<uint64_t, uint32_t>> byCount;
-  for (const auto &[address, packets] : seen)
-    byCount.push_back({packets, address});
-  std::sort(byCount.rbegin(), byCount.rend());
-  std::vector<uint32_t> hottest;
-  for (size_t i = 0; i < byCount.size() && i < count; ++i)
-    hottest.push_back(byCount[i].second);
-  return hottest;
-}
-
 // A hand-specialized router (the oracle): the router handler's source with
 // its route lookup replaced by compares written for these routes, the
 // `hot` destinations' answers (`hotRoutes`, what the table answers them)
@@ -421,7 +402,7 @@ int userRun(const UserRunFlags &flags) {
     std::vector<uint32_t> hot;
     std::vector<route> hotRoutes;
     user::Table *table = (*twin)->tables().find("routes");
-    for (uint32_t address : hottestDestinations(ring, 8)) {
+    for (uint32_t address : bench::hottestDestinations(*trace, 8)) {
       route_key key{32, htonl(address)};
       if (auto *answer = static_cast<const route *>(table->lookup(&key))) {
         hot.push_back(address);
