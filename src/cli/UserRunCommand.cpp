@@ -259,8 +259,12 @@ Expected<user::Handler *> explore(user::Handler &router, user::Handler &other,
   // handler's MU_PREFETCH function), when the handler has one.
   if (router.prefetcher() && other.prefetcher())
     dimensions.push_back({Prefetch, {4, 8, 16, 32}, true});
-  for (user::Dimension &point : user::pointDimensions(router.specializationSpace()))
+  // The handler's specialization points, beside the knobs applied here.
+  std::set<std::string> points;
+  for (user::Dimension &point : user::pointDimensions(router.specializationSpace())) {
+    points.insert(point.name);
     dimensions.push_back(std::move(point));
+  }
   auto strategy = flags.explore == "greedy" ? user::greedySearch() : user::exhaustiveSearch();
   uint32_t burst = flags.burst, subBatch = 0;
   user::Handler *active = &router;
@@ -283,12 +287,11 @@ Expected<user::Handler *> explore(user::Handler &router, user::Handler &other,
           leftOut.push_back("lpm-as-array");
         if (Error err = active->customizePasses(user::tablePassesWithout(leftOut)))
           return err;
-        core::PointConfiguration points;
+        core::PointConfiguration pointValues;
         for (const auto &[name, value] : configuration)
-          if (name != Specialized && name != Burst && name != OtherLpm && name != LpmAsCode &&
-              name != LpmAsArray && name != Prefetch)
-            points[name] = value;
-        auto cycle = active->specialize(points);
+          if (points.count(name))
+            pointValues[name] = value;
+        auto cycle = active->specialize(pointValues);
         if (!cycle)
           return cycle.takeError();
         if (cycle->outcome != user::Cycle::Outcome::Installed)
