@@ -43,8 +43,9 @@ TEST(UserTables, HashTableIsAMapUntilFull) {
     auto *value = static_cast<uint64_t *>(table->lookup(&key));
     auto expected = reference.find(key);
     ASSERT_EQ(value != nullptr, expected != reference.end()) << "key " << key;
-    if (value)
+    if (value) {
       EXPECT_EQ(*value, expected->second) << "key " << key;
+    }
   }
 }
 
@@ -103,8 +104,10 @@ TEST(UserTables, LinearAndDir24AgreeWithTheLongestMatch) {
         auto *value = static_cast<uint32_t *>(table->lookup(query.data()));
         ASSERT_EQ(value != nullptr, expected.has_value())
             << table->info().typeName << " address " << std::hex << target;
-        if (value)
-          EXPECT_EQ(*value, *expected) << table->info().typeName << " address " << std::hex << target;
+        if (value) {
+          EXPECT_EQ(*value, *expected)
+              << table->info().typeName << " address " << std::hex << target;
+        }
       }
     }
   }
