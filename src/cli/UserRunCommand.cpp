@@ -397,7 +397,8 @@ int userRun(const UserRunFlags &flags) {
 
   // The hand-specialized oracle: compiled from the router's source with
   // the routes and the trace's hot destinations written in, its other
-  // tables specialized by Morpheus as the router's are.
+  // tables specialized by Morpheus (every table pass, whatever --no-pass
+  // leaves out of the router's).
   std::unique_ptr<user::Handler> oracle;
   if (flags.oracle) {
     // The hot destinations with a route, and what the table answers them
