@@ -226,13 +226,12 @@ Expected<std::unique_ptr<Module>> Handler::specializedModule(Cycle &cycle) {
       {options.entry, core::Fallback::InProgram, 0, 0,
        "user space: the generic handler is inlined behind the guard"});
   specialization.guard = guardOptions;
-  bool followsTraffic = options.traffic && options.traffic->mode != core::ProfileMode::Off;
-  specialization.linkGuardRuntime = [followsTraffic](Module &module) {
+  specialization.linkGuardRuntime = [followsTraffic = followsTraffic()](Module &module) {
     if (followsTraffic)
       Profile::linkSlotFunction(module);
     return linkGuardRuntime(module);
   };
-  if (followsTraffic) {
+  if (followsTraffic()) {
     specialization.profile =
         core::ProfileOptions{Profile::SlotFunction, Profile::Sites, Profile::KeyBytes, {}};
     specialization.hotKeys = hotKeys;
@@ -262,7 +261,7 @@ void Handler::recordTraffic() {
 
 void Handler::followTraffic(Cycle &cycle) {
   hotKeys.clear();
-  if (!options.traffic || options.traffic->mode == core::ProfileMode::Off)
+  if (!followsTraffic())
     return;
   recordTraffic();
   for (const auto &[site, profiled] : profiledSites) {

@@ -134,6 +134,11 @@ private:
   Expected<std::unique_ptr<llvm::Module>> specializedModule(Cycle &cycle);
   // Whether the next cycles run table pass `pass` (HandlerOptions::tablePasses).
   bool runsTablePass(const std::string &pass) const;
+  // Whether versions record sampled keys and get fast paths
+  // (HandlerOptions::traffic, not off).
+  bool followsTraffic() const {
+    return options.traffic && options.traffic->mode != core::ProfileMode::Off;
+  }
   // Counts what the profiled sites sampled since the last cycle, sets
   // their periods and chooses their hot keys (hotKeys).
   void followTraffic(Cycle &cycle);
