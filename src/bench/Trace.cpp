@@ -61,10 +61,33 @@ Expected<Trace> readPcapTrace(const std::string &path, const std::string &name) 
   return trace;
 }
 
-double topShare(const Trace &trace, size_t top) {
-  std::vector<uint64_t> counts(trace.frames.size());
+std::vector<uint64_t> packetsPerFrame(const Trace &trace) {
+  std::vector<uint64_t> perFrame(trace.frames.size());
   for (uint32_t index : trace.sequence)
-    ++counts[index];
+    ++perFrame[index];
+  return perFrame;
+}
+
+std::vector<uint32_t> hottestDestinations(const Trace &trace, size_t count) {
+  std::vector<uint64_t> perFrame = packetsPerFrame(trace);
+  std::map<uint32_t, uint64_t> perDestination;
+  for (size_t i = 0; i < trace.frames.size(); ++i) {
+    const std::vector<uint8_t> &f = trace.frames[i];
+    if (f.size() >= 34 && f[12] == 0x08 && f[13] == 0x00)
+      perDestination[uint32_t(f[30]) << 24 | f[31] << 16 | f[32] << 8 | f[33]] += perFrame[i];
+  }
+  std::vector<std::pair<uint64_t, uint32_t>> ranked;
+  for (auto [daddr, packets] : perDestination)
+    ranked.emplace_back(packets, daddr);
+  std::sort(ranked.rbegin(), ranked.rend());
+  std::vector<uint32_t> hottest;
+  for (size_t i = 0; i < ranked.size() && i < count; ++i)
+    hottest.push_back(ranked[i].second);
+  return hottest;
+}
+
+double topShare(const Trace &trace, size_t top) {
+  std::vector<uint64_t> counts = packetsPerFrame(trace);
   size_t n = std::min(top, counts.size());
   std::partial_sort(counts.begin(), counts.begin() + n, counts.end(), std::greater<>());
   uint64_t hits = 0;

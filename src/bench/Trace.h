@@ -24,6 +24,13 @@ struct Trace {
 // packet.
 Expected<Trace> readPcapTrace(const std::string &path, const std::string &name);
 
+// How many times the trace sends each of its frames.
+std::vector<uint64_t> packetsPerFrame(const Trace &trace);
+
+// The destinations of the trace's IPv4 packets (host order), most packets
+// first (equal counts: the higher address first), at most `count`.
+std::vector<uint32_t> hottestDestinations(const Trace &trace, size_t count);
+
 // Share of the packets that go to the `top` most frequent frames (a
 // trace's locality at a glance, printed beside its results).
 double topShare(const Trace &trace, size_t top);

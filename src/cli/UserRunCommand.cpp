@@ -80,49 +80,30 @@ Error configureRouter(user::TableSet &tables, const UserRunFlags &flags,
   return Error::success();
 }
 
-// The table passes to run: every one but those in `leftOut`.
-std::vector<std::string> tablePassesWithout(const std::vector<std::string> &leftOut) {
-  std::vector<std::string> passes;
-  for (const std::string &pass : core::tablePassNames())
-    if (std::find(leftOut.begin(), leftOut.end(), pass) == leftOut.end())
-      passes.push_back(pass);
-  return passes;
+// What every build of the router handler (measured, twin, the other LPM
+// kind, the oracle) is compiled and specialized with: its entry, the
+// inline limit, the LPM kind `lpm` and a table for `routes` routes.
+user::HandlerOptions routerOptions(const UserRunFlags &flags, size_t routes,
+                                   const std::string &lpm) {
+  user::HandlerOptions options;
+  options.entry = "router";
+  options.inlineLimit = flags.inlineLimit;
+  options.cflags = {lpm == "linear" ? "-DROUTER_LPM=MU_LPM_LINEAR" : "-DROUTER_LPM=MU_LPM_DIR24",
+                    "-DROUTER_USER_MAX_ROUTES=" + std::to_string(std::max<size_t>(routes, 4096))};
+  return options;
 }
 
 Expected<std::unique_ptr<user::Handler>> loadRouter(const UserRunFlags &flags, size_t routes,
                                                     const std::string &lpm) {
-  user::HandlerOptions options;
-  options.entry = "router";
-  options.inlineLimit = flags.inlineLimit;
+  user::HandlerOptions options = routerOptions(flags, routes, lpm);
   if (!flags.noPasses.empty())
-    options.tablePasses = tablePassesWithout(flags.noPasses);
+    options.tablePasses = user::tablePassesWithout(flags.noPasses);
   if (flags.profile != core::ProfileMode::Off) {
     core::TrafficProfileOptions traffic;
     traffic.mode = flags.profile;
     options.traffic = traffic;
   }
-  options.cflags = {lpm == "linear" ? "-DROUTER_LPM=MU_LPM_LINEAR" : "-DROUTER_LPM=MU_LPM_DIR24",
-                    "-DROUTER_USER_MAX_ROUTES=" + std::to_string(std::max<size_t>(routes, 4096))};
   return user::Handler::load(flags.handler, options);
-}
-
-// The trace's `count` most frequent IPv4 destinations (host order).
-std::vector<uint32_t> hottestDestinations(const user::ReplayRing &ring, size_t count) {
-  std::map<uint32_t, uint64_t> seen;
-  for (uint32_t index : ring.sequence) {
-    const Bytes &frame = ring.frames[index];
-    if (frame.size() >= 34 && frame[12] == 0x08 && frame[13] == 0x00)
-      ++seen[uint32_t(frame[30]) << 24 | uint32_t(frame[31]) << 16 | uint32_t(frame[32]) << 8 |
-             frame[33]];
-  }
-  std::vector<std::pair<uint64_t, uint32_t>> byCount;
-  for (const auto &[address, packets] : seen)
-    byCount.push_back({packets, address});
-  std::sort(byCount.rbegin(), byCount.rend());
-  std::vector<uint32_t> hottest;
-  for (size_t i = 0; i < byCount.size() && i < count; ++i)
-    hottest.push_back(byCount[i].second);
-  return hottest;
 }
 
 // A hand-specialized router (the oracle): the router handler's source with
@@ -278,8 +259,12 @@ Expected<user::Handler *> explore(user::Handler &router, user::Handler &other,
   // handler's MU_PREFETCH function), when the handler has one.
   if (router.prefetcher() && other.prefetcher())
     dimensions.push_back({Prefetch, {4, 8, 16, 32}, true});
-  for (user::Dimension &point : user::pointDimensions(router.specializationSpace()))
+  // The handler's specialization points, beside the knobs applied here.
+  std::set<std::string> points;
+  for (user::Dimension &point : user::pointDimensions(router.specializationSpace())) {
+    points.insert(point.name);
     dimensions.push_back(std::move(point));
+  }
   auto strategy = flags.explore == "greedy" ? user::greedySearch() : user::exhaustiveSearch();
   uint32_t burst = flags.burst, subBatch = 0;
   user::Handler *active = &router;
@@ -300,14 +285,13 @@ Expected<user::Handler *> explore(user::Handler &router, user::Handler &other,
           leftOut.push_back("lpm-as-code");
         if (!configuration.count(LpmAsArray))
           leftOut.push_back("lpm-as-array");
-        if (Error err = active->customizePasses(tablePassesWithout(leftOut)))
+        if (Error err = active->customizePasses(user::tablePassesWithout(leftOut)))
           return err;
-        core::PointConfiguration points;
+        core::PointConfiguration pointValues;
         for (const auto &[name, value] : configuration)
-          if (name != Specialized && name != Burst && name != OtherLpm && name != LpmAsCode &&
-              name != LpmAsArray && name != Prefetch)
-            points[name] = value;
-        auto cycle = active->specialize(points);
+          if (points.count(name))
+            pointValues[name] = value;
+        auto cycle = active->specialize(pointValues);
         if (!cycle)
           return cycle.takeError();
         if (cycle->outcome != user::Cycle::Outcome::Installed)
@@ -413,7 +397,8 @@ int userRun(const UserRunFlags &flags) {
 
   // The hand-specialized oracle: compiled from the router's source with
   // the routes and the trace's hot destinations written in, its other
-  // tables specialized by Morpheus as the router's are.
+  // tables specialized by Morpheus (every table pass, whatever --no-pass
+  // leaves out of the router's).
   std::unique_ptr<user::Handler> oracle;
   if (flags.oracle) {
     // The hot destinations with a route, and what the table answers them
@@ -421,7 +406,7 @@ int userRun(const UserRunFlags &flags) {
     std::vector<uint32_t> hot;
     std::vector<route> hotRoutes;
     user::Table *table = (*twin)->tables().find("routes");
-    for (uint32_t address : hottestDestinations(ring, 8)) {
+    for (uint32_t address : bench::hottestDestinations(*trace, 8)) {
       route_key key{32, htonl(address)};
       if (auto *answer = static_cast<const route *>(table->lookup(&key))) {
         hot.push_back(address);
@@ -439,12 +424,11 @@ int userRun(const UserRunFlags &flags) {
       llvm::raw_fd_ostream out(fd, /*shouldClose=*/true);
       out << *source;
     }
-    user::HandlerOptions options;
-    options.entry = "router";
-    options.inlineLimit = flags.inlineLimit;
-    options.cflags = {flags.lpm == "linear" ? "-DROUTER_LPM=MU_LPM_LINEAR" : "-DROUTER_LPM=MU_LPM_DIR24",
-                      "-DROUTER_USER_MAX_ROUTES=" + std::to_string(std::max<size_t>(routes->size(), 4096)),
-                      "-I", llvm::sys::path::parent_path(flags.handler).str()};
+    // Every table pass (--no-pass is not applied) and no traffic
+    // following; the router's directory for its includes.
+    user::HandlerOptions options = routerOptions(flags, routes->size(), flags.lpm);
+    options.cflags.insert(options.cflags.end(),
+                          {"-I", llvm::sys::path::parent_path(flags.handler).str()});
     auto loaded = user::Handler::load(path.str().str(), options);
     llvm::sys::fs::remove(path);
     if (!loaded)

@@ -144,8 +144,10 @@ TEST(Exploration, PeriodicReExploration) {
 // business: the test asserts the bookkeeping, not a speed.)
 TEST(Exploration, TheExplorerDrivesARealHandlerFromTheLoopsMeasurements) {
   const std::string source = std::string(MORPHEUS_SOURCE_DIR) + "/tests/user/handlers/spec_points.c";
-  auto handler = Handler::load(source, {"spec_points", {}, 64});
-  auto generic = Handler::load(source, {"spec_points", {}, 64});
+  HandlerOptions options;
+  options.entry = "spec_points";
+  auto handler = Handler::load(source, options);
+  auto generic = Handler::load(source, options);
   ASSERT_THAT_EXPECTED(handler, llvm::Succeeded());
   ASSERT_THAT_EXPECTED(generic, llvm::Succeeded());
   std::vector<Cycle::Outcome> outcomes;

@@ -8,60 +8,31 @@
 // table, is left out (it declines tries over 4,096 prefixes and IPv6 ones,
 // which are what fast paths are for): the lookup stays, only the traffic
 // can help.
-#include "backend/user/EventLoop.h"
-#include "backend/user/Handler.h"
-#include "core/Pipeline.h"
+#include "LpmProbe.h"
+#include "UserRouter.h"
 
 #include <gtest/gtest.h>
 #include <llvm/Testing/Support/Error.h>
 
-#include <arpa/inet.h>
-#include <cstring>
 #include <random>
 
 namespace morpheus::user {
 namespace {
 
-const std::string ProbeSource = std::string(MORPHEUS_SOURCE_DIR) + "/tests/user/handlers/lpm_probe.c";
+using testing::answerIn;
+using testing::bytesOfValue;
+using testing::lpmKey;
+using testing::probeFor;
 
 std::unique_ptr<Handler> loadProbe(bool followTraffic) {
   HandlerOptions options;
-  options.entry = "lpm_probe";
-  options.tablePasses = std::vector<std::string>();
-  for (const std::string &pass : core::tablePassNames())
-    if (pass != "lpm-as-array")
-      options.tablePasses->push_back(pass);
+  options.tablePasses = tablePassesWithout({"lpm-as-array"});
   if (followTraffic) {
     core::TrafficProfileOptions traffic;
     traffic.initialPeriod = 4;
     options.traffic = traffic;
   }
-  auto handler = Handler::load(ProbeSource, options);
-  if (!handler) {
-    ADD_FAILURE() << toString(handler.takeError());
-    return nullptr;
-  }
-  return std::move(*handler);
-}
-
-Bytes keyOf(uint32_t prefixLength, uint32_t address) {
-  Bytes key(8);
-  uint32_t network = htonl(address);
-  std::memcpy(key.data(), &prefixLength, 4);
-  std::memcpy(key.data() + 4, &network, 4);
-  return key;
-}
-
-Bytes probeFor(uint32_t address) {
-  Bytes frame = keyOf(32, address);
-  frame.resize(16, 0);
-  return frame;
-}
-
-uint32_t answerIn(const PacketResult &result) {
-  uint32_t answer;
-  std::memcpy(&answer, result.bytes.data() + 8, 4);
-  return answer;
+  return testing::loadLpmProbe(options);
 }
 
 // 100 routes: /24s 10.0.N.0 (N < 96), and 10.0.0.0/16, 10.1.0.0/16,
@@ -69,10 +40,9 @@ uint32_t answerIn(const PacketResult &result) {
 void addRoutes(TableSet &tables) {
   Guard::Update change(tables.guard());
   auto add = [&](uint32_t length, uint32_t address, uint32_t value) {
-    Bytes bytes(4);
-    std::memcpy(bytes.data(), &value, 4);
-    ASSERT_THAT_ERROR(tables.updateUnguarded("routes", keyOf(length, address), bytes),
-                      llvm::Succeeded());
+    ASSERT_THAT_ERROR(
+        tables.updateUnguarded("routes", lpmKey(length, address), bytesOfValue(value)),
+        llvm::Succeeded());
   };
   for (uint32_t n = 0; n < 96; ++n)
     add(24, 0x0a000000u | (n << 8), 100 + n);
@@ -135,7 +105,7 @@ TEST(UserFastPath, HotDestinationsGetAFastPathThatAgreesWithTheGenericHandler) {
   const core::SiteTraffic &traffic = second->traffic.at(site);
   EXPECT_EQ(traffic.hotKeys.size(), 3u) << traffic.why;
   for (uint32_t address : {0x0a0007c8u, 0x0a000501u, 0x0a010203u})
-    EXPECT_NE(std::find(traffic.hotKeys.begin(), traffic.hotKeys.end(), keyOf(32, address)),
+    EXPECT_NE(std::find(traffic.hotKeys.begin(), traffic.hotKeys.end(), lpmKey(32, address)),
               traffic.hotKeys.end())
         << "address " << std::hex << address;
   const core::SiteDecision *fastPath = decisionOn(second->log, "heavy-hitter-fast-path");
@@ -155,11 +125,9 @@ TEST(UserFastPath, HotDestinationsGetAFastPathThatAgreesWithTheGenericHandler) {
   // burst answers with it (the guard sends it to the generic lookup).
   ReplayRing hot{{probeFor(0x0a000501u)}, {0}, 0};
   EXPECT_EQ(answerIn(EventLoop(probe->trampoline(), 1).collect(hot)[0]), 105u);
-  Bytes value(4);
-  uint32_t newer = 7;
-  std::memcpy(value.data(), &newer, 4);
-  ASSERT_THAT_ERROR(probe->tables().update("routes", keyOf(28, 0x0a000500u), value),
-                    llvm::Succeeded());
+  ASSERT_THAT_ERROR(
+      probe->tables().update("routes", lpmKey(28, 0x0a000500u), bytesOfValue<uint32_t>(7)),
+      llvm::Succeeded());
   EXPECT_EQ(answerIn(EventLoop(probe->trampoline(), 1).collect(hot)[0]), 7u);
   auto third = probe->specialize();
   ASSERT_THAT_EXPECTED(third, llvm::Succeeded());

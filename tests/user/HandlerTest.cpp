@@ -322,7 +322,9 @@ TEST(UserJit, AHandlerWithWritableGlobalsIsRefusedNamingTheGlobal) {
     out << "#include <morpheus_user.h>\nlong seen;\n"
            "MU_HANDLER int count(struct mu_packet *p) { return ++seen, MU_PASS; }\n";
   }
-  auto handler = Handler::load(path.str().str(), {"count", {}, 64});
+  HandlerOptions options;
+  options.entry = "count";
+  auto handler = Handler::load(path.str().str(), options);
   llvm::sys::fs::remove(path);
   ASSERT_FALSE(bool(handler));
   std::string message = toString(handler.takeError());

@@ -6,55 +6,27 @@
 // a brute-force longest match, for both LPM kinds; a control-plane change
 // is seen by the very next burst (the stale version's guard fails) and the
 // next cycle builds the search for the new routes.
-#include "backend/user/EventLoop.h"
-#include "backend/user/Handler.h"
+#include "LpmProbe.h"
+#include "UserRouter.h"
 
 #include <gtest/gtest.h>
 #include <llvm/Testing/Support/Error.h>
 
-#include <arpa/inet.h>
-#include <cstring>
 #include <optional>
 #include <random>
 
 namespace morpheus::user {
 namespace {
 
-const std::string ProbeSource = std::string(MORPHEUS_SOURCE_DIR) + "/tests/user/handlers/lpm_probe.c";
+using testing::answerIn;
+using testing::bytesOfValue;
+using testing::lpmKey;
+using testing::probeFor;
 
 std::unique_ptr<Handler> loadProbe(const std::string &kind) {
   HandlerOptions options;
-  options.entry = "lpm_probe";
   options.cflags = {"-DLPM_KIND=" + kind};
-  auto handler = Handler::load(ProbeSource, options);
-  if (!handler) {
-    ADD_FAILURE() << toString(handler.takeError());
-    return nullptr;
-  }
-  return std::move(*handler);
-}
-
-// { prefixlen (host order), address (network order) }, as lpm_probe.c
-// reads a key and the tables store one.
-Bytes keyOf(uint32_t prefixLength, uint32_t address) {
-  Bytes key(8);
-  uint32_t network = htonl(address);
-  std::memcpy(key.data(), &prefixLength, 4);
-  std::memcpy(key.data() + 4, &network, 4);
-  return key;
-}
-
-Bytes valueOf(uint32_t value) {
-  Bytes bytes(4);
-  std::memcpy(bytes.data(), &value, 4);
-  return bytes;
-}
-
-// A packet asking for `address` with key length `prefixLength`.
-Bytes probeFor(uint32_t address, uint32_t prefixLength = 32) {
-  Bytes frame = keyOf(prefixLength, address);
-  frame.resize(16, 0);
-  return frame;
+  return testing::loadLpmProbe(options);
 }
 
 struct Route {
@@ -80,12 +52,6 @@ const core::SiteDecision *decisionOn(const core::SpecializationLog &log, const s
   return nullptr;
 }
 
-uint32_t answerIn(const PacketResult &result) {
-  uint32_t answer;
-  std::memcpy(&answer, result.bytes.data() + 8, 4);
-  return answer;
-}
-
 class LpmAsCodeOnUserTables : public ::testing::TestWithParam<std::string> {};
 
 // Prefixes of every length 0..32 nested around 10.11.12.13, beside a few
@@ -105,8 +71,8 @@ TEST_P(LpmAsCodeOnUserTables, NestedPrefixesAtEveryLengthAnswerAsTheTable) {
   routes.push_back({31, 0xac1f0002u, 2003});
   for (Handler *handler : {generic.get(), specialized.get()})
     for (const Route &route : routes)
-      ASSERT_THAT_ERROR(handler->tables().update("routes", keyOf(route.length, route.first()),
-                                                 valueOf(route.value)),
+      ASSERT_THAT_ERROR(handler->tables().update("routes", lpmKey(route.length, route.first()),
+                                                 bytesOfValue<uint32_t>(route.value)),
                         llvm::Succeeded());
 
   auto cycle = specialized->specialize();
@@ -155,8 +121,10 @@ TEST_P(LpmAsCodeOnUserTables, ARouteChangeIsSeenByTheNextBurst) {
   auto probe = loadProbe(GetParam());
   ASSERT_TRUE(probe);
   TableSet &tables = probe->tables();
-  ASSERT_THAT_ERROR(tables.update("routes", keyOf(8, 0x0a000000u), valueOf(1)), llvm::Succeeded());
-  ASSERT_THAT_ERROR(tables.update("routes", keyOf(16, 0x0a010000u), valueOf(2)), llvm::Succeeded());
+  ASSERT_THAT_ERROR(tables.update("routes", lpmKey(8, 0x0a000000u), bytesOfValue<uint32_t>(1)),
+                    llvm::Succeeded());
+  ASSERT_THAT_ERROR(tables.update("routes", lpmKey(16, 0x0a010000u), bytesOfValue<uint32_t>(2)),
+                    llvm::Succeeded());
   auto first = probe->specialize();
   ASSERT_THAT_EXPECTED(first, llvm::Succeeded());
   ASSERT_EQ(first->outcome, Cycle::Outcome::Installed);
@@ -172,7 +140,7 @@ TEST_P(LpmAsCodeOnUserTables, ARouteChangeIsSeenByTheNextBurst) {
   auto controlPlane = [&] {
     switch (burst++) {
     case 0: // a more specific route for 10.1.2.0/24
-      ASSERT_THAT_ERROR(tables.update("routes", keyOf(24, 0x0a010200u), valueOf(3)),
+      ASSERT_THAT_ERROR(tables.update("routes", lpmKey(24, 0x0a010200u), bytesOfValue<uint32_t>(3)),
                         llvm::Succeeded());
       EXPECT_EQ(probe->trampoline().current(), stale); // still installed, now stale
       break;
@@ -183,7 +151,7 @@ TEST_P(LpmAsCodeOnUserTables, ARouteChangeIsSeenByTheNextBurst) {
       break;
     }
     case 2: // 10.1.0.0/16 withdrawn: 10.1.9.9 falls back to 10.0.0.0/8
-      ASSERT_THAT_ERROR(tables.remove("routes", keyOf(16, 0x0a010000u)), llvm::Succeeded());
+      ASSERT_THAT_ERROR(tables.remove("routes", lpmKey(16, 0x0a010000u)), llvm::Succeeded());
       break;
     }
   };

@@ -19,7 +19,9 @@ const std::string SpecPointsSource =
     std::string(MORPHEUS_SOURCE_DIR) + "/tests/user/handlers/spec_points.c";
 
 std::unique_ptr<Handler> loadSpecPoints() {
-  auto handler = Handler::load(SpecPointsSource, {"spec_points", {}, 64});
+  HandlerOptions options;
+  options.entry = "spec_points";
+  auto handler = Handler::load(SpecPointsSource, options);
   if (!handler) {
     ADD_FAILURE() << toString(handler.takeError());
     return nullptr;

@@ -1,6 +1,7 @@
 // The user-space tables (backend/user/Table): each kind against a plain
 // reference model, both LPM implementations against a brute-force longest
 // match, and the snapshot they give the core.
+#include "LpmProbe.h"
 #include "backend/user/TableSet.h"
 
 #include <gtest/gtest.h>
@@ -19,13 +20,7 @@ std::unique_ptr<Table> make(mu_table_kind kind, uint32_t keySize, uint32_t value
   return table ? std::move(*table) : nullptr;
 }
 
-Bytes lpmKey(uint32_t length, uint32_t address) { // address in host order
-  Bytes key(8);
-  std::memcpy(key.data(), &length, 4);
-  for (int i = 0; i < 4; ++i)
-    key[4 + i] = uint8_t(address >> (24 - 8 * i));
-  return key;
-}
+using testing::lpmKey;
 
 TEST(UserTables, HashTableIsAMapUntilFull) {
   auto table = make(MU_HASH, 4, 8, 100);
@@ -48,8 +43,9 @@ TEST(UserTables, HashTableIsAMapUntilFull) {
     auto *value = static_cast<uint64_t *>(table->lookup(&key));
     auto expected = reference.find(key);
     ASSERT_EQ(value != nullptr, expected != reference.end()) << "key " << key;
-    if (value)
+    if (value) {
       EXPECT_EQ(*value, expected->second) << "key " << key;
+    }
   }
 }
 
@@ -108,8 +104,10 @@ TEST(UserTables, LinearAndDir24AgreeWithTheLongestMatch) {
         auto *value = static_cast<uint32_t *>(table->lookup(query.data()));
         ASSERT_EQ(value != nullptr, expected.has_value())
             << table->info().typeName << " address " << std::hex << target;
-        if (value)
-          EXPECT_EQ(*value, *expected) << table->info().typeName << " address " << std::hex << target;
+        if (value) {
+          EXPECT_EQ(*value, *expected)
+              << table->info().typeName << " address " << std::hex << target;
+        }
       }
     }
   }

@@ -14,7 +14,12 @@ const packet::Mac OtherMac{0x02, 0xbb, 0, 0, 0, 7};
 
 std::unique_ptr<Handler> loadRouter(const std::vector<std::string> &cflags,
                                     const core::FaultInjection &faults) {
-  auto handler = Handler::load(RouterSource, {"router", cflags, 64, faults});
+  HandlerOptions options;
+  options.entry = "router";
+  options.cflags = cflags;
+  options.inlineLimit = 64;
+  options.faults = faults;
+  auto handler = Handler::load(RouterSource, options);
   if (!handler) {
     ADD_FAILURE() << toString(handler.takeError());
     return nullptr;

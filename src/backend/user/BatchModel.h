@@ -10,8 +10,9 @@
 // fitted by least squares on (B, ns/packet) points the loop measured, and
 // used to predict the other burst sizes and pick one; measurement then
 // confirms or overrides the pick (user-run --batch-model). The paper's
-// sub-batching and prefetching terms are not modelled: this runtime has
-// neither yet.
+// sub-batching and prefetching terms are not modelled: the runtime's
+// prefetching in sub-batches (EventLoop::prefetching) is chosen by
+// measurement alone (user-run --explore).
 #pragma once
 
 #include "support/Error.h"

@@ -129,6 +129,14 @@ Error checkPrefetcher(const Function &function) {
 
 const char *apiIncludeDirectory() { return MORPHEUS_USER_API_INCLUDE; }
 
+std::vector<std::string> tablePassesWithout(const std::vector<std::string> &leftOut) {
+  std::vector<std::string> passes;
+  for (const std::string &pass : core::tablePassNames())
+    if (std::find(leftOut.begin(), leftOut.end(), pass) == leftOut.end())
+      passes.push_back(pass);
+  return passes;
+}
+
 Expected<std::unique_ptr<Handler>> Handler::load(const std::string &path,
                                                  const HandlerOptions &options) {
   std::unique_ptr<Handler> handler(new Handler(options));
@@ -192,11 +200,8 @@ Expected<std::unique_ptr<Module>> Handler::specializedModule(Cycle &cycle) {
   auto start = std::chrono::steady_clock::now();
   core::TableAccessInfo info =
       core::analyzeModule(*pristine, signatures, tableSet->catalog());
-  bool derivedTries = !options.tablePasses ||
-                      std::count(options.tablePasses->begin(), options.tablePasses->end(),
-                                 "lpm-as-array");
-  core::ReadPlan plan =
-      core::planReads(info, tableSet->catalog(), options.inlineLimit, derivedTries);
+  core::ReadPlan plan = core::planReads(info, tableSet->catalog(), options.inlineLimit,
+                                        runsTablePass("lpm-as-array"));
   // The hot keys' answers, looked up one by one (for an LPM table, its
   // answer to exactly that key).
   for (const auto &[site, keys] : hotKeys) {
@@ -221,13 +226,12 @@ Expected<std::unique_ptr<Module>> Handler::specializedModule(Cycle &cycle) {
       {options.entry, core::Fallback::InProgram, 0, 0,
        "user space: the generic handler is inlined behind the guard"});
   specialization.guard = guardOptions;
-  bool followsTraffic = options.traffic && options.traffic->mode != core::ProfileMode::Off;
-  specialization.linkGuardRuntime = [followsTraffic](Module &module) {
+  specialization.linkGuardRuntime = [followsTraffic = followsTraffic()](Module &module) {
     if (followsTraffic)
       Profile::linkSlotFunction(module);
     return linkGuardRuntime(module);
   };
-  if (followsTraffic) {
+  if (followsTraffic()) {
     specialization.profile =
         core::ProfileOptions{Profile::SlotFunction, Profile::Sites, Profile::KeyBytes, {}};
     specialization.hotKeys = hotKeys;
@@ -257,7 +261,7 @@ void Handler::recordTraffic() {
 
 void Handler::followTraffic(Cycle &cycle) {
   hotKeys.clear();
-  if (!options.traffic || options.traffic->mode == core::ProfileMode::Off)
+  if (!followsTraffic())
     return;
   recordTraffic();
   for (const auto &[site, profiled] : profiledSites) {
@@ -332,6 +336,12 @@ Error Handler::customizePasses(std::vector<std::string> passes) {
     passes.insert(passes.begin(), lowering);
   options.tablePasses = std::move(passes);
   return Error::success();
+}
+
+bool Handler::runsTablePass(const std::string &pass) const {
+  return !options.tablePasses ||
+         std::find(options.tablePasses->begin(), options.tablePasses->end(), pass) !=
+             options.tablePasses->end();
 }
 
 Expected<Cycle> Handler::specialize(const core::PointConfiguration &configuration) {

@@ -132,6 +132,13 @@ private:
       : options(std::move(options)), trafficProfile(this->options.traffic.value_or(
                                          core::TrafficProfileOptions{})) {}
   Expected<std::unique_ptr<llvm::Module>> specializedModule(Cycle &cycle);
+  // Whether the next cycles run table pass `pass` (HandlerOptions::tablePasses).
+  bool runsTablePass(const std::string &pass) const;
+  // Whether versions record sampled keys and get fast paths
+  // (HandlerOptions::traffic, not off).
+  bool followsTraffic() const {
+    return options.traffic && options.traffic->mode != core::ProfileMode::Off;
+  }
   // Counts what the profiled sites sampled since the last cycle, sets
   // their periods and chooses their hot keys (hotKeys).
   void followTraffic(Cycle &cycle);
@@ -159,5 +166,9 @@ private:
 
 // The directory holding morpheus_user.h, for handlers' -I.
 const char *apiIncludeDirectory();
+
+// Every table pass (core::tablePassNames, in pipeline order) but those in
+// `leftOut`: HandlerOptions::tablePasses with some passes left out.
+std::vector<std::string> tablePassesWithout(const std::vector<std::string> &leftOut);
 
 } // namespace morpheus::user

@@ -3,8 +3,9 @@
 // of its own, so versions define the same names without clashing; all of
 // them link against one JITDylib that binds what they share: each MU_TABLE
 // global to its user::Table, the table API (mu_lookup, ...), the guard's
-// version word and the traffic profile's storage. Versions are kept until the Jit goes: the event loop may
-// still be running one it read before a swap.
+// version word and the traffic profile's storage. Versions are kept until
+// the Jit goes: the event loop may still be running one it read before a
+// swap.
 #pragma once
 
 #include "backend/user/Profile.h"
