@@ -227,31 +227,27 @@ Expected<OracleProgram> buildL2SwitchOracle(const runtime::Optimizer &optimizer,
       fdbFd = optimizer.mapFd("fdb");
   l2sw_port port;
   bool knownPort = bpf_map_lookup_elem(portsFd, &ingress, &port) == 0;
-  // (destination, VLAN) and sources of the trace's frames, by packets.
-  std::vector<uint64_t> perFrame = packetsPerFrame(trace);
-  std::map<core::Bytes, uint64_t> perDestination; // l2sw_fdb_key bytes
-  std::set<core::Bytes> sources;
+  // Unicast (destination, VLAN) keys of the trace's frames by packets, and
+  // their sources and VLANs.
+  std::set<core::Bytes> sources; // l2sw_fdb_key bytes
   std::set<uint16_t> vlanIds;
-  for (size_t i = 0; i < trace.frames.size(); ++i) {
-    const std::vector<uint8_t> &f = trace.frames[i];
-    if (f.size() < 14 || !knownPort)
-      continue;
-    uint16_t vlan = port.untagged_vlan;
-    if (f[12] == 0x81 && f[13] == 0x00 && f.size() >= 18)
-      vlan = uint16_t((f[14] << 8 | f[15]) & 0x0fff);
-    l2sw_fdb_key source = {}, destination = {};
-    std::memcpy(source.mac, &f[6], 6);
-    std::memcpy(destination.mac, &f[0], 6);
-    source.vlan = destination.vlan = vlan;
-    sources.insert(bytesOf(source));
-    vlanIds.insert(vlan);
-    if (!(f[0] & 1))
-      perDestination[bytesOf(destination)] += perFrame[i];
-  }
-  std::vector<std::pair<uint64_t, core::Bytes>> ranked;
-  for (const auto &[key, packets] : perDestination)
-    ranked.emplace_back(packets, key);
-  std::sort(ranked.rbegin(), ranked.rend());
+  std::vector<core::Bytes> destinations = hottestFirst<core::Bytes>(
+      trace, [&](const std::vector<uint8_t> &f) -> std::optional<core::Bytes> {
+        if (f.size() < 14 || !knownPort)
+          return std::nullopt;
+        uint16_t vlan = port.untagged_vlan;
+        if (f[12] == 0x81 && f[13] == 0x00 && f.size() >= 18)
+          vlan = uint16_t((f[14] << 8 | f[15]) & 0x0fff);
+        l2sw_fdb_key source = {}, destination = {};
+        std::memcpy(source.mac, &f[6], 6);
+        std::memcpy(destination.mac, &f[0], 6);
+        source.vlan = destination.vlan = vlan;
+        sources.insert(bytesOf(source));
+        vlanIds.insert(vlan);
+        if (f[0] & 1)
+          return std::nullopt;
+        return bytesOf(destination);
+      });
   std::string header;
   header += "static __always_inline const struct l2sw_port *oracle_port(__u32 in)\n{\n";
   if (knownPort) {
@@ -280,7 +276,7 @@ Expected<OracleProgram> buildL2SwitchOracle(const runtime::Optimizer &optimizer,
   header += "\treturn 0;\n}\n";
   header += "static __always_inline int oracle_absent(const struct l2sw_fdb_key *dst)\n{\n";
   size_t hot = 0;
-  for (const auto &[packets, key] : ranked) {
+  for (const core::Bytes &key : destinations) {
     if (hot == HotDestinations)
       break;
     l2sw_fdb_entry entry;
@@ -298,6 +294,29 @@ Expected<OracleProgram> buildL2SwitchOracle(const runtime::Optimizer &optimizer,
   return buildOracle("oracle-hot" + std::to_string(HotDestinations), "l2switch_oracle.bpf.c",
                      "l2switch_oracle", header,
                      {"ports", "vlans", "tx_ports", "flood_groups", "fdb", "stats"}, optimizer);
+}
+
+// `function`'s hot-flow oracle (oracles/FUNCTION_oracle.bpf.c, entry
+// FUNCTION_oracle) built twice: with `keeps` defined, keeping the LRU
+// lookups the function makes (named oracle-hot10-`kept`: what Morpheus
+// could reach), and without (oracle-hot10: headroom).
+Expected<std::vector<OracleProgram>>
+buildKeepingAndSkipping(const std::string &function, const std::string &keeps,
+                        const std::string &kept, const std::string &header,
+                        const std::vector<const char *> &sharedMaps,
+                        const runtime::Optimizer &optimizer) {
+  std::vector<OracleProgram> oracles;
+  std::string name = "oracle-hot" + std::to_string(HotDestinations);
+  for (bool keeping : {true, false}) {
+    auto oracle = buildOracle(keeping ? name + "-" + kept : name, function + "_oracle.bpf.c",
+                              function + "_oracle",
+                              (keeping ? "#define " + keeps + " 1\n" : "") + header, sharedMaps,
+                              optimizer);
+    if (!oracle)
+      return oracle.takeError();
+    oracles.push_back(std::move(*oracle));
+  }
+  return oracles;
 }
 
 // The 5-tuple of an IPv4 TCP or UDP frame that is not a fragment, as lb
@@ -337,15 +356,13 @@ Expected<std::vector<OracleProgram>> buildLbOracles(const runtime::Optimizer &op
   lb_config config;
   if (bpf_map_lookup_elem(configFd, &zero, &config))
     return makeError("oracle lb: the config map holds no entry");
-  std::vector<uint64_t> perFrame = packetsPerFrame(trace);
-  std::map<core::Bytes, uint64_t> perFlow; // lb_flow_key bytes
-  for (size_t i = 0; i < trace.frames.size(); ++i)
-    if (auto key = lbFlowOf(trace.frames[i]))
-      perFlow[bytesOf(*key)] += perFrame[i];
-  std::vector<std::pair<uint64_t, core::Bytes>> ranked;
-  for (const auto &[key, packets] : perFlow)
-    ranked.emplace_back(packets, key);
-  std::sort(ranked.rbegin(), ranked.rend());
+  // lb_flow_key bytes, hottest first.
+  std::vector<core::Bytes> flows = hottestFirst<core::Bytes>(
+      trace, [](const std::vector<uint8_t> &f) -> std::optional<core::Bytes> {
+        if (auto key = lbFlowOf(f))
+          return bytesOf(*key);
+        return std::nullopt;
+      });
 
   std::string header = "struct oracle_flow {\n\t__u32 vip_index;\n\t__u32 real_index;\n"
                        "\tstruct lb_real real;\n\t__u32 hash;\n};\n";
@@ -357,7 +374,7 @@ Expected<std::vector<OracleProgram>> buildLbOracles(const runtime::Optimizer &op
                 .str();
   std::string compares;
   size_t hot = 0;
-  for (const auto &[packets, bytes] : ranked) {
+  for (const core::Bytes &bytes : flows) {
     if (hot == HotDestinations)
       break;
     lb_flow_key flow = fromBytes<lb_flow_key>(bytes);
@@ -389,20 +406,9 @@ Expected<std::vector<OracleProgram>> buildLbOracles(const runtime::Optimizer &op
   header += "static __always_inline const struct oracle_flow *\n"
             "oracle_hot(const struct lb_flow_key *flow)\n{\n" +
             compares + "\treturn 0;\n}\n";
-  std::vector<const char *> shared = {"config", "vips",      "rings", "reals",
-                                      "flows",  "vip_stats", "events"};
-  std::vector<OracleProgram> oracles;
-  std::string name = "oracle-hot" + std::to_string(HotDestinations);
-  for (bool keepsFlows : {true, false}) {
-    auto oracle = buildOracle(keepsFlows ? name + "-flows" : name, "lb_oracle.bpf.c",
-                              "lb_oracle",
-                              (keepsFlows ? "#define ORACLE_KEEPS_FLOWS 1\n" : "") + header,
-                              shared, optimizer);
-    if (!oracle)
-      return oracle.takeError();
-    oracles.push_back(std::move(*oracle));
-  }
-  return oracles;
+  return buildKeepingAndSkipping(
+      "lb", "ORACLE_KEEPS_FLOWS", "flows", header,
+      {"config", "vips", "rings", "reals", "flows", "vip_stats", "events"}, optimizer);
 }
 
 // nat's hot-flow oracles (oracles/nat_oracle.bpf.c): for the trace's
@@ -425,27 +431,23 @@ Expected<std::vector<OracleProgram>> buildNatOracles(const runtime::Optimizer &o
                     config.inside_ifindex != config.outside_ifindex &&
                     config.external_count > 0 && config.external_count <= NAT_MAX_EXTERNAL &&
                     config.port_min <= config.port_max;
-  std::vector<uint64_t> perFrame = packetsPerFrame(trace);
-  std::map<core::Bytes, uint64_t> perFlow; // nat_flow_key bytes
-  for (size_t i = 0; i < trace.frames.size() && translates; ++i) {
-    const std::vector<uint8_t> &f = trace.frames[i];
-    uint8_t proto = f.size() >= 38 ? f[23] : 0;
-    // Options, fragments and ICMP take the original code.
-    if (f.size() < 38 || f[12] != 0x08 || f[13] != 0x00 || f[14] != 0x45 || (f[20] & 0x3f) ||
-        f[21] || (proto != IPPROTO_TCP && proto != IPPROTO_UDP))
-      continue;
-    nat_flow_key key = {};
-    std::memcpy(&key.addr, &f[26], 4);
-    std::memcpy(&key.remote_addr, &f[30], 4);
-    std::memcpy(&key.port, &f[34], 2);
-    std::memcpy(&key.remote_port, &f[36], 2);
-    key.proto = proto;
-    perFlow[bytesOf(key)] += perFrame[i];
-  }
-  std::vector<std::pair<uint64_t, core::Bytes>> ranked;
-  for (const auto &[key, packets] : perFlow)
-    ranked.emplace_back(packets, key);
-  std::sort(ranked.rbegin(), ranked.rend());
+  std::vector<core::Bytes> flows; // nat_flow_key bytes
+  if (translates)
+    flows = hottestFirst<core::Bytes>(
+        trace, [](const std::vector<uint8_t> &f) -> std::optional<core::Bytes> {
+          uint8_t proto = f.size() >= 38 ? f[23] : 0;
+          // Options, fragments and ICMP take the original code.
+          if (f.size() < 38 || f[12] != 0x08 || f[13] != 0x00 || f[14] != 0x45 ||
+              (f[20] & 0x3f) || f[21] || (proto != IPPROTO_TCP && proto != IPPROTO_UDP))
+            return std::nullopt;
+          nat_flow_key key = {};
+          std::memcpy(&key.addr, &f[26], 4);
+          std::memcpy(&key.remote_addr, &f[30], 4);
+          std::memcpy(&key.port, &f[34], 2);
+          std::memcpy(&key.remote_port, &f[36], 2);
+          key.proto = proto;
+          return bytesOf(key);
+        });
 
   std::string header = "#define ORACLE_OUTSIDE_MAC " + macLiteral(config.outside_mac) +
                        "\n#define ORACLE_NEXT_HOP_MAC " + macLiteral(config.next_hop_mac) +
@@ -458,7 +460,7 @@ Expected<std::vector<OracleProgram>> buildNatOracles(const runtime::Optimizer &o
                        "\tflow.port = *pkt->sport;\n\tflow.remote_port = *pkt->dport;\n"
                        "\tflow.proto = pkt->proto;\n";
   size_t hot = 0;
-  for (const auto &[packets, bytes] : ranked) {
+  for (const core::Bytes &bytes : flows) {
     if (hot == HotDestinations)
       break;
     nat_flow_key flow = fromBytes<nat_flow_key>(bytes);
@@ -482,20 +484,9 @@ Expected<std::vector<OracleProgram>> buildNatOracles(const runtime::Optimizer &o
     ++hot;
   }
   header += "\treturn -1;\n}\n";
-  std::vector<const char *> shared = {"nat_config", "nat_inside", "nat_ports",
-                                      "nat_out",    "nat_in",     "nat_stats"};
-  std::vector<OracleProgram> oracles;
-  std::string name = "oracle-hot" + std::to_string(HotDestinations);
-  for (bool keepsTables : {true, false}) {
-    auto oracle = buildOracle(keepsTables ? name + "-tables" : name, "nat_oracle.bpf.c",
-                              "nat_oracle",
-                              (keepsTables ? "#define ORACLE_KEEPS_TABLES 1\n" : "") + header,
-                              shared, optimizer);
-    if (!oracle)
-      return oracle.takeError();
-    oracles.push_back(std::move(*oracle));
-  }
-  return oracles;
+  return buildKeepingAndSkipping(
+      "nat", "ORACLE_KEEPS_TABLES", "tables", header,
+      {"nat_config", "nat_inside", "nat_ports", "nat_out", "nat_in", "nat_stats"}, optimizer);
 }
 
 } // namespace

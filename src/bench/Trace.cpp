@@ -69,20 +69,14 @@ std::vector<uint64_t> packetsPerFrame(const Trace &trace) {
 }
 
 std::vector<uint32_t> hottestDestinations(const Trace &trace, size_t count) {
-  std::vector<uint64_t> perFrame = packetsPerFrame(trace);
-  std::map<uint32_t, uint64_t> perDestination;
-  for (size_t i = 0; i < trace.frames.size(); ++i) {
-    const std::vector<uint8_t> &f = trace.frames[i];
-    if (f.size() >= 34 && f[12] == 0x08 && f[13] == 0x00)
-      perDestination[uint32_t(f[30]) << 24 | f[31] << 16 | f[32] << 8 | f[33]] += perFrame[i];
-  }
-  std::vector<std::pair<uint64_t, uint32_t>> ranked;
-  for (auto [daddr, packets] : perDestination)
-    ranked.emplace_back(packets, daddr);
-  std::sort(ranked.rbegin(), ranked.rend());
-  std::vector<uint32_t> hottest;
-  for (size_t i = 0; i < ranked.size() && i < count; ++i)
-    hottest.push_back(ranked[i].second);
+  std::vector<uint32_t> hottest = hottestFirst<uint32_t>(
+      trace, [](const std::vector<uint8_t> &f) -> std::optional<uint32_t> {
+        if (f.size() < 34 || f[12] != 0x08 || f[13] != 0x00)
+          return std::nullopt;
+        return uint32_t(f[30]) << 24 | f[31] << 16 | f[32] << 8 | f[33];
+      });
+  if (hottest.size() > count)
+    hottest.resize(count);
   return hottest;
 }
 

@@ -4,7 +4,11 @@
 
 #include "support/Error.h"
 
+#include <algorithm>
 #include <cstdint>
+#include <functional>
+#include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -26,6 +30,27 @@ Expected<Trace> readPcapTrace(const std::string &path, const std::string &name);
 
 // How many times the trace sends each of its frames.
 std::vector<uint64_t> packetsPerFrame(const Trace &trace);
+
+// The keys `keyOf` finds in the trace's frames (none: the frame counts for
+// nothing), most packets first; of two as hot, the larger key first.
+template <typename Key>
+std::vector<Key>
+hottestFirst(const Trace &trace,
+             const std::function<std::optional<Key>(const std::vector<uint8_t> &)> &keyOf) {
+  std::vector<uint64_t> perFrame = packetsPerFrame(trace);
+  std::map<Key, uint64_t> perKey;
+  for (size_t i = 0; i < trace.frames.size(); ++i)
+    if (std::optional<Key> key = keyOf(trace.frames[i]))
+      perKey[*key] += perFrame[i];
+  std::vector<std::pair<uint64_t, Key>> ranked;
+  for (const auto &[key, packets] : perKey)
+    ranked.emplace_back(packets, key);
+  std::sort(ranked.rbegin(), ranked.rend());
+  std::vector<Key> keys;
+  for (auto &[packets, key] : ranked)
+    keys.push_back(std::move(key));
+  return keys;
+}
 
 // The destinations of the trace's IPv4 packets (host order), most packets
 // first (equal counts: the higher address first), at most `count`.

@@ -304,13 +304,13 @@ Expected<user::Handler *> explore(user::Handler &router, user::Handler &other,
               explorer.searchStrategy().name(), dimensions.size(), options.windowsPerTrial,
               flags.repeat);
   if (Error err = explorer.start())
-    return std::move(err);
+    return err;
   while (explorer.exploring()) {
     user::LoopStats window = user::EventLoop(active->trampoline(), burst)
                                  .prefetching(active->prefetcher(), subBatch)
                                  .run(ring, flags.repeat);
     if (Error err = explorer.observe(window.packetsPerSecond()))
-      return std::move(err);
+      return err;
   }
   double generic = 0;
   for (const user::Trial &trial : explorer.trials()) {

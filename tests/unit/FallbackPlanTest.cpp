@@ -60,8 +60,9 @@ TEST(FallbackPlan, DeclinedWhenNeitherFallbackWorks) {
   ASSERT_FALSE(log.decisions.empty());
   for (const core::SiteDecision &decision : log.decisions) {
     EXPECT_FALSE(decision.applied) << decision.detail;
-    if (decision.table == "step")
+    if (decision.table == "step") {
       EXPECT_NE(decision.detail.find("which has no guard"), std::string::npos) << decision.detail;
+    }
   }
 }
 

@@ -144,10 +144,10 @@ TEST(Exploration, PeriodicReExploration) {
 // business: the test asserts the bookkeeping, not a speed.)
 TEST(Exploration, TheExplorerDrivesARealHandlerFromTheLoopsMeasurements) {
   const std::string source = std::string(MORPHEUS_SOURCE_DIR) + "/tests/user/handlers/spec_points.c";
-  HandlerOptions options;
-  options.entry = "spec_points";
-  auto handler = Handler::load(source, options);
-  auto generic = Handler::load(source, options);
+  HandlerOptions handlerOptions;
+  handlerOptions.entry = "spec_points";
+  auto handler = Handler::load(source, handlerOptions);
+  auto generic = Handler::load(source, handlerOptions);
   ASSERT_THAT_EXPECTED(handler, llvm::Succeeded());
   ASSERT_THAT_EXPECTED(generic, llvm::Succeeded());
   std::vector<Cycle::Outcome> outcomes;

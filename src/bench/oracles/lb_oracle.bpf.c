@@ -11,7 +11,9 @@
  *     constant: the VIP's index, the real's index and entry, the flow hash
  *     (NULL for every other packet, which keeps the original code).
  * A hot flow skips the `vips` lookup, the `config` lookup, the flow hash,
- * the ring and `reals` lookups; encapsulation works on constants.
+ * the ring and `reals` lookups; encapsulation works on constants. Every
+ * other packet goes to lb itself: nf/lb/lb.bpf.c is included below with
+ * its entry renamed and inlined into the oracle's.
  *
  * The flow table. With ORACLE_KEEPS_FLOWS ("oracle-hot10-flows") the hot
  * path keeps the LRU lookup and its writes (last_seen_ns on a hit, the
@@ -28,110 +30,19 @@
  * the same configuration.
  */
 #include <linux/bpf.h>
-#include <linux/if_ether.h>
-#include <linux/in.h>
-#include <linux/ip.h>
-#include <linux/tcp.h>
-#include <linux/udp.h>
 #include <bpf/bpf_helpers.h>
-#include <bpf/bpf_endian.h>
 
-#include "lb/lb.h"
-#include "common/counters.bpf.h"
-#include "common/ipv4.bpf.h"
-#include "lb/lb_encap.h"
-#include "lb/lb_quic.h"
-
-#define IPV4_FRAGMENT 0x3fff /* MF or a non-zero offset */
-
-struct {
-	__uint(type, BPF_MAP_TYPE_ARRAY);
-	__uint(max_entries, 1);
-	__type(key, __u32);
-	__type(value, struct lb_config);
-} config SEC(".maps");
-
-struct {
-	__uint(type, BPF_MAP_TYPE_HASH);
-	__uint(max_entries, LB_MAX_VIPS);
-	__type(key, struct lb_vip_key);
-	__type(value, struct lb_vip);
-} vips SEC(".maps");
-
-struct {
-	__uint(type, BPF_MAP_TYPE_ARRAY);
-	__uint(max_entries, LB_MAX_VIPS * LB_RING_SIZE);
-	__type(key, __u32);
-	__type(value, __u32);
-} rings SEC(".maps");
-
-struct {
-	__uint(type, BPF_MAP_TYPE_ARRAY);
-	__uint(max_entries, LB_MAX_REALS);
-	__type(key, __u32);
-	__type(value, struct lb_real);
-} reals SEC(".maps");
-
-struct {
-	__uint(type, BPF_MAP_TYPE_LRU_HASH);
-	__uint(max_entries, LB_FLOW_ENTRIES);
-	__type(key, struct lb_flow_key);
-	__type(value, struct lb_flow);
-} flows SEC(".maps");
-
-struct {
-	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
-	__uint(max_entries, LB_MAX_VIPS);
-	__type(key, __u32);
-	__type(value, struct lb_vip_counters);
-} vip_stats SEC(".maps");
-
-NF_COUNTERS(events, LB_EV_MAX);
-
-static __always_inline const struct lb_real *active_real(__u32 index)
-{
-	const struct lb_real *real;
-
-	if (index == LB_NO_REAL)
-		return NULL;
-	real = bpf_map_lookup_elem(&reals, &index);
-	return real && (real->flags & LB_REAL_ACTIVE) ? real : NULL;
-}
-
-/* The flow's remembered real, or a new pick from the ring (remembered). */
-static __always_inline const struct lb_real *flow_real(const struct lb_vip *vip,
-							const struct lb_flow_key *key,
-							__u32 hash)
-{
-	__u64 now = bpf_ktime_get_coarse_ns();
-	struct lb_flow *known = bpf_map_lookup_elem(&flows, key);
-	struct lb_flow fresh = {};
-	const struct lb_real *real;
-	__u32 slot;
-	__u32 *index;
-
-	if (known) {
-		/* A real removed since keeps no flows: they move to the ring. */
-		real = active_real(known->real);
-		if (real) {
-			known->last_seen_ns = now;
-			nf_bump(&events, LB_EV_FLOW_HIT);
-			return real;
-		}
-	}
-	slot = vip->index * LB_RING_SIZE + hash % LB_RING_SIZE;
-	index = bpf_map_lookup_elem(&rings, &slot);
-	if (!index)
-		return NULL;
-	real = active_real(*index);
-	if (!real)
-		return NULL;
-	fresh.real = *index;
-	fresh.last_seen_ns = now;
-	bpf_map_update_elem(&flows, key, &fresh, BPF_ANY);
-	nf_bump(&events, LB_EV_FLOW_NEW);
-	return real;
-}
+/* lb's entry becomes a static function (the declaration gives the
+ * definition its linkage) and its SEC loses `used`, so once inlined into
+ * lb_oracle it is not emitted as a second program. */
+static __always_inline int lb_original(struct xdp_md *ctx);
+#define lb_balance lb_original
+#pragma push_macro("SEC")
+#undef SEC
+#define SEC(name) __attribute__((section(name)))
+#include "lb/lb.bpf.c"
+#pragma pop_macro("SEC")
+#undef lb_balance
 
 #include ORACLE_TABLE
 
@@ -167,120 +78,71 @@ static __always_inline int hot_flow(struct xdp_md *ctx, const struct oracle_flow
 	return XDP_TX;
 }
 
-SEC("xdp")
-int lb_oracle(struct xdp_md *ctx)
+/* The hot flow of a packet lb would balance by its 5-tuple, with `flow`
+ * and `inner` filled for it; NULL for every other packet, which lb judges
+ * (and counts) itself. */
+static __always_inline const struct oracle_flow *hot_packet(struct xdp_md *ctx,
+							    struct lb_flow_key *flow,
+							    struct encap_inner *inner)
 {
 	void *data = (void *)(long)ctx->data;
 	void *data_end = (void *)(long)ctx->data_end;
 	struct ethhdr *eth = data;
-	const struct lb_real *real = NULL;
-	struct lb_vip_counters *counters;
-	struct lb_flow_key flow = {};
-	struct lb_vip_key vkey = {};
-	struct encap_inner inner;
-	const struct lb_config *cfg;
-	const struct lb_vip *vip;
-	const struct oracle_flow *hot;
+	struct iphdr *ip = (void *)(eth + 1);
 	struct udphdr *ports; /* TCP starts with the same two ports */
-	struct iphdr *ip;
-	__u32 ip_len, l4_len, zero = 0;
+	const struct oracle_flow *hot;
+	__u32 ip_len, l4_len;
 	__u16 total;
 
-	if ((void *)(eth + 1) > data_end)
-		return nf_count(&events, LB_EV_MALFORMED, XDP_DROP);
-	if (eth->h_proto != bpf_htons(ETH_P_IP))
-		return XDP_PASS;
-	ip = (void *)(eth + 1);
-	if ((void *)(ip + 1) > data_end || ip->version != 4 || ip->ihl < 5)
-		return nf_count(&events, LB_EV_MALFORMED, XDP_DROP);
+	if ((void *)(ip + 1) > data_end || eth->h_proto != bpf_htons(ETH_P_IP) ||
+	    ip->version != 4 || ip->ihl < 5 ||
+	    (ip->protocol != IPPROTO_TCP && ip->protocol != IPPROTO_UDP) ||
+	    (ip->frag_off & bpf_htons(IPV4_FRAGMENT)))
+		return NULL;
 	ip_len = ip->ihl * 4;
 	total = bpf_ntohs(ip->tot_len);
-	if (total < ip_len || (void *)ip + total > data_end)
-		return nf_count(&events, LB_EV_MALFORMED, XDP_DROP);
-	if (ip->protocol != IPPROTO_TCP && ip->protocol != IPPROTO_UDP)
-		return XDP_PASS;
-	if (ip->frag_off & bpf_htons(IPV4_FRAGMENT))
-		return nf_count(&events, LB_EV_FRAGMENT, XDP_PASS);
-
 	ports = (void *)ip + ip_len;
-	if (ip->protocol == IPPROTO_TCP) {
-		l4_len = sizeof(struct tcphdr);
-		if ((void *)ports + sizeof(struct tcphdr) > data_end)
-			return nf_count(&events, LB_EV_MALFORMED, XDP_DROP);
-	} else {
-		l4_len = sizeof(struct udphdr);
-		if ((void *)(ports + 1) > data_end)
-			return nf_count(&events, LB_EV_MALFORMED, XDP_DROP);
-	}
-	if (ip_len + l4_len > total)
-		return nf_count(&events, LB_EV_MALFORMED, XDP_DROP);
+	l4_len = ip->protocol == IPPROTO_TCP ? sizeof(struct tcphdr) : sizeof(struct udphdr);
+	if (total < ip_len || (void *)ip + total > data_end || (void *)(ports + 1) > data_end ||
+	    (void *)ports + l4_len > data_end || ip_len + l4_len > total)
+		return NULL;
 
-	flow.saddr = ip->saddr;
-	flow.daddr = ip->daddr;
-	flow.sport = ports->source;
-	flow.dport = ports->dest;
-	flow.proto = ip->protocol;
-	hot = oracle_hot(&flow);
+	flow->saddr = ip->saddr;
+	flow->daddr = ip->daddr;
+	flow->sport = ports->source;
+	flow->dport = ports->dest;
+	flow->proto = ip->protocol;
+	hot = oracle_hot(flow);
 	if (hot) {
-		__builtin_memcpy(inner.our_mac, eth->h_dest, ETH_ALEN);
-		inner.client = ip->saddr;
-		inner.length = total;
-		inner.tos = ip->tos;
-		inner.df = ip->frag_off & bpf_htons(IPV4_DF);
-#ifdef ORACLE_KEEPS_FLOWS
-		{
-			__u64 now = bpf_ktime_get_coarse_ns();
-			struct lb_flow *known = bpf_map_lookup_elem(&flows, &flow);
-
-			/* An entry naming another real (none this run writes)
-			 * decides as in lb: the original code. */
-			if (!known || known->real == hot->real_index)
-				return hot_flow(ctx, hot, &flow, known, now, &inner);
-		}
-#else
-		return hot_flow(ctx, hot, &flow, NULL, 0, &inner);
-#endif
+		__builtin_memcpy(inner->our_mac, eth->h_dest, ETH_ALEN);
+		inner->client = ip->saddr;
+		inner->length = total;
+		inner->tos = ip->tos;
+		inner->df = ip->frag_off & bpf_htons(IPV4_DF);
 	}
-
-	vkey.addr = ip->daddr;
-	vkey.port = ports->dest;
-	vkey.proto = ip->protocol;
-	vip = bpf_map_lookup_elem(&vips, &vkey);
-	if (!vip)
-		return XDP_PASS;
-
-	counters = bpf_map_lookup_elem(&vip_stats, &vip->index);
-	if (counters) {
-		counters->packets += 1;
-		counters->bytes += data_end - data;
-	}
-	cfg = bpf_map_lookup_elem(&config, &zero);
-	if (!cfg)
-		return XDP_PASS;
-
-	inner.hash = lb_flow_hash(&flow);
-
-	if (vip->flags & LB_VIP_QUIC) {
-		__u32 udp_length = bpf_ntohs(ports->len);
-		__u32 payload_length = udp_length > sizeof(*ports) ? udp_length - sizeof(*ports) : 0;
-
-		real = active_real(quic_real_from_cid((const __u8 *)(ports + 1), payload_length,
-						      data_end));
-		nf_bump(&events, real ? LB_EV_QUIC_CID : LB_EV_QUIC_HASHED);
-	}
-	if (!real)
-		real = flow_real(vip, &flow, inner.hash);
-	if (!real)
-		return nf_count(&events, LB_EV_NO_REAL, XDP_DROP);
-
-	__builtin_memcpy(inner.our_mac, eth->h_dest, ETH_ALEN);
-	inner.client = ip->saddr;
-	inner.length = total;
-	inner.tos = ip->tos;
-	inner.df = ip->frag_off & bpf_htons(IPV4_DF);
-	if (encapsulate(ctx, cfg, real, &inner))
-		return nf_count(&events, LB_EV_ENCAP_FAILED, XDP_DROP);
-	return XDP_TX;
+	return hot;
 }
 
-char LICENSE[] SEC("license") = "GPL";
+SEC("xdp")
+int lb_oracle(struct xdp_md *ctx)
+{
+	struct lb_flow_key flow = {};
+	struct encap_inner inner;
+	const struct oracle_flow *hot = hot_packet(ctx, &flow, &inner);
+
+#ifdef ORACLE_KEEPS_FLOWS
+	if (hot) {
+		__u64 now = bpf_ktime_get_coarse_ns();
+		struct lb_flow *known = bpf_map_lookup_elem(&flows, &flow);
+
+		/* An entry naming another real (none this run writes) decides
+		 * as in lb: the original code. */
+		if (!known || known->real == hot->real_index)
+			return hot_flow(ctx, hot, &flow, known, now, &inner);
+	}
+#else
+	if (hot)
+		return hot_flow(ctx, hot, &flow, NULL, 0, &inner);
+#endif
+	return lb_original(ctx);
+}
