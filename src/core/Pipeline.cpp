@@ -355,6 +355,7 @@ Expected<SpecializationLog> specializeModule(Module &module,
     writeGuarded = writeGuardedTables(managers.mam.getResult<TableAccessAnalysis>(module),
                                       catalog, *options.writeGuards);
   context.points = options.points;
+  context.costModel = options.costModel;
   if (options.guard && !options.globals.empty())
     context.globals = &options.globals;
 
@@ -468,6 +469,8 @@ Expected<SpecializationLog> specializeModule(Module &module,
   pinSharedGlobals(module);
   std::vector<std::string> names =
       options.tablePasses ? *options.tablePasses : tablePassNames();
+  // The passes are constructed with a copy of the context: complete it first.
+  context.enabledPasses.insert(names.begin(), names.end());
   ModulePassManager passes;
   for (const std::string &name : names) {
     bool known = false;

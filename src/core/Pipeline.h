@@ -5,6 +5,7 @@
 #pragma once
 
 #include "core/AccessSignatures.h"
+#include "core/CostModel.h"
 #include "core/FaultInjection.h"
 #include "core/TableAccessAnalysis.h"
 #include "core/Tables.h"
@@ -71,6 +72,9 @@ struct SpecializationOptions {
   // fold-read-only-globals folds the ones the program never writes, under
   // checks the guard places. Ignored without a guard.
   GlobalValues globals;
+  // Prices each representation a table could get; the LPM passes build the
+  // cheapest eligible one (default costs unless calibrated).
+  CostModel costModel;
   FaultInjection faults; // test-only
 };
 

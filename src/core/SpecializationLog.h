@@ -4,10 +4,12 @@
 // what change detection compares between cycles.
 #pragma once
 
+#include "core/CostModel.h"
 #include "core/Globals.h"
 #include "core/Tables.h"
 
 #include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -23,6 +25,8 @@ struct SiteDecision {
   std::string pass;   // which pass decided, e.g. "inline-small-table"
   bool applied = false;
   std::string detail; // what was done, or why not
+  // Where the cost model chose the representation: its prediction.
+  std::optional<RepresentationChoice> choice;
 };
 
 // How a guarded function gets back to generic code when its version is

@@ -2,7 +2,7 @@
 // so each pass can be tested on a few lines of IR with FileCheck.
 //
 //   morpheus-opt IN.ll --state STATE.json [-passes=a,b|-passes=] [--guard-version N]
-//                [--fallback tail-call|in-program|none] [--inline-limit N]
+//                [--fallback tail-call|in-program|none] [--inline-limit N] [--cost-model FILE]
 //                [--verifier-paths N] [--profile] [--no-profile MAP] [--write-guards] [-O2]
 //                [--print-analysis] [--backend bpf|user]
 //
@@ -44,6 +44,7 @@
 #include <llvm/IR/LLVMContext.h>
 #include <llvm/IR/Module.h>
 #include <llvm/IRReader/IRReader.h>
+#include <llvm/Support/MemoryBuffer.h>
 #include <llvm/Support/SourceMgr.h>
 #include <llvm/Support/raw_ostream.h>
 #include <nlohmann/json.hpp>
@@ -93,7 +94,7 @@ Expected<core::TableCatalog> catalogFrom(const nlohmann::json &tables) {
 } // namespace
 
 int main(int argc, char **argv) {
-  std::string input, statePath;
+  std::string input, statePath, costModelPath;
   std::optional<std::string> passes; // given but empty: no table pass
   std::optional<uint64_t> guardVersion;
   std::optional<uint64_t> verifierPaths;
@@ -114,6 +115,8 @@ int main(int argc, char **argv) {
       guardVersion = std::stoull(value());
     else if (arg == "--inline-limit")
       inlineLimit = std::stoul(value());
+    else if (arg == "--cost-model")
+      costModelPath = value();
     else if (arg == "--failure-verdict")
       failureVerdict = std::stoul(value());
     else if (arg == "--verifier-paths")
@@ -149,7 +152,7 @@ int main(int argc, char **argv) {
   if (input.empty())
     return fail("usage: morpheus-opt IN.ll --state STATE.json [-passes=a,b] "
                 "[--guard-version N] [--fallback tail-call|in-program|none] [--failure-verdict N] "
-                "[--inline-limit N] [--verifier-paths N] [--profile] [--no-profile MAP] "
+                "[--inline-limit N] [--cost-model FILE] [--verifier-paths N] [--profile] [--no-profile MAP] "
                 "[--write-guards] [-O2] "
                 "[--print-analysis] [--backend bpf|user]");
 
@@ -235,6 +238,15 @@ int main(int argc, char **argv) {
 
   core::SpecializationOptions options;
   options.inlineLimit = inlineLimit;
+  if (!costModelPath.empty()) {
+    auto text = llvm::MemoryBuffer::getFile(costModelPath);
+    if (!text)
+      return fail(costModelPath + ": " + text.getError().message());
+    auto model = core::CostModel::fromJson((*text)->getBuffer(), costModelPath);
+    if (!model)
+      return fail(llvm::toString(model.takeError()));
+    options.costModel = std::move(*model);
+  }
   nlohmann::json hotKeys = state.value("hot_keys", nlohmann::json::object());
   for (const auto &[site, keys] : hotKeys.items())
     for (const auto &key : keys) {

@@ -16,6 +16,10 @@
 // the array every table pass hands value addresses from, so a hit reads as
 // the trie's value and distinct entries keep distinct addresses.
 //
+// The table is built only where the cost model (TrieRepresentation.h)
+// predicts it the cheapest eligible representation of the trie (within the
+// inline limit lpm-as-code's search may be cheaper, or not).
+//
 // Why ARRAY-like memory: the derived table is a constant global in the
 // constant section, which the BPF loader turns into a frozen read-only
 // ARRAY map loaded with the program; the verifier turns its accesses into
@@ -44,8 +48,8 @@
 //===----------------------------------------------------------------------===//
 
 #include "core/OpaqueValue.h"
-#include "core/passes/PrefixIntervals.h"
 #include "core/passes/TablePasses.h"
+#include "core/passes/TrieRepresentation.h"
 #include "support/Error.h"
 
 #include <llvm/IR/Constants.h>
@@ -66,10 +70,7 @@ constexpr uint32_t FirstLevelBits = 16;   // then 8, then 8
 constexpr uint32_t ChunkBits = 8;
 constexpr uint32_t ChunkSlots = 1u << ChunkBits;
 constexpr uint16_t ChunkFlag = 0x8000;    // a slot naming a chunk
-constexpr uint32_t MaxSlotNumber = 0x7fff; // entries + 1 and chunks both below
-// The derived table's largest size: beyond it the trie stays (a table this
-// large is a cache and memory cost the cost model does not weigh yet).
-constexpr uint64_t DerivedBytesLimit = 4u << 20;
+constexpr uint32_t MaxSlotNumber = MaxDerivedSlotNumber; // entries + 1 and chunks both below
 
 // The 16-8-8 table of `intervals`, or why there is none.
 Expected<std::vector<uint16_t>> deriveLevels(const std::vector<PrefixInterval> &intervals,
@@ -125,27 +126,18 @@ PreservedAnalyses LpmAsArrayPass::run(Module &module, ModuleAnalysisManager &mam
         if (table.match != TableMatch::LongestPrefix)
           return false;
         // Sites lpm-as-code rewrote are gone (their call is kept on a miss
-        // path); what is left is over its limit or its verifier budget.
-        if (context.noCompareChains) // the retry after a refusal: no table as code
-          return declineSite(context, site, "lpm-as-array", *context.noCompareChains);
-        if (table.keySize != PrefixLengthBytes + AddressBits / 8)
-          return declineSite(context, site, "lpm-as-array",
-                             "prefix data of " + std::to_string(table.keySize - PrefixLengthBytes) +
-                                 " bytes (IPv4's 4 only)");
-        if (!contents.complete)
-          return declineSite(context, site, "lpm-as-array",
-                             "not read whole (more than " +
-                                 std::to_string(DerivedTrieReadLimit) + " prefixes)");
-        if (contents.entries.size() >= MaxSlotNumber)
-          return declineSite(context, site, "lpm-as-array",
-                             std::to_string(contents.entries.size()) + " prefixes");
-        for (const TableEntry &entry : contents.entries)
-          if (!entry.value)
-            return declineSite(context, site, "lpm-as-array", "per-CPU values differ between CPUs");
-        auto intervals = prefixIntervals(contents.entries, AddressBits, dl.isLittleEndian());
-        if (!intervals)
-          return declineSite(context, site, "lpm-as-array",
-                             "snapshot holds " + toString(intervals.takeError()));
+        // path); what is left is over its limit or its verifier budget, or
+        // a trie the cost model prices cheaper as a derived table.
+        TrieCandidates candidates = trieCandidates(site, table, contents, context, dl);
+        if (candidates.whyNoDerived)
+          return recordTrieDecision(context, site, "lpm-as-array", false,
+                                    *candidates.whyNoDerived, candidates.choice);
+        if (candidates.choice.chosen != Representation::DerivedArray)
+          return recordTrieDecision(context, site, "lpm-as-array", false,
+                                    "the cost model prefers the " +
+                                        std::string(representationName(candidates.choice.chosen)),
+                                    candidates.choice);
+        const std::vector<PrefixInterval> *intervals = &candidates.intervals;
         auto levels = deriveLevels(*intervals, contents.entries);
         if (!levels)
           return declineSite(context, site, "lpm-as-array", toString(levels.takeError()));
@@ -268,15 +260,15 @@ PreservedAnalyses LpmAsArrayPass::run(Module &module, ModuleAnalysisManager &mam
         builder.CreateBr(tail);
         LookupRewriter::closeFrame(lookup, frame, LookupRewriter::CallKept::OnMissPath, slow);
 
-        if (context.log) {
-          context.log->record(
-              site, "lpm-as-array", true,
-              std::to_string(contents.entries.size()) + " prefixes as a derived 16-8-8 table of " +
-                  std::to_string(chunkCount) + " chunks (" +
-                  std::to_string(levels->size() * sizeof(uint16_t)) +
-                  " bytes); other prefix lengths keep the lookup");
+        recordTrieDecision(
+            context, site, "lpm-as-array", true,
+            std::to_string(contents.entries.size()) + " prefixes as a derived 16-8-8 table of " +
+                std::to_string(chunkCount) + " chunks (" +
+                std::to_string(levels->size() * sizeof(uint16_t)) +
+                " bytes); other prefix lengths keep the lookup",
+            candidates.choice);
+        if (context.log)
           context.log->inlined[site.table] = contents.entries;
-        }
         return true;
       });
   return changed ? PreservedAnalyses::none() : PreservedAnalyses::all();

@@ -10,6 +10,8 @@
 ; RUN: morpheus-opt %t/prog.ll --state %t/state.json -passes=lpm-as-array --inline-limit 2 | FileCheck %s
 ; RUN: morpheus-opt %t/prog.ll --state %t/state.json -passes=lpm-as-code,lpm-as-array | FileCheck %s --check-prefix=SMALL
 ; RUN: morpheus-opt %t/prog.ll --state %t/state.json -passes=lpm-as-array --inline-limit 0 | FileCheck %s --check-prefix=IPV6
+; RUN: morpheus-opt %t/prog.ll --state %t/state.json -passes=lpm-as-code,lpm-as-array --cost-model %t/slow-search.json | FileCheck %s --check-prefix=MODEL
+; RUN: morpheus-opt %t/prog.ll --state %t/state.json -passes=lpm-as-code,lpm-as-array --cost-model %t/cheap-trie.json | FileCheck %s --check-prefix=TRIE
 
 ; 65,536 first-level slots and two chunks of 256, one table for both sites.
 ; CHECK: @__morpheus.routes.levels = private constant [66048 x i16] {{.*}}, align 8
@@ -92,6 +94,31 @@
 ; IPV6:         call ptr inttoptr (i64 1 to ptr)(ptr @routes6, ptr {{.*}}%key)
 ; IPV6: ; site {{[0-9]+}} routes6 lpm-as-array declined: prefix data of 16 bytes (IPv4's 4 only)
 
+; The representation is the cost model's: within the inline limit, where
+; lpm-as-code would take the trie by limits alone, a calibration that finds
+; a search level dearer than a derived-table load gets the derived table...
+; MODEL:         @__morpheus.routes.levels = private constant [66048 x i16]
+; MODEL-LABEL: define i32 @route(
+; MODEL-NOT:     routes.search:
+; MODEL:         getelementptr inbounds i16, ptr @__morpheus.routes.levels,
+; MODEL: ; site 0 routes lpm-as-code declined: the cost model prefers the derived table; predicted derived table {{.*}} (chosen: derived table; calibrated costs)
+; MODEL: ; site 0 routes lpm-as-array applied: 4 prefixes as a derived 16-8-8 table
+;
+; ... and one that finds the trie's own lookup cheapest keeps it.
+; TRIE-NOT:     @__morpheus.routes.levels
+; TRIE-LABEL: define i32 @route(
+; TRIE:         call ptr inttoptr (i64 1 to ptr)(ptr @routes, ptr {{.*}}%key)
+; TRIE: ; site 0 routes lpm-as-code declined: the cost model prefers the map; predicted map
+; TRIE: ; site 0 routes lpm-as-array declined: the cost model prefers the map
+
+;--- slow-search.json
+{"source": "test: slow search", "hash_lookup_ns": 29, "lpm_base_ns": 20,
+ "lpm_per_doubling_ns": 2, "array_lookup_ns": 0.6, "compare_ns": 0.4,
+ "search_level_ns": 20, "derived_load_ns": 1, "helper_call_ns": 8}
+;--- cheap-trie.json
+{"source": "test: cheap trie", "hash_lookup_ns": 29, "lpm_base_ns": 0.1,
+ "lpm_per_doubling_ns": 0, "array_lookup_ns": 0.6, "compare_ns": 0.4,
+ "search_level_ns": 20, "derived_load_ns": 20, "helper_call_ns": 8}
 ;--- prog.ll
 target datalayout = "e-m:e-p:64:64-i64:64-i128:128-n32:64-S128"
 target triple = "bpf"

@@ -12,6 +12,10 @@
 // address: PrefixIntervals.h (shared with lpm-as-array, the derived table
 // for tries larger than this pass takes).
 //
+// The search is built only where the cost model (TrieRepresentation.h)
+// predicts it the cheapest eligible representation of the trie: a
+// derived table (lpm-as-array) or the trie itself may be cheaper.
+//
 // Correctness rests on the table not changing while this code runs: the data
 // plane never writes it (TableAccessAnalysis), and control-plane writes go
 // through Morpheus, which bumps the program-level guard first. The key is
@@ -31,8 +35,8 @@
 //===----------------------------------------------------------------------===//
 
 #include "support/Error.h"
-#include "core/passes/PrefixIntervals.h"
 #include "core/passes/TablePasses.h"
+#include "core/passes/TrieRepresentation.h"
 
 #include <llvm/IR/Constants.h>
 #include <llvm/IR/IRBuilder.h>
@@ -60,30 +64,17 @@ PreservedAnalyses LpmAsCodePass::run(Module &module, ModuleAnalysisManager &mam)
           LookupRewriter &rewriter) {
         if (table.match != TableMatch::LongestPrefix)
           return false;
-        if (!contents.complete || contents.entries.size() > context.inlineLimit)
-          return declineSite(context, site, "lpm-as-code",
-                             "more than " + std::to_string(context.inlineLimit) + " prefixes");
-        if (context.noCompareChains)
-          return declineSite(context, site, "lpm-as-code", *context.noCompareChains);
-        if (context.indexLoweredSites.count(site.id))
-          return declineSite(context, site, "lpm-as-code",
-                             "over the verifier's path budget (no index lowering for "
-                             "prefix searches yet)");
-        uint32_t dataBytes = table.keySize > PrefixLengthBytes ? table.keySize - PrefixLengthBytes : 0;
-        if (dataBytes != 1 && dataBytes != 2 && dataBytes != 4 && dataBytes != 8 &&
-            dataBytes != 16)
-          return declineSite(context, site, "lpm-as-code",
-                             "prefix data of " + std::to_string(dataBytes) +
-                             " bytes (1, 2, 4, 8 or 16 are searched)");
-        for (const TableEntry &entry : contents.entries)
-          if (!entry.value)
-            return declineSite(context, site, "lpm-as-code", "per-CPU values differ between CPUs");
-        uint32_t dataBits = 8 * dataBytes;
-        auto flattened = prefixIntervals(contents.entries, dataBits, dl.isLittleEndian());
-        if (!flattened)
-          return declineSite(context, site, "lpm-as-code",
-                             "snapshot holds " + toString(flattened.takeError()));
-        const std::vector<PrefixInterval> &intervals = *flattened;
+        TrieCandidates candidates = trieCandidates(site, table, contents, context, dl);
+        if (candidates.whyNoSearch)
+          return recordTrieDecision(context, site, "lpm-as-code", false,
+                                    *candidates.whyNoSearch, candidates.choice);
+        if (candidates.choice.chosen != Representation::PrefixSearch)
+          return recordTrieDecision(context, site, "lpm-as-code", false,
+                                    "the cost model prefers the " +
+                                        std::string(representationName(candidates.choice.chosen)),
+                                    candidates.choice);
+        uint32_t dataBits = 8 * (table.keySize - PrefixLengthBytes);
+        const std::vector<PrefixInterval> &intervals = candidates.intervals;
 
         CallBase &lookup = *site.call;
         LLVMContext &llvmContext = module.getContext();
@@ -103,7 +94,7 @@ PreservedAnalyses LpmAsCodePass::run(Module &module, ModuleAnalysisManager &mam)
         Value *data = LookupRewriter::loadKey(builder, frame, PrefixLengthBytes, addressType,
                                               site.table + ".data");
         Value *address = data;
-        if (dataBytes > 1 && dl.isLittleEndian())
+        if (dataBits > 8 && dl.isLittleEndian())
           address = builder.CreateUnaryIntrinsic(Intrinsic::bswap, data, nullptr,
                                                  site.table + ".address");
 
@@ -142,14 +133,13 @@ PreservedAnalyses LpmAsCodePass::run(Module &module, ModuleAnalysisManager &mam)
         builder.CreateBr(tail);
         LookupRewriter::closeFrame(lookup, frame, LookupRewriter::CallKept::OnMissPath, slow);
 
-        if (context.log) {
-          context.log->record(site, "lpm-as-code", true,
-                              std::to_string(contents.entries.size()) +
-                                  " prefixes as a search over " +
-                                  std::to_string(intervals.size()) +
-                                  " address intervals; other prefix lengths keep the lookup");
+        recordTrieDecision(context, site, "lpm-as-code", true,
+                           std::to_string(contents.entries.size()) +
+                               " prefixes as a search over " + std::to_string(intervals.size()) +
+                               " address intervals; other prefix lengths keep the lookup",
+                           candidates.choice);
+        if (context.log)
           context.log->inlined[site.table] = contents.entries;
-        }
         return true;
       });
   return changed ? PreservedAnalyses::none() : PreservedAnalyses::all();

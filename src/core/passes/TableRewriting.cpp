@@ -27,7 +27,7 @@ namespace morpheus::core {
 void SpecializationLog::record(const AccessSite &site, const char *pass,
                                bool applied, std::string detail) {
   decisions.push_back({site.id, site.table, site.function, site.location, pass,
-                       applied, std::move(detail)});
+                       applied, std::move(detail), std::nullopt});
 }
 
 std::string SpecializationLog::toText() const {

@@ -4,6 +4,7 @@
 // lookup by what the snapshot says it returns.
 #pragma once
 
+#include "core/CostModel.h"
 #include "core/FaultInjection.h"
 #include "core/SpecializationLog.h"
 #include "core/SpecializationPoints.h"
@@ -138,6 +139,11 @@ struct TablePassContext {
   // The live bytes of the writable globals fold-read-only-globals may fold
   // (null: none; only guarded specializations get them).
   const GlobalValues *globals = nullptr;
+  // What each representation of a table costs (TrieRepresentation.h: the
+  // LPM passes build the cheapest eligible one), and the table passes that
+  // run this time (a representation whose pass does not run is not eligible).
+  CostModel costModel;
+  std::set<std::string> enabledPasses;
 
   bool untouchable(const std::string &function) const {
     return unguardedFunctions.count(function) || genericFunctions.count(function);

@@ -1,0 +1,129 @@
+// What a table lookup costs in each representation the table passes can
+// give it, predicted from per-operation costs measured on this machine
+// (`morpheus bench calibrate`, cached per machine and kernel) or, without a
+// calibration, from defaults that say so. In the spirit of the P4C
+// performance model (shared/papers/p4c-batching-prefetching-perf-model.txt):
+// a lookup's cost is a sum of measured unit costs times how many of each the
+// representation executes for one key.
+//
+// The model prices the lookup only: what inlined values let LLVM fold after
+// it (constants, dead code) is not in it, so it chooses between
+// representations of the same answer (an LPM trie as the trie, a search or a
+// derived table), never whether to inline values at all.
+#pragma once
+
+#include "core/Tables.h"
+#include "core/TrafficProfile.h"
+#include "support/Error.h"
+
+#include <llvm/ADT/StringRef.h>
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace morpheus::core {
+
+// Unit costs, in ns, each measured against an empty control.
+struct OperationCosts {
+  double hashLookupNs = 29;        // a hash map lookup (helper call included)
+  // An LPM trie lookup of a whole address: lpmBaseNs + lpmPerDoublingNs *
+  // log2(prefixes), fitted over trie sizes.
+  double lpmBaseNs = 20;
+  double lpmPerDoublingNs = 2;
+  double arrayLookupNs = 0.6;      // an ARRAY lookup the verifier inlines
+  double compareNs = 0.4;          // one compare and branch that rarely fails
+  double searchLevelNs = 0.5;      // one level of a binary search (random keys)
+  double derivedLoadNs = 3;        // one dependent load from a derived table
+  double helperCallNs = 8;         // a helper call doing next to nothing
+
+  bool operator==(const OperationCosts &) const = default;
+};
+
+// The ways the table passes can serve a lookup.
+enum class Representation {
+  OriginalMap,  // the map's own lookup
+  CompareChain, // inline-small-table: one compare per entry
+  PrefixSearch, // lpm-as-code: a binary search over address intervals
+  DerivedArray, // lpm-as-array: loads from a derived 16-8-8 table
+  FastPath,     // heavy-hitter-fast-path: hot keys compared, then the map
+};
+
+const char *representationName(Representation representation);
+// The table pass that builds `representation` ("" for the original map).
+const char *passOf(Representation representation);
+
+// What the model needs to know of a table to price a representation.
+struct TableShape {
+  TableMatch match = TableMatch::Exact;
+  size_t entries = 0;       // prefixes or entries
+  uint32_t keySize = 0;
+  size_t intervals = 0;     // PrefixSearch: address intervals searched
+  unsigned derivedLoads = 0; // DerivedArray: loads on the deepest path
+  // FastPath: the hot keys' shares of the traffic, hottest first.
+  std::vector<double> hotShares;
+};
+
+// One representation's predicted cost for a table.
+struct CandidateCost {
+  Representation representation;
+  double ns;
+};
+
+// What the model chose for one table site, among the eligible candidates.
+struct RepresentationChoice {
+  Representation chosen = Representation::OriginalMap;
+  double predictedNs = 0;
+  std::vector<CandidateCost> candidates; // eligible ones, cheapest first
+  bool calibrated = false;               // the model's costs were measured
+  // "map 41.2 ns, search 4.4 ns, derived 9.2 ns (chosen: search; defaults)"
+  std::string describe() const;
+  // The prediction for `representation`, when it was a candidate.
+  std::optional<double> predictionFor(Representation representation) const;
+};
+
+// A least-squares fit y = intercept + slope * x.
+struct LinearFit {
+  double intercept = 0;
+  double slope = 0;
+};
+// Fails on fewer than two distinct x.
+Expected<LinearFit> fitLine(const std::vector<std::pair<double, double>> &points);
+
+class CostModel {
+public:
+  CostModel() = default; // the defaults, stated as such by `source`
+  CostModel(OperationCosts costs, std::string source)
+      : costs(costs), origin(std::move(source)), measured(true) {}
+
+  const OperationCosts &operations() const { return costs; }
+  // Where the costs come from: "defaults (not calibrated)", or the
+  // calibration's machine, kernel and date.
+  const std::string &source() const { return origin; }
+  bool calibrated() const { return measured; }
+
+  double lpmLookupNs(size_t prefixes) const;
+  // The map's own lookup for a table of `match` with `entries`.
+  double originalLookupNs(TableMatch match, size_t entries) const;
+  // Predicted ns per lookup of `representation` for `shape`.
+  double predictNs(Representation representation, const TableShape &shape) const;
+  // The cheapest of `eligible` (the original map is always eligible and
+  // added when missing); ties go to the earlier candidate in `eligible`.
+  RepresentationChoice choose(const TableShape &shape,
+                              std::vector<Representation> eligible) const;
+  // The costs heavy-hitter-fast-path sizes fast paths with.
+  FastPathCosts fastPathCosts(FastPathCosts base = {}) const;
+
+  // The calibration file's format (JSON), and back; errors name `file`.
+  std::string toJson() const;
+  static Expected<CostModel> fromJson(llvm::StringRef text, llvm::StringRef file);
+
+private:
+  OperationCosts costs;
+  std::string origin = "defaults (not calibrated)";
+  bool measured = false;
+};
+
+} // namespace morpheus::core

@@ -1,0 +1,111 @@
+#include "core/passes/TrieRepresentation.h"
+
+#include <set>
+
+namespace morpheus::core {
+
+namespace {
+
+constexpr uint32_t IPv4Bits = 32;
+constexpr uint32_t FirstLevelBits = 16, ChunkBits = 8;
+
+} // namespace
+
+MultibitShape multibitShape(const std::vector<PrefixInterval> &intervals) {
+  // A block is split by a chunk when an interval starts strictly inside it.
+  std::set<uint64_t> split16, split24;
+  for (const PrefixInterval &interval : intervals) {
+    uint64_t start = uint64_t(interval.start);
+    if (start & 0xffff)
+      split16.insert(start >> 16);
+    if (start & 0xff)
+      split24.insert(start >> 8);
+  }
+  MultibitShape shape;
+  shape.chunks = split16.size() + split24.size();
+  shape.bytes = ((uint64_t(1) << FirstLevelBits) + shape.chunks * (1u << ChunkBits)) * 2;
+  shape.loads = !split24.empty() ? 3 : !split16.empty() ? 2 : 1;
+  return shape;
+}
+
+TrieCandidates trieCandidates(const AccessSite &site, const TableInfo &table,
+                              const TableContents &contents, const TablePassContext &context,
+                              const llvm::DataLayout &dl) {
+  TrieCandidates out;
+  auto &noSearch = out.whyNoSearch;
+  auto &noDerived = out.whyNoDerived;
+  if (!context.enabledPasses.count(passOf(Representation::PrefixSearch)))
+    noSearch = "lpm-as-code does not run";
+  if (!context.enabledPasses.count(passOf(Representation::DerivedArray)))
+    noDerived = "lpm-as-array does not run";
+  if (context.noCompareChains) {
+    noSearch = noSearch.value_or(*context.noCompareChains);
+    noDerived = noDerived.value_or(*context.noCompareChains);
+  }
+  if (!contents.complete || contents.entries.size() > context.inlineLimit)
+    noSearch = noSearch.value_or("more than " + std::to_string(context.inlineLimit) +
+                                 " prefixes");
+  if (context.indexLoweredSites.count(site.id))
+    noSearch = noSearch.value_or("over the verifier's path budget (no index lowering for "
+                                 "prefix searches yet)");
+  uint32_t dataBytes = table.keySize > PrefixLengthBytes ? table.keySize - PrefixLengthBytes : 0;
+  if (dataBytes != 1 && dataBytes != 2 && dataBytes != 4 && dataBytes != 8 && dataBytes != 16)
+    noSearch = noSearch.value_or("prefix data of " + std::to_string(dataBytes) +
+                                 " bytes (1, 2, 4, 8 or 16 are searched)");
+  if (dataBytes * 8 != IPv4Bits)
+    noDerived = noDerived.value_or("prefix data of " + std::to_string(dataBytes) +
+                                   " bytes (IPv4's 4 only)");
+  if (!contents.complete)
+    noDerived = noDerived.value_or("not read whole (more than " +
+                                   std::to_string(DerivedTrieReadLimit) + " prefixes)");
+  if (contents.entries.size() >= MaxDerivedSlotNumber)
+    noDerived = noDerived.value_or(std::to_string(contents.entries.size()) + " prefixes");
+  for (const TableEntry &entry : contents.entries)
+    if (!entry.value) {
+      noSearch = noSearch.value_or("per-CPU values differ between CPUs");
+      noDerived = noDerived.value_or("per-CPU values differ between CPUs");
+    }
+  if (!noSearch || !noDerived) {
+    auto intervals = prefixIntervals(contents.entries, 8 * dataBytes, dl.isLittleEndian());
+    if (!intervals) {
+      std::string why = "snapshot holds " + toString(intervals.takeError());
+      noSearch = noSearch.value_or(why);
+      noDerived = noDerived.value_or(why);
+    } else {
+      out.intervals = std::move(*intervals);
+    }
+  }
+  if (!noDerived) {
+    out.derived = multibitShape(out.intervals);
+    if (out.derived.chunks > MaxDerivedSlotNumber + 1)
+      noDerived = "more than " + std::to_string(MaxDerivedSlotNumber + 1) + " chunks";
+    else if (out.derived.bytes > DerivedBytesLimit)
+      noDerived = "a derived table over " + std::to_string(DerivedBytesLimit) + " bytes";
+  }
+
+  TableShape shape;
+  shape.match = TableMatch::LongestPrefix;
+  shape.entries = contents.entries.size();
+  shape.keySize = table.keySize;
+  shape.intervals = out.intervals.size();
+  shape.derivedLoads = out.derived.loads;
+  std::vector<Representation> eligible;
+  if (!noSearch)
+    eligible.push_back(Representation::PrefixSearch);
+  if (!noDerived)
+    eligible.push_back(Representation::DerivedArray);
+  out.choice = context.costModel.choose(shape, eligible);
+  return out;
+}
+
+bool recordTrieDecision(const TablePassContext &context, const AccessSite &site,
+                        const char *pass, bool applied, std::string detail,
+                        const RepresentationChoice &choice) {
+  if (context.log) {
+    context.log->record(site, pass, applied, std::move(detail) + "; " + choice.describe());
+    context.log->decisions.back().choice = choice;
+  }
+  return applied;
+}
+
+} // namespace morpheus::core

@@ -1,0 +1,58 @@
+// Which representation a read-only LPM trie's lookup gets: the trie itself,
+// lpm-as-code's search over its address intervals, or lpm-as-array's
+// derived table, each eligible or not for reasons only the trie's contents
+// and the pipeline tell, and among the eligible ones the cheapest the cost
+// model (core/CostModel.h) predicts. Both LPM passes ask the same question
+// here and build only what the answer names, so the choice is the model's,
+// not the passes' order.
+#pragma once
+
+#include "core/CostModel.h"
+#include "core/passes/PrefixIntervals.h"
+#include "core/passes/TableRewriting.h"
+
+#include <llvm/IR/DataLayout.h>
+
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace morpheus::core {
+
+// lpm-as-array's table: 16-bit slots, a chunk number in the low 15 bits,
+// at most this many bytes (a larger table is a cache cost the model does
+// not price).
+constexpr uint32_t MaxDerivedSlotNumber = 0x7fff;
+constexpr uint64_t DerivedBytesLimit = 4u << 20;
+
+// What lpm-as-array's 16-8-8 table of IPv4 `intervals` holds: its chunks of
+// 256 slots, its size, and the loads on its deepest path (1 to 3).
+struct MultibitShape {
+  size_t chunks = 0;
+  uint64_t bytes = 0;
+  unsigned loads = 1;
+};
+MultibitShape multibitShape(const std::vector<PrefixInterval> &intervals);
+
+struct TrieCandidates {
+  // Why each rewrite cannot serve the site (unset: eligible).
+  std::optional<std::string> whyNoSearch, whyNoDerived;
+  // The trie's address intervals (when either is eligible).
+  std::vector<PrefixInterval> intervals;
+  MultibitShape derived; // when the derived table is eligible
+  RepresentationChoice choice;
+};
+
+// The candidates for the lookup of LPM `table` at `site`, whose snapshot is
+// `contents`, and the model's choice among the eligible ones. A rewrite
+// whose pass is not in the pipeline is not eligible.
+TrieCandidates trieCandidates(const AccessSite &site, const TableInfo &table,
+                              const TableContents &contents, const TablePassContext &context,
+                              const llvm::DataLayout &dl);
+
+// Logs `pass`'s decision at `site` with the model's choice; returns `applied`.
+bool recordTrieDecision(const TablePassContext &context, const AccessSite &site,
+                        const char *pass, bool applied, std::string detail,
+                        const RepresentationChoice &choice);
+
+} // namespace morpheus::core

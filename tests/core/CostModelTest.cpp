@@ -1,0 +1,283 @@
+// The cost model alone and as the pipeline's chooser: its fit of measured
+// points, its predictions per representation, the cheapest eligible
+// representation chosen (including a trie within the inline limit, which
+// lpm-as-code would take by limits alone, given to the derived table or
+// left to the trie when the measured costs say so), and its file format.
+#include "TestSignatures.h"
+#include "core/CostModel.h"
+#include "core/Pipeline.h"
+#include "core/passes/PrefixIntervals.h"
+#include "core/passes/TrieRepresentation.h"
+
+#include <gtest/gtest.h>
+#include <llvm/AsmParser/Parser.h>
+#include <llvm/IR/Module.h>
+#include <llvm/Support/SourceMgr.h>
+#include <llvm/Testing/Support/Error.h>
+
+#include <cmath>
+
+namespace morpheus::core {
+namespace {
+
+TEST(CostModel, FitsALineThroughMeasuredPoints) {
+  // LPM lookups at 2^4, 2^8, 2^12 prefixes: 20 + 2 ns per doubling.
+  auto fit = fitLine({{4, 28}, {8, 36}, {12, 44}});
+  ASSERT_THAT_EXPECTED(fit, llvm::Succeeded());
+  EXPECT_NEAR(fit->intercept, 20, 1e-9);
+  EXPECT_NEAR(fit->slope, 2, 1e-9);
+  EXPECT_THAT_EXPECTED(fitLine({{4, 28}}), llvm::Failed());
+  EXPECT_THAT_EXPECTED(fitLine({{4, 28}, {4, 30}}), llvm::Failed());
+}
+
+TEST(CostModel, PredictsEachRepresentationFromItsUnitCosts) {
+  OperationCosts costs;
+  costs.hashLookupNs = 30;
+  costs.lpmBaseNs = 10;
+  costs.lpmPerDoublingNs = 3;
+  costs.compareNs = 0.5;
+  costs.searchLevelNs = 2;
+  costs.derivedLoadNs = 4;
+  CostModel model(costs, "test");
+  EXPECT_TRUE(model.calibrated());
+  EXPECT_DOUBLE_EQ(model.lpmLookupNs(256), 10 + 3 * 8);
+
+  TableShape trie;
+  trie.match = TableMatch::LongestPrefix;
+  trie.entries = 256;
+  trie.keySize = 8;
+  trie.intervals = 300; // 9 levels
+  trie.derivedLoads = 2;
+  EXPECT_DOUBLE_EQ(model.predictNs(Representation::OriginalMap, trie), 34);
+  EXPECT_DOUBLE_EQ(model.predictNs(Representation::PrefixSearch, trie), 0.5 + 9 * 2);
+  EXPECT_DOUBLE_EQ(model.predictNs(Representation::DerivedArray, trie), 3 * 0.5 + 2 * 4.5);
+
+  TableShape hash;
+  hash.match = TableMatch::Exact;
+  hash.entries = 9;
+  hash.keySize = 16; // two words a compare
+  EXPECT_DOUBLE_EQ(model.predictNs(Representation::CompareChain, hash), 5 * 2 * 0.5);
+  // Two hot keys with half the traffic each: 1 and 2 compares, no miss.
+  hash.hotShares = {0.5, 0.5};
+  EXPECT_DOUBLE_EQ(model.predictNs(Representation::FastPath, hash), 0.5 * 1 + 0.5 * 2);
+  // With a quarter missing, the misses pay both compares and the map.
+  hash.hotShares = {0.5, 0.25};
+  EXPECT_DOUBLE_EQ(model.predictNs(Representation::FastPath, hash),
+                   0.5 * 1 + 0.25 * 2 + 0.25 * (2 + 30));
+}
+
+TEST(CostModel, ChoosesTheCheapestEligibleRepresentation) {
+  OperationCosts costs;
+  costs.searchLevelNs = 3; // a search this slow loses to two loads
+  costs.derivedLoadNs = 1;
+  CostModel model(costs, "test");
+  TableShape trie;
+  trie.match = TableMatch::LongestPrefix;
+  trie.entries = 20;
+  trie.keySize = 8;
+  trie.intervals = 41;
+  trie.derivedLoads = 2;
+  RepresentationChoice both =
+      model.choose(trie, {Representation::PrefixSearch, Representation::DerivedArray});
+  EXPECT_EQ(both.chosen, Representation::DerivedArray);
+  ASSERT_EQ(both.candidates.size(), 3u); // the map is always a candidate
+  EXPECT_TRUE(std::is_sorted(both.candidates.begin(), both.candidates.end(),
+                             [](auto &a, auto &b) { return a.ns < b.ns; }));
+  EXPECT_EQ(both.predictionFor(Representation::PrefixSearch), 0.4 + 6 * 3.0);
+  // Without the derived table the search still beats the trie.
+  EXPECT_EQ(model.choose(trie, {Representation::PrefixSearch}).chosen,
+            Representation::PrefixSearch);
+  // Nothing eligible: the map.
+  RepresentationChoice none = model.choose(trie, {});
+  EXPECT_EQ(none.chosen, Representation::OriginalMap);
+  EXPECT_NE(none.describe().find("chosen: map; calibrated"), std::string::npos)
+      << none.describe();
+  EXPECT_NE(CostModel().choose(trie, {}).describe().find("default costs"), std::string::npos);
+}
+
+TEST(CostModel, FastPathCostsComeFromTheCalibration) {
+  OperationCosts costs;
+  costs.hashLookupNs = 41;
+  costs.compareNs = 0.7;
+  FastPathCosts fast = CostModel(costs, "test").fastPathCosts();
+  EXPECT_EQ(fast.exactLookupNs, 41);
+  EXPECT_EQ(fast.compareNs, 0.7);
+  EXPECT_EQ(fast.minimumSavingNs, FastPathCosts().minimumSavingNs);
+}
+
+TEST(CostModel, RoundTripsThroughItsFileAndNamesTheFileAtFault) {
+  OperationCosts costs;
+  costs.hashLookupNs = 31.5;
+  costs.derivedLoadNs = 2.25;
+  CostModel model(costs, "host x, kernel y");
+  auto back = CostModel::fromJson(model.toJson(), "cal.json");
+  ASSERT_THAT_EXPECTED(back, llvm::Succeeded());
+  EXPECT_EQ(back->operations(), costs);
+  EXPECT_EQ(back->source(), "host x, kernel y");
+  EXPECT_TRUE(back->calibrated());
+
+  auto broken = CostModel::fromJson(R"({"hash_lookup_ns": 30})", "cal.json");
+  ASSERT_FALSE(bool(broken));
+  std::string message = llvm::toString(broken.takeError());
+  EXPECT_NE(message.find("cal.json"), std::string::npos) << message;
+  EXPECT_NE(message.find("lpm_base_ns"), std::string::npos) << message;
+  EXPECT_THAT_EXPECTED(CostModel::fromJson("not json", "cal.json"), llvm::Failed());
+  EXPECT_FALSE(CostModel().calibrated());
+  EXPECT_NE(CostModel().source().find("defaults"), std::string::npos);
+}
+
+TEST(CostModel, MultibitShapeCountsChunksAndLoads) {
+  // 10.0.0.0/8, 10.1.0.0/16, 10.1.2.0/24: the 10.1.2 block needs no chunk
+  // (it is /24-aligned), the 10.1 block one: two loads on the deepest path.
+  auto at = [](uint32_t a, uint32_t b, uint32_t c, uint32_t d) {
+    return PrefixAddress((a << 24) | (b << 16) | (c << 8) | d);
+  };
+  std::vector<PrefixInterval> intervals = {
+      {0, nullptr},          {at(10, 0, 0, 0), nullptr}, {at(10, 1, 0, 0), nullptr},
+      {at(10, 1, 2, 0), nullptr}, {at(10, 1, 3, 0), nullptr}, {at(10, 2, 0, 0), nullptr},
+      {at(11, 0, 0, 0), nullptr}};
+  MultibitShape shape = multibitShape(intervals);
+  EXPECT_EQ(shape.chunks, 1u);
+  EXPECT_EQ(shape.loads, 2u);
+  EXPECT_EQ(shape.bytes, (65536u + 256u) * 2);
+  intervals.push_back({at(12, 0, 0, 1), nullptr}); // a /32: 3 loads, two chunks more
+  shape = multibitShape(intervals);
+  EXPECT_EQ(shape.chunks, 3u);
+  EXPECT_EQ(shape.loads, 3u);
+}
+
+// A program looking up an IPv4 trie with a whole address from the packet.
+const char TrieProgram[] = R"(
+target datalayout = "e-m:e-p:64:64-i64:64-i128:128-n32:64-S128"
+target triple = "bpf"
+
+@routes = global { ptr, ptr } zeroinitializer, section ".maps", align 8
+
+define i32 @prog(ptr %ctx) section "xdp" {
+entry:
+  %key = alloca { i32, i32 }, align 4
+  store i32 32, ptr %key, align 4
+  %addr = load i32, ptr %ctx, align 4
+  %data = getelementptr inbounds i8, ptr %key, i64 4
+  store i32 %addr, ptr %data, align 4
+  %route = call ptr inttoptr (i64 1 to ptr)(ptr @routes, ptr %key)
+  %hit = icmp ne ptr %route, null
+  %verdict = select i1 %hit, i32 1, i32 2
+  ret i32 %verdict
+}
+)";
+
+class TrieChoice : public ::testing::Test {
+protected:
+  void SetUp() override {
+    llvm::SMDiagnostic diagnostic;
+    module = llvm::parseAssemblyString(TrieProgram, diagnostic, context);
+    ASSERT_TRUE(module) << diagnostic.getMessage().str();
+    annotateAccessCalls(*module, signatures);
+    TableInfo routes;
+    routes.name = "routes";
+    routes.typeName = "lpm_trie";
+    routes.match = TableMatch::LongestPrefix;
+    routes.keySize = 8;
+    routes.valueSize = 4;
+    routes.maxEntries = 64;
+    catalog["routes"] = routes;
+    // 10.0.0.0/8, 10.1.0.0/16, 10.1.2.0/24: 7 intervals, 3 search levels,
+    // a derived table of one chunk (2 loads).
+    TableContents &contents = snapshot["routes"];
+    contents.complete = true;
+    auto prefix = [](uint8_t length, uint8_t a, uint8_t b, uint8_t c, uint8_t value) {
+      return TableEntry{Bytes{length, 0, 0, 0, a, b, c, 0}, Bytes{value, 0, 0, 0}};
+    };
+    contents.entries = {prefix(8, 10, 0, 0, 1), prefix(16, 10, 1, 0, 2),
+                        prefix(24, 10, 1, 2, 3)};
+  }
+
+  // Which pass applied at `routes`, or "" when none did; `declined` gets
+  // lpm-as-code's decision when it declined.
+  std::string specializeWith(const CostModel &model, const SiteDecision **declined = nullptr) {
+    SpecializationOptions options;
+    options.costModel = model;
+    options.optimize = false;
+    auto log = specializeModule(*module, signatures, catalog, snapshot, options);
+    EXPECT_THAT_EXPECTED(log, llvm::Succeeded());
+    if (!log)
+      return "error";
+    decisions = log->decisions;
+    std::string applied;
+    for (const SiteDecision &decision : decisions) {
+      if (decision.table != "routes")
+        continue;
+      if (decision.applied)
+        applied = decision.pass;
+      if (!decision.applied && decision.pass == "lpm-as-code" && declined)
+        *declined = &decision;
+      if (decision.pass == "lpm-as-code" || decision.pass == "lpm-as-array") {
+        EXPECT_TRUE(decision.choice.has_value()) << decision.pass << ": " << decision.detail;
+      }
+    }
+    return applied;
+  }
+
+  llvm::LLVMContext context;
+  std::unique_ptr<llvm::Module> module;
+  testing::TestSignatures signatures;
+  TableCatalog catalog;
+  TableSnapshot snapshot;
+  std::vector<SiteDecision> decisions;
+};
+
+TEST_F(TrieChoice, DefaultCostsKeepTheSearchWithinTheLimit) {
+  EXPECT_EQ(specializeWith(CostModel()), "lpm-as-code");
+  for (const SiteDecision &decision : decisions)
+    if (decision.applied) {
+      ASSERT_TRUE(decision.choice);
+      EXPECT_EQ(decision.choice->chosen, Representation::PrefixSearch);
+      EXPECT_FALSE(decision.choice->calibrated);
+      EXPECT_EQ(decision.choice->candidates.size(), 3u); // search, derived, map
+    }
+}
+
+TEST_F(TrieChoice, ASlowSearchIsDeclinedForTheDerivedTable) {
+  // Within the inline limit, so by limits alone lpm-as-code would take it.
+  OperationCosts costs;
+  costs.searchLevelNs = 20;
+  costs.derivedLoadNs = 1;
+  const SiteDecision *declined = nullptr;
+  EXPECT_EQ(specializeWith(CostModel(costs, "test"), &declined), "lpm-as-array");
+  ASSERT_NE(declined, nullptr);
+  EXPECT_NE(declined->detail.find("the cost model prefers the derived table"), std::string::npos)
+      << declined->detail;
+  ASSERT_TRUE(declined->choice);
+  EXPECT_EQ(declined->choice->chosen, Representation::DerivedArray);
+  EXPECT_GT(*declined->choice->predictionFor(Representation::PrefixSearch),
+            *declined->choice->predictionFor(Representation::DerivedArray));
+}
+
+TEST_F(TrieChoice, ACheapTrieKeepsItsLookup) {
+  OperationCosts costs;
+  costs.lpmBaseNs = 0.1;
+  costs.lpmPerDoublingNs = 0;
+  EXPECT_EQ(specializeWith(CostModel(costs, "test")), "");
+}
+
+TEST_F(TrieChoice, ARepresentationWhosePassDoesNotRunIsNotACandidate) {
+  // The derived table would win (4 ns), the search still beats the trie
+  // (15.4 ns against 23.2): without lpm-as-array the search it is.
+  OperationCosts costs;
+  costs.searchLevelNs = 5;
+  costs.derivedLoadNs = 1;
+  SpecializationOptions options;
+  options.costModel = CostModel(costs, "test");
+  options.optimize = false;
+  options.tablePasses = std::vector<std::string>{"lpm-as-code"};
+  auto log = specializeModule(*module, signatures, catalog, snapshot, options);
+  ASSERT_THAT_EXPECTED(log, llvm::Succeeded());
+  bool searched = false;
+  for (const SiteDecision &decision : log->decisions)
+    searched |= decision.applied && decision.pass == "lpm-as-code";
+  EXPECT_TRUE(searched);
+}
+
+} // namespace
+} // namespace morpheus::core
