@@ -22,6 +22,7 @@
 #include <algorithm>
 #include <cmath>
 #include <sched.h>
+#include <set>
 #include <unistd.h>
 
 extern "C" const unsigned char bench_trace_driver_start[], bench_trace_driver_end[];
@@ -70,6 +71,13 @@ std::string resolveWord(const std::string &dir, const std::string &word) {
 }
 
 } // namespace
+
+void pinToCpu(int cpu) {
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  CPU_SET(cpu, &set);
+  sched_setaffinity(0, sizeof(set), &set); // best effort: unpinned still measures
+}
 
 Expected<Preset> readPreset(const std::string &nameOrFile) {
   std::string file = nameOrFile;
@@ -321,13 +329,6 @@ size_t xlatedInstructions(int programFd) {
   bpf_prog_info info = {};
   uint32_t length = sizeof(info);
   return bpf_obj_get_info_by_fd(programFd, &info, &length) ? 0 : info.xlated_prog_len / 8;
-}
-
-void pinToCpu(int cpu) {
-  cpu_set_t set;
-  CPU_ZERO(&set);
-  CPU_SET(cpu, &set);
-  sched_setaffinity(0, sizeof(set), &set); // best effort: unpinned still measures
 }
 
 // Every variant must treat the first packets of the trace as the baseline
@@ -679,6 +680,8 @@ Expected<BenchResult> runInNamespace(const Preset &preset, const BenchOptions &o
   runtime::OptimizerOptions optimizerOptions;
   optimizerOptions.shadowPackets = options.shadowPackets;
   optimizerOptions.inlineLimit = options.inlineLimit;
+  optimizerOptions.costModel = options.costModel;
+  result.costModel = options.costModel.source();
   optimizerOptions.faults = options.faults;
   auto created = loadConfigured(preset, optimizerOptions, "static");
   if (!created)
@@ -701,6 +704,14 @@ Expected<BenchResult> runInNamespace(const Preset &preset, const BenchOptions &o
       result.compile.applied.push_back(llvm::formatv("{0} site #{1} {2}: {3}", decision.table,
                                                      decision.site, decision.pass,
                                                      decision.detail));
+  // The model's choice per site (both LPM passes log the same one).
+  for (const core::SiteDecision &decision : first.log.decisions)
+    if (decision.choice && std::none_of(result.compile.predictions.begin(),
+                                        result.compile.predictions.end(),
+                                        [&](const TablePrediction &known) {
+                                          return known.site == decision.site;
+                                        }))
+      result.compile.predictions.push_back({decision.table, decision.site, *decision.choice});
   for (uint32_t i = 0; i < options.recompiles; ++i) {
     runtime::CycleReport again = optimizer.runCycle(/*force=*/true);
     result.compile.analysisMs.values.push_back(again.times.analysisMs);
@@ -715,6 +726,9 @@ Expected<BenchResult> runInNamespace(const Preset &preset, const BenchOptions &o
     naive.mode = core::ProfileMode::Naive;
     sampledOnly.maxFastPath = 0;
     naive.maxFastPath = 0;
+    if (options.costModel.calibrated())
+      for (core::TrafficProfileOptions *traffic : {&adaptive, &sampledOnly, &naive})
+        traffic->costs = options.costModel.fastPathCosts(traffic->costs);
     for (auto [name, traffic, loop] :
          {std::tuple{MorpheusName, adaptive, true},
           std::tuple{AdaptiveInstrumentationName, sampledOnly, true},
@@ -934,6 +948,16 @@ nlohmann::json toJson(const BenchResult &result) {
                       {"followed", trace.followed}});
   }
   const CompileResult &c = result.compile;
+  nlohmann::json predictions = nlohmann::json::array();
+  for (const TablePrediction &prediction : c.predictions) {
+    nlohmann::json candidates = nlohmann::json::object();
+    for (const core::CandidateCost &candidate : prediction.choice.candidates)
+      candidates[core::representationName(candidate.representation)] = candidate.ns;
+    predictions.push_back({{"table", prediction.table},
+                           {"site", prediction.site},
+                           {"chosen", core::representationName(prediction.choice.chosen)},
+                           {"predicted_ns", candidates}});
+  }
   return {{"method", result.method},
           {"preset", result.preset},
           {"program", result.program},
@@ -946,9 +970,57 @@ nlohmann::json toJson(const BenchResult &result) {
             {"t2_ms", series(c.codegenMs)},
             {"instructions_original", c.originalInstructions},
             {"instructions_specialized", c.specializedInstructions},
-            {"applied", c.applied}}},
+            {"applied", c.applied},
+            {"predictions", predictions}}},
+          {"cost_model", result.costModel},
           {"traces", traces}};
 }
+
+namespace {
+
+// Predicted vs measured per table. Measured: the saving of morpheus-static
+// over the baseline (net medians), attributed whole to the one table whose
+// representation the model changed (at one site or several); with several
+// such tables it cannot be split, and is not.
+std::string formatPredictions(const BenchResult &result, const TraceResult &trace) {
+  const std::vector<TablePrediction> &predictions = result.compile.predictions;
+  if (predictions.empty())
+    return "";
+  std::string text = "  cost model: " + result.costModel + "\n";
+  auto net = [&](const char *name) -> std::optional<double> {
+    for (const VariantResult &v : trace.variants)
+      if (v.name == name)
+        return v.net.median();
+    return std::nullopt;
+  };
+  std::optional<double> baseline = net(BaselineName), specialized = net(StaticName);
+  std::set<std::string> changedTables;
+  for (const TablePrediction &prediction : predictions)
+    if (prediction.choice.chosen != core::Representation::OriginalMap)
+      changedTables.insert(prediction.table);
+  size_t changed = changedTables.size();
+  for (const TablePrediction &prediction : predictions) {
+    const core::RepresentationChoice &choice = prediction.choice;
+    double map = choice.predictionFor(core::Representation::OriginalMap).value_or(NAN);
+    text += llvm::formatv("    {0} site #{1}: predicted map {2:f1} ns -> {3} {4:f1} ns (saves "
+                          "{5:f1})",
+                          prediction.table, prediction.site, map,
+                          core::representationName(choice.chosen), choice.predictedNs,
+                          map - choice.predictedNs);
+    if (choice.chosen != core::Representation::OriginalMap && changed == 1 && baseline &&
+        specialized)
+      text += llvm::formatv("; measured: morpheus-static saves {0:f1} ns net, all of it "
+                            "attributed to this table: {1} {2:f1} ns",
+                            *baseline - *specialized, core::representationName(choice.chosen),
+                            map - (*baseline - *specialized));
+    else if (choice.chosen != core::Representation::OriginalMap)
+      text += llvm::formatv("; measured saving not attributed ({0} tables changed)", changed);
+    text += "\n";
+  }
+  return text;
+}
+
+} // namespace
 
 std::string formatResult(const BenchResult &result) {
   std::string text;
@@ -985,6 +1057,7 @@ std::string formatResult(const BenchResult &result) {
                             "{6,5:f2}x\n",
                             v.name, v.net.median(), v.net.min(), v.net.max(), v.gross.median(),
                             v.speedup.median(), baselineGross / v.gross.median());
+    text += formatPredictions(result, trace);
   }
   return text;
 }

@@ -71,6 +71,9 @@ struct BenchOptions {
   // recorded), each on an optimizer and maps of its own; 0 = none of them.
   uint32_t trafficCycles = 4;
   core::FaultInjection faults;  // test-only: passed to the optimizer
+  // Prices the table representations Morpheus chooses between (the
+  // command loads this machine's calibration; default costs otherwise).
+  core::CostModel costModel;
   std::string keepTraces; // directory for the generated pcaps; "" = discard
   std::function<void(const std::string &)> progress;
 };
@@ -113,17 +116,26 @@ struct TraceResult {
   std::vector<std::string> followed;
 };
 
+// The cost model's choice for one table site of the first specialization.
+struct TablePrediction {
+  std::string table;
+  unsigned site = 0;
+  core::RepresentationChoice choice;
+};
+
 struct CompileResult {
   runtime::CycleTimes first; // the first specialization
   Series analysisMs, codegenMs; // forced recompilations (t1, t2)
   size_t originalInstructions = 0, specializedInstructions = 0; // xlated
   std::vector<std::string> applied; // "table site#N pass: detail"
+  std::vector<TablePrediction> predictions;
 };
 
 struct BenchResult {
   std::string method; // "driver" or "live"
   std::string preset;
   std::string program;
+  std::string costModel; // where its costs come from
   CompileResult compile;
   std::vector<TraceResult> traces;
 };
@@ -138,6 +150,9 @@ std::string formatResult(const BenchResult &result);
 // non-zero entries per map, values as one CPU's row): realistic map states
 // for `morpheus fuzz --preset`.
 Expected<runtime::MapContents> configuredContents(const Preset &preset, uint32_t limit);
+
+// Pins the calling thread to `cpu` (best effort: unpinned still measures).
+void pinToCpu(int cpu);
 
 // Adds `morpheus bench` to the morpheus command line.
 void addBenchCommand(CLI::App &morpheus);

@@ -1,5 +1,8 @@
 // `morpheus bench`: the command line over Bench.h.
 #include "Bench.h"
+#include "Calibration.h"
+
+#include "runtime/CostCalibration.h"
 
 #include "support/CommandLine.h"
 #include "support/Files.h"
@@ -22,12 +25,37 @@ struct BenchFlags {
   std::optional<std::string> localities; // "none,low,high"; "" = no generated traces
   std::optional<uint32_t> cpu;
   std::string json;
+  std::string costModel; // the calibration file; "" = this machine's cache
   bool quiet = false;
   BenchOptions options;
 };
 
+// `morpheus bench calibrate`, and the first bench on a machine: measures
+// the cost model's unit costs and caches them at `path`.
+Expected<core::CostModel> calibrateInto(const std::string &path, const BenchFlags &flags) {
+  CalibrationOptions options;
+  options.rounds = flags.options.rounds;
+  options.cpu = flags.cpu ? int(*flags.cpu) : -1;
+  if (!flags.quiet)
+    options.progress = [](const std::string &line) { processLog().info(line); };
+  auto calibrated = calibrate(options);
+  if (!calibrated)
+    return calibrated.takeError();
+  std::fputs(formatCalibration(*calibrated).c_str(), stdout);
+  if (Error err = runtime::writeCalibration(path, calibrated->model))
+    return err;
+  std::printf("  cached in %s\n", path.c_str());
+  return calibrated->model;
+}
+
 int bench(const CLI::App &command, BenchFlags &flags) {
   BenchOptions &options = flags.options;
+  std::string calibration =
+      flags.costModel.empty() ? runtime::calibrationPath() : flags.costModel;
+  if (flags.preset == "calibrate") {
+    auto model = calibrateInto(calibration, flags);
+    return model ? 0 : commandline::fail(model.takeError());
+  }
   if (flags.localities) {
     options.localities.clear();
     llvm::SmallVector<llvm::StringRef> parts;
@@ -44,6 +72,18 @@ int bench(const CLI::App &command, BenchFlags &flags) {
   auto preset = readPreset(flags.preset);
   if (!preset)
     return commandline::fail(preset.takeError());
+  // This machine's calibration, measured first when there is none.
+  auto cached = runtime::readCalibration(calibration);
+  if (!cached)
+    return commandline::fail(cached.takeError());
+  if (*cached) {
+    options.costModel = std::move(**cached);
+  } else {
+    auto model = calibrateInto(calibration, flags);
+    if (!model)
+      return commandline::fail(model.takeError());
+    options.costModel = std::move(*model);
+  }
 
   auto result = runBench(*preset, options);
   if (!result)
@@ -70,13 +110,18 @@ void addBenchCommand(CLI::App &morpheus) {
       "(BPF_PROG_TEST_RUN, bpf_stats) or as live frames over a veth, interleaved\n"
       "round by round on one CPU.\n"
       "Prints median net and gross ns/packet, min-max and the speed-up over the\n"
-      "baseline per trace, and Morpheus's compile and injection times. Every\n"
+      "baseline per trace, Morpheus's compile and injection times, and per table\n"
+      "the cost model's predicted ns against the measured saving. Every\n"
       "variant must first treat the trace's first packets exactly as the\n"
       "baseline does. NF: router, router-20routes, l2switch, firewall, nat, lb.\n"
+      "`morpheus bench calibrate` measures the cost model's unit costs on this\n"
+      "machine and caches them (run and bench load them); bench calibrates first\n"
+      "when nothing is cached.\n"
       "Needs root. tools/bench/matrix.py runs every function and plots.",
       [flags](const CLI::App &self) { return bench(self, *flags); });
   BenchOptions &options = flags->options;
-  command.add_option("NF", flags->preset, "a network function of nf/ or a bench*.conf")
+  command.add_option("NF", flags->preset,
+                     "a network function of nf/, a bench*.conf, or 'calibrate'")
       ->required()
       ->type_name("");
   command
@@ -137,6 +182,11 @@ void addBenchCommand(CLI::App &morpheus) {
   command
       .add_option("--keep-traces", options.keepTraces, "keep the generated pcap files in DIR")
       ->type_name("DIR");
+  command
+      .add_option("--cost-model", flags->costModel,
+                  "the calibration file to use, or to write with 'calibrate' (default: this "
+                  "machine's, in the cache directory)")
+      ->type_name("FILE");
   command.add_flag("--quiet", flags->quiet, "no progress output");
 }
 

@@ -1,9 +1,11 @@
 // `morpheus run`: load a program, attach it, and keep it specialized.
 #include "cli/Commands.h"
+#include "runtime/CostCalibration.h"
 #include "runtime/Daemon.h"
 #include "support/Log.h"
 
 #include <bpf/bpf.h>
+#include <llvm/Support/FileSystem.h>
 #include <llvm/Support/FormatVariadic.h>
 #include <unistd.h>
 
@@ -30,6 +32,7 @@ struct RunOptions {
   bool detachOnExit = false;
   double periodMs = 1000;
   uint32_t inlineLimit = runtime::OptimizerOptions().inlineLimit;
+  std::string costModel; // a calibration file; "" = this machine's cached one
   uint32_t shadowPackets = runtime::OptimizerOptions().shadowPackets;
   core::ProfileMode profile = core::ProfileMode::Off;
   std::vector<std::string> notProfiled;
@@ -48,6 +51,16 @@ int run(const RunOptions &flags) {
   options.optimizer.inlineLimit = flags.inlineLimit;
   options.optimizer.shadowPackets = flags.shadowPackets;
   options.optimizer.traffic.mode = flags.profile;
+  if (!flags.costModel.empty() && !llvm::sys::fs::exists(flags.costModel))
+    return fail(makeError("{0}: no such calibration file (--cost-model)", flags.costModel));
+  std::string costModelSaid;
+  auto costModel = runtime::costModelFor(
+      flags.costModel.empty() ? runtime::calibrationPath() : flags.costModel, costModelSaid);
+  if (!costModel)
+    return fail(costModel.takeError());
+  options.optimizer.costModel = *costModel;
+  if (costModel->calibrated())
+    options.optimizer.traffic.costs = costModel->fastPathCosts(options.optimizer.traffic.costs);
   options.optimizer.notProfiled.insert(flags.notProfiled.begin(), flags.notProfiled.end());
   options.period = std::chrono::microseconds(int64_t(flags.periodMs * 1000));
   options.mode = flags.mode;
@@ -58,6 +71,8 @@ int run(const RunOptions &flags) {
   configureProcessLog(processLog().threshold(), flags.logFormat, "morpheus");
   options.logFormat = flags.logFormat;
   options.logLevel = processLog().threshold();
+  if (!flags.quiet)
+    processLog().info(costModelSaid);
   options.ifaces = flags.ifaces;
   options.adopt = flags.adopt;
   options.netns = flags.netns;
@@ -196,6 +211,11 @@ void addRunCommand(CLI::App &morpheus) {
   command.add_option("--prog", options->entry, "program to attach when the object has several")
       ->type_name("NAME");
   addInlineLimit(command, options->inlineLimit);
+  command
+      .add_option("--cost-model", options->costModel,
+                  "price table representations with this calibration (default: this machine's, "
+                  "cached by `morpheus bench calibrate`; default costs when there is none)")
+      ->type_name("FILE");
   command
       .add_option("--shadow-packets", options->shadowPackets,
                   "before each swap, compare N sample packets through the new and the original "

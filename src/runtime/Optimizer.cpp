@@ -286,6 +286,7 @@ Expected<bpf::LoadedObject> Optimizer::loadUnguardedTwin() const {
     return makeError("{0}: no specialization installed", entry);
   bpf::SpecializeRequest request;
   request.inlineLimit = options.inlineLimit;
+  request.costModel = options.costModel;
   request.sharesLiveMaps = true;
   request.programs = programFacts;
   request.faults = options.faults;
@@ -568,6 +569,7 @@ Optimizer::specializeWithRetry(CycleReport &report, core::TableSnapshot &snapsho
   }
   bpf::SpecializeRequest request;
   request.inlineLimit = options.inlineLimit;
+  request.costModel = options.costModel;
   request.guardVersion = version;
   request.programs = programFacts;
   request.faults = options.faults;

@@ -34,6 +34,9 @@ struct OptimizerOptions {
   // The entry program to run and attach; "" = the first program.
   std::string program;
   uint32_t inlineLimit = 64; // largest table inlined whole
+  // Prices table representations (default costs unless calibrated:
+  // runtime/CostCalibration.h).
+  core::CostModel costModel;
   // Pre-swap shadow validation (runtime/ShadowValidation): packets in the
   // sample, 0 = off. A refused candidate comes back with its reproducer.
   uint32_t shadowPackets = 64;

@@ -4,6 +4,7 @@
 // by file, line and packet. Timings are never asserted (docs/benchmarks.md
 // holds the numbers).
 #include "bench/Bench.h"
+#include "bench/Calibration.h"
 
 #include <gtest/gtest.h>
 #include <llvm/Testing/Support/Error.h>
@@ -61,6 +62,45 @@ TEST(Bench, TinyRunMeasuresEveryVariant) {
   EXPECT_EQ(json["preset"], "router-20routes");
   EXPECT_EQ(json["traces"][0]["variants"].size(), 8u);
   EXPECT_NE(formatResult(*result).find("oracle-full"), std::string::npos);
+
+  // The 20 routes' representation was the cost model's (default costs
+  // here), printed beside the measured saving it is attributed.
+  ASSERT_EQ(result->compile.predictions.size(), 1u);
+  const TablePrediction &routes = result->compile.predictions[0];
+  EXPECT_EQ(routes.table, "routes");
+  EXPECT_EQ(routes.choice.chosen, core::Representation::PrefixSearch);
+  EXPECT_FALSE(routes.choice.calibrated);
+  std::string text = formatResult(*result);
+  EXPECT_NE(text.find("routes site #"), std::string::npos) << text;
+  EXPECT_NE(text.find("predicted map"), std::string::npos) << text;
+  EXPECT_NE(text.find("attributed to this table: search"), std::string::npos) << text;
+  EXPECT_EQ(json["compile"]["predictions"][0]["chosen"], "search");
+}
+
+// The calibration measures every unit cost on this kernel and fits a model
+// from them; values are never asserted beyond what cannot fail but for a
+// broken measurement: a hash lookup (a helper call) costs more than an
+// array lookup the verifier inlines, and every figure is finite.
+TEST(Bench, CalibrationMeasuresEveryOperation) {
+  CalibrationOptions options;
+  options.rounds = 3;
+  options.runs = 2000;
+  auto calibrated = calibrate(options);
+  ASSERT_THAT_EXPECTED(calibrated, llvm::Succeeded());
+  EXPECT_TRUE(calibrated->model.calibrated());
+  EXPECT_NE(calibrated->model.source().find("calibrated on"), std::string::npos);
+  const core::OperationCosts &costs = calibrated->model.operations();
+  EXPECT_GT(costs.hashLookupNs, costs.arrayLookupNs);
+  ASSERT_EQ(calibrated->operations.size(), 9u); // six unit costs, three trie sizes
+  for (const MeasuredOperation &operation : calibrated->operations) {
+    EXPECT_EQ(operation.ns.values.size(), 3u) << operation.name;
+    EXPECT_TRUE(std::isfinite(operation.ns.median())) << operation.name;
+  }
+  EXPECT_NE(formatCalibration(*calibrated).find("LPM trie lookup, 4096 prefixes"),
+            std::string::npos);
+  auto back = core::CostModel::fromJson(calibrated->model.toJson(), "calibration");
+  ASSERT_THAT_EXPECTED(back, llvm::Succeeded());
+  EXPECT_EQ(back->operations(), costs);
 }
 
 // lb's and nat's hot-flow oracles are built from the maps and the trace and

@@ -223,6 +223,7 @@ Expected<SpecializedObject> ProgramSpec::build(const core::TableSnapshot &snapsh
     removeStaticProgramSlots(*clone);
   core::SpecializationOptions options;
   options.inlineLimit = request.inlineLimit;
+  options.costModel = request.costModel;
   // Inlined values get their own read-only section, hence their own map, so
   // the program's .rodata stays exactly as the original declares it.
   options.constantSection = ".rodata.morpheus";

@@ -31,6 +31,9 @@ std::string objectNameFor(const std::string &path);
 
 struct SpecializeRequest {
   uint32_t inlineLimit = 64;
+  // What each representation of a table costs (the LPM passes build the
+  // cheapest eligible one).
+  core::CostModel costModel;
   // Guard version to compile against; none builds unguarded code (for
   // offline inspection: such code is only correct while the snapshot holds).
   std::optional<uint64_t> guardVersion;

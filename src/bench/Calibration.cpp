@@ -1,0 +1,198 @@
+#include "Calibration.h"
+
+#include "backend/bpf/BpfObject.h"
+#include "runtime/CostCalibration.h"
+
+#include <bpf/bpf.h>
+#include <linux/bpf.h>
+
+#include <llvm/Support/FormatVariadic.h>
+
+#include <arpa/inet.h>
+#include <cmath>
+#include <ctime>
+#include <fstream>
+#include <random>
+#include <unistd.h>
+
+extern "C" const unsigned char bench_calibrate_start[], bench_calibrate_end[];
+
+namespace morpheus::bench {
+
+namespace {
+
+// A program of calibrate.bpf.c and the operations it does per run.
+struct Probe {
+  const char *program;
+  double operations;
+};
+
+constexpr Probe Control = {"control", 1};
+constexpr Probe Hash = {"hash_lookup", 16}, Array = {"array_lookup", 16},
+                Helper = {"helper_call", 16}, Chain = {"compare_chain", 64},
+                Search = {"binary_search", 10}, Derived = {"derived_load", 8},
+                Trie = {"trie_lookup", 16};
+constexpr uint32_t TableKeys = 1024;            // hash_table, array_table
+constexpr uint32_t TrieSizes[] = {16, 256, 4096}; // prefixes
+
+double loadAverage() {
+  std::ifstream in("/proc/loadavg");
+  double load = 0;
+  in >> load;
+  return load;
+}
+
+// Mean ns per run of `fd` over `runs` runs (the kernel's own clock).
+Expected<double> timeRuns(int fd, const char *name, uint32_t runs) {
+  uint8_t packet[64] = {}; // an Ethernet-sized frame; the programs never read it
+  LIBBPF_OPTS(bpf_test_run_opts, run, .data_in = packet, .data_size_in = sizeof(packet),
+              .repeat = int(runs));
+  if (bpf_prog_test_run_opts(fd, &run))
+    return makeSystemError(errno, "calibration: BPF_PROG_TEST_RUN of {0}", name);
+  return double(run.duration);
+}
+
+// Per round, in an order rotated by the round, each probe and the control;
+// returns per probe ns per operation, per round.
+Expected<std::vector<Series>> measure(const bpf::LoadedObject &object,
+                                      const std::vector<Probe> &probes,
+                                      const CalibrationOptions &options) {
+  std::vector<Probe> rotation = probes;
+  rotation.push_back(Control);
+  std::vector<Series> perProbe(probes.size());
+  for (uint32_t round = 0; round < options.rounds; ++round) {
+    std::vector<double> ns(rotation.size());
+    for (size_t k = 0; k < rotation.size(); ++k) {
+      size_t i = (k + round) % rotation.size();
+      auto time = timeRuns(object.programFd(rotation[i].program), rotation[i].program,
+                           options.runs);
+      if (!time)
+        return time.takeError();
+      ns[i] = *time;
+    }
+    for (size_t i = 0; i < probes.size(); ++i)
+      perProbe[i].values.push_back((ns[i] - ns.back()) / probes[i].operations);
+  }
+  return perProbe;
+}
+
+Error fillTable(int fd, const char *name) {
+  for (uint32_t key = 0; key < TableKeys; ++key)
+    if (bpf_map_update_elem(fd, &key, &key, BPF_ANY))
+      return makeSystemError(errno, "calibration: filling {0}", name);
+  return Error::success();
+}
+
+struct TrieKey {
+  uint32_t prefixlen;
+  uint32_t address; // network order
+};
+
+// Replaces the trie's prefixes by `count` random ones of /8 to /32.
+Error fillTrie(int fd, std::vector<TrieKey> &stored, uint32_t count, std::mt19937 &random) {
+  for (const TrieKey &key : stored)
+    bpf_map_delete_elem(fd, &key);
+  stored.clear();
+  while (stored.size() < count) {
+    uint32_t length = 8 + random() % 25;
+    uint32_t address = uint32_t(random()) & (length == 32 ? ~0u : ~(~0u >> length));
+    TrieKey key = {length, htonl(address)};
+    uint32_t value = uint32_t(stored.size());
+    if (bpf_map_update_elem(fd, &key, &value, BPF_NOEXIST) == 0)
+      stored.push_back(key);
+    else if (errno != EEXIST)
+      return makeSystemError(errno, "calibration: adding prefix {0} of {1} to the trie",
+                             stored.size() + 1, count);
+  }
+  return Error::success();
+}
+
+std::string utcNow() {
+  char text[32];
+  std::time_t now = std::time(nullptr);
+  std::strftime(text, sizeof(text), "%Y-%m-%d %H:%M UTC", std::gmtime(&now));
+  return text;
+}
+
+} // namespace
+
+Expected<CalibrationResult> calibrate(const CalibrationOptions &options) {
+  if (options.rounds == 0 || options.runs == 0)
+    return makeError("calibration: rounds and runs must be at least 1");
+  CalibrationResult result;
+  result.loadAverage = loadAverage();
+  pinToCpu(options.cpu >= 0 ? options.cpu : int(sysconf(_SC_NPROCESSORS_ONLN)) - 1);
+  auto object = bpf::LoadedObject::load(
+      {reinterpret_cast<const char *>(bench_calibrate_start),
+       size_t(bench_calibrate_end - bench_calibrate_start)},
+      "bench_calibrate", {});
+  if (!object)
+    return withContext(object.takeError(), "calibration");
+  if (Error err = fillTable(object->mapFd("hash_table"), "hash_table"))
+    return err;
+  if (Error err = fillTable(object->mapFd("array_table"), "array_table"))
+    return err;
+
+  if (options.progress)
+    options.progress(llvm::formatv("calibrating: {0} rounds of {1} runs per program",
+                                   options.rounds, options.runs)
+                         .str());
+  std::vector<Probe> probes = {Hash, Array, Helper, Chain, Search, Derived};
+  auto units = measure(*object, probes, options);
+  if (!units)
+    return units.takeError();
+  const char *names[] = {"hash lookup (1,024 keys of 4 bytes)", "array lookup (inlined)",
+                         "helper call (bpf_get_prandom_u32)", "compare in a chain",
+                         "binary search level (random keys)",
+                         "derived-table load (128 KiB, dependent)"};
+  for (size_t i = 0; i < probes.size(); ++i)
+    result.operations.push_back({names[i], (*units)[i]});
+
+  std::mt19937 random(1);
+  std::vector<TrieKey> stored;
+  std::vector<std::pair<double, double>> trie; // (log2 prefixes, ns)
+  for (uint32_t size : TrieSizes) {
+    if (Error err = fillTrie(object->mapFd("trie"), stored, size, random))
+      return err;
+    auto lookups = measure(*object, {Trie}, options);
+    if (!lookups)
+      return lookups.takeError();
+    trie.emplace_back(std::log2(double(size)), (*lookups)[0].median());
+    result.operations.push_back(
+        {llvm::formatv("LPM trie lookup, {0} prefixes", size).str(), (*lookups)[0]});
+  }
+  auto fit = core::fitLine(trie);
+  if (!fit)
+    return withContext(fit.takeError(), "calibration: LPM cost by size");
+
+  auto median = [&](size_t i) { return std::max(0.0, (*units)[i].median()); };
+  core::OperationCosts costs;
+  costs.hashLookupNs = median(0);
+  costs.arrayLookupNs = median(1);
+  costs.helperCallNs = median(2);
+  costs.compareNs = median(3);
+  costs.searchLevelNs = median(4);
+  costs.derivedLoadNs = median(5);
+  costs.lpmBaseNs = std::max(0.0, fit->intercept);
+  costs.lpmPerDoublingNs = std::max(0.0, fit->slope);
+  result.model = core::CostModel(
+      costs, llvm::formatv("calibrated on {0}, {1}, load {2:f1}, {3} rounds of {4} runs",
+                           runtime::machineDescription(), utcNow(), result.loadAverage,
+                           options.rounds, options.runs)
+                 .str());
+  return result;
+}
+
+std::string formatCalibration(const CalibrationResult &result) {
+  std::string text = result.model.source() + "\n";
+  text += "  operation                                    ns (median)   min-max\n";
+  for (const MeasuredOperation &operation : result.operations)
+    text += llvm::formatv("  {0,-44} {1,8:f2}   ({2:f2}-{3:f2})\n", operation.name,
+                          operation.ns.median(), operation.ns.min(), operation.ns.max());
+  const core::OperationCosts &costs = result.model.operations();
+  text += llvm::formatv("  LPM lookup fitted: {0:f2} + {1:f2} ns per doubling of the prefixes\n",
+                        costs.lpmBaseNs, costs.lpmPerDoublingNs);
+  return text;
+}
+
+} // namespace morpheus::bench
