@@ -6,14 +6,19 @@
 // (SKIP_RETURN_CODE, set on every kernel test) with the reason printed. As
 // root, XDP programs that cannot be loaded are a failure, not a skip: the
 // kernels we run on (>= 5.x) have them, so a skip there would hide a broken
-// machine or a bug.
+// machine or a bug. Morpheus's caches (the cost model's calibration,
+// runtime/CostCalibration) go to a directory of the run's own, removed at
+// exit, which the morpheus processes the tests start inherit: no test reads
+// what an earlier run left.
 #include <bpf/libbpf.h>
 #include <gtest/gtest.h>
 #include <linux/bpf.h>
 #include <unistd.h>
 
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
+#include <filesystem>
 
 namespace {
 
@@ -40,5 +45,14 @@ int main(int argc, char **argv) {
     return SkipExitCode;
   }
   ::testing::AddGlobalTestEnvironment(new KernelRequirements);
-  return RUN_ALL_TESTS();
+  char cache[] = "/tmp/morpheus-test-cache-XXXXXX";
+  if (!mkdtemp(cache)) {
+    std::perror("morpheus tests: a cache directory of their own");
+    return 1;
+  }
+  setenv("MORPHEUS_CACHE_DIR", cache, 1);
+  int result = RUN_ALL_TESTS();
+  std::error_code ignored;
+  std::filesystem::remove_all(cache, ignored);
+  return result;
 }

@@ -5,7 +5,16 @@ import os
 import subprocess
 import sys
 
+import pytest
+
 HERE = os.path.dirname(os.path.abspath(__file__))
+
+
+@pytest.fixture(autouse=True)
+def fresh_cache(tmp_path, monkeypatch):
+    """Morpheus's caches (the cost model's calibration) in this test's own
+    directory: nothing an earlier run left is read."""
+    monkeypatch.setenv("MORPHEUS_CACHE_DIR", str(tmp_path / "cache"))
 
 
 def test_tiny_matrix_writes_tables_and_plots(tmp_path):
