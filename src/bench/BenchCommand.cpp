@@ -72,11 +72,16 @@ void addBenchCommand(CLI::App &morpheus) {
       "Prints median net and gross ns/packet, min-max and the speed-up over the\n"
       "baseline per trace, and Morpheus's compile and injection times. Every\n"
       "variant must first treat the trace's first packets exactly as the\n"
-      "baseline does. NF: router, router-20routes, l2switch, firewall, nat, lb.\n"
+      "baseline does. NF: router, router-20routes, l2switch, firewall, nat, lb,\n"
+      "or a corpus program configured by map writes: composite_l4lb,\n"
+      "composite_filter (tests/programs/bench/).\n"
       "Needs root. tools/bench/matrix.py runs every function and plots.",
       [flags](const CLI::App &self) { return bench(self, *flags); });
   BenchOptions &options = flags->options;
-  command.add_option("NF", flags->preset, "a network function of nf/ or a bench*.conf")
+  command
+      .add_option("NF", flags->preset,
+                  "a network function of nf/, a program of tests/programs/bench/ or a preset "
+                  "file")
       ->required()
       ->type_name("");
   command
