@@ -826,6 +826,14 @@ Expected<BenchResult> runInNamespace(const Preset &preset, const BenchOptions &o
     runtime::CycleReport again = optimizer.runCycle(/*force=*/true);
     result.compile.analysisMs.values.push_back(again.times.analysisMs);
     result.compile.codegenMs.values.push_back(again.times.codegenMs);
+    auto &phases = result.compile.codegenPhaseMs;
+    for (const core::BuildPhase &phase : again.log.phases) {
+      auto known = std::find_if(phases.begin(), phases.end(),
+                                [&](const auto &p) { return p.first == phase.phase; });
+      if (known == phases.end())
+        known = phases.insert(phases.end(), {phase.phase, Series()});
+      known->second.values.push_back(phase.ms);
+    }
   }
 
   // The variants that follow the traffic, each on its own maps (the same
@@ -1055,6 +1063,9 @@ nlohmann::json toJson(const BenchResult &result) {
                       {"followed", trace.followed}});
   }
   const CompileResult &c = result.compile;
+  nlohmann::json phases = nlohmann::json::array();
+  for (const auto &[phase, ms] : c.codegenPhaseMs)
+    phases.push_back({{"phase", phase}, {"ms", series(ms)}});
   return {{"method", result.method},
           {"preset", result.preset},
           {"program", result.program},
@@ -1065,6 +1076,7 @@ nlohmann::json toJson(const BenchResult &result) {
             {"first_validation_ms", c.first.validationMs},
             {"t1_ms", series(c.analysisMs)},
             {"t2_ms", series(c.codegenMs)},
+            {"t2_phases", phases},
             {"instructions_original", c.originalInstructions},
             {"instructions_specialized", c.specializedInstructions},
             {"applied", c.applied}}},
@@ -1082,6 +1094,12 @@ std::string formatResult(const BenchResult &result) {
                         c.first.analysisMs, c.first.codegenMs, c.first.validationMs,
                         c.first.injectionMs, c.analysisMs.median(), c.codegenMs.median(),
                         c.originalInstructions, c.specializedInstructions);
+  if (!c.codegenPhaseMs.empty()) {
+    text += "  t2 by phase (recompile medians, ms):";
+    for (const auto &[phase, ms] : c.codegenPhaseMs)
+      text += llvm::formatv(" {0} {1:f1};", phase, ms.median()).str();
+    text.back() = '\n';
+  }
   for (const std::string &applied : c.applied)
     text += "    " + applied + "\n";
   for (const TraceResult &trace : result.traces) {

@@ -137,6 +137,9 @@ struct TraceResult {
 struct CompileResult {
   runtime::CycleTimes first; // the first specialization
   Series analysisMs, codegenMs; // forced recompilations (t1, t2)
+  // t2 of the forced recompilations by phase (core::BuildPhase), in the
+  // order the phases ran.
+  std::vector<std::pair<std::string, Series>> codegenPhaseMs;
   size_t originalInstructions = 0, specializedInstructions = 0; // xlated
   std::vector<std::string> applied; // "table site#N pass: detail"
 };

@@ -74,7 +74,7 @@ void addBenchCommand(CLI::App &morpheus) {
       "variant must first treat the trace's first packets exactly as the\n"
       "baseline does. NF: router, router-20routes, l2switch, firewall, nat, lb,\n"
       "or a corpus program configured by map writes: composite_l4lb,\n"
-      "composite_filter (tests/programs/bench/).\n"
+      "composite_filter, composite_zones (tests/programs/bench/).\n"
       "Needs root. tools/bench/matrix.py runs every function and plots.",
       [flags](const CLI::App &self) { return bench(self, *flags); });
   BenchOptions &options = flags->options;
