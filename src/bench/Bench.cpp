@@ -5,8 +5,8 @@
 
 #include "backend/bpf/BpfObject.h"
 #include "backend/bpf/MapIO.h"
+#include "backend/bpf/MapUpdater.h"
 #include "backend/bpf/ProgramLink.h"
-#include "client/Map.h"
 #include "nf/common/Registry.h"
 #include "support/Netns.h"
 
@@ -380,10 +380,10 @@ Error writeGlobal(const runtime::Optimizer &optimizer, const PresetWrite &write)
   return write.line.error("the program has no global '{0}' in .data or .bss", write.target);
 }
 
-// The preset's control plane: its `morpheus nf` setup commands, then its
-// writes, into the maps `optimizer` pinned in `pinDir`.
-Error runSetup(const Preset &preset, const runtime::Optimizer &optimizer,
-               const std::string &pinDir) {
+// The preset's control plane: its `morpheus nf` setup commands (on the
+// maps `optimizer` pinned in `pinDir`), then its writes (guard bracketed,
+// as `morpheus map update` writes).
+Error runSetup(const Preset &preset, runtime::Optimizer &optimizer, const std::string &pinDir) {
   for (const nf::ConfigLine &line : preset.setup) {
     std::vector<std::string> words = {preset.function};
     words.insert(words.end(), line.words.begin(), line.words.end());
@@ -401,9 +401,10 @@ Error runSetup(const Preset &preset, const runtime::Optimizer &optimizer,
         return err;
       continue;
     }
-    llvm::SmallString<128> pin(pinDir);
-    llvm::sys::path::append(pin, write.target);
-    auto map = client::Map::open(std::string(pin));
+    int fd = optimizer.mapFd(write.target);
+    if (fd < 0)
+      return write.line.error("the program has no map '{0}'", write.target);
+    auto map = bpf::MapUpdater::forMap(fd, write.target, &optimizer.guard());
     if (!map)
       return write.line.error("{0}", llvm::toString(map.takeError()));
     if (Error err = map->update(write.key, write.value))

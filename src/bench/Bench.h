@@ -25,8 +25,8 @@ class App;
 namespace morpheus::bench {
 
 // A preset's write into the program's maps, in its control plane's place:
-// `update MAP key HEX... value HEX...` (through the client library, guard
-// bracketed, every CPU of a per-CPU map, as `morpheus map update` writes)
+// `update MAP key HEX... value HEX...` (bpf::MapUpdater: guard bracketed,
+// every CPU of a per-CPU map, as `morpheus map update` writes)
 // or `global NAME HEX...` (a .data/.bss variable's bytes, as a loader sets
 // them through the section's map).
 struct PresetWrite {
