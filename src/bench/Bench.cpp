@@ -5,6 +5,7 @@
 
 #include "backend/bpf/BpfObject.h"
 #include "backend/bpf/MapIO.h"
+#include "backend/bpf/MapUpdater.h"
 #include "backend/bpf/ProgramLink.h"
 #include "nf/common/Registry.h"
 #include "support/Netns.h"
@@ -79,17 +80,66 @@ void pinToCpu(int cpu) {
   sched_setaffinity(0, sizeof(set), &set); // best effort: unpinned still measures
 }
 
+namespace {
+
+// `update MAP key HEX... value HEX...` or `global NAME HEX...` (the words
+// after the keyword).
+Expected<PresetWrite> parseWrite(const nf::ConfigLine &line, bool global,
+                                 const std::vector<std::string> &rest) {
+  PresetWrite write;
+  write.line = line;
+  write.kind = global ? PresetWrite::Kind::Global : PresetWrite::Kind::Map;
+  auto valueAt = std::find(rest.begin(), rest.end(), "value");
+  bool wellFormed = global ? rest.size() >= 2
+                           : rest.size() >= 5 && rest[1] == "key" &&
+                                 valueAt > rest.begin() + 2 && valueAt + 1 < rest.end();
+  if (!wellFormed)
+    return line.error(global ? "expected 'global NAME HEX...'"
+                             : "expected 'update MAP key HEX... value HEX...'");
+  write.target = rest[0];
+  auto hex = [&](auto from, auto to, const char *what) -> Expected<Bytes> {
+    std::vector<std::string> words(from, to);
+    auto bytes = bpf::parseHexBytes(llvm::join(words, " "), write.target + " " + what);
+    if (!bytes)
+      return line.error("{0}", llvm::toString(bytes.takeError()));
+    return bytes;
+  };
+  if (global) {
+    auto value = hex(rest.begin() + 1, rest.end(), "value");
+    if (!value)
+      return value.takeError();
+    write.value = std::move(*value);
+    return write;
+  }
+  auto key = hex(rest.begin() + 2, valueAt, "key");
+  if (!key)
+    return key.takeError();
+  auto value = hex(valueAt + 1, rest.end(), "value");
+  if (!value)
+    return value.takeError();
+  write.key = std::move(*key);
+  write.value = std::move(*value);
+  return write;
+}
+
+} // namespace
+
 Expected<Preset> readPreset(const std::string &nameOrFile) {
   std::string file = nameOrFile;
   if (nameOrFile.find('/') == std::string::npos && !llvm::sys::fs::exists(nameOrFile)) {
-    // "router" -> nf/router/bench.conf, "router-20routes" -> nf/router/bench-20routes.conf
+    // "router" -> nf/router/bench.conf, "router-20routes" -> nf/router/bench-20routes.conf,
+    // else "composite_l4lb" -> tests/programs/bench/composite_l4lb.conf
     auto [function, variant] = llvm::StringRef(nameOrFile).split('-');
     file = sourceDir() + "/nf/" + function.str() + "/bench" +
            (variant.empty() ? "" : "-" + variant.str()) + ".conf";
+    std::string corpus = sourceDir() + "/tests/programs/bench/" + nameOrFile + ".conf";
+    if (!llvm::sys::fs::exists(file) && llvm::sys::fs::exists(corpus))
+      file = corpus;
   }
   if (!llvm::sys::fs::exists(file))
     return makeError("no benchmark preset '{0}' (looked for {1}); a preset is a network "
-                     "function of nf/ or the path of a bench.conf",
+                     "function of nf/, a program of tests/programs/bench/ or the path of a "
+                     "preset file",
                      nameOrFile, file);
   auto lines = nf::readConfig(file);
   if (!lines)
@@ -97,11 +147,17 @@ Expected<Preset> readPreset(const std::string &nameOrFile) {
   Preset preset;
   preset.file = file;
   std::string dir(llvm::sys::path::parent_path(file));
-  preset.function = std::string(llvm::sys::path::filename(dir));
+  // A preset in nf/FUNCTION/ sets its function up through `morpheus nf`.
+  if (llvm::sys::path::filename(llvm::sys::path::parent_path(dir)) == "nf")
+    preset.function = std::string(llvm::sys::path::filename(dir));
   llvm::StringRef variant = llvm::sys::path::stem(file);
-  preset.name = preset.function;
-  if (variant.consume_front("bench-"))
-    preset.name += "-" + variant.str();
+  if (preset.function.empty())
+    preset.name = variant.str();
+  else {
+    preset.name = preset.function;
+    if (variant.consume_front("bench-"))
+      preset.name += "-" + variant.str();
+  }
   for (nf::ConfigLine &line : *lines) {
     const std::string &key = line.words[0];
     std::vector<std::string> rest;
@@ -109,20 +165,32 @@ Expected<Preset> readPreset(const std::string &nameOrFile) {
       rest.push_back(resolveWord(dir, line.words[i]));
     if (key == "program" && rest.size() == 1)
       preset.program = rest[0];
+    else if (key == "entry" && rest.size() == 1)
+      preset.entry = rest[0];
     else if (key == "interfaces" && !rest.empty())
       preset.interfaces = rest;
     else if (key == "ingress" && rest.size() == 1)
       preset.ingress = rest[0];
     else if (key == "setup" && !rest.empty()) {
+      if (preset.function.empty())
+        return line.error("'setup' runs `morpheus nf FUNCTION ...`: only a preset in "
+                          "nf/FUNCTION/ has one (configure other programs with 'update' and "
+                          "'global' lines)");
       line.words = rest;
       preset.setup.push_back(line);
+    } else if (key == "update" || key == "global") {
+      auto write = parseWrite(line, key == "global", rest);
+      if (!write)
+        return write.takeError();
+      preset.writes.push_back(std::move(*write));
     } else if (key == "trace")
       preset.traceArgs = rest;
     else if (key == "oracle" && rest.size() == 1)
       preset.oracle = rest[0];
     else
-      return line.error("expected 'program FILE', 'interfaces IFACE...', 'ingress IFACE', "
-                        "'setup COMMAND...', 'trace GEN_TRACE_ARGS...' or 'oracle KIND'");
+      return line.error("expected 'program FILE', 'entry PROGRAM', 'interfaces IFACE...', 'ingress IFACE', "
+                        "'setup COMMAND...', 'update MAP key HEX... value HEX...', 'global "
+                        "NAME HEX...', 'trace GEN_TRACE_ARGS...' or 'oracle KIND'");
   }
   if (preset.program.empty())
     return makeError("{0}: no 'program' line", file);
@@ -130,6 +198,12 @@ Expected<Preset> readPreset(const std::string &nameOrFile) {
       std::find(preset.interfaces.begin(), preset.interfaces.end(), preset.ingress) ==
           preset.interfaces.end())
     return makeError("{0}: ingress '{1}' is not one of the interfaces", file, preset.ingress);
+  if (preset.function.empty() &&
+      std::find(preset.traceArgs.begin(), preset.traceArgs.end(), "--nf") ==
+          preset.traceArgs.end())
+    return makeError("{0}: a preset outside nf/ names its flows' source in its 'trace' line "
+                     "(e.g. 'trace --nf firewall --config FLOWS')",
+                     file);
   return preset;
 }
 
@@ -286,7 +360,38 @@ struct Variant {
   int fd;
 };
 
-Error runSetup(const Preset &preset, const std::string &pinDir) {
+// A preset's write of a global: its bytes in its section's one-slot map.
+Error writeGlobal(const runtime::Optimizer &optimizer, const PresetWrite &write) {
+  for (const core::GlobalSlice &slice : optimizer.spec().globals()) {
+    if (slice.global != write.target)
+      continue;
+    if (slice.size != write.value.size())
+      return write.line.error("global '{0}' takes {1} bytes, not {2}", write.target, slice.size,
+                              write.value.size());
+    int fd = optimizer.mapFd(slice.sectionTable);
+    bpf_map_info info = {};
+    uint32_t length = sizeof(info);
+    if (fd < 0 || bpf_obj_get_info_by_fd(fd, &info, &length))
+      return write.line.error("global '{0}': no map for its section {1}", write.target,
+                              slice.sectionTable);
+    Bytes section(info.value_size);
+    uint32_t zero = 0;
+    if (bpf_map_lookup_elem(fd, &zero, section.data()))
+      return makeSystemError(errno, "{0}:{1}: reading section {2}", write.line.file,
+                             write.line.number, slice.sectionTable);
+    std::copy(write.value.begin(), write.value.end(), section.begin() + slice.offset);
+    if (bpf_map_update_elem(fd, &zero, section.data(), BPF_ANY))
+      return makeSystemError(errno, "{0}:{1}: writing global '{2}'", write.line.file,
+                             write.line.number, write.target);
+    return Error::success();
+  }
+  return write.line.error("the program has no global '{0}' in .data or .bss", write.target);
+}
+
+// The preset's control plane: its `morpheus nf` setup commands (on the
+// maps `optimizer` pinned in `pinDir`), then its writes (guard bracketed,
+// as `morpheus map update` writes).
+Error runSetup(const Preset &preset, runtime::Optimizer &optimizer, const std::string &pinDir) {
   for (const nf::ConfigLine &line : preset.setup) {
     std::vector<std::string> words = {preset.function};
     words.insert(words.end(), line.words.begin(), line.words.end());
@@ -298,6 +403,21 @@ Error runSetup(const Preset &preset, const std::string &pinDir) {
       return line.error("`morpheus nf {0} {1}` failed (exit status {2}; its message is above)",
                         preset.function, llvm::join(line.words, " "), status);
   }
+  for (const PresetWrite &write : preset.writes) {
+    if (write.kind == PresetWrite::Kind::Global) {
+      if (Error err = writeGlobal(optimizer, write))
+        return err;
+      continue;
+    }
+    int fd = optimizer.mapFd(write.target);
+    if (fd < 0)
+      return write.line.error("the program has no map '{0}'", write.target);
+    auto map = bpf::MapUpdater::forMap(fd, write.target, &optimizer.guard());
+    if (!map)
+      return write.line.error("{0}", llvm::toString(map.takeError()));
+    if (Error err = map->update(write.key, write.value))
+      return write.line.error("{0}", llvm::toString(std::move(err)));
+  }
   return Error::success();
 }
 
@@ -307,8 +427,9 @@ Expected<Trace> generateTrace(const Preset &preset, const BenchOptions &options,
   if (!python)
     return makeError("python3 is needed to generate traces (tools/traces/gen_trace.py)");
   std::string output = dir + "/" + preset.name + "-" + locality + ".pcap";
-  std::vector<std::string> args = {*python, sourceDir() + "/tools/traces/gen_trace.py",
-                                    "--nf", preset.function};
+  std::vector<std::string> args = {*python, sourceDir() + "/tools/traces/gen_trace.py"};
+  if (!preset.function.empty())
+    args.insert(args.end(), {"--nf", preset.function});
   args.insert(args.end(), preset.traceArgs.begin(), preset.traceArgs.end());
   args.insert(args.end(), {"--flows", std::to_string(options.flows), "--packets",
                            std::to_string(options.packets), "--seed",
@@ -622,6 +743,7 @@ Expected<TraceResult> measureTrace(Driver &driver, const std::vector<Variant> &v
 Expected<std::unique_ptr<runtime::Optimizer>> loadConfigured(const Preset &preset,
                                                              runtime::OptimizerOptions options,
                                                              const std::string &variant) {
+  options.program = preset.entry;
   options.pinDir = llvm::formatv("/sys/fs/bpf/morpheus-bench-{0}-{1}-{2}", getpid(),
                                  preset.name, variant)
                        .str();
@@ -630,7 +752,7 @@ Expected<std::unique_ptr<runtime::Optimizer>> loadConfigured(const Preset &prese
   auto created = runtime::Optimizer::create(preset.program, options);
   if (!created)
     return created.takeError();
-  if (Error err = runSetup(preset, options.pinDir))
+  if (Error err = runSetup(preset, **created, options.pinDir))
     return err;
   return created;
 }
@@ -716,6 +838,14 @@ Expected<BenchResult> runInNamespace(const Preset &preset, const BenchOptions &o
     runtime::CycleReport again = optimizer.runCycle(/*force=*/true);
     result.compile.analysisMs.values.push_back(again.times.analysisMs);
     result.compile.codegenMs.values.push_back(again.times.codegenMs);
+    auto &phases = result.compile.codegenPhaseMs;
+    for (const core::BuildPhase &phase : again.log.phases) {
+      auto known = std::find_if(phases.begin(), phases.end(),
+                                [&](const auto &p) { return p.first == phase.phase; });
+      if (known == phases.end())
+        known = phases.insert(phases.end(), {phase.phase, Series()});
+      known->second.values.push_back(phase.ms);
+    }
   }
 
   // The variants that follow the traffic, each on its own maps (the same
@@ -958,6 +1088,9 @@ nlohmann::json toJson(const BenchResult &result) {
                            {"chosen", core::representationName(prediction.choice.chosen)},
                            {"predicted_ns", candidates}});
   }
+  nlohmann::json phases = nlohmann::json::array();
+  for (const auto &[phase, ms] : c.codegenPhaseMs)
+    phases.push_back({{"phase", phase}, {"ms", series(ms)}});
   return {{"method", result.method},
           {"preset", result.preset},
           {"program", result.program},
@@ -968,6 +1101,7 @@ nlohmann::json toJson(const BenchResult &result) {
             {"first_validation_ms", c.first.validationMs},
             {"t1_ms", series(c.analysisMs)},
             {"t2_ms", series(c.codegenMs)},
+            {"t2_phases", phases},
             {"instructions_original", c.originalInstructions},
             {"instructions_specialized", c.specializedInstructions},
             {"applied", c.applied},
@@ -1033,6 +1167,12 @@ std::string formatResult(const BenchResult &result) {
                         c.first.analysisMs, c.first.codegenMs, c.first.validationMs,
                         c.first.injectionMs, c.analysisMs.median(), c.codegenMs.median(),
                         c.originalInstructions, c.specializedInstructions);
+  if (!c.codegenPhaseMs.empty()) {
+    text += "  t2 by phase (recompile medians, ms):";
+    for (const auto &[phase, ms] : c.codegenPhaseMs)
+      text += llvm::formatv(" {0} {1:f1};", phase, ms.median()).str();
+    text.back() = '\n';
+  }
   for (const std::string &applied : c.applied)
     text += "    " + applied + "\n";
   for (const TraceResult &trace : result.traces) {

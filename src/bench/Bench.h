@@ -10,6 +10,7 @@
 #include "nf/common/ConfigFile.h"
 #include "runtime/Differential.h"
 #include "runtime/Optimizer.h"
+#include "support/Bytes.h"
 
 #include <nlohmann/json_fwd.hpp>
 
@@ -23,21 +24,41 @@ class App;
 
 namespace morpheus::bench {
 
-// nf/NAME/bench.conf: how to set a function up for benchmarking.
+// A preset's write into the program's maps, in its control plane's place:
+// `update MAP key HEX... value HEX...` (bpf::MapUpdater: guard bracketed,
+// every CPU of a per-CPU map, as `morpheus map update` writes)
+// or `global NAME HEX...` (a .data/.bss variable's bytes, as a loader sets
+// them through the section's map).
+struct PresetWrite {
+  enum class Kind { Map, Global };
+  nf::ConfigLine line; // where it was written, for errors
+  Kind kind = Kind::Map;
+  std::string target;  // the map or the global
+  Bytes key;           // maps only
+  Bytes value;
+};
+
+// How to set a program up for benchmarking: nf/NAME/bench*.conf configures
+// a network function through `morpheus nf`; tests/programs/bench/NAME.conf
+// configures a program of the corpus by map writes (docs/benchmarks.md).
 struct Preset {
-  std::string function; // the network function, its folder in nf/ ("router")
-  std::string name;     // bench.conf: the function; bench-X.conf: "function-X"
+  std::string function; // the network function, its folder in nf/ ("router"); "" = none
+  std::string name;     // bench.conf: the function; bench-X.conf: "function-X"; else the stem
   std::string file;    // the bench.conf read
   std::string program; // its BPF C
+  std::string entry;   // the program to run and attach; "" = the object's first
   std::vector<std::string> interfaces; // created in a scratch namespace
   std::string ingress; // the interface every packet arrives on; "" = none
   std::vector<nf::ConfigLine> setup;   // `morpheus nf NAME <words>`, in order
-  std::vector<std::string> traceArgs;  // for tools/traces/gen_trace.py
+  std::vector<PresetWrite> writes;     // after the setup, in order
+  // For tools/traces/gen_trace.py; a preset without a function names its
+  // flow source (--nf) here.
+  std::vector<std::string> traceArgs;
   std::string oracle;  // hand-specialized versions, by kind ("router"); "" = none
 };
 
-// NAME = a folder of nf/ with a bench.conf, or the path of a bench*.conf in
-// such a folder.
+// NAME = a folder of nf/ with a bench.conf (NAME-X: its bench-X.conf), a
+// tests/programs/bench/NAME.conf, or the path of a preset file.
 Expected<Preset> readPreset(const std::string &nameOrFile);
 
 // How packets reach the program under test (see docs/benchmarks.md).
@@ -126,6 +147,9 @@ struct TablePrediction {
 struct CompileResult {
   runtime::CycleTimes first; // the first specialization
   Series analysisMs, codegenMs; // forced recompilations (t1, t2)
+  // t2 of the forced recompilations by phase (core::BuildPhase), in the
+  // order the phases ran.
+  std::vector<std::pair<std::string, Series>> codegenPhaseMs;
   size_t originalInstructions = 0, specializedInstructions = 0; // xlated
   std::vector<std::string> applied; // "table site#N pass: detail"
   std::vector<TablePrediction> predictions;

@@ -113,15 +113,19 @@ void addBenchCommand(CLI::App &morpheus) {
       "baseline per trace, Morpheus's compile and injection times, and per table\n"
       "the cost model's predicted ns against the measured saving. Every\n"
       "variant must first treat the trace's first packets exactly as the\n"
-      "baseline does. NF: router, router-20routes, l2switch, firewall, nat, lb.\n"
+      "baseline does. NF: router, router-20routes, l2switch, firewall, nat, lb,\n"
+      "or a corpus program configured by map writes: composite_l4lb,\n"
+      "composite_filter, composite_zones (tests/programs/bench/).\n"
       "`morpheus bench calibrate` measures the cost model's unit costs on this\n"
       "machine and caches them (run and bench load them); bench calibrates first\n"
       "when nothing is cached.\n"
       "Needs root. tools/bench/matrix.py runs every function and plots.",
       [flags](const CLI::App &self) { return bench(self, *flags); });
   BenchOptions &options = flags->options;
-  command.add_option("NF", flags->preset,
-                     "a network function of nf/, a bench*.conf, or 'calibrate'")
+  command
+      .add_option("NF", flags->preset,
+                  "a network function of nf/, a program of tests/programs/bench/, a preset "
+                  "file, or 'calibrate'")
       ->required()
       ->type_name("");
   command

@@ -15,6 +15,7 @@
 #include <llvm/Transforms/Utils/ModuleUtils.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cstdlib>
 #include <set>
 
@@ -335,8 +336,16 @@ Expected<SpecializationLog> specializeModule(Module &module,
                                              const TableCatalog &catalog,
                                              const TableSnapshot &snapshot,
                                              const SpecializationOptions &options) {
-  Managers managers(sigs, catalog, options.targetMachine);
+  auto phaseStart = std::chrono::steady_clock::now();
   SpecializationLog log;
+  // Closes the phase that started at phaseStart, opening the next.
+  auto endPhase = [&](std::string phase) {
+    auto now = std::chrono::steady_clock::now();
+    log.phases.push_back(
+        {std::move(phase), std::chrono::duration<double, std::milli>(now - phaseStart).count()});
+    phaseStart = now;
+  };
+  Managers managers(sigs, catalog, options.targetMachine);
   TablePassContext context;
   context.catalog = &catalog;
   context.snapshot = &snapshot;
@@ -471,22 +480,29 @@ Expected<SpecializationLog> specializeModule(Module &module,
       options.tablePasses ? *options.tablePasses : tablePassNames();
   // The passes are constructed with a copy of the context: complete it first.
   context.enabledPasses.insert(names.begin(), names.end());
-  ModulePassManager passes;
-  for (const std::string &name : names) {
+  // One pass manager per pass, so that each pass's time is its own (a pass
+  // manager invalidates what a pass did not preserve after each pass either
+  // way).
+  std::vector<ModulePassManager> passes(names.size());
+  for (size_t i = 0; i < names.size(); ++i) {
     bool known = false;
 #define MORPHEUS_TABLE_PASS(NAME, CLASS)                                       \
-    if (name == NAME) {                                                        \
-      passes.addPass(CLASS(context));                                          \
+    if (names[i] == NAME) {                                                    \
+      passes[i].addPass(CLASS(context));                                       \
       known = true;                                                            \
     }
 #include "core/passes/Passes.def"
     if (!known)
-      return makeError("unknown pass '{0}'", name);
+      return makeError("unknown pass '{0}'", names[i]);
   }
   std::optional<CodeImage> beforeTablePasses;
   if (options.guard)
     beforeTablePasses = imageOf(module);
-  passes.run(module, managers.mam);
+  endPhase("planning");
+  for (size_t i = 0; i < names.size(); ++i) {
+    passes[i].run(module, managers.mam);
+    endPhase(names[i]);
+  }
   crashForTests(options.faults.crashAfterTablePasses);
   if (Error err = verify(module, "table passes"))
     return err;
@@ -508,6 +524,7 @@ Expected<SpecializationLog> specializeModule(Module &module,
     if (Error err = verify(module, "program guard"))
       return err;
   }
+  endPhase("program guard");
 
   if (options.optimize) {
     ModulePassManager o2 =
@@ -515,6 +532,7 @@ Expected<SpecializationLog> specializeModule(Module &module,
     o2.run(module, managers.mam);
     if (Error err = verify(module, "O2 pipeline"))
       return err;
+    endPhase("O2");
   }
   return log;
 }

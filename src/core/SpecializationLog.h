@@ -73,6 +73,14 @@ struct GlobalDecision {
   std::string detail;
 };
 
+// Where building a version spent its time: one step of specializeModule
+// (planning, each table pass by its Passes.def name, the program guard, O2)
+// or of the backend around it (cloning, code generation).
+struct BuildPhase {
+  std::string phase;
+  double ms = 0;
+};
+
 struct SpecializationLog {
   std::vector<SiteDecision> decisions;
   std::map<unsigned, ProfiledSite> profiled; // by site id
@@ -82,6 +90,7 @@ struct SpecializationLog {
   std::vector<GlobalDecision> globals;
   // The global bytes folded, checked at every guarded root (sorted, unique).
   std::vector<GlobalCheck> globalChecks;
+  std::vector<BuildPhase> phases; // in the order they ran
 
   void record(const AccessSite &site, const char *pass, bool applied,
               std::string detail);

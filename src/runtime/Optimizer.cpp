@@ -296,9 +296,28 @@ Expected<bpf::LoadedObject> Optimizer::loadUnguardedTwin() const {
   auto object = programSpec->specialize(specializedSnapshot, request);
   if (!object)
     return object.takeError();
+  auto twin = loadVersion(object->elf, specializedStages);
+  if (!twin)
+    return twin.takeError();
+  if (Error err = fillVersionStages(*twin, specializedStages))
+    return err;
+  return twin;
+}
+
+Expected<bpf::LoadedObject> Optimizer::loadVersion(const std::vector<char> &elf,
+                                                   const bpf::ProgramSlots &stages) const {
   bpf::LoadOptions sharing;
   sharing.maps = sharedMaps;
-  return bpf::LoadedObject::load(object->elf, programSpec->objectName(), sharing);
+  for (const auto &[array, slots] : stages)
+    sharing.maps.erase(array); // libbpf makes the version its own, empty
+  return bpf::LoadedObject::load(elf, programSpec->objectName(), sharing);
+}
+
+Error Optimizer::fillVersionStages(bpf::LoadedObject &version, const bpf::ProgramSlots &stages) {
+  std::map<std::string, int> ownArrays;
+  for (const auto &[array, slots] : stages)
+    ownArrays[array] = version.mapFd(array);
+  return version.fillProgramSlots(stages, ownArrays);
 }
 
 int Optimizer::mapFd(const std::string &name) const {
@@ -608,16 +627,9 @@ Optimizer::specializeWithRetry(CycleReport &report, core::TableSnapshot &snapsho
       return std::nullopt;
     }
     start = Clock::now();
-    bpf::LoadOptions sharing;
-    sharing.maps = sharedMaps;
-    for (const auto &[array, slots] : cycleStages)
-      sharing.maps.erase(array); // libbpf makes the version its own, empty
-    auto attempt = bpf::LoadedObject::load(elf, programSpec->objectName(), sharing);
+    auto attempt = loadVersion(elf, cycleStages);
     if (attempt) {
-      std::map<std::string, int> ownArrays;
-      for (const auto &[array, slots] : cycleStages)
-        ownArrays[array] = attempt->mapFd(array);
-      if (Error err = attempt->fillProgramSlots(cycleStages, ownArrays)) {
+      if (Error err = fillVersionStages(*attempt, cycleStages)) {
         endCycle(report, std::move(err));
         return std::nullopt;
       }

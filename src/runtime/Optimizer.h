@@ -134,8 +134,9 @@ public:
 
   // Bench only: the installed specialization built again from its
   // snapshot (its hot keys, compare chains as it had them) without the
-  // program guard, loaded sharing every map. Timed beside the installed
-  // one, it says what the guard costs. Its code is correct only while the
+  // program guard, loaded sharing every map but the stage arrays, which
+  // are its own and hold its own stages as the installed version's do.
+  // Timed beside the installed one, it says what the guard costs. Its code is correct only while the
   // tables hold that snapshot: never attached.
   Expected<bpf::LoadedObject> loadUnguardedTwin() const;
 
@@ -186,6 +187,14 @@ private:
   // a slot holding any other program (another object's, an adopted
   // owner's) is not copied: the version shares the live one.
   Expected<bpf::ProgramSlots> stageArrays() const;
+  // Loads a version's object sharing the live maps except the arrays of
+  // `stages`, which libbpf makes the version's own (empty); the error is
+  // the kernel's, for the caller to tell a verifier rejection.
+  Expected<bpf::LoadedObject> loadVersion(const std::vector<char> &elf,
+                                          const bpf::ProgramSlots &stages) const;
+  // Fills a version's own stage arrays, slot by slot, with its programs of
+  // the names the live arrays hold.
+  static Error fillVersionStages(bpf::LoadedObject &version, const bpf::ProgramSlots &stages);
   std::optional<Candidate> specializeWithRetry(CycleReport &report,
                                                core::TableSnapshot &snapshot);
   bool validate(CycleReport &report, const Candidate &candidate,

@@ -7,6 +7,7 @@
 #include "bench/Calibration.h"
 
 #include <gtest/gtest.h>
+#include <llvm/ADT/StringExtras.h>
 #include <llvm/Testing/Support/Error.h>
 #include <nlohmann/json.hpp>
 #include <pcap/pcap.h>
@@ -129,6 +130,50 @@ TEST(Bench, LbAndNatHotOraclesTreatTheTraceAsTheBaseline) {
   }
 }
 
+// A program of the corpus, configured by its preset's map writes instead of
+// a `morpheus nf` control plane: the writes reach the maps (and a global),
+// what they hold is specialized, and every variant is checked alike on the
+// trace's first packets, then timed.
+TEST(Bench, CompositePresetIsConfiguredByItsWritesCheckedAlikeAndTimed) {
+  auto preset = readPreset("composite_l4lb");
+  ASSERT_THAT_EXPECTED(preset, llvm::Succeeded());
+  EXPECT_EQ(preset->function, "");
+  EXPECT_EQ(preset->name, "composite_l4lb");
+  ASSERT_FALSE(preset->writes.empty());
+
+  auto contents = configuredContents(*preset, 64);
+  ASSERT_THAT_EXPECTED(contents, llvm::Succeeded());
+  EXPECT_EQ((*contents)["vips"].size(), 3u);
+  EXPECT_EQ((*contents)["backends"].size(), 4u);
+  EXPECT_EQ((*contents)["server_ids"].size(), 1u);
+
+  BenchOptions options = tinyRun();
+  options.localities = {"uniform"};
+  auto result = runBench(*preset, options);
+  ASSERT_THAT_EXPECTED(result, llvm::Succeeded());
+  // The backends and QUIC server ids the writes put there are inlined; the
+  // loader's switch, set by the preset's 'global' line, folded with them.
+  bool backends = false, serverIds = false;
+  for (const std::string &applied : result->compile.applied) {
+    backends |= applied.rfind("backends ", 0) == 0;
+    serverIds |= applied.rfind("server_ids ", 0) == 0;
+  }
+  EXPECT_TRUE(backends && serverIds) << llvm::join(result->compile.applied, "\n");
+  ASSERT_EQ(result->traces.size(), 1u);
+  const TraceResult &trace = result->traces[0];
+  EXPECT_EQ(trace.checked, 256u);
+  std::vector<std::string> names;
+  for (const VariantResult &variant : trace.variants) {
+    names.push_back(variant.name);
+    ASSERT_EQ(variant.net.values.size(), 2u) << variant.name;
+    EXPECT_TRUE(std::isfinite(variant.net.median())) << variant.name;
+  }
+  EXPECT_EQ(names, (std::vector<std::string>{"baseline", "morpheus", "morpheus-static",
+                                             "morpheus-static-unguarded",
+                                             "adaptive-instrumentation",
+                                             "naive-instrumentation"}));
+}
+
 // The test-only switch makes the inlined key compare wrong: the router's
 // specialized neighbour lookup then misses, so its verdicts differ and the
 // bench must refuse to time it (with Morpheus's own pre-swap validation,
@@ -194,6 +239,26 @@ TEST_F(Files, PresetErrorsNameTheFileAndLine) {
   auto ingress = readPreset(path);
   ASSERT_FALSE(bool(ingress));
   EXPECT_NE(llvm::toString(ingress.takeError()).find("ingress 'eth9'"), std::string::npos);
+
+  // Outside nf/: no `morpheus nf` setup, writes well formed, a flow source.
+  path = write("p.conf", "program x.bpf.c\nsetup set-port 0 eth0\n");
+  auto setup = readPreset(path);
+  ASSERT_FALSE(bool(setup));
+  EXPECT_NE(llvm::toString(setup.takeError()).find("p.conf:2: 'setup' runs"), std::string::npos);
+  path = write("p.conf", "program x.bpf.c\nupdate vips key 0a value\n");
+  auto update = readPreset(path);
+  ASSERT_FALSE(bool(update));
+  EXPECT_NE(llvm::toString(update.takeError()).find("p.conf:2: expected 'update MAP key"),
+            std::string::npos);
+  path = write("p.conf", "program x.bpf.c\nglobal quic 0x1\n");
+  auto odd = readPreset(path);
+  ASSERT_FALSE(bool(odd));
+  EXPECT_NE(llvm::toString(odd.takeError()).find("odd number of hex digits"), std::string::npos);
+  path = write("p.conf", "program x.bpf.c\nupdate m key 01 value 02 03\n");
+  auto noFlows = readPreset(path);
+  ASSERT_FALSE(bool(noFlows));
+  EXPECT_NE(llvm::toString(noFlows.takeError()).find("names its flows' source"),
+            std::string::npos);
 }
 
 TEST_F(Files, TraceFramesArePaddedAndDeduplicated) {

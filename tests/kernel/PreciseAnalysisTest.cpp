@@ -584,5 +584,76 @@ TEST(CompositePrograms, MultiStageFilterFoldsEveryStageAndAnswersAsTheOriginal) 
   }
 }
 
+// The zone firewall (tests/programs/composite_zones.bpf.c), the corpus's
+// 100K-instruction program: 12 tail-called chains of 512 unrolled rule
+// slots. It loads under Morpheus, every chain's rule configuration folds
+// beside its hit counter, and the specialized entry (with its own chain
+// array of specialized chains) answers as the original for each packet
+// kind in configured and unconfigured zones. Slow by nature (about a
+// minute of compiling and verifying on an idle machine): one cycle only.
+TEST(CompositePrograms, HundredThousandInstructionFirewallSpecializesAndAnswersAsTheOriginal) {
+  runtime::OptimizerOptions options = CorpusProgram::noShadow();
+  options.program = "zones_entry"; // clang emits the chains first
+  CorpusProgram program("composite_zones.bpf.c", options);
+  ASSERT_TRUE(program.ok());
+
+  // The kernel's own count: the entry and every chain the live array holds.
+  auto xlated = [](int fd) {
+    bpf_prog_info info = {};
+    uint32_t length = sizeof(info);
+    EXPECT_EQ(bpf_obj_get_info_by_fd(fd, &info, &length), 0);
+    return uint64_t(info.xlated_prog_len / 8);
+  };
+  uint64_t instructions = xlated(program.opt().originalFd());
+  int liveChains = program.opt().mapFd("chains");
+  for (uint32_t slot = 0; slot < 12; ++slot) {
+    uint32_t id = 0;
+    ASSERT_EQ(bpf_map_lookup_elem(liveChains, &slot, &id), 0) << "chain " << slot;
+    Fd chain(bpf_prog_get_fd_by_id(id));
+    instructions += xlated(chain.fd);
+  }
+  EXPECT_GE(instructions, 100000u);
+
+  const uint32_t zones[] = {0, 5, 11};
+  for (uint32_t zone : zones) {
+    program.set("zone_of", LpmV4{24, htonl(0x0a010000 | zone << 8)}, zone);
+    std::string acl = "acl_" + std::to_string(zone);
+    program.set(acl, uint32_t(0), AclRule{17, XDP_DROP + 1, 53, 53, 0, 0});
+    program.set(acl, uint32_t(1), AclRule{6, XDP_PASS + 1, 22, 22, 0, 0});
+    program.set(acl, uint32_t(7), AclRule{6, XDP_TX + 1, 8000, 8999, 0, 0});
+  }
+  runtime::CycleReport report = program.cycle();
+  ASSERT_TRUE(report.installed()) << report.describe();
+  std::map<std::string, unsigned> folded;
+  for (const core::SiteDecision &d : report.log.decisions)
+    folded[d.table] += d.applied && d.pass == "fold-read-only-fields";
+  for (unsigned zone = 0; zone < 12; ++zone)
+    EXPECT_EQ(folded["acl_" + std::to_string(zone)], 512u) << "zone " << zone;
+
+  struct Case {
+    PacketSpec spec;
+    uint32_t verdict;
+  };
+  for (uint32_t zone : zones)
+    for (const Case &c :
+         {Case{{.daddr = 0x0a010009 | zone << 8, .dport = 53}, XDP_DROP},
+          Case{{.protocol = 6, .daddr = 0x0a010009 | zone << 8, .dport = 22}, XDP_PASS},
+          Case{{.protocol = 6, .daddr = 0x0a010009 | zone << 8, .dport = 8080}, XDP_TX},
+          Case{{.daddr = 0x0a010009 | zone << 8, .dport = 9999}, XDP_PASS}}) {
+      Bytes packet = buildPacket(c.spec);
+      RunResult active = program.active(packet);
+      EXPECT_EQ(active, program.original(packet)) << "zone " << zone << " dport " << c.spec.dport;
+      EXPECT_EQ(active.verdict, c.verdict) << "zone " << zone << " dport " << c.spec.dport;
+    }
+  // A zone without rules and an address in no zone.
+  program.set("zone_of", LpmV4{24, htonl(0x0a010300)}, uint32_t(3));
+  for (uint32_t daddr : {0x0a010309u, 0x0a020009u}) {
+    Bytes packet = buildPacket({.daddr = daddr, .dport = 53});
+    RunResult active = program.active(packet);
+    EXPECT_EQ(active, program.original(packet)) << std::hex << daddr;
+    EXPECT_EQ(active.verdict, uint32_t(XDP_PASS)) << std::hex << daddr;
+  }
+}
+
 } // namespace
 } // namespace morpheus::testing

@@ -12,6 +12,7 @@
 #include <llvm/Transforms/Utils/Cloning.h>
 
 #include <algorithm>
+#include <chrono>
 #include <optional>
 
 namespace morpheus::bpf {
@@ -215,7 +216,13 @@ uint64_t ProgramSpec::verifierPathBudget(const std::string &entry,
 
 Expected<SpecializedObject> ProgramSpec::build(const core::TableSnapshot &snapshot,
                                                const SpecializeRequest &request) const {
+  auto start = std::chrono::steady_clock::now();
+  auto msSince = [](std::chrono::steady_clock::time_point from) {
+    return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - from)
+        .count();
+  };
   std::unique_ptr<llvm::Module> clone = llvm::CloneModule(*pristine);
+  double cloneMs = msSince(start);
   // Guarded versions share the live program arrays, whose slots only the
   // live original's load writes; an unguarded build (offline) is a program
   // of its own and keeps them.
@@ -256,10 +263,13 @@ Expected<SpecializedObject> ProgramSpec::build(const core::TableSnapshot &snapsh
   auto log = core::specializeModule(*clone, signatures, tables, snapshot, options);
   if (!log)
     return withContext(log.takeError(), sourcePath);
+  log->phases.insert(log->phases.begin(), {"clone", cloneMs});
+  start = std::chrono::steady_clock::now();
   restoreVerifierBounds(*clone);
   auto elf = emitObject(*clone, *machine);
   if (!elf)
     return elf.takeError();
+  log->phases.push_back({"code generation", msSince(start)});
   return SpecializedObject{std::move(*elf), std::move(*log)};
 }
 
