@@ -16,6 +16,9 @@ namespace lb_layout {
 namespace nat_layout {
 #include "nf/nat/nat.h"
 } // namespace nat_layout
+namespace firewall_layout {
+#include "nf/firewall/firewall.h"
+} // namespace firewall_layout
 
 #include <bpf/bpf.h>
 
@@ -489,6 +492,126 @@ Expected<std::vector<OracleProgram>> buildNatOracles(const runtime::Optimizer &o
       {"nat_config", "nat_inside", "nat_ports", "nat_out", "nat_in", "nat_stats"}, optimizer);
 }
 
+// A TCP or UDP flow of the firewall's trace, as classify() sees it:
+// addresses in network order, ports in host order.
+struct FirewallFlow {
+  uint32_t saddr, daddr;
+  uint16_t sport, dport;
+  uint8_t protocol;
+  auto operator<=>(const FirewallFlow &) const = default;
+};
+
+// The flow of a frame that takes firewall_oracle's hot path (untagged IPv4
+// without options, not a fragment, TCP or UDP with its whole header).
+std::optional<FirewallFlow> firewallFlowOf(const std::vector<uint8_t> &f) {
+  if (f.size() < 34 || f[12] != 0x08 || f[13] != 0x00 || f[14] != 0x45 || (f[20] & 0x1f) ||
+      f[21])
+    return std::nullopt;
+  uint8_t protocol = f[23];
+  size_t header = protocol == IPPROTO_TCP ? 20 : protocol == IPPROTO_UDP ? 8 : 0;
+  if (!header || f.size() < 34 + header)
+    return std::nullopt;
+  FirewallFlow flow;
+  std::memcpy(&flow.saddr, &f[26], 4);
+  std::memcpy(&flow.daddr, &f[30], 4);
+  flow.sport = uint16_t(f[34] << 8 | f[35]);
+  flow.dport = uint16_t(f[36] << 8 | f[37]);
+  flow.protocol = protocol;
+  return flow;
+}
+
+// The rule set the firewall's maps give one field's value (a failed lookup:
+// nullopt, as the data plane's NULL).
+template <typename Key>
+std::optional<firewall_layout::fw_rule_set> ruleSet(int fd, const Key &key) {
+  firewall_layout::fw_rule_set set;
+  if (bpf_map_lookup_elem(fd, &key, &set))
+    return std::nullopt;
+  return set;
+}
+
+// The firewall's hot-flow oracle (oracles/firewall_oracle.bpf.c): for the
+// trace's hottest TCP and UDP flows, the rule_hits slot and the action the
+// live tables decide, asked of the maps as the data plane asks them (the
+// tries answer the longest prefix, the arrays the field's set; the first
+// rule in all five sets decides). Only without connection tracking.
+Expected<OracleProgram> buildFirewallOracle(const runtime::Optimizer &optimizer,
+                                            const Trace &trace) {
+  using namespace firewall_layout;
+  int configFd = optimizer.mapFd("fw_config");
+  uint32_t zero = 0;
+  fw_config config;
+  if (bpf_map_lookup_elem(configFd, &zero, &config))
+    return makeError("oracle firewall: the fw_config map holds no entry");
+  if (config.flags & FW_FLAG_CONNTRACK)
+    return makeError("oracle firewall: connection tracking is on (the hot path would skip "
+                     "its conntrack writes)");
+  uint32_t generation = config.generation;
+  auto portSet = [&](const char *classes, const char *sets,
+                     uint16_t port) -> std::optional<fw_rule_set> {
+    uint32_t index = generation * FW_PORTS + port, portClass;
+    if (bpf_map_lookup_elem(optimizer.mapFd(classes), &index, &portClass))
+      return std::nullopt;
+    return ruleSet(optimizer.mapFd(sets), generation * FW_PORT_SETS + portClass);
+  };
+  // The rule classify() returns for `flow`, or FW_MAX_RULES for none.
+  auto classify = [&](const FirewallFlow &flow) -> uint32_t {
+    fw_prefix_key source = {FW_GENERATION_BITS + 32, generation, flow.saddr};
+    fw_prefix_key destination = {FW_GENERATION_BITS + 32, generation, flow.daddr};
+    std::optional<fw_rule_set> sets[] = {
+        ruleSet(optimizer.mapFd("src_prefixes"), source),
+        ruleSet(optimizer.mapFd("dst_prefixes"), destination),
+        ruleSet(optimizer.mapFd("protocols"), generation * FW_PROTOCOLS + flow.protocol),
+        portSet("sport_class", "sport_sets", flow.sport),
+        portSet("dport_class", "dport_sets", flow.dport)};
+    uint32_t first = 0, last = FW_MAX_WORDS - 1;
+    for (const std::optional<fw_rule_set> &set : sets) {
+      if (!set)
+        return FW_MAX_RULES;
+      first = std::max<uint32_t>(first, set->first_word);
+      last = std::min<uint32_t>(last, set->last_word);
+    }
+    for (uint32_t word = first; word <= last; ++word) {
+      uint64_t bits = ~0ull;
+      for (const std::optional<fw_rule_set> &set : sets)
+        bits &= set->bits[word];
+      if (bits)
+        return word * FW_WORD_BITS + uint32_t(__builtin_ctzll(bits));
+    }
+    return FW_MAX_RULES;
+  };
+  std::vector<FirewallFlow> flows =
+      hottestFirst<FirewallFlow>(trace, [](const std::vector<uint8_t> &f) {
+        return firewallFlowOf(f);
+      });
+  std::string header = "#define ORACLE_GENERATION " + std::to_string(generation) +
+                       "\nstatic __always_inline int oracle_flow(__u32 saddr, __u32 daddr, "
+                       "__u16 sport, __u16 dport, __u8 protocol, __u32 *slot)\n{\n";
+  for (size_t i = 0; i < std::min(flows.size(), HotDestinations); ++i) {
+    const FirewallFlow &flow = flows[i];
+    uint32_t rule = classify(flow), action = config.default_action, slot = FW_DEFAULT_SLOT;
+    uint32_t index = generation * FW_MAX_RULES + rule, ruleAction;
+    if (rule < FW_MAX_RULES &&
+        bpf_map_lookup_elem(optimizer.mapFd("rule_actions"), &index, &ruleAction) == 0) {
+      action = ruleAction;
+      slot = rule;
+    }
+    header += llvm::formatv("\tif (saddr == {0:x} && daddr == {1:x} && sport == {2} && "
+                            "dport == {3} && protocol == {4}) {{\n\t\t*slot = {5};\n"
+                            "\t\treturn {6};\n\t}\n",
+                            flow.saddr, flow.daddr, flow.sport, flow.dport,
+                            unsigned(flow.protocol), slot, action)
+                  .str();
+  }
+  header += "\treturn -1;\n}\n";
+  return buildOracle("oracle-hot" + std::to_string(HotDestinations), "firewall_oracle.bpf.c",
+                     "firewall_oracle", header,
+                     {"fw_config", "src_prefixes", "dst_prefixes", "protocols", "sport_class",
+                      "sport_sets", "dport_class", "dport_sets", "rule_actions", "rule_hits",
+                      "fw_stats", "conntrack"},
+                     optimizer);
+}
+
 } // namespace
 
 Expected<std::vector<OracleProgram>> loadOracles(const Preset &preset,
@@ -508,8 +631,15 @@ Expected<std::vector<OracleProgram>> loadOracles(const Preset &preset,
     return buildLbOracles(optimizer, trace);
   if (preset.oracle == "nat")
     return buildNatOracles(optimizer, trace, ingress);
+  if (preset.oracle == "firewall") {
+    auto hot = buildFirewallOracle(optimizer, trace);
+    if (!hot)
+      return hot.takeError();
+    oracles.push_back(std::move(*hot));
+    return oracles;
+  }
   if (preset.oracle != "router")
-    return makeError("{0}: no oracle of kind '{1}' (known: router, l2switch, lb, nat)",
+    return makeError("{0}: no oracle of kind '{1}' (known: router, l2switch, lb, nat, firewall)",
                      preset.file, preset.oracle);
   auto read = RouterMaps::read(optimizer);
   if (!read)

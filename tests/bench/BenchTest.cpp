@@ -174,6 +174,23 @@ TEST(Bench, CompositePresetIsConfiguredByItsWritesCheckedAlikeAndTimed) {
                                              "naive-instrumentation"}));
 }
 
+// The firewall's hot-flow oracle answers the trace's hottest flows with the
+// action and rule_hits slot the live tables decide, without classifying
+// them: the first 256 packets of a high-locality trace (mostly those flows)
+// must get the baseline's verdicts and bytes, or the run fails.
+TEST(Bench, FirewallHotOracleTreatsTheTraceAsTheBaseline) {
+  auto preset = readPreset("firewall");
+  ASSERT_THAT_EXPECTED(preset, llvm::Succeeded());
+  BenchOptions options = tinyRun();
+  options.trafficCycles = 0;
+  auto result = runBench(*preset, options);
+  ASSERT_THAT_EXPECTED(result, llvm::Succeeded());
+  const TraceResult &trace = result->traces.at(0);
+  EXPECT_EQ(trace.checked, 256u);
+  ASSERT_FALSE(trace.variants.empty());
+  EXPECT_EQ(trace.variants.back().name, "oracle-hot10");
+}
+
 // The test-only switch makes the inlined key compare wrong: the router's
 // specialized neighbour lookup then misses, so its verdicts differ and the
 // bench must refuse to time it (with Morpheus's own pre-swap validation,
