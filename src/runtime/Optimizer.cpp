@@ -110,7 +110,14 @@ Error Optimizer::load(const std::string &path) {
   // its program arrays' static slots. An adopted program's original is
   // loaded on the owner's maps and writes nothing into them: no static
   // slots, no pins (libbpf neither populates nor pins a map it reuses).
-  bpf::LoadOptions live;
+  if (adopted()) {
+    // Every program of ours an adopted program's arrays may hold (the
+    // trampoline's, the fallback array beside the owner's program) must be
+    // of the owner's kind.
+    ownerLoad.expectedAttachType = options.adoption->ownerAttachType();
+    ownerLoad.attachTypeOf = options.adoption->kernelProgramType();
+  }
+  bpf::LoadOptions live = ownerLoad;
   if (adopted()) {
     auto declared = bpf::readMapLayouts(programSpec->originalElfWithoutSlots(),
                                         programSpec->objectName());
@@ -295,7 +302,7 @@ Expected<bpf::LoadedObject> Optimizer::loadUnguardedTwin() const {
   auto object = programSpec->specialize(specializedSnapshot, request);
   if (!object)
     return object.takeError();
-  bpf::LoadOptions sharing;
+  bpf::LoadOptions sharing = ownerLoad;
   sharing.maps = sharedMaps;
   return bpf::LoadedObject::load(object->elf, programSpec->objectName(), sharing);
 }
@@ -606,7 +613,7 @@ Optimizer::specializeWithRetry(CycleReport &report, core::TableSnapshot &snapsho
       return std::nullopt;
     }
     start = Clock::now();
-    bpf::LoadOptions sharing;
+    bpf::LoadOptions sharing = ownerLoad;
     sharing.maps = sharedMaps;
     for (const auto &[array, slots] : cycleStages)
       sharing.maps.erase(array); // libbpf makes the version its own, empty

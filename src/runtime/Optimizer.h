@@ -200,6 +200,9 @@ private:
   std::map<std::string, bpf::ProgramFacts> programFacts;
   std::map<std::string, int> sharedMaps; // reused by every version
   std::map<std::string, int> reusedPins; // fds opened from existing pins
+  // What every live load (original, versions) starts from: for an adopted
+  // program, the owner's expected attach type; empty otherwise.
+  bpf::LoadOptions ownerLoad;
   std::vector<std::string> createdPins;
   std::optional<bpf::LoadedObject> original;
   std::optional<bpf::LoadedObject> specialized;

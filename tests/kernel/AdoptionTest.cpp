@@ -46,14 +46,22 @@ namespace {
 
 using namespace std::chrono_literals;
 
+// How the owner's loader loads its program: as libbpf and bpftool do
+// (expected attach type BPF_XDP), or as a raw loader (iproute2's, one
+// calling bpf(BPF_PROG_LOAD) itself) does, with none.
+enum class Loader { Libbpf, Raw };
+
 // The owner: policy_fwd loaded and configured by plain libbpf, attached
 // through netlink or a pinned link in the veth's namespace.
 class Owner {
 public:
-  Owner() {
+  explicit Owner(Loader loader = Loader::Libbpf) {
     LIBBPF_OPTS(bpf_object_open_opts, opts, .object_name = "lb_owner");
     obj = bpf_object__open_mem(policy_fwd_owner_start,
                                policy_fwd_owner_end - policy_fwd_owner_start, &opts);
+    if (obj && loader == Loader::Raw)
+      bpf_program__set_expected_attach_type(bpf_object__find_program_by_name(obj, "policy_fwd"),
+                                            bpf_attach_type(0));
     if (!obj || bpf_object__load(obj)) {
       ADD_FAILURE() << "the owner's libbpf load failed";
       return;
@@ -129,7 +137,8 @@ std::string_view sweptFirst(std::string_view tag) {
 }
 
 struct Scene {
-  explicit Scene(std::string_view tag) : veth(sweptFirst(tag)), pins(std::string(tag)) {}
+  explicit Scene(std::string_view tag, Loader loader = Loader::Libbpf)
+      : veth(sweptFirst(tag)), pins(std::string(tag)), owner(loader) {}
   VethPair veth;
   PinDir pins;
   Owner owner;
@@ -287,6 +296,37 @@ TEST(Adoption, SpecializedVersionServesFollowsTheOwnerAndGivesTheHookBack) {
   }
   EXPECT_EQ(hookProgram(veth), ownerId) << "a clean exit gives the hook back\n" << problems;
   EXPECT_NE(access(ownerPin.c_str(), F_OK), 0) << "the owner array's pin is removed";
+}
+
+// An owner loaded without an expected attach type (a raw loader): the
+// trampoline and every version Morpheus loads take the owner's (none), or
+// the program arrays between them would refuse the versions.
+TEST(Adoption, AnOwnerLoadedWithoutAnAttachTypeIsServedByVersionsOfItsKind) {
+  Scene scene("adoptraw", Loader::Raw);
+  auto &[veth, pins, owner] = scene;
+  ASSERT_GE(owner.program, 0);
+  owner.attachNetlink(veth);
+  uint32_t ownerId = programIdOf(owner.program);
+  runtime::DaemonOptions options = adoptOptions(veth, pins);
+  std::string ownerPin = options.optimizer.pinDir + "/owner_program";
+  std::string printed, problems;
+  llvm::raw_string_ostream out(printed), errors(problems);
+  {
+    auto started =
+        runtime::Daemon::start(sourcePath("examples/policy_fwd.bpf.c"), options, out, errors);
+    ASSERT_TRUE(bool(started)) << llvm::toString(started.takeError());
+    runtime::Daemon &daemon = **started;
+    uint32_t trampoline = hookProgram(veth);
+    EXPECT_NE(trampoline, ownerId);
+    std::optional<runtime::CycleReport> cycle =
+        daemon.step(runtime::Daemon::Clock::now() + 1h);
+    ASSERT_TRUE(cycle && cycle->installed()) << (cycle ? cycle->describe() : "") << printed
+                                             << problems;
+    EXPECT_EQ(servedThrough(trampoline, ownerPin), programIdOf(daemon.optimizer().activeFd()));
+    expectServesAsTheOwner(trampoline, owner.program, "specialized");
+    expectSpecializedServes(trampoline, owner.program, ownerPin);
+  }
+  EXPECT_EQ(hookProgram(veth), ownerId) << "a clean exit gives the hook back\n" << problems;
 }
 
 TEST(Adoption, AMapThatDoesNotFitIsRefusedByNameAndFieldAndNothingIsTouched) {

@@ -108,6 +108,8 @@ Expected<std::unique_ptr<Adoption>> Adoption::adopt(const std::string &target,
     return withContext(std::move(err), "adopting '" + target + "'");
   if (Error err = adoption->collectMaps())
     return withContext(std::move(err), "adopting '" + target + "'");
+  if (Error err = adoption->prepareTrampoline())
+    return withContext(std::move(err), "adopting '" + target + "'");
   return adoption;
 }
 
@@ -308,23 +310,32 @@ Error Adoption::recogniseOwner(const std::string &pinDir) {
   return Error::success();
 }
 
-Error Adoption::takeHook() {
-  if (restarted || trampoline >= 0)
-    return Error::success(); // the hook runs our trampoline already
+Error Adoption::prepareTrampoline() {
+  if (restarted) {
+    // The hook runs our trampoline already; loading its like again on the
+    // same arrays says which attach type the owner's program has.
+    auto probe = loadTrampoline();
+    if (!probe)
+      return probe.takeError();
+    close(*probe);
+    return Error::success();
+  }
   ownerArray = bpf_map_create(BPF_MAP_TYPE_PROG_ARRAY, "morpheus_owner", 4, 4, 1, nullptr);
-  morpheusArray = bpf_map_create(BPF_MAP_TYPE_PROG_ARRAY, "morpheus_spec", 4, 4, 1, nullptr);
-  if (ownerArray < 0 || morpheusArray < 0)
-    return makeSystemError(errno, "cannot create the trampoline's program arrays");
+  if (ownerArray < 0)
+    return makeSystemError(errno, "cannot create the trampoline's owner array");
   uint32_t slot = 0;
   if (bpf_map_update_elem(ownerArray, &slot, &ownerProgram, BPF_ANY))
     return makeSystemError(errno, "the owner's program '{0}' (id {1}) cannot join a program "
                                   "array (an XDP program with fragments?)",
                            ownerName, ownerId);
-  // A pin left by a run whose owner has since moved on holds nothing of use.
-  unlink(ownerPin.c_str());
-  if (bpf_obj_pin(ownerArray, ownerPin.c_str()))
-    return makeSystemError(errno, "cannot pin the owner array at {0}", ownerPin);
+  auto loaded = loadTrampoline();
+  if (!loaded)
+    return loaded.takeError();
+  trampoline = *loaded;
+  return Error::success();
+}
 
+Expected<int> Adoption::loadTrampoline() {
   auto insn = [](uint8_t code, uint8_t dst, uint8_t src, int32_t imm) {
     bpf_insn one = {};
     one.code = code;
@@ -335,7 +346,7 @@ Error Adoption::takeHook() {
   };
   // r2 = the map (a 16-byte load: the second half is zero).
   auto loadMap = [&](int fd) { return insn(BPF_LD | BPF_DW | BPF_IMM, BPF_REG_2, BPF_PSEUDO_MAP_FD, fd); };
-  const bpf_insn code[] = {
+  auto code = [&]() -> std::vector<bpf_insn> { return {
       insn(BPF_ALU64 | BPF_MOV | BPF_X, BPF_REG_6, BPF_REG_1, 0),
       loadMap(morpheusArray), bpf_insn{},
       insn(BPF_ALU64 | BPF_MOV | BPF_K, BPF_REG_3, 0, 0),
@@ -346,12 +357,12 @@ Error Adoption::takeHook() {
       insn(BPF_JMP | BPF_CALL, 0, 0, BPF_FUNC_tail_call),
       insn(BPF_ALU64 | BPF_MOV | BPF_K, BPF_REG_0, 0, int32_t(dropVerdict(type))),
       insn(BPF_JMP | BPF_EXIT, 0, 0, 0),
-  };
+  }; };
   // A program array takes only programs of its owner's kind, expected
   // attach type included: libbpf loads SEC("xdp") with BPF_XDP, a raw
   // loader with none; SEC("tc") with none, SEC("tcx/ingress") (libbpf 1.3)
-  // with BPF_TCX_INGRESS. The kind that fits the owner's is the one that
-  // loads.
+  // with BPF_TCX_INGRESS. The kind that fits the owner array (the owner's
+  // program is in it) is the one that loads: the owner's.
   std::vector<bpf_attach_type> candidates;
   if (type == ProgramType::Tc)
     candidates = {bpf_attach_type(0), bpf_attach_type(tcxAttachType(TcDirection::Ingress)),
@@ -359,24 +370,51 @@ Error Adoption::takeHook() {
   else
     candidates = {BPF_XDP, bpf_attach_type(0)};
   std::vector<char> log(16384);
+  int loaded = -1;
   for (bpf_attach_type attach : candidates) {
+    // A refused load may have made the fresh Morpheus array of the refused
+    // kind (the kernel fixes an array's kind at the first program checked
+    // against it): each attempt gets a fresh one. A re-adoption's has the
+    // owner's kind already.
+    if (!restarted) {
+      closeFd(morpheusArray);
+      morpheusArray = bpf_map_create(BPF_MAP_TYPE_PROG_ARRAY, "morpheus_spec", 4, 4, 1, nullptr);
+      if (morpheusArray < 0)
+        return makeSystemError(errno, "cannot create the trampoline's Morpheus array");
+    }
     LIBBPF_OPTS(bpf_prog_load_opts, load, .expected_attach_type = attach, .log_level = 1,
                 .log_size = uint32_t(log.size()), .log_buf = log.data());
-    trampoline = bpf_prog_load(
-        type == ProgramType::Tc ? BPF_PROG_TYPE_SCHED_CLS : BPF_PROG_TYPE_XDP, TrampolineName,
-        "GPL", code, sizeof(code) / sizeof(code[0]), &load);
-    if (trampoline >= 0 || errno != EINVAL)
+    std::vector<bpf_insn> instructions = code();
+    loaded = bpf_prog_load(bpf_prog_type(kernelProgramType()), TrampolineName, "GPL",
+                           instructions.data(), instructions.size(), &load);
+    ownerAttach = attach;
+    if (loaded >= 0 || errno != EINVAL)
       break;
   }
-  if (trampoline < 0) {
-    int saved = errno;
-    unlink(ownerPin.c_str());
-    return makeSystemError(saved, "the trampoline was refused; verifier log:\n{0}", log.data());
-  }
+  if (loaded < 0)
+    return makeSystemError(errno, "the trampoline was refused (no expected attach type of a "
+                                  "{0} program fits the owner's program '{1}'); verifier "
+                                  "log:\n{2}",
+                           programTypeName(type), ownerName, log.data());
+  return loaded;
+}
+
+uint32_t Adoption::kernelProgramType() const {
+  return type == ProgramType::Tc ? BPF_PROG_TYPE_SCHED_CLS : BPF_PROG_TYPE_XDP;
+}
+
+Error Adoption::takeHook() {
+  if (restarted || hookTaken)
+    return Error::success(); // the hook runs our trampoline already
+  // A pin left by a run whose owner has since moved on holds nothing of use.
+  unlink(ownerPin.c_str());
+  if (bpf_obj_pin(ownerArray, ownerPin.c_str()))
+    return makeSystemError(errno, "cannot pin the owner array at {0}", ownerPin);
   if (Error err = switchHook(ownerProgram, trampoline)) {
     unlink(ownerPin.c_str());
     return err;
   }
+  hookTaken = true;
   return Error::success();
 }
 
@@ -509,7 +547,7 @@ uint32_t Adoption::servedProgramId() const { return slotProgramId(morpheusArray,
 bool Adoption::ownerMovedOn() const { return hookProgramId() != trampolineId(); }
 
 Error Adoption::restore() {
-  if (restored || trampoline < 0)
+  if (restored || !(restarted || hookTaken))
     return Error::success(); // the hook was never taken
   restored = true;
   Error err = ownerMovedOn() ? Error::success() : switchHook(trampoline, ownerProgram);

@@ -52,7 +52,8 @@ public:
   // a program id run by an XDP or tcx link, and collects its maps (and those of the programs its program arrays
   // hold). Nothing is changed yet. When the hook runs a trampoline an
   // earlier run left (its owner array pinned at `pinDir`/owner_program),
-  // the owner is the program that array holds.
+  // the owner is the program that array holds. The trampoline is loaded
+  // (not yet on the hook), which tells the owner's expected attach type.
   static Expected<std::unique_ptr<Adoption>> adopt(const std::string &target,
                                                    const std::string &netns,
                                                    const std::string &pinDir);
@@ -70,6 +71,12 @@ public:
   // Switches the hook to the trampoline (BPF_F_REPLACE against the owner's
   // program), the owner array pinned first; nothing to do on a re-adoption.
   Error takeHook();
+
+  // The owner program's expected attach type, which every program Morpheus
+  // puts in a program array beside it must have (LoadOptions::
+  // expectedAttachType), and its kernel program type (BPF_PROG_TYPE_*).
+  uint32_t ownerAttachType() const { return ownerAttach; }
+  uint32_t kernelProgramType() const;
 
   ProgramType programType() const { return type; }
   int ownerProgramFd() const { return ownerProgram; }
@@ -99,6 +106,8 @@ private:
   Error findTcxHook(const std::string &target, const std::string &direction);
   Error collectMaps();
   Error recogniseOwner(const std::string &pinDir);
+  Error prepareTrampoline();
+  Expected<int> loadTrampoline(); // on the two arrays; sets ownerAttach
   Error switchHook(int from, int to);
   uint32_t hookProgramId() const;
 
@@ -116,7 +125,9 @@ private:
   std::map<std::string, int> ownerMaps; // kernel name -> fd
   int trampoline = -1, morpheusArray = -1, ownerArray = -1;
   std::string ownerPin;
+  uint32_t ownerAttach = 0;
   bool restarted = false;
+  bool hookTaken = false;
   bool restored = false;
 };
 

@@ -392,6 +392,14 @@ Expected<LoadedObject> LoadedObject::load(llvm::ArrayRef<char> elf,
       return makeSystemError(err, "object '{0}': map '{1}': cannot share the map",
                              objectName, given->first);
   }
+  if (options.expectedAttachType) {
+    bpf_program *program;
+    bpf_object__for_each_program(program, loaded.obj) {
+      if (bpf_program__type(program) == bpf_prog_type(options.attachTypeOf))
+        bpf_program__set_expected_attach_type(program,
+                                              bpf_attach_type(*options.expectedAttachType));
+    }
+  }
   if (int err = bpf_object__load(loaded.obj)) {
     std::string verifier(log.data());
     const size_t keep = 4000; // the end of the log says why

@@ -96,6 +96,12 @@ struct LoadOptions {
   bool windowedCopies = false;
   PinByName pinning = PinByName::Ignore;
   std::string pinRoot; // where pins by name live; "" = libbpf's default, /sys/fs/bpf
+  // Every program of type `attachTypeOf` loaded with this expected attach
+  // type instead of its section's: an adopted program's, since a program
+  // array takes only programs of one kind, expected attach type included
+  // (a raw loader loads XDP with none, libbpf with BPF_XDP).
+  std::optional<uint32_t> expectedAttachType;
+  uint32_t attachTypeOf = 0; // a BPF_PROG_TYPE_*
 };
 
 // PROG_ARRAY contents by program name: map name -> slot -> program name.
