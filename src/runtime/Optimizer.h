@@ -156,6 +156,9 @@ private:
       : options(std::move(options)), guardWord(std::move(guard)) {}
   Error load(const std::string &path);
   Error pinAll();
+  // Adopted programs: the owner's bytes of every read-only global its
+  // loader changed before load, by global (empty when none changed).
+  Expected<std::map<std::string, std::vector<char>>> ownerReadOnlyGlobals() const;
   void unpinAll();
 
   // The steps of runCycle, in order: snapshot the maps, specialize and load

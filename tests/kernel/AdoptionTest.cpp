@@ -28,6 +28,7 @@
 #include <linux/if_link.h>
 #include <linux/pkt_cls.h>
 #include <llvm/ADT/STLExtras.h>
+#include <llvm/ADT/ScopeExit.h>
 #include <net/if.h>
 
 #include <gtest/gtest.h>
@@ -40,6 +41,7 @@
 
 extern "C" const unsigned char policy_fwd_owner_start[], policy_fwd_owner_end[];
 extern "C" const unsigned char tc_classifier_owner_start[], tc_classifier_owner_end[];
+extern "C" const unsigned char loader_constants_owner_start[], loader_constants_owner_end[];
 
 namespace morpheus::testing {
 namespace {
@@ -327,6 +329,106 @@ TEST(Adoption, AnOwnerLoadedWithoutAnAttachTypeIsServedByVersionsOfItsKind) {
     expectSpecializedServes(trampoline, owner.program, ownerPin);
   }
   EXPECT_EQ(hookProgram(veth), ownerId) << "a clean exit gives the hook back\n" << problems;
+}
+
+// An owner whose loader set .rodata constants before load (a port to
+// drop, the verdict otherwise: XDP_TX instead of the source's XDP_PASS):
+// the live bytes are the truth, so the original and the versions are built
+// with them and answer as the owner's program.
+TEST(Adoption, ConstantsTheOwnersLoaderSetAreWhatTheVersionsComputeWith) {
+  std::string tag = std::string(sweptFirst("adoptrodata"));
+  VethPair veth(tag);
+  PinDir pins(tag);
+  LIBBPF_OPTS(bpf_object_open_opts, opts, .object_name = "const_owner");
+  bpf_object *obj = bpf_object__open_mem(
+      loader_constants_owner_start, loader_constants_owner_end - loader_constants_owner_start,
+      &opts);
+  ASSERT_TRUE(obj);
+  auto closeObject = llvm::make_scope_exit([&] { bpf_object__close(obj); });
+  bpf_map *map;
+  bool set = false;
+  bpf_object__for_each_map(map, obj) {
+    if (!llvm::StringRef(bpf_map__name(map)).ends_with(".rodata"))
+      continue;
+    struct Constants {
+      uint16_t blockedPort;
+      uint16_t pad;
+      uint32_t verdictOtherwise;
+    } constants = {80, 0, XDP_TX};
+    size_t size = 0;
+    bpf_map__initial_value(map, &size);
+    ASSERT_EQ(size, sizeof(Constants));
+    ASSERT_EQ(bpf_map__set_initial_value(map, &constants, sizeof(constants)), 0);
+    set = true;
+  }
+  ASSERT_TRUE(set) << "the owner's object has a .rodata";
+  ASSERT_EQ(bpf_object__load(obj), 0);
+  int program = bpf_program__fd(bpf_object__find_program_by_name(obj, "loader_constants"));
+  struct {
+    uint32_t enabled, ttlFloor;
+  } settings = {1, 10};
+  uint32_t zero = 0;
+  ASSERT_EQ(bpf_map_update_elem(bpf_map__fd(bpf_object__find_map_by_name(obj, "settings")), &zero,
+                                &settings, BPF_ANY),
+            0);
+  int ifindex = 0;
+  ASSERT_FALSE(bool(netns::runInNetns(veth.nsB(), [&]() -> Error {
+    ifindex = if_nametoindex(veth.ifB().c_str());
+    if (bpf_xdp_attach(ifindex, program, XDP_FLAGS_SKB_MODE, nullptr))
+      return makeSystemError(errno, "netlink attach");
+    return Error::success();
+  })));
+  auto detach = llvm::make_scope_exit([&] {
+    llvm::consumeError(netns::runInNetns(veth.nsB(), [&]() -> Error {
+      bpf_xdp_detach(ifindex, XDP_FLAGS_SKB_MODE, nullptr);
+      return Error::success();
+    }));
+  });
+  PacketSpec blocked;
+  blocked.dport = 80;
+  ASSERT_EQ(runOnce(program, buildPacket(blocked)).verdict, uint32_t(XDP_DROP))
+      << "the loader's port is what the owner's program drops";
+  ASSERT_EQ(runOnce(program, samplePackets()[2]).verdict, uint32_t(XDP_TX))
+      << "the loader's verdict is what it answers otherwise";
+
+  runtime::DaemonOptions options = adoptOptions(veth, pins);
+  std::string ownerPin = options.optimizer.pinDir + "/owner_program";
+  std::string printed, problems;
+  llvm::raw_string_ostream out(printed), errors(problems);
+  {
+    auto started = runtime::Daemon::start(sourcePath("tests/kernel/loader_constants.bpf.c"),
+                                          options, out, errors);
+    ASSERT_TRUE(bool(started)) << llvm::toString(started.takeError());
+    runtime::Daemon &daemon = **started;
+    uint32_t trampoline = hookProgram(veth);
+    EXPECT_NE(trampoline, programIdOf(program));
+    EXPECT_EQ(runOnce(daemon.optimizer().originalFd(), buildPacket(blocked)).verdict,
+              uint32_t(XDP_DROP))
+        << "the original is built with the owner's constants";
+    std::optional<runtime::CycleReport> cycle =
+        daemon.step(runtime::Daemon::Clock::now() + 1h);
+    ASSERT_TRUE(cycle && cycle->installed()) << printed << problems;
+    EXPECT_EQ(servedThrough(trampoline, ownerPin), programIdOf(daemon.optimizer().activeFd()));
+    std::vector<Bytes> packets = samplePackets();
+    for (uint8_t ttl : {5, 64}) {
+      PacketSpec spec = blocked;
+      spec.ttl = ttl;
+      packets.push_back(buildPacket(spec));
+    }
+    Fd hook(bpf_prog_get_fd_by_id(trampoline));
+    auto answersAsTheOwner = [&](const std::string &when) {
+      for (const Bytes &packet : packets)
+        EXPECT_EQ(runOnce(hook.fd, packet), runOnce(program, packet))
+            << when << ": packet of " << packet.size() << " bytes";
+    };
+    answersAsTheOwner("specialized");
+    Fd owner(bpf_obj_get(ownerPin.c_str()));
+    uint32_t slot = 0;
+    ASSERT_EQ(bpf_map_delete_elem(owner.fd, &slot), 0);
+    answersAsTheOwner("specialized version alone");
+    ASSERT_EQ(bpf_map_update_elem(owner.fd, &slot, &program, BPF_ANY), 0);
+  }
+  EXPECT_EQ(hookProgram(veth), programIdOf(program)) << problems;
 }
 
 TEST(Adoption, AMapThatDoesNotFitIsRefusedByNameAndFieldAndNothingIsTouched) {

@@ -101,7 +101,8 @@ Expected<core::TableCatalog> readCatalog(llvm::ArrayRef<char> elf,
 }
 
 Expected<std::vector<core::GlobalSlice>> readGlobalSlices(llvm::ArrayRef<char> elf,
-                                                          const std::string &objectName) {
+                                                          const std::string &objectName,
+                                                          bool frozen) {
   auto obj = openElf(elf, objectName);
   if (!obj)
     return obj.takeError();
@@ -116,7 +117,7 @@ Expected<std::vector<core::GlobalSlice>> readGlobalSlices(llvm::ArrayRef<char> e
   bpf_map *map;
   bpf_object__for_each_map(map, opened.obj) {
     std::string name = bpf_map__name(map);
-    if (!bpf_map__is_internal(map) || isFrozenSection(name))
+    if (!bpf_map__is_internal(map) || isFrozenSection(name) != frozen)
       continue;
     for (uint32_t id = 1; id < btf__type_cnt(types); ++id) {
       const btf_type *type = btf__type_by_id(types, id);

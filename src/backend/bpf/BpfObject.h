@@ -30,9 +30,11 @@ Expected<core::TableCatalog> readCatalog(llvm::ArrayRef<char> elf,
                                          const std::string &objectName);
 
 // Where each writable global (.data, .bss, .data.NAME) lives in its
-// section's map, from the object's BTF; empty without BTF.
+// section's map, from the object's BTF; empty without BTF. `frozen`: the
+// read-only ones (.rodata*) instead.
 Expected<std::vector<core::GlobalSlice>> readGlobalSlices(llvm::ArrayRef<char> elf,
-                                                          const std::string &objectName);
+                                                          const std::string &objectName,
+                                                          bool frozen = false);
 
 // The instruction count of every program of a BPF ELF object, by name.
 Expected<std::map<std::string, size_t>> readProgramSizes(llvm::ArrayRef<char> elf,
