@@ -46,6 +46,7 @@ struct UserRunFlags {
   std::string routes, neighbors, trace;
   std::string lpm = "dir24";
   bool dpdk = false;
+  std::string exceptionVdev; // --dpdk's slow path for MU_PASS
   std::string explore; // "", exhaustive or greedy
   core::ProfileMode profile = core::ProfileMode::Off;
   bool oracle = false;
@@ -521,6 +522,7 @@ int userRun(const UserRunFlags &flags) {
     // needs room to spare).
     user::DpdkOptions options;
     options.vdevs = {"net_pcap0,rx_pcap=" + flags.trace + ",infinite_rx=1"};
+    options.exceptionVdev = flags.exceptionVdev;
     options.mbufs = uint32_t(ring.sequence.size()) + 8192;
     options.memoryMegabytes = uint32_t(uint64_t(options.mbufs) * 4096 / (1 << 20)) + 256;
     auto ports = user::DpdkPorts::open(options);
@@ -595,6 +597,11 @@ void addUserRunCommand(CLI::App &morpheus) {
   command.add_flag("--dpdk", flags->dpdk,
                    "also time both versions receiving the trace from a DPDK net_pcap port "
                    "(no NIC, no hugepages)");
+  command.add_option("--exception-vdev", flags->exceptionVdev,
+                     "with --dpdk: the DPDK vdev MU_PASS packets go out of, the slow path "
+                     "(e.g. net_tap0,iface=mu_pass0 hands them to the host stack); without "
+                     "it they are freed")
+      ->needs("--dpdk");
   command.add_option("--explore", flags->explore,
                      "then explore (specialized or not, burst size, the other LPM "
                      "implementation, routes as code or as a derived table or neither, the "

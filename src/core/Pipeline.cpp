@@ -492,10 +492,10 @@ Expected<SpecializationLog> specializeModule(Module &module,
     log.guards = plan.roots;
   }
 
+  if (options.linkGuardRuntime)
+    if (Error err = options.linkGuardRuntime(module))
+      return err;
   if (options.guard) {
-    if (options.linkGuardRuntime)
-      if (Error err = options.linkGuardRuntime(module))
-        return err;
     std::optional<std::string> failure;
     ModulePassManager guard;
     guard.addPass(ProgramGuardPass(*options.guard, plan, log.globalChecks, &failure));

@@ -31,8 +31,10 @@ struct SpecializationOptions {
   // the verifier, see TablePassContext; "" = default).
   std::string indexedValueSection;
   std::optional<ProgramGuardOptions> guard; // none: no guard (offline output)
-  // Adds the guard functions to the module; runs after the table passes so
-  // the guard's own table is never seen by them.
+  // Adds the guard's functions and those the table passes call (the
+  // profile's slot, the write counters) to the module, with or without a
+  // guard; runs after the table passes so the guard's own table is never
+  // seen by them.
   std::function<Error(llvm::Module &)> linkGuardRuntime;
   // For the O2 pipeline's target-specific passes; may be null.
   llvm::TargetMachine *targetMachine = nullptr;

@@ -1,8 +1,9 @@
 // DPDK I/O for the user-space backend, on virtual devices (no NIC, no
 // hugepages): the specialized router receives a pcap through net_pcap and
-// sends to four pcap ports; what each port wrote must be, packet for
-// packet, what the generic router gives for the same frames through the
-// in-memory ring. Its own test binary: DPDK initialises its EAL once per
+// sends to four pcap ports, and what it passes to the slow path to a fifth,
+// the exception port; what each port wrote must be, packet for packet,
+// what the generic router gives for the same frames through the in-memory
+// ring. Its own test binary: DPDK initialises its EAL once per
 // process.
 #include "UserRouter.h"
 #include "backend/user/DpdkPorts.h"
@@ -47,7 +48,7 @@ std::vector<Bytes> readPcap(const std::string &path) {
   return frames;
 }
 
-TEST(UserDpdk, TheSpecializedRouterOverPcapPortsSendsWhatTheGenericOneWould) {
+TEST(UserDpdk, TheSpecializedRouterOverPcapPortsSendsAndPassesWhatTheGenericOneWould) {
   auto specialized = loadRouter(), reference = loadRouter();
   ASSERT_TRUE(specialized && reference);
   configure(specialized->tables());
@@ -71,9 +72,13 @@ TEST(UserDpdk, TheSpecializedRouterOverPcapPortsSendsWhatTheGenericOneWould) {
                     (port == 0 ? ",rx_pcap=" + input + "," : ",") + "tx_pcap=" + outputs.back());
   }
 
+  std::string passed = prefix + "-pass.pcap";
   DpdkStats stats;
   {
-    auto ports = DpdkPorts::open({vdevs});
+    DpdkOptions options;
+    options.vdevs = vdevs;
+    options.exceptionVdev = "net_pcap4,tx_pcap=" + passed;
+    auto ports = DpdkPorts::open(options);
     ASSERT_THAT_EXPECTED(ports, llvm::Succeeded());
     stats = (*ports)->run(specialized->trampoline(), 32, frames.size(), 1000);
   } // closing the ports flushes the pcap files
@@ -81,11 +86,14 @@ TEST(UserDpdk, TheSpecializedRouterOverPcapPortsSendsWhatTheGenericOneWould) {
   std::vector<PacketResult> expected =
       EventLoop(reference->trampoline(), 32).collect(ringOf(frames, 1));
   std::vector<std::vector<Bytes>> expectedOut(4);
+  std::vector<Bytes> expectedPassed;
   LoopStats expectedStats;
   for (const PacketResult &result : expected) {
     expectedStats.countVerdict(result.verdict);
     if (result.verdict == MU_TX)
       expectedOut.at(result.port).push_back(result.bytes);
+    if (result.verdict == MU_PASS)
+      expectedPassed.push_back(result.bytes);
   }
   EXPECT_EQ(stats.loop.packets, frames.size());
   EXPECT_EQ(stats.loop.verdicts, expectedStats.verdicts);
@@ -97,9 +105,15 @@ TEST(UserDpdk, TheSpecializedRouterOverPcapPortsSendsWhatTheGenericOneWould) {
     sent += written.size();
     std::remove(outputs[port].c_str());
   }
+  std::vector<Bytes> writtenPassed = readPcap(passed);
+  EXPECT_EQ(writtenPassed, expectedPassed);
+  std::remove(passed.c_str());
   std::remove(input.c_str());
   EXPECT_EQ(stats.sent, sent);
   EXPECT_GT(sent, 0u);
+  EXPECT_EQ(stats.passed, expectedPassed.size());
+  EXPECT_GT(stats.passed, 0u);
+  EXPECT_EQ(stats.unpassed, 0u);
 }
 
 } // namespace

@@ -42,7 +42,10 @@ Expected<std::unique_ptr<DpdkPorts>> DpdkPorts::open(const DpdkOptions &options)
                                    "--no-telemetry", "-m",
                                    std::to_string(options.memoryMegabytes), "-l",
                                    std::to_string(options.lcore), "--log-level=*:warning"};
-  for (const std::string &vdev : options.vdevs)
+  std::vector<std::string> vdevs = options.vdevs;
+  if (!options.exceptionVdev.empty())
+    vdevs.push_back(options.exceptionVdev);
+  for (const std::string &vdev : vdevs)
     args.push_back("--vdev=" + vdev);
   std::vector<char *> argv;
   for (std::string &arg : args)
@@ -51,21 +54,24 @@ Expected<std::unique_ptr<DpdkPorts>> DpdkPorts::open(const DpdkOptions &options)
     return makeError("DPDK: EAL initialisation failed: {0}", rte_strerror(rte_errno));
 
   std::unique_ptr<DpdkPorts> ports(new DpdkPorts());
-  ports->portCount = rte_eth_dev_count_avail();
-  if (ports->portCount != options.vdevs.size())
-    return makeError("DPDK: {0} ports for {1} vdevs", ports->portCount, options.vdevs.size());
+  uint16_t available = rte_eth_dev_count_avail();
+  if (available != vdevs.size())
+    return makeError("DPDK: {0} ports for {1} vdevs", available, vdevs.size());
+  ports->portCount = uint16_t(options.vdevs.size());
+  if (!options.exceptionVdev.empty())
+    ports->exceptionPort = ports->portCount;
   ports->pool = rte_pktmbuf_pool_create("morpheus_mbufs", options.mbufs, 256, 0,
                                         RTE_MBUF_DEFAULT_BUF_SIZE, rte_socket_id());
   if (!ports->pool)
     return makeError("DPDK: packet buffer pool: {0}", rte_strerror(rte_errno));
-  for (uint16_t port = 0; port < ports->portCount; ++port)
+  for (uint16_t port = 0; port < available; ++port)
     if (Error err = startPort(port, ports->pool))
-      return withContext(std::move(err), options.vdevs[port]);
+      return withContext(std::move(err), vdevs[port]);
   return ports;
 }
 
 DpdkPorts::~DpdkPorts() {
-  for (uint16_t port = 0; port < portCount; ++port) {
+  for (uint16_t port = 0; port < portCount + uint16_t(exceptionPort.has_value()); ++port) {
     rte_eth_dev_stop(port);
     rte_eth_dev_close(port);
   }
@@ -82,8 +88,10 @@ DpdkStats DpdkPorts::run(Trampoline &trampoline, uint32_t burstSize, uint64_t ma
   burstSize = std::max<uint32_t>(1, std::min<uint32_t>(burstSize, 512));
   std::vector<rte_mbuf *> received(burstSize);
   std::vector<mu_packet> packets(burstSize);
-  // Per egress port, the packets to send after the burst.
+  // Per egress port, the packets to send after the burst; and the
+  // exception port's.
   std::vector<std::vector<rte_mbuf *>> outgoing(portCount);
+  std::vector<rte_mbuf *> exceptions;
   auto start = std::chrono::steady_clock::now();
   double cpuStart = threadCpuSeconds();
   uint32_t idle = 0;
@@ -104,21 +112,35 @@ DpdkStats DpdkPorts::run(Trampoline &trampoline, uint32_t burstSize, uint64_t ma
         stats.loop.countVerdict(verdict);
         if (verdict == MU_TX && packets[i].port < portCount) {
           outgoing[packets[i].port].push_back(mbuf);
+        } else if (verdict == MU_PASS && exceptionPort) {
+          exceptions.push_back(mbuf);
         } else {
           stats.unsent += verdict == MU_TX;
+          stats.unpassed += verdict == MU_PASS;
           rte_pktmbuf_free(mbuf);
         }
       }
-      for (uint16_t out = 0; out < portCount; ++out) {
-        std::vector<rte_mbuf *> &queue = outgoing[out];
-        if (queue.empty())
-          continue;
+      // Sends `queue` out of `out`, freeing what it refuses; how many went.
+      auto send = [](uint16_t out, std::vector<rte_mbuf *> &queue) -> uint64_t {
         uint16_t sent = rte_eth_tx_burst(out, 0, queue.data(), uint16_t(queue.size()));
-        stats.sent += sent;
-        stats.unsent += queue.size() - sent;
         for (size_t i = sent; i < queue.size(); ++i)
           rte_pktmbuf_free(queue[i]);
         queue.clear();
+        return sent;
+      };
+      for (uint16_t out = 0; out < portCount; ++out) {
+        size_t queued = outgoing[out].size();
+        if (!queued)
+          continue;
+        uint64_t sent = send(out, outgoing[out]);
+        stats.sent += sent;
+        stats.unsent += queued - sent;
+      }
+      if (!exceptions.empty()) {
+        size_t queued = exceptions.size();
+        uint64_t passed = send(*exceptionPort, exceptions);
+        stats.passed += passed;
+        stats.unpassed += queued - passed;
       }
       stats.loop.packets += count;
       ++stats.loop.bursts;

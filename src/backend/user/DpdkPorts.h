@@ -4,14 +4,17 @@
 // and swallows packets; EAL with --no-huge --no-shconf --no-pci), and an
 // event loop that receives bursts from them: each burst handed to the
 // handler the trampoline holds at the burst's start (as EventLoop does for
-// the in-memory ring), MU_TX packets sent out of packet->port, the others
-// freed.
+// the in-memory ring), MU_TX packets sent out of packet->port, MU_PASS
+// packets out of the exception port when there is one (the slow path: a
+// `net_tap` vdev hands them to the host stack on its interface), the
+// others freed.
 #pragma once
 
 #include "backend/user/EventLoop.h"
 #include "support/Error.h"
 
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -23,6 +26,12 @@ struct DpdkOptions {
   // --vdev arguments, one port each, in port order
   // ("net_pcap0,rx_pcap=IN.pcap,tx_pcap=OUT.pcap", "net_null0").
   std::vector<std::string> vdevs;
+  // The exception path's vdev ("net_tap0,iface=mu_pass0": the host stack
+  // receives the packets on that interface; "net_pcap9,tx_pcap=F.pcap"):
+  // MU_PASS packets go out of it. It is not one of the handler's ports
+  // (packet->port never names it) and what it receives is not read. Empty:
+  // MU_PASS packets are freed.
+  std::string exceptionVdev;
   uint32_t memoryMegabytes = 256; // EAL memory without hugepages
   uint32_t mbufs = 8191;          // packet buffers in the pool
   unsigned lcore = 0;             // the core EAL pins the loop's thread to
@@ -32,6 +41,8 @@ struct DpdkStats {
   LoopStats loop;
   uint64_t sent = 0;     // MU_TX packets the port took
   uint64_t unsent = 0;   // MU_TX packets to no such port, or refused by it
+  uint64_t passed = 0;   // MU_PASS packets the exception port took
+  uint64_t unpassed = 0; // MU_PASS packets it refused (or with no exception port)
 };
 
 class DpdkPorts {
@@ -42,7 +53,7 @@ public:
   static Expected<std::unique_ptr<DpdkPorts>> open(const DpdkOptions &options);
   ~DpdkPorts(); // stops and closes the ports (net_pcap flushes its files)
 
-  uint16_t ports() const { return portCount; }
+  uint16_t ports() const { return portCount; } // the handler's, without the exception port
 
   // Polls every port in turn until `maxPackets` were received or
   // `idlePolls` polls in a row brought nothing (a pcap port is drained);
@@ -54,6 +65,7 @@ private:
   DpdkPorts() = default;
   rte_mempool *pool = nullptr;
   uint16_t portCount = 0;
+  std::optional<uint16_t> exceptionPort; // after the handler's ports
 };
 
 } // namespace morpheus::user

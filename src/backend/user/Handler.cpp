@@ -11,6 +11,7 @@
 #include <llvm/IR/IntrinsicInst.h>
 #include <llvm/IRReader/IRReader.h>
 #include <llvm/Support/FileSystem.h>
+#include <llvm/Support/SwapByteOrder.h>
 #include <llvm/Support/Path.h>
 #include <llvm/Support/SourceMgr.h>
 #include <llvm/Support/raw_ostream.h>
@@ -43,6 +44,12 @@ Error linkGuardRuntime(Module &module) {
   builder.CreateRet(
       builder.CreateZExt(builder.CreateICmpEQ(current, holds->getArg(0)), i32));
   return Error::success();
+}
+
+// The write counter bucket of `key` in `table`, as the JIT-compiled code
+// computes it (the host's byte order).
+uint32_t writeBucketOf(const std::string &table, const Bytes &key) {
+  return core::writeBucket(table, key, WriteCounters::BucketBits, sys::IsLittleEndianHost);
 }
 
 Expected<std::unique_ptr<Module>> compileHandler(const std::string &path,
@@ -161,16 +168,34 @@ Expected<std::unique_ptr<Handler>> Handler::load(const std::string &path,
   if (!tables)
     return tables.takeError();
   handler->tableSet = std::move(*tables);
-  auto jit = Jit::create(*handler->tableSet, handler->profile);
+  auto jit = Jit::create(*handler->tableSet, handler->profile, handler->writes);
   if (!jit)
     return withContext(jit.takeError(), path);
   handler->jit = std::move(*jit);
   handler->pristine->setDataLayout(handler->jit->dataLayout());
 
   // The generic handler: every specialization point disabled (its input).
+  // Following the traffic, it counts the writes every specialized version
+  // counts (WriteCounters.h says why), through the core's pipeline with
+  // guard-table-writes alone and no guard: nothing else changes.
   std::unique_ptr<Module> genericModule = CloneModule(*handler->pristine);
-  if (Error err = core::disableSpecializationPoints(*genericModule))
+  if (handler->followsTraffic()) {
+    core::SpecializationOptions counting;
+    counting.tablePasses = std::vector<std::string>{"guard-table-writes"};
+    counting.writeGuards = WriteCounters::guardOptions();
+    counting.targetMachine = &handler->jit->targetMachine();
+    counting.linkGuardRuntime = [](Module &module) {
+      WriteCounters::linkFunctions(module);
+      return Error::success();
+    };
+    auto log = core::specializeModule(*genericModule, handler->signatures,
+                                      handler->tableSet->catalog(), core::TableSnapshot{},
+                                      counting);
+    if (!log)
+      return withContext(log.takeError(), path);
+  } else if (Error err = core::disableSpecializationPoints(*genericModule)) {
     return err;
+  }
   auto generic = handler->jit->add(std::move(genericModule), handler->context,
                                    options.entry, "generic");
   if (!generic)
@@ -208,6 +233,13 @@ Expected<std::unique_ptr<Module>> Handler::specializedModule(Cycle &cycle) {
     std::vector<Bytes> &probe = plan[profiledSites.at(site).table].keys;
     probe.insert(probe.end(), keys.begin(), keys.end());
   }
+  // Before the tables: the write counters the hot keys' answers are read
+  // under (GuardTableWrites.cpp says why in this order).
+  for (const auto &[site, keys] : hotKeys)
+    for (const Bytes &key : keys) {
+      uint32_t bucket = writeBucketOf(profiledSites.at(site).table, key);
+      cycle.writeCounts[bucket] = writes.read(bucket);
+    }
   auto snapshot = tableSet->read(plan);
   if (!snapshot)
     return withContext(snapshot.takeError(), pristine->getModuleIdentifier());
@@ -227,14 +259,18 @@ Expected<std::unique_ptr<Module>> Handler::specializedModule(Cycle &cycle) {
        "user space: the generic handler is inlined behind the guard"});
   specialization.guard = guardOptions;
   specialization.linkGuardRuntime = [followsTraffic = followsTraffic()](Module &module) {
-    if (followsTraffic)
+    if (followsTraffic) {
       Profile::linkSlotFunction(module);
+      WriteCounters::linkFunctions(module);
+    }
     return linkGuardRuntime(module);
   };
   if (followsTraffic()) {
     specialization.profile =
         core::ProfileOptions{Profile::SlotFunction, Profile::Sites, Profile::KeyBytes, {}};
     specialization.hotKeys = hotKeys;
+    specialization.writeGuards = WriteCounters::guardOptions();
+    specialization.writeCounts = cycle.writeCounts;
   }
   auto log = core::specializeModule(*clone, signatures, tableSet->catalog(), *snapshot,
                                     specialization);
@@ -265,6 +301,8 @@ void Handler::followTraffic(Cycle &cycle) {
     return;
   recordTraffic();
   for (const auto &[site, profiled] : profiledSites) {
+    if (writesInvalidated(site, profiled.table))
+      trafficProfile.writesInvalidated(site);
     core::SiteTraffic decision = trafficProfile.decide(
         site, tableSet->catalog().at(profiled.table).match, profiled.keySize);
     profile.setPeriod(site, decision.period);
@@ -283,6 +321,18 @@ void Handler::startSampling(const Cycle &cycle) {
     if (!profiledSites.count(site))
       profile.setPeriod(site, trafficProfile.initialPeriod());
   profiledSites = cycle.log.profiled;
+}
+
+bool Handler::writesInvalidated(unsigned site, const std::string &table) const {
+  auto hot = installedHotKeys.find(site);
+  if (hot == installedHotKeys.end())
+    return false;
+  for (const Bytes &key : hot->second) {
+    auto built = installedWriteCounts.find(writeBucketOf(table, key));
+    if (built != installedWriteCounts.end() && writes.read(built->first) != built->second)
+      return true;
+  }
+  return false;
 }
 
 Expected<std::pair<Cycle, HandlerFunction>> Handler::build() {
@@ -314,6 +364,8 @@ Expected<Cycle> Handler::specialize() {
   auto &[cycle, function] = *built;
   if (cycle.outcome == Cycle::Outcome::Installed) {
     startSampling(cycle);
+    installedHotKeys = hotKeys;
+    installedWriteCounts = cycle.writeCounts;
     handlerSlot.install(function);
   }
   return std::move(cycle);

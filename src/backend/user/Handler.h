@@ -9,6 +9,7 @@
 
 #include "backend/user/Jit.h"
 #include "backend/user/Profile.h"
+#include "backend/user/WriteCounters.h"
 #include "backend/user/TableSet.h"
 #include "backend/user/UserSignatures.h"
 #include "core/FaultInjection.h"
@@ -56,7 +57,11 @@ struct HandlerOptions {
   // keys of the lookups a fast path could serve (instrument-table-sites,
   // into the handler's Profile), and each cycle puts every such site's
   // heavy hitters, with their answers, in front of its lookup
-  // (heavy-hitter-fast-path), as core::TrafficProfile decides.
+  // (heavy-hitter-fast-path), as core::TrafficProfile decides. Tables the
+  // handler writes get fast paths too: every version, the generic one
+  // included, counts their writes per key (guard-table-writes into
+  // WriteCounters), and a hot key is answered only while no write of it
+  // was counted since its answer was read.
   std::optional<core::TrafficProfileOptions> traffic;
 };
 
@@ -72,6 +77,9 @@ struct Cycle {
   core::SpecializationLog log;  // per site, what the passes decided
   // Per profiled site: its hot keys, sampling period, churn, and why.
   std::map<unsigned, core::SiteTraffic> traffic;
+  // The write counters its fast paths over tables the handler writes are
+  // built under, by bucket, read before the snapshot (WriteCounters).
+  std::map<uint32_t, uint64_t> writeCounts;
   std::chrono::microseconds passes{0}, jit{0};
 };
 
@@ -145,15 +153,22 @@ private:
   // After `cycle`'s version is installed: the sites it records sample from
   // now on, the others no longer.
   void startSampling(const Cycle &cycle);
+  // Whether the handler wrote a key of `table` the installed version's fast
+  // path at `site` answers since that version was built: its per-entry
+  // guard fired (for churn, core::TrafficProfile::writesInvalidated).
+  bool writesInvalidated(unsigned site, const std::string &table) const;
 
   HandlerOptions options;
   llvm::orc::ThreadSafeContext context;
   std::unique_ptr<llvm::Module> pristine;
   std::unique_ptr<TableSet> tableSet;
   Profile profile;
+  WriteCounters writes;
   core::TrafficProfile trafficProfile;
   std::map<unsigned, core::ProfiledSite> profiledSites; // by the installed version
   std::map<unsigned, std::vector<Bytes>> hotKeys;       // per site, for the next version
+  std::map<unsigned, std::vector<Bytes>> installedHotKeys; // per site, of the installed version
+  std::map<uint32_t, uint64_t> installedWriteCounts;       // its Cycle::writeCounts
   std::unique_ptr<Jit> jit;
   UserSignatures signatures;
   Trampoline handlerSlot;

@@ -55,7 +55,8 @@ void prepareForJit(Module &module) {
       function.setSection("");
 }
 
-Expected<std::unique_ptr<Jit>> Jit::create(const TableSet &tables, const Profile &profile) {
+Expected<std::unique_ptr<Jit>> Jit::create(const TableSet &tables, const Profile &profile,
+                                           const WriteCounters &writes) {
   initializeNativeTarget();
   auto builder = JITTargetMachineBuilder::detectHost();
   if (!builder)
@@ -90,6 +91,7 @@ Expected<std::unique_ptr<Jit>> Jit::create(const TableSet &tables, const Profile
   bind("mu_prefetch", reinterpret_cast<const void *>(&mu_prefetch), code);
   bind(Guard::VersionSymbol, tables.guard().versionAddress(), data);
   bind(Profile::StorageSymbol, profile.storage(), data);
+  bind(WriteCounters::StorageSymbol, writes.storage(), data);
   if (Error err = result->shared->define(absoluteSymbols(std::move(symbols))))
     return withContext(std::move(err), "JIT: binding the tables");
   return result;

@@ -3,13 +3,14 @@
 // of its own, so versions define the same names without clashing; all of
 // them link against one JITDylib that binds what they share: each MU_TABLE
 // global to its user::Table, the table API (mu_lookup, ...), the guard's
-// version word and the traffic profile's storage. Versions are kept until
-// the Jit goes: the event loop may still be running one it read before a
-// swap.
+// version word, the traffic profile's storage and the write counters.
+// Versions are kept until the Jit goes: the event loop may still be running
+// one it read before a swap.
 #pragma once
 
 #include "backend/user/Profile.h"
 #include "backend/user/TableSet.h"
+#include "backend/user/WriteCounters.h"
 #include "support/Error.h"
 
 #include <llvm/ExecutionEngine/Orc/LLJIT.h>
@@ -30,8 +31,10 @@ using PrefetchFunction = void (*)(const mu_packet *);
 
 class Jit {
 public:
-  // A JIT for the host, with `tables`, their guard and `profile` bound.
-  static Expected<std::unique_ptr<Jit>> create(const TableSet &tables, const Profile &profile);
+  // A JIT for the host, with `tables`, their guard, `profile` and `writes`
+  // bound.
+  static Expected<std::unique_ptr<Jit>> create(const TableSet &tables, const Profile &profile,
+                                               const WriteCounters &writes);
 
   // The host's target machine, for the O2 pipeline of specializations.
   llvm::TargetMachine &targetMachine() { return *machine; }
