@@ -167,8 +167,9 @@ void addRunCommand(CLI::App &morpheus) {
       ->type_name("IF");
   command
       .add_option("--adopt", options->adopt,
-                  "join the XDP program another loader attached instead of attaching: TARGET "
-                  "is its interface (with --netns), its program id or its pinned link. Its "
+                  "join the program another loader attached instead of attaching: TARGET is "
+                  "its interface's XDP hook (IFACE, with --netns), its tcx hook "
+                  "(IFACE:ingress or IFACE:egress), its program id or its pinned link. Its "
                   "maps are reused by id (matched to PROG's by name and layout), specialized "
                   "versions run through a trampoline on its hook; on exit, crash or kill -9 "
                   "the owner's program serves, and a restart adopts it again")

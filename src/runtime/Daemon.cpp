@@ -101,9 +101,11 @@ Error Daemon::startAdoption(const std::string &path) {
     return optimizer.takeError(); // the hook was not touched
   opt = std::move(*optimizer);
   programType = opt->spec().programType(opt->entryName());
-  if (programType != bpf::ProgramType::Xdp)
-    return makeError("{0}: program '{1}' is not XDP: only XDP programs can be adopted yet",
-                     path, opt->entryName());
+  if (programType != adoption->programType())
+    return makeError("{0}: program '{1}' is {2}, the adopted program is {3}: the source must "
+                     "be the program that runs",
+                     path, opt->entryName(), bpf::programTypeName(programType),
+                     bpf::programTypeName(adoption->programType()));
   if (Error err = adoption->takeHook())
     return err;
   if (adoption->readopted())

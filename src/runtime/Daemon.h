@@ -52,8 +52,9 @@ enum class OnExit {
 struct DaemonOptions {
   OptimizerOptions optimizer;
   std::vector<std::string> ifaces; // at least one, unless adopting
-  // Adopt the XDP program another loader attached here (an interface in
-  // `netns`, a program id, a pinned link: bpf::Adoption) instead of
+  // Adopt the XDP or TC program another loader attached here (an
+  // interface's XDP hook or IFACE:ingress|egress for tcx, in `netns`; a
+  // program id; a pinned link: bpf::Adoption) instead of
   // attaching to `ifaces`. On exit (either OnExit) the hook goes back to
   // the owner's program; a crash or kill -9 leaves the owner's program
   // serving through the trampoline, and a restart adopts it again.

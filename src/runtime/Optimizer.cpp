@@ -84,6 +84,23 @@ Error Optimizer::load(const std::string &path) {
   if (!spec)
     return spec.takeError();
   programSpec = std::move(*spec);
+  if (adopted()) {
+    // The owner's .rodata is what its program computes with, whatever the
+    // source says: when its loader rewrote it, the source is built again
+    // with those bytes as the globals' initial values, so the original and
+    // every version compute with them (checkFrozenSectionsAgree checks it).
+    auto owners = ownerReadOnlyGlobals();
+    if (!owners)
+      return withContext(owners.takeError(), path);
+    if (!owners->empty()) {
+      bpf::FrontendOptions frontend = options.frontend;
+      frontend.globalBytes = std::move(*owners);
+      auto again = bpf::ProgramSpec::load(path, frontend);
+      if (!again)
+        return again.takeError();
+      programSpec = std::move(*again);
+    }
+  }
   const core::TableCatalog &tables = programSpec->catalog();
   plan = programSpec->readPlan(options.inlineLimit);
   const std::vector<std::string> &entries = programSpec->programs();
@@ -110,7 +127,14 @@ Error Optimizer::load(const std::string &path) {
   // its program arrays' static slots. An adopted program's original is
   // loaded on the owner's maps and writes nothing into them: no static
   // slots, no pins (libbpf neither populates nor pins a map it reuses).
-  bpf::LoadOptions live;
+  if (adopted()) {
+    // Every program of ours an adopted program's arrays may hold (the
+    // trampoline's, the fallback array beside the owner's program) must be
+    // of the owner's kind.
+    ownerLoad.expectedAttachType = options.adoption->ownerAttachType();
+    ownerLoad.attachTypeOf = options.adoption->kernelProgramType();
+  }
+  bpf::LoadOptions live = ownerLoad;
   if (adopted()) {
     auto declared = bpf::readMapLayouts(programSpec->originalElfWithoutSlots(),
                                         programSpec->objectName());
@@ -174,9 +198,42 @@ Error Optimizer::load(const std::string &path) {
   return pinAll();
 }
 
-// Each version gets a fresh .rodata from its own ELF, holding the source's
-// initial values: those of an adopted program must be what its loader
-// left, or the versions would compute with other constants than the owner.
+Expected<std::map<std::string, std::vector<char>>> Optimizer::ownerReadOnlyGlobals() const {
+  const std::vector<char> &elf = programSpec->originalElfWithoutSlots();
+  auto declared = bpf::readMapLayouts(elf, programSpec->objectName());
+  if (!declared)
+    return declared.takeError();
+  auto ownerMaps = options.adoption->mapsFor(*declared);
+  if (!ownerMaps)
+    return ownerMaps.takeError();
+  auto initial = bpf::readInitialValues(elf, programSpec->objectName());
+  if (!initial)
+    return initial.takeError();
+  auto slices = bpf::readGlobalSlices(elf, programSpec->objectName(), /*frozen=*/true);
+  if (!slices)
+    return slices.takeError();
+  std::map<std::string, std::vector<char>> globals;
+  for (const auto &[name, bytes] : *initial) {
+    auto owned = ownerMaps->find(name);
+    if (name.find(".rodata") == std::string::npos || owned == ownerMaps->end())
+      continue;
+    std::vector<char> live(bytes.size());
+    uint32_t key = 0;
+    if (bpf_map_lookup_elem(owned->second, &key, live.data()))
+      return makeSystemError(errno, "map '{0}': cannot read the owner's bytes", name);
+    if (live == bytes)
+      continue;
+    for (const core::GlobalSlice &slice : *slices)
+      if (slice.sectionTable == name && slice.offset + slice.size <= live.size())
+        globals[slice.global].assign(live.begin() + slice.offset,
+                                     live.begin() + slice.offset + slice.size);
+  }
+  return globals;
+}
+
+// Each version gets a fresh .rodata from its own ELF: those of an adopted
+// program must hold what its loader left (ownerReadOnlyGlobals built them
+// so), or the versions would compute with other constants than the owner.
 Error Optimizer::checkFrozenSectionsAgree(const std::map<std::string, int> &ownerMaps) const {
   auto initial = bpf::readInitialValues(programSpec->originalElfWithoutSlots(),
                                         programSpec->objectName());
@@ -193,8 +250,8 @@ Error Optimizer::checkFrozenSectionsAgree(const std::map<std::string, int> &owne
     auto differs = std::mismatch(bytes.begin(), bytes.end(), live.begin());
     if (differs.first != bytes.end())
       return makeError("map '{0}': the owner's loader changed it before load (byte {1}: "
-                       "source {2}, live {3}); adopting a program whose read-only globals "
-                       "its loader rewrote is not supported yet",
+                       "built {2}, live {3}) and the bytes are no global's the BTF names; "
+                       "the versions cannot compute with the owner's constants",
                        name, differs.first - bytes.begin(), int(uint8_t(*differs.first)),
                        int(uint8_t(*differs.second)));
   }
@@ -306,7 +363,7 @@ Expected<bpf::LoadedObject> Optimizer::loadUnguardedTwin() const {
 
 Expected<bpf::LoadedObject> Optimizer::loadVersion(const std::vector<char> &elf,
                                                    const bpf::ProgramSlots &stages) const {
-  bpf::LoadOptions sharing;
+  bpf::LoadOptions sharing = ownerLoad;
   sharing.maps = sharedMaps;
   for (const auto &[array, slots] : stages)
     sharing.maps.erase(array); // libbpf makes the version its own, empty

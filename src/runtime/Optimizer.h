@@ -160,6 +160,9 @@ private:
       : options(std::move(options)), guardWord(std::move(guard)) {}
   Error load(const std::string &path);
   Error pinAll();
+  // Adopted programs: the owner's bytes of every read-only global its
+  // loader changed before load, by global (empty when none changed).
+  Expected<std::map<std::string, std::vector<char>>> ownerReadOnlyGlobals() const;
   void unpinAll();
 
   // The steps of runCycle, in order: snapshot the maps, specialize and load
@@ -212,6 +215,9 @@ private:
   std::map<std::string, bpf::ProgramFacts> programFacts;
   std::map<std::string, int> sharedMaps; // reused by every version
   std::map<std::string, int> reusedPins; // fds opened from existing pins
+  // What every live load (original, versions) starts from: for an adopted
+  // program, the owner's expected attach type; empty otherwise.
+  bpf::LoadOptions ownerLoad;
   std::vector<std::string> createdPins;
   std::optional<bpf::LoadedObject> original;
   std::optional<bpf::LoadedObject> specialized;

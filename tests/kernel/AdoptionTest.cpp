@@ -1,8 +1,9 @@
 // Adopting a program another loader attached (bpf::Adoption, `morpheus run
 // --adopt`). The owner here is a small libbpf loader in the test itself: it
-// loads examples/policy_fwd.bpf.c (compiled by the build, embedded), fills
-// its maps and attaches it (netlink, or a pinned XDP link) before Morpheus
-// is started. What must hold: the specialized version serves through the
+// loads examples/policy_fwd.bpf.c (XDP) or tests/programs/tc_classifier.bpf.c
+// (TC), compiled by the build and embedded, fills its maps and attaches it
+// (netlink, a pinned XDP link, or a pinned tcx link) before Morpheus is
+// started. What must hold: the specialized version serves through the
 // trampoline and answers every packet as the owner's program does; the
 // owner's own map updates are followed (the guard bumped first), a map the
 // owner changes every cycle is not inlined; a clean exit gives the hook back
@@ -10,17 +11,24 @@
 // restart re-adopts; a source whose maps do not fit is refused naming the
 // map and the field; an owner that moves on makes Morpheus exit untouched.
 #include "ChildProcess.h"
+#include "Corpus.h"
 #include "KernelSupport.h"
+#include "TcClassifier.h"
 #include "backend/bpf/Adoption.h"
+#include "backend/bpf/ProgramLink.h"
 #include "netns/VethPair.h"
 #include "runtime/Daemon.h"
+#include "runtime/PacketSamples.h"
 #include "support/Netns.h"
+#include "trafficgen/LiveFrames.h"
 #include "policy_fwd.h"
 
 #include <bpf/bpf.h>
 #include <bpf/libbpf.h>
 #include <linux/if_link.h>
+#include <linux/pkt_cls.h>
 #include <llvm/ADT/STLExtras.h>
+#include <llvm/ADT/ScopeExit.h>
 #include <net/if.h>
 
 #include <gtest/gtest.h>
@@ -29,22 +37,33 @@
 
 #include <chrono>
 #include <fstream>
+#include <functional>
 
 extern "C" const unsigned char policy_fwd_owner_start[], policy_fwd_owner_end[];
+extern "C" const unsigned char tc_classifier_owner_start[], tc_classifier_owner_end[];
+extern "C" const unsigned char loader_constants_owner_start[], loader_constants_owner_end[];
 
 namespace morpheus::testing {
 namespace {
 
 using namespace std::chrono_literals;
 
+// How the owner's loader loads its program: as libbpf and bpftool do
+// (expected attach type BPF_XDP), or as a raw loader (iproute2's, one
+// calling bpf(BPF_PROG_LOAD) itself) does, with none.
+enum class Loader { Libbpf, Raw };
+
 // The owner: policy_fwd loaded and configured by plain libbpf, attached
 // through netlink or a pinned link in the veth's namespace.
 class Owner {
 public:
-  Owner() {
+  explicit Owner(Loader loader = Loader::Libbpf) {
     LIBBPF_OPTS(bpf_object_open_opts, opts, .object_name = "lb_owner");
     obj = bpf_object__open_mem(policy_fwd_owner_start,
                                policy_fwd_owner_end - policy_fwd_owner_start, &opts);
+    if (obj && loader == Loader::Raw)
+      bpf_program__set_expected_attach_type(bpf_object__find_program_by_name(obj, "policy_fwd"),
+                                            bpf_attach_type(0));
     if (!obj || bpf_object__load(obj)) {
       ADD_FAILURE() << "the owner's libbpf load failed";
       return;
@@ -120,7 +139,8 @@ std::string_view sweptFirst(std::string_view tag) {
 }
 
 struct Scene {
-  explicit Scene(std::string_view tag) : veth(sweptFirst(tag)), pins(std::string(tag)) {}
+  explicit Scene(std::string_view tag, Loader loader = Loader::Libbpf)
+      : veth(sweptFirst(tag)), pins(std::string(tag)), owner(loader) {}
   VethPair veth;
   PinDir pins;
   Owner owner;
@@ -175,7 +195,10 @@ std::vector<Bytes> samplePackets() {
   return packets;
 }
 
-// Every sample through the hook's program answers as the owner's program.
+// Every sample through the hook's program answers as the owner's program
+// (what each test compares: verdicts and bytes of sample packets).
+using ServesAsTheOwner = std::function<void(uint32_t hookId, const std::string &when)>;
+
 void expectServesAsTheOwner(uint32_t hookId, int ownerProgram, const std::string &when) {
   Fd hook(bpf_prog_get_fd_by_id(hookId));
   ASSERT_GE(hook.fd, 0) << when;
@@ -186,14 +209,23 @@ void expectServesAsTheOwner(uint32_t hookId, int ownerProgram, const std::string
 
 // The owner array emptied for a moment: what the hook answers then comes
 // from the specialized version alone (the trampoline would say
-// XDP_ABORTED if no version were reached).
-void expectSpecializedServes(uint32_t hookId, int ownerProgram, const std::string &ownerPin) {
+// XDP_ABORTED or TC_ACT_SHOT if no version were reached).
+void expectSpecializedServes(const ServesAsTheOwner &servesAsTheOwner, uint32_t hookId,
+                             int ownerProgram, const std::string &ownerPin) {
   Fd owner(bpf_obj_get(ownerPin.c_str()));
   ASSERT_GE(owner.fd, 0);
   uint32_t slot = 0;
   ASSERT_EQ(bpf_map_delete_elem(owner.fd, &slot), 0);
-  expectServesAsTheOwner(hookId, ownerProgram, "specialized version alone");
+  servesAsTheOwner(hookId, "specialized version alone");
   ASSERT_EQ(bpf_map_update_elem(owner.fd, &slot, &ownerProgram, BPF_ANY), 0);
+}
+
+void expectSpecializedServes(uint32_t hookId, int ownerProgram, const std::string &ownerPin) {
+  expectSpecializedServes(
+      [&](uint32_t hook, const std::string &when) {
+        expectServesAsTheOwner(hook, ownerProgram, when);
+      },
+      hookId, ownerProgram, ownerPin);
 }
 
 runtime::DaemonOptions adoptOptions(const VethPair &veth, const PinDir &pins) {
@@ -268,6 +300,137 @@ TEST(Adoption, SpecializedVersionServesFollowsTheOwnerAndGivesTheHookBack) {
   EXPECT_NE(access(ownerPin.c_str(), F_OK), 0) << "the owner array's pin is removed";
 }
 
+// An owner loaded without an expected attach type (a raw loader): the
+// trampoline and every version Morpheus loads take the owner's (none), or
+// the program arrays between them would refuse the versions.
+TEST(Adoption, AnOwnerLoadedWithoutAnAttachTypeIsServedByVersionsOfItsKind) {
+  Scene scene("adoptraw", Loader::Raw);
+  auto &[veth, pins, owner] = scene;
+  ASSERT_GE(owner.program, 0);
+  owner.attachNetlink(veth);
+  uint32_t ownerId = programIdOf(owner.program);
+  runtime::DaemonOptions options = adoptOptions(veth, pins);
+  std::string ownerPin = options.optimizer.pinDir + "/owner_program";
+  std::string printed, problems;
+  llvm::raw_string_ostream out(printed), errors(problems);
+  {
+    auto started =
+        runtime::Daemon::start(sourcePath("examples/policy_fwd.bpf.c"), options, out, errors);
+    ASSERT_TRUE(bool(started)) << llvm::toString(started.takeError());
+    runtime::Daemon &daemon = **started;
+    uint32_t trampoline = hookProgram(veth);
+    EXPECT_NE(trampoline, ownerId);
+    std::optional<runtime::CycleReport> cycle =
+        daemon.step(runtime::Daemon::Clock::now() + 1h);
+    ASSERT_TRUE(cycle && cycle->installed()) << (cycle ? cycle->describe() : "") << printed
+                                             << problems;
+    EXPECT_EQ(servedThrough(trampoline, ownerPin), programIdOf(daemon.optimizer().activeFd()));
+    expectServesAsTheOwner(trampoline, owner.program, "specialized");
+    expectSpecializedServes(trampoline, owner.program, ownerPin);
+  }
+  EXPECT_EQ(hookProgram(veth), ownerId) << "a clean exit gives the hook back\n" << problems;
+}
+
+// An owner whose loader set .rodata constants before load (a port to
+// drop, the verdict otherwise: XDP_TX instead of the source's XDP_PASS):
+// the live bytes are the truth, so the original and the versions are built
+// with them and answer as the owner's program.
+TEST(Adoption, ConstantsTheOwnersLoaderSetAreWhatTheVersionsComputeWith) {
+  std::string tag = std::string(sweptFirst("adoptrodata"));
+  VethPair veth(tag);
+  PinDir pins(tag);
+  LIBBPF_OPTS(bpf_object_open_opts, opts, .object_name = "const_owner");
+  bpf_object *obj = bpf_object__open_mem(
+      loader_constants_owner_start, loader_constants_owner_end - loader_constants_owner_start,
+      &opts);
+  ASSERT_TRUE(obj);
+  auto closeObject = llvm::make_scope_exit([&] { bpf_object__close(obj); });
+  bpf_map *map;
+  bool set = false;
+  bpf_object__for_each_map(map, obj) {
+    if (!llvm::StringRef(bpf_map__name(map)).ends_with(".rodata"))
+      continue;
+    struct Constants {
+      uint16_t blockedPort;
+      uint16_t pad;
+      uint32_t verdictOtherwise;
+    } constants = {80, 0, XDP_TX};
+    size_t size = 0;
+    bpf_map__initial_value(map, &size);
+    ASSERT_EQ(size, sizeof(Constants));
+    ASSERT_EQ(bpf_map__set_initial_value(map, &constants, sizeof(constants)), 0);
+    set = true;
+  }
+  ASSERT_TRUE(set) << "the owner's object has a .rodata";
+  ASSERT_EQ(bpf_object__load(obj), 0);
+  int program = bpf_program__fd(bpf_object__find_program_by_name(obj, "loader_constants"));
+  struct {
+    uint32_t enabled, ttlFloor;
+  } settings = {1, 10};
+  uint32_t zero = 0;
+  ASSERT_EQ(bpf_map_update_elem(bpf_map__fd(bpf_object__find_map_by_name(obj, "settings")), &zero,
+                                &settings, BPF_ANY),
+            0);
+  int ifindex = 0;
+  ASSERT_FALSE(bool(netns::runInNetns(veth.nsB(), [&]() -> Error {
+    ifindex = if_nametoindex(veth.ifB().c_str());
+    if (bpf_xdp_attach(ifindex, program, XDP_FLAGS_SKB_MODE, nullptr))
+      return makeSystemError(errno, "netlink attach");
+    return Error::success();
+  })));
+  auto detach = llvm::make_scope_exit([&] {
+    llvm::consumeError(netns::runInNetns(veth.nsB(), [&]() -> Error {
+      bpf_xdp_detach(ifindex, XDP_FLAGS_SKB_MODE, nullptr);
+      return Error::success();
+    }));
+  });
+  PacketSpec blocked;
+  blocked.dport = 80;
+  ASSERT_EQ(runOnce(program, buildPacket(blocked)).verdict, uint32_t(XDP_DROP))
+      << "the loader's port is what the owner's program drops";
+  ASSERT_EQ(runOnce(program, samplePackets()[2]).verdict, uint32_t(XDP_TX))
+      << "the loader's verdict is what it answers otherwise";
+
+  runtime::DaemonOptions options = adoptOptions(veth, pins);
+  std::string ownerPin = options.optimizer.pinDir + "/owner_program";
+  std::string printed, problems;
+  llvm::raw_string_ostream out(printed), errors(problems);
+  {
+    auto started = runtime::Daemon::start(sourcePath("tests/kernel/loader_constants.bpf.c"),
+                                          options, out, errors);
+    ASSERT_TRUE(bool(started)) << llvm::toString(started.takeError());
+    runtime::Daemon &daemon = **started;
+    uint32_t trampoline = hookProgram(veth);
+    EXPECT_NE(trampoline, programIdOf(program));
+    EXPECT_EQ(runOnce(daemon.optimizer().originalFd(), buildPacket(blocked)).verdict,
+              uint32_t(XDP_DROP))
+        << "the original is built with the owner's constants";
+    std::optional<runtime::CycleReport> cycle =
+        daemon.step(runtime::Daemon::Clock::now() + 1h);
+    ASSERT_TRUE(cycle && cycle->installed()) << printed << problems;
+    EXPECT_EQ(servedThrough(trampoline, ownerPin), programIdOf(daemon.optimizer().activeFd()));
+    std::vector<Bytes> packets = samplePackets();
+    for (uint8_t ttl : {5, 64}) {
+      PacketSpec spec = blocked;
+      spec.ttl = ttl;
+      packets.push_back(buildPacket(spec));
+    }
+    Fd hook(bpf_prog_get_fd_by_id(trampoline));
+    auto answersAsTheOwner = [&](const std::string &when) {
+      for (const Bytes &packet : packets)
+        EXPECT_EQ(runOnce(hook.fd, packet), runOnce(program, packet))
+            << when << ": packet of " << packet.size() << " bytes";
+    };
+    answersAsTheOwner("specialized");
+    Fd owner(bpf_obj_get(ownerPin.c_str()));
+    uint32_t slot = 0;
+    ASSERT_EQ(bpf_map_delete_elem(owner.fd, &slot), 0);
+    answersAsTheOwner("specialized version alone");
+    ASSERT_EQ(bpf_map_update_elem(owner.fd, &slot, &program, BPF_ANY), 0);
+  }
+  EXPECT_EQ(hookProgram(veth), programIdOf(program)) << problems;
+}
+
 TEST(Adoption, AMapThatDoesNotFitIsRefusedByNameAndFieldAndNothingIsTouched) {
   Scene scene("adoptbad");
   auto &[veth, pins, owner] = scene;
@@ -293,23 +456,29 @@ TEST(Adoption, AMapThatDoesNotFitIsRefusedByNameAndFieldAndNothingIsTouched) {
   EXPECT_NE(access((options.optimizer.pinDir + "/owner_program").c_str(), F_OK), 0);
 }
 
-// `morpheus run --adopt PINNED_LINK` as a process: kill -9 leaves the
-// owner's program serving, a restart adopts again, SIGTERM gives the link
-// back; an owner replacing its program makes Morpheus exit untouched.
-TEST(Adoption, KillNineLeavesTheOwnerServingARestartReadoptsAndTheOwnerMayMoveOn) {
-  Scene scene("adoptkill");
-  auto &[veth, pins, owner] = scene;
-  ASSERT_GE(owner.program, 0);
-  std::string linkPin = pins.path() + "/owner_link";
-  owner.attachLink(veth, linkPin);
+// An owner's program attached through a link pinned at `linkPin`, and what
+// the process test does with it.
+struct PinnedOwner {
+  std::string source; // PROG.c
+  std::string target; // --adopt TARGET
+  std::string linkPin;
+  int linkFd = -1, program = -1;
+  ServesAsTheOwner servesAsTheOwner;
+  int upgrade = -1; // another program of the owner's type, its next version
+};
+
+// `morpheus run --adopt TARGET` as a process: kill -9 leaves the owner's
+// program serving, a restart adopts again, SIGTERM gives the link back; an
+// owner replacing its program makes Morpheus exit untouched.
+void killRestartAndMoveOn(const std::string &tag, const PinDir &pins, const PinnedOwner &owner) {
   uint32_t ownerId = programIdOf(owner.program);
   std::string pinDir = pins.path() + "/adopt";
   std::string ownerPin = pinDir + "/owner_program";
-  std::string socket = "/tmp/morpheus-test-adoptkill-" + std::to_string(getpid()) + ".sock";
+  std::string socket = "/tmp/morpheus-test-" + tag + "-" + std::to_string(getpid()) + ".sock";
   auto runArgs = [&] {
-    return std::vector<std::string>{binPath("morpheus"), "run",
-                                    sourcePath("examples/policy_fwd.bpf.c"), "--adopt", linkPin,
-                                    "--pin-dir", pinDir, "--period", "100ms", "--socket", socket};
+    return std::vector<std::string>{binPath("morpheus"), "run",     owner.source, "--adopt",
+                                    owner.target,        "--pin-dir", pinDir,     "--period",
+                                    "100ms",             "--socket", socket};
   };
   auto linkProgram = [&] {
     bpf_link_info info = {};
@@ -318,13 +487,13 @@ TEST(Adoption, KillNineLeavesTheOwnerServingARestartReadoptsAndTheOwnerMayMoveOn
   };
   uint32_t trampoline = 0;
   {
-    ChildProcess run("adoptkill", runArgs());
+    ChildProcess run(tag, runArgs());
     ASSERT_TRUE(waitFor([&] {
       trampoline = linkProgram();
       return !run.alive() || (trampoline != ownerId && servedThrough(trampoline, ownerPin) != 0);
     }, 30s) && run.alive()) << run.log();
-    expectServesAsTheOwner(trampoline, owner.program, "adopted");
-    expectSpecializedServes(trampoline, owner.program, ownerPin);
+    owner.servesAsTheOwner(trampoline, "adopted");
+    expectSpecializedServes(owner.servesAsTheOwner, trampoline, owner.program, ownerPin);
     kill(run.pid(), SIGKILL);
     EXPECT_FALSE(run.wait(10s)) << "killed, not exited";
   }
@@ -332,17 +501,17 @@ TEST(Adoption, KillNineLeavesTheOwnerServingARestartReadoptsAndTheOwnerMayMoveOn
   EXPECT_EQ(linkProgram(), trampoline) << "the link still runs the trampoline";
   EXPECT_TRUE(waitFor([&] { return servedThrough(trampoline, ownerPin) == 0; }, 5s))
       << "the kernel emptied the Morpheus array";
-  expectServesAsTheOwner(trampoline, owner.program, "after kill -9");
+  owner.servesAsTheOwner(trampoline, "after kill -9");
 
   {
-    ChildProcess run("adoptkill-again", runArgs());
+    ChildProcess run(tag + "-again", runArgs());
     ASSERT_TRUE(waitFor([&] { return !run.alive() || servedThrough(trampoline, ownerPin) != 0; },
                         30s) &&
                 run.alive())
         << run.log();
     EXPECT_EQ(linkProgram(), trampoline) << "the same trampoline, re-adopted";
     EXPECT_NE(run.log().find("took over the trampoline"), std::string::npos) << run.log();
-    expectSpecializedServes(trampoline, owner.program, ownerPin);
+    expectSpecializedServes(owner.servesAsTheOwner, trampoline, owner.program, ownerPin);
     EXPECT_TRUE(run.stop()) << run.log();
   }
   EXPECT_EQ(linkProgram(), ownerId) << "SIGTERM gives the link back to the owner";
@@ -350,27 +519,243 @@ TEST(Adoption, KillNineLeavesTheOwnerServingARestartReadoptsAndTheOwnerMayMoveOn
 
   // The owner moves on while Morpheus runs: Morpheus exits, link untouched.
   {
-    ChildProcess run("adoptkill-moved", runArgs());
+    ChildProcess run(tag + "-moved", runArgs());
     ASSERT_TRUE(waitFor([&] {
       trampoline = linkProgram();
       return !run.alive() || (trampoline != ownerId && servedThrough(trampoline, ownerPin) != 0);
     }, 30s) && run.alive()) << run.log();
-    const bpf_insn pass[] = {
-        {BPF_ALU64 | BPF_MOV | BPF_K, BPF_REG_0, 0, 0, XDP_PASS},
-        {BPF_JMP | BPF_EXIT, 0, 0, 0, 0},
-    };
-    LIBBPF_OPTS(bpf_prog_load_opts, asLinkNeeds, .expected_attach_type = BPF_XDP);
-    Fd upgrade(bpf_prog_load(BPF_PROG_TYPE_XDP, "owner_v2", "GPL", pass, 2, &asLinkNeeds));
-    ASSERT_GE(upgrade.fd, 0);
-    ASSERT_EQ(bpf_link_update(owner.linkFd, upgrade.fd, nullptr), 0);
+    ASSERT_EQ(bpf_link_update(owner.linkFd, owner.upgrade, nullptr), 0);
     std::optional<int> status = run.wait(15s);
     ASSERT_TRUE(status) << "Morpheus did not stop\n" << run.log();
     EXPECT_EQ(*status, 0) << run.log();
     EXPECT_NE(run.log().find("the owner replaced or detached its program"), std::string::npos)
         << run.log();
-    EXPECT_EQ(linkProgram(), programIdOf(upgrade.fd)) << "the owner's upgrade stays";
+    EXPECT_EQ(linkProgram(), programIdOf(owner.upgrade)) << "the owner's upgrade stays";
   }
   unlink(socket.c_str());
+}
+
+// A program of `type` that answers `verdict` to everything: an owner's
+// upgrade.
+Fd constantProgram(bpf_prog_type type, bpf_attach_type attach, int32_t verdict) {
+  const bpf_insn code[] = {
+      {BPF_ALU64 | BPF_MOV | BPF_K, BPF_REG_0, 0, 0, verdict},
+      {BPF_JMP | BPF_EXIT, 0, 0, 0, 0},
+  };
+  LIBBPF_OPTS(bpf_prog_load_opts, options, .expected_attach_type = attach);
+  return Fd(bpf_prog_load(type, "owner_v2", "GPL", code, 2, &options));
+}
+
+TEST(Adoption, KillNineLeavesTheOwnerServingARestartReadoptsAndTheOwnerMayMoveOn) {
+  Scene scene("adoptkill");
+  auto &[veth, pins, owner] = scene;
+  ASSERT_GE(owner.program, 0);
+  std::string linkPin = pins.path() + "/owner_link";
+  owner.attachLink(veth, linkPin);
+  Fd upgrade = constantProgram(BPF_PROG_TYPE_XDP, BPF_XDP, XDP_PASS);
+  ASSERT_GE(upgrade.fd, 0);
+  killRestartAndMoveOn("adoptkill", pins,
+                       {sourcePath("examples/policy_fwd.bpf.c"), linkPin, linkPin, owner.linkFd,
+                        owner.program,
+                        [&](uint32_t hook, const std::string &when) {
+                          expectServesAsTheOwner(hook, owner.program, when);
+                        },
+                        upgrade.fd});
+}
+
+// The TC owner: tc_classifier loaded and configured by plain libbpf
+// (drop the blocked source, rewrite DSCP), attached through a tcx link on
+// the veth's ingress and pinned, as a CNI agent or a libbpf loader does.
+class TcOwner {
+public:
+  static constexpr uint32_t BlockedSource = 0x0a0000c8; // 10.0.0.200
+
+  TcOwner() {
+    LIBBPF_OPTS(bpf_object_open_opts, opts, .object_name = "tc_owner");
+    obj = bpf_object__open_mem(tc_classifier_owner_start,
+                               tc_classifier_owner_end - tc_classifier_owner_start, &opts);
+    if (!obj || bpf_object__load(obj)) {
+      ADD_FAILURE() << "the TC owner's libbpf load failed";
+      return;
+    }
+    program = bpf_program__fd(bpf_object__find_program_by_name(obj, "tc_classify"));
+    configure(1, 0, 10);
+    uint32_t source = htonl(BlockedSource), reason = 7;
+    EXPECT_EQ(bpf_map_update_elem(mapFd("blocked_sources"), &source, &reason, BPF_ANY), 0);
+  }
+  ~TcOwner() {
+    if (linkFd >= 0)
+      close(linkFd);
+    if (!linkPin.empty())
+      unlink(linkPin.c_str());
+    bpf_object__close(obj);
+  }
+
+  void configure(uint32_t mode, uint32_t mark, uint8_t dscp) {
+    TcConfig config{mode, mark, dscp, {}};
+    uint32_t zero = 0;
+    ASSERT_EQ(bpf_map_update_elem(mapFd("tc_config"), &zero, &config, BPF_ANY), 0);
+  }
+  int mapFd(const char *name) const {
+    return bpf_map__fd(bpf_object__find_map_by_name(obj, name));
+  }
+  void attachTcx(const VethPair &veth, const std::string &pin) {
+    ASSERT_FALSE(bool(netns::runInNetns(veth.nsB(), [&]() -> Error {
+      linkFd = bpf_link_create(program, if_nametoindex(veth.ifB().c_str()),
+                               bpf_attach_type(bpf::tcxAttachType(bpf::TcDirection::Ingress)),
+                               nullptr);
+      if (linkFd < 0)
+        return makeSystemError(errno, "tcx link");
+      return Error::success();
+    })));
+    ASSERT_EQ(bpf_obj_pin(linkFd, pin.c_str()), 0);
+    linkPin = pin;
+  }
+  uint32_t linkProgram() const {
+    bpf_link_info info = {};
+    uint32_t length = sizeof(info);
+    return bpf_obj_get_info_by_fd(linkFd, &info, &length) ? 0u : info.prog_id;
+  }
+
+  int program = -1;
+  int linkFd = -1;
+
+private:
+  bpf_object *obj = nullptr;
+  std::string linkPin;
+};
+
+// TC samples: the blocked source and others, over UDP and TCP, with and
+// without DSCP bits, a fragment and malformed bytes.
+std::vector<Bytes> tcSamples() {
+  std::vector<Bytes> packets = samplePackets();
+  for (uint32_t saddr : {TcOwner::BlockedSource, 0x0a0000c9u})
+    for (uint8_t tos : {0, 3}) {
+      PacketSpec spec;
+      spec.saddr = saddr;
+      spec.tos = tos;
+      packets.push_back(buildPacket(spec));
+    }
+  return packets;
+}
+
+void expectTcServesAsTheOwner(uint32_t hookId, int ownerProgram, const std::string &when) {
+  Fd hook(bpf_prog_get_fd_by_id(hookId));
+  ASSERT_GE(hook.fd, 0) << when;
+  for (const Bytes &packet : tcSamples()) {
+    auto throughHook = runtime::runPacket(hook.fd, bpf::ProgramType::Tc, {packet, 0});
+    auto owners = runtime::runPacket(ownerProgram, bpf::ProgramType::Tc, {packet, 0});
+    ASSERT_TRUE(throughHook && owners) << when;
+    EXPECT_EQ(throughHook->verdict, owners->verdict) << when << ": " << packet.size() << " bytes";
+    EXPECT_EQ(throughHook->output, owners->output) << when << ": " << packet.size() << " bytes";
+  }
+}
+
+// Real frames across the veth (a blocked flow and a clean one), counted by
+// the owner's per-CPU counters: how many passed, were dropped, were left
+// alone. The same frames give the same counts whichever program serves.
+std::vector<uint64_t> countsOfRealFrames(const VethPair &veth, const TcOwner &owner) {
+  std::vector<trafficgen::Flow> flows = {{TcOwner::BlockedSource, 0x0a000001, 1000, 80},
+                                         {0x0a0000c9, 0x0a000001, 1000, 80}};
+  int counters = owner.mapFd("tc_counters");
+  std::vector<uint64_t> before = perCpuCounters(counters, 4);
+  trafficgen::LiveFramesGenerator traffic =
+      trafficgen::LiveFramesGenerator::create(trafficgen::acrossVeth(veth, flows));
+  const uint64_t packets = 200;
+  EXPECT_EQ(traffic.send(packets).packetsSent, packets);
+  std::vector<uint64_t> delta(4);
+  EXPECT_TRUE(waitFor([&] {
+    std::vector<uint64_t> now = perCpuCounters(counters, 4);
+    uint64_t total = 0;
+    for (size_t i = 0; i < delta.size(); ++i)
+      total += delta[i] = now[i] - before[i];
+    return total >= packets;
+  }, 2s)) << "every frame counted";
+  return delta;
+}
+
+// A TC classifier a libbpf loader attached through tcx: adopted by its
+// hook (IFACE:ingress), the specialized version answers every sample as
+// the owner's program (verdicts and bytes: the DSCP rewrite), real frames
+// are counted alike before and after, the owner's change is followed, and
+// a clean exit gives the tcx link back.
+TEST(Adoption, TcProgramAttachedThroughTcxServesAsTheOwnerAndGetsItsLinkBack) {
+  std::string tag = std::string(sweptFirst("adopttc"));
+  VethPair veth(tag);
+  PinDir pins(tag);
+  TcOwner owner;
+  ASSERT_GE(owner.program, 0);
+  owner.attachTcx(veth, pins.path() + "/owner_link");
+  uint32_t ownerId = programIdOf(owner.program);
+  ASSERT_EQ(owner.linkProgram(), ownerId);
+  auto xdpPass = attachXdpPass(veth);
+  ASSERT_TRUE(bool(xdpPass)) << llvm::toString(xdpPass.takeError());
+  std::vector<uint64_t> ownersCounts = countsOfRealFrames(veth, owner);
+  EXPECT_GT(ownersCounts[3], 0u) << "the blocked flow's frames were dropped";
+  EXPECT_GT(ownersCounts[1], 0u) << "the clean flow's frames passed";
+
+  runtime::DaemonOptions options = adoptOptions(veth, pins);
+  options.adopt = veth.ifB() + ":ingress";
+  std::string ownerPin = options.optimizer.pinDir + "/owner_program";
+  std::string printed, problems;
+  llvm::raw_string_ostream out(printed), errors(problems);
+  auto now = runtime::Daemon::Clock::now();
+  {
+    auto started = runtime::Daemon::start(corpusPath("tc_classifier.bpf.c"), options, out,
+                                          errors);
+    ASSERT_TRUE(bool(started)) << llvm::toString(started.takeError());
+    runtime::Daemon &daemon = **started;
+    EXPECT_NE(daemon.attachedTo().find("tcx ingress link on " + veth.ifB()), std::string::npos)
+        << daemon.attachedTo();
+    uint32_t trampoline = owner.linkProgram();
+    EXPECT_NE(trampoline, ownerId) << "the tcx link runs the trampoline";
+    expectTcServesAsTheOwner(trampoline, owner.program, "before the first install");
+
+    std::optional<runtime::CycleReport> cycle = daemon.step(now += 1h);
+    ASSERT_TRUE(cycle && cycle->installed()) << printed << problems;
+    EXPECT_EQ(servedThrough(trampoline, ownerPin), programIdOf(daemon.optimizer().activeFd()));
+    auto servesAsTheOwner = [&](uint32_t hook, const std::string &when) {
+      expectTcServesAsTheOwner(hook, owner.program, when);
+    };
+    servesAsTheOwner(trampoline, "specialized");
+    expectSpecializedServes(servesAsTheOwner, trampoline, owner.program, ownerPin);
+    EXPECT_EQ(countsOfRealFrames(veth, owner), ownersCounts)
+        << "real frames through the specialized version";
+
+    // The owner turns dropping into marking behind Morpheus's back.
+    uint64_t version = daemon.optimizer().guard().version();
+    owner.configure(2, 0x100, 10);
+    cycle = daemon.step(now += 1h);
+    ASSERT_TRUE(cycle && cycle->installed()) << cycle->describe() << printed << problems;
+    EXPECT_GT(daemon.optimizer().guard().version(), version) << "the change bumped the guard";
+    servesAsTheOwner(trampoline, "after the owner's change");
+    expectSpecializedServes(servesAsTheOwner, trampoline, owner.program, ownerPin);
+    std::vector<uint64_t> marking = countsOfRealFrames(veth, owner);
+    EXPECT_EQ(marking[2], ownersCounts[3]) << "the blocked flow is marked now, not dropped";
+    EXPECT_EQ(marking[3], 0u);
+  }
+  EXPECT_EQ(owner.linkProgram(), ownerId) << "a clean exit gives the link back\n" << problems;
+  EXPECT_NE(access(ownerPin.c_str(), F_OK), 0) << "the owner array's pin is removed";
+}
+
+// `morpheus run --adopt PINNED_TCX_LINK` as a process: as for XDP.
+TEST(Adoption, TcxKillNineLeavesTheOwnerServingARestartReadoptsAndTheOwnerMayMoveOn) {
+  std::string tag = std::string(sweptFirst("adopttck"));
+  VethPair veth(tag);
+  PinDir pins(tag);
+  TcOwner owner;
+  ASSERT_GE(owner.program, 0);
+  std::string linkPin = pins.path() + "/owner_link";
+  owner.attachTcx(veth, linkPin);
+  Fd upgrade = constantProgram(BPF_PROG_TYPE_SCHED_CLS, bpf_attach_type(0), TC_ACT_OK);
+  ASSERT_GE(upgrade.fd, 0);
+  killRestartAndMoveOn(tag, pins,
+                       {corpusPath("tc_classifier.bpf.c"), linkPin, linkPin, owner.linkFd,
+                        owner.program,
+                        [&](uint32_t hook, const std::string &when) {
+                          expectTcServesAsTheOwner(hook, owner.program, when);
+                        },
+                        upgrade.fd});
 }
 
 } // namespace

@@ -8,6 +8,7 @@
 #include "ChildProcess.h"
 #include "Corpus.h"
 #include "KernelSupport.h"
+#include "TcClassifier.h"
 #include "backend/bpf/MapIO.h"
 #include "netns/VethPair.h"
 #include "runtime/Daemon.h"
@@ -29,25 +30,6 @@ namespace morpheus::testing {
 namespace {
 
 using namespace std::chrono_literals;
-
-struct TcConfig {
-  uint32_t mode, mark;
-  uint8_t dscp, pad[3];
-};
-
-// veth accepts frames sent with XDP_TX (the traffic generator) only on a
-// peer with a native XDP program: one that passes everything.
-Expected<bpf::ProgramLink> attachXdpPass(const VethPair &veth) {
-  const bpf_insn pass[] = {
-      {.code = BPF_ALU64 | BPF_MOV | BPF_K, .dst_reg = BPF_REG_0, .imm = XDP_PASS},
-      {.code = BPF_JMP | BPF_EXIT},
-  };
-  Fd program(bpf_prog_load(BPF_PROG_TYPE_XDP, "xdp_pass", "GPL", pass, 2, nullptr));
-  if (program.fd < 0)
-    return makeSystemError(errno, "xdp_pass");
-  return bpf::ProgramLink::attach(program.fd,
-                                  bpf::AttachPoint{bpf::ProgramType::Xdp, veth.ifB(), veth.nsB()});
-}
 
 uint64_t perCpuSum(int mapFd, uint32_t index) {
   return perCpuCounters(mapFd, index + 1)[index];

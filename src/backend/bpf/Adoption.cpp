@@ -53,20 +53,27 @@ Expected<LiveProgram> liveProgram(int fd) {
   return facts;
 }
 
-// The XDP link running program `programId` (on `ifindex` unless 0), or -1.
-int findXdpLink(uint32_t programId, uint32_t ifindex) {
+// The XDP or tcx link `wanted` accepts (the first), or -1.
+int findLink(llvm::function_ref<bool(const LinkFacts &)> wanted) {
   uint32_t id = 0;
   while (bpf_link_get_next_id(id, &id) == 0) {
     int fd = bpf_link_get_fd_by_id(id);
     if (fd < 0)
       continue;
     std::optional<LinkFacts> facts = linkFacts(fd);
-    if (facts && facts->type == linkTypeOf(ProgramType::Xdp) && facts->programId == programId &&
-        (!ifindex || facts->ifindex == ifindex))
+    if (facts && facts->ifindex &&
+        (facts->type == linkTypeOf(ProgramType::Xdp) ||
+         facts->type == linkTypeOf(ProgramType::Tc)) &&
+        wanted(*facts))
       return fd;
     close(fd);
   }
   return -1;
+}
+
+// The program type a link of `facts` runs.
+ProgramType linkProgramType(const LinkFacts &facts) {
+  return facts.type == linkTypeOf(ProgramType::Tc) ? ProgramType::Tc : ProgramType::Xdp;
 }
 
 // The program a PROG_ARRAY slot holds, by id (0: empty). From user space
@@ -101,6 +108,8 @@ Expected<std::unique_ptr<Adoption>> Adoption::adopt(const std::string &target,
     return withContext(std::move(err), "adopting '" + target + "'");
   if (Error err = adoption->collectMaps())
     return withContext(std::move(err), "adopting '" + target + "'");
+  if (Error err = adoption->prepareTrampoline())
+    return withContext(std::move(err), "adopting '" + target + "'");
   return adoption;
 }
 
@@ -117,28 +126,47 @@ Adoption::~Adoption() {
 
 Error Adoption::findHook(const std::string &target) {
   uint32_t programId = 0;
-  if (llvm::StringRef(target).starts_with("/")) {
-    link = bpf_obj_get(target.c_str());
-    if (link < 0)
-      return makeSystemError(errno, "no pinned link at {0}", target);
+  // Which program type the link found runs, and where.
+  auto takeLink = [&](int fd) {
+    link = fd;
     std::optional<LinkFacts> facts = linkFacts(link);
-    if (!facts || facts->type != linkTypeOf(ProgramType::Xdp))
-      return makeError("{0} is not an XDP link (only XDP programs can be adopted yet)", target);
-    programId = facts->programId;
+    type = linkProgramType(*facts);
+    tcxAttach = facts->attachType;
     ifindex = facts->ifindex;
     iface = "ifindex " + std::to_string(ifindex);
-    if (!programId)
+    programId = facts->programId;
+  };
+  size_t colon = target.rfind(':');
+  if (llvm::StringRef(target).starts_with("/")) {
+    int fd = bpf_obj_get(target.c_str());
+    if (fd < 0)
+      return makeSystemError(errno, "no pinned link at {0}", target);
+    std::optional<LinkFacts> facts = linkFacts(fd);
+    if (!facts || (facts->type != linkTypeOf(ProgramType::Xdp) &&
+                   facts->type != linkTypeOf(ProgramType::Tc))) {
+      close(fd);
+      return makeError("{0} is not an XDP or tcx link (only those can be adopted)", target);
+    }
+    if (!facts->programId || !facts->ifindex) {
+      close(fd);
       return makeError("the link pinned at {0} is detached", target);
+    }
+    takeLink(fd);
   } else if (!target.empty() && llvm::all_of(target, llvm::isDigit)) {
     if (!llvm::to_integer(target, programId))
       return makeError("'{0}' is not a program id", target);
-    link = findXdpLink(programId, 0);
-    if (link < 0)
-      return makeError("no XDP link runs program {0}; name its interface instead "
-                       "(--adopt IFACE, with --netns for another namespace)",
+    int fd = findLink([&](const LinkFacts &facts) { return facts.programId == programId; });
+    if (fd < 0)
+      return makeError("no XDP or tcx link runs program {0}; name its hook instead (--adopt "
+                       "IFACE or IFACE:ingress|egress, with --netns for another namespace). "
+                       "A classifier attached with 'tc filter' cannot be adopted: attach it "
+                       "through tcx",
                        programId);
-    ifindex = linkFacts(link)->ifindex;
-    iface = "ifindex " + std::to_string(ifindex);
+    takeLink(fd);
+  } else if (colon != std::string::npos) {
+    if (Error err = findTcxHook(target.substr(0, colon), target.substr(colon + 1)))
+      return err;
+    programId = linkFacts(link)->programId;
   } else {
     iface = target;
     uint32_t attachMode = 0;
@@ -158,8 +186,13 @@ Error Adoption::findHook(const std::string &target) {
     if (found)
       return found;
     if (!programId)
-      return makeError("interface '{0}': no XDP program is attached; nothing to adopt", target);
-    link = findXdpLink(programId, ifindex);
+      return makeError("interface '{0}': no XDP program is attached; nothing to adopt (a TC "
+                       "program: --adopt {0}:ingress or {0}:egress)",
+                       target);
+    link = findLink([&](const LinkFacts &facts) {
+      return facts.type == linkTypeOf(ProgramType::Xdp) && facts.programId == programId &&
+             facts.ifindex == uint32_t(ifindex);
+    });
     if (link < 0) {
       // Attached through netlink (ip link, bpftool net attach, xdp-loader).
       if (attachMode == XDP_ATTACHED_DRV)
@@ -175,6 +208,59 @@ Error Adoption::findHook(const std::string &target) {
   hookProgram = bpf_prog_get_fd_by_id(programId);
   if (hookProgram < 0)
     return makeSystemError(errno, "program {0}: cannot open it", programId);
+  return Error::success();
+}
+
+// "IFACE:ingress": the one tcx link of that direction on the interface.
+Error Adoption::findTcxHook(const std::string &name, const std::string &direction) {
+  if (direction != "ingress" && direction != "egress")
+    return makeError("'{0}:{1}': a tcx hook is IFACE:ingress or IFACE:egress", name,
+                     direction);
+  iface = name;
+  Error found = netns::runInNetns(netns, [&]() -> Error {
+    ifindex = if_nametoindex(name.c_str());
+    if (!ifindex)
+      return makeSystemError(errno, "no interface '{0}'{1}", name,
+                             netns.empty() ? "" : " in network namespace '" + netns + "'");
+    return Error::success();
+  });
+  if (found)
+    return found;
+  uint32_t attach =
+      tcxAttachType(direction == "ingress" ? TcDirection::Ingress : TcDirection::Egress);
+  auto onHook = [&](const LinkFacts &facts) {
+    return facts.type == linkTypeOf(ProgramType::Tc) && facts.ifindex == uint32_t(ifindex) &&
+           facts.attachType == attach;
+  };
+  std::vector<uint32_t> programs;
+  uint32_t id = 0;
+  while (bpf_link_get_next_id(id, &id) == 0) {
+    int fd = bpf_link_get_fd_by_id(id);
+    if (fd < 0)
+      continue;
+    if (std::optional<LinkFacts> facts = linkFacts(fd); facts && onHook(*facts))
+      programs.push_back(facts->programId);
+    close(fd);
+  }
+  if (programs.empty())
+    return makeError("interface '{0}': no tcx {1} link; nothing to adopt (a classifier "
+                     "attached with 'tc filter' cannot be adopted: netlink replaces a filter "
+                     "whatever program it runs, so giving the hook back could undo the "
+                     "owner's own change; attach it through tcx)",
+                     name, direction);
+  if (programs.size() > 1) {
+    std::vector<std::string> ids;
+    for (uint32_t program : programs)
+      ids.push_back(std::to_string(program));
+    return makeError("interface '{0}': {1} tcx {2} links (programs {3}); say which with "
+                     "--adopt PROG_ID or its pinned link",
+                     name, programs.size(), direction, llvm::join(ids, ", "));
+  }
+  link = findLink(onHook);
+  if (link < 0)
+    return makeError("interface '{0}': its tcx {1} link went away", name, direction);
+  type = ProgramType::Tc;
+  tcxAttach = attach;
   return Error::success();
 }
 
@@ -224,23 +310,32 @@ Error Adoption::recogniseOwner(const std::string &pinDir) {
   return Error::success();
 }
 
-Error Adoption::takeHook() {
-  if (restarted || trampoline >= 0)
-    return Error::success(); // the hook runs our trampoline already
+Error Adoption::prepareTrampoline() {
+  if (restarted) {
+    // The hook runs our trampoline already; loading its like again on the
+    // same arrays says which attach type the owner's program has.
+    auto probe = loadTrampoline();
+    if (!probe)
+      return probe.takeError();
+    close(*probe);
+    return Error::success();
+  }
   ownerArray = bpf_map_create(BPF_MAP_TYPE_PROG_ARRAY, "morpheus_owner", 4, 4, 1, nullptr);
-  morpheusArray = bpf_map_create(BPF_MAP_TYPE_PROG_ARRAY, "morpheus_spec", 4, 4, 1, nullptr);
-  if (ownerArray < 0 || morpheusArray < 0)
-    return makeSystemError(errno, "cannot create the trampoline's program arrays");
+  if (ownerArray < 0)
+    return makeSystemError(errno, "cannot create the trampoline's owner array");
   uint32_t slot = 0;
   if (bpf_map_update_elem(ownerArray, &slot, &ownerProgram, BPF_ANY))
     return makeSystemError(errno, "the owner's program '{0}' (id {1}) cannot join a program "
                                   "array (an XDP program with fragments?)",
                            ownerName, ownerId);
-  // A pin left by a run whose owner has since moved on holds nothing of use.
-  unlink(ownerPin.c_str());
-  if (bpf_obj_pin(ownerArray, ownerPin.c_str()))
-    return makeSystemError(errno, "cannot pin the owner array at {0}", ownerPin);
+  auto loaded = loadTrampoline();
+  if (!loaded)
+    return loaded.takeError();
+  trampoline = *loaded;
+  return Error::success();
+}
 
+Expected<int> Adoption::loadTrampoline() {
   auto insn = [](uint8_t code, uint8_t dst, uint8_t src, int32_t imm) {
     bpf_insn one = {};
     one.code = code;
@@ -251,7 +346,7 @@ Error Adoption::takeHook() {
   };
   // r2 = the map (a 16-byte load: the second half is zero).
   auto loadMap = [&](int fd) { return insn(BPF_LD | BPF_DW | BPF_IMM, BPF_REG_2, BPF_PSEUDO_MAP_FD, fd); };
-  const bpf_insn code[] = {
+  auto code = [&]() -> std::vector<bpf_insn> { return {
       insn(BPF_ALU64 | BPF_MOV | BPF_X, BPF_REG_6, BPF_REG_1, 0),
       loadMap(morpheusArray), bpf_insn{},
       insn(BPF_ALU64 | BPF_MOV | BPF_K, BPF_REG_3, 0, 0),
@@ -260,30 +355,66 @@ Error Adoption::takeHook() {
       loadMap(ownerArray), bpf_insn{},
       insn(BPF_ALU64 | BPF_MOV | BPF_K, BPF_REG_3, 0, 0),
       insn(BPF_JMP | BPF_CALL, 0, 0, BPF_FUNC_tail_call),
-      insn(BPF_ALU64 | BPF_MOV | BPF_K, BPF_REG_0, 0, int32_t(dropVerdict(ProgramType::Xdp))),
+      insn(BPF_ALU64 | BPF_MOV | BPF_K, BPF_REG_0, 0, int32_t(dropVerdict(type))),
       insn(BPF_JMP | BPF_EXIT, 0, 0, 0),
-  };
+  }; };
   // A program array takes only programs of its owner's kind, expected
   // attach type included: libbpf loads SEC("xdp") with BPF_XDP, a raw
-  // loader with none. The kind that fits the owner's is the one that loads.
+  // loader with none; SEC("tc") with none, SEC("tcx/ingress") (libbpf 1.3)
+  // with BPF_TCX_INGRESS. The kind that fits the owner array (the owner's
+  // program is in it) is the one that loads: the owner's.
+  std::vector<bpf_attach_type> candidates;
+  if (type == ProgramType::Tc)
+    candidates = {bpf_attach_type(0), bpf_attach_type(tcxAttachType(TcDirection::Ingress)),
+                  bpf_attach_type(tcxAttachType(TcDirection::Egress))};
+  else
+    candidates = {BPF_XDP, bpf_attach_type(0)};
   std::vector<char> log(16384);
-  for (bpf_attach_type attach : {BPF_XDP, bpf_attach_type(0)}) {
+  int loaded = -1;
+  for (bpf_attach_type attach : candidates) {
+    // A refused load may have made the fresh Morpheus array of the refused
+    // kind (the kernel fixes an array's kind at the first program checked
+    // against it): each attempt gets a fresh one. A re-adoption's has the
+    // owner's kind already.
+    if (!restarted) {
+      closeFd(morpheusArray);
+      morpheusArray = bpf_map_create(BPF_MAP_TYPE_PROG_ARRAY, "morpheus_spec", 4, 4, 1, nullptr);
+      if (morpheusArray < 0)
+        return makeSystemError(errno, "cannot create the trampoline's Morpheus array");
+    }
     LIBBPF_OPTS(bpf_prog_load_opts, load, .expected_attach_type = attach, .log_level = 1,
                 .log_size = uint32_t(log.size()), .log_buf = log.data());
-    trampoline = bpf_prog_load(BPF_PROG_TYPE_XDP, TrampolineName, "GPL", code,
-                               sizeof(code) / sizeof(code[0]), &load);
-    if (trampoline >= 0 || errno != EINVAL)
+    std::vector<bpf_insn> instructions = code();
+    loaded = bpf_prog_load(bpf_prog_type(kernelProgramType()), TrampolineName, "GPL",
+                           instructions.data(), instructions.size(), &load);
+    ownerAttach = attach;
+    if (loaded >= 0 || errno != EINVAL)
       break;
   }
-  if (trampoline < 0) {
-    int saved = errno;
-    unlink(ownerPin.c_str());
-    return makeSystemError(saved, "the trampoline was refused; verifier log:\n{0}", log.data());
-  }
+  if (loaded < 0)
+    return makeSystemError(errno, "the trampoline was refused (no expected attach type of a "
+                                  "{0} program fits the owner's program '{1}'); verifier "
+                                  "log:\n{2}",
+                           programTypeName(type), ownerName, log.data());
+  return loaded;
+}
+
+uint32_t Adoption::kernelProgramType() const {
+  return type == ProgramType::Tc ? BPF_PROG_TYPE_SCHED_CLS : BPF_PROG_TYPE_XDP;
+}
+
+Error Adoption::takeHook() {
+  if (restarted || hookTaken)
+    return Error::success(); // the hook runs our trampoline already
+  // A pin left by a run whose owner has since moved on holds nothing of use.
+  unlink(ownerPin.c_str());
+  if (bpf_obj_pin(ownerArray, ownerPin.c_str()))
+    return makeSystemError(errno, "cannot pin the owner array at {0}", ownerPin);
   if (Error err = switchHook(ownerProgram, trampoline)) {
     unlink(ownerPin.c_str());
     return err;
   }
+  hookTaken = true;
   return Error::success();
 }
 
@@ -416,7 +547,7 @@ uint32_t Adoption::servedProgramId() const { return slotProgramId(morpheusArray,
 bool Adoption::ownerMovedOn() const { return hookProgramId() != trampolineId(); }
 
 Error Adoption::restore() {
-  if (restored || trampoline < 0)
+  if (restored || !(restarted || hookTaken))
     return Error::success(); // the hook was never taken
   restored = true;
   Error err = ownerMovedOn() ? Error::success() : switchHook(trampoline, ownerProgram);
@@ -425,7 +556,12 @@ Error Adoption::restore() {
 }
 
 std::string Adoption::describe() const {
-  std::string how = link >= 0 ? "XDP link" : "XDP netlink attachment";
+  std::string how = type == ProgramType::Tc
+                        ? std::string("tcx ") +
+                              (tcxAttach == tcxAttachType(TcDirection::Egress) ? "egress" : "ingress") +
+                              " link"
+                    : link >= 0 ? "XDP link"
+                                : "XDP netlink attachment";
   return llvm::formatv("{0} on {1}{2}, program '{3}' (id {4})", how, iface,
                        netns.empty() ? "" : " in namespace " + netns, ownerName, ownerId)
       .str();

@@ -1,13 +1,19 @@
-// Adopting an XDP program another loader attached (a load balancer's own
-// server, xdp-loader, bpftool): Morpheus joins it instead of replacing it.
+// Adopting an XDP or TC program another loader attached (a load balancer's
+// own server, xdp-loader, bpftool, a CNI agent through tcx): Morpheus joins
+// it instead of replacing it.
 //
-// The owner's hook (its bpf_link, or its netlink attachment) is switched
-// once, with BPF_F_REPLACE against the owner's program so that a change the
-// owner makes at the same moment is never overwritten, to a trampoline:
+// The owner's hook (its bpf_link: XDP or tcx; or an XDP netlink attachment)
+// is switched once, with BPF_F_REPLACE against the owner's program so that
+// a change the owner makes at the same moment is never overwritten, to a
+// trampoline of the owner's program type:
 //
 //   tail call slot 0 of the Morpheus array   (the specialized version)
 //   tail call slot 0 of the owner array      (the owner's program)
-//   return XDP_ABORTED                       (neither could be reached)
+//   return XDP_ABORTED / TC_ACT_SHOT         (neither could be reached)
+//
+// A packet the Morpheus array does not take runs the owner's program: the
+// last line is reached only if someone empties the pinned owner array by
+// hand (a tail call at a program's entry fails for no other reason).
 //
 // The Morpheus array is held only by this process's fd, never pinned: the
 // kernel empties a program array when its last user reference goes (exit,
@@ -18,9 +24,15 @@
 // (BPF_F_REPLACE against the trampoline) and removes the pin; a restart
 // finds its trampoline on the hook (by name, and the owner array pinned
 // where it left it) and takes it over again.
+//
+// A TC program is adopted only through its tcx link: a classifier attached
+// with `tc filter` (cls_bpf, netlink) is refused, because netlink replaces
+// a filter whatever program it runs at that moment (no BPF_F_REPLACE), so
+// the switch back could overwrite an owner's upgrade made meanwhile.
 #pragma once
 
 #include "backend/bpf/BpfObject.h"
+#include "backend/bpf/ProgramType.h"
 #include "support/Error.h"
 
 #include <map>
@@ -34,12 +46,14 @@ inline constexpr const char *TrampolineName = "morpheus_tramp";
 
 class Adoption {
 public:
-  // Finds the XDP program at `target`: an interface (in `netns`, "" = ours),
-  // a pinned link (a path under bpffs) or a program id run by a bpf_link,
-  // and collects its maps (and those of the programs its program arrays
+  // Finds the program at `target`: an interface's XDP hook ("IFACE", in
+  // `netns`, "" = ours), its tcx hook ("IFACE:ingress", "IFACE:egress"; an
+  // interface name never holds ':'), a pinned link (a path under bpffs) or
+  // a program id run by an XDP or tcx link, and collects its maps (and those of the programs its program arrays
   // hold). Nothing is changed yet. When the hook runs a trampoline an
   // earlier run left (its owner array pinned at `pinDir`/owner_program),
-  // the owner is the program that array holds.
+  // the owner is the program that array holds. The trampoline is loaded
+  // (not yet on the hook), which tells the owner's expected attach type.
   static Expected<std::unique_ptr<Adoption>> adopt(const std::string &target,
                                                    const std::string &netns,
                                                    const std::string &pinDir);
@@ -58,6 +72,13 @@ public:
   // program), the owner array pinned first; nothing to do on a re-adoption.
   Error takeHook();
 
+  // The owner program's expected attach type, which every program Morpheus
+  // puts in a program array beside it must have (LoadOptions::
+  // expectedAttachType), and its kernel program type (BPF_PROG_TYPE_*).
+  uint32_t ownerAttachType() const { return ownerAttach; }
+  uint32_t kernelProgramType() const;
+
+  ProgramType programType() const { return type; }
   int ownerProgramFd() const { return ownerProgram; }
   uint32_t ownerProgramId() const { return ownerId; }
   // The specialized version every packet now runs (slot 0 of the Morpheus
@@ -72,7 +93,8 @@ public:
   // trampoline) and the owner array's pin removed. Nothing is touched when
   // the owner moved on.
   Error restore();
-  // "XDP (link 12) on eth0 in namespace ns1, program 'lb' (id 40)"
+  // "XDP link on eth0 in namespace ns1, program 'lb' (id 40)",
+  // "tcx ingress link on eth0, program 'classify' (id 41)"
   std::string describe() const;
   bool readopted() const { return restarted; }
   uint32_t trampolineId() const;
@@ -81,12 +103,17 @@ public:
 private:
   Adoption() = default;
   Error findHook(const std::string &target);
+  Error findTcxHook(const std::string &target, const std::string &direction);
   Error collectMaps();
   Error recogniseOwner(const std::string &pinDir);
+  Error prepareTrampoline();
+  Expected<int> loadTrampoline(); // on the two arrays; sets ownerAttach
   Error switchHook(int from, int to);
   uint32_t hookProgramId() const;
 
   std::string netns;
+  ProgramType type = ProgramType::Xdp;
+  uint32_t tcxAttach = 0; // TC: the tcx link's attach type (its direction)
   int ifindex = 0;
   std::string iface;      // as given, or "ifindex N"
   int link = -1;          // the owner's link; -1: a netlink attachment
@@ -98,7 +125,9 @@ private:
   std::map<std::string, int> ownerMaps; // kernel name -> fd
   int trampoline = -1, morpheusArray = -1, ownerArray = -1;
   std::string ownerPin;
+  uint32_t ownerAttach = 0;
   bool restarted = false;
+  bool hookTaken = false;
   bool restored = false;
 };
 

@@ -101,7 +101,8 @@ Expected<core::TableCatalog> readCatalog(llvm::ArrayRef<char> elf,
 }
 
 Expected<std::vector<core::GlobalSlice>> readGlobalSlices(llvm::ArrayRef<char> elf,
-                                                          const std::string &objectName) {
+                                                          const std::string &objectName,
+                                                          bool frozen) {
   auto obj = openElf(elf, objectName);
   if (!obj)
     return obj.takeError();
@@ -116,7 +117,7 @@ Expected<std::vector<core::GlobalSlice>> readGlobalSlices(llvm::ArrayRef<char> e
   bpf_map *map;
   bpf_object__for_each_map(map, opened.obj) {
     std::string name = bpf_map__name(map);
-    if (!bpf_map__is_internal(map) || isFrozenSection(name))
+    if (!bpf_map__is_internal(map) || isFrozenSection(name) != frozen)
       continue;
     for (uint32_t id = 1; id < btf__type_cnt(types); ++id) {
       const btf_type *type = btf__type_by_id(types, id);
@@ -391,6 +392,14 @@ Expected<LoadedObject> LoadedObject::load(llvm::ArrayRef<char> elf,
     if (int err = bpf_map__reuse_fd(map, given->second))
       return makeSystemError(err, "object '{0}': map '{1}': cannot share the map",
                              objectName, given->first);
+  }
+  if (options.expectedAttachType) {
+    bpf_program *program;
+    bpf_object__for_each_program(program, loaded.obj) {
+      if (bpf_program__type(program) == bpf_prog_type(options.attachTypeOf))
+        bpf_program__set_expected_attach_type(program,
+                                              bpf_attach_type(*options.expectedAttachType));
+    }
   }
   if (int err = bpf_object__load(loaded.obj)) {
     std::string verifier(log.data());

@@ -30,9 +30,11 @@ Expected<core::TableCatalog> readCatalog(llvm::ArrayRef<char> elf,
                                          const std::string &objectName);
 
 // Where each writable global (.data, .bss, .data.NAME) lives in its
-// section's map, from the object's BTF; empty without BTF.
+// section's map, from the object's BTF; empty without BTF. `frozen`: the
+// read-only ones (.rodata*) instead.
 Expected<std::vector<core::GlobalSlice>> readGlobalSlices(llvm::ArrayRef<char> elf,
-                                                          const std::string &objectName);
+                                                          const std::string &objectName,
+                                                          bool frozen = false);
 
 // The instruction count of every program of a BPF ELF object, by name.
 Expected<std::map<std::string, size_t>> readProgramSizes(llvm::ArrayRef<char> elf,
@@ -96,6 +98,12 @@ struct LoadOptions {
   bool windowedCopies = false;
   PinByName pinning = PinByName::Ignore;
   std::string pinRoot; // where pins by name live; "" = libbpf's default, /sys/fs/bpf
+  // Every program of type `attachTypeOf` loaded with this expected attach
+  // type instead of its section's: an adopted program's, since a program
+  // array takes only programs of one kind, expected attach type included
+  // (a raw loader loads XDP with none, libbpf with BPF_XDP).
+  std::optional<uint32_t> expectedAttachType;
+  uint32_t attachTypeOf = 0; // a BPF_PROG_TYPE_*
 };
 
 // PROG_ARRAY contents by program name: map name -> slot -> program name.

@@ -7,6 +7,8 @@
 #include "support/Clang.h"
 
 #include <llvm/Bitcode/BitcodeReader.h>
+#include <llvm/IR/Constants.h>
+#include <llvm/IR/DataLayout.h>
 #include <llvm/IRReader/IRReader.h>
 #include <llvm/Linker/Linker.h>
 #include <llvm/Support/FileSystem.h>
@@ -21,6 +23,33 @@ extern "C" const unsigned char morpheus_guard_runtime_end[];
 using namespace llvm;
 
 namespace morpheus::bpf {
+
+// Gives the global `name` the initial bytes `bytes`: a global of as many
+// bytes, same section, alignment, debug info (its BTF) and attributes,
+// takes its place and name. With opaque pointers every use reads the new
+// bytes through the same loads and GEPs, typed by what they access.
+static Error setGlobalBytes(Module &module, StringRef name, const std::vector<char> &bytes) {
+  GlobalVariable *old = module.getNamedGlobal(name);
+  if (!old)
+    return makeError("no global '{0}' to give the owner's bytes", name);
+  const DataLayout &layout = module.getDataLayout();
+  if (layout.getTypeAllocSize(old->getValueType()) != bytes.size())
+    return makeError("global '{0}': {1} bytes, the owner's has {2}", name,
+                     uint64_t(layout.getTypeAllocSize(old->getValueType())), bytes.size());
+  Constant *value = ConstantDataArray::get(
+      module.getContext(),
+      ArrayRef<uint8_t>(reinterpret_cast<const uint8_t *>(bytes.data()), bytes.size()));
+  auto *replacement =
+      new GlobalVariable(module, value->getType(), old->isConstant(), old->getLinkage(), value,
+                         "", old, old->getThreadLocalMode(), old->getAddressSpace());
+  replacement->copyAttributesFrom(old);
+  replacement->setAlignment(old->getAlign().value_or(layout.getPreferredAlign(old)));
+  replacement->copyMetadata(old, 0);
+  old->replaceAllUsesWith(replacement);
+  replacement->takeName(old);
+  old->eraseFromParent();
+  return Error::success();
+}
 
 Expected<std::unique_ptr<Module>> loadProgram(const std::string &path,
                                               const FrontendOptions &options,
@@ -70,6 +99,9 @@ Expected<std::unique_ptr<Module>> loadProgram(const std::string &path,
                      path, module->getTargetTriple().empty() ? std::string("none")
                                                               : module->getTargetTriple());
   module->setModuleIdentifier(path);
+  for (const auto &[name, bytes] : options.globalBytes)
+    if (Error err = setGlobalBytes(*module, name, bytes))
+      return withContext(std::move(err), path);
   if (Error err = placeProgramSections(*module, path, options.programType))
     return err;
   core::annotateAccessCalls(*module, BpfSignatures());

@@ -9,6 +9,7 @@
 #include <llvm/IR/LLVMContext.h>
 #include <llvm/IR/Module.h>
 
+#include <map>
 #include <memory>
 #include <string>
 #include <vector>
@@ -24,6 +25,10 @@ struct FrontendOptions {
   // gives the flags that decide what it means (CompileDatabase.h); they
   // come before `cflags`.
   std::optional<std::string> compileDatabase;
+  // The bytes a read-only global starts with instead of its initializer,
+  // by the global's name: an adopted program's .rodata as the owner's
+  // loader left it (it may rewrite `const volatile` globals before load).
+  std::map<std::string, std::vector<char>> globalBytes;
 };
 
 // Loads `path`: .c is compiled with clang-19 (-O2 -g -target bpf), .ll and

@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <cstring>
 #include <thread>
 
 namespace morpheus::bpf {
@@ -55,12 +56,21 @@ unsigned linkTypeOf(ProgramType type) {
   return type == ProgramType::Tc ? LinkTypeTcx : LinkTypeXdp;
 }
 
+unsigned tcxAttachType(TcDirection direction) {
+  return direction == TcDirection::Ingress ? AttachTcxIngress : AttachTcxEgress;
+}
+
 std::optional<LinkFacts> linkFacts(int linkFd) {
   bpf_link_info info = {};
   uint32_t length = sizeof(info);
   if (bpf_obj_get_info_by_fd(linkFd, &info, &length))
     return std::nullopt;
-  return LinkFacts{info.type, info.prog_id, info.xdp.ifindex};
+  // The tcx member of the union ({ifindex, attach_type}) postdates these
+  // headers: its attach type is the word after the index.
+  uint32_t attachType = 0;
+  if (info.type == LinkTypeTcx)
+    std::memcpy(&attachType, reinterpret_cast<const char *>(&info.xdp.ifindex) + 4, 4);
+  return LinkFacts{info.type, info.prog_id, info.xdp.ifindex, attachType};
 }
 
 std::string AttachPoint::describe() const {
@@ -95,10 +105,7 @@ Expected<ProgramLink> ProgramLink::attach(int programFd, const AttachPoint &poin
       linkFd = bpf_link_create(programFd, ifindex, BPF_XDP, &options);
     } else {
       linkFd = bpf_link_create(programFd, ifindex,
-                               bpf_attach_type(point.tcDirection == TcDirection::Ingress
-                                                   ? AttachTcxIngress
-                                                   : AttachTcxEgress),
-                               nullptr);
+                               bpf_attach_type(tcxAttachType(point.tcDirection)), nullptr);
     }
     code = errno;
     return Error::success();

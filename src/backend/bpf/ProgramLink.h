@@ -33,11 +33,15 @@ struct AttachPoint {
 // with: an XDP link, or a tcx link for TC.
 unsigned linkTypeOf(ProgramType type);
 
+// The attach type of a tcx link in `direction` (BPF_TCX_INGRESS/EGRESS).
+unsigned tcxAttachType(TcDirection direction);
+
 // What the kernel says of the link behind `linkFd`: its type, the program
 // it runs and its interface (0 once detached; XDP's and tcx's link info
-// both start with the interface index). nullopt if `linkFd` is no link.
+// both start with the interface index), and for tcx its attach type (the
+// word after the index; 0 for XDP). nullopt if `linkFd` is no link.
 struct LinkFacts {
-  uint32_t type = 0, programId = 0, ifindex = 0;
+  uint32_t type = 0, programId = 0, ifindex = 0, attachType = 0;
 };
 std::optional<LinkFacts> linkFacts(int linkFd);
 
