@@ -643,10 +643,10 @@ void recordRound(TraceResult &result, const std::map<std::string, RoundTiming> &
 // Morpheus following the traffic: an optimizer whose program records
 // lookup keys, and, for the loop variants, cycles run on the trace.
 const char MorpheusName[] = "morpheus", AdaptiveInstrumentationName[] = "adaptive-instrumentation",
-           NaiveInstrumentationName[] = "naive-instrumentation";
+           NaiveInstrumentationName[] = "naive-instrumentation", SamplingPrefix[] = "sampling-every-";
 
 struct FollowingVariant {
-  const char *name;
+  std::string name;
   std::unique_ptr<runtime::Optimizer> optimizer;
   bool loop; // cycles on each trace before timing
 };
@@ -975,10 +975,16 @@ Expected<BenchResult> runInNamespace(const Preset &preset, const BenchOptions &o
     naive.mode = core::ProfileMode::Naive;
     sampledOnly.maxFastPath = 0;
     naive.maxFastPath = 0;
-    for (auto [name, traffic, loop] :
-         {std::tuple{MorpheusName, adaptive, true},
-          std::tuple{AdaptiveInstrumentationName, sampledOnly, true},
-          std::tuple{NaiveInstrumentationName, naive, false}}) {
+    std::vector<std::tuple<std::string, core::TrafficProfileOptions, bool>> loops = {
+        {MorpheusName, adaptive, true},
+        {AdaptiveInstrumentationName, sampledOnly, true},
+        {NaiveInstrumentationName, naive, false}};
+    for (uint32_t period : options.samplingPeriods) {
+      core::TrafficProfileOptions held = sampledOnly;
+      held.initialPeriod = held.minPeriod = held.maxPeriod = period;
+      loops.emplace_back(llvm::formatv("{0}{1}", SamplingPrefix, period).str(), held, true);
+    }
+    for (const auto &[name, traffic, loop] : loops) {
       auto loaded = loadConfigured(preset, followingOptions(traffic), name);
       if (!loaded)
         return loaded.takeError();
@@ -1064,19 +1070,19 @@ Expected<BenchResult> runInNamespace(const Preset &preset, const BenchOptions &o
                                live ? &*live : nullptr);
         if (!log)
           return log.takeError();
-        if (variant.name == std::string(MorpheusName))
+        if (variant.name == MorpheusName)
           followed = std::move(*log);
       }
     // baseline, morpheus (the loop), morpheus-static, the instrumentation
     // costs, the oracles.
     std::vector<Variant> variants = {{BaselineName, optimizer.originalFd()}};
     for (FollowingVariant &variant : following)
-      if (variant.name == std::string(MorpheusName))
+      if (variant.name == MorpheusName)
         variants.push_back({variant.name, variant.optimizer->activeFd()});
     variants.push_back({StaticName, optimizer.activeFd()});
     variants.push_back({UnguardedName, unguarded->programFd(optimizer.entryName())});
     for (FollowingVariant &variant : following)
-      if (variant.name != std::string(MorpheusName))
+      if (variant.name != MorpheusName)
         variants.push_back({variant.name, variant.optimizer->activeFd()});
     // The oracles are generated from what the data plane holds for this
     // trace (nat's bindings): the baseline's untimed pass through it first,
@@ -1165,6 +1171,12 @@ Expected<BenchResult> runBench(const Preset &preset, const BenchOptions &options
   if (!options.phases.empty())
     if (auto edges = phaseEdges(options.phases, options.packets); !edges)
       return withContext(edges.takeError(), "bench: --phases");
+  for (uint32_t period : options.samplingPeriods)
+    if (!llvm::isPowerOf2_32(period))
+      return makeError("bench: sampling period {0} is not a power of two", period);
+  if (!options.samplingPeriods.empty() && options.trafficCycles == 0)
+    return makeError("bench: the sampling-rate sweep (--sampling-periods) runs the loop: "
+                     "give --traffic-cycles 1 or more");
   if (options.adaptPeriod > 0 && options.phases.empty())
     return makeError("bench: the adaptation experiment (--adapt-period) runs on a phased "
                      "trace: give --phases");

@@ -97,6 +97,11 @@ struct BenchOptions {
   // what sampling costs) and `naive-instrumentation` (every lookup
   // recorded), each on an optimizer and maps of its own; 0 = none of them.
   uint32_t trafficCycles = 4;
+  // The sampling-rate sweep (the papers' instrumentation cost by rate): a
+  // variant `sampling-every-P` per period P (packets per sample, a power of
+  // two), the adaptive-instrumentation loop with its period held at P.
+  // Needs trafficCycles.
+  std::vector<uint32_t> samplingPeriods;
   core::FaultInjection faults;  // test-only: passed to the optimizer
   // Prices the table representations Morpheus chooses between (the
   // command loads this machine's calibration; default costs otherwise).

@@ -187,6 +187,13 @@ void addBenchCommand(CLI::App &morpheus) {
                   "timed, each after a pass of the trace; 0 leaves out the variants that follow "
                   "the traffic (default 4)")
       ->type_name("N");
+  command
+      .add_option("--sampling-periods", options.samplingPeriods,
+                  "the sampling-rate sweep: a variant 'sampling-every-P' per period P "
+                  "(packets per sample, powers of two, e.g. 1,4,16,64,256), the "
+                  "adaptive-instrumentation loop with its period held at P")
+      ->delimiter(',')
+      ->type_name("LIST");
   command.add_option("--json", flags->json, "also write the results as JSON")
       ->type_name("FILE");
   command

@@ -134,8 +134,12 @@ SiteTraffic TrafficProfile::decide(unsigned id, TableMatch match, uint32_t keySi
     common += before.count(key);
   size_t larger = std::max(now.size(), before.size());
   bool keysHeld = larger == 0 || double(common) >= 0.75 * double(larger);
+  // Churn is a fast path losing its keys: a hot set that only gains keys
+  // (found where there was none, or completed as the counts build up over
+  // a shift) is not, though the sampling speeds up for it all the same.
+  bool previousKept = double(common) >= 0.75 * double(before.size());
   // A fast path whose keys the data plane rewrote lasted less than a period.
-  bool stable = keysHeld && !at.invalidatedThisCycle;
+  bool stable = previousKept && !at.invalidatedThisCycle;
   bool invalidated = at.invalidatedThisCycle;
   at.invalidatedThisCycle = false;
   at.previousChosen = chosen;

@@ -79,6 +79,33 @@ TEST(Bench, TinyRunMeasuresEveryVariant) {
   EXPECT_EQ(json["compile"]["predictions"][0]["chosen"], "search");
 }
 
+// The sampling-rate sweep: a variant per period, timed with the others;
+// periods that are not powers of two, or a sweep without the loop, are
+// refused before anything loads.
+TEST(Bench, SamplingSweepTimesAVariantPerPeriod) {
+  auto preset = readPreset("router-20routes");
+  ASSERT_THAT_EXPECTED(preset, llvm::Succeeded());
+  BenchOptions options = tinyRun();
+  options.samplingPeriods = {1, 256};
+  auto result = runBench(*preset, options);
+  ASSERT_THAT_EXPECTED(result, llvm::Succeeded());
+  std::vector<std::string> sweep;
+  for (const VariantResult &variant : result->traces.at(0).variants)
+    if (llvm::StringRef(variant.name).starts_with("sampling-every-")) {
+      sweep.push_back(variant.name);
+      EXPECT_TRUE(std::isfinite(variant.net.median())) << variant.name;
+    }
+  EXPECT_EQ(sweep, (std::vector<std::string>{"sampling-every-1", "sampling-every-256"}));
+
+  options.samplingPeriods = {3};
+  EXPECT_THAT_EXPECTED(runBench(*preset, options),
+                       llvm::FailedWithMessage(testing::HasSubstr("not a power of two")));
+  options.samplingPeriods = {4};
+  options.trafficCycles = 0;
+  EXPECT_THAT_EXPECTED(runBench(*preset, options),
+                       llvm::FailedWithMessage(testing::HasSubstr("--traffic-cycles")));
+}
+
 // Phases are cut where gen_trace.py cuts them: sized ones as given, the
 // rest sharing what is left (the first ones one packet more); bad specs are
 // refused naming the phase.

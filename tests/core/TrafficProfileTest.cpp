@@ -93,6 +93,27 @@ TEST(TrafficProfile, PeriodRisesWhileStableAndFallsOnAShift) {
   EXPECT_LT(shifted.period, stablePeriod);
 }
 
+// The sampling-rate sweep holds a period by bounding it on both sides:
+// neither a stable hot set, nor a shift, nor samples filling the slots
+// move it.
+TEST(TrafficProfile, APeriodBoundedOnBothSidesHolds) {
+  TrafficProfileOptions options;
+  options.initialPeriod = options.minPeriod = options.maxPeriod = 16;
+  TrafficProfile profile(options);
+  for (int cycle = 0; cycle < 4; ++cycle) {
+    profile.beginCycle();
+    profile.add(0, 0, skewed(4, 0.2, 64), 16, 64);
+    EXPECT_EQ(profile.decide(0, TableMatch::Exact, 4).period, 16u) << "stable, cycle " << cycle;
+  }
+  profile.beginCycle();
+  for (int i = 0; i < 10; ++i)
+    profile.add(0, 0, skewed(4, 0.2, 64, 100), 16, 64);
+  EXPECT_EQ(profile.decide(0, TableMatch::Exact, 4).period, 16u) << "shifted";
+  profile.beginCycle();
+  profile.add(0, 0, skewed(4, 0.2, 4), 16, 4);
+  EXPECT_EQ(profile.decide(0, TableMatch::Exact, 4).period, 16u) << "few samples";
+}
+
 TEST(TrafficProfile, NaiveRecordsEveryLookup) {
   TrafficProfileOptions options;
   options.mode = ProfileMode::Naive;
@@ -101,6 +122,22 @@ TEST(TrafficProfile, NaiveRecordsEveryLookup) {
   profile.beginCycle();
   profile.add(0, 0, skewed(4, 0.2, 64), 1, 64);
   EXPECT_EQ(profile.decide(0, TableMatch::Exact, 4).period, 1u);
+}
+
+// A hot set that builds up over several cycles (as after a shift, while
+// the aged counts of the old set fade) keeps its fast path: only keys lost
+// count toward churn.
+TEST(TrafficProfile, AHotSetThatOnlyGrowsIsNotChurn) {
+  TrafficProfileOptions options;
+  options.decay = 0;
+  TrafficProfile profile(options);
+  for (size_t hot = 1; hot <= 4 + options.churnCycles; ++hot) {
+    profile.beginCycle();
+    profile.add(0, 0, skewed(hot, 0.9 / double(hot), 200), 1, 200);
+    SiteTraffic traffic = profile.decide(0, TableMatch::Exact, 4);
+    EXPECT_FALSE(traffic.churning) << hot << " hot keys";
+    EXPECT_EQ(traffic.hotKeys.size(), hot) << traffic.why;
+  }
 }
 
 TEST(TrafficProfile, ChurnDropsTheFastPathUntilTrafficCalms) {
