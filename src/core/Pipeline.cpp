@@ -295,9 +295,9 @@ ReadPlan planReads(const TableAccessInfo &info, const TableCatalog &catalog,
       // needs the trie's answer for each hot key, which a whole read
       // (prefixes, not answers) does not give.
       const TableInfo &table = catalog.at(site.table);
-      bool ipv4Trie = derivedTries && table.match == TableMatch::LongestPrefix &&
-                      derivableTrieKey(table.keySize);
-      request.wholeTableLimit = ipv4Trie ? std::max(inlineLimit, DerivedTrieReadLimit)
+      bool derivableTrie = derivedTries && table.match == TableMatch::LongestPrefix &&
+                           derivableTrieKey(table.keySize);
+      request.wholeTableLimit = derivableTrie ? std::max(inlineLimit, DerivedTrieReadLimit)
                                 : table.match == TableMatch::Exact
                                     ? std::max(inlineLimit, WholeTableReadLimit)
                                     : inlineLimit;
