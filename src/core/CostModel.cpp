@@ -130,9 +130,11 @@ double CostModel::predictNs(Representation representation, const TableShape &sha
     return costs.compareNs +
            costs.searchLevelNs * std::ceil(std::log2(double(std::max<size_t>(1, shape.intervals))));
   case Representation::DerivedArray:
-    // The prefix-length test, a load and a chunk test per level on the
-    // deepest path, the none test and the entry's bound.
-    return 3 * costs.compareNs + shape.derivedLoads * (costs.derivedLoadNs + costs.compareNs);
+    // The prefix-length test, the leading words' compares (one table per
+    // word), a load and a chunk test per level on the deepest path, the
+    // none test and the entry's bound.
+    return (3 + shape.leadingCompares) * costs.compareNs +
+           shape.derivedLoads * (costs.derivedLoadNs + costs.compareNs);
   case Representation::FastPath: {
     // Hot key i (from 1) costs i compares; the rest all of them, then the map.
     double compare = keyCompareNs(costs, shape.keySize), hits = 0, cost = 0;

@@ -62,6 +62,7 @@ struct TableShape {
   uint32_t keySize = 0;
   size_t intervals = 0;     // PrefixSearch: address intervals searched
   unsigned derivedLoads = 0; // DerivedArray: loads on the deepest path
+  unsigned leadingCompares = 0; // DerivedArray: leading words compared first
   // FastPath: the hot keys' shares of the traffic, hottest first.
   std::vector<double> hotShares;
 };

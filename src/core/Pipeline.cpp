@@ -288,15 +288,16 @@ ReadPlan planReads(const TableAccessInfo &info, const TableCatalog &catalog,
     if (!whyNotInlinable(site, info, catalog)) {
       TableReadRequest &request = plan[site.table];
       // Hash tables are read whole further, for constant-fields and
-      // branch-injection, and IPv4 tries for lpm-as-array. Arrays larger
+      // branch-injection, and IPv4 tries (a leading word before the
+      // address too) for lpm-as-array. Arrays larger
       // than the limit are read by content instead (MapIO). Any other trie
       // larger than the limit is probed key by key: heavy-hitter-fast-path
       // needs the trie's answer for each hot key, which a whole read
       // (prefixes, not answers) does not give.
       const TableInfo &table = catalog.at(site.table);
-      bool ipv4Trie = derivedTries && table.match == TableMatch::LongestPrefix &&
-                      table.keySize == 8; // a u32 prefix length, an IPv4 address
-      request.wholeTableLimit = ipv4Trie ? std::max(inlineLimit, DerivedTrieReadLimit)
+      bool derivableTrie = derivedTries && table.match == TableMatch::LongestPrefix &&
+                           derivableTrieKey(table.keySize);
+      request.wholeTableLimit = derivableTrie ? std::max(inlineLimit, DerivedTrieReadLimit)
                                 : table.match == TableMatch::Exact
                                     ? std::max(inlineLimit, WholeTableReadLimit)
                                     : inlineLimit;

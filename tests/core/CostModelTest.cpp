@@ -51,6 +51,11 @@ TEST(CostModel, PredictsEachRepresentationFromItsUnitCosts) {
   EXPECT_DOUBLE_EQ(model.predictNs(Representation::OriginalMap, trie), 34);
   EXPECT_DOUBLE_EQ(model.predictNs(Representation::PrefixSearch, trie), 0.5 + 9 * 2);
   EXPECT_DOUBLE_EQ(model.predictNs(Representation::DerivedArray, trie), 3 * 0.5 + 2 * 4.5);
+  TableShape generations = trie; // one table per leading word: a compare each
+  generations.keySize = 12;
+  generations.leadingCompares = 2;
+  EXPECT_DOUBLE_EQ(model.predictNs(Representation::DerivedArray, generations),
+                   5 * 0.5 + 2 * 4.5);
 
   TableShape hash;
   hash.match = TableMatch::Exact;

@@ -190,6 +190,7 @@ INSTANTIATE_TEST_SUITE_P(
                       CorpusCase{"tail_call_chain.bpf.c", nullptr},
                       CorpusCase{"tc_classifier.bpf.c", nullptr},
                       CorpusCase{"lpm_nested.bpf.c", nullptr},
+                      CorpusCase{"lpm_leading.bpf.c", nullptr},
                       CorpusCase{"constant_field.bpf.c", nullptr},
                       CorpusCase{"acl_protocols.bpf.c", nullptr},
                       CorpusCase{"build_legacy_section.bpf.c", nullptr, bpf::ProgramType::Xdp}),

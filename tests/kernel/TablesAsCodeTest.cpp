@@ -173,6 +173,114 @@ TEST(LpmAsArray, NestedAndRandomPrefixesAnswerAsTheTrie) {
   EXPECT_NE(after.output, before.output) << "the new route's value is in the packet";
 }
 
+struct LeadingKey {
+  uint32_t prefixlen;
+  uint32_t leading; // host order, like the firewall's generation
+  uint32_t addr;    // network order
+};
+
+// The firewall's trie shape (lpm_leading.bpf.c): keys are a leading word
+// (the packet's IP id) then the address. Both leading words 0 and 1 (the
+// firewall's two generations) hold prefixes nested at every length around
+// bases of their own, and 15 random prefixes each; with an inline limit of
+// 8 the trie becomes one derived table per leading word (lpm-as-array).
+// Every address one bit from each base, every prefix's bounds and their
+// neighbours, random addresses, under both leading words and others (2,
+// 256, 65,535), with prefix lengths on both sides of the stored ones, of 64
+// and beyond; then a prefix changed through Morpheus under generation 1 is
+// seen by the very next packet.
+TEST(LpmAsArray, LeadingWordPrefixesAnswerAsTheTrie) {
+  runtime::OptimizerOptions options = CorpusProgram::noShadow();
+  options.inlineLimit = 8;
+  CorpusProgram program("lpm_leading.bpf.c", options);
+  ASSERT_TRUE(program.ok());
+  const uint32_t bases[2] = {0x0a7b2d43, 0x0a7b2e00}; // 10.123.45.67, 10.123.46.0
+  struct Prefix {
+    uint32_t leading, address, length;
+  };
+  std::vector<Prefix> prefixes;
+  uint32_t seed = 4242;
+  auto random = [&] { return seed = seed * 1103515245u + 12345u, (seed >> 1) ^ (seed << 15); };
+  for (uint32_t leading : {0u, 1u}) {
+    for (uint32_t length = 0; length <= 32; ++length)
+      prefixes.push_back({leading, bases[leading], length});
+    for (int i = 0; i < 15; ++i)
+      prefixes.push_back({leading, random(), 8 + random() % 25});
+  }
+  for (size_t i = 0; i < prefixes.size(); ++i)
+    program.set("prefixes",
+                LeadingKey{32 + prefixes[i].length, prefixes[i].leading, htonl(prefixes[i].address)},
+                uint32_t(100 + i));
+
+  runtime::CycleReport report = program.cycle();
+  ASSERT_TRUE(report.installed()) << report.describe();
+  const core::SiteDecision *applied = CorpusProgram::decision(report, "prefixes", true);
+  ASSERT_NE(applied, nullptr) << report.describe();
+  EXPECT_EQ(applied->pass, "lpm-as-array");
+  EXPECT_NE(applied->detail.find("derived 16-8-8 tables, one per leading word (2 words)"),
+            std::string::npos)
+      << applied->detail;
+
+  auto packet = [](uint32_t daddr, uint16_t leading, uint8_t tos) {
+    return PacketBuilder()
+        .ethernet(parseMac("02:00:00:00:00:02"), parseMac("02:00:00:00:00:01"))
+        .ipv4({.daddr = daddr, .tos = tos, .id = leading})
+        .udp(1000, 53)
+        .build();
+  };
+  std::vector<uint32_t> addresses{0, 0xffffffff, 0x0a000000};
+  for (uint32_t base : bases) {
+    for (uint32_t at : {base, base - 1, base + 1})
+      addresses.push_back(at);
+    for (uint32_t bit = 0; bit < 32; ++bit)
+      addresses.push_back(base ^ (1u << bit));
+  }
+  size_t everyLength = addresses.size();
+  for (const Prefix &prefix : prefixes) {
+    uint32_t host = prefix.length == 0    ? 0xffffffff
+                    : prefix.length == 32 ? 0
+                                          : 0xffffffffu >> prefix.length;
+    uint32_t first = prefix.address & ~host, last = prefix.address | host;
+    for (uint32_t at : {first - 1, first, first + 1, last - 1, last, last + 1})
+      addresses.push_back(at);
+  }
+  for (int i = 0; i < 50; ++i)
+    addresses.push_back(random());
+  size_t hits = 0, compared = 0;
+  auto compare = [&](uint32_t address, uint16_t leading, uint8_t tos) {
+    Bytes bytes = packet(address, leading, tos);
+    RunResult original = program.original(bytes);
+    hits += original.verdict == XDP_TX;
+    EXPECT_EQ(program.active(bytes), original)
+        << "address " << std::hex << address << std::dec << ", leading word " << leading
+        << ", prefix length " << int(tos);
+    ++compared;
+  };
+  for (size_t i = 0; i < addresses.size(); ++i) {
+    for (uint16_t leading : {0, 1, 2})
+      compare(addresses[i], leading, 0); // the whole key: prefix length 64
+    if (i < everyLength)
+      for (uint16_t leading : {0, 1, 2, 256, 0xffff})
+        for (uint8_t tos : {31, 32, 33, 48, 63, 64, 65, 200})
+          compare(addresses[i], leading, tos);
+  }
+  EXPECT_GT(hits, compared / 3) << "premise: many lookups hit some prefix";
+  EXPECT_LT(hits, compared) << "premise: some miss";
+
+  // Generation 1's /24 around its base answers another value from now on.
+  const uint32_t changed = bases[1] ^ 0x80u;
+  RunResult before = program.active(packet(changed, 1, 0));
+  program.set("prefixes", LeadingKey{32 + 24, 1, htonl(bases[1])}, uint32_t(999));
+  for (uint32_t address : {bases[1] ^ 1u, changed, bases[1]})
+    for (uint16_t leading : {0, 1}) {
+      Bytes bytes = packet(address, leading, 0);
+      EXPECT_EQ(program.active(bytes), program.original(bytes)) << std::hex << address;
+    }
+  RunResult after = program.active(packet(changed, 1, 0));
+  EXPECT_EQ(after.verdict, uint32_t(XDP_TX));
+  EXPECT_NE(after.output, before.output) << "the new prefix's value is in the packet";
+}
+
 struct Rule {
   uint32_t action;
   uint32_t mark;

@@ -7,6 +7,8 @@
 #include <bpf/bpf.h>
 
 #include <optional>
+#include <set>
+#include <string>
 #include <llvm/Testing/Support/Error.h>
 
 namespace morpheus::nf::firewall::testing {
@@ -114,14 +116,28 @@ TEST(Morpheus, SpecializedFirewallMatchesTheOriginal) {
     SCOPED_TRACE(configuration.file);
     std::vector<Rule> rules = rulesFromConfig(configuration.file);
     // Through the pins, so every change goes through the Morpheus guard.
+    bool replacing = optimizer.activeFd() != optimizer.originalFd();
     Error err = loadRules(pins.path(), rules, configuration.options);
     ASSERT_THAT_ERROR(std::move(err), llvm::Succeeded());
+    // The running version was built for the previous rule set (its
+    // generation's prefixes as derived tables): until the next cycle the
+    // guard sends every packet to the generic code, on the new generation.
+    if (replacing)
+      expectSameBehaviour(optimizer, corpus(rules));
     runtime::CycleReport report = optimizer.runCycle();
     ASSERT_TRUE(report.installed()) << report.describe();
-    for (const auto &decision : report.log.decisions)
+    std::set<std::string> derivedTries;
+    for (const auto &decision : report.log.decisions) {
       if (decision.applied)
         std::printf("  [morpheus] site %u %s %s: %s\n", decision.site, decision.table.c_str(),
                     decision.pass.c_str(), decision.detail.c_str());
+      if (decision.applied && decision.pass == "lpm-as-array")
+        derivedTries.insert(decision.table);
+    }
+    // Both (generation, prefix) tries become derived tables, one per
+    // generation they hold (lpm-as-array's leading word).
+    EXPECT_EQ(derivedTries, (std::set<std::string>{"dst_prefixes", "src_prefixes"}))
+        << report.describe();
     ASSERT_NE(optimizer.activeFd(), optimizer.originalFd());
     // The configuration is folded into the code, taking the connection
     // tracking path with it when it is off.

@@ -16,6 +16,16 @@
 // the array every table pass hands value addresses from, so a hit reads as
 // the trie's value and distinct entries keep distinct addresses.
 //
+// A trie whose data is a 32-bit leading word then the address (the
+// firewall's `(generation, prefix)` keys) gets one such table per value the
+// leading word takes across its prefixes (up to MaxLeadingWords, every
+// prefix at least as long as the leading word: TrieRepresentation.h): the
+// leading word is compared first and picks its table, cut from the trie's
+// intervals under that word (intervalsUnder), so every generation answers
+// exactly, whichever one is live; a key of any other leading word lies
+// under no prefix and finds none, as in the trie. All the tables are one
+// global, one after the other.
+//
 // The table is built only where the cost model (TrieRepresentation.h)
 // predicts it the cheapest eligible representation of the trie (within the
 // inline limit lpm-as-code's search may be cheaper, or not).
@@ -31,14 +41,20 @@
 // validation, fuzzing) loads its own copy. Its size is in the log.
 //
 // Correctness: the same as lpm-as-code's. Keys whose prefix length is not
-// 32 keep the real lookup; for a whole address, the slot chain ends in the
+// the data's whole width (32, or 64 with a leading word) keep the real
+// lookup; for a whole address, the slot chain ends in the
 // slot of the only interval its block lies in, which holds that interval's
 // answer. The table is read-only for the data plane (TableAccessAnalysis)
 // and control-plane writes go through Morpheus, which bumps the program
 // guard first. The bounds the verifier needs (a chunk number below the
 // chunk count, an entry number below the entry count) are checked on the
 // way, each on an opaque copy (core/OpaqueValue.h) the index is computed
-// from; they always hold, and if they did not the real lookup would answer.
+// from; they always hold (the table is cut so), and their failure branch,
+// a path for the verifier only, answers null rather than the real lookup:
+// the verifier then follows a hit with derived values only (when the
+// key's prefix length is a constant it sees), not also with the trie's,
+// which doubled per trie its walk of the firewall's loop over bitmap words
+// and took random rule sets past its 1M-instruction limit.
 //
 //   %v = call ptr inttoptr (i64 1 to ptr)(ptr @routes, ptr %key)
 // becomes
@@ -65,7 +81,8 @@ namespace morpheus::core {
 
 namespace {
 
-constexpr uint32_t AddressBits = 32;      // IPv4 data only
+constexpr uint32_t AddressBits = 32;      // IPv4 addresses
+constexpr uint32_t LeadingBits = 32;      // a leading word before the address
 constexpr uint32_t FirstLevelBits = 16;   // then 8, then 8
 constexpr uint32_t ChunkBits = 8;
 constexpr uint32_t ChunkSlots = 1u << ChunkBits;
@@ -137,25 +154,30 @@ PreservedAnalyses LpmAsArrayPass::run(Module &module, ModuleAnalysisManager &mam
                                     "the cost model prefers the " +
                                         std::string(representationName(candidates.choice.chosen)),
                                     candidates.choice);
-        const std::vector<PrefixInterval> *intervals = &candidates.intervals;
-        auto levels = deriveLevels(*intervals, contents.entries);
-        if (!levels)
-          return declineSite(context, site, "lpm-as-array", toString(levels.takeError()));
+        // Every table's slots, one after the other in one global.
+        std::vector<uint16_t> slots;
+        std::vector<size_t> bases, chunkCounts;
+        for (const DerivedTable &derived : candidates.derived) {
+          auto levels = deriveLevels(derived.intervals, contents.entries);
+          if (!levels)
+            return declineSite(context, site, "lpm-as-array", toString(levels.takeError()));
+          bases.push_back(slots.size());
+          chunkCounts.push_back((levels->size() - (size_t(1) << FirstLevelBits)) / ChunkSlots);
+          slots.insert(slots.end(), levels->begin(), levels->end());
+        }
 
         LLVMContext &llvmContext = module.getContext();
         // One derived table per trie, whatever the number of its sites.
         std::string name = "__morpheus." + site.table + ".levels";
         GlobalVariable *derived = module.getNamedGlobal(name);
         if (!derived) {
-          Constant *init = ConstantDataArray::get(llvmContext, ArrayRef<uint16_t>(*levels));
+          Constant *init = ConstantDataArray::get(llvmContext, ArrayRef<uint16_t>(slots));
           derived = new GlobalVariable(module, init->getType(), /*isConstant=*/true,
                                        GlobalValue::PrivateLinkage, init, name);
           derived->setAlignment(Align(8));
           if (!context.constantSection.empty())
             derived->setSection(context.constantSection);
         }
-        uint64_t chunkCount =
-            (levels->size() - (size_t(1) << FirstLevelBits)) / ChunkSlots;
 
         CallBase &lookup = *site.call;
         auto *pointerType = cast<PointerType>(lookup.getType());
@@ -169,75 +191,109 @@ PreservedAnalyses LpmAsArrayPass::run(Module &module, ModuleAnalysisManager &mam
           return BasicBlock::Create(llvmContext, site.table + name, function, tail);
         };
 
+        bool leading = candidates.derived.front().leadingWord.has_value();
+        uint32_t dataBits = AddressBits + (leading ? LeadingBits : 0);
         Value *length = LookupRewriter::loadKey(builder, frame, 0, builder.getInt32Ty(),
                                                 site.table + ".prefixlen");
-        Value *data = LookupRewriter::loadKey(builder, frame, PrefixLengthBytes,
-                                              builder.getInt32Ty(), site.table + ".data");
-        Value *address = dl.isLittleEndian()
-                             ? builder.CreateUnaryIntrinsic(Intrinsic::bswap, data, nullptr,
-                                                            site.table + ".address")
-                             : data;
+        // The key's data in the trie's bit order: first byte most significant.
+        auto word = [&](uint32_t offset, const Twine &dataName, const Twine &name) -> Value * {
+          Value *data =
+              LookupRewriter::loadKey(builder, frame, offset, builder.getInt32Ty(), dataName);
+          return dl.isLittleEndian()
+                     ? builder.CreateUnaryIntrinsic(Intrinsic::bswap, data, nullptr, name)
+                     : data;
+        };
+        Value *leadingWord =
+            leading ? word(PrefixLengthBytes, site.table + ".leading.data", site.table + ".leading")
+                    : nullptr;
+        Value *address = word(PrefixLengthBytes + (leading ? LeadingBits / 8 : 0),
+                              site.table + ".data", site.table + ".address");
         Value *wide = builder.CreateZExt(address, builder.getInt64Ty());
-        BasicBlock *first = block(".level0");
+        BasicBlock *select = block(leading ? ".leading.word" : ".level0");
         BasicBlock *answer = block(".answer");
         BasicBlock *slow = block(".other.prefixlen");
-        builder.CreateCondBr(builder.CreateICmpEQ(length, builder.getInt32(AddressBits),
+        // Placed after the hit block below.
+        BasicBlock *miss = BasicBlock::Create(llvmContext, site.table + ".miss");
+        builder.CreateCondBr(builder.CreateICmpEQ(length, builder.getInt32(dataBits),
                                                   site.table + ".whole.address"),
-                             first, slow);
+                             select, slow);
 
         auto loadSlot = [&](Value *index, const Twine &name) {
           Value *at = builder.CreateInBoundsGEP(builder.getInt16Ty(), derived, index);
           return builder.CreateLoad(builder.getInt16Ty(), at, name);
         };
-        builder.SetInsertPoint(first);
-        Value *slot = loadSlot(builder.CreateLShr(wide, AddressBits - FirstLevelBits),
-                               site.table + ".slot0");
         PHINode *found = PHINode::Create(builder.getInt16Ty(), 3, site.table + ".slot");
-        // Each further level: a chunk's slot for the next 8 bits, while the
-        // slot names a chunk (the last level's slots never do).
-        uint32_t consumed = FirstLevelBits;
-        for (unsigned level = 1; consumed < AddressBits; ++level) {
-          BasicBlock *chunk = block(".chunk" + Twine(level));
-          BasicBlock *next = block(".level" + Twine(level));
-          BasicBlock *from = builder.GetInsertBlock();
-          found->addIncoming(slot, from);
-          builder.CreateCondBr(
-              builder.CreateICmpNE(builder.CreateAnd(slot, ChunkFlag), builder.getInt16(0)),
-              chunk, answer);
-          builder.SetInsertPoint(chunk);
-          // Checked and used as one opaque value: LLVM would otherwise
-          // fold the mask into the index and check a register the index is
-          // not computed from, and the verifier would lose the bound.
-          Value *number = opaqueCopy(
-              builder,
-              builder.CreateZExt(builder.CreateAnd(slot, ~ChunkFlag & 0xffff),
-                                 builder.getInt64Ty()),
-              site.table + ".chunk.number");
-          builder.CreateCondBr(builder.CreateICmpULT(number, builder.getInt64(chunkCount)),
-                               next, slow);
-          builder.SetInsertPoint(next);
-          consumed += ChunkBits;
-          // Opaque too: LLVM would turn the add into an or of disjoint bits,
-          // whose bound the verifier widens to the next power of two (past
-          // the table's end); the add it bounds exactly.
-          Value *bits = opaqueCopy(
-              builder,
-              builder.CreateAnd(builder.CreateLShr(wide, AddressBits - consumed), ChunkSlots - 1),
-              site.table + ".bits");
-          Value *index = builder.CreateAdd(
-              builder.CreateAdd(builder.CreateShl(number, ChunkBits),
-                                builder.getInt64(uint64_t(1) << FirstLevelBits)),
-              bits);
-          slot = loadSlot(index, site.table + ".slot" + Twine(level));
+        // The slot chain of table `index`, from the insertion point to the
+        // answer: the top 16 bits index its first level, then each further
+        // level is a chunk's slot for the next 8 bits, while the slot names
+        // a chunk (the last level's slots never do).
+        auto chain = [&](size_t index) {
+          uint64_t base = bases[index], chunkCount = chunkCounts[index];
+          Value *top = builder.CreateLShr(wide, AddressBits - FirstLevelBits);
+          if (base)
+            top = builder.CreateAdd(top, builder.getInt64(base));
+          Value *slot = loadSlot(top, site.table + ".slot0");
+          uint32_t consumed = FirstLevelBits;
+          for (unsigned level = 1; consumed < AddressBits; ++level) {
+            BasicBlock *chunk = block(".chunk" + Twine(level));
+            BasicBlock *next = block(".level" + Twine(level));
+            found->addIncoming(slot, builder.GetInsertBlock());
+            builder.CreateCondBr(
+                builder.CreateICmpNE(builder.CreateAnd(slot, ChunkFlag), builder.getInt16(0)),
+                chunk, answer);
+            builder.SetInsertPoint(chunk);
+            // Checked and used as one opaque value: LLVM would otherwise
+            // fold the mask into the index and check a register the index
+            // is not computed from, and the verifier would lose the bound.
+            Value *number = opaqueCopy(
+                builder,
+                builder.CreateZExt(builder.CreateAnd(slot, ~ChunkFlag & 0xffff),
+                                   builder.getInt64Ty()),
+                site.table + ".chunk.number");
+            builder.CreateCondBr(builder.CreateICmpULT(number, builder.getInt64(chunkCount)),
+                                 next, miss);
+            builder.SetInsertPoint(next);
+            consumed += ChunkBits;
+            // Opaque too: LLVM would turn the add into an or of disjoint
+            // bits, whose bound the verifier widens to the next power of two
+            // (past the table's end); the add it bounds exactly.
+            Value *bits = opaqueCopy(
+                builder,
+                builder.CreateAnd(builder.CreateLShr(wide, AddressBits - consumed),
+                                  ChunkSlots - 1),
+                site.table + ".bits");
+            Value *at = builder.CreateAdd(
+                builder.CreateAdd(builder.CreateShl(number, ChunkBits),
+                                  builder.getInt64(base + (uint64_t(1) << FirstLevelBits))),
+                bits);
+            slot = loadSlot(at, site.table + ".slot" + Twine(level));
+          }
+          found->addIncoming(slot, builder.GetInsertBlock());
+          builder.CreateBr(answer);
+        };
+        builder.SetInsertPoint(select);
+        if (!leading) {
+          chain(0);
+        } else {
+          // The leading word picks its table; no prefix lies under any
+          // other (they all cover whole leading words: TrieRepresentation).
+          for (size_t i = 0; i < candidates.derived.size(); ++i) {
+            uint32_t value = *candidates.derived[i].leadingWord;
+            BasicBlock *table = block(".leading" + Twine(value));
+            BasicBlock *other = i + 1 < candidates.derived.size() ? block(".leading.other") : miss;
+            builder.CreateCondBr(builder.CreateICmpEQ(leadingWord, builder.getInt32(value)),
+                                 table, other);
+            builder.SetInsertPoint(table);
+            chain(i);
+            builder.SetInsertPoint(other);
+          }
         }
-        found->addIncoming(slot, builder.GetInsertBlock());
-        builder.CreateBr(answer);
 
         // The slot's answer: none, or entry (slot - 1) below the entry count.
         builder.SetInsertPoint(answer);
         builder.Insert(found);
         BasicBlock *hit = block(".hit");
-        BasicBlock *miss = block(".miss");
+        miss->insertInto(function, tail);
         builder.CreateCondBr(builder.CreateICmpEQ(found, builder.getInt16(0)), miss, hit);
         builder.SetInsertPoint(miss);
         builder.CreateBr(tail);
@@ -249,7 +305,7 @@ PreservedAnalyses LpmAsArrayPass::run(Module &module, ModuleAnalysisManager &mam
             site.table + ".entry.number");
         BasicBlock *value = block(".found");
         builder.CreateCondBr(
-            builder.CreateICmpULT(entry, builder.getInt64(contents.entries.size())), value, slow);
+            builder.CreateICmpULT(entry, builder.getInt64(contents.entries.size())), value, miss);
         builder.SetInsertPoint(value);
         Value *pointer = rewriter.entryPointer(builder, site.table, entry);
         builder.CreateBr(tail);
@@ -260,12 +316,21 @@ PreservedAnalyses LpmAsArrayPass::run(Module &module, ModuleAnalysisManager &mam
         builder.CreateBr(tail);
         LookupRewriter::closeFrame(lookup, frame, LookupRewriter::CallKept::OnMissPath, slow);
 
+        size_t chunkCount = 0;
+        for (size_t count : chunkCounts)
+          chunkCount += count;
+        size_t words = candidates.derived.size();
+        std::string tables = leading ? "derived 16-8-8 tables, one per leading word (" +
+                                           std::to_string(words) +
+                                           (words == 1 ? " word)," : " words),")
+                                     : std::string("a derived 16-8-8 table");
         recordTrieDecision(
             context, site, "lpm-as-array", true,
-            std::to_string(contents.entries.size()) + " prefixes as a derived 16-8-8 table of " +
+            std::to_string(contents.entries.size()) + " prefixes as " + tables + " of " +
                 std::to_string(chunkCount) + " chunks (" +
-                std::to_string(levels->size() * sizeof(uint16_t)) +
-                " bytes); other prefix lengths keep the lookup",
+                std::to_string(slots.size() * sizeof(uint16_t)) + " bytes" +
+                (leading ? "; other leading words find no prefix" : "") +
+                "); other prefix lengths keep the lookup",
             candidates.choice);
         if (context.log)
           context.log->inlined[site.table] = contents.entries;

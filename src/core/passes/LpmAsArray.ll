@@ -41,13 +41,14 @@
 ; CHECK-NEXT:    br i1 [[NONE]], label %routes.miss, label %routes.hit
 ; CHECK:       routes.other.prefixlen:
 ; CHECK-NEXT:    [[KEPT:%.*]] = call ptr inttoptr (i64 1 to ptr)(ptr @routes, ptr {{.*}}%key){{.*}}!morpheus.kept
-; A chunk number is checked below the chunk count (the verifier's bound).
+; A chunk number is checked below the chunk count (the verifier's bound;
+; always true, a failure answers null).
 ; CHECK:       routes.chunk1:
 ; CHECK-NEXT:    and i16 [[SLOT0]], 32767
 ; CHECK-NEXT:    zext i16
 ; CHECK-NEXT:    [[NUMBER:%routes.chunk.number.*]] = call i64 asm "", "=r,0"(i64
 ; CHECK-NEXT:    [[INSIDE:%.*]] = icmp ult i64 [[NUMBER]], 2
-; CHECK-NEXT:    br i1 [[INSIDE]], label %routes.level1, label %routes.other.prefixlen
+; CHECK-NEXT:    br i1 [[INSIDE]], label %routes.level1, label %routes.miss
 ; CHECK:       routes.level1:
 ; CHECK-NEXT:    lshr i64 [[WIDE]], 8
 ; CHECK-NEXT:    and i64 {{.*}}, 255
@@ -64,6 +65,9 @@
 ; CHECK:         sub i64 {{.*}}, 1
 ; CHECK-NEXT:    [[NUM:%routes.entry.number.*]] = call i64 asm "", "=r,0"(i64
 ; CHECK-NEXT:    [[KNOWN:%.*]] = icmp ult i64 [[NUM]], 4
+; A bound that failed (never: the table is cut so) answers null, keeping the
+; verifier off the trie's own values after a hit.
+; CHECK-NEXT:    br i1 [[KNOWN]], label %routes.found, label %routes.miss
 ; CHECK:       routes.found:
 ; CHECK-NEXT:    [[OFF:%.*]] = mul i64 [[NUM]], 8
 ; CHECK-NEXT:    [[ENTRY:%routes.entry.*]] = getelementptr inbounds i8, ptr @__morpheus.routes.values, i64 [[OFF]]
@@ -92,7 +96,7 @@
 ; IPv6-sized data has no derived table: the lookup stays.
 ; IPV6-LABEL: define i32 @route6(
 ; IPV6:         call ptr inttoptr (i64 1 to ptr)(ptr @routes6, ptr {{.*}}%key)
-; IPV6: ; site {{[0-9]+}} routes6 lpm-as-array declined: prefix data of 16 bytes (IPv4's 4 only)
+; IPV6: ; site {{[0-9]+}} routes6 lpm-as-array declined: prefix data of 16 bytes (an IPv4 address, alone or after a 32-bit leading word)
 
 ; The representation is the cost model's: within the inline limit, where
 ; lpm-as-code would take the trie by limits alone, a calibration that finds
@@ -111,6 +115,104 @@
 ; TRIE: ; site 0 routes lpm-as-code declined: the cost model prefers the map; predicted map
 ; TRIE: ; site 0 routes lpm-as-array declined: the cost model prefers the map
 
+; A trie whose data is a 32-bit leading word, then the address (the
+; firewall's (generation, prefix) keys, prefixlen = 32 + the prefix's
+; length): one table per leading word, picked by a compare on it; any other
+; leading word finds no prefix; another prefix length keeps the lookup.
+; Generation 0: 10.0.0.0/8 (entry 0), 10.1.2.0/24 (1); generation 1:
+; 0.0.0.0/0 (2), 10.1.2.3/32 (3). Generation 0's table splits the 10.1
+; block once, generation 1's twice: 65,536 + 256 and 65,536 + 512 slots.
+; RUN: morpheus-opt %t/leading.ll --state %t/two-generations.json -passes=lpm-as-array | FileCheck %s --check-prefix=LEADING
+; RUN: morpheus-opt %t/leading.ll --state %t/five-generations.json -passes=lpm-as-array | FileCheck %s --check-prefix=MANY
+; RUN: morpheus-opt %t/leading.ll --state %t/short-prefix.json -passes=lpm-as-array | FileCheck %s --check-prefix=SHORT
+; LEADING: @__morpheus.prefixes.levels = private constant [131840 x i16]
+; LEADING-LABEL: define i32 @classify(
+; LEADING:         [[LEN:%prefixes.prefixlen.*]] = load i32, ptr
+; LEADING:         [[GEN:%prefixes.leading.data.*]] = load i32, ptr
+; LEADING-NEXT:    [[WORD:%prefixes.leading.*]] = call i32 @llvm.bswap.i32(i32 [[GEN]])
+; LEADING:         [[DATA:%prefixes.data.*]] = load i32, ptr
+; LEADING-NEXT:    [[ADDR:%prefixes.address.*]] = call i32 @llvm.bswap.i32(i32 [[DATA]])
+; LEADING:         [[WHOLE:%.*]] = icmp eq i32 [[LEN]], 64
+; LEADING-NEXT:    br i1 [[WHOLE]], label %prefixes.leading.word, label %prefixes.other.prefixlen
+; LEADING:       prefixes.leading.word:
+; LEADING-NEXT:    [[GEN0:%.*]] = icmp eq i32 [[WORD]], 0
+; LEADING-NEXT:    br i1 [[GEN0]], label %prefixes.leading0, label %prefixes.leading.other
+; LEADING:       prefixes.other.prefixlen:
+; LEADING-NEXT:    call ptr inttoptr (i64 1 to ptr)(ptr @prefixes, ptr {{.*}}%key){{.*}}!morpheus.kept
+; LEADING:       prefixes.leading0:
+; LEADING-NEXT:    [[TOP0:%.*]] = lshr i64 {{.*}}, 16
+; LEADING-NEXT:    getelementptr inbounds i16, ptr @__morpheus.prefixes.levels, i64 [[TOP0]]
+; Generation 1 (its first byte 1: 0x01000000 read in the trie's bit order);
+; its table starts after generation 0's 65,792 slots.
+; LEADING:       prefixes.leading.other:
+; LEADING-NEXT:    [[GEN1:%.*]] = icmp eq i32 [[WORD]], 16777216
+; LEADING-NEXT:    br i1 [[GEN1]], label %prefixes.leading16777216, label %prefixes.miss
+; LEADING:       prefixes.leading16777216:
+; LEADING-NEXT:    [[TOP1:%.*]] = lshr i64 {{.*}}, 16
+; LEADING-NEXT:    [[AT1:%.*]] = add i64 [[TOP1]], 65792
+; LEADING-NEXT:    getelementptr inbounds i16, ptr @__morpheus.prefixes.levels, i64 [[AT1]]
+; Its chunks are numbered from 0 within it, checked below its own count.
+; LEADING:         icmp ult i64 {{%prefixes.chunk.number.*}}, 2
+; LEADING:         add i64 {{.*}}, 131328
+; LEADING:         icmp ult i64 {{%prefixes.entry.number.*}}, 4
+; LEADING: ; site 0 prefixes lpm-as-array applied: 4 prefixes as derived 16-8-8 tables, one per leading word (2 words), of 3 chunks (263680 bytes; other leading words find no prefix); other prefix lengths keep the lookup; predicted derived table
+
+; Five generations: a leading word with too many values keeps the trie.
+; MANY-NOT:     @__morpheus.prefixes.levels
+; MANY-LABEL: define i32 @classify(
+; MANY:         call ptr inttoptr (i64 1 to ptr)(ptr @prefixes, ptr {{.*}}%key)
+; MANY: ; site 0 prefixes lpm-as-array declined: a leading word taking more than 4 values across the prefixes, or prefixes shorter than it
+
+; A prefix shorter than the leading word (prefixlen 16: generations 0 to
+; 65,535) covers too many leading words too.
+; SHORT-NOT:     @__morpheus.prefixes.levels
+; SHORT: ; site 0 prefixes lpm-as-array declined: a leading word taking more than 4 values across the prefixes, or prefixes shorter than it
+
+;--- leading.ll
+target datalayout = "e-m:e-p:64:64-i64:64-i128:128-n32:64-S128"
+target triple = "bpf"
+
+@prefixes = global { ptr, ptr } zeroinitializer, section ".maps", align 8
+
+; C: struct fw_prefix_key key = { 64, cfg->generation, iph->saddr };
+;    set = bpf_map_lookup_elem(&src_prefixes, &key);
+define i32 @classify(ptr %ctx) section "xdp" {
+entry:
+  %key = alloca [12 x i8], align 4
+  store i32 64, ptr %key, align 4
+  %generation = load i32, ptr %ctx, align 4
+  %generationp = getelementptr i8, ptr %key, i64 4
+  store i32 %generation, ptr %generationp, align 4
+  %saddrp = getelementptr i8, ptr %ctx, i64 4
+  %saddr = load i32, ptr %saddrp, align 4
+  %addrp = getelementptr i8, ptr %key, i64 8
+  store i32 %saddr, ptr %addrp, align 4
+  %v = call ptr inttoptr (i64 1 to ptr)(ptr @prefixes, ptr %key)
+  %hit = icmp ne ptr %v, null
+  br i1 %hit, label %found, label %miss
+found:
+  %out = load i32, ptr %v, align 4
+  ret i32 %out
+miss:
+  ret i32 1
+}
+;--- two-generations.json
+{"tables": {"prefixes": {"type": "lpm_trie", "key_size": 12, "value_size": 4, "max_entries": 64, "flags": 1}},
+ "maps": {"prefixes": [{"key": "28000000 00000000 0a000000", "value": "01000000"},
+                       {"key": "38000000 00000000 0a010200", "value": "02000000"},
+                       {"key": "20000000 01000000 00000000", "value": "03000000"},
+                       {"key": "40000000 01000000 0a010203", "value": "04000000"}]}}
+;--- five-generations.json
+{"tables": {"prefixes": {"type": "lpm_trie", "key_size": 12, "value_size": 4, "max_entries": 64, "flags": 1}},
+ "maps": {"prefixes": [{"key": "28000000 00000000 0a000000", "value": "01000000"},
+                       {"key": "28000000 01000000 0a000000", "value": "02000000"},
+                       {"key": "28000000 02000000 0a000000", "value": "03000000"},
+                       {"key": "28000000 03000000 0a000000", "value": "04000000"},
+                       {"key": "28000000 04000000 0a000000", "value": "05000000"}]}}
+;--- short-prefix.json
+{"tables": {"prefixes": {"type": "lpm_trie", "key_size": 12, "value_size": 4, "max_entries": 64, "flags": 1}},
+ "maps": {"prefixes": [{"key": "28000000 00000000 0a000000", "value": "01000000"},
+                       {"key": "10000000 00000000 00000000", "value": "02000000"}]}}
 ;--- slow-search.json
 {"source": "test: slow search", "hash_lookup_ns": 29, "lpm_base_ns": 20,
  "lpm_per_doubling_ns": 2, "array_lookup_ns": 0.6, "compare_ns": 0.4,

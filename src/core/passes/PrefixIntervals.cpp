@@ -100,4 +100,16 @@ const PrefixInterval &intervalAt(const std::vector<PrefixInterval> &intervals,
   return *(after - 1); // the first interval starts at 0
 }
 
+std::vector<PrefixInterval> intervalsUnder(const std::vector<PrefixInterval> &intervals,
+                                           PrefixAddress leading, uint32_t suffixBits) {
+  PrefixAddress first = leading << suffixBits, end = (leading + 1) << suffixBits;
+  std::vector<PrefixInterval> under{{0, intervalAt(intervals, first).entry}};
+  auto next = std::upper_bound(
+      intervals.begin(), intervals.end(), first,
+      [](PrefixAddress a, const PrefixInterval &interval) { return a < interval.start; });
+  for (; next != intervals.end() && next->start < end; ++next)
+    under.push_back({next->start - first, next->entry});
+  return under;
+}
+
 } // namespace morpheus::core

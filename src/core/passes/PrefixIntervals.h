@@ -46,4 +46,12 @@ Expected<std::vector<PrefixInterval>> prefixIntervals(const std::vector<TableEnt
 const PrefixInterval &intervalAt(const std::vector<PrefixInterval> &intervals,
                                  PrefixAddress address);
 
+// The answers under one leading word: of `intervals`, those over the
+// addresses whose bits above the lowest `suffixBits` are `leading`, as
+// intervals over those `suffixBits` (the first starts at 0). Exactly the
+// trie's answers for the keys of that leading word, since each interval's
+// answer holds for every address in it.
+std::vector<PrefixInterval> intervalsUnder(const std::vector<PrefixInterval> &intervals,
+                                           PrefixAddress leading, uint32_t suffixBits);
+
 } // namespace morpheus::core

@@ -94,6 +94,11 @@ constexpr uint32_t WholeTableReadLimit = 1024;
 // of reading at the limit).
 constexpr uint32_t DerivedTrieReadLimit = 4096;
 
+// The trie keys lpm-as-array can derive a table for: a u32 prefix length,
+// then an IPv4 address, alone or after a 32-bit leading word (the
+// firewall's generation).
+inline bool derivableTrieKey(uint32_t keySize) { return keySize == 8 || keySize == 12; }
+
 struct TablePassContext {
   const TableCatalog *catalog = nullptr;
   const TableSnapshot *snapshot = nullptr;

@@ -1,5 +1,6 @@
 #include "core/passes/TrieRepresentation.h"
 
+#include <algorithm>
 #include <set>
 
 namespace morpheus::core {
@@ -8,6 +9,23 @@ namespace {
 
 constexpr uint32_t IPv4Bits = 32;
 constexpr uint32_t FirstLevelBits = 16, ChunkBits = 8;
+
+// The leading words (the top 32 of 64 data bits) under which some key
+// finds a prefix, in order, or none when there are more than
+// MaxLeadingWords (a prefix shorter than the leading word covers many).
+std::optional<std::vector<uint32_t>> leadingWords(const std::vector<PrefixInterval> &intervals) {
+  std::set<uint32_t> words;
+  for (size_t i = 0; i < intervals.size(); ++i) {
+    if (!intervals[i].entry)
+      continue;
+    PrefixAddress last =
+        i + 1 < intervals.size() ? intervals[i + 1].start - 1 : (PrefixAddress(1) << 64) - 1;
+    for (PrefixAddress word = intervals[i].start >> IPv4Bits; word <= last >> IPv4Bits; ++word)
+      if (words.insert(uint32_t(word)).second && words.size() > MaxLeadingWords)
+        return std::nullopt;
+  }
+  return std::vector<uint32_t>(words.begin(), words.end());
+}
 
 } // namespace
 
@@ -52,9 +70,10 @@ TrieCandidates trieCandidates(const AccessSite &site, const TableInfo &table,
   if (dataBytes != 1 && dataBytes != 2 && dataBytes != 4 && dataBytes != 8 && dataBytes != 16)
     noSearch = noSearch.value_or("prefix data of " + std::to_string(dataBytes) +
                                  " bytes (1, 2, 4, 8 or 16 are searched)");
-  if (dataBytes * 8 != IPv4Bits)
+  if (!derivableTrieKey(table.keySize))
     noDerived = noDerived.value_or("prefix data of " + std::to_string(dataBytes) +
-                                   " bytes (IPv4's 4 only)");
+                                   " bytes (an IPv4 address, alone or after a 32-bit "
+                                   "leading word)");
   if (!contents.complete)
     noDerived = noDerived.value_or("not read whole (more than " +
                                    std::to_string(DerivedTrieReadLimit) + " prefixes)");
@@ -76,11 +95,28 @@ TrieCandidates trieCandidates(const AccessSite &site, const TableInfo &table,
     }
   }
   if (!noDerived) {
-    out.derived = multibitShape(out.intervals);
-    if (out.derived.chunks > MaxDerivedSlotNumber + 1)
-      noDerived = "more than " + std::to_string(MaxDerivedSlotNumber + 1) + " chunks";
-    else if (out.derived.bytes > DerivedBytesLimit)
-      noDerived = "a derived table over " + std::to_string(DerivedBytesLimit) + " bytes";
+    if (dataBytes * 8 == IPv4Bits) {
+      out.derived.push_back({std::nullopt, out.intervals, {}});
+    } else if (auto words = leadingWords(out.intervals)) {
+      if (words->empty())
+        noDerived = "no prefixes";
+      for (uint32_t word : *words)
+        out.derived.push_back({word, intervalsUnder(out.intervals, word, IPv4Bits), {}});
+    } else {
+      noDerived = "a leading word taking more than " + std::to_string(MaxLeadingWords) +
+                  " values across the prefixes, or prefixes shorter than it";
+    }
+    uint64_t bytes = 0;
+    for (DerivedTable &derived : out.derived) {
+      derived.shape = multibitShape(derived.intervals);
+      bytes += derived.shape.bytes;
+      if (derived.shape.chunks > MaxDerivedSlotNumber + 1)
+        noDerived = noDerived.value_or("more than " + std::to_string(MaxDerivedSlotNumber + 1) +
+                                       " chunks");
+    }
+    if (bytes > DerivedBytesLimit)
+      noDerived = noDerived.value_or("a derived table over " +
+                                     std::to_string(DerivedBytesLimit) + " bytes");
   }
 
   TableShape shape;
@@ -88,7 +124,10 @@ TrieCandidates trieCandidates(const AccessSite &site, const TableInfo &table,
   shape.entries = contents.entries.size();
   shape.keySize = table.keySize;
   shape.intervals = out.intervals.size();
-  shape.derivedLoads = out.derived.loads;
+  for (const DerivedTable &derived : out.derived) {
+    shape.derivedLoads = std::max(shape.derivedLoads, derived.shape.loads);
+    shape.leadingCompares += derived.leadingWord ? 1 : 0;
+  }
   std::vector<Representation> eligible;
   if (!noSearch)
     eligible.push_back(Representation::PrefixSearch);

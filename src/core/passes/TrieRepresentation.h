@@ -34,12 +34,30 @@ struct MultibitShape {
 };
 MultibitShape multibitShape(const std::vector<PrefixInterval> &intervals);
 
+// A trie whose data is a 32-bit leading word then an IPv4 address (the
+// firewall's generation, then a prefix) gets one 16-8-8 table per value the
+// leading word takes across its prefixes, at most this many; keys of any
+// other leading word find no prefix.
+constexpr size_t MaxLeadingWords = 4;
+
+// One of lpm-as-array's 16-8-8 tables: the trie's answers for the IPv4
+// addresses under one leading word, or for every key when the data is the
+// address alone.
+struct DerivedTable {
+  // The data's first 32 bits read in the trie's bit order (the first byte
+  // most significant); unset: no leading word.
+  std::optional<uint32_t> leadingWord;
+  std::vector<PrefixInterval> intervals; // over the address's 32 bits
+  MultibitShape shape;
+};
+
 struct TrieCandidates {
   // Why each rewrite cannot serve the site (unset: eligible).
   std::optional<std::string> whyNoSearch, whyNoDerived;
-  // The trie's address intervals (when either is eligible).
+  // The trie's intervals over its whole data (when either is eligible).
   std::vector<PrefixInterval> intervals;
-  MultibitShape derived; // when the derived table is eligible
+  // When the derived table is eligible: its tables, in leading-word order.
+  std::vector<DerivedTable> derived;
   RepresentationChoice choice;
 };
 
