@@ -2,6 +2,7 @@
 
 #include "backend/bpf/MapIO.h"
 #include "backend/bpf/ProgramLink.h"
+#include "core/PhaseClock.h"
 #include "core/passes/TableRewriting.h"
 #include "runtime/ShadowValidation.h"
 
@@ -80,10 +81,12 @@ Optimizer::~Optimizer() {
 
 Error Optimizer::load(const std::string &path) {
   auto start = Clock::now();
+  core::PhaseClock clock(startup);
   auto spec = bpf::ProgramSpec::load(path, options.frontend);
   if (!spec)
     return spec.takeError();
   programSpec = std::move(*spec);
+  clock.append(programSpec->loadPhases());
   if (adopted()) {
     // The owner's .rodata is what its program computes with, whatever the
     // source says: when its loader rewrote it, the source is built again
@@ -100,6 +103,7 @@ Error Optimizer::load(const std::string &path) {
         return again.takeError();
       programSpec = std::move(*again);
     }
+    clock.end("the owner's .rodata read (and the source built again with it)");
   }
   const core::TableCatalog &tables = programSpec->catalog();
   plan = programSpec->readPlan(options.inlineLimit);
@@ -151,12 +155,14 @@ Error Optimizer::load(const std::string &path) {
     live.pinning = bpf::PinByName::Honour;
     live.pinRoot = options.pinRoot;
   }
+  clock.end(adopted() ? "the owner's maps matched" : "pinned maps reused");
   auto loaded = bpf::LoadedObject::load(adopted() ? programSpec->originalElfWithoutSlots()
                                                   : programSpec->originalElf(),
                                         programSpec->objectName(), live);
   if (!loaded)
     return withContext(loaded.takeError(), path);
   original.emplace(std::move(*loaded));
+  clock.end("load and verify the original");
 
   auto fallback = bpf::createFallbackArray(*original, entries, entry);
   if (!fallback)
@@ -194,8 +200,11 @@ Error Optimizer::load(const std::string &path) {
     writeCounts.emplace(std::move(*counts));
     sharedMaps[bpf::WritesMapName] = writeCounts->fd();
   }
+  clock.end("fallback array and shared maps");
+  Error pinned = pinAll();
+  clock.end("pins");
   loadMs = millisecondsSince(start);
-  return pinAll();
+  return pinned;
 }
 
 Expected<std::map<std::string, std::vector<char>>> Optimizer::ownerReadOnlyGlobals() const {
@@ -684,12 +693,16 @@ Optimizer::specializeWithRetry(CycleReport &report, core::TableSnapshot &snapsho
       return std::nullopt;
     }
     start = Clock::now();
+    report.times.injectionPhases.clear();
+    core::PhaseClock clock(report.times.injectionPhases);
     auto attempt = loadVersion(elf, cycleStages);
+    clock.end("load and verify the version");
     if (attempt) {
       if (Error err = fillVersionStages(*attempt, cycleStages)) {
         endCycle(report, std::move(err));
         return std::nullopt;
       }
+      clock.end("stage arrays filled");
       return Candidate{std::move(elf), std::move(*attempt), start};
     }
     ErrorDetails refused = takeErrorDetails(attempt.takeError());
@@ -727,6 +740,8 @@ bool Optimizer::validate(CycleReport &report, const Candidate &candidate,
   auto verdict = shadowValidate(*programSpec, entry, candidate.elf, version,
                                 LiveMaps{original->maps(), std::move(*slots)}, snapshot, shadow);
   report.times.validationMs = millisecondsSince(validationStart);
+  if (verdict)
+    report.times.validationPhases = verdict->phases;
   if (guardWord.version() != version || guardWord.changing()) {
     // The maps moved under the copies: a difference would mean nothing.
     llvm::consumeError(verdict.takeError());
@@ -758,9 +773,11 @@ void Optimizer::installCandidate(CycleReport &report, Candidate candidate,
       if (!profiledSites.count(site))
         if (Error err = profileMap->setPeriod(site, trafficProfile.initialPeriod()))
           return endCycle(report, std::move(err));
+  auto installStart = Clock::now();
   if (install)
     if (Error err = install(fd))
       return endCycle(report, std::move(err));
+  report.times.injectionPhases.push_back({"install", millisecondsSince(installStart)});
   report.times.injectionMs = millisecondsSince(candidate.loadStart) - report.times.validationMs;
   retired = std::move(specialized);
   specialized.emplace(std::move(candidate.loaded));

@@ -5,6 +5,7 @@
 #include "backend/bpf/Profile.h"
 #include "backend/bpf/StaticSlots.h"
 #include "backend/bpf/VerifierBounds.h"
+#include "core/PhaseClock.h"
 
 #include <llvm/Bitcode/BitcodeReader.h>
 #include <llvm/Bitcode/BitcodeWriter.h>
@@ -12,7 +13,6 @@
 #include <llvm/Transforms/Utils/Cloning.h>
 
 #include <algorithm>
-#include <chrono>
 #include <optional>
 
 namespace morpheus::bpf {
@@ -44,6 +44,7 @@ Expected<std::unique_ptr<ProgramSpec>> ProgramSpec::load(const std::string &path
   spec->context = std::make_unique<llvm::LLVMContext>();
   spec->sourcePath = path;
   spec->name = objectNameFor(path);
+  core::PhaseClock clock(spec->phases);
   auto module = loadProgram(path, options, *spec->context);
   if (!module)
     return module.takeError();
@@ -52,6 +53,7 @@ Expected<std::unique_ptr<ProgramSpec>> ProgramSpec::load(const std::string &path
   if (!target)
     return target.takeError();
   spec->machine = std::move(*target);
+  clock.end("frontend (source to IR)");
 
   // Code generation may adjust the IR it is given; always hand it a clone.
   std::optional<Expected<std::vector<char>>> elf;
@@ -87,6 +89,7 @@ Expected<std::unique_ptr<ProgramSpec>> ProgramSpec::load(const std::string &path
       return copyElf->takeError();
     spec->originalWithoutSlots = std::move(**copyElf);
   }
+  clock.end("code generation of the original");
   auto catalog = readCatalog(spec->original, spec->name);
   if (!catalog)
     return withContext(catalog.takeError(), path);
@@ -100,9 +103,12 @@ Expected<std::unique_ptr<ProgramSpec>> ProgramSpec::load(const std::string &path
     return withContext(sizes.takeError(), path);
   spec->instructionCounts = std::move(*sizes);
   spec->makesTailCalls = bpf::makesTailCalls(*spec->pristine);
+  clock.end("object read (maps, globals, sizes)");
   llvm::raw_svector_ostream bitcode(spec->pristineBitcode);
   llvm::WriteBitcodeToFile(*spec->pristine, bitcode);
+  clock.end("bitcode kept for crash recovery");
   spec->access = core::analyzeModule(*spec->pristine, spec->signatures, spec->tables);
+  clock.end("analysis");
   for (const llvm::Function &function : *spec->pristine)
     if (spec->signatures.isProgramEntry(function))
       spec->entries.push_back(function.getName().str());
@@ -216,13 +222,10 @@ uint64_t ProgramSpec::verifierPathBudget(const std::string &entry,
 
 Expected<SpecializedObject> ProgramSpec::build(const core::TableSnapshot &snapshot,
                                                const SpecializeRequest &request) const {
-  auto start = std::chrono::steady_clock::now();
-  auto msSince = [](std::chrono::steady_clock::time_point from) {
-    return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - from)
-        .count();
-  };
+  std::vector<core::BuildPhase> cloning;
+  core::PhaseClock clock(cloning);
   std::unique_ptr<llvm::Module> clone = llvm::CloneModule(*pristine);
-  double cloneMs = msSince(start);
+  clock.end("clone");
   // Guarded versions share the live program arrays, whose slots only the
   // live original's load writes; an unguarded build (offline) is a program
   // of its own and keeps them.
@@ -263,13 +266,13 @@ Expected<SpecializedObject> ProgramSpec::build(const core::TableSnapshot &snapsh
   auto log = core::specializeModule(*clone, signatures, tables, snapshot, options);
   if (!log)
     return withContext(log.takeError(), sourcePath);
-  log->phases.insert(log->phases.begin(), {"clone", cloneMs});
-  start = std::chrono::steady_clock::now();
+  log->phases.insert(log->phases.begin(), cloning.begin(), cloning.end());
+  core::PhaseClock codegen(log->phases);
   restoreVerifierBounds(*clone);
   auto elf = emitObject(*clone, *machine);
   if (!elf)
     return elf.takeError();
-  log->phases.push_back({"code generation", msSince(start)});
+  codegen.end("code generation");
   return SpecializedObject{std::move(*elf), std::move(*log)};
 }
 

@@ -6,7 +6,6 @@
 #pragma once
 
 #include "backend/bpf/BpfObject.h"
-#include "backend/bpf/BpfObject.h"
 #include "backend/bpf/BpfSignatures.h"
 #include "backend/bpf/Frontend.h"
 #include "core/Pipeline.h"
@@ -105,6 +104,8 @@ public:
   // frontend); Other for a name that is no entry.
   ProgramType programType(const std::string &entry) const;
   core::ReadPlan readPlan(uint32_t inlineLimit) const;
+  // Where load() spent its time, in the order the steps ran.
+  const std::vector<core::BuildPhase> &loadPhases() const { return phases; }
   // Whether the object makes tail calls of its own (then a fallback by
   // tail call would cost one of its hops).
   bool tailCalls() const { return makesTailCalls; }
@@ -133,6 +134,7 @@ private:
   std::vector<std::string> entries;
   std::map<std::string, size_t> instructionCounts; // per program, of the original ELF
   bool makesTailCalls = false;
+  std::vector<core::BuildPhase> phases; // of load()
 };
 
 } // namespace morpheus::bpf
