@@ -49,6 +49,26 @@ std::string verifierVerdict(const std::string &message) {
   return (lines[lines.size() - 2] + " / " + lines.back()).str();
 }
 
+// The object of the original is built without its program arrays' static
+// slots (one object for every load of it: ProgramSpec::originalElf); the
+// live load writes them here as libbpf writes them at load: the listed
+// slots only (the others keep what they hold), also into an array the load
+// re-used.
+Error writeStaticSlots(const bpf::LoadedObject &live, const bpf::ProgramSlots &slots) {
+  for (const auto &[array, listed] : slots)
+    for (const auto &[index, program] : listed) {
+      int arrayFd = live.mapFd(array), programFd = live.programFd(program);
+      if (arrayFd < 0 || programFd < 0)
+        return makeError("program array '{0}': slot {1} names '{2}', which the object does "
+                         "not load",
+                         array, index, program);
+      if (bpf_map_update_elem(arrayFd, &index, &programFd, BPF_ANY))
+        return makeSystemError(errno, "program array '{0}': cannot set slot {1} to program '{2}'",
+                               array, index, program);
+    }
+  return Error::success();
+}
+
 } // namespace
 
 Expected<std::unique_ptr<Optimizer>> Optimizer::create(const std::string &path,
@@ -128,8 +148,8 @@ Error Optimizer::load(const std::string &path) {
   }
 
   // The live original: the one load that honours pins by name and writes
-  // its program arrays' static slots. An adopted program's original is
-  // loaded on the owner's maps and writes nothing into them: no static
+  // its program arrays' static slots (below). An adopted program's original
+  // is loaded on the owner's maps and writes nothing into them: no static
   // slots, no pins (libbpf neither populates nor pins a map it reuses).
   if (adopted()) {
     // Every program of ours an adopted program's arrays may hold (the
@@ -140,7 +160,7 @@ Error Optimizer::load(const std::string &path) {
   }
   bpf::LoadOptions live = ownerLoad;
   if (adopted()) {
-    auto declared = bpf::readMapLayouts(programSpec->originalElfWithoutSlots(),
+    auto declared = bpf::readMapLayouts(programSpec->originalElf(),
                                         programSpec->objectName());
     if (!declared)
       return declared.takeError();
@@ -156,12 +176,14 @@ Error Optimizer::load(const std::string &path) {
     live.pinRoot = options.pinRoot;
   }
   clock.end(adopted() ? "the owner's maps matched" : "pinned maps reused");
-  auto loaded = bpf::LoadedObject::load(adopted() ? programSpec->originalElfWithoutSlots()
-                                                  : programSpec->originalElf(),
-                                        programSpec->objectName(), live);
+  auto loaded = bpf::LoadedObject::load(programSpec->originalElf(), programSpec->objectName(),
+                                        live);
   if (!loaded)
     return withContext(loaded.takeError(), path);
   original.emplace(std::move(*loaded));
+  if (!adopted())
+    if (Error err = writeStaticSlots(*original, programSpec->staticProgramSlots()))
+      return withContext(std::move(err), path);
   clock.end("load and verify the original");
 
   auto fallback = bpf::createFallbackArray(*original, entries, entry);
@@ -208,7 +230,7 @@ Error Optimizer::load(const std::string &path) {
 }
 
 Expected<std::map<std::string, std::vector<char>>> Optimizer::ownerReadOnlyGlobals() const {
-  const std::vector<char> &elf = programSpec->originalElfWithoutSlots();
+  const std::vector<char> &elf = programSpec->originalElf();
   auto declared = bpf::readMapLayouts(elf, programSpec->objectName());
   if (!declared)
     return declared.takeError();
@@ -244,7 +266,7 @@ Expected<std::map<std::string, std::vector<char>>> Optimizer::ownerReadOnlyGloba
 // program must hold what its loader left (ownerReadOnlyGlobals built them
 // so), or the versions would compute with other constants than the owner.
 Error Optimizer::checkFrozenSectionsAgree(const std::map<std::string, int> &ownerMaps) const {
-  auto initial = bpf::readInitialValues(programSpec->originalElfWithoutSlots(),
+  auto initial = bpf::readInitialValues(programSpec->originalElf(),
                                         programSpec->objectName());
   if (!initial)
     return initial.takeError();

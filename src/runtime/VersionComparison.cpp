@@ -65,7 +65,7 @@ VersionComparison::create(const bpf::ProgramSpec &spec, const std::string &entry
       new VersionComparison(spec, entry, std::move(*guard)));
   core::PhaseClock clock(comparison->phases);
 
-  const std::vector<char> &original = spec.originalElfWithoutSlots();
+  const std::vector<char> &original = spec.originalElf();
   auto declared = bpf::readMapLayouts(original, spec.objectName());
   if (!declared)
     return declared.takeError();

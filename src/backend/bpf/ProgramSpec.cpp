@@ -55,40 +55,29 @@ Expected<std::unique_ptr<ProgramSpec>> ProgramSpec::load(const std::string &path
   spec->machine = std::move(*target);
   clock.end("frontend (source to IR)");
 
-  // Code generation may adjust the IR it is given; always hand it a clone.
+  // One object serves every load of the original, the live one included:
+  // built without its program arrays' static slots, which the live load
+  // writes itself (Optimizer::load) and copies get from Morpheus
+  // (StaticSlots.h). Code generation may adjust the IR it is given: it gets
+  // a clone.
+  spec->staticSlots = bpf::staticProgramSlots(*spec->pristine);
+  std::unique_ptr<llvm::Module> withoutSlots = llvm::CloneModule(*spec->pristine);
+  removeStaticProgramSlots(*withoutSlots);
   std::optional<Expected<std::vector<char>>> elf;
-  // LLVM cut short in this context may have left it inconsistent: abandon
-  // it untouched (leaked) rather than destroy it.
-  auto abandon = [&] {
+  if (Error crashed = runRecoverably(path + ": code generation of the original", [&] {
+        elf.emplace(emitObject(*withoutSlots, *spec->machine));
+      })) {
+    // LLVM cut short in this context may have left it inconsistent:
+    // abandon it untouched (leaked) rather than destroy it.
+    (void)withoutSlots.release();
     (void)spec->pristine.release();
     (void)spec->machine.release();
     (void)spec->context.release();
-  };
-  if (Error crashed = runRecoverably(path + ": code generation of the original", [&] {
-        elf.emplace(emitObject(*llvm::CloneModule(*spec->pristine), *spec->machine));
-      })) {
-    abandon();
     return crashed;
   }
   if (!*elf)
     return elf->takeError();
   spec->original = std::move(**elf);
-  spec->staticSlots = bpf::staticProgramSlots(*spec->pristine);
-  if (!spec->staticSlots.empty()) {
-    std::unique_ptr<llvm::Module> withoutSlots = llvm::CloneModule(*spec->pristine);
-    removeStaticProgramSlots(*withoutSlots);
-    std::optional<Expected<std::vector<char>>> copyElf;
-    if (Error crashed = runRecoverably(
-            path + ": code generation of the original without static slots",
-            [&] { copyElf.emplace(emitObject(*withoutSlots, *spec->machine)); })) {
-      (void)withoutSlots.release();
-      abandon();
-      return crashed;
-    }
-    if (!*copyElf)
-      return copyElf->takeError();
-    spec->originalWithoutSlots = std::move(**copyElf);
-  }
   clock.end("code generation of the original");
   auto catalog = readCatalog(spec->original, spec->name);
   if (!catalog)
