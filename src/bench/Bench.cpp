@@ -7,7 +7,9 @@
 #include "backend/bpf/MapIO.h"
 #include "backend/bpf/MapUpdater.h"
 #include "backend/bpf/ProgramLink.h"
+#include "core/PhaseClock.h"
 #include "nf/common/Registry.h"
+#include "runtime/Daemon.h"
 #include "support/Netns.h"
 
 #include <bpf/bpf.h>
@@ -923,6 +925,8 @@ Expected<BenchResult> runInNamespace(const Preset &preset, const BenchOptions &o
                                    preset.name, preset.program, optimizer.startupMs())
                          .str());
 
+  result.compile.startupMs = optimizer.startupMs();
+  result.compile.startupPhases = optimizer.startupPhases();
   runtime::CycleReport first = optimizer.runCycle();
   if (!first.installed())
     return makeError("bench {0}: Morpheus did not specialize the program: {1}", preset.name,
@@ -1314,7 +1318,11 @@ nlohmann::json toJson(const BenchResult &result) {
            {{"first_t1_ms", c.first.analysisMs},
             {"first_t2_ms", c.first.codegenMs},
             {"first_injection_ms", c.first.injectionMs},
+            {"startup_ms", c.startupMs},
+            {"startup_phases", runtime::phasesJson(c.startupPhases)},
             {"first_validation_ms", c.first.validationMs},
+            {"first_validation_phases", runtime::phasesJson(c.first.validationPhases)},
+            {"first_injection_phases", runtime::phasesJson(c.first.injectionPhases)},
             {"t1_ms", series(c.analysisMs)},
             {"t2_ms", series(c.codegenMs)},
             {"t2_phases", phases},
@@ -1420,6 +1428,12 @@ std::string formatResult(const BenchResult &result) {
       text += llvm::formatv(" {0} {1:f1};", phase, ms.median()).str();
     text.back() = '\n';
   }
+  text += llvm::formatv("  startup {0:f1} ms by phase (ms): {1}\n", c.startupMs,
+                        core::phasesText(c.startupPhases));
+  if (!c.first.validationPhases.empty())
+    text += "  shadow validation by phase (ms): " + core::phasesText(c.first.validationPhases) +
+            "\n";
+  text += "  injection by phase (ms): " + core::phasesText(c.first.injectionPhases) + "\n";
   for (const std::string &applied : c.applied)
     text += "    " + applied + "\n";
   for (const TraceResult &trace : result.traces) {

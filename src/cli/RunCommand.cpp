@@ -1,5 +1,6 @@
 // `morpheus run`: load a program, attach it, and keep it specialized.
 #include "cli/Commands.h"
+#include "core/PhaseClock.h"
 #include "runtime/CostCalibration.h"
 #include "runtime/Daemon.h"
 #include "support/Log.h"
@@ -104,6 +105,10 @@ int run(const RunOptions &flags) {
                                     path, opt.entryName(), (*daemon)->attachedTo(),
                                     options.optimizer.pinDir, opt.startupMs())
                           .str());
+  if (!flags.quiet)
+    processLog().record("startup", {{"phases", runtime::phasesJson(opt.startupPhases())}},
+                        "  startup by phase (ms): " + core::phasesText(opt.startupPhases()) +
+                            "\n");
   if (!flags.quiet)
     for (const std::string &line : (*daemon)->updateGuarantees())
       processLog().record("guarantee", {{"line", line}}, "  " + line + "\n");

@@ -3,6 +3,7 @@
 #include "core/Globals.h"
 
 #include "core/GuardPlanning.h"
+#include "core/PhaseClock.h"
 #include "core/passes/TablePasses.h"
 
 #include <llvm/Analysis/AliasAnalysis.h>
@@ -15,7 +16,6 @@
 #include <llvm/Transforms/Utils/ModuleUtils.h>
 
 #include <algorithm>
-#include <chrono>
 #include <cstdlib>
 #include <set>
 
@@ -337,15 +337,8 @@ Expected<SpecializationLog> specializeModule(Module &module,
                                              const TableCatalog &catalog,
                                              const TableSnapshot &snapshot,
                                              const SpecializationOptions &options) {
-  auto phaseStart = std::chrono::steady_clock::now();
   SpecializationLog log;
-  // Closes the phase that started at phaseStart, opening the next.
-  auto endPhase = [&](std::string phase) {
-    auto now = std::chrono::steady_clock::now();
-    log.phases.push_back(
-        {std::move(phase), std::chrono::duration<double, std::milli>(now - phaseStart).count()});
-    phaseStart = now;
-  };
+  PhaseClock clock(log.phases);
   Managers managers(sigs, catalog, options.targetMachine);
   TablePassContext context;
   context.catalog = &catalog;
@@ -393,6 +386,7 @@ Expected<SpecializationLog> specializeModule(Module &module,
             if (!access.writtenAt(load.offset,
                                   module.getDataLayout().getTypeStoreSize(load.load->getType())))
               specializable.insert(load.load->getFunction());
+    clock.end("planning: what is specializable (analysis, globals)");
     auto planned = planGuards(module, sigs, options.guard->entries,
                               [&](const Function &f) { return specializable.count(&f) > 0; });
     if (!planned)
@@ -403,11 +397,13 @@ Expected<SpecializationLog> specializeModule(Module &module,
     context.genericFunctions = plan.genericFunctions;
     context.genericCopy = plan.genericCopy;
     log.guards = plan.roots;
+    clock.end("planning: guard plan (generic copies)");
   }
 
   // Sites no pass may touch get their reason once, up front. Sites in
   // generic copies are the originals' twins: not logged.
   const TableAccessInfo &info = managers.mam.getResult<TableAccessAnalysis>(module);
+  clock.end("planning: analysis of the planned module");
   for (const AccessSite &site : info.sites) {
     if (context.genericFunctions.count(site.function))
       continue;
@@ -445,6 +441,7 @@ Expected<SpecializationLog> specializeModule(Module &module,
         log.record(site, "heavy-hitter-fast-path", false,
                    "the tail-call fallback runs the original program, whose writes of " +
                        site.table + " are not counted");
+  clock.end("planning: reasons");
   std::map<unsigned, size_t> chains = plannedChains(info, catalog, snapshot, context);
   for (unsigned id : fastPathsOverBudget(module, info, chains, context.hotKeys, snapshot,
                                          options.verifierPathBudget)) {
@@ -475,6 +472,7 @@ Expected<SpecializationLog> specializeModule(Module &module,
   for (const AccessSite &site : info.sites)
     if (context.indexLoweredSites.count(site.id))
       context.indexLoweredTables.insert(servedTable(site, info, snapshot));
+  clock.end("planning: verifier budgets");
 
   pinSharedGlobals(module);
   std::vector<std::string> names =
@@ -499,10 +497,10 @@ Expected<SpecializationLog> specializeModule(Module &module,
   std::optional<CodeImage> beforeTablePasses;
   if (options.guard)
     beforeTablePasses = imageOf(module);
-  endPhase("planning");
+  clock.end("planning: the image before the table passes");
   for (size_t i = 0; i < names.size(); ++i) {
     passes[i].run(module, managers.mam);
-    endPhase(names[i]);
+    clock.end(names[i]);
   }
   crashForTests(options.faults.crashAfterTablePasses);
   if (Error err = verify(module, "table passes"))
@@ -525,7 +523,7 @@ Expected<SpecializationLog> specializeModule(Module &module,
     if (Error err = verify(module, "program guard"))
       return err;
   }
-  endPhase("program guard");
+  clock.end("program guard");
 
   if (options.optimize) {
     ModulePassManager o2 =
@@ -533,7 +531,7 @@ Expected<SpecializationLog> specializeModule(Module &module,
     o2.run(module, managers.mam);
     if (Error err = verify(module, "O2 pipeline"))
       return err;
-    endPhase("O2");
+    clock.end("O2");
   }
   return log;
 }

@@ -1,4 +1,6 @@
 #include "runtime/Daemon.h"
+
+#include "core/PhaseClock.h"
 #include "support/Files.h"
 
 #include <llvm/ADT/StringExtras.h>
@@ -375,6 +377,13 @@ std::string Daemon::keepReproducer(const CycleReport &cycle) {
   return path;
 }
 
+nlohmann::json phasesJson(const std::vector<core::BuildPhase> &phases) {
+  nlohmann::json list = nlohmann::json::array();
+  for (const core::BuildPhase &phase : phases)
+    list.push_back({{"phase", phase.phase}, {"ms", phase.ms}});
+  return list;
+}
+
 void Daemon::report(const CycleReport &cycle) {
   // Unchanged cycles, and those deferred while a control-plane change is
   // in progress (every 10 ms during a long one), only show in the status.
@@ -416,6 +425,12 @@ void Daemon::report(const CycleReport &cycle) {
     fields["next_attempt_periods"] = periods;
   }
   if (cycle.installed() && !options.quiet) {
+    if (!cycle.times.validationPhases.empty())
+      text += "  validation by phase (ms): " + core::phasesText(cycle.times.validationPhases) +
+              "\n";
+    text += "  injection by phase (ms): " + core::phasesText(cycle.times.injectionPhases) + "\n";
+    fields["validation_phases"] = phasesJson(cycle.times.validationPhases);
+    fields["injection_phases"] = phasesJson(cycle.times.injectionPhases);
     text += cycle.log.toText();
     fields["decisions"] = cycle.log.toText();
     // Maps the owner of an adopted program keeps changing are not inlined.

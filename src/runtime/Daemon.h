@@ -43,6 +43,9 @@
 
 namespace morpheus::runtime {
 
+// Timed phases for the JSON log: [{"phase": ..., "ms": ...}, ...] in order.
+nlohmann::json phasesJson(const std::vector<core::BuildPhase> &phases);
+
 // What becomes of the data plane when the daemon goes away.
 enum class OnExit {
   KeepServing, // links pinned; the original left attached; pins kept

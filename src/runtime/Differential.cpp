@@ -110,7 +110,7 @@ Error Fuzzer::setUp() {
   if (!instrumented)
     return withContext(instrumented.takeError(), path);
   profiledSites = instrumented->log.profiled;
-  auto object = bpf::LoadedObject::load(spec->originalElfWithoutSlots(), spec->objectName(), {});
+  auto object = bpf::LoadedObject::load(spec->originalElf(), spec->objectName(), {});
   if (!object)
     return withContext(object.takeError(), path);
   reference.emplace(std::move(*object));

@@ -2,6 +2,7 @@
 
 #include "backend/bpf/MapIO.h"
 #include "backend/bpf/ProgramLink.h"
+#include "core/PhaseClock.h"
 #include "core/passes/TableRewriting.h"
 #include "runtime/ShadowValidation.h"
 
@@ -48,6 +49,26 @@ std::string verifierVerdict(const std::string &message) {
   return (lines[lines.size() - 2] + " / " + lines.back()).str();
 }
 
+// The object of the original is built without its program arrays' static
+// slots (one object for every load of it: ProgramSpec::originalElf); the
+// live load writes them here as libbpf writes them at load: the listed
+// slots only (the others keep what they hold), also into an array the load
+// re-used.
+Error writeStaticSlots(const bpf::LoadedObject &live, const bpf::ProgramSlots &slots) {
+  for (const auto &[array, listed] : slots)
+    for (const auto &[index, program] : listed) {
+      int arrayFd = live.mapFd(array), programFd = live.programFd(program);
+      if (arrayFd < 0 || programFd < 0)
+        return makeError("program array '{0}': slot {1} names '{2}', which the object does "
+                         "not load",
+                         array, index, program);
+      if (bpf_map_update_elem(arrayFd, &index, &programFd, BPF_ANY))
+        return makeSystemError(errno, "program array '{0}': cannot set slot {1} to program '{2}'",
+                               array, index, program);
+    }
+  return Error::success();
+}
+
 } // namespace
 
 Expected<std::unique_ptr<Optimizer>> Optimizer::create(const std::string &path,
@@ -80,10 +101,12 @@ Optimizer::~Optimizer() {
 
 Error Optimizer::load(const std::string &path) {
   auto start = Clock::now();
+  core::PhaseClock clock(startup);
   auto spec = bpf::ProgramSpec::load(path, options.frontend);
   if (!spec)
     return spec.takeError();
   programSpec = std::move(*spec);
+  clock.append(programSpec->loadPhases());
   if (adopted()) {
     // The owner's .rodata is what its program computes with, whatever the
     // source says: when its loader rewrote it, the source is built again
@@ -100,6 +123,7 @@ Error Optimizer::load(const std::string &path) {
         return again.takeError();
       programSpec = std::move(*again);
     }
+    clock.end("the owner's .rodata read (and the source built again with it)");
   }
   const core::TableCatalog &tables = programSpec->catalog();
   plan = programSpec->readPlan(options.inlineLimit);
@@ -124,8 +148,8 @@ Error Optimizer::load(const std::string &path) {
   }
 
   // The live original: the one load that honours pins by name and writes
-  // its program arrays' static slots. An adopted program's original is
-  // loaded on the owner's maps and writes nothing into them: no static
+  // its program arrays' static slots (below). An adopted program's original
+  // is loaded on the owner's maps and writes nothing into them: no static
   // slots, no pins (libbpf neither populates nor pins a map it reuses).
   if (adopted()) {
     // Every program of ours an adopted program's arrays may hold (the
@@ -136,7 +160,7 @@ Error Optimizer::load(const std::string &path) {
   }
   bpf::LoadOptions live = ownerLoad;
   if (adopted()) {
-    auto declared = bpf::readMapLayouts(programSpec->originalElfWithoutSlots(),
+    auto declared = bpf::readMapLayouts(programSpec->originalElf(),
                                         programSpec->objectName());
     if (!declared)
       return declared.takeError();
@@ -151,12 +175,16 @@ Error Optimizer::load(const std::string &path) {
     live.pinning = bpf::PinByName::Honour;
     live.pinRoot = options.pinRoot;
   }
-  auto loaded = bpf::LoadedObject::load(adopted() ? programSpec->originalElfWithoutSlots()
-                                                  : programSpec->originalElf(),
-                                        programSpec->objectName(), live);
+  clock.end(adopted() ? "the owner's maps matched" : "pinned maps reused");
+  auto loaded = bpf::LoadedObject::load(programSpec->originalElf(), programSpec->objectName(),
+                                        live);
   if (!loaded)
     return withContext(loaded.takeError(), path);
   original.emplace(std::move(*loaded));
+  if (!adopted())
+    if (Error err = writeStaticSlots(*original, programSpec->staticProgramSlots()))
+      return withContext(std::move(err), path);
+  clock.end("load and verify the original");
 
   auto fallback = bpf::createFallbackArray(*original, entries, entry);
   if (!fallback)
@@ -194,12 +222,15 @@ Error Optimizer::load(const std::string &path) {
     writeCounts.emplace(std::move(*counts));
     sharedMaps[bpf::WritesMapName] = writeCounts->fd();
   }
+  clock.end("fallback array and shared maps");
+  Error pinned = pinAll();
+  clock.end("pins");
   loadMs = millisecondsSince(start);
-  return pinAll();
+  return pinned;
 }
 
 Expected<std::map<std::string, std::vector<char>>> Optimizer::ownerReadOnlyGlobals() const {
-  const std::vector<char> &elf = programSpec->originalElfWithoutSlots();
+  const std::vector<char> &elf = programSpec->originalElf();
   auto declared = bpf::readMapLayouts(elf, programSpec->objectName());
   if (!declared)
     return declared.takeError();
@@ -235,7 +266,7 @@ Expected<std::map<std::string, std::vector<char>>> Optimizer::ownerReadOnlyGloba
 // program must hold what its loader left (ownerReadOnlyGlobals built them
 // so), or the versions would compute with other constants than the owner.
 Error Optimizer::checkFrozenSectionsAgree(const std::map<std::string, int> &ownerMaps) const {
-  auto initial = bpf::readInitialValues(programSpec->originalElfWithoutSlots(),
+  auto initial = bpf::readInitialValues(programSpec->originalElf(),
                                         programSpec->objectName());
   if (!initial)
     return initial.takeError();
@@ -684,12 +715,16 @@ Optimizer::specializeWithRetry(CycleReport &report, core::TableSnapshot &snapsho
       return std::nullopt;
     }
     start = Clock::now();
+    report.times.injectionPhases.clear();
+    core::PhaseClock clock(report.times.injectionPhases);
     auto attempt = loadVersion(elf, cycleStages);
+    clock.end("load and verify the version");
     if (attempt) {
       if (Error err = fillVersionStages(*attempt, cycleStages)) {
         endCycle(report, std::move(err));
         return std::nullopt;
       }
+      clock.end("stage arrays filled");
       return Candidate{std::move(elf), std::move(*attempt), start};
     }
     ErrorDetails refused = takeErrorDetails(attempt.takeError());
@@ -727,6 +762,8 @@ bool Optimizer::validate(CycleReport &report, const Candidate &candidate,
   auto verdict = shadowValidate(*programSpec, entry, candidate.elf, version,
                                 LiveMaps{original->maps(), std::move(*slots)}, snapshot, shadow);
   report.times.validationMs = millisecondsSince(validationStart);
+  if (verdict)
+    report.times.validationPhases = verdict->phases;
   if (guardWord.version() != version || guardWord.changing()) {
     // The maps moved under the copies: a difference would mean nothing.
     llvm::consumeError(verdict.takeError());
@@ -758,9 +795,11 @@ void Optimizer::installCandidate(CycleReport &report, Candidate candidate,
       if (!profiledSites.count(site))
         if (Error err = profileMap->setPeriod(site, trafficProfile.initialPeriod()))
           return endCycle(report, std::move(err));
+  auto installStart = Clock::now();
   if (install)
     if (Error err = install(fd))
       return endCycle(report, std::move(err));
+  report.times.injectionPhases.push_back({"install", millisecondsSince(installStart)});
   report.times.injectionMs = millisecondsSince(candidate.loadStart) - report.times.validationMs;
   retired = std::move(specialized);
   specialized.emplace(std::move(candidate.loaded));

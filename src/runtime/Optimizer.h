@@ -63,6 +63,9 @@ struct CycleTimes {
   double codegenMs = 0;   // t2: passes, O2, BPF code generation
   double injectionMs = 0; // load into the kernel and swap
   double validationMs = 0; // shadow validation (not part of injection)
+  // Where validation and injection went (ShadowVerdict::phases; the load
+  // and verification of the version, its stage arrays, the install).
+  std::vector<core::BuildPhase> validationPhases, injectionPhases;
 };
 
 // What a cycle did. Callers decide on the kind; `detail` is for people.
@@ -149,6 +152,9 @@ public:
   const std::string &pinDir() const { return options.pinDir; }
   uint64_t installedVersion() const { return specializedVersion; }
   double startupMs() const { return loadMs; }
+  // Where startup went: building the source (ProgramSpec::loadPhases), then
+  // loading and verifying the original, the fallback array, the pins.
+  const std::vector<core::BuildPhase> &startupPhases() const { return startup; }
   bool adopted() const { return options.adoption != nullptr; }
   // Adopted programs: the maps whose contents changed in most of the last
   // cycles (UnstableWindow), left to the generic code rather than inlined.
@@ -210,6 +216,7 @@ private:
   core::ReadPlan plan;
   bpf::GuardWord guardWord;
   double loadMs = 0;
+  std::vector<core::BuildPhase> startup;
   int fallbackFd = -1;
   // Per program of the original: its fallback slot, what verifying it cost.
   std::map<std::string, bpf::ProgramFacts> programFacts;

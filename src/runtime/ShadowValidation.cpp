@@ -1,6 +1,7 @@
 #include "runtime/ShadowValidation.h"
 
 #include "backend/bpf/BpfObject.h"
+#include "core/PhaseClock.h"
 #include "runtime/PacketSamples.h"
 #include "runtime/VersionComparison.h"
 
@@ -54,6 +55,8 @@ Expected<ShadowVerdict> shadowValidate(const bpf::ProgramSpec &spec, const std::
                                        const LiveMaps &live, const core::TableSnapshot &snapshot,
                                        const ShadowOptions &options) {
   std::string context = "shadow validation of " + spec.objectName();
+  ShadowVerdict verdict;
+  core::PhaseClock clock(verdict.phases);
   // Scratch maps hold a window of the live ones, not all of them: creating
   // and zeroing full-size copies of a load balancer's rings or a firewall's
   // bit vectors three times per cycle would cost more than the cycle itself.
@@ -81,13 +84,14 @@ Expected<ShadowVerdict> shadowValidate(const bpf::ProgramSpec &spec, const std::
   auto comparison = VersionComparison::create(spec, entry, live, comparing);
   if (!comparison)
     return withContext(comparison.takeError(), context);
+  clock.append((*comparison)->setupPhases());
   if (Error err = (*comparison)->loadSpecialized(candidate))
     return withContext(std::move(err), context);
+  clock.end("load and verify the specialized copy");
   auto packets = samplePackets(live, snapshot, options);
   if (!packets)
     return withContext(packets.takeError(), context);
-
-  ShadowVerdict verdict;
+  clock.end("sample packets");
   auto refuse = [&](std::string difference) {
     verdict.difference = reproducer.difference = std::move(difference);
     reproducer.differingPacket = verdict.packet;
@@ -110,7 +114,9 @@ Expected<ShadowVerdict> shadowValidate(const bpf::ProgramSpec &spec, const std::
       return refuse(*outcome->difference);
     }
   }
+  clock.end("packets run through the three copies");
   auto maps = (*comparison)->compareMaps(MapCheck::All, keys);
+  clock.end("map comparison");
   if (!maps)
     return withContext(maps.takeError(), context);
   if (*maps)

@@ -36,6 +36,9 @@ struct ShadowVerdict {
   std::string difference;
   std::optional<uint32_t> packet;
   std::string reproducer;
+  // Where the validation spent its time (VersionComparison's setup, the
+  // specialized copy's load, the sample, the runs, the map comparison).
+  std::vector<core::BuildPhase> phases;
 };
 
 // `candidate` is the specialized ELF of `spec`, built for guard version

@@ -2,6 +2,7 @@
 
 #include "backend/bpf/Frontend.h"
 #include "backend/bpf/MapIO.h"
+#include "core/PhaseClock.h"
 
 #include <bpf/bpf.h>
 #include <linux/bpf.h>
@@ -62,8 +63,9 @@ VersionComparison::create(const bpf::ProgramSpec &spec, const std::string &entry
     return makeSystemError(errno, "cannot set the scratch guard");
   std::unique_ptr<VersionComparison> comparison(
       new VersionComparison(spec, entry, std::move(*guard)));
+  core::PhaseClock clock(comparison->phases);
 
-  const std::vector<char> &original = spec.originalElfWithoutSlots();
+  const std::vector<char> &original = spec.originalElf();
   auto declared = bpf::readMapLayouts(original, spec.objectName());
   if (!declared)
     return declared.takeError();
@@ -71,6 +73,7 @@ VersionComparison::create(const bpf::ProgramSpec &spec, const std::string &entry
   if (!image)
     return image.takeError();
   comparison->image = std::move(*image);
+  clock.end("map image (live entries read)");
   // The three sets at once: filling a map of maps waits for an RCU grace
   // period (milliseconds), and the three waits then overlap.
   std::array<std::future<Expected<std::unique_ptr<ScratchMaps>>>, VersionCount> made;
@@ -89,6 +92,7 @@ VersionComparison::create(const bpf::ProgramSpec &spec, const std::string &entry
   }
   if (failed)
     return failed;
+  clock.end("scratch maps created and filled");
   auto loadOriginal = [&](Version on) -> Expected<bpf::LoadedObject> {
     bpf::LoadOptions load;
     load.maps = comparison->copies[at(on)]->byName();
@@ -105,6 +109,7 @@ VersionComparison::create(const bpf::ProgramSpec &spec, const std::string &entry
     if (!loaded)
       return loaded.takeError();
     comparison->objects[at(version)].emplace(std::move(*loaded));
+    clock.end(std::string("load and verify the ") + versionName(version) + " copy");
   }
   // The specialized version's fallback: the original on the same copies,
   // which its program arrays point at, as the live arrays point at the
@@ -119,6 +124,7 @@ VersionComparison::create(const bpf::ProgramSpec &spec, const std::string &entry
     if (!fallbackOriginal)
       return fallbackOriginal.takeError();
     comparison->fallbackOriginal.emplace(std::move(*fallbackOriginal));
+    clock.end("load and verify the original the specialized copy falls back to");
     auto fallback =
         bpf::createFallbackArray(*comparison->fallbackOriginal, spec.programs(), entry);
     if (!fallback)

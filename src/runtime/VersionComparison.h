@@ -128,6 +128,9 @@ public:
   // What the kernel said of each program (verified_insns, fallback slot),
   // for ProgramSpec::fallbackFor to decide as it does for the live program.
   const std::map<std::string, bpf::ProgramFacts> &programFacts() const { return facts; }
+  // Where create() spent its time: the map image, the scratch copies, each
+  // load (and verification) of the original.
+  const std::vector<core::BuildPhase> &setupPhases() const { return phases; }
   // A version's copies of the object's maps, by name.
   const std::map<std::string, int> &maps(Version version) const;
 
@@ -175,6 +178,7 @@ private:
   int fallbackFd = -1;
   std::map<std::string, bpf::ProgramFacts> facts;
   std::map<std::string, int> specializedMaps; // its copies, guard and fallback
+  std::vector<core::BuildPhase> phases; // of create()
   // Sticky masks: output byte offsets, per map the value byte offsets, and
   // maps whose key sets (or record counts) are nondeterministic.
   std::vector<bool> outputMask;

@@ -2,6 +2,7 @@
 // what it reads, and that shared state keeps its layout. The core alone:
 // signatures and tables as a backend would describe them.
 #include "TestSignatures.h"
+#include "core/GuardPlanning.h"
 #include "core/Pipeline.h"
 
 #include <gtest/gtest.h>
@@ -169,6 +170,57 @@ TEST_F(Pipeline, TheGuardIsElidedWhereThePassesChangedNothing) {
   ASSERT_EQ(specialized->guards.size(), 1u);
   EXPECT_EQ(specialized->guards[0].fallback, Fallback::InProgram);
   EXPECT_TRUE(calls(*fresh->getFunction("prog"), "guard_holds"));
+}
+
+// Guard elision compares each function's code before and after the table
+// passes (imageOf): debug locations, whose metadata numbers shift with
+// what the passes add elsewhere, do not count; the code does.
+std::unique_ptr<llvm::Module> withLocations(llvm::LLVMContext &context, int constant,
+                                            bool shifted) {
+  std::string text = R"(
+target triple = "bpf"
+define i32 @prog(ptr %ctx) section "xdp" !dbg !@SP@ {
+  %v = load i32, ptr %ctx, align 4, !dbg !@LOC@
+  %r = add i32 %v, @CONSTANT@, !dbg !@LOC@
+  ret i32 %r, !dbg !@LOC@
+}
+!llvm.dbg.cu = !{!0}
+!llvm.module.flags = !{!2}
+!0 = distinct !DICompileUnit(language: DW_LANG_C11, file: !1, emissionKind: FullDebug)
+!1 = !DIFile(filename: "prog.c", directory: "/")
+!2 = !{i32 2, !"Debug Info Version", i32 3}
+!3 = !DISubroutineType(types: !{})
+!4 = distinct !DISubprogram(name: "prog", scope: !1, file: !1, line: 1, type: !3, unit: !0, spFlags: DISPFlagDefinition)
+!5 = !DILocation(line: 2, scope: !4)
+!6 = distinct !DISubprogram(name: "prog", scope: !1, file: !1, line: 1, type: !3, unit: !0, spFlags: DISPFlagDefinition)
+!7 = !DILocation(line: 2, scope: !6)
+)";
+  auto replace = [&](const std::string &from, const std::string &to) {
+    for (size_t at; (at = text.find(from)) != std::string::npos;)
+      text.replace(at, from.size(), to);
+  };
+  replace("@SP@", shifted ? "6" : "4");
+  replace("@LOC@", shifted ? "7" : "5");
+  replace("@CONSTANT@", std::to_string(constant));
+  llvm::SMDiagnostic diagnostic;
+  std::unique_ptr<llvm::Module> module = llvm::parseAssemblyString(text, diagnostic, context);
+  EXPECT_TRUE(module) << diagnostic.getMessage().str();
+  return module;
+}
+
+TEST(CodeImage, DebugLocationsDoNotCountTheCodeDoes) {
+  llvm::LLVMContext context;
+  auto original = withLocations(context, 1, false);
+  auto renumbered = withLocations(context, 1, true);
+  auto changed = withLocations(context, 2, false);
+  ASSERT_TRUE(original && renumbered && changed);
+  std::string before = imageOf(*original).functions.at("prog");
+  EXPECT_EQ(before.find("!dbg"), std::string::npos) << before;
+  EXPECT_NE(before.find("define i32 @prog(ptr %ctx) section \"xdp\"\n"), std::string::npos)
+      << "the header keeps all but its location: " << before;
+  EXPECT_NE(before.find("add i32 %v, 1\n"), std::string::npos) << before;
+  EXPECT_EQ(imageOf(*renumbered).functions.at("prog"), before);
+  EXPECT_NE(imageOf(*changed).functions.at("prog"), before);
 }
 
 TEST_F(Pipeline, UnknownPassNamesAreErrors) {

@@ -7,6 +7,7 @@
 #include <linux/bpf.h>
 #include <nlohmann/json.hpp>
 
+#include <algorithm>
 #include <cstdlib>
 
 namespace morpheus::testing {
@@ -28,6 +29,57 @@ TEST(ShadowValidation, CorrectCandidateIsValidatedAndInstalled) {
   EXPECT_TRUE(report.reproducer.empty());
   std::printf("shadow validation of policy_fwd: %.1f ms (t2 %.1f ms)\n",
               report.times.validationMs, report.times.codegenMs);
+}
+
+// Startup, validation and injection are broken down as t2 is (PhaseClock):
+// consecutive phases inside their total, each step that ran named once.
+void expectNamed(const std::vector<core::BuildPhase> &phases,
+                 std::initializer_list<std::string> names, const std::string &what) {
+  for (const std::string &name : names)
+    EXPECT_EQ(std::count_if(phases.begin(), phases.end(),
+                            [&](const core::BuildPhase &phase) { return phase.phase == name; }),
+              1)
+        << what << ": " << name;
+}
+
+void expectWithin(const std::vector<core::BuildPhase> &phases, double totalMs,
+                  const std::string &what) {
+  double sum = 0;
+  for (const core::BuildPhase &phase : phases) {
+    EXPECT_GE(phase.ms, 0) << what << ": " << phase.phase;
+    sum += phase.ms;
+  }
+  EXPECT_LE(sum, totalMs + 0.01) << what << ": the phases ran inside the total";
+  EXPECT_GT(sum, 0) << what;
+}
+
+TEST(ShadowValidation, StartupValidationAndInjectionAreBrokenDownByPhase) {
+  PolicyFwd fwd;
+  ASSERT_TRUE(fwd.ok());
+  const runtime::Optimizer &opt = fwd.opt();
+  expectNamed(opt.startupPhases(),
+              {"frontend (source to IR)", "code generation of the original", "analysis",
+               "load and verify the original", "pins"},
+              "startup");
+  expectWithin(opt.startupPhases(), opt.startupMs(), "startup");
+
+  configure(fwd);
+  runtime::CycleReport report = fwd.specialize();
+  ASSERT_TRUE(report.installed()) << report.describe();
+  expectNamed(report.times.validationPhases,
+              {"map image (live entries read)", "scratch maps created and filled",
+               "load and verify the original copy", "load and verify the specialized copy",
+               "packets run through the three copies", "map comparison"},
+              "validation");
+  expectWithin(report.times.validationPhases, report.times.validationMs, "validation");
+  expectNamed(report.times.injectionPhases,
+              {"load and verify the version", "stage arrays filled", "install"}, "injection");
+  expectWithin(report.times.injectionPhases, report.times.injectionMs, "injection");
+  // t2's planning by step, then the passes, O2 and code generation.
+  expectNamed(report.log.phases,
+              {"clone", "planning: guard plan (generic copies)", "planning: verifier budgets",
+               "O2", "code generation"},
+              "t2");
 }
 
 TEST(ShadowValidation, WrongCandidateIsRefusedAndTheRunningProgramStays) {

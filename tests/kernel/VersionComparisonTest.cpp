@@ -88,7 +88,7 @@ TEST(ScratchMaps, CopiesMirrorTheLiveStateAndShareNone) {
   sizing.keys["per_destination"] = {u32Bytes(9)};
   auto image = runtime::MapImage::read(
       runtime::LiveMaps{liveMaps, {{"stages", {{0, "stage2"}}}}},
-      cantFail(bpf::readMapLayouts(live->spec().originalElfWithoutSlots(),
+      cantFail(bpf::readMapLayouts(live->spec().originalElf(),
                                    live->spec().objectName())),
       sizing);
   ASSERT_THAT_EXPECTED(image, llvm::Succeeded());
@@ -138,7 +138,7 @@ TEST(ScratchMaps, CopiesMirrorTheLiveStateAndShareNone) {
   bpf::LoadOptions load;
   load.maps = byName;
   load.windowedCopies = true;
-  auto copy = bpf::LoadedObject::load(live->spec().originalElfWithoutSlots(),
+  auto copy = bpf::LoadedObject::load(live->spec().originalElf(),
                                       live->spec().objectName(), load);
   ASSERT_THAT_EXPECTED(copy, llvm::Succeeded());
   EXPECT_EQ(slot(byName.at("stages"), 0), 0u) << "libbpf wrote a static slot into a copy";
@@ -165,7 +165,7 @@ TEST_P(VersionComparisonOfOneKind, SeesADifferenceInTheMapAndNoneWithoutOne) {
   auto wrong = bpf::ProgramSpec::load(source, {.cflags = {"-DMAPS_WRONG_SALT"}});
   ASSERT_THAT_EXPECTED(wrong, llvm::Succeeded());
   // Pristine maps, as the fuzzer starts from.
-  auto reference = bpf::LoadedObject::load((*spec)->originalElfWithoutSlots(),
+  auto reference = bpf::LoadedObject::load((*spec)->originalElf(),
                                            (*spec)->objectName(), {});
   ASSERT_THAT_EXPECTED(reference, llvm::Succeeded());
   uint32_t destination = 0x0700000a; // 10.0.0.7 as the packet carries it
@@ -188,7 +188,7 @@ TEST_P(VersionComparisonOfOneKind, SeesADifferenceInTheMapAndNoneWithoutOne) {
     ASSERT_FALSE(bool((*comparison)->restore({})));
     ASSERT_FALSE(bool((*comparison)->write(config)));
     const bpf::ProgramSpec &candidate = broken ? **wrong : **spec;
-    ASSERT_FALSE(bool((*comparison)->loadSpecialized(candidate.originalElfWithoutSlots())));
+    ASSERT_FALSE(bool((*comparison)->loadSpecialized(candidate.originalElf())));
     auto outcome = (*comparison)->run(packet, runtime::MapCheck::All, {});
     ASSERT_THAT_EXPECTED(outcome, llvm::Succeeded());
     EXPECT_EQ(outcome->observed[0].verdict, outcome->observed[2].verdict);
@@ -263,7 +263,7 @@ TEST(PinByName, OtherLoadsNeitherOpenNorMakePins) {
   bpf::LoadOptions copy;
   copy.pinRoot = root.path(); // PinByName::Ignore by default
   auto loaded =
-      bpf::LoadedObject::load((*spec)->originalElfWithoutSlots(), (*spec)->objectName(), copy);
+      bpf::LoadedObject::load((*spec)->originalElf(), (*spec)->objectName(), copy);
   ASSERT_THAT_EXPECTED(loaded, llvm::Succeeded());
   EXPECT_NE(mapIdOf(loaded->mapFd("pinned_flows")), mapIdOf(pinned)) << "re-opened the pin";
   EXPECT_NE(access((root.path() + "/pinned_totals").c_str(), F_OK), 0) << "pinned a copy";

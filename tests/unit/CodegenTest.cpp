@@ -1,14 +1,20 @@
 // In-process code generation: inline asm is assembled, and no input (bad
 // asm, an LLVM fatal error, a crash inside LLVM) ends the process.
 #include "backend/bpf/Codegen.h"
+#include "backend/bpf/Frontend.h"
 
 #include <gtest/gtest.h>
 #include <llvm/Testing/Support/Error.h>
 #include <llvm/AsmParser/Parser.h>
+#include <llvm/IR/DebugInfo.h>
+#include <llvm/IR/LegacyPassManager.h>
+#include <llvm/Object/ObjectFile.h>
+#include <llvm/Transforms/Utils/Cloning.h>
 #include <llvm/Support/ErrorHandling.h>
 #include <llvm/Support/SourceMgr.h>
 
 #include <cstdlib>
+#include <map>
 
 namespace morpheus::bpf {
 namespace {
@@ -42,6 +48,60 @@ TEST(Codegen, AsmTheAssemblerRejectsIsAnError) {
   ASSERT_FALSE(bool(object));
   EXPECT_NE(llvm::toString(object.takeError()).find("BPF code generation failed"),
             std::string::npos);
+}
+
+// Sections the kernel loads or libbpf reads (code, relocations, maps, BTF),
+// by name: all but DWARF.
+std::map<std::string, std::string> loadedSections(const std::vector<char> &elf) {
+  auto object = llvm::object::ObjectFile::createObjectFile(
+      llvm::MemoryBufferRef(llvm::StringRef(elf.data(), elf.size()), "elf"));
+  EXPECT_THAT_EXPECTED(object, llvm::Succeeded());
+  std::map<std::string, std::string> sections;
+  if (!object)
+    return sections;
+  for (const llvm::object::SectionRef &section : (*object)->sections()) {
+    llvm::Expected<llvm::StringRef> name = section.getName();
+    llvm::Expected<llvm::StringRef> contents = section.getContents();
+    if (!name || !contents) {
+      llvm::consumeError(name.takeError());
+      llvm::consumeError(contents.takeError());
+      continue;
+    }
+    if (!name->contains(".debug_"))
+      sections[name->str()] = contents->str();
+  }
+  return sections;
+}
+
+// Dropping assignment tracking before code generation (emitObject) changes
+// no instruction, relocation, map or BTF byte: the same module generated
+// with it (LLVM's own pipeline, as emitObject runs it) gives the same bytes.
+TEST(Codegen, AssignmentTrackingIsDroppedAndNoLoadedByteChanges) {
+  llvm::LLVMContext context;
+  auto module = loadProgram(std::string(MORPHEUS_SOURCE_DIR) + "/tests/programs/composite_filter.bpf.c",
+                            {}, context);
+  ASSERT_THAT_EXPECTED(module, llvm::Succeeded());
+  ASSERT_TRUE(llvm::isAssignmentTrackingEnabled(**module)) << "premise: clang -O2 -g tracks";
+  auto machine = createTargetMachine(**module);
+  ASSERT_THAT_EXPECTED(machine, llvm::Succeeded());
+
+  std::unique_ptr<llvm::Module> tracked = llvm::CloneModule(**module);
+  tracked->setDataLayout((*machine)->createDataLayout());
+  llvm::SmallVector<char, 0> reference;
+  llvm::raw_svector_ostream stream(reference);
+  llvm::legacy::PassManager passes;
+  ASSERT_FALSE((*machine)->addPassesToEmitFile(passes, stream, nullptr,
+                                               llvm::CodeGenFileType::ObjectFile));
+  passes.run(*tracked);
+
+  std::unique_ptr<llvm::Module> dropped = llvm::CloneModule(**module);
+  auto object = emitObject(*dropped, **machine);
+  ASSERT_THAT_EXPECTED(object, llvm::Succeeded());
+  EXPECT_FALSE(llvm::isAssignmentTrackingEnabled(*dropped));
+  std::map<std::string, std::string> expected =
+      loadedSections(std::vector<char>(reference.begin(), reference.end()));
+  EXPECT_GT(expected.count(".BTF"), 0u);
+  EXPECT_EQ(loadedSections(*object), expected);
 }
 
 TEST(Codegen, FatalErrorsAndCrashesInsideLLVMBecomeErrors) {

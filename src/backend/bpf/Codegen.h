@@ -20,6 +20,8 @@ createTargetMachine(const llvm::Module &module);
 
 // Emits `module` as a BPF ELF object (with BTF from its debug info).
 // Inline asm is parsed by the BPF assembler; diagnostics become errors.
+// The module is adjusted first: variables' assignment-tracking markers are
+// dropped (their analysis is costly and changes no instruction).
 Expected<std::vector<char>> emitObject(llvm::Module &module,
                                        llvm::TargetMachine &machine);
 

@@ -5,6 +5,7 @@
 #include "backend/bpf/Profile.h"
 #include "backend/bpf/StaticSlots.h"
 #include "backend/bpf/VerifierBounds.h"
+#include "core/PhaseClock.h"
 
 #include <llvm/Bitcode/BitcodeReader.h>
 #include <llvm/Bitcode/BitcodeWriter.h>
@@ -12,7 +13,6 @@
 #include <llvm/Transforms/Utils/Cloning.h>
 
 #include <algorithm>
-#include <chrono>
 #include <optional>
 
 namespace morpheus::bpf {
@@ -44,6 +44,7 @@ Expected<std::unique_ptr<ProgramSpec>> ProgramSpec::load(const std::string &path
   spec->context = std::make_unique<llvm::LLVMContext>();
   spec->sourcePath = path;
   spec->name = objectNameFor(path);
+  core::PhaseClock clock(spec->phases);
   auto module = loadProgram(path, options, *spec->context);
   if (!module)
     return module.takeError();
@@ -52,41 +53,32 @@ Expected<std::unique_ptr<ProgramSpec>> ProgramSpec::load(const std::string &path
   if (!target)
     return target.takeError();
   spec->machine = std::move(*target);
+  clock.end("frontend (source to IR)");
 
-  // Code generation may adjust the IR it is given; always hand it a clone.
+  // One object serves every load of the original, the live one included:
+  // built without its program arrays' static slots, which the live load
+  // writes itself (Optimizer::load) and copies get from Morpheus
+  // (StaticSlots.h). Code generation may adjust the IR it is given: it gets
+  // a clone.
+  spec->staticSlots = bpf::staticProgramSlots(*spec->pristine);
+  std::unique_ptr<llvm::Module> withoutSlots = llvm::CloneModule(*spec->pristine);
+  removeStaticProgramSlots(*withoutSlots);
   std::optional<Expected<std::vector<char>>> elf;
-  // LLVM cut short in this context may have left it inconsistent: abandon
-  // it untouched (leaked) rather than destroy it.
-  auto abandon = [&] {
+  if (Error crashed = runRecoverably(path + ": code generation of the original", [&] {
+        elf.emplace(emitObject(*withoutSlots, *spec->machine));
+      })) {
+    // LLVM cut short in this context may have left it inconsistent:
+    // abandon it untouched (leaked) rather than destroy it.
+    (void)withoutSlots.release();
     (void)spec->pristine.release();
     (void)spec->machine.release();
     (void)spec->context.release();
-  };
-  if (Error crashed = runRecoverably(path + ": code generation of the original", [&] {
-        elf.emplace(emitObject(*llvm::CloneModule(*spec->pristine), *spec->machine));
-      })) {
-    abandon();
     return crashed;
   }
   if (!*elf)
     return elf->takeError();
   spec->original = std::move(**elf);
-  spec->staticSlots = bpf::staticProgramSlots(*spec->pristine);
-  if (!spec->staticSlots.empty()) {
-    std::unique_ptr<llvm::Module> withoutSlots = llvm::CloneModule(*spec->pristine);
-    removeStaticProgramSlots(*withoutSlots);
-    std::optional<Expected<std::vector<char>>> copyElf;
-    if (Error crashed = runRecoverably(
-            path + ": code generation of the original without static slots",
-            [&] { copyElf.emplace(emitObject(*withoutSlots, *spec->machine)); })) {
-      (void)withoutSlots.release();
-      abandon();
-      return crashed;
-    }
-    if (!*copyElf)
-      return copyElf->takeError();
-    spec->originalWithoutSlots = std::move(**copyElf);
-  }
+  clock.end("code generation of the original");
   auto catalog = readCatalog(spec->original, spec->name);
   if (!catalog)
     return withContext(catalog.takeError(), path);
@@ -100,9 +92,12 @@ Expected<std::unique_ptr<ProgramSpec>> ProgramSpec::load(const std::string &path
     return withContext(sizes.takeError(), path);
   spec->instructionCounts = std::move(*sizes);
   spec->makesTailCalls = bpf::makesTailCalls(*spec->pristine);
+  clock.end("object read (maps, globals, sizes)");
   llvm::raw_svector_ostream bitcode(spec->pristineBitcode);
   llvm::WriteBitcodeToFile(*spec->pristine, bitcode);
+  clock.end("bitcode kept for crash recovery");
   spec->access = core::analyzeModule(*spec->pristine, spec->signatures, spec->tables);
+  clock.end("analysis");
   for (const llvm::Function &function : *spec->pristine)
     if (spec->signatures.isProgramEntry(function))
       spec->entries.push_back(function.getName().str());
@@ -216,13 +211,10 @@ uint64_t ProgramSpec::verifierPathBudget(const std::string &entry,
 
 Expected<SpecializedObject> ProgramSpec::build(const core::TableSnapshot &snapshot,
                                                const SpecializeRequest &request) const {
-  auto start = std::chrono::steady_clock::now();
-  auto msSince = [](std::chrono::steady_clock::time_point from) {
-    return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - from)
-        .count();
-  };
+  std::vector<core::BuildPhase> cloning;
+  core::PhaseClock clock(cloning);
   std::unique_ptr<llvm::Module> clone = llvm::CloneModule(*pristine);
-  double cloneMs = msSince(start);
+  clock.end("clone");
   // Guarded versions share the live program arrays, whose slots only the
   // live original's load writes; an unguarded build (offline) is a program
   // of its own and keeps them.
@@ -263,13 +255,13 @@ Expected<SpecializedObject> ProgramSpec::build(const core::TableSnapshot &snapsh
   auto log = core::specializeModule(*clone, signatures, tables, snapshot, options);
   if (!log)
     return withContext(log.takeError(), sourcePath);
-  log->phases.insert(log->phases.begin(), {"clone", cloneMs});
-  start = std::chrono::steady_clock::now();
+  log->phases.insert(log->phases.begin(), cloning.begin(), cloning.end());
+  core::PhaseClock codegen(log->phases);
   restoreVerifierBounds(*clone);
   auto elf = emitObject(*clone, *machine);
   if (!elf)
     return elf.takeError();
-  log->phases.push_back({"code generation", msSince(start)});
+  codegen.end("code generation");
   return SpecializedObject{std::move(*elf), std::move(*log)};
 }
 

@@ -6,7 +6,6 @@
 #pragma once
 
 #include "backend/bpf/BpfObject.h"
-#include "backend/bpf/BpfObject.h"
 #include "backend/bpf/BpfSignatures.h"
 #include "backend/bpf/Frontend.h"
 #include "core/Pipeline.h"
@@ -84,14 +83,12 @@ public:
   const std::string &path() const { return sourcePath; }
   // Names internal maps; identical for every version of the program.
   const std::string &objectName() const { return name; }
-  // The original as the live load uses it: libbpf writes its program
-  // arrays' static slots (StaticSlots.h), so no other load may use it.
+  // The original's object for every load of it (the live one, validation
+  // and fuzzing copies): built without its program arrays' static slots
+  // (StaticSlots.h), which each load's owner writes: the live original's
+  // load as libbpf would (Optimizer::load), copies into their own arrays.
   const std::vector<char> &originalElf() const { return original; }
-  // The original for every other load (validation and fuzzing copies):
-  // the same code without static slots, which Morpheus fills itself.
-  const std::vector<char> &originalElfWithoutSlots() const {
-    return staticSlots.empty() ? original : originalWithoutSlots;
-  }
+  // The slots the source's program-array initializers list.
   const ProgramSlots &staticProgramSlots() const { return staticSlots; }
   const core::TableCatalog &catalog() const { return tables; }
   const core::TableAccessInfo &analysis() const { return access; }
@@ -105,6 +102,8 @@ public:
   // frontend); Other for a name that is no entry.
   ProgramType programType(const std::string &entry) const;
   core::ReadPlan readPlan(uint32_t inlineLimit) const;
+  // Where load() spent its time, in the order the steps ran.
+  const std::vector<core::BuildPhase> &loadPhases() const { return phases; }
   // Whether the object makes tail calls of its own (then a fallback by
   // tail call would cost one of its hops).
   bool tailCalls() const { return makesTailCalls; }
@@ -125,7 +124,7 @@ private:
   llvm::SmallVector<char, 0> pristineBitcode; // to start afresh after a crash
   std::unique_ptr<llvm::TargetMachine> machine;
   std::string sourcePath, name;
-  std::vector<char> original, originalWithoutSlots;
+  std::vector<char> original;
   ProgramSlots staticSlots;
   core::TableCatalog tables;
   core::TableAccessInfo access;
@@ -133,6 +132,7 @@ private:
   std::vector<std::string> entries;
   std::map<std::string, size_t> instructionCounts; // per program, of the original ELF
   bool makesTailCalls = false;
+  std::vector<core::BuildPhase> phases; // of load()
 };
 
 } // namespace morpheus::bpf
