@@ -216,9 +216,9 @@ std::string decisions(const core::SpecializationLog &log, bool applied) {
 
 // What the installed version does to `head`'s packets, compared with what
 // the generic twin did.
-Error sameAsGeneric(user::Handler &router, const user::ReplayRing &head,
+Error sameAsGeneric(user::Trampoline &version, const user::ReplayRing &head,
                     const std::vector<user::PacketResult> &expected, const UserRunFlags &flags) {
-  auto actual = user::EventLoop(router.trampoline(), flags.burst).collect(head);
+  auto actual = user::EventLoop(version, flags.burst).collect(head);
   for (size_t i = 0; i < expected.size(); ++i)
     if (!(actual[i] == expected[i]))
       return makeError("packet {0} of {1}: the specialized handler gave verdict {2} port "
@@ -278,7 +278,7 @@ Expected<user::Handler *> explore(user::Handler &router, user::Handler &other,
         subBatch = configuration.count(Prefetch) ? uint32_t(configuration.at(Prefetch)) : 0;
         active = configuration.count(OtherLpm) ? &other : &router;
         if (!configuration.count(Specialized)) {
-          active->trampoline().install(active->generic());
+          active->trampoline().install(active->genericVersion());
           return Error::success();
         }
         std::vector<std::string> leftOut = flags.noPasses;
@@ -368,15 +368,15 @@ int userRun(const UserRunFlags &flags) {
     return fail(cycle.takeError());
   if (cycle->outcome != user::Cycle::Outcome::Installed)
     return fail(makeError("the specialization was not installed"));
-  user::HandlerFunction generic = (*router)->generic();
-  user::HandlerFunction specialized = (*router)->trampoline().current();
+  user::VersionHandle generic = (*router)->genericVersion();
+  user::VersionHandle specialized = (*router)->trampoline().installed();
   std::printf("user-run: specialized in %.1f ms (passes and O2) + %.1f ms (JIT)\n"
               "  specialized:%s\n  left generic:%s\n",
               cycle->passes.count() / 1000.0, cycle->jit.count() / 1000.0,
               decisions(cycle->log, true).c_str(), decisions(cycle->log, false).c_str());
   // Following the traffic: the trace through the recording version, then
   // the cycle that puts the heavy hitters in front of their lookups.
-  std::vector<std::pair<std::string, user::HandlerFunction>> versions = {
+  std::vector<std::pair<std::string, user::VersionHandle>> versions = {
       {"generic", generic}, {"specialized", specialized}};
   if (flags.profile != core::ProfileMode::Off) {
     user::EventLoop((*router)->trampoline(), flags.burst).run(ring, 1, [&] {
@@ -393,7 +393,7 @@ int userRun(const UserRunFlags &flags) {
       std::printf("  site %u (%s): %zu hot keys, period %u: %s\n", site,
                   followed->log.profiled.at(site).table.c_str(), traffic.hotKeys.size(),
                   traffic.period, traffic.why.c_str());
-    versions.push_back({"fast paths", (*router)->trampoline().current()});
+    versions.push_back({"fast paths", (*router)->trampoline().installed()});
   }
 
   // The hand-specialized oracle: compiled from the router's source with
@@ -443,7 +443,7 @@ int userRun(const UserRunFlags &flags) {
     std::printf("user-run: oracle: the routes as %zu compares, %zu hot destinations first; "
                 "specialized:%s\n",
                 routes->size(), hot.size(), decisions(built->log, true).c_str());
-    versions.push_back({"oracle", oracle->trampoline().current()});
+    versions.push_back({"oracle", oracle->trampoline().installed()});
   }
 
   // Equivalence on the trace's first packets: verdict, port and bytes of
@@ -453,7 +453,7 @@ int userRun(const UserRunFlags &flags) {
   if (flags.profile != core::ProfileMode::Off)
     user::EventLoop((*twin)->trampoline(), flags.burst).run(ring, 1);
   auto expected = user::EventLoop((*twin)->trampoline(), flags.burst).collect(head);
-  if (Error err = sameAsGeneric(**router, head, expected, flags))
+  if (Error err = sameAsGeneric((*router)->trampoline(), head, expected, flags))
     return fail(std::move(err));
   if ((*router)->tables().dump() != (*twin)->tables().dump())
     return fail(makeError("the tables differ after the first {0} packets", expected.size()));
@@ -461,7 +461,7 @@ int userRun(const UserRunFlags &flags) {
               "bytes, tables)\n",
               expected.size());
   if (oracle) {
-    if (Error err = sameAsGeneric(*oracle, head, expected, flags))
+    if (Error err = sameAsGeneric(oracle->trampoline(), head, expected, flags))
       return fail(withContext(std::move(err), "the oracle"));
     std::printf("user-run: the oracle treats them as the generic handler does\n");
   }
@@ -507,7 +507,7 @@ int userRun(const UserRunFlags &flags) {
     if (!chosen)
       return fail(chosen.takeError());
     // Against the generic twin of --lpm's kind, whichever kind was chosen.
-    if (Error err = sameAsGeneric(**chosen, head, expected, flags))
+    if (Error err = sameAsGeneric((*chosen)->trampoline(), head, expected, flags))
       return fail(std::move(err));
     std::printf("user-run: the chosen configuration treats the first %zu packets as the "
                 "generic handler does\n",
