@@ -6,13 +6,17 @@
 // packets/s. With --profile, the specialized version records sampled keys
 // while the trace runs once more, and the next cycle adds fast paths for
 // the heavy hitters (Morpheus's traffic-dependent step), timed as a third
-// version.
+// version. With --generator nested-if-lpm, the LPM library's nested-if
+// generator (backend/user/Generators.h) is registered for the routes table:
+// a version built with custom-generator is timed beside the others and
+// exploration may choose it; the other versions are built without it.
 #ifdef MORPHEUS_WITH_DPDK
 #include "backend/user/DpdkPorts.h"
 #endif
 #include "backend/user/BatchModel.h"
 #include "backend/user/EventLoop.h"
 #include "backend/user/Exploration.h"
+#include "backend/user/Generators.h"
 #include "backend/user/Handler.h"
 #include "bench/Trace.h"
 #include "cli/Commands.h"
@@ -53,6 +57,7 @@ struct UserRunFlags {
   bool batchModel = false;
   uint32_t exploreWindows = 3;
   std::vector<std::string> noPasses; // table passes left out (Passes.def names)
+  std::string generator;             // "" or nested-if-lpm, for the routes table
   uint32_t burst = 32, rounds = 9, repeat = 10, ports = 4, inlineLimit = 64, checkPackets = 10000;
 };
 
@@ -94,11 +99,23 @@ user::HandlerOptions routerOptions(const UserRunFlags &flags, size_t routes,
   return options;
 }
 
+// The table passes of the router's versions: all but --no-pass's, and
+// custom-generator only when `generator` (a version or trial with the
+// registered generator).
+std::vector<std::string> routerPasses(const UserRunFlags &flags, bool generator) {
+  std::vector<std::string> leftOut = flags.noPasses;
+  if (!generator)
+    leftOut.push_back("custom-generator");
+  return user::tablePassesWithout(leftOut);
+}
+
 Expected<std::unique_ptr<user::Handler>> loadRouter(const UserRunFlags &flags, size_t routes,
                                                     const std::string &lpm) {
   user::HandlerOptions options = routerOptions(flags, routes, lpm);
-  if (!flags.noPasses.empty())
-    options.tablePasses = user::tablePassesWithout(flags.noPasses);
+  if (!flags.noPasses.empty() || !flags.generator.empty())
+    options.tablePasses = routerPasses(flags, false);
+  if (flags.generator == "nested-if-lpm")
+    options.generators.push_back(user::nestedIfLpm("routes"));
   if (flags.profile != core::ProfileMode::Off) {
     core::TrafficProfileOptions traffic;
     traffic.mode = flags.profile;
@@ -243,7 +260,8 @@ Error sameAsGeneric(user::Trampoline &version, const user::ReplayRing &head,
 Expected<user::Handler *> explore(user::Handler &router, user::Handler &other,
                                   const user::ReplayRing &ring, const UserRunFlags &flags) {
   const std::string Specialized = "specialized", Burst = "burst", LpmAsCode = "lpm_as_code",
-                    LpmAsArray = "lpm_as_array", Prefetch = "prefetch";
+                    LpmAsArray = "lpm_as_array", Prefetch = "prefetch",
+                    Generator = "nested_if_lpm";
   const std::string OtherLpm = flags.lpm == "linear" ? "lpm_dir24" : "lpm_linear";
   // The burst given first: the generic handler at that burst is the
   // baseline of both searches.
@@ -260,6 +278,9 @@ Expected<user::Handler *> explore(user::Handler &router, user::Handler &other,
   // handler's MU_PREFETCH function), when the handler has one.
   if (router.prefetcher() && other.prefetcher())
     dimensions.push_back({Prefetch, {4, 8, 16, 32}, true});
+  // The registered custom generator (--generator), on or off.
+  if (!flags.generator.empty())
+    dimensions.push_back({Generator, {1}, true});
   // The handler's specialization points, beside the knobs applied here.
   std::set<std::string> points;
   for (user::Dimension &point : user::pointDimensions(router.specializationSpace())) {
@@ -286,6 +307,8 @@ Expected<user::Handler *> explore(user::Handler &router, user::Handler &other,
           leftOut.push_back("lpm-as-code");
         if (!configuration.count(LpmAsArray))
           leftOut.push_back("lpm-as-array");
+        if (!configuration.count(Generator))
+          leftOut.push_back("custom-generator");
         if (Error err = active->customizePasses(user::tablePassesWithout(leftOut)))
           return err;
         core::PointConfiguration pointValues;
@@ -395,6 +418,27 @@ int userRun(const UserRunFlags &flags) {
                   traffic.period, traffic.why.c_str());
     versions.push_back({"fast paths", (*router)->trampoline().installed()});
   }
+  // The registered generator's version (its equivalence checked below, on
+  // its own); the version before it stays installed.
+  user::VersionHandle generated;
+  if (!flags.generator.empty()) {
+    if (Error err = (*router)->customizePasses(routerPasses(flags, true)))
+      return fail(std::move(err));
+    auto built = (*router)->specialize();
+    if (!built)
+      return fail(built.takeError());
+    if (built->outcome != user::Cycle::Outcome::Installed)
+      return fail(makeError("the {0} version was not installed", flags.generator));
+    if (Error err = (*router)->customizePasses(routerPasses(flags, false)))
+      return fail(std::move(err));
+    std::printf("user-run: %s in %.1f ms + %.1f ms (JIT)\n  specialized:%s\n  left generic:%s\n",
+                flags.generator.c_str(), built->passes.count() / 1000.0,
+                built->jit.count() / 1000.0, decisions(built->log, true).c_str(),
+                decisions(built->log, false).c_str());
+    generated = (*router)->trampoline().installed();
+    (*router)->trampoline().install(versions.back().second);
+    versions.push_back({flags.generator, generated});
+  }
 
   // The hand-specialized oracle: compiled from the router's source with
   // the routes and the trace's hot destinations written in, its other
@@ -460,6 +504,14 @@ int userRun(const UserRunFlags &flags) {
   std::printf("user-run: the first %zu packets: generic and specialized identical (verdicts, "
               "bytes, tables)\n",
               expected.size());
+  if (generated) {
+    user::Trampoline checked;
+    checked.install(generated);
+    if (Error err = sameAsGeneric(checked, head, expected, flags))
+      return fail(withContext(std::move(err), "the " + flags.generator + " version"));
+    std::printf("user-run: the %s version treats them as the generic handler does\n",
+                flags.generator.c_str());
+  }
   if (oracle) {
     if (Error err = sameAsGeneric(oracle->trampoline(), head, expected, flags))
       return fail(withContext(std::move(err), "the oracle"));
@@ -614,6 +666,13 @@ void addUserRunCommand(CLI::App &morpheus) {
       ->type_name("N");
   command.add_option("--handler", flags->handler, "another build of the router handler")
       ->type_name("FILE");
+  command
+      .add_option("--generator", flags->generator,
+                  "register a custom generator for the routes table: nested-if-lpm (the LPM "
+                  "library's nested ifs, a test per prefix); its version is timed beside the "
+                  "others and --explore may choose it")
+      ->check(CLI::IsMember({"nested-if-lpm"}))
+      ->type_name("nested-if-lpm");
   command.add_option("--no-pass", flags->noPasses,
                      "leave out this table pass (by its name in docs/passes.md; repeatable), "
                      "e.g. lpm-as-array to keep the routes' own lookup")

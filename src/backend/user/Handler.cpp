@@ -274,6 +274,11 @@ Expected<std::unique_ptr<Module>> Handler::specializedModule(Cycle &cycle) {
       core::analyzeModule(*pristine, signatures, tableSet->catalog());
   core::ReadPlan plan = core::planReads(info, tableSet->catalog(), options.inlineLimit,
                                         runsTablePass("lpm-as-array"));
+  // A generator's code is made from every entry of its table.
+  if (runsTablePass("custom-generator"))
+    for (auto &[table, request] : plan)
+      if (core::generatorFor(options.generators, tableSet->catalog().at(table)))
+        request.wholeTableLimit = std::max(request.wholeTableLimit, core::GeneratorReadLimit);
   // The hot keys' answers, looked up one by one (for an LPM table, its
   // answer to exactly that key).
   for (const auto &[site, keys] : hotKeys) {
@@ -298,6 +303,7 @@ Expected<std::unique_ptr<Module>> Handler::specializedModule(Cycle &cycle) {
   specialization.faults = options.faults;
   specialization.points = points;
   specialization.tablePasses = options.tablePasses;
+  specialization.generators = options.generators;
   core::ProgramGuardOptions guardOptions;
   guardOptions.holdsFunction = GuardHoldsFunction;
   guardOptions.version = cycle.version;

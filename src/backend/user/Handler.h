@@ -112,6 +112,11 @@ struct HandlerOptions {
   // WriteCounters), and a hot key is answered only while no write of it
   // was counted since its answer was read.
   std::optional<core::TrafficProfileOptions> traffic;
+  // Custom generators (core/LookupGenerator.h, Generators.h: Iridescent's
+  // add_custom_spec): the first serving a table makes its lookups' code
+  // each cycle while custom-generator is among the table passes; the
+  // tables they serve are read whole (up to core::GeneratorReadLimit).
+  std::vector<core::LookupGenerator> generators;
 };
 
 // What one specialization cycle did.
@@ -171,6 +176,10 @@ public:
   // The table passes the next cycles run (HandlerOptions::tablePasses);
   // an unknown name is an error naming it.
   Error customizePasses(std::vector<std::string> passes);
+  // Registers a custom generator for the next cycles (HandlerOptions::generators).
+  void addGenerator(core::LookupGenerator generator) {
+    options.generators.push_back(std::move(generator));
+  }
   // configure(configuration), then one cycle.
   Expected<Cycle> specialize(const core::PointConfiguration &configuration);
 
