@@ -6,13 +6,17 @@
 // packets/s. With --profile, the specialized version records sampled keys
 // while the trace runs once more, and the next cycle adds fast paths for
 // the heavy hitters (Morpheus's traffic-dependent step), timed as a third
-// version.
+// version. With --generator nested-if-lpm, the LPM library's nested-if
+// generator (backend/user/Generators.h) is registered for the routes table:
+// a version built with custom-generator is timed beside the others and
+// exploration may choose it; the other versions are built without it.
 #ifdef MORPHEUS_WITH_DPDK
 #include "backend/user/DpdkPorts.h"
 #endif
 #include "backend/user/BatchModel.h"
 #include "backend/user/EventLoop.h"
 #include "backend/user/Exploration.h"
+#include "backend/user/Generators.h"
 #include "backend/user/Handler.h"
 #include "bench/Trace.h"
 #include "cli/Commands.h"
@@ -53,6 +57,7 @@ struct UserRunFlags {
   bool batchModel = false;
   uint32_t exploreWindows = 3;
   std::vector<std::string> noPasses; // table passes left out (Passes.def names)
+  std::string generator;             // "" or nested-if-lpm, for the routes table
   uint32_t burst = 32, rounds = 9, repeat = 10, ports = 4, inlineLimit = 64, checkPackets = 10000;
 };
 
@@ -94,11 +99,23 @@ user::HandlerOptions routerOptions(const UserRunFlags &flags, size_t routes,
   return options;
 }
 
+// The table passes of the router's versions: all but --no-pass's, and
+// custom-generator only when `generator` (a version or trial with the
+// registered generator).
+std::vector<std::string> routerPasses(const UserRunFlags &flags, bool generator) {
+  std::vector<std::string> leftOut = flags.noPasses;
+  if (!generator)
+    leftOut.push_back("custom-generator");
+  return user::tablePassesWithout(leftOut);
+}
+
 Expected<std::unique_ptr<user::Handler>> loadRouter(const UserRunFlags &flags, size_t routes,
                                                     const std::string &lpm) {
   user::HandlerOptions options = routerOptions(flags, routes, lpm);
-  if (!flags.noPasses.empty())
-    options.tablePasses = user::tablePassesWithout(flags.noPasses);
+  if (!flags.noPasses.empty() || !flags.generator.empty())
+    options.tablePasses = routerPasses(flags, false);
+  if (flags.generator == "nested-if-lpm")
+    options.generators.push_back(user::nestedIfLpm("routes"));
   if (flags.profile != core::ProfileMode::Off) {
     core::TrafficProfileOptions traffic;
     traffic.mode = flags.profile;
@@ -216,9 +233,9 @@ std::string decisions(const core::SpecializationLog &log, bool applied) {
 
 // What the installed version does to `head`'s packets, compared with what
 // the generic twin did.
-Error sameAsGeneric(user::Handler &router, const user::ReplayRing &head,
+Error sameAsGeneric(user::Trampoline &version, const user::ReplayRing &head,
                     const std::vector<user::PacketResult> &expected, const UserRunFlags &flags) {
-  auto actual = user::EventLoop(router.trampoline(), flags.burst).collect(head);
+  auto actual = user::EventLoop(version, flags.burst).collect(head);
   for (size_t i = 0; i < expected.size(); ++i)
     if (!(actual[i] == expected[i]))
       return makeError("packet {0} of {1}: the specialized handler gave verdict {2} port "
@@ -243,7 +260,8 @@ Error sameAsGeneric(user::Handler &router, const user::ReplayRing &head,
 Expected<user::Handler *> explore(user::Handler &router, user::Handler &other,
                                   const user::ReplayRing &ring, const UserRunFlags &flags) {
   const std::string Specialized = "specialized", Burst = "burst", LpmAsCode = "lpm_as_code",
-                    LpmAsArray = "lpm_as_array", Prefetch = "prefetch";
+                    LpmAsArray = "lpm_as_array", Prefetch = "prefetch",
+                    Generator = "nested_if_lpm";
   const std::string OtherLpm = flags.lpm == "linear" ? "lpm_dir24" : "lpm_linear";
   // The burst given first: the generic handler at that burst is the
   // baseline of both searches.
@@ -260,6 +278,9 @@ Expected<user::Handler *> explore(user::Handler &router, user::Handler &other,
   // handler's MU_PREFETCH function), when the handler has one.
   if (router.prefetcher() && other.prefetcher())
     dimensions.push_back({Prefetch, {4, 8, 16, 32}, true});
+  // The registered custom generator (--generator), on or off.
+  if (!flags.generator.empty())
+    dimensions.push_back({Generator, {1}, true});
   // The handler's specialization points, beside the knobs applied here.
   std::set<std::string> points;
   for (user::Dimension &point : user::pointDimensions(router.specializationSpace())) {
@@ -278,7 +299,7 @@ Expected<user::Handler *> explore(user::Handler &router, user::Handler &other,
         subBatch = configuration.count(Prefetch) ? uint32_t(configuration.at(Prefetch)) : 0;
         active = configuration.count(OtherLpm) ? &other : &router;
         if (!configuration.count(Specialized)) {
-          active->trampoline().install(active->generic());
+          active->trampoline().install(active->genericVersion());
           return Error::success();
         }
         std::vector<std::string> leftOut = flags.noPasses;
@@ -286,6 +307,8 @@ Expected<user::Handler *> explore(user::Handler &router, user::Handler &other,
           leftOut.push_back("lpm-as-code");
         if (!configuration.count(LpmAsArray))
           leftOut.push_back("lpm-as-array");
+        if (!configuration.count(Generator))
+          leftOut.push_back("custom-generator");
         if (Error err = active->customizePasses(user::tablePassesWithout(leftOut)))
           return err;
         core::PointConfiguration pointValues;
@@ -368,15 +391,15 @@ int userRun(const UserRunFlags &flags) {
     return fail(cycle.takeError());
   if (cycle->outcome != user::Cycle::Outcome::Installed)
     return fail(makeError("the specialization was not installed"));
-  user::HandlerFunction generic = (*router)->generic();
-  user::HandlerFunction specialized = (*router)->trampoline().current();
+  user::VersionHandle generic = (*router)->genericVersion();
+  user::VersionHandle specialized = (*router)->trampoline().installed();
   std::printf("user-run: specialized in %.1f ms (passes and O2) + %.1f ms (JIT)\n"
               "  specialized:%s\n  left generic:%s\n",
               cycle->passes.count() / 1000.0, cycle->jit.count() / 1000.0,
               decisions(cycle->log, true).c_str(), decisions(cycle->log, false).c_str());
   // Following the traffic: the trace through the recording version, then
   // the cycle that puts the heavy hitters in front of their lookups.
-  std::vector<std::pair<std::string, user::HandlerFunction>> versions = {
+  std::vector<std::pair<std::string, user::VersionHandle>> versions = {
       {"generic", generic}, {"specialized", specialized}};
   if (flags.profile != core::ProfileMode::Off) {
     user::EventLoop((*router)->trampoline(), flags.burst).run(ring, 1, [&] {
@@ -393,7 +416,28 @@ int userRun(const UserRunFlags &flags) {
       std::printf("  site %u (%s): %zu hot keys, period %u: %s\n", site,
                   followed->log.profiled.at(site).table.c_str(), traffic.hotKeys.size(),
                   traffic.period, traffic.why.c_str());
-    versions.push_back({"fast paths", (*router)->trampoline().current()});
+    versions.push_back({"fast paths", (*router)->trampoline().installed()});
+  }
+  // The registered generator's version (its equivalence checked below, on
+  // its own); the version before it stays installed.
+  user::VersionHandle generated;
+  if (!flags.generator.empty()) {
+    if (Error err = (*router)->customizePasses(routerPasses(flags, true)))
+      return fail(std::move(err));
+    auto built = (*router)->specialize();
+    if (!built)
+      return fail(built.takeError());
+    if (built->outcome != user::Cycle::Outcome::Installed)
+      return fail(makeError("the {0} version was not installed", flags.generator));
+    if (Error err = (*router)->customizePasses(routerPasses(flags, false)))
+      return fail(std::move(err));
+    std::printf("user-run: %s in %.1f ms + %.1f ms (JIT)\n  specialized:%s\n  left generic:%s\n",
+                flags.generator.c_str(), built->passes.count() / 1000.0,
+                built->jit.count() / 1000.0, decisions(built->log, true).c_str(),
+                decisions(built->log, false).c_str());
+    generated = (*router)->trampoline().installed();
+    (*router)->trampoline().install(versions.back().second);
+    versions.push_back({flags.generator, generated});
   }
 
   // The hand-specialized oracle: compiled from the router's source with
@@ -443,7 +487,7 @@ int userRun(const UserRunFlags &flags) {
     std::printf("user-run: oracle: the routes as %zu compares, %zu hot destinations first; "
                 "specialized:%s\n",
                 routes->size(), hot.size(), decisions(built->log, true).c_str());
-    versions.push_back({"oracle", oracle->trampoline().current()});
+    versions.push_back({"oracle", oracle->trampoline().installed()});
   }
 
   // Equivalence on the trace's first packets: verdict, port and bytes of
@@ -453,15 +497,23 @@ int userRun(const UserRunFlags &flags) {
   if (flags.profile != core::ProfileMode::Off)
     user::EventLoop((*twin)->trampoline(), flags.burst).run(ring, 1);
   auto expected = user::EventLoop((*twin)->trampoline(), flags.burst).collect(head);
-  if (Error err = sameAsGeneric(**router, head, expected, flags))
+  if (Error err = sameAsGeneric((*router)->trampoline(), head, expected, flags))
     return fail(std::move(err));
   if ((*router)->tables().dump() != (*twin)->tables().dump())
     return fail(makeError("the tables differ after the first {0} packets", expected.size()));
   std::printf("user-run: the first %zu packets: generic and specialized identical (verdicts, "
               "bytes, tables)\n",
               expected.size());
+  if (generated) {
+    user::Trampoline checked;
+    checked.install(generated);
+    if (Error err = sameAsGeneric(checked, head, expected, flags))
+      return fail(withContext(std::move(err), "the " + flags.generator + " version"));
+    std::printf("user-run: the %s version treats them as the generic handler does\n",
+                flags.generator.c_str());
+  }
   if (oracle) {
-    if (Error err = sameAsGeneric(*oracle, head, expected, flags))
+    if (Error err = sameAsGeneric(oracle->trampoline(), head, expected, flags))
       return fail(withContext(std::move(err), "the oracle"));
     std::printf("user-run: the oracle treats them as the generic handler does\n");
   }
@@ -507,7 +559,7 @@ int userRun(const UserRunFlags &flags) {
     if (!chosen)
       return fail(chosen.takeError());
     // Against the generic twin of --lpm's kind, whichever kind was chosen.
-    if (Error err = sameAsGeneric(**chosen, head, expected, flags))
+    if (Error err = sameAsGeneric((*chosen)->trampoline(), head, expected, flags))
       return fail(std::move(err));
     std::printf("user-run: the chosen configuration treats the first %zu packets as the "
                 "generic handler does\n",
@@ -614,6 +666,13 @@ void addUserRunCommand(CLI::App &morpheus) {
       ->type_name("N");
   command.add_option("--handler", flags->handler, "another build of the router handler")
       ->type_name("FILE");
+  command
+      .add_option("--generator", flags->generator,
+                  "register a custom generator for the routes table: nested-if-lpm (the LPM "
+                  "library's nested ifs, a test per prefix); its version is timed beside the "
+                  "others and --explore may choose it")
+      ->check(CLI::IsMember({"nested-if-lpm"}))
+      ->type_name("nested-if-lpm");
   command.add_option("--no-pass", flags->noPasses,
                      "leave out this table pass (by its name in docs/passes.md; repeatable), "
                      "e.g. lpm-as-array to keep the routes' own lookup")

@@ -359,6 +359,7 @@ Expected<SpecializationLog> specializeModule(Module &module,
                                       catalog, *options.writeGuards);
   context.points = options.points;
   context.costModel = options.costModel;
+  context.generators = options.generators;
   if (options.guard && !options.globals.empty())
     context.globals = &options.globals;
 

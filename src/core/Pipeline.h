@@ -77,6 +77,9 @@ struct SpecializationOptions {
   // Prices each representation a table could get; the LPM passes build the
   // cheapest eligible one (default costs unless calibrated).
   CostModel costModel;
+  // Custom generators (core/LookupGenerator.h) for custom-generator; their
+  // tables must be in the snapshot whole.
+  std::vector<LookupGenerator> generators;
   FaultInjection faults; // test-only
 };
 

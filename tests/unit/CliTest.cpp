@@ -350,7 +350,8 @@ TEST(Cli, UsageErrorsNameTheCommandAndTheOption) {
 
 // `morpheus user-run router` on a short trace from the router's trace
 // generator: both versions run, the specialization is reported, the
-// equivalence check covers every packet, and both rates are printed.
+// equivalence check covers every packet, and both rates are printed; the
+// oracle and the nested-if generator's version beside them.
 TEST(Cli, UserRunReplaysATraceThroughGenericAndSpecializedRouters) {
   const std::string source = MORPHEUS_SOURCE_DIR;
   std::string trace = tempPath("user-run.pcap");
@@ -361,7 +362,7 @@ TEST(Cli, UserRunReplaysATraceThroughGenericAndSpecializedRouters) {
   Output out = morpheus("user-run --routes " + source +
                         "/nf/router/configs/stanford-yozb-routes-20.txt --neighbors " + source +
                         "/nf/router/configs/stanford-neighbors.txt --trace " + trace +
-                        " --rounds 1 --repeat 1 --lpm linear --oracle --batch-model");
+                        " --rounds 1 --repeat 1 --lpm linear --oracle --batch-model --generator nested-if-lpm");
   std::remove(trace.c_str());
   ASSERT_EQ(out.status, 0) << out.text;
   EXPECT_NE(out.text.find("20 routes (lpm_linear)"), std::string::npos) << out.text;
@@ -378,6 +379,14 @@ TEST(Cli, UserRunReplaysATraceThroughGenericAndSpecializedRouters) {
             std::string::npos)
       << out.text;
   EXPECT_NE(out.text.find("oracle "), std::string::npos) << out.text;
+  // The registered generator's version: the routes as its nested ifs,
+  // checked against the generic handler and timed.
+  EXPECT_NE(out.text.find("user-run: nested-if-lpm in "), std::string::npos) << out.text;
+  EXPECT_NE(out.text.find("routes: custom-generator"), std::string::npos) << out.text;
+  EXPECT_NE(out.text.find("the nested-if-lpm version treats them as the generic handler does"),
+            std::string::npos)
+      << out.text;
+  EXPECT_NE(out.text.find("nested-if-lpm "), std::string::npos) << out.text;
   // The batching model: fitted, every burst predicted beside measured.
   EXPECT_NE(out.text.find("batch model: t(B) = "), std::string::npos) << out.text;
   EXPECT_NE(out.text.find("  B=256  predicted "), std::string::npos) << out.text;

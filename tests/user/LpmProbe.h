@@ -8,7 +8,9 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
+#include <vector>
 
 namespace morpheus::user::testing {
 
@@ -28,5 +30,27 @@ Bytes probeFor(uint32_t address, uint32_t prefixLength = 32);
 
 // What the handler wrote into `result`'s packet: the value it looked up.
 uint32_t answerIn(const PacketResult &result);
+
+// A route of the probe's table: `address` (host order) / `length` -> `value`.
+struct Route {
+  uint32_t length, address, value;
+  uint32_t first() const { return length ? address & ~((uint64_t(1) << (32 - length)) - 1) : 0; }
+  uint32_t last() const { return uint32_t(first() + ((uint64_t(1) << (32 - length)) - 1)); }
+};
+
+// The longest route containing `address`, brute force.
+std::optional<uint32_t> longestMatch(const std::vector<Route> &routes, uint32_t address);
+
+// Prefixes of every length 0..32 nested around 10.11.12.13 (values 1000 +
+// length), beside a few disjoint ones (2000..2003).
+std::vector<Route> nestedRoutes();
+
+// Every interval bound of `routes` (each route's first and last address and
+// their neighbours), 0 and the last address, and 200 random addresses half
+// of them near 10.11.12.13 (seeded: the same every run).
+std::vector<uint32_t> addressesAround(const std::vector<Route> &routes);
+
+// The log's decision on `table`'s site (the first), or null.
+const core::SiteDecision *decisionOn(const core::SpecializationLog &log, const std::string &table);
 
 } // namespace morpheus::user::testing

@@ -13,12 +13,16 @@
 #include <llvm/Testing/Support/Error.h>
 
 #include <optional>
-#include <random>
 
 namespace morpheus::user {
 namespace {
 
+using testing::addressesAround;
 using testing::answerIn;
+using testing::decisionOn;
+using testing::longestMatch;
+using testing::nestedRoutes;
+using testing::Route;
 using testing::bytesOfValue;
 using testing::lpmKey;
 using testing::probeFor;
@@ -27,29 +31,6 @@ std::unique_ptr<Handler> loadProbe(const std::string &kind) {
   HandlerOptions options;
   options.cflags = {"-DLPM_KIND=" + kind};
   return testing::loadLpmProbe(options);
-}
-
-struct Route {
-  uint32_t length, address, value;
-  uint32_t first() const { return length ? address & ~((uint64_t(1) << (32 - length)) - 1) : 0; }
-  uint32_t last() const { return uint32_t(first() + ((uint64_t(1) << (32 - length)) - 1)); }
-};
-
-// The longest route containing `address`, brute force.
-std::optional<uint32_t> longestMatch(const std::vector<Route> &routes, uint32_t address) {
-  const Route *best = nullptr;
-  for (const Route &route : routes)
-    if (route.first() <= address && address <= route.last() &&
-        (!best || route.length > best->length))
-      best = &route;
-  return best ? std::optional(best->value) : std::nullopt;
-}
-
-const core::SiteDecision *decisionOn(const core::SpecializationLog &log, const std::string &table) {
-  for (const core::SiteDecision &decision : log.decisions)
-    if (decision.table == table)
-      return &decision;
-  return nullptr;
 }
 
 class LpmAsCodeOnUserTables : public ::testing::TestWithParam<std::string> {};
@@ -62,13 +43,7 @@ class LpmAsCodeOnUserTables : public ::testing::TestWithParam<std::string> {};
 TEST_P(LpmAsCodeOnUserTables, NestedPrefixesAtEveryLengthAnswerAsTheTable) {
   auto generic = loadProbe(GetParam()), specialized = loadProbe(GetParam());
   ASSERT_TRUE(generic && specialized);
-  std::vector<Route> routes;
-  for (uint32_t length = 0; length <= 32; ++length)
-    routes.push_back({length, 0x0a0b0c0du, 1000 + length});
-  routes.push_back({16, 0xc0a80000u, 2000});
-  routes.push_back({24, 0xc0a84d00u, 2001});
-  routes.push_back({12, 0xac100000u, 2002});
-  routes.push_back({31, 0xac1f0002u, 2003});
+  std::vector<Route> routes = nestedRoutes();
   for (Handler *handler : {generic.get(), specialized.get()})
     for (const Route &route : routes)
       ASSERT_THAT_ERROR(handler->tables().update("routes", lpmKey(route.length, route.first()),
@@ -86,13 +61,7 @@ TEST_P(LpmAsCodeOnUserTables, NestedPrefixesAtEveryLengthAnswerAsTheTable) {
   ASSERT_THAT_EXPECTED(ir, llvm::Succeeded());
   EXPECT_NE(ir->find("routes.search"), std::string::npos);
 
-  std::vector<uint32_t> addresses = {0, 0xffffffffu};
-  for (const Route &route : routes)
-    for (uint32_t address : {route.first(), route.last(), route.first() - 1, route.last() + 1})
-      addresses.push_back(address);
-  std::mt19937 random(13);
-  for (int i = 0; i < 200; ++i)
-    addresses.push_back(i % 2 ? uint32_t(random()) : 0x0a0b0c0du ^ (1u << (random() % 32)));
+  std::vector<uint32_t> addresses = addressesAround(routes);
   ReplayRing ring;
   for (uint32_t address : addresses)
     ring.frames.push_back(probeFor(address));

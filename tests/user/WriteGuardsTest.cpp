@@ -114,7 +114,7 @@ TEST(UserWriteGuards, HotFlowsOfALearnedTableGetAFastPathThatTheHandlersWritesTa
   const core::SiteDecision *fastPath = applied(second->log, "heavy-hitter-fast-path");
   ASSERT_TRUE(fastPath) << "no fast path over the learned table";
   EXPECT_EQ(second->writeCounts.size(), 3u); // one bucket per hot flow read
-  HandlerFunction withFastPath = probe->trampoline().current();
+  VersionHandle withFastPath = probe->trampoline().installed();
 
   // Hot and cold lookups, and new flows learned (other buckets): alike.
   std::vector<Bytes> mixed(looks.begin(), looks.begin() + 200);
@@ -141,7 +141,7 @@ TEST(UserWriteGuards, HotFlowsOfALearnedTableGetAFastPathThatTheHandlersWritesTa
 
   // The generic version counts too: flow 5 changed while it runs, then the
   // fast-path version installed again answers with the change.
-  probe->trampoline().install(probe->generic());
+  probe->trampoline().install(probe->genericVersion());
   EventLoop(probe->trampoline(), 1).collect(ringOf({command(Learn, 5, 55)}));
   probe->trampoline().install(withFastPath);
   EXPECT_EQ(answerIn(EventLoop(probe->trampoline(), 1).collect(ringOf({command(Look, 5)}))[0]),

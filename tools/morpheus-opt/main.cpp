@@ -4,7 +4,7 @@
 //   morpheus-opt IN.ll --state STATE.json [-passes=a,b|-passes=] [--guard-version N]
 //                [--fallback tail-call|in-program|none] [--inline-limit N] [--cost-model FILE]
 //                [--verifier-paths N] [--profile] [--no-profile MAP] [--write-guards] [-O2]
-//                [--print-analysis] [--backend bpf|user]
+//                [--print-analysis] [--backend bpf|user] [--generator TABLE=FILE.ll:FUNCTION]
 //
 // STATE.json = {"tables": {"NAME": {"type": "hash", "key_size": 8,
 //               "value_size": 16, "max_entries": 1024, "flags": 0,
@@ -31,7 +31,9 @@
 // --profile switches instrument-table-sites on (slots of the eBPF runtime's
 // size; --no-profile MAP excludes a table); --write-guards switches
 // guard-table-writes on (the eBPF runtime's bucket count; --no-profile
-// excludes there too).
+// excludes there too). --generator registers a custom generator for TABLE
+// (custom-generator) whose code is FILE.ll whatever the table holds: the
+// pass's frame, checks and declines are what it tests.
 #include "backend/bpf/BpfSignatures.h"
 #include "backend/bpf/Frontend.h"
 #include "backend/bpf/MapTypes.h"
@@ -104,6 +106,7 @@ int main(int argc, char **argv) {
   bool optimize = false, printAnalysis = false, profile = false, writeGuards = false;
   std::set<std::string> notProfiled;
   std::string backend = "bpf";
+  std::vector<core::LookupGenerator> generators;
   for (int i = 1; i < argc; ++i) {
     std::string arg = argv[i];
     auto value = [&]() -> std::string { return i + 1 < argc ? argv[++i] : ""; };
@@ -138,6 +141,27 @@ int main(int argc, char **argv) {
       notProfiled.insert(value());
     else if (arg == "--write-guards")
       writeGuards = true;
+    else if (arg == "--generator") {
+      std::string spec = value();
+      size_t equals = spec.find('='), colon = spec.rfind(':');
+      if (equals == std::string::npos || colon == std::string::npos || colon < equals)
+        return fail("--generator TABLE=FILE.ll:FUNCTION, not '" + spec + "'");
+      core::LookupGenerator generator;
+      generator.table = spec.substr(0, equals);
+      generator.name = spec.substr(equals + 1, colon - equals - 1);
+      generator.function = spec.substr(colon + 1);
+      generator.generate = [path = generator.name](const core::TableInfo &,
+                                                   const core::TableContents &,
+                                                   llvm::LLVMContext &context)
+          -> Expected<std::unique_ptr<llvm::Module>> {
+        llvm::SMDiagnostic diagnostic;
+        std::unique_ptr<llvm::Module> code = llvm::parseIRFile(path, diagnostic, context);
+        if (!code)
+          return makeError("{0}: {1}", path, diagnostic.getMessage());
+        return code;
+      };
+      generators.push_back(std::move(generator));
+    }
     else if (arg == "--backend")
       backend = value();
     else if (arg == "-O2")
@@ -154,7 +178,7 @@ int main(int argc, char **argv) {
                 "[--guard-version N] [--fallback tail-call|in-program|none] [--failure-verdict N] "
                 "[--inline-limit N] [--cost-model FILE] [--verifier-paths N] [--profile] [--no-profile MAP] "
                 "[--write-guards] [-O2] "
-                "[--print-analysis] [--backend bpf|user]");
+                "[--print-analysis] [--backend bpf|user] [--generator TABLE=FILE.ll:FUNCTION]");
 
   llvm::LLVMContext context;
   llvm::SMDiagnostic diagnostic;
@@ -275,6 +299,7 @@ int main(int argc, char **argv) {
   for (const auto &[bucket, count] : writeCounts.items())
     options.writeCounts[std::stoul(bucket)] = count.get<uint64_t>();
   options.optimize = optimize;
+  options.generators = generators;
   if (passes) {
     // The guard is not a table pass: --guard-version switches it on.
     options.tablePasses.emplace();

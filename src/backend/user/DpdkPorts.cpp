@@ -104,7 +104,8 @@ DpdkStats DpdkPorts::run(Trampoline &trampoline, uint32_t burstSize, uint64_t ma
       if (!count)
         continue;
       any = true;
-      HandlerFunction handler = trampoline.current(); // once per burst
+      Trampoline::Burst burst = trampoline.enter(); // one version per burst
+      HandlerFunction handler = burst.handler();
       for (uint16_t i = 0; i < count; ++i) {
         rte_mbuf *mbuf = received[i];
         packets[i] = {rte_pktmbuf_mtod(mbuf, uint8_t *), rte_pktmbuf_data_len(mbuf), port};

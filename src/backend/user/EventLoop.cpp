@@ -33,20 +33,23 @@ LoopStats EventLoop::loop(const ReplayRing &ring, unsigned rounds,
         std::memcpy(buffers[i].data(), frame.data(), frame.size());
         packets[i] = {buffers[i].data(), uint32_t(frame.size()), ring.ingressPort};
       }
-      HandlerFunction handler = trampoline.current(); // once per burst
-      if (prefetcher)
-        for (size_t i = 0; i < std::min<size_t>(subBatch, count); ++i)
-          prefetcher(&packets[i]);
-      for (size_t i = 0; i < count; ++i) {
-        // At each sub-batch's start, the next sub-batch's entries.
-        if (prefetcher && i % subBatch == 0)
-          for (size_t next = i + subBatch; next < std::min<size_t>(i + 2 * subBatch, count);
-               ++next)
-            prefetcher(&packets[next]);
-        int verdict = handler(&packets[i]);
-        stats.countVerdict(verdict);
-        perPacket(packets[i], verdict);
-      }
+      {
+        Trampoline::Burst burst = trampoline.enter(); // one version per burst
+        HandlerFunction handler = burst.handler();
+        if (prefetcher)
+          for (size_t i = 0; i < std::min<size_t>(subBatch, count); ++i)
+            prefetcher(&packets[i]);
+        for (size_t i = 0; i < count; ++i) {
+          // At each sub-batch's start, the next sub-batch's entries.
+          if (prefetcher && i % subBatch == 0)
+            for (size_t next = i + subBatch; next < std::min<size_t>(i + 2 * subBatch, count);
+                 ++next)
+              prefetcher(&packets[next]);
+          int verdict = handler(&packets[i]);
+          stats.countVerdict(verdict);
+          perPacket(packets[i], verdict);
+        }
+      } // the burst has left its version: the quiescent point
       stats.packets += count;
       ++stats.bursts;
       if (betweenBursts)

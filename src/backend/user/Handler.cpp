@@ -144,6 +144,53 @@ std::vector<std::string> tablePassesWithout(const std::vector<std::string> &left
   return passes;
 }
 
+VersionHandle Trampoline::installed() const {
+  std::lock_guard lock(mutex);
+  return running;
+}
+
+size_t Trampoline::retiredVersions() const {
+  std::lock_guard lock(mutex);
+  return retired.size();
+}
+
+HandlerFunction Trampoline::enterBurst() {
+  inside.fetch_add(1, std::memory_order_seq_cst);
+  return function.load(std::memory_order_seq_cst);
+}
+
+void Trampoline::leaveBurst() {
+  if (inside.fetch_sub(1, std::memory_order_seq_cst) == 1 &&
+      anyRetired.load(std::memory_order_seq_cst))
+    releaseRetired();
+}
+
+void Trampoline::install(VersionHandle version) {
+  {
+    std::lock_guard lock(mutex);
+    function.store(version ? version->entry() : nullptr, std::memory_order_seq_cst);
+    if (running)
+      retired.push_back(std::move(running));
+    running = std::move(version);
+    anyRetired.store(!retired.empty(), std::memory_order_seq_cst);
+  }
+  releaseRetired();
+}
+
+void Trampoline::releaseRetired() {
+  std::vector<VersionHandle> released;
+  {
+    std::lock_guard lock(mutex);
+    // A burst that entered before the versions were replaced and is still
+    // under way keeps `inside` above zero.
+    if (inside.load(std::memory_order_seq_cst) != 0)
+      return;
+    released.swap(retired);
+    anyRetired.store(false, std::memory_order_seq_cst);
+  }
+  // Out of the lock: the last handle removes its JITDylib (Jit::release).
+}
+
 Expected<std::unique_ptr<Handler>> Handler::load(const std::string &path,
                                                  const HandlerOptions &options) {
   std::unique_ptr<Handler> handler(new Handler(options));
@@ -200,13 +247,13 @@ Expected<std::unique_ptr<Handler>> Handler::load(const std::string &path,
                                    options.entry, "generic");
   if (!generic)
     return withContext(generic.takeError(), path);
-  handler->genericVersion = *generic;
+  handler->genericHandle = *generic;
   if (const Function *prefetcher = handler->pristine->getFunction(options.entry + "_prefetch");
       prefetcher && prefetcher->hasSection() &&
       prefetcher->getSection() == MU_PREFETCH_SECTION) {
     if (Error err = checkPrefetcher(*prefetcher))
       return err;
-    auto address = handler->jit->address("generic", prefetcher->getName().str());
+    auto address = handler->jit->address(**generic, prefetcher->getName().str());
     if (!address)
       return withContext(address.takeError(), path);
     handler->prefetchFunction = reinterpret_cast<PrefetchFunction>(*address);
@@ -227,6 +274,11 @@ Expected<std::unique_ptr<Module>> Handler::specializedModule(Cycle &cycle) {
       core::analyzeModule(*pristine, signatures, tableSet->catalog());
   core::ReadPlan plan = core::planReads(info, tableSet->catalog(), options.inlineLimit,
                                         runsTablePass("lpm-as-array"));
+  // A generator's code is made from every entry of its table.
+  if (runsTablePass("custom-generator"))
+    for (auto &[table, request] : plan)
+      if (core::generatorFor(options.generators, tableSet->catalog().at(table)))
+        request.wholeTableLimit = std::max(request.wholeTableLimit, core::GeneratorReadLimit);
   // The hot keys' answers, looked up one by one (for an LPM table, its
   // answer to exactly that key).
   for (const auto &[site, keys] : hotKeys) {
@@ -251,6 +303,7 @@ Expected<std::unique_ptr<Module>> Handler::specializedModule(Cycle &cycle) {
   specialization.faults = options.faults;
   specialization.points = points;
   specialization.tablePasses = options.tablePasses;
+  specialization.generators = options.generators;
   core::ProgramGuardOptions guardOptions;
   guardOptions.holdsFunction = GuardHoldsFunction;
   guardOptions.version = cycle.version;
@@ -335,14 +388,14 @@ bool Handler::writesInvalidated(unsigned site, const std::string &table) const {
   return false;
 }
 
-Expected<std::pair<Cycle, HandlerFunction>> Handler::build() {
+Expected<std::pair<Cycle, VersionHandle>> Handler::build() {
   Cycle cycle;
   followTraffic(cycle);
   auto module = specializedModule(cycle);
   if (!module)
     return module.takeError();
   if (!*module)
-    return std::pair(std::move(cycle), HandlerFunction(nullptr));
+    return std::pair(std::move(cycle), VersionHandle());
   auto start = std::chrono::steady_clock::now();
   auto function = jit->add(std::move(*module), context, options.entry,
                            "v" + std::to_string(++versions));
@@ -361,12 +414,12 @@ Expected<Cycle> Handler::specialize() {
   auto built = build();
   if (!built)
     return built.takeError();
-  auto &[cycle, function] = *built;
+  auto &[cycle, version] = *built;
   if (cycle.outcome == Cycle::Outcome::Installed) {
     startSampling(cycle);
     installedHotKeys = hotKeys;
     installedWriteCounts = cycle.writeCounts;
-    handlerSlot.install(function);
+    handlerSlot.install(std::move(version));
   }
   return std::move(cycle);
 }

@@ -24,23 +24,72 @@
 #include <atomic>
 #include <chrono>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace morpheus::user {
 
-// The handler the event loop calls: an atomic function pointer, read once
-// per burst (EventLoop), written by install. A burst runs whole on the
-// version it read; the next burst runs the new one: no packet is lost or
-// handled twice by a swap.
+// The handler the event loop calls. A loop enters a burst (enter()),
+// which reads the installed version once; the whole burst runs on it and
+// the next burst runs whatever was installed meanwhile: no packet is lost
+// or handled twice by a swap. install() keeps a handle to what it
+// replaces until no burst can still be inside it: the burst boundary is
+// the quiescent point. A version replaced while no burst is under way is
+// let go at once; otherwise when the last burst under way ends (or at the
+// next install, whichever first sees none). Whether a burst can still be
+// inside: `inside` counts bursts entered and not left; enter() counts
+// before it reads the version and install() stores the version before it
+// reads the count (both sequentially consistent), so a burst that install
+// saw as not entered reads the new version.
 class Trampoline {
 public:
-  HandlerFunction current() const { return handler.load(std::memory_order_acquire); }
-  void install(HandlerFunction function) { handler.store(function, std::memory_order_release); }
+  class Burst {
+  public:
+    explicit Burst(Trampoline &trampoline)
+        : trampoline(&trampoline), function(trampoline.enterBurst()) {}
+    ~Burst() {
+      if (trampoline)
+        trampoline->leaveBurst();
+    }
+    Burst(Burst &&other) noexcept
+        : trampoline(std::exchange(other.trampoline, nullptr)), function(other.function) {}
+    Burst(const Burst &) = delete;
+    Burst &operator=(const Burst &) = delete;
+    Burst &operator=(Burst &&) = delete;
+
+    HandlerFunction handler() const { return function; }
+
+  private:
+    Trampoline *trampoline;
+    HandlerFunction function;
+  };
+
+  // The start of a burst: the version every packet of it runs on.
+  Burst enter() { return Burst(*this); }
+  // The installed version's entry (null before the first install).
+  HandlerFunction current() const { return function.load(std::memory_order_acquire); }
+  // The installed version.
+  VersionHandle installed() const;
+  // Makes `version` the one the next burst runs.
+  void install(VersionHandle version);
+  // Versions replaced but held because a burst may be inside them.
+  size_t retiredVersions() const;
 
 private:
-  std::atomic<HandlerFunction> handler{nullptr};
+  HandlerFunction enterBurst();
+  void leaveBurst();
+  // Drops the replaced versions when no burst is under way.
+  void releaseRetired();
+
+  std::atomic<HandlerFunction> function{nullptr};
+  std::atomic<uint64_t> inside{0};
+  std::atomic<bool> anyRetired{false};
+  mutable std::mutex mutex; // guards running and retired
+  VersionHandle running;
+  std::vector<VersionHandle> retired;
 };
 
 struct HandlerOptions {
@@ -63,6 +112,11 @@ struct HandlerOptions {
   // WriteCounters), and a hot key is answered only while no write of it
   // was counted since its answer was read.
   std::optional<core::TrafficProfileOptions> traffic;
+  // Custom generators (core/LookupGenerator.h, Generators.h: Iridescent's
+  // add_custom_spec): the first serving a table makes its lookups' code
+  // each cycle while custom-generator is among the table passes; the
+  // tables they serve are read whole (up to core::GeneratorReadLimit).
+  std::vector<core::LookupGenerator> generators;
 };
 
 // What one specialization cycle did.
@@ -92,7 +146,12 @@ public:
 
   TableSet &tables() { return *tableSet; }
   Trampoline &trampoline() { return handlerSlot; }
-  HandlerFunction generic() const { return genericVersion; }
+  HandlerFunction generic() const { return genericHandle->entry(); }
+  // The generic version (kept as long as the handler).
+  const VersionHandle &genericVersion() const { return genericHandle; }
+  // The JIT-compiled versions alive (Jit::liveVersions): the generic one,
+  // the installed one, and those a caller or a burst still holds.
+  size_t liveVersions() const { return jit->liveVersions(); }
   // The handler's MU_PREFETCH function (`ENTRY_prefetch`), or null when it
   // declares none: the event loop's sub-batches call it (EventLoop).
   PrefetchFunction prefetcher() const { return prefetchFunction; }
@@ -117,6 +176,10 @@ public:
   // The table passes the next cycles run (HandlerOptions::tablePasses);
   // an unknown name is an error naming it.
   Error customizePasses(std::vector<std::string> passes);
+  // Registers a custom generator for the next cycles (HandlerOptions::generators).
+  void addGenerator(core::LookupGenerator generator) {
+    options.generators.push_back(std::move(generator));
+  }
   // configure(configuration), then one cycle.
   Expected<Cycle> specialize(const core::PointConfiguration &configuration);
 
@@ -133,7 +196,7 @@ public:
 
   // Builds and JIT-compiles a specialized version without installing it;
   // the cycle's outcome says whether specialize() would install it.
-  Expected<std::pair<Cycle, HandlerFunction>> build();
+  Expected<std::pair<Cycle, VersionHandle>> build();
 
 private:
   Handler(HandlerOptions options)
@@ -169,10 +232,10 @@ private:
   std::map<unsigned, std::vector<Bytes>> hotKeys;       // per site, for the next version
   std::map<unsigned, std::vector<Bytes>> installedHotKeys; // per site, of the installed version
   std::map<uint32_t, uint64_t> installedWriteCounts;       // its Cycle::writeCounts
-  std::unique_ptr<Jit> jit;
+  std::shared_ptr<Jit> jit;
   UserSignatures signatures;
-  Trampoline handlerSlot;
-  HandlerFunction genericVersion = nullptr;
+  VersionHandle genericHandle;
+  Trampoline handlerSlot; // after jit and genericHandle: let go of its versions first
   PrefetchFunction prefetchFunction = nullptr;
   std::vector<core::SpecializationPoint> space;
   core::PointConfiguration points;

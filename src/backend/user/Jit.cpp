@@ -7,6 +7,7 @@
 #include <llvm/ExecutionEngine/Orc/JITTargetMachineBuilder.h>
 #include <llvm/IR/Module.h>
 #include <llvm/Support/TargetSelect.h>
+#include <llvm/Support/raw_ostream.h>
 #include <llvm/Transforms/Utils/ModuleUtils.h>
 
 #include <mutex>
@@ -55,7 +56,7 @@ void prepareForJit(Module &module) {
       function.setSection("");
 }
 
-Expected<std::unique_ptr<Jit>> Jit::create(const TableSet &tables, const Profile &profile,
+Expected<std::shared_ptr<Jit>> Jit::create(const TableSet &tables, const Profile &profile,
                                            const WriteCounters &writes) {
   initializeNativeTarget();
   auto builder = JITTargetMachineBuilder::detectHost();
@@ -68,7 +69,7 @@ Expected<std::unique_ptr<Jit>> Jit::create(const TableSet &tables, const Profile
   if (!jit)
     return withContext(jit.takeError(), "JIT");
 
-  auto result = std::make_unique<Jit>();
+  auto result = std::make_shared<Jit>();
   result->machine = std::move(*machine);
   result->jit = std::move(*jit);
   auto shared = result->jit->createJITDylib("morpheus_user_shared");
@@ -97,30 +98,69 @@ Expected<std::unique_ptr<Jit>> Jit::create(const TableSet &tables, const Profile
   return result;
 }
 
-Expected<HandlerFunction> Jit::add(std::unique_ptr<Module> module, ThreadSafeContext context,
-                                   const std::string &entry, const std::string &label) {
+namespace {
+
+std::string dylibName(const std::string &label) { return "morpheus_user_" + label; }
+
+} // namespace
+
+Version::~Version() { jit->release(label); }
+
+Expected<VersionHandle> Jit::add(std::unique_ptr<Module> module, ThreadSafeContext context,
+                                 const std::string &entry, const std::string &label) {
   prepareForJit(*module);
   module->setDataLayout(jit->getDataLayout());
-  auto dylib = jit->createJITDylib("morpheus_user_" + label);
+  auto dylib = jit->createJITDylib(dylibName(label));
   if (!dylib)
     return withContext(dylib.takeError(), "JIT: version " + label);
+  // Until a handle holds it, the dylib is removed on every failure.
+  auto version = std::make_shared<Version>(shared_from_this(), label, nullptr);
   dylib->addToLinkOrder(*shared);
   if (Error err = jit->addIRModule(*dylib, ThreadSafeModule(std::move(module), context)))
     return withContext(std::move(err), "JIT: version " + label);
   auto address = jit->lookup(*dylib, entry);
   if (!address)
     return withContext(address.takeError(), "JIT: version " + label + ": handler '" + entry + "'");
-  return address->toPtr<HandlerFunction>();
+  version->function = address->toPtr<HandlerFunction>();
+  return version;
 }
 
-Expected<void *> Jit::address(const std::string &label, const std::string &name) {
-  JITDylib *dylib = jit->getExecutionSession().getJITDylibByName("morpheus_user_" + label);
+Expected<void *> Jit::address(const Version &version, const std::string &name) {
+  JITDylib *dylib = jit->getExecutionSession().getJITDylibByName(dylibName(version.name()));
   if (!dylib)
-    return makeError("JIT: no version '{0}'", label);
+    return makeError("JIT: no version '{0}'", version.name());
   auto address = jit->lookup(*dylib, name);
   if (!address)
-    return withContext(address.takeError(), "JIT: version " + label + ": '" + name + "'");
+    return withContext(address.takeError(), "JIT: version " + version.name() + ": '" + name + "'");
   return address->toPtr<void *>();
+}
+
+size_t Jit::liveVersions() const {
+  // The session's own account: every JITDylib it holds, by name.
+  std::string text;
+  raw_string_ostream stream(text);
+  jit->getExecutionSession().dump(stream);
+  size_t count = 0;
+  StringRef rest = text;
+  const std::string prefix = "JITDylib \"" + dylibName("");
+  const std::string sharedName = "JITDylib \"" + shared->getName() + "\"";
+  while (!rest.empty()) {
+    auto [line, next] = rest.split('\n');
+    count += line.starts_with(prefix) && !line.starts_with(sharedName);
+    rest = next;
+  }
+  return count;
+}
+
+void Jit::release(const std::string &label) {
+  ExecutionSession &session = jit->getExecutionSession();
+  JITDylib *dylib = session.getJITDylibByName(dylibName(label));
+  if (!dylib)
+    return;
+  // Nothing can call into it any more (its last handle went): its code and
+  // data are freed. A failure here leaks the version, it changes nothing.
+  if (Error err = session.removeJITDylib(*dylib))
+    session.reportError(std::move(err));
 }
 
 } // namespace morpheus::user

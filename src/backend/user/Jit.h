@@ -4,8 +4,10 @@
 // them link against one JITDylib that binds what they share: each MU_TABLE
 // global to its user::Table, the table API (mu_lookup, ...), the guard's
 // version word, the traffic profile's storage and the write counters.
-// Versions are kept until the Jit goes: the event loop may still be running
-// one it read before a swap.
+// A version lives as long as a handle to it (VersionHandle): its JITDylib
+// is removed from the session, and its code freed, when the last handle
+// goes. The trampoline holds one for what it runs and for what a burst
+// may still be inside (Handler.h says when it lets go).
 #pragma once
 
 #include "backend/user/Profile.h"
@@ -19,6 +21,7 @@
 
 #include <memory>
 #include <string>
+#include <vector>
 
 extern "C" {
 #include "backend/user/include/morpheus_user.h"
@@ -29,11 +32,35 @@ namespace morpheus::user {
 using HandlerFunction = int (*)(mu_packet *);
 using PrefetchFunction = void (*)(const mu_packet *);
 
-class Jit {
+class Jit;
+
+// One JIT-compiled version of a handler: its JITDylib and entry point.
+// Whoever may still call `entry` holds the handle; the last one to drop it
+// removes the JITDylib (its code and data freed).
+class Version {
+public:
+  Version(std::shared_ptr<Jit> jit, std::string label, HandlerFunction entry)
+      : jit(std::move(jit)), label(std::move(label)), function(entry) {}
+  ~Version();
+  Version(const Version &) = delete;
+  Version &operator=(const Version &) = delete;
+
+  HandlerFunction entry() const { return function; }
+  const std::string &name() const { return label; }
+
+private:
+  friend class Jit;
+  std::shared_ptr<Jit> jit; // outlives its versions (another handler's trampoline may hold one)
+  std::string label;
+  HandlerFunction function;
+};
+using VersionHandle = std::shared_ptr<const Version>;
+
+class Jit : public std::enable_shared_from_this<Jit> {
 public:
   // A JIT for the host, with `tables`, their guard, `profile` and `writes`
   // bound.
-  static Expected<std::unique_ptr<Jit>> create(const TableSet &tables, const Profile &profile,
+  static Expected<std::shared_ptr<Jit>> create(const TableSet &tables, const Profile &profile,
                                                const WriteCounters &writes);
 
   // The host's target machine, for the O2 pipeline of specializations.
@@ -41,15 +68,24 @@ public:
   const llvm::DataLayout &dataLayout() const { return jit->getDataLayout(); }
 
   // Compiles `module` (in the context `context` owns) as version `label`
-  // and returns its function `entry`. Table definitions become references
-  // to the shared tables (prepareForJit).
-  Expected<HandlerFunction> add(std::unique_ptr<llvm::Module> module,
-                                llvm::orc::ThreadSafeContext context, const std::string &entry,
-                                const std::string &label);
-  // The address of `name` in version `label` (added before).
-  Expected<void *> address(const std::string &label, const std::string &name);
+  // and returns it, its function `entry` looked up. Table definitions
+  // become references to the shared tables (prepareForJit).
+  Expected<VersionHandle> add(std::unique_ptr<llvm::Module> module,
+                              llvm::orc::ThreadSafeContext context, const std::string &entry,
+                              const std::string &label);
+  // The address of `name` in `version`.
+  Expected<void *> address(const Version &version, const std::string &name);
+
+  // How many versions the execution session holds now (each a JITDylib;
+  // the shared one not counted): what dropping handles gives back.
+  size_t liveVersions() const;
 
 private:
+  friend class Version;
+  // Removes version `label`'s JITDylib from the session (its last handle
+  // went).
+  void release(const std::string &label);
+
   std::unique_ptr<llvm::orc::LLJIT> jit;
   std::unique_ptr<llvm::TargetMachine> machine;
   llvm::orc::JITDylib *shared = nullptr;

@@ -2,7 +2,7 @@
 // implemented, with the argument for its correctness, in its own file:
 //   SpecializationPoints.cpp, ResolveInnerTable.cpp, TableElimination.cpp,
 //   ConstantKeyLookup.cpp, FoldReadOnlyFields.cpp, FoldReadOnlyGlobals.cpp,
-//   InlineSmallTable.cpp, LpmAsCode.cpp, LpmAsArray.cpp (both choosing
+//   CustomGenerator.cpp, InlineSmallTable.cpp, LpmAsCode.cpp, LpmAsArray.cpp (both choosing
 //   through TrieRepresentation.cpp),
 //   ConstantFields.cpp, BranchInjection.cpp,
 //   GuardTableWrites.cpp, InstrumentTableSites.cpp,

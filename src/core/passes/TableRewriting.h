@@ -6,6 +6,7 @@
 
 #include "core/CostModel.h"
 #include "core/FaultInjection.h"
+#include "core/LookupGenerator.h"
 #include "core/SpecializationLog.h"
 #include "core/SpecializationPoints.h"
 #include "core/TableAccessAnalysis.h"
@@ -149,6 +150,9 @@ struct TablePassContext {
   // run this time (a representation whose pass does not run is not eligible).
   CostModel costModel;
   std::set<std::string> enabledPasses;
+  // Custom generators (custom-generator): the first serving a table makes
+  // the code of its lookups.
+  std::vector<LookupGenerator> generators;
 
   bool untouchable(const std::string &function) const {
     return unguardedFunctions.count(function) || genericFunctions.count(function);

@@ -78,4 +78,10 @@ long mu_delete(struct mu_table_def *table, const void *key);
  * entry, the hash bucket); changes nothing, returns nothing. */
 void mu_prefetch(struct mu_table_def *table, const void *key);
 
+/* What a custom generator's lookup function (backend/user/Generators.h)
+ * returns for a key besides an entry's index: no entry answers it, or the
+ * table's own lookup must. */
+#define MU_GENERATED_MISS (-1LL)
+#define MU_GENERATED_ASK_TABLE (-2LL)
+
 #endif /* MORPHEUS_USER_H */
