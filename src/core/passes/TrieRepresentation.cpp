@@ -89,6 +89,7 @@ TrieCandidates trieCandidates(const AccessSite &site, const TableInfo &table,
   shape.keySize = table.keySize;
   shape.intervals = out.intervals.size();
   shape.derivedLoads = out.derived.loads;
+  shape.derivedBytes = out.derived.bytes;
   std::vector<Representation> eligible;
   if (!noSearch)
     eligible.push_back(Representation::PrefixSearch);
