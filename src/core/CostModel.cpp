@@ -92,8 +92,9 @@ std::string RepresentationChoice::describe() const {
                           candidate.ns)
                 .str();
   text.pop_back();
-  text += llvm::formatv(" (chosen: {0}; {1} costs)", representationName(chosen),
-                        calibrated ? "calibrated" : "default")
+  text += llvm::formatv(" (chosen: {0}; {1} costs{2}{3})", representationName(chosen),
+                        calibrated ? "calibrated" : "default",
+                        memoryDeclined.empty() ? "" : "; ", memoryDeclined)
               .str();
   return text;
 }
@@ -172,6 +173,10 @@ double CostModel::predictNs(Representation representation, const TableShape &sha
   return original;
 }
 
+uint64_t CostModel::memoryBytes(Representation representation, const TableShape &shape) {
+  return representation == Representation::DerivedArray ? shape.derivedBytes : 0;
+}
+
 RepresentationChoice CostModel::choose(const TableShape &shape,
                                        std::vector<Representation> eligible) const {
   if (std::find(eligible.begin(), eligible.end(), Representation::OriginalMap) == eligible.end())
@@ -182,8 +187,28 @@ RepresentationChoice CostModel::choose(const TableShape &shape,
     choice.candidates.push_back({representation, predictNs(representation, shape)});
   std::stable_sort(choice.candidates.begin(), choice.candidates.end(),
                    [](const CandidateCost &a, const CandidateCost &b) { return a.ns < b.ns; });
-  choice.chosen = choice.candidates.front().representation;
-  choice.predictedNs = choice.candidates.front().ns;
+  const CandidateCost *chosen = &choice.candidates.front();
+  if (uint64_t bytes = memoryBytes(chosen->representation, shape)) {
+    const CandidateCost *withoutMemory = nullptr;
+    for (const CandidateCost &candidate : choice.candidates)
+      if (!memoryBytes(candidate.representation, shape)) {
+        withoutMemory = &candidate;
+        break;
+      }
+    double kib = double(bytes) / 1024, asked = kib * MemoryNsPerKiB;
+    double saving = withoutMemory->ns - chosen->ns; // the map is always there
+    if (saving < asked) {
+      choice.memoryDeclined =
+          llvm::formatv("the {0}'s {1:f0} KiB save {2:f1} ns over the {3}, under the "
+                        "{4:f1} ns its memory asks",
+                        representationName(chosen->representation), kib, saving,
+                        representationName(withoutMemory->representation), asked)
+              .str();
+      chosen = withoutMemory;
+    }
+  }
+  choice.chosen = chosen->representation;
+  choice.predictedNs = chosen->ns;
   return choice;
 }
 

@@ -84,6 +84,23 @@ struct TableShape {
   std::vector<double> hotShares;
 };
 
+// What a representation's memory must buy: a derived table is taken only
+// when it is predicted to save at least this many ns per KiB of it over
+// the cheapest representation that holds no memory (a search or a chain
+// is code; the map is there anyway); otherwise that one is, and the
+// choice says why. The table's own cache misses are already in its
+// prediction (derivedLoadNs by its bytes); the price stands for what the
+// model does not see: its own error between representations, and what
+// the table's lines evict of the program's other data and of the other
+// programs on the core. Why 1 ns per 16 KiB: the smallest table
+// lpm-as-array builds (its 128 KiB first level) must then save 8 ns,
+// more than the model's error where it was measured (router-20routes:
+// the search and the derived table measure alike, predicted 5.5 ns
+// apart; nat's 2-prefix table, predicted 5.9 ns under the trie, measures
+// no faster), and a 1 MiB table 64 ns; the 500-route trie's 216 KiB (13.5
+// ns asked) save ~45 ns predicted, ~100 measured.
+constexpr double MemoryNsPerKiB = 1.0 / 16;
+
 // One representation's predicted cost for a table.
 struct CandidateCost {
   Representation representation;
@@ -96,6 +113,9 @@ struct RepresentationChoice {
   double predictedNs = 0;
   std::vector<CandidateCost> candidates; // eligible ones, cheapest first
   bool calibrated = false;               // the model's costs were measured
+  // Set when the cheapest candidate's memory was not worth its saving and
+  // the cheapest without memory was chosen instead: why.
+  std::string memoryDeclined;
   // "map 41.2 ns, search 4.4 ns, derived 9.2 ns (chosen: search; defaults)"
   std::string describe() const;
   // The prediction for `representation`, when it was a candidate.
@@ -117,10 +137,14 @@ public:
   double lpmLookupNs(size_t prefixes) const;
   // The map's own lookup for a table of `match` with `entries`.
   double originalLookupNs(TableMatch match, size_t entries) const;
+  // The bytes `representation` adds for `shape` (a derived table's).
+  static uint64_t memoryBytes(Representation representation, const TableShape &shape);
   // Predicted ns per lookup of `representation` for `shape`.
   double predictNs(Representation representation, const TableShape &shape) const;
   // The cheapest of `eligible` (the original map is always eligible and
-  // added when missing); ties go to the earlier candidate in `eligible`.
+  // added when missing) whose memory, if it holds any, saves at least
+  // MemoryNsPerKiB per KiB over the cheapest without; ties go to the
+  // earlier candidate in `eligible`.
   RepresentationChoice choose(const TableShape &shape,
                               std::vector<Representation> eligible) const;
   // The costs heavy-hitter-fast-path sizes fast paths with.

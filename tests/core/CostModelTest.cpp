@@ -198,6 +198,22 @@ TableEntry prefixEntry(uint8_t length, uint8_t a, uint8_t b, uint8_t c, uint16_t
                     Bytes{uint8_t(value), uint8_t(value >> 8), 0, 0}};
 }
 
+// Unit costs as this machine's calibration measured them (`morpheus bench
+// calibrate --rounds 15`, 2026-11-24 18:41 UTC, load 8.8): a trie 11 ns at
+// 2 prefixes, 123 ns at 4,096; a search level 3.5-5 ns; a derived load
+// dearer in a larger table.
+OperationCosts calibratedHere() {
+  OperationCosts costs;
+  costs.hashLookupNs = 34.06;
+  costs.arrayLookupNs = 0.94;
+  costs.helperCallNs = 15.06;
+  costs.compareNs = 0.2;
+  costs.lpmLookupNs = {{{2, 11.44}, {16, 21.12}, {256, 45.94}, {4096, 123.06}}};
+  costs.searchLevelNs = {{{4, 5}, {32, 3.6}, {256, 3.5}}};
+  costs.derivedLoadNs = {{{4096, 1.38}, {131072, 4.75}, {1048576, 10.62}}};
+  return costs;
+}
+
 class TrieChoice : public ::testing::Test {
 protected:
   void SetUp() override {
@@ -219,6 +235,14 @@ protected:
     contents.complete = true;
     contents.entries = {prefixEntry(8, 10, 0, 0, 1), prefixEntry(16, 10, 1, 0, 2),
                         prefixEntry(24, 10, 1, 2, 3)};
+  }
+
+  // The decision of `pass` at `routes` in the last specialization.
+  const SiteDecision *decisionOf(const std::string &pass) const {
+    for (const SiteDecision &decision : decisions)
+      if (decision.table == "routes" && decision.pass == pass)
+        return &decision;
+    return nullptr;
   }
 
   // Which pass applied at `routes`, or "" when none did; `declined` gets
@@ -286,6 +310,52 @@ TEST_F(TrieChoice, ACheapTrieKeepsItsLookup) {
   OperationCosts costs;
   costs.lpmLookupNs = {{{2, 0.1}}};
   EXPECT_EQ(specializeWith(CostModel(costs, "test")), "");
+}
+
+TEST_F(TrieChoice, NatsTwoPrefixesGetNoDerivedTable) {
+  // nat's inside prefixes: one load from a 128 KiB table, predicted 5.9 ns
+  // under the trie (the cheapest without memory: the 3-level search is
+  // dearer), under the 8 ns its memory asks: the trie keeps its lookup.
+  snapshot["routes"].entries = {prefixEntry(16, 192, 168, 0, 1), prefixEntry(8, 10, 0, 0, 2)};
+  EXPECT_EQ(specializeWith(CostModel(calibratedHere(), "test")), "");
+  const SiteDecision *derived = decisionOf("lpm-as-array");
+  ASSERT_NE(derived, nullptr);
+  EXPECT_FALSE(derived->applied);
+  ASSERT_TRUE(derived->choice);
+  const RepresentationChoice &choice = *derived->choice;
+  EXPECT_EQ(choice.chosen, Representation::OriginalMap);
+  // Without its memory's price the derived table would have been chosen.
+  double derivedNs = *choice.predictionFor(Representation::DerivedArray);
+  EXPECT_EQ(choice.candidates.front().representation, Representation::DerivedArray);
+  EXPECT_LT(choice.predictedNs - derivedNs, 128 * MemoryNsPerKiB);
+  EXPECT_NE(choice.memoryDeclined.find("128 KiB"), std::string::npos) << choice.memoryDeclined;
+  EXPECT_NE(derived->detail.find("the cost model prefers the map"), std::string::npos)
+      << derived->detail;
+  EXPECT_NE(derived->detail.find("its memory asks"), std::string::npos) << derived->detail;
+}
+
+TEST_F(TrieChoice, FiveHundredRoutesKeepTheirDerivedTable) {
+  // 500 routes, over the inline limit: the derived table (over 128 KiB)
+  // saves far more of the trie's lookup than its memory asks.
+  TableContents &contents = snapshot["routes"];
+  contents.entries.clear();
+  for (uint16_t i = 0; i < 500; ++i) {
+    bool wide = i % 3 == 0; // a /16, else a /24
+    contents.entries.push_back(prefixEntry(wide ? 16 : 24, uint8_t(10 + i / 256), uint8_t(i),
+                                           wide ? 0 : uint8_t(i * 7), i));
+  }
+  catalog["routes"].maxEntries = 1024;
+  EXPECT_EQ(specializeWith(CostModel(calibratedHere(), "test")), "lpm-as-array");
+  const SiteDecision *derived = decisionOf("lpm-as-array");
+  ASSERT_NE(derived, nullptr);
+  ASSERT_TRUE(derived->choice);
+  const RepresentationChoice &choice = *derived->choice;
+  EXPECT_EQ(choice.chosen, Representation::DerivedArray);
+  EXPECT_TRUE(choice.memoryDeclined.empty()) << choice.memoryDeclined;
+  double saving = *choice.predictionFor(Representation::OriginalMap) - choice.predictedNs;
+  // More than the largest table 500 routes can cut asks (128 KiB and 500
+  // chunks of 512 bytes: under 384 KiB).
+  EXPECT_GT(saving, 384 * MemoryNsPerKiB) << derived->detail;
 }
 
 TEST_F(TrieChoice, ARepresentationWhosePassDoesNotRunIsNotACandidate) {
