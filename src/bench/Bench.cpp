@@ -14,6 +14,7 @@
 #include <bpf/libbpf.h>
 #include <linux/bpf.h>
 
+#include <llvm/ADT/STLExtras.h>
 #include <llvm/ADT/StringExtras.h>
 #include <llvm/Support/FileSystem.h>
 #include <llvm/Support/Path.h>
@@ -21,6 +22,7 @@
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <sched.h>
 #include <set>
@@ -609,8 +611,11 @@ TraceResult describeTrace(const Trace &trace, const BenchOptions &options) {
   // each variant fares in each phase.
   result.segments = std::clamp<uint32_t>(phased ? options.segments : 1, 1,
                                          uint32_t(trace.sequence.size()));
-  if (phased)
+  if (phased) {
     result.phases = options.phases;
+    // Checked when the trace was generated.
+    result.phaseEdges = cantFail(phaseEdges(options.phases, result.packets));
+  }
   return result;
 }
 
@@ -646,6 +651,24 @@ struct FollowingVariant {
   bool loop; // cycles on each trace before timing
 };
 
+// A cycle of a loop following the traffic, in one line: its outcome, and
+// per profiled site what the samples said and became of the hot keys.
+std::string describeCycle(const runtime::CycleReport &report) {
+  std::string line = report.describe();
+  if (report.installed() && report.verifiedInstructions)
+    line += llvm::formatv(" ({0} instructions verified)", *report.verifiedInstructions).str();
+  for (const auto &[site, traffic] : report.traffic) {
+    line += llvm::formatv("; site #{0}: period {1}, {2}", site, traffic.period, traffic.why).str();
+    // What became of the hot keys (a recompiled cycle only).
+    for (const core::SiteDecision &decision : report.log.decisions)
+      if (decision.site == site && decision.pass == "heavy-hitter-fast-path") {
+        line += (decision.applied ? " -> fast path: " : " -> no fast path: ") + decision.detail;
+        break; // a generic copy's twin says the same
+      }
+  }
+  return line;
+}
+
 // The loop on one trace, as `morpheus run` would run it: the whole trace
 // through the running version (which samples it), then a cycle, each of
 // `options.trafficCycles` times. Returns one line per cycle.
@@ -664,22 +687,108 @@ Expected<std::vector<std::string>> followTrace(Driver &driver, runtime::Optimize
         report.outcome == runtime::CycleOutcome::Refused)
       return makeError("trace {0}: cycle {1} of the loop: {2}", trace.name, cycle + 1,
                        report.describe());
-    std::string line = llvm::formatv("cycle {0}: {1}", cycle + 1, report.describe()).str();
-    if (report.installed() && report.verifiedInstructions)
-      line += llvm::formatv(" ({0} instructions verified)", *report.verifiedInstructions).str();
-    for (const auto &[site, traffic] : report.traffic) {
-      line += llvm::formatv("; site #{0}: period {1}, {2}", site, traffic.period, traffic.why)
-                  .str();
-      // What became of the hot keys (a recompiled cycle only).
-      for (const core::SiteDecision &decision : report.log.decisions)
-        if (decision.site == site && decision.pass == "heavy-hitter-fast-path") {
-          line += (decision.applied ? " -> fast path: " : " -> no fast path: ") + decision.detail;
-          break; // a generic copy's twin says the same
-        }
-    }
-    lines.push_back(std::move(line));
+    lines.push_back(llvm::formatv("cycle {0}: {1}", cycle + 1, describeCycle(report)).str());
   }
   return lines;
+}
+
+// Median speed-up of slices [first, first + count) of `slices`.
+double medianSpeedup(const std::vector<AdaptationSlice> &slices, uint32_t first, uint32_t count) {
+  Series speedups;
+  for (uint32_t i = first; i < first + count; ++i)
+    speedups.values.push_back(slices[i].speedup);
+  return speedups.median();
+}
+
+// The adaptation experiment (the papers' phased traces, issue 11): the
+// trace plays in order, slice by slice, each slice timed `rounds` times
+// through the baseline and the running version of `optimizer` (and the
+// control), interleaved; every `period` slices the loop runs a cycle on
+// what the running version sampled so far, as `morpheus run` would each
+// period. The optimizer starts instrumented and without fast paths.
+Expected<AdaptationResult> adaptToTrace(Driver &driver, runtime::Optimizer &optimizer,
+                                        int baselineFd, int emptyFd, const Trace &trace,
+                                        const TraceResult &described,
+                                        const BenchOptions &options, uint32_t ingress,
+                                        LiveTarget *live) {
+  if (Error err = driver.setTrace(trace))
+    return err;
+  TraceTimer timer(driver, trace, ingress, live);
+  uint64_t packets = trace.sequence.size();
+  uint32_t segments = described.segments;
+  // The data-plane state the baseline's passes brought (learnt addresses,
+  // connections), brought through the loop's original program, which
+  // shares its maps and samples nothing.
+  if (auto warm = timer.time(optimizer.originalFd(), 0, uint32_t(packets)); !warm)
+    return warm.takeError();
+  AdaptationResult result;
+  result.periodSlices = options.adaptPeriod;
+  for (llvm::StringRef spec : llvm::split(options.phases, ','))
+    result.phases.push_back({spec.trim().str()});
+  for (uint32_t i = 0; i < segments; ++i) {
+    AdaptationSlice &slice = result.slices.emplace_back();
+    if (i > 0 && i % options.adaptPeriod == 0) {
+      runtime::CycleReport report = optimizer.runCycle();
+      if (report.outcome == runtime::CycleOutcome::Failed ||
+          report.outcome == runtime::CycleOutcome::Refused)
+        return makeError("trace {0}: the loop's cycle before slice {1}: {2}", trace.name, i + 1,
+                         report.describe());
+      slice.cycle = describeCycle(report);
+      slice.installed = report.installed();
+      if (options.progress)
+        options.progress(llvm::formatv("  {0}: adaptation cycle before slice {1}: {2}",
+                                       trace.name, i + 1, slice.cycle)
+                             .str());
+    }
+    uint32_t start = uint32_t(packets * i / segments);
+    uint32_t count = uint32_t(packets * (i + 1) / segments) - start;
+    slice.phase = uint32_t(llvm::count_if(described.phaseEdges,
+                                          [&](uint64_t edge) { return edge <= start; }));
+    for (uint32_t round = 0; round < options.rounds; ++round) {
+      // Rotated like the bench's rounds; the running version is asked for
+      // each time (a cycle may have swapped it).
+      std::array<int, 3> fds = {baselineFd, optimizer.activeFd(), emptyFd};
+      std::array<double, 3> ns{};
+      for (uint32_t k = 0; k < fds.size(); ++k) {
+        uint32_t which = (k + round) % fds.size();
+        auto timing = timer.time(fds[which], start, count);
+        if (!timing)
+          return timing.takeError();
+        ns[which] = timing->ns;
+      }
+      slice.baselineNet.values.push_back(ns[0] - ns[2]);
+      slice.morpheusNet.values.push_back(ns[1] - ns[2]);
+    }
+    slice.speedup = slice.baselineNet.median() / std::max(slice.morpheusNet.median(), 0.1);
+    if (options.progress)
+      options.progress(llvm::formatv("  {0}: adaptation slice {1}/{2} (phase {3}){4}: baseline "
+                                     "{5:f1} ns, morpheus {6:f1} ns",
+                                     trace.name, i + 1, segments, slice.phase + 1,
+                                     slice.installed ? ", new version" : "",
+                                     slice.baselineNet.median(), slice.morpheusNet.median())
+                           .str());
+  }
+  for (uint32_t p = 0; p < result.phases.size(); ++p) {
+    PhaseAdaptation &phase = result.phases[p];
+    auto inPhase = [&](const AdaptationSlice &s) { return s.phase == p; };
+    auto first = llvm::find_if(result.slices, inPhase);
+    phase.firstSlice = uint32_t(first - result.slices.begin());
+    phase.slices = uint32_t(llvm::count_if(result.slices, inPhase));
+    if (phase.slices == 0)
+      continue;
+    uint32_t secondHalf = phase.slices / 2;
+    phase.steadySpeedup = medianSpeedup(result.slices, phase.firstSlice + secondHalf,
+                                        phase.slices - secondHalf);
+    double gain = phase.steadySpeedup - 1;
+    if (gain < 0.02)
+      continue;
+    for (uint32_t i = 0; i < phase.slices; ++i)
+      if (result.slices[phase.firstSlice + i].speedup - 1 >= 0.9 * gain) {
+        phase.slicesTo90 = i;
+        break;
+      }
+  }
+  return result;
 }
 
 // Times every variant (baseline first) over `trace`, after a warm-up pass
@@ -848,6 +957,16 @@ Expected<BenchResult> runInNamespace(const Preset &preset, const BenchOptions &o
     }
   }
 
+  // The options of a loop following the traffic as `traffic` says, its
+  // fast paths priced by the calibrated model.
+  auto followingOptions = [&](core::TrafficProfileOptions traffic) {
+    runtime::OptimizerOptions following = optimizerOptions;
+    if (options.costModel.calibrated())
+      traffic.costs = options.costModel.fastPathCosts(traffic.costs);
+    following.traffic = traffic;
+    return following;
+  };
+
   // The variants that follow the traffic, each on its own maps (the same
   // configuration), so their samples and data-plane state are their own.
   std::vector<FollowingVariant> following;
@@ -856,16 +975,11 @@ Expected<BenchResult> runInNamespace(const Preset &preset, const BenchOptions &o
     naive.mode = core::ProfileMode::Naive;
     sampledOnly.maxFastPath = 0;
     naive.maxFastPath = 0;
-    if (options.costModel.calibrated())
-      for (core::TrafficProfileOptions *traffic : {&adaptive, &sampledOnly, &naive})
-        traffic->costs = options.costModel.fastPathCosts(traffic->costs);
     for (auto [name, traffic, loop] :
          {std::tuple{MorpheusName, adaptive, true},
           std::tuple{AdaptiveInstrumentationName, sampledOnly, true},
           std::tuple{NaiveInstrumentationName, naive, false}}) {
-      runtime::OptimizerOptions followingOptions = optimizerOptions;
-      followingOptions.traffic = traffic;
-      auto loaded = loadConfigured(preset, followingOptions, name);
+      auto loaded = loadConfigured(preset, followingOptions(traffic), name);
       if (!loaded)
         return loaded.takeError();
       runtime::CycleReport installed = (*loaded)->runCycle();
@@ -874,6 +988,21 @@ Expected<BenchResult> runInNamespace(const Preset &preset, const BenchOptions &o
                          preset.name, name, installed.describe());
       following.push_back({name, std::move(*loaded), loop});
     }
+  }
+
+  // The adaptation experiment's loop: the `morpheus` variant's options, an
+  // optimizer and maps of its own, instrumented and nothing learnt yet.
+  std::unique_ptr<runtime::Optimizer> adapting;
+  if (options.adaptPeriod > 0) {
+    auto loaded = loadConfigured(preset, followingOptions(core::TrafficProfileOptions()),
+                                 "adapting");
+    if (!loaded)
+      return loaded.takeError();
+    runtime::CycleReport installed = (*loaded)->runCycle();
+    if (!installed.installed())
+      return makeError("bench {0}: adaptation: the instrumented program was not installed: {1}",
+                       preset.name, installed.describe());
+    adapting = std::move(*loaded);
   }
 
   // morpheus-static without its program guard: what the guard costs.
@@ -976,6 +1105,19 @@ Expected<BenchResult> runInNamespace(const Preset &preset, const BenchOptions &o
     if (!measured)
       return measured.takeError();
     measured->followed = std::move(followed);
+    if (adapting && trace.name == PhasedTrace) {
+      if (options.progress)
+        options.progress(llvm::formatv("bench {0}: adaptation on the '{1}' trace: a cycle "
+                                       "every {2} of {3} slices",
+                                       preset.name, trace.name, options.adaptPeriod,
+                                       measured->segments)
+                             .str());
+      auto adaptation = adaptToTrace(*driver, *adapting, optimizer.originalFd(), emptyFd, trace,
+                                     *measured, options, ingress, live ? &*live : nullptr);
+      if (!adaptation)
+        return adaptation.takeError();
+      measured->adaptation = std::move(*adaptation);
+    }
     result.traces.push_back(std::move(*measured));
   }
   return result;
@@ -983,9 +1125,49 @@ Expected<BenchResult> runInNamespace(const Preset &preset, const BenchOptions &o
 
 } // namespace
 
+Expected<std::vector<uint64_t>> phaseEdges(const std::string &spec, uint64_t packets) {
+  std::vector<std::optional<uint64_t>> lengths;
+  for (llvm::StringRef item : llvm::split(spec, ',')) {
+    llvm::SmallVector<llvm::StringRef, 3> fields;
+    item.trim().split(fields, '/');
+    if (fields.size() > 3 || fields[0].empty())
+      return makeError("bad phase '{0}' in '{1}': expected MODEL[/PACKETS[/SET]]", item, spec);
+    uint64_t length = 0;
+    if (fields.size() < 2 || fields[1].empty() || fields[1] == "*")
+      lengths.push_back(std::nullopt);
+    else if (fields[1].getAsInteger(10, length) || length == 0)
+      return makeError("bad phase '{0}' in '{1}': PACKETS must be a positive integer", item,
+                       spec);
+    else
+      lengths.push_back(length);
+  }
+  uint64_t sized = 0, unsized = 0;
+  for (const std::optional<uint64_t> &length : lengths)
+    length ? sized += *length : ++unsized;
+  if (unsized && sized > packets)
+    return makeError("phases '{0}' need {1} packets, more than the trace's {2}", spec, sized,
+                     packets);
+  uint64_t left = unsized ? packets - sized : 0, position = 0, k = 0;
+  std::vector<uint64_t> edges;
+  for (size_t i = 0; i + 1 < lengths.size(); ++i) {
+    if (lengths[i])
+      position += *lengths[i];
+    else
+      position += left / unsized + (k++ < left % unsized ? 1 : 0);
+    edges.push_back(position);
+  }
+  return edges;
+}
+
 Expected<BenchResult> runBench(const Preset &preset, const BenchOptions &options) {
   if (options.rounds == 0 || options.packets == 0)
     return makeError("bench: --rounds and --packets must be at least 1");
+  if (!options.phases.empty())
+    if (auto edges = phaseEdges(options.phases, options.packets); !edges)
+      return withContext(edges.takeError(), "bench: --phases");
+  if (options.adaptPeriod > 0 && options.phases.empty())
+    return makeError("bench: the adaptation experiment (--adapt-period) runs on a phased "
+                     "trace: give --phases");
   std::string traceDir = options.keepTraces;
   llvm::SmallString<128> temporary;
   if (traceDir.empty()) {
@@ -1076,6 +1258,28 @@ nlohmann::json toJson(const BenchResult &result) {
                       {"resized_frames", trace.resizedFrames},
                       {"variants", variants},
                       {"followed", trace.followed}});
+    nlohmann::json &added = traces.back();
+    if (!trace.phaseEdges.empty())
+      added["phase_edges"] = trace.phaseEdges;
+    if (const std::optional<AdaptationResult> &adaptation = trace.adaptation) {
+      nlohmann::json slices = nlohmann::json::array(), phases = nlohmann::json::array();
+      for (const AdaptationSlice &slice : adaptation->slices)
+        slices.push_back({{"phase", slice.phase},
+                          {"baseline_net_ns", series(slice.baselineNet)},
+                          {"morpheus_net_ns", series(slice.morpheusNet)},
+                          {"speedup_net", slice.speedup},
+                          {"cycle", slice.cycle},
+                          {"installed", slice.installed}});
+      for (const PhaseAdaptation &phase : adaptation->phases)
+        phases.push_back({{"spec", phase.spec},
+                          {"first_slice", phase.firstSlice},
+                          {"slices", phase.slices},
+                          {"steady_speedup_net", phase.steadySpeedup},
+                          {"slices_to_90",
+                           phase.slicesTo90 ? nlohmann::json(*phase.slicesTo90) : nullptr}});
+      added["adaptation"] = {
+          {"period_slices", adaptation->periodSlices}, {"slices", slices}, {"phases", phases}};
+    }
   }
   const CompileResult &c = result.compile;
   nlohmann::json predictions = nlohmann::json::array();
@@ -1156,6 +1360,37 @@ std::string formatPredictions(const BenchResult &result, const TraceResult &trac
   return text;
 }
 
+// The adaptation experiment: each slice against the baseline, the slices
+// a new version served first marked, then per phase the steady gain and how
+// soon the loop reached 90 % of it.
+std::string formatAdaptation(const AdaptationResult &adaptation) {
+  std::string text = llvm::formatv("  adaptation: a cycle every {0} slices; '*' = the slice a "
+                                   "new version served first\n"
+                                   "  slice phase  baseline net ns  morpheus net ns  speed-up\n",
+                                   adaptation.periodSlices)
+                         .str();
+  for (size_t i = 0; i < adaptation.slices.size(); ++i) {
+    const AdaptationSlice &slice = adaptation.slices[i];
+    text += llvm::formatv("  {0,5}{1} {2,5} {3,16:f1} {4,16:f1} {5,8:f2}x\n", i + 1,
+                          slice.installed ? '*' : ' ', slice.phase + 1,
+                          slice.baselineNet.median(), slice.morpheusNet.median(), slice.speedup);
+  }
+  for (size_t p = 0; p < adaptation.phases.size(); ++p) {
+    const PhaseAdaptation &phase = adaptation.phases[p];
+    text += llvm::formatv("  phase {0} ({1}): slices {2}-{3}, steady speed-up {4:f2}x", p + 1,
+                          phase.spec, phase.firstSlice + 1, phase.firstSlice + phase.slices,
+                          phase.steadySpeedup);
+    if (phase.slicesTo90)
+      text += llvm::formatv(", 90 % of its gain after {0} slices ({1:f1} periods)",
+                            *phase.slicesTo90,
+                            double(*phase.slicesTo90) / adaptation.periodSlices);
+    else if (phase.slices && phase.steadySpeedup - 1 < 0.02)
+      text += ", no gain to reach";
+    text += "\n";
+  }
+  return text;
+}
+
 } // namespace
 
 std::string formatResult(const BenchResult &result) {
@@ -1200,6 +1435,8 @@ std::string formatResult(const BenchResult &result) {
                             v.name, v.net.median(), v.net.min(), v.net.max(), v.gross.median(),
                             v.speedup.median(), baselineGross / v.gross.median());
     text += formatPredictions(result, trace);
+    if (trace.adaptation)
+      text += formatAdaptation(*trace.adaptation);
   }
   return text;
 }

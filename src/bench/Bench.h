@@ -15,6 +15,7 @@
 #include <nlohmann/json_fwd.hpp>
 
 #include <functional>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -76,6 +77,11 @@ struct BenchOptions {
   // consecutive slices; "" = none.
   std::string phases;
   uint32_t segments = 30;
+  // The adaptation experiment on the phased trace: a `morpheus` loop of its
+  // own, freshly instrumented, runs a cycle every this many slices while
+  // the trace plays in order, each slice timed against the baseline; 0 =
+  // not run. Needs `phases`.
+  uint32_t adaptPeriod = 0;
   uint32_t flows = 1000;
   uint32_t packets = 1u << 20; // per generated trace and per measurement
   uint32_t seed = 1;
@@ -113,6 +119,34 @@ struct VariantResult {
   std::vector<double> segmentNet; // phased traces: median net ns per slice
 };
 
+// One slice of the adaptation experiment.
+struct AdaptationSlice {
+  uint32_t phase = 0;          // index of the phase its first packet is in
+  Series baselineNet, morpheusNet; // ns/packet per round
+  double speedup = 0;          // baseline net / morpheus net, medians
+  // The cycle run right before this slice ("" = none), as it describes
+  // itself, and whether it installed a new version.
+  std::string cycle;
+  bool installed = false;
+};
+
+// How the loop fared in one phase of the adaptation experiment.
+struct PhaseAdaptation {
+  std::string spec;            // MODEL[/PACKETS[/SET]]
+  uint32_t firstSlice = 0, slices = 0;
+  double steadySpeedup = 0;    // median over the phase's second half
+  // Slices from the phase's first to the first reaching 90 % of the steady
+  // gain (steadySpeedup - 1); none when the phase has no gain to reach
+  // (under 2 %) or never reaches it.
+  std::optional<uint32_t> slicesTo90;
+};
+
+struct AdaptationResult {
+  uint32_t periodSlices = 0;
+  std::vector<AdaptationSlice> slices;
+  std::vector<PhaseAdaptation> phases;
+};
+
 struct TraceResult {
   std::string name;
   uint64_t packets = 0;
@@ -120,6 +154,7 @@ struct TraceResult {
   double top10Share = 0;  // packets to the 10 most frequent frames
   uint32_t segments = 1;  // slices timed separately (phased traces)
   std::string phases;     // the phase spec of a phased trace
+  std::vector<uint64_t> phaseEdges; // packets where its phases change
   // The empty control as timed with the variants (driver: driver + empty;
   // live: the empty program attached): subtracted for net.
   Series controlNs;
@@ -135,6 +170,7 @@ struct TraceResult {
   // The `morpheus` variant's loop on this trace: per cycle, what it did and
   // what the traffic decided per site.
   std::vector<std::string> followed;
+  std::optional<AdaptationResult> adaptation; // BenchOptions::adaptPeriod
 };
 
 // The cost model's choice for one table site of the first specialization.
@@ -174,6 +210,11 @@ std::string formatResult(const BenchResult &result);
 // non-zero entries per map, values as one CPU's row): realistic map states
 // for `morpheus fuzz --preset`.
 Expected<runtime::MapContents> configuredContents(const Preset &preset, uint32_t limit);
+
+// The packet positions where a phased trace's phases change, cut as
+// tools/traces/gen_trace.py cuts them: a phase's PACKETS where given, the
+// rest shared equally by the phases without.
+Expected<std::vector<uint64_t>> phaseEdges(const std::string &spec, uint64_t packets);
 
 // Pins the calling thread to `cpu` (best effort: unpinned still measures).
 void pinToCpu(int cpu);

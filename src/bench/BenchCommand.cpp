@@ -152,6 +152,12 @@ void addBenchCommand(CLI::App &morpheus) {
                   "slices a phased trace is timed in (default 30)")
       ->type_name("N");
   command
+      .add_option("--adapt-period", options.adaptPeriod,
+                  "with --phases, also the adaptation experiment: a fresh 'morpheus' loop runs "
+                  "a cycle every N slices while the phased trace plays in order, each slice "
+                  "timed against the baseline (default 0: not run)")
+      ->type_name("N");
+  command
       .add_option("--inline-limit", options.inlineLimit,
                   "inline tables with at most N entries (default 64): smaller, and tries "
                   "over it get a derived table instead of a search")

@@ -6,6 +6,7 @@
 #include "bench/Bench.h"
 #include "bench/Calibration.h"
 
+#include <gmock/gmock.h>
 #include <gtest/gtest.h>
 #include <llvm/ADT/StringExtras.h>
 #include <llvm/Testing/Support/Error.h>
@@ -76,6 +77,67 @@ TEST(Bench, TinyRunMeasuresEveryVariant) {
   EXPECT_NE(text.find("predicted map"), std::string::npos) << text;
   EXPECT_NE(text.find("attributed to this table: search"), std::string::npos) << text;
   EXPECT_EQ(json["compile"]["predictions"][0]["chosen"], "search");
+}
+
+// Phases are cut where gen_trace.py cuts them: sized ones as given, the
+// rest sharing what is left (the first ones one packet more); bad specs are
+// refused naming the phase.
+TEST(Bench, PhaseEdgesAreCutAsTheTraceGeneratorCutsThem) {
+  EXPECT_THAT_EXPECTED(phaseEdges("uniform/100,high/50/A,high/25/B", 1000),
+                       llvm::HasValue(std::vector<uint64_t>{100, 150}));
+  EXPECT_THAT_EXPECTED(phaseEdges("uniform,high/400/A,high//B", 1001),
+                       llvm::HasValue(std::vector<uint64_t>{301, 701}));
+  EXPECT_THAT_EXPECTED(phaseEdges("high", 10), llvm::HasValue(std::vector<uint64_t>{}));
+  EXPECT_THAT_EXPECTED(phaseEdges("uniform/0,high", 10),
+                       llvm::FailedWithMessage(testing::HasSubstr("'uniform/0'")));
+  EXPECT_THAT_EXPECTED(phaseEdges("uniform/a/b/c,high", 10),
+                       llvm::FailedWithMessage(testing::HasSubstr("MODEL[/PACKETS[/SET]]")));
+  EXPECT_THAT_EXPECTED(phaseEdges("uniform/20,high", 10),
+                       llvm::FailedWithMessage(testing::HasSubstr("more than the trace's 10")));
+}
+
+// The adaptation experiment: the phased trace plays in order through a
+// loop of its own, every slice timed against the baseline, a cycle before
+// every second slice, the slices told apart by phase; on the hot phases
+// the loop installs fast paths (l2switch: the FDB's hot destinations).
+TEST(Bench, AdaptationPlaysThePhasedTraceThroughItsOwnLoop) {
+  auto preset = readPreset("l2switch");
+  ASSERT_THAT_EXPECTED(preset, llvm::Succeeded());
+  BenchOptions options = tinyRun();
+  options.localities = {};
+  options.phases = "uniform/1024,high/2048/A,high/*/B";
+  options.segments = 8;
+  options.adaptPeriod = 2;
+  options.trafficCycles = 0;
+  auto result = runBench(*preset, options);
+  ASSERT_THAT_EXPECTED(result, llvm::Succeeded());
+  ASSERT_EQ(result->traces.size(), 1u);
+  const TraceResult &trace = result->traces[0];
+  EXPECT_EQ(trace.phaseEdges, (std::vector<uint64_t>{1024, 3072}));
+  ASSERT_TRUE(trace.adaptation.has_value());
+  const AdaptationResult &adaptation = *trace.adaptation;
+  ASSERT_EQ(adaptation.slices.size(), 8u);
+  std::vector<uint32_t> phases;
+  bool installed = false;
+  for (size_t i = 0; i < adaptation.slices.size(); ++i) {
+    const AdaptationSlice &slice = adaptation.slices[i];
+    phases.push_back(slice.phase);
+    EXPECT_EQ(slice.cycle.empty(), i % 2 != 0 || i == 0) << "slice " << i + 1;
+    EXPECT_EQ(slice.morpheusNet.values.size(), options.rounds);
+    EXPECT_EQ(slice.baselineNet.values.size(), options.rounds);
+    EXPECT_TRUE(std::isfinite(slice.speedup));
+    installed |= slice.installed;
+  }
+  EXPECT_EQ(phases, (std::vector<uint32_t>{0, 0, 1, 1, 1, 1, 2, 2}));
+  EXPECT_TRUE(installed) << formatResult(*result);
+  ASSERT_EQ(adaptation.phases.size(), 3u);
+  EXPECT_EQ(adaptation.phases[1].spec, "high/2048/A");
+  EXPECT_EQ(adaptation.phases[1].firstSlice, 2u);
+  EXPECT_EQ(adaptation.phases[1].slices, 4u);
+  nlohmann::json json = toJson(*result);
+  EXPECT_EQ(json["traces"][0]["adaptation"]["slices"].size(), 8u);
+  EXPECT_EQ(json["traces"][0]["phase_edges"], nlohmann::json({1024, 3072}));
+  EXPECT_NE(formatResult(*result).find("adaptation: a cycle every 2 slices"), std::string::npos);
 }
 
 // The calibration measures every unit cost on this kernel and fits a model

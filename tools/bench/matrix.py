@@ -28,6 +28,8 @@ def run_one(morpheus, nf, args, out_dir):
                "--seed", str(args.seed), "--method", args.method, "--json", json_path]
     if args.phases:
         command += ["--phases", args.phases]
+    if args.adapt_period:
+        command += ["--adapt-period", str(args.adapt_period)]
     print(f"matrix: {' '.join(command)}", file=sys.stderr, flush=True)
     with open(os.path.join(out_dir, f"{nf}.txt"), "w") as table:
         # Progress goes to our stderr as it comes; the tables to a file.
@@ -129,27 +131,13 @@ def plot(results, out_dir):
                 plot_phased(plt, result["preset"], trace, out_dir)
 
 
-def phase_boundaries(spec, packets):
-    """Packet positions where the phases of a gen_trace.py --phases SPEC change."""
-    counts = [int(p.split("/")[1]) if len(p.split("/")) > 1 and p.split("/")[1].isdigit()
-              else None for p in spec.split(",")]
-    fixed = sum(c for c in counts if c)
-    free = [c for c in counts if c is None]
-    share = (packets - fixed) // len(free) if free else 0
-    edges, position = [], 0
-    for c in counts[:-1]:
-        position += c if c else share
-        edges.append(position)
-    return edges
-
-
 def plot_phased(plt, preset, trace, out_dir):
     segments = trace["segments"]
     xs = [(i + 0.5) * trace["packets"] / segments for i in range(segments)]
     fig, ax = plt.subplots(figsize=(7, 3.8))
     for v in trace["variants"]:
         ax.plot(xs, v["segment_net_ns"], marker=".", label=v["name"])
-    for edge in phase_boundaries(trace.get("phases", ""), trace["packets"]):
+    for edge in trace.get("phase_edges", []):
         ax.axvline(edge, color="grey", linestyle="--", linewidth=0.8)
     ax.set_xlabel("packet of the trace (phase changes dashed)")
     ax.set_ylabel("net ns/packet")
@@ -158,6 +146,32 @@ def plot_phased(plt, preset, trace, out_dir):
     ax.legend(fontsize=8)
     fig.tight_layout()
     fig.savefig(os.path.join(out_dir, f"phases-{preset}.png"), dpi=110)
+    if "adaptation" in trace:
+        plot_adaptation(plt, preset, trace, out_dir)
+
+
+def plot_adaptation(plt, preset, trace, out_dir):
+    """The loop's speed-up per slice of the phased trace, the slices a new
+    version served first marked, phase changes dashed."""
+    adaptation = trace["adaptation"]
+    slices = adaptation["slices"]
+    xs = [(i + 0.5) * trace["packets"] / len(slices) for i in range(len(slices))]
+    fig, ax = plt.subplots(figsize=(7, 3.8))
+    ax.plot(xs, [s["speedup_net"] for s in slices], marker=".", label="morpheus (loop)")
+    installed = [(x, s["speedup_net"]) for x, s in zip(xs, slices) if s["installed"]]
+    if installed:
+        ax.scatter(*zip(*installed), marker="^", color="red", zorder=3,
+                   label="new version installed before the slice")
+    for edge in trace.get("phase_edges", []):
+        ax.axvline(edge, color="grey", linestyle="--", linewidth=0.8)
+    ax.axhline(1.0, color="black", linewidth=0.6)
+    ax.set_xlabel(f"packet of the trace (a cycle every {adaptation['period_slices']} slices)")
+    ax.set_ylabel("net speed-up over the baseline")
+    ax.set_title(f"{preset}: adaptation to {trace.get('phases', 'phased trace')}", fontsize=9)
+    ax.set_ylim(bottom=0)
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(os.path.join(out_dir, f"adaptation-{preset}.png"), dpi=110)
 
 
 def main(argv=None):
@@ -173,6 +187,9 @@ def main(argv=None):
     ap.add_argument("--method", choices=("driver", "live"), default="driver")
     ap.add_argument("--phases", help="also a time-phased trace per function, e.g. "
                     "uniform/300000,high/300000/A,high/300000/B (plotted per function)")
+    ap.add_argument("--adapt-period", type=int, default=0,
+                    help="with --phases, also the adaptation experiment: the loop runs a "
+                    "cycle every N slices (plotted per function)")
     ap.add_argument("--out", required=True, help="directory for the results")
     ap.add_argument("--morpheus", default=os.path.join(SOURCE, "build", "bin", "morpheus"))
     ap.add_argument("--no-plots", action="store_true", help="skip the PNG plots")
