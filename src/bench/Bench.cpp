@@ -1373,6 +1373,8 @@ std::string formatPredictions(const BenchResult &result, const TraceResult &trac
                             map - (*baseline - *specialized));
     else if (choice.chosen != core::Representation::OriginalMap)
       text += llvm::formatv("; measured saving not attributed ({0} tables changed)", changed);
+    if (!choice.memoryDeclined.empty())
+      text += "; " + choice.memoryDeclined;
     text += "\n";
   }
   return text;

@@ -6,6 +6,7 @@
 #include <bpf/bpf.h>
 #include <linux/bpf.h>
 
+#include <llvm/ADT/ArrayRef.h>
 #include <llvm/Support/FormatVariadic.h>
 
 #include <arpa/inet.h>
@@ -27,13 +28,26 @@ struct Probe {
   double operations;
 };
 
-constexpr Probe Control = {"control", 1};
+constexpr Probe Control = {"control", 1}, FlowControl = {"control_flow", 1};
 constexpr Probe Hash = {"hash_lookup", 16}, Array = {"array_lookup", 16},
                 Helper = {"helper_call", 16}, Chain = {"compare_chain", 64},
-                Search = {"binary_search", 10}, Derived = {"derived_load", 8},
                 Trie = {"trie_lookup", 16};
-constexpr uint32_t TableKeys = 1024;            // hash_table, array_table
-constexpr uint32_t TrieSizes[] = {16, 256, 4096}; // prefixes
+constexpr uint32_t TableKeys = 1024;              // hash_table, array_table
+constexpr uint32_t Flows = 1024;                  // flows
+constexpr uint32_t TrieSizes[] = {2, 16, 256, 4096}; // prefixes
+
+// A probe of an operation whose cost depends on a size.
+struct SizedProbe {
+  Probe probe;
+  double size;
+};
+// Searches by intervals (the probe's operations: its levels), derived
+// loads by table bytes.
+constexpr SizedProbe Searches[] = {
+    {{"search_4", 2}, 4}, {{"search_32", 5}, 32}, {{"search_256", 8}, 256}};
+constexpr SizedProbe DerivedLoads[] = {{{"derived_load_4k", 8}, 4096},
+                                       {{"derived_load_128k", 8}, 128 * 1024},
+                                       {{"derived_load_1m", 8}, 1024 * 1024}};
 
 double loadAverage() {
   std::ifstream in("/proc/loadavg");
@@ -56,9 +70,10 @@ Expected<double> timeRuns(int fd, const char *name, uint32_t runs) {
 // returns per probe ns per operation, per round.
 Expected<std::vector<Series>> measure(const bpf::LoadedObject &object,
                                       const std::vector<Probe> &probes,
-                                      const CalibrationOptions &options) {
+                                      const CalibrationOptions &options,
+                                      Probe control = Control) {
   std::vector<Probe> rotation = probes;
-  rotation.push_back(Control);
+  rotation.push_back(control);
   std::vector<Series> perProbe(probes.size());
   for (uint32_t round = 0; round < options.rounds; ++round) {
     std::vector<double> ns(rotation.size());
@@ -81,6 +96,36 @@ Error fillTable(int fd, const char *name) {
     if (bpf_map_update_elem(fd, &key, &key, BPF_ANY))
       return makeSystemError(errno, "calibration: filling {0}", name);
   return Error::success();
+}
+
+// The flows' destinations: random addresses, in network order.
+Error fillFlows(int fd, std::mt19937 &random) {
+  for (uint32_t index = 0; index < Flows; ++index) {
+    uint32_t address = htonl(uint32_t(random()));
+    if (bpf_map_update_elem(fd, &index, &address, BPF_ANY))
+      return makeSystemError(errno, "calibration: filling flows");
+  }
+  return Error::success();
+}
+
+// Measures `sized` against the flow control: per probe, its series of ns
+// per operation, named `what` and the size, and the curve of its medians.
+Expected<core::SizeCurve> measureBySize(const bpf::LoadedObject &object,
+                                        llvm::ArrayRef<SizedProbe> sized, const char *what,
+                                        const CalibrationOptions &options,
+                                        CalibrationResult &result) {
+  std::vector<Probe> probes;
+  for (const SizedProbe &probe : sized)
+    probes.push_back(probe.probe);
+  auto measured = measure(object, probes, options, FlowControl);
+  if (!measured)
+    return measured.takeError();
+  core::SizeCurve curve;
+  for (size_t i = 0; i < sized.size(); ++i) {
+    result.operations.push_back({llvm::formatv(what, uint64_t(sized[i].size)).str(), (*measured)[i]});
+    curve.points.emplace_back(sized[i].size, std::max(0.0, (*measured)[i].median()));
+  }
+  return curve;
 }
 
 struct TrieKey {
@@ -137,33 +182,40 @@ Expected<CalibrationResult> calibrate(const CalibrationOptions &options) {
     options.progress(llvm::formatv("calibrating: {0} rounds of {1} runs per program",
                                    options.rounds, options.runs)
                          .str());
-  std::vector<Probe> probes = {Hash, Array, Helper, Chain, Search, Derived};
+  std::vector<Probe> probes = {Hash, Array, Helper, Chain};
   auto units = measure(*object, probes, options);
   if (!units)
     return units.takeError();
   const char *names[] = {"hash lookup (1,024 keys of 4 bytes)", "array lookup (inlined)",
-                         "helper call (bpf_get_prandom_u32)", "compare in a chain",
-                         "binary search level (random keys)",
-                         "derived-table load (128 KiB, dependent)"};
+                         "helper call (bpf_get_prandom_u32)", "compare in a chain"};
   for (size_t i = 0; i < probes.size(); ++i)
     result.operations.push_back({names[i], (*units)[i]});
 
   std::mt19937 random(1);
+  if (Error err = fillFlows(object->mapFd("flows"), random))
+    return err;
+  auto searchLevel = measureBySize(*object, Searches,
+                                   "binary search level, {0} intervals (1,024 flows)", options,
+                                   result);
+  if (!searchLevel)
+    return searchLevel.takeError();
+  auto derivedLoad = measureBySize(*object, DerivedLoads,
+                                   "derived-table load, {0} bytes (dependent)", options, result);
+  if (!derivedLoad)
+    return derivedLoad.takeError();
+
   std::vector<TrieKey> stored;
-  std::vector<std::pair<double, double>> trie; // (log2 prefixes, ns)
+  core::SizeCurve trie;
   for (uint32_t size : TrieSizes) {
     if (Error err = fillTrie(object->mapFd("trie"), stored, size, random))
       return err;
     auto lookups = measure(*object, {Trie}, options);
     if (!lookups)
       return lookups.takeError();
-    trie.emplace_back(std::log2(double(size)), (*lookups)[0].median());
+    trie.points.emplace_back(double(size), std::max(0.0, (*lookups)[0].median()));
     result.operations.push_back(
         {llvm::formatv("LPM trie lookup, {0} prefixes", size).str(), (*lookups)[0]});
   }
-  auto fit = core::fitLine(trie);
-  if (!fit)
-    return withContext(fit.takeError(), "calibration: LPM cost by size");
 
   auto median = [&](size_t i) { return std::max(0.0, (*units)[i].median()); };
   core::OperationCosts costs;
@@ -171,10 +223,9 @@ Expected<CalibrationResult> calibrate(const CalibrationOptions &options) {
   costs.arrayLookupNs = median(1);
   costs.helperCallNs = median(2);
   costs.compareNs = median(3);
-  costs.searchLevelNs = median(4);
-  costs.derivedLoadNs = median(5);
-  costs.lpmBaseNs = std::max(0.0, fit->intercept);
-  costs.lpmPerDoublingNs = std::max(0.0, fit->slope);
+  costs.searchLevelNs = std::move(*searchLevel);
+  costs.derivedLoadNs = std::move(*derivedLoad);
+  costs.lpmLookupNs = std::move(trie);
   result.model = core::CostModel(
       costs, llvm::formatv("calibrated on {0}, {1}, load {2:f1}, {3} rounds of {4} runs",
                            runtime::machineDescription(), utcNow(), result.loadAverage,
@@ -189,9 +240,6 @@ std::string formatCalibration(const CalibrationResult &result) {
   for (const MeasuredOperation &operation : result.operations)
     text += llvm::formatv("  {0,-44} {1,8:f2}   ({2:f2}-{3:f2})\n", operation.name,
                           operation.ns.median(), operation.ns.min(), operation.ns.max());
-  const core::OperationCosts &costs = result.model.operations();
-  text += llvm::formatv("  LPM lookup fitted: {0:f2} + {1:f2} ns per doubling of the prefixes\n",
-                        costs.lpmBaseNs, costs.lpmPerDoublingNs);
   return text;
 }
 

@@ -6,7 +6,11 @@
  * changes every run, so branches and caches see what traffic without
  * locality shows them. `control` does everything else they do (the address,
  * the sink), so a program's cost less the control's, over its operation
- * count, is one operation's cost.
+ * count, is one operation's cost. The searches and derived-table loads take
+ * their address as a packet gives it instead: in network order from memory
+ * (the `flows` array, filled with 1,024 addresses: a bench trace's thousand
+ * flows), one of them at random per run, byte-swapped as lpm-as-code does;
+ * their control, `control_flow`, does the same.
  */
 #include <linux/bpf.h>
 #include <bpf/bpf_helpers.h>
@@ -40,6 +44,15 @@ struct {
 	__type(value, __u32);
 } array_table SEC(".maps");
 
+#define FLOWS 1024
+
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, FLOWS);
+	__type(key, __u32);
+	__type(value, __u32);
+} flows SEC(".maps");
+
 struct trie_key {
 	__u32 prefixlen;
 	__u32 address;
@@ -53,9 +66,12 @@ struct {
 	__type(value, __u32);
 } trie SEC(".maps");
 
-/* A derived table's first level: 65,536 16-bit slots (contents do not
+/* Derived tables of 4 KiB (in the first-level data cache), 128 KiB (a
+ * 16-8-8 table's first level) and 1 MiB, 16-bit slots (contents do not
  * matter; const volatile, so the loads stay loads). */
+const volatile __u16 derived_4k[2048];
 const volatile __u16 derived[65536];
+const volatile __u16 derived_1m[524288];
 
 #define OPAQUE(x) asm volatile("" : "+r"(x))
 
@@ -76,6 +92,15 @@ static __always_inline __u32 next_address(struct cal_state **out)
 	return a;
 }
 
+/* The address of a random one of the flows, in host order. */
+static __always_inline __u32 flow_address(__u32 mixed)
+{
+	__u32 index = mixed & (FLOWS - 1);
+	__u32 *address = bpf_map_lookup_elem(&flows, &index);
+
+	return address ? __builtin_bswap32(*address) : 0;
+}
+
 /* A calibration program: the address in `a` (64 bits wide: no zero extension
  * before each compare), results summed into `acc`. */
 #define BEGIN(name)                                                            \
@@ -92,6 +117,14 @@ static __always_inline __u32 next_address(struct cal_state **out)
 	}
 
 BEGIN(control)
+	acc = a;
+END
+
+#define BEGIN_FLOW(name)                                                       \
+	BEGIN(name)                                                            \
+	a = flow_address(a);
+
+BEGIN_FLOW(control_flow)
 	acc = a;
 END
 
@@ -146,9 +179,12 @@ BEGIN(compare_chain)
 out:;
 END
 
-/* A balanced binary search of 10 levels over 1,024 intervals with uneven
- * bounds, as lpm-as-code builds it: a compare with a constant per level. */
-#define BOUND(x) ((__u32)(x) * 4194304u + ((__u32)(x) * 2654435761u & 0x3ffffu))
+/* Balanced binary searches over 4, 32 and 256 intervals with uneven
+ * bounds (2, 5 and 8 levels: a few prefixes to the inline limit's 64), as
+ * lpm-as-code builds them: a compare with a constant per level. BOUND uses
+ * the SHIFT defined where a search is expanded: 2^SHIFT addresses an
+ * interval, give or take a quarter. */
+#define BOUND(x) (((__u32)(x) << SHIFT) + ((__u32)(x) * 2654435761u & ((1u << (SHIFT - 2)) - 1)))
 #define S1(b) (a < BOUND((b) + 1) ? (b) : (b) + 1)
 #define S2(b) (a < BOUND((b) + 2) ? S1(b) : S1((b) + 2))
 #define S3(b) (a < BOUND((b) + 4) ? S2(b) : S2((b) + 4))
@@ -157,20 +193,37 @@ END
 #define S6(b) (a < BOUND((b) + 32) ? S5(b) : S5((b) + 32))
 #define S7(b) (a < BOUND((b) + 64) ? S6(b) : S6((b) + 64))
 #define S8(b) (a < BOUND((b) + 128) ? S7(b) : S7((b) + 128))
-#define S9(b) (a < BOUND((b) + 256) ? S8(b) : S8((b) + 256))
-#define S10(b) (a < BOUND((b) + 512) ? S9(b) : S9((b) + 512))
-BEGIN(binary_search)
-	acc = S10(0);
+#define SHIFT 30
+BEGIN_FLOW(search_4)
+	acc = S2(0);
 END
+#undef SHIFT
+#define SHIFT 27
+BEGIN_FLOW(search_32)
+	acc = S5(0);
+END
+#undef SHIFT
+#define SHIFT 24
+BEGIN_FLOW(search_256)
+	acc = S8(0);
+END
+#undef SHIFT
 
-/* Eight dependent loads from a 128 KiB derived table: each index depends on
- * the address and the slot the previous load read. */
-BEGIN(derived_load)
-	__u32 slot = 0;
-#pragma unroll
-	for (int i = 0; i < 8; i++)
-		slot = derived[((a >> i) ^ slot) & 0xffff];
+/* Eight dependent loads from a derived table: each index depends on the
+ * address and the slot the previous load read. */
+#define DERIVED_LOADS(table, slots)                                            \
+	__u32 slot = 0;                                                        \
+	_Pragma("unroll") for (int i = 0; i < 8; i++) slot =                   \
+		table[((a >> i) ^ slot) & ((slots) - 1)];                      \
 	acc = slot;
+BEGIN_FLOW(derived_load_4k)
+	DERIVED_LOADS(derived_4k, 2048)
+END
+BEGIN_FLOW(derived_load_128k)
+	DERIVED_LOADS(derived, 65536)
+END
+BEGIN_FLOW(derived_load_1m)
+	DERIVED_LOADS(derived_1m, 524288)
 END
 
 char LICENSE[] SEC("license") = "GPL";

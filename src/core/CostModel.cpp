@@ -18,14 +18,38 @@ double keyCompareNs(const OperationCosts &costs, uint32_t keySize) {
 // The fields of the calibration file, with the member each fills.
 constexpr std::pair<const char *, double OperationCosts::*> Fields[] = {
     {"hash_lookup_ns", &OperationCosts::hashLookupNs},
-    {"lpm_base_ns", &OperationCosts::lpmBaseNs},
-    {"lpm_per_doubling_ns", &OperationCosts::lpmPerDoublingNs},
     {"array_lookup_ns", &OperationCosts::arrayLookupNs},
     {"compare_ns", &OperationCosts::compareNs},
-    {"search_level_ns", &OperationCosts::searchLevelNs},
-    {"derived_load_ns", &OperationCosts::derivedLoadNs},
     {"helper_call_ns", &OperationCosts::helperCallNs},
 };
+// Its curves: lists of [size, ns].
+constexpr std::pair<const char *, SizeCurve OperationCosts::*> Curves[] = {
+    {"lpm_lookup_ns", &OperationCosts::lpmLookupNs},
+    {"search_level_ns", &OperationCosts::searchLevelNs},
+    {"derived_load_ns", &OperationCosts::derivedLoadNs},
+};
+
+bool validNs(std::optional<double> value) {
+  return value && std::isfinite(*value) && *value >= 0;
+}
+
+// A curve of at least one point, sizes positive and ascending.
+std::optional<SizeCurve> curveFrom(const llvm::json::Array *array) {
+  if (!array || array->empty())
+    return std::nullopt;
+  SizeCurve curve;
+  for (const llvm::json::Value &point : *array) {
+    const llvm::json::Array *pair = point.getAsArray();
+    if (!pair || pair->size() != 2)
+      return std::nullopt;
+    std::optional<double> size = (*pair)[0].getAsNumber(), ns = (*pair)[1].getAsNumber();
+    if (!validNs(size) || *size <= 0 || !validNs(ns) ||
+        (!curve.points.empty() && *size <= curve.points.back().first))
+      return std::nullopt;
+    curve.points.emplace_back(*size, *ns);
+  }
+  return curve;
+}
 
 } // namespace
 
@@ -68,8 +92,9 @@ std::string RepresentationChoice::describe() const {
                           candidate.ns)
                 .str();
   text.pop_back();
-  text += llvm::formatv(" (chosen: {0}; {1} costs)", representationName(chosen),
-                        calibrated ? "calibrated" : "default")
+  text += llvm::formatv(" (chosen: {0}; {1} costs{2}{3})", representationName(chosen),
+                        calibrated ? "calibrated" : "default",
+                        memoryDeclined.empty() ? "" : "; ", memoryDeclined)
               .str();
   return text;
 }
@@ -81,26 +106,23 @@ std::optional<double> RepresentationChoice::predictionFor(Representation represe
   return std::nullopt;
 }
 
-Expected<LinearFit> fitLine(const std::vector<std::pair<double, double>> &points) {
-  double n = double(points.size()), sx = 0, sy = 0, sxx = 0, sxy = 0;
-  for (auto [x, y] : points) {
-    sx += x;
-    sy += y;
-    sxx += x * x;
-    sxy += x * y;
-  }
-  double denominator = n * sxx - sx * sx;
-  if (points.size() < 2 || std::fabs(denominator) < 1e-12)
-    return makeError("a line needs points at two distinct x at least ({0} given)",
-                     points.size());
-  LinearFit fit;
-  fit.slope = (n * sxy - sx * sy) / denominator;
-  fit.intercept = (sy - fit.slope * sx) / n;
-  return fit;
+double SizeCurve::at(double size) const {
+  if (points.empty())
+    return 0;
+  if (size <= points.front().first)
+    return points.front().second;
+  if (size >= points.back().first)
+    return points.back().second;
+  auto above = std::upper_bound(points.begin(), points.end(), size,
+                                [](double s, const auto &point) { return s < point.first; });
+  auto below = std::prev(above);
+  double t = (std::log2(size) - std::log2(below->first)) /
+             (std::log2(above->first) - std::log2(below->first));
+  return below->second + t * (above->second - below->second);
 }
 
 double CostModel::lpmLookupNs(size_t prefixes) const {
-  return costs.lpmBaseNs + costs.lpmPerDoublingNs * std::log2(double(std::max<size_t>(1, prefixes)));
+  return costs.lpmLookupNs.at(double(std::max<size_t>(1, prefixes)));
 }
 
 double CostModel::originalLookupNs(TableMatch match, size_t entries) const {
@@ -128,13 +150,16 @@ double CostModel::predictNs(Representation representation, const TableShape &sha
   case Representation::PrefixSearch:
     // The prefix-length test, then one level per halving of the intervals.
     return costs.compareNs +
-           costs.searchLevelNs * std::ceil(std::log2(double(std::max<size_t>(1, shape.intervals))));
+           costs.searchLevelNs.at(double(shape.intervals)) *
+               std::ceil(std::log2(double(std::max<size_t>(1, shape.intervals))));
   case Representation::DerivedArray:
     // The prefix-length test, the leading words' compares (one table per
     // word), a load and a chunk test per level on the deepest path, the
-    // none test and the entry's bound.
+    // none test and the entry's bound; a load costs what one costs in
+    // tables of this size (their memory's cache misses).
     return (3 + shape.leadingCompares) * costs.compareNs +
-           shape.derivedLoads * (costs.derivedLoadNs + costs.compareNs);
+           shape.derivedLoads *
+               (costs.derivedLoadNs.at(double(shape.derivedBytes)) + costs.compareNs);
   case Representation::FastPath: {
     // Hot key i (from 1) costs i compares; the rest all of them, then the map.
     double compare = keyCompareNs(costs, shape.keySize), hits = 0, cost = 0;
@@ -149,6 +174,10 @@ double CostModel::predictNs(Representation representation, const TableShape &sha
   return original;
 }
 
+uint64_t CostModel::memoryBytes(Representation representation, const TableShape &shape) {
+  return representation == Representation::DerivedArray ? shape.derivedBytes : 0;
+}
+
 RepresentationChoice CostModel::choose(const TableShape &shape,
                                        std::vector<Representation> eligible) const {
   if (std::find(eligible.begin(), eligible.end(), Representation::OriginalMap) == eligible.end())
@@ -159,8 +188,28 @@ RepresentationChoice CostModel::choose(const TableShape &shape,
     choice.candidates.push_back({representation, predictNs(representation, shape)});
   std::stable_sort(choice.candidates.begin(), choice.candidates.end(),
                    [](const CandidateCost &a, const CandidateCost &b) { return a.ns < b.ns; });
-  choice.chosen = choice.candidates.front().representation;
-  choice.predictedNs = choice.candidates.front().ns;
+  const CandidateCost *chosen = &choice.candidates.front();
+  if (uint64_t bytes = memoryBytes(chosen->representation, shape)) {
+    const CandidateCost *withoutMemory = nullptr;
+    for (const CandidateCost &candidate : choice.candidates)
+      if (!memoryBytes(candidate.representation, shape)) {
+        withoutMemory = &candidate;
+        break;
+      }
+    double kib = double(bytes) / 1024, asked = kib * MemoryNsPerKiB;
+    double saving = withoutMemory->ns - chosen->ns; // the map is always there
+    if (saving < asked) {
+      choice.memoryDeclined =
+          llvm::formatv("the {0}'s {1:f0} KiB save {2:f1} ns over the {3}, under the "
+                        "{4:f1} ns its memory asks",
+                        representationName(chosen->representation), kib, saving,
+                        representationName(withoutMemory->representation), asked)
+              .str();
+      chosen = withoutMemory;
+    }
+  }
+  choice.chosen = chosen->representation;
+  choice.predictedNs = chosen->ns;
   return choice;
 }
 
@@ -177,8 +226,15 @@ FastPathCosts CostModel::fastPathCosts(FastPathCosts base) const {
 std::string CostModel::toJson() const {
   llvm::json::Object object;
   object["source"] = origin;
+  object["format"] = CostModel::Format;
   for (auto [name, member] : Fields)
     object[name] = costs.*member;
+  for (auto [name, member] : Curves) {
+    llvm::json::Array points;
+    for (auto [size, ns] : (costs.*member).points)
+      points.push_back(llvm::json::Array{size, ns});
+    object[name] = std::move(points);
+  }
   std::string text;
   llvm::raw_string_ostream out(text);
   out << llvm::formatv("{0:2}", llvm::json::Value(std::move(object))) << "\n";
@@ -192,12 +248,23 @@ Expected<CostModel> CostModel::fromJson(llvm::StringRef text, llvm::StringRef fi
   const llvm::json::Object *object = parsed->getAsObject();
   if (!object)
     return makeError("{0}: not a cost model: expected a JSON object", file);
+  if (object->getInteger("format") != Format)
+    return makeError("{0}: not a cost model of format {1} (`morpheus bench calibrate` "
+                     "measures this machine again)",
+                     file, Format);
   OperationCosts costs;
   for (auto [name, member] : Fields) {
     std::optional<double> value = object->getNumber(name);
-    if (!value || !std::isfinite(*value) || *value < 0)
+    if (!validNs(value))
       return makeError("{0}: '{1}' missing or not a non-negative number of ns", file, name);
     costs.*member = *value;
+  }
+  for (auto [name, member] : Curves) {
+    std::optional<SizeCurve> curve = curveFrom(object->getArray(name));
+    if (!curve)
+      return makeError("{0}: '{1}' missing or not a list of [size, ns] by ascending size", file,
+                       name);
+    costs.*member = std::move(*curve);
   }
   std::optional<llvm::StringRef> source = object->getString("source");
   return CostModel(costs, source ? source->str() : ("calibrated (" + file + ")").str());

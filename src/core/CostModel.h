@@ -26,17 +26,34 @@
 
 namespace morpheus::core {
 
-// Unit costs, in ns, each measured against an empty control.
+// A cost measured at a few sizes (prefixes, intervals, bytes), between them
+// linear in log2 of the size, outside them flat at the nearest measured
+// point. Why not a line fitted over all the points: what grows with the
+// size is a depth (a trie's, a search's) or a cache level, so the cost is
+// a curve in log2 of the size, convex where the data leaves a cache level
+// (the trie: 20, 44, 109 ns at 16, 256 and 4,096 prefixes), and a line
+// through such points misses every one of them, small sizes most. Flat
+// outside: beyond the measured sizes nothing says how it bends, and the
+// calibration measures the smallest and largest sizes the passes build.
+struct SizeCurve {
+  std::vector<std::pair<double, double>> points; // (size, ns), sizes ascending
+  double at(double size) const;                  // 0 without points
+  bool operator==(const SizeCurve &) const = default;
+};
+
+// Unit costs, in ns, each measured against a control that does the rest.
 struct OperationCosts {
   double hashLookupNs = 29;        // a hash map lookup (helper call included)
-  // An LPM trie lookup of a whole address: lpmBaseNs + lpmPerDoublingNs *
-  // log2(prefixes), fitted over trie sizes.
-  double lpmBaseNs = 20;
-  double lpmPerDoublingNs = 2;
+  // An LPM trie lookup of a whole address, by prefixes in the trie.
+  SizeCurve lpmLookupNs = {{{2, 22}, {4096, 44}}};
   double arrayLookupNs = 0.6;      // an ARRAY lookup the verifier inlines
   double compareNs = 0.4;          // one compare and branch that rarely fails
-  double searchLevelNs = 0.5;      // one level of a binary search (random keys)
-  double derivedLoadNs = 3;        // one dependent load from a derived table
+  // One level of lpm-as-code's binary search, by intervals searched, keys
+  // a packet's address from memory among a thousand flows.
+  SizeCurve searchLevelNs = {{{2, 0.5}}};
+  // One dependent load from a derived table, by the table's bytes: what
+  // its memory costs at run time (the cache misses of a larger table).
+  SizeCurve derivedLoadNs = {{{4096, 3}}};
   double helperCallNs = 8;         // a helper call doing next to nothing
 
   bool operator==(const OperationCosts &) const = default;
@@ -63,9 +80,27 @@ struct TableShape {
   size_t intervals = 0;     // PrefixSearch: address intervals searched
   unsigned derivedLoads = 0; // DerivedArray: loads on the deepest path
   unsigned leadingCompares = 0; // DerivedArray: leading words compared first
+  uint64_t derivedBytes = 0;  // DerivedArray: the table's size
   // FastPath: the hot keys' shares of the traffic, hottest first.
   std::vector<double> hotShares;
 };
+
+// What a representation's memory must buy: a derived table is taken only
+// when it is predicted to save at least this many ns per KiB of it over
+// the cheapest representation that holds no memory (a search or a chain
+// is code; the map is there anyway); otherwise that one is, and the
+// choice says why. The table's own cache misses are already in its
+// prediction (derivedLoadNs by its bytes); the price stands for what the
+// model does not see: its own error between representations, and what
+// the table's lines evict of the program's other data and of the other
+// programs on the core. Why 1 ns per 16 KiB: the smallest table
+// lpm-as-array builds (its 128 KiB first level) must then save 8 ns,
+// more than the model's error where it was measured (router-20routes:
+// the search and the derived table measure alike, predicted 5.5 ns
+// apart; nat's 2-prefix table, predicted 5.9 ns under the trie, measures
+// no faster), and a 1 MiB table 64 ns; the 500-route trie's 216 KiB (13.5
+// ns asked) save ~45 ns predicted, ~100 measured.
+constexpr double MemoryNsPerKiB = 1.0 / 16;
 
 // One representation's predicted cost for a table.
 struct CandidateCost {
@@ -79,19 +114,14 @@ struct RepresentationChoice {
   double predictedNs = 0;
   std::vector<CandidateCost> candidates; // eligible ones, cheapest first
   bool calibrated = false;               // the model's costs were measured
+  // Set when the cheapest candidate's memory was not worth its saving and
+  // the cheapest without memory was chosen instead: why.
+  std::string memoryDeclined;
   // "map 41.2 ns, search 4.4 ns, derived 9.2 ns (chosen: search; defaults)"
   std::string describe() const;
   // The prediction for `representation`, when it was a candidate.
   std::optional<double> predictionFor(Representation representation) const;
 };
-
-// A least-squares fit y = intercept + slope * x.
-struct LinearFit {
-  double intercept = 0;
-  double slope = 0;
-};
-// Fails on fewer than two distinct x.
-Expected<LinearFit> fitLine(const std::vector<std::pair<double, double>> &points);
 
 class CostModel {
 public:
@@ -108,16 +138,22 @@ public:
   double lpmLookupNs(size_t prefixes) const;
   // The map's own lookup for a table of `match` with `entries`.
   double originalLookupNs(TableMatch match, size_t entries) const;
+  // The bytes `representation` adds for `shape` (a derived table's).
+  static uint64_t memoryBytes(Representation representation, const TableShape &shape);
   // Predicted ns per lookup of `representation` for `shape`.
   double predictNs(Representation representation, const TableShape &shape) const;
   // The cheapest of `eligible` (the original map is always eligible and
-  // added when missing); ties go to the earlier candidate in `eligible`.
+  // added when missing) whose memory, if it holds any, saves at least
+  // MemoryNsPerKiB per KiB over the cheapest without; ties go to the
+  // earlier candidate in `eligible`.
   RepresentationChoice choose(const TableShape &shape,
                               std::vector<Representation> eligible) const;
   // The costs heavy-hitter-fast-path sizes fast paths with.
   FastPathCosts fastPathCosts(FastPathCosts base = {}) const;
 
-  // The calibration file's format (JSON), and back; errors name `file`.
+  // The calibration file's format (JSON, its "format" this number: a file
+  // of another is measured again), and back; errors name `file`.
+  static constexpr int Format = 2;
   std::string toJson() const;
   static Expected<CostModel> fromJson(llvm::StringRef text, llvm::StringRef file);
 

@@ -39,7 +39,9 @@ std::string calibrationPath() {
   for (char &c : key)
     if (c == '/' || c == ' ')
       c = '_';
-  return dir + "/cost-model-" + key + ".json";
+  // The format in the name: a calibration of an older format is not read
+  // (it is an error to read), it is measured again.
+  return dir + "/cost-model-v" + std::to_string(core::CostModel::Format) + "-" + key + ".json";
 }
 
 Expected<std::optional<core::CostModel>> readCalibration(const std::string &path) {

@@ -13,7 +13,7 @@
 namespace morpheus::runtime {
 
 // $MORPHEUS_CACHE_DIR, else $XDG_CACHE_HOME/morpheus, else
-// $HOME/.cache/morpheus, then cost-model-HOST-RELEASE-ARCH.json.
+// $HOME/.cache/morpheus, then cost-model-vFORMAT-HOST-RELEASE-ARCH.json.
 std::string calibrationPath();
 
 // "HOST, kernel RELEASE (ARCH)": what a calibration names its machine by.

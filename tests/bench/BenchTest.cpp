@@ -181,13 +181,28 @@ TEST(Bench, CalibrationMeasuresEveryOperation) {
   EXPECT_NE(calibrated->model.source().find("calibrated on"), std::string::npos);
   const core::OperationCosts &costs = calibrated->model.operations();
   EXPECT_GT(costs.hashLookupNs, costs.arrayLookupNs);
-  ASSERT_EQ(calibrated->operations.size(), 9u); // six unit costs, three trie sizes
+  // Four unit costs; searches of 4, 32, 256 intervals; derived loads in
+  // tables of 4 KiB, 128 KiB, 1 MiB; tries of 2, 16, 256, 4,096 prefixes.
+  ASSERT_EQ(calibrated->operations.size(), 14u);
+  auto sizes = [](const core::SizeCurve &curve) {
+    std::vector<double> out;
+    for (auto [size, ns] : curve.points) {
+      EXPECT_TRUE(std::isfinite(ns) && ns >= 0) << size;
+      out.push_back(size);
+    }
+    return out;
+  };
+  EXPECT_EQ(sizes(costs.searchLevelNs), (std::vector<double>{4, 32, 256}));
+  EXPECT_EQ(sizes(costs.derivedLoadNs), (std::vector<double>{4096, 131072, 1048576}));
+  EXPECT_EQ(sizes(costs.lpmLookupNs), (std::vector<double>{2, 16, 256, 4096}));
   for (const MeasuredOperation &operation : calibrated->operations) {
     EXPECT_EQ(operation.ns.values.size(), 3u) << operation.name;
     EXPECT_TRUE(std::isfinite(operation.ns.median())) << operation.name;
   }
-  EXPECT_NE(formatCalibration(*calibrated).find("LPM trie lookup, 4096 prefixes"),
-            std::string::npos);
+  std::string text = formatCalibration(*calibrated);
+  EXPECT_NE(text.find("LPM trie lookup, 4096 prefixes"), std::string::npos) << text;
+  EXPECT_NE(text.find("binary search level, 32 intervals"), std::string::npos) << text;
+  EXPECT_NE(text.find("derived-table load, 131072 bytes"), std::string::npos) << text;
   auto back = core::CostModel::fromJson(calibrated->model.toJson(), "calibration");
   ASSERT_THAT_EXPECTED(back, llvm::Succeeded());
   EXPECT_EQ(back->operations(), costs);

@@ -127,6 +127,7 @@ TrieCandidates trieCandidates(const AccessSite &site, const TableInfo &table,
   for (const DerivedTable &derived : out.derived) {
     shape.derivedLoads = std::max(shape.derivedLoads, derived.shape.loads);
     shape.leadingCompares += derived.leadingWord ? 1 : 0;
+    shape.derivedBytes += derived.shape.bytes;
   }
   std::vector<Representation> eligible;
   if (!noSearch)

@@ -20,8 +20,8 @@
 namespace morpheus::core {
 
 // lpm-as-array's table: 16-bit slots, a chunk number in the low 15 bits,
-// at most this many bytes (a larger table is a cache cost the model does
-// not price).
+// at most this many bytes (the calibration measures tables up to 1 MiB:
+// past that a load is priced as at 1 MiB, which says nothing of 4).
 constexpr uint32_t MaxDerivedSlotNumber = 0x7fff;
 constexpr uint64_t DerivedBytesLimit = 4u << 20;
 
