@@ -122,7 +122,13 @@
 ; Generation 0: 10.0.0.0/8 (entry 0), 10.1.2.0/24 (1); generation 1:
 ; 0.0.0.0/0 (2), 10.1.2.3/32 (3). Generation 0's table splits the 10.1
 ; block once, generation 1's twice: 65,536 + 256 and 65,536 + 512 slots.
-; RUN: morpheus-opt %t/leading.ll --state %t/two-generations.json -passes=lpm-as-array | FileCheck %s --check-prefix=LEADING
+; The two tables' 258 KiB pay only against a trie priced above the
+; defaults (slow-trie.json); at default costs they save 11.8 ns, under what
+; their memory asks, and the lookup stays (MEMORY).
+; RUN: morpheus-opt %t/leading.ll --state %t/two-generations.json -passes=lpm-as-array --cost-model %t/slow-trie.json | FileCheck %s --check-prefix=LEADING
+; RUN: morpheus-opt %t/leading.ll --state %t/two-generations.json -passes=lpm-as-array | FileCheck %s --check-prefix=MEMORY
+; MEMORY: site 0 prefixes lpm-as-array declined: {{.*}}the derived table's 258 KiB save {{.*}} under the {{.*}} its memory asks
+; MEMORY-NOT: @__morpheus.prefixes.levels
 ; RUN: morpheus-opt %t/leading.ll --state %t/five-generations.json -passes=lpm-as-array | FileCheck %s --check-prefix=MANY
 ; RUN: morpheus-opt %t/leading.ll --state %t/short-prefix.json -passes=lpm-as-array | FileCheck %s --check-prefix=SHORT
 ; LEADING: @__morpheus.prefixes.levels = private constant [131840 x i16]
@@ -217,6 +223,10 @@ miss:
 {"format": 2, "source": "test: slow search", "hash_lookup_ns": 29,
  "lpm_lookup_ns": [[2, 22], [4096, 44]], "array_lookup_ns": 0.6, "compare_ns": 0.4,
  "search_level_ns": [[4, 20]], "derived_load_ns": [[4096, 1]], "helper_call_ns": 8}
+;--- slow-trie.json
+{"format": 2, "source": "test: slow trie", "hash_lookup_ns": 29,
+ "lpm_lookup_ns": [[2, 60], [4096, 120]], "array_lookup_ns": 0.6, "compare_ns": 0.4,
+ "search_level_ns": [[4, 3]], "derived_load_ns": [[4096, 1]], "helper_call_ns": 8}
 ;--- cheap-trie.json
 {"format": 2, "source": "test: cheap trie", "hash_lookup_ns": 29,
  "lpm_lookup_ns": [[2, 0.1]], "array_lookup_ns": 0.6, "compare_ns": 0.4,
