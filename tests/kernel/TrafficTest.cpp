@@ -14,7 +14,10 @@
 #include <linux/bpf.h> // XDP_PASS
 #include <linux/in.h>
 
+#include <atomic>
 #include <cstring>
+#include <sched.h>
+#include <thread>
 
 namespace morpheus::testing {
 namespace {
@@ -387,6 +390,65 @@ TEST_F(WrittenTable, TheLookupWrittenThroughKeepsItsSearch) {
   FlowKey key{5, 80};
   ASSERT_EQ(bpf_map_lookup_elem(opt->mapFd("flows"), &key, &flow), 0);
   EXPECT_EQ(flow.updates, 1u);
+}
+
+// The data plane rewrites a hot key on one CPU while the other CPU looks it
+// up through the fast path. Each write bumps the key's count after the
+// store, and the count only grows, so a reader never goes back: once it has
+// seen a value it never again sees an older one (the snapshot's included),
+// and once the writer is done both CPUs see its last value.
+TEST_F(WrittenTable, AHotKeyRewrittenOnOneCpuWhileTheOtherLooksItUpNeverGoesBack) {
+  ASSERT_TRUE(opt->runCycle().installed());
+  std::vector<uint32_t> hot = {3, 7, 11};
+  lookAll(hot, 30);
+  runtime::CycleReport built = opt->runCycle();
+  ASSERT_TRUE(built.installed()) << built.describe();
+  ASSERT_NE(fastPath(built), nullptr) << built.log.toText();
+
+  auto pinTo = [](int cpu) {
+    cpu_set_t set;
+    CPU_ZERO(&set);
+    CPU_SET(cpu, &set);
+    return sched_setaffinity(0, sizeof(set), &set) == 0;
+  };
+  constexpr uint32_t First = 1000, Writes = 3000; // verdicts 1001..4000, above any XDP action
+  std::atomic<bool> writing{true};
+  std::atomic<unsigned> wentBack{0}, strange{0}, reads{0};
+  uint32_t before = verdicts[7];
+  std::thread reader([&] {
+    EXPECT_TRUE(pinTo(1));
+    uint32_t last = before;
+    while (writing.load()) {
+      uint32_t seen = send(Look, 7);
+      if (seen != before && (seen <= First || seen > First + Writes))
+        ++strange;
+      else if (last != before && (seen == before || seen < last))
+        ++wentBack;
+      last = seen;
+      ++reads;
+      if (send(Look, 3) != verdicts.at(3) || send(Look, 11) != verdicts.at(11))
+        ++strange;
+    }
+  });
+  std::thread writer([&] {
+    EXPECT_TRUE(pinTo(0));
+    for (uint32_t i = 1; i <= Writes; ++i)
+      EXPECT_EQ(send(Learn, 7, First + i), uint32_t(XDP_TX));
+    writing = false;
+  });
+  writer.join();
+  reader.join();
+  EXPECT_EQ(wentBack.load(), 0u);
+  EXPECT_EQ(strange.load(), 0u);
+  EXPECT_GT(reads.load(), 0u);
+  verdicts[7] = First + Writes;
+  for (int cpu : {0, 1}) {
+    std::thread look([&] {
+      EXPECT_TRUE(pinTo(cpu));
+      lookAll(hot, 2);
+    });
+    look.join();
+  }
 }
 
 // An LRU table the data plane fills past its size (learning_lru.bpf.c):
