@@ -244,6 +244,16 @@ protected:
     return count;
   }
 
+  // A first cycle, then `hot` looked up 30 times each: the next cycle
+  // builds their fast path.
+  void buildFastPathFor(const std::vector<uint32_t> &hot) {
+    ASSERT_TRUE(opt->runCycle().installed());
+    lookAll(hot, 30);
+    runtime::CycleReport built = opt->runCycle();
+    ASSERT_TRUE(built.installed()) << built.describe();
+    ASSERT_NE(fastPath(built), nullptr) << built.log.toText();
+  }
+
   const core::SiteDecision *fastPath(const runtime::CycleReport &report) {
     for (const core::SiteDecision &decision : report.log.decisions)
       if (decision.table == "flows" && decision.pass == "heavy-hitter-fast-path" &&
@@ -327,12 +337,8 @@ TEST_F(WrittenTable, AWriteOfAHotKeyIsSeenByTheNextPacketAndNewFlowsLeaveTheFast
 // path away (TrafficProfile's churn rule, logged per site); calm periods
 // bring it back. Packets are right all along.
 TEST_F(WrittenTable, HotKeysRewrittenEveryPeriodLoseTheFastPathUntilWritesCalm) {
-  ASSERT_TRUE(opt->runCycle().installed());
   std::vector<uint32_t> hot = {3, 7, 11};
-  lookAll(hot, 30);
-  runtime::CycleReport built = opt->runCycle();
-  ASSERT_TRUE(built.installed()) << built.describe();
-  ASSERT_NE(fastPath(built), nullptr) << built.log.toText();
+  ASSERT_NO_FATAL_FAILURE(buildFastPathFor(hot));
   unsigned churnCycles = core::TrafficProfileOptions{}.churnCycles;
   runtime::CycleReport report;
   for (unsigned cycle = 0; cycle < churnCycles; ++cycle) {
@@ -398,12 +404,8 @@ TEST_F(WrittenTable, TheLookupWrittenThroughKeepsItsSearch) {
 // seen a value it never again sees an older one (the snapshot's included),
 // and once the writer is done both CPUs see its last value.
 TEST_F(WrittenTable, AHotKeyRewrittenOnOneCpuWhileTheOtherLooksItUpNeverGoesBack) {
-  ASSERT_TRUE(opt->runCycle().installed());
   std::vector<uint32_t> hot = {3, 7, 11};
-  lookAll(hot, 30);
-  runtime::CycleReport built = opt->runCycle();
-  ASSERT_TRUE(built.installed()) << built.describe();
-  ASSERT_NE(fastPath(built), nullptr) << built.log.toText();
+  ASSERT_NO_FATAL_FAILURE(buildFastPathFor(hot));
 
   auto pinTo = [](int cpu) {
     cpu_set_t set;
