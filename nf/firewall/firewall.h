@@ -67,6 +67,16 @@ struct fw_prefix_key {
 };
 #define FW_GENERATION_BITS 32
 
+/* LPM key of the user-space firewall's (user/firewall_user.c) prefix
+ * tables: no generation there, since a rule set is written inside one
+ * guarded change of backend/user's tables and the handler runs between
+ * bursts, so no packet sees half a rule set. { prefix length, IPv4 address
+ * in network byte order }, the layout MU_LPM_DIR24 and MU_LPM_LINEAR take. */
+struct fw_user_prefix_key {
+	__u32 prefixlen;
+	__u32 addr;
+};
+
 /* A flow in the direction of the packets conntrack expects (the replies). */
 struct fw_flow {
 	__u32 saddr; /* network byte order, like the ports */

@@ -1,15 +1,18 @@
-// `morpheus user-run router`: the router in Morpheus's user-space data plane
-// (backend/user): nf/router/user/router_user.c JIT-compiled in process,
-// configured from the router's own files, a pcap trace replayed through the
-// event loop by the generic and the specialized handler in turn; prints
-// what was specialized, checks that both treat the trace alike, and their
+// `morpheus user-run`: a network function in Morpheus's user-space data
+// plane (backend/user) — the router (nf/router/user/router_user.c) or the
+// firewall (nf/firewall/user/firewall_user.c), --nf, each behind
+// UserPipelines.h — JIT-compiled in process, configured from the
+// function's own files, a pcap trace replayed through the event loop by
+// the generic and the specialized handler in turn; prints what was
+// specialized, checks that both treat the trace alike, and their
 // packets/s. With --profile, the specialized version records sampled keys
 // while the trace runs once more, and the next cycle adds fast paths for
 // the heavy hitters (Morpheus's traffic-dependent step), timed as a third
 // version. With --generator nested-if-lpm, the LPM library's nested-if
-// generator (backend/user/Generators.h) is registered for the routes table:
-// a version built with custom-generator is timed beside the others and
-// exploration may choose it; the other versions are built without it.
+// generator (backend/user/Generators.h) is registered for the pipeline's
+// LPM tables: a version built with custom-generator is timed beside the
+// others and exploration may choose it; the other versions are built
+// without it.
 #ifdef MORPHEUS_WITH_DPDK
 #include "backend/user/DpdkPorts.h"
 #endif
@@ -20,24 +23,18 @@
 #include "backend/user/Handler.h"
 #include "bench/Trace.h"
 #include "cli/Commands.h"
+#include "cli/UserPipelines.h"
 #include "core/Pipeline.h"
-#include "nf/router/Control.h"
-#include "support/Bytes.h"
 
 #include <llvm/ADT/StringExtras.h>
 #include <llvm/Support/FileSystem.h>
-#include <llvm/Support/FormatVariadic.h>
-#include <llvm/Support/MemoryBuffer.h>
 #include <llvm/Support/Path.h>
 #include <llvm/Support/raw_ostream.h>
-
-#include <arpa/inet.h>
 
 #include <algorithm>
 #include <cmath>
 #include <functional>
 #include <cstdio>
-#include <cstring>
 #include <map>
 #include <memory>
 #include <set>
@@ -47,8 +44,12 @@ namespace morpheus::cli {
 namespace {
 
 struct UserRunFlags {
-  std::string handler = MORPHEUS_SOURCE_DIR "/nf/router/user/router_user.c";
-  std::string routes, neighbors, trace;
+  std::string nf = "router";                   // the pipeline (UserPipelines.h)
+  std::string handler;                         // "": the pipeline's own
+  std::string routes, neighbors;               // --nf router
+  std::string rules;                           // --nf firewall
+  bool acceptByDefault = false;                // --nf firewall, no rule matched
+  std::string trace;
   std::string lpm = "dir24";
   bool dpdk = false;
   std::string exceptionVdev; // --dpdk's slow path for MU_PASS
@@ -62,119 +63,61 @@ struct UserRunFlags {
   uint32_t burst = 32, rounds = 9, repeat = 10, ports = 4, inlineLimit = 64, checkPackets = 10000;
 };
 
-template <typename T> Bytes bytesOfValue(const T &value) {
-  Bytes bytes(sizeof value);
-  std::memcpy(bytes.data(), &value, sizeof value);
-  return bytes;
+// The pipeline --nf names, from its configuration files.
+Expected<std::unique_ptr<UserPipeline>> makePipeline(const UserRunFlags &flags) {
+  if (flags.nf == "firewall")
+    return firewallPipeline(flags.rules, flags.acceptByDefault);
+  return routerPipeline(flags.routes, flags.neighbors, flags.ports);
 }
 
-// The router's tables filled from its files, in one guarded change.
-Error configureRouter(user::TableSet &tables, const UserRunFlags &flags,
-                      const std::vector<nf::router::RouteEntry> &routes,
-                      const std::vector<nf::router::NeighborEntry> &neighbors) {
-  user::Guard::Update change(tables.guard());
-  for (uint32_t port = 0; port < flags.ports; ++port)
-    if (Error err = tables.updateUnguarded("ports", bytesOfValue(port), bytesOfValue(uint32_t(1))))
-      return err;
-  for (const auto &entry : routes)
-    if (Error err = tables.updateUnguarded("routes", bytesOfValue(entry.key),
-                                           bytesOfValue(entry.value)))
-      return withContext(std::move(err), flags.routes);
-  for (const auto &entry : neighbors)
-    if (Error err = tables.updateUnguarded("neighbors", bytesOfValue(entry.key),
-                                           bytesOfValue(entry.value)))
-      return withContext(std::move(err), flags.neighbors);
-  return Error::success();
+std::string handlerPath(const UserPipeline &pipeline, const UserRunFlags &flags) {
+  return flags.handler.empty() ? pipeline.defaultHandler() : flags.handler;
 }
 
-// What every build of the router handler (measured, twin, the other LPM
-// kind, the oracle) is compiled and specialized with: its entry, the
-// inline limit, the LPM kind `lpm` and a table for `routes` routes.
-user::HandlerOptions routerOptions(const UserRunFlags &flags, size_t routes,
-                                   const std::string &lpm) {
+// What every build of the pipeline's handler (measured, twin, the other
+// LPM kind, the oracle) is compiled and specialized with: its entry, the
+// inline limit, and the pipeline's flags for LPM kind `lpm`.
+user::HandlerOptions handlerOptions(const UserPipeline &pipeline, const UserRunFlags &flags,
+                                    const std::string &lpm) {
   user::HandlerOptions options;
-  options.entry = "router";
+  options.entry = pipeline.entry();
   options.inlineLimit = flags.inlineLimit;
-  options.cflags = {lpm == "linear" ? "-DROUTER_LPM=MU_LPM_LINEAR" : "-DROUTER_LPM=MU_LPM_DIR24",
-                    "-DROUTER_USER_MAX_ROUTES=" + std::to_string(std::max<size_t>(routes, 4096))};
+  options.cflags = pipeline.cflags(lpm);
   return options;
 }
 
-// The table passes of the router's versions: all but --no-pass's, and
+// The table passes of the handler's versions: all but --no-pass's, and
 // custom-generator only when `generator` (a version or trial with the
 // registered generator).
-std::vector<std::string> routerPasses(const UserRunFlags &flags, bool generator) {
+std::vector<std::string> versionPasses(const UserRunFlags &flags, bool generator) {
   std::vector<std::string> leftOut = flags.noPasses;
   if (!generator)
     leftOut.push_back("custom-generator");
   return user::tablePassesWithout(leftOut);
 }
 
-Expected<std::unique_ptr<user::Handler>> loadRouter(const UserRunFlags &flags, size_t routes,
-                                                    const std::string &lpm) {
-  user::HandlerOptions options = routerOptions(flags, routes, lpm);
+// The handler (--handler, or the pipeline's) built for LPM kind `lpm`
+// and configured.
+Expected<std::unique_ptr<user::Handler>> loadHandler(const UserPipeline &pipeline,
+                                                     const UserRunFlags &flags,
+                                                     const std::string &lpm) {
+  user::HandlerOptions options = handlerOptions(pipeline, flags, lpm);
   if (!flags.noPasses.empty() || !flags.generator.empty())
-    options.tablePasses = routerPasses(flags, false);
+    options.tablePasses = versionPasses(flags, false);
   if (flags.generator == "nested-if-lpm")
-    options.generators.push_back(user::nestedIfLpm("routes"));
+    for (const std::string &table : pipeline.lpmTables())
+      options.generators.push_back(user::nestedIfLpm(table));
   if (flags.profile != core::ProfileMode::Off) {
     core::TrafficProfileOptions traffic;
     traffic.mode = flags.profile;
     options.traffic = traffic;
   }
-  return user::Handler::load(flags.handler, options);
-}
-
-// A hand-specialized router (the oracle): the router handler's source with
-// its route lookup replaced by compares written for these routes, the
-// `hot` destinations' answers (`hotRoutes`, what the table answers them)
-// first, then every route longest first, as a person who knew the routes
-// and the traffic would write it. The rest of the handler is as is.
-Expected<std::string> oracleSource(const std::string &handlerPath,
-                                   const std::vector<nf::router::RouteEntry> &routes,
-                                   const std::vector<uint32_t> &hot,
-                                   const std::vector<route> &hotRoutes) {
-  auto buffer = llvm::MemoryBuffer::getFile(handlerPath);
-  if (!buffer)
-    return makeError("{0}: {1}", handlerPath, buffer.getError().message());
-  std::string source = (*buffer)->getBuffer().str();
-  const std::string lookup = "route = mu_lookup(&routes, &route_key);";
-  const std::string entry = "MU_HANDLER int router(";
-  size_t at = source.find(lookup), handler = source.find(entry);
-  if (at == std::string::npos || handler == std::string::npos)
-    return makeError("{0}: no '{1}' in handler 'router' to replace", handlerPath, lookup);
-  source.replace(at, lookup.size(), "route = oracle_route(iph->daddr);");
-
-  std::vector<const nf::router::RouteEntry *> longestFirst;
-  for (const auto &entry : routes)
-    longestFirst.push_back(&entry);
-  std::stable_sort(longestFirst.begin(), longestFirst.end(), [](auto *a, auto *b) {
-    return a->key.prefixlen > b->key.prefixlen;
-  });
-  std::string code = "static const struct route oracle_table[] = {\n";
-  auto value = [&](const route &r) {
-    code += llvm::formatv("\t{{ {0}u, {1}u, {2}u },\n", r.gateway, r.port, r.kind).str();
-  };
-  for (const route &r : hotRoutes)
-    value(r);
-  for (const auto *entry : longestFirst)
-    value(entry->value);
-  code += "};\n\n"
-          "static __always_inline const struct route *oracle_route(__be32 daddr)\n{\n"
-          "\t__u32 a = ntohl(daddr);\n\n";
-  for (size_t i = 0; i < hot.size(); ++i)
-    code += llvm::formatv("\tif (a == {0:x}u)\n\t\treturn &oracle_table[{1}];\n", hot[i], i).str();
-  for (size_t i = 0; i < longestFirst.size(); ++i) {
-    uint32_t length = longestFirst[i]->key.prefixlen;
-    uint32_t mask = length ? ~uint32_t(0) << (32 - length) : 0;
-    uint32_t prefix = ntohl(longestFirst[i]->key.addr) & mask;
-    code += llvm::formatv("\tif ((a & {0:x}u) == {1:x}u)\n\t\treturn &oracle_table[{2}];\n", mask,
-                          prefix, hot.size() + i)
-                .str();
-  }
-  code += "\treturn 0;\n}\n\n";
-  source.insert(source.find(entry), code);
-  return source;
+  auto handler = user::Handler::load(handlerPath(pipeline, flags), options);
+  if (!handler)
+    return handler.takeError();
+  if (Error err = pipeline.configure((*handler)->tables()))
+    return err;
+  return handler;
 }
 
 // The batching model (backend/user/BatchModel) for the installed
@@ -289,7 +232,7 @@ Error sameAsGeneric(user::Trampoline &version, const user::ReplayRing &head,
 
 // The measured exploration (backend/user/Exploration), NFMorph-style
 // templates among its dimensions: whether the Morpheus-specialized handler
-// runs at all, the burst size, the other LPM implementation (`router` uses
+// runs at all, the burst size, the other LPM implementation (`handler` uses
 // --lpm, `other` the other kind, on the same routes), the routes as code
 // (lpm-as-code's search over the prefixes, up to the inline limit) and as
 // a derived table (lpm-as-array's 16-8-8 array, for the routes the search
@@ -298,7 +241,7 @@ Error sameAsGeneric(user::Trampoline &version, const user::ReplayRing &head,
 // compiled, installed and measured by the loop itself (packets/s of its
 // thread's CPU time over `repeat` replays of the trace); the best measured
 // wins. Returns the handler the chosen configuration runs on.
-Expected<user::Handler *> explore(user::Handler &router, user::Handler &other,
+Expected<user::Handler *> explore(user::Handler &handler, user::Handler &other,
                                   const user::ReplayRing &ring, const UserRunFlags &flags) {
   const std::string Specialized = "specialized", Burst = "burst", LpmAsCode = "lpm_as_code",
                     LpmAsArray = "lpm_as_array", Prefetch = "prefetch",
@@ -317,20 +260,20 @@ Expected<user::Handler *> explore(user::Handler &router, user::Handler &other,
                                              {LpmAsArray, {1}, true}};
   // Sub-batches with the next one's route entries prefetched (the
   // handler's MU_PREFETCH function), when the handler has one.
-  if (router.prefetcher() && other.prefetcher())
+  if (handler.prefetcher() && other.prefetcher())
     dimensions.push_back({Prefetch, {4, 8, 16, 32}, true});
   // The registered custom generator (--generator), on or off.
   if (!flags.generator.empty())
     dimensions.push_back({Generator, {1}, true});
   // The handler's specialization points, beside the knobs applied here.
   std::set<std::string> points;
-  for (user::Dimension &point : user::pointDimensions(router.specializationSpace())) {
+  for (user::Dimension &point : user::pointDimensions(handler.specializationSpace())) {
     points.insert(point.name);
     dimensions.push_back(std::move(point));
   }
   auto strategy = flags.explore == "greedy" ? user::greedySearch() : user::exhaustiveSearch();
   uint32_t burst = flags.burst, subBatch = 0;
-  user::Handler *active = &router;
+  user::Handler *active = &handler;
   user::ExplorerOptions options;
   options.windowsPerTrial = flags.exploreWindows;
   user::Explorer explorer(
@@ -338,7 +281,7 @@ Expected<user::Handler *> explore(user::Handler &router, user::Handler &other,
       [&](const user::Configuration &configuration) -> Error {
         burst = uint32_t(configuration.at(Burst));
         subBatch = configuration.count(Prefetch) ? uint32_t(configuration.at(Prefetch)) : 0;
-        active = configuration.count(OtherLpm) ? &other : &router;
+        active = configuration.count(OtherLpm) ? &other : &handler;
         if (!configuration.count(Specialized)) {
           active->trampoline().install(active->genericVersion());
           return Error::success();
@@ -396,44 +339,34 @@ Expected<user::Handler *> explore(user::Handler &router, user::Handler &other,
 }
 
 int userRun(const UserRunFlags &flags) {
-  std::vector<uint32_t> ports;
-  for (uint32_t port = 0; port < flags.ports; ++port)
-    ports.push_back(port);
-  auto routes = nf::router::parseRoutes(flags.routes, ports);
-  if (!routes)
-    return fail(routes.takeError());
-  auto neighbors = nf::router::parseNeighbors(flags.neighbors);
-  if (!neighbors)
-    return fail(neighbors.takeError());
+  auto pipeline = makePipeline(flags);
+  if (!pipeline)
+    return fail(pipeline.takeError());
   auto trace = bench::readPcapTrace(flags.trace, flags.trace);
   if (!trace)
     return fail(trace.takeError());
   user::ReplayRing ring{trace->frames, trace->sequence, 0};
 
-  // Two instances on twin tables: `router` is measured (generic, then
+  // Two instances on twin tables: `measured` is measured (generic, then
   // specialized, in turn), `twin` stays generic for the equivalence check.
-  auto router = loadRouter(flags, routes->size(), flags.lpm);
-  if (!router)
-    return fail(router.takeError());
-  auto twin = loadRouter(flags, routes->size(), flags.lpm);
+  auto measured = loadHandler(**pipeline, flags, flags.lpm);
+  if (!measured)
+    return fail(measured.takeError());
+  auto twin = loadHandler(**pipeline, flags, flags.lpm);
   if (!twin)
     return fail(twin.takeError());
-  for (user::Handler *handler : {router->get(), twin->get()})
-    if (Error err = configureRouter(handler->tables(), flags, *routes, *neighbors))
-      return fail(std::move(err));
-  std::printf("user-run: %s, %zu routes (%s), %zu neighbours, %u ports; trace %s: %zu "
-              "packets, %zu distinct frames\n",
-              flags.handler.c_str(), routes->size(),
-              (*router)->tables().catalog().at("routes").typeName.c_str(), neighbors->size(),
-              flags.ports, flags.trace.c_str(), ring.sequence.size(), ring.frames.size());
+  std::printf("user-run: %s, %s; trace %s: %zu packets, %zu distinct frames\n",
+              handlerPath(**pipeline, flags).c_str(),
+              (*pipeline)->summary((*measured)->tables()).c_str(), flags.trace.c_str(),
+              ring.sequence.size(), ring.frames.size());
 
-  auto cycle = (*router)->specialize();
+  auto cycle = (*measured)->specialize();
   if (!cycle)
     return fail(cycle.takeError());
   if (cycle->outcome != user::Cycle::Outcome::Installed)
     return fail(makeError("the specialization was not installed"));
-  user::VersionHandle generic = (*router)->genericVersion();
-  user::VersionHandle specialized = (*router)->trampoline().installed();
+  user::VersionHandle generic = (*measured)->genericVersion();
+  user::VersionHandle specialized = (*measured)->trampoline().installed();
   std::printf("user-run: specialized in %.1f ms (passes and O2) + %.1f ms (JIT)\n"
               "  specialized:%s\n  left generic:%s\n",
               cycle->passes.count() / 1000.0, cycle->jit.count() / 1000.0,
@@ -443,10 +376,10 @@ int userRun(const UserRunFlags &flags) {
   std::vector<std::pair<std::string, user::VersionHandle>> versions = {
       {"generic", generic}, {"specialized", specialized}};
   if (flags.profile != core::ProfileMode::Off) {
-    user::EventLoop((*router)->trampoline(), flags.burst).run(ring, 1, [&] {
-      (*router)->recordTraffic();
+    user::EventLoop((*measured)->trampoline(), flags.burst).run(ring, 1, [&] {
+      (*measured)->recordTraffic();
     });
-    auto followed = (*router)->specialize();
+    auto followed = (*measured)->specialize();
     if (!followed)
       return fail(followed.takeError());
     if (followed->outcome != user::Cycle::Outcome::Installed)
@@ -457,77 +390,65 @@ int userRun(const UserRunFlags &flags) {
       std::printf("  site %u (%s): %zu hot keys, period %u: %s\n", site,
                   followed->log.profiled.at(site).table.c_str(), traffic.hotKeys.size(),
                   traffic.period, traffic.why.c_str());
-    versions.push_back({"fast paths", (*router)->trampoline().installed()});
+    versions.push_back({"fast paths", (*measured)->trampoline().installed()});
   }
   // The registered generator's version (its equivalence checked below, on
   // its own); the version before it stays installed.
   user::VersionHandle generated;
   if (!flags.generator.empty()) {
-    if (Error err = (*router)->customizePasses(routerPasses(flags, true)))
+    if (Error err = (*measured)->customizePasses(versionPasses(flags, true)))
       return fail(std::move(err));
-    auto built = (*router)->specialize();
+    auto built = (*measured)->specialize();
     if (!built)
       return fail(built.takeError());
     if (built->outcome != user::Cycle::Outcome::Installed)
       return fail(makeError("the {0} version was not installed", flags.generator));
-    if (Error err = (*router)->customizePasses(routerPasses(flags, false)))
+    if (Error err = (*measured)->customizePasses(versionPasses(flags, false)))
       return fail(std::move(err));
     std::printf("user-run: %s in %.1f ms + %.1f ms (JIT)\n  specialized:%s\n  left generic:%s\n",
                 flags.generator.c_str(), built->passes.count() / 1000.0,
                 built->jit.count() / 1000.0, decisions(built->log, true).c_str(),
                 decisions(built->log, false).c_str());
-    generated = (*router)->trampoline().installed();
-    (*router)->trampoline().install(versions.back().second);
+    generated = (*measured)->trampoline().installed();
+    (*measured)->trampoline().install(versions.back().second);
     versions.push_back({flags.generator, generated});
   }
 
-  // The hand-specialized oracle: compiled from the router's source with
-  // the routes and the trace's hot destinations written in, its other
-  // tables specialized by Morpheus (every table pass, whatever --no-pass
-  // leaves out of the router's).
+  // The hand-specialized oracle: compiled from the handler's source with
+  // the configuration and the trace's hot keys written in (the pipeline's
+  // oracle), its other tables specialized by Morpheus (every table pass,
+  // whatever --no-pass leaves out of the measured handler's).
   std::unique_ptr<user::Handler> oracle;
   if (flags.oracle) {
-    // The hot destinations with a route, and what the table answers them
-    // (the others are left to the compares, which answer no route).
-    std::vector<uint32_t> hot;
-    std::vector<route> hotRoutes;
-    user::Table *table = (*twin)->tables().find("routes");
-    for (uint32_t address : bench::hottestDestinations(*trace, 8)) {
-      route_key key{32, htonl(address)};
-      if (auto *answer = static_cast<const route *>(table->lookup(&key))) {
-        hot.push_back(address);
-        hotRoutes.push_back(*answer);
-      }
-    }
-    auto source = oracleSource(flags.handler, *routes, hot, hotRoutes);
+    std::string path = handlerPath(**pipeline, flags);
+    auto source = (*pipeline)->oracle(path, (*twin)->tables(), *trace);
     if (!source)
       return fail(source.takeError());
-    llvm::SmallString<128> path;
+    llvm::SmallString<128> written;
     int fd;
-    if (std::error_code error = llvm::sys::fs::createTemporaryFile("morpheus-oracle", "c", fd, path))
+    if (std::error_code error =
+            llvm::sys::fs::createTemporaryFile("morpheus-oracle", "c", fd, written))
       return fail(makeError("the oracle's source: {0}", error.message()));
     {
       llvm::raw_fd_ostream out(fd, /*shouldClose=*/true);
-      out << *source;
+      out << source->source;
     }
     // Every table pass (--no-pass is not applied) and no traffic
-    // following; the router's directory for its includes.
-    user::HandlerOptions options = routerOptions(flags, routes->size(), flags.lpm);
-    options.cflags.insert(options.cflags.end(),
-                          {"-I", llvm::sys::path::parent_path(flags.handler).str()});
-    auto loaded = user::Handler::load(path.str().str(), options);
-    llvm::sys::fs::remove(path);
+    // following; the handler's directory for its includes.
+    user::HandlerOptions options = handlerOptions(**pipeline, flags, flags.lpm);
+    options.cflags.insert(options.cflags.end(), {"-I", llvm::sys::path::parent_path(path).str()});
+    auto loaded = user::Handler::load(written.str().str(), options);
+    llvm::sys::fs::remove(written);
     if (!loaded)
       return fail(loaded.takeError());
     oracle = std::move(*loaded);
-    if (Error err = configureRouter(oracle->tables(), flags, *routes, *neighbors))
+    if (Error err = (*pipeline)->configure(oracle->tables()))
       return fail(std::move(err));
     auto built = oracle->specialize();
     if (!built)
       return fail(built.takeError());
-    std::printf("user-run: oracle: the routes as %zu compares, %zu hot destinations first; "
-                "specialized:%s\n",
-                routes->size(), hot.size(), decisions(built->log, true).c_str());
+    std::printf("user-run: oracle: %s; specialized:%s\n", source->description.c_str(),
+                decisions(built->log, true).c_str());
     versions.push_back({"oracle", oracle->trampoline().installed()});
   }
 
@@ -538,9 +459,9 @@ int userRun(const UserRunFlags &flags) {
   if (flags.profile != core::ProfileMode::Off)
     user::EventLoop((*twin)->trampoline(), flags.burst).run(ring, 1);
   auto expected = user::EventLoop((*twin)->trampoline(), flags.burst).collect(head);
-  if (Error err = sameAsGeneric((*router)->trampoline(), head, expected, flags))
+  if (Error err = sameAsGeneric((*measured)->trampoline(), head, expected, flags))
     return fail(std::move(err));
-  if ((*router)->tables().dump() != (*twin)->tables().dump())
+  if ((*measured)->tables().dump() != (*twin)->tables().dump())
     return fail(makeError("the tables differ after the first {0} packets", expected.size()));
   std::printf("user-run: the first %zu packets: generic and specialized identical (verdicts, "
               "bytes, tables)\n",
@@ -560,7 +481,7 @@ int userRun(const UserRunFlags &flags) {
   }
 
   // Interleaved rounds: the whole trace through each version in turn.
-  user::Trampoline &trampoline = (*router)->trampoline();
+  user::Trampoline &trampoline = (*measured)->trampoline();
   auto timeVersions = [&](const char *label,
                           const std::function<user::LoopStats()> &round) {
     std::vector<std::vector<double>> rates(versions.size());
@@ -589,15 +510,14 @@ int userRun(const UserRunFlags &flags) {
               flags.rounds, flags.repeat, flags.burst);
   if (flags.batchModel)
     if (Error err = compareBatchModel(
-            trampoline, oracle ? oracle->prefetcher() : (*router)->prefetcher(), ring, flags))
+            trampoline, oracle ? oracle->prefetcher() : (*measured)->prefetcher(), ring, flags))
       return fail(std::move(err));
   if (!flags.explore.empty()) {
-    auto other = loadRouter(flags, routes->size(), flags.lpm == "linear" ? "dir24" : "linear");
+    auto other =
+        loadHandler(**pipeline, flags, flags.lpm == "linear" ? "dir24" : "linear");
     if (!other)
       return fail(other.takeError());
-    if (Error err = configureRouter((*other)->tables(), flags, *routes, *neighbors))
-      return fail(std::move(err));
-    auto chosen = explore(**router, **other, ring, flags);
+    auto chosen = explore(**measured, **other, ring, flags);
     if (!chosen)
       return fail(chosen.takeError());
     // Against the generic twin of --lpm's kind, whichever kind was chosen.
@@ -640,25 +560,34 @@ void addUserRunCommand(CLI::App &morpheus) {
   auto flags = std::make_shared<UserRunFlags>();
   CLI::App &command = commandline::addCommand(
       morpheus, "user-run",
-      "replay a trace through the user-space router, generic and specialized",
-      "Compiles the router's user-space handler (nf/router/user/router_user.c)\n"
+      "replay a trace through a user-space router or firewall, generic and specialized",
+      "Compiles the network function's user-space handler (--nf router:\n"
+      "nf/router/user/router_user.c, firewall: nf/firewall/user/firewall_user.c)\n"
       "for this machine, JIT-compiles it in process (LLVM ORC), fills its\n"
-      "tables from the router's routes and neighbours files, specializes it\n"
-      "with Morpheus's passes behind the guard, checks that the generic and\n"
-      "the specialized handler treat the trace's first packets alike, and\n"
-      "prints both one's packets/s over the whole trace (a pcap, e.g. from\n"
-      "tools/traces/gen_trace.py --nf router). No kernel, no root.",
+      "tables from the function's own files (routes and neighbours, or a\n"
+      "rule file), specializes it with Morpheus's passes behind the guard,\n"
+      "checks that the generic and the specialized handler treat the trace's\n"
+      "first packets alike, and prints both one's packets/s over the whole\n"
+      "trace (a pcap, e.g. from tools/traces/gen_trace.py --nf router|firewall).\n"
+      "No kernel, no root.",
       [flags](const CLI::App &) { return userRun(*flags); });
-  command.add_option("--routes", flags->routes, "routes file (`PREFIX NEXTHOP [PORT]`)")
-      ->required()
+  command.add_option("--nf", flags->nf, "the network function: router (default) or firewall")
+      ->check(CLI::IsMember({"router", "firewall"}))
+      ->type_name("router|firewall");
+  command.add_option("--routes", flags->routes, "--nf router: routes file (`PREFIX NEXTHOP [PORT]`)")
       ->type_name("FILE");
-  command.add_option("--neighbors", flags->neighbors, "neighbours file")
-      ->required()
+  command.add_option("--neighbors", flags->neighbors, "--nf router: neighbours file")
       ->type_name("FILE");
+  command
+      .add_option("--rules", flags->rules,
+                  "--nf firewall: rule file (ClassBench lines, nf/firewall/configs)")
+      ->type_name("FILE");
+  command.add_flag("--accept-by-default", flags->acceptByDefault,
+                   "--nf firewall: accept packets no rule matches (default: drop them)");
   command.add_option("--trace", flags->trace, "the packets to replay (pcap)")
       ->required()
       ->type_name("PCAP");
-  command.add_option("--lpm", flags->lpm, "route lookup: dir24 (DIR-24-8, default) or linear")
+  command.add_option("--lpm", flags->lpm, "the LPM tables (routes, the firewall's prefixes): dir24 (DIR-24-8, default) or linear")
       ->check(CLI::IsMember({"dir24", "linear"}))
       ->type_name("dir24|linear");
   command.add_option("--burst", flags->burst, "packets per burst (default 32)")->type_name("N");
@@ -687,9 +616,9 @@ void addUserRunCommand(CLI::App &morpheus) {
                    "beside measurements at bursts 4 to 256 with sub-batches of none, 2, 4, "
                    "8, 16 and the whole burst, and the (burst, sub-batch) each picks");
   command.add_flag("--oracle", flags->oracle,
-                   "also time a hand-specialized router: the routes written in as compares, "
-                   "the trace's 8 hottest destinations first (checked against the generic "
-                   "handler)");
+                   "also time a hand-specialized version: the routes (or rules) written in as "
+                   "compares, the trace's 8 hottest destinations (or flows) first (checked "
+                   "against the generic handler)");
   command.add_flag("--dpdk", flags->dpdk,
                    "also time both versions receiving the trace from a DPDK net_pcap port "
                    "(no NIC, no hugepages)");
@@ -708,11 +637,11 @@ void addUserRunCommand(CLI::App &morpheus) {
   command.add_option("--explore-windows", flags->exploreWindows,
                      "measurements per explored configuration, the median kept (default 3)")
       ->type_name("N");
-  command.add_option("--handler", flags->handler, "another build of the router handler")
+  command.add_option("--handler", flags->handler, "another build of the function's handler")
       ->type_name("FILE");
   command
       .add_option("--generator", flags->generator,
-                  "register a custom generator for the routes table: nested-if-lpm (the LPM "
+                  "register a custom generator for the LPM tables: nested-if-lpm (the LPM "
                   "library's nested ifs, a test per prefix); its version is timed beside the "
                   "others and --explore may choose it")
       ->check(CLI::IsMember({"nested-if-lpm"}))

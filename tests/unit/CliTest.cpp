@@ -456,3 +456,52 @@ TEST(Cli, UserRunReplaysATraceThroughGenericAndSpecializedRouters) {
   EXPECT_EQ(missing.status, 1) << missing.text;
   EXPECT_NE(missing.text.find("/nonexistent"), std::string::npos) << missing.text;
 }
+
+// `morpheus user-run --nf firewall` on a ClassBench rule file and a trace
+// from the firewall's trace generator: the same code path as the router's,
+// with the firewall's tables: specialized, fast paths for the hot flows,
+// the hand-specialized oracle (the rules as compares), exploration, every
+// version checked against the generic twin; errors name the file.
+TEST(Cli, UserRunReplaysATraceThroughGenericAndSpecializedFirewalls) {
+  const std::string source = MORPHEUS_SOURCE_DIR;
+  const std::string rules = source + "/nf/firewall/configs/classbench-fw1-449-rules.txt";
+  std::string trace = tempPath("user-run-firewall.pcap");
+  std::string generate = "python3 " + source + "/tools/traces/gen_trace.py --nf firewall " +
+                         "--config " + rules + " --flows 50 --packets 2000 --locality high " +
+                         "--seed 3 -q -o " + trace;
+  ASSERT_EQ(std::system(generate.c_str()), 0) << generate;
+  Output out = morpheus("user-run --nf firewall --rules " + rules + " --trace " + trace +
+                        " --rounds 1 --repeat 1 --profile adaptive --oracle");
+  ASSERT_EQ(out.status, 0) << out.text;
+  EXPECT_NE(out.text.find("firewall_user.c, 449 rules (lpm_dir24 prefixes: "), std::string::npos)
+      << out.text;
+  EXPECT_NE(out.text.find("the first 2000 packets: generic and specialized identical"),
+            std::string::npos)
+      << out.text;
+  EXPECT_NE(out.text.find("fast paths "), std::string::npos) << out.text;
+  EXPECT_NE(out.text.find("oracle: the rules as 449 compares, 8 hot flows first"),
+            std::string::npos)
+      << out.text;
+  EXPECT_NE(out.text.find("the oracle treats them as the generic handler does"),
+            std::string::npos)
+      << out.text;
+
+  out = morpheus("user-run --nf firewall --rules " + rules + " --trace " + trace +
+                 " --rounds 1 --repeat 1 --lpm linear --explore greedy --explore-windows 1");
+  std::remove(trace.c_str());
+  ASSERT_EQ(out.status, 0) << out.text;
+  EXPECT_NE(out.text.find("(lpm_linear prefixes: "), std::string::npos) << out.text;
+  EXPECT_NE(out.text.find("lpm_dir24=1"), std::string::npos) << out.text; // the other template
+  EXPECT_NE(out.text.find("chosen burst="), std::string::npos) << out.text;
+  EXPECT_NE(out.text.find("the chosen configuration treats the first 2000 packets as the "
+                          "generic handler does"),
+            std::string::npos)
+      << out.text;
+
+  Output missing = morpheus("user-run --nf firewall --rules /nonexistent --trace y");
+  EXPECT_EQ(missing.status, 1) << missing.text;
+  EXPECT_NE(missing.text.find("/nonexistent"), std::string::npos) << missing.text;
+  Output none = morpheus("user-run --nf firewall --trace y");
+  EXPECT_EQ(none.status, 1) << none.text;
+  EXPECT_NE(none.text.find("--nf firewall needs --rules"), std::string::npos) << none.text;
+}
