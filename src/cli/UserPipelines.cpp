@@ -242,8 +242,6 @@ private:
 Expected<std::unique_ptr<UserPipeline>> routerPipeline(const std::string &routesFile,
                                                        const std::string &neighborsFile,
                                                        uint32_t ports) {
-  if (routesFile.empty() || neighborsFile.empty())
-    return makeError("--nf router needs --routes and --neighbors");
   std::vector<uint32_t> portList;
   for (uint32_t port = 0; port < ports; ++port)
     portList.push_back(port);
@@ -259,8 +257,6 @@ Expected<std::unique_ptr<UserPipeline>> routerPipeline(const std::string &routes
 
 Expected<std::unique_ptr<UserPipeline>> firewallPipeline(const std::string &rulesFile,
                                                          bool acceptByDefault) {
-  if (rulesFile.empty())
-    return makeError("--nf firewall needs --rules");
   auto rules = nf::firewall::parseRules(rulesFile);
   if (!rules)
     return rules.takeError();

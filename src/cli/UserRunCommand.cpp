@@ -570,7 +570,13 @@ void addUserRunCommand(CLI::App &morpheus) {
       "first packets alike, and prints both one's packets/s over the whole\n"
       "trace (a pcap, e.g. from tools/traces/gen_trace.py --nf router|firewall).\n"
       "No kernel, no root.",
-      [flags](const CLI::App &) { return userRun(*flags); });
+      [flags](const CLI::App &command) {
+        if (flags->nf == "router" && (flags->routes.empty() || flags->neighbors.empty()))
+          return commandline::usageError(command, "--nf router needs --routes and --neighbors");
+        if (flags->nf == "firewall" && flags->rules.empty())
+          return commandline::usageError(command, "--nf firewall needs --rules");
+        return userRun(*flags);
+      });
   command.add_option("--nf", flags->nf, "the network function: router (default) or firewall")
       ->check(CLI::IsMember({"router", "firewall"}))
       ->type_name("router|firewall");
