@@ -237,7 +237,10 @@ Error sameAsGeneric(user::Trampoline &version, const user::ReplayRing &head,
 // (lpm-as-code's search over the prefixes, up to the inline limit) and as
 // a derived table (lpm-as-array's 16-8-8 array, for the routes the search
 // does not take), both off: the table's own lookup stays, and the
-// handler's own specialization points. Each trial is
+// handler's own specialization points. Any of these passes or points
+// switched on specializes the handler (with the other table passes, as
+// `specialized` does), so that a greedy step from the generic baseline
+// measures what it turns on. Each trial is
 // compiled, installed and measured by the loop itself (packets/s of its
 // thread's CPU time over `repeat` replays of the trace); the best measured
 // wins. Returns the handler the chosen configuration runs on.
@@ -282,7 +285,18 @@ Expected<user::Handler *> explore(user::Handler &handler, user::Handler &other,
         burst = uint32_t(configuration.at(Burst));
         subBatch = configuration.count(Prefetch) ? uint32_t(configuration.at(Prefetch)) : 0;
         active = configuration.count(OtherLpm) ? &other : &handler;
-        if (!configuration.count(Specialized)) {
+        // A pass or point switched on specializes the handler by itself:
+        // a greedy step that turns on only the routes as code must measure
+        // them, not the generic handler (the firewall's prefixes pay only
+        // with lpm-as-code, where `specialized` alone does not).
+        auto passOrPoint = [&](const auto &setting) {
+          return setting.first == LpmAsCode || setting.first == LpmAsArray ||
+                 setting.first == Generator || points.count(setting.first);
+        };
+        bool specializes =
+            configuration.count(Specialized) ||
+            std::any_of(configuration.begin(), configuration.end(), passOrPoint);
+        if (!specializes) {
           active->trampoline().install(active->genericVersion());
           return Error::success();
         }
