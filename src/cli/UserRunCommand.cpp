@@ -23,6 +23,7 @@
 #include "backend/user/Handler.h"
 #include "bench/Trace.h"
 #include "cli/Commands.h"
+#include "cli/ExplorationTrials.h"
 #include "cli/UserPipelines.h"
 #include "core/Pipeline.h"
 
@@ -237,19 +238,15 @@ Error sameAsGeneric(user::Trampoline &version, const user::ReplayRing &head,
 // (lpm-as-code's search over the prefixes, up to the inline limit) and as
 // a derived table (lpm-as-array's 16-8-8 array, for the routes the search
 // does not take), both off: the table's own lookup stays, and the
-// handler's own specialization points. Any of these passes or points
-// switched on specializes the handler (with the other table passes, as
-// `specialized` does), so that a greedy step from the generic baseline
-// measures what it turns on. Each trial is
+// handler's own specialization points (what a configuration runs:
+// cli/ExplorationTrials.h). Each trial is
 // compiled, installed and measured by the loop itself (packets/s of its
 // thread's CPU time over `repeat` replays of the trace); the best measured
 // wins. Returns the handler the chosen configuration runs on.
 Expected<user::Handler *> explore(user::Handler &handler, user::Handler &other,
                                   const user::ReplayRing &ring, const UserRunFlags &flags) {
-  const std::string Specialized = "specialized", Burst = "burst", LpmAsCode = "lpm_as_code",
-                    LpmAsArray = "lpm_as_array", Prefetch = "prefetch",
-                    Generator = "nested_if_lpm";
-  const std::string OtherLpm = flags.lpm == "linear" ? "lpm_dir24" : "lpm_linear";
+  using namespace dimension;
+  const std::string OtherLpm = otherLpm(flags.lpm);
   // The burst given first: the generic handler at that burst is the
   // baseline of both searches.
   std::vector<int64_t> bursts = {flags.burst};
@@ -282,38 +279,17 @@ Expected<user::Handler *> explore(user::Handler &handler, user::Handler &other,
   user::Explorer explorer(
       dimensions, std::move(strategy),
       [&](const user::Configuration &configuration) -> Error {
-        burst = uint32_t(configuration.at(Burst));
-        subBatch = configuration.count(Prefetch) ? uint32_t(configuration.at(Prefetch)) : 0;
-        active = configuration.count(OtherLpm) ? &other : &handler;
-        // A pass or point switched on specializes the handler by itself:
-        // a greedy step that turns on only the routes as code must measure
-        // them, not the generic handler (the firewall's prefixes pay only
-        // with lpm-as-code, where `specialized` alone does not).
-        auto passOrPoint = [&](const auto &setting) {
-          return setting.first == LpmAsCode || setting.first == LpmAsArray ||
-                 setting.first == Generator || points.count(setting.first);
-        };
-        bool specializes =
-            configuration.count(Specialized) ||
-            std::any_of(configuration.begin(), configuration.end(), passOrPoint);
-        if (!specializes) {
+        TrialPlan plan = planTrial(configuration, flags.lpm, points, flags.noPasses);
+        burst = plan.burst;
+        subBatch = plan.subBatch;
+        active = plan.otherLpm ? &other : &handler;
+        if (!plan.specialize) {
           active->trampoline().install(active->genericVersion());
           return Error::success();
         }
-        std::vector<std::string> leftOut = flags.noPasses;
-        if (!configuration.count(LpmAsCode))
-          leftOut.push_back("lpm-as-code");
-        if (!configuration.count(LpmAsArray))
-          leftOut.push_back("lpm-as-array");
-        if (!configuration.count(Generator))
-          leftOut.push_back("custom-generator");
-        if (Error err = active->customizePasses(user::tablePassesWithout(leftOut)))
+        if (Error err = active->customizePasses(user::tablePassesWithout(plan.passesLeftOut)))
           return err;
-        core::PointConfiguration pointValues;
-        for (const auto &[name, value] : configuration)
-          if (points.count(name))
-            pointValues[name] = value;
-        auto cycle = active->specialize(pointValues);
+        auto cycle = active->specialize(plan.points);
         if (!cycle)
           return cycle.takeError();
         if (cycle->outcome != user::Cycle::Outcome::Installed)
