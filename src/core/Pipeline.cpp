@@ -208,21 +208,23 @@ size_t keysAnsweredWithValues(const AccessSite &site, const TableAccessInfo &inf
 // How many verifier paths the fast paths at `site` multiply the entry's by
 // (1: none): a chain by the keys it answers with a value + 1
 // (keysAnsweredWithValues; conservative: the verifier may prune some once
-// the value is dead, which cannot be predicted here); per-CPU chains by
-// the sum of their arms', the other CPUs' chain among them (the verifier
-// walks every arm of the switch on the CPU number).
+// the value is dead, which cannot be predicted here). Per-CPU chains by the
+// keys any of their arms (the other CPUs' chain among them) answers with a
+// value + 1: the arms meet where the call was, and there, as at a chain's
+// join, a state is the answer, whichever arm gave it — the CPU number is
+// dead by then, so the switch adds instructions, not states (as null
+// answers do). Disjoint hot sets count their sum, equal ones the largest.
 size_t fastPathPaths(const AccessSite &site, const TableAccessInfo &info,
                      const TablePassContext &context, const TableSnapshot &snapshot) {
-  auto hot = context.hotKeys.find(site.id);
-  size_t global =
-      hot == context.hotKeys.end() ? 0 : keysAnsweredWithValues(site, info, hot->second, snapshot);
-  auto perCpu = context.perCpuHotKeys.find(site.id);
-  if (perCpu == context.perCpuHotKeys.end())
-    return global + 1;
-  size_t paths = global + 1;
-  for (const auto &[cpu, keys] : perCpu->second)
-    paths += keysAnsweredWithValues(site, info, keys, snapshot) + 1;
-  return paths;
+  std::set<Bytes> compared;
+  if (auto hot = context.hotKeys.find(site.id); hot != context.hotKeys.end())
+    compared.insert(hot->second.begin(), hot->second.end());
+  if (auto perCpu = context.perCpuHotKeys.find(site.id); perCpu != context.perCpuHotKeys.end())
+    for (const auto &[cpu, keys] : perCpu->second)
+      compared.insert(keys.begin(), keys.end());
+  return keysAnsweredWithValues(site, info, std::vector<Bytes>(compared.begin(), compared.end()),
+                                snapshot) +
+         1;
 }
 
 // Fast paths are optional: per entry, the verifier's paths through the

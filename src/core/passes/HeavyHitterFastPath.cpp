@@ -53,7 +53,8 @@
 // snapshot answers (under their write counts for written tables), every
 // other key reaches a copy's untouched lookup; the CPU a packet runs on
 // decides which keys are compared, never an answer. The verifier budget
-// counts the sum of the arms' paths, and drops the per-CPU chains first.
+// counts the keys any arm answers with a value (Pipeline.cpp
+// fastPathPaths), and drops the per-CPU chains first.
 //===----------------------------------------------------------------------===//
 
 #include "core/passes/TablePasses.h"
