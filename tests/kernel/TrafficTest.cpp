@@ -7,6 +7,7 @@
 #include "PolicyFwd.h"
 
 #include "backend/bpf/Frontend.h"
+#include "bench/Bench.h"
 #include "core/passes/TableRewriting.h"
 #include "runtime/PacketSamples.h"
 
@@ -14,7 +15,11 @@
 #include <linux/bpf.h> // XDP_PASS
 #include <linux/in.h>
 
+#include <sched.h>
+#include <unistd.h>
+
 #include <cstring>
+#include <set>
 
 namespace morpheus::testing {
 namespace {
@@ -129,6 +134,95 @@ TEST_F(FollowTheTraffic, HeavyHittersGetAFastPathThatAnswersAsTheTable) {
   sendAndCompare(traffic({3, 7, 11}, 1, {}));
   EXPECT_EQ(run(router->opt().activeFd(), buildPacket(specFor(keyNumber(7)))).verdict,
             uint32_t(XDP_PASS));
+}
+
+// The calling thread pinned to one CPU while it lives (BPF_PROG_TEST_RUN
+// runs the program on the caller's CPU); the previous affinity back after.
+class OnCpu {
+public:
+  explicit OnCpu(int cpu) {
+    sched_getaffinity(0, sizeof(previous), &previous);
+    bench::pinToCpu(cpu);
+    int now = sched_getcpu();
+    EXPECT_EQ(now, cpu) << "could not run on CPU " << cpu;
+  }
+  ~OnCpu() { sched_setaffinity(0, sizeof(previous), &previous); }
+
+private:
+  cpu_set_t previous;
+};
+
+// Different hot keys on CPU 0 and CPU 1, ten each: twenty would not fit one
+// chain (maxFastPath 16), and each CPU would compare the other's keys.
+// Each CPU gets a chain of its own; on both CPUs every packet — its own hot
+// keys, the other CPU's, cold and unknown keys — gets what the original
+// gives it, and a hot key the control plane changes is seen by the next
+// packet on both.
+TEST_F(FollowTheTraffic, DifferentHotKeysPerCpuGetChainsOfTheirOwn) {
+  if (sysconf(_SC_NPROCESSORS_ONLN) < 2)
+    GTEST_SKIP() << "needs two CPUs";
+  start(core::ProfileMode::Naive);
+  router->specialize();
+  std::vector<unsigned> hotOn0, hotOn1;
+  for (unsigned i = 1; i <= 10; ++i) {
+    hotOn0.push_back(i);
+    hotOn1.push_back(100 + i);
+  }
+  {
+    OnCpu cpu(0);
+    sendAndCompare(traffic(hotOn0, 30, {50, 51, 52}));
+  }
+  {
+    OnCpu cpu(1);
+    sendAndCompare(traffic(hotOn1, 30, {60, 61, 62}));
+  }
+  runtime::CycleReport report = router->specialize();
+  ASSERT_EQ(report.traffic.size(), 1u);
+  const core::SiteTraffic &site = report.traffic.begin()->second;
+  ASSERT_EQ(site.perCpuHotKeys.size(), 2u) << site.why;
+  auto keysOf = [](const std::vector<unsigned> &numbers) {
+    std::set<Bytes> keys;
+    for (unsigned number : numbers)
+      keys.insert(bytesOf(keyNumber(number)));
+    return keys;
+  };
+  const std::vector<Bytes> &chain0 = site.perCpuHotKeys.at(0), &chain1 = site.perCpuHotKeys.at(1);
+  EXPECT_EQ(std::set<Bytes>(chain0.begin(), chain0.end()), keysOf(hotOn0));
+  EXPECT_EQ(std::set<Bytes>(chain1.begin(), chain1.end()), keysOf(hotOn1));
+  const core::SiteDecision *fastPath = decision(report, "heavy-hitter-fast-path");
+  ASSERT_NE(fastPath, nullptr);
+  EXPECT_TRUE(fastPath->applied) << fastPath->detail;
+  EXPECT_EQ(fastPath->detail.rfind("per-CPU chains: CPU 0: 10 hot keys compared before the "
+                                   "lookup; CPU 1: 10 hot keys compared before the lookup;",
+                                   0),
+            0u)
+      << fastPath->detail;
+
+  PacketSpec unknown = specFor(keyNumber(3));
+  unknown.dport += 1000;
+  for (int cpu : {0, 1}) {
+    OnCpu on(cpu);
+    std::vector<Bytes> mixed = traffic(hotOn0, 2, {0, 50, 60, 150, 199});
+    std::vector<Bytes> other = traffic(hotOn1, 2, {});
+    mixed.insert(mixed.end(), other.begin(), other.end());
+    mixed.push_back(buildPacket(unknown));
+    sendAndCompare(mixed);
+  }
+
+  // The control plane changes a hot key of each CPU: the next packet on
+  // either CPU sees it.
+  router->setPolicy(keyNumber(3), policyValue(ACTION_PASS, 77));
+  router->setPolicy(keyNumber(105), policyValue(ACTION_PASS, 88));
+  for (int cpu : {0, 1}) {
+    OnCpu on(cpu);
+    EXPECT_EQ(run(router->opt().activeFd(), buildPacket(specFor(keyNumber(3)))).verdict,
+              uint32_t(XDP_PASS))
+        << "CPU " << cpu;
+    EXPECT_EQ(run(router->opt().activeFd(), buildPacket(specFor(keyNumber(105)))).verdict,
+              uint32_t(XDP_PASS))
+        << "CPU " << cpu;
+    sendAndCompare(traffic({3, 105}, 1, {}));
+  }
 }
 
 TEST_F(FollowTheTraffic, UniformTrafficGetsNoFastPath) {
