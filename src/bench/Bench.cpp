@@ -1388,7 +1388,9 @@ namespace {
 // Predicted vs measured per table. Measured: the saving of morpheus-static
 // over the baseline (net medians), attributed whole to the one table whose
 // representation the model changed (at one site or several); with several
-// such tables it cannot be split, and is not.
+// such tables it cannot be split, and is not: the tables' predicted savings
+// are then summed (each changed site counted once per packet, as the
+// firewall's per-field lookups run) against the measured whole.
 std::string formatPredictions(const BenchResult &result, const TraceResult &trace) {
   const std::vector<TablePrediction> &predictions = result.compile.predictions;
   if (predictions.empty())
@@ -1406,6 +1408,7 @@ std::string formatPredictions(const BenchResult &result, const TraceResult &trac
     if (prediction.choice.chosen != core::Representation::OriginalMap)
       changedTables.insert(prediction.table);
   size_t changed = changedTables.size();
+  double predictedTogether = 0;
   for (const TablePrediction &prediction : predictions) {
     const core::RepresentationChoice &choice = prediction.choice;
     double map = choice.predictionFor(core::Representation::OriginalMap).value_or(NAN);
@@ -1422,10 +1425,17 @@ std::string formatPredictions(const BenchResult &result, const TraceResult &trac
                             map - (*baseline - *specialized));
     else if (choice.chosen != core::Representation::OriginalMap)
       text += llvm::formatv("; measured saving not attributed ({0} tables changed)", changed);
+    if (choice.chosen != core::Representation::OriginalMap)
+      predictedTogether += map - choice.predictedNs;
     if (!choice.memoryDeclined.empty())
       text += "; " + choice.memoryDeclined;
     text += "\n";
   }
+  if (changed > 1 && baseline && specialized)
+    text += llvm::formatv("    the {0} tables together: predicted saving {1:f1} ns (each changed "
+                          "site once per packet); measured: morpheus-static saves {2:f1} ns "
+                          "net\n",
+                          changed, predictedTogether, *baseline - *specialized);
   return text;
 }
 

@@ -34,6 +34,7 @@
 #include <arpa/inet.h>
 
 #include <algorithm>
+#include <cmath>
 #include <functional>
 #include <cstdio>
 #include <cstring>
@@ -177,46 +178,86 @@ Expected<std::string> oracleSource(const std::string &handlerPath,
 }
 
 // The batching model (backend/user/BatchModel) for the installed
-// version: the loop measured at three burst sizes (the fit), the model's
-// prediction for every candidate, then every candidate measured, all in
-// interleaved rounds (median ns/packet of the loop thread's CPU time), and
-// the model's pick beside measurement's.
-Error compareBatchModel(user::Trampoline &trampoline, const user::ReplayRing &ring,
-                        const UserRunFlags &flags) {
-  const std::vector<uint32_t> fitted = {8, 32, 128};
-  const std::vector<uint32_t> candidates = {4, 8, 16, 32, 64, 128, 256};
-  std::map<uint32_t, std::vector<double>> rounds;
+// version: the loop measured over a grid of burst sizes B and, with
+// `prefetcher` (the version's MU_PREFETCH function), sub-batches b, in
+// interleaved rounds (median ns/packet of the loop thread's CPU time);
+// the model fitted on B = 8, 32, 128 with b = none, 2, 8, B (B alone
+// without a prefetcher), its prediction beside the measurement at every
+// point, and its pick confirmed or overridden by measurement's.
+Error compareBatchModel(user::Trampoline &trampoline, user::PrefetchFunction prefetcher,
+                        const user::ReplayRing &ring, const UserRunFlags &flags) {
+  std::vector<uint32_t> subBatches, fittedSubBatches;
+  if (prefetcher) {
+    subBatches = {2, 4, 8, 16};
+    fittedSubBatches = {2, 8};
+  }
+  const std::vector<user::BatchPoint> candidates =
+      user::batchGrid({4, 8, 16, 32, 64, 128, 256}, subBatches);
+  const std::vector<user::BatchPoint> fitted = user::batchGrid({8, 32, 128}, fittedSubBatches);
+  std::map<user::BatchPoint, std::vector<double>> rounds;
   for (uint32_t r = 0; r < flags.rounds; ++r)
-    for (uint32_t burst : candidates)
-      rounds[burst].push_back(1e9 / user::EventLoop(trampoline, burst)
+    for (user::BatchPoint point : candidates)
+      rounds[point].push_back(1e9 / user::EventLoop(trampoline, point.burst)
+                                        .prefetching(prefetcher, point.subBatch)
                                         .run(ring, flags.repeat)
                                         .packetsPerSecond());
-  std::map<uint32_t, double> measured;
-  for (auto &[burst, ns] : rounds) {
+  std::map<user::BatchPoint, double> measured;
+  for (auto &[point, ns] : rounds) {
     std::sort(ns.begin(), ns.end());
-    measured[burst] = ns[ns.size() / 2];
+    measured[point] = ns[ns.size() / 2];
   }
   std::vector<user::BatchSample> samples;
-  for (uint32_t burst : fitted)
-    samples.push_back({burst, measured[burst]});
+  for (user::BatchPoint point : fitted)
+    samples.push_back({point, measured[point]});
   auto model = user::BatchModel::fit(samples);
   if (!model)
     return model.takeError();
-  std::printf("batch model: t(B) = %.2f + %.1f / B + %.4f * B ns/packet (fitted at B = 8, 32, "
-              "128)\n",
-              model->perPacketNs, model->perBurstNs, model->perPacketPerBurstNs);
-  uint32_t bestMeasured = candidates.front();
-  for (uint32_t burst : candidates) {
-    if (measured[burst] < measured[bestMeasured])
-      bestMeasured = burst;
-    std::printf("  B=%-4u predicted %7.2f ns/packet  measured %7.2f ns/packet  %+.1f %%\n", burst,
-                model->predictNs(burst), measured[burst],
-                (model->predictNs(burst) / measured[burst] - 1) * 100);
+  std::printf("batch model: t(B) = %.2f + %.1f / B + %.4f * B ns/packet\n", model->perPacketNs,
+              model->perBurstNs, model->perPacketPerBurstNs);
+  if (const auto &sub = model->subBatching)
+    std::printf("  sub-batches of b (b' = min(b, B)), prefetched: %+.2f %+.1f / b' %+.1f / B "
+                "%+.4f * b' ns/packet\n",
+                sub->prefetchPerPacketNs, sub->perSubBatchNs, sub->firstSubBatchStallNs,
+                sub->footprintPerPacketNs);
+  std::printf("  fitted at %zu points (B = 8, 32, 128; b = %s): residuals %.2f ns/packet rms\n",
+              fitted.size(), prefetcher ? "none, 2, 8, B" : "none", model->rmsResidualNs());
+  auto subBatch = [](user::BatchPoint point) {
+    return point.subBatch ? std::to_string(point.subBatch) : std::string("none");
+  };
+  user::BatchPoint bestMeasured = candidates.front(), worstHeldOut;
+  double heldOutError = 0, worstError = 0;
+  for (user::BatchPoint point : candidates) {
+    if (measured[point] < measured[bestMeasured])
+      bestMeasured = point;
+    double error = model->predictNs(point) / measured[point] - 1;
+    bool isFitted = std::find(fitted.begin(), fitted.end(), point) != fitted.end();
+    if (!isFitted) {
+      heldOutError += std::fabs(error);
+      if (std::fabs(error) >= std::fabs(worstError)) {
+        worstError = error;
+        worstHeldOut = point;
+      }
+    }
+    std::printf("  B=%-4u b=%-4s predicted %7.2f ns/packet  measured %7.2f ns/packet  %+6.1f "
+                "%%%s\n",
+                point.burst, subBatch(point).c_str(), model->predictNs(point), measured[point],
+                error * 100, isFitted ? "  (fitted)" : "");
   }
-  uint32_t picked = model->pick(candidates);
-  std::printf("  the model picks B=%u (measured %.2f ns/packet), measurement B=%u (%.2f): %s\n",
-              picked, measured[picked], bestMeasured, measured[bestMeasured],
-              picked == bestMeasured ? "confirmed" : "overridden");
+  std::printf("  the %zu points not fitted: predicted within %.1f %% on average, at worst %+.1f %% "
+              "(B=%u b=%s)\n",
+              candidates.size() - fitted.size(),
+              heldOutError / (candidates.size() - fitted.size()) * 100, worstError * 100,
+              worstHeldOut.burst, subBatch(worstHeldOut).c_str());
+  user::BatchPoint picked = model->pick(candidates);
+  std::printf("  the model picks B=%u b=%s (measured %.2f ns/packet), measurement B=%u b=%s "
+              "(%.2f): ",
+              picked.burst, subBatch(picked).c_str(), measured[picked], bestMeasured.burst,
+              subBatch(bestMeasured).c_str(), measured[bestMeasured]);
+  if (picked == bestMeasured)
+    std::printf("confirmed\n");
+  else
+    std::printf("overridden (the pick measured %+.1f %% slower)\n",
+                (measured[picked] / measured[bestMeasured] - 1) * 100);
   return Error::success();
 }
 
@@ -547,7 +588,8 @@ int userRun(const UserRunFlags &flags) {
               "thread, its CPU time)\n",
               flags.rounds, flags.repeat, flags.burst);
   if (flags.batchModel)
-    if (Error err = compareBatchModel(trampoline, ring, flags))
+    if (Error err = compareBatchModel(
+            trampoline, oracle ? oracle->prefetcher() : (*router)->prefetcher(), ring, flags))
       return fail(std::move(err));
   if (!flags.explore.empty()) {
     auto other = loadRouter(flags, routes->size(), flags.lpm == "linear" ? "dir24" : "linear");
@@ -640,8 +682,10 @@ void addUserRunCommand(CLI::App &morpheus) {
       ->type_name("off|adaptive|naive");
   command.add_flag("--batch-model", flags->batchModel,
                    "then fit the batching model (P4C's) to the last version measured at "
-                   "bursts 8, 32 and 128, and print its predictions beside measurements at "
-                   "bursts 4 to 256, and the burst each picks");
+                   "bursts 8, 32 and 128, with the handler's prefetch function at sub-batches "
+                   "of 2, 8 and the whole burst besides none, and print its predictions "
+                   "beside measurements at bursts 4 to 256 with sub-batches of none, 2, 4, "
+                   "8, 16 and the whole burst, and the (burst, sub-batch) each picks");
   command.add_flag("--oracle", flags->oracle,
                    "also time a hand-specialized router: the routes written in as compares, "
                    "the trace's 8 hottest destinations first (checked against the generic "

@@ -9,7 +9,8 @@
 // The model prices the lookup only: what inlined values let LLVM fold after
 // it (constants, dead code) is not in it, so it chooses between
 // representations of the same answer (an LPM trie as the trie, a search or a
-// derived table), never whether to inline values at all.
+// derived table; a chain yielding an index, which folds nothing, or the
+// map), never whether to inline values at all.
 #pragma once
 
 #include "core/Tables.h"

@@ -323,6 +323,12 @@ TEST(Bench, FirewallHotOracleTreatsTheTraceAsTheBaseline) {
   EXPECT_EQ(trace.checked, 256u);
   ASSERT_FALSE(trace.variants.empty());
   EXPECT_EQ(trace.variants.back().name, "oracle-hot10");
+  // Both tries changed representation: their savings are predicted
+  // together against the measured whole.
+  std::string text = formatResult(*result);
+  EXPECT_NE(text.find("measured saving not attributed (2 tables changed)"), std::string::npos)
+      << text;
+  EXPECT_NE(text.find("the 2 tables together: predicted saving "), std::string::npos) << text;
 }
 
 // The test-only switch makes the inlined key compare wrong: the router's

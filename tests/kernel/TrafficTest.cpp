@@ -18,8 +18,10 @@
 #include <sched.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <cstring>
 #include <set>
+#include <thread>
 
 namespace morpheus::testing {
 namespace {
@@ -335,6 +337,16 @@ protected:
     return count;
   }
 
+  // A first cycle, then `hot` looked up 30 times each: the next cycle
+  // builds their fast path.
+  void buildFastPathFor(const std::vector<uint32_t> &hot) {
+    ASSERT_TRUE(opt->runCycle().installed());
+    lookAll(hot, 30);
+    runtime::CycleReport built = opt->runCycle();
+    ASSERT_TRUE(built.installed()) << built.describe();
+    ASSERT_NE(fastPath(built), nullptr) << built.log.toText();
+  }
+
   const core::SiteDecision *fastPath(const runtime::CycleReport &report) {
     for (const core::SiteDecision &decision : report.log.decisions)
       if (decision.table == "flows" && decision.pass == "heavy-hitter-fast-path" &&
@@ -418,12 +430,8 @@ TEST_F(WrittenTable, AWriteOfAHotKeyIsSeenByTheNextPacketAndNewFlowsLeaveTheFast
 // path away (TrafficProfile's churn rule, logged per site); calm periods
 // bring it back. Packets are right all along.
 TEST_F(WrittenTable, HotKeysRewrittenEveryPeriodLoseTheFastPathUntilWritesCalm) {
-  ASSERT_TRUE(opt->runCycle().installed());
   std::vector<uint32_t> hot = {3, 7, 11};
-  lookAll(hot, 30);
-  runtime::CycleReport built = opt->runCycle();
-  ASSERT_TRUE(built.installed()) << built.describe();
-  ASSERT_NE(fastPath(built), nullptr) << built.log.toText();
+  ASSERT_NO_FATAL_FAILURE(buildFastPathFor(hot));
   unsigned churnCycles = core::TrafficProfileOptions{}.churnCycles;
   runtime::CycleReport report;
   for (unsigned cycle = 0; cycle < churnCycles; ++cycle) {
@@ -481,6 +489,152 @@ TEST_F(WrittenTable, TheLookupWrittenThroughKeepsItsSearch) {
   FlowKey key{5, 80};
   ASSERT_EQ(bpf_map_lookup_elem(opt->mapFd("flows"), &key, &flow), 0);
   EXPECT_EQ(flow.updates, 1u);
+}
+
+// The data plane rewrites a hot key on one CPU while the other CPU looks it
+// up through the fast path. Each write bumps the key's count after the
+// store, and the count only grows, so a reader never goes back: once it has
+// seen a value it never again sees an older one (the snapshot's included),
+// and once the writer is done both CPUs see its last value.
+TEST_F(WrittenTable, AHotKeyRewrittenOnOneCpuWhileTheOtherLooksItUpNeverGoesBack) {
+  std::vector<uint32_t> hot = {3, 7, 11};
+  ASSERT_NO_FATAL_FAILURE(buildFastPathFor(hot));
+
+  auto pinTo = [](int cpu) {
+    cpu_set_t set;
+    CPU_ZERO(&set);
+    CPU_SET(cpu, &set);
+    return sched_setaffinity(0, sizeof(set), &set) == 0;
+  };
+  constexpr uint32_t First = 1000, Writes = 3000; // verdicts 1001..4000, above any XDP action
+  std::atomic<bool> writing{true};
+  std::atomic<unsigned> wentBack{0}, strange{0}, reads{0};
+  uint32_t before = verdicts[7];
+  std::thread reader([&] {
+    EXPECT_TRUE(pinTo(1));
+    uint32_t last = before;
+    while (writing.load()) {
+      uint32_t seen = send(Look, 7);
+      if (seen != before && (seen <= First || seen > First + Writes))
+        ++strange;
+      else if (last != before && (seen == before || seen < last))
+        ++wentBack;
+      last = seen;
+      ++reads;
+      if (send(Look, 3) != verdicts.at(3) || send(Look, 11) != verdicts.at(11))
+        ++strange;
+    }
+  });
+  std::thread writer([&] {
+    EXPECT_TRUE(pinTo(0));
+    for (uint32_t i = 1; i <= Writes; ++i)
+      EXPECT_EQ(send(Learn, 7, First + i), uint32_t(XDP_TX));
+    writing = false;
+  });
+  writer.join();
+  reader.join();
+  EXPECT_EQ(wentBack.load(), 0u);
+  EXPECT_EQ(strange.load(), 0u);
+  EXPECT_GT(reads.load(), 0u);
+  verdicts[7] = First + Writes;
+  for (int cpu : {0, 1}) {
+    std::thread look([&] {
+      EXPECT_TRUE(pinTo(cpu));
+      lookAll(hot, 2);
+    });
+    look.join();
+  }
+}
+
+// An LRU table the data plane fills past its size (learning_lru.bpf.c):
+// inserts evict entries, hot ones included, and no write names them, so no
+// fast path may answer for it (the analysis declines LRU tables). Whatever
+// is evicted, every lookup answers what the table holds, as the original.
+TEST(EvictingTable, NoFastPathAnswersForAnLruTableAndEvictionsChangeNoAnswer) {
+  runtime::OptimizerOptions options;
+  options.traffic.mode = core::ProfileMode::Naive;
+  auto created =
+      runtime::Optimizer::create(sourcePath("tests/kernel/learning_lru.bpf.c"), options);
+  ASSERT_THAT_EXPECTED(created, llvm::Succeeded());
+  std::unique_ptr<runtime::Optimizer> opt = std::move(*created);
+  constexpr uint32_t Filled = 200; // of the table's 256
+  for (uint32_t addr = 0; addr < Filled; ++addr) {
+    FlowKey key{addr, 80};
+    Flow flow{addr % 2 ? uint32_t(XDP_DROP) : uint32_t(XDP_TX), 0, 0};
+    ASSERT_EQ(bpf_map_update_elem(opt->mapFd("flows"), &key, &flow, BPF_ANY), 0);
+  }
+  auto send = [](int fd, uint32_t op, uint32_t addr, uint32_t verdict = 0) {
+    Bytes packet(64, 0);
+    uint32_t words[4] = {op, addr, 80, verdict};
+    std::memcpy(packet.data(), words, sizeof(words));
+    auto result = runtime::runPacket(fd, bpf::ProgramType::Xdp, {packet, 0});
+    EXPECT_THAT_EXPECTED(result, llvm::Succeeded());
+    return result ? result->verdict : ~0u;
+  };
+  // What the table holds: a lookup from user space sets no reference bit.
+  auto held = [&](uint32_t addr) -> std::optional<uint32_t> {
+    FlowKey key{addr, 80};
+    Flow flow{};
+    if (bpf_map_lookup_elem(opt->mapFd("flows"), &key, &flow) != 0)
+      return std::nullopt;
+    return flow.verdict;
+  };
+  auto lookAll = [&](const std::vector<uint32_t> &addrs, unsigned rounds) {
+    for (unsigned round = 0; round < rounds; ++round)
+      for (uint32_t addr : addrs) {
+        uint32_t got = send(opt->activeFd(), Look, addr);
+        ASSERT_EQ(got, held(addr).value_or(uint32_t(XDP_PASS))) << "flow " << addr;
+        ASSERT_EQ(got, send(opt->originalFd(), Look, addr)) << "flow " << addr;
+      }
+  };
+  // No fast path, ever: the first cycle says why; later ones sample no site
+  // of the table, so what they install (if anything) has none either.
+  auto fastPaths = [](const runtime::CycleReport &report) {
+    unsigned built = 0;
+    for (const core::SiteDecision &decision : report.log.decisions)
+      built += decision.table == "flows" && decision.pass == "heavy-hitter-fast-path" &&
+               decision.applied;
+    return built;
+  };
+  runtime::CycleReport first = opt->runCycle();
+  ASSERT_TRUE(first.installed()) << first.describe();
+  EXPECT_NE(first.log.toText().find("lru_hash table: an insert may evict"), std::string::npos)
+      << first.log.toText();
+  EXPECT_EQ(fastPaths(first), 0u);
+  std::vector<uint32_t> hot = {3, 7, 11};
+  lookAll(hot, 30);
+  runtime::CycleReport profiled = opt->runCycle();
+  ASSERT_TRUE(profiled.installed() || profiled.outcome == runtime::CycleOutcome::Unchanged)
+      << profiled.describe();
+  EXPECT_TRUE(profiled.traffic.empty());
+  EXPECT_EQ(fastPaths(profiled), 0u) << profiled.log.toText();
+
+  // The data plane learns 4,000 new flows, each looked up once, and two of
+  // the hot ones between; the third, 7, not: the table evicts it with the
+  // cold ones, and the next lookup of it must miss as the original's does.
+  for (uint32_t addr = 1000; addr < 5000; ++addr) {
+    ASSERT_EQ(send(opt->activeFd(), Learn, addr, XDP_DROP), uint32_t(XDP_TX));
+    lookAll({addr}, 1); // referenced too: the LRU's active list turns over
+    if (addr % 50 == 0)
+      lookAll({3, 11}, 1);
+  }
+  unsigned kept = 0;
+  for (uint32_t addr = 0; addr < Filled; ++addr)
+    kept += held(addr).has_value();
+  EXPECT_LT(kept, Filled); // the table evicted
+  EXPECT_FALSE(held(7).has_value()); // evicted
+  std::vector<uint32_t> sample;
+  for (uint32_t addr = 0; addr < 5000; addr += 97)
+    sample.push_back(addr);
+  lookAll(sample, 1);
+  lookAll(hot, 2);
+
+  runtime::CycleReport after = opt->runCycle();
+  ASSERT_TRUE(after.installed() || after.outcome == runtime::CycleOutcome::Unchanged)
+      << after.describe();
+  EXPECT_EQ(fastPaths(after), 0u) << after.log.toText();
+  lookAll(hot, 2);
+  lookAll(sample, 1);
 }
 
 } // namespace

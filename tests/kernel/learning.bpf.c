@@ -5,6 +5,7 @@
 // is changed in place (and its update count bumped), a new flow inserted;
 // op 2 forgets the flow; any other op looks the flow up and returns its
 // verdict (XDP_PASS for an unknown flow), writing nothing.
+// learning_lru.bpf.c builds the same program over an LRU table.
 #include <linux/bpf.h>
 #include <bpf/bpf_helpers.h>
 
@@ -19,9 +20,14 @@ struct flow {
 	__u64 updates; /* changed in place by the data plane */
 };
 
+#ifndef FLOWS_TYPE
+#define FLOWS_TYPE BPF_MAP_TYPE_HASH
+#define FLOWS_ENTRIES 1024
+#endif
+
 struct {
-	__uint(type, BPF_MAP_TYPE_HASH);
-	__uint(max_entries, 1024);
+	__uint(type, FLOWS_TYPE);
+	__uint(max_entries, FLOWS_ENTRIES);
 	__type(key, struct flow_key);
 	__type(value, struct flow);
 } flows SEC(".maps");

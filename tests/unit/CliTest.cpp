@@ -387,9 +387,24 @@ TEST(Cli, UserRunReplaysATraceThroughGenericAndSpecializedRouters) {
             std::string::npos)
       << out.text;
   EXPECT_NE(out.text.find("nested-if-lpm "), std::string::npos) << out.text;
-  // The batching model: fitted, every burst predicted beside measured.
+  // The batching model with the router's prefetch function: fitted on
+  // bursts and sub-batches, every (B, b) predicted beside measured, the
+  // points it was not fitted on summed up, its pick against measurement's.
   EXPECT_NE(out.text.find("batch model: t(B) = "), std::string::npos) << out.text;
-  EXPECT_NE(out.text.find("  B=256  predicted "), std::string::npos) << out.text;
+  EXPECT_NE(out.text.find("  sub-batches of b (b' = min(b, B)), prefetched: "),
+            std::string::npos)
+      << out.text;
+  EXPECT_NE(out.text.find("  fitted at 11 points (B = 8, 32, 128; b = none, 2, 8, B)"),
+            std::string::npos)
+      << out.text;
+  EXPECT_NE(out.text.find("  B=256  b=none predicted "), std::string::npos) << out.text;
+  EXPECT_NE(out.text.find("  B=256  b=16   predicted "), std::string::npos) << out.text;
+  EXPECT_NE(out.text.find("  B=4    b=4    predicted "), std::string::npos) << out.text;
+  EXPECT_EQ(out.text.find("  B=4    b=8 "), std::string::npos) << out.text; // b <= B
+  EXPECT_NE(out.text.find("  B=32   b=8    predicted "), std::string::npos) << out.text;
+  EXPECT_NE(out.text.find("  (fitted)\n"), std::string::npos) << out.text;
+  EXPECT_NE(out.text.find("  the 25 points not fitted: predicted within "), std::string::npos)
+      << out.text;
   EXPECT_NE(out.text.find("the model picks B="), std::string::npos) << out.text;
 
   // The measured exploration: every trial printed, the chosen one, and the

@@ -20,7 +20,11 @@
 // lookup on the miss path (an unlisted element exists: never null). Chains
 // the verifier budget marks (Pipeline.cpp) yield an index into the table's
 // value array instead of a constant per entry, so the verifier does not
-// multiply its states by the chain's length.
+// multiply its states by the chain's length. Such a chain folds no value:
+// all it saves is the lookup itself, so it is built only where the cost
+// model prices the chain under the map's own lookup. An eBPF array's
+// lookup is a bounds check and a load the verifier inlines, which a chain
+// of more than a few compares only slows down.
 //
 //   %v = call ptr inttoptr (i64 1 to ptr)(ptr @policy, ptr %key)
 // becomes
@@ -101,6 +105,17 @@ PreservedAnalyses InlineSmallTablePass::run(Module &module,
         ChainLowering lowering = context.indexLoweredSites.count(site.id)
                                      ? ChainLowering::Index
                                      : ChainLowering::Constants;
+        if (lowering == ChainLowering::Index) {
+          TableShape shape{.match = table.match, .entries = entries.size(),
+                           .keySize = table.keySize};
+          RepresentationChoice choice =
+              context.costModel.choose(shape, {Representation::CompareChain});
+          if (choice.chosen != Representation::CompareChain)
+            return declineSite(context, site, "inline-small-table",
+                               "a chain yielding an index (verifier budget) folds no value "
+                               "and is not faster than the lookup; " +
+                                   choice.describe());
+        }
         rewriter.replaceWithDispatch(*site.call, *site.signature.keyArg, entries, site.table,
                                      lowering, onMiss);
         if (context.log) {

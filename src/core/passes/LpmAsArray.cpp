@@ -146,14 +146,9 @@ PreservedAnalyses LpmAsArrayPass::run(Module &module, ModuleAnalysisManager &mam
         // path); what is left is over its limit or its verifier budget, or
         // a trie the cost model prices cheaper as a derived table.
         TrieCandidates candidates = trieCandidates(site, table, contents, context, dl);
-        if (candidates.whyNoDerived)
-          return recordTrieDecision(context, site, "lpm-as-array", false,
-                                    *candidates.whyNoDerived, candidates.choice);
-        if (candidates.choice.chosen != Representation::DerivedArray)
-          return recordTrieDecision(context, site, "lpm-as-array", false,
-                                    "the cost model prefers the " +
-                                        std::string(representationName(candidates.choice.chosen)),
-                                    candidates.choice);
+        if (!buildsChosenRepresentation(context, site, "lpm-as-array", candidates,
+                                        Representation::DerivedArray, candidates.whyNoDerived))
+          return false;
         // Every table's slots, one after the other in one global.
         std::vector<uint16_t> slots;
         std::vector<size_t> bases, chunkCounts;

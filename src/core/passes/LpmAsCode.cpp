@@ -65,14 +65,9 @@ PreservedAnalyses LpmAsCodePass::run(Module &module, ModuleAnalysisManager &mam)
         if (table.match != TableMatch::LongestPrefix)
           return false;
         TrieCandidates candidates = trieCandidates(site, table, contents, context, dl);
-        if (candidates.whyNoSearch)
-          return recordTrieDecision(context, site, "lpm-as-code", false,
-                                    *candidates.whyNoSearch, candidates.choice);
-        if (candidates.choice.chosen != Representation::PrefixSearch)
-          return recordTrieDecision(context, site, "lpm-as-code", false,
-                                    "the cost model prefers the " +
-                                        std::string(representationName(candidates.choice.chosen)),
-                                    candidates.choice);
+        if (!buildsChosenRepresentation(context, site, "lpm-as-code", candidates,
+                                        Representation::PrefixSearch, candidates.whyNoSearch))
+          return false;
         uint32_t dataBits = 8 * (table.keySize - PrefixLengthBytes);
         const std::vector<PrefixInterval> &intervals = candidates.intervals;
 

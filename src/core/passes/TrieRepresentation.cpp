@@ -138,6 +138,20 @@ TrieCandidates trieCandidates(const AccessSite &site, const TableInfo &table,
   return out;
 }
 
+bool buildsChosenRepresentation(const TablePassContext &context, const AccessSite &site,
+                                const char *pass, const TrieCandidates &candidates,
+                                Representation representation,
+                                const std::optional<std::string> &whyNot) {
+  if (whyNot)
+    return recordTrieDecision(context, site, pass, false, *whyNot, candidates.choice);
+  if (candidates.choice.chosen != representation)
+    return recordTrieDecision(context, site, pass, false,
+                              "the cost model prefers the " +
+                                  std::string(representationName(candidates.choice.chosen)),
+                              candidates.choice);
+  return true;
+}
+
 bool recordTrieDecision(const TablePassContext &context, const AccessSite &site,
                         const char *pass, bool applied, std::string detail,
                         const RepresentationChoice &choice) {

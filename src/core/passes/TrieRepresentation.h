@@ -68,6 +68,14 @@ TrieCandidates trieCandidates(const AccessSite &site, const TableInfo &table,
                               const TableContents &contents, const TablePassContext &context,
                               const llvm::DataLayout &dl);
 
+// Whether `pass` builds `representation` at `site`: it must be eligible there
+// (`whyNot` unset) and the model's choice. When not, the decline is logged
+// with the reason, so both LPM passes decline alike.
+bool buildsChosenRepresentation(const TablePassContext &context, const AccessSite &site,
+                                const char *pass, const TrieCandidates &candidates,
+                                Representation representation,
+                                const std::optional<std::string> &whyNot);
+
 // Logs `pass`'s decision at `site` with the model's choice; returns `applied`.
 bool recordTrieDecision(const TablePassContext &context, const AccessSite &site,
                         const char *pass, bool applied, std::string detail,
