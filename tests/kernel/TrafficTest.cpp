@@ -140,6 +140,7 @@ TEST_F(FollowTheTraffic, HeavyHittersGetAFastPathThatAnswersAsTheTable) {
 
 // The calling thread pinned to one CPU while it lives (BPF_PROG_TEST_RUN
 // runs the program on the caller's CPU); the previous affinity back after.
+// Shared by the tests that put traffic or writes on a given CPU.
 class OnCpu {
 public:
   explicit OnCpu(int cpu) {
@@ -500,18 +501,12 @@ TEST_F(WrittenTable, AHotKeyRewrittenOnOneCpuWhileTheOtherLooksItUpNeverGoesBack
   std::vector<uint32_t> hot = {3, 7, 11};
   ASSERT_NO_FATAL_FAILURE(buildFastPathFor(hot));
 
-  auto pinTo = [](int cpu) {
-    cpu_set_t set;
-    CPU_ZERO(&set);
-    CPU_SET(cpu, &set);
-    return sched_setaffinity(0, sizeof(set), &set) == 0;
-  };
   constexpr uint32_t First = 1000, Writes = 3000; // verdicts 1001..4000, above any XDP action
   std::atomic<bool> writing{true};
   std::atomic<unsigned> wentBack{0}, strange{0}, reads{0};
   uint32_t before = verdicts[7];
   std::thread reader([&] {
-    EXPECT_TRUE(pinTo(1));
+    OnCpu on(1);
     uint32_t last = before;
     while (writing.load()) {
       uint32_t seen = send(Look, 7);
@@ -526,7 +521,7 @@ TEST_F(WrittenTable, AHotKeyRewrittenOnOneCpuWhileTheOtherLooksItUpNeverGoesBack
     }
   });
   std::thread writer([&] {
-    EXPECT_TRUE(pinTo(0));
+    OnCpu on(0);
     for (uint32_t i = 1; i <= Writes; ++i)
       EXPECT_EQ(send(Learn, 7, First + i), uint32_t(XDP_TX));
     writing = false;
@@ -539,7 +534,7 @@ TEST_F(WrittenTable, AHotKeyRewrittenOnOneCpuWhileTheOtherLooksItUpNeverGoesBack
   verdicts[7] = First + Writes;
   for (int cpu : {0, 1}) {
     std::thread look([&] {
-      EXPECT_TRUE(pinTo(cpu));
+      OnCpu on(cpu);
       lookAll(hot, 2);
     });
     look.join();
