@@ -503,15 +503,43 @@ const char BaselineName[] = "baseline", StaticName[] = "morpheus-static",
 // Times packets of one trace through a program: the driver tail-calls it
 // (BPF_PROG_TEST_RUN), or, live, it is attached to the port the sender's
 // frames arrive on.
+// With `cpuEdges` (BenchOptions::twoCpus), packets [0, edge 0) run on
+// CPU 0, [edge 0, edge 1) on CPU 1, and so on (mod the CPUs), the thread
+// pinned for each part and back where it was after.
 class TraceTimer {
 public:
-  TraceTimer(Driver &driver, const Trace &trace, uint32_t ingress, LiveTarget *live)
+  TraceTimer(Driver &driver, const Trace &trace, uint32_t ingress, LiveTarget *live,
+             std::vector<uint64_t> cpuEdges)
       : driver(driver), trace(trace), ingress(ingress), live(live),
-        packets(uint32_t(trace.sequence.size())) {}
+        packets(uint32_t(trace.sequence.size())), cpuEdges(std::move(cpuEdges)) {}
 
-  // `count` packets of the trace from `start` on through `fd`.
+  // `count` packets of the trace from `start` on through `fd`; with CPU
+  // edges, each part on its CPU, the figure the parts' packet-weighted mean.
   Expected<Timing> time(int fd, uint32_t start, uint32_t count) {
-    return live ? timeLive(fd, start, count) : timeDriven(fd, start, count);
+    if (cpuEdges.empty())
+      return timeHere(fd, start, count);
+    cpu_set_t home;
+    sched_getaffinity(0, sizeof(home), &home);
+    long cpus = std::max(1L, sysconf(_SC_NPROCESSORS_ONLN));
+    Timing total;
+    Error failed = Error::success();
+    for (uint32_t at = start, end = start + count; at < end && !failed;) {
+      size_t part = std::upper_bound(cpuEdges.begin(), cpuEdges.end(), at) - cpuEdges.begin();
+      uint32_t partEnd = part < cpuEdges.size() ? std::min<uint64_t>(end, cpuEdges[part]) : end;
+      pinToCpu(int(part % size_t(cpus)));
+      auto timing = timeHere(fd, at, partEnd - at);
+      if (!timing) {
+        failed = timing.takeError();
+        break;
+      }
+      total.ns += timing->ns * (partEnd - at) / count;
+      total.mpps += timing->mpps * (partEnd - at) / count;
+      at = partEnd;
+    }
+    sched_setaffinity(0, sizeof(home), &home);
+    if (failed)
+      return std::move(failed);
+    return total;
   }
 
   // The whole trace through `fd` in `segments` consecutive slices (each
@@ -542,6 +570,10 @@ public:
   }
 
 private:
+  Expected<Timing> timeHere(int fd, uint32_t start, uint32_t count) {
+    return live ? timeLive(fd, start, count) : timeDriven(fd, start, count);
+  }
+
   Expected<Timing> timeDriven(int fd, uint32_t start, uint32_t count) {
     if (Error err = driver.setTarget(fd))
       return err;
@@ -574,7 +606,16 @@ private:
   uint32_t ingress;
   LiveTarget *live;
   uint32_t packets;
+  std::vector<uint64_t> cpuEdges;
 };
+
+// Where `trace` changes CPU (TraceTimer): the phased trace's phase edges
+// with --two-cpus, else none.
+std::vector<uint64_t> cpuEdges(const Trace &trace, const BenchOptions &options) {
+  if (!options.twoCpus || trace.name != PhasedTrace)
+    return {};
+  return cantFail(phaseEdges(options.phases, trace.sequence.size())); // checked when generated
+}
 
 // One variant's timing in one round: the whole trace and, for a phased
 // trace, each slice.
@@ -645,7 +686,8 @@ void recordRound(TraceResult &result, const std::map<std::string, RoundTiming> &
 // Morpheus following the traffic: an optimizer whose program records
 // lookup keys, and, for the loop variants, cycles run on the trace.
 const char MorpheusName[] = "morpheus", AdaptiveInstrumentationName[] = "adaptive-instrumentation",
-           NaiveInstrumentationName[] = "naive-instrumentation", SamplingPrefix[] = "sampling-every-";
+           NaiveInstrumentationName[] = "naive-instrumentation", SamplingPrefix[] = "sampling-every-",
+           GlobalChainName[] = "morpheus-global-chain";
 
 struct FollowingVariant {
   std::string name;
@@ -661,12 +703,14 @@ std::string describeCycle(const runtime::CycleReport &report) {
     line += llvm::formatv(" ({0} instructions verified)", *report.verifiedInstructions).str();
   for (const auto &[site, traffic] : report.traffic) {
     line += llvm::formatv("; site #{0}: period {1}, {2}", site, traffic.period, traffic.why).str();
-    // What became of the hot keys (a recompiled cycle only).
+    // What became of the hot keys (a recompiled cycle only): each distinct
+    // decision once (per-CPU chains dropped by the budget, then the global
+    // chain's; a generic copy's twin says the same).
+    std::set<std::pair<bool, std::string>> said;
     for (const core::SiteDecision &decision : report.log.decisions)
-      if (decision.site == site && decision.pass == "heavy-hitter-fast-path") {
+      if (decision.site == site && decision.pass == "heavy-hitter-fast-path" &&
+          said.insert({decision.applied, decision.detail}).second)
         line += (decision.applied ? " -> fast path: " : " -> no fast path: ") + decision.detail;
-        break; // a generic copy's twin says the same
-      }
   }
   return line;
 }
@@ -679,7 +723,7 @@ Expected<std::vector<std::string>> followTrace(Driver &driver, runtime::Optimize
                                                uint32_t ingress, LiveTarget *live) {
   if (Error err = driver.setTrace(trace))
     return err;
-  TraceTimer timer(driver, trace, ingress, live);
+  TraceTimer timer(driver, trace, ingress, live, cpuEdges(trace, options));
   std::vector<std::string> lines;
   for (uint32_t cycle = 0; cycle < options.trafficCycles; ++cycle) {
     if (auto pass = timer.time(optimizer.activeFd(), 0, uint32_t(trace.sequence.size())); !pass)
@@ -715,7 +759,7 @@ Expected<AdaptationResult> adaptToTrace(Driver &driver, runtime::Optimizer &opti
                                         LiveTarget *live) {
   if (Error err = driver.setTrace(trace))
     return err;
-  TraceTimer timer(driver, trace, ingress, live);
+  TraceTimer timer(driver, trace, ingress, live, cpuEdges(trace, options));
   uint64_t packets = trace.sequence.size();
   uint32_t segments = described.segments;
   // The data-plane state the baseline's passes brought (learnt addresses,
@@ -801,7 +845,7 @@ Expected<TraceResult> measureTrace(Driver &driver, const std::vector<Variant> &v
   TraceResult result = describeTrace(trace, options);
   if (Error err = driver.setTrace(trace))
     return err;
-  TraceTimer timer(driver, trace, ingress, live);
+  TraceTimer timer(driver, trace, ingress, live, cpuEdges(trace, options));
   uint32_t packets = uint32_t(trace.sequence.size());
   // One untimed pass each warms caches and brings data-plane state
   // (connection tables, learned addresses) to where the timed passes see it.
@@ -983,6 +1027,11 @@ Expected<BenchResult> runInNamespace(const Preset &preset, const BenchOptions &o
         {MorpheusName, adaptive, true},
         {AdaptiveInstrumentationName, sampledOnly, true},
         {NaiveInstrumentationName, naive, false}};
+    if (options.twoCpus) {
+      core::TrafficProfileOptions globalChain;
+      globalChain.perCpuChains = false;
+      loops.emplace_back(GlobalChainName, globalChain, true);
+    }
     for (uint32_t period : options.samplingPeriods) {
       core::TrafficProfileOptions held = sampledOnly;
       held.initialPeriod = held.minPeriod = held.maxPeriod = period;
@@ -1094,7 +1143,7 @@ Expected<BenchResult> runInNamespace(const Preset &preset, const BenchOptions &o
     if (!preset.oracle.empty()) {
       if (Error err = driver->setTrace(trace))
         return err;
-      TraceTimer timer(*driver, trace, ingress, live ? &*live : nullptr);
+      TraceTimer timer(*driver, trace, ingress, live ? &*live : nullptr, cpuEdges(trace, options));
       if (auto pass = timer.time(optimizer.originalFd(), 0, uint32_t(trace.sequence.size()));
           !pass)
         return pass.takeError();

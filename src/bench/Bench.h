@@ -82,6 +82,12 @@ struct BenchOptions {
   // the trace plays in order, each slice timed against the baseline; 0 =
   // not run. Needs `phases`.
   uint32_t adaptPeriod = 0;
+  // Two CPUs: the phased trace's phase k is played on CPU k (mod the CPUs),
+  // in every pass of every variant (timed, warm-up, the loops' passes), so
+  // each CPU sees a hot set of its own ("high/N/A,high/N/B"); adds the
+  // variant `morpheus-global-chain` (the loop with per-CPU chains off).
+  // Needs `phases`.
+  bool twoCpus = false;
   uint32_t flows = 1000;
   uint32_t packets = 1u << 20; // per generated trace and per measurement
   uint32_t seed = 1;

@@ -65,6 +65,8 @@ int bench(const CLI::App &command, BenchFlags &flags) {
   }
   if (flags.cpu)
     options.cpu = int(*flags.cpu);
+  if (options.twoCpus && options.phases.empty())
+    return commandline::usageError(command, "--two-cpus plays the phased trace: give --phases");
   if (options.localities.empty() && options.traceFiles.empty() && options.phases.empty())
     return commandline::usageError(command, "no traces (give --locality, --phases or --trace)");
   if (!flags.quiet)
@@ -151,6 +153,10 @@ void addBenchCommand(CLI::App &morpheus) {
       .add_option("--segments", options.segments,
                   "slices a phased trace is timed in (default 30)")
       ->type_name("N");
+  command.add_flag("--two-cpus", options.twoCpus,
+                   "with --phases, play phase K of the phased trace on CPU K (e.g. "
+                   "'high/131072/A,high/131072/B': a hot set per CPU) and add the variant "
+                   "morpheus-global-chain (per-CPU fast paths off)");
   command
       .add_option("--adapt-period", options.adaptPeriod,
                   "with --phases, also the adaptation experiment: a fresh 'morpheus' loop runs "

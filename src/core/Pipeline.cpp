@@ -93,10 +93,11 @@ bool mayFoldFields(const AccessSite &site, const TableAccessInfo &info,
 // `writeGuarded`: the tables whose writes guard-table-writes counts.
 bool mayFastPath(const AccessSite &site, const TableAccessInfo &info,
                  const TableCatalog &catalog, const TableSnapshot &snapshot,
-                 const std::map<unsigned, std::vector<Bytes>> &hotKeys,
-                 const std::set<std::string> &writeGuarded) {
-  auto hot = hotKeys.find(site.id);
-  return hot != hotKeys.end() && !hot->second.empty() &&
+                 const TablePassContext &context, const std::set<std::string> &writeGuarded) {
+  auto hot = context.hotKeys.find(site.id);
+  bool anyHot = (hot != context.hotKeys.end() && !hot->second.empty()) ||
+                context.perCpuHotKeys.count(site.id);
+  return anyHot &&
          !whyNotInlinable(site, info, catalog, writeGuarded.count(site.table) > 0) &&
          snapshot.count(site.table);
 }
@@ -204,18 +205,37 @@ size_t keysAnsweredWithValues(const AccessSite &site, const TableAccessInfo &inf
   });
 }
 
+// How many verifier paths the fast paths at `site` multiply the entry's by
+// (1: none): a chain by the keys it answers with a value + 1
+// (keysAnsweredWithValues; conservative: the verifier may prune some once
+// the value is dead, which cannot be predicted here). Per-CPU chains by the
+// keys any of their arms (the other CPUs' chain among them) answers with a
+// value + 1: the arms meet where the call was, and there, as at a chain's
+// join, a state is the answer, whichever arm gave it — the CPU number is
+// dead by then, so the switch adds instructions, not states (as null
+// answers do). Disjoint hot sets count their sum, equal ones the largest.
+size_t fastPathPaths(const AccessSite &site, const TableAccessInfo &info,
+                     const TablePassContext &context, const TableSnapshot &snapshot) {
+  std::set<Bytes> compared;
+  if (auto hot = context.hotKeys.find(site.id); hot != context.hotKeys.end())
+    compared.insert(hot->second.begin(), hot->second.end());
+  if (auto perCpu = context.perCpuHotKeys.find(site.id); perCpu != context.perCpuHotKeys.end())
+    for (const auto &[cpu, keys] : perCpu->second)
+      compared.insert(keys.begin(), keys.end());
+  return keysAnsweredWithValues(site, info, std::vector<Bytes>(compared.begin(), compared.end()),
+                                snapshot) +
+         1;
+}
+
 // Fast paths are optional: per entry, the verifier's paths through the
 // compare chains (each chain multiplies them by its entries + 1, as in
 // chainsOverBudget, before any index lowering) with the fast paths added
-// must fit the budget. A fast path multiplies them by the keys it answers
-// with a value + 1 (keysAnsweredWithValues; conservative: the verifier may
-// prune some once the value is dead, which cannot be predicted here); keys
-// answered null add no path. The fast paths multiplying most go first
-// until the rest fit. Returns the sites whose valued answers go (their
-// null answers, if any, stay).
+// (fastPathPaths) must fit the budget; keys answered null add no path. The
+// fast paths multiplying most go first until the rest fit. Returns the
+// sites whose fast paths go.
 std::set<unsigned> fastPathsOverBudget(Module &module, const TableAccessInfo &info,
                                        const std::map<unsigned, size_t> &chains,
-                                       const std::map<unsigned, std::vector<Bytes>> &hotKeys,
+                                       const TablePassContext &context,
                                        const TableSnapshot &snapshot,
                                        const std::map<std::string, uint64_t> &budget) {
   std::set<unsigned> dropped;
@@ -225,22 +245,21 @@ std::set<unsigned> fastPathsOverBudget(Module &module, const TableAccessInfo &in
       continue;
     std::set<std::string> reached = namesReachedFrom(*entry);
     double product = 1;
-    std::vector<std::pair<size_t, unsigned>> fast; // (keys answered with values, site)
+    std::vector<std::pair<size_t, unsigned>> fast; // (paths multiplied by, site)
     for (const AccessSite &site : info.sites) {
       if (!reached.count(site.function))
         continue;
       if (auto chain = chains.find(site.id); chain != chains.end())
         product *= double(chain->second + 1);
-      else if (auto hot = hotKeys.find(site.id); hot != hotKeys.end())
-        if (size_t valued = keysAnsweredWithValues(site, info, hot->second, snapshot))
-          fast.emplace_back(valued, site.id);
+      else if (size_t multiplied = fastPathPaths(site, info, context, snapshot); multiplied > 1)
+        fast.emplace_back(multiplied, site.id);
     }
     std::sort(fast.begin(), fast.end()); // fewest first: kept first
-    for (auto [valued, id] : fast) {
-      if (product * double(valued + 1) > double(paths))
+    for (auto [multiplied, id] : fast) {
+      if (product * double(multiplied) > double(paths))
         dropped.insert(id);
       else
-        product *= double(valued + 1);
+        product *= double(multiplied);
     }
   }
   return dropped;
@@ -351,6 +370,7 @@ Expected<SpecializationLog> specializeModule(Module &module,
   context.faults = options.faults;
   context.profile = options.profile;
   context.hotKeys = options.hotKeys;
+  context.perCpuHotKeys = options.perCpuHotKeys;
   context.writeGuards = options.writeGuards;
   context.writeCounts = options.writeCounts;
   std::set<std::string> writeGuarded;
@@ -370,7 +390,7 @@ Expected<SpecializationLog> specializeModule(Module &module,
     for (const AccessSite &site : info.sites)
       if (mayRewrite(site, info, catalog, snapshot) ||
           mayFoldFields(site, info, catalog, snapshot) ||
-          mayFastPath(site, info, catalog, snapshot, options.hotKeys, writeGuarded))
+          mayFastPath(site, info, catalog, snapshot, context, writeGuarded))
         specializable.insert(site.call->getFunction());
     // A function with an assumed point is specialized code too: its points'
     // guards fall back to its generic copy.
@@ -419,7 +439,7 @@ Expected<SpecializationLog> specializeModule(Module &module,
     }
     std::optional<std::string> why =
         whyNotInlinable(site, info, catalog, options.writeGuards.has_value());
-    if (why && mayFastPath(site, info, catalog, snapshot, options.hotKeys, writeGuarded))
+    if (why && mayFastPath(site, info, catalog, snapshot, context, writeGuarded))
       continue; // heavy-hitter-fast-path decides
     if (why && whyNoFieldFolding(site, info, catalog))
       log.record(site, "analysis", false, *why);
@@ -438,14 +458,28 @@ Expected<SpecializationLog> specializeModule(Module &module,
       }))
     for (const AccessSite &site : info.sites)
       if (writeGuarded.count(site.table) && !info.isReadOnly(site.table) &&
-          context.hotKeys.erase(site.id))
+          (context.hotKeys.erase(site.id) + context.perCpuHotKeys.erase(site.id)))
         log.record(site, "heavy-hitter-fast-path", false,
                    "the tail-call fallback runs the original program, whose writes of " +
                        site.table + " are not counted");
   clock.end("planning: reasons");
   std::map<unsigned, size_t> chains = plannedChains(info, catalog, snapshot, context);
-  for (unsigned id : fastPathsOverBudget(module, info, chains, context.hotKeys, snapshot,
-                                         options.verifierPathBudget)) {
+  // Per-CPU chains over the budget give way to one chain for every CPU
+  // first; what is still over then loses its keys answered with values.
+  std::set<unsigned> overBudget = fastPathsOverBudget(module, info, chains, context, snapshot,
+                                                      options.verifierPathBudget);
+  bool perCpuDropped = false;
+  for (const AccessSite &site : info.sites)
+    if (overBudget.count(site.id) && context.perCpuHotKeys.erase(site.id)) {
+      perCpuDropped = true;
+      log.record(site, "heavy-hitter-fast-path", false,
+                 "per-CPU chains over the verifier budget: one chain for every CPU");
+    }
+  if (perCpuDropped)
+    overBudget = fastPathsOverBudget(module, info, chains, context, snapshot,
+                                     options.verifierPathBudget);
+  for (unsigned id : overBudget) {
+    context.perCpuHotKeys.erase(id);
     for (const AccessSite &site : info.sites) {
       if (site.id != id)
         continue;

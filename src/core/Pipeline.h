@@ -58,6 +58,10 @@ struct SpecializationOptions {
   // Per site id, the hot keys heavy-hitter-fast-path compares first; their
   // answers must be in the snapshot as probed keys.
   std::map<unsigned, std::vector<Bytes>> hotKeys;
+  // Per site id, chains of their own for the CPUs whose hot sets differ
+  // (core/TrafficProfile); the other CPUs take the site's hotKeys. eBPF
+  // only (the site reads the CPU number); answers in the snapshot too.
+  std::map<unsigned, PerCpuHotKeys> perCpuHotKeys;
   // Count the data plane's writes per key bucket (guard-table-writes), so
   // that hot keys of tables the data plane writes can have fast paths. The
   // bump and count functions come with the guard runtime. Must be set in

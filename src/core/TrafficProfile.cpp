@@ -1,6 +1,7 @@
 #include "core/TrafficProfile.h"
 
 #include <algorithm>
+#include <cstdio>
 #include <set>
 
 namespace morpheus::core {
@@ -24,18 +25,25 @@ double FastPathCosts::perCompareNs(uint32_t keySize) const {
   return compareNs + (words - 1) * compareWordNs;
 }
 
+double chainCostNs(const std::vector<double> &shares, double compareNs, double lookupNs) {
+  double hitCompares = 0, hitShare = 0;
+  for (size_t i = 0; i < shares.size(); ++i) {
+    hitCompares += double(i + 1) * shares[i];
+    hitShare += shares[i];
+  }
+  return compareNs * hitCompares +
+         std::max(0.0, 1 - hitShare) * (double(shares.size()) * compareNs + lookupNs);
+}
+
 size_t fastPathSize(const std::vector<double> &shares, double compareNs, double lookupNs,
                     double minimumSavingNs, size_t limit) {
-  // Expected cost with the k hottest keys compared in order: key i (from
-  // 1) costs i compares; a miss costs all k and the lookup.
+  // The k hottest keys compared in order, for each k.
   size_t best = 0;
   double bestCost = lookupNs;
-  double hitCompares = 0, hitShare = 0;
+  std::vector<double> chain;
   for (size_t k = 1; k <= std::min(limit, shares.size()); ++k) {
-    hitCompares += double(k) * shares[k - 1];
-    hitShare += shares[k - 1];
-    double cost = compareNs * hitCompares +
-                  std::max(0.0, 1 - hitShare) * (double(k) * compareNs + lookupNs);
+    chain.push_back(shares[k - 1]);
+    double cost = chainCostNs(chain, compareNs, lookupNs);
     if (cost < bestCost) {
       bestCost = cost;
       best = k;
@@ -95,12 +103,10 @@ std::map<Bytes, double> TrafficProfile::counts(unsigned id) const {
 
 void TrafficProfile::writesInvalidated(unsigned id) { site(id).invalidatedThisCycle = true; }
 
-SiteTraffic TrafficProfile::decide(unsigned id, TableMatch match, uint32_t keySize) {
-  Site &at = site(id);
-  std::map<Bytes, double> merged = counts(id);
+TrafficProfile::Ranking TrafficProfile::rank(const std::map<Bytes, double> &counts) const {
   double total = 0;
   std::vector<std::pair<double, Bytes>> ranked;
-  for (const auto &[key, count] : merged) {
+  for (const auto &[key, count] : counts) {
     total += count;
     ranked.emplace_back(count, key);
   }
@@ -109,26 +115,101 @@ SiteTraffic TrafficProfile::decide(unsigned id, TableMatch match, uint32_t keySi
   std::sort(ranked.begin(), ranked.end(), [](const auto &a, const auto &b) {
     return a.first != b.first ? a.first > b.first : a.second < b.second;
   });
-  std::vector<Bytes> top;
-  std::vector<double> shares;
+  Ranking top;
   for (const auto &[count, key] : ranked) {
     double share = total > 0 ? count / total : 0;
-    if (share < options.minShare || top.size() == options.maxFastPath)
+    if (share < options.minShare || top.keys.size() == options.maxFastPath)
       break;
-    top.push_back(key);
-    shares.push_back(share);
+    top.keys.push_back(key);
+    top.shares.push_back(share);
   }
+  return top;
+}
 
-  size_t size = fastPathSize(shares, options.costs.perCompareNs(keySize),
-                             options.costs.lookupNs(match), options.costs.minimumSavingNs,
+PerCpuHotKeys TrafficProfile::perCpuChains(unsigned id, const std::vector<Bytes> &global,
+                                           double compareNs, double lookupNs,
+                                           std::string &why) const {
+  const std::map<unsigned, std::map<Bytes, double>> &perCpu = sites.at(id).perCpu;
+  if (perCpu.size() < 2 || !options.perCpuChains)
+    return {}; // one CPU seen: its chain is the global one
+  double total = 0;
+  for (const auto &[cpu, counts] : perCpu)
+    for (const auto &[key, count] : counts)
+      total += count;
+  // Per CPU, weighted by its share of the lookups: what the global chain
+  // costs it, and what its own chain (sized by the same benefit rule)
+  // would; a CPU whose own chain is the global one needs no arm.
+  PerCpuHotKeys chains;
+  double globalCost = 0, perCpuCost = 0;
+  for (const auto &[cpu, counts] : perCpu) {
+    double cpuTotal = 0;
+    for (const auto &[key, count] : counts)
+      cpuTotal += count;
+    if (cpuTotal <= 0)
+      continue;
+    double weight = cpuTotal / total;
+    std::vector<double> globalShares;
+    for (const Bytes &key : global) {
+      auto count = counts.find(key);
+      globalShares.push_back(count == counts.end() ? 0 : count->second / cpuTotal);
+    }
+    double onGlobal = chainCostNs(globalShares, compareNs, lookupNs);
+    Ranking own = rank(counts);
+    size_t size = fastPathSize(own.shares, compareNs, lookupNs, options.costs.minimumSavingNs,
+                               options.maxFastPath);
+    own.keys.resize(size);
+    own.shares.resize(size);
+    double onOwn = chainCostNs(own.shares, compareNs, lookupNs);
+    globalCost += weight * onGlobal;
+    if (own.keys != global && onOwn < onGlobal) {
+      perCpuCost += weight * onOwn;
+      chains[unsigned(cpu)] = std::move(own.keys);
+    } else {
+      perCpuCost += weight * onGlobal;
+    }
+  }
+  // Every packet reads the CPU number and passes the arms' compares.
+  double switchCost = options.costs.cpuNumberNs + double(chains.size()) * compareNs;
+  auto ns = [](double value) {
+    char text[32];
+    std::snprintf(text, sizeof text, "%.1f ns", value);
+    return std::string(text);
+  };
+  if (chains.empty()) {
+    why = "the CPUs' hot sets agree: one chain for all";
+    return {};
+  }
+  double saving = globalCost - (perCpuCost + switchCost);
+  if (saving < options.costs.minimumSavingNs) {
+    why = "per-CPU chains would save " + ns(std::max(0.0, saving)) +
+          " per lookup over one chain, the switch on the CPU number paid: one chain for all";
+    return {};
+  }
+  why = std::to_string(chains.size()) + " CPUs with chains of their own, " + ns(saving) +
+        " per lookup saved over one chain";
+  return chains;
+}
+
+SiteTraffic TrafficProfile::decide(unsigned id, TableMatch match, uint32_t keySize) {
+  Site &at = site(id);
+  Ranking top = rank(counts(id));
+  const std::vector<double> &shares = top.shares;
+  double compareNs = options.costs.perCompareNs(keySize);
+  double lookupNs = options.costs.lookupNs(match);
+  size_t size = fastPathSize(shares, compareNs, lookupNs, options.costs.minimumSavingNs,
                              options.maxFastPath);
-  std::vector<Bytes> chosen(top.begin(), top.begin() + size);
+  std::vector<Bytes> chosen(top.keys.begin(), top.keys.begin() + size);
+  std::string perCpuWhy;
+  PerCpuHotKeys perCpu = perCpuChains(id, chosen, compareNs, lookupNs, perCpuWhy);
 
   // Did the heavy hitters that matter move? Compared as sets (their order
   // among themselves changes with noise), and only the keys worth a fast
   // path: the noise under them moves all the time.
+  // Per-CPU chains' keys count as chosen too.
   std::set<Bytes> now(chosen.begin(), chosen.end()),
       before(at.previousChosen.begin(), at.previousChosen.end());
+  for (const auto &[cpu, keys] : perCpu)
+    now.insert(keys.begin(), keys.end());
   size_t common = 0;
   for (const Bytes &key : now)
     common += before.count(key);
@@ -142,7 +223,7 @@ SiteTraffic TrafficProfile::decide(unsigned id, TableMatch match, uint32_t keySi
   bool stable = previousKept && !at.invalidatedThisCycle;
   bool invalidated = at.invalidatedThisCycle;
   at.invalidatedThisCycle = false;
-  at.previousChosen = chosen;
+  at.previousChosen.assign(now.begin(), now.end());
   if (stable) {
     ++at.stableInARow;
     at.shiftedInARow = 0;
@@ -176,12 +257,15 @@ SiteTraffic TrafficProfile::decide(unsigned id, TableMatch match, uint32_t keySi
     return decision;
   }
   decision.hotKeys = chosen;
+  decision.perCpuHotKeys = perCpu;
   double covered = 0;
   for (size_t i = 0; i < size; ++i)
     covered += shares[i];
   decision.why = size ? std::to_string(size) + " hot keys, " +
                             std::to_string(int(covered * 100 + 0.5)) + "% of the samples"
                       : "no set of hot keys pays for its compares";
+  if (!perCpuWhy.empty())
+    decision.why += "; " + perCpuWhy;
   return decision;
 }
 

@@ -27,6 +27,10 @@ struct FastPathCosts {
   double exactLookupNs = 29;
   double longestPrefixLookupNs = 35;
   double indexLookupNs = 0.6;
+  // Reading the CPU number for per-CPU fast paths: bpf_get_smp_processor_id,
+  // which the verifier inlines on x86-64 (a load from the per-CPU area; no
+  // helper call). Each CPU with a chain of its own adds a compare on top.
+  double cpuNumberNs = 0.5;
   // A fast path is installed only when it saves at least this much.
   double minimumSavingNs = 1.0;
 
@@ -41,6 +45,11 @@ struct FastPathCosts {
 // `minimumSavingNs` over the lookup alone.
 size_t fastPathSize(const std::vector<double> &shares, double compareNs, double lookupNs,
                     double minimumSavingNs, size_t limit);
+
+// The expected cost per lookup of a chain comparing keys whose shares of
+// the traffic are `shares`, in chain order: key i (from 1) costs i
+// compares, a miss all of them and the lookup. No key: the lookup alone.
+double chainCostNs(const std::vector<double> &shares, double compareNs, double lookupNs);
 
 enum class ProfileMode {
   Off,      // no instrumentation, no fast paths
@@ -67,12 +76,25 @@ struct TrafficProfileOptions {
   // calmCycles stable cycles bring it back.
   unsigned churnCycles = 3;
   unsigned calmCycles = 2;
+  // Chains of their own for CPUs whose hot sets differ (perCpuChains()):
+  // off, one chain for every CPU (the bench's comparison).
+  bool perCpuChains = true;
   FastPathCosts costs;
 };
+
+// Per-CPU fast paths of one site: by CPU number, the chain that CPU takes
+// (hottest first; empty: the lookup alone). A CPU not listed takes the
+// site's global chain.
+using PerCpuHotKeys = std::map<unsigned, std::vector<Bytes>>;
 
 // One site's decision for the next specialization.
 struct SiteTraffic {
   std::vector<Bytes> hotKeys; // for the fast path, hottest first; empty: none
+  // Chains of their own for the CPUs whose hot sets differ from the global
+  // one, when they pay for reading the CPU number (empty: one chain for
+  // every CPU). Only with a global decision to follow the traffic: never
+  // while churning.
+  PerCpuHotKeys perCpuHotKeys;
   uint32_t period = 0;        // packets per sample from now on
   bool churning = false;
   std::string why;            // for people: what was decided and why
@@ -106,6 +128,19 @@ public:
   std::map<Bytes, double> countsOn(unsigned site, unsigned cpu) const;
 
 private:
+  // The keys worth a place in a chain, hottest first, with their shares of
+  // `counts`' total (at least minShare, at most maxFastPath of them).
+  struct Ranking {
+    std::vector<Bytes> keys;
+    std::vector<double> shares;
+  };
+  Ranking rank(const std::map<Bytes, double> &counts) const;
+  // Per-CPU chains for `id`, or none when one `global` chain serves every
+  // CPU as well (within minimumSavingNs, the switch on the CPU number
+  // paid); `why` says which and why.
+  PerCpuHotKeys perCpuChains(unsigned id, const std::vector<Bytes> &global,
+                             double compareNs, double lookupNs, std::string &why) const;
+
   struct Site {
     std::map<unsigned, std::map<Bytes, double>> perCpu;
     uint64_t writtenThisCycle = 0;

@@ -162,6 +162,7 @@ Expected<std::optional<std::string>> Fuzzer::specializeFor(const MapContents &st
   // Hot keys from the state alone (a replay must build the same code): up
   // to three of the table's keys and one it does not hold.
   std::map<unsigned, std::vector<core::Bytes>> hotKeys;
+  std::map<unsigned, core::PerCpuHotKeys> perCpuHotKeys;
   core::ReadPlan statePlan = plan;
   for (const auto &[site, profiled] : profiledSites) {
     auto rows = state.find(profiled.table);
@@ -178,6 +179,13 @@ Expected<std::optional<std::string>> Fuzzer::specializeFor(const MapContents &st
     }
     std::vector<core::Bytes> &probe = statePlan[profiled.table].keys;
     probe.insert(probe.end(), hot.begin(), hot.end());
+    // Every other state, per-CPU chains too, from the same keys in other
+    // orders and subsets (wrong per CPU as well): CPU 0 compares them in
+    // reverse, CPU 1 the last and the first only, any other CPU the chain
+    // above; whichever CPU runs the packets, its arm is checked.
+    if (rows->second.size() % 2 && hot.size() > 1)
+      perCpuHotKeys[site] = {{0, std::vector<core::Bytes>(hot.rbegin(), hot.rend())},
+                             {1, {hot.back(), hot.front()}}};
   }
   auto snapshot =
       bpf::readSnapshot(statePlan, spec->catalog(), comparison->maps(Version::Specialized));
@@ -198,6 +206,7 @@ Expected<std::optional<std::string>> Fuzzer::specializeFor(const MapContents &st
                                             bpf::WriteBucketBits,
                                             llvm::sys::IsLittleEndianHost)] = 0;
   request.hotKeys = std::move(hotKeys);
+  request.perCpuHotKeys = std::move(perCpuHotKeys);
   // The copies' globals as they stand: the ones the program never writes
   // are folded under their checks, as the optimizer folds the live ones.
   auto globals = bpf::readGlobals(spec->globals(), comparison->maps(Version::Specialized));

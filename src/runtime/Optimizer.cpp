@@ -379,6 +379,7 @@ Expected<bpf::LoadedObject> Optimizer::loadUnguardedTwin() const {
   request.programs = programFacts;
   request.faults = options.faults;
   request.hotKeys = specializedHotKeys;
+  request.perCpuHotKeys = specializedPerCpuHotKeys;
   if (rejection && rejection->snapshot == specializedSnapshot)
     request.noCompareChains = "compare chains off, as in the installed version";
   auto object = programSpec->specialize(specializedSnapshot, request);
@@ -446,6 +447,24 @@ namespace {
 
 const char *const TableChanged = "a table changed during the cycle";
 
+// Every key the fast paths of each site compare, its global chain's and
+// its CPUs' own (each key once): their answers are probed and, for written
+// tables, their write counts read.
+std::map<unsigned, std::vector<core::Bytes>>
+everyHotKey(const std::map<unsigned, std::vector<core::Bytes>> &hotKeys,
+            const std::map<unsigned, core::PerCpuHotKeys> &perCpuHotKeys) {
+  std::map<unsigned, std::set<core::Bytes>> keys;
+  for (const auto &[site, chain] : hotKeys)
+    keys[site].insert(chain.begin(), chain.end());
+  for (const auto &[site, cpus] : perCpuHotKeys)
+    for (const auto &[cpu, chain] : cpus)
+      keys[site].insert(chain.begin(), chain.end());
+  std::map<unsigned, std::vector<core::Bytes>> every;
+  for (const auto &[site, set] : keys)
+    every[site].assign(set.begin(), set.end());
+  return every;
+}
+
 // Ends the cycle: what runCycle's steps return through `report`.
 void endCycle(CycleReport &report, CycleOutcome outcome, std::string detail = "") {
   report.outcome = outcome;
@@ -483,6 +502,7 @@ CycleReport Optimizer::runCycle(bool force) {
 
 Error Optimizer::followTraffic(CycleReport &report) {
   hotKeys.clear();
+  perCpuHotKeys.clear();
   if (!profileMap)
     return Error::success();
   trafficProfile.beginCycle();
@@ -511,6 +531,8 @@ Error Optimizer::followTraffic(CycleReport &report) {
       return err;
     if (!decision.hotKeys.empty())
       hotKeys[site] = decision.hotKeys;
+    if (!decision.perCpuHotKeys.empty())
+      perCpuHotKeys[site] = decision.perCpuHotKeys;
     report.traffic[site] = std::move(decision);
   }
   return Error::success();
@@ -520,8 +542,10 @@ Error Optimizer::followTraffic(CycleReport &report) {
 // answers under a write count since it was built: its per-entry guard
 // fired (for churn, TrafficProfile::writesInvalidated).
 Expected<bool> Optimizer::writesInvalidated(unsigned site, const std::string &table) const {
-  auto hot = specializedHotKeys.find(site);
-  if (!writeCounts || hot == specializedHotKeys.end())
+  std::map<unsigned, std::vector<core::Bytes>> installed =
+      everyHotKey(specializedHotKeys, specializedPerCpuHotKeys);
+  auto hot = installed.find(site);
+  if (!writeCounts || hot == installed.end())
     return false;
   for (const core::Bytes &key : hot->second) {
     uint32_t bucket =
@@ -554,8 +578,9 @@ std::optional<core::TableSnapshot> Optimizer::takeSnapshot(CycleReport &report, 
   // so that no packet of the original, which does not count them, is still
   // running: no fast path over written tables before that.
   cycleWriteCounts.clear();
+  std::map<unsigned, std::vector<core::Bytes>> compared = everyHotKey(hotKeys, perCpuHotKeys);
   if (writeCounts && countingWritesSince && report.cycle > countingWritesSince)
-    for (const auto &[site, keys] : hotKeys)
+    for (const auto &[site, keys] : compared)
       for (const core::Bytes &key : keys) {
         // Programs the kernel runs have the host's byte order.
         uint32_t bucket = core::writeBucket(profiledSites.at(site).table, key,
@@ -570,7 +595,7 @@ std::optional<core::TableSnapshot> Optimizer::takeSnapshot(CycleReport &report, 
   // The hot keys' answers, looked up one by one (for an LPM trie, the
   // trie's answer to exactly that lookup).
   core::ReadPlan cyclePlan = plan;
-  for (const auto &[site, keys] : hotKeys) {
+  for (const auto &[site, keys] : compared) {
     std::vector<core::Bytes> &probe = cyclePlan[profiledSites.at(site).table].keys;
     probe.insert(probe.end(), keys.begin(), keys.end());
   }
@@ -612,7 +637,8 @@ std::optional<core::TableSnapshot> Optimizer::takeSnapshot(CycleReport &report, 
   report.times.analysisMs = millisecondsSince(start);
   if (!force && specialized && version == specializedVersion && cycleStages == specializedStages &&
       programSpec->analysis().sameWhereReadOnly(*read, specializedSnapshot) &&
-      hotKeys == specializedHotKeys && cycleWriteCounts == specializedWriteCounts &&
+      hotKeys == specializedHotKeys && perCpuHotKeys == specializedPerCpuHotKeys &&
+      cycleWriteCounts == specializedWriteCounts &&
       core::checksHold(specializedChecks, cycleGlobals)) {
     endCycle(report, CycleOutcome::Unchanged);
     return std::nullopt;
@@ -691,6 +717,7 @@ Optimizer::specializeWithRetry(CycleReport &report, core::TableSnapshot &snapsho
   request.instrument = options.traffic.mode != core::ProfileMode::Off;
   request.notProfiled = options.notProfiled;
   request.hotKeys = hotKeys;
+  request.perCpuHotKeys = perCpuHotKeys;
   request.writeCounts = cycleWriteCounts;
   request.globals = cycleGlobals;
   for (;;) {
@@ -709,6 +736,7 @@ Optimizer::specializeWithRetry(CycleReport &report, core::TableSnapshot &snapsho
       specializedVersion = version;
       specializedSnapshot = std::move(snapshot);
       specializedHotKeys = hotKeys;
+      specializedPerCpuHotKeys = perCpuHotKeys;
       specializedWriteCounts = cycleWriteCounts;
       specializedChecks = report.log.globalChecks;
       endCycle(report, CycleOutcome::Unchanged);
@@ -808,6 +836,7 @@ void Optimizer::installCandidate(CycleReport &report, Candidate candidate,
   specializedSnapshot = std::move(snapshot);
   specializedElf = std::move(candidate.elf);
   specializedHotKeys = hotKeys;
+  specializedPerCpuHotKeys = perCpuHotKeys;
   specializedWriteCounts = cycleWriteCounts;
   specializedChecks = report.log.globalChecks;
   if (profileMap)

@@ -127,6 +127,36 @@ TEST(Bench, PhaseEdgesAreCutAsTheTraceGeneratorCutsThem) {
 // loop of its own, every slice timed against the baseline, a cycle before
 // every second slice, the slices told apart by phase; on the hot phases
 // the loop installs fast paths (l2switch: the FDB's hot destinations).
+// --two-cpus: each phase of the phased trace plays on its own CPU, so the
+// loop's samples show a hot set per CPU and it builds per-CPU chains; the
+// loop with them off is timed beside it.
+TEST(Bench, TwoCpusPlaysEachPhaseOnItsOwnCpu) {
+  if (sysconf(_SC_NPROCESSORS_ONLN) < 2)
+    GTEST_SKIP() << "needs two CPUs";
+  auto preset = readPreset("l2switch");
+  ASSERT_THAT_EXPECTED(preset, llvm::Succeeded());
+  BenchOptions options = tinyRun();
+  options.localities = {};
+  options.flows = 40;
+  options.phases = "zipf:0.5/2048/A,zipf:0.5/2048/B";
+  options.segments = 2;
+  options.twoCpus = true;
+  auto result = runBench(*preset, options);
+  ASSERT_THAT_EXPECTED(result, llvm::Succeeded());
+  ASSERT_EQ(result->traces.size(), 1u);
+  const TraceResult &trace = result->traces[0];
+  bool globalChain = false;
+  for (const VariantResult &variant : trace.variants)
+    if (variant.name == "morpheus-global-chain") {
+      globalChain = true;
+      EXPECT_TRUE(std::isfinite(variant.net.median()));
+    }
+  EXPECT_TRUE(globalChain) << formatResult(*result);
+  ASSERT_FALSE(trace.followed.empty());
+  EXPECT_NE(trace.followed.back().find("per-CPU chains: CPU 0:"), std::string::npos)
+      << trace.followed.back();
+}
+
 TEST(Bench, AdaptationPlaysThePhasedTraceThroughItsOwnLoop) {
   auto preset = readPreset("l2switch");
   ASSERT_THAT_EXPECTED(preset, llvm::Succeeded());

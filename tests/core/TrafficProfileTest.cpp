@@ -4,6 +4,9 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <set>
+
 using namespace morpheus::core;
 
 namespace {
@@ -207,4 +210,57 @@ TEST(TrafficProfile, AnOccasionalWriteOfAHotKeyKeepsTheFastPath) {
     EXPECT_FALSE(traffic.churning) << "cycle " << cycle;
   }
   EXPECT_EQ(traffic.hotKeys.size(), 4u);
+}
+
+// Different hot sets per CPU: ten keys hot on CPU 0, ten others on CPU 1.
+// One chain would hold at most maxFastPath (16) of the twenty and make
+// each CPU compare the other's keys; chains of their own pay for reading
+// the CPU number many times over.
+TEST(TrafficProfile, DifferentHotSetsPerCpuGetChainsOfTheirOwn) {
+  TrafficProfile profile;
+  profile.beginCycle();
+  profile.add(0, 0, skewed(10, 0.09, 1000), 1, 1000);
+  profile.add(0, 1, skewed(10, 0.09, 1000, 100), 1, 1000);
+  SiteTraffic traffic = profile.decide(0, TableMatch::Exact, 4);
+  ASSERT_EQ(traffic.perCpuHotKeys.size(), 2u) << traffic.why;
+  std::set<Bytes> cpu0(traffic.perCpuHotKeys.at(0).begin(), traffic.perCpuHotKeys.at(0).end());
+  std::set<Bytes> cpu1(traffic.perCpuHotKeys.at(1).begin(), traffic.perCpuHotKeys.at(1).end());
+  std::set<Bytes> want0, want1;
+  for (uint8_t i = 0; i < 10; ++i) {
+    want0.insert(key(i));
+    want1.insert(key(uint8_t(100 + i)));
+  }
+  EXPECT_EQ(cpu0, want0);
+  EXPECT_EQ(cpu1, want1);
+  EXPECT_NE(traffic.why.find("2 CPUs with chains of their own"), std::string::npos)
+      << traffic.why;
+  // The global chain stays, for CPUs without a chain of their own.
+  EXPECT_FALSE(traffic.hotKeys.empty());
+}
+
+// The same hot set on both CPUs: one chain serves both.
+TEST(TrafficProfile, TheSameHotSetOnEveryCpuKeepsOneChain) {
+  TrafficProfile profile;
+  profile.beginCycle();
+  profile.add(0, 0, skewed(4, 0.2, 200), 1, 200);
+  profile.add(0, 1, skewed(4, 0.2, 200), 1, 200);
+  SiteTraffic traffic = profile.decide(0, TableMatch::Exact, 4);
+  EXPECT_TRUE(traffic.perCpuHotKeys.empty());
+  EXPECT_EQ(traffic.hotKeys.size(), 4u);
+  EXPECT_NE(traffic.why.find("the CPUs' hot sets agree"), std::string::npos) << traffic.why;
+}
+
+// Hot sets that differ by one key of four: chains of their own would save
+// less than reading the CPU number costs.
+TEST(TrafficProfile, HotSetsThatBarelyDifferKeepOneChain) {
+  TrafficProfile profile;
+  profile.beginCycle();
+  std::vector<Bytes> cpu1 = skewed(4, 0.2, 200);
+  std::replace(cpu1.begin(), cpu1.end(), key(3), key(9));
+  profile.add(0, 0, skewed(4, 0.2, 200), 1, 200);
+  profile.add(0, 1, cpu1, 1, 200);
+  SiteTraffic traffic = profile.decide(0, TableMatch::Exact, 4);
+  EXPECT_TRUE(traffic.perCpuHotKeys.empty());
+  EXPECT_EQ(traffic.hotKeys.size(), 5u);
+  EXPECT_NE(traffic.why.find("per-CPU chains would save"), std::string::npos) << traffic.why;
 }

@@ -7,6 +7,7 @@
 #include "PolicyFwd.h"
 
 #include "backend/bpf/Frontend.h"
+#include "bench/Bench.h"
 #include "core/passes/TableRewriting.h"
 #include "runtime/PacketSamples.h"
 
@@ -14,9 +15,12 @@
 #include <linux/bpf.h> // XDP_PASS
 #include <linux/in.h>
 
+#include <sched.h>
+#include <unistd.h>
+
 #include <atomic>
 #include <cstring>
-#include <sched.h>
+#include <set>
 #include <thread>
 
 namespace morpheus::testing {
@@ -132,6 +136,96 @@ TEST_F(FollowTheTraffic, HeavyHittersGetAFastPathThatAnswersAsTheTable) {
   sendAndCompare(traffic({3, 7, 11}, 1, {}));
   EXPECT_EQ(run(router->opt().activeFd(), buildPacket(specFor(keyNumber(7)))).verdict,
             uint32_t(XDP_PASS));
+}
+
+// The calling thread pinned to one CPU while it lives (BPF_PROG_TEST_RUN
+// runs the program on the caller's CPU); the previous affinity back after.
+// Shared by the tests that put traffic or writes on a given CPU.
+class OnCpu {
+public:
+  explicit OnCpu(int cpu) {
+    sched_getaffinity(0, sizeof(previous), &previous);
+    bench::pinToCpu(cpu);
+    int now = sched_getcpu();
+    EXPECT_EQ(now, cpu) << "could not run on CPU " << cpu;
+  }
+  ~OnCpu() { sched_setaffinity(0, sizeof(previous), &previous); }
+
+private:
+  cpu_set_t previous;
+};
+
+// Different hot keys on CPU 0 and CPU 1, ten each: twenty would not fit one
+// chain (maxFastPath 16), and each CPU would compare the other's keys.
+// Each CPU gets a chain of its own; on both CPUs every packet — its own hot
+// keys, the other CPU's, cold and unknown keys — gets what the original
+// gives it, and a hot key the control plane changes is seen by the next
+// packet on both.
+TEST_F(FollowTheTraffic, DifferentHotKeysPerCpuGetChainsOfTheirOwn) {
+  if (sysconf(_SC_NPROCESSORS_ONLN) < 2)
+    GTEST_SKIP() << "needs two CPUs";
+  start(core::ProfileMode::Naive);
+  router->specialize();
+  std::vector<unsigned> hotOn0, hotOn1;
+  for (unsigned i = 1; i <= 10; ++i) {
+    hotOn0.push_back(i);
+    hotOn1.push_back(100 + i);
+  }
+  {
+    OnCpu cpu(0);
+    sendAndCompare(traffic(hotOn0, 30, {50, 51, 52}));
+  }
+  {
+    OnCpu cpu(1);
+    sendAndCompare(traffic(hotOn1, 30, {60, 61, 62}));
+  }
+  runtime::CycleReport report = router->specialize();
+  ASSERT_EQ(report.traffic.size(), 1u);
+  const core::SiteTraffic &site = report.traffic.begin()->second;
+  ASSERT_EQ(site.perCpuHotKeys.size(), 2u) << site.why;
+  auto keysOf = [](const std::vector<unsigned> &numbers) {
+    std::set<Bytes> keys;
+    for (unsigned number : numbers)
+      keys.insert(bytesOf(keyNumber(number)));
+    return keys;
+  };
+  const std::vector<Bytes> &chain0 = site.perCpuHotKeys.at(0), &chain1 = site.perCpuHotKeys.at(1);
+  EXPECT_EQ(std::set<Bytes>(chain0.begin(), chain0.end()), keysOf(hotOn0));
+  EXPECT_EQ(std::set<Bytes>(chain1.begin(), chain1.end()), keysOf(hotOn1));
+  const core::SiteDecision *fastPath = decision(report, "heavy-hitter-fast-path");
+  ASSERT_NE(fastPath, nullptr);
+  EXPECT_TRUE(fastPath->applied) << fastPath->detail;
+  EXPECT_EQ(fastPath->detail.rfind("per-CPU chains: CPU 0: 10 hot keys compared before the "
+                                   "lookup; CPU 1: 10 hot keys compared before the lookup;",
+                                   0),
+            0u)
+      << fastPath->detail;
+
+  PacketSpec unknown = specFor(keyNumber(3));
+  unknown.dport += 1000;
+  for (int cpu : {0, 1}) {
+    OnCpu on(cpu);
+    std::vector<Bytes> mixed = traffic(hotOn0, 2, {0, 50, 60, 150, 199});
+    std::vector<Bytes> other = traffic(hotOn1, 2, {});
+    mixed.insert(mixed.end(), other.begin(), other.end());
+    mixed.push_back(buildPacket(unknown));
+    sendAndCompare(mixed);
+  }
+
+  // The control plane changes a hot key of each CPU: the next packet on
+  // either CPU sees it.
+  router->setPolicy(keyNumber(3), policyValue(ACTION_PASS, 77));
+  router->setPolicy(keyNumber(105), policyValue(ACTION_PASS, 88));
+  for (int cpu : {0, 1}) {
+    OnCpu on(cpu);
+    EXPECT_EQ(run(router->opt().activeFd(), buildPacket(specFor(keyNumber(3)))).verdict,
+              uint32_t(XDP_PASS))
+        << "CPU " << cpu;
+    EXPECT_EQ(run(router->opt().activeFd(), buildPacket(specFor(keyNumber(105)))).verdict,
+              uint32_t(XDP_PASS))
+        << "CPU " << cpu;
+    sendAndCompare(traffic({3, 105}, 1, {}));
+  }
 }
 
 TEST_F(FollowTheTraffic, UniformTrafficGetsNoFastPath) {
@@ -407,18 +501,12 @@ TEST_F(WrittenTable, AHotKeyRewrittenOnOneCpuWhileTheOtherLooksItUpNeverGoesBack
   std::vector<uint32_t> hot = {3, 7, 11};
   ASSERT_NO_FATAL_FAILURE(buildFastPathFor(hot));
 
-  auto pinTo = [](int cpu) {
-    cpu_set_t set;
-    CPU_ZERO(&set);
-    CPU_SET(cpu, &set);
-    return sched_setaffinity(0, sizeof(set), &set) == 0;
-  };
   constexpr uint32_t First = 1000, Writes = 3000; // verdicts 1001..4000, above any XDP action
   std::atomic<bool> writing{true};
   std::atomic<unsigned> wentBack{0}, strange{0}, reads{0};
   uint32_t before = verdicts[7];
   std::thread reader([&] {
-    EXPECT_TRUE(pinTo(1));
+    OnCpu on(1);
     uint32_t last = before;
     while (writing.load()) {
       uint32_t seen = send(Look, 7);
@@ -433,7 +521,7 @@ TEST_F(WrittenTable, AHotKeyRewrittenOnOneCpuWhileTheOtherLooksItUpNeverGoesBack
     }
   });
   std::thread writer([&] {
-    EXPECT_TRUE(pinTo(0));
+    OnCpu on(0);
     for (uint32_t i = 1; i <= Writes; ++i)
       EXPECT_EQ(send(Learn, 7, First + i), uint32_t(XDP_TX));
     writing = false;
@@ -446,7 +534,7 @@ TEST_F(WrittenTable, AHotKeyRewrittenOnOneCpuWhileTheOtherLooksItUpNeverGoesBack
   verdicts[7] = First + Writes;
   for (int cpu : {0, 1}) {
     std::thread look([&] {
-      EXPECT_TRUE(pinTo(cpu));
+      OnCpu on(cpu);
       lookAll(hot, 2);
     });
     look.join();

@@ -16,6 +16,8 @@
 //               lookups of exactly those keys, as the optimizer reads hot
 //               keys, not the whole table),
 //               "hot_keys": {"SITE": [hex key, ...]} (heavy-hitter-fast-path),
+//               "hot_keys_per_cpu": {"SITE": {"CPU": [hex key, ...]}}
+//               (per-CPU chains of heavy-hitter-fast-path),
 //               "write_counts": {"BUCKET": N} (write counts read before the
 //               snapshot: fast paths over tables the data plane writes),
 //               "points": {"LABEL": value} (specialization points to assume),
@@ -278,6 +280,19 @@ int main(int argc, char **argv) {
       if (!bytes)
         return fail(llvm::toString(bytes.takeError()));
       options.hotKeys[std::stoul(site)].push_back(std::move(*bytes));
+    }
+  nlohmann::json perCpuHotKeys = state.value("hot_keys_per_cpu", nlohmann::json::object());
+  for (const auto &[site, cpus] : perCpuHotKeys.items())
+    for (const auto &[cpu, keys] : cpus.items()) {
+      std::vector<core::Bytes> &chain =
+          options.perCpuHotKeys[std::stoul(site)][unsigned(std::stoul(cpu))];
+      for (const auto &key : keys) {
+        auto bytes = bpf::parseJsonBytes(key, statePath + ": hot key of site " + site +
+                                                  " on CPU " + cpu);
+        if (!bytes)
+          return fail(llvm::toString(bytes.takeError()));
+        chain.push_back(std::move(*bytes));
+      }
     }
   nlohmann::json points = state.value("points", nlohmann::json::object());
   for (const auto &[label, value] : points.items())

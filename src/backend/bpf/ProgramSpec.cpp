@@ -249,6 +249,7 @@ Expected<SpecializedObject> ProgramSpec::build(const core::TableSnapshot &snapsh
     options.writeCounts = request.writeCounts;
   }
   options.hotKeys = request.hotKeys;
+  options.perCpuHotKeys = request.perCpuHotKeys;
   options.globals = request.globals;
   options.faults = request.faults;
   options.targetMachine = machine.get();

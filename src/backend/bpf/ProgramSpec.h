@@ -55,6 +55,8 @@ struct SpecializeRequest {
   // Per site id, the hot keys to compare before the lookup (their answers
   // in the snapshot as probed keys).
   std::map<unsigned, std::vector<core::Bytes>> hotKeys;
+  // Per site id, chains of their own for some CPUs (answers probed too).
+  std::map<unsigned, core::PerCpuHotKeys> perCpuHotKeys;
   // With `instrument`: count the data plane's writes per key bucket
   // (guard-table-writes), and the counts read before the snapshot, by
   // bucket, under which hot keys of written tables get fast paths.

@@ -40,11 +40,30 @@
 // verifier budget (Pipeline.cpp) drops the hot keys answered with values
 // where they would not fit beside the compare chains already planned;
 // those answered null add no verifier path and stay.
+//
+// Per-CPU chains (context.perCpuHotKeys: the profile found the CPUs' hot
+// sets different enough to pay for reading the CPU number, TrafficProfile
+// decides): the lookup is split by a switch on bpf_get_smp_processor_id
+// (which the verifier inlines on x86-64: a load from the per-CPU area, no
+// helper call) into one copy of the call per listed CPU and one for every
+// other CPU, each with its own chain in front of it, built exactly as the
+// global one (the others take the global chain), the copies' results
+// joined where the call was. Correct for the same reasons: every copy is
+// the same lookup, every chain answers only its keys and only with their
+// snapshot answers (under their write counts for written tables), every
+// other key reaches a copy's untouched lookup; the CPU a packet runs on
+// decides which keys are compared, never an answer. The verifier budget
+// counts the keys any arm answers with a value (Pipeline.cpp
+// fastPathPaths), and drops the per-CPU chains first.
 //===----------------------------------------------------------------------===//
 
 #include "core/passes/TablePasses.h"
 
 #include <llvm/IR/IRBuilder.h>
+
+#include <map>
+#include <optional>
+#include <set>
 
 using namespace llvm;
 
@@ -102,10 +121,76 @@ void answerAbsent(LookupRewriter &rewriter, CallBase &lookup, unsigned keyArg,
   LookupRewriter::closeFrame(lookup, frame, LookupRewriter::CallKept::OnMissPath, ask);
 }
 
+// The keys of one chain, as the chain answers them.
+struct Chain {
+  std::vector<const TableEntry *> entries; // answered with the snapshot's value
+  std::vector<Bytes> absent; // written tables: answered null under their count
+  unsigned uncounted = 0;    // no write count read before the snapshot: left out
+  bool empty() const { return entries.empty() && absent.empty(); }
+  std::string describe(bool written) const {
+    std::string compared =
+        entries.empty() ? "" : std::to_string(entries.size()) + " hot keys compared before the lookup";
+    std::string answeredNull =
+        absent.empty() ? "" : std::to_string(absent.size()) + " absent ones answered null";
+    return compared + (compared.empty() || answeredNull.empty() ? "" : ", ") + answeredNull +
+           (written ? ", each under its write count" : "");
+  }
+};
+
+// BPF_FUNC_get_smp_processor_id, which the verifier inlines on x86-64
+// (a load from the per-CPU area, no helper call: checked with bpftool
+// prog dump xlated on 6.18).
+constexpr uint64_t GetSmpProcessorId = 8;
+
+// Splits `lookup` by the CPU the packet runs on: a switch on the CPU
+// number, in front of it, to one copy of the call per CPU in `cpus` and one
+// for every other CPU; the copies' results join where the call was.
+// Returns the copies by CPU, the others' under nullopt. Each copy is the
+// same lookup (same table, same key): a copy left alone answers as the
+// call did.
+std::map<std::optional<unsigned>, CallBase *> splitByCpu(CallBase &lookup,
+                                                         const std::set<unsigned> &cpus,
+                                                         const std::string &table) {
+  LLVMContext &llvmContext = lookup.getContext();
+  Function *function = lookup.getFunction();
+  BasicBlock *head = lookup.getParent();
+  BasicBlock *tail = head->splitBasicBlock(&lookup, table + ".cpu.join");
+  head->getTerminator()->eraseFromParent();
+  IRBuilder<> builder(head);
+  FunctionType *helperType = FunctionType::get(builder.getInt64Ty(), false);
+  Value *helper = ConstantExpr::getIntToPtr(builder.getInt64(GetSmpProcessorId),
+                                            PointerType::getUnqual(llvmContext));
+  Value *cpu = builder.CreateTrunc(builder.CreateCall(helperType, helper, {}, table + ".cpu"),
+                                   builder.getInt32Ty());
+  std::map<std::optional<unsigned>, CallBase *> copies;
+  auto arm = [&](const std::string &name) {
+    BasicBlock *block = BasicBlock::Create(llvmContext, name, function, tail);
+    CallBase *copy = cast<CallBase>(lookup.clone());
+    copy->insertInto(block, block->end());
+    BranchInst::Create(tail, block);
+    return std::make_pair(block, copy);
+  };
+  auto [others, othersCopy] = arm(table + ".cpu.others");
+  copies[std::nullopt] = othersCopy;
+  SwitchInst *dispatch = builder.CreateSwitch(cpu, others, unsigned(cpus.size()));
+  for (unsigned number : cpus) {
+    auto [block, copy] = arm(table + ".cpu" + std::to_string(number));
+    dispatch->addCase(builder.getInt32(number), block);
+    copies[number] = copy;
+  }
+  PHINode *joined = PHINode::Create(lookup.getType(), unsigned(copies.size()), "", &lookup);
+  for (auto &[number, copy] : copies)
+    joined->addIncoming(copy, copy->getParent());
+  joined->takeName(&lookup);
+  lookup.replaceAllUsesWith(joined);
+  lookup.eraseFromParent();
+  return copies;
+}
+
 } // namespace
 
 PreservedAnalyses HeavyHitterFastPathPass::run(Module &module, ModuleAnalysisManager &mam) {
-  if (context.hotKeys.empty())
+  if (context.hotKeys.empty() && context.perCpuHotKeys.empty())
     return PreservedAnalyses::all();
   const TableAccessInfo &info = mam.getResult<TableAccessAnalysis>(module);
   std::set<std::string> writeGuarded;
@@ -118,7 +203,11 @@ PreservedAnalyses HeavyHitterFastPathPass::run(Module &module, ModuleAnalysisMan
       [&](const AccessSite &site, const TableInfo &table, const TableContents &contents,
           LookupRewriter &rewriter) {
         auto hot = context.hotKeys.find(site.id);
-        if (hot == context.hotKeys.end() || hot->second.empty())
+        auto perCpu = context.perCpuHotKeys.find(site.id);
+        std::vector<Bytes> globalKeys;
+        if (hot != context.hotKeys.end())
+          globalKeys = hot->second;
+        if (globalKeys.empty() && perCpu == context.perCpuHotKeys.end())
           return false;
         // A table small enough is turned whole into code, or was declined
         // by the passes that do it. A trie read whole holds prefixes, not
@@ -136,30 +225,44 @@ PreservedAnalyses HeavyHitterFastPathPass::run(Module &module, ModuleAnalysisMan
                              "constant key: constant-key-lookup's");
         if (context.noCompareChains)
           return declineSite(context, site, "heavy-hitter-fast-path", *context.noCompareChains);
-        std::vector<const TableEntry *> entries;
-        std::vector<Bytes> absent; // written tables: answered null under their count
-        unsigned uncounted = 0;
-        for (const Bytes &key : hot->second) {
-          if (key.size() != table.keySize)
-            continue;
-          std::optional<const TableEntry *> answer = hotKeyAnswer(contents, key, written);
-          if (!answer)
-            continue; // left to the lookup
-          if (written && !context.writeCounts.count(writeBucket(
-                             site.table, key, context.writeGuards->bucketBits, littleEndian))) {
-            ++uncounted; // no write count read before the snapshot
-            continue;
+        auto chainOf = [&](const std::vector<Bytes> &keys) {
+          Chain chain;
+          for (const Bytes &key : keys) {
+            if (key.size() != table.keySize)
+              continue;
+            std::optional<const TableEntry *> answer = hotKeyAnswer(contents, key, written);
+            if (!answer)
+              continue; // left to the lookup
+            if (written && !context.writeCounts.count(writeBucket(
+                               site.table, key, context.writeGuards->bucketBits, littleEndian))) {
+              ++chain.uncounted; // no write count read before the snapshot
+              continue;
+            }
+            if (*answer)
+              chain.entries.push_back(*answer);
+            else
+              chain.absent.push_back(key);
           }
-          if (*answer)
-            entries.push_back(*answer);
-          else
-            absent.push_back(key);
+          return chain;
+        };
+        Chain global = chainOf(globalKeys);
+        // By CPU; a CPU whose chain is the global one takes it without an
+        // arm of its own (all of them: no switch at all).
+        std::map<unsigned, Chain> ownChains;
+        if (perCpu != context.perCpuHotKeys.end())
+          for (const auto &[cpu, keys] : perCpu->second)
+            if (keys != globalKeys)
+              ownChains[cpu] = chainOf(keys);
+        bool anyKey = !global.empty(), anyUncounted = global.uncounted > 0;
+        for (const auto &[cpu, chain] : ownChains) {
+          anyKey |= !chain.empty();
+          anyUncounted |= chain.uncounted > 0;
         }
-        if (entries.empty() && absent.empty() && uncounted)
+        if (!anyKey && anyUncounted)
           return declineSite(context, site, "heavy-hitter-fast-path",
                              "no write count read for its hot keys (the running version has "
                              "not counted the table's writes for a whole period yet)");
-        if (entries.empty() && absent.empty())
+        if (!anyKey)
           return declineSite(context, site, "heavy-hitter-fast-path",
                              "no hot key present in the table");
         // Per entry: still the count read before the snapshot.
@@ -174,29 +277,53 @@ PreservedAnalyses HeavyHitterFastPathPass::run(Module &module, ModuleAnalysisMan
           return builder.CreateICmpEQ(now, builder.getInt64(context.writeCounts.at(bucket)),
                                       site.table + ".unwritten");
         };
-        if (!entries.empty())
-          rewriter.replaceWithDispatch(
-              *site.call, *site.signature.keyArg, entries, site.table, ChainLowering::Constants,
-              LookupRewriter::OnMiss::KeepLookup,
-              written ? LookupRewriter::EntryGuard(unwritten) : LookupRewriter::EntryGuard());
-        if (!absent.empty())
-          answerAbsent(rewriter, *site.call, *site.signature.keyArg, absent, site.table,
-                       table.keySize, unwritten);
+        // The chain in front of `lookup`; a lookup without one is kept as
+        // it is (on a CPU's path of its own: no other pass takes it).
+        auto build = [&](CallBase &lookup, const Chain &chain) {
+          if (chain.empty()) {
+            LookupRewriter::keepOnMissPath(lookup);
+            return;
+          }
+          if (!chain.entries.empty())
+            rewriter.replaceWithDispatch(
+                lookup, *site.signature.keyArg, chain.entries, site.table,
+                ChainLowering::Constants, LookupRewriter::OnMiss::KeepLookup,
+                written ? LookupRewriter::EntryGuard(unwritten) : LookupRewriter::EntryGuard());
+          if (!chain.absent.empty())
+            answerAbsent(rewriter, lookup, *site.signature.keyArg, chain.absent, site.table,
+                         table.keySize, unwritten);
+        };
+        std::string detail;
+        if (ownChains.empty()) {
+          build(*site.call, global);
+          detail = global.describe(written);
+        } else {
+          std::set<unsigned> cpus;
+          for (const auto &[cpu, chain] : ownChains)
+            cpus.insert(cpu);
+          std::map<std::optional<unsigned>, CallBase *> copies =
+              splitByCpu(*site.call, cpus, site.table);
+          build(*copies.at(std::nullopt), global);
+          detail = "per-CPU chains:";
+          for (const auto &[cpu, chain] : ownChains) {
+            build(*copies.at(cpu), chain);
+            detail += " CPU " + std::to_string(cpu) + ": " +
+                      (chain.empty() ? "none" : chain.describe(written)) + ";";
+          }
+          detail += " other CPUs: " + (global.empty() ? "none" : global.describe(written));
+        }
         if (context.log) {
-          std::string compared =
-              entries.empty() ? ""
-                              : std::to_string(entries.size()) +
-                                    " hot keys compared before the lookup";
-          std::string answeredNull =
-              absent.empty() ? ""
-                             : std::to_string(absent.size()) + " absent ones answered null";
-          context.log->record(site, "heavy-hitter-fast-path", true,
-                              compared + (compared.empty() || answeredNull.empty() ? "" : ", ") +
-                                  answeredNull +
-                                  (written ? ", each under its write count" : ""));
+          context.log->record(site, "heavy-hitter-fast-path", true, detail);
           std::vector<TableEntry> &inlined = context.log->inlined[site.table];
-          for (const TableEntry *entry : entries)
-            inlined.push_back(*entry);
+          std::set<const TableEntry *> logged;
+          auto logEntries = [&](const Chain &chain) {
+            for (const TableEntry *entry : chain.entries)
+              if (logged.insert(entry).second)
+                inlined.push_back(*entry);
+          };
+          logEntries(global);
+          for (const auto &[cpu, chain] : ownChains)
+            logEntries(chain);
         }
         return true;
       },

@@ -10,6 +10,9 @@
 ; RUN: morpheus-opt %t/prog.ll --state %t/state.json -passes=heavy-hitter-fast-path -O2 | FileCheck %s --check-prefix=FOLDED
 ; RUN: morpheus-opt %t/prog.ll --state %t/state.json -passes=instrument-table-sites,heavy-hitter-fast-path --profile | FileCheck %s --check-prefix=PROFILED
 ; RUN: morpheus-opt %t/prog.ll --state %t/state.json -passes=heavy-hitter-fast-path --verifier-paths 2 | FileCheck %s --check-prefix=BUDGET
+; RUN: morpheus-opt %t/prog.ll --state %t/percpu.json -passes=heavy-hitter-fast-path | FileCheck %s --check-prefix=PERCPU
+; RUN: morpheus-opt %t/prog.ll --state %t/samecpus.json -passes=heavy-hitter-fast-path | FileCheck %s --check-prefix=SAMECPUS
+; RUN: morpheus-opt %t/prog.ll --state %t/percpu.json -passes=heavy-hitter-fast-path --verifier-paths 2 | FileCheck %s --check-prefix=PERCPU-BUDGET
 
 ; Hot keys B (0a000002) then A (0a000001); C is hot but was not read: left
 ; to the lookup.
@@ -66,6 +69,61 @@
 ; PROFILED:         call ptr @morpheus_profile_slot(i32 0)
 ; PROFILED:         routes.key.memory
 ; PROFILED:         !morpheus.kept
+
+; Per-CPU chains: the CPU number read (the helper the verifier inlines),
+; a switch to one copy of the lookup per listed CPU, each with its own
+; chain (CPU 0: B; CPU 1: B then A; CPU 2: its hot key is not in the table,
+; so the lookup alone), every other CPU the global chain (A); every copy's
+; miss the untouched lookup, kept; the copies joined where the call was.
+; PERCPU-LABEL: define i32 @route(
+; PERCPU:         [[CPU:%routes.cpu]] = call i64 inttoptr (i64 8 to ptr)()
+; PERCPU:         [[CPU32:%.*]] = trunc i64 [[CPU]] to i32
+; PERCPU:         switch i32 [[CPU32]], label %routes.cpu.others [
+; PERCPU-NEXT:      i32 0, label %routes.cpu0
+; PERCPU-NEXT:      i32 1, label %routes.cpu1
+; PERCPU-NEXT:      i32 2, label %routes.cpu2
+; PERCPU:       routes.cpu.others:
+; PERCPU:         icmp eq i32 {{.*}}, 16777226
+; PERCPU-NOT:     icmp eq i32 {{.*}}, 33554442
+; PERCPU:         [[OTHERS:%.*]] = call ptr inttoptr (i64 1 to ptr)(ptr @routes, {{.*}}!morpheus.kept
+; PERCPU:         phi ptr [ @__morpheus.routes.values, %{{.*}} ], [ [[OTHERS]], %{{.*}} ]
+; PERCPU:       routes.cpu0:
+; PERCPU:         icmp eq i32 {{.*}}, 33554442
+; PERCPU-NOT:     icmp eq i32 {{.*}}, 16777226
+; PERCPU:         [[ON0:%.*]] = call ptr inttoptr (i64 1 to ptr)(ptr @routes, {{.*}}!morpheus.kept
+; PERCPU:       routes.cpu1:
+; PERCPU:         icmp eq i32 {{.*}}, 33554442
+; PERCPU:         icmp eq i32 {{.*}}, 16777226
+; PERCPU:         call ptr inttoptr (i64 1 to ptr)(ptr @routes, {{.*}}!morpheus.kept
+; PERCPU:       routes.cpu2:
+; PERCPU-NEXT:    [[ON2:%.*]] = call ptr inttoptr (i64 1 to ptr)(ptr @routes, {{.*}}!morpheus.kept
+; PERCPU-NEXT:    br label %routes.cpu.join
+; PERCPU:       routes.cpu.join:
+; PERCPU-NEXT:    %v = phi ptr
+; PERCPU-SAME:      [[ON2]], %routes.cpu2
+; PERCPU: ; site 0 routes heavy-hitter-fast-path applied: per-CPU chains: CPU 0: 1 hot keys compared before the lookup; CPU 1: 2 hot keys compared before the lookup; CPU 2: none; other CPUs: 1 hot keys compared before the lookup
+
+; Every CPU's chain is the global one: no CPU number, no switch, one chain.
+; SAMECPUS-LABEL: define i32 @route(
+; SAMECPUS-NOT:     inttoptr (i64 8 to ptr)
+; SAMECPUS:         icmp eq i32 {{.*}}, 33554442
+; SAMECPUS:         icmp eq i32 {{.*}}, 16777226
+; SAMECPUS-NOT:     switch
+; SAMECPUS:         !morpheus.kept
+; SAMECPUS-LABEL: define i32 @lpm(
+; SAMECPUS: ; site 0 routes heavy-hitter-fast-path applied: 2 hot keys compared before the lookup
+
+; A budget of 2 paths: the per-CPU chains count every key any arm answers
+; with a value (A and B) + 1 = 3 and go first; the global chain (A: 2)
+; fits.
+; PERCPU-BUDGET-LABEL: define i32 @route(
+; PERCPU-BUDGET-NOT:     inttoptr (i64 8 to ptr)
+; PERCPU-BUDGET:         icmp eq i32 {{.*}}, 16777226
+; PERCPU-BUDGET-NOT:     icmp eq i32 {{.*}}, 33554442
+; PERCPU-BUDGET:         !morpheus.kept
+; PERCPU-BUDGET-LABEL: define i32 @lpm(
+; PERCPU-BUDGET: ; site 0 routes heavy-hitter-fast-path declined: per-CPU chains over the verifier budget: one chain for every CPU
+; PERCPU-BUDGET: ; site 0 routes heavy-hitter-fast-path applied: 1 hot keys compared before the lookup
 
 ;--- prog.ll
 target datalayout = "e-m:e-p:64:64-i64:64-i128:128-n32:64-S128"
@@ -155,3 +213,34 @@ entry:
               "1": ["20000000 0a000001"],
               "2": ["01000000"],
               "3": ["01000000"]}}
+
+;--- percpu.json
+{"tables": {"routes": {"type": "hash", "key_size": 8, "value_size": 4, "max_entries": 4096},
+            "prefixes": {"type": "lpm_trie", "key_size": 8, "value_size": 4, "max_entries": 1024, "flags": 1},
+            "flows": {"type": "hash", "key_size": 4, "value_size": 8, "max_entries": 1024},
+            "small": {"type": "hash", "key_size": 4, "value_size": 4, "max_entries": 16}},
+ "maps": {"routes": [{"key": "0a000001 07000000", "value": "05000000"},
+                     {"key": "0a000002 07000000", "value": "09000000"}],
+          "prefixes": [{"key": "20000000 0a000001", "value": "04000000"}],
+          "flows": [{"key": "01000000", "value": "0000000000000000"}],
+          "small": [{"key": "01000000", "value": "02000000"}]},
+ "probed_maps": ["routes", "prefixes", "flows"],
+ "hot_keys": {"0": ["0a000001 07000000"]},
+ "hot_keys_per_cpu": {"0": {"0": ["0a000002 07000000"],
+                            "1": ["0a000002 07000000", "0a000001 07000000"],
+                            "2": ["0a000009 07000000"]}}}
+
+;--- samecpus.json
+{"tables": {"routes": {"type": "hash", "key_size": 8, "value_size": 4, "max_entries": 4096},
+            "prefixes": {"type": "lpm_trie", "key_size": 8, "value_size": 4, "max_entries": 1024, "flags": 1},
+            "flows": {"type": "hash", "key_size": 4, "value_size": 8, "max_entries": 1024},
+            "small": {"type": "hash", "key_size": 4, "value_size": 4, "max_entries": 16}},
+ "maps": {"routes": [{"key": "0a000001 07000000", "value": "05000000"},
+                     {"key": "0a000002 07000000", "value": "09000000"}],
+          "prefixes": [{"key": "20000000 0a000001", "value": "04000000"}],
+          "flows": [{"key": "01000000", "value": "0000000000000000"}],
+          "small": [{"key": "01000000", "value": "02000000"}]},
+ "probed_maps": ["routes", "prefixes", "flows"],
+ "hot_keys": {"0": ["0a000002 07000000", "0a000001 07000000"]},
+ "hot_keys_per_cpu": {"0": {"0": ["0a000002 07000000", "0a000001 07000000"],
+                            "1": ["0a000002 07000000", "0a000001 07000000"]}}}

@@ -128,6 +128,9 @@ struct TablePassContext {
   // Per site id, the keys heavy-hitter-fast-path compares before the
   // generic lookup, hottest first (chosen from the traffic profile).
   std::map<unsigned, std::vector<Bytes>> hotKeys;
+  // Per site id, chains of their own for some CPUs (the others take the
+  // site's hotKeys); eBPF only: the site reads the CPU number.
+  std::map<unsigned, PerCpuHotKeys> perCpuHotKeys;
   // Set to count the data plane's writes per key bucket (guard-table-writes)
   // in every function, generic copies included; only with a guard runtime
   // linked in, and in every version built while fast paths over written
