@@ -77,6 +77,13 @@ fw_rule_set RuleBits::value() const {
   return value;
 }
 
+std::vector<fw_rule_set> ruleSetValues(const std::vector<RuleBits> &sets) {
+  std::vector<fw_rule_set> values;
+  for (const RuleBits &bits : sets)
+    values.push_back(bits.value());
+  return values;
+}
+
 ClassifierTables buildTables(const std::vector<Rule> &rules) {
   ClassifierTables tables;
   tables.src = prefixTable(rules, &Rule::src);

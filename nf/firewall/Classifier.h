@@ -35,6 +35,9 @@ struct ClassifierTables {
   std::vector<fw_action> actions; // by rule index
 };
 
+// The data plane's values of a list of rule sets (an array's slots, in order).
+std::vector<fw_rule_set> ruleSetValues(const std::vector<RuleBits> &sets);
+
 // At most FW_MAX_RULES rules (parseRules enforces it).
 ClassifierTables buildTables(const std::vector<Rule> &rules);
 

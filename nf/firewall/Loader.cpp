@@ -65,21 +65,14 @@ Error syncPrefixes(client::Transaction &transaction, client::PinnedMaps &maps,
   return Error::success();
 }
 
-std::vector<fw_rule_set> setValues(const std::vector<RuleBits> &sets) {
-  std::vector<fw_rule_set> values;
-  for (const RuleBits &bits : sets)
-    values.push_back(bits.value());
-  return values;
-}
-
 // Queues the changes that make `generation`'s half of every classifier table
 // hold `tables`, with its hit counters at zero.
 Error queueTables(client::Transaction &transaction, client::PinnedMaps &maps,
                   uint32_t generation, const ClassifierTables &tables) {
   std::vector<uint32_t> actions(tables.actions.begin(), tables.actions.end());
   actions.resize(FW_MAX_RULES, FW_DROP);
-  std::vector<fw_rule_set> sportSets = setValues(tables.sport.sets);
-  std::vector<fw_rule_set> dportSets = setValues(tables.dport.sets);
+  std::vector<fw_rule_set> sportSets = ruleSetValues(tables.sport.sets);
+  std::vector<fw_rule_set> dportSets = ruleSetValues(tables.dport.sets);
   sportSets.resize(FW_PORT_SETS, RuleBits().value());
   dportSets.resize(FW_PORT_SETS, RuleBits().value());
 
@@ -88,7 +81,7 @@ Error queueTables(client::Transaction &transaction, client::PinnedMaps &maps,
   if (Error err = syncPrefixes(transaction, maps, "dst_prefixes", generation, tables.dst))
     return err;
   if (Error err = syncArray(transaction, maps, "protocols", generation * FW_PROTOCOLS,
-                            setValues(tables.protocols)))
+                            ruleSetValues(tables.protocols)))
     return err;
   if (Error err = syncArray(transaction, maps, "sport_class", generation * FW_PORTS,
                             tables.sport.classOf))

@@ -68,13 +68,6 @@ Error fillArray(user::TableSet &tables, const std::string &name, const std::vect
   return Error::success();
 }
 
-std::vector<fw_rule_set> setValues(const std::vector<RuleBits> &sets) {
-  std::vector<fw_rule_set> values;
-  for (const RuleBits &bits : sets)
-    values.push_back(bits.value());
-  return values;
-}
-
 } // namespace
 
 std::optional<PacketFields> packetFields(const std::vector<uint8_t> &frame) {
@@ -136,14 +129,14 @@ Error loadUserRules(user::TableSet &tables, const std::vector<Rule> &rules,
   if (Error err = syncPrefixes(tables, "dst_prefixes", built.dst))
     return err;
   const fw_rule_set empty = RuleBits().value();
-  if (Error err = fillArray(tables, "protocols", setValues(built.protocols), FW_PROTOCOLS, empty))
+  if (Error err = fillArray(tables, "protocols", ruleSetValues(built.protocols), FW_PROTOCOLS, empty))
     return err;
   for (const auto &[name, table] :
        {std::pair{"sport", &built.sport}, std::pair{"dport", &built.dport}}) {
     if (Error err = fillArray(tables, std::string(name) + "_class", table->classOf, FW_PORTS,
                               uint32_t(0)))
       return err;
-    if (Error err = fillArray(tables, std::string(name) + "_sets", setValues(table->sets),
+    if (Error err = fillArray(tables, std::string(name) + "_sets", ruleSetValues(table->sets),
                               FW_PORT_SETS, empty))
       return err;
   }
