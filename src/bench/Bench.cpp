@@ -10,6 +10,7 @@
 #include "core/PhaseClock.h"
 #include "nf/common/Registry.h"
 #include "runtime/Daemon.h"
+#include "support/CpuPin.h"
 #include "support/Netns.h"
 
 #include <bpf/bpf.h>
@@ -518,15 +519,13 @@ public:
   Expected<Timing> time(int fd, uint32_t start, uint32_t count) {
     if (cpuEdges.empty())
       return timeHere(fd, start, count);
-    cpu_set_t home;
-    sched_getaffinity(0, sizeof(home), &home);
     long cpus = std::max(1L, sysconf(_SC_NPROCESSORS_ONLN));
     Timing total;
     Error failed = Error::success();
     for (uint32_t at = start, end = start + count; at < end && !failed;) {
       size_t part = std::upper_bound(cpuEdges.begin(), cpuEdges.end(), at) - cpuEdges.begin();
       uint32_t partEnd = part < cpuEdges.size() ? std::min<uint64_t>(end, cpuEdges[part]) : end;
-      pinToCpu(int(part % size_t(cpus)));
+      CpuPin pin(int(part % size_t(cpus)));
       auto timing = timeHere(fd, at, partEnd - at);
       if (!timing) {
         failed = timing.takeError();
@@ -536,7 +535,6 @@ public:
       total.mpps += timing->mpps * (partEnd - at) / count;
       at = partEnd;
     }
-    sched_setaffinity(0, sizeof(home), &home);
     if (failed)
       return std::move(failed);
     return total;

@@ -5,6 +5,7 @@
 #include "backend/bpf/ProgramSpec.h"
 #include "core/passes/TableRewriting.h"
 #include "runtime/MapStates.h"
+#include "support/CpuPin.h"
 #include "support/Files.h"
 
 #include <sched.h>
@@ -390,35 +391,12 @@ Expected<FuzzReport> Fuzzer::run() {
   return report;
 }
 
-// Per-CPU maps must see every run on the same CPU, or the three versions'
-// per-CPU values would drift apart for no reason.
-class PinnedToOneCpu {
-public:
-  PinnedToOneCpu() {
-    pinned = sched_getaffinity(0, sizeof(previous), &previous) == 0;
-    if (!pinned)
-      return;
-    int cpu = sched_getcpu();
-    cpu_set_t one;
-    CPU_ZERO(&one);
-    CPU_SET(cpu < 0 ? 0 : cpu, &one);
-    pinned = sched_setaffinity(0, sizeof(one), &one) == 0;
-  }
-  ~PinnedToOneCpu() {
-    if (pinned)
-      sched_setaffinity(0, sizeof(previous), &previous);
-  }
-  bool ok() const { return pinned; }
-
-private:
-  cpu_set_t previous;
-  bool pinned = false;
-};
-
 } // namespace
 
 Expected<FuzzReport> fuzzProgram(const std::string &path, const FuzzOptions &options) {
-  PinnedToOneCpu pin;
+  // Per-CPU maps must see every run on the same CPU, or the three versions'
+  // per-CPU values would drift apart for no reason.
+  CpuPin pin;
   if (!pin.ok())
     return makeSystemError(errno, "cannot pin the fuzzer to one CPU");
   Fuzzer fuzzer(path, options);

@@ -7,9 +7,9 @@
 #include "PolicyFwd.h"
 
 #include "backend/bpf/Frontend.h"
-#include "bench/Bench.h"
 #include "core/passes/TableRewriting.h"
 #include "runtime/PacketSamples.h"
+#include "support/CpuPin.h"
 
 #include <bpf/bpf.h>
 #include <linux/bpf.h> // XDP_PASS
@@ -143,16 +143,13 @@ TEST_F(FollowTheTraffic, HeavyHittersGetAFastPathThatAnswersAsTheTable) {
 // Shared by the tests that put traffic or writes on a given CPU.
 class OnCpu {
 public:
-  explicit OnCpu(int cpu) {
-    sched_getaffinity(0, sizeof(previous), &previous);
-    bench::pinToCpu(cpu);
-    int now = sched_getcpu();
-    EXPECT_EQ(now, cpu) << "could not run on CPU " << cpu;
+  explicit OnCpu(int cpu) : pin(cpu) {
+    EXPECT_TRUE(pin.ok()) << "could not pin to CPU " << cpu;
+    EXPECT_EQ(sched_getcpu(), cpu) << "could not run on CPU " << cpu;
   }
-  ~OnCpu() { sched_setaffinity(0, sizeof(previous), &previous); }
 
 private:
-  cpu_set_t previous;
+  CpuPin pin;
 };
 
 // Different hot keys on CPU 0 and CPU 1, ten each: twenty would not fit one
