@@ -28,8 +28,11 @@ TrialPlan planTrial(const core::PointConfiguration &configuration, const std::st
   plan.passesLeftOut = alwaysLeftOut;
   if (!configuration.count(LpmAsCode))
     plan.passesLeftOut.push_back("lpm-as-code");
-  if (!configuration.count(LpmAsArray))
+  if (!configuration.count(LpmAsArray)) {
+    // The derived tables: the 16-8-8 array and, for one prefix length, the hash.
     plan.passesLeftOut.push_back("lpm-as-array");
+    plan.passesLeftOut.push_back("lpm-as-hash");
+  }
   if (!configuration.count(Generator))
     plan.passesLeftOut.push_back("custom-generator");
   return plan;

@@ -63,6 +63,8 @@ const char *representationName(Representation representation) {
     return "search";
   case Representation::DerivedArray:
     return "derived table";
+  case Representation::DerivedHash:
+    return "derived hash";
   case Representation::FastPath:
     return "fast path";
   }
@@ -79,6 +81,8 @@ const char *passOf(Representation representation) {
     return "lpm-as-code";
   case Representation::DerivedArray:
     return "lpm-as-array";
+  case Representation::DerivedHash:
+    return "lpm-as-hash";
   case Representation::FastPath:
     return "heavy-hitter-fast-path";
   }
@@ -160,6 +164,14 @@ double CostModel::predictNs(Representation representation, const TableShape &sha
     return (3 + shape.leadingCompares) * costs.compareNs +
            shape.derivedLoads *
                (costs.derivedLoadNs.at(double(shape.derivedBytes)) + costs.compareNs);
+  case Representation::DerivedHash:
+    // The prefix-length test, a multiply per word into the hash, the home
+    // slot's bound; per slot probed a load of its tag (priced as a load
+    // from a table of this size) and a compare of it and of each word; the
+    // entry's bound.
+    return (3 + shape.hashWords) * costs.compareNs +
+           shape.hashProbes * (costs.derivedLoadNs.at(double(shape.hashBytes)) +
+                               (1 + shape.hashWords) * costs.compareNs);
   case Representation::FastPath: {
     // Hot key i (from 1) costs i compares; the rest all of them, then the map.
     double compare = keyCompareNs(costs, shape.keySize), hits = 0, cost = 0;
@@ -175,7 +187,14 @@ double CostModel::predictNs(Representation representation, const TableShape &sha
 }
 
 uint64_t CostModel::memoryBytes(Representation representation, const TableShape &shape) {
-  return representation == Representation::DerivedArray ? shape.derivedBytes : 0;
+  switch (representation) {
+  case Representation::DerivedArray:
+    return shape.derivedBytes;
+  case Representation::DerivedHash:
+    return shape.hashBytes;
+  default:
+    return 0;
+  }
 }
 
 RepresentationChoice CostModel::choose(const TableShape &shape,

@@ -66,6 +66,7 @@ enum class Representation {
   CompareChain, // inline-small-table: one compare per entry
   PrefixSearch, // lpm-as-code: a binary search over address intervals
   DerivedArray, // lpm-as-array: loads from a derived 16-8-8 table
+  DerivedHash,  // lpm-as-hash: the masked address probed in a derived hash table
   FastPath,     // heavy-hitter-fast-path: hot keys compared, then the map
 };
 
@@ -82,11 +83,17 @@ struct TableShape {
   unsigned derivedLoads = 0; // DerivedArray: loads on the deepest path
   unsigned leadingCompares = 0; // DerivedArray: leading words compared first
   uint64_t derivedBytes = 0;  // DerivedArray: the table's size
+  // DerivedHash: the masked key's 32-bit words, the slots a present key
+  // probes on average, and the table's size.
+  unsigned hashWords = 0;
+  double hashProbes = 0;
+  uint64_t hashBytes = 0;
   // FastPath: the hot keys' shares of the traffic, hottest first.
   std::vector<double> hotShares;
 };
 
-// What a representation's memory must buy: a derived table is taken only
+// What a representation's memory must buy: a derived table (an array or a
+// hash) is taken only
 // when it is predicted to save at least this many ns per KiB of it over
 // the cheapest representation that holds no memory (a search or a chain
 // is code; the map is there anyway); otherwise that one is, and the

@@ -307,15 +307,15 @@ ReadPlan planReads(const TableAccessInfo &info, const TableCatalog &catalog,
     if (!whyNotInlinable(site, info, catalog)) {
       TableReadRequest &request = plan[site.table];
       // Hash tables are read whole further, for constant-fields and
-      // branch-injection, and IPv4 tries (a leading word before the
-      // address too) for lpm-as-array. Arrays larger
-      // than the limit are read by content instead (MapIO). Any other trie
-      // larger than the limit is probed key by key: heavy-hitter-fast-path
-      // needs the trie's answer for each hot key, which a whole read
-      // (prefixes, not answers) does not give.
+      // branch-injection, and tries for the derived tables: lpm-as-array's
+      // (IPv4 addresses, a leading word before them too) and lpm-as-hash's
+      // (prefixes of one length, any key size). Arrays larger
+      // than the limit are read by content instead (MapIO). Without
+      // derived tables a trie larger than the limit is probed key by key:
+      // heavy-hitter-fast-path needs the trie's answer for each hot key,
+      // which a whole read (prefixes, not answers) does not give.
       const TableInfo &table = catalog.at(site.table);
-      bool derivableTrie = derivedTries && table.match == TableMatch::LongestPrefix &&
-                           derivableTrieKey(table.keySize);
+      bool derivableTrie = derivedTries && table.match == TableMatch::LongestPrefix;
       request.wholeTableLimit = derivableTrie ? std::max(inlineLimit, DerivedTrieReadLimit)
                                 : table.match == TableMatch::Exact
                                     ? std::max(inlineLimit, WholeTableReadLimit)

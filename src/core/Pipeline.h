@@ -96,8 +96,9 @@ TableAccessInfo analyzeModule(llvm::Module &module,
                               const TableCatalog &catalog);
 
 // What the passes will need read from the live tables. `derivedTries`:
-// lpm-as-array runs, so IPv4 tries are read whole beyond the inline limit
-// (a trie read whole is taken by a table pass, never given a fast path).
+// lpm-as-array and lpm-as-hash run, so tries are read whole beyond the
+// inline limit (a trie read whole is taken by a table pass or kept, never
+// given a fast path).
 ReadPlan planReads(const TableAccessInfo &info, const TableCatalog &catalog,
                    uint32_t inlineLimit, bool derivedTries = true);
 

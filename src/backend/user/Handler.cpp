@@ -273,7 +273,8 @@ Expected<std::unique_ptr<Module>> Handler::specializedModule(Cycle &cycle) {
   core::TableAccessInfo info =
       core::analyzeModule(*pristine, signatures, tableSet->catalog());
   core::ReadPlan plan = core::planReads(info, tableSet->catalog(), options.inlineLimit,
-                                        runsTablePass("lpm-as-array"));
+                                        runsTablePass("lpm-as-array") ||
+                                            runsTablePass("lpm-as-hash"));
   // A generator's code is made from every entry of its table.
   if (runsTablePass("custom-generator"))
     for (auto &[table, request] : plan)

@@ -2,8 +2,8 @@
 // implemented, with the argument for its correctness, in its own file:
 //   SpecializationPoints.cpp, ResolveInnerTable.cpp, TableElimination.cpp,
 //   ConstantKeyLookup.cpp, FoldReadOnlyFields.cpp, FoldReadOnlyGlobals.cpp,
-//   CustomGenerator.cpp, InlineSmallTable.cpp, LpmAsCode.cpp, LpmAsArray.cpp (both choosing
-//   through TrieRepresentation.cpp),
+//   CustomGenerator.cpp, InlineSmallTable.cpp, LpmAsCode.cpp, LpmAsArray.cpp,
+//   LpmAsHash.cpp (the three choosing through TrieRepresentation.cpp),
 //   ConstantFields.cpp, BranchInjection.cpp,
 //   GuardTableWrites.cpp, InstrumentTableSites.cpp,
 //   HeavyHitterFastPath.cpp

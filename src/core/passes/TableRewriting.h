@@ -90,9 +90,9 @@ uint32_t writeBucket(const std::string &table, const Bytes &key, uint32_t bucket
 // the walk of a larger table stops there (1,025 key steps, about 1 ms).
 constexpr uint32_t WholeTableReadLimit = 1024;
 
-// IPv4 tries are read whole up to this many prefixes, for lpm-as-array's
-// derived table (the full Stanford table of nf/router is 2,592; about 4 ms
-// of reading at the limit).
+// Tries are read whole up to this many prefixes, for lpm-as-array's
+// derived table and lpm-as-hash's derived hash (the full Stanford table of
+// nf/router is 2,592; about 4 ms of reading at the limit).
 constexpr uint32_t DerivedTrieReadLimit = 4096;
 
 // The trie keys lpm-as-array can derive a table for: a u32 prefix length,

@@ -1,4 +1,5 @@
 #include "core/passes/TrieRepresentation.h"
+#include "support/Error.h"
 
 #include <algorithm>
 #include <set>
@@ -27,7 +28,98 @@ std::optional<std::vector<uint32_t>> leadingWords(const std::vector<PrefixInterv
   return std::vector<uint32_t>(words.begin(), words.end());
 }
 
+// Multipliers tried in turn for the derived hash (odd 64-bit constants:
+// Fibonacci hashing's, then others of mixed bits), at each table size.
+constexpr uint64_t HashMultipliers[] = {
+    0x9e3779b97f4a7c15ull, 0xc2b2ae3d27d4eb4full, 0x165667b19e3779f9ull,
+    0xd6e8feb86659fd93ull, 0xff51afd7ed558ccdull, 0xc4ceb9fe1a85ec53ull,
+    0x94d049bb133111ebull, 0xbf58476d1ce4e5b9ull};
+
+// The derived hash of `entries` (prefixes of one length, checked by the
+// caller), or why there is none: home slots from twice the entries up to
+// eight times, each with every multiplier, the first layout whose entries
+// all lie within MaxHashProbes slots of their homes.
+Expected<PrefixHash> buildPrefixHash(const std::vector<TableEntry> &entries, uint32_t length,
+                                     uint32_t keySize, bool littleEndian) {
+  PrefixHash hash;
+  hash.length = length;
+  hash.words = (length + 31) / 32;
+  if (PrefixLengthBytes + 4 * hash.words > keySize)
+    return makeError("prefix data of {0} bytes (read as whole 32-bit words)",
+                     keySize - PrefixLengthBytes);
+  Bytes maskBytes(4 * hash.words, 0);
+  for (uint32_t byte = 0; byte < maskBytes.size(); ++byte) {
+    uint32_t bits = std::min<uint32_t>(8, length > 8 * byte ? length - 8 * byte : 0);
+    maskBytes[byte] = uint8_t(0xff00u >> bits);
+  }
+  for (uint32_t word = 0; word < hash.words; ++word)
+    hash.masks.push_back(uint32_t(chunkValue(maskBytes, {4 * word, 4}, littleEndian)));
+  // Every entry's masked words; two entries of one masked prefix cannot
+  // both be in a trie (an update of the second replaces the first).
+  std::vector<std::vector<uint32_t>> keys;
+  std::set<std::vector<uint32_t>> seen;
+  for (const TableEntry &entry : entries) {
+    std::vector<uint32_t> words;
+    for (uint32_t word = 0; word < hash.words; ++word)
+      words.push_back(uint32_t(chunkValue(entry.key, {PrefixLengthBytes + 4 * word, 4},
+                                          littleEndian)) &
+                      hash.masks[word]);
+    if (!seen.insert(words).second)
+      return makeError("two entries of one prefix in the snapshot");
+    keys.push_back(std::move(words));
+  }
+  uint32_t stride = 1 + hash.words;
+  uint32_t minBits = 1;
+  while ((uint64_t(1) << minBits) < 2 * entries.size())
+    ++minBits;
+  for (uint32_t bits = minBits; bits <= minBits + 2; ++bits) {
+    uint64_t homes = uint64_t(1) << bits;
+    if ((homes + MaxHashProbes - 1) * stride * sizeof(uint32_t) > HashBytesLimit)
+      break;
+    for (uint64_t multiplier : HashMultipliers) {
+      std::vector<uint32_t> slots((homes + MaxHashProbes - 1) * stride, 0);
+      uint32_t probes = 1;
+      uint64_t probed = 0;
+      bool fits = true;
+      for (size_t i = 0; i < keys.size() && fits; ++i) {
+        uint64_t slot = prefixHashHome(keys[i], multiplier, bits);
+        uint32_t distance = 0;
+        while (distance < MaxHashProbes && slots[(slot + distance) * stride] != 0)
+          ++distance;
+        fits = distance < MaxHashProbes;
+        if (!fits)
+          break;
+        uint32_t *at = &slots[(slot + distance) * stride];
+        at[0] = uint32_t(i + 1);
+        std::copy(keys[i].begin(), keys[i].end(), at + 1);
+        probes = std::max(probes, distance + 1);
+        probed += distance + 1;
+      }
+      if (!fits)
+        continue;
+      hash.multiplier = multiplier;
+      hash.homeBits = bits;
+      hash.probes = probes;
+      hash.averageProbes = entries.empty() ? 1 : double(probed) / double(entries.size());
+      // Slots past the last a present key can reach are never read.
+      slots.resize((homes + probes - 1) * stride);
+      hash.slots = std::move(slots);
+      return hash;
+    }
+  }
+  return makeError("no hash layout within {0} probes and {1} bytes", MaxHashProbes,
+                   HashBytesLimit);
+}
+
 } // namespace
+
+uint64_t prefixHashHome(const std::vector<uint32_t> &words, uint64_t multiplier,
+                        uint32_t homeBits) {
+  uint64_t h = 0;
+  for (uint32_t word : words)
+    h = (h ^ word) * multiplier;
+  return h >> (64 - homeBits);
+}
 
 MultibitShape multibitShape(const std::vector<PrefixInterval> &intervals) {
   // A block is split by a chunk when an interval starts strictly inside it.
@@ -54,11 +146,15 @@ TrieCandidates trieCandidates(const AccessSite &site, const TableInfo &table,
   auto &noDerived = out.whyNoDerived;
   if (!context.enabledPasses.count(passOf(Representation::PrefixSearch)))
     noSearch = "lpm-as-code does not run";
+  auto &noHash = out.whyNoHash;
   if (!context.enabledPasses.count(passOf(Representation::DerivedArray)))
     noDerived = "lpm-as-array does not run";
+  if (!context.enabledPasses.count(passOf(Representation::DerivedHash)))
+    noHash = "lpm-as-hash does not run";
   if (context.noCompareChains) {
     noSearch = noSearch.value_or(*context.noCompareChains);
     noDerived = noDerived.value_or(*context.noCompareChains);
+    noHash = noHash.value_or(*context.noCompareChains);
   }
   if (!contents.complete || contents.entries.size() > context.inlineLimit)
     noSearch = noSearch.value_or("more than " + std::to_string(context.inlineLimit) +
@@ -77,13 +173,33 @@ TrieCandidates trieCandidates(const AccessSite &site, const TableInfo &table,
   if (!contents.complete)
     noDerived = noDerived.value_or("not read whole (more than " +
                                    std::to_string(DerivedTrieReadLimit) + " prefixes)");
+  if (!contents.complete)
+    noHash = noHash.value_or("not read whole (more than " +
+                             std::to_string(DerivedTrieReadLimit) + " prefixes)");
   if (contents.entries.size() >= MaxDerivedSlotNumber)
     noDerived = noDerived.value_or(std::to_string(contents.entries.size()) + " prefixes");
   for (const TableEntry &entry : contents.entries)
     if (!entry.value) {
       noSearch = noSearch.value_or("per-CPU values differ between CPUs");
       noDerived = noDerived.value_or("per-CPU values differ between CPUs");
+      noHash = noHash.value_or("per-CPU values differ between CPUs");
     }
+  if (!noHash) {
+    // The prefixes' lengths, read as the kernel reads a key's.
+    std::set<uint32_t> lengths;
+    for (const TableEntry &entry : contents.entries)
+      lengths.insert(uint32_t(chunkValue(entry.key, {0, PrefixLengthBytes}, dl.isLittleEndian())));
+    if (lengths.size() != 1) {
+      noHash = lengths.empty() ? "no prefixes"
+                               : "prefixes of " + std::to_string(lengths.size()) +
+                                     " lengths (the derived hash needs one)";
+    } else if (auto hash = buildPrefixHash(contents.entries, *lengths.begin(), table.keySize,
+                                           dl.isLittleEndian())) {
+      out.hash = std::move(*hash);
+    } else {
+      noHash = toString(hash.takeError());
+    }
+  }
   if (!noSearch || !noDerived) {
     auto intervals = prefixIntervals(contents.entries, 8 * dataBytes, dl.isLittleEndian());
     if (!intervals) {
@@ -129,11 +245,18 @@ TrieCandidates trieCandidates(const AccessSite &site, const TableInfo &table,
     shape.leadingCompares += derived.leadingWord ? 1 : 0;
     shape.derivedBytes += derived.shape.bytes;
   }
+  if (!noHash) {
+    shape.hashWords = out.hash.words;
+    shape.hashProbes = out.hash.averageProbes;
+    shape.hashBytes = out.hash.bytes();
+  }
   std::vector<Representation> eligible;
   if (!noSearch)
     eligible.push_back(Representation::PrefixSearch);
   if (!noDerived)
     eligible.push_back(Representation::DerivedArray);
+  if (!noHash)
+    eligible.push_back(Representation::DerivedHash);
   out.choice = context.costModel.choose(shape, eligible);
   return out;
 }

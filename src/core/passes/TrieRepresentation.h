@@ -1,8 +1,9 @@
 // Which representation a read-only LPM trie's lookup gets: the trie itself,
-// lpm-as-code's search over its address intervals, or lpm-as-array's
-// derived table, each eligible or not for reasons only the trie's contents
+// lpm-as-code's search over its address intervals, lpm-as-array's
+// derived table, or lpm-as-hash's derived hash (prefixes of one length),
+// each eligible or not for reasons only the trie's contents
 // and the pipeline tell, and among the eligible ones the cheapest the cost
-// model (core/CostModel.h) predicts. Both LPM passes ask the same question
+// model (core/CostModel.h) predicts. The LPM passes ask the same question
 // here and build only what the answer names, so the choice is the model's,
 // not the passes' order.
 #pragma once
@@ -51,13 +52,46 @@ struct DerivedTable {
   MultibitShape shape;
 };
 
+// lpm-as-hash's table for a trie whose prefixes all have one length L: the
+// key's data masked to its first L bits, read as the 32-bit words the
+// program loads (native order), hashed, and probed linearly from its home
+// slot. Every slot is `1 + words` 32-bit words: the entry's number + 1 (0:
+// empty), then its masked data. The home slots are followed by `probes - 1`
+// more, so a probe never wraps; every entry lies at most `probes - 1` slots
+// after its home and no slot between is empty (inserted in order, never
+// deleted), so a key not found within `probes` slots, or before an empty
+// one, is in no entry.
+struct PrefixHash {
+  uint32_t length = 0;            // every prefix's length, in bits
+  uint32_t words = 0;             // 32-bit words of data the length covers
+  std::vector<uint32_t> masks;    // per word, its bits under the length
+  uint64_t multiplier = 0;        // odd
+  uint32_t homeBits = 1;          // 2^homeBits home slots
+  uint32_t probes = 1;            // most slots a present key probes
+  double averageProbes = 1;       // slots a present key probes on average
+  std::vector<uint32_t> slots;    // the table, slot after slot
+  uint64_t bytes() const { return slots.size() * sizeof(uint32_t); }
+};
+
+// The home slot of masked data `words` (native 32-bit words): folded into
+// 64 bits (h = (h ^ word) * multiplier from 0), the top homeBits bits.
+// lpm-as-hash computes the same in the program.
+uint64_t prefixHashHome(const std::vector<uint32_t> &words, uint64_t multiplier,
+                        uint32_t homeBits);
+
+// The most slots lpm-as-hash probes, and its table's largest size.
+constexpr uint32_t MaxHashProbes = 4;
+constexpr uint64_t HashBytesLimit = 1u << 20;
+
 struct TrieCandidates {
   // Why each rewrite cannot serve the site (unset: eligible).
-  std::optional<std::string> whyNoSearch, whyNoDerived;
+  std::optional<std::string> whyNoSearch, whyNoDerived, whyNoHash;
   // The trie's intervals over its whole data (when either is eligible).
   std::vector<PrefixInterval> intervals;
   // When the derived table is eligible: its tables, in leading-word order.
   std::vector<DerivedTable> derived;
+  // When the derived hash is eligible: its table.
+  PrefixHash hash;
   RepresentationChoice choice;
 };
 
@@ -70,7 +104,7 @@ TrieCandidates trieCandidates(const AccessSite &site, const TableInfo &table,
 
 // Whether `pass` builds `representation` at `site`: it must be eligible there
 // (`whyNot` unset) and the model's choice. When not, the decline is logged
-// with the reason, so both LPM passes decline alike.
+// with the reason, so the LPM passes decline alike.
 bool buildsChosenRepresentation(const TablePassContext &context, const AccessSite &site,
                                 const char *pass, const TrieCandidates &candidates,
                                 Representation representation,

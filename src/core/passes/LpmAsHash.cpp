@@ -1,0 +1,210 @@
+//===- LpmAsHash.cpp - a trie of one prefix length becomes a derived hash ===//
+//
+// A lookup in a read-only LPM trie whose prefixes all have one length L
+// (every /24 of a routing table, every /64 of an IPv6 one, any key size
+// whose data is whole 32-bit words) is an exact match on the key's first L
+// bits: it becomes "mask the key's data to L bits, probe a derived hash
+// table keyed by the masked data". The table (PrefixHash,
+// TrieRepresentation.h) is built from the live trie: open addressing with
+// linear probes and no wrap, every entry at most `probes - 1` slots after
+// its home (a layout is searched over a few multipliers and sizes until it
+// fits MaxHashProbes), a slot holding the entry's number + 1 and its masked
+// data words. This matters where lpm-as-array has no table (IPv6, keys of
+// other sizes, a leading word of more than 4 values) and where a single
+// length makes 128 KiB of 16-8-8 table a few KiB of hash.
+//
+// The table is built only where the cost model (TrieRepresentation.h)
+// predicts it the cheapest eligible representation of the trie, against
+// the trie, lpm-as-code's search and lpm-as-array's table; its memory is
+// priced as a derived table's (MemoryNsPerKiB).
+//
+// Correctness. The kernel's trie answers a key of prefix length p with the
+// longest prefix P such that P's length <= p and P's bits equal the key's
+// first length(P) bits (its walk compares min(node length, p) bits). With
+// every prefix of length L: for p < L (unsigned, as the kernel compares)
+// no prefix qualifies: null; for p >= L, the one prefix whose L bits are
+// the key's, or null. The code does exactly that: `p u< L` answers null;
+// otherwise the key's first ceil(L/32) words are loaded as the program's
+// loads read them (through an opaque copy of the key pointer, so bytes the
+// program never wrote read as the helper reads them), masked to L bits with
+// the same per-word masks the table was built with (host bits of stored
+// and looked-up keys alike are ignored, as the trie ignores them), hashed
+// as the builder hashed (prefixHashHome), and compared with each slot from
+// the home on: an empty slot or `probes` slots without a match mean no
+// entry has these bits (linear probing, no deletions: a present key lies
+// within `probes` slots of its home with no empty slot before it); a match
+// yields entry i of `__morpheus.TABLE.values`, the array every table pass
+// hands value addresses from, so a hit reads as the trie's value and
+// distinct entries keep distinct addresses. The program guard covers the
+// table like every inlined value: a control-plane update through Morpheus
+// bumps it first, and the next cycle rebuilds the table from the live trie
+// (a new length makes it another representation or none).
+//
+// Why ARRAY-like memory, not a kernel HASH map of Morpheus's own: a hash
+// map's lookup is a helper call (~30 ns here, more than the trie's ~11-20
+// ns at a few prefixes), while the table here is a constant global in the
+// constant section, which the BPF loader turns into a frozen read-only
+// ARRAY map loaded with the program: its reads are plain loads the
+// verifier bounds. It inherits lpm-as-array's life cycle: rebuilt at every
+// specialization, created and filled before the swap, never pinned nor
+// known to a control plane, a scratch copy per scratch program. The bounds
+// the verifier needs (the home below the home count, the entry below the
+// entry count) are checked on opaque copies the indexes are computed from;
+// they always hold, and their failure answers null.
+//
+//   %v = call ptr inttoptr (i64 1 to ptr)(ptr @routes, ptr %key)
+// becomes
+//   %p u< L: null
+//   %h = (((0 ^ w0) * M) ^ w1) * M ...,  home = %h >> (64 - bits)
+//   probe k: tag = slot[home + k][0]; 0: null; words equal: entry tag - 1
+//===----------------------------------------------------------------------===//
+
+#include "core/OpaqueValue.h"
+#include "core/passes/TablePasses.h"
+#include "core/passes/TrieRepresentation.h"
+
+#include <llvm/IR/Constants.h>
+#include <llvm/IR/IRBuilder.h>
+#include <llvm/IR/Instructions.h>
+
+using namespace llvm;
+
+namespace morpheus::core {
+
+PreservedAnalyses LpmAsHashPass::run(Module &module, ModuleAnalysisManager &mam) {
+  const DataLayout &dl = module.getDataLayout();
+  bool changed = rewriteEligibleLookups(
+      module, mam, context,
+      [&](const AccessSite &site, const TableInfo &table, const TableContents &contents,
+          LookupRewriter &rewriter) {
+        if (table.match != TableMatch::LongestPrefix)
+          return false;
+        TrieCandidates candidates = trieCandidates(site, table, contents, context, dl);
+        if (!buildsChosenRepresentation(context, site, "lpm-as-hash", candidates,
+                                        Representation::DerivedHash, candidates.whyNoHash))
+          return false;
+        const PrefixHash &hash = candidates.hash;
+        LLVMContext &llvmContext = module.getContext();
+        // One table per trie, whatever the number of its sites.
+        std::string name = "__morpheus." + site.table + ".hash";
+        GlobalVariable *slots = module.getNamedGlobal(name);
+        if (!slots) {
+          Constant *init = ConstantDataArray::get(llvmContext, ArrayRef<uint32_t>(hash.slots));
+          slots = new GlobalVariable(module, init->getType(), /*isConstant=*/true,
+                                     GlobalValue::PrivateLinkage, init, name);
+          slots->setAlignment(Align(8));
+          if (!context.constantSection.empty())
+            slots->setSection(context.constantSection);
+        }
+
+        CallBase &lookup = *site.call;
+        auto *pointerType = cast<PointerType>(lookup.getType());
+        IRBuilder<> builder(llvmContext);
+        LookupRewriter::Frame frame =
+            rewriter.openFrame(lookup, *site.signature.keyArg, site.table, builder, 2);
+        BasicBlock *tail = frame.tail;
+        PHINode *result = frame.result;
+        Function *function = frame.head->getParent();
+        auto block = [&](const Twine &suffix) {
+          return BasicBlock::Create(llvmContext, site.table + suffix, function, tail);
+        };
+        Type *i32 = builder.getInt32Ty(), *i64 = builder.getInt64Ty();
+
+        Value *length =
+            LookupRewriter::loadKey(builder, frame, 0, i32, site.table + ".prefixlen");
+        // The key's data masked to the prefixes' length, word by word.
+        std::vector<Value *> words;
+        for (uint32_t word = 0; word < hash.words; ++word)
+          words.push_back(builder.CreateAnd(
+              LookupRewriter::loadKey(builder, frame, PrefixLengthBytes + 4 * word, i32,
+                                      site.table + ".data"),
+              hash.masks[word], site.table + ".masked"));
+        BasicBlock *hashing = block(".hash");
+        BasicBlock *miss = block(".miss");
+        builder.CreateCondBr(builder.CreateICmpUGE(length, builder.getInt32(hash.length),
+                                                   site.table + ".covers.prefix"),
+                             hashing, miss);
+
+        builder.SetInsertPoint(hashing);
+        // prefixHashHome: h = (h ^ word) * multiplier from h = 0.
+        Value *h = nullptr;
+        for (Value *word : words) {
+          Value *wide = builder.CreateZExt(word, i64);
+          h = builder.CreateMul(h ? builder.CreateXor(h, wide) : wide,
+                                builder.getInt64(hash.multiplier));
+        }
+        if (!h)
+          h = builder.getInt64(0);
+        // Checked and used as one opaque value (the verifier's bound).
+        Value *home = opaqueCopy(builder, builder.CreateLShr(h, 64 - hash.homeBits),
+                                 site.table + ".home");
+        BasicBlock *probe = block(".probe0");
+        builder.CreateCondBr(
+            builder.CreateICmpULT(home, builder.getInt64(uint64_t(1) << hash.homeBits)), probe,
+            miss);
+
+        BasicBlock *hit = block(".hit");
+        PHINode *tag = PHINode::Create(i32, hash.probes, site.table + ".tag");
+        uint32_t stride = 1 + hash.words;
+        for (uint32_t k = 0; k < hash.probes; ++k) {
+          builder.SetInsertPoint(probe);
+          Value *at = builder.CreateMul(builder.CreateAdd(home, builder.getInt64(k)),
+                                        builder.getInt64(stride));
+          auto slotWord = [&](uint32_t index, const Twine &slotName) {
+            Value *offset = index ? builder.CreateAdd(at, builder.getInt64(index)) : at;
+            return builder.CreateLoad(i32, builder.CreateInBoundsGEP(i32, slots, offset),
+                                      slotName);
+          };
+          Value *slotTag = slotWord(0, site.table + ".slot.tag");
+          BasicBlock *compare = block(".compare" + Twine(k));
+          builder.CreateCondBr(builder.CreateICmpEQ(slotTag, builder.getInt32(0)), miss,
+                               compare);
+          builder.SetInsertPoint(compare);
+          Value *same = builder.getTrue();
+          for (uint32_t word = 0; word < hash.words; ++word) {
+            Value *equal =
+                builder.CreateICmpEQ(slotWord(1 + word, site.table + ".slot.data"), words[word]);
+            same = word ? builder.CreateAnd(same, equal) : equal;
+          }
+          BasicBlock *next = k + 1 < hash.probes ? block(".probe" + Twine(k + 1)) : miss;
+          tag->addIncoming(slotTag, compare);
+          builder.CreateCondBr(same, hit, next);
+          probe = next;
+        }
+
+        // The slot's entry, below the entry count.
+        builder.SetInsertPoint(hit);
+        builder.Insert(tag);
+        Value *entry = opaqueCopy(
+            builder, builder.CreateSub(builder.CreateZExt(tag, i64), builder.getInt64(1)),
+            site.table + ".entry.number");
+        BasicBlock *found = block(".found");
+        builder.CreateCondBr(
+            builder.CreateICmpULT(entry, builder.getInt64(contents.entries.size())), found,
+            miss);
+        builder.SetInsertPoint(found);
+        Value *pointer = rewriter.entryPointer(builder, site.table, entry);
+        builder.CreateBr(tail);
+        result->addIncoming(pointer, found);
+        miss->moveBefore(tail);
+        builder.SetInsertPoint(miss);
+        builder.CreateBr(tail);
+        result->addIncoming(ConstantPointerNull::get(pointerType), miss);
+        LookupRewriter::closeFrame(lookup, frame, LookupRewriter::CallKept::No);
+
+        recordTrieDecision(
+            context, site, "lpm-as-hash", true,
+            std::to_string(contents.entries.size()) + " prefixes of length " +
+                std::to_string(hash.length) + " as a derived hash of " +
+                std::to_string(uint64_t(1) << hash.homeBits) + " home slots, probes: at most " +
+                std::to_string(hash.probes) + " (" + std::to_string(hash.bytes()) +
+                " bytes); shorter prefix lengths find none",
+            candidates.choice);
+        if (context.log)
+          context.log->inlined[site.table] = contents.entries;
+        return true;
+      });
+  return changed ? PreservedAnalyses::none() : PreservedAnalyses::all();
+}
+
+} // namespace morpheus::core
