@@ -65,6 +65,8 @@ const char *representationName(Representation representation) {
     return "derived table";
   case Representation::DerivedHash:
     return "derived hash";
+  case Representation::DirectIndex:
+    return "direct index";
   case Representation::FastPath:
     return "fast path";
   }
@@ -83,6 +85,8 @@ const char *passOf(Representation representation) {
     return "lpm-as-array";
   case Representation::DerivedHash:
     return "lpm-as-hash";
+  case Representation::DirectIndex:
+    return "hash-as-array";
   case Representation::FastPath:
     return "heavy-hitter-fast-path";
   }
@@ -172,6 +176,11 @@ double CostModel::predictNs(Representation representation, const TableShape &sha
     return (3 + shape.hashWords) * costs.compareNs +
            shape.hashProbes * (costs.derivedLoadNs.at(double(shape.hashBytes)) +
                                (1 + shape.hashWords) * costs.compareNs);
+  case Representation::DirectIndex:
+    // The key less the range's first, its bound, the slot's load (priced
+    // as a load from a table of this size), the none test, the entry's
+    // bound.
+    return 4 * costs.compareNs + costs.derivedLoadNs.at(double(shape.indexBytes));
   case Representation::FastPath: {
     // Hot key i (from 1) costs i compares; the rest all of them, then the map.
     double compare = keyCompareNs(costs, shape.keySize), hits = 0, cost = 0;
@@ -192,6 +201,8 @@ uint64_t CostModel::memoryBytes(Representation representation, const TableShape 
     return shape.derivedBytes;
   case Representation::DerivedHash:
     return shape.hashBytes;
+  case Representation::DirectIndex:
+    return shape.indexBytes;
   default:
     return 0;
   }

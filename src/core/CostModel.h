@@ -67,6 +67,7 @@ enum class Representation {
   PrefixSearch, // lpm-as-code: a binary search over address intervals
   DerivedArray, // lpm-as-array: loads from a derived 16-8-8 table
   DerivedHash,  // lpm-as-hash: the masked address probed in a derived hash table
+  DirectIndex,  // hash-as-array: a hash's key indexing a derived array of its range
   FastPath,     // heavy-hitter-fast-path: hot keys compared, then the map
 };
 
@@ -88,6 +89,7 @@ struct TableShape {
   unsigned hashWords = 0;
   double hashProbes = 0;
   uint64_t hashBytes = 0;
+  uint64_t indexBytes = 0; // DirectIndex: the array's size
   // FastPath: the hot keys' shares of the traffic, hottest first.
   std::vector<double> hotShares;
 };

@@ -74,6 +74,17 @@ TEST(CostModel, PredictsEachRepresentationFromItsUnitCosts) {
   trie.derivedBytes = 4096;
   EXPECT_DOUBLE_EQ(model.predictNs(Representation::PrefixSearch, trie), 0.5 + 2 * 1);
   EXPECT_DOUBLE_EQ(model.predictNs(Representation::DerivedArray, trie), 3 * 0.5 + 2 * 1.5);
+  // A derived hash of IPv6 /64s (two words): the length test, a multiply
+  // per word, the home's and the entry's bounds, then per slot probed a
+  // load priced at the table's size and a compare of the tag and each word.
+  TableShape v6 = trie;
+  v6.keySize = 20;
+  v6.hashWords = 2;
+  v6.hashProbes = 1.25;
+  v6.hashBytes = 4096;
+  EXPECT_DOUBLE_EQ(model.predictNs(Representation::DerivedHash, v6),
+                   5 * 0.5 + 1.25 * (1 + 3 * 0.5));
+  EXPECT_EQ(CostModel::memoryBytes(Representation::DerivedHash, v6), 4096u);
 
   TableShape hash;
   hash.match = TableMatch::Exact;
@@ -269,7 +280,8 @@ protected:
         applied = decision.pass;
       if (!decision.applied && decision.pass == "lpm-as-code" && declined)
         *declined = &decision;
-      if (decision.pass == "lpm-as-code" || decision.pass == "lpm-as-array") {
+      if (decision.pass == "lpm-as-code" || decision.pass == "lpm-as-array" ||
+          decision.pass == "lpm-as-hash") {
         EXPECT_TRUE(decision.choice.has_value()) << decision.pass << ": " << decision.detail;
       }
     }
@@ -356,11 +368,34 @@ TEST_F(TrieChoice, FiveHundredRoutesKeepTheirDerivedTable) {
   ASSERT_TRUE(derived->choice);
   const RepresentationChoice &choice = *derived->choice;
   EXPECT_EQ(choice.chosen, Representation::DerivedArray);
+  // Prefixes of two lengths: no derived hash among the candidates.
+  EXPECT_FALSE(choice.predictionFor(Representation::DerivedHash));
   EXPECT_TRUE(choice.memoryDeclined.empty()) << choice.memoryDeclined;
   double saving = *choice.predictionFor(Representation::OriginalMap) - choice.predictedNs;
   // More than the largest table 500 routes can cut asks (128 KiB and 500
   // chunks of 512 bytes: under 384 KiB).
   EXPECT_GT(saving, 384 * MemoryNsPerKiB) << derived->detail;
+}
+
+TEST_F(TrieChoice, PrefixesOfOneLengthGetTheDerivedHash) {
+  // 500 /24s (over the inline limit): a derived hash of a few KiB, one
+  // probe or two, against the 16-8-8 table's two loads from over 128 KiB.
+  TableContents &contents = snapshot["routes"];
+  contents.entries.clear();
+  for (uint16_t i = 0; i < 500; ++i)
+    contents.entries.push_back(prefixEntry(24, uint8_t(10 + i / 256), uint8_t(i), 0, i));
+  catalog["routes"].maxEntries = 1024;
+  EXPECT_EQ(specializeWith(CostModel(calibratedHere(), "test")), "lpm-as-hash");
+  const SiteDecision *hashed = decisionOf("lpm-as-hash");
+  ASSERT_NE(hashed, nullptr);
+  ASSERT_TRUE(hashed->choice);
+  const RepresentationChoice &choice = *hashed->choice;
+  EXPECT_EQ(choice.chosen, Representation::DerivedHash);
+  ASSERT_TRUE(choice.predictionFor(Representation::DerivedArray));
+  EXPECT_LT(choice.predictedNs, *choice.predictionFor(Representation::DerivedArray));
+  EXPECT_NE(hashed->detail.find("500 prefixes of length 24 as a derived hash of 1024 home slots"),
+            std::string::npos)
+      << hashed->detail;
 }
 
 TEST_F(TrieChoice, ARepresentationWhosePassDoesNotRunIsNotACandidate) {

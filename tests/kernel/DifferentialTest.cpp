@@ -161,6 +161,32 @@ TEST(Differential, LpmTriesAsDerivedTables) {
   EXPECT_GT(report->cases, 50u);
 }
 
+// Tries whose prefixes share one length become derived hashes
+// (lpm-as-hash; LpmAsHash.* shows it fires on this program): half of the
+// states are the bench preset's (1,000 IPv4 /24s), the random ones with
+// an inline limit of 0 so that their small one-length tries (a single
+// prefix, IPv4, IPv6 or tagged) are hashed too; no difference in verdicts,
+// bytes or maps.
+TEST(Differential, LpmTriesOfOneLengthAsDerivedHashes) {
+  auto preset = bench::readPreset("lpm_single_length");
+  ASSERT_THAT_EXPECTED(preset, llvm::Succeeded());
+  auto contents = bench::configuredContents(*preset, 4096);
+  ASSERT_THAT_EXPECTED(contents, llvm::Succeeded());
+  runtime::FuzzOptions options;
+  options.seconds = 4;
+  options.minStates = 4;
+  options.seed = 13;
+  options.shrinkSeconds = 2;
+  options.inlineLimit = 0;
+  options.configured = std::move(*contents);
+  auto report = runtime::fuzzProgram(
+      morpheus::testing::sourcePath("tests/programs/lpm_single_length.bpf.c"), options);
+  ASSERT_THAT_EXPECTED(report, llvm::Succeeded());
+  EXPECT_EQ(report->differed, 0u) << report->reproducer;
+  EXPECT_GT(report->cases, 50u);
+  EXPECT_GT(report->configuredStates, 0u);
+}
+
 INSTANTIATE_TEST_SUITE_P(
     Programs, CorpusSmoke,
     ::testing::Values(CorpusCase{"entry_without_ctx.bpf.c", nullptr},
@@ -191,6 +217,8 @@ INSTANTIATE_TEST_SUITE_P(
                       CorpusCase{"tc_classifier.bpf.c", nullptr},
                       CorpusCase{"lpm_nested.bpf.c", nullptr},
                       CorpusCase{"lpm_leading.bpf.c", nullptr},
+                      CorpusCase{"lpm_single_length.bpf.c", nullptr},
+                      CorpusCase{"small_key_domain.bpf.c", nullptr},
                       CorpusCase{"constant_field.bpf.c", nullptr},
                       CorpusCase{"acl_protocols.bpf.c", nullptr},
                       CorpusCase{"build_legacy_section.bpf.c", nullptr, bpf::ProgramType::Xdp}),

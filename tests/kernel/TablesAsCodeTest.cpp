@@ -4,6 +4,7 @@
 #include "Corpus.h"
 #include "support/packet/Packet.h"
 
+#include <algorithm>
 #include <arpa/inet.h>
 #include <array>
 #include <linux/bpf.h>
@@ -279,6 +280,252 @@ TEST(LpmAsArray, LeadingWordPrefixesAnswerAsTheTrie) {
   RunResult after = program.active(packet(changed, 1, 0));
   EXPECT_EQ(after.verdict, uint32_t(XDP_TX));
   EXPECT_NE(after.output, before.output) << "the new prefix's value is in the packet";
+}
+
+struct TaggedKey {
+  uint32_t prefixlen;
+  uint32_t tag;  // host order
+  uint32_t addr; // network order
+};
+
+// Tries whose prefixes share one length (lpm_single_length.bpf.c), each
+// past the inline limit: 300 IPv4 /24s, 100 IPv6 /64s and 200 /56s of a
+// leading word then an IPv4 address under 10 leading words (where
+// lpm-as-array has no table: IPv6, more than 4 leading words) all become
+// derived hashes (lpm-as-hash). Every prefix's address, its host bits and
+// its neighbours on both sides, addresses one bit away, random ones, each
+// with prefix lengths below, at and above the stored one, at the maximum
+// and beyond; then, through Morpheus, a value changed, a prefix added and a
+// prefix of another length added are each seen by the very next packet.
+TEST(LpmAsHash, PrefixesOfOneLengthAnswerAsTheTrie) {
+  CorpusProgram program("lpm_single_length.bpf.c");
+  ASSERT_TRUE(program.ok());
+  uint32_t seed = 777;
+  auto random = [&] { return seed = seed * 1103515245u + 12345u, (seed >> 1) ^ (seed << 15); };
+  std::vector<uint32_t> prefixes4; // /24s, host order, host bits set at random
+  for (int i = 0; i < 300; ++i)
+    prefixes4.push_back((0x0a000000 | (random() & 0x00ffff00)) + (random() & 0xff));
+  prefixes4.push_back(0x0a7b2d00); // 10.123.45.0/24 and its neighbour blocks
+  prefixes4.push_back(0x0a7b2e00);
+  for (size_t i = 0; i < prefixes4.size(); ++i)
+    program.set("routes4", V4Key{24, htonl(prefixes4[i])}, uint32_t(100 + i));
+  std::vector<std::array<uint8_t, 16>> prefixes6;
+  for (int i = 0; i < 100; ++i) {
+    std::array<uint8_t, 16> address{0x20, 0x01, 0x0d, 0xb8};
+    for (size_t byte = 4; byte < 16; ++byte)
+      address[byte] = uint8_t(random());
+    prefixes6.push_back(address);
+    program.set("routes6", V6Key{64, address}, uint32_t(200 + i));
+  }
+  struct Tagged {
+    uint32_t tag, address;
+  };
+  std::vector<Tagged> tagged;
+  for (int i = 0; i < 200; ++i)
+    tagged.push_back({uint32_t(i % 10), (0xc0a80000 | (random() & 0xffff00)) + (random() & 0xff)});
+  for (size_t i = 0; i < tagged.size(); ++i)
+    program.set("tagged", TaggedKey{56, tagged[i].tag, htonl(tagged[i].address)},
+                uint32_t(5000 + i));
+
+  runtime::CycleReport report = program.cycle();
+  ASSERT_TRUE(report.installed()) << report.describe();
+  for (const char *table : {"routes4", "routes6", "tagged"}) {
+    const core::SiteDecision *applied = CorpusProgram::decision(report, table, true);
+    ASSERT_NE(applied, nullptr) << table << ":\n" << report.log.toText();
+    EXPECT_EQ(applied->pass, "lpm-as-hash") << applied->detail;
+  }
+
+  auto packet4 = [](uint32_t daddr, uint16_t id, uint8_t tos) {
+    return PacketBuilder()
+        .ethernet(parseMac("02:00:00:00:00:02"), parseMac("02:00:00:00:00:01"))
+        .ipv4({.daddr = daddr, .tos = tos, .id = id})
+        .udp(1000, 53)
+        .build();
+  };
+  size_t hits = 0, compared = 0;
+  auto compare4 = [&](uint32_t address, uint16_t id, uint8_t tos) {
+    Bytes bytes = packet4(address, id, tos);
+    RunResult original = program.original(bytes);
+    hits += original.verdict == XDP_TX;
+    EXPECT_EQ(program.active(bytes), original)
+        << "address " << std::hex << address << std::dec << ", id " << id << ", prefix length "
+        << int(tos);
+    ++compared;
+  };
+  const uint8_t lengths4[] = {0, 1, 23, 24, 25, 31, 32, 33, 200};
+  for (uint32_t prefix : prefixes4) {
+    uint32_t first = prefix & 0xffffff00, last = first | 0xff;
+    for (uint32_t at : {prefix, first - 1, first, last, last + 1, prefix ^ 0x100u, prefix ^ 0x800000u})
+      compare4(at, 0, 0);
+  }
+  for (size_t i = 0; i < 40; ++i)
+    for (uint8_t tos : lengths4)
+      compare4(prefixes4[i] ^ (i < 20 ? 0 : 1u << (i % 32)), 0, tos);
+  for (int i = 0; i < 100; ++i)
+    compare4(random(), 0, 0);
+  // tagged: every prefix under its own tag and its neighbours', each
+  // address's neighbours, prefix lengths around 56 and 64.
+  const uint8_t lengths12[] = {0, 24, 32, 55, 56, 57, 63, 64, 65, 255};
+  for (size_t i = 0; i < tagged.size(); ++i) {
+    auto [tag, address] = tagged[i];
+    uint32_t first = address & 0xffffff00;
+    for (uint16_t id : {uint16_t(tag), uint16_t(tag + 1), uint16_t(tag + 256)})
+      for (uint32_t at : {address, first - 1, first | 0xff, (first | 0xff) + 1})
+        compare4(at, id, 0);
+    if (i < 20)
+      for (uint8_t tos : lengths12)
+        compare4(address, uint16_t(tag), tos);
+  }
+  size_t hits4 = hits, compared4 = compared;
+  EXPECT_GT(hits4, compared4 / 4) << "premise: many lookups hit a prefix";
+  EXPECT_LT(hits4, compared4) << "premise: some miss";
+
+  const uint8_t hopLimits[] = {64, 0, 1, 63, 65, 127, 128, 129, 255};
+  for (size_t i = 0; i < prefixes6.size(); ++i) {
+    std::array<uint8_t, 16> host = prefixes6[i];
+    for (size_t byte = 8; byte < 16; ++byte)
+      host[byte] = uint8_t(random()); // host bits: the trie ignores them
+    std::vector<std::array<uint8_t, 16>> addresses{prefixes6[i], host};
+    for (uint32_t bit : {63u, 62u, 32u, 7u, 64u, 127u}) {
+      std::array<uint8_t, 16> flipped = prefixes6[i];
+      flipped[bit / 8] ^= uint8_t(0x80 >> (bit % 8));
+      addresses.push_back(flipped);
+    }
+    for (const auto &address : addresses)
+      for (uint8_t hopLimit : hopLimits) {
+        if (i >= 20 && hopLimit != 64)
+          continue;
+        Bytes bytes = ipv6Packet(address, hopLimit);
+        RunResult original = program.original(bytes);
+        hits += original.verdict == XDP_TX;
+        EXPECT_EQ(program.active(bytes), original) << "IPv6 prefix " << i << ", hop limit "
+                                                   << int(hopLimit);
+        ++compared;
+      }
+  }
+  EXPECT_GT(hits - hits4, (compared - compared4) / 4) << "premise: many IPv6 lookups hit";
+  EXPECT_LT(hits - hits4, compared - compared4) << "premise: some IPv6 lookups miss";
+
+  // Through Morpheus: a value changed, a /24 added, then a /16 (another
+  // length) added, each seen by the very next packet.
+  const uint32_t changed = prefixes4[0], added = 0x0b0c0d00, wider = 0x0a7b0000;
+  RunResult before = program.active(packet4(changed, 0, 0));
+  program.set("routes4", V4Key{24, htonl(changed)}, uint32_t(999));
+  RunResult after = program.active(packet4(changed, 0, 0));
+  EXPECT_EQ(after, program.original(packet4(changed, 0, 0)));
+  EXPECT_NE(after.output, before.output) << "the new value is in the packet";
+  EXPECT_EQ(program.active(packet4(added + 1, 0, 0)).verdict, uint32_t(XDP_DROP));
+  program.set("routes4", V4Key{24, htonl(added)}, uint32_t(1000));
+  EXPECT_EQ(program.active(packet4(added + 1, 0, 0)).verdict, uint32_t(XDP_TX));
+  program.set("routes4", V4Key{16, htonl(wider)}, uint32_t(1001));
+  for (uint32_t at : {wider + 1, 0x0a7b2d05u, 0x0a7bff01u, added + 1, changed})
+    for (uint8_t tos : {0, 16, 24})
+      EXPECT_EQ(program.active(packet4(at, 0, tos)), program.original(packet4(at, 0, tos)))
+          << std::hex << at << std::dec << " /" << int(tos);
+  // The next cycle: two lengths now, no derived hash for routes4.
+  report = program.cycle();
+  ASSERT_TRUE(report.installed()) << report.describe();
+  const core::SiteDecision *routes = CorpusProgram::decision(report, "routes4", true);
+  EXPECT_TRUE(routes == nullptr || routes->pass != "lpm-as-hash") << routes->detail;
+  for (uint32_t at : {wider + 1, 0x0a7b2d05u, added + 1, changed})
+    EXPECT_EQ(program.active(packet4(at, 0, 0)), program.original(packet4(at, 0, 0)));
+}
+
+// Read-only hashes of small key domains (small_key_domain.bpf.c), each past
+// the inline limit, become direct indexes (hash-as-array): 300 UDP ports
+// (16-bit keys), 200 32-bit ids in 100,000..100,999 (a bounds check first)
+// and 100 TOS values of a per-CPU hash (one value on every CPU). Every key
+// held and its neighbours, the range's ends and beyond, every 97th port and
+// id, every TOS (values differ in every byte: constant-fields takes none);
+// then, through Morpheus, a value changed, a key added inside
+// the range and one outside it, each seen by the very next packet.
+TEST(HashAsArray, SmallKeyDomainsAnswerAsTheMap) {
+  CorpusProgram program("small_key_domain.bpf.c");
+  ASSERT_TRUE(program.ok());
+  uint32_t seed = 99;
+  auto random = [&] { return seed = seed * 1103515245u + 12345u, (seed >> 1) ^ (seed << 15); };
+  std::vector<uint16_t> ports; // host order
+  for (int i = 0; i < 300; ++i)
+    ports.push_back(uint16_t(random()));
+  ports.push_back(0);
+  ports.push_back(0xffff);
+  for (size_t i = 0; i < ports.size(); ++i)
+    program.set("ports", uint16_t(htons(ports[i])), uint32_t(1000 + i));
+  std::vector<uint16_t> ids; // the IP id: the key is id + 100,000
+  for (int i = 0; i < 200; ++i)
+    ids.push_back(uint16_t(100 + random() % 900));
+  for (size_t i = 0; i < ids.size(); ++i)
+    program.set("ids", uint32_t(ids[i] + 100000), uint64_t(random()) << 32 | i);
+  for (uint32_t tos = 0; tos < 200; tos += 2)
+    program.set("marks", uint8_t(tos), uint32_t(7000 + tos));
+
+  runtime::CycleReport report = program.cycle();
+  ASSERT_TRUE(report.installed()) << report.describe();
+  for (const char *table : {"ports", "ids", "marks"}) {
+    const core::SiteDecision *applied = CorpusProgram::decision(report, table, true);
+    ASSERT_NE(applied, nullptr) << table << ":\n" << report.log.toText();
+    EXPECT_EQ(applied->pass, "hash-as-array") << applied->detail;
+  }
+
+  auto packet = [](uint16_t port, uint16_t id, uint8_t tos) {
+    return PacketBuilder()
+        .ethernet(parseMac("02:00:00:00:00:02"), parseMac("02:00:00:00:00:01"))
+        .ipv4({.daddr = 0x0a000001, .tos = tos, .id = id})
+        .udp(1000, port)
+        .build();
+  };
+  size_t hits = 0, compared = 0;
+  auto compare = [&](uint16_t port, uint16_t id, uint8_t tos) {
+    Bytes bytes = packet(port, id, tos);
+    RunResult original = program.original(bytes);
+    hits += original.verdict == XDP_TX;
+    EXPECT_EQ(program.active(bytes), original)
+        << "port " << port << ", id " << id << ", tos " << int(tos);
+    ++compared;
+  };
+  for (uint16_t port : ports)
+    for (int delta : {-1, 0, 1})
+      compare(uint16_t(port + delta), 0, 0);
+  for (uint32_t port = 0; port < 65536; port += 97)
+    compare(uint16_t(port), uint16_t(port), uint8_t(port));
+  for (uint16_t id : ids)
+    for (int delta : {-1, 0, 1})
+      compare(ports[0], uint16_t(id + delta), 1);
+  for (uint16_t id : {0, 1, 99, 100, 999, 1000, 1001, 65535})
+    compare(ports[1], id, 2);
+  for (uint32_t tos = 0; tos < 256; ++tos)
+    compare(ports[2], ids[0], uint8_t(tos));
+  EXPECT_GT(hits, compared / 4) << "premise: many lookups hit";
+  EXPECT_LT(hits, compared) << "premise: some miss";
+
+  // Through Morpheus: a value changed, an id added inside the range, one
+  // outside it, each seen by the very next packet.
+  Bytes changed = packet(ports[3], ids[1], 4);
+  RunResult before = program.active(changed);
+  program.set("ports", uint16_t(htons(ports[3])), uint32_t(4242));
+  RunResult after = program.active(changed);
+  EXPECT_EQ(after, program.original(changed));
+  EXPECT_NE(after.output, before.output) << "the new value is in the packet";
+  uint16_t inside = 0, outside = 5000;
+  while (std::find(ids.begin(), ids.end(), inside + 100) != ids.end())
+    ++inside;
+  inside += 100;
+  for (uint16_t id : {inside, outside}) {
+    Bytes bytes = packet(ports[0], id, 0);
+    RunResult missing = program.active(bytes);
+    program.set("ids", uint32_t(id + 100000), uint64_t(0xabcdef0012345678ull));
+    RunResult added = program.active(bytes);
+    EXPECT_EQ(added, program.original(bytes)) << "id " << id;
+    EXPECT_NE(added.output, missing.output) << "id " << id << ": the new entry is in the packet";
+  }
+  // The next cycle: still direct indexes (the range now reaches 5,000).
+  report = program.cycle();
+  ASSERT_TRUE(report.installed()) << report.describe();
+  const core::SiteDecision *idsDecision = CorpusProgram::decision(report, "ids", true);
+  ASSERT_NE(idsDecision, nullptr) << report.log.toText();
+  EXPECT_EQ(idsDecision->pass, "hash-as-array");
+  for (uint16_t id : {inside, outside, uint16_t(outside + 1), ids[5]})
+    EXPECT_EQ(program.active(packet(ports[0], id, 0)), program.original(packet(ports[0], id, 0)));
 }
 
 struct Rule {

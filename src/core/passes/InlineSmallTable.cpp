@@ -24,7 +24,9 @@
 // all it saves is the lookup itself, so it is built only where the cost
 // model prices the chain under the map's own lookup. An eBPF array's
 // lookup is a bounds check and a load the verifier inlines, which a chain
-// of more than a few compares only slows down.
+// of more than a few compares only slows down; a hash's direct index
+// (hash-as-array, DirectIndex.h), which folds nothing either, is priced
+// against it.
 //
 //   %v = call ptr inttoptr (i64 1 to ptr)(ptr @policy, ptr %key)
 // becomes
@@ -36,6 +38,7 @@
 //                [ null, %nextN ]
 //===----------------------------------------------------------------------===//
 
+#include "core/passes/DirectIndex.h"
 #include "core/passes/TablePasses.h"
 
 #include <llvm/ADT/Twine.h>
@@ -108,13 +111,27 @@ PreservedAnalyses InlineSmallTablePass::run(Module &module,
         if (lowering == ChainLowering::Index) {
           TableShape shape{.match = table.match, .entries = entries.size(),
                            .keySize = table.keySize};
-          RepresentationChoice choice =
-              context.costModel.choose(shape, {Representation::CompareChain});
+          std::vector<Representation> eligible{Representation::CompareChain};
+          // hash-as-array's direct index, which folds nothing either.
+          if (context.enabledPasses.count(passOf(Representation::DirectIndex))) {
+            auto index = directIndex(table, contents, module.getDataLayout().isLittleEndian());
+            if (index) {
+              shape.indexBytes = index->bytes();
+              eligible.push_back(Representation::DirectIndex);
+            } else {
+              consumeError(index.takeError());
+            }
+          }
+          RepresentationChoice choice = context.costModel.choose(shape, eligible);
           if (choice.chosen != Representation::CompareChain)
             return declineSite(context, site, "inline-small-table",
                                "a chain yielding an index (verifier budget) folds no value "
-                               "and is not faster than the lookup; " +
-                                   choice.describe());
+                               "and " +
+                                   (choice.chosen == Representation::OriginalMap
+                                        ? std::string("is not faster than the lookup")
+                                        : "the cost model prefers the " +
+                                              std::string(representationName(choice.chosen))) +
+                                   "; " + choice.describe());
         }
         rewriter.replaceWithDispatch(*site.call, *site.signature.keyArg, entries, site.table,
                                      lowering, onMiss);

@@ -4,7 +4,7 @@
 //   ConstantKeyLookup.cpp, FoldReadOnlyFields.cpp, FoldReadOnlyGlobals.cpp,
 //   CustomGenerator.cpp, InlineSmallTable.cpp, LpmAsCode.cpp, LpmAsArray.cpp,
 //   LpmAsHash.cpp (the three choosing through TrieRepresentation.cpp),
-//   ConstantFields.cpp, BranchInjection.cpp,
+//   ConstantFields.cpp, HashAsArray.cpp (with DirectIndex.cpp), BranchInjection.cpp,
 //   GuardTableWrites.cpp, InstrumentTableSites.cpp,
 //   HeavyHitterFastPath.cpp
 #pragma once
