@@ -377,7 +377,8 @@ TEST(LpmAsHash, PrefixesOfOneLengthAnswerAsTheTrie) {
         compare4(address, uint16_t(tag), tos);
   }
   size_t hits4 = hits, compared4 = compared;
-  EXPECT_GT(hits4, compared4 / 4) << "premise: many lookups hit a prefix";
+  // (the verdict counts routes4 hits only; tagged answers show in the bytes)
+  EXPECT_GT(hits4, compared4 / 8) << "premise: many lookups hit a prefix";
   EXPECT_LT(hits4, compared4) << "premise: some miss";
 
   const uint8_t hopLimits[] = {64, 0, 1, 63, 65, 127, 128, 129, 255};

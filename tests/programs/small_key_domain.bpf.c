@@ -8,6 +8,7 @@
  * the output bytes. */
 #include "common.h"
 
+#include <linux/in.h>
 #include <linux/udp.h>
 
 struct {

@@ -18,13 +18,14 @@
 // the trie, lpm-as-code's search and lpm-as-array's table; its memory is
 // priced as a derived table's (MemoryNsPerKiB).
 //
-// Correctness. The kernel's trie answers a key of prefix length p with the
-// longest prefix P such that P's length <= p and P's bits equal the key's
-// first length(P) bits (its walk compares min(node length, p) bits). With
-// every prefix of length L: for p < L (unsigned, as the kernel compares)
-// no prefix qualifies: null; for p >= L, the one prefix whose L bits are
-// the key's, or null. The code does exactly that: `p u< L` answers null;
-// otherwise the key's first ceil(L/32) words are loaded as the program's
+// Correctness. A key whose prefix length p is the data's whole width W
+// (every packet lookup of a whole address) is covered by every stored
+// prefix of its bits, so the trie answers it with the one prefix whose L
+// bits are the key's, or null. Any other p keeps the real lookup, on that
+// path only, as in lpm-as-code and lpm-as-array: the kernel answers p > W
+// with null and p < L with null too, but the user-space backend's tables
+// ignore p, so the backend's own answer is the one both agree with. For p
+// = W the key's first ceil(L/32) words are loaded as the program's
 // loads read them (through an opaque copy of the key pointer, so bytes the
 // program never wrote read as the helper reads them), masked to L bits with
 // the same per-word masks the table was built with (host bits of stored
@@ -54,7 +55,7 @@
 //
 //   %v = call ptr inttoptr (i64 1 to ptr)(ptr @routes, ptr %key)
 // becomes
-//   %p u< L: null
+//   %p != W: the real lookup
 //   %h = (((0 ^ w0) * M) ^ w1) * M ...,  home = %h >> (64 - bits)
 //   probe k: tag = slot[home + k][0]; 0: null; words equal: entry tag - 1
 //===----------------------------------------------------------------------===//
@@ -101,7 +102,7 @@ PreservedAnalyses LpmAsHashPass::run(Module &module, ModuleAnalysisManager &mam)
         auto *pointerType = cast<PointerType>(lookup.getType());
         IRBuilder<> builder(llvmContext);
         LookupRewriter::Frame frame =
-            rewriter.openFrame(lookup, *site.signature.keyArg, site.table, builder, 2);
+            rewriter.openFrame(lookup, *site.signature.keyArg, site.table, builder, 3);
         BasicBlock *tail = frame.tail;
         PHINode *result = frame.result;
         Function *function = frame.head->getParent();
@@ -121,9 +122,11 @@ PreservedAnalyses LpmAsHashPass::run(Module &module, ModuleAnalysisManager &mam)
               hash.masks[word], site.table + ".masked"));
         BasicBlock *hashing = block(".hash");
         BasicBlock *miss = block(".miss");
-        builder.CreateCondBr(builder.CreateICmpUGE(length, builder.getInt32(hash.length),
-                                                   site.table + ".covers.prefix"),
-                             hashing, miss);
+        BasicBlock *slow = block(".other.prefixlen");
+        uint32_t width = 8 * (table.keySize - PrefixLengthBytes);
+        builder.CreateCondBr(builder.CreateICmpEQ(length, builder.getInt32(width),
+                                                  site.table + ".whole.key"),
+                             hashing, slow);
 
         builder.SetInsertPoint(hashing);
         // prefixHashHome: h = (h ^ word) * multiplier from h = 0.
@@ -190,7 +193,10 @@ PreservedAnalyses LpmAsHashPass::run(Module &module, ModuleAnalysisManager &mam)
         builder.SetInsertPoint(miss);
         builder.CreateBr(tail);
         result->addIncoming(ConstantPointerNull::get(pointerType), miss);
-        LookupRewriter::closeFrame(lookup, frame, LookupRewriter::CallKept::No);
+        // Any other prefix length: the backend's own answer.
+        builder.SetInsertPoint(slow);
+        builder.CreateBr(tail);
+        LookupRewriter::closeFrame(lookup, frame, LookupRewriter::CallKept::OnMissPath, slow);
 
         recordTrieDecision(
             context, site, "lpm-as-hash", true,
@@ -198,7 +204,7 @@ PreservedAnalyses LpmAsHashPass::run(Module &module, ModuleAnalysisManager &mam)
                 std::to_string(hash.length) + " as a derived hash of " +
                 std::to_string(uint64_t(1) << hash.homeBits) + " home slots, probes: at most " +
                 std::to_string(hash.probes) + " (" + std::to_string(hash.bytes()) +
-                " bytes); shorter prefix lengths find none",
+                " bytes); other prefix lengths keep the lookup",
             candidates.choice);
         if (context.log)
           context.log->inlined[site.table] = contents.entries;

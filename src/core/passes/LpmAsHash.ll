@@ -1,7 +1,7 @@
 ; A read-only LPM trie whose prefixes all have one length becomes a probe of
-; a derived hash table keyed by the key's data masked to that length; a key
-; whose prefix length is shorter finds none, a longer one still finds the
-; prefix (the trie compares min(its length, the key's) bits). Routes: three
+; a derived hash table keyed by the key's data masked to that length, for
+; keys of the whole width (a packet's address); other prefix lengths keep
+; the real lookup. Routes: three
 ; /24s, 10.1.2.0 (stored with host bits 10.1.2.77: the trie ignores them,
 ; so does the mask), 10.1.3.0 and 192.168.0.0; routes6: two /64s, the first
 ; stored with host bits set.
@@ -25,9 +25,10 @@
 ; CHECK:         [[DATA:%routes.data.*]] = load i32, ptr {{.*}}, align 4
 ; The first 24 bits of the address, in memory order.
 ; CHECK-NEXT:    [[MASKED:%routes.masked.*]] = and i32 [[DATA]], 16777215
-; A prefix length below 24 finds no prefix; any other the /24.
-; CHECK-NEXT:    [[COVERS:%.*]] = icmp uge i32 [[LEN]], 24
-; CHECK-NEXT:    br i1 [[COVERS]], label %routes.hash, label %routes.miss
+; The whole address (prefix length 32) is hashed; any other prefix length
+; keeps the real lookup.
+; CHECK-NEXT:    [[WHOLE:%.*]] = icmp eq i32 [[LEN]], 32
+; CHECK-NEXT:    br i1 [[WHOLE]], label %routes.hash, label %routes.other.prefixlen
 ; CHECK:       routes.hash:
 ; CHECK-NEXT:    [[WIDE:%.*]] = zext i32 [[MASKED]] to i64
 ; CHECK-NEXT:    [[H:%.*]] = mul i64 [[WIDE]], -7046029254386353131
@@ -37,6 +38,8 @@
 ; CHECK-NEXT:    [[HOME:%routes.home.*]] = call i64 asm "", "=r,0"(i64 [[TOP]])
 ; CHECK-NEXT:    [[INSIDE:%.*]] = icmp ult i64 [[HOME]], 8
 ; CHECK-NEXT:    br i1 [[INSIDE]], label %routes.probe0, label %routes.miss
+; CHECK:       routes.other.prefixlen:
+; CHECK-NEXT:    [[KEPT:%.*]] = call ptr inttoptr (i64 1 to ptr)(ptr @routes, ptr {{.*}}%key){{.*}}!morpheus.kept
 ; CHECK:       routes.probe0:
 ; CHECK:         [[AT:%.*]] = mul i64 {{.*}}, 2
 ; CHECK-NEXT:    getelementptr inbounds i32, ptr @__morpheus.routes.hash, i64 [[AT]]
@@ -58,20 +61,17 @@
 ; CHECK:       routes.found:
 ; CHECK-NEXT:    [[OFF:%.*]] = mul i64 [[NUM]], 8
 ; CHECK-NEXT:    [[ENTRY:%routes.entry.*]] = getelementptr inbounds i8, ptr @__morpheus.routes.values, i64 [[OFF]]
-; CHECK:         phi ptr [ [[ENTRY]], %routes.found ], [ null, %routes.miss ]
-; The trie's lookup is gone: the hash answers every key.
-; CHECK-NOT:     call ptr inttoptr (i64 1 to ptr)(ptr @routes,
+; CHECK:         phi ptr [ [[ENTRY]], %routes.found ], [ null, %routes.miss ], [ [[KEPT]], %routes.other.prefixlen ]
 ;
 ; IPv6 (lpm-as-array has no table for it): the first two words, both
 ; compared.
 ; CHECK-LABEL: define i32 @route6(
-; CHECK:         icmp uge i32 {{.*}}, 64
+; CHECK:         icmp eq i32 {{.*}}, 128
 ; CHECK:       routes6.compare0:
 ; CHECK:         icmp eq i32
 ; CHECK:         icmp eq i32
 ; CHECK-NEXT:    and i1
-; CHECK-NOT:     call ptr inttoptr (i64 1 to ptr)(ptr @routes6,
-; CHECK: ; site 0 routes lpm-as-hash applied: 3 prefixes of length 24 as a derived hash of 8 home slots, probes: at most 1 (64 bytes); shorter prefix lengths find none; predicted derived hash {{.*}} (chosen: derived hash; default costs)
+; CHECK: ; site 0 routes lpm-as-hash applied: 3 prefixes of length 24 as a derived hash of 8 home slots, probes: at most 1 (64 bytes); other prefix lengths keep the lookup; predicted derived hash {{.*}} (chosen: derived hash; default costs)
 ; CHECK: ; site 1 routes6 lpm-as-hash applied: 2 prefixes of length 64 as a derived hash
 
 ; With every representation offered, default costs price a search over a
