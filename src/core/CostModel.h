@@ -8,8 +8,9 @@
 //
 // The model prices the lookup only: what inlined values let LLVM fold after
 // it (constants, dead code) is not in it, so it chooses between
-// representations of the same answer (an LPM trie as the trie, a search or a
-// derived table; a chain yielding an index, which folds nothing, or the
+// representations of the same answer (an LPM trie as the trie, a search, a
+// derived table or, for one prefix length, a derived hash; a hash as a
+// chain yielding an index, which folds nothing, a direct index or the
 // map), never whether to inline values at all.
 #pragma once
 
@@ -94,8 +95,8 @@ struct TableShape {
   std::vector<double> hotShares;
 };
 
-// What a representation's memory must buy: a derived table (an array or a
-// hash) is taken only
+// What a representation's memory must buy: a derived table (lpm-as-array's
+// levels, lpm-as-hash's hash, hash-as-array's index) is taken only
 // when it is predicted to save at least this many ns per KiB of it over
 // the cheapest representation that holds no memory (a search or a chain
 // is code; the map is there anyway); otherwise that one is, and the
