@@ -48,6 +48,10 @@ void addCompilerOptions(CLI::App &command, CompilerFlags &flags) {
       ->transform(commandline::oneOf(std::map<std::string, bpf::ProgramType>{
           {"xdp", bpf::ProgramType::Xdp}, {"tc", bpf::ProgramType::Tc}}))
       ->type_name("xdp|tc");
+  command.add_flag("--no-bitcode-cache", flags.noBitcodeCache,
+                   "run clang on C input even when the cache holds its bitcode (kept under "
+                   "$MORPHEUS_CACHE_DIR, $XDG_CACHE_HOME/morpheus or ~/.cache/morpheus, "
+                   "named by the preprocessed source, the flags and clang)");
 }
 
 bpf::FrontendOptions frontendOptions(const CompilerFlags &flags) {
@@ -63,6 +67,8 @@ bpf::FrontendOptions frontendOptions(const CompilerFlags &flags) {
   }
   options.programType = flags.programType;
   options.compileDatabase = flags.compileDatabase;
+  if (flags.noBitcodeCache)
+    options.bitcodeCache.reset();
   return options;
 }
 

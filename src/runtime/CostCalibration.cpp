@@ -1,24 +1,15 @@
 #include "runtime/CostCalibration.h"
 
+#include "support/CacheDirectory.h"
 #include "support/Files.h"
 
 #include <llvm/Support/FileSystem.h>
 #include <llvm/Support/MemoryBuffer.h>
 #include <llvm/Support/Path.h>
 
-#include <cstdlib>
 #include <sys/utsname.h>
 
 namespace morpheus::runtime {
-
-namespace {
-
-std::string environment(const char *name) {
-  const char *value = std::getenv(name);
-  return value ? value : "";
-}
-
-} // namespace
 
 std::string machineDescription() {
   utsname names = {};
@@ -27,12 +18,7 @@ std::string machineDescription() {
 }
 
 std::string calibrationPath() {
-  std::string dir = environment("MORPHEUS_CACHE_DIR");
-  if (dir.empty() && !environment("XDG_CACHE_HOME").empty())
-    dir = environment("XDG_CACHE_HOME") + "/morpheus";
-  if (dir.empty())
-    dir = (environment("HOME").empty() ? std::string("/root") : environment("HOME")) +
-          "/.cache/morpheus";
+  std::string dir = cacheDirectory();
   utsname names = {};
   uname(&names);
   std::string key = std::string(names.nodename) + "-" + names.release + "-" + names.machine;

@@ -5,6 +5,7 @@
 #include "backend/bpf/BpfSignatures.h"
 #include "core/TableAccessAnalysis.h"
 #include "support/Clang.h"
+#include "support/Log.h"
 
 #include <llvm/Bitcode/BitcodeReader.h>
 #include <llvm/IR/Constants.h>
@@ -77,10 +78,13 @@ Expected<std::unique_ptr<Module>> loadProgram(const std::string &path,
       flags.insert(flags.end(), project->begin(), project->end());
     }
     flags.insert(flags.end(), options.cflags.begin(), options.cflags.end());
-    auto bitcode = compileToBitcode(MORPHEUS_CLANG, path, flags);
+    auto bitcode = compileToBitcode(MORPHEUS_CLANG, path, flags, options.bitcodeCache);
     if (!bitcode)
       return bitcode.takeError();
-    auto parsed = parseBitcodeFile((*bitcode)->getMemBufferRef(), context);
+    if (bitcode->fromCache)
+      processLog().debug(path + ": clang's bitcode from " +
+                         bitcode->buffer->getBufferIdentifier());
+    auto parsed = parseBitcodeFile(bitcode->buffer->getMemBufferRef(), context);
     if (!parsed)
       return withContext(parsed.takeError(), path + ": clang output");
     module = std::move(*parsed);

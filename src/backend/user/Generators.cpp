@@ -44,11 +44,12 @@ core::LookupGenerator generatorFromSource(std::string name, std::string table,
     }
     std::vector<std::string> flags = {"-O2", "-g0", "-I", apiIncludeDirectory()};
     flags.insert(flags.end(), cflags.begin(), cflags.end());
+    // Not cached: the source is a fresh temporary file, a new name each time.
     auto bitcode = compileToBitcode(MORPHEUS_CLANG, path.str().str(), flags);
     sys::fs::remove(path);
     if (!bitcode)
       return withContext(bitcode.takeError(), "generator '" + name + "'");
-    auto module = parseBitcodeFile((*bitcode)->getMemBufferRef(), context);
+    auto module = parseBitcodeFile(bitcode->buffer->getMemBufferRef(), context);
     if (!module)
       return withContext(module.takeError(), "generator '" + name + "': clang output");
     return std::move(*module);

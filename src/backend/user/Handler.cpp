@@ -67,10 +67,10 @@ Expected<std::unique_ptr<Module>> compileHandler(const std::string &path,
   }
   std::vector<std::string> flags = {"-O2", "-g0", "-I", apiIncludeDirectory()};
   flags.insert(flags.end(), options.cflags.begin(), options.cflags.end());
-  auto bitcode = compileToBitcode(MORPHEUS_CLANG, path, flags);
+  auto bitcode = compileToBitcode(MORPHEUS_CLANG, path, flags, options.bitcodeCache);
   if (!bitcode)
     return bitcode.takeError();
-  auto module = parseBitcodeFile((*bitcode)->getMemBufferRef(), context);
+  auto module = parseBitcodeFile(bitcode->buffer->getMemBufferRef(), context);
   if (!module)
     return withContext(module.takeError(), path + ": clang output");
   return std::move(*module);
