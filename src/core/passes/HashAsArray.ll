@@ -56,6 +56,18 @@
 ; WIDE-NOT: @__morpheus.vlans.index
 ; WIDE: ; site 1 vlans hash-as-array declined: keys spanning 16777117 integers (at most 65536 are indexed)
 
+; Within the inline limit inline-small-table's chain of constants goes
+; first; where the verifier budget makes it an index chain (which folds
+; nothing), the model weighs it against the direct index: 40 ports in one
+; range of 40 keys (80 bytes) are one load against 20.5 compares.
+; RUN: morpheus-opt %t/prog.ll --state %t/index.json -passes=inline-small-table,hash-as-array --verifier-paths 1 | FileCheck %s --check-prefix=INDEX
+; RUN: morpheus-opt %t/prog.ll --state %t/index.json -passes=inline-small-table,hash-as-array | FileCheck %s --check-prefix=CHAIN
+; INDEX: @__morpheus.ports.index = private constant [40 x i16]
+; INDEX: ; site 0 ports inline-small-table declined: a chain yielding an index (verifier budget) folds no value and the cost model prefers the direct index; predicted direct index {{.*}}, compare chain {{.*}} (chosen: direct index; default costs)
+; INDEX: ; site 0 ports hash-as-array applied: 40 entries as a direct index over 40 keys from 1000 (80 bytes)
+; CHAIN-NOT: @__morpheus.ports.index
+; CHAIN: ; site 0 ports inline-small-table applied: 40 entries inlined as compares
+
 ; A hash lookup the calibration finds cheap keeps the map: the array's
 ; 54 KiB would save under what its memory asks.
 ; MAP-NOT: @__morpheus.ports.index
@@ -132,3 +144,5 @@ declare void @llvm.memcpy.p0.p0.i64(ptr noalias nocapture writeonly, ptr noalias
 {"format": 2, "source": "test: cheap hash", "hash_lookup_ns": 5,
  "lpm_lookup_ns": [[2, 22], [4096, 44]], "array_lookup_ns": 0.6, "compare_ns": 0.4,
  "search_level_ns": [[4, 3]], "derived_load_ns": [[4096, 1]], "helper_call_ns": 8}
+;--- index.json
+{"tables": {"ports": {"type": "hash", "key_size": 2, "value_size": 4, "max_entries": 1024}, "vlans": {"type": "hash", "key_size": 4, "value_size": 4, "max_entries": 1024}, "macs": {"type": "hash", "key_size": 6, "value_size": 4, "max_entries": 1024}}, "maps": {"ports": [{"key": "e803", "value": "01000000"}, {"key": "e903", "value": "02000000"}, {"key": "ea03", "value": "03000000"}, {"key": "eb03", "value": "04000000"}, {"key": "ec03", "value": "05000000"}, {"key": "ed03", "value": "06000000"}, {"key": "ee03", "value": "07000000"}, {"key": "ef03", "value": "08000000"}, {"key": "f003", "value": "09000000"}, {"key": "f103", "value": "0a000000"}, {"key": "f203", "value": "0b000000"}, {"key": "f303", "value": "0c000000"}, {"key": "f403", "value": "0d000000"}, {"key": "f503", "value": "0e000000"}, {"key": "f603", "value": "0f000000"}, {"key": "f703", "value": "10000000"}, {"key": "f803", "value": "11000000"}, {"key": "f903", "value": "12000000"}, {"key": "fa03", "value": "13000000"}, {"key": "fb03", "value": "14000000"}, {"key": "fc03", "value": "15000000"}, {"key": "fd03", "value": "16000000"}, {"key": "fe03", "value": "17000000"}, {"key": "ff03", "value": "18000000"}, {"key": "0004", "value": "19000000"}, {"key": "0104", "value": "1a000000"}, {"key": "0204", "value": "1b000000"}, {"key": "0304", "value": "1c000000"}, {"key": "0404", "value": "1d000000"}, {"key": "0504", "value": "1e000000"}, {"key": "0604", "value": "1f000000"}, {"key": "0704", "value": "20000000"}, {"key": "0804", "value": "21000000"}, {"key": "0904", "value": "22000000"}, {"key": "0a04", "value": "23000000"}, {"key": "0b04", "value": "24000000"}, {"key": "0c04", "value": "25000000"}, {"key": "0d04", "value": "26000000"}, {"key": "0e04", "value": "27000000"}, {"key": "0f04", "value": "28000000"}], "vlans": [], "macs": []}}
