@@ -375,6 +375,7 @@ Expected<bpf::LoadedObject> Optimizer::loadUnguardedTwin() const {
   bpf::SpecializeRequest request;
   request.inlineLimit = options.inlineLimit;
   request.costModel = options.costModel;
+  request.tablePasses = options.tablePasses;
   request.sharesLiveMaps = true;
   request.programs = programFacts;
   request.faults = options.faults;
@@ -703,6 +704,7 @@ Optimizer::specializeWithRetry(CycleReport &report, core::TableSnapshot &snapsho
   bpf::SpecializeRequest request;
   request.inlineLimit = options.inlineLimit;
   request.costModel = options.costModel;
+  request.tablePasses = options.tablePasses;
   request.guardVersion = version;
   request.programs = programFacts;
   request.faults = options.faults;

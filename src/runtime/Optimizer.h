@@ -34,6 +34,8 @@ struct OptimizerOptions {
   // The entry program to run and attach; "" = the first program.
   std::string program;
   uint32_t inlineLimit = 64; // largest table inlined whole
+  // The table passes to run, by their Passes.def names; unset runs them all.
+  std::optional<std::vector<std::string>> tablePasses;
   // Prices table representations (default costs unless calibrated:
   // runtime/CostCalibration.h).
   core::CostModel costModel;

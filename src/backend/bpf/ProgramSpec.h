@@ -47,6 +47,8 @@ struct SpecializeRequest {
   // Set to say why compare chains are off this time (a retry after the
   // kernel rejected a candidate built from the same snapshot).
   std::optional<std::string> noCompareChains;
+  // The table passes to run, by their Passes.def names; unset runs them all.
+  std::optional<std::vector<std::string>> tablePasses;
   core::FaultInjection faults; // test-only
   // Record sampled lookup keys into the traffic profile map (guarded
   // versions only), except at lookups in these tables.
