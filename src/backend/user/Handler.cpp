@@ -67,7 +67,9 @@ Expected<std::unique_ptr<Module>> compileHandler(const std::string &path,
   }
   std::vector<std::string> flags = {"-O2", "-g0", "-I", apiIncludeDirectory()};
   flags.insert(flags.end(), options.cflags.begin(), options.cflags.end());
-  auto bitcode = compileToBitcode(MORPHEUS_CLANG, path, flags, options.bitcodeCache);
+  auto bitcode = compileToBitcode(
+      MORPHEUS_CLANG, path, flags,
+      options.buildCache ? std::optional(*options.buildCache + "/bitcode") : std::nullopt);
   if (!bitcode)
     return bitcode.takeError();
   auto module = parseBitcodeFile(bitcode->buffer->getMemBufferRef(), context);
