@@ -60,4 +60,9 @@ Expected<std::unique_ptr<UserPipeline>> routerPipeline(const std::string &routes
 Expected<std::unique_ptr<UserPipeline>> firewallPipeline(const std::string &rules,
                                                          bool acceptByDefault);
 
+// nf/nat/user/nat_user.c, from the NAT's configuration file
+// (nf/nat/README.md), its port names the user data plane's ports
+// (cli/UserNat.h: userPorts).
+Expected<std::unique_ptr<UserPipeline>> natPipeline(const std::string &config);
+
 } // namespace morpheus::cli

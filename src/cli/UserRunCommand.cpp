@@ -1,6 +1,7 @@
 // `morpheus user-run`: a network function in Morpheus's user-space data
-// plane (backend/user) — the router (nf/router/user/router_user.c) or the
-// firewall (nf/firewall/user/firewall_user.c), --nf, each behind
+// plane (backend/user) — the router (nf/router/user/router_user.c), the
+// firewall (nf/firewall/user/firewall_user.c) or the NAT
+// (nf/nat/user/nat_user.c), --nf, each behind
 // UserPipelines.h — JIT-compiled in process, configured from the
 // function's own files, a pcap trace replayed through the event loop by
 // the generic and the specialized handler in turn; prints what was
@@ -50,6 +51,7 @@ struct UserRunFlags {
   std::string routes, neighbors;               // --nf router
   std::string rules;                           // --nf firewall
   bool acceptByDefault = false;                // --nf firewall, no rule matched
+  std::string natConfig;                       // --nf nat
   std::string trace;
   std::string lpm = "dir24";
   bool dpdk = false;
@@ -68,6 +70,8 @@ struct UserRunFlags {
 Expected<std::unique_ptr<UserPipeline>> makePipeline(const UserRunFlags &flags) {
   if (flags.nf == "firewall")
     return firewallPipeline(flags.rules, flags.acceptByDefault);
+  if (flags.nf == "nat")
+    return natPipeline(flags.natConfig);
   return routerPipeline(flags.routes, flags.neighbors, flags.ports);
 }
 
@@ -465,9 +469,17 @@ int userRun(const UserRunFlags &flags) {
                 flags.generator.c_str());
   }
   if (oracle) {
+    // On its own tables, through the twin's history: the whole trace once
+    // when the traffic was followed, then the first packets.
+    if (flags.profile != core::ProfileMode::Off)
+      user::EventLoop(oracle->trampoline(), flags.burst).run(ring, 1);
     if (Error err = sameAsGeneric(oracle->trampoline(), head, expected, flags))
       return fail(withContext(std::move(err), "the oracle"));
-    std::printf("user-run: the oracle treats them as the generic handler does\n");
+    if (oracle->tables().dump() != (*twin)->tables().dump())
+      return fail(makeError("the oracle's tables differ from the generic handler's after the "
+                            "first {0} packets",
+                            expected.size()));
+    std::printf("user-run: the oracle treats them as the generic handler does (tables too)\n");
   }
 
   // Interleaved rounds: the whole trace through each version in turn.
@@ -550,26 +562,28 @@ void addUserRunCommand(CLI::App &morpheus) {
   auto flags = std::make_shared<UserRunFlags>();
   CLI::App &command = commandline::addCommand(
       morpheus, "user-run",
-      "replay a trace through a user-space router or firewall, generic and specialized",
+      "replay a trace through a user-space router, firewall or NAT, generic and specialized",
       "Compiles the network function's user-space handler (--nf router:\n"
-      "nf/router/user/router_user.c, firewall: nf/firewall/user/firewall_user.c)\n"
-      "for this machine, JIT-compiles it in process (LLVM ORC), fills its\n"
-      "tables from the function's own files (routes and neighbours, or a\n"
-      "rule file), specializes it with Morpheus's passes behind the guard,\n"
+      "nf/router/user/router_user.c, firewall: nf/firewall/user/firewall_user.c,\n"
+      "nat: nf/nat/user/nat_user.c) for this machine, JIT-compiles it in process\n"
+      "(LLVM ORC), fills its tables from the function's own files (routes and\n"
+      "neighbours, a rule file, a NAT configuration), specializes it with Morpheus's passes behind the guard,\n"
       "checks that the generic and the specialized handler treat the trace's\n"
       "first packets alike, and prints both one's packets/s over the whole\n"
-      "trace (a pcap, e.g. from tools/traces/gen_trace.py --nf router|firewall).\n"
+      "trace (a pcap, e.g. from tools/traces/gen_trace.py --nf router|firewall|nat).\n"
       "No kernel, no root.",
       [flags](const CLI::App &command) {
         if (flags->nf == "router" && (flags->routes.empty() || flags->neighbors.empty()))
           return commandline::usageError(command, "--nf router needs --routes and --neighbors");
         if (flags->nf == "firewall" && flags->rules.empty())
           return commandline::usageError(command, "--nf firewall needs --rules");
+        if (flags->nf == "nat" && flags->natConfig.empty())
+          return commandline::usageError(command, "--nf nat needs --config");
         return userRun(*flags);
       });
-  command.add_option("--nf", flags->nf, "the network function: router (default) or firewall")
-      ->check(CLI::IsMember({"router", "firewall"}))
-      ->type_name("router|firewall");
+  command.add_option("--nf", flags->nf, "the network function: router (default), firewall or nat")
+      ->check(CLI::IsMember({"router", "firewall", "nat"}))
+      ->type_name("router|firewall|nat");
   command.add_option("--routes", flags->routes, "--nf router: routes file (`PREFIX NEXTHOP [PORT]`)")
       ->type_name("FILE");
   command.add_option("--neighbors", flags->neighbors, "--nf router: neighbours file")
@@ -577,6 +591,11 @@ void addUserRunCommand(CLI::App &morpheus) {
   command
       .add_option("--rules", flags->rules,
                   "--nf firewall: rule file (ClassBench lines, nf/firewall/configs)")
+      ->type_name("FILE");
+  command
+      .add_option("--config", flags->natConfig,
+                  "--nf nat: the NAT's configuration (nf/nat/configs; inside-port and "
+                  "outside-port names are ports 0 and 1)")
       ->type_name("FILE");
   command.add_flag("--accept-by-default", flags->acceptByDefault,
                    "--nf firewall: accept packets no rule matches (default: drop them)");
