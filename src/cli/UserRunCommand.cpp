@@ -645,8 +645,9 @@ void addUserRunCommand(CLI::App &morpheus) {
                    "8, 16 and the whole burst, and the (burst, sub-batch) each picks");
   command.add_flag("--oracle", flags->oracle,
                    "also time a hand-specialized version: the routes (or rules) written in as "
-                   "compares, the trace's 8 hottest destinations (or flows) first (checked "
-                   "against the generic handler)");
+                   "compares, the trace's 8 hottest destinations (or flows) first; the NAT's "
+                   "configuration as constants (checked against the generic handler, packets "
+                   "and tables)");
   command.add_flag("--dpdk", flags->dpdk,
                    "also time both versions receiving the trace from a DPDK net_pcap port "
                    "(no NIC, no hugepages)");
