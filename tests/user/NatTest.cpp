@@ -340,6 +340,34 @@ ReplayRing traffic(double hot, size_t packets, unsigned seed, uint32_t coldFlows
   return ring;
 }
 
+// Sub-batches with the next one's bindings prefetched (nat_prefetch):
+// every sub-batch size treats packets and tables as the loop without.
+TEST(UserNat, SubBatchesWithTheBindingsPrefetchedTreatPacketsAsWithout) {
+  NatSettings settings = settingsOf(NatConf);
+  auto plain = loadNat(settings, false), prefetched = loadNat(settings, false);
+  ASSERT_TRUE(plain && prefetched);
+  ASSERT_TRUE(prefetched->prefetcher());
+  ReplayRing ring = traffic(0.5, 2000, 6);
+  ring.frames.push_back(frame({parseIpv4("192.168.1.1"), parseIpv4("198.51.100.1"), IPPROTO_ICMP,
+                               9, 1}));
+  Bytes truncated = ring.frames[0];
+  truncated.resize(40);
+  ring.frames.push_back(truncated);
+  ring.sequence.insert(ring.sequence.begin() + 7, {uint32_t(ring.frames.size() - 2),
+                                                   uint32_t(ring.frames.size() - 1)});
+  for (uint32_t subBatch : {1u, 3u, 8u, 32u}) {
+    SCOPED_TRACE("sub-batch " + std::to_string(subBatch));
+    auto expected = EventLoop(plain->trampoline(), 16).collect(ring);
+    auto actual = EventLoop(prefetched->trampoline(), 16)
+                      .prefetching(prefetched->prefetcher(), subBatch)
+                      .collect(ring);
+    ASSERT_EQ(actual.size(), expected.size());
+    for (size_t i = 0; i < expected.size(); ++i)
+      ASSERT_EQ(actual[i], expected[i]) << "packet " << i;
+    EXPECT_TRUE(prefetched->tables().dump() == plain->tables().dump()) << "the tables differ";
+  }
+}
+
 TEST(UserNat, FastPathsOverTheBindingsAnswerAsTheGenericTwinWhileNeighboursAreBound) {
   NatSettings settings = settingsOf(NatConf);
   auto nat = loadNat(settings, true), generic = loadNat(settings, false);

@@ -41,6 +41,9 @@
  *   nat_in      HASH      external flow -> inside address, port, MACs
  *                                                   (written per new flow)
  *   nat_stats   ARRAY     one counter per outcome   (written per packet)
+ *
+ * nat_prefetch (MU_PREFETCH) prefetches a packet's binding, for the
+ * runtime's sub-batches.
  */
 #include <morpheus_user.h>
 
@@ -372,6 +375,32 @@ static __always_inline int inbound(const struct nat_config *cfg, struct mu_packe
 	memcpy(pkt->eth->h_dest, origin->inside_mac, ETH_ALEN);
 	packet->port = cfg->inside_ifindex;
 	return count(NAT_STAT_INBOUND, MU_TX);
+}
+
+/* The binding lookup's entry for the next packets of a sub-batch (the
+ * runtime's prefetching): an outbound packet's nat_out key, after only the
+ * checks that make its fields valid to read. The reverse half's key needs
+ * the binding, so it is not prefetched. */
+MU_PREFETCH void nat_prefetch(const struct mu_packet *packet)
+{
+	const struct ethhdr *eth = (const struct ethhdr *)packet->data;
+	const struct iphdr *ip = (const struct iphdr *)(eth + 1);
+	const __be16 *l4 = (const __be16 *)(ip + 1); /* ports, or ICMP type ... id */
+	struct nat_flow_key flow = {};
+
+	if (packet->len < sizeof(*eth) + sizeof(*ip) + 8 || eth->h_proto != htons(ETH_P_IP) ||
+	    ip->ihl != 5)
+		return;
+	flow.addr = ip->saddr;
+	flow.remote_addr = ip->daddr;
+	flow.proto = ip->protocol;
+	if (ip->protocol == IPPROTO_ICMP) {
+		flow.port = l4[2];
+	} else {
+		flow.port = l4[0];
+		flow.remote_port = l4[1];
+	}
+	mu_prefetch(&nat_out, &flow);
 }
 
 MU_HANDLER int nat(struct mu_packet *packet)
