@@ -14,7 +14,8 @@ namespace morpheus::nf::nat {
 // is the port itself; a name is the port of its rank among the names the
 // file gives (the first, inside-port's, 0; another 1), so nat.conf's eth0
 // and eth1 are ports 0 and 1 and a one-armed file's one name is port 0.
-// Without mac=, the outside port's MAC is userPortMac(port).
+// Without mac=, the outside port's MAC is userPortMac(port). One resolver
+// per file: it remembers the names it has given ports.
 PortResolver userPorts();
 Mac userPortMac(uint32_t port);
 

@@ -580,10 +580,11 @@ void addUserRunCommand(CLI::App &morpheus) {
       "nf/router/user/router_user.c, firewall: nf/firewall/user/firewall_user.c,\n"
       "nat: nf/nat/user/nat_user.c) for this machine, JIT-compiles it in process\n"
       "(LLVM ORC), fills its tables from the function's own files (routes and\n"
-      "neighbours, a rule file, a NAT configuration), specializes it with Morpheus's passes behind the guard,\n"
-      "checks that the generic and the specialized handler treat the trace's\n"
-      "first packets alike, and prints both one's packets/s over the whole\n"
-      "trace (a pcap, e.g. from tools/traces/gen_trace.py --nf router|firewall|nat).\n"
+      "neighbours, a rule file, a NAT configuration), specializes it with\n"
+      "Morpheus's passes behind the guard, checks that the generic and the\n"
+      "specialized handler treat the trace's first packets alike, and prints\n"
+      "both one's packets/s over the whole trace (a pcap, e.g. from\n"
+      "tools/traces/gen_trace.py --nf router|firewall|nat).\n"
       "No kernel, no root.",
       [flags](const CLI::App &command) {
         if (flags->nf == "router" && (flags->routes.empty() || flags->neighbors.empty()))
