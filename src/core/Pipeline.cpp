@@ -371,6 +371,7 @@ Expected<SpecializationLog> specializeModule(Module &module,
   context.profile = options.profile;
   context.hotKeys = options.hotKeys;
   context.perCpuHotKeys = options.perCpuHotKeys;
+  context.hotTuples = options.hotTuples;
   context.writeGuards = options.writeGuards;
   context.writeCounts = options.writeCounts;
   std::set<std::string> writeGuarded;
