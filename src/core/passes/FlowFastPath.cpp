@@ -173,16 +173,19 @@ private:
           GetPointerBaseWithConstantOffset(store->getPointerOperand(), writeOffset, dl) != base)
         return std::string("its key bytes are not written by one store each");
       uint64_t size = dl.getTypeStoreSize(store->getValueOperand()->getType());
-      bool allNew = true;
+      uint64_t added = 0;
       for (uint64_t i = 0; i < size; ++i) {
         int64_t byte = writeOffset + int64_t(i) - keyOffset;
-        if (byte < 0 || byte >= int64_t(keySize) || known[byte]) {
-          allNew = false;
+        if (byte < 0 || byte >= int64_t(keySize) || known[byte])
           continue;
-        }
         known[byte] = true;
-        --remaining;
+        ++added;
       }
+      remaining -= unsigned(added);
+      bool allNew = added == size;
+      from = def->getDefiningAccess();
+      if (!added)
+        continue; // every byte it wrote was written again before the lookup
       Value *value = store->getValueOperand();
       if (!inTail(*store) && !isa<Constant>(value)) {
         // Repeated with the constant at the top of each copy: only a store
@@ -193,7 +196,6 @@ private:
       }
       if (!traceValue(value, trace, 0))
         return trace.why;
-      from = def->getDefiningAccess();
     }
     return std::nullopt;
   }
@@ -466,7 +468,14 @@ PreservedAnalyses FlowFastPathPass::run(Module &module, ModuleAnalysisManager &m
                     "flow site id " + std::to_string(flowSite) + " beyond the profile map's " +
                         std::to_string(context.profile->sites) + " sites: not recorded");
       }
-      if (hot != context.hotTuples.end() && !hot->second.empty()) {
+      std::string budget =
+          context.hotTuplesOverBudget
+              ? "; " + std::to_string(context.hotTuplesOverBudget) +
+                    " colder hot tuples dropped over the verifier budget"
+              : std::string();
+      if (hot != context.hotTuples.end() && !hot->second.empty() && context.noCompareChains) {
+        declineSite(context, first, PassName, *context.noCompareChains + ": no copies");
+      } else if (hot != context.hotTuples.end() && !hot->second.empty()) {
         std::vector<Bytes> tuples;
         for (const Bytes &tuple : hot->second)
           if (tuple.size() == flow.tupleBytes)
@@ -478,10 +487,13 @@ PreservedAnalyses FlowFastPathPass::run(Module &module, ModuleAnalysisManager &m
             context.log->record(first, PassName, true,
                                 std::to_string(tuples.size()) +
                                     " hot tuples, each with a copy of the code after the flow: " +
-                                    shape);
+                                    shape + budget);
         } else {
           declineSite(context, first, PassName, "no hot tuple of the flow's size: " + shape);
         }
+      } else if (context.hotTuplesOverBudget) {
+        declineSite(context, first, PassName,
+                    "every hot tuple over the verifier budget: " + shape + budget);
       }
       return changed ? PreservedAnalyses::none() : PreservedAnalyses::all();
     }

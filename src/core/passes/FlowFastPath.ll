@@ -11,6 +11,7 @@
 ; RUN: morpheus-opt %t/prog.ll --state %t/state.json -passes=flow-fast-path | FileCheck %s
 ; RUN: morpheus-opt %t/prog.ll --state %t/state.json -passes=flow-fast-path,constant-key-lookup -O2 | FileCheck %s --check-prefix=FOLDED
 ; RUN: morpheus-opt %t/prog.ll --state %t/state.json -passes=flow-fast-path --profile | FileCheck %s --check-prefix=PROFILED
+; RUN: morpheus-opt %t/prog.ll --state %t/state.json -passes=flow-fast-path --verifier-paths 2 | FileCheck %s --check-prefix=BUDGET
 ; RUN: morpheus-opt %t/chain.ll --state %t/state.json -passes=flow-fast-path --profile | FileCheck %s --check-prefix=CHAIN
 ; RUN: morpheus-opt %t/decline.ll --state %t/state.json -passes=flow-fast-path --profile | FileCheck %s --check-prefix=DECLINE
 
@@ -61,6 +62,13 @@
 ; PROFILED-NEXT:    store i32 %b, ptr [[AT4]]
 ; PROFILED:         icmp eq i32 %a, 16777226
 ; PROFILED: ; site 0 first flow-fast-path applied: flow tuples sampled into profile slot 2: 2 lookups (first, second), 2 leaves in a 8-byte tuple
+
+; A verifier budget of 2 paths: the hottest tuple's copy and the original
+; tail; the colder tuple is dropped, logged.
+; BUDGET-LABEL: define i32 @classify(
+; BUDGET:         icmp eq i32 %a, 16777226
+; BUDGET-NOT:     icmp eq i32 %a, 33554442
+; BUDGET: ; site 0 first flow-fast-path applied: 1 hot tuples, each with a copy of the code after the flow: 2 lookups (first, second), 2 leaves in a 8-byte tuple; 1 colder hot tuples dropped over the verifier budget
 
 ; A key loaded from the first lookup's answer, after a branch on a flag: the
 ; flag and the first key are the leaves (the answer is constant once the

@@ -151,6 +151,9 @@ struct TablePassContext {
   // Per flow profile site (flow-fast-path: flowProfileSite), the hot tuples
   // whose tails are cloned with the tuple as constants, hottest first.
   std::map<unsigned, std::vector<Bytes>> hotTuples;
+  // How many of the flow's hot tuples the verifier budget dropped (the
+  // coldest; Pipeline.cpp), for the log.
+  size_t hotTuplesOverBudget = 0;
   // Set to count the data plane's writes per key bucket (guard-table-writes)
   // in every function, generic copies included; only with a guard runtime
   // linked in, and in every version built while fast paths over written
