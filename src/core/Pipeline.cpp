@@ -128,9 +128,8 @@ std::map<unsigned, size_t> plannedChains(const TableAccessInfo &info,
         !snapshot.count(site.table) || context.untouchable(site.function))
       continue;
     const TableContents &contents = snapshot.at(site.table);
-    if (site.key.constantKey && contents.known(*site.key.constantKey) &&
-        catalog.at(site.table).match != TableMatch::LongestPrefix)
-      continue; // constant-key-lookup's
+    if (site.key.constantKey && contents.known(*site.key.constantKey))
+      continue; // constant-key-lookup's (a trie's too: read whole or its key probed)
     if (contents.complete && !contents.entries.empty() &&
         contents.entries.size() <= context.inlineLimit)
       chains[site.id] = contents.entries.size();
@@ -337,9 +336,10 @@ ReadPlan planReads(const TableAccessInfo &info, const TableCatalog &catalog,
                                 : table.match == TableMatch::Exact
                                     ? std::max(inlineLimit, WholeTableReadLimit)
                                     : inlineLimit;
-      // A trie answers a constant key with the longest prefix matching
-      // it, not as an entry of that key: lpm-as-code reads the trie whole.
-      if (site.key.constantKey && catalog.at(site.table).match != TableMatch::LongestPrefix)
+      // A probed trie key reads the kernel's own answer to that lookup
+      // (the longest prefix containing it), which is what constant-key-lookup
+      // inlines; a trie read whole is answered from its prefixes instead.
+      if (site.key.constantKey)
         request.keys.push_back(*site.key.constantKey);
     } else if (!whyNoFieldFolding(site, info, catalog)) {
       plan[site.table].keys.push_back(*site.key.constantKey);

@@ -2,8 +2,15 @@
 // kernel's own lookup, for every key, on the real kernel. Programs:
 // tests/programs/.
 #include "Corpus.h"
+#include "KernelSupport.h"
+#include "core/passes/PrefixIntervals.h"
 #include "support/packet/Packet.h"
 
+#include <bpf/bpf.h>
+#include <llvm/Testing/Support/Error.h>
+#include <cstring>
+
+#include <algorithm>
 #include <arpa/inet.h>
 #include <array>
 #include <linux/bpf.h>
@@ -100,6 +107,86 @@ TEST(LpmAsCode, NestedPrefixesAtEveryLengthAnswerAsTheTrie) {
     }
   EXPECT_GT(hits, compared / 2) << "premise: most lookups hit some prefix";
   EXPECT_LT(hits, compared) << "premise: some miss (prefix length beyond the maximum)";
+}
+
+// What constant-key-lookup inlines for a constant trie key (core::trieAnswer,
+// from the trie's prefixes) is what the kernel's own trie answers: a real
+// LPM_TRIE with prefixes nested at every length and random ones, asked at
+// every address one bit from the nested base, each prefix's bounds and
+// random addresses, each at every key length from 0 to 33.
+TEST(ConstantKeyLookup, EveryConstantTrieKeyIsAnsweredAsTheKernelsTrie) {
+  LIBBPF_OPTS(bpf_map_create_opts, noPrealloc, .map_flags = BPF_F_NO_PREALLOC);
+  Fd trie{bpf_map_create(BPF_MAP_TYPE_LPM_TRIE, "const_keys", sizeof(V4Key), sizeof(uint32_t),
+                         256, &noPrealloc)};
+  ASSERT_GE(trie.fd, 0) << strerror(errno);
+  const uint32_t base = 0x0a7b2d43; // 10.123.45.67
+  std::vector<std::pair<uint32_t, uint32_t>> prefixes; // (address, length)
+  for (uint32_t length = 0; length <= 32; ++length)
+    prefixes.push_back({base, length});
+  uint32_t seed = 777;
+  auto random = [&] { return seed = seed * 1103515245u + 12345u, (seed >> 1) ^ (seed << 15); };
+  for (int i = 0; i < 60; ++i)
+    prefixes.push_back({random(), 4 + random() % 29});
+  auto keyBytes = [](uint32_t length, uint32_t address) {
+    V4Key key{length, htonl(address)};
+    Bytes bytes(sizeof(key));
+    std::memcpy(bytes.data(), &key, sizeof(key));
+    return bytes;
+  };
+  std::vector<core::TableEntry> entries;
+  for (size_t i = 0; i < prefixes.size(); ++i) {
+    Bytes key = keyBytes(prefixes[i].second, prefixes[i].first);
+    uint32_t value = 100 + i;
+    ASSERT_EQ(bpf_map_update_elem(trie.fd, key.data(), &value, BPF_ANY), 0) << strerror(errno);
+    entries.push_back({key, Bytes(reinterpret_cast<uint8_t *>(&value),
+                                  reinterpret_cast<uint8_t *>(&value) + sizeof(value))});
+  }
+  // A later update of an equal prefix (other host bits) replaced the
+  // earlier one in the kernel: keep the last per prefix, as a dump would.
+  std::vector<core::TableEntry> stored;
+  for (size_t i = entries.size(); i-- > 0;) {
+    uint32_t length = prefixes[i].second;
+    uint32_t mask = length == 0 ? 0 : ~0u << (32 - length);
+    bool shadowed = std::any_of(stored.begin(), stored.end(), [&](const core::TableEntry &e) {
+      V4Key other;
+      std::memcpy(&other, e.key.data(), sizeof(other));
+      return other.prefixlen == length && (ntohl(other.addr) & mask) == (prefixes[i].first & mask);
+    });
+    if (!shadowed)
+      stored.push_back(entries[i]);
+  }
+
+  std::vector<uint32_t> addresses{base, base - 1, base + 1, 0, 0xffffffff};
+  for (uint32_t bit = 0; bit < 32; ++bit)
+    addresses.push_back(base ^ (1u << bit));
+  for (const auto &[address, length] : prefixes) {
+    uint32_t host = length == 32 ? 0 : ~0u >> length;
+    for (uint32_t bound : {address & ~host, address | host})
+      for (uint32_t near : {bound - 1, bound, bound + 1})
+        addresses.push_back(near);
+  }
+  for (int i = 0; i < 200; ++i)
+    addresses.push_back(random());
+  size_t hits = 0, compared = 0;
+  for (uint32_t address : addresses)
+    for (uint32_t length = 0; length <= 33; ++length) {
+      Bytes key = keyBytes(length, address);
+      uint32_t kernelValue = 0;
+      bool kernelHit = bpf_map_lookup_elem(trie.fd, key.data(), &kernelValue) == 0;
+      auto answer = core::trieAnswer(stored, key, 32, /*littleEndian=*/true);
+      ASSERT_THAT_EXPECTED(answer, llvm::Succeeded());
+      ASSERT_EQ(*answer != nullptr, kernelHit)
+          << std::hex << address << std::dec << "/" << length;
+      if (kernelHit) {
+        uint32_t modelValue;
+        std::memcpy(&modelValue, (*answer)->value->data(), sizeof(modelValue));
+        EXPECT_EQ(modelValue, kernelValue) << std::hex << address << std::dec << "/" << length;
+        ++hits;
+      }
+      ++compared;
+    }
+  EXPECT_GT(hits, compared / 4) << "premise: many keys hit some prefix";
+  EXPECT_LT(hits, compared) << "premise: some miss";
 }
 
 // The same nested prefixes, and 30 more of random lengths and addresses,

@@ -13,8 +13,11 @@
 // rewritten only when all CPUs hold the same value for the key. What
 // "absent" means follows the table: a hash key the snapshot shows missing
 // is null; an array index is null only at or beyond max_entries, since every
-// element below exists (zeroed until written). An array index the snapshot
-// does not list (an offline snapshot may list a few) keeps its lookup.
+// element below exists (zeroed until written); an LPM trie answers with the
+// longest stored prefix containing the key (PrefixIntervals.h says exactly
+// what the kernel does), computed from the trie read whole, or the kernel's
+// own answer to the probed key. An array index the snapshot does not list
+// (an offline snapshot may list a few) keeps its lookup.
 //
 //   store i32 0, ptr %zero
 //   %cfg = call ptr inttoptr (i64 1 to ptr)(ptr @config, ptr %zero)
@@ -22,6 +25,7 @@
 //   %cfg = getelementptr (i8, @__morpheus.config.values, i64 0)
 //===----------------------------------------------------------------------===//
 
+#include "core/passes/PrefixIntervals.h"
 #include "core/passes/TablePasses.h"
 
 #include <llvm/IR/Constants.h>
@@ -34,12 +38,13 @@ namespace morpheus::core {
 
 PreservedAnalyses ConstantKeyLookupPass::run(Module &module,
                                              ModuleAnalysisManager &mam) {
+  bool littleEndian = module.getDataLayout().isLittleEndian();
   bool changed = rewriteEligibleLookups(
       module, mam, context,
       [&](const AccessSite &site, const TableInfo &table, const TableContents &contents,
           LookupRewriter &rewriter) {
-        if (!site.key.constantKey || table.match == TableMatch::LongestPrefix)
-          return false; // a constant LPM key is lpm-as-code's: not an exact match
+        if (!site.key.constantKey)
+          return false;
         const Bytes &key = *site.key.constantKey;
         auto miss = [&](std::string detail) {
           LookupRewriter::replaceWith(
@@ -58,6 +63,17 @@ PreservedAnalyses ConstantKeyLookupPass::run(Module &module,
             return miss("constant index beyond the array: lookup always misses");
         }
         std::optional<const TableEntry *> entry = contents.known(key);
+        if (table.match == TableMatch::LongestPrefix && contents.complete) {
+          // The snapshot holds prefixes: the answer is the longest one
+          // containing the key, not an entry of the key's bytes.
+          auto answer = trieAnswer(contents.entries, key,
+                                   8 * (table.keySize - PrefixLengthBytes), littleEndian);
+          if (!answer) {
+            consumeError(answer.takeError());
+            return false; // (lpm-as-array and lpm-as-code say why, per table)
+          }
+          entry = *answer;
+        }
         if (!entry)
           return false; // the snapshot did not read this key
         if (!*entry && arrayIndex && contents.unlistedAreZero) {

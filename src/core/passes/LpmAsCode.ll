@@ -56,11 +56,22 @@
 ; LIMIT:         call ptr inttoptr (i64 1 to ptr)(ptr @routes, ptr {{.*}}%key)
 ; LIMIT: ; site 0 routes lpm-as-code declined: more than 3 prefixes
 
-; The exact-match passes leave LPM tries alone, a constant key included.
+; inline-small-table leaves LPM tries alone; constant-key-lookup answers a
+; constant key as the trie does: the longest stored prefix no longer than
+; the key's length containing its address (entries in key order, 8 bytes
+; apart: 0/0, 10/8, 10.1/16, 10.1.2.3/32).
 ; OTHERS-LABEL: define i32 @route(
 ; OTHERS:         call ptr inttoptr (i64 1 to ptr)(ptr @routes, ptr {{.*}}%key)
+; 10.2.2.0/24: no entry of that key, 10/8 contains it.
 ; OTHERS-LABEL: define i32 @constant_route(
-; OTHERS:         call ptr inttoptr (i64 1 to ptr)(ptr @routes, ptr {{.*}}%key)
+; OTHERS-NOT:     call ptr inttoptr (i64 1 to ptr)(ptr @routes
+; OTHERS:         icmp ne ptr getelementptr inbounds (i8, ptr @__morpheus.routes.values, i64 8), null
+; 10.1.2.3 asked at length 16: the /32 is longer than the key, 10.1/16 answers.
+; OTHERS-LABEL: define i32 @constant_route_short(
+; OTHERS:         load i32, ptr getelementptr inbounds (i8, ptr @__morpheus.routes.values, i64 16)
+; A length beyond the address's 32 bits: the kernel matches nothing.
+; OTHERS-LABEL: define i32 @constant_route_too_long(
+; OTHERS:         icmp ne ptr null, null
 
 ;--- prog.ll
 target datalayout = "e-m:e-p:64:64-i64:64-i128:128-n32:64-S128"
@@ -115,6 +126,29 @@ entry:
 }
 
 ; C: bpf_map_update_elem(&seen, &key, &one, BPF_ANY) after a lookup
+define i32 @constant_route_short(ptr %ctx) section "xdp" {
+entry:
+  %key = alloca [8 x i8], align 4
+  store i32 16, ptr %key, align 4
+  %addrp = getelementptr i8, ptr %key, i64 4
+  store i32 50462986, ptr %addrp, align 4
+  %v = call ptr inttoptr (i64 1 to ptr)(ptr @routes, ptr %key)
+  %out = load i32, ptr %v, align 4
+  ret i32 %out
+}
+
+define i32 @constant_route_too_long(ptr %ctx) section "xdp" {
+entry:
+  %key = alloca [8 x i8], align 4
+  store i32 33, ptr %key, align 4
+  %addrp = getelementptr i8, ptr %key, i64 4
+  store i32 50462986, ptr %addrp, align 4
+  %v = call ptr inttoptr (i64 1 to ptr)(ptr @routes, ptr %key)
+  %hit = icmp ne ptr %v, null
+  %verdict = select i1 %hit, i32 2, i32 1
+  ret i32 %verdict
+}
+
 define i32 @learn(ptr %ctx) section "xdp" {
 entry:
   %key = alloca [8 x i8], align 4

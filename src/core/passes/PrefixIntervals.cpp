@@ -25,6 +25,16 @@ PrefixAddress allOnes(uint32_t bits) {
   return bits == 0 ? 0 : (~PrefixAddress(0)) >> (128 - bits);
 }
 
+// A key's prefix length (its first PrefixLengthBytes, in the target's order).
+uint32_t prefixLength(const Bytes &key, bool littleEndian) {
+  uint32_t length = 0;
+  for (uint32_t i = 0; i < PrefixLengthBytes; ++i) {
+    uint32_t byte = littleEndian ? PrefixLengthBytes - 1 - i : i;
+    length = (length << 8) | key[byte];
+  }
+  return length;
+}
+
 // The stored prefixes as address ranges, or why they cannot be.
 Expected<std::vector<Prefix>> prefixesOf(const std::vector<TableEntry> &entries,
                                          uint32_t dataBits, bool littleEndian) {
@@ -32,11 +42,7 @@ Expected<std::vector<Prefix>> prefixesOf(const std::vector<TableEntry> &entries,
   for (const TableEntry &entry : entries) {
     if (entry.key.size() != PrefixLengthBytes + dataBits / 8)
       return makeError("a key of {0} bytes", entry.key.size());
-    uint32_t length = 0;
-    for (uint32_t i = 0; i < PrefixLengthBytes; ++i) {
-      uint32_t byte = littleEndian ? PrefixLengthBytes - 1 - i : i;
-      length = (length << 8) | entry.key[byte];
-    }
+    uint32_t length = prefixLength(entry.key, littleEndian);
     if (length > dataBits)
       return makeError("a stored prefix length of {0} beyond {1}", length, dataBits);
     PrefixAddress address =
@@ -49,6 +55,25 @@ Expected<std::vector<Prefix>> prefixesOf(const std::vector<TableEntry> &entries,
 }
 
 } // namespace
+
+Expected<const TableEntry *> trieAnswer(const std::vector<TableEntry> &entries, const Bytes &key,
+                                        uint32_t dataBits, bool littleEndian) {
+  if (key.size() != PrefixLengthBytes + dataBits / 8)
+    return makeError("a lookup key of {0} bytes", key.size());
+  auto prefixes = prefixesOf(entries, dataBits, littleEndian);
+  if (!prefixes)
+    return prefixes.takeError();
+  uint32_t length = prefixLength(key, littleEndian);
+  if (length > dataBits)
+    return nullptr;
+  PrefixAddress address = readAddress(Bytes(key.begin() + PrefixLengthBytes, key.end()));
+  const Prefix *longest = nullptr;
+  for (const Prefix &prefix : *prefixes)
+    if (prefix.length <= length && prefix.first <= address && address <= prefix.last &&
+        (!longest || prefix.length > longest->length))
+      longest = &prefix;
+  return longest ? longest->entry : nullptr;
+}
 
 Expected<std::vector<PrefixInterval>> prefixIntervals(const std::vector<TableEntry> &entries,
                                                       uint32_t dataBits, bool littleEndian) {

@@ -35,6 +35,14 @@ struct PrefixInterval {
   const TableEntry *entry;
 };
 
+// What the trie holding `entries` answers a lookup of `key` (a u32 prefix
+// length in the target's byte order, then the address): the entry of the
+// longest stored prefix no longer than the key's length that contains the
+// key's address, or null (also for a key length beyond `dataBits`, which
+// the kernel refuses to match). An error says which key cannot be read.
+Expected<const TableEntry *> trieAnswer(const std::vector<TableEntry> &entries, const Bytes &key,
+                                        uint32_t dataBits, bool littleEndian);
+
 // The intervals of the trie holding `entries` (keys: a u32 prefix length
 // in the target's byte order, then `dataBits / 8` bytes of address), in
 // address order, adjacent ones with the same answer merged; the first
