@@ -195,6 +195,8 @@ TEST(Morpheus, HotFlowsGetACopyOfTheClassifierThatAnswersAsTheOriginal) {
   std::string copies = flowDecision(second, "3 hot tuples");
   EXPECT_NE(copies, "") << second.log.toText();
   std::printf("  [morpheus] %s\n", copies.c_str());
+  for (const auto &decision : second.log.decisions)
+    std::printf("  [debug] site %u %s %s %d: %s\n", decision.site, decision.table.c_str(), decision.pass.c_str(), decision.applied, decision.detail.c_str());
 
   auto probesFor = [&](const std::vector<Rule> &ruleSet) {
     std::vector<Probe> probes = corpus(ruleSet);

@@ -36,8 +36,8 @@
 // copy of the tail in which every leaf is the tuple's constant (constants
 // folded, branches on them resolved, blocks left unreachable removed); a
 // miss goes on to the original tail, untouched. The key stores from before
-// S1 whose value is a leaf are repeated at the top of the copy with the
-// constant, so the copy's keys are constants to TableAccessAnalysis and
+// S1 are repeated at the top of the copy, a leaf's value as the constant,
+// so the copy's keys are constants to TableAccessAnalysis and
 // constant-key-lookup (which runs after this pass) answers them from the
 // snapshot; the AND loop then folds in O2 as far as the program lets it.
 //
@@ -47,8 +47,8 @@
 // changes while the copy runs. A repeated key store writes the value the
 // memory already holds: the store was the nearest write of those bytes
 // before the lookup (MemorySSA), none of its bytes written since, and its
-// value is a leaf equal to the constant. Whatever the copy reads or writes
-// (counters, connection tracking, tables) it reads and writes exactly as
+// value is a constant or a leaf equal to its constant. Whatever the copy
+// reads or writes (counters, connection tracking, tables) it reads and writes exactly as
 // the original tail would, in the same order; nothing is answered from the
 // snapshot here — the folding that makes the copy fast is done by the later
 // passes, under the program guard, each with its own argument. Which tuples
@@ -187,9 +187,12 @@ private:
       if (!added)
         continue; // every byte it wrote was written again before the lookup
       Value *value = store->getValueOperand();
-      if (!inTail(*store) && !isa<Constant>(value)) {
-        // Repeated with the constant at the top of each copy: only a store
-        // whose every byte is the key's and still holds what it wrote.
+      if (!inTail(*store)) {
+        // Repeated at the top of each copy (with the constant), constants
+        // too: TableAccessAnalysis proves the copy's key constant from the
+        // nearest writes, and must not meet the original stores of leaves.
+        // Only a store whose every byte is the key's and still holds what
+        // it wrote.
         if (!allNew)
           return std::string("a key store from before the flow overlaps another write");
         trace.storesBefore.insert(store);
@@ -336,9 +339,11 @@ void cloneTailPerTuple(const Flow &flow, const std::vector<Bytes> &tuples, const
     builder.CreateCondBr(match, copy, next);
 
     IRBuilder<> top(copy);
-    for (StoreInst *store : flow.storesBefore)
-      top.CreateAlignedStore(constants[store->getValueOperand()], store->getPointerOperand(),
-                             store->getAlign());
+    for (StoreInst *store : flow.storesBefore) {
+      Value *value = store->getValueOperand();
+      top.CreateAlignedStore(isa<Constant>(value) ? cast<Constant>(value) : constants.at(value),
+                             store->getPointerOperand(), store->getAlign());
+    }
     ValueToValueMapTy map;
     for (auto &[leaf, constant] : constants)
       map[leaf] = constant;
