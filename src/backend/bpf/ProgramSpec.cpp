@@ -253,6 +253,7 @@ Expected<SpecializedObject> ProgramSpec::build(const core::TableSnapshot &snapsh
   }
   options.hotKeys = request.hotKeys;
   options.perCpuHotKeys = request.perCpuHotKeys;
+  options.hotTuples = request.hotTuples;
   options.globals = request.globals;
   options.faults = request.faults;
   options.targetMachine = machine.get();

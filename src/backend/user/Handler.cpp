@@ -356,6 +356,8 @@ void Handler::followTraffic(Cycle &cycle) {
     return;
   recordTraffic();
   for (const auto &[site, profiled] : profiledSites) {
+    if (profiled.flowSavingNs)
+      continue; // flow-fast-path's hot tuples: followed by the eBPF optimizer only, so far
     if (writesInvalidated(site, profiled.table))
       trafficProfile.writesInvalidated(site);
     core::SiteTraffic decision = trafficProfile.decide(
