@@ -16,10 +16,6 @@
 #include <set>
 #include <tuple>
 
-extern "C" {
-#include "nat.h"
-}
-
 static_assert(sizeof(nat_config) == 60 && sizeof(nat_prefix_key) == 8 &&
               sizeof(nat_flow_key) == 16 && sizeof(nat_binding) == 8 &&
               sizeof(nat_origin) == 20);
@@ -84,6 +80,7 @@ Expected<Mac> interfaceMac(const ConfigLine &line, uint32_t ifindex, const char 
 // Collects the lines of one file; cross-line checks run in finish().
 class Parser {
 public:
+  explicit Parser(const PortResolver &resolver) : resolver(resolver) {}
   Error add(const ConfigLine &line);
   Expected<NatSettings> finish(const std::string &path);
 
@@ -96,6 +93,7 @@ private:
   Error insidePort(const ConfigLine &line);
   Error outsidePort(const ConfigLine &line);
 
+  const PortResolver &resolver;
   NatSettings settings;
   std::map<std::string, unsigned> singleLines; // keyword -> line it was given on
   std::vector<ConfigLine> insideLines, externalLines; // parallel to settings
@@ -188,7 +186,7 @@ Error Parser::insidePort(const ConfigLine &line) {
     return err;
   if (Error err = once(line))
     return err;
-  auto index = resolveInterface(line, line.words[1], "inside-port");
+  auto index = resolver.port(line, line.words[1], "inside-port");
   if (!index)
     return index.takeError();
   settings.insideIfindex = *index;
@@ -201,7 +199,7 @@ Error Parser::outsidePort(const ConfigLine &line) {
     return line.error("usage: {0}", usage);
   if (Error err = once(line))
     return err;
-  auto index = resolveInterface(line, line.words[1], "outside-port");
+  auto index = resolver.port(line, line.words[1], "outside-port");
   if (!index)
     return index.takeError();
   ConfigLine options = line;
@@ -218,7 +216,7 @@ Error Parser::outsidePort(const ConfigLine &line) {
   if (!nextHop)
     return nextHop.takeError();
   auto own = values->count("mac") ? parseMac(line, values->at("mac"), "mac")
-                                  : interfaceMac(line, *index, "outside-port");
+                                  : resolver.mac(line, *index, "outside-port");
   if (!own)
     return own.takeError();
   settings.outsideIfindex = *index;
@@ -260,6 +258,12 @@ Expected<std::vector<std::pair<Key, Value>>> readTable(const client::Map &map) {
   return entries;
 }
 
+} // namespace
+
+PortResolver kernelInterfaces() {
+  return {resolveInterface, interfaceMac};
+}
+
 nat_config configValue(const NatSettings &settings) {
   nat_config config = {};
   config.inside_ifindex = settings.insideIfindex;
@@ -274,9 +278,8 @@ nat_config configValue(const NatSettings &settings) {
   return config;
 }
 
-// Whether a translation (addresses and port in network order) fits `settings`.
-bool allowed(const NatSettings &settings, uint32_t insideAddr, uint32_t externalAddr,
-             uint16_t externalPort) {
+bool allowsTranslation(const NatSettings &settings, uint32_t insideAddr, uint32_t externalAddr,
+                       uint16_t externalPort) {
   uint32_t inside = ntohl(insideAddr), external = ntohl(externalAddr);
   uint16_t port = ntohs(externalPort);
   return std::any_of(settings.inside.begin(), settings.inside.end(),
@@ -286,13 +289,11 @@ bool allowed(const NatSettings &settings, uint32_t insideAddr, uint32_t external
          port >= settings.portMin && port <= settings.portMax;
 }
 
-} // namespace
-
-Expected<NatSettings> parseConfig(const std::string &path) {
+Expected<NatSettings> parseConfig(const std::string &path, const PortResolver &ports) {
   auto lines = readConfig(path);
   if (!lines)
     return lines.takeError();
-  Parser parser;
+  Parser parser(ports);
   for (const ConfigLine &line : *lines)
     if (Error err = parser.add(line))
       return err;
@@ -328,13 +329,13 @@ Error applyConfig(const NatSettings &settings, const std::string &pinDir) {
   if (!out)
     return out.takeError();
   for (const auto &[key, binding] : *out)
-    if (!allowed(settings, key.addr, binding.external_addr, binding.external_port))
+    if (!allowsTranslation(settings, key.addr, binding.external_addr, binding.external_port))
       transaction.remove("nat_out", key);
   auto in = readTable<nat_flow_key, nat_origin>((*maps)["nat_in"]);
   if (!in)
     return in.takeError();
   for (const auto &[key, origin] : *in)
-    if (!allowed(settings, origin.inside_addr, key.addr, key.port))
+    if (!allowsTranslation(settings, origin.inside_addr, key.addr, key.port))
       transaction.remove("nat_in", key);
   return transaction.commit();
 }

@@ -7,8 +7,13 @@
 #include "support/Error.h"
 
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
+
+extern "C" {
+#include "nf/nat/nat.h"
+}
 
 namespace morpheus::nf::nat {
 
@@ -24,11 +29,35 @@ struct NatSettings {
   Mac outsideMac{}, nextHopMac{};
 };
 
+// How a configuration's inside-port and outside-port values become the
+// data plane's ports (NatSettings::insideIfindex, outsideIfindex), and the
+// outside port's own MAC address when its line gives no mac=. Errors name
+// the line.
+struct PortResolver {
+  std::function<Expected<uint32_t>(const ConfigLine &line, const std::string &value,
+                                   const char *what)>
+      port;
+  std::function<Expected<Mac>(const ConfigLine &line, uint32_t port, const char *what)> mac;
+};
+
+// The XDP program's ports: interface names or indexes resolved in the
+// caller's network namespace, MAC addresses read from the interface.
+PortResolver kernelInterfaces();
+
 // Parses and validates the whole file; the error names the first bad line.
-// Interface names and indexes are resolved in the caller's network
-// namespace, and the outside port's MAC address is read from it unless the
-// file gives one.
-Expected<NatSettings> parseConfig(const std::string &path);
+// Ports are resolved by `ports`.
+Expected<NatSettings> parseConfig(const std::string &path,
+                                  const PortResolver &ports = kernelInterfaces());
+
+// nat_config's value for `settings`.
+nat_config configValue(const NatSettings &settings);
+
+// Whether a translation (addresses and port in network order) fits
+// `settings`: its inside address in an inside prefix, its external address
+// in the pool, its port in the range. A configuration change removes the
+// translations that do not.
+bool allowsTranslation(const NatSettings &settings, uint32_t insideAddr, uint32_t externalAddr,
+                       uint16_t externalPort);
 
 // Makes `settings` the running configuration, in one all-or-nothing
 // transaction that also removes the translations it no longer allows

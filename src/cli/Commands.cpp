@@ -48,10 +48,10 @@ void addCompilerOptions(CLI::App &command, CompilerFlags &flags) {
       ->transform(commandline::oneOf(std::map<std::string, bpf::ProgramType>{
           {"xdp", bpf::ProgramType::Xdp}, {"tc", bpf::ProgramType::Tc}}))
       ->type_name("xdp|tc");
-  command.add_flag("--no-bitcode-cache", flags.noBitcodeCache,
-                   "run clang on C input even when the cache holds its bitcode (kept under "
-                   "$MORPHEUS_CACHE_DIR, $XDG_CACHE_HOME/morpheus or ~/.cache/morpheus, "
-                   "named by the preprocessed source, the flags and clang)");
+  command.add_flag("--no-build-cache", flags.noBuildCache,
+                   "build C input's bitcode and the original's object even when the cache "
+                   "holds them (kept under $MORPHEUS_CACHE_DIR, $XDG_CACHE_HOME/morpheus or "
+                   "~/.cache/morpheus, named by what decides them)");
 }
 
 bpf::FrontendOptions frontendOptions(const CompilerFlags &flags) {
@@ -67,8 +67,8 @@ bpf::FrontendOptions frontendOptions(const CompilerFlags &flags) {
   }
   options.programType = flags.programType;
   options.compileDatabase = flags.compileDatabase;
-  if (flags.noBitcodeCache)
-    options.bitcodeCache.reset();
+  if (flags.noBuildCache)
+    options.buildCache.reset();
   return options;
 }
 

@@ -38,7 +38,7 @@ struct CompilerFlags {
   std::vector<std::string> includes, defines, cflags;
   std::optional<bpf::ProgramType> programType;
   std::optional<std::string> compileDatabase;
-  bool noBitcodeCache = false;
+  bool noBuildCache = false;
 };
 void addCompilerOptions(CLI::App &command, CompilerFlags &flags);
 bpf::FrontendOptions frontendOptions(const CompilerFlags &flags);

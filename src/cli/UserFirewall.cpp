@@ -42,15 +42,9 @@ Error syncPrefixes(user::TableSet &tables, const std::string &name,
   for (const auto &[prefix, bits] : wanted)
     keep[bytesOfValue(fw_user_prefix_key{prefix.second, htonl(prefix.first)})] =
         bytesOfValue(bits.value());
-  std::vector<user::Bytes> stale;
-  tables.find(name)->forEach([&](const user::Bytes &key, const void *) {
-    if (!keep.count(key))
-      stale.push_back(key);
-    return true;
-  });
-  for (const user::Bytes &key : stale)
-    if (Error err = tables.removeUnguarded(name, key))
-      return err;
+  if (Error err = tables.removeUnguardedIf(
+          name, [&](const user::Bytes &key, const void *) { return !keep.count(key); }))
+    return err;
   for (const auto &[key, value] : keep)
     if (Error err = tables.updateUnguarded(name, key, value))
       return err;

@@ -1,6 +1,7 @@
 #include "cli/UserPipelines.h"
 
 #include "cli/UserFirewall.h"
+#include "cli/UserNat.h"
 #include "nf/router/Control.h"
 
 #include <llvm/Support/FormatVariadic.h>
@@ -26,21 +27,30 @@ template <typename T> Bytes bytesOfValue(const T &value) {
 
 uint32_t maskOf(uint32_t length) { return length ? ~uint32_t(0) << (32 - length) : 0; }
 
-// The handler at `handlerPath` with statement `lookup` replaced by
-// `replacement` and `code` (what `replacement` calls) inserted before its
-// entry `entry`.
+// A statement of a handler's source and what an oracle writes instead.
+struct Replacement {
+  std::string statement, replacement;
+};
+
+// The handler at `handlerPath` with each of `replacements` made and `code`
+// (what they use) inserted before its entry `entry`.
 Expected<std::string> rewrittenHandler(const std::string &handlerPath, const std::string &entry,
-                                       const std::string &lookup, const std::string &replacement,
+                                       const std::vector<Replacement> &replacements,
                                        const std::string &code) {
   auto buffer = llvm::MemoryBuffer::getFile(handlerPath);
   if (!buffer)
     return makeError("{0}: {1}", handlerPath, buffer.getError().message());
   std::string source = (*buffer)->getBuffer().str();
   const std::string handler = "MU_HANDLER int " + entry + "(";
-  size_t at = source.find(lookup), start = source.find(handler);
-  if (at == std::string::npos || start == std::string::npos)
-    return makeError("{0}: no '{1}' in handler '{2}' to replace", handlerPath, lookup, entry);
-  source.replace(at, lookup.size(), replacement);
+  if (source.find(handler) == std::string::npos)
+    return makeError("{0}: no handler '{1}'", handlerPath, entry);
+  for (const Replacement &edit : replacements) {
+    size_t at = source.find(edit.statement);
+    if (at == std::string::npos)
+      return makeError("{0}: no '{1}' in handler '{2}' to replace", handlerPath, edit.statement,
+                       entry);
+    source.replace(at, edit.statement.size(), edit.replacement);
+  }
   source.insert(source.find(handler), code);
   return source;
 }
@@ -130,8 +140,10 @@ public:
                   .str();
     }
     code += "\treturn 0;\n}\n\n";
-    auto source = rewrittenHandler(handlerPath, entry(), "route = mu_lookup(&routes, &route_key);",
-                                   "route = oracle_route(iph->daddr);", code);
+    auto source = rewrittenHandler(handlerPath, entry(),
+                                   {{"route = mu_lookup(&routes, &route_key);",
+                                     "route = oracle_route(iph->daddr);"}},
+                                   code);
     if (!source)
       return source.takeError();
     return OracleSource{std::move(*source),
@@ -221,8 +233,8 @@ public:
       code += llvm::formatv("\tif ({0})\n\t\treturn {1};\n", condition, i).str();
     }
     code += "\treturn NO_RULE;\n}\n\n";
-    auto source =
-        rewrittenHandler(handlerPath, entry(), "rule = classify(&pkt);", "rule = oracle_rule(&pkt);", code);
+    auto source = rewrittenHandler(handlerPath, entry(),
+                                   {{"rule = classify(&pkt);", "rule = oracle_rule(&pkt);"}}, code);
     if (!source)
       return source.takeError();
     return OracleSource{std::move(*source),
@@ -235,6 +247,87 @@ private:
   std::string rulesFile;
   std::vector<nf::firewall::Rule> rules;
   fw_action defaultAction;
+};
+
+class NatPipeline : public UserPipeline {
+public:
+  NatPipeline(std::string configFile, nf::nat::NatSettings settings)
+      : configFile(std::move(configFile)), settings(std::move(settings)) {}
+
+  std::string defaultHandler() const override {
+    return MORPHEUS_SOURCE_DIR "/nf/nat/user/nat_user.c";
+  }
+  std::string entry() const override { return "nat"; }
+  std::vector<std::string> cflags(const std::string &lpm) const override {
+    return {lpm == "linear" ? "-DNAT_LPM=MU_LPM_LINEAR" : "-DNAT_LPM=MU_LPM_DIR24"};
+  }
+
+  Error configure(user::TableSet &tables) const override {
+    if (Error err = nf::nat::loadUserNat(tables, settings))
+      return withContext(std::move(err), configFile);
+    return Error::success();
+  }
+
+  std::string summary(const user::TableSet &tables) const override {
+    return llvm::formatv("{0} inside prefixes ({1}), {2} external addresses, ports {3}-{4}, "
+                         "inside port {5}, outside port {6}",
+                         settings.inside.size(), tables.catalog().at("nat_inside").typeName,
+                         settings.external.size(), settings.portMin, settings.portMax,
+                         settings.insideIfindex, settings.outsideIfindex)
+        .str();
+  }
+
+  std::vector<std::string> lpmTables() const override { return {"nat_inside"}; }
+
+  // The configuration as constants: nat_config's value a const global,
+  // the inside prefixes as compares. The binding tables stay tables: they
+  // are the state the data plane writes, which no one can write in
+  // beforehand (answering a hot flow from a constant would skip the
+  // insert its first packet makes).
+  Expected<OracleSource> oracle(const std::string &handlerPath, user::TableSet &,
+                                const bench::Trace &) const override {
+    nat_config config = nf::nat::configValue(settings);
+    auto bytes = [](const uint8_t *data, size_t size) {
+      std::string list;
+      for (size_t i = 0; i < size; ++i)
+        list += llvm::formatv("{0}0x{1:x-2}", i ? ", " : "", data[i]).str();
+      return list;
+    };
+    std::string code = llvm::formatv("static const struct nat_config oracle_config = {{\n"
+                                     "\t.inside_ifindex = {0}u,\n\t.outside_ifindex = {1}u,\n"
+                                     "\t.port_min = {2},\n\t.port_max = {3},\n"
+                                     "\t.external_count = {4}u,\n\t.external = {{",
+                                     config.inside_ifindex, config.outside_ifindex,
+                                     config.port_min, config.port_max, config.external_count)
+                           .str();
+    for (uint32_t i = 0; i < config.external_count; ++i)
+      code += llvm::formatv("{0}{1:x}u", i ? ", " : " ", config.external[i]).str();
+    code += llvm::formatv(" },\n\t.outside_mac = {{ {0} },\n\t.next_hop_mac = {{ {1} },\n};\n\n",
+                          bytes(config.outside_mac, ETH_ALEN),
+                          bytes(config.next_hop_mac, ETH_ALEN))
+                .str();
+    std::string inside;
+    for (const nf::Ipv4Prefix &prefix : settings.inside)
+      inside += llvm::formatv("{0}(ntohl(addr) & {1:x}u) == {2:x}u", inside.empty() ? "" : " ||\n\t       ",
+                              maskOf(prefix.length), prefix.address)
+                    .str();
+    auto source = rewrittenHandler(
+        handlerPath, entry(),
+        {{"return mu_lookup(&nat_inside, &key) != 0;", "return " + inside + ";"},
+         {"cfg = mu_lookup(&nat_config, &zero);", "cfg = &oracle_config;"}},
+        code);
+    if (!source)
+      return source.takeError();
+    return OracleSource{std::move(*source),
+                        llvm::formatv("the configuration as constants ({0} inside prefixes as "
+                                      "compares, {1} external addresses), the binding tables kept",
+                                      settings.inside.size(), settings.external.size())
+                            .str()};
+  }
+
+private:
+  std::string configFile;
+  nf::nat::NatSettings settings;
 };
 
 } // namespace
@@ -263,4 +356,12 @@ Expected<std::unique_ptr<UserPipeline>> firewallPipeline(const std::string &rule
   return std::make_unique<FirewallPipeline>(rulesFile, std::move(*rules), acceptByDefault);
 }
 
+Expected<std::unique_ptr<UserPipeline>> natPipeline(const std::string &configFile) {
+  auto settings = nf::nat::parseConfig(configFile, nf::nat::userPorts());
+  if (!settings)
+    return settings.takeError();
+  return std::make_unique<NatPipeline>(configFile, std::move(*settings));
+}
+
 } // namespace morpheus::cli
+

@@ -40,10 +40,11 @@ public:
   virtual std::string summary(const user::TableSet &tables) const = 0;
   // The LPM tables, which --generator's custom generator serves.
   virtual std::vector<std::string> lpmTables() const = 0;
-  // The oracle: the handler at `handlerPath` with its main lookups
-  // replaced by compares written for this configuration, the hottest keys
-  // of `trace` first with what `twin` (a configured generic instance)
-  // answers them.
+  // The oracle: the handler at `handlerPath` with the lookups of its
+  // configuration replaced by compares and constants written for it, the
+  // hottest keys of `trace` first with what `twin` (a configured generic
+  // instance) answers them where the configuration decides their answer
+  // (not where the data plane's own state does: the NAT's bindings).
   virtual Expected<OracleSource> oracle(const std::string &handlerPath, user::TableSet &twin,
                                         const bench::Trace &trace) const = 0;
 };
@@ -59,5 +60,10 @@ Expected<std::unique_ptr<UserPipeline>> routerPipeline(const std::string &routes
 // matches.
 Expected<std::unique_ptr<UserPipeline>> firewallPipeline(const std::string &rules,
                                                          bool acceptByDefault);
+
+// nf/nat/user/nat_user.c, from the NAT's configuration file
+// (nf/nat/README.md), its port names the user data plane's ports
+// (cli/UserNat.h: userPorts).
+Expected<std::unique_ptr<UserPipeline>> natPipeline(const std::string &config);
 
 } // namespace morpheus::cli

@@ -1,6 +1,7 @@
 // `morpheus user-run`: a network function in Morpheus's user-space data
-// plane (backend/user) — the router (nf/router/user/router_user.c) or the
-// firewall (nf/firewall/user/firewall_user.c), --nf, each behind
+// plane (backend/user) — the router (nf/router/user/router_user.c), the
+// firewall (nf/firewall/user/firewall_user.c) or the NAT
+// (nf/nat/user/nat_user.c), --nf, each behind
 // UserPipelines.h — JIT-compiled in process, configured from the
 // function's own files, a pcap trace replayed through the event loop by
 // the generic and the specialized handler in turn; prints what was
@@ -50,6 +51,7 @@ struct UserRunFlags {
   std::string routes, neighbors;               // --nf router
   std::string rules;                           // --nf firewall
   bool acceptByDefault = false;                // --nf firewall, no rule matched
+  std::string natConfig;                       // --nf nat
   std::string trace;
   std::string lpm = "dir24";
   bool dpdk = false;
@@ -68,6 +70,8 @@ struct UserRunFlags {
 Expected<std::unique_ptr<UserPipeline>> makePipeline(const UserRunFlags &flags) {
   if (flags.nf == "firewall")
     return firewallPipeline(flags.rules, flags.acceptByDefault);
+  if (flags.nf == "nat")
+    return natPipeline(flags.natConfig);
   return routerPipeline(flags.routes, flags.neighbors, flags.ports);
 }
 
@@ -205,6 +209,16 @@ Error compareBatchModel(user::Trampoline &trampoline, user::PrefetchFunction pre
   return Error::success();
 }
 
+// Morpheus's traffic-dependent step: the trace once through the installed
+// version, its sampled keys read after every burst (a site keeps only its
+// last samples), then the cycle that puts the heavy hitters in front of
+// their lookups.
+Expected<user::Cycle> cycleOnTraffic(user::Handler &handler, const user::ReplayRing &ring,
+                                     uint32_t burst) {
+  user::EventLoop(handler.trampoline(), burst).run(ring, 1, [&] { handler.recordTraffic(); });
+  return handler.specialize();
+}
+
 std::string decisions(const core::SpecializationLog &log, bool applied) {
   std::map<std::string, std::set<std::string>> byTable;
   for (const core::SiteDecision &decision : log.decisions)
@@ -290,6 +304,12 @@ Expected<user::Handler *> explore(user::Handler &handler, user::Handler &other,
         if (Error err = active->customizePasses(user::tablePassesWithout(plan.passesLeftOut)))
           return err;
         auto cycle = active->specialize(plan.points);
+        // Following the traffic, the trial's fast paths as the measured
+        // version's (the windows' own samples would show only the trace's
+        // last bursts: a high-locality trace's one or two flows).
+        if (cycle && flags.profile != core::ProfileMode::Off &&
+            cycle->outcome == user::Cycle::Outcome::Installed)
+          cycle = cycleOnTraffic(*active, ring, burst);
         if (!cycle)
           return cycle.takeError();
         if (cycle->outcome != user::Cycle::Outcome::Installed)
@@ -366,10 +386,7 @@ int userRun(const UserRunFlags &flags) {
   std::vector<std::pair<std::string, user::VersionHandle>> versions = {
       {"generic", generic}, {"specialized", specialized}};
   if (flags.profile != core::ProfileMode::Off) {
-    user::EventLoop((*measured)->trampoline(), flags.burst).run(ring, 1, [&] {
-      (*measured)->recordTraffic();
-    });
-    auto followed = (*measured)->specialize();
+    auto followed = cycleOnTraffic(**measured, ring, flags.burst);
     if (!followed)
       return fail(followed.takeError());
     if (followed->outcome != user::Cycle::Outcome::Installed)
@@ -465,9 +482,17 @@ int userRun(const UserRunFlags &flags) {
                 flags.generator.c_str());
   }
   if (oracle) {
+    // On its own tables, through the twin's history: the whole trace once
+    // when the traffic was followed, then the first packets.
+    if (flags.profile != core::ProfileMode::Off)
+      user::EventLoop(oracle->trampoline(), flags.burst).run(ring, 1);
     if (Error err = sameAsGeneric(oracle->trampoline(), head, expected, flags))
       return fail(withContext(std::move(err), "the oracle"));
-    std::printf("user-run: the oracle treats them as the generic handler does\n");
+    if (oracle->tables().dump() != (*twin)->tables().dump())
+      return fail(makeError("the oracle's tables differ from the generic handler's after the "
+                            "first {0} packets",
+                            expected.size()));
+    std::printf("user-run: the oracle treats them as the generic handler does (tables too)\n");
   }
 
   // Interleaved rounds: the whole trace through each version in turn.
@@ -550,26 +575,29 @@ void addUserRunCommand(CLI::App &morpheus) {
   auto flags = std::make_shared<UserRunFlags>();
   CLI::App &command = commandline::addCommand(
       morpheus, "user-run",
-      "replay a trace through a user-space router or firewall, generic and specialized",
+      "replay a trace through a user-space router, firewall or NAT, generic and specialized",
       "Compiles the network function's user-space handler (--nf router:\n"
-      "nf/router/user/router_user.c, firewall: nf/firewall/user/firewall_user.c)\n"
-      "for this machine, JIT-compiles it in process (LLVM ORC), fills its\n"
-      "tables from the function's own files (routes and neighbours, or a\n"
-      "rule file), specializes it with Morpheus's passes behind the guard,\n"
-      "checks that the generic and the specialized handler treat the trace's\n"
-      "first packets alike, and prints both one's packets/s over the whole\n"
-      "trace (a pcap, e.g. from tools/traces/gen_trace.py --nf router|firewall).\n"
+      "nf/router/user/router_user.c, firewall: nf/firewall/user/firewall_user.c,\n"
+      "nat: nf/nat/user/nat_user.c) for this machine, JIT-compiles it in process\n"
+      "(LLVM ORC), fills its tables from the function's own files (routes and\n"
+      "neighbours, a rule file, a NAT configuration), specializes it with\n"
+      "Morpheus's passes behind the guard, checks that the generic and the\n"
+      "specialized handler treat the trace's first packets alike, and prints\n"
+      "both one's packets/s over the whole trace (a pcap, e.g. from\n"
+      "tools/traces/gen_trace.py --nf router|firewall|nat).\n"
       "No kernel, no root.",
       [flags](const CLI::App &command) {
         if (flags->nf == "router" && (flags->routes.empty() || flags->neighbors.empty()))
           return commandline::usageError(command, "--nf router needs --routes and --neighbors");
         if (flags->nf == "firewall" && flags->rules.empty())
           return commandline::usageError(command, "--nf firewall needs --rules");
+        if (flags->nf == "nat" && flags->natConfig.empty())
+          return commandline::usageError(command, "--nf nat needs --config");
         return userRun(*flags);
       });
-  command.add_option("--nf", flags->nf, "the network function: router (default) or firewall")
-      ->check(CLI::IsMember({"router", "firewall"}))
-      ->type_name("router|firewall");
+  command.add_option("--nf", flags->nf, "the network function: router (default), firewall or nat")
+      ->check(CLI::IsMember({"router", "firewall", "nat"}))
+      ->type_name("router|firewall|nat");
   command.add_option("--routes", flags->routes, "--nf router: routes file (`PREFIX NEXTHOP [PORT]`)")
       ->type_name("FILE");
   command.add_option("--neighbors", flags->neighbors, "--nf router: neighbours file")
@@ -577,6 +605,11 @@ void addUserRunCommand(CLI::App &morpheus) {
   command
       .add_option("--rules", flags->rules,
                   "--nf firewall: rule file (ClassBench lines, nf/firewall/configs)")
+      ->type_name("FILE");
+  command
+      .add_option("--config", flags->natConfig,
+                  "--nf nat: the NAT's configuration (nf/nat/configs; inside-port and "
+                  "outside-port names are ports 0 and 1)")
       ->type_name("FILE");
   command.add_flag("--accept-by-default", flags->acceptByDefault,
                    "--nf firewall: accept packets no rule matches (default: drop them)");
@@ -613,8 +646,9 @@ void addUserRunCommand(CLI::App &morpheus) {
                    "8, 16 and the whole burst, and the (burst, sub-batch) each picks");
   command.add_flag("--oracle", flags->oracle,
                    "also time a hand-specialized version: the routes (or rules) written in as "
-                   "compares, the trace's 8 hottest destinations (or flows) first (checked "
-                   "against the generic handler)");
+                   "compares, the trace's 8 hottest destinations (or flows) first; the NAT's "
+                   "configuration as constants (checked against the generic handler, packets "
+                   "and tables)");
   command.add_flag("--dpdk", flags->dpdk,
                    "also time both versions receiving the trace from a DPDK net_pcap port "
                    "(no NIC, no hugepages)");

@@ -232,11 +232,22 @@ size_t fastPathPaths(const AccessSite &site, const TableAccessInfo &info,
 // (fastPathPaths) must fit the budget; keys answered null add no path. The
 // fast paths multiplying most go first until the rest fit. Returns the
 // sites whose fast paths go.
+// A flow's hot tuples (flow-fast-path), under the flow's profile site:
+// each copies the code after the flow, which the verifier then walks once
+// more, so the tuples + 1 must fit the budget (in every entry with a
+// budget: where the flow is is not known before the pass). Not multiplied
+// by the chains' paths: chains over the budget are index-lowered
+// (chainsOverBudget), adding up instead of multiplying, and in a copy the
+// flow's lookups have constant keys. A flow over the budget keeps the
+// hottest tuples that fit, their number in `tuplesThatFit`; a kernel that
+// refuses the version anyway gets one without copies in the same cycle
+// (noCompareChains, which flow-fast-path honours).
 std::set<unsigned> fastPathsOverBudget(Module &module, const TableAccessInfo &info,
                                        const std::map<unsigned, size_t> &chains,
                                        const TablePassContext &context,
                                        const TableSnapshot &snapshot,
-                                       const std::map<std::string, uint64_t> &budget) {
+                                       const std::map<std::string, uint64_t> &budget,
+                                       std::map<unsigned, size_t> &tuplesThatFit) {
   std::set<unsigned> dropped;
   for (const auto &[entryName, paths] : budget) {
     Function *entry = module.getFunction(entryName);
@@ -260,6 +271,12 @@ std::set<unsigned> fastPathsOverBudget(Module &module, const TableAccessInfo &in
       else
         product *= double(multiplied);
     }
+    for (const auto &[flow, tuples] : context.hotTuples)
+      if (tuples.size() + 1 > paths) {
+        size_t kept = size_t(paths) - 1;
+        auto known = tuplesThatFit.find(flow);
+        tuplesThatFit[flow] = known == tuplesThatFit.end() ? kept : std::min(known->second, kept);
+      }
   }
   return dropped;
 }
@@ -371,6 +388,7 @@ Expected<SpecializationLog> specializeModule(Module &module,
   context.profile = options.profile;
   context.hotKeys = options.hotKeys;
   context.perCpuHotKeys = options.perCpuHotKeys;
+  context.hotTuples = options.hotTuples;
   context.writeGuards = options.writeGuards;
   context.writeCounts = options.writeCounts;
   std::set<std::string> writeGuarded;
@@ -466,8 +484,9 @@ Expected<SpecializationLog> specializeModule(Module &module,
   std::map<unsigned, size_t> chains = plannedChains(info, catalog, snapshot, context);
   // Per-CPU chains over the budget give way to one chain for every CPU
   // first; what is still over then loses its keys answered with values.
+  std::map<unsigned, size_t> tuplesThatFit;
   std::set<unsigned> overBudget = fastPathsOverBudget(module, info, chains, context, snapshot,
-                                                      options.verifierPathBudget);
+                                                      options.verifierPathBudget, tuplesThatFit);
   bool perCpuDropped = false;
   for (const AccessSite &site : info.sites)
     if (overBudget.count(site.id) && context.perCpuHotKeys.erase(site.id)) {
@@ -477,7 +496,7 @@ Expected<SpecializationLog> specializeModule(Module &module,
     }
   if (perCpuDropped)
     overBudget = fastPathsOverBudget(module, info, chains, context, snapshot,
-                                     options.verifierPathBudget);
+                                     options.verifierPathBudget, tuplesThatFit);
   for (unsigned id : overBudget) {
     context.perCpuHotKeys.erase(id);
     for (const AccessSite &site : info.sites) {
@@ -501,6 +520,11 @@ Expected<SpecializationLog> specializeModule(Module &module,
                    "over the verifier budget with the compare chains already planned");
       }
     }
+  }
+  for (auto [flow, fit] : tuplesThatFit) {
+    std::vector<Bytes> &tuples = context.hotTuples[flow];
+    context.hotTuplesOverBudget = tuples.size() - fit;
+    tuples.resize(fit);
   }
   context.indexLoweredSites =
       chainsOverBudget(module, sigs, info, chains, options.verifierPathBudget);

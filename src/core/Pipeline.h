@@ -62,6 +62,9 @@ struct SpecializationOptions {
   // (core/TrafficProfile); the other CPUs take the site's hotKeys. eBPF
   // only (the site reads the CPU number); answers in the snapshot too.
   std::map<unsigned, PerCpuHotKeys> perCpuHotKeys;
+  // Per flow profile site (flow-fast-path), the hot tuples whose code
+  // after the flow is copied with the tuple as constants, hottest first.
+  std::map<unsigned, std::vector<Bytes>> hotTuples;
   // Count the data plane's writes per key bucket (guard-table-writes), so
   // that hot keys of tables the data plane writes can have fast paths. The
   // bump and count functions come with the guard runtime. Must be set in

@@ -49,10 +49,15 @@ struct GuardDecision {
 };
 
 // A site whose lookup keys the specialized program records
-// (instrument-table-sites).
+// (instrument-table-sites), or a flow whose tuples it records
+// (flow-fast-path: `table` is its first lookup's, `keySize` the tuple's).
 struct ProfiledSite {
   std::string table;
   uint32_t keySize = 0;
+  // A flow: what a hot tuple's hit is predicted to save, ns (the flow's
+  // lookups priced by the cost model); its hot tuples go to
+  // SpecializationOptions::hotTuples, not to a lookup's fast path.
+  std::optional<double> flowSavingNs;
   bool operator==(const ProfiledSite &) const = default;
 };
 

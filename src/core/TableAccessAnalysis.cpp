@@ -146,6 +146,16 @@ GlobalVariable *resolveTable(Value *operand, const AccessSignatureTable &sigs) {
 
 static constexpr const char *SiteIdMetadata = "morpheus.site";
 
+static constexpr const char *SiteCountMetadata = "morpheus.sites";
+
+unsigned accessSiteCount(const Module &module) {
+  NamedMDNode *count = module.getNamedMetadata(SiteCountMetadata);
+  if (!count || count->getNumOperands() != 1)
+    return 0;
+  return unsigned(
+      mdconst::extract<ConstantInt>(count->getOperand(0)->getOperand(0))->getZExtValue());
+}
+
 void annotateAccessCalls(Module &module, const AccessSignatureTable &sigs) {
   unsigned nextId = 0;
   for (Function &function : module)
@@ -169,6 +179,11 @@ void annotateAccessCalls(Module &module, const AccessSignatureTable &sigs) {
           call->addParamAttr(*arg, Attribute::ReadOnly);
         }
     }
+  LLVMContext &context = module.getContext();
+  NamedMDNode *count = module.getOrInsertNamedMetadata(SiteCountMetadata);
+  count->clearOperands();
+  count->addOperand(MDNode::get(
+      context, ConstantAsMetadata::get(ConstantInt::get(Type::getInt32Ty(context), nextId))));
 }
 
 std::string locationOf(const Instruction &inst) {

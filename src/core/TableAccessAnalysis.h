@@ -178,4 +178,9 @@ llvm::GlobalVariable *resolveTable(llvm::Value *operand,
 // see that a key on the stack does not escape.
 void annotateAccessCalls(llvm::Module &module, const AccessSignatureTable &sigs);
 
+// How many sites annotateAccessCalls numbered (ids below it are sites';
+// kept as module metadata, so every clone says the same even after passes
+// removed sites); 0 for a module it did not annotate.
+unsigned accessSiteCount(const llvm::Module &module);
+
 } // namespace morpheus::core

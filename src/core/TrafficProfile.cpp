@@ -191,16 +191,25 @@ PerCpuHotKeys TrafficProfile::perCpuChains(unsigned id, const std::vector<Bytes>
 }
 
 SiteTraffic TrafficProfile::decide(unsigned id, TableMatch match, uint32_t keySize) {
+  return decideWith(id, options.costs.lookupNs(match), keySize, true);
+}
+
+SiteTraffic TrafficProfile::decideFlow(unsigned id, double savingNs, uint32_t tupleBytes) {
+  return decideWith(id, savingNs, tupleBytes, false);
+}
+
+SiteTraffic TrafficProfile::decideWith(unsigned id, double lookupNs, uint32_t keySize,
+                                       bool perCpu) {
   Site &at = site(id);
   Ranking top = rank(counts(id));
   const std::vector<double> &shares = top.shares;
   double compareNs = options.costs.perCompareNs(keySize);
-  double lookupNs = options.costs.lookupNs(match);
   size_t size = fastPathSize(shares, compareNs, lookupNs, options.costs.minimumSavingNs,
                              options.maxFastPath);
   std::vector<Bytes> chosen(top.keys.begin(), top.keys.begin() + size);
   std::string perCpuWhy;
-  PerCpuHotKeys perCpu = perCpuChains(id, chosen, compareNs, lookupNs, perCpuWhy);
+  PerCpuHotKeys perCpuHot =
+      perCpu ? perCpuChains(id, chosen, compareNs, lookupNs, perCpuWhy) : PerCpuHotKeys();
 
   // Did the heavy hitters that matter move? Compared as sets (their order
   // among themselves changes with noise), and only the keys worth a fast
@@ -208,7 +217,7 @@ SiteTraffic TrafficProfile::decide(unsigned id, TableMatch match, uint32_t keySi
   // Per-CPU chains' keys count as chosen too.
   std::set<Bytes> now(chosen.begin(), chosen.end()),
       before(at.previousChosen.begin(), at.previousChosen.end());
-  for (const auto &[cpu, keys] : perCpu)
+  for (const auto &[cpu, keys] : perCpuHot)
     now.insert(keys.begin(), keys.end());
   size_t common = 0;
   for (const Bytes &key : now)
@@ -257,7 +266,7 @@ SiteTraffic TrafficProfile::decide(unsigned id, TableMatch match, uint32_t keySi
     return decision;
   }
   decision.hotKeys = chosen;
-  decision.perCpuHotKeys = perCpu;
+  decision.perCpuHotKeys = perCpuHot;
   double covered = 0;
   for (size_t i = 0; i < size; ++i)
     covered += shares[i];

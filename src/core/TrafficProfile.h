@@ -122,6 +122,10 @@ public:
   void writesInvalidated(unsigned site);
   // Ends the cycle for `site`: its next period, churn, and its fast path.
   SiteTraffic decide(unsigned site, TableMatch match, uint32_t keySize);
+  // The same for a flow's tuples (flow-fast-path): a hot tuple's hit saves
+  // `savingNs` (the flow's lookups), each compared tuple costs a compare of
+  // its size. One chain for every CPU.
+  SiteTraffic decideFlow(unsigned site, double savingNs, uint32_t tupleBytes);
 
   // Counts (estimated lookups, aged) of `site`, all CPUs merged, and per CPU.
   std::map<Bytes, double> counts(unsigned site) const;
@@ -140,6 +144,7 @@ private:
   // paid); `why` says which and why.
   PerCpuHotKeys perCpuChains(unsigned id, const std::vector<Bytes> &global,
                              double compareNs, double lookupNs, std::string &why) const;
+  SiteTraffic decideWith(unsigned id, double lookupNs, uint32_t keySize, bool perCpu);
 
   struct Site {
     std::map<unsigned, std::map<Bytes, double>> perCpu;

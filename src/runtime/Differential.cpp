@@ -165,7 +165,25 @@ Expected<std::optional<std::string>> Fuzzer::specializeFor(const MapContents &st
   std::map<unsigned, std::vector<core::Bytes>> hotKeys;
   std::map<unsigned, core::PerCpuHotKeys> perCpuHotKeys;
   core::ReadPlan statePlan = plan;
+  std::map<unsigned, std::vector<core::Bytes>> hotTuples;
   for (const auto &[site, profiled] : profiledSites) {
+    if (profiled.flowSavingNs) {
+      // A flow's hot tuples: wrong ones, built from the state's bytes (the
+      // first table row's key and value, repeated to the tuple's size) and
+      // all zeros; the copies they get must answer as the original.
+      auto rows = state.find(profiled.table);
+      core::Bytes fromState;
+      if (rows != state.end() && !rows->second.empty()) {
+        const auto &[key, value] = rows->second.front();
+        fromState.insert(fromState.end(), key.begin(), key.end());
+        fromState.insert(fromState.end(), value.begin(), value.end());
+      }
+      core::Bytes tuple(profiled.keySize, 0);
+      for (size_t i = 0; i < tuple.size() && !fromState.empty(); ++i)
+        tuple[i] = fromState[i % fromState.size()];
+      hotTuples[site] = {tuple, core::Bytes(profiled.keySize, 0)};
+      continue;
+    }
     auto rows = state.find(profiled.table);
     if (rows == state.end() || rows->second.empty())
       continue;
@@ -208,6 +226,7 @@ Expected<std::optional<std::string>> Fuzzer::specializeFor(const MapContents &st
                                             llvm::sys::IsLittleEndianHost)] = 0;
   request.hotKeys = std::move(hotKeys);
   request.perCpuHotKeys = std::move(perCpuHotKeys);
+  request.hotTuples = std::move(hotTuples);
   // The copies' globals as they stand: the ones the program never writes
   // are folded under their checks, as the optimizer folds the live ones.
   auto globals = bpf::readGlobals(spec->globals(), comparison->maps(Version::Specialized));

@@ -381,6 +381,7 @@ Expected<bpf::LoadedObject> Optimizer::loadUnguardedTwin() const {
   request.faults = options.faults;
   request.hotKeys = specializedHotKeys;
   request.perCpuHotKeys = specializedPerCpuHotKeys;
+  request.hotTuples = specializedHotTuples;
   if (rejection && rejection->snapshot == specializedSnapshot)
     request.noCompareChains = "compare chains off, as in the installed version";
   auto object = programSpec->specialize(specializedSnapshot, request);
@@ -504,6 +505,7 @@ CycleReport Optimizer::runCycle(bool force) {
 Error Optimizer::followTraffic(CycleReport &report) {
   hotKeys.clear();
   perCpuHotKeys.clear();
+  hotTuples.clear();
   if (!profileMap)
     return Error::success();
   trafficProfile.beginCycle();
@@ -520,6 +522,17 @@ Error Optimizer::followTraffic(CycleReport &report) {
       double weight = double(std::max<uint32_t>(cpu.period, 1)) * double(cpu.written) /
                       double(cpu.keys.size());
       trafficProfile.add(site, cpu.cpu, cpu.keys, weight, cpu.written);
+    }
+    if (profiled.flowSavingNs) {
+      // A flow's tuples: no lookup of their own to probe or to guard.
+      core::SiteTraffic decision =
+          trafficProfile.decideFlow(site, *profiled.flowSavingNs, profiled.keySize);
+      if (Error err = profileMap->setPeriod(site, decision.period))
+        return err;
+      if (!decision.hotKeys.empty())
+        hotTuples[site] = decision.hotKeys;
+      report.traffic[site] = std::move(decision);
+      continue;
     }
     auto invalidated = writesInvalidated(site, profiled.table);
     if (!invalidated)
@@ -639,6 +652,7 @@ std::optional<core::TableSnapshot> Optimizer::takeSnapshot(CycleReport &report, 
   if (!force && specialized && version == specializedVersion && cycleStages == specializedStages &&
       programSpec->analysis().sameWhereReadOnly(*read, specializedSnapshot) &&
       hotKeys == specializedHotKeys && perCpuHotKeys == specializedPerCpuHotKeys &&
+      hotTuples == specializedHotTuples &&
       cycleWriteCounts == specializedWriteCounts &&
       core::checksHold(specializedChecks, cycleGlobals)) {
     endCycle(report, CycleOutcome::Unchanged);
@@ -720,6 +734,7 @@ Optimizer::specializeWithRetry(CycleReport &report, core::TableSnapshot &snapsho
   request.notProfiled = options.notProfiled;
   request.hotKeys = hotKeys;
   request.perCpuHotKeys = perCpuHotKeys;
+  request.hotTuples = hotTuples;
   request.writeCounts = cycleWriteCounts;
   request.globals = cycleGlobals;
   for (;;) {
@@ -739,6 +754,7 @@ Optimizer::specializeWithRetry(CycleReport &report, core::TableSnapshot &snapsho
       specializedSnapshot = std::move(snapshot);
       specializedHotKeys = hotKeys;
       specializedPerCpuHotKeys = perCpuHotKeys;
+      specializedHotTuples = hotTuples;
       specializedWriteCounts = cycleWriteCounts;
       specializedChecks = report.log.globalChecks;
       endCycle(report, CycleOutcome::Unchanged);
@@ -839,6 +855,7 @@ void Optimizer::installCandidate(CycleReport &report, Candidate candidate,
   specializedElf = std::move(candidate.elf);
   specializedHotKeys = hotKeys;
   specializedPerCpuHotKeys = perCpuHotKeys;
+  specializedHotTuples = hotTuples;
   specializedWriteCounts = cycleWriteCounts;
   specializedChecks = report.log.globalChecks;
   if (profileMap)

@@ -261,6 +261,8 @@ private:
   std::map<unsigned, std::vector<core::Bytes>> specializedHotKeys; // installed
   std::map<unsigned, core::PerCpuHotKeys> perCpuHotKeys;            // chosen this cycle
   std::map<unsigned, core::PerCpuHotKeys> specializedPerCpuHotKeys; // installed
+  std::map<unsigned, std::vector<core::Bytes>> hotTuples;            // chosen this cycle
+  std::map<unsigned, std::vector<core::Bytes>> specializedHotTuples; // installed
   // Write counts of tables the data plane writes (guard-table-writes), read
   // before this cycle's snapshot for the hot keys' buckets, and those the
   // installed version was built under; the cycle that installed the first

@@ -4,16 +4,14 @@
 //
 // Compiling a large program takes seconds (clang -O2 over composite_zones'
 // unrolled chains: ~5 s) at every start of Morpheus, for the same source.
-// With a cache directory, the bitcode is kept under a name that is a hash
+// With a cache directory (support/FileCache), the bitcode is kept under a name that is a hash
 // of everything that decides it: the clang binary (path, size, time), the
 // flags, the working directory (relative -I) and the *preprocessed* source
 // (clang -E with the same flags, ~0.1 s), which holds every header's text
 // and every file name and line the debug info records. A changed header,
-// macro or flag is a different name, never a stale hit. Entries carry a
-// checksum of their bytes; a damaged one is compiled again.
+// macro or flag is a different name, never a stale hit.
 #pragma once
 
-#include "support/CacheDirectory.h"
 #include "support/Error.h"
 
 #include <llvm/Support/MemoryBuffer.h>
@@ -29,9 +27,6 @@ struct Bitcode {
   std::unique_ptr<llvm::MemoryBuffer> buffer;
   bool fromCache = false; // read from the cache directory, clang not run
 };
-
-// Where the frontends keep bitcode unless told otherwise.
-inline std::string defaultBitcodeCache() { return cacheDirectory() + "/bitcode"; }
 
 // How many bitcode files a cache directory keeps: the least recently used
 // beyond it are removed after each store.

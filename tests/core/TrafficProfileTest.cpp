@@ -264,3 +264,19 @@ TEST(TrafficProfile, HotSetsThatBarelyDifferKeepOneChain) {
   EXPECT_EQ(traffic.hotKeys.size(), 5u);
   EXPECT_NE(traffic.why.find("per-CPU chains would save"), std::string::npos) << traffic.why;
 }
+
+// A flow's tuples (flow-fast-path) are sized by the saving a hit is
+// predicted, not by a table's lookup: the same skewed samples (each CPU
+// its own three tuples) get all six against a 60 ns region and none against
+// one that saves less than their compares; no per-CPU chains either way.
+TEST(TrafficProfile, AFlowIsSizedByWhatItsCopiesSave) {
+  for (auto [saving, expected] : {std::pair{60.0, size_t(6)}, std::pair{0.5, size_t(0)}}) {
+    TrafficProfile profile;
+    profile.beginCycle();
+    profile.add(24, 0, skewed(3, 0.3, 100), 1, 100);
+    profile.add(24, 1, skewed(3, 0.3, 100, 3), 1, 100);
+    SiteTraffic decision = profile.decideFlow(24, saving, 18);
+    EXPECT_EQ(decision.hotKeys.size(), expected) << "saving " << saving << ": " << decision.why;
+    EXPECT_TRUE(decision.perCpuHotKeys.empty());
+  }
+}

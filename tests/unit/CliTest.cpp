@@ -506,3 +506,61 @@ TEST(Cli, UserRunReplaysATraceThroughGenericAndSpecializedFirewalls) {
   EXPECT_EQ(missing.status, 1) << missing.text;
   EXPECT_NE(missing.text.find("/nonexistent"), std::string::npos) << missing.text;
 }
+
+// `morpheus user-run --nf nat` on the NAT's own configuration and a trace
+// from its trace generator (outbound flows from inside hosts): the
+// configuration folded, the inside prefixes as code, the binding tables
+// the handler writes counted and given fast paths, the oracle (the
+// configuration as constants) checked packet by packet and table by table,
+// exploration; a bad file is named with its line.
+TEST(Cli, UserRunReplaysATraceThroughGenericAndSpecializedNats) {
+  const std::string source = MORPHEUS_SOURCE_DIR;
+  const std::string config = source + "/nf/nat/configs/nat.conf";
+  std::string trace = tempPath("user-run-nat.pcap");
+  std::string generate = "python3 " + source + "/tools/traces/gen_trace.py --nf nat --config " +
+                         config + " --flows 50 --packets 2000 --locality high --seed 3 -q -o " +
+                         trace;
+  ASSERT_EQ(std::system(generate.c_str()), 0) << generate;
+  Output out = morpheus("user-run --nf nat --config " + config + " --trace " + trace +
+                        " --rounds 1 --repeat 1 --profile adaptive --oracle --explore greedy "
+                        "--explore-windows 1");
+  std::remove(trace.c_str());
+  ASSERT_EQ(out.status, 0) << out.text;
+  EXPECT_NE(out.text.find("nat_user.c, 2 inside prefixes (lpm_dir24), 2 external addresses, "
+                          "ports 20000-59999, inside port 0, outside port 1"),
+            std::string::npos)
+      << out.text;
+  EXPECT_NE(out.text.find("nat_config: constant-key-lookup"), std::string::npos) << out.text;
+  EXPECT_NE(out.text.find("nat_inside: lpm-as-code"), std::string::npos) << out.text;
+  EXPECT_NE(out.text.find("nat_out: guard-table-writes"), std::string::npos) << out.text;
+  EXPECT_NE(out.text.find("(nat_out): "), std::string::npos) << out.text;
+  EXPECT_EQ(out.text.find("(nat_out): 0 hot keys"), std::string::npos) << out.text;
+  EXPECT_NE(out.text.find("the first 2000 packets: generic and specialized identical"),
+            std::string::npos)
+      << out.text;
+  EXPECT_NE(out.text.find("oracle: the configuration as constants (2 inside prefixes as "
+                          "compares, 2 external addresses)"),
+            std::string::npos)
+      << out.text;
+  EXPECT_NE(out.text.find("the oracle treats them as the generic handler does (tables too)"),
+            std::string::npos)
+      << out.text;
+  EXPECT_NE(out.text.find("chosen burst="), std::string::npos) << out.text;
+  EXPECT_NE(out.text.find("the chosen configuration treats the first 2000 packets as the "
+                          "generic handler does"),
+            std::string::npos)
+      << out.text;
+
+  std::string bad = tempPath("bad-nat.conf");
+  std::ofstream(bad) << "inside 10.0.0.0/8\nexternal 10.1.2.3\nports 1-2\ninside-port a\n"
+                       "outside-port b next-hop=02:00:00:00:00:01\n";
+  Output refused = morpheus("user-run --nf nat --config " + bad + " --trace y");
+  std::remove(bad.c_str());
+  EXPECT_EQ(refused.status, 1) << refused.text;
+  EXPECT_NE(refused.text.find(bad + ":2: external: 10.1.2.3 lies in the inside prefix"),
+            std::string::npos)
+      << refused.text;
+  Output missing = morpheus("user-run --nf nat --trace y");
+  EXPECT_NE(missing.status, 0) << missing.text;
+  EXPECT_NE(missing.text.find("--nf nat needs --config"), std::string::npos) << missing.text;
+}

@@ -2,6 +2,7 @@
 // asm, an LLVM fatal error, a crash inside LLVM) ends the process.
 #include "backend/bpf/Codegen.h"
 #include "backend/bpf/Frontend.h"
+#include "support/FileCache.h"
 
 #include <gtest/gtest.h>
 #include <llvm/Testing/Support/Error.h>
@@ -10,7 +11,10 @@
 #include <llvm/IR/LegacyPassManager.h>
 #include <llvm/Object/ObjectFile.h>
 #include <llvm/Transforms/Utils/Cloning.h>
+#include <llvm/ADT/ScopeExit.h>
 #include <llvm/Support/ErrorHandling.h>
+#include <llvm/Support/FileSystem.h>
+#include <llvm/Support/Path.h>
 #include <llvm/Support/SourceMgr.h>
 
 #include <cstdlib>
@@ -102,6 +106,55 @@ TEST(Codegen, AssignmentTrackingIsDroppedAndNoLoadedByteChanges) {
       loadedSections(std::vector<char>(reference.begin(), reference.end()));
   EXPECT_GT(expected.count(".BTF"), 0u);
   EXPECT_EQ(loadedSections(*object), expected);
+}
+
+// The object cache: the same module is read back (a planted entry under
+// its name is what comes back, so the hit really skips code generation);
+// a module that differs in one constant is another entry.
+TEST(Codegen, TheSameModuleIsReadBackFromTheObjectCacheAndAnotherIsGenerated) {
+  llvm::SmallString<128> cache;
+  ASSERT_FALSE(llvm::sys::fs::createUniqueDirectory("morpheus-object-cache", cache));
+  auto cleanup = llvm::make_scope_exit([&] { llvm::sys::fs::remove_directories(cache); });
+  auto emit = [&](int constant) -> Expected<std::vector<char>> {
+    llvm::LLVMContext context;
+    llvm::SMDiagnostic diagnostic;
+    auto module = llvm::parseAssemblyString(
+        "target triple = \"bpf\"\ndefine i64 @prog(ptr %ctx) section \"xdp\" {\n  ret i64 " +
+            std::to_string(constant) + "\n}\n",
+        diagnostic, context);
+    if (!module)
+      return makeError("{0}", diagnostic.getMessage().str());
+    auto machine = createTargetMachine(*module);
+    if (!machine)
+      return machine.takeError();
+    return emitObject(*module, **machine, cache.str().str());
+  };
+  auto entries = [&] {
+    std::vector<std::string> names;
+    std::error_code ec;
+    for (llvm::sys::fs::directory_iterator it(cache, ec), end; !ec && it != end; it.increment(ec))
+      names.push_back(llvm::sys::path::filename(it->path()).str());
+    return names;
+  };
+  auto first = emit(7);
+  ASSERT_THAT_EXPECTED(first, llvm::Succeeded());
+  std::vector<std::string> stored = entries();
+  ASSERT_EQ(stored.size(), 1u);
+  auto again = emit(7);
+  ASSERT_THAT_EXPECTED(again, llvm::Succeeded());
+  EXPECT_EQ(*again, *first);
+
+  llvm::StringRef name = stored[0];
+  ASSERT_TRUE(name.consume_front("object-") && name.consume_back(".o")) << stored[0];
+  FileCache(cache.str().str(), "object", ".o").store(name.str(), "planted");
+  auto planted = emit(7);
+  ASSERT_THAT_EXPECTED(planted, llvm::Succeeded());
+  EXPECT_EQ(std::string(planted->begin(), planted->end()), "planted");
+
+  auto other = emit(8);
+  ASSERT_THAT_EXPECTED(other, llvm::Succeeded());
+  EXPECT_NE(*other, *first);
+  EXPECT_EQ(entries().size(), 2u);
 }
 
 TEST(Codegen, FatalErrorsAndCrashesInsideLLVMBecomeErrors) {

@@ -18,6 +18,7 @@
 //               "hot_keys": {"SITE": [hex key, ...]} (heavy-hitter-fast-path),
 //               "hot_keys_per_cpu": {"SITE": {"CPU": [hex key, ...]}}
 //               (per-CPU chains of heavy-hitter-fast-path),
+//               "hot_tuples": {"FLOW SITE": [hex tuple, ...]} (flow-fast-path),
 //               "write_counts": {"BUCKET": N} (write counts read before the
 //               snapshot: fast paths over tables the data plane writes),
 //               "points": {"LABEL": value} (specialization points to assume),
@@ -280,6 +281,14 @@ int main(int argc, char **argv) {
       if (!bytes)
         return fail(llvm::toString(bytes.takeError()));
       options.hotKeys[std::stoul(site)].push_back(std::move(*bytes));
+    }
+  nlohmann::json hotTuples = state.value("hot_tuples", nlohmann::json::object());
+  for (const auto &[site, tuples] : hotTuples.items())
+    for (const auto &tuple : tuples) {
+      auto bytes = bpf::parseJsonBytes(tuple, statePath + ": hot tuple of flow site " + site);
+      if (!bytes)
+        return fail(llvm::toString(bytes.takeError()));
+      options.hotTuples[std::stoul(site)].push_back(std::move(*bytes));
     }
   nlohmann::json perCpuHotKeys = state.value("hot_keys_per_cpu", nlohmann::json::object());
   for (const auto &[site, cpus] : perCpuHotKeys.items())

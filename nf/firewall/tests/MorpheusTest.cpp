@@ -149,5 +149,95 @@ TEST(Morpheus, SpecializedFirewallMatchesTheOriginal) {
   }
 }
 
+// Hot flows (flow-fast-path): an instrumented version records the
+// firewall's tuples at its first trie lookup; after hot traffic, the next
+// version compares them before the classifier and runs a copy of the code
+// after it per hot tuple, with the tuple as constants. Every packet — the
+// hot flows, a hot flow's neighbour differing in one field, cold flows,
+// fragments, non-IP — answers as the original in verdict, bytes and
+// counters; a rule change by the control plane is seen by the next packet.
+TEST(Morpheus, HotFlowsGetACopyOfTheClassifierThatAnswersAsTheOriginal) {
+  PinDir pins("firewall-flows");
+  runtime::OptimizerOptions options;
+  options.pinDir = pins.path();
+  options.traffic.mode = core::ProfileMode::Naive;
+  auto created =
+      runtime::Optimizer::create(morpheus::testing::sourcePath("nf/firewall/firewall.bpf.c"),
+                                 options);
+  ASSERT_THAT_EXPECTED(created, llvm::Succeeded());
+  runtime::Optimizer &optimizer = **created;
+  std::vector<Rule> rules = rulesFromConfig("classbench-fw1-449-rules.txt");
+  ASSERT_THAT_ERROR(loadRules(pins.path(), rules, {}), llvm::Succeeded());
+  auto flowDecision = [](const runtime::CycleReport &report, const std::string &start) {
+    for (const auto &decision : report.log.decisions)
+      if (decision.pass == "flow-fast-path" && decision.applied &&
+          decision.detail.rfind(start, 0) == 0)
+        return decision.detail;
+    return std::string();
+  };
+  runtime::CycleReport first = optimizer.runCycle();
+  ASSERT_TRUE(first.installed()) << first.describe();
+  EXPECT_NE(flowDecision(first, "flow tuples sampled"), "") << first.log.toText();
+
+  std::vector<Tuple> tuples = tuplesFor(rules, 200, 11);
+  std::vector<Tuple> hot;
+  for (const Tuple &tuple : tuples)
+    if (tuple.hasPorts() && referenceMatch(rules, tuple) < rules.size() && hot.size() < 3)
+      hot.push_back(tuple);
+  ASSERT_EQ(hot.size(), 3u);
+  for (int round = 0; round < 40; ++round)
+    for (const Tuple &tuple : hot)
+      morpheus::testing::runOnce(optimizer.activeFd(), packetFor(tuple));
+  for (size_t i = 100; i < 120; ++i)
+    morpheus::testing::runOnce(optimizer.activeFd(), packetFor(tuples[i]));
+  runtime::CycleReport second = optimizer.runCycle();
+  ASSERT_TRUE(second.installed()) << second.describe();
+  std::string copies = flowDecision(second, "3 hot tuples");
+  EXPECT_NE(copies, "") << second.log.toText();
+  std::printf("  [morpheus] %s\n", copies.c_str());
+  // The copies' keys are constants: both tries are answered in each copy.
+  size_t answeredTries = 0;
+  for (const auto &decision : second.log.decisions)
+    answeredTries += decision.pass == "constant-key-lookup" && decision.applied &&
+                     (decision.table == "src_prefixes" || decision.table == "dst_prefixes");
+  EXPECT_EQ(answeredTries, 2 * 3u) << second.log.toText();
+
+  auto probesFor = [&](const std::vector<Rule> &ruleSet) {
+    std::vector<Probe> probes = corpus(ruleSet);
+    auto add = [&](const Tuple &tuple) {
+      size_t rule = referenceMatch(ruleSet, tuple);
+      probes.push_back(
+          {packetFor(tuple), rule < ruleSet.size() ? uint32_t(rule) : FW_DEFAULT_SLOT});
+    };
+    for (const Tuple &tuple : hot) {
+      add(tuple);
+      for (int field = 0; field < 6; ++field) {
+        Tuple neighbour = tuple;
+        switch (field) {
+        case 0: neighbour.saddr ^= 1; break;
+        case 1: neighbour.daddr ^= 1; break;
+        case 2: neighbour.sport += 1; break;
+        case 3: neighbour.dport += 1; break;
+        case 4: neighbour.protocol = tuple.protocol == Tcp ? Udp : Tcp; break;
+        case 5: neighbour.fragment = 0x0001; break; // no ports
+        }
+        add(neighbour);
+      }
+    }
+    return probes;
+  };
+  expectSameBehaviour(optimizer, probesFor(rules));
+
+  // The control plane flips the action of the rule deciding the hottest
+  // flow: the next packet sees it.
+  size_t deciding = referenceMatch(rules, hot[0]);
+  ASSERT_LT(deciding, rules.size());
+  uint32_t before = morpheus::testing::runOnce(optimizer.activeFd(), packetFor(hot[0])).verdict;
+  rules[deciding].action = rules[deciding].action == FW_DROP ? FW_ACCEPT : FW_DROP;
+  ASSERT_THAT_ERROR(loadRules(pins.path(), rules, {}), llvm::Succeeded());
+  EXPECT_NE(morpheus::testing::runOnce(optimizer.activeFd(), packetFor(hot[0])).verdict, before);
+  expectSameBehaviour(optimizer, probesFor(rules));
+}
+
 } // namespace
 } // namespace morpheus::nf::firewall::testing

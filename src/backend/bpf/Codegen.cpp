@@ -1,5 +1,10 @@
 #include "backend/bpf/Codegen.h"
 
+#include "support/FileCache.h"
+
+#include <llvm/Bitcode/BitcodeWriter.h>
+#include <llvm/Config/llvm-config.h>
+
 #include <llvm/ADT/ScopeExit.h>
 #include <llvm/IR/DebugInfo.h>
 #include <llvm/IR/DiagnosticInfo.h>
@@ -118,9 +123,33 @@ void dropAssignmentTracking(Module &module) {
     flags->addOperand(flag);
 }
 
-Expected<std::vector<char>> emitObject(Module &module, TargetMachine &machine) {
+// The object cache's key for `module` as emitObject generates it.
+std::string objectKey(const Module &module, const TargetMachine &machine) {
+  SmallVector<char, 0> bitcode;
+  raw_svector_ostream stream(bitcode);
+  WriteBitcodeToFile(module, stream);
+  CacheKey key;
+  key.add("morpheus-object-1").add(LLVM_VERSION_STRING);
+  if (!key.addFileIdentity("/proc/self/exe"))
+    return "";
+  key.add(machine.getTargetTriple().str())
+      .add(machine.getTargetCPU())
+      .add(machine.getTargetFeatureString())
+      .add(StringRef(bitcode.data(), bitcode.size()));
+  return key.hex();
+}
+
+Expected<std::vector<char>> emitObject(Module &module, TargetMachine &machine,
+                                       const std::optional<std::string> &cacheDirectory) {
   dropAssignmentTracking(module);
   module.setDataLayout(machine.createDataLayout());
+  std::optional<FileCache> cache;
+  std::string key;
+  if (cacheDirectory && !(key = objectKey(module, machine)).empty()) {
+    cache.emplace(*cacheDirectory, "object", ".o");
+    if (std::unique_ptr<MemoryBuffer> kept = cache->read(key))
+      return std::vector<char>(kept->getBufferStart(), kept->getBufferEnd());
+  }
   SmallVector<char, 0> buffer;
   raw_svector_ostream stream(buffer);
   // The BPF backend reports unsupported code (stack overflow, too many
@@ -155,6 +184,8 @@ Expected<std::vector<char>> emitObject(Module &module, TargetMachine &machine) {
   if (!collected.errors.empty())
     return makeError("{0}: BPF code generation failed: {1}",
                      module.getModuleIdentifier(), collected.errors);
+  if (cache)
+    cache->store(key, StringRef(buffer.data(), buffer.size()));
   return std::vector<char>(buffer.begin(), buffer.end());
 }
 

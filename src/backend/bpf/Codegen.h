@@ -8,6 +8,7 @@
 #include <llvm/Target/TargetMachine.h>
 
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -22,8 +23,15 @@ createTargetMachine(const llvm::Module &module);
 // Inline asm is parsed by the BPF assembler; diagnostics become errors.
 // The module is adjusted first: variables' assignment-tracking markers are
 // dropped (their analysis is costly and changes no instruction).
-Expected<std::vector<char>> emitObject(llvm::Module &module,
-                                       llvm::TargetMachine &machine);
+//
+// With a cache directory (support/FileCache) the object is kept across
+// runs under a hash of the module's bitcode (as adjusted), the target
+// machine's triple, CPU and features, LLVM's version and the Morpheus
+// binary itself (its size and time: code generation is ours too), and
+// read back instead of generated: the original of a large program costs
+// seconds to generate at every start, for the same IR.
+Expected<std::vector<char>> emitObject(llvm::Module &module, llvm::TargetMachine &machine,
+                                       const std::optional<std::string> &cacheDirectory = {});
 
 // Runs `work` (LLVM passes, code generation) so that a crash inside LLVM
 // costs an error, not the process: a signal (SIGSEGV, SIGABRT from an

@@ -4,7 +4,7 @@
 
 #include "backend/bpf/ProgramType.h"
 #include "backend/bpf/dataplane/guard_abi.h"
-#include "support/Clang.h"
+#include "support/CacheDirectory.h"
 #include "support/Error.h"
 
 #include <llvm/IR/LLVMContext.h>
@@ -30,10 +30,10 @@ struct FrontendOptions {
   // by the global's name: an adopted program's .rodata as the owner's
   // loader left it (it may rewrite `const volatile` globals before load).
   std::map<std::string, std::vector<char>> globalBytes;
-  // Where clang's bitcode for C input is kept across runs (support/Clang.h:
-  // named by the preprocessed source, the flags and clang); unset: always
-  // compile (--no-bitcode-cache).
-  std::optional<std::string> bitcodeCache = defaultBitcodeCache();
+  // Where what is built from the source is kept across runs: clang's
+  // bitcode (under bitcode/, support/Clang.h) and the original's object
+  // (under objects/, Codegen.h); unset: always build (--no-build-cache).
+  std::optional<std::string> buildCache = cacheDirectory();
 };
 
 // Loads `path`: .c is compiled with clang-19 (-O2 -g -target bpf), .ll and

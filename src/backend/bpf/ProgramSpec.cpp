@@ -65,7 +65,10 @@ Expected<std::unique_ptr<ProgramSpec>> ProgramSpec::load(const std::string &path
   removeStaticProgramSlots(*withoutSlots);
   std::optional<Expected<std::vector<char>>> elf;
   if (Error crashed = runRecoverably(path + ": code generation of the original", [&] {
-        elf.emplace(emitObject(*withoutSlots, *spec->machine));
+        elf.emplace(emitObject(*withoutSlots, *spec->machine,
+                               options.buildCache
+                                   ? std::optional(*options.buildCache + "/objects")
+                                   : std::nullopt));
       })) {
     // LLVM cut short in this context may have left it inconsistent:
     // abandon it untouched (leaked) rather than destroy it.
@@ -251,6 +254,7 @@ Expected<SpecializedObject> ProgramSpec::build(const core::TableSnapshot &snapsh
   }
   options.hotKeys = request.hotKeys;
   options.perCpuHotKeys = request.perCpuHotKeys;
+  options.hotTuples = request.hotTuples;
   options.globals = request.globals;
   options.faults = request.faults;
   options.targetMachine = machine.get();

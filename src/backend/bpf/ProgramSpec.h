@@ -59,6 +59,9 @@ struct SpecializeRequest {
   std::map<unsigned, std::vector<core::Bytes>> hotKeys;
   // Per site id, chains of their own for some CPUs (answers probed too).
   std::map<unsigned, core::PerCpuHotKeys> perCpuHotKeys;
+  // Per flow profile site, the hot tuples flow-fast-path copies the code
+  // after the flow for (core::SpecializationOptions::hotTuples).
+  std::map<unsigned, std::vector<core::Bytes>> hotTuples;
   // With `instrument`: count the data plane's writes per key bucket
   // (guard-table-writes), and the counts read before the snapshot, by
   // bucket, under which hot keys of written tables get fast paths.

@@ -67,7 +67,9 @@ Expected<std::unique_ptr<Module>> compileHandler(const std::string &path,
   }
   std::vector<std::string> flags = {"-O2", "-g0", "-I", apiIncludeDirectory()};
   flags.insert(flags.end(), options.cflags.begin(), options.cflags.end());
-  auto bitcode = compileToBitcode(MORPHEUS_CLANG, path, flags, options.bitcodeCache);
+  auto bitcode = compileToBitcode(
+      MORPHEUS_CLANG, path, flags,
+      options.buildCache ? std::optional(*options.buildCache + "/bitcode") : std::nullopt);
   if (!bitcode)
     return bitcode.takeError();
   auto module = parseBitcodeFile(bitcode->buffer->getMemBufferRef(), context);
@@ -358,6 +360,8 @@ void Handler::followTraffic(Cycle &cycle) {
     return;
   recordTraffic();
   for (const auto &[site, profiled] : profiledSites) {
+    if (profiled.flowSavingNs)
+      continue; // flow-fast-path's hot tuples: followed by the eBPF optimizer only, so far
     if (writesInvalidated(site, profiled.table))
       trafficProfile.writesInvalidated(site);
     core::SiteTraffic decision = trafficProfile.decide(

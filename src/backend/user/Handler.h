@@ -16,7 +16,7 @@
 #include "core/SpecializationLog.h"
 #include "core/SpecializationPoints.h"
 #include "core/TrafficProfile.h"
-#include "support/Clang.h"
+#include "support/CacheDirectory.h"
 #include "support/Error.h"
 
 #include <llvm/ExecutionEngine/Orc/ThreadSafeModule.h>
@@ -96,9 +96,9 @@ private:
 struct HandlerOptions {
   std::string entry;                // the MU_HANDLER function to run
   std::vector<std::string> cflags;  // passed to clang (-I, -D)
-  // Where clang's bitcode is kept across runs (support/Clang.h); unset:
-  // always compile.
-  std::optional<std::string> bitcodeCache = defaultBitcodeCache();
+  // Where clang's bitcode is kept across runs (under bitcode/,
+  // support/Clang.h); unset: always compile.
+  std::optional<std::string> buildCache = cacheDirectory();
   uint32_t inlineLimit = 64;        // largest table inlined whole (entries)
   core::FaultInjection faults;      // test-only (core/FaultInjection.h)
   // The table passes to run, by their Passes.def names, in order (the

@@ -100,6 +100,23 @@ Error TableSet::removeUnguarded(const std::string &name, const Bytes &key) {
   return Error::success();
 }
 
+Error TableSet::removeUnguardedIf(const std::string &name,
+                                  const std::function<bool(const Bytes &, const void *)> &doomed) {
+  auto table = lookupTable(name);
+  if (!table)
+    return table.takeError();
+  std::vector<Bytes> keys;
+  (*table)->forEach([&](const Bytes &key, const void *value) {
+    if (doomed(key, value))
+      keys.push_back(key);
+    return true;
+  });
+  for (const Bytes &key : keys)
+    if (Error err = removeUnguarded(name, key))
+      return err;
+  return Error::success();
+}
+
 Expected<core::TableSnapshot> TableSet::read(const core::ReadPlan &plan) const {
   core::TableSnapshot snapshot;
   for (const auto &[name, request] : plan) {

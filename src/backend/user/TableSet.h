@@ -10,6 +10,7 @@
 
 #include <llvm/IR/Module.h>
 
+#include <functional>
 #include <map>
 #include <memory>
 #include <string>
@@ -36,6 +37,10 @@ public:
   Error remove(const std::string &table, const Bytes &key);
   Error updateUnguarded(const std::string &table, const Bytes &key, const Bytes &value);
   Error removeUnguarded(const std::string &table, const Bytes &key);
+  // Removes every entry of `table` that `doomed` (key, value) picks: a
+  // configuration replaced, the entries it no longer lists.
+  Error removeUnguardedIf(const std::string &table,
+                          const std::function<bool(const Bytes &, const void *)> &doomed);
 
   // What `plan` asks for, as the eBPF backend reads maps: whole tables up to
   // their limit, and each constant key probed.

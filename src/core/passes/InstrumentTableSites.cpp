@@ -50,8 +50,6 @@
 
 #include <llvm/Transforms/Utils/Local.h>
 #include <llvm/IR/IRBuilder.h>
-#include <llvm/IR/MDBuilder.h>
-#include <llvm/Transforms/Utils/BasicBlockUtils.h>
 
 using namespace llvm;
 
@@ -63,13 +61,6 @@ PreservedAnalyses InstrumentTableSitesPass::run(Module &module, ModuleAnalysisMa
   const ProfileOptions &profile = *context.profile;
   const TableAccessInfo &info = mam.getResult<TableAccessAnalysis>(module);
   std::vector<AccessSite> sites = info.sites; // instrumenting splits blocks
-  LLVMContext &llvmContext = module.getContext();
-  // Declared on first use; the guard runtime, linked after the table
-  // passes, defines it.
-  auto slotFunction = [&] {
-    return module.getOrInsertFunction(profile.slotFunction, PointerType::get(llvmContext, 0),
-                                      Type::getInt32Ty(llvmContext));
-  };
   bool changed = false;
   std::set<std::string> writeGuarded;
   if (context.writeGuards)
@@ -111,27 +102,15 @@ PreservedAnalyses InstrumentTableSitesPass::run(Module &module, ModuleAnalysisMa
 
     CallBase &lookup = *site.call;
     Value *key = lookup.getArgOperand(*site.signature.keyArg);
-    BasicBlock *head = lookup.getParent();
-    BasicBlock *rest = SplitBlock(head, &lookup);
-    head->getTerminator()->eraseFromParent();
-    IRBuilder<> builder(head);
-    builder.SetCurrentDebugLocation(lookup.getDebugLoc());
-    CallInst *slot = builder.CreateCall(slotFunction(), {builder.getInt32(site.id)},
-                                        site.table + ".profile.slot");
-    BasicBlock *record =
-        BasicBlock::Create(llvmContext, site.table + ".profile.record", head->getParent(), rest);
-    // Sampled packets are the rare ones.
-    MDNode *rarely = MDBuilder(llvmContext).createBranchWeights(1, 1000);
-    builder.CreateCondBr(builder.CreateIsNotNull(slot, site.table + ".profile.sampled"), record,
-                         rest, rarely);
-    builder.SetInsertPoint(record);
-    Align keyAlign = getKnownAlignment(key, module.getDataLayout());
-    builder.CreateMemCpy(slot, Align(8), key, keyAlign, keySize);
-    builder.CreateBr(rest);
+    emitProfileSample(lookup, profile, site.id, site.table,
+                      [&](IRBuilderBase &builder, Value *slot) {
+                        Align keyAlign = getKnownAlignment(key, module.getDataLayout());
+                        builder.CreateMemCpy(slot, Align(8), key, keyAlign, keySize);
+                      });
     if (context.log) {
       context.log->record(site, "instrument-table-sites", true,
                           "lookup keys sampled into profile slot " + std::to_string(site.id));
-      context.log->profiled[site.id] = {site.table, keySize};
+      context.log->profiled[site.id] = {site.table, keySize, std::nullopt};
     }
     changed = true;
   }

@@ -11,6 +11,7 @@
 #include <llvm/IR/Constants.h>
 #include <llvm/IR/IRBuilder.h>
 #include <llvm/IR/Instructions.h>
+#include <llvm/IR/MDBuilder.h>
 #include <llvm/Support/FormatVariadic.h>
 #include <llvm/Support/raw_ostream.h>
 #include <llvm/Transforms/Utils/BasicBlockUtils.h>
@@ -639,6 +640,32 @@ void LookupRewriter::closeFrame(CallBase &lookup, const Frame &frame, CallKept k
   if (kept == CallKept::OnMissPath)
     keepOnMissPath(lookup);
   frame.result->addIncoming(&lookup, callPath);
+}
+
+unsigned flowProfileSite(const Module &module) { return accessSiteCount(module); }
+
+void emitProfileSample(Instruction &at, const ProfileOptions &profile, uint32_t site,
+                       const std::string &name,
+                       function_ref<void(IRBuilderBase &, Value *slot)> record) {
+  Module &module = *at.getModule();
+  LLVMContext &llvmContext = module.getContext();
+  FunctionCallee slotFunction = module.getOrInsertFunction(
+      profile.slotFunction, PointerType::get(llvmContext, 0), Type::getInt32Ty(llvmContext));
+  BasicBlock *head = at.getParent();
+  BasicBlock *rest = SplitBlock(head, &at);
+  head->getTerminator()->eraseFromParent();
+  IRBuilder<> builder(head);
+  builder.SetCurrentDebugLocation(at.getDebugLoc());
+  CallInst *slot = builder.CreateCall(slotFunction, {builder.getInt32(site)}, name + ".profile.slot");
+  BasicBlock *sampled =
+      BasicBlock::Create(llvmContext, name + ".profile.record", head->getParent(), rest);
+  // Sampled packets are the rare ones.
+  MDNode *rarely = MDBuilder(llvmContext).createBranchWeights(1, 1000);
+  builder.CreateCondBr(builder.CreateIsNotNull(slot, name + ".profile.sampled"), sampled, rest,
+                       rarely);
+  builder.SetInsertPoint(sampled);
+  record(builder, slot);
+  builder.CreateBr(rest);
 }
 
 bool declineSite(const TablePassContext &context, const AccessSite &site, const char *pass,

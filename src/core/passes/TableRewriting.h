@@ -51,6 +51,23 @@ struct ProfileOptions {
   std::set<std::string> excludedTables; // the operator's --no-profile
 };
 
+// Right before `at` (its block split there), asks the runtime for a profile
+// slot of `site` (ProfileOptions::slotFunction, declared on first use; the
+// guard runtime defines it) and, for a sampled packet, lets `record` fill
+// it (the builder in a block only sampled packets run, marked rare); every
+// packet then goes on to `at`. Blocks are named after `name`. Shared by
+// instrument-table-sites (a lookup's key) and flow-fast-path (a flow's
+// tuple), so that core/TrafficProfile counts both alike.
+void emitProfileSample(llvm::Instruction &at, const ProfileOptions &profile, uint32_t site,
+                       const std::string &name,
+                       llvm::function_ref<void(llvm::IRBuilderBase &, llvm::Value *slot)> record);
+
+// The profile site flow-fast-path records its flow's tuples under (one flow
+// per program): the first id past every access site's (accessSiteCount),
+// so no lookup's keys share its slots, and the same in every version built
+// from one program.
+unsigned flowProfileSite(const llvm::Module &module);
+
 // Per-entry guards for tables the data plane writes (guard-table-writes,
 // heavy-hitter-fast-path): every data-plane write of such a table adds one
 // to a counter chosen by the written key (writeBucket), after the write; a
@@ -131,6 +148,12 @@ struct TablePassContext {
   // Per site id, chains of their own for some CPUs (the others take the
   // site's hotKeys); eBPF only: the site reads the CPU number.
   std::map<unsigned, PerCpuHotKeys> perCpuHotKeys;
+  // Per flow profile site (flow-fast-path: flowProfileSite), the hot tuples
+  // whose tails are cloned with the tuple as constants, hottest first.
+  std::map<unsigned, std::vector<Bytes>> hotTuples;
+  // How many of the flow's hot tuples the verifier budget dropped (the
+  // coldest; Pipeline.cpp), for the log.
+  size_t hotTuplesOverBudget = 0;
   // Set to count the data plane's writes per key bucket (guard-table-writes)
   // in every function, generic copies included; only with a guard runtime
   // linked in, and in every version built while fast paths over written

@@ -1,0 +1,435 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * nat, for Morpheus's user-space data plane (backend/user): the source NAT
+ * of ../nat.bpf.c in plain C against the table API of morpheus_user.h, with
+ * the same table layouts (../nat.h), the same checksum arithmetic
+ * (../nat_checksum.h) and the same outcomes. Read the header of
+ * ../nat.bpf.c for the design: a flow from an inside prefix to the world
+ * gets an external address (a hash of its inside address) and port (the
+ * first free of up to NAT_PORT_PROBES candidates hashed from its 5-tuple)
+ * the first time it is seen, the handler writing both halves of the
+ * binding; its packets are rewritten (source address and port, TTL - 1,
+ * checksums updated incrementally, MACs) and sent out of the outside port;
+ * replies to an external address and port are rewritten back and sent out
+ * of the inside port.
+ *
+ *   truncated, inconsistent lengths, bad IPv4 checksum ─ DROP (no state)
+ *   not IPv4, IP options, fragments, TTL <= 1, other protocols,
+ *   no configuration, no translation ─ PASS (counted by reason)
+ *   every candidate port owned by other flows, or the tables full ─ DROP
+ *   translated ─ TX out of the other side's port
+ *
+ * Differences from the kernel version, all of the user tables' making:
+ *   - ports are the user data plane's port numbers: nat_config's
+ *     inside_ifindex and outside_ifindex hold them (cli/UserNat.h fills
+ *     them from the configuration's port names), and MU_TX sets the port
+ *     (no DEVMAP: nat_ports does not exist here);
+ *   - the binding tables are exact-match hashes (MU_HASH), not LRU:
+ *     nothing is evicted, a binding lives until the control plane removes
+ *     it, and a new flow finding them full is dropped as ports-exhausted;
+ *   - a port is claimed by a lookup then an insert, not an atomic
+ *     BPF_NOEXIST insert: the user data plane runs one handler on one
+ *     thread, control-plane changes between bursts.
+ *
+ * NAT_LPM picks the inside prefixes' implementation: MU_LPM_DIR24
+ * (default) or MU_LPM_LINEAR.
+ *
+ *   nat_config  ARRAY[1]  ports, port range, external pool, MACs  (read only)
+ *   nat_inside  LPM       inside prefixes (new flows only)        (read only)
+ *   nat_out     HASH      inside flow -> external address, port
+ *                                                   (written per new flow)
+ *   nat_in      HASH      external flow -> inside address, port, MACs
+ *                                                   (written per new flow)
+ *   nat_stats   ARRAY     one counter per outcome   (written per packet)
+ *
+ * nat_prefetch (MU_PREFETCH) prefetches a packet's binding, for the
+ * runtime's sub-batches.
+ */
+#include <morpheus_user.h>
+
+#include <arpa/inet.h>
+#include <linux/if_ether.h>
+#include <linux/in.h>
+#include <linux/ip.h>
+#include <linux/tcp.h>
+#include <linux/udp.h>
+#include <string.h>
+
+#ifndef __always_inline
+#define __always_inline inline __attribute__((always_inline))
+#endif
+#include "../nat.h"
+#include "../nat_checksum.h"
+#include "../../common/ipv4.bpf.h"
+
+#ifndef NAT_LPM
+#define NAT_LPM MU_LPM_DIR24
+#endif
+#ifndef NAT_MAX_FLOWS
+#define NAT_MAX_FLOWS 65536
+#endif
+#ifndef NAT_MAX_PREFIXES
+#define NAT_MAX_PREFIXES 256
+#endif
+
+#define ICMP_ECHOREPLY 0
+#define ICMP_ECHO 8
+#define IPV4_MORE_FRAGMENTS 0x2000
+#define IPV4_FRAGMENT_OFFSET 0x1fff
+
+MU_TABLE(nat_config, MU_ARRAY, __u32, struct nat_config, 1);
+MU_TABLE(nat_inside, NAT_LPM, struct nat_prefix_key, __u32, NAT_MAX_PREFIXES);
+MU_TABLE(nat_out, MU_HASH, struct nat_flow_key, struct nat_binding, NAT_MAX_FLOWS);
+MU_TABLE(nat_in, MU_HASH, struct nat_flow_key, struct nat_origin, NAT_MAX_FLOWS);
+MU_TABLE(nat_stats, MU_ARRAY, __u32, __u64, NAT_STAT_MAX);
+
+struct icmp_echo {
+	__u8 type;
+	__u8 code;
+	__u16 checksum;
+	__be16 id;
+	__be16 sequence;
+};
+
+/* The parsed packet: fixed 20-byte IPv4 header, L4 header bounds-checked. */
+struct packet {
+	struct ethhdr *eth;
+	struct iphdr *ip;
+	void *l4;
+	__be16 *sport; /* TCP/UDP source port; ICMP echo identifier */
+	__be16 *dport; /* TCP/UDP destination port; ICMP echo identifier */
+	__u16 *check;
+	__u8 proto;
+};
+
+static __always_inline int count(__u32 stat, int verdict)
+{
+	__u64 *counter = mu_lookup(&nat_stats, &stat);
+
+	if (counter)
+		*counter += 1;
+	return verdict;
+}
+
+static __always_inline __be16 remote_port(const struct packet *pkt, const __be16 *field)
+{
+	return pkt->proto == IPPROTO_ICMP ? 0 : *field;
+}
+
+/* -1 for a malformed packet, 0 for one that may be translated, or the
+ * counter (never 0) under which the packet goes to the slow path. */
+static __always_inline int parse(struct mu_packet *packet, struct packet *pkt)
+{
+	struct ethhdr *eth = (struct ethhdr *)packet->data;
+	struct iphdr *ip = (struct iphdr *)(eth + 1);
+	__u32 total;
+
+	if (packet->len < sizeof(*eth))
+		return -1;
+	if (eth->h_proto != htons(ETH_P_IP))
+		return NAT_STAT_NOT_NAT;
+	if (packet->len < sizeof(*eth) + sizeof(*ip) || ip->version != 4 || ip->ihl < 5)
+		return -1;
+	total = ntohs(ip->tot_len);
+	if (total < ip->ihl * 4u || total > packet->len - sizeof(*eth))
+		return -1;
+	if (ip->ihl != 5)
+		return NAT_STAT_IP_OPTIONS;
+	if (ipv4_header_sum(ip) != 0xffff)
+		return -1;
+	if (ip->frag_off & htons(IPV4_MORE_FRAGMENTS | IPV4_FRAGMENT_OFFSET))
+		return NAT_STAT_FRAGMENT;
+
+	pkt->eth = eth;
+	pkt->ip = ip;
+	pkt->l4 = ip + 1;
+	pkt->proto = ip->protocol;
+	switch (ip->protocol) {
+	case IPPROTO_TCP: {
+		struct tcphdr *tcp = pkt->l4;
+
+		if (total < sizeof(*ip) + sizeof(*tcp) || tcp->doff < 5)
+			return -1;
+		pkt->sport = &tcp->source;
+		pkt->dport = &tcp->dest;
+		pkt->check = &tcp->check;
+		return 0;
+	}
+	case IPPROTO_UDP: {
+		struct udphdr *udp = pkt->l4;
+
+		if (total < sizeof(*ip) + sizeof(*udp))
+			return -1;
+		pkt->sport = &udp->source;
+		pkt->dport = &udp->dest;
+		pkt->check = &udp->check;
+		return 0;
+	}
+	case IPPROTO_ICMP: {
+		struct icmp_echo *icmp = pkt->l4;
+
+		if (total < sizeof(*ip) + sizeof(*icmp))
+			return -1;
+		pkt->sport = &icmp->id;
+		pkt->dport = &icmp->id;
+		pkt->check = &icmp->checksum;
+		return 0;
+	}
+	default:
+		return NAT_STAT_NOT_NAT;
+	}
+}
+
+static __always_inline int is_external(const struct nat_config *cfg, __be32 addr)
+{
+	for (__u32 i = 0; i < NAT_MAX_EXTERNAL; i++) {
+		if (i >= cfg->external_count)
+			break;
+		if (cfg->external[i] == addr)
+			return 1;
+	}
+	return 0;
+}
+
+static __always_inline int is_inside(__be32 addr)
+{
+	struct nat_prefix_key key = { .prefixlen = 32, .addr = addr };
+
+	return mu_lookup(&nat_inside, &key) != 0;
+}
+
+static __always_inline __u32 mix32(__u32 x)
+{
+	x ^= x >> 16;
+	x *= 0x85ebca6b;
+	x ^= x >> 13;
+	x *= 0xc2b2ae35;
+	x ^= x >> 16;
+	return x;
+}
+
+static __always_inline __u32 flow_hash(const struct nat_flow_key *flow)
+{
+	__u32 ports = ((__u32)flow->port << 16 | flow->remote_port) ^ flow->proto;
+
+	return mix32(flow->addr ^ mix32(flow->remote_addr ^ mix32(ports)));
+}
+
+/* Gives the inside flow an external address and port: the first candidate
+ * port no other flow owns in nat_in (claimed there, or found already its
+ * own), then the binding recorded in nat_out. 0, or -1 when every
+ * candidate is owned by others or nat_in is full. */
+static __always_inline int bind_flow(const struct nat_config *cfg, const struct packet *pkt,
+				     const struct nat_flow_key *flow, struct nat_binding *binding)
+{
+	__u32 span = (__u32)cfg->port_max - cfg->port_min + 1;
+	__u32 hash = flow_hash(flow);
+	__u32 pick = (mix32(flow->addr) % cfg->external_count) & (NAT_MAX_EXTERNAL - 1);
+	struct nat_origin origin = {
+		.inside_addr = flow->addr,
+		.inside_port = flow->port,
+	};
+	struct nat_flow_key reverse = {
+		.addr = cfg->external[pick],
+		.remote_addr = flow->remote_addr,
+		.remote_port = flow->remote_port,
+		.proto = flow->proto,
+	};
+
+	memcpy(origin.inside_mac, pkt->eth->h_source, ETH_ALEN);
+	memcpy(origin.local_mac, pkt->eth->h_dest, ETH_ALEN);
+	for (int probe = 0; probe < NAT_PORT_PROBES; probe++) {
+		const struct nat_origin *owner;
+
+		reverse.port = htons(cfg->port_min + hash % span);
+		owner = mu_lookup(&nat_in, &reverse);
+		if (!owner) {
+			if (mu_update(&nat_in, &reverse, &origin) != 0)
+				return -1; /* full */
+			goto claimed;
+		}
+		if (owner->inside_addr == flow->addr && owner->inside_port == flow->port)
+			goto claimed;
+		hash = mix32(hash + 1);
+	}
+	return -1;
+
+claimed:
+	binding->external_addr = reverse.addr;
+	binding->external_port = reverse.port;
+	binding->pad = 0;
+	/* A full nat_out only costs the next packet a probe: it finds its
+	 * own nat_in half and adopts it. */
+	mu_update(&nat_out, flow, binding);
+	return 0;
+}
+
+/* Rewrites one address and one port (or ICMP identifier), decrements the
+ * TTL, and updates both checksums incrementally (RFC 1624). */
+static __always_inline void rewrite(struct packet *pkt, __be32 *addr, __be32 new_addr,
+				    __be16 *port, __be16 new_port)
+{
+	struct iphdr *ip = pkt->ip;
+	__u16 *ttl_word = (__u16 *)&ip->ttl; /* TTL and protocol */
+	__u16 old_ttl_word = *ttl_word;
+	__u32 address_delta = csum_delta32(*addr, new_addr);
+	__u32 l4_delta = csum_delta16(*port, new_port);
+
+	ip->ttl--;
+	ip->check = csum_apply(ip->check, address_delta + csum_delta16(old_ttl_word, *ttl_word));
+	/* The TCP and UDP checksums cover the addresses (pseudo-header); ICMP's does not. */
+	if (pkt->proto != IPPROTO_ICMP)
+		l4_delta += address_delta;
+	if (pkt->proto != IPPROTO_UDP || *pkt->check != 0) {
+		__u16 check = csum_apply(*pkt->check, l4_delta);
+
+		/* In UDP, 0 means "no checksum": a computed 0 is sent as 0xffff. */
+		if (pkt->proto == IPPROTO_UDP && check == 0)
+			check = 0xffff;
+		*pkt->check = check;
+	}
+	*addr = new_addr;
+	*port = new_port;
+}
+
+static __always_inline int is_icmp_type(const struct packet *pkt, __u8 type)
+{
+	return ((struct icmp_echo *)pkt->l4)->type == type;
+}
+
+static __always_inline int outbound(const struct nat_config *cfg, struct mu_packet *packet,
+				    struct packet *pkt)
+{
+	struct iphdr *ip = pkt->ip;
+	struct nat_flow_key flow = {
+		.addr = ip->saddr,
+		.remote_addr = ip->daddr,
+		.port = *pkt->sport,
+		.remote_port = remote_port(pkt, pkt->dport),
+		.proto = pkt->proto,
+	};
+	struct nat_binding fresh;
+	const struct nat_binding *binding;
+	int new_flow = 0;
+
+	/* Inside hosts open ICMP "flows" with echo requests only. */
+	if (pkt->proto == IPPROTO_ICMP && !is_icmp_type(pkt, ICMP_ECHO))
+		return count(NAT_STAT_NOT_NAT, MU_PASS);
+	binding = mu_lookup(&nat_out, &flow);
+	if (binding) {
+		struct nat_flow_key reverse = {
+			.addr = binding->external_addr,
+			.remote_addr = flow.remote_addr,
+			.port = binding->external_port,
+			.remote_port = flow.remote_port,
+			.proto = flow.proto,
+		};
+		const struct nat_origin *owner = mu_lookup(&nat_in, &reverse);
+
+		if (!owner || owner->inside_addr != flow.addr || owner->inside_port != flow.port)
+			binding = 0; /* the reverse half is gone: bind again */
+	} else if (!is_inside(flow.addr) || is_inside(flow.remote_addr) ||
+		   is_external(cfg, flow.remote_addr) || (pkt->eth->h_dest[0] & 1)) {
+		/* Only unicast frames from inside to the world beyond open a
+		 * flow: not internal traffic, not hairpinning to our own
+		 * external address, not frames to a group MAC. */
+		return count(NAT_STAT_NOT_NAT, MU_PASS);
+	}
+	if (!binding) {
+		if (bind_flow(cfg, pkt, &flow, &fresh))
+			return count(NAT_STAT_PORTS_EXHAUSTED, MU_DROP);
+		binding = &fresh;
+		new_flow = 1;
+	}
+
+	rewrite(pkt, &ip->saddr, binding->external_addr, pkt->sport, binding->external_port);
+	memcpy(pkt->eth->h_source, cfg->outside_mac, ETH_ALEN);
+	memcpy(pkt->eth->h_dest, cfg->next_hop_mac, ETH_ALEN);
+	if (new_flow)
+		count(NAT_STAT_NEW_FLOW, 0);
+	packet->port = cfg->outside_ifindex;
+	return count(NAT_STAT_OUTBOUND, MU_TX);
+}
+
+static __always_inline int inbound(const struct nat_config *cfg, struct mu_packet *packet,
+				   struct packet *pkt)
+{
+	struct iphdr *ip = pkt->ip;
+	struct nat_flow_key reverse = {
+		.addr = ip->daddr,
+		.remote_addr = ip->saddr,
+		.port = *pkt->dport,
+		.remote_port = remote_port(pkt, pkt->sport),
+		.proto = pkt->proto,
+	};
+	const struct nat_origin *origin;
+
+	if (pkt->proto == IPPROTO_ICMP && !is_icmp_type(pkt, ICMP_ECHOREPLY))
+		return count(NAT_STAT_NO_MAPPING, MU_PASS);
+	origin = mu_lookup(&nat_in, &reverse);
+	if (!origin)
+		return count(NAT_STAT_NO_MAPPING, MU_PASS);
+
+	rewrite(pkt, &ip->daddr, origin->inside_addr, pkt->dport, origin->inside_port);
+	memcpy(pkt->eth->h_source, origin->local_mac, ETH_ALEN);
+	memcpy(pkt->eth->h_dest, origin->inside_mac, ETH_ALEN);
+	packet->port = cfg->inside_ifindex;
+	return count(NAT_STAT_INBOUND, MU_TX);
+}
+
+/* The binding lookup's entry for the next packets of a sub-batch (the
+ * runtime's prefetching): an outbound packet's nat_out key, after only the
+ * checks that make its fields valid to read. The reverse half's key needs
+ * the binding, so it is not prefetched. */
+MU_PREFETCH void nat_prefetch(const struct mu_packet *packet)
+{
+	const struct ethhdr *eth = (const struct ethhdr *)packet->data;
+	const struct iphdr *ip = (const struct iphdr *)(eth + 1);
+	const __be16 *l4 = (const __be16 *)(ip + 1); /* ports, or ICMP type ... id */
+	struct nat_flow_key flow = {};
+
+	if (packet->len < sizeof(*eth) + sizeof(*ip) + 8 || eth->h_proto != htons(ETH_P_IP) ||
+	    ip->ihl != 5)
+		return;
+	flow.addr = ip->saddr;
+	flow.remote_addr = ip->daddr;
+	flow.proto = ip->protocol;
+	if (ip->protocol == IPPROTO_ICMP) {
+		flow.port = l4[2];
+	} else {
+		flow.port = l4[0];
+		flow.remote_port = l4[1];
+	}
+	mu_prefetch(&nat_out, &flow);
+}
+
+MU_HANDLER int nat(struct mu_packet *packet)
+{
+	struct packet pkt;
+	const struct nat_config *cfg;
+	__u32 zero = 0;
+	int parsed;
+
+	parsed = parse(packet, &pkt);
+	if (parsed < 0)
+		return count(NAT_STAT_MALFORMED, MU_DROP);
+	if (parsed > 0)
+		return count(parsed, MU_PASS);
+
+	cfg = mu_lookup(&nat_config, &zero);
+	if (!cfg || cfg->external_count == 0 || cfg->external_count > NAT_MAX_EXTERNAL ||
+	    cfg->port_min > cfg->port_max)
+		return count(NAT_STAT_NOT_NAT, MU_PASS);
+
+	if (packet->port == cfg->outside_ifindex && is_external(cfg, pkt.ip->daddr)) {
+		if (pkt.ip->ttl <= 1)
+			return count(NAT_STAT_TTL_EXPIRED, MU_PASS);
+		return inbound(cfg, packet, &pkt);
+	}
+	if (packet->port == cfg->inside_ifindex) {
+		if (pkt.ip->ttl <= 1)
+			return count(NAT_STAT_TTL_EXPIRED, MU_PASS);
+		return outbound(cfg, packet, &pkt);
+	}
+	return count(NAT_STAT_NOT_NAT, MU_PASS);
+}

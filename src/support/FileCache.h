@@ -1,0 +1,54 @@
+// A directory of files Morpheus built once and reads back in later runs,
+// each named by a hash of everything that decides its contents (clang's
+// bitcode: support/Clang; BPF objects: backend/bpf/Codegen), so a stale
+// file is never read as a current one. Entries carry a checksum of their
+// bytes (a damaged one reads as absent), are written through a file of
+// their own and a rename (concurrent runs storing the same entry never
+// interleave), and the least recently used beyond the capacity are removed
+// after each store. Failures to read or write are not errors: a cache only
+// saves time.
+#pragma once
+
+#include <llvm/ADT/StringRef.h>
+#include <llvm/Support/MemoryBuffer.h>
+#include <llvm/Support/SHA256.h>
+
+#include <memory>
+#include <optional>
+#include <string>
+
+namespace morpheus {
+
+// The name of an entry: SHA-256 over fields, each length-prefixed so no
+// two lists of fields hash alike by concatenation.
+class CacheKey {
+public:
+  CacheKey &add(llvm::StringRef field);
+  // A file's identity for the key (its size and modification time: a
+  // rebuilt clang or Morpheus is another key); false when it has none.
+  bool addFileIdentity(llvm::StringRef path);
+  std::string hex();
+
+private:
+  llvm::SHA256 hash;
+};
+
+class FileCache {
+public:
+  // Entries `directory`/`kind`-KEY`suffix`; at most `capacity` kept.
+  FileCache(std::string directory, std::string kind, std::string suffix, size_t capacity = 64)
+      : directory(std::move(directory)), kind(std::move(kind)), suffix(std::move(suffix)),
+        capacity(capacity) {}
+
+  // The entry's bytes (marked recently used), or null when absent or damaged.
+  std::unique_ptr<llvm::MemoryBuffer> read(const std::string &key) const;
+  void store(const std::string &key, llvm::StringRef bytes) const;
+
+private:
+  std::string path(const std::string &key) const { return directory + "/" + kind + "-" + key + suffix; }
+
+  std::string directory, kind, suffix;
+  size_t capacity;
+};
+
+} // namespace morpheus
