@@ -92,7 +92,7 @@ struct TableShape {
   uint64_t hashBytes = 0;
   uint64_t indexBytes = 0; // DirectIndex: the array's size
   // FastPath: the hot keys' shares of the traffic, hottest first.
-  std::vector<double> hotShares;
+  std::vector<double> hotShares = {};
 };
 
 // What a representation's memory must buy: a derived table (lpm-as-array's

@@ -25,7 +25,6 @@
 //   %cfg = getelementptr (i8, @__morpheus.config.values, i64 0)
 //===----------------------------------------------------------------------===//
 
-#include "core/passes/PrefixIntervals.h"
 #include "core/passes/TablePasses.h"
 
 #include <llvm/IR/Constants.h>
@@ -62,18 +61,8 @@ PreservedAnalyses ConstantKeyLookupPass::run(Module &module,
           if (*arrayIndex >= table.maxEntries)
             return miss("constant index beyond the array: lookup always misses");
         }
-        std::optional<const TableEntry *> entry = contents.known(key);
-        if (table.match == TableMatch::LongestPrefix && contents.complete) {
-          // The snapshot holds prefixes: the answer is the longest one
-          // containing the key, not an entry of the key's bytes.
-          auto answer = trieAnswer(contents.entries, key,
-                                   8 * (table.keySize - PrefixLengthBytes), littleEndian);
-          if (!answer) {
-            consumeError(answer.takeError());
-            return false; // (lpm-as-array and lpm-as-code say why, per table)
-          }
-          entry = *answer;
-        }
+        std::optional<const TableEntry *> entry =
+            snapshotAnswer(contents, table, key, littleEndian);
         if (!entry)
           return false; // the snapshot did not read this key
         if (!*entry && arrayIndex && contents.unlistedAreZero) {

@@ -85,16 +85,9 @@ PreservedAnalyses HashAsArrayPass::run(Module &module, ModuleAnalysisManager &ma
 
         LLVMContext &llvmContext = module.getContext();
         // One array per table, whatever the number of its sites.
-        std::string name = "__morpheus." + site.table + ".index";
-        GlobalVariable *slots = module.getNamedGlobal(name);
-        if (!slots) {
-          Constant *init = ConstantDataArray::get(llvmContext, ArrayRef<uint16_t>(index->slots));
-          slots = new GlobalVariable(module, init->getType(), /*isConstant=*/true,
-                                     GlobalValue::PrivateLinkage, init, name);
-          slots->setAlignment(Align(8));
-          if (!context.constantSection.empty())
-            slots->setSection(context.constantSection);
-        }
+        GlobalVariable *slots = rewriter.derivedTable(site.table, "index", [&] {
+          return ConstantDataArray::get(llvmContext, ArrayRef<uint16_t>(index->slots));
+        });
 
         CallBase &lookup = *site.call;
         auto *pointerType = cast<PointerType>(lookup.getType());

@@ -13,6 +13,7 @@
 ; RUN: morpheus-opt %t/prog.ll --state %t/percpu.json -passes=heavy-hitter-fast-path | FileCheck %s --check-prefix=PERCPU
 ; RUN: morpheus-opt %t/prog.ll --state %t/samecpus.json -passes=heavy-hitter-fast-path | FileCheck %s --check-prefix=SAMECPUS
 ; RUN: morpheus-opt %t/prog.ll --state %t/percpu.json -passes=heavy-hitter-fast-path --verifier-paths 2 | FileCheck %s --check-prefix=PERCPU-BUDGET
+; RUN: morpheus-opt %t/prog.ll --state %t/wholetrie.json -passes=heavy-hitter-fast-path --inline-limit 1 | FileCheck %s --check-prefix=WHOLETRIE
 
 ; Hot keys B (0a000002) then A (0a000001); C is hot but was not read: left
 ; to the lookup.
@@ -36,6 +37,11 @@
 ; CHECK-LABEL: define i32 @written(
 ; CHECK-NOT:     key.memory
 ; CHECK:         call ptr inttoptr (i64 1 to ptr)(ptr @flows
+; A trie read whole, larger than the inline limit, that no derived
+; representation took: its entries are prefixes, and a chain answers a
+; compared key with the entry of that key, so the site is declined (the
+; hot keys' own answers, core::trieAnswer, are not dispatched on yet).
+; WHOLETRIE: ; site 1 prefixes heavy-hitter-fast-path declined: table read whole: not a fast-path candidate
 ; Read whole: not a fast-path candidate (inline-small-table's).
 ; CHECK-LABEL: define i32 @small_table(
 ; CHECK-NOT:     key.memory
@@ -244,3 +250,16 @@ entry:
  "hot_keys": {"0": ["0a000002 07000000", "0a000001 07000000"]},
  "hot_keys_per_cpu": {"0": {"0": ["0a000002 07000000", "0a000001 07000000"],
                             "1": ["0a000002 07000000", "0a000001 07000000"]}}}
+
+;--- wholetrie.json
+{"tables": {"routes": {"type": "hash", "key_size": 8, "value_size": 4, "max_entries": 4096},
+            "prefixes": {"type": "lpm_trie", "key_size": 8, "value_size": 4, "max_entries": 1024, "flags": 1},
+            "flows": {"type": "hash", "key_size": 4, "value_size": 8, "max_entries": 1024},
+            "small": {"type": "hash", "key_size": 4, "value_size": 4, "max_entries": 16}},
+ "maps": {"routes": [{"key": "0a000001 07000000", "value": "05000000"}],
+          "prefixes": [{"key": "08000000 0a000000", "value": "02000000"},
+                       {"key": "18000000 0a000000", "value": "03000000"}],
+          "flows": [{"key": "01000000", "value": "0000000000000000"}],
+          "small": [{"key": "01000000", "value": "02000000"}]},
+ "probed_maps": ["routes", "flows"],
+ "hot_keys": {"1": ["20000000 0a000001", "20000000 0a090909", "20000000 0b000001"]}}

@@ -163,16 +163,9 @@ PreservedAnalyses LpmAsArrayPass::run(Module &module, ModuleAnalysisManager &mam
 
         LLVMContext &llvmContext = module.getContext();
         // One derived table per trie, whatever the number of its sites.
-        std::string name = "__morpheus." + site.table + ".levels";
-        GlobalVariable *derived = module.getNamedGlobal(name);
-        if (!derived) {
-          Constant *init = ConstantDataArray::get(llvmContext, ArrayRef<uint16_t>(slots));
-          derived = new GlobalVariable(module, init->getType(), /*isConstant=*/true,
-                                       GlobalValue::PrivateLinkage, init, name);
-          derived->setAlignment(Align(8));
-          if (!context.constantSection.empty())
-            derived->setSection(context.constantSection);
-        }
+        GlobalVariable *derived = rewriter.derivedTable(site.table, "levels", [&] {
+          return ConstantDataArray::get(llvmContext, ArrayRef<uint16_t>(slots));
+        });
 
         CallBase &lookup = *site.call;
         auto *pointerType = cast<PointerType>(lookup.getType());

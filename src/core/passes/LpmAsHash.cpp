@@ -87,16 +87,9 @@ PreservedAnalyses LpmAsHashPass::run(Module &module, ModuleAnalysisManager &mam)
         const PrefixHash &hash = candidates.hash;
         LLVMContext &llvmContext = module.getContext();
         // One table per trie, whatever the number of its sites.
-        std::string name = "__morpheus." + site.table + ".hash";
-        GlobalVariable *slots = module.getNamedGlobal(name);
-        if (!slots) {
-          Constant *init = ConstantDataArray::get(llvmContext, ArrayRef<uint32_t>(hash.slots));
-          slots = new GlobalVariable(module, init->getType(), /*isConstant=*/true,
-                                     GlobalValue::PrivateLinkage, init, name);
-          slots->setAlignment(Align(8));
-          if (!context.constantSection.empty())
-            slots->setSection(context.constantSection);
-        }
+        GlobalVariable *slots = rewriter.derivedTable(site.table, "hash", [&] {
+          return ConstantDataArray::get(llvmContext, ArrayRef<uint32_t>(hash.slots));
+        });
 
         CallBase &lookup = *site.call;
         auto *pointerType = cast<PointerType>(lookup.getType());

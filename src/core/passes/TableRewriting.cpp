@@ -1,6 +1,8 @@
 // The table passes' shared building blocks (see TableRewriting.h).
 #include "core/passes/TableRewriting.h"
 
+#include "core/passes/PrefixIntervals.h"
+
 #include "core/OpaqueValue.h"
 #include "core/TableAccessAnalysis.h"
 #include "support/Bytes.h"
@@ -262,6 +264,20 @@ InnerTableResolution resolveInnerTable(const AccessSite &site, const TableAccess
   return {*held.begin(), "every slot of " + name + " holds " + *held.begin()};
 }
 
+std::optional<const TableEntry *> snapshotAnswer(const TableContents &contents,
+                                                 const TableInfo &table, const Bytes &key,
+                                                 bool littleEndian) {
+  if (table.match != TableMatch::LongestPrefix || !contents.complete)
+    return contents.known(key);
+  auto answer = trieAnswer(contents.entries, key, 8 * (table.keySize - PrefixLengthBytes),
+                           littleEndian);
+  if (!answer) {
+    consumeError(answer.takeError());
+    return std::nullopt;
+  }
+  return *answer;
+}
+
 std::optional<const TableEntry *> hotKeyAnswer(const TableContents &contents, const Bytes &key,
                                                bool written) {
   std::optional<const TableEntry *> entry = contents.known(key);
@@ -361,6 +377,20 @@ GlobalVariable *LookupRewriter::valueArray(const std::string &table) {
                                    : context.constantSection;
   if (!section.empty())
     global->setSection(section);
+  return global;
+}
+
+GlobalVariable *LookupRewriter::derivedTable(const std::string &table, StringRef kind,
+                                            function_ref<Constant *()> build) {
+  std::string name = "__morpheus." + table + "." + kind.str();
+  if (GlobalVariable *existing = module.getNamedGlobal(name))
+    return existing;
+  Constant *init = build();
+  auto *global = new GlobalVariable(module, init->getType(), /*isConstant=*/true,
+                                    GlobalValue::PrivateLinkage, init, name);
+  global->setAlignment(Align(8));
+  if (!context.constantSection.empty())
+    global->setSection(context.constantSection);
   return global;
 }
 

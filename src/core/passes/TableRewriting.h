@@ -232,6 +232,15 @@ struct InnerTableResolution {
 InnerTableResolution resolveInnerTable(const AccessSite &site, const TableAccessInfo &info,
                                        const TableSnapshot &snapshot);
 
+// What a lookup of `key` in `table` answers, if the snapshot `contents`
+// knows (TableContents::known, but for an LPM trie read whole, whose
+// entries are prefixes: the longest one containing the key, core::trieAnswer;
+// a probed trie key's entry is already the kernel's answer). std::nullopt:
+// not known (or a stored prefix that cannot be read).
+std::optional<const TableEntry *> snapshotAnswer(const TableContents &contents,
+                                                 const TableInfo &table, const Bytes &key,
+                                                 bool littleEndian);
+
 // What heavy-hitter-fast-path answers the hot key `key` with at a lookup of
 // a table whose snapshot is `contents` (`written`: the data plane writes
 // the table, its writes counted by guard-table-writes): the entry, whose
@@ -335,6 +344,13 @@ public:
   static bool keptOnMissPath(const llvm::CallBase &call);
   // Marks `call` as such a lookup.
   static void keepOnMissPath(llvm::CallBase &call);
+
+  // A derived table's words (`__morpheus.TABLE.KIND`: lpm-as-array's
+  // levels, lpm-as-hash's slots, hash-as-array's index): a private
+  // constant, 8-byte aligned, in the constant section, built by `build`
+  // the first time a site of `table` asks for it.
+  llvm::GlobalVariable *derivedTable(const std::string &table, llvm::StringRef kind,
+                                     llvm::function_ref<llvm::Constant *()> build);
 
 private:
   llvm::GlobalVariable *valueArray(const std::string &table);
