@@ -82,7 +82,7 @@ Expected<Bitcode> compileToBitcode(const std::string &clang, const std::string &
   std::optional<FileCache> cache;
   std::optional<std::string> key;
   if (cacheDirectory && (key = entryName(clang, path, flags))) {
-    cache.emplace(*cacheDirectory, "bitcode", ".bc", BitcodeCacheEntries);
+    cache.emplace(*cacheDirectory, "bitcode", ".bc");
     if (std::unique_ptr<MemoryBuffer> kept = cache->read(*key))
       return Bitcode{std::move(kept), /*fromCache=*/true};
   }

@@ -28,12 +28,8 @@ struct Bitcode {
   bool fromCache = false; // read from the cache directory, clang not run
 };
 
-// How many bitcode files a cache directory keeps: the least recently used
-// beyond it are removed after each store.
-inline constexpr size_t BitcodeCacheEntries = 64;
-
 // `clang FLAGS -emit-llvm -c PATH -o TEMPORARY`, or that output as an
-// earlier run kept it in `cacheDirectory` (created if missing; a cache that
+// earlier run kept it under `cacheDirectory`/bitcode (created if missing; a cache that
 // cannot be read or written is compiled around, never an error). An error
 // carries clang's diagnostics and names `path`.
 Expected<Bitcode> compileToBitcode(const std::string &clang, const std::string &path,

@@ -92,10 +92,10 @@ void FileCache::store(const std::string &key, StringRef bytes) const {
         !sys::fs::status(it->path(), status))
       entries.push_back({status.getLastModificationTime(), it->path()});
   }
-  if (entries.size() <= capacity)
+  if (entries.size() <= CacheEntriesKept)
     return;
   std::sort(entries.begin(), entries.end());
-  for (size_t i = 0; i + capacity < entries.size(); ++i)
+  for (size_t i = 0; i + CacheEntriesKept < entries.size(); ++i)
     sys::fs::remove(entries[i].second);
 }
 

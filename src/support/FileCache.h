@@ -33,12 +33,15 @@ private:
   llvm::SHA256 hash;
 };
 
+// How many entries of one kind a cache keeps.
+inline constexpr size_t CacheEntriesKept = 64;
+
 class FileCache {
 public:
-  // Entries `directory`/`kind`-KEY`suffix`; at most `capacity` kept.
-  FileCache(std::string directory, std::string kind, std::string suffix, size_t capacity = 64)
-      : directory(std::move(directory)), kind(std::move(kind)), suffix(std::move(suffix)),
-        capacity(capacity) {}
+  // Entries `root`/`kind`/`kind`-KEY`suffix` (root: the build cache,
+  // support/CacheDirectory), at most CacheEntriesKept of them.
+  FileCache(const std::string &root, std::string kind, std::string suffix)
+      : directory(root + "/" + kind), kind(std::move(kind)), suffix(std::move(suffix)) {}
 
   // The entry's bytes (marked recently used), or null when absent or damaged.
   std::unique_ptr<llvm::MemoryBuffer> read(const std::string &key) const;
@@ -48,7 +51,6 @@ private:
   std::string path(const std::string &key) const { return directory + "/" + kind + "-" + key + suffix; }
 
   std::string directory, kind, suffix;
-  size_t capacity;
 };
 
 } // namespace morpheus

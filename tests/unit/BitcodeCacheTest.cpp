@@ -2,6 +2,7 @@
 // preprocessed source, flags and clang; a changed header, macro or damaged
 // entry compiles again; a cache that cannot be written is compiled around.
 #include "support/Clang.h"
+#include "support/FileCache.h"
 
 #include <gtest/gtest.h>
 #include <llvm/ADT/SmallString.h>
@@ -43,7 +44,8 @@ protected:
   std::vector<std::string> entries() const {
     std::vector<std::string> found;
     std::error_code ec;
-    for (llvm::sys::fs::directory_iterator it(cache, ec), end; !ec && it != end; it.increment(ec))
+    for (llvm::sys::fs::directory_iterator it(cache + "/bitcode", ec), end; !ec && it != end;
+         it.increment(ec))
       found.push_back(it->path());
     return found;
   }
@@ -101,16 +103,16 @@ TEST_F(BitcodeCache, ACacheThatCannotBeWrittenIsCompiledAround) {
 }
 
 TEST_F(BitcodeCache, TheLeastRecentlyUsedEntriesBeyondTheLimitAreRemoved) {
-  ASSERT_FALSE(llvm::sys::fs::create_directories(cache));
-  for (size_t i = 0; i < BitcodeCacheEntries + 5; ++i) {
-    std::string old = cache + "/bitcode-old" + std::to_string(i) + ".bc";
+  ASSERT_FALSE(llvm::sys::fs::create_directories(cache + "/bitcode"));
+  for (size_t i = 0; i < CacheEntriesKept + 5; ++i) {
+    std::string old = cache + "/bitcode/bitcode-old" + std::to_string(i) + ".bc";
     write(old, "x");
     utimbuf past{1000, 1000};
     ASSERT_EQ(::utime(old.c_str(), &past), 0);
   }
   Bitcode fresh = compile();
   EXPECT_FALSE(fresh.fromCache);
-  EXPECT_EQ(entries().size(), BitcodeCacheEntries);
+  EXPECT_EQ(entries().size(), CacheEntriesKept);
   EXPECT_TRUE(compile().fromCache) << "the entry just stored is the most recent: kept";
 }
 

@@ -132,7 +132,8 @@ TEST(Codegen, TheSameModuleIsReadBackFromTheObjectCacheAndAnotherIsGenerated) {
   auto entries = [&] {
     std::vector<std::string> names;
     std::error_code ec;
-    for (llvm::sys::fs::directory_iterator it(cache, ec), end; !ec && it != end; it.increment(ec))
+    for (llvm::sys::fs::directory_iterator it(cache + "/object", ec), end; !ec && it != end;
+         it.increment(ec))
       names.push_back(llvm::sys::path::filename(it->path()).str());
     return names;
   };

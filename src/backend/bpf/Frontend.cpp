@@ -78,9 +78,7 @@ Expected<std::unique_ptr<Module>> loadProgram(const std::string &path,
       flags.insert(flags.end(), project->begin(), project->end());
     }
     flags.insert(flags.end(), options.cflags.begin(), options.cflags.end());
-    auto bitcode = compileToBitcode(
-        MORPHEUS_CLANG, path, flags,
-        options.buildCache ? std::optional(*options.buildCache + "/bitcode") : std::nullopt);
+    auto bitcode = compileToBitcode(MORPHEUS_CLANG, path, flags, options.buildCache);
     if (!bitcode)
       return bitcode.takeError();
     if (bitcode->fromCache)

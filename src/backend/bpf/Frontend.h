@@ -32,7 +32,7 @@ struct FrontendOptions {
   std::map<std::string, std::vector<char>> globalBytes;
   // Where what is built from the source is kept across runs: clang's
   // bitcode (under bitcode/, support/Clang.h) and the original's object
-  // (under objects/, Codegen.h); unset: always build (--no-build-cache).
+  // (under object/, Codegen.h); unset: always build (--no-build-cache).
   std::optional<std::string> buildCache = cacheDirectory();
 };
 

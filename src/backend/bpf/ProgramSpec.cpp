@@ -65,10 +65,7 @@ Expected<std::unique_ptr<ProgramSpec>> ProgramSpec::load(const std::string &path
   removeStaticProgramSlots(*withoutSlots);
   std::optional<Expected<std::vector<char>>> elf;
   if (Error crashed = runRecoverably(path + ": code generation of the original", [&] {
-        elf.emplace(emitObject(*withoutSlots, *spec->machine,
-                               options.buildCache
-                                   ? std::optional(*options.buildCache + "/objects")
-                                   : std::nullopt));
+        elf.emplace(emitObject(*withoutSlots, *spec->machine, options.buildCache));
       })) {
     // LLVM cut short in this context may have left it inconsistent:
     // abandon it untouched (leaked) rather than destroy it.

@@ -67,9 +67,7 @@ Expected<std::unique_ptr<Module>> compileHandler(const std::string &path,
   }
   std::vector<std::string> flags = {"-O2", "-g0", "-I", apiIncludeDirectory()};
   flags.insert(flags.end(), options.cflags.begin(), options.cflags.end());
-  auto bitcode = compileToBitcode(
-      MORPHEUS_CLANG, path, flags,
-      options.buildCache ? std::optional(*options.buildCache + "/bitcode") : std::nullopt);
+  auto bitcode = compileToBitcode(MORPHEUS_CLANG, path, flags, options.buildCache);
   if (!bitcode)
     return bitcode.takeError();
   auto module = parseBitcodeFile(bitcode->buffer->getMemBufferRef(), context);
