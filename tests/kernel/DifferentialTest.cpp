@@ -220,6 +220,7 @@ INSTANTIATE_TEST_SUITE_P(
                       CorpusCase{"lpm_single_length.bpf.c", nullptr},
                       CorpusCase{"small_key_domain.bpf.c", nullptr},
                       CorpusCase{"constant_field.bpf.c", nullptr},
+                      CorpusCase{"value_range.bpf.c", nullptr},
                       CorpusCase{"acl_protocols.bpf.c", nullptr},
                       CorpusCase{"build_legacy_section.bpf.c", nullptr, bpf::ProgramType::Xdp}),
     [](const auto &info) {

@@ -722,6 +722,55 @@ TEST(ConstantFields, AFieldEqualInEveryEntryIsAConstantUnderTheGuard) {
   EXPECT_EQ(program.active(changed), program.original(changed));
 }
 
+// 100 rules with ports 0..9 below the program's bound of 16, which it
+// checks, then uses as an index into an array value (per-port TOS bytes):
+// the port's load is bounded by the rules' range, the check goes, and the
+// verifier still accepts the index (the clamp bounds it). Every rule's
+// packet and others answer as the original; rules changed
+// through Morpheus to ports 12 and 20 (past the bound: ABORTED) are seen by
+// the very next packet; the next cycle, whose range [0, 20] decides no
+// check, answers as the original too.
+TEST(ConstantFields, AFieldsRangeBoundsTheLoadAndTheVerifierStillSeesTheBound) {
+  CorpusProgram program("value_range.bpf.c");
+  ASSERT_TRUE(program.ok());
+  const uint32_t first = 0x0a020000;
+  for (uint32_t i = 0; i < 100; ++i)
+    program.set("rules", uint32_t(htonl(first + i)), Rule{i % 10, 1000 + i});
+  std::array<uint8_t, 16> tosByPort;
+  for (uint8_t port = 0; port < 16; ++port)
+    tosByPort[port] = uint8_t(0x10 + port);
+  program.set("port_tos", uint32_t(0), tosByPort);
+  runtime::CycleReport report = program.cycle();
+  ASSERT_TRUE(report.installed()) << report.describe();
+  const core::SiteDecision *applied = CorpusProgram::decision(report, "rules", true);
+  ASSERT_NE(applied, nullptr) << report.log.toText();
+  EXPECT_EQ(applied->pass, "constant-fields");
+  EXPECT_NE(applied->detail.find("`port` (bytes 0..3) in [0, 9]"), std::string::npos) << applied->detail;
+
+  auto packetTo = [](uint32_t daddr) {
+    return PacketBuilder()
+        .ethernet(parseMac("02:00:00:00:00:02"), parseMac("02:00:00:00:00:01"))
+        .ipv4({.daddr = daddr})
+        .udp(1000, 53)
+        .build();
+  };
+  auto compareAll = [&](const char *when) {
+    for (uint32_t i = 0; i < 102; ++i) {
+      Bytes packet = packetTo(first + i);
+      RunResult original = program.original(packet);
+      EXPECT_EQ(program.active(packet), original) << when << ", rule " << i;
+    }
+  };
+  compareAll("first cycle");
+  program.set("rules", uint32_t(htonl(first + 5)), Rule{12, 5});
+  program.set("rules", uint32_t(htonl(first + 6)), Rule{20, 6});
+  EXPECT_EQ(program.original(packetTo(first + 6)).verdict, uint32_t(XDP_ABORTED));
+  compareAll("after the change");
+  runtime::CycleReport next = program.cycle();
+  ASSERT_TRUE(next.installed()) << next.describe();
+  compareAll("next cycle");
+}
+
 struct AclKey {
   uint8_t protocol;
   uint8_t padding[3];
