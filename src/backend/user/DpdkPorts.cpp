@@ -32,6 +32,11 @@ Error startPort(uint16_t port, rte_mempool *pool) {
 
 } // namespace
 
+std::string afXdpVdev(unsigned instance, const std::string &iface) {
+  return "net_af_xdp" + std::to_string(instance) + ",iface=" + iface +
+         ",start_queue=0,queue_count=1";
+}
+
 Expected<std::unique_ptr<DpdkPorts>> DpdkPorts::open(const DpdkOptions &options) {
   if (ealInitialised.exchange(true))
     return makeError("DPDK: the EAL is initialised once per process");
