@@ -9,9 +9,8 @@
  * the counters, how a port is claimed and where a packet leaves.
  *
  * Plain C that both clang targets take (BPF and the host): no helpers,
- * and of libc only the host's byte-order functions (bpf_endian.h's for
- * BPF). The includer defines __always_inline (libbpf's bpf_helpers.h does
- * for BPF).
+ * and of libc only the byte-order functions (../common/byteorder.h). The
+ * includer defines __always_inline (libbpf's bpf_helpers.h does for BPF).
  */
 #ifndef NF_NAT_PACKET_H
 #define NF_NAT_PACKET_H
@@ -25,17 +24,9 @@
 
 #include "nat.h"
 #include "nat_checksum.h"
+#include "../common/byteorder.h"
 #include "../common/ipv4.bpf.h"
 
-#ifdef __bpf__
-#include <bpf/bpf_endian.h>
-#define nat_htons(x) bpf_htons(x)
-#define nat_ntohs(x) bpf_ntohs(x)
-#else
-#include <arpa/inet.h>
-#define nat_htons(x) htons(x)
-#define nat_ntohs(x) ntohs(x)
-#endif
 
 /* <linux/icmp.h> pulls in libc's socket headers, which do not build for BPF. */
 struct icmp_echo {
@@ -81,19 +72,19 @@ static __always_inline int parse(void *data, void *data_end, struct packet *pkt)
 
 	if ((void *)(eth + 1) > data_end)
 		return -1;
-	if (eth->h_proto != nat_htons(ETH_P_IP))
+	if (eth->h_proto != nf_htons(ETH_P_IP))
 		return NAT_STAT_NOT_NAT;
 	ip = (void *)(eth + 1);
 	if ((void *)(ip + 1) > data_end || ip->version != 4 || ip->ihl < 5)
 		return -1;
-	total = nat_ntohs(ip->tot_len);
+	total = nf_ntohs(ip->tot_len);
 	if (total < ip->ihl * 4 || (void *)ip + total > data_end)
 		return -1;
 	if (ip->ihl != 5)
 		return NAT_STAT_IP_OPTIONS;
 	if (ipv4_header_sum(ip) != 0xffff)
 		return -1;
-	if (ip->frag_off & nat_htons(IPV4_MORE_FRAGMENTS | IPV4_FRAGMENT_OFFSET))
+	if (ip->frag_off & nf_htons(IPV4_MORE_FRAGMENTS | IPV4_FRAGMENT_OFFSET))
 		return NAT_STAT_FRAGMENT;
 
 	l4 = ip + 1;
