@@ -146,7 +146,7 @@ static __always_inline int bind_flow(const struct nat_config *cfg, const struct 
 		if (bpf_map_update_elem(&nat_in, &reverse, &origin, BPF_NOEXIST) == 0)
 			goto claimed;
 		owner = bpf_map_lookup_elem(&nat_in, &reverse);
-		if (owner && owner->inside_addr == flow->addr && owner->inside_port == flow->port)
+		if (owned_by(owner, flow))
 			goto claimed;
 		hash = mix32(hash + 1);
 	}
@@ -195,7 +195,7 @@ static __always_inline int outbound(const struct nat_config *cfg, struct packet 
 		};
 		struct nat_origin *owner = bpf_map_lookup_elem(&nat_in, &reverse);
 
-		if (!owner || owner->inside_addr != flow.addr || owner->inside_port != flow.port)
+		if (!owned_by(owner, &flow))
 			binding = NULL; /* the reverse half is gone: bind again */
 	} else if (!is_inside(flow.addr) || is_inside(flow.remote_addr) ||
 		   is_external(cfg, flow.remote_addr) || (pkt->eth->h_dest[0] & 1)) {

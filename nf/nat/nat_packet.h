@@ -163,6 +163,12 @@ static __always_inline __u32 flow_hash(const struct nat_flow_key *flow)
 	return mix32(flow->addr ^ mix32(flow->remote_addr ^ mix32(ports)));
 }
 
+/* Whether nat_in's entry `owner` (NULL: none) is the inside `flow`'s. */
+static __always_inline int owned_by(const struct nat_origin *owner, const struct nat_flow_key *flow)
+{
+	return owner && owner->inside_addr == flow->addr && owner->inside_port == flow->port;
+}
+
 /*
  * Rewrites one address and one port (or ICMP identifier) of the packet,
  * decrements the TTL, and updates both checksums incrementally (RFC 1624).

@@ -127,7 +127,7 @@ static __always_inline int bind_flow(const struct nat_config *cfg, const struct 
 				return -1; /* full */
 			goto claimed;
 		}
-		if (owner->inside_addr == flow->addr && owner->inside_port == flow->port)
+		if (owned_by(owner, flow))
 			goto claimed;
 		hash = mix32(hash + 1);
 	}
@@ -172,7 +172,7 @@ static __always_inline int outbound(const struct nat_config *cfg, struct mu_pack
 		};
 		const struct nat_origin *owner = mu_lookup(&nat_in, &reverse);
 
-		if (!owner || owner->inside_addr != flow.addr || owner->inside_port != flow.port)
+		if (!owned_by(owner, &flow))
 			binding = 0; /* the reverse half is gone: bind again */
 	} else if (!is_inside(flow.addr) || is_inside(flow.remote_addr) ||
 		   is_external(cfg, flow.remote_addr) || (pkt->eth->h_dest[0] & 1)) {
