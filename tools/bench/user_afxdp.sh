@@ -5,9 +5,12 @@
 # 10.0.0.1 + k; `morpheus user-run --af-xdp` in the other namespace
 # receives them through the net_af_xdp PMD's socket (copy mode: veths
 # have no zero-copy) and times the generic and the specialized router in
-# interleaved rounds (one bound port: MU_TX packets go back out of the
-# veth). Needs root and a build in build/.
-#   tools/bench/user_afxdp.sh ROUTES FLOWS [user-run options...]
+# interleaved rounds. One interface is port 0: MU_TX packets to it go back
+# out of the veth, to other bound ports (PORTS, default 1) are freed: with
+# PORTS=4 only the flows whose routes the neighbours file puts on port 0
+# are sent, which shows what sending costs. Needs root and a build in
+# build/.
+#   [PORTS=N] tools/bench/user_afxdp.sh ROUTES FLOWS [user-run options...]
 set -eu
 WT=$(cd "$(dirname "$0")/../.." && pwd)
 ROUTES=${1:-$WT/nf/router/configs/stanford-yozb-routes-500.txt}
@@ -51,4 +54,4 @@ python3 "$WT/tools/traces/gen_trace.py" --nf router --config "$ROUTES" --flows "
 INJECTOR=$!
 ip netns exec $NS-a "$WT/build/bin/morpheus" user-run --routes "$ROUTES" \
   --neighbors "$WT/nf/router/configs/stanford-neighbors.txt" --trace "$OUT/trace.pcap" \
-  --ports 1 --af-xdp mu$$a "$@" 2>&1 | grep -v "^libbpf: elf: skipping\|^libxdp: Falling back"
+  --ports "${PORTS:-1}" --af-xdp mu$$a "$@" 2>&1 | grep -v "^libbpf: elf: skipping\|^libxdp: Falling back"
