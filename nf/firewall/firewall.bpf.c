@@ -52,11 +52,8 @@
 #include <bpf/bpf_helpers.h>
 
 #include "firewall.h"
+#include "firewall_packet.h"
 #include "../common/counters.bpf.h"
-
-#define IP_FRAGMENT_OFFSET 0x1fff
-#define MAX_VLAN_TAGS 2
-#define NO_RULE FW_MAX_RULES
 
 struct {
 	__uint(type, BPF_MAP_TYPE_ARRAY);
@@ -133,52 +130,6 @@ struct {
 	__type(value, struct fw_flow_state);
 } conntrack SEC(".maps");
 
-struct vlan_tag {
-	__be16 tci;
-	__be16 encapsulated_proto;
-};
-
-/* What classification looks at; addresses in network order, ports in host
- * order (they index the port arrays). */
-struct packet_fields {
-	__u32 saddr;
-	__u32 daddr;
-	__u16 sport;
-	__u16 dport;
-	__u8 protocol;
-	bool has_ports;
-};
-
-static __always_inline bool is_vlan(__be16 type)
-{
-	return type == bpf_htons(ETH_P_8021Q) || type == bpf_htons(ETH_P_8021AD);
-}
-
-/* The number of trailing zeros of a non-zero word: the bits below the
- * lowest set bit, counted in parallel. Without branches, because each one
- * would multiply the paths the verifier walks through the AND loop; and
- * hidden from clang, which would recognise the idiom and lower it to a de
- * Bruijn table in .rodata. */
-static __always_inline __u32 lowest_bit(__u64 bits)
-{
-	__u64 below = (bits & -bits) - 1;
-
-	asm volatile("" : "+r"(below));
-	below -= (below >> 1) & 0x5555555555555555ull;
-	below = (below & 0x3333333333333333ull) + ((below >> 2) & 0x3333333333333333ull);
-	below = (below + (below >> 4)) & 0x0f0f0f0f0f0f0f0full;
-	return (below * 0x0101010101010101ull) >> 56;
-}
-
-/* `word` is already <= FW_MAX_WORDS - 1, but clang turns the loop's test
- * into forms the verifier cannot follow; a mask it cannot see through keeps
- * every bitmap access provably in bounds. */
-static __always_inline __u32 in_bitmap(__u32 word)
-{
-	asm volatile("" : "+r"(word));
-	return word & (FW_MAX_WORDS - 1);
-}
-
 static __always_inline const struct fw_rule_set *
 port_rules(void *classes, void *sets, __u32 generation, __u16 port, bool has_port)
 {
@@ -207,7 +158,7 @@ static __always_inline __u32 classify(__u32 generation, const struct packet_fiel
 		.addr = pkt->saddr,
 	};
 	const struct fw_rule_set *src, *dst, *proto, *sport, *dport;
-	__u32 index, first, last, word;
+	__u32 index;
 
 	src = bpf_map_lookup_elem(&src_prefixes, &key);
 	if (!src)
@@ -223,27 +174,7 @@ static __always_inline __u32 classify(__u32 generation, const struct packet_fiel
 	if (!proto || !sport || !dport)
 		return NO_RULE;
 
-	first = src->first_word;
-	first = dst->first_word > first ? dst->first_word : first;
-	first = proto->first_word > first ? proto->first_word : first;
-	first = sport->first_word > first ? sport->first_word : first;
-	first = dport->first_word > first ? dport->first_word : first;
-	last = src->last_word;
-	last = dst->last_word < last ? dst->last_word : last;
-	last = proto->last_word < last ? proto->last_word : last;
-	last = sport->last_word < last ? sport->last_word : last;
-	last = dport->last_word < last ? dport->last_word : last;
-
-	if (last >= FW_MAX_WORDS)
-		last = FW_MAX_WORDS - 1;
-	for (word = first; word <= last; word++) {
-		__u32 at = in_bitmap(word);
-		__u64 bits = src->bits[at] & dst->bits[at] & proto->bits[at] &
-			     sport->bits[at] & dport->bits[at];
-		if (bits)
-			return at * FW_WORD_BITS + lowest_bit(bits);
-	}
-	return NO_RULE;
+	return first_common_rule(src, dst, proto, sport, dport);
 }
 
 static __always_inline bool established(const struct packet_fields *pkt, __u64 now)

@@ -57,23 +57,8 @@
 #include <bpf/bpf_helpers.h>
 
 #include "nat.h"
-#include "nat_checksum.h"
+#include "nat_packet.h"
 #include "../common/counters.bpf.h"
-#include "../common/ipv4.bpf.h"
-
-/* <linux/icmp.h> pulls in libc's socket headers, which do not build for BPF. */
-struct icmp_echo {
-	__u8 type;
-	__u8 code;
-	__sum16 checksum;
-	__be16 id;
-	__be16 sequence;
-};
-#define ICMP_ECHOREPLY 0
-#define ICMP_ECHO 8
-
-#define IPV4_MORE_FRAGMENTS 0x2000
-#define IPV4_FRAGMENT_OFFSET 0x1fff
 
 #ifndef NAT_MAX_FLOWS
 #define NAT_MAX_FLOWS 65536
@@ -120,131 +105,11 @@ struct {
 
 NF_COUNTERS(nat_stats, NAT_STAT_MAX);
 
-/* The parsed packet: fixed 20-byte IPv4 header, L4 header bounds-checked. */
-struct packet {
-	struct ethhdr *eth;
-	struct iphdr *ip;
-	void *l4;
-	__be16 *sport; /* TCP/UDP source port; ICMP echo identifier */
-	__be16 *dport; /* TCP/UDP destination port; ICMP echo identifier */
-	__sum16 *check;
-	__u8 proto;
-};
-
-static __always_inline __be16 remote_port(const struct packet *pkt, const __be16 *field)
-{
-	return pkt->proto == IPPROTO_ICMP ? 0 : *field;
-}
-
-/*
- * Returns -1 for a malformed packet, 0 for one that may be translated, or
- * the counter (never 0) under which the packet goes to the stack.
- */
-static __always_inline int parse(struct xdp_md *ctx, struct packet *pkt)
-{
-	void *data = (void *)(long)ctx->data;
-	void *data_end = (void *)(long)ctx->data_end;
-	struct ethhdr *eth = data;
-	struct iphdr *ip;
-	void *l4;
-	__u16 total;
-
-	if ((void *)(eth + 1) > data_end)
-		return -1;
-	if (eth->h_proto != bpf_htons(ETH_P_IP))
-		return NAT_STAT_NOT_NAT;
-	ip = (void *)(eth + 1);
-	if ((void *)(ip + 1) > data_end || ip->version != 4 || ip->ihl < 5)
-		return -1;
-	total = bpf_ntohs(ip->tot_len);
-	if (total < ip->ihl * 4 || (void *)ip + total > data_end)
-		return -1;
-	if (ip->ihl != 5)
-		return NAT_STAT_IP_OPTIONS;
-	if (ipv4_header_sum(ip) != 0xffff)
-		return -1;
-	if (ip->frag_off & bpf_htons(IPV4_MORE_FRAGMENTS | IPV4_FRAGMENT_OFFSET))
-		return NAT_STAT_FRAGMENT;
-
-	l4 = ip + 1;
-	/* Clang would prove each L4 bound below from tot_len and drop it; the
-	 * verifier tracks no such relation and needs the direct check. */
-	asm volatile("" : "+r"(l4));
-	pkt->eth = eth;
-	pkt->ip = ip;
-	pkt->l4 = l4;
-	pkt->proto = ip->protocol;
-	switch (ip->protocol) {
-	case IPPROTO_TCP: {
-		struct tcphdr *tcp = l4;
-
-		if ((void *)(tcp + 1) > data_end || total < sizeof(*ip) + sizeof(*tcp) ||
-		    tcp->doff < 5)
-			return -1;
-		pkt->sport = &tcp->source;
-		pkt->dport = &tcp->dest;
-		pkt->check = &tcp->check;
-		return 0;
-	}
-	case IPPROTO_UDP: {
-		struct udphdr *udp = l4;
-
-		if ((void *)(udp + 1) > data_end || total < sizeof(*ip) + sizeof(*udp))
-			return -1;
-		pkt->sport = &udp->source;
-		pkt->dport = &udp->dest;
-		pkt->check = &udp->check;
-		return 0;
-	}
-	case IPPROTO_ICMP: {
-		struct icmp_echo *icmp = l4;
-
-		if ((void *)(icmp + 1) > data_end || total < sizeof(*ip) + sizeof(*icmp))
-			return -1;
-		pkt->sport = &icmp->id;
-		pkt->dport = &icmp->id;
-		pkt->check = &icmp->checksum;
-		return 0;
-	}
-	default:
-		return NAT_STAT_NOT_NAT;
-	}
-}
-
-static __always_inline int is_external(const struct nat_config *cfg, __be32 addr)
-{
-#pragma unroll
-	for (__u32 i = 0; i < NAT_MAX_EXTERNAL; i++) {
-		if (i >= cfg->external_count)
-			break;
-		if (cfg->external[i] == addr)
-			return 1;
-	}
-	return 0;
-}
-
 static __always_inline int is_inside(__be32 addr)
 {
 	struct nat_prefix_key key = {.prefixlen = 32, .addr = addr};
 
 	return bpf_map_lookup_elem(&nat_inside, &key) != NULL;
-}
-
-static __always_inline __u32 mix32(__u32 x)
-{
-	x ^= x >> 16;
-	x *= 0x85ebca6b;
-	x ^= x >> 13;
-	x *= 0xc2b2ae35;
-	x ^= x >> 16;
-	return x;
-}
-
-static __always_inline __u32 flow_hash(const struct nat_flow_key *flow)
-{
-	__u32 ports = ((__u32)flow->port << 16 | flow->remote_port) ^ flow->proto;
-
-	return mix32(flow->addr ^ mix32(flow->remote_addr ^ mix32(ports)));
 }
 
 /*
@@ -281,7 +146,7 @@ static __always_inline int bind_flow(const struct nat_config *cfg, const struct 
 		if (bpf_map_update_elem(&nat_in, &reverse, &origin, BPF_NOEXIST) == 0)
 			goto claimed;
 		owner = bpf_map_lookup_elem(&nat_in, &reverse);
-		if (owner && owner->inside_addr == flow->addr && owner->inside_port == flow->port)
+		if (owned_by(owner, flow))
 			goto claimed;
 		hash = mix32(hash + 1);
 	}
@@ -293,41 +158,6 @@ claimed:
 	binding->pad = 0;
 	bpf_map_update_elem(&nat_out, flow, binding, BPF_ANY);
 	return 0;
-}
-
-/*
- * Rewrites one address and one port (or ICMP identifier) of the packet,
- * decrements the TTL, and updates both checksums incrementally.
- */
-static __always_inline void rewrite(struct packet *pkt, __be32 *addr, __be32 new_addr,
-				    __be16 *port, __be16 new_port)
-{
-	struct iphdr *ip = pkt->ip;
-	__u16 *ttl_word = (__u16 *)&ip->ttl; /* TTL and protocol */
-	__u16 old_ttl_word = *ttl_word;
-	__u32 address_delta = csum_delta32(*addr, new_addr);
-	__u32 l4_delta = csum_delta16(*port, new_port);
-
-	ip->ttl--;
-	ip->check = csum_apply(ip->check, address_delta + csum_delta16(old_ttl_word, *ttl_word));
-	/* The TCP and UDP checksums cover the addresses (pseudo-header); ICMP's does not. */
-	if (pkt->proto != IPPROTO_ICMP)
-		l4_delta += address_delta;
-	if (pkt->proto != IPPROTO_UDP || *pkt->check != 0) {
-		__u16 check = csum_apply(*pkt->check, l4_delta);
-
-		/* In UDP, 0 means "no checksum": a computed 0 is sent as 0xffff. */
-		if (pkt->proto == IPPROTO_UDP && check == 0)
-			check = 0xffff;
-		*pkt->check = check;
-	}
-	*addr = new_addr;
-	*port = new_port;
-}
-
-static __always_inline int is_icmp_type(const struct packet *pkt, __u8 type)
-{
-	return ((struct icmp_echo *)pkt->l4)->type == type;
 }
 
 static __always_inline int forward(const struct nat_config *cfg, __u32 side)
@@ -365,7 +195,7 @@ static __always_inline int outbound(const struct nat_config *cfg, struct packet 
 		};
 		struct nat_origin *owner = bpf_map_lookup_elem(&nat_in, &reverse);
 
-		if (!owner || owner->inside_addr != flow.addr || owner->inside_port != flow.port)
+		if (!owned_by(owner, &flow))
 			binding = NULL; /* the reverse half is gone: bind again */
 	} else if (!is_inside(flow.addr) || is_inside(flow.remote_addr) ||
 		   is_external(cfg, flow.remote_addr) || (pkt->eth->h_dest[0] & 1)) {
@@ -423,7 +253,7 @@ int nat(struct xdp_md *ctx)
 	__u32 zero = 0;
 	int parsed;
 
-	parsed = parse(ctx, &pkt);
+	parsed = parse((void *)(long)ctx->data, (void *)(long)ctx->data_end, &pkt);
 	if (parsed < 0)
 		return nf_count(&nat_stats, NAT_STAT_MALFORMED, XDP_DROP);
 	if (parsed > 0)

@@ -13,7 +13,9 @@
 // generator (backend/user/Generators.h) is registered for the pipeline's
 // LPM tables: a version built with custom-generator is timed beside the
 // others and exploration may choose it; the other versions are built
-// without it.
+// without it. With --dpdk or --af-xdp, both are timed again receiving
+// from DPDK ports: a net_pcap port replaying the trace, or AF_XDP sockets
+// on kernel interfaces (net_af_xdp) receiving what an injector sends.
 #ifdef MORPHEUS_WITH_DPDK
 #include "backend/user/DpdkPorts.h"
 #endif
@@ -55,7 +57,8 @@ struct UserRunFlags {
   std::string trace;
   std::string lpm = "dir24";
   bool dpdk = false;
-  std::string exceptionVdev; // --dpdk's slow path for MU_PASS
+  std::vector<std::string> afXdp; // interfaces, one AF_XDP port each
+  std::string exceptionVdev;      // --dpdk's or --af-xdp's slow path for MU_PASS
   std::string explore; // "", exhaustive or greedy
   core::ProfileMode profile = core::ProfileMode::Off;
   bool oracle = false;
@@ -542,28 +545,42 @@ int userRun(const UserRunFlags &flags) {
                 "generic handler does\n",
                 expected.size());
   }
-  if (flags.dpdk) {
+  if (flags.dpdk || !flags.afXdp.empty()) {
 #ifdef MORPHEUS_WITH_DPDK
-    // The trace from a net_pcap port that replays it from memory without
-    // end; MU_TX packets go back out of it (port 0; others are freed).
-    // infinite_rx holds the whole trace in packet buffers: a pool that
-    // size, and memory for it (a buffer takes about 2.3 KiB; EAL without hugepages
-    // needs room to spare).
     user::DpdkOptions options;
-    options.vdevs = {"net_pcap0,rx_pcap=" + flags.trace + ",infinite_rx=1"};
+    if (flags.dpdk) {
+      // The trace from a net_pcap port that replays it from memory without
+      // end; MU_TX packets go back out of it (port 0; others are freed).
+      // infinite_rx holds the whole trace in packet buffers: a pool that
+      // size, and memory for it (a buffer takes about 2.3 KiB; EAL without
+      // hugepages needs room to spare).
+      options.vdevs = {"net_pcap0,rx_pcap=" + flags.trace + ",infinite_rx=1"};
+      options.mbufs = uint32_t(ring.sequence.size()) + 8192;
+    } else {
+      // Whatever arrives on the interfaces (an injector on their peers),
+      // port i on the i-th; each port's fill ring holds buffers from the
+      // start, and so may the exception port's when it is one too.
+      for (size_t port = 0; port < flags.afXdp.size(); ++port)
+        options.vdevs.push_back(user::afXdpVdev(unsigned(port), flags.afXdp[port]));
+      options.mbufs = uint32_t(flags.afXdp.size() + 1) * user::AfXdpFillBuffers + 8192;
+    }
     options.exceptionVdev = flags.exceptionVdev;
-    options.mbufs = uint32_t(ring.sequence.size()) + 8192;
     options.memoryMegabytes = uint32_t(uint64_t(options.mbufs) * 4096 / (1 << 20)) + 256;
     auto ports = user::DpdkPorts::open(options);
     if (!ports)
       return fail(ports.takeError());
     uint64_t packets = uint64_t(ring.sequence.size()) * flags.repeat;
-    timeVersions("dpdk ", [&] {
+    timeVersions(flags.dpdk ? "dpdk " : "af_xdp ", [&] {
       return (*ports)->run(trampoline, flags.burst, packets, 1000000).loop;
     });
-    std::printf("(DPDK net_pcap, --no-huge: the same rounds, received from the port)\n");
+    if (flags.dpdk)
+      std::printf("(DPDK net_pcap, --no-huge: the same rounds, received from the port)\n");
+    else
+      std::printf("(DPDK net_af_xdp, --no-huge: rounds of as many packets, received from "
+                  "the interfaces)\n");
 #else
-    return fail(makeError("--dpdk: this build has no DPDK (install dpdk-dev, re-run cmake)"));
+    return fail(makeError("--dpdk, --af-xdp: this build has no DPDK (install dpdk-dev, "
+                          "re-run cmake)"));
 #endif
   }
   return 0;
@@ -585,7 +602,7 @@ void addUserRunCommand(CLI::App &morpheus) {
       "specialized handler treat the trace's first packets alike, and prints\n"
       "both one's packets/s over the whole trace (a pcap, e.g. from\n"
       "tools/traces/gen_trace.py --nf router|firewall|nat).\n"
-      "No kernel, no root.",
+      "No kernel, no root (but --af-xdp: AF_XDP sockets on kernel interfaces).",
       [flags](const CLI::App &command) {
         if (flags->nf == "router" && (flags->routes.empty() || flags->neighbors.empty()))
           return commandline::usageError(command, "--nf router needs --routes and --neighbors");
@@ -593,6 +610,8 @@ void addUserRunCommand(CLI::App &morpheus) {
           return commandline::usageError(command, "--nf firewall needs --rules");
         if (flags->nf == "nat" && flags->natConfig.empty())
           return commandline::usageError(command, "--nf nat needs --config");
+        if (!flags->exceptionVdev.empty() && !flags->dpdk && flags->afXdp.empty())
+          return commandline::usageError(command, "--exception-vdev needs --dpdk or --af-xdp");
         return userRun(*flags);
       });
   command.add_option("--nf", flags->nf, "the network function: router (default), firewall or nat")
@@ -649,14 +668,23 @@ void addUserRunCommand(CLI::App &morpheus) {
                    "compares, the trace's 8 hottest destinations (or flows) first; the NAT's "
                    "configuration as constants (checked against the generic handler, packets "
                    "and tables)");
-  command.add_flag("--dpdk", flags->dpdk,
-                   "also time both versions receiving the trace from a DPDK net_pcap port "
-                   "(no NIC, no hugepages)");
+  auto *dpdk = command.add_flag("--dpdk", flags->dpdk,
+                                "also time both versions receiving the trace from a DPDK "
+                                "net_pcap port (no NIC, no hugepages)");
+  command
+      .add_option("--af-xdp", flags->afXdp,
+                  "also time both versions receiving packets from AF_XDP sockets on these "
+                  "interfaces (DPDK's net_af_xdp, queue 0; repeatable: port i is the i-th), "
+                  "as many per round as the trace's rounds hold; the packets are whatever "
+                  "arrives (e.g. morpheus-trafficgen on a veth's peer); MU_TX packets go out "
+                  "of packet->port's interface")
+      ->type_name("IFACE")
+      ->excludes(dpdk);
   command.add_option("--exception-vdev", flags->exceptionVdev,
-                     "with --dpdk: the DPDK vdev MU_PASS packets go out of, the slow path "
-                     "(e.g. net_tap0,iface=mu_pass0 hands them to the host stack); without "
-                     "it they are freed")
-      ->needs("--dpdk");
+                     "with --dpdk or --af-xdp: the DPDK vdev MU_PASS packets go out of, the "
+                     "slow path (e.g. net_tap0,iface=mu_pass0 hands them to the host stack); "
+                     "without it they are freed")
+      ->type_name("VDEV");
   command.add_option("--explore", flags->explore,
                      "then explore (specialized or not, burst size, the other LPM "
                      "implementation, routes as code or as a derived table or neither, the "

@@ -4,7 +4,8 @@
  * classification of ../firewall.bpf.c in plain C against the table API of
  * morpheus_user.h, on the tables the firewall's control plane computes
  * (../Classifier.h: buildTables), so the kernel and user versions classify
- * any rule file alike. Read the header of ../firewall.bpf.c for the
+ * any rule file alike; the fields, the VLAN test and the rule sets'
+ * intersection are one copy for both (../firewall_packet.h). Read the header of ../firewall.bpf.c for the
  * bit-vector search: one lookup per 5-tuple field gives the rules that
  * accept the packet's value of that field, as a bitmap by priority; the
  * lowest bit of their AND is the first matching rule.
@@ -49,14 +50,11 @@
 #define __always_inline inline __attribute__((always_inline))
 #endif
 #include "../firewall.h"
+#include "../firewall_packet.h"
 
 #ifndef FW_LPM
 #define FW_LPM MU_LPM_DIR24
 #endif
-
-#define IP_FRAGMENT_OFFSET 0x1fff
-#define MAX_VLAN_TAGS 2
-#define NO_RULE FW_MAX_RULES
 
 MU_TABLE(fw_config, MU_ARRAY, __u32, struct fw_config, 1);
 MU_TABLE(src_prefixes, FW_LPM, struct fw_user_prefix_key, struct fw_rule_set, FW_MAX_RULES);
@@ -70,22 +68,6 @@ MU_TABLE(rule_actions, MU_ARRAY, __u32, __u32, FW_MAX_RULES);
 MU_TABLE(rule_hits, MU_ARRAY, __u32, __u64, FW_HIT_SLOTS);
 MU_TABLE(fw_stats, MU_ARRAY, __u32, __u64, FW_STAT_MAX);
 
-struct vlan_tag {
-	__be16 tci;
-	__be16 encapsulated_proto;
-};
-
-/* What classification looks at; addresses in network order, ports in host
- * order (they index the port arrays). */
-struct packet_fields {
-	__u32 saddr;
-	__u32 daddr;
-	__u16 sport;
-	__u16 dport;
-	__u8 protocol;
-	bool has_ports;
-};
-
 static __always_inline void bump(struct mu_table_def *counters, __u32 slot)
 {
 	__u64 *counter = mu_lookup(counters, &slot);
@@ -98,11 +80,6 @@ static __always_inline int count(__u32 stat, int verdict)
 {
 	bump(&fw_stats, stat);
 	return verdict;
-}
-
-static __always_inline bool is_vlan(__be16 type)
-{
-	return type == htons(ETH_P_8021Q) || type == htons(ETH_P_8021AD);
 }
 
 static __always_inline const struct fw_rule_set *
@@ -126,7 +103,7 @@ static __always_inline __u32 classify(const struct packet_fields *pkt)
 {
 	struct fw_user_prefix_key key = { .prefixlen = 32, .addr = pkt->saddr };
 	const struct fw_rule_set *src, *dst, *proto, *sport, *dport;
-	__u32 index, first, last, word;
+	__u32 index;
 
 	src = mu_lookup(&src_prefixes, &key);
 	if (!src)
@@ -142,26 +119,7 @@ static __always_inline __u32 classify(const struct packet_fields *pkt)
 	if (!proto || !sport || !dport)
 		return NO_RULE;
 
-	first = src->first_word;
-	first = dst->first_word > first ? dst->first_word : first;
-	first = proto->first_word > first ? proto->first_word : first;
-	first = sport->first_word > first ? sport->first_word : first;
-	first = dport->first_word > first ? dport->first_word : first;
-	last = src->last_word;
-	last = dst->last_word < last ? dst->last_word : last;
-	last = proto->last_word < last ? proto->last_word : last;
-	last = sport->last_word < last ? sport->last_word : last;
-	last = dport->last_word < last ? dport->last_word : last;
-
-	if (last >= FW_MAX_WORDS)
-		last = FW_MAX_WORDS - 1;
-	for (word = first; word <= last; word++) {
-		__u64 bits = src->bits[word] & dst->bits[word] & proto->bits[word] &
-			     sport->bits[word] & dport->bits[word];
-		if (bits)
-			return word * FW_WORD_BITS + __builtin_ctzll(bits);
-	}
-	return NO_RULE;
+	return first_common_rule(src, dst, proto, sport, dport);
 }
 
 MU_HANDLER int firewall(struct mu_packet *packet)

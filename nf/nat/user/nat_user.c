@@ -2,8 +2,9 @@
 /*
  * nat, for Morpheus's user-space data plane (backend/user): the source NAT
  * of ../nat.bpf.c in plain C against the table API of morpheus_user.h, with
- * the same table layouts (../nat.h), the same checksum arithmetic
- * (../nat_checksum.h) and the same outcomes. Read the header of
+ * the same table layouts (../nat.h), the same parse, flow hash and rewrite
+ * (../nat_packet.h: one copy, compiled for BPF there and for the host
+ * here) and the same outcomes. Read the header of
  * ../nat.bpf.c for the design: a flow from an inside prefix to the world
  * gets an external address (a hash of its inside address) and port (the
  * first free of up to NAT_PORT_PROBES candidates hashed from its 5-tuple)
@@ -59,8 +60,7 @@
 #define __always_inline inline __attribute__((always_inline))
 #endif
 #include "../nat.h"
-#include "../nat_checksum.h"
-#include "../../common/ipv4.bpf.h"
+#include "../nat_packet.h"
 
 #ifndef NAT_LPM
 #define NAT_LPM MU_LPM_DIR24
@@ -72,35 +72,11 @@
 #define NAT_MAX_PREFIXES 256
 #endif
 
-#define ICMP_ECHOREPLY 0
-#define ICMP_ECHO 8
-#define IPV4_MORE_FRAGMENTS 0x2000
-#define IPV4_FRAGMENT_OFFSET 0x1fff
-
 MU_TABLE(nat_config, MU_ARRAY, __u32, struct nat_config, 1);
 MU_TABLE(nat_inside, NAT_LPM, struct nat_prefix_key, __u32, NAT_MAX_PREFIXES);
 MU_TABLE(nat_out, MU_HASH, struct nat_flow_key, struct nat_binding, NAT_MAX_FLOWS);
 MU_TABLE(nat_in, MU_HASH, struct nat_flow_key, struct nat_origin, NAT_MAX_FLOWS);
 MU_TABLE(nat_stats, MU_ARRAY, __u32, __u64, NAT_STAT_MAX);
-
-struct icmp_echo {
-	__u8 type;
-	__u8 code;
-	__u16 checksum;
-	__be16 id;
-	__be16 sequence;
-};
-
-/* The parsed packet: fixed 20-byte IPv4 header, L4 header bounds-checked. */
-struct packet {
-	struct ethhdr *eth;
-	struct iphdr *ip;
-	void *l4;
-	__be16 *sport; /* TCP/UDP source port; ICMP echo identifier */
-	__be16 *dport; /* TCP/UDP destination port; ICMP echo identifier */
-	__u16 *check;
-	__u8 proto;
-};
 
 static __always_inline int count(__u32 stat, int verdict)
 {
@@ -111,108 +87,11 @@ static __always_inline int count(__u32 stat, int verdict)
 	return verdict;
 }
 
-static __always_inline __be16 remote_port(const struct packet *pkt, const __be16 *field)
-{
-	return pkt->proto == IPPROTO_ICMP ? 0 : *field;
-}
-
-/* -1 for a malformed packet, 0 for one that may be translated, or the
- * counter (never 0) under which the packet goes to the slow path. */
-static __always_inline int parse(struct mu_packet *packet, struct packet *pkt)
-{
-	struct ethhdr *eth = (struct ethhdr *)packet->data;
-	struct iphdr *ip = (struct iphdr *)(eth + 1);
-	__u32 total;
-
-	if (packet->len < sizeof(*eth))
-		return -1;
-	if (eth->h_proto != htons(ETH_P_IP))
-		return NAT_STAT_NOT_NAT;
-	if (packet->len < sizeof(*eth) + sizeof(*ip) || ip->version != 4 || ip->ihl < 5)
-		return -1;
-	total = ntohs(ip->tot_len);
-	if (total < ip->ihl * 4u || total > packet->len - sizeof(*eth))
-		return -1;
-	if (ip->ihl != 5)
-		return NAT_STAT_IP_OPTIONS;
-	if (ipv4_header_sum(ip) != 0xffff)
-		return -1;
-	if (ip->frag_off & htons(IPV4_MORE_FRAGMENTS | IPV4_FRAGMENT_OFFSET))
-		return NAT_STAT_FRAGMENT;
-
-	pkt->eth = eth;
-	pkt->ip = ip;
-	pkt->l4 = ip + 1;
-	pkt->proto = ip->protocol;
-	switch (ip->protocol) {
-	case IPPROTO_TCP: {
-		struct tcphdr *tcp = pkt->l4;
-
-		if (total < sizeof(*ip) + sizeof(*tcp) || tcp->doff < 5)
-			return -1;
-		pkt->sport = &tcp->source;
-		pkt->dport = &tcp->dest;
-		pkt->check = &tcp->check;
-		return 0;
-	}
-	case IPPROTO_UDP: {
-		struct udphdr *udp = pkt->l4;
-
-		if (total < sizeof(*ip) + sizeof(*udp))
-			return -1;
-		pkt->sport = &udp->source;
-		pkt->dport = &udp->dest;
-		pkt->check = &udp->check;
-		return 0;
-	}
-	case IPPROTO_ICMP: {
-		struct icmp_echo *icmp = pkt->l4;
-
-		if (total < sizeof(*ip) + sizeof(*icmp))
-			return -1;
-		pkt->sport = &icmp->id;
-		pkt->dport = &icmp->id;
-		pkt->check = &icmp->checksum;
-		return 0;
-	}
-	default:
-		return NAT_STAT_NOT_NAT;
-	}
-}
-
-static __always_inline int is_external(const struct nat_config *cfg, __be32 addr)
-{
-	for (__u32 i = 0; i < NAT_MAX_EXTERNAL; i++) {
-		if (i >= cfg->external_count)
-			break;
-		if (cfg->external[i] == addr)
-			return 1;
-	}
-	return 0;
-}
-
 static __always_inline int is_inside(__be32 addr)
 {
 	struct nat_prefix_key key = { .prefixlen = 32, .addr = addr };
 
 	return mu_lookup(&nat_inside, &key) != 0;
-}
-
-static __always_inline __u32 mix32(__u32 x)
-{
-	x ^= x >> 16;
-	x *= 0x85ebca6b;
-	x ^= x >> 13;
-	x *= 0xc2b2ae35;
-	x ^= x >> 16;
-	return x;
-}
-
-static __always_inline __u32 flow_hash(const struct nat_flow_key *flow)
-{
-	__u32 ports = ((__u32)flow->port << 16 | flow->remote_port) ^ flow->proto;
-
-	return mix32(flow->addr ^ mix32(flow->remote_addr ^ mix32(ports)));
 }
 
 /* Gives the inside flow an external address and port: the first candidate
@@ -248,7 +127,7 @@ static __always_inline int bind_flow(const struct nat_config *cfg, const struct 
 				return -1; /* full */
 			goto claimed;
 		}
-		if (owner->inside_addr == flow->addr && owner->inside_port == flow->port)
+		if (owned_by(owner, flow))
 			goto claimed;
 		hash = mix32(hash + 1);
 	}
@@ -262,39 +141,6 @@ claimed:
 	 * own nat_in half and adopts it. */
 	mu_update(&nat_out, flow, binding);
 	return 0;
-}
-
-/* Rewrites one address and one port (or ICMP identifier), decrements the
- * TTL, and updates both checksums incrementally (RFC 1624). */
-static __always_inline void rewrite(struct packet *pkt, __be32 *addr, __be32 new_addr,
-				    __be16 *port, __be16 new_port)
-{
-	struct iphdr *ip = pkt->ip;
-	__u16 *ttl_word = (__u16 *)&ip->ttl; /* TTL and protocol */
-	__u16 old_ttl_word = *ttl_word;
-	__u32 address_delta = csum_delta32(*addr, new_addr);
-	__u32 l4_delta = csum_delta16(*port, new_port);
-
-	ip->ttl--;
-	ip->check = csum_apply(ip->check, address_delta + csum_delta16(old_ttl_word, *ttl_word));
-	/* The TCP and UDP checksums cover the addresses (pseudo-header); ICMP's does not. */
-	if (pkt->proto != IPPROTO_ICMP)
-		l4_delta += address_delta;
-	if (pkt->proto != IPPROTO_UDP || *pkt->check != 0) {
-		__u16 check = csum_apply(*pkt->check, l4_delta);
-
-		/* In UDP, 0 means "no checksum": a computed 0 is sent as 0xffff. */
-		if (pkt->proto == IPPROTO_UDP && check == 0)
-			check = 0xffff;
-		*pkt->check = check;
-	}
-	*addr = new_addr;
-	*port = new_port;
-}
-
-static __always_inline int is_icmp_type(const struct packet *pkt, __u8 type)
-{
-	return ((struct icmp_echo *)pkt->l4)->type == type;
 }
 
 static __always_inline int outbound(const struct nat_config *cfg, struct mu_packet *packet,
@@ -326,7 +172,7 @@ static __always_inline int outbound(const struct nat_config *cfg, struct mu_pack
 		};
 		const struct nat_origin *owner = mu_lookup(&nat_in, &reverse);
 
-		if (!owner || owner->inside_addr != flow.addr || owner->inside_port != flow.port)
+		if (!owned_by(owner, &flow))
 			binding = 0; /* the reverse half is gone: bind again */
 	} else if (!is_inside(flow.addr) || is_inside(flow.remote_addr) ||
 		   is_external(cfg, flow.remote_addr) || (pkt->eth->h_dest[0] & 1)) {
@@ -410,7 +256,7 @@ MU_HANDLER int nat(struct mu_packet *packet)
 	__u32 zero = 0;
 	int parsed;
 
-	parsed = parse(packet, &pkt);
+	parsed = parse(packet->data, packet->data + packet->len, &pkt);
 	if (parsed < 0)
 		return count(NAT_STAT_MALFORMED, MU_DROP);
 	if (parsed > 0)

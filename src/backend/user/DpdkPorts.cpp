@@ -32,6 +32,11 @@ Error startPort(uint16_t port, rte_mempool *pool) {
 
 } // namespace
 
+std::string afXdpVdev(unsigned instance, const std::string &iface) {
+  return "net_af_xdp" + std::to_string(instance) + ",iface=" + iface +
+         ",start_queue=0,queue_count=1";
+}
+
 Expected<std::unique_ptr<DpdkPorts>> DpdkPorts::open(const DpdkOptions &options) {
   if (ealInitialised.exchange(true))
     return makeError("DPDK: the EAL is initialised once per process");
@@ -55,8 +60,20 @@ Expected<std::unique_ptr<DpdkPorts>> DpdkPorts::open(const DpdkOptions &options)
 
   std::unique_ptr<DpdkPorts> ports(new DpdkPorts());
   uint16_t available = rte_eth_dev_count_avail();
-  if (available != vdevs.size())
-    return makeError("DPDK: {0} ports for {1} vdevs", available, vdevs.size());
+  if (available != vdevs.size()) {
+    // Name the vdevs whose driver refused them (an AF_XDP port on an
+    // interface this namespace does not have, a pcap file that cannot be
+    // read); EAL's log above says why.
+    std::string refused;
+    for (const std::string &vdev : vdevs) {
+      std::string name = vdev.substr(0, vdev.find(','));
+      uint16_t port;
+      if (rte_eth_dev_get_port_by_name(name.c_str(), &port) != 0)
+        refused += (refused.empty() ? "" : ", ") + vdev;
+    }
+    return makeError("DPDK: {0} ports for {1} vdevs; not probed: {2}", available, vdevs.size(),
+                     refused);
+  }
   ports->portCount = uint16_t(options.vdevs.size());
   if (!options.exceptionVdev.empty())
     ports->exceptionPort = ports->portCount;

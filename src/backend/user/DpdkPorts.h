@@ -1,7 +1,9 @@
 // DPDK I/O for the user-space data plane (built when libdpdk is found):
 // ports opened as DPDK virtual devices, so it runs on machines without NICs
 // or hugepages (`net_pcap` reads and writes pcap files, `net_null` makes
-// and swallows packets; EAL with --no-huge --no-shconf --no-pci), and an
+// and swallows packets, `net_af_xdp` receives and sends through an AF_XDP
+// socket on a kernel interface, e.g. a veth; EAL with --no-huge --no-shconf
+// --no-pci), and an
 // event loop that receives bursts from them: each burst handed to the
 // handler the trampoline holds at the burst's start (as EventLoop does for
 // the in-memory ring), MU_TX packets sent out of packet->port, MU_PASS
@@ -36,6 +38,20 @@ struct DpdkOptions {
   uint32_t mbufs = 8191;          // packet buffers in the pool
   unsigned lcore = 0;             // the core EAL pins the loop's thread to
 };
+
+// The vdev of an AF_XDP port on kernel interface `iface` (DPDK's
+// net_af_xdp PMD, instance `instance`: one queue, queue 0, which it binds
+// in copy mode where the driver has no zero-copy, as veths). Opening it
+// attaches the PMD's XDP program to `iface`, redirecting queue 0's
+// packets to the socket; closing detaches it. The interface is named,
+// and the program attached, in the namespace of the thread that opens
+// the ports.
+std::string afXdpVdev(unsigned instance, const std::string &iface);
+// The packet buffers each net_af_xdp port holds in its fill ring from the
+// moment it starts (DPDK 22.11's ETH_AF_XDP_DFLT_NUM_DESCS): the pool needs
+// that many per such port besides the packets in flight, or the next
+// port's receive queue fails to set up ("Invalid argument").
+constexpr uint32_t AfXdpFillBuffers = 2048;
 
 struct DpdkStats {
   LoopStats loop;

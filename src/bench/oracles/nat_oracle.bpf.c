@@ -91,7 +91,7 @@ int nat_oracle(struct xdp_md *ctx)
 	int hot;
 
 	/* parse() has no side effects: nat parses again what is not hot. */
-	if (parse(ctx, &pkt) == 0) {
+	if (parse((void *)(long)ctx->data, (void *)(long)ctx->data_end, &pkt) == 0) {
 		hot = oracle_outbound(ctx, &pkt);
 		if (hot >= 0)
 			return hot;
