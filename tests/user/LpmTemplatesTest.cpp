@@ -137,9 +137,16 @@ TEST_P(LpmAsCodeOnUserTables, ARouteChangeIsSeenByTheNextBurst) {
 }
 
 INSTANTIATE_TEST_SUITE_P(UserLpm, LpmAsCodeOnUserTables,
-                         ::testing::Values("MU_LPM_DIR24", "MU_LPM_LINEAR"),
+                         ::testing::Values("MU_LPM_DIR24", "MU_LPM_LINEAR"
+#ifdef MORPHEUS_WITH_DPDK
+                                           ,
+                                           "MU_LPM_RTE"
+#endif
+                                           ),
                          [](const auto &info) {
-                           return info.param == "MU_LPM_DIR24" ? "Dir24" : "Linear";
+                           return info.param == "MU_LPM_DIR24"    ? "Dir24"
+                                  : info.param == "MU_LPM_LINEAR" ? "Linear"
+                                                                  : "Rte";
                          });
 
 } // namespace
