@@ -697,7 +697,7 @@ void addUserRunCommand(CLI::App &morpheus) {
       ->needs("--dpdk");
   command.add_option("--explore", flags->explore,
                      "then explore (specialized or not, burst size, the other LPM "
-                     "implementation, routes as code or as a derived table or neither, the "
+                     "implementations, routes as code or as a derived table or neither, the "
                      "handler's specialization points) by measuring "
                      "each configuration: exhaustive or greedy search")
       ->check(CLI::IsMember({"exhaustive", "greedy"}))
