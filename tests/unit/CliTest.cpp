@@ -513,9 +513,11 @@ TEST(Cli, UserRunReplaysATraceThroughGenericAndSpecializedFirewalls) {
 
 #ifdef MORPHEUS_WITH_DPDK
 // DPDK's tables from the command line: the router with its routes on
-// rte_lpm and its neighbours on rte_hash, the NAT with its bindings on
-// rte_hash; each specialized and explored, and checked against its generic
-// twin (the oracle too, for the NAT, table by table).
+// rte_lpm and its neighbours on rte_hash, also timed through a DPDK port
+// (the tables and the port on the process's one EAL), the NAT with its
+// bindings on rte_hash; each specialized (the router explored too) and
+// checked against its generic twin (the oracle too, for the NAT, table by
+// table).
 TEST(Cli, UserRunOnDpdksTables) {
   const std::string source = MORPHEUS_SOURCE_DIR;
   std::string trace = tempPath("user-run-rte.pcap");
@@ -527,7 +529,7 @@ TEST(Cli, UserRunOnDpdksTables) {
                         "/nf/router/configs/stanford-yozb-routes-20.txt --neighbors " + source +
                         "/nf/router/configs/stanford-neighbors.txt --trace " + trace +
                         " --rounds 1 --repeat 1 --lpm rte --hash rte --profile adaptive "
-                        "--explore greedy --explore-windows 1");
+                        "--explore greedy --explore-windows 1 --dpdk");
   std::remove(trace.c_str());
   ASSERT_EQ(out.status, 0) << out.text;
   EXPECT_NE(out.text.find("20 routes (lpm_rte), "), std::string::npos) << out.text;
@@ -541,6 +543,9 @@ TEST(Cli, UserRunOnDpdksTables) {
   EXPECT_NE(out.text.find("the chosen configuration treats the first 2000 packets as the "),
             std::string::npos)
       << out.text;
+  // The tables and the net_pcap port on one EAL, sized for the port first.
+  EXPECT_NE(out.text.find("dpdk generic "), std::string::npos) << out.text;
+  EXPECT_NE(out.text.find("dpdk specialized "), std::string::npos) << out.text;
 
   const std::string config = source + "/nf/nat/configs/nat.conf";
   trace = tempPath("user-run-nat-rte.pcap");
