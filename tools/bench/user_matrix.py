@@ -12,8 +12,7 @@ Example (every row of docs/benchmarks.md's "One sitting" table):
 A quick look:
   tools/bench/user_matrix.py --rows nat --localities high --rounds 1 --repeat 1 --out /tmp/q
 DPDK's tables beside ours (docs/benchmarks.md "DPDK's own tables"):
-  tools/bench/user_matrix.py --rows router-20,router-500 --localities none,high \
-      --lpm dir24,linear,rte --out /tmp/dpdk-matrix
+  tools/bench/user_matrix.py --rows router-20,router-500 --lpm dir24,linear,rte --out /tmp/d
   tools/bench/user_matrix.py --rows nat --hash rte --out /tmp/nat-rte-hash
 """
 import argparse
