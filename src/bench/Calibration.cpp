@@ -30,8 +30,7 @@ struct Probe {
 
 constexpr Probe Control = {"control", 1}, FlowControl = {"control_flow", 1};
 constexpr Probe Hash = {"hash_lookup", 16}, Array = {"array_lookup", 16},
-                Helper = {"helper_call", 16}, Chain = {"compare_chain", 64},
-                Trie = {"trie_lookup", 16};
+                Helper = {"helper_call", 16}, Trie = {"trie_lookup", 16};
 constexpr uint32_t TableKeys = 1024;              // hash_table, array_table
 constexpr uint32_t Flows = 1024;                  // flows
 constexpr uint32_t TrieSizes[] = {2, 16, 256, 4096}; // prefixes
@@ -45,6 +44,11 @@ struct SizedProbe {
 // loads by table bytes.
 constexpr SizedProbe Searches[] = {
     {{"search_4", 2}, 4}, {{"search_32", 5}, 32}, {{"search_256", 8}, 256}};
+// Compare chains by their compares.
+constexpr SizedProbe Chains[] = {{{"compare_chain_8", 8}, 8},
+                                 {{"compare_chain_64", 64}, 64},
+                                 {{"compare_chain_512", 512}, 512},
+                                 {{"compare_chain_4096", 4096}, 4096}};
 constexpr SizedProbe DerivedLoads[] = {{{"derived_load_4k", 8}, 4096},
                                        {{"derived_load_128k", 8}, 128 * 1024},
                                        {{"derived_load_1m", 8}, 1024 * 1024}};
@@ -108,16 +112,16 @@ Error fillFlows(int fd, std::mt19937 &random) {
   return Error::success();
 }
 
-// Measures `sized` against the flow control: per probe, its series of ns
-// per operation, named `what` and the size, and the curve of its medians.
+// Measures `sized` against `control`: per probe, its series of ns per
+// operation, named `what` and the size, and the curve of its medians.
 Expected<core::SizeCurve> measureBySize(const bpf::LoadedObject &object,
                                         llvm::ArrayRef<SizedProbe> sized, const char *what,
                                         const CalibrationOptions &options,
-                                        CalibrationResult &result) {
+                                        CalibrationResult &result, Probe control) {
   std::vector<Probe> probes;
   for (const SizedProbe &probe : sized)
     probes.push_back(probe.probe);
-  auto measured = measure(object, probes, options, FlowControl);
+  auto measured = measure(object, probes, options, control);
   if (!measured)
     return measured.takeError();
   core::SizeCurve curve;
@@ -182,25 +186,31 @@ Expected<CalibrationResult> calibrate(const CalibrationOptions &options) {
     options.progress(llvm::formatv("calibrating: {0} rounds of {1} runs per program",
                                    options.rounds, options.runs)
                          .str());
-  std::vector<Probe> probes = {Hash, Array, Helper, Chain};
+  std::vector<Probe> probes = {Hash, Array, Helper};
   auto units = measure(*object, probes, options);
   if (!units)
     return units.takeError();
   const char *names[] = {"hash lookup (1,024 keys of 4 bytes)", "array lookup (inlined)",
-                         "helper call (bpf_get_prandom_u32)", "compare in a chain"};
+                         "helper call (bpf_get_prandom_u32)"};
   for (size_t i = 0; i < probes.size(); ++i)
     result.operations.push_back({names[i], (*units)[i]});
+
+  auto compare = measureBySize(*object, Chains, "compare in a chain of {0}", options, result,
+                               Control);
+  if (!compare)
+    return compare.takeError();
 
   std::mt19937 random(1);
   if (Error err = fillFlows(object->mapFd("flows"), random))
     return err;
   auto searchLevel = measureBySize(*object, Searches,
                                    "binary search level, {0} intervals (1,024 flows)", options,
-                                   result);
+                                   result, FlowControl);
   if (!searchLevel)
     return searchLevel.takeError();
   auto derivedLoad = measureBySize(*object, DerivedLoads,
-                                   "derived-table load, {0} bytes (dependent)", options, result);
+                                   "derived-table load, {0} bytes (dependent)", options, result,
+                                   FlowControl);
   if (!derivedLoad)
     return derivedLoad.takeError();
 
@@ -222,7 +232,7 @@ Expected<CalibrationResult> calibrate(const CalibrationOptions &options) {
   costs.hashLookupNs = median(0);
   costs.arrayLookupNs = median(1);
   costs.helperCallNs = median(2);
-  costs.compareNs = median(3);
+  costs.compareNs = std::move(*compare);
   costs.searchLevelNs = std::move(*searchLevel);
   costs.derivedLoadNs = std::move(*derivedLoad);
   costs.lpmLookupNs = std::move(trie);

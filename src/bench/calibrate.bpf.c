@@ -164,8 +164,10 @@ BEGIN(helper_call)
 		acc += bpf_get_prandom_u32();
 END
 
-/* 64 compares that never match (an address equal to one of them is
- * counted as a match, which costs the same): a compare chain's walk. */
+/* Chains of 8, 64, 512 and 4,096 compares that never match (an address
+ * equal to one of them is counted as a match, which costs the same): a
+ * compare chain's walk; the longer ones leave the instruction cache (~25
+ * bytes of x86 a compare: 4,096 of them are ~100 KiB). */
 #define CMP(i)                                                                 \
 	if (a == 0x5A5A0001u + (i) * 0x01010101u) {                            \
 		acc = (i);                                                     \
@@ -173,11 +175,19 @@ END
 	}                                                                      \
 	OPAQUE(a);
 #define CMP8(i) CMP(i) CMP(i + 1) CMP(i + 2) CMP(i + 3) CMP(i + 4) CMP(i + 5) CMP(i + 6) CMP(i + 7)
-BEGIN(compare_chain)
-	CMP8(0) CMP8(8) CMP8(16) CMP8(24) CMP8(32) CMP8(40) CMP8(48) CMP8(56)
-	acc = a;
-out:;
-END
+#define CMP64(i) CMP8(i) CMP8(i + 8) CMP8(i + 16) CMP8(i + 24) CMP8(i + 32) CMP8(i + 40) CMP8(i + 48) CMP8(i + 56)
+#define CMP512(i) CMP64(i) CMP64(i + 64) CMP64(i + 128) CMP64(i + 192) CMP64(i + 256) CMP64(i + 320) CMP64(i + 384) CMP64(i + 448)
+#define CMP4096(i) CMP512(i) CMP512(i + 512) CMP512(i + 1024) CMP512(i + 1536) CMP512(i + 2048) CMP512(i + 2560) CMP512(i + 3072) CMP512(i + 3584)
+#define CHAIN(n)                                                               \
+	BEGIN(compare_chain_##n)                                               \
+		CMP##n(0)                                                      \
+		acc = a;                                                       \
+	out:;                                                                  \
+	END
+CHAIN(8)
+CHAIN(64)
+CHAIN(512)
+CHAIN(4096)
 
 /* Balanced binary searches over 4, 32 and 256 intervals with uneven
  * bounds (2, 5 and 8 levels: a few prefixes to the inline limit's 64), as

@@ -10,21 +10,25 @@ namespace morpheus::core {
 
 namespace {
 
-// A compare of a key `keySize` bytes long: one per 8-byte word.
-double keyCompareNs(const OperationCosts &costs, uint32_t keySize) {
-  return costs.compareNs * std::max<uint32_t>(1, (keySize + 7) / 8);
+// A compare among a few (a search's level, a table's bound).
+double singleCompareNs(const OperationCosts &costs) { return costs.compareNs.at(1); }
+
+// A compare of a key `keySize` bytes long in a chain of `compares`: one per
+// 8-byte word.
+double keyCompareNs(const OperationCosts &costs, uint32_t keySize, size_t compares) {
+  return costs.compareNs.at(double(compares)) * std::max<uint32_t>(1, (keySize + 7) / 8);
 }
 
 // The fields of the calibration file, with the member each fills.
 constexpr std::pair<const char *, double OperationCosts::*> Fields[] = {
     {"hash_lookup_ns", &OperationCosts::hashLookupNs},
     {"array_lookup_ns", &OperationCosts::arrayLookupNs},
-    {"compare_ns", &OperationCosts::compareNs},
     {"helper_call_ns", &OperationCosts::helperCallNs},
 };
 // Its curves: lists of [size, ns].
 constexpr std::pair<const char *, SizeCurve OperationCosts::*> Curves[] = {
     {"lpm_lookup_ns", &OperationCosts::lpmLookupNs},
+    {"compare_ns", &OperationCosts::compareNs},
     {"search_level_ns", &OperationCosts::searchLevelNs},
     {"derived_load_ns", &OperationCosts::derivedLoadNs},
 };
@@ -154,10 +158,10 @@ double CostModel::predictNs(Representation representation, const TableShape &sha
     return original;
   case Representation::CompareChain:
     // A key equally likely to be any entry: (n + 1) / 2 compares.
-    return double(shape.entries + 1) / 2 * keyCompareNs(costs, shape.keySize);
+    return double(shape.entries + 1) / 2 * keyCompareNs(costs, shape.keySize, shape.entries);
   case Representation::PrefixSearch:
     // The prefix-length test, then one level per halving of the intervals.
-    return costs.compareNs +
+    return singleCompareNs(costs) +
            costs.searchLevelNs.at(double(shape.intervals)) *
                std::ceil(std::log2(double(std::max<size_t>(1, shape.intervals))));
   case Representation::DerivedArray:
@@ -165,25 +169,26 @@ double CostModel::predictNs(Representation representation, const TableShape &sha
     // word), a load and a chunk test per level on the deepest path, the
     // none test and the entry's bound; a load costs what one costs in
     // tables of this size (their memory's cache misses).
-    return (3 + shape.leadingCompares) * costs.compareNs +
+    return (3 + shape.leadingCompares) * singleCompareNs(costs) +
            shape.derivedLoads *
-               (costs.derivedLoadNs.at(double(shape.derivedBytes)) + costs.compareNs);
+               (costs.derivedLoadNs.at(double(shape.derivedBytes)) + singleCompareNs(costs));
   case Representation::DerivedHash:
     // The prefix-length test, a multiply per word into the hash, the home
     // slot's bound; per slot probed a load of its tag (priced as a load
     // from a table of this size) and a compare of it and of each word; the
     // entry's bound.
-    return (3 + shape.hashWords) * costs.compareNs +
+    return (3 + shape.hashWords) * singleCompareNs(costs) +
            shape.hashProbes * (costs.derivedLoadNs.at(double(shape.hashBytes)) +
-                               (1 + shape.hashWords) * costs.compareNs);
+                               (1 + shape.hashWords) * singleCompareNs(costs));
   case Representation::DirectIndex:
     // The key less the range's first, its bound, the slot's load (priced
     // as a load from a table of this size), the none test, the entry's
     // bound.
-    return 4 * costs.compareNs + costs.derivedLoadNs.at(double(shape.indexBytes));
+    return 4 * singleCompareNs(costs) + costs.derivedLoadNs.at(double(shape.indexBytes));
   case Representation::FastPath: {
     // Hot key i (from 1) costs i compares; the rest all of them, then the map.
-    double compare = keyCompareNs(costs, shape.keySize), hits = 0, cost = 0;
+    double compare = keyCompareNs(costs, shape.keySize, shape.hotShares.size()), hits = 0,
+           cost = 0;
     for (size_t i = 0; i < shape.hotShares.size(); ++i) {
       cost += shape.hotShares[i] * double(i + 1) * compare;
       hits += shape.hotShares[i];
@@ -244,8 +249,9 @@ RepresentationChoice CostModel::choose(const TableShape &shape,
 }
 
 FastPathCosts CostModel::fastPathCosts(FastPathCosts base) const {
-  base.compareNs = costs.compareNs;
-  base.compareWordNs = costs.compareNs;
+  // Priced as a chain of the most keys a fast path compares.
+  base.compareNs = costs.compareNs.at(double(TrafficProfileOptions().maxFastPath));
+  base.compareWordNs = base.compareNs;
   base.exactLookupNs = costs.hashLookupNs;
   // A trie too large to read whole: priced at the read limit's size.
   base.longestPrefixLookupNs = lpmLookupNs(4096);

@@ -49,7 +49,10 @@ struct OperationCosts {
   // An LPM trie lookup of a whole address, by prefixes in the trie.
   SizeCurve lpmLookupNs = {{{2, 22}, {4096, 44}}};
   double arrayLookupNs = 0.6;      // an ARRAY lookup the verifier inlines
-  double compareNs = 0.4;          // one compare and branch that rarely fails
+  // One compare and branch that rarely fails, by the compares in a row (a
+  // chain's length): a chain long enough leaves the instruction cache, and
+  // each compare then costs its fetch too.
+  SizeCurve compareNs = {{{64, 0.4}}};
   // One level of lpm-as-code's binary search, by intervals searched, keys
   // a packet's address from memory among a thousand flows.
   SizeCurve searchLevelNs = {{{2, 0.5}}};
@@ -164,7 +167,7 @@ public:
 
   // The calibration file's format (JSON, its "format" this number: a file
   // of another is measured again), and back; errors name `file`.
-  static constexpr int Format = 2;
+  static constexpr int Format = 3;
   std::string toJson() const;
   static Expected<CostModel> fromJson(llvm::StringRef text, llvm::StringRef file);
 

@@ -192,14 +192,16 @@ std::set<unsigned> chainsOverBudget(Module &module, const AccessSignatureTable &
 // into the same scalar 0), so its compares add instructions, not paths.
 // A table the snapshot does not name: every key counts.
 size_t keysAnsweredWithValues(const AccessSite &site, const TableAccessInfo &info,
-                              const std::vector<Bytes> &keys, const TableSnapshot &snapshot) {
+                              const std::vector<Bytes> &keys, const TablePassContext &context,
+                              const TableSnapshot &snapshot, bool littleEndian) {
   std::string table = servedTable(site, info, snapshot);
   auto contents = snapshot.find(table);
   if (contents == snapshot.end())
     return keys.size();
   return std::count_if(keys.begin(), keys.end(), [&](const Bytes &key) {
     std::optional<const TableEntry *> answer =
-        hotKeyAnswer(contents->second, key, !info.isReadOnly(table));
+        hotKeyAnswer(contents->second, context.catalog->at(table), key,
+                     !info.isReadOnly(table), littleEndian);
     return answer && *answer;
   });
 }
@@ -214,7 +216,8 @@ size_t keysAnsweredWithValues(const AccessSite &site, const TableAccessInfo &inf
 // dead by then, so the switch adds instructions, not states (as null
 // answers do). Disjoint hot sets count their sum, equal ones the largest.
 size_t fastPathPaths(const AccessSite &site, const TableAccessInfo &info,
-                     const TablePassContext &context, const TableSnapshot &snapshot) {
+                     const TablePassContext &context, const TableSnapshot &snapshot,
+                     bool littleEndian) {
   std::set<Bytes> compared;
   if (auto hot = context.hotKeys.find(site.id); hot != context.hotKeys.end())
     compared.insert(hot->second.begin(), hot->second.end());
@@ -222,7 +225,7 @@ size_t fastPathPaths(const AccessSite &site, const TableAccessInfo &info,
     for (const auto &[cpu, keys] : perCpu->second)
       compared.insert(keys.begin(), keys.end());
   return keysAnsweredWithValues(site, info, std::vector<Bytes>(compared.begin(), compared.end()),
-                                snapshot) +
+                                context, snapshot, littleEndian) +
          1;
 }
 
@@ -261,7 +264,9 @@ std::set<unsigned> fastPathsOverBudget(Module &module, const TableAccessInfo &in
         continue;
       if (auto chain = chains.find(site.id); chain != chains.end())
         product *= double(chain->second + 1);
-      else if (size_t multiplied = fastPathPaths(site, info, context, snapshot); multiplied > 1)
+      else if (size_t multiplied = fastPathPaths(site, info, context, snapshot,
+                                                 module.getDataLayout().isLittleEndian());
+               multiplied > 1)
         fast.emplace_back(multiplied, site.id);
     }
     std::sort(fast.begin(), fast.end()); // fewest first: kept first
@@ -511,7 +516,8 @@ Expected<SpecializationLog> specializeModule(Module &module,
         if (contents == snapshot.end())
           return true;
         std::optional<const TableEntry *> answer =
-            hotKeyAnswer(contents->second, key, !info.isReadOnly(table));
+            hotKeyAnswer(contents->second, catalog.at(table), key, !info.isReadOnly(table),
+                         module.getDataLayout().isLittleEndian());
         return !answer || *answer;
       });
       if (keys.empty()) {

@@ -211,9 +211,10 @@ TEST(Bench, CalibrationMeasuresEveryOperation) {
   EXPECT_NE(calibrated->model.source().find("calibrated on"), std::string::npos);
   const core::OperationCosts &costs = calibrated->model.operations();
   EXPECT_GT(costs.hashLookupNs, costs.arrayLookupNs);
-  // Four unit costs; searches of 4, 32, 256 intervals; derived loads in
-  // tables of 4 KiB, 128 KiB, 1 MiB; tries of 2, 16, 256, 4,096 prefixes.
-  ASSERT_EQ(calibrated->operations.size(), 14u);
+  // Three unit costs; compares in chains of 8, 64, 512, 4,096; searches of
+  // 4, 32, 256 intervals; derived loads in tables of 4 KiB, 128 KiB, 1 MiB;
+  // tries of 2, 16, 256, 4,096 prefixes.
+  ASSERT_EQ(calibrated->operations.size(), 17u);
   auto sizes = [](const core::SizeCurve &curve) {
     std::vector<double> out;
     for (auto [size, ns] : curve.points) {
@@ -222,6 +223,7 @@ TEST(Bench, CalibrationMeasuresEveryOperation) {
     }
     return out;
   };
+  EXPECT_EQ(sizes(costs.compareNs), (std::vector<double>{8, 64, 512, 4096}));
   EXPECT_EQ(sizes(costs.searchLevelNs), (std::vector<double>{4, 32, 256}));
   EXPECT_EQ(sizes(costs.derivedLoadNs), (std::vector<double>{4096, 131072, 1048576}));
   EXPECT_EQ(sizes(costs.lpmLookupNs), (std::vector<double>{2, 16, 256, 4096}));
@@ -231,6 +233,7 @@ TEST(Bench, CalibrationMeasuresEveryOperation) {
   }
   std::string text = formatCalibration(*calibrated);
   EXPECT_NE(text.find("LPM trie lookup, 4096 prefixes"), std::string::npos) << text;
+  EXPECT_NE(text.find("compare in a chain of 512"), std::string::npos) << text;
   EXPECT_NE(text.find("binary search level, 32 intervals"), std::string::npos) << text;
   EXPECT_NE(text.find("derived-table load, 131072 bytes"), std::string::npos) << text;
   auto back = core::CostModel::fromJson(calibrated->model.toJson(), "calibration");

@@ -46,7 +46,7 @@ TEST(CostModel, PredictsEachRepresentationFromItsUnitCosts) {
   OperationCosts costs;
   costs.hashLookupNs = 30;
   costs.lpmLookupNs = {{{2, 13}, {256, 34}}};
-  costs.compareNs = 0.5;
+  costs.compareNs = {{{64, 0.5}}};
   costs.searchLevelNs = {{{4, 1}, {256, 2}}};   // a larger search mispredicts more
   costs.derivedLoadNs = {{{4096, 1}, {131072, 4}}}; // a larger table misses more
   CostModel model(costs, "test");
@@ -100,6 +100,30 @@ TEST(CostModel, PredictsEachRepresentationFromItsUnitCosts) {
                    0.5 * 1 + 0.25 * 2 + 0.25 * (2 + 30));
 }
 
+// A compare costs what it costs in a chain of that length: 0.25 ns among
+// eight, 1 ns in a chain of 4,096 whose code leaves the instruction cache;
+// a search's level and a table's bounds are compares among a few.
+TEST(CostModel, PricesACompareByTheLengthOfItsChain) {
+  OperationCosts costs;
+  costs.compareNs = {{{8, 0.25}, {4096, 1}}};
+  costs.searchLevelNs = {{{4, 1}}};
+  CostModel model(costs, "test");
+  TableShape chain;
+  chain.match = TableMatch::Exact;
+  chain.keySize = 4;
+  chain.entries = 7;
+  EXPECT_DOUBLE_EQ(model.predictNs(Representation::CompareChain, chain), 4 * 0.25);
+  chain.entries = 4096;
+  EXPECT_DOUBLE_EQ(model.predictNs(Representation::CompareChain, chain), 4097 / 2.0 * 1);
+  chain.entries = 64; // halfway in log2 between 8 and 4,096
+  EXPECT_DOUBLE_EQ(model.predictNs(Representation::CompareChain, chain),
+                   32.5 * (0.25 + 0.75 * (std::log2(64) - 3) / 9));
+  TableShape trie;
+  trie.match = TableMatch::LongestPrefix;
+  trie.intervals = 4;
+  EXPECT_DOUBLE_EQ(model.predictNs(Representation::PrefixSearch, trie), 0.25 + 2 * 1);
+}
+
 TEST(CostModel, ChoosesTheCheapestEligibleRepresentation) {
   OperationCosts costs;
   costs.searchLevelNs = {{{2, 3}}}; // a search this slow loses to two loads
@@ -132,10 +156,10 @@ TEST(CostModel, ChoosesTheCheapestEligibleRepresentation) {
 TEST(CostModel, FastPathCostsComeFromTheCalibration) {
   OperationCosts costs;
   costs.hashLookupNs = 41;
-  costs.compareNs = 0.7;
+  costs.compareNs = {{{8, 0.3}, {16, 0.7}, {4096, 2}}};
   FastPathCosts fast = CostModel(costs, "test").fastPathCosts();
   EXPECT_EQ(fast.exactLookupNs, 41);
-  EXPECT_EQ(fast.compareNs, 0.7);
+  EXPECT_EQ(fast.compareNs, 0.7); // a chain of the most keys a fast path compares
   EXPECT_EQ(fast.minimumSavingNs, FastPathCosts().minimumSavingNs);
 }
 
@@ -143,6 +167,7 @@ TEST(CostModel, RoundTripsThroughItsFileAndNamesTheFileAtFault) {
   OperationCosts costs;
   costs.hashLookupNs = 31.5;
   costs.derivedLoadNs = {{{4096, 1.25}, {131072, 2.25}}};
+  costs.compareNs = {{{8, 0.25}, {512, 0.5}}};
   CostModel model(costs, "host x, kernel y");
   auto back = CostModel::fromJson(model.toJson(), "cal.json");
   ASSERT_THAT_EXPECTED(back, llvm::Succeeded());
@@ -154,7 +179,7 @@ TEST(CostModel, RoundTripsThroughItsFileAndNamesTheFileAtFault) {
   ASSERT_FALSE(bool(broken));
   std::string message = llvm::toString(broken.takeError());
   EXPECT_NE(message.find("cal.json"), std::string::npos) << message;
-  EXPECT_NE(message.find("format 2"), std::string::npos) << message; // an older file
+  EXPECT_NE(message.find("format 3"), std::string::npos) << message; // an older file
   std::string json = model.toJson();
   std::string descending = json;
   descending.replace(descending.find("4096"), 4, "999999");
@@ -223,7 +248,7 @@ OperationCosts calibratedHere() {
   costs.hashLookupNs = 34.06;
   costs.arrayLookupNs = 0.94;
   costs.helperCallNs = 15.06;
-  costs.compareNs = 0.2;
+  costs.compareNs = {{{64, 0.2}}};
   costs.lpmLookupNs = {{{2, 11.44}, {16, 21.12}, {256, 45.94}, {4096, 123.06}}};
   costs.searchLevelNs = {{{4, 5}, {32, 3.6}, {256, 3.5}}};
   costs.derivedLoadNs = {{{4096, 1.38}, {131072, 4.75}, {1048576, 10.62}}};

@@ -260,6 +260,73 @@ TEST(LpmAsArray, NestedAndRandomPrefixesAnswerAsTheTrie) {
   EXPECT_NE(after.output, before.output) << "the new route's value is in the packet";
 }
 
+// An IPv6 trie larger than the inline limit with prefixes of several
+// lengths: read whole, and no derived representation takes it (lpm-as-array
+// is IPv4 only, lpm-as-hash one length only), so it keeps its lookup; the
+// hot destinations the traffic shows get a fast path in front of it, each
+// hot key compared whole and answered by the prefix that holds it
+// (core::trieAnswer). Hot, cold and one-bit-away addresses, at prefix
+// lengths on both sides of the stored ones, answer as the original; a
+// prefix changed through Morpheus is seen by the very next packet.
+TEST(HeavyHitterFastPath, HotKeysOfATrieReadWholeAreAnsweredByTheirPrefixes) {
+  runtime::OptimizerOptions options = CorpusProgram::noShadow();
+  options.inlineLimit = 8;
+  options.traffic.mode = core::ProfileMode::Naive;
+  CorpusProgram program("lpm_nested.bpf.c", options);
+  ASSERT_TRUE(program.ok());
+  std::array<uint8_t, 16> base6{0x20, 0x01, 0x0d, 0xb8, 0x12, 0x34, 0x56, 0x78,
+                                0x9a, 0xbc, 0xde, 0xf0, 0x0f, 0xed, 0xcb, 0xa9};
+  for (uint32_t length = 0; length <= 128; length += 8)
+    program.set("routes6", V6Key{length, base6}, uint32_t(200 + length));
+  auto flipped = [&](uint32_t bit) {
+    std::array<uint8_t, 16> address = base6;
+    address[bit / 8] ^= uint8_t(0x80 >> (bit % 8));
+    return address;
+  };
+  // Answered by /128, /96 and /16: hot.
+  std::vector<std::array<uint8_t, 16>> hot{base6, flipped(100), flipped(20)};
+
+  runtime::CycleReport instrumented = program.cycle();
+  ASSERT_TRUE(instrumented.installed()) << instrumented.describe();
+  for (int round = 0; round < 40; ++round)
+    for (const auto &address : hot)
+      program.active(ipv6Packet(address, 64));
+  for (uint32_t bit = 0; bit < 8; ++bit)
+    program.active(ipv6Packet(flipped(bit * 13 + 1), 64));
+  runtime::CycleReport report = program.cycle();
+  ASSERT_TRUE(report.installed()) << report.describe();
+  const core::SiteDecision *fastPath = nullptr;
+  for (const core::SiteDecision &decision : report.log.decisions)
+    if (decision.table == "routes6" && decision.pass == "heavy-hitter-fast-path")
+      fastPath = &decision;
+  ASSERT_NE(fastPath, nullptr) << report.log.toText();
+  EXPECT_TRUE(fastPath->applied) << fastPath->detail;
+  EXPECT_EQ(fastPath->detail, "3 hot keys compared before the lookup");
+
+  std::vector<std::array<uint8_t, 16>> addresses = hot;
+  addresses.push_back({});
+  for (uint32_t bit = 0; bit < 128; ++bit)
+    addresses.push_back(flipped(bit));
+  size_t hits = 0, compared = 0;
+  for (const auto &address : addresses)
+    for (uint8_t hopLimit : {64, 0, 8, 95, 96, 97, 127, 128, 129}) {
+      Bytes packet = ipv6Packet(address, hopLimit);
+      RunResult original = program.original(packet);
+      hits += original.verdict == XDP_TX;
+      EXPECT_EQ(program.active(packet), original) << "hop limit " << int(hopLimit);
+      ++compared;
+    }
+  EXPECT_GT(hits, compared / 2) << "premise: most lookups hit some prefix";
+  EXPECT_LT(hits, compared) << "premise: some miss (prefix length beyond the maximum)";
+
+  // The /96 that answers the second hot address answers another value now.
+  RunResult before = program.active(ipv6Packet(hot[1], 64));
+  program.set("routes6", V6Key{96, base6}, uint32_t(999));
+  RunResult after = program.active(ipv6Packet(hot[1], 64));
+  EXPECT_EQ(after, program.original(ipv6Packet(hot[1], 64)));
+  EXPECT_NE(after.output, before.output) << "the new value is in the packet";
+}
+
 struct LeadingKey {
   uint32_t prefixlen;
   uint32_t leading; // host order, like the firewall's generation

@@ -6,19 +6,17 @@
 // (SKIP_RETURN_CODE, set on every kernel test) with the reason printed. As
 // root, XDP programs that cannot be loaded are a failure, not a skip: the
 // kernels we run on (>= 5.x) have them, so a skip there would hide a broken
-// machine or a bug. Morpheus's caches (the cost model's calibration,
-// runtime/CostCalibration) go to a directory of the run's own, removed at
-// exit, which the morpheus processes the tests start inherit: no test reads
-// what an earlier run left.
+// machine or a bug. Morpheus's caches go to a directory of the run's own
+// (PrivateCacheDirectory), as for every test binary.
+#include "PrivateCacheDirectory.h"
+
 #include <bpf/libbpf.h>
 #include <gtest/gtest.h>
 #include <linux/bpf.h>
 #include <unistd.h>
 
 #include <cstdio>
-#include <cstdlib>
 #include <cstring>
-#include <filesystem>
 
 namespace {
 
@@ -45,14 +43,8 @@ int main(int argc, char **argv) {
     return SkipExitCode;
   }
   ::testing::AddGlobalTestEnvironment(new KernelRequirements);
-  char cache[] = "/tmp/morpheus-test-cache-XXXXXX";
-  if (!mkdtemp(cache)) {
-    std::perror("morpheus tests: a cache directory of their own");
+  morpheus::testing::PrivateCacheDirectory cache;
+  if (cache.path().empty())
     return 1;
-  }
-  setenv("MORPHEUS_CACHE_DIR", cache, 1);
-  int result = RUN_ALL_TESTS();
-  std::error_code ignored;
-  std::filesystem::remove_all(cache, ignored);
-  return result;
+  return RUN_ALL_TESTS();
 }

@@ -13,8 +13,12 @@
 // is the snapshot's answer for exactly that key — for a hash table the
 // entry with that key, for an array the slot at that index, for an LPM trie
 // the trie's own answer to a lookup of that whole key, prefix length
-// included (user space asked the kernel exactly that lookup: the snapshot's
-// probed keys, never its prefixes) — and every other key reaches the real
+// included (user space asked the kernel exactly that lookup, the snapshot's
+// probed keys; or, for a trie read whole, the longest of its prefixes that
+// holds the key's address and is no longer than the key's prefix length,
+// core::trieAnswer, checked against the kernel's trie by
+// ConstantKeyLookup.EveryConstantTrieKeyIsAnsweredAsTheKernelsTrie: the
+// compare is on the hot key, the value the prefix's) — and every other key reaches the real
 // lookup. The compare covers every key byte, read through an opaque copy of
 // the key pointer (LookupRewriter), so no two keys are confused. The table
 // is read-only to the data plane (whyNotInlinable), lookups have no side
@@ -123,7 +127,7 @@ void answerAbsent(LookupRewriter &rewriter, CallBase &lookup, unsigned keyArg,
 
 // The keys of one chain, as the chain answers them.
 struct Chain {
-  std::vector<const TableEntry *> entries; // answered with the snapshot's value
+  std::vector<LookupRewriter::Arm> entries; // answered with the snapshot's value
   std::vector<Bytes> absent; // written tables: answered null under their count
   unsigned uncounted = 0;    // no write count read before the snapshot: left out
   bool empty() const { return entries.empty() && absent.empty(); }
@@ -210,14 +214,13 @@ PreservedAnalyses HeavyHitterFastPathPass::run(Module &module, ModuleAnalysisMan
         if (globalKeys.empty() && perCpu == context.perCpuHotKeys.end())
           return false;
         // A table small enough is turned whole into code, or was declined
-        // by the passes that do it. A trie read whole holds prefixes, not
-        // the answers to lookups of the hot keys.
+        // by the passes that do it. A larger trie read whole that no derived
+        // representation took answers each hot key by the prefix that holds
+        // it (hotKeyAnswer).
         bool written = !info.isReadOnly(site.table);
         if (written && !writeGuarded.count(site.table))
           return false; // accepted with writes guarded, but they are not counted
-        if (!written && contents.complete &&
-            (contents.entries.size() <= context.inlineLimit ||
-             table.match == TableMatch::LongestPrefix))
+        if (!written && contents.complete && contents.entries.size() <= context.inlineLimit)
           return declineSite(context, site, "heavy-hitter-fast-path",
                              "table read whole: not a fast-path candidate");
         if (site.key.constantKey)
@@ -230,7 +233,8 @@ PreservedAnalyses HeavyHitterFastPathPass::run(Module &module, ModuleAnalysisMan
           for (const Bytes &key : keys) {
             if (key.size() != table.keySize)
               continue;
-            std::optional<const TableEntry *> answer = hotKeyAnswer(contents, key, written);
+            std::optional<const TableEntry *> answer =
+                hotKeyAnswer(contents, table, key, written, littleEndian);
             if (!answer)
               continue; // left to the lookup
             if (written && !context.writeCounts.count(writeBucket(
@@ -239,7 +243,7 @@ PreservedAnalyses HeavyHitterFastPathPass::run(Module &module, ModuleAnalysisMan
               continue;
             }
             if (*answer)
-              chain.entries.push_back(*answer);
+              chain.entries.push_back({&key, *answer});
             else
               chain.absent.push_back(key);
           }
@@ -317,9 +321,9 @@ PreservedAnalyses HeavyHitterFastPathPass::run(Module &module, ModuleAnalysisMan
           std::vector<TableEntry> &inlined = context.log->inlined[site.table];
           std::set<const TableEntry *> logged;
           auto logEntries = [&](const Chain &chain) {
-            for (const TableEntry *entry : chain.entries)
-              if (logged.insert(entry).second)
-                inlined.push_back(*entry);
+            for (const LookupRewriter::Arm &arm : chain.entries)
+              if (logged.insert(arm.answer).second)
+                inlined.push_back(*arm.answer);
           };
           logEntries(global);
           for (const auto &[cpu, chain] : ownChains)

@@ -3,7 +3,8 @@
 ; in full; a hit yields the address of a constant copy of the table's answer
 ; for that key, a miss falls through to the untouched lookup. For an LPM
 ; trie the whole lookup key is compared, prefix length included, and the
-; answer is what the trie returned for exactly that key (a probed key).
+; answer is what the trie returns for exactly that key (a probed key, or
+; the prefix of a trie read whole that holds it).
 ;
 ; RUN: split-file %s %t
 ; RUN: morpheus-opt %t/prog.ll --state %t/state.json -passes=heavy-hitter-fast-path | FileCheck %s
@@ -38,10 +39,20 @@
 ; CHECK-NOT:     key.memory
 ; CHECK:         call ptr inttoptr (i64 1 to ptr)(ptr @flows
 ; A trie read whole, larger than the inline limit, that no derived
-; representation took: its entries are prefixes, and a chain answers a
-; compared key with the entry of that key, so the site is declined (the
-; hot keys' own answers, core::trieAnswer, are not dispatched on yet).
-; WHOLETRIE: ; site 1 prefixes heavy-hitter-fast-path declined: table read whole: not a fast-path candidate
+; representation took (10/8 -> 2, 10.0.0/24 -> 3): each hot key is compared
+; whole and answered by the prefix that holds it: 10.0.0.1/32 by the /24
+; (the second value), 10.9.9.9/32 by the /8 (the first); 11.0.0.1, which no
+; prefix holds, is left to the lookup.
+; WHOLETRIE-LABEL: define i32 @lpm(
+; WHOLETRIE:         [[LEN:%prefixes.key.*]] = load i32, ptr [[LKEY:%prefixes.key.memory.*]], align 4
+; WHOLETRIE:         [[ADDR:%prefixes.key.*]] = load i32, ptr
+; WHOLETRIE:         icmp eq i32 [[LEN]], 32
+; WHOLETRIE:         icmp eq i32 [[ADDR]], 16777226
+; WHOLETRIE:         icmp eq i32 [[ADDR]], 151587082
+; WHOLETRIE-NOT:     icmp eq i32 [[ADDR]], 16777227
+; WHOLETRIE:         [[KEPT:%.*]] = call ptr inttoptr (i64 1 to ptr)(ptr @prefixes, ptr {{.*}}%key){{.*}}!morpheus.kept
+; WHOLETRIE:         phi ptr [ getelementptr inbounds (i8, ptr @__morpheus.prefixes.values, i64 8), %{{.*}} ], [ @__morpheus.prefixes.values, %{{.*}} ], [ [[KEPT]], %{{.*}} ]
+; WHOLETRIE: ; site 1 prefixes heavy-hitter-fast-path applied: 2 hot keys compared before the lookup
 ; Read whole: not a fast-path candidate (inline-small-table's).
 ; CHECK-LABEL: define i32 @small_table(
 ; CHECK-NOT:     key.memory

@@ -133,8 +133,9 @@ PreservedAnalyses InlineSmallTablePass::run(Module &module,
                                               std::string(representationName(choice.chosen))) +
                                    "; " + choice.describe());
         }
-        rewriter.replaceWithDispatch(*site.call, *site.signature.keyArg, entries, site.table,
-                                     lowering, onMiss);
+        rewriter.replaceWithDispatch(*site.call, *site.signature.keyArg,
+                                     LookupRewriter::armsOf(entries), site.table, lowering,
+                                     onMiss);
         if (context.log) {
           std::string detail = std::to_string(entries.size()) + " entries inlined as compares";
           if (lowering == ChainLowering::Index)

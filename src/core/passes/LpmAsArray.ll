@@ -220,16 +220,16 @@ miss:
  "maps": {"prefixes": [{"key": "28000000 00000000 0a000000", "value": "01000000"},
                        {"key": "10000000 00000000 00000000", "value": "02000000"}]}}
 ;--- slow-search.json
-{"format": 2, "source": "test: slow search", "hash_lookup_ns": 29,
- "lpm_lookup_ns": [[2, 22], [4096, 44]], "array_lookup_ns": 0.6, "compare_ns": 0.4,
+{"format": 3, "source": "test: slow search", "hash_lookup_ns": 29,
+ "lpm_lookup_ns": [[2, 22], [4096, 44]], "array_lookup_ns": 0.6, "compare_ns": [[64, 0.4]],
  "search_level_ns": [[4, 20]], "derived_load_ns": [[4096, 1]], "helper_call_ns": 8}
 ;--- slow-trie.json
-{"format": 2, "source": "test: slow trie", "hash_lookup_ns": 29,
- "lpm_lookup_ns": [[2, 60], [4096, 120]], "array_lookup_ns": 0.6, "compare_ns": 0.4,
+{"format": 3, "source": "test: slow trie", "hash_lookup_ns": 29,
+ "lpm_lookup_ns": [[2, 60], [4096, 120]], "array_lookup_ns": 0.6, "compare_ns": [[64, 0.4]],
  "search_level_ns": [[4, 3]], "derived_load_ns": [[4096, 1]], "helper_call_ns": 8}
 ;--- cheap-trie.json
-{"format": 2, "source": "test: cheap trie", "hash_lookup_ns": 29,
- "lpm_lookup_ns": [[2, 0.1]], "array_lookup_ns": 0.6, "compare_ns": 0.4,
+{"format": 3, "source": "test: cheap trie", "hash_lookup_ns": 29,
+ "lpm_lookup_ns": [[2, 0.1]], "array_lookup_ns": 0.6, "compare_ns": [[64, 0.4]],
  "search_level_ns": [[4, 20]], "derived_load_ns": [[4096, 20]], "helper_call_ns": 8}
 ;--- prog.ll
 target datalayout = "e-m:e-p:64:64-i64:64-i128:128-n32:64-S128"

@@ -278,9 +278,10 @@ std::optional<const TableEntry *> snapshotAnswer(const TableContents &contents,
   return *answer;
 }
 
-std::optional<const TableEntry *> hotKeyAnswer(const TableContents &contents, const Bytes &key,
-                                               bool written) {
-  std::optional<const TableEntry *> entry = contents.known(key);
+std::optional<const TableEntry *> hotKeyAnswer(const TableContents &contents,
+                                               const TableInfo &table, const Bytes &key,
+                                               bool written, bool littleEndian) {
+  std::optional<const TableEntry *> entry = snapshotAnswer(contents, table, key, littleEndian);
   if (!entry || (*entry && !(*entry)->value) || (!*entry && !written))
     return std::nullopt;
   return entry;
@@ -531,22 +532,30 @@ uint64_t chunkConstant(const Bytes &key, KeyChunk chunk, bool littleEndian,
 
 } // namespace
 
+std::vector<LookupRewriter::Arm>
+LookupRewriter::armsOf(const std::vector<const TableEntry *> &entries) {
+  std::vector<Arm> arms;
+  for (const TableEntry *entry : entries)
+    arms.push_back({&entry->key, entry});
+  return arms;
+}
+
 void LookupRewriter::replaceWithDispatch(CallBase &lookup, unsigned keyArg,
-                                         const std::vector<const TableEntry *> &entries,
-                                         const std::string &table, ChainLowering lowering,
-                                         OnMiss onMiss, EntryGuard stillValid) {
+                                         const std::vector<Arm> &arms, const std::string &table,
+                                         ChainLowering lowering, OnMiss onMiss,
+                                         EntryGuard stillValid) {
   bool keepLookupOnMiss = onMiss == OnMiss::KeepLookup;
   LLVMContext &llvmContext = module.getContext();
   const DataLayout &dl = module.getDataLayout();
   auto *pointerType = cast<PointerType>(lookup.getType());
-  if (entries.empty() && onMiss == OnMiss::Null) {
+  if (arms.empty() && onMiss == OnMiss::Null) {
     replaceWith(lookup, ConstantPointerNull::get(pointerType));
     return;
   }
   uint32_t keySize = context.catalog->at(table).keySize;
   IRBuilder<> builder(llvmContext);
   // The key is read once, as the helper would have.
-  Frame frame = openFrame(lookup, keyArg, table, builder, entries.size() + 2);
+  Frame frame = openFrame(lookup, keyArg, table, builder, arms.size() + 2);
   BasicBlock *head = frame.head;
   BasicBlock *tail = frame.tail;
   Function *function = head->getParent();
@@ -564,19 +573,19 @@ void LookupRewriter::replaceWithDispatch(CallBase &lookup, unsigned keyArg,
 
   BasicBlock *found = nullptr;
   PHINode *index = nullptr;
-  if (lowering == ChainLowering::Index && !entries.empty()) {
+  if (lowering == ChainLowering::Index && !arms.empty()) {
     found = BasicBlock::Create(llvmContext, table + ".found", function, tail);
     builder.SetInsertPoint(found);
-    index = builder.CreatePHI(builder.getInt64Ty(), entries.size(), table + ".index");
+    index = builder.CreatePHI(builder.getInt64Ty(), arms.size(), table + ".index");
   }
   BasicBlock *compare = head;
-  for (const TableEntry *entry : entries) {
+  for (const Arm &arm : arms) {
     builder.SetInsertPoint(compare);
     Value *match = nullptr;
     for (size_t i = 0; i < chunks.size(); ++i) {
       Value *equal = builder.CreateICmpEQ(
           words[i], ConstantInt::get(words[i]->getType(),
-                                     chunkConstant(entry->key, chunks[i],
+                                     chunkConstant(*arm.key, chunks[i],
                                                    dl.isLittleEndian(), context.faults)));
       match = match ? builder.CreateAnd(match, equal) : equal;
     }
@@ -587,17 +596,17 @@ void LookupRewriter::replaceWithDispatch(CallBase &lookup, unsigned keyArg,
           BasicBlock::Create(llvmContext, table + ".matched", function, hit);
       builder.CreateCondBr(match, matched, next);
       builder.SetInsertPoint(matched);
-      builder.CreateCondBr(stillValid(builder, *entry), hit, next);
+      builder.CreateCondBr(stillValid(builder, *arm.answer), hit, next);
     } else {
       builder.CreateCondBr(match, hit, next);
     }
     builder.SetInsertPoint(hit);
     if (index) {
       builder.CreateBr(found);
-      index->addIncoming(builder.getInt64(indexOf(table, entry->key)), hit);
+      index->addIncoming(builder.getInt64(indexOf(table, arm.answer->key)), hit);
     } else {
       builder.CreateBr(tail);
-      result->addIncoming(valuePointer(table, *entry), hit);
+      result->addIncoming(valuePointer(table, *arm.answer), hit);
     }
     compare = next;
   }

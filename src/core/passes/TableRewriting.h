@@ -242,15 +242,18 @@ std::optional<const TableEntry *> snapshotAnswer(const TableContents &contents,
                                                  bool littleEndian);
 
 // What heavy-hitter-fast-path answers the hot key `key` with at a lookup of
-// a table whose snapshot is `contents` (`written`: the data plane writes
-// the table, its writes counted by guard-table-writes): the entry, whose
-// value it yields; nullptr, null without the lookup (a written table known
-// not to hold the key, answered under the key's write count); or nullopt,
-// no answer, the key goes on to the lookup (not read this cycle, per-CPU
-// values that differ, or absent from a read-only table). The pass and the
-// verifier budget (Pipeline.cpp: only values add paths) decide by it.
-std::optional<const TableEntry *> hotKeyAnswer(const TableContents &contents, const Bytes &key,
-                                               bool written);
+// `table`, whose snapshot is `contents` (`written`: the data plane writes
+// the table, its writes counted by guard-table-writes): the entry whose
+// value it yields (snapshotAnswer: for an LPM trie read whole, the prefix
+// that answers the whole key); nullptr, null without the lookup (a written
+// table known not to hold the key, answered under the key's write count);
+// or nullopt, no answer, the key goes on to the lookup (not read this
+// cycle, per-CPU values that differ, or absent from a read-only table). The
+// pass and the verifier budget (Pipeline.cpp: only values add paths)
+// decide by it.
+std::optional<const TableEntry *> hotKeyAnswer(const TableContents &contents,
+                                               const TableInfo &table, const Bytes &key,
+                                               bool written, bool littleEndian);
 
 // Builds replacement code for the lookups of one module. Every value lives
 // in one array per table (`__morpheus.TABLE.values`, every entry of the
@@ -285,20 +288,28 @@ public:
     ZeroBelowMaxEntries, // an array read by content: the zero value below maxEntries
   };
 
-  // Replaces `lookup` by a chain of compares over `entries` on the key bytes
+  // One compare of a dispatch: the key compared, and the entry whose value
+  // a match yields. For an exact-match table they are one entry; a hot key
+  // of an LPM trie read whole is answered by the prefix that holds it.
+  struct Arm {
+    const Bytes *key;
+    const TableEntry *answer;
+  };
+  static std::vector<Arm> armsOf(const std::vector<const TableEntry *> &entries);
+
+  // Replaces `lookup` by a chain of compares over `arms` on the key bytes
   // the call would have read (loaded through an opaque copy of the key
   // pointer, so bytes the program never wrote compare as memory holds
-  // them, as the helper's memcmp does). A match yields the entry's value; a
-  // miss yields what `onMiss` says (KeepLookup: the original call, moved to
-  // the miss path).
+  // them, as the helper's memcmp does). A match yields the arm's answer's
+  // value; a miss yields what `onMiss` says (KeepLookup: the original call,
+  // moved to the miss path).
   //
-  // `stillValid`, when given, is asked on each entry's match for a condition
+  // `stillValid`, when given, is asked on each arm's match for a condition
   // (i1) built at the match: while false, the key goes on down the chain as
   // if it had not matched (and so to the lookup kept on the miss path).
   using EntryGuard =
       llvm::function_ref<llvm::Value *(llvm::IRBuilderBase &, const TableEntry &)>;
-  void replaceWithDispatch(llvm::CallBase &lookup, unsigned keyArg,
-                           const std::vector<const TableEntry *> &entries,
+  void replaceWithDispatch(llvm::CallBase &lookup, unsigned keyArg, const std::vector<Arm> &arms,
                            const std::string &table, ChainLowering lowering, OnMiss onMiss,
                            EntryGuard stillValid = nullptr);
 
