@@ -2,11 +2,19 @@
 
 namespace morpheus::cli {
 
-std::string dimension::otherLpm(const std::string &lpm) {
-  return lpm == "linear" ? "lpm_dir24" : "lpm_linear";
+user::Dimension dimension::lpmDimension(const std::vector<std::string> &kinds,
+                                        const std::string &lpm) {
+  user::Dimension dimension{Lpm, {}, true};
+  for (size_t i = 0; i < kinds.size(); ++i)
+    if (kinds[i] != lpm) {
+      dimension.values.push_back(int64_t(i));
+      dimension.valueNames.push_back(kinds[i]);
+    }
+  return dimension;
 }
 
 TrialPlan planTrial(const core::PointConfiguration &configuration, const std::string &lpm,
+                    const std::vector<std::string> &kinds,
                     const std::set<std::string> &pointNames,
                     const std::vector<std::string> &alwaysLeftOut) {
   using namespace dimension;
@@ -14,7 +22,8 @@ TrialPlan planTrial(const core::PointConfiguration &configuration, const std::st
   plan.burst = uint32_t(configuration.at(Burst));
   if (auto prefetch = configuration.find(Prefetch); prefetch != configuration.end())
     plan.subBatch = uint32_t(prefetch->second);
-  plan.otherLpm = configuration.count(otherLpm(lpm)) > 0;
+  auto kind = configuration.find(Lpm);
+  plan.lpm = kind == configuration.end() ? lpm : kinds.at(size_t(kind->second));
   bool passOrPoint = false;
   for (const auto &[name, value] : configuration) {
     if (pointNames.count(name))

@@ -14,7 +14,33 @@
 
 namespace morpheus::cli {
 
+const std::vector<std::string> &lpmKinds() {
+  static const std::vector<std::string> kinds = {"dir24", "linear", "rte"};
+  return kinds;
+}
+
+const std::vector<std::string> &hashKinds() {
+  static const std::vector<std::string> kinds = {"own", "rte"};
+  return kinds;
+}
+
+std::vector<std::string> builtLpmKinds() {
+#ifdef MORPHEUS_WITH_DPDK
+  return lpmKinds();
+#else
+  return {"dir24", "linear"};
+#endif
+}
+
 namespace {
+
+// The morpheus_user.h kind of an --lpm or --hash name (lpmKinds, hashKinds).
+std::string lpmMacro(const std::string &lpm) {
+  return lpm == "linear" ? "MU_LPM_LINEAR" : lpm == "rte" ? "MU_LPM_RTE" : "MU_LPM_DIR24";
+}
+std::string hashMacro(const std::string &hash) {
+  return hash == "rte" ? "MU_HASH_RTE" : "MU_HASH";
+}
 
 // How many of the trace's hottest keys an oracle answers first.
 constexpr size_t OracleHotKeys = 8;
@@ -67,8 +93,8 @@ public:
     return MORPHEUS_SOURCE_DIR "/nf/router/user/router_user.c";
   }
   std::string entry() const override { return "router"; }
-  std::vector<std::string> cflags(const std::string &lpm) const override {
-    return {lpm == "linear" ? "-DROUTER_LPM=MU_LPM_LINEAR" : "-DROUTER_LPM=MU_LPM_DIR24",
+  std::vector<std::string> cflags(const TableKinds &kinds) const override {
+    return {"-DROUTER_LPM=" + lpmMacro(kinds.lpm), "-DROUTER_HASH=" + hashMacro(kinds.hash),
             "-DROUTER_USER_MAX_ROUTES=" + std::to_string(std::max<size_t>(routes.size(), 4096))};
   }
 
@@ -90,8 +116,9 @@ public:
   }
 
   std::string summary(const user::TableSet &tables) const override {
-    return llvm::formatv("{0} routes ({1}), {2} neighbours, {3} ports", routes.size(),
-                         tables.catalog().at("routes").typeName, neighbors.size(), ports)
+    return llvm::formatv("{0} routes ({1}), {2} neighbours ({3}), {4} ports", routes.size(),
+                         tables.catalog().at("routes").typeName, neighbors.size(),
+                         tables.catalog().at("neighbors").typeName, ports)
         .str();
   }
 
@@ -170,8 +197,8 @@ public:
     return MORPHEUS_SOURCE_DIR "/nf/firewall/user/firewall_user.c";
   }
   std::string entry() const override { return "firewall"; }
-  std::vector<std::string> cflags(const std::string &lpm) const override {
-    return {lpm == "linear" ? "-DFW_LPM=MU_LPM_LINEAR" : "-DFW_LPM=MU_LPM_DIR24"};
+  std::vector<std::string> cflags(const TableKinds &kinds) const override {
+    return {"-DFW_LPM=" + lpmMacro(kinds.lpm)};
   }
 
   Error configure(user::TableSet &tables) const override {
@@ -258,8 +285,8 @@ public:
     return MORPHEUS_SOURCE_DIR "/nf/nat/user/nat_user.c";
   }
   std::string entry() const override { return "nat"; }
-  std::vector<std::string> cflags(const std::string &lpm) const override {
-    return {lpm == "linear" ? "-DNAT_LPM=MU_LPM_LINEAR" : "-DNAT_LPM=MU_LPM_DIR24"};
+  std::vector<std::string> cflags(const TableKinds &kinds) const override {
+    return {"-DNAT_LPM=" + lpmMacro(kinds.lpm), "-DNAT_HASH=" + hashMacro(kinds.hash)};
   }
 
   Error configure(user::TableSet &tables) const override {
@@ -270,10 +297,11 @@ public:
 
   std::string summary(const user::TableSet &tables) const override {
     return llvm::formatv("{0} inside prefixes ({1}), {2} external addresses, ports {3}-{4}, "
-                         "inside port {5}, outside port {6}",
+                         "inside port {5}, outside port {6}, bindings ({7})",
                          settings.inside.size(), tables.catalog().at("nat_inside").typeName,
                          settings.external.size(), settings.portMin, settings.portMax,
-                         settings.insideIfindex, settings.outsideIfindex)
+                         settings.insideIfindex, settings.outsideIfindex,
+                         tables.catalog().at("nat_out").typeName)
         .str();
   }
 

@@ -17,6 +17,20 @@
 
 namespace morpheus::cli {
 
+// The table implementations a handler is built with (user-run's --lpm and
+// --hash), for the pipeline's LPM and exact-match tables.
+struct TableKinds {
+  std::string lpm = "dir24"; // one of lpmKinds()
+  std::string hash = "own";  // one of hashKinds()
+};
+// dir24 (MU_LPM_DIR24), linear (MU_LPM_LINEAR), rte (MU_LPM_RTE, DPDK's
+// rte_lpm).
+const std::vector<std::string> &lpmKinds();
+// own (MU_HASH), rte (MU_HASH_RTE, DPDK's rte_hash).
+const std::vector<std::string> &hashKinds();
+// The LPM kinds this build makes (rte only with DPDK): the exploration's.
+std::vector<std::string> builtLpmKinds();
+
 // A hand-specialized version of a handler, as C.
 struct OracleSource {
   std::string source;
@@ -30,9 +44,10 @@ public:
   // The handler's C file in the source tree, and its MU_HANDLER function.
   virtual std::string defaultHandler() const = 0;
   virtual std::string entry() const = 0;
-  // The -D flags that build the handler with LPM implementation `lpm`
-  // (dir24 or linear) for this configuration's tables.
-  virtual std::vector<std::string> cflags(const std::string &lpm) const = 0;
+  // The -D flags that build the handler with `kinds` for this
+  // configuration's tables (a pipeline without exact-match tables the
+  // control plane fills ignores `kinds.hash`).
+  virtual std::vector<std::string> cflags(const TableKinds &kinds) const = 0;
   // Fills a freshly loaded handler's tables from the configuration, in one
   // guarded change; an error names the file at fault.
   virtual Error configure(user::TableSet &tables) const = 0;

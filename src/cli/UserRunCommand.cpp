@@ -18,6 +18,7 @@
 // on kernel interfaces (net_af_xdp) receiving what an injector sends.
 #ifdef MORPHEUS_WITH_DPDK
 #include "backend/user/DpdkPorts.h"
+#include "backend/user/Eal.h"
 #endif
 #include "backend/user/BatchModel.h"
 #include "backend/user/EventLoop.h"
@@ -55,7 +56,8 @@ struct UserRunFlags {
   bool acceptByDefault = false;                // --nf firewall, no rule matched
   std::string natConfig;                       // --nf nat
   std::string trace;
-  std::string lpm = "dir24";
+  std::string lpm = "dir24";  // lpmKinds()
+  std::string hash = "own";   // hashKinds()
   bool dpdk = false;
   std::vector<std::string> afXdp; // interfaces, one AF_XDP port each
   std::string exceptionVdev;      // --dpdk's or --af-xdp's slow path for MU_PASS
@@ -68,6 +70,31 @@ struct UserRunFlags {
   std::string generator;             // "" or nested-if-lpm, for the routes table
   uint32_t burst = 32, rounds = 9, repeat = 10, ports = 4, inlineLimit = 64, checkPackets = 10000;
 };
+
+#ifdef MORPHEUS_WITH_DPDK
+// The DPDK ports of --dpdk or --af-xdp. --dpdk: the trace from a net_pcap
+// port that replays it from memory without end; MU_TX packets go back out
+// of it (port 0; others are freed). infinite_rx holds the whole trace in
+// packet buffers: a pool that size. --af-xdp: whatever arrives on the
+// interfaces (an injector on their peers), port i on the i-th; each port's
+// fill ring holds buffers from the start, and so may the exception port's
+// when it is one too. Memory for the pool: a buffer takes about 2.3 KiB;
+// EAL without hugepages needs room to spare.
+user::DpdkOptions dpdkOptions(const user::ReplayRing &ring, const UserRunFlags &flags) {
+  user::DpdkOptions options;
+  if (flags.dpdk) {
+    options.vdevs = {"net_pcap0,rx_pcap=" + flags.trace + ",infinite_rx=1"};
+    options.mbufs = uint32_t(ring.sequence.size()) + 8192;
+  } else {
+    for (size_t port = 0; port < flags.afXdp.size(); ++port)
+      options.vdevs.push_back(user::afXdpVdev(unsigned(port), flags.afXdp[port]));
+    options.mbufs = uint32_t(flags.afXdp.size() + 1) * user::AfXdpFillBuffers + 8192;
+  }
+  options.exceptionVdev = flags.exceptionVdev;
+  options.memoryMegabytes = uint32_t(uint64_t(options.mbufs) * 4096 / (1 << 20)) + 256;
+  return options;
+}
+#endif
 
 // The pipeline --nf names, from its configuration files.
 Expected<std::unique_ptr<UserPipeline>> makePipeline(const UserRunFlags &flags) {
@@ -83,14 +110,14 @@ std::string handlerPath(const UserPipeline &pipeline, const UserRunFlags &flags)
 }
 
 // What every build of the pipeline's handler (measured, twin, the other
-// LPM kind, the oracle) is compiled and specialized with: its entry, the
-// inline limit, and the pipeline's flags for LPM kind `lpm`.
+// LPM kinds, the oracle) is compiled and specialized with: its entry, the
+// inline limit, and the pipeline's flags for LPM kind `lpm` and --hash.
 user::HandlerOptions handlerOptions(const UserPipeline &pipeline, const UserRunFlags &flags,
                                     const std::string &lpm) {
   user::HandlerOptions options;
   options.entry = pipeline.entry();
   options.inlineLimit = flags.inlineLimit;
-  options.cflags = pipeline.cflags(lpm);
+  options.cflags = pipeline.cflags({lpm, flags.hash});
   return options;
 }
 
@@ -250,8 +277,9 @@ Error sameAsGeneric(user::Trampoline &version, const user::ReplayRing &head,
 
 // The measured exploration (backend/user/Exploration), NFMorph-style
 // templates among its dimensions: whether the Morpheus-specialized handler
-// runs at all, the burst size, the other LPM implementation (`handler` uses
-// --lpm, `other` the other kind, on the same routes), the routes as code
+// runs at all, the burst size, the other LPM implementations (`handler`
+// uses --lpm, `others` the other kinds this build makes, on the same
+// routes: lpm=KIND), the routes as code
 // (lpm-as-code's search over the prefixes, up to the inline limit) and as
 // a derived table (lpm-as-array's 16-8-8 array, for the routes the search
 // does not take), both off: the table's own lookup stays, and the
@@ -260,10 +288,12 @@ Error sameAsGeneric(user::Trampoline &version, const user::ReplayRing &head,
 // compiled, installed and measured by the loop itself (packets/s of its
 // thread's CPU time over `repeat` replays of the trace); the best measured
 // wins. Returns the handler the chosen configuration runs on.
-Expected<user::Handler *> explore(user::Handler &handler, user::Handler &other,
-                                  const user::ReplayRing &ring, const UserRunFlags &flags) {
+Expected<user::Handler *>
+explore(user::Handler &handler,
+        const std::map<std::string, std::unique_ptr<user::Handler>> &others,
+        const user::ReplayRing &ring, const UserRunFlags &flags) {
   using namespace dimension;
-  const std::string OtherLpm = otherLpm(flags.lpm);
+  const std::vector<std::string> kinds = builtLpmKinds();
   // The burst given first: the generic handler at that burst is the
   // baseline of both searches.
   std::vector<int64_t> bursts = {flags.burst};
@@ -272,12 +302,15 @@ Expected<user::Handler *> explore(user::Handler &handler, user::Handler &other,
       bursts.push_back(burst);
   std::vector<user::Dimension> dimensions = {{Specialized, {1}, true},
                                              {Burst, bursts, false},
-                                             {OtherLpm, {1}, true},
+                                             lpmDimension(kinds, flags.lpm),
                                              {LpmAsCode, {1}, true},
                                              {LpmAsArray, {1}, true}};
   // Sub-batches with the next one's route entries prefetched (the
   // handler's MU_PREFETCH function), when the handler has one.
-  if (handler.prefetcher() && other.prefetcher())
+  bool allPrefetch = handler.prefetcher();
+  for (const auto &[kind, other] : others)
+    allPrefetch &= other->prefetcher() != nullptr;
+  if (allPrefetch)
     dimensions.push_back({Prefetch, {4, 8, 16, 32}, true});
   // The registered custom generator (--generator), on or off.
   if (!flags.generator.empty())
@@ -296,10 +329,10 @@ Expected<user::Handler *> explore(user::Handler &handler, user::Handler &other,
   user::Explorer explorer(
       dimensions, std::move(strategy),
       [&](const user::Configuration &configuration) -> Error {
-        TrialPlan plan = planTrial(configuration, flags.lpm, points, flags.noPasses);
+        TrialPlan plan = planTrial(configuration, flags.lpm, kinds, points, flags.noPasses);
         burst = plan.burst;
         subBatch = plan.subBatch;
-        active = plan.otherLpm ? &other : &handler;
+        active = plan.lpm == flags.lpm ? &handler : others.at(plan.lpm).get();
         if (!plan.specialize) {
           active->trampoline().install(active->genericVersion());
           return Error::success();
@@ -317,7 +350,7 @@ Expected<user::Handler *> explore(user::Handler &handler, user::Handler &other,
           return cycle.takeError();
         if (cycle->outcome != user::Cycle::Outcome::Installed)
           return makeError("the specialization for {0} was not installed",
-                           user::describe(configuration));
+                           user::describe(configuration, dimensions));
         return Error::success();
       },
       options);
@@ -338,11 +371,12 @@ Expected<user::Handler *> explore(user::Handler &handler, user::Handler &other,
     if (trial.configuration == user::Configuration{{Burst, int64_t(flags.burst)}})
       generic = trial.metric;
     std::printf("  tried  %-52s %8.2f Mpps  %7.1f ns/packet\n",
-                user::describe(trial.configuration).c_str(), trial.metric / 1e6,
+                user::describe(trial.configuration, dimensions).c_str(), trial.metric / 1e6,
                 1e9 / trial.metric);
   }
   const user::Trial &chosen = *explorer.chosen();
-  std::printf("  chosen %-52s %8.2f Mpps", user::describe(chosen.configuration).c_str(),
+  std::printf("  chosen %-52s %8.2f Mpps",
+              user::describe(chosen.configuration, dimensions).c_str(),
               chosen.metric / 1e6);
   if (generic > 0)
     std::printf("  %+.1f %% over the generic handler (%s, burst %u)",
@@ -359,6 +393,13 @@ int userRun(const UserRunFlags &flags) {
   if (!trace)
     return fail(trace.takeError());
   user::ReplayRing ring{trace->frames, trace->sequence, 0};
+#ifdef MORPHEUS_WITH_DPDK
+  // The process's one EAL, sized for --dpdk's or --af-xdp's packet buffers
+  // before a DPDK table (--lpm rte, --hash rte) starts it with less.
+  if (flags.dpdk || !flags.afXdp.empty())
+    if (Error err = user::initialiseEal(dpdkOptions(ring, flags).memoryMegabytes))
+      return fail(std::move(err));
+#endif
 
   // Two instances on twin tables: `measured` is measured (generic, then
   // specialized, in turn), `twin` stays generic for the equivalence check.
@@ -531,11 +572,16 @@ int userRun(const UserRunFlags &flags) {
             trampoline, oracle ? oracle->prefetcher() : (*measured)->prefetcher(), ring, flags))
       return fail(std::move(err));
   if (!flags.explore.empty()) {
-    auto other =
-        loadHandler(**pipeline, flags, flags.lpm == "linear" ? "dir24" : "linear");
-    if (!other)
-      return fail(other.takeError());
-    auto chosen = explore(**measured, **other, ring, flags);
+    std::map<std::string, std::unique_ptr<user::Handler>> others;
+    for (const std::string &kind : builtLpmKinds()) {
+      if (kind == flags.lpm)
+        continue;
+      auto other = loadHandler(**pipeline, flags, kind);
+      if (!other)
+        return fail(other.takeError());
+      others[kind] = std::move(*other);
+    }
+    auto chosen = explore(**measured, others, ring, flags);
     if (!chosen)
       return fail(chosen.takeError());
     // Against the generic twin of --lpm's kind, whichever kind was chosen.
@@ -547,26 +593,7 @@ int userRun(const UserRunFlags &flags) {
   }
   if (flags.dpdk || !flags.afXdp.empty()) {
 #ifdef MORPHEUS_WITH_DPDK
-    user::DpdkOptions options;
-    if (flags.dpdk) {
-      // The trace from a net_pcap port that replays it from memory without
-      // end; MU_TX packets go back out of it (port 0; others are freed).
-      // infinite_rx holds the whole trace in packet buffers: a pool that
-      // size, and memory for it (a buffer takes about 2.3 KiB; EAL without
-      // hugepages needs room to spare).
-      options.vdevs = {"net_pcap0,rx_pcap=" + flags.trace + ",infinite_rx=1"};
-      options.mbufs = uint32_t(ring.sequence.size()) + 8192;
-    } else {
-      // Whatever arrives on the interfaces (an injector on their peers),
-      // port i on the i-th; each port's fill ring holds buffers from the
-      // start, and so may the exception port's when it is one too.
-      for (size_t port = 0; port < flags.afXdp.size(); ++port)
-        options.vdevs.push_back(user::afXdpVdev(unsigned(port), flags.afXdp[port]));
-      options.mbufs = uint32_t(flags.afXdp.size() + 1) * user::AfXdpFillBuffers + 8192;
-    }
-    options.exceptionVdev = flags.exceptionVdev;
-    options.memoryMegabytes = uint32_t(uint64_t(options.mbufs) * 4096 / (1 << 20)) + 256;
-    auto ports = user::DpdkPorts::open(options);
+    auto ports = user::DpdkPorts::open(dpdkOptions(ring, flags));
     if (!ports)
       return fail(ports.takeError());
     uint64_t packets = uint64_t(ring.sequence.size()) * flags.repeat;
@@ -635,9 +662,20 @@ void addUserRunCommand(CLI::App &morpheus) {
   command.add_option("--trace", flags->trace, "the packets to replay (pcap)")
       ->required()
       ->type_name("PCAP");
-  command.add_option("--lpm", flags->lpm, "the LPM tables (routes, the firewall's prefixes): dir24 (DIR-24-8, default) or linear")
-      ->check(CLI::IsMember({"dir24", "linear"}))
-      ->type_name("dir24|linear");
+  command
+      .add_option("--lpm", flags->lpm,
+                  "the LPM tables (routes, the firewall's prefixes, the NAT's inside "
+                  "prefixes): dir24 (DIR-24-8, default), linear (a scan, longest first) or "
+                  "rte (DPDK's rte_lpm; builds with DPDK)")
+      ->check(CLI::IsMember(lpmKinds()))
+      ->type_name("dir24|linear|rte");
+  command
+      .add_option("--hash", flags->hash,
+                  "the exact-match tables the control plane or the handler fills (the "
+                  "router's neighbours, the NAT's bindings): own (open addressing, default) "
+                  "or rte (DPDK's rte_hash; builds with DPDK)")
+      ->check(CLI::IsMember(hashKinds()))
+      ->type_name("own|rte");
   command.add_option("--burst", flags->burst, "packets per burst (default 32)")->type_name("N");
   command.add_option("--rounds", flags->rounds, "rounds per version (default 9)")->type_name("N");
   command.add_option("--repeat", flags->repeat, "times the trace is replayed per round (default 10)")
@@ -687,7 +725,7 @@ void addUserRunCommand(CLI::App &morpheus) {
       ->type_name("VDEV");
   command.add_option("--explore", flags->explore,
                      "then explore (specialized or not, burst size, the other LPM "
-                     "implementation, routes as code or as a derived table or neither, the "
+                     "implementations, routes as code or as a derived table or neither, the "
                      "handler's specialization points) by measuring "
                      "each configuration: exhaustive or greedy search")
       ->check(CLI::IsMember({"exhaustive", "greedy"}))

@@ -421,10 +421,14 @@ TEST(Cli, UserRunReplaysATraceThroughGenericAndSpecializedRouters) {
   std::remove(explored.c_str());
   ASSERT_EQ(out.status, 0) << out.text;
   EXPECT_NE(out.text.find("explore (greedy search, 6 dimensions"), std::string::npos) << out.text;
+  EXPECT_EQ(out.text.find("lpm=dir24"), std::string::npos) << out.text; // --lpm's own kind
   EXPECT_NE(out.text.find("tried  burst=32 "), std::string::npos) << out.text; // the baseline
   EXPECT_NE(out.text.find("tried  burst=32 specialized=1 "), std::string::npos) << out.text;
   EXPECT_NE(out.text.find("tried  burst=128"), std::string::npos) << out.text;
-  EXPECT_NE(out.text.find("lpm_linear=1"), std::string::npos) << out.text; // the other template
+  EXPECT_NE(out.text.find("lpm=linear"), std::string::npos) << out.text; // the other templates
+#ifdef MORPHEUS_WITH_DPDK
+  EXPECT_NE(out.text.find("lpm=rte"), std::string::npos) << out.text;
+#endif
   EXPECT_NE(out.text.find("lpm_as_code=1"), std::string::npos) << out.text; // routes as code
   EXPECT_NE(out.text.find("lpm_as_array=1"), std::string::npos) << out.text; // a derived table
   EXPECT_NE(out.text.find("prefetch=4"), std::string::npos) << out.text; // sub-batches
@@ -495,7 +499,7 @@ TEST(Cli, UserRunReplaysATraceThroughGenericAndSpecializedFirewalls) {
   std::remove(trace.c_str());
   ASSERT_EQ(out.status, 0) << out.text;
   EXPECT_NE(out.text.find("(lpm_linear prefixes: "), std::string::npos) << out.text;
-  EXPECT_NE(out.text.find("lpm_dir24=1"), std::string::npos) << out.text; // the other template
+  EXPECT_NE(out.text.find("lpm=dir24"), std::string::npos) << out.text; // the other template
   EXPECT_NE(out.text.find("chosen burst="), std::string::npos) << out.text;
   EXPECT_NE(out.text.find("the chosen configuration treats the first 2000 packets as the "
                           "generic handler does"),
@@ -506,6 +510,62 @@ TEST(Cli, UserRunReplaysATraceThroughGenericAndSpecializedFirewalls) {
   EXPECT_EQ(missing.status, 1) << missing.text;
   EXPECT_NE(missing.text.find("/nonexistent"), std::string::npos) << missing.text;
 }
+
+#ifdef MORPHEUS_WITH_DPDK
+// DPDK's tables from the command line: the router with its routes on
+// rte_lpm and its neighbours on rte_hash, also timed through a DPDK port
+// (the tables and the port on the process's one EAL), the NAT with its
+// bindings on rte_hash; each specialized (the router explored too) and
+// checked against its generic twin (the oracle too, for the NAT, table by
+// table).
+TEST(Cli, UserRunOnDpdksTables) {
+  const std::string source = MORPHEUS_SOURCE_DIR;
+  std::string trace = tempPath("user-run-rte.pcap");
+  std::string generate = "python3 " + source + "/tools/traces/gen_trace.py --nf router --config " +
+                         source + "/nf/router/configs/stanford-yozb-routes-20.txt --flows 50 " +
+                         "--packets 2000 --locality high --seed 3 -q -o " + trace;
+  ASSERT_EQ(std::system(generate.c_str()), 0) << generate;
+  Output out = morpheus("user-run --routes " + source +
+                        "/nf/router/configs/stanford-yozb-routes-20.txt --neighbors " + source +
+                        "/nf/router/configs/stanford-neighbors.txt --trace " + trace +
+                        " --rounds 1 --repeat 1 --lpm rte --hash rte --profile adaptive "
+                        "--explore greedy --explore-windows 1 --dpdk");
+  std::remove(trace.c_str());
+  ASSERT_EQ(out.status, 0) << out.text;
+  EXPECT_NE(out.text.find("20 routes (lpm_rte), "), std::string::npos) << out.text;
+  EXPECT_NE(out.text.find(" neighbours (rte_hash), "), std::string::npos) << out.text;
+  EXPECT_NE(out.text.find("routes: lpm-as-code"), std::string::npos) << out.text;
+  EXPECT_NE(out.text.find("the first 2000 packets: generic and specialized identical"),
+            std::string::npos)
+      << out.text;
+  EXPECT_NE(out.text.find("lpm=dir24"), std::string::npos) << out.text;
+  EXPECT_NE(out.text.find("lpm=linear"), std::string::npos) << out.text;
+  EXPECT_NE(out.text.find("the chosen configuration treats the first 2000 packets as the "),
+            std::string::npos)
+      << out.text;
+  // The tables and the net_pcap port on one EAL, sized for the port first.
+  EXPECT_NE(out.text.find("dpdk generic "), std::string::npos) << out.text;
+  EXPECT_NE(out.text.find("dpdk specialized "), std::string::npos) << out.text;
+
+  const std::string config = source + "/nf/nat/configs/nat.conf";
+  trace = tempPath("user-run-nat-rte.pcap");
+  generate = "python3 " + source + "/tools/traces/gen_trace.py --nf nat --config " + config +
+             " --flows 50 --packets 2000 --locality high --seed 3 -q -o " + trace;
+  ASSERT_EQ(std::system(generate.c_str()), 0) << generate;
+  out = morpheus("user-run --nf nat --config " + config + " --trace " + trace +
+                 " --rounds 1 --repeat 1 --hash rte --profile adaptive --oracle");
+  std::remove(trace.c_str());
+  ASSERT_EQ(out.status, 0) << out.text;
+  EXPECT_NE(out.text.find("outside port 1, bindings (rte_hash)"), std::string::npos) << out.text;
+  EXPECT_NE(out.text.find("nat_out: guard-table-writes"), std::string::npos) << out.text;
+  EXPECT_NE(out.text.find("the first 2000 packets: generic and specialized identical"),
+            std::string::npos)
+      << out.text;
+  EXPECT_NE(out.text.find("the oracle treats them as the generic handler does (tables too)"),
+            std::string::npos)
+      << out.text;
+}
+#endif
 
 // `morpheus user-run --nf nat` on the NAT's own configuration and a trace
 // from its trace generator (outbound flows from inside hosts): the

@@ -3,8 +3,8 @@
 // sends to four pcap ports, and what it passes to the slow path to a fifth,
 // the exception port; what each port wrote must be, packet for packet,
 // what the generic router gives for the same frames through the in-memory
-// ring. Its own test binary: DPDK initialises its EAL once per
-// process.
+// ring. In the DPDK test binary: DPDK initialises its EAL once per
+// process (backend/user/Eal.h), shared with the DPDK tables' tests.
 #include "UserRouter.h"
 #include "backend/user/DpdkPorts.h"
 

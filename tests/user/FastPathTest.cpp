@@ -24,8 +24,9 @@ using testing::bytesOfValue;
 using testing::lpmKey;
 using testing::probeFor;
 
-std::unique_ptr<Handler> loadProbe(bool followTraffic) {
+std::unique_ptr<Handler> loadProbe(bool followTraffic, const std::string &kind = "MU_LPM_DIR24") {
   HandlerOptions options;
+  options.cflags = {"-DLPM_KIND=" + kind};
   options.tablePasses = tablePassesWithout({"lpm-as-array"});
   if (followTraffic) {
     core::TrafficProfileOptions traffic;
@@ -76,8 +77,9 @@ const core::SiteDecision *decisionOn(const core::SpecializationLog &log, const s
   return nullptr;
 }
 
-TEST(UserFastPath, HotDestinationsGetAFastPathThatAgreesWithTheGenericHandler) {
-  auto probe = loadProbe(true), generic = loadProbe(false);
+// The routes on LPM kind `kind`.
+void expectHotDestinationsGetAFastPathThatAgreesWithTheGenericHandler(const std::string &kind) {
+  auto probe = loadProbe(true, kind), generic = loadProbe(false, kind);
   ASSERT_TRUE(probe && generic);
   addRoutes(probe->tables());
   addRoutes(generic->tables());
@@ -133,6 +135,17 @@ TEST(UserFastPath, HotDestinationsGetAFastPathThatAgreesWithTheGenericHandler) {
   ASSERT_THAT_EXPECTED(third, llvm::Succeeded());
   EXPECT_EQ(answerIn(EventLoop(probe->trampoline(), 1).collect(hot)[0]), 7u);
 }
+
+TEST(UserFastPath, HotDestinationsGetAFastPathThatAgreesWithTheGenericHandler) {
+  expectHotDestinationsGetAFastPathThatAgreesWithTheGenericHandler("MU_LPM_DIR24");
+}
+
+#ifdef MORPHEUS_WITH_DPDK
+// The fast path's answers are the probed keys' answers from rte_lpm.
+TEST(UserFastPath, HotDestinationsOverRteLpmGetAFastPathThatAgreesWithTheGenericHandler) {
+  expectHotDestinationsGetAFastPathThatAgreesWithTheGenericHandler("MU_LPM_RTE");
+}
+#endif
 
 // No locality: every destination a few times at most, no key's share is
 // worth a compare, so no fast path (the lookup stays, with the reason).

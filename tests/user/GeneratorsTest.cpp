@@ -129,11 +129,8 @@ TEST_P(NestedIfLpm, ARouteChangeBetweenBurstsIsSeenByTheNextBurst) {
   EXPECT_NE(again->detail.find("over 3 entries"), std::string::npos) << again->detail;
 }
 
-INSTANTIATE_TEST_SUITE_P(UserGenerators, NestedIfLpm,
-                         ::testing::Values("MU_LPM_DIR24", "MU_LPM_LINEAR"),
-                         [](const auto &info) {
-                           return info.param == "MU_LPM_DIR24" ? "Dir24" : "Linear";
-                         });
+INSTANTIATE_TEST_SUITE_P(UserGenerators, NestedIfLpm, ::testing::ValuesIn(testing::lpmKinds()),
+                         [](const auto &info) { return testing::lpmKindTestName(info.param); });
 
 // Generators that fail: one that reports an error, one whose C does not
 // compile, one that writes a global. Each is declined with its reason, only

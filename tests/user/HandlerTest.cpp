@@ -170,6 +170,14 @@ TEST(UserEquivalence, SpecializedAndGenericRoutersAgreeWithLinearLookup) {
   expectEquivalent({"-DROUTER_LPM=MU_LPM_LINEAR"});
 }
 
+#ifdef MORPHEUS_WITH_DPDK
+// DPDK's tables behind the same API: the routes on rte_lpm, the neighbours
+// on rte_hash.
+TEST(UserEquivalence, SpecializedAndGenericRoutersAgreeWithRteLpmAndRteHash) {
+  expectEquivalent({"-DROUTER_LPM=MU_LPM_RTE", "-DROUTER_HASH=MU_HASH_RTE"});
+}
+#endif
+
 // The differential harness over random table states: per state, random
 // routes (nested prefixes of every length, local ones among them), random
 // neighbours (some missing, some on unbound ports) and a random number of

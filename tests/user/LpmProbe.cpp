@@ -19,6 +19,18 @@ std::unique_ptr<Handler> loadLpmProbe(HandlerOptions options) {
   return std::move(*handler);
 }
 
+std::vector<std::string> lpmKinds() {
+#ifdef MORPHEUS_WITH_DPDK
+  return {"MU_LPM_DIR24", "MU_LPM_LINEAR", "MU_LPM_RTE"};
+#else
+  return {"MU_LPM_DIR24", "MU_LPM_LINEAR"};
+#endif
+}
+
+std::string lpmKindTestName(const std::string &kind) {
+  return kind == "MU_LPM_DIR24" ? "Dir24" : kind == "MU_LPM_LINEAR" ? "Linear" : "Rte";
+}
+
 Bytes lpmKey(uint32_t prefixLength, uint32_t address) {
   Bytes key(8);
   std::memcpy(key.data(), &prefixLength, 4);

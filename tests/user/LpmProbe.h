@@ -25,6 +25,12 @@ std::unique_ptr<Handler> loadLpmProbe(HandlerOptions options);
 // order.
 Bytes lpmKey(uint32_t prefixLength, uint32_t address);
 
+// The LPM kinds of this build, as LPM_KIND values (MU_LPM_DIR24,
+// MU_LPM_LINEAR, and MU_LPM_RTE with DPDK), for tests over every kind; and
+// a test name for each (Dir24, Linear, Rte).
+std::vector<std::string> lpmKinds();
+std::string lpmKindTestName(const std::string &kind);
+
 // A packet asking for `address` with key length `prefixLength`.
 Bytes probeFor(uint32_t address, uint32_t prefixLength = 32);
 

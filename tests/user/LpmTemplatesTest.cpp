@@ -136,11 +136,8 @@ TEST_P(LpmAsCodeOnUserTables, ARouteChangeIsSeenByTheNextBurst) {
   EXPECT_NE(rebuilt->detail.find("3 prefixes"), std::string::npos) << rebuilt->detail;
 }
 
-INSTANTIATE_TEST_SUITE_P(UserLpm, LpmAsCodeOnUserTables,
-                         ::testing::Values("MU_LPM_DIR24", "MU_LPM_LINEAR"),
-                         [](const auto &info) {
-                           return info.param == "MU_LPM_DIR24" ? "Dir24" : "Linear";
-                         });
+INSTANTIATE_TEST_SUITE_P(UserLpm, LpmAsCodeOnUserTables, ::testing::ValuesIn(testing::lpmKinds()),
+                         [](const auto &info) { return testing::lpmKindTestName(info.param); });
 
 } // namespace
 } // namespace morpheus::user

@@ -51,9 +51,11 @@ NatSettings settingsOf(const std::string &path) {
   return *settings;
 }
 
-std::unique_ptr<Handler> loadNat(const NatSettings &settings, bool followTraffic) {
+std::unique_ptr<Handler> loadNat(const NatSettings &settings, bool followTraffic,
+                                 const std::vector<std::string> &cflags = {}) {
   HandlerOptions options;
   options.entry = "nat";
+  options.cflags = cflags;
   if (followTraffic) {
     core::TrafficProfileOptions traffic;
     traffic.initialPeriod = 4;
@@ -368,9 +370,10 @@ TEST(UserNat, SubBatchesWithTheBindingsPrefetchedTreatPacketsAsWithout) {
   }
 }
 
-TEST(UserNat, FastPathsOverTheBindingsAnswerAsTheGenericTwinWhileNeighboursAreBound) {
+// The NAT built with `cflags` (its binding tables' kind).
+void expectFastPathsOverTheBindingsAnswerAsTheGenericTwin(const std::vector<std::string> &cflags) {
   NatSettings settings = settingsOf(NatConf);
-  auto nat = loadNat(settings, true), generic = loadNat(settings, false);
+  auto nat = loadNat(settings, true, cflags), generic = loadNat(settings, false, cflags);
   ASSERT_TRUE(nat && generic);
 
   auto first = nat->specialize();
@@ -456,6 +459,18 @@ TEST(UserNat, FastPathsOverTheBindingsAnswerAsTheGenericTwinWhileNeighboursAreBo
   expectSame(*nat, *generic, traffic(0.9, 3000, 4));
   expectSame(*nat, *generic, ringOf(replies, 1)); // the old ports: no mapping now
 }
+
+TEST(UserNat, FastPathsOverTheBindingsAnswerAsTheGenericTwinWhileNeighboursAreBound) {
+  expectFastPathsOverTheBindingsAnswerAsTheGenericTwin({});
+}
+
+#ifdef MORPHEUS_WITH_DPDK
+// The same over DPDK's rte_hash: the core's fast paths and write guards
+// over bindings the handler writes through mu_update into an rte_hash.
+TEST(UserNat, FastPathsOverRteHashBindingsAnswerAsTheGenericTwinWhileNeighboursAreBound) {
+  expectFastPathsOverTheBindingsAnswerAsTheGenericTwin({"-DNAT_HASH=MU_HASH_RTE"});
+}
+#endif
 
 } // namespace
 } // namespace morpheus::user

@@ -134,5 +134,19 @@ TEST(UserTables, DefinitionsTheRuntimeCannotMakeAreErrorsNamingTheTable) {
   consumeError(unknown.takeError());
 }
 
+#ifndef MORPHEUS_WITH_DPDK
+// Built without DPDK (-DMORPHEUS_DPDK=OFF, or no libdpdk): DPDK's table
+// kinds are refused at load, naming the table and what is missing.
+TEST(UserTables, DpdkKindsAreRefusedWithoutDpdk) {
+  for (mu_table_kind kind : {MU_HASH_RTE, MU_LPM_RTE}) {
+    auto table = makeTable("routes", {uint32_t(kind), 8, 4, 16});
+    ASSERT_FALSE(bool(table));
+    std::string message = toString(table.takeError());
+    EXPECT_NE(message.find("table 'routes'"), std::string::npos) << message;
+    EXPECT_NE(message.find("this build has no DPDK"), std::string::npos) << message;
+  }
+}
+#endif
+
 } // namespace
 } // namespace morpheus::user

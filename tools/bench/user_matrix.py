@@ -11,6 +11,9 @@ Example (every row of docs/benchmarks.md's "One sitting" table):
   tools/bench/user_matrix.py --out /tmp/user-matrix
 A quick look:
   tools/bench/user_matrix.py --rows nat --localities high --rounds 1 --repeat 1 --out /tmp/q
+DPDK's tables beside ours (docs/benchmarks.md "DPDK's own tables"):
+  tools/bench/user_matrix.py --rows router-20,router-500 --lpm dir24,linear,rte --out /tmp/d
+  tools/bench/user_matrix.py --rows nat --hash rte --out /tmp/nat-rte-hash
 """
 import argparse
 import datetime
@@ -101,6 +104,8 @@ def main(argv=None):
         "MORPHEUS_BIN", os.path.join(SOURCE, "build/bin/morpheus")))
     ap.add_argument("--rows", default=DEFAULT_ROWS, help=f"of {DEFAULT_ROWS}")
     ap.add_argument("--lpm", default="dir24,linear", help="LPM kinds (default dir24,linear)")
+    ap.add_argument("--hash", default="own",
+                    help="exact-match tables of every row: own (default) or rte (DPDK's rte_hash)")
     ap.add_argument("--localities", default="none,low,high")
     ap.add_argument("--flows", type=int, default=1000)
     ap.add_argument("--packets", type=int, default=100000)
@@ -128,6 +133,7 @@ def main(argv=None):
                                 "-o", trace], check=True)
             for lpm in a.lpm.split(","):
                 command = [a.morpheus, "user-run", *arguments, "--trace", trace, "--lpm", lpm,
+                           "--hash", a.hash,
                            "--profile", "adaptive", "--oracle", "--rounds", str(a.rounds),
                            "--repeat", str(a.repeat), "--explore", "greedy",
                            "--explore-windows", str(a.explore_windows)]

@@ -33,7 +33,8 @@
  *     thread, control-plane changes between bursts.
  *
  * NAT_LPM picks the inside prefixes' implementation: MU_LPM_DIR24
- * (default) or MU_LPM_LINEAR.
+ * (default), MU_LPM_LINEAR or MU_LPM_RTE (DPDK's rte_lpm); NAT_HASH the
+ * binding tables': MU_HASH (default) or MU_HASH_RTE (DPDK's rte_hash).
  *
  *   nat_config  ARRAY[1]  ports, port range, external pool, MACs  (read only)
  *   nat_inside  LPM       inside prefixes (new flows only)        (read only)
@@ -65,6 +66,9 @@
 #ifndef NAT_LPM
 #define NAT_LPM MU_LPM_DIR24
 #endif
+#ifndef NAT_HASH
+#define NAT_HASH MU_HASH
+#endif
 #ifndef NAT_MAX_FLOWS
 #define NAT_MAX_FLOWS 65536
 #endif
@@ -74,8 +78,8 @@
 
 MU_TABLE(nat_config, MU_ARRAY, __u32, struct nat_config, 1);
 MU_TABLE(nat_inside, NAT_LPM, struct nat_prefix_key, __u32, NAT_MAX_PREFIXES);
-MU_TABLE(nat_out, MU_HASH, struct nat_flow_key, struct nat_binding, NAT_MAX_FLOWS);
-MU_TABLE(nat_in, MU_HASH, struct nat_flow_key, struct nat_origin, NAT_MAX_FLOWS);
+MU_TABLE(nat_out, NAT_HASH, struct nat_flow_key, struct nat_binding, NAT_MAX_FLOWS);
+MU_TABLE(nat_in, NAT_HASH, struct nat_flow_key, struct nat_origin, NAT_MAX_FLOWS);
 MU_TABLE(nat_stats, MU_ARRAY, __u32, __u64, NAT_STAT_MAX);
 
 static __always_inline int count(__u32 stat, int verdict)

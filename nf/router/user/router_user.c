@@ -12,7 +12,9 @@
  *   TTL - 1, checksum (RFC 1624), MACs rewritten ─ TX out of the route's port
  *
  * ROUTER_LPM picks the routes table's implementation: MU_LPM_DIR24
- * (default) or MU_LPM_LINEAR (FastClick's LinearIPLookup).
+ * (default), MU_LPM_LINEAR (FastClick's LinearIPLookup) or MU_LPM_RTE
+ * (DPDK's rte_lpm); ROUTER_HASH the neighbours': MU_HASH (default) or
+ * MU_HASH_RTE (DPDK's rte_hash).
  *
  *   routes     LPM     prefix -> gateway, port, kind   (read only)
  *   neighbors  HASH    (address, port) -> MACs         (read only)
@@ -38,12 +40,15 @@
 #ifndef ROUTER_LPM
 #define ROUTER_LPM MU_LPM_DIR24
 #endif
+#ifndef ROUTER_HASH
+#define ROUTER_HASH MU_HASH
+#endif
 #ifndef ROUTER_USER_MAX_ROUTES
 #define ROUTER_USER_MAX_ROUTES 4096
 #endif
 
 MU_TABLE(routes, ROUTER_LPM, struct route_key, struct route, ROUTER_USER_MAX_ROUTES);
-MU_TABLE(neighbors, MU_HASH, struct neighbor_key, struct neighbor, ROUTER_MAX_NEIGHBORS);
+MU_TABLE(neighbors, ROUTER_HASH, struct neighbor_key, struct neighbor, ROUTER_MAX_NEIGHBORS);
 MU_TABLE(ports, MU_ARRAY, __u32, __u32, ROUTER_MAX_PORTS);
 MU_TABLE(stats, MU_ARRAY, __u32, __u64, STAT_MAX);
 

@@ -1,12 +1,12 @@
 #include "backend/user/DpdkPorts.h"
 
-#include <rte_eal.h>
+#include "backend/user/Eal.h"
+
+#include <rte_dev.h>
 #include <rte_errno.h>
 #include <rte_ethdev.h>
 #include <rte_lcore.h>
 #include <rte_mbuf.h>
-
-#include <unistd.h>
 
 #include <atomic>
 
@@ -14,7 +14,7 @@ namespace morpheus::user {
 
 namespace {
 
-std::atomic<bool> ealInitialised{false};
+std::atomic<uint32_t> nextPool{0}; // pool names are process-wide
 
 Error startPort(uint16_t port, rte_mempool *pool) {
   rte_eth_conf conf{};
@@ -38,65 +38,52 @@ std::string afXdpVdev(unsigned instance, const std::string &iface) {
 }
 
 Expected<std::unique_ptr<DpdkPorts>> DpdkPorts::open(const DpdkOptions &options) {
-  if (ealInitialised.exchange(true))
-    return makeError("DPDK: the EAL is initialised once per process");
-  // A file prefix of our own: EAL makes a runtime directory for it even
-  // without shared config, which the destructor removes.
-  std::vector<std::string> args = {"morpheus", "--no-huge", "--no-shconf", "--no-pci",
-                                   "--file-prefix=morpheus-" + std::to_string(getpid()),
-                                   "--no-telemetry", "-m",
-                                   std::to_string(options.memoryMegabytes), "-l",
-                                   std::to_string(options.lcore), "--log-level=*:warning"};
+  if (Error err = initialiseEal(options.memoryMegabytes))
+    return err;
+  std::unique_ptr<DpdkPorts> ports(new DpdkPorts());
   std::vector<std::string> vdevs = options.vdevs;
   if (!options.exceptionVdev.empty())
     vdevs.push_back(options.exceptionVdev);
-  for (const std::string &vdev : vdevs)
-    args.push_back("--vdev=" + vdev);
-  std::vector<char *> argv;
-  for (std::string &arg : args)
-    argv.push_back(arg.data());
-  if (rte_eal_init(int(argv.size()), argv.data()) < 0)
-    return makeError("DPDK: EAL initialisation failed: {0}", rte_strerror(rte_errno));
-
-  std::unique_ptr<DpdkPorts> ports(new DpdkPorts());
-  uint16_t available = rte_eth_dev_count_avail();
-  if (available != vdevs.size()) {
-    // Name the vdevs whose driver refused them (an AF_XDP port on an
-    // interface this namespace does not have, a pcap file that cannot be
-    // read); EAL's log above says why.
-    std::string refused;
-    for (const std::string &vdev : vdevs) {
-      std::string name = vdev.substr(0, vdev.find(','));
-      uint16_t port;
-      if (rte_eth_dev_get_port_by_name(name.c_str(), &port) != 0)
-        refused += (refused.empty() ? "" : ", ") + vdev;
-    }
-    return makeError("DPDK: {0} ports for {1} vdevs; not probed: {2}", available, vdevs.size(),
-                     refused);
+  std::vector<uint16_t> ids;
+  for (const std::string &vdev : vdevs) {
+    // "NAME,ARGS": the device's name is its port's.
+    size_t comma = vdev.find(',');
+    std::string name = vdev.substr(0, comma);
+    std::string args = comma == std::string::npos ? "" : vdev.substr(comma + 1);
+    if (int err = rte_eal_hotplug_add("vdev", name.c_str(), args.c_str()); err < 0)
+      return makeError("DPDK: vdev {0}: {1}", vdev, rte_strerror(-err));
+    ports->devices.push_back(name);
+    uint16_t id;
+    if (rte_eth_dev_get_port_by_name(name.c_str(), &id) != 0)
+      return makeError("DPDK: vdev {0} made no port", vdev);
+    ids.push_back(id);
   }
-  ports->portCount = uint16_t(options.vdevs.size());
+  ports->portIds.assign(ids.begin(), ids.begin() + options.vdevs.size());
   if (!options.exceptionVdev.empty())
-    ports->exceptionPort = ports->portCount;
-  ports->pool = rte_pktmbuf_pool_create("morpheus_mbufs", options.mbufs, 256, 0,
-                                        RTE_MBUF_DEFAULT_BUF_SIZE, rte_socket_id());
+    ports->exceptionPort = ids.back();
+  ports->pool = rte_pktmbuf_pool_create(("morpheus_mbufs" + std::to_string(nextPool++)).c_str(),
+                                        options.mbufs, 256, 0, RTE_MBUF_DEFAULT_BUF_SIZE,
+                                        rte_socket_id());
   if (!ports->pool)
     return makeError("DPDK: packet buffer pool: {0}", rte_strerror(rte_errno));
-  for (uint16_t port = 0; port < available; ++port)
-    if (Error err = startPort(port, ports->pool))
-      return withContext(std::move(err), vdevs[port]);
+  for (size_t i = 0; i < ids.size(); ++i)
+    if (Error err = startPort(ids[i], ports->pool))
+      return withContext(std::move(err), vdevs[i]);
   return ports;
 }
 
 DpdkPorts::~DpdkPorts() {
-  for (uint16_t port = 0; port < portCount + uint16_t(exceptionPort.has_value()); ++port) {
-    rte_eth_dev_stop(port);
-    rte_eth_dev_close(port);
+  std::vector<uint16_t> ids = portIds;
+  if (exceptionPort)
+    ids.push_back(*exceptionPort);
+  for (uint16_t id : ids) {
+    rte_eth_dev_stop(id);
+    rte_eth_dev_close(id);
   }
+  for (const std::string &device : devices)
+    rte_eal_hotplug_remove("vdev", device.c_str());
   if (pool)
     rte_mempool_free(pool);
-  std::string runtimeDirectory = rte_eal_get_runtime_dir();
-  rte_eal_cleanup();
-  ::rmdir(runtimeDirectory.c_str()); // empty with --no-shconf
 }
 
 DpdkStats DpdkPorts::run(Trampoline &trampoline, uint32_t burstSize, uint64_t maxPackets,
@@ -107,6 +94,7 @@ DpdkStats DpdkPorts::run(Trampoline &trampoline, uint32_t burstSize, uint64_t ma
   std::vector<mu_packet> packets(burstSize);
   // Per egress port, the packets to send after the burst; and the
   // exception port's.
+  const uint16_t portCount = ports();
   std::vector<std::vector<rte_mbuf *>> outgoing(portCount);
   std::vector<rte_mbuf *> exceptions;
   auto start = std::chrono::steady_clock::now();
@@ -116,7 +104,7 @@ DpdkStats DpdkPorts::run(Trampoline &trampoline, uint32_t burstSize, uint64_t ma
     bool any = false;
     for (uint16_t port = 0; port < portCount && stats.loop.packets < maxPackets; ++port) {
       uint16_t count = rte_eth_rx_burst(
-          port, 0, received.data(),
+          portIds[port], 0, received.data(),
           uint16_t(std::min<uint64_t>(burstSize, maxPackets - stats.loop.packets)));
       if (!count)
         continue;
@@ -150,7 +138,7 @@ DpdkStats DpdkPorts::run(Trampoline &trampoline, uint32_t burstSize, uint64_t ma
         size_t queued = outgoing[out].size();
         if (!queued)
           continue;
-        uint64_t sent = send(out, outgoing[out]);
+        uint64_t sent = send(portIds[out], outgoing[out]);
         stats.sent += sent;
         stats.unsent += queued - sent;
       }

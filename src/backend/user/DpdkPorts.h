@@ -2,8 +2,8 @@
 // ports opened as DPDK virtual devices, so it runs on machines without NICs
 // or hugepages (`net_pcap` reads and writes pcap files, `net_null` makes
 // and swallows packets, `net_af_xdp` receives and sends through an AF_XDP
-// socket on a kernel interface, e.g. a veth; EAL with --no-huge --no-shconf
-// --no-pci), and an
+// socket on a kernel interface, e.g. a veth; the process's one EAL,
+// Eal.h), and an
 // event loop that receives bursts from them: each burst handed to the
 // handler the trampoline holds at the burst's start (as EventLoop does for
 // the in-memory ring), MU_TX packets sent out of packet->port, MU_PASS
@@ -34,9 +34,10 @@ struct DpdkOptions {
   // (packet->port never names it) and what it receives is not read. Empty:
   // MU_PASS packets are freed.
   std::string exceptionVdev;
-  uint32_t memoryMegabytes = 256; // EAL memory without hugepages
-  uint32_t mbufs = 8191;          // packet buffers in the pool
-  unsigned lcore = 0;             // the core EAL pins the loop's thread to
+  // EAL memory without hugepages the pool needs (the EAL takes at least
+  // DefaultEalMegabytes; initialise it first with more: Eal.h).
+  uint32_t memoryMegabytes = 256;
+  uint32_t mbufs = 8191; // packet buffers in the pool
 };
 
 // The vdev of an AF_XDP port on kernel interface `iface` (DPDK's
@@ -63,13 +64,15 @@ struct DpdkStats {
 
 class DpdkPorts {
 public:
-  // Initialises DPDK's EAL (once per process: DPDK cannot initialise it
-  // again after a cleanup, so a second open is an error) and starts one
-  // port per vdev with one receive and one transmit queue.
+  // Initialises DPDK's EAL if nothing did (Eal.h), adds one port per vdev
+  // and starts it with one receive and one transmit queue. Ports of
+  // another open still open must have other vdev names.
   static Expected<std::unique_ptr<DpdkPorts>> open(const DpdkOptions &options);
-  ~DpdkPorts(); // stops and closes the ports (net_pcap flushes its files)
+  // Stops, closes and removes the ports (net_pcap flushes its files); the
+  // EAL stays.
+  ~DpdkPorts();
 
-  uint16_t ports() const { return portCount; } // the handler's, without the exception port
+  uint16_t ports() const { return uint16_t(portIds.size()); } // the handler's, without the exception port
 
   // Polls every port in turn until `maxPackets` were received or
   // `idlePolls` polls in a row brought nothing (a pcap port is drained);
@@ -80,8 +83,9 @@ public:
 private:
   DpdkPorts() = default;
   rte_mempool *pool = nullptr;
-  uint16_t portCount = 0;
-  std::optional<uint16_t> exceptionPort; // after the handler's ports
+  std::vector<std::string> devices;      // the vdev names added, to remove
+  std::vector<uint16_t> portIds;         // DPDK's port of the handler's port i
+  std::optional<uint16_t> exceptionPort; // DPDK's port
 };
 
 } // namespace morpheus::user

@@ -24,12 +24,20 @@ pointDimensions(const std::vector<core::SpecializationPoint> &space,
   return dimensions;
 }
 
-std::string describe(const Configuration &configuration) {
+std::string describe(const Configuration &configuration, const std::vector<Dimension> &dimensions) {
   if (configuration.empty())
     return "(generic)";
+  auto nameOf = [&](const std::string &name, int64_t value) {
+    for (const Dimension &dimension : dimensions)
+      if (dimension.name == name)
+        for (size_t i = 0; i < dimension.valueNames.size() && i < dimension.values.size(); ++i)
+          if (dimension.values[i] == value)
+            return dimension.valueNames[i];
+    return std::to_string(value);
+  };
   std::string text;
   for (const auto &[name, value] : configuration)
-    text += (text.empty() ? "" : " ") + name + "=" + std::to_string(value);
+    text += (text.empty() ? "" : " ") + name + "=" + nameOf(name, value);
   return text;
 }
 

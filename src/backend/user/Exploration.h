@@ -29,6 +29,8 @@ struct Dimension {
   std::string name;
   std::vector<int64_t> values; // tried besides "off"
   bool canBeOff = true;        // false: one of `values` is always chosen
+  // What values[i] stands for, printed by describe (empty: the numbers).
+  std::vector<std::string> valueNames = {};
 };
 
 // The dimensions of a handler's points: each point's candidates (a generic
@@ -38,7 +40,10 @@ std::vector<Dimension>
 pointDimensions(const std::vector<core::SpecializationPoint> &space,
                 const std::map<std::string, std::vector<int64_t>> &generic = {});
 
-std::string describe(const Configuration &configuration);
+// "name=value ..." ("(generic)" when empty); a value of a dimension among
+// `dimensions` with value names by its name.
+std::string describe(const Configuration &configuration,
+                     const std::vector<Dimension> &dimensions = {});
 
 // What proposes configurations. `next` is called after each `report` (and
 // once after `start`); nullopt ends the search, whose result is `best`.

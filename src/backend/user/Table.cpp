@@ -1,5 +1,10 @@
 #include "backend/user/Table.h"
 
+#include "backend/user/TableStorage.h"
+#ifdef MORPHEUS_WITH_DPDK
+#include "backend/user/DpdkTables.h"
+#endif
+
 #include <algorithm>
 #include <cstdlib>
 #include <cstring>
@@ -8,31 +13,6 @@
 namespace morpheus::user {
 
 namespace {
-
-// Fixed-size value slots with a free list: an entry's value never moves.
-class ValuePool {
-public:
-  ValuePool(uint32_t valueSize, uint32_t slots)
-      : valueSize(valueSize), storage(size_t(valueSize) * slots) {
-    for (uint32_t slot = slots; slot-- > 0;)
-      free.push_back(slot);
-  }
-  bool full() const { return free.empty(); }
-  uint32_t take(const void *value) {
-    uint32_t slot = free.back();
-    free.pop_back();
-    std::memcpy(at(slot), value, valueSize);
-    return slot;
-  }
-  void give(uint32_t slot) { free.push_back(slot); }
-  uint8_t *at(uint32_t slot) { return storage.data() + size_t(slot) * valueSize; }
-  const uint8_t *at(uint32_t slot) const { return storage.data() + size_t(slot) * valueSize; }
-
-private:
-  uint32_t valueSize;
-  std::vector<uint8_t> storage;
-  std::vector<uint32_t> free;
-};
 
 // Exact match: open addressing with linear probing over a power-of-two
 // array at least twice max_entries (never resized, so it never rehashes
@@ -161,74 +141,6 @@ private:
   std::vector<uint8_t> values;
 };
 
-// The rules of a longest-prefix table, kept by both LPM implementations:
-// (prefix length, address bits beyond it cleared) -> value slot.
-class PrefixRules {
-public:
-  PrefixRules(uint32_t addressBytes, uint32_t valueSize, uint32_t maxEntries)
-      : addressBytes(addressBytes), valueBytes(valueSize), pool(valueSize, maxEntries) {}
-
-  struct Prefix {
-    uint32_t length;
-    Bytes address; // bits beyond length cleared
-    bool operator<(const Prefix &other) const {
-      return length != other.length ? length > other.length : address < other.address;
-    }
-  };
-
-  // The key { u32 prefixlen; address } as a prefix; nullopt for a length
-  // beyond the address.
-  std::optional<Prefix> prefixOf(const void *key) const {
-    uint32_t length;
-    std::memcpy(&length, key, sizeof length);
-    if (length > addressBytes * 8)
-      return std::nullopt;
-    auto *bytes = static_cast<const uint8_t *>(key) + sizeof length;
-    Prefix prefix{length, Bytes(bytes, bytes + addressBytes)};
-    for (uint32_t bit = length; bit < addressBytes * 8; ++bit)
-      prefix.address[bit / 8] &= uint8_t(~(0x80u >> (bit % 8)));
-    return prefix;
-  }
-
-  bool update(const Prefix &prefix, const void *value) {
-    if (auto rule = rules.find(prefix); rule != rules.end()) {
-      std::memcpy(pool.at(rule->second), value, valueSize());
-      return true;
-    }
-    if (pool.full())
-      return false;
-    rules.emplace(prefix, pool.take(value));
-    return true;
-  }
-  bool remove(const Prefix &prefix) {
-    auto rule = rules.find(prefix);
-    if (rule == rules.end())
-      return false;
-    pool.give(rule->second);
-    rules.erase(rule);
-    return true;
-  }
-  void forEach(const std::function<bool(const Bytes &, const void *)> &visit) const {
-    for (const auto &[prefix, slot] : rules) {
-      Bytes key(sizeof(uint32_t));
-      std::memcpy(key.data(), &prefix.length, sizeof prefix.length);
-      key.insert(key.end(), prefix.address.begin(), prefix.address.end());
-      if (!visit(key, pool.at(slot)))
-        return;
-    }
-  }
-
-  // Longest first, then by address: the order a linear scan wants.
-  const std::map<Prefix, uint32_t> &all() const { return rules; }
-  ValuePool &values() { return pool; }
-  uint32_t valueSize() const { return valueBytes; }
-
-private:
-  uint32_t addressBytes;
-  uint32_t valueBytes;
-  ValuePool pool;
-  std::map<Prefix, uint32_t> rules;
-};
 
 bool matches(const uint8_t *address, const PrefixRules::Prefix &prefix) {
   uint32_t full = prefix.length / 8, rest = prefix.length % 8;
@@ -432,6 +344,22 @@ Expected<core::TableInfo> tableInfoFor(const std::string &name, const mu_table_d
                        "(DIR-24-8: 4 bytes, IPv4); got {1} bytes",
                        name, def.key_size);
     break;
+  case MU_HASH_RTE:
+    info.typeName = "rte_hash";
+    info.match = core::TableMatch::Exact;
+    break;
+  case MU_LPM_RTE:
+    info.typeName = "lpm_rte";
+    info.match = core::TableMatch::LongestPrefix;
+    if (def.key_size != 8)
+      return makeError("table '{0}': an rte_lpm key is a 4-byte prefix length and an IPv4 "
+                       "address; got {1} bytes",
+                       name, def.key_size);
+    // rte_lpm's next hop (a value slot here) has 24 bits.
+    if (def.max_entries >= (1u << 24))
+      return makeError("table '{0}': rte_lpm holds fewer than 2^24 rules, not {1}", name,
+                       def.max_entries);
+    break;
   default:
     return makeError("table '{0}': unknown kind {1}", name, def.kind);
   }
@@ -449,8 +377,16 @@ Expected<std::unique_ptr<Table>> makeTable(const std::string &name, const mu_tab
     return std::make_unique<ArrayTable>(std::move(*info));
   case MU_LPM_LINEAR:
     return std::make_unique<LinearLpmTable>(std::move(*info));
-  default:
+  case MU_LPM_DIR24:
     return std::make_unique<Dir24Table>(std::move(*info));
+  default: // MU_HASH_RTE, MU_LPM_RTE
+#ifdef MORPHEUS_WITH_DPDK
+    return makeDpdkTable(std::move(*info), mu_table_kind(def.kind));
+#else
+    return makeError("table '{0}': {1} is DPDK's, and this build has no DPDK (install "
+                     "dpdk-dev, re-run cmake)",
+                     name, info->typeName);
+#endif
   }
 }
 

@@ -29,10 +29,16 @@ enum mu_table_kind {
 	MU_ARRAY = 2,      /* __u32 index below max_entries; every slot exists, zeroed */
 	MU_LPM_LINEAR = 3, /* longest prefix, rules scanned longest first */
 	MU_LPM_DIR24 = 4,  /* longest prefix, DIR-24-8 tables (IPv4 only) */
+	/* DPDK's own tables, when the runtime is built with DPDK (refused at
+	 * load otherwise): */
+	MU_HASH_RTE = 5,   /* exact match, DPDK's rte_hash (cuckoo) */
+	MU_LPM_RTE = 6,    /* longest prefix, DPDK's rte_lpm (DIR-24-8, IPv4 only) */
 };
 
 /* A table's definition. LPM keys are { uint32_t prefixlen; address bytes }
- * as for BPF_MAP_TYPE_LPM_TRIE: a lookup passes the full length. */
+ * as for BPF_MAP_TYPE_LPM_TRIE: a lookup passes the full length (every LPM
+ * kind matches the whole address and reads the length only in updates and
+ * deletes, where it is the rule's). */
 struct mu_table_def {
 	uint32_t kind;
 	uint32_t key_size;
