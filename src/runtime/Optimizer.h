@@ -249,7 +249,8 @@ private:
   bpf::LoadOptions ownerLoad;
   std::vector<std::string> createdPins;
   std::optional<bpf::LoadedObject> original;
-  // Per program of the original: the maps its code names (read at load).
+  // Per program of the original, read at load: its code, whose maps are the
+  // tables its specialization may depend on (validationScope).
   std::map<std::string, bpf::LoadedObject::Code> originalCode;
   std::optional<bpf::LoadedObject> specialized;
   // The version installed before: packets still running it (until the
