@@ -430,6 +430,14 @@ void Daemon::report(const CycleReport &cycle) {
               "\n";
     text += "  injection by phase (ms): " + core::phasesText(cycle.times.injectionPhases) + "\n";
     fields["validation_phases"] = phasesJson(cycle.times.validationPhases);
+    const ValidationScope &scope = cycle.validation;
+    if (!scope.skipped.empty())
+      text += "  validation left out " + llvm::join(scope.skipped, ", ") +
+              " (code as the installed version's, tables unchanged); loaded " +
+              llvm::join(scope.validated, ", ") + "\n";
+    else if (!scope.whyWhole.empty())
+      text += "  validation loaded the whole object: " + scope.whyWhole + "\n";
+    fields["validation_skipped"] = scope.skipped;
     fields["injection_phases"] = phasesJson(cycle.times.injectionPhases);
     text += cycle.log.toText();
     fields["decisions"] = cycle.log.toText();

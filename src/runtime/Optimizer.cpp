@@ -186,6 +186,13 @@ Error Optimizer::load(const std::string &path) {
       return withContext(std::move(err), path);
   clock.end("load and verify the original");
 
+  for (const std::string &program : entries) {
+    auto code = original->programCode(program);
+    if (!code)
+      return withContext(code.takeError(), path);
+    originalCode.emplace(program, std::move(*code));
+  }
+
   auto fallback = bpf::createFallbackArray(*original, entries, entry);
   if (!fallback)
     return fallback.takeError();
@@ -791,15 +798,86 @@ Optimizer::specializeWithRetry(CycleReport &report, core::TableSnapshot &snapsho
   }
 }
 
+Expected<ValidationScope> Optimizer::validationScope(const CycleReport &report,
+                                                     const Candidate &candidate,
+                                                     const core::TableSnapshot &snapshot) const {
+  ValidationScope scope;
+  if (!specialized) {
+    scope.whyWhole = "no version installed yet";
+    return scope;
+  }
+  // What every program's code was built under besides its tables: the
+  // stage arrays, the traffic's fast paths, the folded globals.
+  if (cycleStages != specializedStages || hotKeys != specializedHotKeys ||
+      perCpuHotKeys != specializedPerCpuHotKeys || hotTuples != specializedHotTuples ||
+      cycleWriteCounts != specializedWriteCounts || report.log.globalChecks != specializedChecks) {
+    scope.whyWhole = "the stage arrays, the traffic's fast paths or the folded globals changed";
+    return scope;
+  }
+  // The tables whose read-only bytes changed since the installed version
+  // was built (and validated). A program's specialization can only depend
+  // on the tables its original code names; a changed table no program
+  // names (an inner map reached through a map of maps) could be behind
+  // any of them.
+  const core::TableAccessInfo &analysis = programSpec->analysis();
+  std::set<std::string> changed, named;
+  for (const auto &[name, contents] : snapshot) {
+    auto built = specializedSnapshot.find(name);
+    if (built == specializedSnapshot.end() ||
+        !analysis.sameWhereReadOnly({{name, contents}}, {{name, built->second}}))
+      changed.insert(name);
+  }
+  for (const auto &[name, contents] : specializedSnapshot)
+    if (!snapshot.count(name))
+      changed.insert(name);
+  for (const auto &[program, code] : originalCode)
+    named.insert(code.maps.begin(), code.maps.end());
+  for (const std::string &table : changed)
+    if (!named.count(table)) {
+      scope.whyWhole = "table '" + table + "' changed and no program's code names it";
+      return scope;
+    }
+  for (const std::string &program : programSpec->programs()) {
+    const bpf::LoadedObject::Code &was = originalCode.at(program);
+    bool readsAChange = std::any_of(was.maps.begin(), was.maps.end(),
+                                     [&](const std::string &map) { return changed.count(map); });
+    bool same = false;
+    if (program != entry && !was.tailCalls && !readsAChange) {
+      auto now = candidate.loaded.programCode(program, report.version);
+      auto installed = specialized->programCode(program, specializedVersion);
+      if (!now)
+        return now.takeError();
+      if (!installed)
+        return installed.takeError();
+      same = *now == *installed;
+    }
+    (same ? scope.skipped : scope.validated).push_back(program);
+  }
+  if (scope.skipped.empty()) {
+    scope.validated.clear();
+    scope.whyWhole = "every program changed, tail-calls or is the entry";
+  }
+  return scope;
+}
+
 bool Optimizer::validate(CycleReport &report, const Candidate &candidate,
                          const core::TableSnapshot &snapshot) {
   if (!options.shadowPackets)
     return true;
   uint64_t version = report.version;
   auto validationStart = Clock::now();
+  auto scope = validationScope(report, candidate, snapshot);
+  if (!scope) {
+    endCycle(report, scope.takeError());
+    return false;
+  }
+  report.validation = std::move(*scope);
   ShadowOptions shadow;
   shadow.packets = options.shadowPackets;
   shadow.seed = report.cycle;
+  if (!report.validation.validated.empty())
+    shadow.programs = std::set<std::string>(report.validation.validated.begin(),
+                                            report.validation.validated.end());
   auto slots = original->programSlots();
   if (!slots) {
     endCycle(report, slots.takeError());

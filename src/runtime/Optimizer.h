@@ -84,6 +84,19 @@ enum class CycleOutcome {
 const char *outcomeName(CycleOutcome outcome);
 std::ostream &operator<<(std::ostream &out, CycleOutcome outcome);
 
+// What a cycle's shadow validation loaded into its copies, and what it
+// left out and why.
+struct ValidationScope {
+  // The programs every copy loaded (the entry, the changed ones, those
+  // whose tail calls may reach them); empty: the whole object.
+  std::vector<std::string> validated;
+  // Left out: code identical to the installed version's (maps by name),
+  // reading no table that changed since that version was validated.
+  std::vector<std::string> skipped;
+  // Why the whole object was validated, when it was.
+  std::string whyWhole;
+};
+
 struct CycleReport {
   uint64_t cycle = 0;
   uint64_t version = 0; // guard version the new code is valid for
@@ -97,6 +110,7 @@ struct CycleReport {
   std::string differenceKey;
   CycleTimes times;
   core::SpecializationLog log;
+  ValidationScope validation;
   // Per profiled site id, what the traffic decided this cycle.
   std::map<unsigned, core::SiteTraffic> traffic;
   size_t instructions = 0; // of the installed entry program (xlated)
@@ -208,6 +222,12 @@ private:
   static Error fillVersionStages(bpf::LoadedObject &version, const bpf::ProgramSlots &stages);
   std::optional<Candidate> specializeWithRetry(CycleReport &report,
                                                core::TableSnapshot &snapshot);
+  // The programs the candidate's validation must load: all of them, or,
+  // after a version was installed, the entry, each program whose code or
+  // tables changed, and each that tail-calls (it may lead to a changed one).
+  Expected<ValidationScope> validationScope(const CycleReport &report,
+                                            const Candidate &candidate,
+                                            const core::TableSnapshot &snapshot) const;
   bool validate(CycleReport &report, const Candidate &candidate,
                 const core::TableSnapshot &snapshot);
   void installCandidate(CycleReport &report, Candidate candidate, core::TableSnapshot snapshot);
@@ -229,6 +249,9 @@ private:
   bpf::LoadOptions ownerLoad;
   std::vector<std::string> createdPins;
   std::optional<bpf::LoadedObject> original;
+  // Per program of the original, read at load: its code, whose maps are the
+  // tables its specialization may depend on (validationScope).
+  std::map<std::string, bpf::LoadedObject::Code> originalCode;
   std::optional<bpf::LoadedObject> specialized;
   // The version installed before: packets still running it (until the
   // kernel's grace period ends) tail-call through its stage arrays, which

@@ -81,6 +81,7 @@ Expected<ShadowVerdict> shadowValidate(const bpf::ProgramSpec &spec, const std::
     keys.insert(keys.end(), contents.probedKeys.begin(), contents.probedKeys.end());
   }
   comparing.guardVersion = candidateVersion;
+  comparing.programs = options.programs;
   auto comparison = VersionComparison::create(spec, entry, live, comparing);
   if (!comparison)
     return withContext(comparison.takeError(), context);

@@ -16,6 +16,7 @@
 #include "support/Error.h"
 
 #include <optional>
+#include <set>
 #include <string>
 
 namespace morpheus::runtime {
@@ -25,6 +26,9 @@ struct ShadowOptions {
   uint32_t entryBudget = 256; // live entries copied per map, besides the
                                // ones the specialization read
   uint64_t seed = 1;
+  // The programs the copies load (the others' program-array slots stay
+  // empty in every copy alike); unset loads the whole object.
+  std::optional<std::set<std::string>> programs;
 };
 
 struct ShadowVerdict {

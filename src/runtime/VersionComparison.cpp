@@ -63,6 +63,7 @@ VersionComparison::create(const bpf::ProgramSpec &spec, const std::string &entry
     return makeSystemError(errno, "cannot set the scratch guard");
   std::unique_ptr<VersionComparison> comparison(
       new VersionComparison(spec, entry, std::move(*guard)));
+  comparison->programs = options.programs;
   core::PhaseClock clock(comparison->phases);
 
   const std::vector<char> &original = spec.originalElf();
@@ -97,6 +98,7 @@ VersionComparison::create(const bpf::ProgramSpec &spec, const std::string &entry
     bpf::LoadOptions load;
     load.maps = comparison->copies[at(on)]->byName();
     load.windowedCopies = true;
+    load.programs = options.programs;
     auto loaded = bpf::LoadedObject::load(original, spec.objectName(), load);
     if (!loaded)
       return withContext(loaded.takeError(), versionName(on) + std::string(" copy"));
@@ -112,14 +114,12 @@ VersionComparison::create(const bpf::ProgramSpec &spec, const std::string &entry
     clock.end(std::string("load and verify the ") + versionName(version) + " copy");
   }
   // The specialized version's fallback: the original on the same copies,
-  // which its program arrays point at, as the live arrays point at the
-  // live original's programs. Without either need it is not loaded (a
-  // fourth verification per cycle), and the fallback array stays empty:
-  // the scratch guard then never moves, so the fallback is never taken.
-  bool programArrays = std::any_of(
-      comparison->image.maps().begin(), comparison->image.maps().end(),
-      [](const MapImage::Map &map) { return map.kind == CopyKind::Programs; });
-  if (options.fallback || programArrays) {
+  // whose program arrays point at its programs, as the live arrays point
+  // at the live original's. Only a check that moves the scratch guard
+  // needs it; otherwise it is not loaded (a fourth verification per
+  // cycle), and the fallback array stays empty: the guard never moves, so
+  // the fallback is never taken.
+  if (options.fallback) {
     auto fallbackOriginal = loadOriginal(Version::Specialized);
     if (!fallbackOriginal)
       return fallbackOriginal.takeError();
@@ -176,9 +176,22 @@ Error VersionComparison::loadSpecialized(llvm::ArrayRef<char> elf) {
   bpf::LoadOptions load;
   load.maps = specializedMaps;
   load.windowedCopies = true;
+  load.programs = programs;
+  // Its program arrays are its own (libbpf creates them empty), filled
+  // below with its programs: the copies' arrays hold the fallback
+  // original's, which a live version never tail-calls either.
+  std::set<std::string> stageArrays;
+  for (const MapImage::Map &map : image.maps())
+    if (map.kind == CopyKind::Programs && map.named && load.maps.erase(map.name))
+      stageArrays.insert(map.name);
   auto loaded = bpf::LoadedObject::load(elf, spec.objectName(), load);
   if (!loaded)
     return withContext(loaded.takeError(), "specialized copy");
+  std::map<std::string, int> ownArrays;
+  for (const std::string &array : stageArrays)
+    ownArrays[array] = loaded->mapFd(array);
+  if (Error err = loaded->fillProgramSlots(image.programSlots(), ownArrays))
+    return withContext(std::move(err), "specialized copy");
   objects[at(Version::Specialized)].emplace(std::move(*loaded));
   return Error::success();
 }

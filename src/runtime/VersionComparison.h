@@ -12,8 +12,13 @@
 //                the candidate was built for (so a live guard that moves
 //                meanwhile changes nothing here), and its own fallback array
 //                holding a copy of the original beside it on the same maps
-//                (loaded when the fallback is exercised or program arrays
-//                need the original's programs)
+//                (loaded only when the fallback is exercised); its program
+//                arrays are its own, holding its own programs where the live
+//                arrays hold the original's, as a live version's stage
+//                arrays do: its tail calls run the specialized stages
+// All three may load only some of the object's programs (Options::programs):
+// the others' slots are then empty in every version alike, so a packet sent
+// to one falls through its tail call in all three.
 // A packet runs through the witness first, the original in the middle and
 // the specialized version last, so a clock the program reads moves about as
 // much between original and witness as between original and specialized.
@@ -109,9 +114,10 @@ public:
     CopySizing sizing;
     uint64_t guardVersion = 1; // what the scratch guard holds at first
     // Whether the specialized version's fallback is exercised (bumps of
-    // the scratch guard): its original is then loaded beside it, as it is
-    // anyway for a program with program arrays.
+    // the scratch guard): its original is then loaded beside it.
     bool fallback = false;
+    // The programs every version loads, by name; unset loads them all.
+    std::optional<std::set<std::string>> programs;
   };
 
   static Expected<std::unique_ptr<VersionComparison>>
@@ -166,6 +172,7 @@ private:
 
   const bpf::ProgramSpec &spec;
   std::string entry;
+  std::optional<std::set<std::string>> programs; // Options::programs
   bpf::GuardWord scratchGuard;
   // The specialized version's own traffic profile map, every site sampled
   // at every lookup, so the recording code runs on every packet compared

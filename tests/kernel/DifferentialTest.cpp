@@ -82,6 +82,29 @@ TEST(Differential, CatchesABrokenKeyCompareChain) {
   unlink(reproducer.c_str());
 }
 
+// The fuzzer's specialized version tail-calls its own stages (as a live
+// version does), not the original's: a broken compare chain in a stage the
+// entry reaches (tests/programs/staged_policy.bpf.c, the UDP stage) is a
+// difference, and without the fault there is none.
+TEST(Differential, SpecializedStagesAreTheOnesCompared) {
+  runtime::FuzzOptions options;
+  options.program = "staged_entry";
+  options.seconds = 120; // stops at the first difference
+  options.seed = 7;
+  options.faults.breakKeyCompare = true;
+  std::string path = morpheus::testing::sourcePath("tests/programs/staged_policy.bpf.c");
+  auto broken = runtime::fuzzProgram(path, options);
+  ASSERT_THAT_EXPECTED(broken, llvm::Succeeded());
+  EXPECT_GE(broken->differed, 1u);
+  options.seconds = 3;
+  options.minStates = 3;
+  options.faults = {};
+  auto mended = runtime::fuzzProgram(path, options);
+  ASSERT_THAT_EXPECTED(mended, llvm::Succeeded());
+  EXPECT_EQ(mended->differed, 0u) << mended->reproducer;
+  EXPECT_GT(mended->cases, 50u);
+}
+
 TEST(Differential, RouterSmoke) { expectNoDifference("nf/router/router.bpf.c", "router"); }
 TEST(Differential, L2SwitchSmoke) {
   expectNoDifference("nf/l2switch/l2switch.bpf.c", "l2switch");

@@ -1,7 +1,10 @@
 // Pre-swap shadow validation (runtime/ShadowValidation) in the optimizer
 // cycle: a correct candidate is validated and installed, a wrong one (the
 // test-only broken key compare) is refused with a reproducer while
-// the running program goes on, and the time it takes is reported.
+// the running program goes on, and the time it takes is reported; after a
+// change in one tail-called stage's table, that stage is validated with
+// its own specialized code and an unchanged stage is left out.
+#include "Corpus.h"
 #include "PolicyFwd.h"
 
 #include <linux/bpf.h>
@@ -9,6 +12,7 @@
 
 #include <algorithm>
 #include <cstdlib>
+#include <set>
 
 namespace morpheus::testing {
 namespace {
@@ -116,6 +120,68 @@ TEST(ShadowValidation, WrongCandidateIsRefusedAndTheRunningProgramStays) {
   runtime::CycleReport mended = fwd.opt().runCycle();
   EXPECT_TRUE(mended.installed()) << mended.describe();
   EXPECT_EQ(runOnce(fwd.opt().activeFd(), packet).verdict, uint32_t(XDP_DROP));
+}
+
+
+struct TcpRule {
+  uint16_t blockedPort, pad;
+  uint32_t verdict;
+};
+
+std::set<std::string> asSet(const std::vector<std::string> &names) {
+  return {names.begin(), names.end()};
+}
+
+// tests/programs/staged_policy.bpf.c: the entry tail-calls a UDP stage (a
+// hash of destinations, a compare chain once specialized) or a TCP stage
+// (one folded configuration slot). After a change in one stage's table,
+// validation loads that stage and the entry, running the candidate's own
+// stages (a wrong compare chain planted in the UDP stage is refused: the
+// copies used to tail-call the original's stages, and passed it), and
+// leaves the other stage out, saying so.
+TEST(ShadowValidation, AChangedStageIsValidatedAndAnUnchangedStageIsSkipped) {
+  runtime::OptimizerOptions options; // shadow validation on
+  options.program = "staged_entry";
+  CorpusProgram program("staged_policy.bpf.c", options);
+  ASSERT_TRUE(program.ok());
+  for (uint32_t i = 0; i < 6; ++i)
+    program.set("udp_policy", htonl(0x0a000100 + i), uint32_t(i % 2 ? XDP_DROP : XDP_TX));
+  program.set("tcp_config", uint32_t(0), TcpRule{22, 0, XDP_DROP});
+  runtime::CycleReport first = program.cycle();
+  ASSERT_TRUE(first.installed()) << first.describe();
+  EXPECT_TRUE(first.validation.skipped.empty());
+  EXPECT_EQ(first.validation.whyWhole, "no version installed yet");
+  const core::SiteDecision *chain = CorpusProgram::decision(first, "udp_policy", true);
+  ASSERT_NE(chain, nullptr) << first.log.toText();
+
+  program.set("udp_policy", htonl(0x0a000200), uint32_t(XDP_DROP));
+  program.opt().injectFaults({.breakKeyCompare = true});
+  runtime::CycleReport refused = program.cycle();
+  program.opt().injectFaults({});
+  EXPECT_EQ(refused.outcome, runtime::CycleOutcome::Refused) << refused.describe();
+  EXPECT_EQ(asSet(refused.validation.validated), asSet({"staged_entry", "udp_stage"}));
+  EXPECT_EQ(refused.validation.skipped, std::vector<std::string>{"tcp_stage"})
+      << refused.validation.whyWhole;
+
+  runtime::CycleReport mended = program.cycle();
+  ASSERT_TRUE(mended.installed()) << mended.describe();
+  EXPECT_EQ(asSet(mended.validation.validated), asSet({"staged_entry", "udp_stage"}));
+  EXPECT_EQ(mended.validation.skipped, std::vector<std::string>{"tcp_stage"});
+
+  program.set("tcp_config", uint32_t(0), TcpRule{23, 0, XDP_DROP});
+  runtime::CycleReport tcp = program.cycle();
+  ASSERT_TRUE(tcp.installed()) << tcp.describe();
+  EXPECT_EQ(asSet(tcp.validation.validated), asSet({"staged_entry", "tcp_stage"}));
+  EXPECT_EQ(tcp.validation.skipped, std::vector<std::string>{"udp_stage"});
+
+  for (PacketSpec spec : {PacketSpec{.daddr = 0x0a000200}, PacketSpec{.daddr = 0x0a000101},
+                          PacketSpec{.daddr = 0x0a000102}, PacketSpec{.daddr = 0x0a000300},
+                          PacketSpec{.protocol = 6, .dport = 23},
+                          PacketSpec{.protocol = 6, .dport = 22}}) {
+    Bytes packet = buildPacket(spec);
+    EXPECT_EQ(program.active(packet), program.original(packet))
+        << std::hex << spec.daddr << " " << std::dec << spec.dport;
+  }
 }
 
 } // namespace

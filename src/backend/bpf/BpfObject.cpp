@@ -401,6 +401,13 @@ Expected<LoadedObject> LoadedObject::load(llvm::ArrayRef<char> elf,
                                               bpf_attach_type(*options.expectedAttachType));
     }
   }
+  if (options.programs) {
+    bpf_program *program;
+    bpf_object__for_each_program(program, loaded.obj) {
+      if (!options.programs->count(bpf_program__name(program)))
+        bpf_program__set_autoload(program, false);
+    }
+  }
   if (int err = bpf_object__load(loaded.obj)) {
     std::string verifier(log.data());
     const size_t keep = 4000; // the end of the log says why
@@ -455,6 +462,60 @@ std::map<std::string, int> LoadedObject::maps() const {
 }
 
 Expected<ProgramSlots> LoadedObject::programSlots() const { return readProgramSlots(false); }
+
+Expected<LoadedObject::Code> LoadedObject::programCode(const std::string &name,
+                                                       std::optional<uint64_t> guardVersion) const {
+  bpf_program *program = bpf_object__find_program_by_name(obj, name.c_str());
+  if (!program || bpf_program__fd(program) < 0)
+    return makeError("object '{0}': program '{1}' is not loaded", objectName, name);
+  std::map<int, bpf_map *> maps; // by fd
+  bpf_map *map;
+  bpf_object__for_each_map(map, obj) maps[bpf_map__fd(map)] = map;
+  Code code;
+  const bpf_insn *insns = bpf_program__insns(program);
+  size_t count = bpf_program__insn_cnt(program);
+  for (size_t i = 0; i < count; ++i) {
+    const bpf_insn &insn = insns[i];
+    bool mapReference = insn.code == (BPF_LD | BPF_IMM | BPF_DW) && i + 1 < count &&
+                        (insn.src_reg == BPF_PSEUDO_MAP_FD || insn.src_reg == BPF_PSEUDO_MAP_VALUE);
+    if (insn.code == (BPF_JMP | BPF_CALL) && insn.src_reg == 0 && insn.imm == BPF_FUNC_tail_call)
+      code.tailCalls = true;
+    if (!mapReference) {
+      uint8_t kind = BPF_CLASS(insn.code), op = BPF_OP(insn.code);
+      bool versionCheck = guardVersion && (kind == BPF_JMP || kind == BPF_JMP32) &&
+                          BPF_SRC(insn.code) == BPF_K && (op == BPF_JEQ || op == BPF_JNE) &&
+                          insn.imm >= 0 && uint64_t(insn.imm) == *guardVersion;
+      bpf_insn kept = insn;
+      if (versionCheck)
+        kept.imm = 0;
+      code.instructions.append(reinterpret_cast<const char *>(&kept), sizeof(kept));
+      if (versionCheck)
+        code.instructions += "version";
+      continue;
+    }
+    // The fd is this load's; the name is what two loads share. The second
+    // half of the pair holds the offset into a map value.
+    auto named = maps.find(insn.imm);
+    std::string mapName = named == maps.end() ? "fd " + std::to_string(insn.imm)
+                                              : bpf_map__name(named->second);
+    if (code.maps.insert(mapName).second && named != maps.end() &&
+        bpf_map__is_internal(named->second)) {
+      std::vector<char> &bytes = code.sections[mapName];
+      bytes.resize(bpf_map__value_size(named->second));
+      uint32_t zero = 0;
+      if (bpf_map_lookup_elem(insn.imm, &zero, bytes.data()))
+        return makeSystemError(errno, "object '{0}': map '{1}': cannot read it", objectName,
+                               mapName);
+    }
+    bpf_insn first = insn;
+    first.imm = 0;
+    code.instructions.append(reinterpret_cast<const char *>(&first), sizeof(first));
+    code.instructions += mapName;
+    code.instructions.push_back('\0');
+    code.instructions.append(reinterpret_cast<const char *>(&insns[++i]), sizeof(bpf_insn));
+  }
+  return code;
+}
 
 Expected<ProgramSlots> LoadedObject::ownProgramSlots() const { return readProgramSlots(true); }
 

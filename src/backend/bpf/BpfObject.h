@@ -104,6 +104,10 @@ struct LoadOptions {
   // (a raw loader loads XDP with none, libbpf with BPF_XDP).
   std::optional<uint32_t> expectedAttachType;
   uint32_t attachTypeOf = 0; // a BPF_PROG_TYPE_*
+  // The programs loaded, by name; the others are not loaded (libbpf's
+  // autoload off: no verification, no fd, their program-array slots stay
+  // empty). Unset loads every program.
+  std::optional<std::set<std::string>> programs;
 };
 
 // PROG_ARRAY contents by program name: map name -> slot -> program name.
@@ -144,6 +148,27 @@ public:
   // the program arrays to write, which need not be this object's own.
   Error fillProgramSlots(const ProgramSlots &slots,
                          const std::map<std::string, int> &arrays) const;
+
+  // Program `name`'s instructions as this load handed them to the kernel
+  // (CO-RE resolved, subprograms appended), each map reference by the
+  // map's name instead of its fd; the maps it names, and the bytes the
+  // global sections among them (.rodata*, .data*, .bss, .kconfig: each
+  // load may have its own) hold now. Two loads whose code agrees run the
+  // same instructions on maps of the same names, with the same constants.
+  // `guardVersion`: the version the load was built for, which each guard
+  // check compares with the guard's (an equality jump against that
+  // immediate): those immediates are masked, so versions built from the
+  // same inputs for different guard versions agree. Error if the program
+  // was not loaded.
+  struct Code {
+    std::string instructions; // opaque: compare only
+    std::set<std::string> maps;
+    std::map<std::string, std::vector<char>> sections;
+    bool tailCalls = false; // calls bpf_tail_call
+    bool operator==(const Code &) const = default;
+  };
+  Expected<Code> programCode(const std::string &name,
+                             std::optional<uint64_t> guardVersion = std::nullopt) const;
 
 private:
   LoadedObject(bpf_object *obj, std::string name) : obj(obj), objectName(std::move(name)) {}
