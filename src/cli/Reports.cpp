@@ -307,9 +307,9 @@ Explanation explainProgram(const bpf::ProgramSpec &spec, uint32_t inlineLimit) {
       } else {
         explainedGlobal.treatment = ExplainedGlobal::Treatment::PolledAndChecked;
         explainedGlobal.verdict =
-            std::to_string(folded) + " load" + (folded == 1 ? "" : "s") +
-            (copied ? " and " + std::to_string(copied) + (copied == 1 ? " copy" : " copies")
-                    : "") +
+            (folded ? std::to_string(folded) + " load" + (folded == 1 ? "" : "s") : "") +
+            (folded && copied ? " and " : "") +
+            (copied ? std::to_string(copied) + (copied == 1 ? " copy" : " copies") : "") +
             " of bytes the program never writes will be folded" +
             (kept ? " (" + std::to_string(kept) + " of bytes it writes kept)" : "") +
             "; polled, not guarded: a control plane writing it through mmap bypasses "
