@@ -431,7 +431,7 @@ Expected<SpecializationLog> specializeModule(Module &module,
                                   module.getDataLayout().getTypeStoreSize(load.load->getType())))
               specializable.insert(load.load->getFunction());
           for (const GlobalCopy &copy : access.copies)
-            if (!access.writtenAt(copy.offset, copy.size))
+            if (copy.size <= MaxFoldedGlobalCopy && !access.writtenAt(copy.offset, copy.size))
               specializable.insert(copy.copy->getFunction());
         }
     clock.end("planning: what is specializable (analysis, globals)");
