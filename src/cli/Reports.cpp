@@ -291,19 +291,25 @@ Explanation explainProgram(const bpf::ProgramSpec &spec, uint32_t inlineLimit) {
         ++(access->second.writtenAt(load.offset, dl.getTypeStoreSize(load.load->getType()))
                ? kept
                : folded);
-      if (!folded) {
+      unsigned copied = 0;
+      for (const core::GlobalCopy &copy : access->second.copies)
+        copied += copy.size <= core::MaxFoldedGlobalCopy &&
+                  !access->second.writtenAt(copy.offset, copy.size);
+      if (!folded && !copied) {
         explainedGlobal.treatment = ExplainedGlobal::Treatment::WrittenByTheProgram;
         explainedGlobal.verdict =
             !access->second.firstWrite.empty()
                 ? "written by the program (" + access->second.firstWrite + "): left alone"
-                 : "no load at a known offset (volatile, copied or unread): left alone";
+                 : "no load or copy at a known offset (volatile or unread): left alone";
       } else if (!laidOut.count(explainedGlobal.name)) {
         explainedGlobal.treatment = ExplainedGlobal::Treatment::WrittenByTheProgram;
         explainedGlobal.verdict = "its place in the section is unknown (no BTF): left alone";
       } else {
         explainedGlobal.treatment = ExplainedGlobal::Treatment::PolledAndChecked;
         explainedGlobal.verdict =
-            std::to_string(folded) + " load" + (folded == 1 ? "" : "s") +
+            (folded ? std::to_string(folded) + " load" + (folded == 1 ? "" : "s") : "") +
+            (folded && copied ? " and " : "") +
+            (copied ? std::to_string(copied) + (copied == 1 ? " copy" : " copies") : "") +
             " of bytes the program never writes will be folded" +
             (kept ? " (" + std::to_string(kept) + " of bytes it writes kept)" : "") +
             "; polled, not guarded: a control plane writing it through mmap bypasses "

@@ -97,8 +97,10 @@ GlobalAccess analyze(GlobalVariable &global, std::string section, const DataLayo
               "atomic update");
       } else if (auto *transfer = dyn_cast<MemTransferInst>(user);
                  transfer && use.getOperandNo() == 1) {
-        // The source of a copy: read, not folded (the copy's loads are not
-        // loads of the global).
+        // The source of a copy: a read of the bytes it spans.
+        auto *length = dyn_cast<ConstantInt>(transfer->getLength());
+        if (!transfer->isVolatile() && length && offset != Unknown && offset >= 0)
+          access.copies.push_back({transfer, uint64_t(offset), length->getZExtValue()});
       } else if (auto *intrinsic = dyn_cast<IntrinsicInst>(user);
                  intrinsic && (intrinsic->isLifetimeStartOrEnd() ||
                                isa<DbgInfoIntrinsic>(intrinsic))) {

@@ -18,6 +18,7 @@
 #include "core/Tables.h"
 
 #include <llvm/IR/Instructions.h>
+#include <llvm/IR/IntrinsicInst.h>
 #include <llvm/IR/Module.h>
 
 #include <cstdint>
@@ -56,6 +57,19 @@ struct GlobalLoad {
   uint64_t offset = 0;
 };
 
+// A copy (memcpy, memmove) out of a global at a known offset, of a known
+// length, not volatile: `struct cfg c = cfg;` when the copy survives SROA
+// (the local's address is taken, an index into it varies).
+struct GlobalCopy {
+  llvm::MemTransferInst *copy = nullptr;
+  uint64_t offset = 0;
+  uint64_t size = 0;
+};
+
+// The largest copy fold-read-only-globals folds: each 8 bytes more is one
+// more check on every packet.
+constexpr uint64_t MaxFoldedGlobalCopy = 64;
+
 struct GlobalAccess {
   llvm::GlobalVariable *global = nullptr;
   std::string section;
@@ -66,6 +80,7 @@ struct GlobalAccess {
   std::optional<std::string> writtenAnywhere;
   std::string firstWrite; // where, for reports
   std::vector<GlobalLoad> loads;
+  std::vector<GlobalCopy> copies;
 
   bool writtenAt(uint64_t offset, uint64_t size) const;
 };

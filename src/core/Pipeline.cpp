@@ -425,11 +425,15 @@ Expected<SpecializationLog> specializeModule(Module &module,
         specializable.insert(point.call->getFunction());
     if (context.globals)
       for (const GlobalAccess &access : analyzeGlobals(module))
-        if (options.globals.count(access.global->getName().str()))
+        if (options.globals.count(access.global->getName().str())) {
           for (const GlobalLoad &load : access.loads)
             if (!access.writtenAt(load.offset,
                                   module.getDataLayout().getTypeStoreSize(load.load->getType())))
               specializable.insert(load.load->getFunction());
+          for (const GlobalCopy &copy : access.copies)
+            if (copy.size <= MaxFoldedGlobalCopy && !access.writtenAt(copy.offset, copy.size))
+              specializable.insert(copy.copy->getFunction());
+        }
     clock.end("planning: what is specializable (analysis, globals)");
     auto planned = planGuards(module, sigs, options.guard->entries,
                               [&](const Function &f) { return specializable.count(&f) > 0; });

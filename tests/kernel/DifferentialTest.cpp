@@ -223,6 +223,7 @@ INSTANTIATE_TEST_SUITE_P(
                       CorpusCase{"inner_config.bpf.c", nullptr},
                       CorpusCase{"percpu_config.bpf.c", nullptr},
                       CorpusCase{"globals_config.bpf.c", nullptr},
+                      CorpusCase{"globals_copy.bpf.c", nullptr},
                       CorpusCase{"composite_l4lb.bpf.c", nullptr},
                       CorpusCase{"composite_filter.bpf.c", nullptr},
                       CorpusCase{"build_mcpu.bpf.c", "-mcpu=v3"},

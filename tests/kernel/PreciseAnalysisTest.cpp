@@ -407,6 +407,63 @@ TEST(PreciseAnalysis, GlobalsWrittenThroughMmapAreFollowedByTheNextPacket) {
   EXPECT_EQ(report.outcome, runtime::CycleOutcome::Unchanged) << report.describe();
 }
 
+// A configuration global copied whole into a local (`struct policy p =
+// policy;`, a memcpy clang keeps because an index into `p` varies): the
+// copied bytes are folded and checked as loads of them are, the copy of a
+// global the program counts in is kept, and a write through mmap is
+// followed by the very next packet, then compiled in by the next cycle.
+TEST(PreciseAnalysis, GlobalsCopiedWholeAreFoldedAndFollowTheNextPacket) {
+  CorpusProgram program("globals_copy.bpf.c");
+  ASSERT_TRUE(program.ok());
+  MmappedSection policy(program, "policy");
+  ASSERT_TRUE(policy.ok());
+  runtime::CycleReport report = program.cycle();
+  ASSERT_TRUE(report.installed()) << report.describe();
+  const core::GlobalDecision *folded = globalDecision(report, "policy");
+  ASSERT_NE(folded, nullptr) << report.log.toText();
+  EXPECT_TRUE(folded->applied) << folded->detail;
+  EXPECT_NE(folded->detail.find("1 copy folded"), std::string::npos) << folded->detail;
+  const core::GlobalDecision *stats = globalDecision(report, "stats");
+  ASSERT_NE(stats, nullptr) << report.log.toText();
+  EXPECT_FALSE(stats->applied);
+  EXPECT_NE(stats->detail.find("written by the program"), std::string::npos) << stats->detail;
+  uint64_t checkedBytes = 0;
+  for (const core::GlobalCheck &check : report.log.globalChecks)
+    if (check.global == "policy")
+      checkedBytes += check.bytes.size();
+  EXPECT_EQ(checkedBytes, 24u); // the whole copy
+
+  auto same = [&](PacketSpec spec, uint32_t expected) {
+    Bytes packet = buildPacket(spec);
+    RunResult active = program.active(packet);
+    EXPECT_EQ(active, program.original(packet)) << "ttl " << int(spec.ttl);
+    EXPECT_EQ(active.verdict, expected) << "ttl " << int(spec.ttl) << " tos " << int(spec.tos);
+  };
+  same({.ttl = 9}, XDP_DROP);
+  same({.ttl = 64, .tos = 0}, XDP_PASS);
+  same({.ttl = 64, .tos = 1}, XDP_DROP);
+  same({.ttl = 64, .tos = 2}, XDP_TX);
+
+  // Behind Morpheus's back, each field the copy spans: the next packet
+  // already sees each write.
+  policy.write(uint8_t(64), 4); // blocked_ttl
+  same({.ttl = 64}, XDP_DROP);
+  same({.ttl = 9}, XDP_PASS);
+  policy.write(uint8_t(XDP_TX), 8); // verdict_by_tos[0]
+  same({.ttl = 10, .tos = 0}, XDP_TX);
+  report = program.cycle();
+  EXPECT_EQ(report.outcome, runtime::CycleOutcome::Installed) << report.describe();
+  same({.ttl = 64}, XDP_DROP);
+  same({.ttl = 10, .tos = 0}, XDP_TX);
+  policy.write(uint32_t(0)); // enforce
+  same({.ttl = 64}, XDP_PASS);
+  same({.ttl = 10, .tos = 2}, XDP_PASS);
+  report = program.cycle();
+  EXPECT_EQ(report.outcome, runtime::CycleOutcome::Installed) << report.describe();
+  same({.ttl = 64, .tos = 1}, XDP_PASS);
+  same({.ttl = 10, .tos = 2}, XDP_PASS);
+}
+
 // The decision of `pass` at sites of `table`, applied or not, or nullptr.
 const core::SiteDecision *passDecision(const runtime::CycleReport &report,
                                        const std::string &table, const std::string &pass) {

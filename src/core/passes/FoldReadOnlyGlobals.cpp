@@ -24,6 +24,16 @@
 // and are kept. A global whose live bytes the backend did not read
 // (offline, no section layout) is left alone.
 //
+// A copy out of such bytes (`struct cfg c = cfg;` that SROA kept as a
+// memcpy because an index into `c` varies or its address is taken) becomes
+// stores of the bytes it would copy, into the same destination: the
+// destination holds the same bytes after it either way, as long as the
+// source held the folded ones, which the checks establish exactly as for a
+// folded load (a copy is a load of each byte it spans; its range is
+// recorded as checks of 1, 2, 4 or 8 bytes each, aligned as the global is).
+// Later passes forward the stored constants to the loads from the
+// destination. A copy larger than MaxFoldedGlobalCopy bytes is kept.
+//
 //   __u32 blocked_ttl;                 // .bss, set through mmap
 //   if (ip->ttl == blocked_ttl) ...
 // becomes, with blocked_ttl = 9 and a check of its 4 bytes at the entry,
@@ -35,6 +45,7 @@
 #include "core/Globals.h"
 
 #include <llvm/IR/Constants.h>
+#include <llvm/IR/IRBuilder.h>
 #include <llvm/IR/Instructions.h>
 
 #include <set>
@@ -42,6 +53,28 @@
 using namespace llvm;
 
 namespace morpheus::core {
+
+namespace {
+
+// Calls `each(at, size)` for consecutive pieces of [start, start + length)
+// of 8, 4, 2 or 1 bytes, each as large as the alignment of `base + at`
+// allows: loads and stores of them are naturally aligned.
+template <typename Each>
+void forEachAlignedPiece(uint64_t start, uint64_t length, Align base, Each each) {
+  for (uint64_t at = start; at < start + length;) {
+    uint64_t size = 8;
+    while (size > start + length - at || commonAlignment(base, at).value() < size)
+      size /= 2;
+    each(at, size);
+    at += size;
+  }
+}
+
+std::string counted(unsigned count, const char *one, const char *many) {
+  return std::to_string(count) + " " + (count == 1 ? one : many);
+}
+
+} // namespace
 
 PreservedAnalyses FoldReadOnlyGlobalsPass::run(Module &module, ModuleAnalysisManager &) {
   if (!context.globals)
@@ -83,19 +116,64 @@ PreservedAnalyses FoldReadOnlyGlobalsPass::run(Module &module, ModuleAnalysisMan
       load.load->eraseFromParent();
       ++folded;
     }
-    if (!folded) {
-      record(false, written || (access.loads.empty() && !access.firstWrite.empty())
+    unsigned copiesFolded = 0, copiesWritten = 0, copiesLarge = 0;
+    Align globalAlign = access.global->getPointerAlignment(dl);
+    for (const GlobalCopy &copy : access.copies) {
+      if (context.untouchable(copy.copy->getFunction()->getName().str())) {
+        ++outside;
+        continue;
+      }
+      if (access.writtenAt(copy.offset, copy.size)) {
+        ++copiesWritten;
+        continue;
+      }
+      if (copy.size > MaxFoldedGlobalCopy || copy.offset + copy.size > value->second.size()) {
+        ++copiesLarge;
+        continue;
+      }
+      forEachAlignedPiece(copy.offset, copy.size, globalAlign, [&](uint64_t at, uint64_t size) {
+        checks.insert({name, at,
+                       Bytes(value->second.begin() + at, value->second.begin() + at + size)});
+      });
+      IRBuilder<> builder(copy.copy);
+      Value *destination = copy.copy->getRawDest();
+      Align destinationAlign = copy.copy->getDestAlign().valueOrOne();
+      forEachAlignedPiece(0, copy.size, destinationAlign, [&](uint64_t at, uint64_t size) {
+        Type *type = builder.getIntNTy(unsigned(size * 8));
+        Constant *bytes = constantAt(type, value->second, copy.offset + at, dl);
+        Value *piece = at ? builder.CreateConstInBoundsGEP1_64(builder.getInt8Ty(), destination, at)
+                          : destination;
+        builder.CreateAlignedStore(bytes, piece, commonAlignment(destinationAlign, at));
+      });
+      copy.copy->eraseFromParent();
+      ++copiesFolded;
+    }
+    if (!folded && !copiesFolded) {
+      record(false, written || copiesWritten ||
+                            (access.loads.empty() && access.copies.empty() &&
+                             !access.firstWrite.empty())
                         ? "written by the program (" + access.firstWrite + ")"
-                    : outside ? "its loads are in code no guard covers"
-                              : "no load at a known offset to fold");
+                    : outside     ? "its loads are in code no guard covers"
+                    : copiesLarge ? "copied in pieces larger than " +
+                                        std::to_string(MaxFoldedGlobalCopy) + " bytes"
+                                  : "no load at a known offset to fold");
       continue;
     }
     changed = true;
-    std::string detail = std::to_string(folded) + " load" + (folded == 1 ? "" : "s") +
-                         " folded, checked against the live bytes at every guarded entry";
+    std::string detail =
+        folded && copiesFolded
+            ? counted(folded, "load", "loads") + " and " + counted(copiesFolded, "copy", "copies")
+        : folded ? counted(folded, "load", "loads")
+                 : counted(copiesFolded, "copy", "copies");
+    detail += " folded, checked against the live bytes at every guarded entry";
     if (written)
-      detail += " (" + std::to_string(written) + " load" + (written == 1 ? "" : "s") +
+      detail += " (" + counted(written, "load", "loads") + " of bytes the program writes kept)";
+    if (copiesWritten)
+      detail += " (" + counted(copiesWritten, "copy", "copies") +
                 " of bytes the program writes kept)";
+    if (copiesLarge)
+      detail += " (" + counted(copiesLarge, "copy", "copies") + " larger than " +
+                std::to_string(MaxFoldedGlobalCopy) + " bytes kept)";
     record(true, detail);
   }
   if (context.log)
