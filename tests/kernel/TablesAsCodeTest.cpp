@@ -703,21 +703,14 @@ TEST(ConstantFields, AFieldEqualInEveryEntryIsAConstantUnderTheGuard) {
   EXPECT_EQ(applied->pass, "constant-fields");
   EXPECT_NE(applied->detail.find("action"), std::string::npos) << applied->detail;
 
-  auto packetTo = [](uint32_t daddr) {
-    return PacketBuilder()
-        .ethernet(parseMac("02:00:00:00:00:02"), parseMac("02:00:00:00:00:01"))
-        .ipv4({.daddr = daddr})
-        .udp(1000, 53)
-        .build();
-  };
   for (uint32_t i = 0; i < 102; ++i) {
-    Bytes packet = packetTo(first + i);
+    Bytes packet = ipv4Packet(first + i, 0);
     RunResult original = program.original(packet);
     EXPECT_EQ(original.verdict, i < 100 ? uint32_t(XDP_TX) : uint32_t(XDP_PASS));
     EXPECT_EQ(program.active(packet), original) << "rule " << i;
   }
   program.set("rules", uint32_t(htonl(first + 5)), Rule{XDP_DROP, 5});
-  Bytes changed = packetTo(first + 5);
+  Bytes changed = ipv4Packet(first + 5, 0);
   EXPECT_EQ(program.original(changed).verdict, uint32_t(XDP_DROP));
   EXPECT_EQ(program.active(changed), program.original(changed));
 }
@@ -747,16 +740,9 @@ TEST(ConstantFields, AFieldsRangeBoundsTheLoadAndTheVerifierStillSeesTheBound) {
   EXPECT_EQ(applied->pass, "constant-fields");
   EXPECT_NE(applied->detail.find("`port` (bytes 0..3) in [0, 9]"), std::string::npos) << applied->detail;
 
-  auto packetTo = [](uint32_t daddr) {
-    return PacketBuilder()
-        .ethernet(parseMac("02:00:00:00:00:02"), parseMac("02:00:00:00:00:01"))
-        .ipv4({.daddr = daddr})
-        .udp(1000, 53)
-        .build();
-  };
   auto compareAll = [&](const char *when) {
     for (uint32_t i = 0; i < 102; ++i) {
-      Bytes packet = packetTo(first + i);
+      Bytes packet = ipv4Packet(first + i, 0);
       RunResult original = program.original(packet);
       EXPECT_EQ(program.active(packet), original) << when << ", rule " << i;
     }
@@ -764,7 +750,7 @@ TEST(ConstantFields, AFieldsRangeBoundsTheLoadAndTheVerifierStillSeesTheBound) {
   compareAll("first cycle");
   program.set("rules", uint32_t(htonl(first + 5)), Rule{12, 5});
   program.set("rules", uint32_t(htonl(first + 6)), Rule{20, 6});
-  EXPECT_EQ(program.original(packetTo(first + 6)).verdict, uint32_t(XDP_ABORTED));
+  EXPECT_EQ(program.original(ipv4Packet(first + 6, 0)).verdict, uint32_t(XDP_ABORTED));
   compareAll("after the change");
   runtime::CycleReport next = program.cycle();
   ASSERT_TRUE(next.installed()) << next.describe();
