@@ -58,6 +58,7 @@ struct UserRunFlags {
   std::string trace;
   std::string lpm = "dir24";  // lpmKinds()
   std::string hash = "own";   // hashKinds()
+  user::HandlerOptions::Prefetch prefetch = user::HandlerOptions::Prefetch::OwnElseDerived;
   bool dpdk = false;
   std::vector<std::string> afXdp; // interfaces, one AF_XDP port each
   std::string exceptionVdev;      // --dpdk's or --af-xdp's slow path for MU_PASS
@@ -118,6 +119,7 @@ user::HandlerOptions handlerOptions(const UserPipeline &pipeline, const UserRunF
   options.entry = pipeline.entry();
   options.inlineLimit = flags.inlineLimit;
   options.cflags = pipeline.cflags({lpm, flags.hash});
+  options.prefetch = flags.prefetch;
   return options;
 }
 
@@ -128,7 +130,7 @@ std::vector<std::string> versionPasses(const UserRunFlags &flags, bool generator
   std::vector<std::string> leftOut = flags.noPasses;
   if (!generator)
     leftOut.push_back("custom-generator");
-  return user::tablePassesWithout(leftOut);
+  return core::tablePassesWithout(leftOut);
 }
 
 // The handler (--handler, or the pipeline's) built for LPM kind `lpm`
@@ -305,8 +307,8 @@ explore(user::Handler &handler,
                                              lpmDimension(kinds, flags.lpm),
                                              {LpmAsCode, {1}, true},
                                              {LpmAsArray, {1}, true}};
-  // Sub-batches with the next one's route entries prefetched (the
-  // handler's MU_PREFETCH function), when the handler has one.
+  // Sub-batches with the next one's entries prefetched (the handler's
+  // MU_PREFETCH function, or the one derived from its code), when it has one.
   bool allPrefetch = handler.prefetcher();
   for (const auto &[kind, other] : others)
     allPrefetch &= other->prefetcher() != nullptr;
@@ -337,7 +339,7 @@ explore(user::Handler &handler,
           active->trampoline().install(active->genericVersion());
           return Error::success();
         }
-        if (Error err = active->customizePasses(user::tablePassesWithout(plan.passesLeftOut)))
+        if (Error err = active->customizePasses(core::tablePassesWithout(plan.passesLeftOut)))
           return err;
         auto cycle = active->specialize(plan.points);
         // Following the traffic, the trial's fast paths as the measured
@@ -413,6 +415,8 @@ int userRun(const UserRunFlags &flags) {
               handlerPath(**pipeline, flags).c_str(),
               (*pipeline)->summary((*measured)->tables()).c_str(), flags.trace.c_str(),
               ring.sequence.size(), ring.frames.size());
+  std::printf("user-run: prefetch function (sub-batches): %s\n",
+              user::describe((*measured)->prefetchOrigin()).c_str());
 
   auto cycle = (*measured)->specialize();
   if (!cycle)
@@ -676,6 +680,17 @@ void addUserRunCommand(CLI::App &morpheus) {
                   "or rte (DPDK's rte_hash; builds with DPDK)")
       ->check(CLI::IsMember(hashKinds()))
       ->type_name("own|rte");
+  command
+      .add_option("--prefetch", flags->prefetch,
+                  "the prefetch function of sub-batches (--batch-model, --explore's "
+                  "prefetch=b): own (the handler's MU_PREFETCH function, else one derived "
+                  "from its code: its code up to the first lookup with a per-packet key, "
+                  "prefetched instead; default), derived (always the derived one), none")
+      ->transform(commandline::oneOf(std::map<std::string, user::HandlerOptions::Prefetch>{
+          {"own", user::HandlerOptions::Prefetch::OwnElseDerived},
+          {"derived", user::HandlerOptions::Prefetch::Derived},
+          {"none", user::HandlerOptions::Prefetch::None}}))
+      ->type_name("own|derived|none");
   command.add_option("--burst", flags->burst, "packets per burst (default 32)")->type_name("N");
   command.add_option("--rounds", flags->rounds, "rounds per version (default 9)")->type_name("N");
   command.add_option("--repeat", flags->repeat, "times the trace is replayed per round (default 10)")
@@ -697,7 +712,8 @@ void addUserRunCommand(CLI::App &morpheus) {
       ->type_name("off|adaptive|naive");
   command.add_flag("--batch-model", flags->batchModel,
                    "then fit the batching model (P4C's) to the last version measured at "
-                   "bursts 8, 32 and 128, with the handler's prefetch function at sub-batches "
+                   "bursts 8, 32 and 128, with the handler's prefetch function (its own, or "
+                   "derived from its code) at sub-batches "
                    "of 2, 8 and the whole burst besides none, and print its predictions "
                    "beside measurements at bursts 4 to 256 with sub-batches of none, 2, 4, "
                    "8, 16 and the whole burst, and the (burst, sub-batch) each picks");

@@ -315,6 +315,14 @@ std::vector<std::string> tablePassNames() {
   };
 }
 
+std::vector<std::string> tablePassesWithout(const std::vector<std::string> &leftOut) {
+  std::vector<std::string> passes;
+  for (const std::string &pass : tablePassNames())
+    if (std::find(leftOut.begin(), leftOut.end(), pass) == leftOut.end())
+      passes.push_back(pass);
+  return passes;
+}
+
 TableAccessInfo analyzeModule(Module &module, const AccessSignatureTable &sigs,
                               const TableCatalog &catalog) {
   Managers managers(sigs, catalog, nullptr);

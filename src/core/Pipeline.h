@@ -92,6 +92,9 @@ struct SpecializationOptions {
 
 // The names of the table passes, in pipeline order (from Passes.def).
 std::vector<std::string> tablePassNames();
+// Every table pass, in pipeline order, but those in `leftOut`
+// (SpecializationOptions::tablePasses with some passes left out).
+std::vector<std::string> tablePassesWithout(const std::vector<std::string> &leftOut);
 
 // Analyzes `module` (already prepared with annotateAccessCalls).
 TableAccessInfo analyzeModule(llvm::Module &module,

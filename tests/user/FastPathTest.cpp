@@ -10,6 +10,7 @@
 // can help.
 #include "LpmProbe.h"
 #include "UserRouter.h"
+#include "core/Pipeline.h"
 
 #include <gtest/gtest.h>
 #include <llvm/Testing/Support/Error.h>
@@ -27,7 +28,7 @@ using testing::probeFor;
 std::unique_ptr<Handler> loadProbe(bool followTraffic, const std::string &kind = "MU_LPM_DIR24") {
   HandlerOptions options;
   options.cflags = {"-DLPM_KIND=" + kind};
-  options.tablePasses = tablePassesWithout({"lpm-as-array"});
+  options.tablePasses = core::tablePassesWithout({"lpm-as-array"});
   if (followTraffic) {
     core::TrafficProfileOptions traffic;
     traffic.initialPeriod = 4;

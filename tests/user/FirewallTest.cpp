@@ -10,8 +10,11 @@
 
 #include "backend/user/EventLoop.h"
 #include "backend/user/Handler.h"
+#include "core/Pipeline.h"
+#include "SubBatches.h"
 #include "support/packet/Packet.h"
 
+#include <gmock/gmock.h>
 #include <gtest/gtest.h>
 #include <llvm/Testing/Support/Error.h>
 
@@ -25,6 +28,8 @@ namespace {
 
 using nf::firewall::PortRange;
 using nf::firewall::Rule;
+using testing::expectPrefetchChangesNothing;
+using testing::expectSubBatchesTreatPacketsAsWithout;
 
 const std::string FirewallSource =
     std::string(MORPHEUS_SOURCE_DIR) + "/nf/firewall/user/firewall_user.c";
@@ -34,12 +39,15 @@ const std::string FirewallSource =
 // prefixes here (lpm-as-code declines them, and instrument-table-sites
 // skips tables small enough to become code), lpm-as-array left out (a
 // derived table is not sampled).
-std::unique_ptr<Handler> loadFirewall(bool followTraffic) {
+std::unique_ptr<Handler>
+loadFirewall(bool followTraffic,
+             HandlerOptions::Prefetch prefetch = HandlerOptions::Prefetch::OwnElseDerived) {
   HandlerOptions options;
   options.entry = "firewall";
+  options.prefetch = prefetch;
   if (followTraffic) {
     options.inlineLimit = 2;
-    options.tablePasses = tablePassesWithout({"lpm-as-array"});
+    options.tablePasses = core::tablePassesWithout({"lpm-as-array"});
     core::TrafficProfileOptions traffic;
     traffic.initialPeriod = 4;
     options.traffic = traffic;
@@ -172,6 +180,24 @@ TEST(UserFirewall, BitVectorSearchAnswersAsTheRulesReadInOrder) {
   for (uint32_t slot = 0; slot < FW_HIT_SLOTS; ++slot)
     ASSERT_EQ(*static_cast<const uint64_t *>(counters->lookup(&slot)), hits[slot])
         << "slot " << slot;
+}
+
+// The firewall declares no prefetch function: the one derived from its
+// code asks for the source prefix's entry (the first lookup keyed by the
+// packet), changes nothing by itself, and sub-batches with it treat
+// packets and the hit counters as the loop without.
+TEST(UserFirewall, ItsDerivedPrefetchStageTreatsPacketsAsWithout) {
+  auto firewall = loadFirewall(false), plain = loadFirewall(false, HandlerOptions::Prefetch::None);
+  ASSERT_TRUE(firewall && plain);
+  const PrefetchStageOrigin &origin = firewall->prefetchOrigin();
+  ASSERT_EQ(origin.kind, PrefetchStageOrigin::Kind::Derived) << describe(origin);
+  EXPECT_THAT(origin.tables, ::testing::Contains("src_prefixes"));
+  for (Handler *handler : {firewall.get(), plain.get()})
+    ASSERT_THAT_ERROR(nf::firewall::loadUserRules(handler->tables(), rules(), FW_DROP),
+                      llvm::Succeeded());
+  ReplayRing ring = traffic(0.3, 3000, 4);
+  expectPrefetchChangesNothing(*firewall, ring);
+  expectSubBatchesTreatPacketsAsWithout(*plain, *firewall, ring);
 }
 
 TEST(UserFirewall, SpecializedWithFastPathsAnswersAsTheGenericTwinAcrossARuleChange) {

@@ -11,9 +11,11 @@
 
 #include "backend/user/EventLoop.h"
 #include "backend/user/Handler.h"
+#include "SubBatches.h"
 #include "core/passes/TableRewriting.h"
 #include "support/packet/Packet.h"
 
+#include <gmock/gmock.h>
 #include <gtest/gtest.h>
 #include <llvm/Testing/Support/Error.h>
 
@@ -34,6 +36,8 @@ using namespace nf::nat;
 using packet::parseIpv4;
 using packet::read16;
 using packet::read32;
+using testing::expectPrefetchChangesNothing;
+using testing::expectSubBatchesTreatPacketsAsWithout;
 
 const std::string NatSource = std::string(MORPHEUS_SOURCE_DIR) + "/nf/nat/user/nat_user.c";
 const std::string NatConf = std::string(MORPHEUS_SOURCE_DIR) + "/nf/nat/configs/nat.conf";
@@ -51,11 +55,13 @@ NatSettings settingsOf(const std::string &path) {
   return *settings;
 }
 
-std::unique_ptr<Handler> loadNat(const NatSettings &settings, bool followTraffic,
-                                 const std::vector<std::string> &cflags = {}) {
+std::unique_ptr<Handler>
+loadNat(const NatSettings &settings, bool followTraffic, const std::vector<std::string> &cflags = {},
+        HandlerOptions::Prefetch prefetch = HandlerOptions::Prefetch::OwnElseDerived) {
   HandlerOptions options;
   options.entry = "nat";
   options.cflags = cflags;
+  options.prefetch = prefetch;
   if (followTraffic) {
     core::TrafficProfileOptions traffic;
     traffic.initialPeriod = 4;
@@ -342,13 +348,13 @@ ReplayRing traffic(double hot, size_t packets, unsigned seed, uint32_t coldFlows
   return ring;
 }
 
-// Sub-batches with the next one's bindings prefetched (nat_prefetch):
-// every sub-batch size treats packets and tables as the loop without.
-TEST(UserNat, SubBatchesWithTheBindingsPrefetchedTreatPacketsAsWithout) {
-  NatSettings settings = settingsOf(NatConf);
-  auto plain = loadNat(settings, false), prefetched = loadNat(settings, false);
-  ASSERT_TRUE(plain && prefetched);
-  ASSERT_TRUE(prefetched->prefetcher());
+// Outbound traffic (traffic()), an ICMP echo and a truncated frame, and
+// the replies to up to 100 of what a NAT on `settings` translates of it,
+// spread among them.
+ReplayRing bothWays(const NatSettings &settings) {
+  auto nat = loadNat(settings, false, {}, HandlerOptions::Prefetch::None);
+  if (!nat)
+    return {};
   ReplayRing ring = traffic(0.5, 2000, 6);
   ring.frames.push_back(frame({parseIpv4("192.168.1.1"), parseIpv4("198.51.100.1"), IPPROTO_ICMP,
                                9, 1}));
@@ -357,16 +363,38 @@ TEST(UserNat, SubBatchesWithTheBindingsPrefetchedTreatPacketsAsWithout) {
   ring.frames.push_back(truncated);
   ring.sequence.insert(ring.sequence.begin() + 7, {uint32_t(ring.frames.size() - 2),
                                                    uint32_t(ring.frames.size() - 1)});
-  for (uint32_t subBatch : {1u, 3u, 8u, 32u}) {
-    SCOPED_TRACE("sub-batch " + std::to_string(subBatch));
-    auto expected = EventLoop(plain->trampoline(), 16).collect(ring);
-    auto actual = EventLoop(prefetched->trampoline(), 16)
-                      .prefetching(prefetched->prefetcher(), subBatch)
-                      .collect(ring);
-    ASSERT_EQ(actual.size(), expected.size());
-    for (size_t i = 0; i < expected.size(); ++i)
-      ASSERT_EQ(actual[i], expected[i]) << "packet " << i;
-    EXPECT_TRUE(prefetched->tables().dump() == plain->tables().dump()) << "the tables differ";
+  size_t outbound = ring.frames.size();
+  for (const PacketResult &result : EventLoop(nat->trampoline(), 16).collect(ring))
+    if (result.verdict == MU_TX && ring.frames.size() < outbound + 100)
+      ring.frames.push_back(replyTo(result.bytes));
+  for (uint32_t reply = uint32_t(outbound); reply < ring.frames.size(); ++reply)
+    ring.sequence.insert(ring.sequence.begin() + 3 * (reply - outbound), reply);
+  return ring;
+}
+
+// Sub-batches with the next one's bindings prefetched, by nat_prefetch
+// (the NAT's own, nat_out only) or by the stage derived from its code
+// (both binding tables): every sub-batch size treats packets and tables
+// as the loop without, and either function alone changes nothing.
+TEST(UserNat, SubBatchesWithTheBindingsPrefetchedTreatPacketsAsWithout) {
+  NatSettings settings = settingsOf(NatConf);
+  for (auto prefetch : {HandlerOptions::Prefetch::OwnElseDerived, HandlerOptions::Prefetch::Derived}) {
+    auto plain = loadNat(settings, false, {}, HandlerOptions::Prefetch::None);
+    auto prefetched = loadNat(settings, false, {}, prefetch);
+    ASSERT_TRUE(plain && prefetched);
+    const PrefetchStageOrigin &origin = prefetched->prefetchOrigin();
+    SCOPED_TRACE(describe(origin));
+    if (prefetch == HandlerOptions::Prefetch::Derived) {
+      ASSERT_EQ(origin.kind, PrefetchStageOrigin::Kind::Derived);
+      EXPECT_THAT(origin.tables, ::testing::IsSupersetOf({"nat_out", "nat_in"}));
+    } else {
+      EXPECT_EQ(origin.kind, PrefetchStageOrigin::Kind::Written);
+    }
+    ReplayRing ring = bothWays(settings);
+    for (Handler *nat : {plain.get(), prefetched.get()}) // bindings both ways
+      EventLoop(nat->trampoline(), 16).run(ring, 1);
+    expectPrefetchChangesNothing(*prefetched, ring);
+    expectSubBatchesTreatPacketsAsWithout(*plain, *prefetched, ring);
   }
 }
 

@@ -1,10 +1,13 @@
-// Sub-batches with prefetching (EventLoop::prefetching, a handler's
-// MU_PREFETCH function, mu_prefetch): the router's prefetch function is
-// found and JIT-compiled, every sub-batch size treats packets and tables
-// exactly as the loop without prefetching does, and a prefetch function
-// that writes is refused at load, named.
+// Sub-batches with prefetching (EventLoop::prefetching, mu_prefetch): the
+// router's own prefetch function (MU_PREFETCH) is found and JIT-compiled;
+// the one derived from its code (core/passes/PrefetchStage.h) asks for the
+// routes; with either, every sub-batch size treats packets and tables
+// exactly as the loop without prefetching does, and either alone changes
+// nothing; a prefetch function that writes is refused at load, named.
+#include "SubBatches.h"
 #include "UserRouter.h"
 
+#include <gmock/gmock.h>
 #include <gtest/gtest.h>
 #include <llvm/Testing/Support/Error.h>
 
@@ -13,29 +16,45 @@ namespace {
 
 using namespace testing;
 
-TEST(UserPrefetch, SubBatchesWithPrefetchingTreatPacketsAsWithout) {
-  auto plain = loadRouter(), prefetched = loadRouter();
-  ASSERT_TRUE(plain && prefetched);
-  ASSERT_TRUE(prefetched->prefetcher());
-  configure(plain->tables());
-  configure(prefetched->tables());
+// Two routers on equal tables, each specialized (sub-batches run the
+// installed version; the prefetch function is the generic one's).
+std::pair<std::unique_ptr<Handler>, std::unique_ptr<Handler>>
+configuredRouters(HandlerOptions::Prefetch prefetch) {
+  auto plain = loadRouter({}, {}, HandlerOptions::Prefetch::None);
+  auto prefetched = loadRouter({}, {}, prefetch);
   for (Handler *router : {plain.get(), prefetched.get()}) {
+    if (!router)
+      return {};
+    configure(router->tables());
     auto cycle = router->specialize();
-    ASSERT_THAT_EXPECTED(cycle, llvm::Succeeded());
-    ASSERT_EQ(cycle->outcome, Cycle::Outcome::Installed);
+    EXPECT_THAT_EXPECTED(cycle, llvm::Succeeded());
+    if (cycle)
+      EXPECT_EQ(cycle->outcome, Cycle::Outcome::Installed);
   }
+  return {std::move(plain), std::move(prefetched)};
+}
+
+TEST(UserPrefetch, SubBatchesWithPrefetchingTreatPacketsAsWithout) {
+  auto [plain, prefetched] = configuredRouters(HandlerOptions::Prefetch::OwnElseDerived);
+  ASSERT_TRUE(plain && prefetched);
+  EXPECT_FALSE(plain->prefetcher());
+  EXPECT_EQ(prefetched->prefetchOrigin().kind, PrefetchStageOrigin::Kind::Written);
   ReplayRing ring = ringOf(samplePackets(), 5);
-  for (uint32_t subBatch : {1u, 3u, 8u, 32u}) {
-    SCOPED_TRACE("sub-batch " + std::to_string(subBatch));
-    auto expected = EventLoop(plain->trampoline(), 16).collect(ring);
-    auto actual = EventLoop(prefetched->trampoline(), 16)
-                      .prefetching(prefetched->prefetcher(), subBatch)
-                      .collect(ring);
-    ASSERT_EQ(actual.size(), expected.size());
-    for (size_t i = 0; i < expected.size(); ++i)
-      ASSERT_EQ(actual[i], expected[i]) << "packet " << i;
-    EXPECT_EQ(prefetched->tables().dump(), plain->tables().dump());
-  }
+  expectPrefetchChangesNothing(*prefetched, ring);
+  expectSubBatchesTreatPacketsAsWithout(*plain, *prefetched, ring);
+}
+
+TEST(UserPrefetch, TheStageDerivedFromTheRouterAsksForItsRoutesAndTreatsPacketsAsWithout) {
+  auto [plain, derived] = configuredRouters(HandlerOptions::Prefetch::Derived);
+  ASSERT_TRUE(plain && derived);
+  const PrefetchStageOrigin &origin = derived->prefetchOrigin();
+  ASSERT_EQ(origin.kind, PrefetchStageOrigin::Kind::Derived) << origin.declined;
+  EXPECT_THAT(origin.tables, ::testing::Contains("routes"));
+  EXPECT_EQ(describe(origin).rfind("derived from the handler: prefetches ", 0), 0u)
+      << describe(origin);
+  ReplayRing ring = ringOf(samplePackets(), 5);
+  expectPrefetchChangesNothing(*derived, ring);
+  expectSubBatchesTreatPacketsAsWithout(*plain, *derived, ring);
 }
 
 TEST(UserPrefetch, APrefetchFunctionThatWritesIsRefusedNamingIt) {
@@ -46,6 +65,19 @@ TEST(UserPrefetch, APrefetchFunctionThatWritesIsRefusedNamingIt) {
   ASSERT_FALSE(handler);
   std::string message = toString(handler.takeError());
   EXPECT_NE(message.find("prefetch function 'counting_prefetch'"), std::string::npos) << message;
+}
+
+// `reflect` looks nothing up: nothing to derive, and the reason is said.
+TEST(UserPrefetch, AHandlerThatLooksNothingUpGetsNoDerivedStageAndSaysWhy) {
+  HandlerOptions options;
+  options.entry = "reflect";
+  auto handler =
+      Handler::load(std::string(MORPHEUS_SOURCE_DIR) + "/tests/user/handlers/stateless.c", options);
+  ASSERT_THAT_EXPECTED(handler, llvm::Succeeded());
+  EXPECT_FALSE((*handler)->prefetcher());
+  EXPECT_EQ((*handler)->prefetchOrigin().kind, PrefetchStageOrigin::Kind::None);
+  EXPECT_THAT(describe((*handler)->prefetchOrigin()),
+              ::testing::HasSubstr("no path reaches a lookup with a per-packet key"));
 }
 
 } // namespace

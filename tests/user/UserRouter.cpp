@@ -13,8 +13,10 @@ const packet::Mac PortMac{0x02, 0x0a, 0, 0, 0, 0};
 const packet::Mac OtherMac{0x02, 0xbb, 0, 0, 0, 7};
 
 std::unique_ptr<Handler> loadRouter(const std::vector<std::string> &cflags,
-                                    const core::FaultInjection &faults) {
+                                    const core::FaultInjection &faults,
+                                    HandlerOptions::Prefetch prefetch) {
   HandlerOptions options;
+  options.prefetch = prefetch;
   options.entry = "router";
   options.cflags = cflags;
   options.inlineLimit = 64;

@@ -28,9 +28,11 @@ template <typename T> Bytes bytesOfValue(const T &value) {
   return bytes;
 }
 
-// The router handler compiled with `cflags`; a test failure when it cannot.
-std::unique_ptr<Handler> loadRouter(const std::vector<std::string> &cflags = {},
-                                    const core::FaultInjection &faults = {});
+// The router handler compiled with `cflags`, with the prefetch function
+// `prefetch` asks for; a test failure when it cannot.
+std::unique_ptr<Handler>
+loadRouter(const std::vector<std::string> &cflags = {}, const core::FaultInjection &faults = {},
+           HandlerOptions::Prefetch prefetch = HandlerOptions::Prefetch::OwnElseDerived);
 
 route_key routeKey(const char *prefix, uint32_t length);
 

@@ -5,6 +5,7 @@
 //                [--fallback tail-call|in-program|none] [--inline-limit N] [--cost-model FILE]
 //                [--verifier-paths N] [--profile] [--no-profile MAP] [--write-guards] [-O2]
 //                [--print-analysis] [--backend bpf|user] [--generator TABLE=FILE.ll:FUNCTION]
+//                [--prefetch-stage PRIMITIVE]
 //
 // STATE.json = {"tables": {"NAME": {"type": "hash", "key_size": 8,
 //               "value_size": 16, "max_entries": 1024, "flags": 0,
@@ -36,13 +37,17 @@
 // guard-table-writes on (the eBPF runtime's bucket count; --no-profile
 // excludes there too). --generator registers a custom generator for TABLE
 // (custom-generator) whose code is FILE.ll whatever the table holds: the
-// pass's frame, checks and declines are what it tests.
+// pass's frame, checks and declines are what it tests. --prefetch-stage
+// derives each entry's prefetch stage (core/passes/PrefetchStage.h),
+// `ENTRY_prefetch` calling PRIMITIVE, instead of specializing, and prints
+// the module, then `; prefetch stage ENTRY: ...` for each entry.
 #include "backend/bpf/BpfSignatures.h"
 #include "backend/bpf/Frontend.h"
 #include "backend/bpf/MapTypes.h"
 #include "backend/bpf/Snapshot.h"
 #include "backend/user/UserSignatures.h"
 #include "core/Pipeline.h"
+#include "core/passes/PrefetchStage.h"
 #include "core/TableAccessAnalysis.h"
 
 #include <llvm/ADT/StringExtras.h>
@@ -99,7 +104,7 @@ Expected<core::TableCatalog> catalogFrom(const nlohmann::json &tables) {
 } // namespace
 
 int main(int argc, char **argv) {
-  std::string input, statePath, costModelPath;
+  std::string input, statePath, costModelPath, prefetchPrimitive;
   std::optional<std::string> passes; // given but empty: no table pass
   std::optional<uint64_t> guardVersion;
   std::optional<uint64_t> verifierPaths;
@@ -171,6 +176,8 @@ int main(int argc, char **argv) {
       optimize = true;
     else if (arg == "--print-analysis")
       printAnalysis = true;
+    else if (arg == "--prefetch-stage")
+      prefetchPrimitive = value();
     else if (!arg.starts_with("-") && input.empty())
       input = arg;
     else
@@ -181,7 +188,8 @@ int main(int argc, char **argv) {
                 "[--guard-version N] [--fallback tail-call|in-program|none] [--failure-verdict N] "
                 "[--inline-limit N] [--cost-model FILE] [--verifier-paths N] [--profile] [--no-profile MAP] "
                 "[--write-guards] [-O2] "
-                "[--print-analysis] [--backend bpf|user] [--generator TABLE=FILE.ll:FUNCTION]");
+                "[--print-analysis] [--backend bpf|user] [--generator TABLE=FILE.ll:FUNCTION] "
+                "[--prefetch-stage PRIMITIVE]");
 
   llvm::LLVMContext context;
   llvm::SMDiagnostic diagnostic;
@@ -210,6 +218,30 @@ int main(int argc, char **argv) {
   auto catalog = catalogFrom(state.value("tables", nlohmann::json::object()));
   if (!catalog)
     return fail(llvm::toString(catalog.takeError()));
+
+  if (!prefetchPrimitive.empty()) {
+    core::TableAccessInfo info = core::analyzeModule(*module, signatures, *catalog);
+    std::vector<llvm::Function *> entries;
+    for (llvm::Function &function : *module)
+      if (signatures.isProgramEntry(function))
+        entries.push_back(&function);
+    std::vector<std::string> outcomes;
+    for (llvm::Function *entry : entries) {
+      auto stage = core::derivePrefetchStage(
+          *entry, info, {entry->getName().str() + "_prefetch", "", prefetchPrimitive});
+      if (!stage)
+        return fail(llvm::toString(stage.takeError()));
+      outcomes.push_back(entry->getName().str() + ": " +
+                         (stage->function ? "prefetches " + llvm::join(stage->tables, ", ") +
+                                                " (" + std::to_string(stage->sites) +
+                                                (stage->sites == 1 ? " site)" : " sites)")
+                                          : "declined: " + stage->declined));
+    }
+    module->print(llvm::outs(), nullptr);
+    for (const std::string &outcome : outcomes)
+      llvm::outs() << "; prefetch stage " << outcome << "\n";
+    return 0;
+  }
 
   if (printAnalysis) {
     core::TableAccessInfo info = core::analyzeModule(*module, signatures, *catalog);

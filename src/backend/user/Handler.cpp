@@ -2,8 +2,10 @@
 
 #include "core/Pipeline.h"
 #include "core/TableAccessAnalysis.h"
+#include "core/passes/PrefetchStage.h"
 #include "support/Clang.h"
 
+#include <llvm/ADT/StringExtras.h>
 #include <llvm/Bitcode/BitcodeReader.h>
 #include <llvm/Analysis/ValueTracking.h>
 #include <llvm/IR/IRBuilder.h>
@@ -134,15 +136,19 @@ Error checkPrefetcher(const Function &function) {
 
 } // namespace
 
-const char *apiIncludeDirectory() { return MORPHEUS_USER_API_INCLUDE; }
-
-std::vector<std::string> tablePassesWithout(const std::vector<std::string> &leftOut) {
-  std::vector<std::string> passes;
-  for (const std::string &pass : core::tablePassNames())
-    if (std::find(leftOut.begin(), leftOut.end(), pass) == leftOut.end())
-      passes.push_back(pass);
-  return passes;
+std::string describe(const PrefetchStageOrigin &origin) {
+  switch (origin.kind) {
+  case PrefetchStageOrigin::Kind::Written:
+    return "the handler's own";
+  case PrefetchStageOrigin::Kind::Derived:
+    return "derived from the handler: prefetches " + join(origin.tables, ", ");
+  case PrefetchStageOrigin::Kind::None:
+    break;
+  }
+  return "none (" + origin.declined + ")";
 }
+
+const char *apiIncludeDirectory() { return MORPHEUS_USER_API_INCLUDE; }
 
 VersionHandle Trampoline::installed() const {
   std::lock_guard lock(mutex);
@@ -243,17 +249,43 @@ Expected<std::unique_ptr<Handler>> Handler::load(const std::string &path,
   } else if (Error err = core::disableSpecializationPoints(*genericModule)) {
     return err;
   }
+  // The prefetch function: the handler's own, checked, else derived from
+  // the generic version's code (markers gone, writes counted: what runs).
+  std::string prefetcherName = options.entry + "_prefetch";
+  PrefetchStageOrigin &origin = handler->prefetchStage;
+  const Function *written = handler->pristine->getFunction(prefetcherName);
+  if (written && !(written->hasSection() && written->getSection() == MU_PREFETCH_SECTION))
+    written = nullptr;
+  if (written)
+    if (Error err = checkPrefetcher(*written))
+      return err;
+  if (options.prefetch == HandlerOptions::Prefetch::None) {
+    origin.declined = "none asked for";
+  } else if (written && options.prefetch == HandlerOptions::Prefetch::OwnElseDerived) {
+    origin.kind = PrefetchStageOrigin::Kind::Written;
+  } else {
+    if (written) // the derived stage beside it: named apart
+      prefetcherName += "_derived";
+    core::TableAccessInfo info = core::analyzeModule(*genericModule, handler->signatures,
+                                                     handler->tableSet->catalog());
+    auto stage = core::derivePrefetchStage(*genericModule->getFunction(options.entry), info,
+                                           {prefetcherName, MU_PREFETCH_SECTION, "mu_prefetch"});
+    if (!stage)
+      return withContext(stage.takeError(), path);
+    if (stage->function) {
+      prefetcherName = stage->function->getName().str();
+      origin = {PrefetchStageOrigin::Kind::Derived, stage->tables, ""};
+    } else {
+      origin.declined = stage->declined;
+    }
+  }
   auto generic = handler->jit->add(std::move(genericModule), handler->context,
                                    options.entry, "generic");
   if (!generic)
     return withContext(generic.takeError(), path);
   handler->genericHandle = *generic;
-  if (const Function *prefetcher = handler->pristine->getFunction(options.entry + "_prefetch");
-      prefetcher && prefetcher->hasSection() &&
-      prefetcher->getSection() == MU_PREFETCH_SECTION) {
-    if (Error err = checkPrefetcher(*prefetcher))
-      return err;
-    auto address = handler->jit->address(**generic, prefetcher->getName().str());
+  if (origin.kind != PrefetchStageOrigin::Kind::None) {
+    auto address = handler->jit->address(**generic, prefetcherName);
     if (!address)
       return withContext(address.takeError(), path);
     handler->prefetchFunction = reinterpret_cast<PrefetchFunction>(*address);

@@ -121,7 +121,26 @@ struct HandlerOptions {
   // each cycle while custom-generator is among the table passes; the
   // tables they serve are read whole (up to core::GeneratorReadLimit).
   std::vector<core::LookupGenerator> generators;
+  // The prefetch function sub-batches call: the handler's own (MU_PREFETCH),
+  // else one derived from its code (core/passes/PrefetchStage.h); always
+  // the derived one (to compare it with the handler's); or none.
+  enum class Prefetch { OwnElseDerived, Derived, None };
+  Prefetch prefetch = Prefetch::OwnElseDerived;
 };
+
+// Where the handler's prefetch function (Handler::prefetcher) comes from.
+struct PrefetchStageOrigin {
+  enum class Kind {
+    None,    // none: none asked for, or none written and none derived
+    Written, // the handler's own MU_PREFETCH function
+    Derived, // derived from the handler (core/passes/PrefetchStage.h)
+  };
+  Kind kind = Kind::None;
+  std::vector<std::string> tables; // Derived: the tables it prefetches
+  std::string declined;            // None: why none was derived
+};
+// "the handler's own", "derived: prefetches routes", "none (...)".
+std::string describe(const PrefetchStageOrigin &origin);
 
 // What one specialization cycle did.
 struct Cycle {
@@ -156,9 +175,11 @@ public:
   // The JIT-compiled versions alive (Jit::liveVersions): the generic one,
   // the installed one, and those a caller or a burst still holds.
   size_t liveVersions() const { return jit->liveVersions(); }
-  // The handler's MU_PREFETCH function (`ENTRY_prefetch`), or null when it
-  // declares none: the event loop's sub-batches call it (EventLoop).
+  // The handler's MU_PREFETCH function (`ENTRY_prefetch`), else the one
+  // derived from its code, or null: the event loop's sub-batches call it
+  // (EventLoop). The same for every version (derived from the generic one).
   PrefetchFunction prefetcher() const { return prefetchFunction; }
+  const PrefetchStageOrigin &prefetchOrigin() const { return prefetchStage; }
   const std::string &name() const { return options.entry; }
   // The handler's IR as compiled, never specialized (analyses, reports).
   const llvm::Module &pristineModule() const { return *pristine; }
@@ -241,6 +262,7 @@ private:
   VersionHandle genericHandle;
   Trampoline handlerSlot; // after jit and genericHandle: let go of its versions first
   PrefetchFunction prefetchFunction = nullptr;
+  PrefetchStageOrigin prefetchStage;
   std::vector<core::SpecializationPoint> space;
   core::PointConfiguration points;
   unsigned versions = 0;
@@ -248,9 +270,5 @@ private:
 
 // The directory holding morpheus_user.h, for handlers' -I.
 const char *apiIncludeDirectory();
-
-// Every table pass (core::tablePassNames, in pipeline order) but those in
-// `leftOut`: HandlerOptions::tablePasses with some passes left out.
-std::vector<std::string> tablePassesWithout(const std::vector<std::string> &leftOut);
 
 } // namespace morpheus::user

@@ -70,7 +70,10 @@ enum mu_verdict {
  * NAME will look up (nothing else: it must not change anything). With
  * sub-batches, the runtime calls it on the next sub-batch's packets
  * before running the handler on the current one, so their table entries
- * are on their way to the cache (the P4C paper's prefetching). */
+ * are on their way to the cache (the P4C paper's prefetching). A handler
+ * that declares none gets one derived from its own code: the handler up to
+ * its first lookup with a per-packet key, prefetched instead (what it
+ * derives is in core/passes/PrefetchStage.cpp). */
 #define MU_PREFETCH __attribute__((section(MU_PREFETCH_SECTION)))
 
 /* The value stored under `key`, or NULL. The pointer stays valid until the
