@@ -8,6 +8,7 @@
 #include "backend/bpf/MapUpdater.h"
 #include "backend/bpf/ProgramLink.h"
 #include "core/PhaseClock.h"
+#include "core/Pipeline.h"
 #include "nf/common/Registry.h"
 #include "runtime/Daemon.h"
 #include "support/CpuPin.h"
@@ -955,6 +956,8 @@ Expected<BenchResult> runInNamespace(const Preset &preset, const BenchOptions &o
   runtime::OptimizerOptions optimizerOptions;
   optimizerOptions.shadowPackets = options.shadowPackets;
   optimizerOptions.inlineLimit = options.inlineLimit;
+  if (!options.noPasses.empty())
+    optimizerOptions.tablePasses = core::tablePassesWithout(options.noPasses);
   optimizerOptions.costModel = options.costModel;
   result.costModel = options.costModel.source();
   optimizerOptions.faults = options.faults;
@@ -963,8 +966,12 @@ Expected<BenchResult> runInNamespace(const Preset &preset, const BenchOptions &o
     return created.takeError();
   runtime::Optimizer &optimizer = **created;
   if (options.progress)
-    options.progress(llvm::formatv("bench {0}: loaded {1} ({2:f0} ms) and configured",
-                                   preset.name, preset.program, optimizer.startupMs())
+    options.progress(llvm::formatv("bench {0}: loaded {1} ({2:f0} ms) and configured{3}",
+                                   preset.name, preset.program, optimizer.startupMs(),
+                                   options.noPasses.empty()
+                                       ? std::string()
+                                       : "; table passes left out: " +
+                                             llvm::join(options.noPasses, ", "))
                          .str());
 
   result.compile.startupMs = optimizer.startupMs();

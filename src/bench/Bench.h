@@ -97,6 +97,9 @@ struct BenchOptions {
   uint32_t checkPackets = 256; // packets every variant must treat alike
   uint32_t shadowPackets = 64;  // Morpheus's own pre-swap validation; 0 = off
   uint32_t inlineLimit = 64;    // the optimizer's inline limit (its default)
+  // Table passes the optimizer leaves out (Passes.def names): one
+  // representation measured against another on the same program.
+  std::vector<std::string> noPasses;
   // Following the traffic: the variants `morpheus` (the loop: instrumented
   // program, then this many cycles each after a pass of the trace, then
   // timing), `adaptive-instrumentation` (the same loop without fast paths:

@@ -2,6 +2,7 @@
 #include "Bench.h"
 #include "Calibration.h"
 
+#include "core/Pipeline.h"
 #include "runtime/CostCalibration.h"
 
 #include "support/CommandLine.h"
@@ -168,6 +169,12 @@ void addBenchCommand(CLI::App &morpheus) {
                   "inline tables with at most N entries (default 64): smaller, and tries "
                   "over it get a derived table instead of a search")
       ->type_name("N");
+  command
+      .add_option("--no-pass", options.noPasses,
+                  "leave out this table pass (by its name in docs/passes.md; repeatable), to "
+                  "measure one representation against another: e.g. lpm-as-hash")
+      ->type_name("PASS")
+      ->check(CLI::IsMember(core::tablePassNames()));
   command
       .add_option("--flows", options.flows, "distinct flows per generated trace (default 1000)")
       ->type_name("F");
