@@ -172,14 +172,19 @@ double CostModel::predictNs(Representation representation, const TableShape &sha
     return (3 + shape.leadingCompares) * singleCompareNs(costs) +
            shape.derivedLoads *
                (costs.derivedLoadNs.at(double(shape.derivedBytes)) + singleCompareNs(costs));
-  case Representation::DerivedHash:
-    // The prefix-length test, a multiply per word into the hash, the home
-    // slot's bound; per slot probed a load of its tag (priced as a load
-    // from a table of this size) and a compare of it and of each word; the
-    // entry's bound.
-    return (3 + shape.hashWords) * singleCompareNs(costs) +
-           shape.hashProbes * (costs.derivedLoadNs.at(double(shape.hashBytes)) +
-                               (1 + shape.hashWords) * singleCompareNs(costs));
+  case Representation::DerivedHash: {
+    // The prefix-length test and the entry's bound; per length (a key that
+    // matches no longer prefix probes them all: priced so) a multiply per
+    // word into the hash and the home slot's bound, then per slot probed a
+    // load of its tag (priced as a load from tables of this size) and a
+    // compare of it and of each word.
+    double ns = 2 * singleCompareNs(costs);
+    for (const TableShape::HashLength &length : shape.hashLengths)
+      ns += (1 + length.words) * singleCompareNs(costs) +
+            length.probes * (costs.derivedLoadNs.at(double(shape.hashBytes)) +
+                             (1 + length.words) * singleCompareNs(costs));
+    return ns;
+  }
   case Representation::DirectIndex:
     // The key less the range's first, its bound, the slot's load (priced
     // as a load from a table of this size), the none test, the entry's

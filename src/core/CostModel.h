@@ -88,10 +88,14 @@ struct TableShape {
   unsigned derivedLoads = 0; // DerivedArray: loads on the deepest path
   unsigned leadingCompares = 0; // DerivedArray: leading words compared first
   uint64_t derivedBytes = 0;  // DerivedArray: the table's size
-  // DerivedHash: the masked key's 32-bit words, the slots a present key
-  // probes on average, and the table's size.
-  unsigned hashWords = 0;
-  double hashProbes = 0;
+  // DerivedHash: per prefix length (a hash each, probed longest first),
+  // the masked key's 32-bit words and the slots a present key probes on
+  // average; and the tables' size together.
+  struct HashLength {
+    unsigned words = 0;
+    double probes = 0;
+  };
+  std::vector<HashLength> hashLengths = {};
   uint64_t hashBytes = 0;
   uint64_t indexBytes = 0; // DirectIndex: the array's size
   // FastPath: the hot keys' shares of the traffic, hottest first.

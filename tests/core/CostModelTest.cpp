@@ -79,12 +79,16 @@ TEST(CostModel, PredictsEachRepresentationFromItsUnitCosts) {
   // load priced at the table's size and a compare of the tag and each word.
   TableShape v6 = trie;
   v6.keySize = 20;
-  v6.hashWords = 2;
-  v6.hashProbes = 1.25;
+  v6.hashLengths = {{2, 1.25}};
   v6.hashBytes = 4096;
   EXPECT_DOUBLE_EQ(model.predictNs(Representation::DerivedHash, v6),
                    5 * 0.5 + 1.25 * (1 + 3 * 0.5));
   EXPECT_EQ(CostModel::memoryBytes(Representation::DerivedHash, v6), 4096u);
+  // Prefixes of /64 and /32 too: each further length adds its multiplies,
+  // its home's bound and its probes (a key no /64 holds probes both).
+  v6.hashLengths.push_back({1, 1.5});
+  EXPECT_DOUBLE_EQ(model.predictNs(Representation::DerivedHash, v6),
+                   5 * 0.5 + 1.25 * (1 + 3 * 0.5) + 2 * 0.5 + 1.5 * (1 + 2 * 0.5));
 
   TableShape hash;
   hash.match = TableMatch::Exact;
@@ -288,10 +292,12 @@ protected:
 
   // Which pass applied at `routes`, or "" when none did; `declined` gets
   // lpm-as-code's decision when it declined.
-  std::string specializeWith(const CostModel &model, const SiteDecision **declined = nullptr) {
+  std::string specializeWith(const CostModel &model, const SiteDecision **declined = nullptr,
+                             std::optional<std::vector<std::string>> passes = std::nullopt) {
     SpecializationOptions options;
     options.costModel = model;
     options.optimize = false;
+    options.tablePasses = std::move(passes);
     auto log = specializeModule(*module, signatures, catalog, snapshot, options);
     EXPECT_THAT_EXPECTED(log, llvm::Succeeded());
     if (!log)
@@ -328,7 +334,7 @@ TEST_F(TrieChoice, DefaultCostsKeepTheSearchWithinTheLimit) {
       ASSERT_TRUE(decision.choice);
       EXPECT_EQ(decision.choice->chosen, Representation::PrefixSearch);
       EXPECT_FALSE(decision.choice->calibrated);
-      EXPECT_EQ(decision.choice->candidates.size(), 3u); // search, derived, map
+      EXPECT_EQ(decision.choice->candidates.size(), 4u); // search, derived table, hash, map
     }
 }
 
@@ -357,9 +363,12 @@ TEST_F(TrieChoice, ACheapTrieKeepsItsLookup) {
 TEST_F(TrieChoice, NatsTwoPrefixesGetNoDerivedTable) {
   // nat's inside prefixes: one load from a 128 KiB table, predicted 5.9 ns
   // under the trie (the cheapest without memory: the 3-level search is
-  // dearer), under the 8 ns its memory asks: the trie keeps its lookup.
+  // dearer), under the 8 ns its memory asks: without lpm-as-hash the trie
+  // keeps its lookup.
   snapshot["routes"].entries = {prefixEntry(16, 192, 168, 0, 1), prefixEntry(8, 10, 0, 0, 2)};
-  EXPECT_EQ(specializeWith(CostModel(calibratedHere(), "test")), "");
+  EXPECT_EQ(specializeWith(CostModel(calibratedHere(), "test"), nullptr,
+                           std::vector<std::string>{"lpm-as-code", "lpm-as-array"}),
+            "");
   const SiteDecision *derived = decisionOf("lpm-as-array");
   ASSERT_NE(derived, nullptr);
   EXPECT_FALSE(derived->applied);
@@ -376,16 +385,33 @@ TEST_F(TrieChoice, NatsTwoPrefixesGetNoDerivedTable) {
   EXPECT_NE(derived->detail.find("its memory asks"), std::string::npos) << derived->detail;
 }
 
+TEST_F(TrieChoice, NatsTwoPrefixesGetADerivedHashPerLength) {
+  // The same two prefixes with lpm-as-hash: a hash per length, a few
+  // dozen bytes, probed /16 then /8, predicted under the trie and under
+  // the 128 KiB table with its memory's price.
+  snapshot["routes"].entries = {prefixEntry(16, 192, 168, 0, 1), prefixEntry(8, 10, 0, 0, 2)};
+  EXPECT_EQ(specializeWith(CostModel(calibratedHere(), "test")), "lpm-as-hash");
+  const SiteDecision *hashed = decisionOf("lpm-as-hash");
+  ASSERT_NE(hashed, nullptr);
+  ASSERT_TRUE(hashed->choice);
+  EXPECT_EQ(hashed->choice->chosen, Representation::DerivedHash);
+  EXPECT_NE(hashed->detail.find("2 lengths (16, 8)"), std::string::npos) << hashed->detail;
+  EXPECT_LT(hashed->choice->predictedNs,
+            *hashed->choice->predictionFor(Representation::OriginalMap));
+  const SiteDecision *derived = decisionOf("lpm-as-array");
+  ASSERT_NE(derived, nullptr);
+  EXPECT_NE(derived->detail.find("the cost model prefers the derived hash"), std::string::npos)
+      << derived->detail;
+}
+
 TEST_F(TrieChoice, FiveHundredRoutesKeepTheirDerivedTable) {
   // 500 routes, over the inline limit: the derived table (over 128 KiB)
   // saves far more of the trie's lookup than its memory asks.
   TableContents &contents = snapshot["routes"];
   contents.entries.clear();
-  for (uint16_t i = 0; i < 500; ++i) {
-    bool wide = i % 3 == 0; // a /16, else a /24
-    contents.entries.push_back(prefixEntry(wide ? 16 : 24, uint8_t(10 + i / 256), uint8_t(i),
-                                           wide ? 0 : uint8_t(i * 7), i));
-  }
+  for (uint16_t i = 0; i < 500; ++i) // nine lengths, /16 to /24
+    contents.entries.push_back(prefixEntry(uint8_t(16 + i % 9), uint8_t(10 + i / 256),
+                                           uint8_t(i), uint8_t(i * 7), i));
   catalog["routes"].maxEntries = 1024;
   EXPECT_EQ(specializeWith(CostModel(calibratedHere(), "test")), "lpm-as-array");
   const SiteDecision *derived = decisionOf("lpm-as-array");
@@ -393,7 +419,7 @@ TEST_F(TrieChoice, FiveHundredRoutesKeepTheirDerivedTable) {
   ASSERT_TRUE(derived->choice);
   const RepresentationChoice &choice = *derived->choice;
   EXPECT_EQ(choice.chosen, Representation::DerivedArray);
-  // Prefixes of two lengths: no derived hash among the candidates.
+  // Prefixes of nine lengths: no derived hash among the candidates.
   EXPECT_FALSE(choice.predictionFor(Representation::DerivedHash));
   EXPECT_TRUE(choice.memoryDeclined.empty()) << choice.memoryDeclined;
   double saving = *choice.predictionFor(Representation::OriginalMap) - choice.predictedNs;

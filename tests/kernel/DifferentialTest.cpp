@@ -184,12 +184,12 @@ TEST(Differential, LpmTriesAsDerivedTables) {
   EXPECT_GT(report->cases, 50u);
 }
 
-// Tries whose prefixes share one length become derived hashes
+// Tries of a few prefix lengths become derived hashes, one per length
 // (lpm-as-hash; LpmAsHash.* shows it fires on this program): half of the
-// states are the bench preset's (1,000 IPv4 /24s), the random ones with
-// an inline limit of 0 so that their small one-length tries (a single
-// prefix, IPv4, IPv6 or tagged) are hashed too; no difference in verdicts,
-// bytes or maps.
+// states are the bench preset's (1,000 IPv4 /24s; routes6 and tagged of
+// two lengths each), the random ones with an inline limit of 0 so that
+// their small tries (IPv4, IPv6 or tagged) are hashed too; no difference
+// in verdicts, bytes or maps.
 TEST(Differential, LpmTriesOfOneLengthAsDerivedHashes) {
   auto preset = bench::readPreset("lpm_single_length");
   ASSERT_THAT_EXPECTED(preset, llvm::Succeeded());

@@ -576,13 +576,125 @@ TEST(LpmAsHash, PrefixesOfOneLengthAnswerAsTheTrie) {
     for (uint8_t tos : {0, 16, 24})
       EXPECT_EQ(program.active(packet4(at, 0, tos)), program.original(packet4(at, 0, tos)))
           << std::hex << at << std::dec << " /" << int(tos);
-  // The next cycle: two lengths now, no derived hash for routes4.
+  // The next cycle: two lengths now, a hash each among the candidates
+  // (the model chooses between them and the 16-8-8 table); every prefix
+  // and its neighbours again, and the /16's own.
   report = program.cycle();
   ASSERT_TRUE(report.installed()) << report.describe();
   const core::SiteDecision *routes = CorpusProgram::decision(report, "routes4", true);
-  EXPECT_TRUE(routes == nullptr || routes->pass != "lpm-as-hash") << routes->detail;
-  for (uint32_t at : {wider + 1, 0x0a7b2d05u, added + 1, changed})
-    EXPECT_EQ(program.active(packet4(at, 0, 0)), program.original(packet4(at, 0, 0)));
+  ASSERT_NE(routes, nullptr) << report.log.toText();
+  EXPECT_TRUE(routes->pass == "lpm-as-hash" || routes->pass == "lpm-as-array") << routes->detail;
+  ASSERT_TRUE(routes->choice) << routes->detail;
+  EXPECT_TRUE(routes->choice->predictionFor(core::Representation::DerivedHash)) << routes->detail;
+  for (uint32_t prefix : prefixes4) {
+    uint32_t first = prefix & 0xffffff00, last = first | 0xff;
+    for (uint32_t at : {prefix, first - 1, last + 1})
+      compare4(at, 0, 0);
+  }
+  for (uint32_t at : {wider - 1, wider, wider + 1, 0x0a7b2d05u, 0x0a7bff01u, wider + 0xffff,
+                      wider + 0x10000, added + 1, changed})
+    for (uint8_t tos : {0, 16, 24, 32})
+      compare4(at, 0, tos);
+}
+
+// routes6 (lpm_single_length.bpf.c) with prefixes of four lengths nested
+// in one another past the inline limit: /32s, /48s inside them, /64s inside
+// those, a /128 host inside some: a derived hash per length, probed longest
+// first (lpm-as-hash; lpm-as-array has no IPv6 table). Every prefix's
+// address with and without host bits, one bit flipped just inside and just
+// outside its length and at the top, under the whole key and, for some,
+// prefix lengths around every stored one; then, through Morpheus, a /56
+// between a /48 and its /64 is seen by the very next packet, and the next
+// cycle probes five lengths.
+TEST(LpmAsHash, PrefixesOfSeveralLengthsAreProbedLongestFirst) {
+  CorpusProgram program("lpm_single_length.bpf.c");
+  ASSERT_TRUE(program.ok());
+  uint32_t seed = 4242;
+  auto random = [&] { return seed = seed * 1103515245u + 12345u, (seed >> 1) ^ (seed << 15); };
+  using Address = std::array<uint8_t, 16>;
+  auto withRandomBytes = [&](Address address, size_t from) {
+    for (size_t byte = from; byte < 16; ++byte)
+      address[byte] = uint8_t(random());
+    return address;
+  };
+  std::vector<std::pair<Address, uint32_t>> prefixes; // address, length
+  for (int i = 0; i < 6; ++i) {
+    Address at32{0x20, 0x01, uint8_t(random()), uint8_t(random())};
+    prefixes.push_back({at32, 32});
+    for (int j = 0; j < 3; ++j) {
+      Address at48 = at32;
+      at48[4] = uint8_t(random()), at48[5] = uint8_t(random());
+      prefixes.push_back({at48, 48});
+      for (int k = 0; k < 3; ++k) {
+        Address at64 = at48;
+        at64[6] = uint8_t(random()), at64[7] = uint8_t(random());
+        prefixes.push_back({at64, 64});
+        if (k == 0)
+          prefixes.push_back({withRandomBytes(at64, 8), 128});
+      }
+    }
+  }
+  for (size_t i = 0; i < prefixes.size(); ++i)
+    program.set("routes6", V6Key{prefixes[i].second, prefixes[i].first}, uint32_t(300 + i));
+
+  runtime::CycleReport report = program.cycle();
+  ASSERT_TRUE(report.installed()) << report.describe();
+  const core::SiteDecision *applied = CorpusProgram::decision(report, "routes6", true);
+  ASSERT_NE(applied, nullptr) << report.log.toText();
+  EXPECT_EQ(applied->pass, "lpm-as-hash") << applied->detail;
+  EXPECT_NE(applied->detail.find("4 lengths (128, 64, 48, 32)"), std::string::npos)
+      << applied->detail;
+
+  size_t hits = 0, compared = 0;
+  auto compare = [&](const Address &address, uint8_t hopLimit) {
+    Bytes bytes = ipv6Packet(address, hopLimit);
+    RunResult original = program.original(bytes);
+    hits += original.verdict == XDP_TX;
+    ++compared;
+    EXPECT_EQ(program.active(bytes), original) << "hop limit " << int(hopLimit);
+  };
+  auto flipped = [](Address address, uint32_t bit) {
+    address[bit / 8] ^= uint8_t(0x80 >> (bit % 8));
+    return address;
+  };
+  const uint8_t hopLimits[] = {0, 31, 32, 33, 47, 48, 63, 65, 127, 128, 129, 255};
+  for (size_t i = 0; i < prefixes.size(); ++i) {
+    auto [address, length] = prefixes[i];
+    std::vector<Address> addresses{address, withRandomBytes(address, length / 8), flipped(address, 0)};
+    if (length < 128)
+      addresses.push_back(flipped(address, length)); // just outside: a shorter prefix's
+    addresses.push_back(flipped(address, length - 1)); // just inside its last bit
+    for (const Address &at : addresses) {
+      compare(at, 64); // the whole key
+      if (i < 12)
+        for (uint8_t hopLimit : hopLimits)
+          compare(at, hopLimit);
+    }
+  }
+  for (int i = 0; i < 50; ++i)
+    compare(withRandomBytes({0x20, 0x01}, 2), 64);
+  EXPECT_GT(hits, compared / 3) << "premise: many lookups hit a prefix";
+  EXPECT_LT(hits, compared) << "premise: some miss";
+
+  // Through Morpheus: a /56 between the first /48 and its first /64.
+  Address at56 = prefixes[2].first; // the first /64
+  at56[7] = 0;
+  const Address inside56 = flipped(prefixes[2].first, 63); // under the /56, not the /64
+  RunResult before = program.active(ipv6Packet(inside56, 64));
+  program.set("routes6", V6Key{56, at56}, uint32_t(999));
+  RunResult after = program.active(ipv6Packet(inside56, 64));
+  EXPECT_EQ(after, program.original(ipv6Packet(inside56, 64)));
+  EXPECT_NE(after.output, before.output) << "the /56's value is in the packet";
+  report = program.cycle();
+  ASSERT_TRUE(report.installed()) << report.describe();
+  applied = CorpusProgram::decision(report, "routes6", true);
+  ASSERT_NE(applied, nullptr) << report.log.toText();
+  EXPECT_NE(applied->detail.find("5 lengths (128, 64, 56, 48, 32)"), std::string::npos)
+      << applied->detail;
+  for (const Address &at : {inside56, prefixes[2].first, flipped(at56, 55), flipped(at56, 47),
+                            withRandomBytes(at56, 7)})
+    for (uint8_t hopLimit : {64, 56, 55, 57, 64 + 1})
+      compare(at, hopLimit);
 }
 
 // Read-only hashes of small key domains (small_key_domain.bpf.c), each past

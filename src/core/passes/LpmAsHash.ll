@@ -1,7 +1,7 @@
-; A read-only LPM trie whose prefixes all have one length becomes a probe of
-; a derived hash table keyed by the key's data masked to that length, for
-; keys of the whole width (a packet's address); other prefix lengths keep
-; the real lookup. Routes: three
+; A read-only LPM trie whose prefixes have a few lengths becomes a probe of
+; a derived hash table per length, longest first, keyed by the key's data
+; masked to that length, for keys of the whole width (a packet's address);
+; other prefix lengths keep the real lookup. Routes: three
 ; /24s, 10.1.2.0 (stored with host bits 10.1.2.77: the trie ignores them,
 ; so does the mask), 10.1.3.0 and 192.168.0.0; routes6: two /64s, the first
 ; stored with host bits set.
@@ -12,6 +12,7 @@
 ; RUN: morpheus-opt %t/prog.ll --state %t/state.json -passes=lpm-as-code,lpm-as-array,lpm-as-hash --cost-model %t/slow-search.json | FileCheck %s --check-prefix=MODEL
 ; RUN: morpheus-opt %t/prog.ll --state %t/mixed.json -passes=lpm-as-hash | FileCheck %s --check-prefix=MIXED
 ; RUN: morpheus-opt %t/prog.ll --state %t/many.json -passes=lpm-as-hash | FileCheck %s --check-prefix=MANY
+; RUN: morpheus-opt %t/prog.ll --state %t/lengths.json -passes=lpm-as-hash | FileCheck %s --check-prefix=LENGTHS
 
 ; One slot is the entry's number + 1 (0: empty), then its masked data,
 ; read as the program loads it (little-endian: 10.1.2 is 0x0002010a).
@@ -90,11 +91,40 @@
 ; MODEL: ; site 1 routes6 lpm-as-array declined: prefix data of 16 bytes
 ; MODEL: ; site 0 routes lpm-as-hash applied: 3 prefixes of length 24 {{.*}}(chosen: derived hash; calibrated costs)
 
-; Prefixes of two lengths: no derived hash, the lookup stays.
-; MIXED-NOT:   @__morpheus.routes.hash
+; Prefixes of two lengths, 10.1.2.0/24 and 10.1.0.0/16: a hash each, one
+; after the other in one global (the /16's from word 4, its entry number 2),
+; the /24s probed first; not found there (an empty slot, or a compare that
+; fails), the /16s; not found there either, null.
+; MIXED:       @__morpheus.routes.hash = private constant [8 x i32] [i32 1, i32 131338, i32 0, i32 0, i32 2, i32 266, i32 0, i32 0]
 ; MIXED-LABEL: define i32 @route(
-; MIXED:         call ptr inttoptr (i64 1 to ptr)(ptr @routes, ptr {{.*}}%key)
-; MIXED: ; site 0 routes lpm-as-hash declined: prefixes of 2 lengths (the derived hash needs one)
+; MIXED:         [[DATA:%routes.data.*]] = load i32
+; MIXED-NEXT:    [[M24:%routes.masked.*]] = and i32 [[DATA]], 16777215
+; MIXED-NEXT:    [[M16:%routes.masked.*]] = and i32 [[DATA]], 65535
+; MIXED-NEXT:    icmp eq i32 {{.*}}, 32
+; MIXED:       routes.hash:
+; MIXED:         br i1 {{.*}}, label %routes.probe0, label %[[SHORTER:routes.hash.*]]
+; MIXED:       [[SHORTER]]:
+; MIXED-NEXT:    zext i32 [[M16]] to i64
+; MIXED:         br i1 {{.*}}, label %[[PROBE16:routes.probe0.*]], label %routes.miss
+; MIXED:       routes.probe0:
+; MIXED:         br i1 {{.*}}, label %[[SHORTER]], label %routes.compare0
+; MIXED:       routes.compare0:
+; MIXED:         icmp eq i32 {{.*}}, [[M24]]
+; MIXED-NEXT:    br i1 {{.*}}, label %routes.hit, label %[[SHORTER]]
+; MIXED:       [[PROBE16]]:
+; MIXED:         [[AT:%.*]] = mul i64 {{.*}}, 2
+; MIXED-NEXT:    add i64 [[AT]], 4
+; MIXED:         br i1 {{.*}}, label %routes.miss, label %[[COMPARE16:routes.compare0.*]]
+; MIXED:       [[COMPARE16]]:
+; MIXED:         icmp eq i32 {{.*}}, [[M16]]
+; MIXED-NEXT:    br i1 {{.*}}, label %routes.hit, label %routes.miss
+; MIXED: ; site 0 routes lpm-as-hash applied: 2 prefixes of 2 lengths (24, 16) as derived hashes probed longest first, 4 home slots in all, probes: at most 1 per length (32 bytes); other prefix lengths keep the lookup
+
+; Nine lengths, one more than it probes: the lookup stays.
+; LENGTHS-NOT:   @__morpheus.routes.hash
+; LENGTHS-LABEL: define i32 @route(
+; LENGTHS:         call ptr inttoptr (i64 1 to ptr)(ptr @routes, ptr {{.*}}%key)
+; LENGTHS: ; site 0 routes lpm-as-hash declined: prefixes of 9 lengths (the derived hash probes at most 8)
 
 ; 40 /32s: collisions probed linearly, unrolled up to the most a present key
 ; needs.
@@ -164,3 +194,16 @@ declare void @llvm.memcpy.p0.p0.i64(ptr noalias nocapture writeonly, ptr noalias
  "search_level_ns": [[4, 20]], "derived_load_ns": [[4096, 1]], "helper_call_ns": 8}
 ;--- many.json
 {"tables": {"routes": {"type": "lpm_trie", "key_size": 8, "value_size": 4, "max_entries": 64, "flags": 1}, "routes6": {"type": "lpm_trie", "key_size": 20, "value_size": 4, "max_entries": 64, "flags": 1}}, "maps": {"routes": [{"key": "20000000 0a000000", "value": "01000000"}, {"key": "20000000 0a3779b1", "value": "02000000"}, {"key": "20000000 0a6ef362", "value": "03000000"}, {"key": "20000000 0aa66d13", "value": "04000000"}, {"key": "20000000 0adde6c4", "value": "05000000"}, {"key": "20000000 0a156075", "value": "06000000"}, {"key": "20000000 0a4cda26", "value": "07000000"}, {"key": "20000000 0a8453d7", "value": "08000000"}, {"key": "20000000 0abbcd88", "value": "09000000"}, {"key": "20000000 0af34739", "value": "0a000000"}, {"key": "20000000 0a2ac0ea", "value": "0b000000"}, {"key": "20000000 0a623a9b", "value": "0c000000"}, {"key": "20000000 0a99b44c", "value": "0d000000"}, {"key": "20000000 0ad12dfd", "value": "0e000000"}, {"key": "20000000 0a08a7ae", "value": "0f000000"}, {"key": "20000000 0a40215f", "value": "10000000"}, {"key": "20000000 0a779b10", "value": "11000000"}, {"key": "20000000 0aaf14c1", "value": "12000000"}, {"key": "20000000 0ae68e72", "value": "13000000"}, {"key": "20000000 0a1e0823", "value": "14000000"}, {"key": "20000000 0a5581d4", "value": "15000000"}, {"key": "20000000 0a8cfb85", "value": "16000000"}, {"key": "20000000 0ac47536", "value": "17000000"}, {"key": "20000000 0afbeee7", "value": "18000000"}, {"key": "20000000 0a336898", "value": "19000000"}, {"key": "20000000 0a6ae249", "value": "1a000000"}, {"key": "20000000 0aa25bfa", "value": "1b000000"}, {"key": "20000000 0ad9d5ab", "value": "1c000000"}, {"key": "20000000 0a114f5c", "value": "1d000000"}, {"key": "20000000 0a48c90d", "value": "1e000000"}, {"key": "20000000 0a8042be", "value": "1f000000"}, {"key": "20000000 0ab7bc6f", "value": "20000000"}, {"key": "20000000 0aef3620", "value": "21000000"}, {"key": "20000000 0a26afd1", "value": "22000000"}, {"key": "20000000 0a5e2982", "value": "23000000"}, {"key": "20000000 0a95a333", "value": "24000000"}, {"key": "20000000 0acd1ce4", "value": "25000000"}, {"key": "20000000 0a049695", "value": "26000000"}, {"key": "20000000 0a3c1046", "value": "27000000"}, {"key": "20000000 0a7389f7", "value": "28000000"}], "routes6": []}}
+;--- lengths.json
+{"tables": {"routes": {"type": "lpm_trie", "key_size": 8, "value_size": 4, "max_entries": 64, "flags": 1},
+            "routes6": {"type": "lpm_trie", "key_size": 20, "value_size": 4, "max_entries": 64, "flags": 1}},
+ "maps": {"routes": [{"key": "08000000 0a000000", "value": "01000000"},
+                     {"key": "0c000000 0a000000", "value": "02000000"},
+                     {"key": "10000000 0a010000", "value": "03000000"},
+                     {"key": "14000000 0a010000", "value": "04000000"},
+                     {"key": "18000000 0a010200", "value": "05000000"},
+                     {"key": "1a000000 0a010200", "value": "06000000"},
+                     {"key": "1c000000 0a010200", "value": "07000000"},
+                     {"key": "1e000000 0a010200", "value": "08000000"},
+                     {"key": "20000000 0a010203", "value": "09000000"}],
+          "routes6": []}}

@@ -2,6 +2,8 @@
 #include "support/Error.h"
 
 #include <algorithm>
+#include <functional>
+#include <map>
 #include <set>
 
 namespace morpheus::core {
@@ -35,11 +37,13 @@ constexpr uint64_t HashMultipliers[] = {
     0xd6e8feb86659fd93ull, 0xff51afd7ed558ccdull, 0xc4ceb9fe1a85ec53ull,
     0x94d049bb133111ebull, 0xbf58476d1ce4e5b9ull};
 
-// The derived hash of `entries` (prefixes of one length, checked by the
-// caller), or why there is none: home slots from twice the entries up to
-// eight times, each with every multiplier, the first layout whose entries
-// all lie within MaxHashProbes slots of their homes.
-Expected<PrefixHash> buildPrefixHash(const std::vector<TableEntry> &entries, uint32_t length,
+// The derived hash of the `members` of `entries` (their indexes; prefixes
+// of one length, checked by the caller), or why there is none: home slots
+// from twice the members up to eight times, each with every multiplier,
+// the first layout whose members all lie within MaxHashProbes slots of
+// their homes.
+Expected<PrefixHash> buildPrefixHash(const std::vector<TableEntry> &entries,
+                                     const std::vector<size_t> &members, uint32_t length,
                                      uint32_t keySize, bool littleEndian) {
   PrefixHash hash;
   hash.length = length;
@@ -58,10 +62,10 @@ Expected<PrefixHash> buildPrefixHash(const std::vector<TableEntry> &entries, uin
   // both be in a trie (an update of the second replaces the first).
   std::vector<std::vector<uint32_t>> keys;
   std::set<std::vector<uint32_t>> seen;
-  for (const TableEntry &entry : entries) {
+  for (size_t member : members) {
     std::vector<uint32_t> words;
     for (uint32_t word = 0; word < hash.words; ++word)
-      words.push_back(uint32_t(chunkValue(entry.key, {PrefixLengthBytes + 4 * word, 4},
+      words.push_back(uint32_t(chunkValue(entries[member].key, {PrefixLengthBytes + 4 * word, 4},
                                           littleEndian)) &
                       hash.masks[word]);
     if (!seen.insert(words).second)
@@ -70,7 +74,7 @@ Expected<PrefixHash> buildPrefixHash(const std::vector<TableEntry> &entries, uin
   }
   uint32_t stride = 1 + hash.words;
   uint32_t minBits = 1;
-  while ((uint64_t(1) << minBits) < 2 * entries.size())
+  while ((uint64_t(1) << minBits) < 2 * members.size())
     ++minBits;
   for (uint32_t bits = minBits; bits <= minBits + 2; ++bits) {
     uint64_t homes = uint64_t(1) << bits;
@@ -90,7 +94,7 @@ Expected<PrefixHash> buildPrefixHash(const std::vector<TableEntry> &entries, uin
         if (!fits)
           break;
         uint32_t *at = &slots[(slot + distance) * stride];
-        at[0] = uint32_t(i + 1);
+        at[0] = uint32_t(members[i] + 1);
         std::copy(keys[i].begin(), keys[i].end(), at + 1);
         probes = std::max(probes, distance + 1);
         probed += distance + 1;
@@ -100,7 +104,7 @@ Expected<PrefixHash> buildPrefixHash(const std::vector<TableEntry> &entries, uin
       hash.multiplier = multiplier;
       hash.homeBits = bits;
       hash.probes = probes;
-      hash.averageProbes = entries.empty() ? 1 : double(probed) / double(entries.size());
+      hash.averageProbes = members.empty() ? 1 : double(probed) / double(members.size());
       // Slots past the last a present key can reach are never read.
       slots.resize((homes + probes - 1) * stride);
       hash.slots = std::move(slots);
@@ -185,20 +189,38 @@ TrieCandidates trieCandidates(const AccessSite &site, const TableInfo &table,
       noHash = noHash.value_or("per-CPU values differ between CPUs");
     }
   if (!noHash) {
-    // The prefixes' lengths, read as the kernel reads a key's.
-    std::set<uint32_t> lengths;
-    for (const TableEntry &entry : contents.entries)
-      lengths.insert(uint32_t(chunkValue(entry.key, {0, PrefixLengthBytes}, dl.isLittleEndian())));
-    if (lengths.size() != 1) {
-      noHash = lengths.empty() ? "no prefixes"
-                               : "prefixes of " + std::to_string(lengths.size()) +
-                                     " lengths (the derived hash needs one)";
-    } else if (auto hash = buildPrefixHash(contents.entries, *lengths.begin(), table.keySize,
-                                           dl.isLittleEndian())) {
-      out.hash = std::move(*hash);
-    } else {
-      noHash = toString(hash.takeError());
+    // The entries by prefix length (read as the kernel reads a key's),
+    // longest first: a hash each, probed in that order.
+    std::map<uint32_t, std::vector<size_t>, std::greater<>> byLength;
+    for (size_t i = 0; i < contents.entries.size(); ++i)
+      byLength[uint32_t(chunkValue(contents.entries[i].key, {0, PrefixLengthBytes},
+                                   dl.isLittleEndian()))]
+          .push_back(i);
+    uint64_t bytes = 0;
+    if (byLength.empty())
+      noHash = "no prefixes";
+    else if (byLength.size() > MaxHashLengths)
+      noHash = "prefixes of " + std::to_string(byLength.size()) +
+               " lengths (the derived hash probes at most " + std::to_string(MaxHashLengths) +
+               ")";
+    for (const auto &[length, members] : byLength) {
+      if (noHash)
+        break;
+      auto hash = buildPrefixHash(contents.entries, members, length, table.keySize,
+                                  dl.isLittleEndian());
+      if (!hash) {
+        noHash = "length " + std::to_string(length) + ": " + toString(hash.takeError());
+        break;
+      }
+      hash->base = bytes / sizeof(uint32_t);
+      bytes += hash->bytes();
+      out.hashes.push_back(std::move(*hash));
     }
+    if (!noHash && bytes > HashBytesLimit)
+      noHash = "derived hashes of " + std::to_string(bytes) + " bytes (at most " +
+               std::to_string(HashBytesLimit) + ")";
+    if (noHash)
+      out.hashes.clear();
   }
   if (!noSearch || !noDerived) {
     auto intervals = prefixIntervals(contents.entries, 8 * dataBytes, dl.isLittleEndian());
@@ -245,10 +267,9 @@ TrieCandidates trieCandidates(const AccessSite &site, const TableInfo &table,
     shape.leadingCompares += derived.leadingWord ? 1 : 0;
     shape.derivedBytes += derived.shape.bytes;
   }
-  if (!noHash) {
-    shape.hashWords = out.hash.words;
-    shape.hashProbes = out.hash.averageProbes;
-    shape.hashBytes = out.hash.bytes();
+  for (const PrefixHash &hash : out.hashes) {
+    shape.hashLengths.push_back({hash.words, hash.averageProbes});
+    shape.hashBytes += hash.bytes();
   }
   std::vector<Representation> eligible;
   if (!noSearch)

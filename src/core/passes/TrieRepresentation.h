@@ -1,6 +1,6 @@
 // Which representation a read-only LPM trie's lookup gets: the trie itself,
 // lpm-as-code's search over its address intervals, lpm-as-array's
-// derived table, or lpm-as-hash's derived hash (prefixes of one length),
+// derived table, or lpm-as-hash's derived hash (a hash per prefix length),
 // each eligible or not for reasons only the trie's contents
 // and the pipeline tell, and among the eligible ones the cheapest the cost
 // model (core/CostModel.h) predicts. The LPM passes ask the same question
@@ -52,17 +52,17 @@ struct DerivedTable {
   MultibitShape shape;
 };
 
-// lpm-as-hash's table for a trie whose prefixes all have one length L: the
-// key's data masked to its first L bits, read as the 32-bit words the
+// One of lpm-as-hash's tables, for the trie's prefixes of one length L:
+// the key's data masked to its first L bits, read as the 32-bit words the
 // program loads (native order), hashed, and probed linearly from its home
-// slot. Every slot is `1 + words` 32-bit words: the entry's number + 1 (0:
-// empty), then its masked data. The home slots are followed by `probes - 1`
-// more, so a probe never wraps; every entry lies at most `probes - 1` slots
-// after its home and no slot between is empty (inserted in order, never
-// deleted), so a key not found within `probes` slots, or before an empty
-// one, is in no entry.
+// slot. Every slot is `1 + words` 32-bit words: the entry's number in the
+// snapshot + 1 (0: empty), then its masked data. The home slots are
+// followed by `probes - 1` more, so a probe never wraps; every entry lies
+// at most `probes - 1` slots after its home and no slot between is empty
+// (inserted in order, never deleted), so a key not found within `probes`
+// slots, or before an empty one, is in no entry of this length.
 struct PrefixHash {
-  uint32_t length = 0;            // every prefix's length, in bits
+  uint32_t length = 0;            // its prefixes' length, in bits
   uint32_t words = 0;             // 32-bit words of data the length covers
   std::vector<uint32_t> masks;    // per word, its bits under the length
   uint64_t multiplier = 0;        // odd
@@ -70,6 +70,7 @@ struct PrefixHash {
   uint32_t probes = 1;            // most slots a present key probes
   double averageProbes = 1;       // slots a present key probes on average
   std::vector<uint32_t> slots;    // the table, slot after slot
+  uint64_t base = 0;              // its first word in the trie's derived hash
   uint64_t bytes() const { return slots.size() * sizeof(uint32_t); }
 };
 
@@ -79,8 +80,10 @@ struct PrefixHash {
 uint64_t prefixHashHome(const std::vector<uint32_t> &words, uint64_t multiplier,
                         uint32_t homeBits);
 
-// The most slots lpm-as-hash probes, and its table's largest size.
+// The most slots lpm-as-hash probes per length, the most lengths it
+// probes (one table each, longest first), and their largest size together.
 constexpr uint32_t MaxHashProbes = 4;
+constexpr size_t MaxHashLengths = 8;
 constexpr uint64_t HashBytesLimit = 1u << 20;
 
 struct TrieCandidates {
@@ -90,8 +93,9 @@ struct TrieCandidates {
   std::vector<PrefixInterval> intervals;
   // When the derived table is eligible: its tables, in leading-word order.
   std::vector<DerivedTable> derived;
-  // When the derived hash is eligible: its table.
-  PrefixHash hash;
+  // When the derived hash is eligible: a table per prefix length, longest
+  // first, laid one after the other (PrefixHash::base) in one global.
+  std::vector<PrefixHash> hashes;
   RepresentationChoice choice;
 };
 
