@@ -157,15 +157,32 @@ Expected<std::unique_ptr<user::Handler>> loadHandler(const UserPipeline &pipelin
   return handler;
 }
 
+// What the batching model hands the exploration (--batch-model with
+// --explore): its pick, and every point it predicts within
+// ModelPruneFraction of the pick's prediction: the only bursts and
+// sub-batches the exploration then tries, so that measurement confirms or
+// overrides the model's pick among the points the model cannot tell apart.
+struct BatchModelPick {
+  user::BatchPoint pick;
+  std::vector<user::BatchPoint> near;
+};
+constexpr double ModelPruneFraction = 0.05;
+
+std::string subBatchName(user::BatchPoint point) {
+  return point.subBatch ? std::to_string(point.subBatch) : std::string("none");
+}
+
 // The batching model (backend/user/BatchModel) for the installed
 // version: the loop measured over a grid of burst sizes B and, with
-// `prefetcher` (the version's MU_PREFETCH function), sub-batches b, in
+// `prefetcher` (the version's prefetch function), sub-batches b, in
 // interleaved rounds (median ns/packet of the loop thread's CPU time);
 // the model fitted on B = 8, 32, 128 with b = none, 2, 8, B (B alone
 // without a prefetcher), its prediction beside the measurement at every
 // point, and its pick confirmed or overridden by measurement's.
-Error compareBatchModel(user::Trampoline &trampoline, user::PrefetchFunction prefetcher,
-                        const user::ReplayRing &ring, const UserRunFlags &flags) {
+Expected<BatchModelPick> compareBatchModel(user::Trampoline &trampoline,
+                                           user::PrefetchFunction prefetcher,
+                                           const user::ReplayRing &ring,
+                                           const UserRunFlags &flags) {
   std::vector<uint32_t> subBatches, fittedSubBatches;
   if (prefetcher) {
     subBatches = {2, 4, 8, 16};
@@ -201,9 +218,6 @@ Error compareBatchModel(user::Trampoline &trampoline, user::PrefetchFunction pre
                 sub->footprintPerPacketNs);
   std::printf("  fitted at %zu points (B = 8, 32, 128; b = %s): residuals %.2f ns/packet rms\n",
               fitted.size(), prefetcher ? "none, 2, 8, B" : "none", model->rmsResidualNs());
-  auto subBatch = [](user::BatchPoint point) {
-    return point.subBatch ? std::to_string(point.subBatch) : std::string("none");
-  };
   user::BatchPoint bestMeasured = candidates.front(), worstHeldOut;
   double heldOutError = 0, worstError = 0;
   for (user::BatchPoint point : candidates) {
@@ -220,25 +234,29 @@ Error compareBatchModel(user::Trampoline &trampoline, user::PrefetchFunction pre
     }
     std::printf("  B=%-4u b=%-4s predicted %7.2f ns/packet  measured %7.2f ns/packet  %+6.1f "
                 "%%%s\n",
-                point.burst, subBatch(point).c_str(), model->predictNs(point), measured[point],
+                point.burst, subBatchName(point).c_str(), model->predictNs(point), measured[point],
                 error * 100, isFitted ? "  (fitted)" : "");
   }
   std::printf("  the %zu points not fitted: predicted within %.1f %% on average, at worst %+.1f %% "
               "(B=%u b=%s)\n",
               candidates.size() - fitted.size(),
               heldOutError / (candidates.size() - fitted.size()) * 100, worstError * 100,
-              worstHeldOut.burst, subBatch(worstHeldOut).c_str());
+              worstHeldOut.burst, subBatchName(worstHeldOut).c_str());
   user::BatchPoint picked = model->pick(candidates);
   std::printf("  the model picks B=%u b=%s (measured %.2f ns/packet), measurement B=%u b=%s "
               "(%.2f): ",
-              picked.burst, subBatch(picked).c_str(), measured[picked], bestMeasured.burst,
-              subBatch(bestMeasured).c_str(), measured[bestMeasured]);
+              picked.burst, subBatchName(picked).c_str(), measured[picked], bestMeasured.burst,
+              subBatchName(bestMeasured).c_str(), measured[bestMeasured]);
   if (picked == bestMeasured)
     std::printf("confirmed\n");
   else
     std::printf("overridden (the pick measured %+.1f %% slower)\n",
                 (measured[picked] / measured[bestMeasured] - 1) * 100);
-  return Error::success();
+  BatchModelPick result{picked, {}};
+  for (user::BatchPoint point : candidates)
+    if (model->predictNs(point) <= model->predictNs(picked) * (1 + ModelPruneFraction))
+      result.near.push_back(point);
+  return result;
 }
 
 // Morpheus's traffic-dependent step: the trace once through the installed
@@ -289,19 +307,45 @@ Error sameAsGeneric(user::Trampoline &version, const user::ReplayRing &head,
 // cli/ExplorationTrials.h). Each trial is
 // compiled, installed and measured by the loop itself (packets/s of its
 // thread's CPU time over `repeat` replays of the trace); the best measured
-// wins. Returns the handler the chosen configuration runs on.
+// wins. With the batching model's pick (`model`), the bursts and
+// sub-batches tried are the ones it predicts near its pick, and the
+// outcome says whether measurement confirmed the pick. Returns the handler
+// the chosen configuration runs on.
 Expected<user::Handler *>
 explore(user::Handler &handler,
         const std::map<std::string, std::unique_ptr<user::Handler>> &others,
-        const user::ReplayRing &ring, const UserRunFlags &flags) {
+        const user::ReplayRing &ring, const UserRunFlags &flags,
+        const std::optional<BatchModelPick> &model) {
   using namespace dimension;
   const std::vector<std::string> kinds = builtLpmKinds();
   // The burst given first: the generic handler at that burst is the
   // baseline of both searches.
   std::vector<int64_t> bursts = {flags.burst};
-  for (int64_t burst : {8, 16, 32, 64, 128})
-    if (burst != flags.burst)
-      bursts.push_back(burst);
+  std::set<int64_t> subBatches = {4, 8, 16, 32};
+  if (model) {
+    subBatches.clear();
+    for (user::BatchPoint point : model->near) {
+      if (std::find(bursts.begin(), bursts.end(), int64_t(point.burst)) == bursts.end())
+        bursts.push_back(point.burst);
+      if (point.subBatch)
+        subBatches.insert(point.effectiveSubBatch());
+    }
+    std::string burstList, subBatchList;
+    for (int64_t burst : bursts)
+      burstList += (burstList.empty() ? "" : ", ") + std::to_string(burst);
+    for (int64_t subBatch : subBatches)
+      subBatchList += (subBatchList.empty() ? "" : ", ") + std::to_string(subBatch);
+    std::printf("explore: the batch model's pick B=%u b=%s and the %zu point%s it predicts "
+                "within %.0f %% of it: bursts %s (%u the baseline's), sub-batches %s\n",
+                model->pick.burst, subBatchName(model->pick).c_str(), model->near.size(),
+                model->near.size() == 1 ? "" : "s",
+                ModelPruneFraction * 100, burstList.c_str(), flags.burst,
+                subBatchList.empty() ? "none" : subBatchList.c_str());
+  } else {
+    for (int64_t burst : {8, 16, 32, 64, 128})
+      if (burst != flags.burst)
+        bursts.push_back(burst);
+  }
   std::vector<user::Dimension> dimensions = {{Specialized, {1}, true},
                                              {Burst, bursts, false},
                                              lpmDimension(kinds, flags.lpm),
@@ -312,8 +356,9 @@ explore(user::Handler &handler,
   bool allPrefetch = handler.prefetcher();
   for (const auto &[kind, other] : others)
     allPrefetch &= other->prefetcher() != nullptr;
-  if (allPrefetch)
-    dimensions.push_back({Prefetch, {4, 8, 16, 32}, true});
+  if (allPrefetch && !subBatches.empty())
+    dimensions.push_back(
+        {Prefetch, std::vector<int64_t>(subBatches.begin(), subBatches.end()), true});
   // The registered custom generator (--generator), on or off.
   if (!flags.generator.empty())
     dimensions.push_back({Generator, {1}, true});
@@ -384,6 +429,21 @@ explore(user::Handler &handler,
     std::printf("  %+.1f %% over the generic handler (%s, burst %u)",
                 (chosen.metric / generic - 1) * 100, flags.lpm.c_str(), flags.burst);
   std::printf("\n");
+  if (model) {
+    auto valueOf = [&](const std::string &name, int64_t otherwise) {
+      auto found = chosen.configuration.find(name);
+      return found == chosen.configuration.end() ? otherwise : found->second;
+    };
+    int64_t burst = valueOf(Burst, flags.burst), subBatch = valueOf(Prefetch, 0);
+    bool confirmed = burst == model->pick.burst &&
+                     subBatch == (model->pick.subBatch ? model->pick.effectiveSubBatch() : 0);
+    std::printf("  the batch model's pick B=%u b=%s: %s", model->pick.burst,
+                subBatchName(model->pick).c_str(),
+                confirmed ? "confirmed by the exploration\n" : "overridden by the exploration");
+    if (!confirmed)
+      std::printf(" (burst=%lld, %s)\n", static_cast<long long>(burst),
+                  subBatch ? ("prefetch=" + std::to_string(subBatch)).c_str() : "no prefetching");
+  }
   return active;
 }
 
@@ -571,10 +631,14 @@ int userRun(const UserRunFlags &flags) {
   std::printf("(median of %u interleaved rounds of %u replays of the trace, burst %u, one "
               "thread, its CPU time)\n",
               flags.rounds, flags.repeat, flags.burst);
-  if (flags.batchModel)
-    if (Error err = compareBatchModel(
-            trampoline, oracle ? oracle->prefetcher() : (*measured)->prefetcher(), ring, flags))
-      return fail(std::move(err));
+  std::optional<BatchModelPick> modelPick;
+  if (flags.batchModel) {
+    auto pick = compareBatchModel(
+        trampoline, oracle ? oracle->prefetcher() : (*measured)->prefetcher(), ring, flags);
+    if (!pick)
+      return fail(pick.takeError());
+    modelPick = std::move(*pick);
+  }
   if (!flags.explore.empty()) {
     std::map<std::string, std::unique_ptr<user::Handler>> others;
     for (const std::string &kind : builtLpmKinds()) {
@@ -585,7 +649,7 @@ int userRun(const UserRunFlags &flags) {
         return fail(other.takeError());
       others[kind] = std::move(*other);
     }
-    auto chosen = explore(**measured, others, ring, flags);
+    auto chosen = explore(**measured, others, ring, flags, modelPick);
     if (!chosen)
       return fail(chosen.takeError());
     // Against the generic twin of --lpm's kind, whichever kind was chosen.
@@ -716,7 +780,9 @@ void addUserRunCommand(CLI::App &morpheus) {
                    "derived from its code) at sub-batches "
                    "of 2, 8 and the whole burst besides none, and print its predictions "
                    "beside measurements at bursts 4 to 256 with sub-batches of none, 2, 4, "
-                   "8, 16 and the whole burst, and the (burst, sub-batch) each picks");
+                   "8, 16 and the whole burst, and the (burst, sub-batch) each picks; with "
+                   "--explore, the exploration then tries only the bursts and sub-batches the "
+                   "model predicts within 5 % of its pick, and says whether it confirms it");
   command.add_flag("--oracle", flags->oracle,
                    "also time a hand-specialized version: the routes (or rules) written in as "
                    "compares, the trace's 8 hottest destinations (or flows) first; the NAT's "

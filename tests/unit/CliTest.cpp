@@ -8,6 +8,7 @@
 #include <cstdio>
 #include <fstream>
 #include <set>
+#include <sstream>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -418,7 +419,6 @@ TEST(Cli, UserRunReplaysATraceThroughGenericAndSpecializedRouters) {
   out = morpheus("user-run --routes " + source + "/nf/router/configs/stanford-yozb-routes-20.txt " +
                  "--neighbors " + source + "/nf/router/configs/stanford-neighbors.txt --trace " +
                  explored + " --rounds 1 --repeat 1 --explore greedy --explore-windows 1");
-  std::remove(explored.c_str());
   ASSERT_EQ(out.status, 0) << out.text;
   EXPECT_NE(out.text.find("explore (greedy search, 6 dimensions"), std::string::npos) << out.text;
   EXPECT_EQ(out.text.find("lpm=dir24"), std::string::npos) << out.text; // --lpm's own kind
@@ -436,6 +436,36 @@ TEST(Cli, UserRunReplaysATraceThroughGenericAndSpecializedRouters) {
   EXPECT_NE(out.text.find("the chosen configuration treats the first 2000 packets as the "
                           "generic handler does"),
             std::string::npos)
+      << out.text;
+
+  // Exploration after the batching model: only the bursts and sub-batches
+  // it predicts near its pick are tried (the baseline's burst besides),
+  // and what was measured confirms or overrides the pick.
+  ASSERT_EQ(std::system(generate.c_str()), 0) << generate;
+  out = morpheus("user-run --routes " + source + "/nf/router/configs/stanford-yozb-routes-20.txt " +
+                 "--neighbors " + source + "/nf/router/configs/stanford-neighbors.txt --trace " +
+                 explored + " --rounds 1 --repeat 1 --batch-model --explore greedy " +
+                 "--explore-windows 1");
+  std::remove(explored.c_str());
+  ASSERT_EQ(out.status, 0) << out.text;
+  size_t pruned = out.text.find("explore: the batch model's pick B=");
+  ASSERT_NE(pruned, std::string::npos) << out.text;
+  size_t listed = out.text.find("bursts ", pruned), listEnd = out.text.find(" (32 the", listed);
+  ASSERT_NE(listEnd, std::string::npos) << out.text;
+  std::set<std::string> allowed;
+  std::stringstream bursts(out.text.substr(listed + 7, listEnd - listed - 7));
+  for (std::string burst; std::getline(bursts, burst, ',');)
+    allowed.insert(burst.substr(burst.find_first_not_of(' ')));
+  EXPECT_TRUE(allowed.count("32")) << out.text; // the baseline's
+  for (size_t tried = out.text.find("tried  burst="); tried != std::string::npos;
+       tried = out.text.find("tried  burst=", tried + 1)) {
+    size_t value = tried + 13;
+    EXPECT_TRUE(allowed.count(out.text.substr(value, out.text.find(' ', value) - value)))
+        << "a burst the model did not predict near its pick: " << out.text.substr(tried, 40);
+  }
+  EXPECT_TRUE(out.text.find("the batch model's pick B=") != std::string::npos &&
+              (out.text.find(": confirmed by the exploration") != std::string::npos ||
+               out.text.find(": overridden by the exploration (burst=") != std::string::npos))
       << out.text;
 
   // Following the traffic: 500 routes (over the inline limit, and kept out
