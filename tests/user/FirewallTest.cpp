@@ -191,7 +191,7 @@ TEST(UserFirewall, ItsDerivedPrefetchStageTreatsPacketsAsWithout) {
   ASSERT_TRUE(firewall && plain);
   const PrefetchStageOrigin &origin = firewall->prefetchOrigin();
   ASSERT_EQ(origin.kind, PrefetchStageOrigin::Kind::Derived) << describe(origin);
-  EXPECT_THAT(origin.tables, ::testing::Contains("src_prefixes"));
+  EXPECT_THAT(origin.tables, ::testing::ElementsAre("src_prefixes"));
   for (Handler *handler : {firewall.get(), plain.get()})
     ASSERT_THAT_ERROR(nf::firewall::loadUserRules(handler->tables(), rules(), FW_DROP),
                       llvm::Succeeded());

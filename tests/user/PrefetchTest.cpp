@@ -49,7 +49,7 @@ TEST(UserPrefetch, TheStageDerivedFromTheRouterAsksForItsRoutesAndTreatsPacketsA
   ASSERT_TRUE(plain && derived);
   const PrefetchStageOrigin &origin = derived->prefetchOrigin();
   ASSERT_EQ(origin.kind, PrefetchStageOrigin::Kind::Derived) << origin.declined;
-  EXPECT_THAT(origin.tables, ::testing::Contains("routes"));
+  EXPECT_THAT(origin.tables, ::testing::ElementsAre("routes"));
   EXPECT_EQ(describe(origin).rfind("derived from the handler: prefetches ", 0), 0u)
       << describe(origin);
   ReplayRing ring = ringOf(samplePackets(), 5);

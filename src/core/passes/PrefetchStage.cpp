@@ -56,6 +56,7 @@
 #include <llvm/IR/Instructions.h>
 #include <llvm/IR/IntrinsicInst.h>
 #include <llvm/IR/Module.h>
+#include <llvm/IR/ValueHandle.h>
 #include <llvm/IR/Verifier.h>
 #include <llvm/Transforms/Utils/BasicBlockUtils.h>
 #include <llvm/Transforms/Utils/Cloning.h>
@@ -182,7 +183,9 @@ Expected<PrefetchStage> derivePrefetchStage(Function &entry, const TableAccessIn
 
   Module &module = *entry.getParent();
   LLVMContext &context = module.getContext();
-  PrefetchStage result;
+  // Each prefetch placed, with its table: those left on no path once the
+  // cuts are made go with their blocks.
+  std::vector<std::pair<WeakTrackingVH, std::string>> prefetches;
   for (auto [instruction, step] : cuts) {
     if (step == Step::PrefetchReturn) {
       const AccessSite &site = *sites.at(cast<CallBase>(instruction));
@@ -191,12 +194,10 @@ Expected<PrefetchStage> derivePrefetchStage(Function &entry, const TableAccessIn
       FunctionCallee prefetch = module.getOrInsertFunction(
           options.prefetchFunction, Type::getVoidTy(context), pointer, pointer);
       IRBuilder<> builder(instruction);
-      builder.CreateCall(prefetch, {call->getArgOperand(site.signature.tableArg),
-                                    call->getArgOperand(*site.signature.keyArg)});
-      ++result.sites;
-      std::string table = site.table.empty() ? "?" : site.table;
-      if (std::find(result.tables.begin(), result.tables.end(), table) == result.tables.end())
-        result.tables.push_back(table);
+      prefetches.emplace_back(
+          builder.CreateCall(prefetch, {call->getArgOperand(site.signature.tableArg),
+                                        call->getArgOperand(*site.signature.keyArg)}),
+          site.table.empty() ? "?" : site.table);
     }
     // The rest of the block is left to no path, and removed below.
     BasicBlock *block = instruction->getParent();
@@ -207,6 +208,14 @@ Expected<PrefetchStage> derivePrefetchStage(Function &entry, const TableAccessIn
   }
   removeUnreachableBlocks(*stage);
 
+  PrefetchStage result;
+  for (const auto &[call, table] : prefetches) {
+    if (!call)
+      continue;
+    ++result.sites;
+    if (std::find(result.tables.begin(), result.tables.end(), table) == result.tables.end())
+      result.tables.push_back(table);
+  }
   if (result.sites == 0) {
     stage->eraseFromParent();
     result.declined = "no path reaches a lookup with a per-packet key before the handler "
