@@ -228,7 +228,7 @@ int main(int argc, char **argv) {
     std::vector<std::string> outcomes;
     for (llvm::Function *entry : entries) {
       auto stage = core::derivePrefetchStage(
-          *entry, info, {entry->getName().str() + "_prefetch", "", prefetchPrimitive});
+          *entry, info, *catalog, {entry->getName().str() + "_prefetch", "", prefetchPrimitive});
       if (!stage)
         return fail(llvm::toString(stage.takeError()));
       outcomes.push_back(entry->getName().str() + ": " +

@@ -269,6 +269,7 @@ Expected<std::unique_ptr<Handler>> Handler::load(const std::string &path,
     core::TableAccessInfo info = core::analyzeModule(*genericModule, handler->signatures,
                                                      handler->tableSet->catalog());
     auto stage = core::derivePrefetchStage(*genericModule->getFunction(options.entry), info,
+                                           handler->tableSet->catalog(),
                                            {prefetcherName, MU_PREFETCH_SECTION, "mu_prefetch"});
     if (!stage)
       return withContext(stage.takeError(), path);

@@ -9,11 +9,15 @@
 //
 // The stage is a copy of the entry, with the entry's argument, cut on every
 // path at the first instruction that is not a pure read:
-//   - a lookup whose key is a constant (TableAccessAnalysis, by MemorySSA:
-//     a configuration entry) is kept: the same for every packet, so
-//     prefetching it asks for nothing, and what follows may need its value;
-//   - a lookup with a per-packet key becomes a call of the backend's
-//     prefetch primitive with the same table and key, and the path returns;
+//   - a key -> value lookup whose key is a constant (TableAccessAnalysis,
+//     by MemorySSA: a configuration entry) is kept: the same for every
+//     packet, so prefetching it asks for nothing, and what follows may need
+//     its value; in a table whose lookups have side effects (an LRU's,
+//     which steer its evictions) the path returns before it instead;
+//   - a key -> value lookup with a per-packet key becomes a call of the
+//     backend's prefetch primitive with the same table and key, and the
+//     path returns; any other table access (an update, a getter that may
+//     create) returns;
 //   - anything that may write memory other than the function's own stack
 //     (a store through a table value or into the packet, an update, an
 //     atomic, a call that is not known to only read and return) returns
@@ -84,8 +88,9 @@ bool onOwnStack(const Value *pointer) {
 
 class StageBuilder {
 public:
-  explicit StageBuilder(const std::map<const CallBase *, const AccessSite *> &sites)
-      : sites(sites) {}
+  StageBuilder(const std::map<const CallBase *, const AccessSite *> &sites,
+               const TableCatalog &catalog, const std::string &prefetchFunction)
+      : sites(sites), catalog(catalog), prefetchFunction(prefetchFunction) {}
 
   Step step(const Instruction &instruction) const {
     if (auto *store = dyn_cast<StoreInst>(&instruction))
@@ -101,15 +106,22 @@ public:
 
 private:
   Step callStep(const CallBase &call) const {
+    if (const Function *callee = call.getCalledFunction();
+        callee && callee->getName() == prefetchFunction)
+      return Step::Keep; // a handler's own prefetch reads nothing
     if (auto site = sites.find(&call); site != sites.end()) {
-      const AccessSignature &signature = site->second->signature;
-      if (signature.kind != AccessKind::Lookup)
+      const AccessSite &access = *site->second;
+      // Only a plain key -> value lookup (not an update, not a getter that
+      // may create) is a lookup to run or to prefetch instead.
+      if (access.signature.kind != AccessKind::Lookup || !access.signature.rewritable)
         return Step::Return;
-      // A lookup the core may not rewrite (the prefetch primitive itself,
-      // a per-CPU read) only reads: let it run.
-      if (!signature.rewritable || site->second->key.constantKey)
-        return Step::Keep;
-      return Step::PrefetchReturn;
+      if (!access.key.constantKey)
+        return Step::PrefetchReturn; // a prefetch changes nothing, whatever the table
+      // Run only where a lookup reads and nothing else (an LRU's steers
+      // its evictions).
+      auto table = catalog.find(access.table);
+      return table != catalog.end() && !table->second.lookupHasSideEffects ? Step::Keep
+                                                                            : Step::Return;
     }
     if (auto *memory = dyn_cast<MemIntrinsic>(&call))
       return !memory->isVolatile() && onOwnStack(memory->getDest()) ? Step::Keep : Step::Return;
@@ -125,6 +137,8 @@ private:
   }
 
   const std::map<const CallBase *, const AccessSite *> &sites;
+  const TableCatalog &catalog;
+  const std::string &prefetchFunction;
 };
 
 // A copy of `entry` as `void NAME(ptr)`: the same blocks on the same
@@ -156,6 +170,7 @@ Function *copyAsStage(Function &entry, const PrefetchStageOptions &options,
 } // namespace
 
 Expected<PrefetchStage> derivePrefetchStage(Function &entry, const TableAccessInfo &info,
+                                            const TableCatalog &catalog,
                                             const PrefetchStageOptions &options) {
   if (entry.arg_size() != 1 || !entry.getArg(0)->getType()->isPointerTy())
     return makeError("{0}: the prefetch stage of '{1}' needs its one pointer argument",
@@ -172,7 +187,7 @@ Expected<PrefetchStage> derivePrefetchStage(Function &entry, const TableAccessIn
 
   // Each block's first instruction that is not a pure read, and what it
   // becomes (found before any block is split).
-  StageBuilder builder(sites);
+  StageBuilder builder(sites, catalog, options.prefetchFunction);
   std::vector<std::pair<Instruction *, Step>> cuts;
   for (BasicBlock &block : *stage)
     for (Instruction &instruction : block)
@@ -219,7 +234,8 @@ Expected<PrefetchStage> derivePrefetchStage(Function &entry, const TableAccessIn
   if (result.sites == 0) {
     stage->eraseFromParent();
     result.declined = "no path reaches a lookup with a per-packet key before the handler "
-                      "writes memory or calls a function that may";
+                      "writes memory, calls a function that may, or runs a lookup with side "
+                      "effects";
     return result;
   }
   std::string broken;

@@ -4,6 +4,7 @@
 #pragma once
 
 #include "core/TableAccessAnalysis.h"
+#include "core/Tables.h"
 
 #include <llvm/IR/Function.h>
 #include <llvm/Support/Error.h>
@@ -39,10 +40,12 @@ struct PrefetchStage {
 // same argument, up to the first lookup with a per-packet key on each path
 // and prefetches that lookup's entry instead (see PrefetchStage.cpp).
 // `info` is the analysis of `entry`'s module (analyzeModule), for which
-// keys are constant. An error only for a module without the entry's
-// argument shape (one pointer).
+// keys are constant; `catalog` its tables (whose lookups have side
+// effects). An error only for a module without the entry's argument shape
+// (one pointer), or for a stage LLVM's verifier refuses.
 llvm::Expected<PrefetchStage> derivePrefetchStage(llvm::Function &entry,
                                                   const TableAccessInfo &info,
+                                                  const TableCatalog &catalog,
                                                   const PrefetchStageOptions &options);
 
 } // namespace morpheus::core

@@ -6,6 +6,9 @@
 ; counter's lookup (constant key) runs too, and its path returns before the
 ; counter is written; the flow table's lookup (the key read from the packet)
 ; is prefetched. `writer` writes the packet before any lookup: no stage.
+; `remember` looks a constant key up in a table whose lookups have side
+; effects (an LRU's, which steer its evictions) before its flow lookup: the
+; stage must not run that lookup, so its only path returns first: no stage.
 ;
 ; From (clang-19 -O2 for x86-64; TBAA, attributes and debug info dropped):
 ;   #include <morpheus_user.h>
@@ -38,6 +41,13 @@
 ;     port = mu_lookup(&flows, &key);
 ;     return port ? MU_TX : MU_DROP;
 ;   }
+;   MU_TABLE(recent, MU_HASH, uint64_t, uint32_t, 64); // an LRU in state.json
+;   MU_HANDLER int remember(struct mu_packet *packet) {
+;     uint64_t last = 0, key = packet->port;
+;     uint32_t *seen = mu_lookup(&recent, &last);
+;     uint32_t *port = mu_lookup(&flows, &key);
+;     return seen && port ? MU_TX : MU_DROP;
+;   }
 ;
 ; RUN: split-file %s %t
 ; RUN: morpheus-opt %t/handler.ll --state %t/state.json --backend user \
@@ -63,8 +73,11 @@
 ; CHECK:       }
 ; CHECK-NOT:   define void @writer_prefetch
 
+; CHECK-NOT:   define void @remember_prefetch
+
 ; CHECK:       ; prefetch stage handler: prefetches flows (1 site)
-; CHECK:       ; prefetch stage writer: declined: no path reaches a lookup with a per-packet key before the handler writes memory
+; CHECK-NEXT:  ; prefetch stage remember: declined: no path reaches a lookup with a per-packet key before the handler writes memory, calls a function that may, or runs a lookup with side effects
+; CHECK-NEXT:  ; prefetch stage writer: declined: no path reaches a lookup
 
 ;--- handler.ll
 target datalayout = "e-m:e-p270:32:32-p271:32:32-p272:64:64-i64:64-i128:128-f80:128-n8:16:32:64-S128"
@@ -165,6 +178,29 @@ declare ptr @mu_lookup(ptr noundef, ptr noundef)
 
 declare void @llvm.lifetime.end.p0(i64 immarg, ptr nocapture)
 
+@recent = dso_local global %struct.mu_table_def { i32 1, i32 8, i32 4, i32 64 }, section "morpheus_tables", align 4
+
+define dso_local range(i32 0, 3) i32 @remember(ptr nocapture noundef readonly %0) section "morpheus_handler" {
+  %2 = alloca i64, align 8
+  %3 = alloca i64, align 8
+  call void @llvm.lifetime.start.p0(i64 8, ptr nonnull %2)
+  store i64 0, ptr %2, align 8
+  call void @llvm.lifetime.start.p0(i64 8, ptr nonnull %3)
+  %4 = getelementptr inbounds i8, ptr %0, i64 12
+  %5 = load i32, ptr %4, align 4
+  %6 = zext i32 %5 to i64
+  store i64 %6, ptr %3, align 8
+  %7 = call ptr @mu_lookup(ptr noundef nonnull @recent, ptr noundef nonnull %2)
+  %8 = call ptr @mu_lookup(ptr noundef nonnull @flows, ptr noundef nonnull %3)
+  %9 = icmp ne ptr %7, null
+  %10 = icmp ne ptr %8, null
+  %11 = select i1 %9, i1 %10, i1 false
+  %12 = select i1 %11, i32 2, i32 0
+  call void @llvm.lifetime.end.p0(i64 8, ptr nonnull %3)
+  call void @llvm.lifetime.end.p0(i64 8, ptr nonnull %2)
+  ret i32 %12
+}
+
 define dso_local range(i32 0, 3) i32 @writer(ptr nocapture noundef readonly %0) section "morpheus_handler" {
   %2 = alloca i64, align 8
   call void @llvm.lifetime.start.p0(i64 8, ptr nonnull %2)
@@ -187,4 +223,5 @@ define dso_local range(i32 0, 3) i32 @writer(ptr nocapture noundef readonly %0) 
 ;--- state.json
 {"tables": {"config": {"type": "array", "key_size": 4, "value_size": 8, "max_entries": 1},
             "flows": {"type": "hash", "key_size": 8, "value_size": 4, "max_entries": 1024},
-            "stats": {"type": "array", "key_size": 4, "value_size": 8, "max_entries": 4}}}
+            "stats": {"type": "array", "key_size": 4, "value_size": 8, "max_entries": 4},
+            "recent": {"type": "lru_hash", "key_size": 8, "value_size": 4, "max_entries": 64}}}
