@@ -330,17 +330,18 @@ explore(user::Handler &handler,
       if (point.subBatch)
         subBatches.insert(point.effectiveSubBatch());
     }
-    std::string burstList, subBatchList;
-    for (int64_t burst : bursts)
-      burstList += (burstList.empty() ? "" : ", ") + std::to_string(burst);
-    for (int64_t subBatch : subBatches)
-      subBatchList += (subBatchList.empty() ? "" : ", ") + std::to_string(subBatch);
+    auto listed = [](const auto &values) {
+      std::vector<std::string> names;
+      for (int64_t value : values)
+        names.push_back(std::to_string(value));
+      return names.empty() ? std::string("none") : llvm::join(names, ", ");
+    };
     std::printf("explore: the batch model's pick B=%u b=%s and the %zu point%s it predicts "
                 "within %.0f %% of it: bursts %s (%u the baseline's), sub-batches %s\n",
                 model->pick.burst, subBatchName(model->pick).c_str(), model->near.size(),
                 model->near.size() == 1 ? "" : "s",
-                ModelPruneFraction * 100, burstList.c_str(), flags.burst,
-                subBatchList.empty() ? "none" : subBatchList.c_str());
+                ModelPruneFraction * 100, listed(bursts).c_str(), flags.burst,
+                listed(subBatches).c_str());
   } else {
     for (int64_t burst : {8, 16, 32, 64, 128})
       if (burst != flags.burst)

@@ -134,6 +134,46 @@ Error checkPrefetcher(const Function &function) {
   return Error::success();
 }
 
+// The prefetch function the handler's sub-batches call, as
+// HandlerOptions::prefetch asks: the handler's own MU_PREFETCH function
+// (checked), or the stage derived from `generic`, the code the generic
+// version runs (markers gone, writes counted), and added to it. Sets
+// `origin`; returns the function's name in `generic`, "" for none.
+Expected<std::string> choosePrefetcher(const Module &pristine, Module &generic,
+                                       const HandlerOptions &options,
+                                       const UserSignatures &signatures,
+                                       const core::TableCatalog &catalog,
+                                       PrefetchStageOrigin &origin) {
+  std::string name = options.entry + "_prefetch";
+  const Function *written = pristine.getFunction(name);
+  if (written && !(written->hasSection() && written->getSection() == MU_PREFETCH_SECTION))
+    written = nullptr;
+  if (written)
+    if (Error err = checkPrefetcher(*written))
+      return std::move(err);
+  if (options.prefetch == HandlerOptions::Prefetch::None) {
+    origin.declined = "not asked for";
+    return "";
+  }
+  if (written && options.prefetch == HandlerOptions::Prefetch::OwnElseDerived) {
+    origin.kind = PrefetchStageOrigin::Kind::Written;
+    return name;
+  }
+  if (written) // the derived stage beside it: named apart
+    name += "_derived";
+  core::TableAccessInfo info = core::analyzeModule(generic, signatures, catalog);
+  auto stage = core::derivePrefetchStage(*generic.getFunction(options.entry), info, catalog,
+                                         {name, MU_PREFETCH_SECTION, "mu_prefetch"});
+  if (!stage)
+    return stage.takeError();
+  if (!stage->function) {
+    origin.declined = stage->declined;
+    return "";
+  }
+  origin = {PrefetchStageOrigin::Kind::Derived, stage->tables, ""};
+  return stage->function->getName().str();
+}
+
 } // namespace
 
 std::string describe(const PrefetchStageOrigin &origin) {
@@ -249,44 +289,18 @@ Expected<std::unique_ptr<Handler>> Handler::load(const std::string &path,
   } else if (Error err = core::disableSpecializationPoints(*genericModule)) {
     return err;
   }
-  // The prefetch function: the handler's own, checked, else derived from
-  // the generic version's code (markers gone, writes counted: what runs).
-  std::string prefetcherName = options.entry + "_prefetch";
-  PrefetchStageOrigin &origin = handler->prefetchStage;
-  const Function *written = handler->pristine->getFunction(prefetcherName);
-  if (written && !(written->hasSection() && written->getSection() == MU_PREFETCH_SECTION))
-    written = nullptr;
-  if (written)
-    if (Error err = checkPrefetcher(*written))
-      return err;
-  if (options.prefetch == HandlerOptions::Prefetch::None) {
-    origin.declined = "none asked for";
-  } else if (written && options.prefetch == HandlerOptions::Prefetch::OwnElseDerived) {
-    origin.kind = PrefetchStageOrigin::Kind::Written;
-  } else {
-    if (written) // the derived stage beside it: named apart
-      prefetcherName += "_derived";
-    core::TableAccessInfo info = core::analyzeModule(*genericModule, handler->signatures,
-                                                     handler->tableSet->catalog());
-    auto stage = core::derivePrefetchStage(*genericModule->getFunction(options.entry), info,
-                                           handler->tableSet->catalog(),
-                                           {prefetcherName, MU_PREFETCH_SECTION, "mu_prefetch"});
-    if (!stage)
-      return withContext(stage.takeError(), path);
-    if (stage->function) {
-      prefetcherName = stage->function->getName().str();
-      origin = {PrefetchStageOrigin::Kind::Derived, stage->tables, ""};
-    } else {
-      origin.declined = stage->declined;
-    }
-  }
+  auto prefetcherName =
+      choosePrefetcher(*handler->pristine, *genericModule, options, handler->signatures,
+                       handler->tableSet->catalog(), handler->prefetchStage);
+  if (!prefetcherName)
+    return withContext(prefetcherName.takeError(), path);
   auto generic = handler->jit->add(std::move(genericModule), handler->context,
                                    options.entry, "generic");
   if (!generic)
     return withContext(generic.takeError(), path);
   handler->genericHandle = *generic;
-  if (origin.kind != PrefetchStageOrigin::Kind::None) {
-    auto address = handler->jit->address(**generic, prefetcherName);
+  if (!prefetcherName->empty()) {
+    auto address = handler->jit->address(**generic, *prefetcherName);
     if (!address)
       return withContext(address.takeError(), path);
     handler->prefetchFunction = reinterpret_cast<PrefetchFunction>(*address);
