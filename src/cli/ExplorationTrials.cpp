@@ -38,7 +38,7 @@ TrialPlan planTrial(const core::PointConfiguration &configuration, const std::st
   if (!configuration.count(LpmAsCode))
     plan.passesLeftOut.push_back("lpm-as-code");
   if (!configuration.count(LpmAsArray)) {
-    // The derived tables: the 16-8-8 array and, for one prefix length, the hash.
+    // The derived tables: the 16-8-8 array and the hashes, one per prefix length.
     plan.passesLeftOut.push_back("lpm-as-array");
     plan.passesLeftOut.push_back("lpm-as-hash");
   }

@@ -9,7 +9,7 @@
 // The model prices the lookup only: what inlined values let LLVM fold after
 // it (constants, dead code) is not in it, so it chooses between
 // representations of the same answer (an LPM trie as the trie, a search, a
-// derived table or, for one prefix length, a derived hash; a hash as a
+// derived table or a derived hash per prefix length; a hash as a
 // chain yielding an index, which folds nothing, a direct index or the
 // map), never whether to inline values at all.
 #pragma once

@@ -338,7 +338,7 @@ ReadPlan planReads(const TableAccessInfo &info, const TableCatalog &catalog,
       // Hash tables are read whole further, for constant-fields and
       // branch-injection, and tries for the derived tables: lpm-as-array's
       // (IPv4 addresses, a leading word before them too) and lpm-as-hash's
-      // (prefixes of one length, any key size). Arrays larger
+      // (a hash per prefix length, any key size). Arrays larger
       // than the limit are read by content instead (MapIO). Without
       // derived tables a trie larger than the limit is probed key by key:
       // heavy-hitter-fast-path needs the trie's answer for each hot key,
