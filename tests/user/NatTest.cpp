@@ -348,13 +348,9 @@ ReplayRing traffic(double hot, size_t packets, unsigned seed, uint32_t coldFlows
   return ring;
 }
 
-// Outbound traffic (traffic()), an ICMP echo and a truncated frame, and
-// the replies to up to 100 of what a NAT on `settings` translates of it,
-// spread among them.
-ReplayRing bothWays(const NatSettings &settings) {
-  auto nat = loadNat(settings, false, {}, HandlerOptions::Prefetch::None);
-  if (!nat)
-    return {};
+// Outbound traffic (traffic()), from inside, with an ICMP echo and a
+// truncated frame among it.
+ReplayRing outboundTraffic() {
   ReplayRing ring = traffic(0.5, 2000, 6);
   ring.frames.push_back(frame({parseIpv4("192.168.1.1"), parseIpv4("198.51.100.1"), IPPROTO_ICMP,
                                9, 1}));
@@ -363,19 +359,14 @@ ReplayRing bothWays(const NatSettings &settings) {
   ring.frames.push_back(truncated);
   ring.sequence.insert(ring.sequence.begin() + 7, {uint32_t(ring.frames.size() - 2),
                                                    uint32_t(ring.frames.size() - 1)});
-  size_t outbound = ring.frames.size();
-  for (const PacketResult &result : EventLoop(nat->trampoline(), 16).collect(ring))
-    if (result.verdict == MU_TX && ring.frames.size() < outbound + 100)
-      ring.frames.push_back(replyTo(result.bytes));
-  for (uint32_t reply = uint32_t(outbound); reply < ring.frames.size(); ++reply)
-    ring.sequence.insert(ring.sequence.begin() + 3 * (reply - outbound), reply);
   return ring;
 }
 
 // Sub-batches with the next one's bindings prefetched, by nat_prefetch
 // (the NAT's own, nat_out only) or by the stage derived from its code
-// (both binding tables): every sub-batch size treats packets and tables
-// as the loop without, and either function alone changes nothing.
+// (both binding tables): on flows out from inside and on their replies
+// from outside, every sub-batch size treats packets and tables as the loop
+// without, and either function alone changes nothing.
 TEST(UserNat, SubBatchesWithTheBindingsPrefetchedTreatPacketsAsWithout) {
   NatSettings settings = settingsOf(NatConf);
   for (auto prefetch : {HandlerOptions::Prefetch::OwnElseDerived, HandlerOptions::Prefetch::Derived}) {
@@ -392,11 +383,24 @@ TEST(UserNat, SubBatchesWithTheBindingsPrefetchedTreatPacketsAsWithout) {
     } else {
       EXPECT_EQ(origin.kind, PrefetchStageOrigin::Kind::Written);
     }
-    ReplayRing ring = bothWays(settings);
-    for (Handler *nat : {plain.get(), prefetched.get()}) // bindings both ways
-      EventLoop(nat->trampoline(), 16).run(ring, 1);
-    expectPrefetchChangesNothing(*prefetched, ring);
-    expectSubBatchesTreatPacketsAsWithout(*plain, *prefetched, ring);
+    // Out from inside (binding the flows in both NATs alike), then the
+    // replies to what was translated, from outside.
+    ReplayRing outbound = outboundTraffic();
+    std::vector<Bytes> replies;
+    for (const PacketResult &result : EventLoop(plain->trampoline(), 16).collect(outbound))
+      if (result.verdict == MU_TX)
+        replies.push_back(replyTo(result.bytes));
+    EventLoop(prefetched->trampoline(), 16).run(outbound, 1);
+    ASSERT_GT(replies.size(), 100u) << "premise: flows translated out";
+    for (const ReplayRing &ring : {outbound, ringOf(replies, 1)}) {
+      SCOPED_TRACE(ring.ingressPort ? "replies, from outside" : "from inside");
+      expectPrefetchChangesNothing(*prefetched, ring);
+      expectSubBatchesTreatPacketsAsWithout(*plain, *prefetched, ring);
+    }
+    uint32_t inbound = NAT_STAT_INBOUND;
+    EXPECT_GT(*static_cast<const uint64_t *>(plain->tables().find("nat_stats")->lookup(&inbound)),
+              0u)
+        << "premise: replies translated back in";
   }
 }
 
