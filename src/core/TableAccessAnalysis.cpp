@@ -82,7 +82,7 @@ bool TableAccessInfo::sameWhereReadOnly(const TableSnapshot &a, const TableSnaps
     const auto &[table, one] = *left;
     const TableContents &other = right->second;
     if (table != right->first || one.complete != other.complete ||
-        one.unlistedAreZero != other.unlistedAreZero || one.probedKeys != other.probedKeys ||
+        one.unlistedValue != other.unlistedValue || one.probedKeys != other.probedKeys ||
         one.storedTables != other.storedTables)
       return false;
     auto usage = tables.find(table);
@@ -359,8 +359,16 @@ void Analyzer::collectSites() {
         std::string keyed = table ? site.table
                                   : (inner && !inner->empty() ? inner->front() : "");
         if (catalog && !keyed.empty())
-          if (auto it = catalog->find(keyed); it != catalog->end())
+          if (auto it = catalog->find(keyed); it != catalog->end()) {
             site.key.constantKey = constantKeyBytes(*call, key, it->second.keySize);
+            if (it->second.match == TableMatch::LongestPrefix)
+              if (std::optional<Bytes> length = constantKeyBytes(*call, key, 4)) {
+                uint32_t value = 0;
+                for (unsigned i = 0; i < 4; ++i)
+                  value |= uint32_t((*length)[dl.isLittleEndian() ? i : 3 - i]) << (8 * i);
+                site.key.prefixLength = value;
+              }
+          }
       }
       bool writes = sig->kind == AccessKind::Update ||
                     sig->kind == AccessKind::Delete ||

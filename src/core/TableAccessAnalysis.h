@@ -43,6 +43,11 @@ struct KeyProvenance {
   // Every byte of the key, when all of them are compile-time constants at
   // the call (proved with MemorySSA: the nearest writes of each key byte).
   std::optional<Bytes> constantKey;
+  // For a longest-prefix table: the key's prefix length (its first four
+  // bytes), when those are compile-time constants at the call though the
+  // rest is not (a trie probed with a packet's whole address). The LPM
+  // passes then need no test of it.
+  std::optional<uint32_t> prefixLength;
 
   std::string describe() const;
 };

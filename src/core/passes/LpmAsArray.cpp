@@ -181,8 +181,7 @@ PreservedAnalyses LpmAsArrayPass::run(Module &module, ModuleAnalysisManager &mam
 
         bool leading = candidates.derived.front().leadingWord.has_value();
         uint32_t dataBits = AddressBits + (leading ? LeadingBits : 0);
-        Value *length = LookupRewriter::loadKey(builder, frame, 0, builder.getInt32Ty(),
-                                                site.table + ".prefixlen");
+        Value *length = prefixLengthToTest(builder, frame, site, dataBits);
         // The key's data in the trie's bit order: first byte most significant.
         auto word = [&](uint32_t offset, const Twine &dataName, const Twine &name) -> Value * {
           Value *data =
@@ -199,12 +198,9 @@ PreservedAnalyses LpmAsArrayPass::run(Module &module, ModuleAnalysisManager &mam
         Value *wide = builder.CreateZExt(address, builder.getInt64Ty());
         BasicBlock *select = block(leading ? ".leading.word" : ".level0");
         BasicBlock *answer = block(".answer");
-        BasicBlock *slow = block(".other.prefixlen");
+        BasicBlock *slow = branchOnPrefixLength(builder, frame, site, length, dataBits, select);
         // Placed after the hit block below.
         BasicBlock *miss = BasicBlock::Create(llvmContext, site.table + ".miss");
-        builder.CreateCondBr(builder.CreateICmpEQ(length, builder.getInt32(dataBits),
-                                                  site.table + ".whole.address"),
-                             select, slow);
 
         auto loadSlot = [&](Value *index, const Twine &name) {
           Value *at = builder.CreateInBoundsGEP(builder.getInt16Ty(), derived, index);
@@ -300,9 +296,7 @@ PreservedAnalyses LpmAsArrayPass::run(Module &module, ModuleAnalysisManager &mam
         result->addIncoming(pointer, value);
 
         // Any other prefix length: the kernel's own answer.
-        builder.SetInsertPoint(slow);
-        builder.CreateBr(tail);
-        LookupRewriter::closeFrame(lookup, frame, LookupRewriter::CallKept::OnMissPath, slow);
+        closeTrieFrame(builder, lookup, frame, slow);
 
         size_t chunkCount = 0;
         for (size_t count : chunkCounts)
@@ -318,7 +312,7 @@ PreservedAnalyses LpmAsArrayPass::run(Module &module, ModuleAnalysisManager &mam
                 std::to_string(chunkCount) + " chunks (" +
                 std::to_string(slots.size() * sizeof(uint16_t)) + " bytes" +
                 (leading ? "; other leading words find no prefix" : "") +
-                "); other prefix lengths keep the lookup",
+"); " + otherPrefixLengths(site, dataBits),
             candidates.choice);
         if (context.log)
           context.log->inlined[site.table] = contents.entries;

@@ -17,7 +17,7 @@
 ; CHECK: @__morpheus.routes.levels = private constant [66048 x i16] {{.*}}, align 8
 ; CHECK-NOT: @__morpheus.routes.levels.1
 
-; C: struct route_key { __u32 prefixlen; __u32 addr; } key = { 32, iph->daddr };
+; C: struct route_key { __u32 prefixlen; __u32 addr; } key = { ctx->len, iph->daddr };
 ;    route = bpf_map_lookup_elem(&routes, &key);
 ; CHECK-LABEL: define i32 @route(
 ; CHECK:         [[KEY:%routes.key.memory.*]] = call ptr asm "", "=r,0"(ptr %key)
@@ -118,7 +118,9 @@
 ; A trie whose data is a 32-bit leading word, then the address (the
 ; firewall's (generation, prefix) keys, prefixlen = 32 + the prefix's
 ; length): one table per leading word, picked by a compare on it; any other
-; leading word finds no prefix; another prefix length keeps the lookup.
+; leading word finds no prefix. The program stores the prefix length 64, a
+; constant: every key has the whole width, so there is no test of it and no
+; lookup kept for other lengths.
 ; Generation 0: 10.0.0.0/8 (entry 0), 10.1.2.0/24 (1); generation 1:
 ; 0.0.0.0/0 (2), 10.1.2.3/32 (3). Generation 0's table splits the 10.1
 ; block once, generation 1's twice: 65,536 + 256 and 65,536 + 512 slots.
@@ -133,18 +135,16 @@
 ; RUN: morpheus-opt %t/leading.ll --state %t/short-prefix.json -passes=lpm-as-array | FileCheck %s --check-prefix=SHORT
 ; LEADING: @__morpheus.prefixes.levels = private constant [131840 x i16]
 ; LEADING-LABEL: define i32 @classify(
-; LEADING:         [[LEN:%prefixes.prefixlen.*]] = load i32, ptr
+; LEADING-NOT:     prefixes.prefixlen
 ; LEADING:         [[GEN:%prefixes.leading.data.*]] = load i32, ptr
 ; LEADING-NEXT:    [[WORD:%prefixes.leading.*]] = call i32 @llvm.bswap.i32(i32 [[GEN]])
 ; LEADING:         [[DATA:%prefixes.data.*]] = load i32, ptr
 ; LEADING-NEXT:    [[ADDR:%prefixes.address.*]] = call i32 @llvm.bswap.i32(i32 [[DATA]])
-; LEADING:         [[WHOLE:%.*]] = icmp eq i32 [[LEN]], 64
-; LEADING-NEXT:    br i1 [[WHOLE]], label %prefixes.leading.word, label %prefixes.other.prefixlen
+; LEADING:         br label %prefixes.leading.word
 ; LEADING:       prefixes.leading.word:
 ; LEADING-NEXT:    [[GEN0:%.*]] = icmp eq i32 [[WORD]], 0
 ; LEADING-NEXT:    br i1 [[GEN0]], label %prefixes.leading0, label %prefixes.leading.other
-; LEADING:       prefixes.other.prefixlen:
-; LEADING-NEXT:    call ptr inttoptr (i64 1 to ptr)(ptr @prefixes, ptr {{.*}}%key){{.*}}!morpheus.kept
+; LEADING-NOT:   prefixes.other.prefixlen:
 ; LEADING:       prefixes.leading0:
 ; LEADING-NEXT:    [[TOP0:%.*]] = lshr i64 {{.*}}, 16
 ; LEADING-NEXT:    getelementptr inbounds i16, ptr @__morpheus.prefixes.levels, i64 [[TOP0]]
@@ -161,7 +161,7 @@
 ; LEADING:         icmp ult i64 {{%prefixes.chunk.number.*}}, 2
 ; LEADING:         add i64 {{.*}}, 131328
 ; LEADING:         icmp ult i64 {{%prefixes.entry.number.*}}, 4
-; LEADING: ; site 0 prefixes lpm-as-array applied: 4 prefixes as derived 16-8-8 tables, one per leading word (2 words), of 3 chunks (263680 bytes; other leading words find no prefix); other prefix lengths keep the lookup; predicted derived table
+; LEADING: ; site 0 prefixes lpm-as-array applied: 4 prefixes as derived 16-8-8 tables, one per leading word (2 words), of 3 chunks (263680 bytes; other leading words find no prefix); every key has prefix length 64; predicted derived table
 
 ; Five generations: a leading word with too many values keeps the trie.
 ; MANY-NOT:     @__morpheus.prefixes.levels
@@ -242,7 +242,9 @@ target triple = "bpf"
 define i32 @route(ptr %ctx) section "xdp" {
 entry:
   %key = alloca [8 x i8], align 4
-  store i32 32, ptr %key, align 4
+  %lenp = getelementptr i8, ptr %ctx, i64 16
+  %len = load i32, ptr %lenp, align 4
+  store i32 %len, ptr %key, align 4
   %daddr = load i32, ptr %ctx, align 4
   %addrp = getelementptr i8, ptr %key, i64 4
   store i32 %daddr, ptr %addrp, align 4

@@ -83,8 +83,7 @@ PreservedAnalyses LpmAsCodePass::run(Module &module, ModuleAnalysisManager &mam)
 
         // The key as the helper reads it: the prefix length, then the data
         // in network order.
-        Value *length = LookupRewriter::loadKey(builder, frame, 0, builder.getInt32Ty(),
-                                                site.table + ".prefixlen");
+        Value *length = prefixLengthToTest(builder, frame, site, dataBits);
         IntegerType *addressType = builder.getIntNTy(dataBits);
         Value *data = LookupRewriter::loadKey(builder, frame, PrefixLengthBytes, addressType,
                                               site.table + ".data");
@@ -94,11 +93,7 @@ PreservedAnalyses LpmAsCodePass::run(Module &module, ModuleAnalysisManager &mam)
                                                  site.table + ".address");
 
         BasicBlock *search = BasicBlock::Create(llvmContext, site.table + ".search", function, tail);
-        BasicBlock *slow = BasicBlock::Create(llvmContext, site.table + ".other.prefixlen",
-                                              function, tail);
-        builder.CreateCondBr(builder.CreateICmpEQ(length, builder.getInt32(dataBits),
-                                                  site.table + ".whole.address"),
-                             search, slow);
+        BasicBlock *slow = branchOnPrefixLength(builder, frame, site, length, dataBits, search);
 
         // A balanced search: each compare halves the intervals left.
         auto build = [&](auto &self, BasicBlock *at, size_t low, size_t high) -> void {
@@ -124,14 +119,12 @@ PreservedAnalyses LpmAsCodePass::run(Module &module, ModuleAnalysisManager &mam)
         build(build, search, 0, intervals.size() - 1);
 
         // Any other prefix length: the kernel's own answer.
-        builder.SetInsertPoint(slow);
-        builder.CreateBr(tail);
-        LookupRewriter::closeFrame(lookup, frame, LookupRewriter::CallKept::OnMissPath, slow);
+        closeTrieFrame(builder, lookup, frame, slow);
 
         recordTrieDecision(context, site, "lpm-as-code", true,
                            std::to_string(contents.entries.size()) +
                                " prefixes as a search over " + std::to_string(intervals.size()) +
-                               " address intervals; other prefix lengths keep the lookup",
+                               " address intervals; " + otherPrefixLengths(site, dataBits),
                            candidates.choice);
         if (context.log)
           context.log->inlined[site.table] = contents.entries;

@@ -90,7 +90,8 @@ namespace {
 // L2, ...) as derived hashes probed longest first, H home slots in all,
 // probes: at most P per length (B bytes)"; then what other prefix lengths
 // get.
-std::string describeHashes(const std::vector<PrefixHash> &hashes, const TableContents &contents) {
+std::string describeHashes(const std::vector<PrefixHash> &hashes, const TableContents &contents,
+                           const std::string &otherLengths) {
   uint64_t homes = 0, bytes = 0;
   uint32_t probes = 0;
   std::string lengths;
@@ -108,7 +109,7 @@ std::string describeHashes(const std::vector<PrefixHash> &hashes, const TableCon
           : prefixes + std::to_string(hashes.size()) + " lengths (" + lengths +
                 ") as derived hashes probed longest first, " + std::to_string(homes) +
                 " home slots in all, probes: at most " + std::to_string(probes) + " per length";
-  return detail + " (" + std::to_string(bytes) + " bytes); other prefix lengths keep the lookup";
+  return detail + " (" + std::to_string(bytes) + " bytes); " + otherLengths;
 }
 
 } // namespace
@@ -149,8 +150,8 @@ PreservedAnalyses LpmAsHashPass::run(Module &module, ModuleAnalysisManager &mam)
         };
         Type *i32 = builder.getInt32Ty(), *i64 = builder.getInt64Ty();
 
-        Value *length =
-            LookupRewriter::loadKey(builder, frame, 0, i32, site.table + ".prefixlen");
+        uint32_t width = 8 * (table.keySize - PrefixLengthBytes);
+        Value *length = prefixLengthToTest(builder, frame, site, width);
         // The key's data masked to each length, word by word (the longest
         // length has the most words).
         std::vector<std::vector<Value *>> masked(hashes.size());
@@ -164,11 +165,7 @@ PreservedAnalyses LpmAsHashPass::run(Module &module, ModuleAnalysisManager &mam)
         }
         BasicBlock *hashing = block(".hash");
         BasicBlock *miss = block(".miss");
-        BasicBlock *slow = block(".other.prefixlen");
-        uint32_t width = 8 * (table.keySize - PrefixLengthBytes);
-        builder.CreateCondBr(builder.CreateICmpEQ(length, builder.getInt32(width),
-                                                  site.table + ".whole.key"),
-                             hashing, slow);
+        BasicBlock *slow = branchOnPrefixLength(builder, frame, site, length, width, hashing);
 
         BasicBlock *hit = nullptr; // after the first probe, as the blocks run
         PHINode *tag = PHINode::Create(i32, 0, site.table + ".tag");
@@ -248,11 +245,9 @@ PreservedAnalyses LpmAsHashPass::run(Module &module, ModuleAnalysisManager &mam)
         builder.CreateBr(tail);
         result->addIncoming(ConstantPointerNull::get(pointerType), miss);
         // Any other prefix length: the backend's own answer.
-        builder.SetInsertPoint(slow);
-        builder.CreateBr(tail);
-        LookupRewriter::closeFrame(lookup, frame, LookupRewriter::CallKept::OnMissPath, slow);
+        closeTrieFrame(builder, lookup, frame, slow);
 
-        recordTrieDecision(context, site, "lpm-as-hash", true, describeHashes(hashes, contents),
+        recordTrieDecision(context, site, "lpm-as-hash", true, describeHashes(hashes, contents, otherPrefixLengths(site, width)),
                            candidates.choice);
         if (context.log)
           context.log->inlined[site.table] = contents.entries;

@@ -296,6 +296,47 @@ bool buildsChosenRepresentation(const TablePassContext &context, const AccessSit
   return true;
 }
 
+llvm::Value *prefixLengthToTest(llvm::IRBuilderBase &builder, const LookupRewriter::Frame &frame,
+                                const AccessSite &site, uint32_t widthBits) {
+  if (site.key.prefixLength == widthBits)
+    return nullptr;
+  return LookupRewriter::loadKey(builder, frame, 0, builder.getInt32Ty(),
+                                 site.table + ".prefixlen");
+}
+
+llvm::BasicBlock *branchOnPrefixLength(llvm::IRBuilderBase &builder,
+                                       const LookupRewriter::Frame &frame, const AccessSite &site,
+                                       llvm::Value *length, uint32_t widthBits,
+                                       llvm::BasicBlock *wholeKey) {
+  if (!length) {
+    builder.CreateBr(wholeKey);
+    return nullptr;
+  }
+  llvm::BasicBlock *other = llvm::BasicBlock::Create(
+      builder.getContext(), site.table + ".other.prefixlen", frame.head->getParent(), frame.tail);
+  builder.CreateCondBr(
+      builder.CreateICmpEQ(length, builder.getInt32(widthBits), site.table + ".whole.key"),
+      wholeKey, other);
+  return other;
+}
+
+void closeTrieFrame(llvm::IRBuilderBase &builder, llvm::CallBase &lookup, const LookupRewriter::Frame &frame,
+                    llvm::BasicBlock *otherLengths) {
+  if (!otherLengths) {
+    LookupRewriter::closeFrame(lookup, frame, LookupRewriter::CallKept::No);
+    return;
+  }
+  builder.SetInsertPoint(otherLengths);
+  builder.CreateBr(frame.tail);
+  LookupRewriter::closeFrame(lookup, frame, LookupRewriter::CallKept::OnMissPath, otherLengths);
+}
+
+std::string otherPrefixLengths(const AccessSite &site, uint32_t widthBits) {
+  if (site.key.prefixLength == widthBits)
+    return "every key has prefix length " + std::to_string(widthBits);
+  return "other prefix lengths keep the lookup";
+}
+
 bool recordTrieDecision(const TablePassContext &context, const AccessSite &site,
                         const char *pass, bool applied, std::string detail,
                         const RepresentationChoice &choice) {

@@ -114,6 +114,30 @@ bool buildsChosenRepresentation(const TablePassContext &context, const AccessSit
                                 Representation representation,
                                 const std::optional<std::string> &whyNot);
 
+// What every LPM rewrite tests first: the key's prefix length, loaded at
+// the builder, or null when the analysis proved it is the data's whole
+// width (`widthBits`) at this call (KeyProvenance::prefixLength: a trie
+// probed with a packet's whole address), which needs no test.
+llvm::Value *prefixLengthToTest(llvm::IRBuilderBase &builder, const LookupRewriter::Frame &frame,
+                                const AccessSite &site, uint32_t widthBits);
+
+// The branch on it, at the builder: keys of the whole width go to
+// `wholeKey`, the rewrite's code; any other length to the block returned,
+// where closeTrieFrame keeps the kernel's own lookup. Without a length to
+// test, straight to `wholeKey`, and the result is null.
+llvm::BasicBlock *branchOnPrefixLength(llvm::IRBuilderBase &builder,
+                                       const LookupRewriter::Frame &frame, const AccessSite &site,
+                                       llvm::Value *length, uint32_t widthBits,
+                                       llvm::BasicBlock *wholeKey);
+
+// Closes an LPM rewrite's frame: the lookup kept on `otherLengths`, or
+// erased when there is no such path.
+void closeTrieFrame(llvm::IRBuilderBase &builder, llvm::CallBase &lookup,
+                    const LookupRewriter::Frame &frame, llvm::BasicBlock *otherLengths);
+
+// What the log says of keys of other prefix lengths at `site`.
+std::string otherPrefixLengths(const AccessSite &site, uint32_t widthBits);
+
 // Logs `pass`'s decision at `site` with the model's choice; returns `applied`.
 bool recordTrieDecision(const TablePassContext &context, const AccessSite &site,
                         const char *pass, bool applied, std::string detail,
