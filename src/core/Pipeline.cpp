@@ -338,8 +338,9 @@ ReadPlan planReads(const TableAccessInfo &info, const TableCatalog &catalog,
       // Hash tables are read whole further, for constant-fields and
       // branch-injection, and tries for the derived tables: lpm-as-array's
       // (IPv4 addresses, a leading word before them too) and lpm-as-hash's
-      // (a hash per prefix length, any key size). Arrays larger
-      // than the limit are read by content instead (MapIO). Without
+      // (a hash per prefix length, any key size). Arrays larger than the
+      // limit are read by content instead (MapIO: every slot that differs
+      // from the array's most common value). Without
       // derived tables a trie larger than the limit is probed key by key:
       // heavy-hitter-fast-path needs the trie's answer for each hot key,
       // which a whole read (prefixes, not answers) does not give.

@@ -96,9 +96,10 @@ struct TableContents {
   // Keys looked up one by one; an absent one is known to be absent.
   std::set<Bytes> probedKeys;
   // For an array read whole by content: `entries` lists the slots that hold
-  // anything but zeros, and every other index below maxEntries holds the
-  // zero value (it exists: never absent).
-  bool unlistedAreZero = false;
+  // anything but this value, which every other index below maxEntries holds
+  // (it exists: never absent). The array's most common value: zeros in an
+  // array never written, or the "empty" its loader fills the rest with.
+  std::optional<Bytes> unlistedValue;
   // For a table of tables: per key, the program's own table stored there
   // (by name). A key listed in `entries` but not here holds a table the
   // program does not declare (one its loader created).

@@ -5,6 +5,8 @@
 
 #include <algorithm>
 #include <cstring>
+#include <map>
+#include <string_view>
 
 namespace morpheus::bpf {
 
@@ -101,47 +103,66 @@ size_t syscallValueSize(unsigned type, uint32_t valueSize) {
 
 namespace {
 
-// An array larger than the inline limit may still hold few slots that are
-// not zero (a 1,000-slot backend array holding 3 backends). Reading it
-// whole costs a copy of every value, so only arrays of at most
-// ArrayContentReadBytes (values as the syscall returns them, every CPU's
-// for per-CPU arrays) are read this way, in batches of ArrayReadBatch
-// slots. nullopt when the array is larger, or holds more non-zero slots
-// than `limit`.
+// An array larger than the inline limit may still hold few slots that
+// differ from the rest (a 1,000-slot backend array holding 3 backends, the
+// others zero; 8,193 rule sets of which a few are used, the others the
+// loader's "empty"). Reading it whole costs a copy of every value, so only
+// arrays of at most ArrayContentReadBytes (values as the syscall returns
+// them, every CPU's for per-CPU arrays) are read this way, in batches of
+// ArrayReadBatch slots; the most common value is the unlisted one (zeros on
+// a tie with it) and every other slot is listed, however many (a pass that
+// inlines entries declines past its own limit; region-as-table reads every
+// slot's value). nullopt when the array is larger, or its CPUs disagree on
+// the common value.
 constexpr uint32_t ArrayReadBatch = 1024;
 
 Expected<std::optional<core::TableContents>>
-readArrayByContent(int fd, const core::TableInfo &info, uint32_t limit) {
+readArrayByContent(int fd, const core::TableInfo &info) {
   size_t rawSize = syscallValueSize(info.perCpu ? BPF_MAP_TYPE_PERCPU_ARRAY : BPF_MAP_TYPE_ARRAY,
                                     info.valueSize);
   if (info.keySize != sizeof(uint32_t) || size_t(info.maxEntries) * rawSize > ArrayContentReadBytes)
     return std::nullopt;
-  core::TableContents contents;
-  std::vector<uint32_t> keys(ArrayReadBatch);
-  Bytes values(size_t(ArrayReadBatch) * rawSize);
-  uint32_t batch = 0;
-  bool first = true;
-  for (;;) {
-    uint32_t count = ArrayReadBatch;
+  std::vector<uint32_t> slots(info.maxEntries);
+  Bytes values(size_t(info.maxEntries) * rawSize);
+  uint32_t read = 0, batch = 0;
+  while (read < info.maxEntries) {
+    uint32_t count = std::min(ArrayReadBatch, info.maxEntries - read);
     LIBBPF_OPTS(bpf_map_batch_opts, options);
-    int result = bpf_map_lookup_batch(fd, first ? nullptr : &batch, &batch, keys.data(),
-                                      values.data(), &count, &options);
+    int result = bpf_map_lookup_batch(fd, read ? &batch : nullptr, &batch, slots.data() + read,
+                                      values.data() + size_t(read) * rawSize, &count, &options);
     if (result != 0 && errno != ENOENT)
       return makeSystemError(errno, "map '{0}': batch read failed", info.name);
-    for (uint32_t i = 0; i < count; ++i) {
-      Bytes raw(values.begin() + size_t(i) * rawSize, values.begin() + size_t(i + 1) * rawSize);
-      if (std::all_of(raw.begin(), raw.end(), [](uint8_t byte) { return byte == 0; }))
-        continue;
-      if (contents.entries.size() == limit)
-        return std::nullopt; // more than any pass inlines
-      contents.entries.push_back(collapse(info, bytesOf(keys[i]), raw));
-    }
+    read += count;
     if (result != 0)
       break; // ENOENT: the last batch
-    first = false;
+  }
+  auto rawAt = [&](uint32_t i) {
+    return std::string_view(reinterpret_cast<const char *>(values.data()) + size_t(i) * rawSize,
+                            rawSize);
+  };
+  std::map<std::string_view, uint32_t> counts;
+  for (uint32_t i = 0; i < read; ++i)
+    ++counts[rawAt(i)];
+  std::string zeros(rawSize, '\0');
+  std::string_view common = zeros;
+  uint32_t commonCount = counts.count(common) ? counts[common] : 0;
+  for (const auto &[raw, count] : counts)
+    if (count > commonCount) {
+      common = raw;
+      commonCount = count;
+    }
+  core::TableContents contents;
+  core::TableEntry unlisted = collapse(info, {}, Bytes(common.begin(), common.end()));
+  if (!unlisted.value)
+    return std::nullopt;
+  for (uint32_t i = 0; i < read; ++i) {
+    if (rawAt(i) == common)
+      continue;
+    std::string_view raw = rawAt(i);
+    contents.entries.push_back(collapse(info, bytesOf(slots[i]), Bytes(raw.begin(), raw.end())));
   }
   contents.complete = true;
-  contents.unlistedAreZero = true;
+  contents.unlistedValue = std::move(unlisted.value);
   return contents;
 }
 
@@ -188,7 +209,7 @@ Expected<core::TableContents> readTable(int fd, const core::TableInfo &info,
       }
   }
   if (!wantWhole && request.wholeTableLimit > 0 && info.match == core::TableMatch::Index) {
-    auto sparse = readArrayByContent(fd, info, request.wholeTableLimit);
+    auto sparse = readArrayByContent(fd, info);
     if (!sparse)
       return sparse.takeError();
     if (*sparse)

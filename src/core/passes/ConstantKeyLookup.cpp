@@ -65,11 +65,11 @@ PreservedAnalyses ConstantKeyLookupPass::run(Module &module,
             snapshotAnswer(contents, table, key, littleEndian);
         if (!entry)
           return false; // the snapshot did not read this key
-        if (!*entry && arrayIndex && contents.unlistedAreZero) {
-          LookupRewriter::replaceWith(*site.call, rewriter.zeroValuePointer(site.table));
+        if (!*entry && arrayIndex && contents.unlistedValue) {
+          LookupRewriter::replaceWith(*site.call, rewriter.unlistedValuePointer(site.table));
           if (context.log)
             context.log->record(site, "constant-key-lookup", true,
-                                "constant index of an array read by content: the zero value");
+                                "constant index of an array read by content: its unlisted value");
           return true;
         }
         if (!*entry) {

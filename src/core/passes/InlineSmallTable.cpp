@@ -82,7 +82,7 @@ PreservedAnalyses InlineSmallTablePass::run(Module &module,
           return declineSite(context, site, "inline-small-table",
                              "table larger than the inline limit of " +
                              std::to_string(context.inlineLimit));
-        if (contents.entries.empty() && !contents.unlistedAreZero)
+        if (contents.entries.empty() && !contents.unlistedValue)
           return false; // table-elimination's case
         if (context.noCompareChains)
           return declineSite(context, site, "inline-small-table", *context.noCompareChains);
@@ -100,8 +100,8 @@ PreservedAnalyses InlineSmallTablePass::run(Module &module,
         }
         using OnMiss = LookupRewriter::OnMiss;
         OnMiss onMiss = OnMiss::Null;
-        if (table.match == TableMatch::Index && contents.unlistedAreZero)
-          onMiss = OnMiss::ZeroBelowMaxEntries;
+        if (table.match == TableMatch::Index && contents.unlistedValue)
+          onMiss = OnMiss::UnlistedBelowMaxEntries;
         else if (table.match == TableMatch::Index &&
                  !coversEveryIndex(contents.entries, table.maxEntries))
           onMiss = OnMiss::KeepLookup;
@@ -142,9 +142,9 @@ PreservedAnalyses InlineSmallTablePass::run(Module &module,
             detail += ", yielding an index into their values (verifier budget)";
           if (onMiss == OnMiss::KeepLookup)
             detail += "; indexes the snapshot does not list keep the lookup";
-          if (onMiss == OnMiss::ZeroBelowMaxEntries)
-            detail += " (non-zero slots of " + std::to_string(table.maxEntries) +
-                      "; the others yield the zero value)";
+          if (onMiss == OnMiss::UnlistedBelowMaxEntries)
+            detail += " (the listed slots of " + std::to_string(table.maxEntries) +
+                      "; the others yield their common value)";
           context.log->record(site, "inline-small-table", true, detail);
           context.log->inlined[site.table] = contents.entries;
         }

@@ -360,13 +360,16 @@ GlobalVariable *LookupRewriter::valueArray(const std::string &table) {
     return existing;
   const TableContents &contents = context.snapshot->at(table);
   uint64_t stride = strideOf(context.catalog->at(table));
-  // An array read by content gets one more slot, all zeros: the value of
-  // every index the snapshot does not list.
-  size_t slots = contents.entries.size() + (contents.unlistedAreZero ? 1 : 0);
+  // An array read by content gets one more slot: the value of every index
+  // the snapshot does not list.
+  size_t slots = contents.entries.size() + (contents.unlistedValue ? 1 : 0);
   std::vector<uint8_t> bytes(slots * stride, 0);
   for (size_t i = 0; i < contents.entries.size(); ++i)
     if (const std::optional<Bytes> &value = contents.entries[i].value)
       std::copy(value->begin(), value->end(), bytes.begin() + i * stride);
+  if (contents.unlistedValue)
+    std::copy(contents.unlistedValue->begin(), contents.unlistedValue->end(),
+              bytes.begin() + contents.entries.size() * stride);
   Constant *init = ConstantDataArray::get(module.getContext(), ArrayRef<uint8_t>(bytes));
   // Not unnamed_addr: entries keep distinct addresses, and LLVM may not
   // merge this array with another holding equal bytes.
@@ -418,7 +421,20 @@ Value *LookupRewriter::entryPointer(IRBuilderBase &builder, const std::string &t
                                    table + ".entry");
 }
 
-Constant *LookupRewriter::zeroValuePointer(const std::string &table) {
+std::optional<std::string> LookupRewriter::valueArrayTable(const GlobalVariable &global) const {
+  StringRef name = global.getName();
+  if (!name.consume_front("__morpheus.") || !name.consume_back(".values") ||
+      !context.catalog->count(name.str()) || !context.snapshot->count(name.str()) ||
+      module.getNamedGlobal(global.getName()) != &global)
+    return std::nullopt;
+  return name.str();
+}
+
+uint64_t LookupRewriter::valueStride(const std::string &table) const {
+  return strideOf(context.catalog->at(table));
+}
+
+Constant *LookupRewriter::unlistedValuePointer(const std::string &table) {
   LLVMContext &llvmContext = module.getContext();
   uint64_t offset =
       context.snapshot->at(table).entries.size() * strideOf(context.catalog->at(table));
@@ -566,9 +582,9 @@ void LookupRewriter::replaceWithDispatch(CallBase &lookup, unsigned keyArg,
     words.push_back(
         loadKey(builder, frame, chunk.offset, builder.getIntNTy(chunk.width * 8), table + ".key"));
 
-  // The index an array lookup would take, for the zero value's range test.
+  // The index an array lookup would take, for the unlisted value's range test.
   Value *arrayIndex = nullptr;
-  if (onMiss == OnMiss::ZeroBelowMaxEntries)
+  if (onMiss == OnMiss::UnlistedBelowMaxEntries)
     arrayIndex = loadKey(builder, frame, 0, builder.getInt32Ty(), table + ".index");
 
   BasicBlock *found = nullptr;
@@ -630,7 +646,7 @@ void LookupRewriter::replaceWithDispatch(CallBase &lookup, unsigned keyArg,
     builder.SetInsertPoint(missExit);
     Value *exists = builder.CreateICmpULT(
         arrayIndex, builder.getInt32(context.catalog->at(table).maxEntries), table + ".exists");
-    result->addIncoming(builder.CreateSelect(exists, zeroValuePointer(table),
+    result->addIncoming(builder.CreateSelect(exists, unlistedValuePointer(table),
                                              ConstantPointerNull::get(pointerType),
                                              table + ".unlisted"),
                         compare);

@@ -276,16 +276,20 @@ public:
   llvm::Value *entryPointer(llvm::IRBuilderBase &builder, const std::string &table,
                             llvm::Value *index);
 
-  // A constant pointer to the zero value every slot of an array read by
-  // content holds when the snapshot does not list it
-  // (TableContents::unlistedAreZero).
-  llvm::Constant *zeroValuePointer(const std::string &table);
+  // A constant pointer to the value every slot of an array read by content
+  // holds when the snapshot does not list it (TableContents::unlistedValue).
+  llvm::Constant *unlistedValuePointer(const std::string &table);
+
+  // The table whose value array (`__morpheus.TABLE.values`) `global` is,
+  // or nullopt; and the bytes between two of its values.
+  std::optional<std::string> valueArrayTable(const llvm::GlobalVariable &global) const;
+  uint64_t valueStride(const std::string &table) const;
 
   // What a compare chain yields when no entry matched.
   enum class OnMiss {
     Null,       // the snapshot holds the whole table: the key is absent
     KeepLookup, // an array whose snapshot does not list every index: ask the kernel
-    ZeroBelowMaxEntries, // an array read by content: the zero value below maxEntries
+    UnlistedBelowMaxEntries, // an array read by content: its unlisted value below maxEntries
   };
 
   // One compare of a dispatch: the key compared, and the entry whose value
