@@ -228,25 +228,33 @@ RepresentationChoice CostModel::choose(const TableShape &shape,
     choice.candidates.push_back({representation, predictNs(representation, shape)});
   std::stable_sort(choice.candidates.begin(), choice.candidates.end(),
                    [](const CandidateCost &a, const CandidateCost &b) { return a.ns < b.ns; });
-  const CandidateCost *chosen = &choice.candidates.front();
-  if (uint64_t bytes = memoryBytes(chosen->representation, shape)) {
-    const CandidateCost *withoutMemory = nullptr;
-    for (const CandidateCost &candidate : choice.candidates)
-      if (!memoryBytes(candidate.representation, shape)) {
-        withoutMemory = &candidate;
-        break;
-      }
+  // The cheapest candidate whose memory its saving over the cheapest one
+  // without memory pays for (the map is always there); the first one
+  // declined for its memory is said.
+  const CandidateCost *withoutMemory = nullptr;
+  for (const CandidateCost &candidate : choice.candidates)
+    if (!memoryBytes(candidate.representation, shape)) {
+      withoutMemory = &candidate;
+      break;
+    }
+  const CandidateCost *chosen = withoutMemory;
+  for (const CandidateCost &candidate : choice.candidates) {
+    uint64_t bytes = memoryBytes(candidate.representation, shape);
+    if (!bytes)
+      break; // withoutMemory itself: nothing cheaper paid for its memory
     double kib = double(bytes) / 1024, asked = kib * MemoryNsPerKiB;
-    double saving = withoutMemory->ns - chosen->ns; // the map is always there
-    if (saving < asked) {
+    double saving = withoutMemory->ns - candidate.ns;
+    if (saving >= asked) {
+      chosen = &candidate;
+      break;
+    }
+    if (choice.memoryDeclined.empty())
       choice.memoryDeclined =
           llvm::formatv("the {0}'s {1:f0} KiB save {2:f1} ns over the {3}, under the "
                         "{4:f1} ns its memory asks",
-                        representationName(chosen->representation), kib, saving,
+                        representationName(candidate.representation), kib, saving,
                         representationName(withoutMemory->representation), asked)
               .str();
-      chosen = withoutMemory;
-    }
   }
   choice.chosen = chosen->representation;
   choice.predictedNs = chosen->ns;
