@@ -106,8 +106,8 @@ struct TableShape {
 // levels, lpm-as-hash's hash, hash-as-array's index) is taken only
 // when it is predicted to save at least this many ns per KiB of it over
 // the cheapest representation that holds no memory (a search or a chain
-// is code; the map is there anyway); otherwise that one is, and the
-// choice says why. The table's own cache misses are already in its
+// is code; the map is there anyway); otherwise the next cheaper one whose
+// memory pays for itself is, or that one, and the choice says why. The table's own cache misses are already in its
 // prediction (derivedLoadNs by its bytes); the price stands for what the
 // model does not see: its own error between representations, and what
 // the table's lines evict of the program's other data and of the other

@@ -30,4 +30,11 @@ bool isOpaqueCopy(const Value &value) {
          barrier->getConstraintString() == CopyConstraints;
 }
 
+bool isEmptyAsmCopy(const CallBase &call) {
+  auto *barrier = dyn_cast<InlineAsm>(call.getCalledOperand());
+  return barrier && barrier->getAsmString().empty() &&
+         barrier->getConstraintString() == CopyConstraints && call.arg_size() == 1 &&
+         call.getType() == call.getArgOperand(0)->getType();
+}
+
 } // namespace morpheus::core

@@ -21,4 +21,11 @@ llvm::Value *opaqueCopy(llvm::IRBuilderBase &builder, llvm::Value *value,
 // (the table analysis follows a copied pointer as the pointer itself).
 bool isOpaqueCopy(const llvm::Value &value);
 
+// Whether `call` is an empty asm statement that returns its one operand in
+// a register ("=r,0"): opaqueCopy's, or a program's own barrier
+// (`asm volatile("" : "+r"(x))`, which BPF code uses to keep clang from
+// rewriting a bound the verifier must see). Its result is its operand:
+// the statement is empty, whatever LLVM may assume of it.
+bool isEmptyAsmCopy(const llvm::CallBase &call);
+
 } // namespace morpheus::core

@@ -157,6 +157,34 @@ TEST(CostModel, ChoosesTheCheapestEligibleRepresentation) {
   EXPECT_NE(CostModel().choose(trie, {}).describe().find("default costs"), std::string::npos);
 }
 
+TEST(CostModel, AMemoryDeclinedTableFallsBackToTheNextCandidateThatPaysForItsOwn) {
+  // A trie of 40 prefixes in 3 lengths: the 16-8-8 table (260 KiB) is the
+  // cheapest, but saves less over the map than its memory asks; the
+  // hashes (a few hundred bytes) save less, yet more than theirs.
+  OperationCosts costs;
+  costs.lpmLookupNs = {{{16, 21}}};
+  costs.derivedLoadNs = {{{4096, 1}}};
+  CostModel model(costs, "test");
+  TableShape trie;
+  trie.match = TableMatch::LongestPrefix;
+  trie.entries = 40;
+  trie.keySize = 12;
+  trie.derivedLoads = 3;
+  trie.leadingCompares = 1;
+  trie.derivedBytes = 260 * 1024;
+  trie.hashLengths = {{2, 1.0}, {2, 1.0}, {2, 1.0}};
+  trie.hashBytes = 400;
+  RepresentationChoice choice =
+      model.choose(trie, {Representation::DerivedArray, Representation::DerivedHash});
+  ASSERT_EQ(choice.candidates.front().representation, Representation::DerivedArray);
+  EXPECT_EQ(choice.chosen, Representation::DerivedHash) << choice.describe();
+  EXPECT_NE(choice.memoryDeclined.find("derived table's 260 KiB"), std::string::npos)
+      << choice.memoryDeclined;
+  // Without the hashes, the map.
+  EXPECT_EQ(model.choose(trie, {Representation::DerivedArray}).chosen,
+            Representation::OriginalMap);
+}
+
 TEST(CostModel, FastPathCostsComeFromTheCalibration) {
   OperationCosts costs;
   costs.hashLookupNs = 41;

@@ -92,6 +92,58 @@ void expectSameBehaviour(runtime::Optimizer &optimizer, const std::vector<Probe>
   }
 }
 
+struct Configuration {
+  const char *file;
+  LoadOptions options;
+};
+
+LoadOptions everything() {
+  LoadOptions options;
+  options.defaultAction = FW_ACCEPT;
+  options.conntrack = true;
+  options.ipv6Accept = true;
+  return options;
+}
+
+// Loads each configuration in turn through the pins (so every change goes
+// through the Morpheus guard), runs a cycle, hands its report to `check`,
+// and compares the version with the original on the configuration's probes
+// (also before the cycle: the guard's generic code, on the new rules).
+template <typename Check>
+void specializeEach(runtime::Optimizer &optimizer, const std::string &pins,
+                    std::initializer_list<Configuration> configurations, Check check) {
+  for (const Configuration &configuration : configurations) {
+    SCOPED_TRACE(configuration.file);
+    std::vector<Rule> rules = rulesFromConfig(configuration.file);
+    bool replacing = optimizer.activeFd() != optimizer.originalFd();
+    Error err = loadRules(pins, rules, configuration.options);
+    ASSERT_THAT_ERROR(std::move(err), llvm::Succeeded());
+    // The running version was built for the previous rule set: until the
+    // next cycle the guard sends every packet to the generic code.
+    if (replacing)
+      expectSameBehaviour(optimizer, corpus(rules));
+    runtime::CycleReport report = optimizer.runCycle();
+    ASSERT_TRUE(report.installed()) << report.describe();
+    for (const auto &decision : report.log.decisions)
+      if (decision.applied)
+        std::printf("  [morpheus] site %u %s %s: %s\n", decision.site, decision.table.c_str(),
+                    decision.pass.c_str(), decision.detail.c_str());
+    ASSERT_NE(optimizer.activeFd(), optimizer.originalFd());
+    check(configuration, report);
+    expectSameBehaviour(optimizer, corpus(rules));
+    if (::testing::Test::HasFailure())
+      return;
+  }
+}
+
+std::set<std::string> tablesWhere(const runtime::CycleReport &report, const std::string &pass) {
+  std::set<std::string> tables;
+  for (const auto &decision : report.log.decisions)
+    if (decision.applied && decision.pass == pass)
+      tables.insert(decision.table);
+  return tables;
+}
+
 TEST(Morpheus, SpecializedFirewallMatchesTheOriginal) {
   PinDir pins("firewall-morpheus");
   runtime::OptimizerOptions options;
@@ -101,51 +153,51 @@ TEST(Morpheus, SpecializedFirewallMatchesTheOriginal) {
                                  options);
   ASSERT_THAT_EXPECTED(created, llvm::Succeeded());
   runtime::Optimizer &optimizer = **created;
+  specializeEach(
+      optimizer, pins.path(),
+      {{"classbench-fw1-449-rules.txt", {}}, {"generated-1000-rules.txt", everything()}},
+      [&](const Configuration &configuration, const runtime::CycleReport &report) {
+        // Both (generation, prefix) tries become derived tables, one per
+        // generation they hold (lpm-as-array's leading word).
+        EXPECT_EQ(tablesWhere(report, "lpm-as-array"),
+                  (std::set<std::string>{"dst_prefixes", "src_prefixes"}))
+            << report.describe();
+        // Hundreds of rules: too many combinations of distinct sets for
+        // the classifier to become a table.
+        EXPECT_TRUE(tablesWhere(report, "region-as-table").empty()) << report.describe();
+        // The configuration is folded into the code, taking the connection
+        // tracking path with it when it is off.
+        nf::testing::SpecializedAlone alone(optimizer);
+        EXPECT_FALSE(nf::testing::usesMap(alone.programFd(), optimizer.mapFd("fw_config")));
+        EXPECT_EQ(nf::testing::usesMap(alone.programFd(), optimizer.mapFd("conntrack")),
+                  configuration.options.conntrack);
+      });
+}
 
-  struct Configuration {
-    const char *file;
-    LoadOptions options;
-  };
-  LoadOptions everything;
-  everything.defaultAction = FW_ACCEPT;
-  everything.conntrack = true;
-  everything.ipv6Accept = true;
-  for (const Configuration &configuration :
-       {Configuration{"classbench-fw1-449-rules.txt", {}},
-        Configuration{"generated-1000-rules.txt", everything}}) {
-    SCOPED_TRACE(configuration.file);
-    std::vector<Rule> rules = rulesFromConfig(configuration.file);
-    // Through the pins, so every change goes through the Morpheus guard.
-    bool replacing = optimizer.activeFd() != optimizer.originalFd();
-    Error err = loadRules(pins.path(), rules, configuration.options);
-    ASSERT_THAT_ERROR(std::move(err), llvm::Succeeded());
-    // The running version was built for the previous rule set (its
-    // generation's prefixes as derived tables): until the next cycle the
-    // guard sends every packet to the generic code, on the new generation.
-    if (replacing)
-      expectSameBehaviour(optimizer, corpus(rules));
-    runtime::CycleReport report = optimizer.runCycle();
-    ASSERT_TRUE(report.installed()) << report.describe();
-    std::set<std::string> derivedTries;
-    for (const auto &decision : report.log.decisions) {
-      if (decision.applied)
-        std::printf("  [morpheus] site %u %s %s: %s\n", decision.site, decision.table.c_str(),
-                    decision.pass.c_str(), decision.detail.c_str());
-      if (decision.applied && decision.pass == "lpm-as-array")
-        derivedTries.insert(decision.table);
-    }
-    // Both (generation, prefix) tries become derived tables, one per
-    // generation they hold (lpm-as-array's leading word).
-    EXPECT_EQ(derivedTries, (std::set<std::string>{"dst_prefixes", "src_prefixes"}))
-        << report.describe();
-    ASSERT_NE(optimizer.activeFd(), optimizer.originalFd());
-    // The configuration is folded into the code, taking the connection
-    // tracking path with it when it is off.
-    nf::testing::SpecializedAlone alone(optimizer);
-    EXPECT_FALSE(nf::testing::usesMap(alone.programFd(), optimizer.mapFd("fw_config")));
-    EXPECT_EQ(nf::testing::usesMap(alone.programFd(), optimizer.mapFd("conntrack")),
-              configuration.options.conntrack);
-    expectSameBehaviour(optimizer, corpus(rules));
+// A small rule set (region-as-table): after the five lookups, the AND over
+// the rule sets' words and the lowest common bit read nothing but what the
+// lookups answered; with a few distinct sets per field the version reads
+// the rule from a derived table indexed by the answers' classes instead of
+// running the loop. Each rule set is loaded twice (the second time into the
+// other generation, which then holds the same sets: no more classes); every
+// probe answers as the original (verdict, bytes, counters), also between
+// the loads under the guard.
+TEST(Morpheus, SmallRuleSetsClassifyThroughADerivedTable) {
+  for (const char *file : {"classbench-fw1-16-rules.txt", "mixed-12-rules.txt"}) {
+    SCOPED_TRACE(file);
+    PinDir pins("firewall-small");
+    runtime::OptimizerOptions options;
+    options.pinDir = pins.path();
+    auto created = runtime::Optimizer::create(
+        morpheus::testing::sourcePath("nf/firewall/firewall.bpf.c"), options);
+    ASSERT_THAT_EXPECTED(created, llvm::Succeeded());
+    specializeEach(**created, pins.path(), {{file, {}}, {file, everything()}},
+                   [&](const Configuration &, const runtime::CycleReport &report) {
+                     EXPECT_EQ(tablesWhere(report, "region-as-table"),
+                               (std::set<std::string>{"dport_sets+dst_prefixes+protocols+"
+                                                      "sport_sets+src_prefixes"}))
+                         << report.describe();
+                   });
   }
 }
 

@@ -5,7 +5,7 @@
 //   CustomGenerator.cpp, InlineSmallTable.cpp, LpmAsCode.cpp, LpmAsArray.cpp,
 //   LpmAsHash.cpp (the three choosing through TrieRepresentation.cpp),
 //   ConstantFields.cpp, HashAsArray.cpp (with DirectIndex.cpp), BranchInjection.cpp,
-//   GuardTableWrites.cpp, InstrumentTableSites.cpp,
+//   RegionAsTable.cpp, GuardTableWrites.cpp, InstrumentTableSites.cpp,
 //   HeavyHitterFastPath.cpp
 #pragma once
 
