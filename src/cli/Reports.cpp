@@ -167,9 +167,10 @@ SiteExplanation explainSite(const bpf::ProgramSpec &spec, const core::AccessSite
                                            table.valueSize);
       if (bytes <= bpf::ArrayContentReadBytes)
         return {Action::InlinedWhileSmall, "inline-small-table",
-                "inlined as compares over its non-zero slots while at most " +
+                "inlined as compares over the slots that differ from its most common value "
+                "while at most " +
                     std::to_string(inlineLimit) + " of its " + std::to_string(table.maxEntries) +
-                    " are, the others yielding the zero value (inline-small-table); kept "
+                    " do, the others yielding that value (inline-small-table); kept "
                     "otherwise"};
       return {Action::Kept, "",
               "kept: " + std::to_string(table.maxEntries) + " slots (" + std::to_string(bytes) +

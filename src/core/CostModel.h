@@ -107,8 +107,9 @@ struct TableShape {
 // when it is predicted to save at least this many ns per KiB of it over
 // the cheapest representation that holds no memory (a search or a chain
 // is code; the map is there anyway); otherwise the next cheaper one whose
-// memory pays for itself is, or that one, and the choice says why. The table's own cache misses are already in its
-// prediction (derivedLoadNs by its bytes); the price stands for what the
+// memory pays for itself is, or that one, and the choice says why. The
+// table's own cache misses are already in its prediction (derivedLoadNs by
+// its bytes); the price stands for what the
 // model does not see: its own error between representations, and what
 // the table's lines evict of the program's other data and of the other
 // programs on the core. Why 1 ns per 16 KiB: the smallest table

@@ -247,7 +247,8 @@ PreservedAnalyses LpmAsHashPass::run(Module &module, ModuleAnalysisManager &mam)
         // Any other prefix length: the backend's own answer.
         closeTrieFrame(builder, lookup, frame, slow);
 
-        recordTrieDecision(context, site, "lpm-as-hash", true, describeHashes(hashes, contents, otherPrefixLengths(site, width)),
+        recordTrieDecision(context, site, "lpm-as-hash", true,
+                           describeHashes(hashes, contents, otherPrefixLengths(site, width)),
                            candidates.choice);
         if (context.log)
           context.log->inlined[site.table] = contents.entries;

@@ -504,7 +504,8 @@ std::optional<std::string> connect(Region &region) {
         Value *value = operand.get();
         if (isa<BasicBlock>(value) || isa<Constant>(value) || isa<InlineAsm>(value))
           continue;
-        if (auto *defined = dyn_cast<Instruction>(value); defined && region.contains(defined->getParent()))
+        if (auto *defined = dyn_cast<Instruction>(value);
+            defined && region.contains(defined->getParent()))
           continue;
         if (!value->getType()->isPointerTy())
           return "reads " + nameOf(*value) + ", defined before it";
@@ -518,7 +519,8 @@ std::optional<std::string> connect(Region &region) {
         bool fine = isa<LoadInst>(inst) || isa<PHINode>(inst) || isa<SelectInst>(inst) ||
                     (isa<CallBase>(inst) && isEmptyAsmCopy(cast<CallBase>(inst)));
         if (auto *gep = dyn_cast<GetElementPtrInst>(&inst))
-          fine = none_of(gep->indices(), [](Use &index) { return index->getType()->isPointerTy(); });
+          fine = none_of(gep->indices(),
+                         [](Use &index) { return index->getType()->isPointerTy(); });
         if (auto *compare = dyn_cast<ICmpInst>(&inst))
           fine = compare->isEquality() && (isa<ConstantPointerNull>(compare->getOperand(0)) ||
                                            isa<ConstantPointerNull>(compare->getOperand(1)));
@@ -690,7 +692,8 @@ private:
     // Null, or an offset from it (which LLVM folds to an integer's
     // address: the region makes none itself).
     auto *address = dyn_cast<ConstantExpr>(base);
-    if (isa<ConstantPointerNull>(base) || (address && address->getOpcode() == Instruction::IntToPtr)) {
+    if (isa<ConstantPointerNull>(base) ||
+        (address && address->getOpcode() == Instruction::IntToPtr)) {
       outcome.kind = Outcome::NeverHere;
       return nullptr;
     }
@@ -940,7 +943,8 @@ private:
     index = opaqueCopy(builder, index, prefix + ".row");
     Value *inside = builder.CreateICmpULT(index, builder.getInt64(table.rows));
     index = builder.CreateSelect(inside, index, builder.getInt64(0));
-    auto load = [&](const std::vector<uint64_t> &values, Type *type, const std::string &name) -> Value * {
+    auto load = [&](const std::vector<uint64_t> &values, Type *type,
+                    const std::string &name) -> Value * {
       if (Table::constant(values))
         return ConstantInt::get(type, values[0]);
       unsigned width = Table::widthOf(values);

@@ -296,8 +296,9 @@ bool buildsChosenRepresentation(const TablePassContext &context, const AccessSit
   return true;
 }
 
-llvm::Value *prefixLengthToTest(llvm::IRBuilderBase &builder, const LookupRewriter::Frame &frame,
-                                const AccessSite &site, uint32_t widthBits) {
+llvm::Value *prefixLengthToTest(llvm::IRBuilderBase &builder,
+                                const LookupRewriter::Frame &frame, const AccessSite &site,
+                                uint32_t widthBits) {
   if (site.key.prefixLength == widthBits)
     return nullptr;
   return LookupRewriter::loadKey(builder, frame, 0, builder.getInt32Ty(),
@@ -320,8 +321,8 @@ llvm::BasicBlock *branchOnPrefixLength(llvm::IRBuilderBase &builder,
   return other;
 }
 
-void closeTrieFrame(llvm::IRBuilderBase &builder, llvm::CallBase &lookup, const LookupRewriter::Frame &frame,
-                    llvm::BasicBlock *otherLengths) {
+void closeTrieFrame(llvm::IRBuilderBase &builder, llvm::CallBase &lookup,
+                    const LookupRewriter::Frame &frame, llvm::BasicBlock *otherLengths) {
   if (!otherLengths) {
     LookupRewriter::closeFrame(lookup, frame, LookupRewriter::CallKept::No);
     return;
