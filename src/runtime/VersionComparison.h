@@ -19,9 +19,10 @@
 // All three may load only some of the object's programs (Options::programs):
 // the others' slots are then empty in every version alike, so a packet sent
 // to one falls through its tail call in all three.
-// A packet runs through the witness first, the original in the middle and
-// the specialized version last, so a clock the program reads moves about as
-// much between original and witness as between original and specialized.
+// A packet runs through the original, the specialized version, then the
+// witness, so a clock the program reads moves at least as much between
+// original and witness as between original and specialized: a tick of a
+// coarse clock between the first two is always masked.
 // Masks learned from the witness are sticky for the comparison's lifetime.
 // A difference is written in one reproducer format (Reproducer).
 #pragma once
