@@ -625,10 +625,19 @@ std::optional<core::TableSnapshot> Optimizer::takeSnapshot(CycleReport &report, 
     endCycle(report, read.takeError());
     return std::nullopt;
   }
-  if (adopted() && ownerChanged(*read) && specialized) {
-    // The owner wrote what the running version answers from, without a
-    // bump: bump now (packets run the owner's code from here on), then read
-    // again and rebuild for what the tables hold after the bump.
+  // The stages each program array holds: a version gets arrays of its own,
+  // with its specialized programs, for those that hold only ours.
+  auto stages = stageArrays();
+  if (!stages) {
+    endCycle(report, stages.takeError());
+    return std::nullopt;
+  }
+  cycleStages = std::move(*stages);
+  if (adopted() && (ownerChanged(*read) || cycleStages != specializedStages) && specialized) {
+    // The owner wrote what the running version answers from (a table, or a
+    // stage in its program arrays), without a bump: bump now (packets run
+    // the owner's code from here on), then read again and rebuild for what
+    // the tables hold after the bump.
     guardWord.bump();
     version = guardWord.version();
     report.version = version;
@@ -649,12 +658,6 @@ std::optional<core::TableSnapshot> Optimizer::takeSnapshot(CycleReport &report, 
     return std::nullopt;
   }
   cycleGlobals = std::move(*globals);
-  auto stages = stageArrays();
-  if (!stages) {
-    endCycle(report, stages.takeError());
-    return std::nullopt;
-  }
-  cycleStages = std::move(*stages);
   report.times.analysisMs = millisecondsSince(start);
   if (!force && specialized && version == specializedVersion && cycleStages == specializedStages &&
       programSpec->analysis().sameWhereReadOnly(*read, specializedSnapshot) &&
@@ -668,9 +671,12 @@ std::optional<core::TableSnapshot> Optimizer::takeSnapshot(CycleReport &report, 
   return std::move(*read);
 }
 
+// An adopted program's arrays hold the owner's programs: each counts as
+// ours where it runs the same code on the same maps as our original's
+// program of its name (LoadedObject::programSlots), so the stages of an
+// owner that loaded what Morpheus builds from the source are specialized
+// too, and any other stage stays the owner's.
 Expected<bpf::ProgramSlots> Optimizer::stageArrays() const {
-  if (adopted())
-    return bpf::ProgramSlots(); // the owner's arrays hold the owner's programs, not ours
   return original->ownProgramSlots();
 }
 

@@ -42,6 +42,7 @@
 extern "C" const unsigned char policy_fwd_owner_start[], policy_fwd_owner_end[];
 extern "C" const unsigned char tc_classifier_owner_start[], tc_classifier_owner_end[];
 extern "C" const unsigned char loader_constants_owner_start[], loader_constants_owner_end[];
+extern "C" const unsigned char staged_policy_owner_start[], staged_policy_owner_end[];
 
 namespace morpheus::testing {
 namespace {
@@ -429,6 +430,127 @@ TEST(Adoption, ConstantsTheOwnersLoaderSetAreWhatTheVersionsComputeWith) {
     ASSERT_EQ(bpf_map_update_elem(owner.fd, &slot, &program, BPF_ANY), 0);
   }
   EXPECT_EQ(hookProgram(veth), programIdOf(program)) << problems;
+}
+
+// An owner whose entry tail-calls stages (tests/programs/staged_policy.bpf.c,
+// built by the build as its owner would and loaded by plain libbpf, which
+// fills the stage array): the stages it loaded run the source's code on
+// the shared maps, so each version gets a stage array of its own with its
+// specialized stages and the owner's array keeps the owner's programs. A
+// stage the owner replaces with a program of its own is no longer ours:
+// the guard is bumped and the next version tail-calls the owner's array.
+TEST(Adoption, StagesTheOwnerLoadedFromTheSourceAreSpecializedAndAReplacedStageIsTheOwners) {
+  std::string tag = std::string(sweptFirst("adoptstages"));
+  VethPair veth(tag);
+  PinDir pins(tag);
+  LIBBPF_OPTS(bpf_object_open_opts, opts, .object_name = "staged_owner");
+  bpf_object *obj = bpf_object__open_mem(
+      staged_policy_owner_start, staged_policy_owner_end - staged_policy_owner_start, &opts);
+  ASSERT_TRUE(obj);
+  auto closeObject = llvm::make_scope_exit([&] { bpf_object__close(obj); });
+  ASSERT_EQ(bpf_object__load(obj), 0);
+  auto programFd = [&](const char *name) {
+    return bpf_program__fd(bpf_object__find_program_by_name(obj, name));
+  };
+  auto mapFd = [&](const char *name) {
+    return bpf_map__fd(bpf_object__find_map_by_name(obj, name));
+  };
+  int entry = programFd("staged_entry");
+  uint32_t dropped = htonl(0x0a000001), verdict = XDP_DROP, zero = 0;
+  ASSERT_EQ(bpf_map_update_elem(mapFd("udp_policy"), &dropped, &verdict, BPF_ANY), 0);
+  struct {
+    uint16_t blockedPort, pad;
+    uint32_t verdict;
+  } rule = {22, 0, XDP_DROP};
+  ASSERT_EQ(bpf_map_update_elem(mapFd("tcp_config"), &zero, &rule, BPF_ANY), 0);
+  int ifindex = 0;
+  ASSERT_FALSE(bool(netns::runInNetns(veth.nsB(), [&]() -> Error {
+    ifindex = if_nametoindex(veth.ifB().c_str());
+    if (bpf_xdp_attach(ifindex, entry, XDP_FLAGS_SKB_MODE, nullptr))
+      return makeSystemError(errno, "netlink attach");
+    return Error::success();
+  })));
+  auto detach = llvm::make_scope_exit([&] {
+    llvm::consumeError(netns::runInNetns(veth.nsB(), [&]() -> Error {
+      bpf_xdp_detach(ifindex, XDP_FLAGS_SKB_MODE, nullptr);
+      return Error::success();
+    }));
+  });
+  std::vector<Bytes> packets;
+  for (uint32_t daddr : {0x0a000001u, 0x0a000002u})
+    for (uint8_t protocol : {IPPROTO_UDP, IPPROTO_TCP, IPPROTO_ICMP})
+      for (uint16_t dport : {22, 80})
+        packets.push_back(buildPacket({.protocol = protocol, .daddr = daddr, .dport = dport}));
+  ASSERT_EQ(runOnce(entry, packets[0]).verdict, uint32_t(XDP_DROP)) << "UDP to 10.0.0.1";
+  ASSERT_EQ(runOnce(entry, packets[2]).verdict, uint32_t(XDP_DROP)) << "TCP to port 22";
+
+  runtime::DaemonOptions options = adoptOptions(veth, pins);
+  options.optimizer.program = "staged_entry";
+  std::string ownerPin = options.optimizer.pinDir + "/owner_program";
+  std::string printed, problems;
+  llvm::raw_string_ostream out(printed), errors(problems);
+  {
+    auto started = runtime::Daemon::start(sourcePath("tests/programs/staged_policy.bpf.c"),
+                                          options, out, errors);
+    ASSERT_TRUE(bool(started)) << llvm::toString(started.takeError());
+    runtime::Daemon &daemon = **started;
+    runtime::Optimizer &optimizer = daemon.optimizer();
+    uint32_t trampoline = hookProgram(veth);
+    Fd hook(bpf_prog_get_fd_by_id(trampoline));
+    auto answersAsTheOwner = [&](const std::string &when) {
+      for (const Bytes &packet : packets)
+        EXPECT_EQ(runOnce(hook.fd, packet), runOnce(entry, packet))
+            << when << ": packet " << (&packet - packets.data());
+    };
+    auto now = runtime::Daemon::Clock::now();
+    std::optional<runtime::CycleReport> cycle = daemon.step(now += 1h);
+    ASSERT_TRUE(cycle && cycle->installed()) << printed << problems;
+    ASSERT_EQ(servedThrough(trampoline, ownerPin), programIdOf(optimizer.activeFd()));
+
+    uint32_t guard = mapIdOf(optimizer.mapFd(bpf::GuardMapName));
+    uint32_t ownerStages = mapIdOf(mapFd("stages"));
+    std::map<std::string, HeldProgram> owners = programsHeld(mapFd("stages"), guard);
+    ASSERT_EQ(owners.size(), 2u);
+    EXPECT_EQ(owners["udp_stage"].id, programIdOf(programFd("udp_stage")));
+    EXPECT_EQ(owners["tcp_stage"].id, programIdOf(programFd("tcp_stage")));
+    uint32_t used = mapIdByName(optimizer.activeFd(), "stages");
+    ASSERT_NE(used, 0u);
+    EXPECT_NE(used, ownerStages) << "the version has a stage array of its own";
+    std::map<std::string, HeldProgram> versions =
+        programsHeld(Fd(bpf_map_get_fd_by_id(used)).fd, guard);
+    ASSERT_EQ(versions.size(), 2u);
+    for (const auto &[name, stage] : versions) {
+      EXPECT_NE(stage.id, owners[name].id) << name << ": the specialized stage";
+      EXPECT_TRUE(stage.checksTheGuard) << name;
+      EXPECT_FALSE(owners[name].checksTheGuard) << name;
+    }
+    answersAsTheOwner("specialized stages");
+    Fd ownerArray(bpf_obj_get(ownerPin.c_str()));
+    ASSERT_EQ(bpf_map_delete_elem(ownerArray.fd, &zero), 0);
+    answersAsTheOwner("specialized version alone");
+    ASSERT_EQ(bpf_map_update_elem(ownerArray.fd, &zero, &entry, BPF_ANY), 0);
+
+    // The owner replaces its TCP stage with a program of its own (drop
+    // everything): not the source's code, so the stage is the owner's.
+    bpf_insn dropAll[] = {
+        {.code = BPF_ALU64 | BPF_MOV | BPF_K, .dst_reg = BPF_REG_0, .imm = XDP_DROP},
+        {.code = BPF_JMP | BPF_EXIT},
+    };
+    LIBBPF_OPTS(bpf_prog_load_opts, load, .expected_attach_type = BPF_XDP);
+    Fd replacement(bpf_prog_load(BPF_PROG_TYPE_XDP, "owner_tcp", "GPL", dropAll, 2, &load));
+    ASSERT_GE(replacement.fd, 0) << strerror(errno);
+    uint32_t tcpSlot = 1;
+    ASSERT_EQ(bpf_map_update_elem(mapFd("stages"), &tcpSlot, &replacement.fd, BPF_ANY), 0);
+    ASSERT_EQ(runOnce(entry, packets[3]).verdict, uint32_t(XDP_DROP)) << "TCP to port 80";
+    uint64_t version = optimizer.guard().version();
+    cycle = daemon.step(now += 1h);
+    ASSERT_TRUE(cycle && cycle->installed()) << cycle->describe() << printed << problems;
+    EXPECT_GT(optimizer.guard().version(), version) << "the replaced stage bumped the guard";
+    EXPECT_EQ(mapIdByName(optimizer.activeFd(), "stages"), ownerStages)
+        << "a stage array holding a program of the owner's is the owner's";
+    answersAsTheOwner("after the owner replaced a stage");
+  }
+  EXPECT_EQ(hookProgram(veth), programIdOf(entry)) << problems;
 }
 
 TEST(Adoption, AMapThatDoesNotFitIsRefusedByNameAndFieldAndNothingIsTouched) {

@@ -609,38 +609,13 @@ TEST(CompositePrograms, MultiStageFilterFoldsEveryStageAndAnswersAsTheOriginal) 
   // keeps the original's): the packets above ran them. Tail-called programs
   // have no run counts of their own, so they are told apart by id and by
   // the guard they check (the original's stages know no guard).
-  struct Stage {
-    uint32_t id = 0;
-    bool checksTheGuard = false;
-  };
   uint32_t guard = mapIdOf(program.opt().mapFd(bpf::GuardMapName));
-  auto stagesOf = [&](int array) {
-    std::map<std::string, Stage> stages;
-    for (uint32_t slot = 0; slot < 8; ++slot) {
-      uint32_t id = 0;
-      if (bpf_map_lookup_elem(array, &slot, &id))
-        continue;
-      Fd stage(bpf_prog_get_fd_by_id(id));
-      bpf_prog_info info = {};
-      uint32_t length = sizeof(info);
-      EXPECT_EQ(bpf_obj_get_info_by_fd(stage.fd, &info, &length), 0);
-      std::vector<uint32_t> maps = mapIdsOf(stage.fd);
-      stages[info.name] = {id, std::find(maps.begin(), maps.end(), guard) != maps.end()};
-    }
-    return stages;
-  };
   int liveStages = program.opt().mapFd("stages");
-  std::map<std::string, Stage> live = stagesOf(liveStages), used;
-  for (uint32_t id : mapIdsOf(program.opt().activeFd())) {
-    Fd map(bpf_map_get_fd_by_id(id));
-    bpf_map_info info = {};
-    uint32_t length = sizeof(info);
-    ASSERT_EQ(bpf_obj_get_info_by_fd(map.fd, &info, &length), 0);
-    if (std::string(info.name) == "stages") {
-      EXPECT_NE(id, mapIdOf(liveStages)) << "the version has a stage array of its own";
-      used = stagesOf(map.fd);
-    }
-  }
+  std::map<std::string, HeldProgram> live = programsHeld(liveStages, guard), used;
+  uint32_t ownStages = mapIdByName(program.opt().activeFd(), "stages");
+  ASSERT_NE(ownStages, 0u);
+  EXPECT_NE(ownStages, mapIdOf(liveStages)) << "the version has a stage array of its own";
+  used = programsHeld(Fd(bpf_map_get_fd_by_id(ownStages)).fd, guard);
   ASSERT_EQ(live.size(), 3u);
   ASSERT_EQ(used.size(), live.size()) << "every stage the original's array holds";
   for (const auto &[name, stage] : used) {

@@ -12,6 +12,7 @@
 #include <sys/statfs.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <random>
 
@@ -80,6 +81,35 @@ uint32_t programIdOf(int programFd) {
   uint32_t length = sizeof(info);
   EXPECT_EQ(bpf_obj_get_info_by_fd(programFd, &info, &length), 0);
   return info.id;
+}
+
+uint32_t mapIdByName(int programFd, const std::string &name) {
+  for (uint32_t id : mapIdsOf(programFd)) {
+    Fd map(bpf_map_get_fd_by_id(id));
+    bpf_map_info info = {};
+    uint32_t length = sizeof(info);
+    EXPECT_EQ(bpf_obj_get_info_by_fd(map.fd, &info, &length), 0);
+    if (name == info.name)
+      return id;
+  }
+  return 0;
+}
+
+std::map<std::string, HeldProgram> programsHeld(int arrayFd, uint32_t guardMapId,
+                                                uint32_t slots) {
+  std::map<std::string, HeldProgram> held;
+  for (uint32_t slot = 0; slot < slots; ++slot) {
+    uint32_t id = 0;
+    if (bpf_map_lookup_elem(arrayFd, &slot, &id))
+      continue;
+    Fd program(bpf_prog_get_fd_by_id(id));
+    bpf_prog_info info = {};
+    uint32_t length = sizeof(info);
+    EXPECT_EQ(bpf_obj_get_info_by_fd(program.fd, &info, &length), 0);
+    std::vector<uint32_t> maps = mapIdsOf(program.fd);
+    held[info.name] = {id, std::find(maps.begin(), maps.end(), guardMapId) != maps.end()};
+  }
+  return held;
 }
 
 Bytes buildPacket(const PacketSpec &spec) {

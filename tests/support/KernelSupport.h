@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include <cstdint>
+#include <map>
 #include <string>
 #include <utility>
 #include <vector>
@@ -38,6 +39,21 @@ std::vector<uint64_t> perCpuCounters(int mapFd, uint32_t entries);
 std::vector<uint32_t> mapIdsOf(int programFd);
 uint32_t mapIdOf(int mapFd);
 uint32_t programIdOf(int programFd);
+// The id of the map named `name` a loaded program references (0: none).
+uint32_t mapIdByName(int programFd, const std::string &name);
+
+// A program a program array holds: its id, and whether it references the
+// guard map `guardMapId` (a specialized version checks it; an original
+// knows no guard). Tail-called programs have no run counts of their own,
+// so this is how a test tells a specialized stage from the original's.
+struct HeldProgram {
+  uint32_t id = 0;
+  bool checksTheGuard = false;
+};
+// What the first `slots` slots of program array `arrayFd` hold, by the
+// kernel's name of each program.
+std::map<std::string, HeldProgram> programsHeld(int arrayFd, uint32_t guardMapId,
+                                                uint32_t slots = 8);
 
 struct PacketSpec {
   uint16_t etherType = 0x0800;

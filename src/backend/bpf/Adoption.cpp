@@ -29,30 +29,6 @@ void closeFd(int &fd) {
   fd = -1;
 }
 
-struct LiveProgram {
-  std::string name;
-  uint32_t id = 0;
-  std::vector<uint32_t> mapIds;
-};
-
-Expected<LiveProgram> liveProgram(int fd) {
-  bpf_prog_info info = {};
-  uint32_t length = sizeof(info);
-  if (bpf_obj_get_info_by_fd(fd, &info, &length))
-    return makeSystemError(errno, "cannot read the program's info");
-  LiveProgram facts{info.name, info.id, std::vector<uint32_t>(info.nr_map_ids)};
-  if (!facts.mapIds.empty()) {
-    bpf_prog_info again = {};
-    again.nr_map_ids = facts.mapIds.size();
-    again.map_ids = reinterpret_cast<uint64_t>(facts.mapIds.data());
-    length = sizeof(again);
-    if (bpf_obj_get_info_by_fd(fd, &again, &length))
-      return makeSystemError(errno, "program '{0}': cannot read its map ids", facts.name);
-    facts.mapIds.resize(again.nr_map_ids);
-  }
-  return facts;
-}
-
 // The XDP or tcx link `wanted` accepts (the first), or -1.
 int findLink(llvm::function_ref<bool(const LinkFacts &)> wanted) {
   uint32_t id = 0;

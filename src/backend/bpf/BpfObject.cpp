@@ -365,6 +365,25 @@ std::optional<uint64_t> verifiedInstructions(int programFd) {
   return info.verified_insns;
 }
 
+Expected<LiveProgram> liveProgram(int programFd) {
+  bpf_prog_info info = {};
+  uint32_t length = sizeof(info);
+  if (bpf_obj_get_info_by_fd(programFd, &info, &length))
+    return makeSystemError(errno, "cannot read the program's info");
+  LiveProgram facts{info.name, info.id, {}, std::vector<uint32_t>(info.nr_map_ids)};
+  std::copy(std::begin(info.tag), std::end(info.tag), facts.tag.begin());
+  if (!facts.mapIds.empty()) {
+    bpf_prog_info again = {};
+    again.nr_map_ids = facts.mapIds.size();
+    again.map_ids = reinterpret_cast<uint64_t>(facts.mapIds.data());
+    length = sizeof(again);
+    if (bpf_obj_get_info_by_fd(programFd, &again, &length))
+      return makeSystemError(errno, "program '{0}': cannot read its map ids", facts.name);
+    facts.mapIds.resize(again.nr_map_ids);
+  }
+  return facts;
+}
+
 Expected<LoadedObject> LoadedObject::load(llvm::ArrayRef<char> elf,
                                           const std::string &objectName,
                                           const LoadOptions &options) {
@@ -521,13 +540,36 @@ Expected<ProgramSlots> LoadedObject::ownProgramSlots() const { return readProgra
 
 Expected<ProgramSlots> LoadedObject::readProgramSlots(bool ownArraysOnly) const {
   std::map<uint32_t, std::string> names; // program id -> name
+  std::vector<std::pair<std::string, LiveProgram>> ours;
   bpf_program *program;
   bpf_object__for_each_program(program, obj) {
-    bpf_prog_info info = {};
-    uint32_t length = sizeof(info);
-    if (bpf_obj_get_info_by_fd(bpf_program__fd(program), &info, &length) == 0)
-      names[info.id] = bpf_program__name(program);
+    if (bpf_program__fd(program) < 0)
+      continue;
+    auto facts = liveProgram(bpf_program__fd(program));
+    if (!facts)
+      return withContext(facts.takeError(), "object '" + objectName + "'");
+    std::sort(facts->mapIds.begin(), facts->mapIds.end());
+    names[facts->id] = bpf_program__name(program);
+    ours.emplace_back(bpf_program__name(program), std::move(*facts));
   }
+  // A program of another load running one of ours: its name as the kernel
+  // keeps it, its tag and its maps all agree with that program's.
+  auto sameCodeAsOurs = [&](uint32_t id) -> std::optional<std::string> {
+    int fd = bpf_prog_get_fd_by_id(id);
+    if (fd < 0)
+      return std::nullopt;
+    auto other = liveProgram(fd);
+    close(fd);
+    if (!other) {
+      llvm::consumeError(other.takeError());
+      return std::nullopt;
+    }
+    std::sort(other->mapIds.begin(), other->mapIds.end());
+    for (const auto &[name, facts] : ours)
+      if (facts.name == other->name && facts.tag == other->tag && facts.mapIds == other->mapIds)
+        return name;
+    return std::nullopt;
+  };
   ProgramSlots slots;
   bpf_map *map;
   bpf_object__for_each_map(map, obj) {
@@ -543,6 +585,9 @@ Expected<ProgramSlots> LoadedObject::readProgramSlots(bool ownArraysOnly) const 
       uint32_t id = 0;
       if (bpf_map_lookup_elem(fd, &index, &id) == 0) {
         auto name = names.find(id);
+        if (name == names.end())
+          if (std::optional<std::string> same = sameCodeAsOurs(id))
+            name = names.emplace(id, *same).first;
         if (name != names.end())
           held[index] = name->second;
         else

@@ -14,6 +14,7 @@
 
 #include <llvm/ADT/ArrayRef.h>
 
+#include <array>
 #include <map>
 #include <memory>
 #include <optional>
@@ -43,6 +44,17 @@ Expected<std::map<std::string, size_t>> readProgramSizes(llvm::ArrayRef<char> el
 // What verifying a loaded program cost the kernel (bpf_prog_info's
 // verified_insns), or nullopt if the kernel does not say.
 std::optional<uint64_t> verifiedInstructions(int programFd);
+
+// What the kernel says of a loaded program: its name (cut to 15
+// characters), id, tag (a hash of its instructions as loaded, map
+// references masked) and the maps it uses.
+struct LiveProgram {
+  std::string name;
+  uint32_t id = 0;
+  std::array<uint8_t, 8> tag = {};
+  std::vector<uint32_t> mapIds;
+};
+Expected<LiveProgram> liveProgram(int programFd);
 
 // A map's properties, as an ELF declares them or as the kernel reports them.
 struct MapLayout {
@@ -137,7 +149,11 @@ public:
   // Every map of the object: name -> fd.
   std::map<std::string, int> maps() const;
   // What the object's program arrays hold now, by name of this object's
-  // programs; a slot holding a program of another object is left out.
+  // programs; a slot holding a program of another object is left out. A
+  // program another loader loaded counts as this object's of its name when
+  // it runs the same code on the same maps: the same name, tag and map ids
+  // (an adopted program's stages, loaded by their owner from the object
+  // Morpheus builds from the same source, on the maps both loads share).
   Expected<ProgramSlots> programSlots() const;
   // The same for the arrays every occupied slot of which holds one of this
   // object's programs (at least one): an array with a slot holding another
