@@ -171,7 +171,23 @@ int usageError(const CLI::App &command, const std::string &message) {
   return 2;
 }
 
+namespace {
+
+// A repeatable option takes one value each time it is given (`-I a -I b
+// PROG`): CLI11's vector options would otherwise go on taking words, the
+// positional PROG after them included ("PROG is required").
+void oneValuePerOccurrence(CLI::App &command) {
+  for (CLI::Option *option : command.get_options())
+    if (option->nonpositional() && option->get_items_expected_max() > 1)
+      option->allow_extra_args(false);
+  for (CLI::App *sub : command.get_subcommands([](CLI::App *) { return true; }))
+    oneValuePerOccurrence(*sub);
+}
+
+} // namespace
+
 int run(CLI::App &app, int argc, const char *const *argv) {
+  oneValuePerOccurrence(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp &) {
