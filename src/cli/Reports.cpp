@@ -138,6 +138,11 @@ SiteExplanation explainSite(const bpf::ProgramSpec &spec, const core::AccessSite
   const core::TableAccessInfo &info = spec.analysis();
   if (site.signature.kind != core::AccessKind::Lookup)
     return {Action::NotALookup, "", "not a lookup: stays as it is"};
+  if (site.table.empty() && !site.mergedTables.empty())
+    return {Action::Kept, "",
+            "kept: the map operand is " + core::operandDescription(site) +
+                ", merged by a phi or select, so no one map's contents answer it; each "
+                "of them is still analysed as this site reads and writes it"};
   if (site.table.empty() && !site.outerTables.empty() && site.innerCandidates.empty())
     return {Action::Kept, "",
             "kept: no map of the program fits the inner template of " +
@@ -221,6 +226,8 @@ ExplainedSite explained(const bpf::ProgramSpec &spec, const core::AccessSite &si
     out.keySources = site.key.describe();
   out.outerTables = site.outerTables;
   out.innerCandidates = site.innerCandidates;
+  out.mergedTables = site.mergedTables;
+  out.possibleTables = site.possibleTables();
   out.verdict = explainSite(spec, site, fields, inlineLimit);
   return out;
 }
@@ -244,9 +251,10 @@ Explanation explainProgram(const bpf::ProgramSpec &spec, uint32_t inlineLimit) {
     map.maxEntries = table.maxEntries;
     map.valueSize = table.valueSize;
     map.mapOfMaps = table.innerTemplate.has_value();
-    map.access = !used.written            ? ExplainedMap::Access::ReadOnly
-                 : used.writtenWholesale ? ExplainedMap::Access::Written
-                                         : ExplainedMap::Access::WrittenInPart;
+    map.access = !used.written ? ExplainedMap::Access::ReadOnly
+                 : info.writtenOnlyInPart(name, table.valueSize)
+                     ? ExplainedMap::Access::WrittenInPart
+                     : ExplainedMap::Access::Written;
     if (used.writtenWholesale)
       for (const std::string &reason : used.writeReasons)
         map.writes.push_back({"", std::nullopt, reason});
@@ -407,6 +415,8 @@ nlohmann::json siteToJson(const ExplainedSite &site) {
     json["outer_maps"] = site.outerTables;
     json["inner_candidates"] = site.innerCandidates;
   }
+  if (!site.mergedTables.empty())
+    json["merged_maps"] = site.mergedTables;
   return json;
 }
 
@@ -446,10 +456,9 @@ std::string explanationToText(const Explanation &explanation) {
     out += "sites without one map:\n";
   for (const ExplainedSite &site : explanation.sitesWithoutOneMap) {
     std::string candidates =
-        site.outerTables.empty()
-            ? "any map"
-            : (site.innerCandidates.empty() ? std::string("no map of the program")
-                                            : llvm::join(site.innerCandidates, ", "));
+        !site.possibleTables.empty()
+            ? llvm::join(site.possibleTables, ", ")
+            : (site.outerTables.empty() ? "any map" : "no map of the program");
     out += "  " + siteName(site) + " (may be " + candidates + "): " + site.verdict.text + "\n";
   }
   out += "globals:\n";

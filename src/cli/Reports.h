@@ -39,7 +39,8 @@ struct ExplainedSite {
   std::string helper, function, location;
   std::optional<core::Bytes> constantKey;
   std::string keySources; // "" for helpers without a key
-  std::vector<std::string> outerTables, innerCandidates;
+  std::vector<std::string> outerTables, innerCandidates, mergedTables;
+  std::vector<std::string> possibleTables; // every map the operand may be
   SiteExplanation verdict;
 };
 

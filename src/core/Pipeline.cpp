@@ -360,7 +360,7 @@ ReadPlan planReads(const TableAccessInfo &info, const TableCatalog &catalog,
     }
   };
   for (const AccessSite &site : info.sites) {
-    if (!site.table.empty() || site.outerTables.empty()) {
+    if (!site.table.empty() || (site.outerTables.empty() && site.mergedTables.empty())) {
       request(site);
       continue;
     }
@@ -373,7 +373,7 @@ ReadPlan planReads(const TableAccessInfo &info, const TableCatalog &catalog,
       if (outer && outer->key.constantKey)
         slots.keys.push_back(*outer->key.constantKey);
     }
-    for (const std::string &candidate : site.innerCandidates) {
+    for (const std::string &candidate : site.possibleTables()) {
       AccessSite named = site;
       named.table = candidate;
       request(named);
@@ -464,7 +464,7 @@ Expected<SpecializationLog> specializeModule(Module &module,
   for (const AccessSite &site : info.sites) {
     if (context.genericFunctions.count(site.function))
       continue;
-    if (!site.outerTables.empty() && site.table.empty()) {
+    if ((!site.outerTables.empty() || !site.mergedTables.empty()) && site.table.empty()) {
       InnerTableResolution resolved = resolveInnerTable(site, info, snapshot);
       if (!resolved.table)
         log.record(site, "analysis", false, resolved.why);

@@ -75,6 +75,18 @@ bool TableAccessInfo::isReadOnlyAt(const std::string &table, const std::optional
          writesAt(table, key, offset, size).empty();
 }
 
+bool TableAccessInfo::writtenOnlyInPart(const std::string &table, uint64_t valueSize) const {
+  auto it = tables.find(table);
+  if (it == tables.end() || !it->second.written || it->second.writtenWholesale)
+    return false;
+  for (uint64_t byte = 0; byte < valueSize; ++byte)
+    if (none_of(it->second.valueWrites, [&](const ValueWrite &write) {
+          return !write.key && write.overlaps(std::nullopt, byte, 1);
+        }))
+      return true;
+  return false;
+}
+
 bool TableAccessInfo::sameWhereReadOnly(const TableSnapshot &a, const TableSnapshot &b) const {
   if (a.size() != b.size())
     return false;
@@ -186,6 +198,24 @@ void annotateAccessCalls(Module &module, const AccessSignatureTable &sigs) {
       context, ConstantAsMetadata::get(ConstantInt::get(Type::getInt32Ty(context), nextId))));
 }
 
+std::vector<std::string> AccessSite::possibleTables() const {
+  if (!table.empty())
+    return {table};
+  std::vector<std::string> tables = mergedTables;
+  tables.insert(tables.end(), innerCandidates.begin(), innerCandidates.end());
+  return tables;
+}
+
+std::string operandDescription(const AccessSite &site) {
+  if (!site.table.empty())
+    return site.table;
+  std::vector<std::string> parts;
+  if (!site.outerTables.empty())
+    parts.push_back("an inner map of " + join(site.outerTables, ", "));
+  parts.insert(parts.end(), site.mergedTables.begin(), site.mergedTables.end());
+  return parts.empty() ? "an unresolved table" : join(parts, " or ");
+}
+
 std::string locationOf(const Instruction &inst) {
   const DebugLoc &loc = inst.getDebugLoc();
   if (!loc)
@@ -215,6 +245,7 @@ private:
   void markUntied(const std::string &table, const std::string &reason);
   std::optional<std::vector<std::string>> innerCandidates(Value *operand,
                                                           std::vector<std::string> &outers,
+                                                          std::vector<std::string> &merged,
                                                           CallBase *&outerLookup);
   void classifyValue(Value *value, KeyProvenance &into, unsigned depth);
   void classifyPointee(Value *pointer, KeyProvenance &into, unsigned depth);
@@ -272,17 +303,23 @@ void Analyzer::markValueWritten(const std::string &table, ValueWrite write) {
 // A table operand that is the result of lookups in tables of tables can be
 // any table stored there; of the program's own tables, only those that fit
 // every such outer table's inner template (the kernel refuses the others).
-// nullopt when the operand is anything else, or an outer table's template
-// is unknown.
+// An operand merging tables of the program (phis, selects; with inner maps
+// or not) can be each of them: those go to `merged`. nullopt when the
+// operand is anything else, or an outer table's template is unknown.
 std::optional<std::vector<std::string>>
 Analyzer::innerCandidates(Value *operand, std::vector<std::string> &outers,
-                          CallBase *&outerLookup) {
+                          std::vector<std::string> &merged, CallBase *&outerLookup) {
   if (!catalog)
     return std::nullopt;
   SmallVector<const Value *, 4> objects;
   getUnderlyingObjects(operand, objects);
   std::vector<const TableTemplate *> templates;
   for (const Value *object : objects) {
+    if (auto *global = dyn_cast<GlobalVariable>(object); global && sigs.isTable(*global)) {
+      if (!is_contained(merged, global->getName()))
+        merged.push_back(global->getName().str());
+      continue;
+    }
     auto *call = dyn_cast<CallBase>(object);
     std::optional<AccessSignature> sig = call ? sigs.match(*call) : std::nullopt;
     if (!sig || sig->kind != AccessKind::Lookup || sig->tableArg >= call->arg_size())
@@ -296,13 +333,13 @@ Analyzer::innerCandidates(Value *operand, std::vector<std::string> &outers,
     if (!is_contained(outers, entry->first))
       outers.push_back(entry->first);
   }
-  if (templates.empty())
+  if (templates.empty() && merged.empty())
     return std::nullopt;
-  if (objects.size() == 1)
+  if (objects.size() == 1 && merged.empty())
     outerLookup = const_cast<CallBase *>(cast<CallBase>(objects.front()));
   std::vector<std::string> candidates;
   for (const auto &[name, table] : *catalog)
-    if (info.tables.count(name) &&
+    if (info.tables.count(name) && !is_contained(merged, name) &&
         any_of(templates, [&](const TableTemplate *inner) { return table.fits(*inner); }))
       candidates.push_back(name);
   return candidates;
@@ -346,19 +383,27 @@ void Analyzer::collectSites() {
       GlobalVariable *table = resolveTable(operand, sigs);
       std::optional<std::vector<std::string>> inner;
       if (!table)
-        inner = innerCandidates(operand, site.outerTables, site.outerLookup);
+        inner = innerCandidates(operand, site.outerTables, site.mergedTables, site.outerLookup);
       if (table)
         site.table = table->getName().str();
       else if (inner)
         site.innerCandidates = *inner;
+      std::vector<std::string> possible = site.possibleTables();
       if (sig->keyArg && *sig->keyArg < call->arg_size() &&
           call->getArgOperand(*sig->keyArg)->getType()->isPointerTy()) {
         Value *key = call->getArgOperand(*sig->keyArg);
         classifyPointee(key, site.key, 0);
-        // Inner candidates must fit the template: one key size for all.
-        std::string keyed = table ? site.table
-                                  : (inner && !inner->empty() ? inner->front() : "");
-        if (catalog && !keyed.empty())
+        // The key's bytes are read at the size of the table's key: one
+        // size for every table the operand may be (inner candidates fit
+        // one template; merged tables may differ), else no constant key.
+        std::string keyed = possible.empty() ? "" : possible.front();
+        auto keySize = [&](const std::string &name) {
+          auto it = catalog->find(name);
+          return it == catalog->end() ? 0u : it->second.keySize;
+        };
+        if (catalog && !keyed.empty() && all_of(possible, [&](const std::string &name) {
+              return keySize(name) == keySize(keyed);
+            }))
           if (auto it = catalog->find(keyed); it != catalog->end()) {
             site.key.constantKey = constantKeyBytes(*call, key, it->second.keySize);
             if (it->second.match == TableMatch::LongestPrefix)
@@ -391,9 +436,8 @@ void Analyzer::collectSites() {
           markUntied(site.table, where);
       } else if (inner) {
         if (writes)
-          for (const std::string &candidate : *inner) {
-            std::string through = where + " (through an inner map of " +
-                                  join(site.outerTables, ", ") + ")";
+          for (const std::string &candidate : possible) {
+            std::string through = where + " (through " + operandDescription(site) + ")";
             markSiteWrite(candidate, through);
             markUntied(candidate, through);
           }
@@ -473,9 +517,8 @@ void Analyzer::checkTableUses() {
 // result is known (constant GEPs); a pointer that escapes may write any
 // byte of the entry later.
 void Analyzer::checkLookupResult(AccessSite &site) {
-  std::vector<std::string> targets =
-      site.table.empty() ? site.innerCandidates : std::vector<std::string>{site.table};
-  if (site.table.empty() && site.outerTables.empty())
+  std::vector<std::string> targets = site.possibleTables();
+  if (targets.empty() && site.outerTables.empty())
     return;
   constexpr int64_t Unknown = INT64_MIN;
   SmallVector<std::pair<Value *, int64_t>, 16> worklist{{site.call, 0}};
@@ -489,8 +532,7 @@ void Analyzer::checkLookupResult(AccessSite &site) {
   // Pointers derived through a phi or select may be another entry's: a
   // write through them is not tied to this site's key (guard-table-writes).
   SmallPtrSet<Value *, 16> merged;
-  std::string looked = site.table.empty() ? "an inner map of " + join(site.outerTables, ", ")
-                                          : site.table;
+  std::string looked = operandDescription(site);
   std::string from = " (value of " + looked + " looked up" +
                      (site.location.empty() ? "" : " at " + site.location) + ")";
   Value *current = nullptr; // the pointer whose uses are being followed

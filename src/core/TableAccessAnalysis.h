@@ -66,6 +66,14 @@ struct AccessSite {
   // others the kernel refuses to store there). Empty otherwise.
   std::vector<std::string> outerTables;
   std::vector<std::string> innerCandidates;
+  // For a site whose table operand merges (through phis and selects)
+  // several of the program's tables, alone or with inner maps: those
+  // tables (`map = v6 ? &flows6 : &flows4`, or a per-CPU inner table with
+  // a global fallback). Empty otherwise.
+  std::vector<std::string> mergedTables;
+  // Every table of the program the operand may be: the one table, or the
+  // merged tables and inner candidates; empty when unresolved.
+  std::vector<std::string> possibleTables() const;
   // The one lookup in a table of tables the operand comes from, when it
   // comes from exactly one (resolve-inner-table needs its key).
   llvm::CallBase *outerLookup = nullptr;
@@ -80,6 +88,10 @@ struct AccessSite {
   // table's TableUsage::untiedWrite.
   std::vector<llvm::Instruction *> resultWrites;
 };
+
+// What a site's table operand is, for messages: the table's name, or "an
+// inner map of OUTER or TABLE ..." for one that is not one table.
+std::string operandDescription(const AccessSite &site);
 
 // "file.c:LINE" of `inst` from debug info, or "".
 std::string locationOf(const llvm::Instruction &inst);
@@ -134,6 +146,11 @@ public:
   // value of `key` (nullopt: of any key) in `table`.
   bool isReadOnlyAt(const std::string &table, const std::optional<Bytes> &key,
                     uint64_t offset, uint64_t size) const;
+  // Whether the data plane writes `table` but leaves some of its bytes
+  // alone: bytes of values of `valueSize` no write of every key touches
+  // (the keys the program's writes do not name keep them too). False when
+  // it is not written, or written everywhere.
+  bool writtenOnlyInPart(const std::string &table, uint64_t valueSize) const;
   // The writes that touch those bytes (for reports).
   std::vector<const ValueWrite *> writesAt(const std::string &table,
                                            const std::optional<Bytes> &key,

@@ -152,37 +152,52 @@ std::string Daemon::attachedTo() const {
 }
 
 std::vector<std::string> Daemon::updateGuarantees() const {
+  return runtime::updateGuarantees(opt->spec(), options.period, adoption != nullptr);
+}
+
+std::vector<std::string> updateGuarantees(const bpf::ProgramSpec &spec,
+                                          std::chrono::nanoseconds period, bool adopted) {
   std::vector<std::string> lines;
-  double periodMs = std::chrono::duration<double, std::milli>(options.period).count();
-  for (const auto &[name, usage] : opt->spec().analysis().tables) {
-    if (adoption && !usage.written) {
-      lines.push_back(llvm::formatv("map '{0}': the owner's, polled: its updates do not go "
-                                    "through Morpheus; each cycle compares what the "
-                                    "specialization read, and a change bumps the guard (the "
-                                    "owner's program serves) before the code is rebuilt: a "
-                                    "packet may see the old entry for up to {1:f0} ms (a "
-                                    "period); a map changing in most cycles is not inlined",
-                                    name, periodMs)
-                          .str());
-      continue;
-    }
-    if (usage.written) {
+  double periodMs = std::chrono::duration<double, std::milli>(period).count();
+  const core::TableAccessInfo &analysis = spec.analysis();
+  for (const auto &[name, usage] : analysis.tables) {
+    auto table = spec.catalog().find(name);
+    bool inPart = table != spec.catalog().end() &&
+                  analysis.writtenOnlyInPart(name, table->second.valueSize);
+    if (usage.written && !inPart) {
       lines.push_back(llvm::formatv("map '{0}': written by the program, never specialized: "
                                     "every update is live at once",
                                     name)
                           .str());
       continue;
     }
-    lines.push_back(llvm::formatv("map '{0}': may be specialized: updates through Morpheus "
+    // A map written only in part (some fields, some keys): what the program
+    // writes is never specialized, the rest may be.
+    std::string written = inPart ? "written by the program in part: the keys and bytes it "
+                                   "writes are never specialized (their updates are live at "
+                                   "once); the others: "
+                                 : "";
+    if (adopted) {
+      lines.push_back(llvm::formatv("map '{0}': {1}the owner's, polled: its updates do not go "
+                                    "through Morpheus; each cycle compares what the "
+                                    "specialization read, and a change bumps the guard (the "
+                                    "owner's program serves) before the code is rebuilt: a "
+                                    "packet may see the old entry for up to {2:f0} ms (a "
+                                    "period); a map changing in most cycles is not inlined",
+                                    name, written, periodMs)
+                          .str());
+      continue;
+    }
+    lines.push_back(llvm::formatv("map '{0}': {1}may be specialized: updates through Morpheus "
                                   "(morpheus map, the client library, the socket) reach the "
                                   "next packet; other writers' (bpftool) are polled: a packet "
-                                  "may see the old entry for up to {1:f0} ms (a period) plus "
+                                  "may see the old entry for up to {2:f0} ms (a period) plus "
                                   "one cycle, longer while failed cycles back off",
-                                  name, periodMs)
+                                  name, written, periodMs)
                         .str());
   }
   std::map<std::string, std::vector<std::string>> globalsBySection;
-  for (const core::GlobalSlice &slice : opt->spec().globals())
+  for (const core::GlobalSlice &slice : spec.globals())
     globalsBySection[slice.sectionTable].push_back(slice.global);
   for (const auto &[section, globals] : globalsBySection)
     lines.push_back(

@@ -100,7 +100,8 @@ public:
   // "XDP (native) on eth0, XDP (native) on eth1", "tcx ingress on eth0"
   std::string attachedTo() const;
   // Per map, one line for operators saying which guarantee holds for its
-  // updates: a map the program writes is never specialized (always live);
+  // updates: what the program writes is never specialized (always live;
+  // the other keys and bytes of a map it writes only in part may be);
   // for one it only reads, updates through Morpheus (the guard) are seen
   // by the next packet, other writers' within a period plus a cycle.
   std::vector<std::string> updateGuarantees() const;
@@ -163,5 +164,10 @@ private:
   // Run counters of the program running at the last status line.
   bpf::ProgramRunStats statsBase;
 };
+
+// Daemon::updateGuarantees for `spec` run with `period`, adopted (the
+// owner writes its maps) or not.
+std::vector<std::string> updateGuarantees(const bpf::ProgramSpec &spec,
+                                          std::chrono::nanoseconds period, bool adopted);
 
 } // namespace morpheus::runtime

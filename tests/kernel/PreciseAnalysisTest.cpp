@@ -6,6 +6,7 @@
 // original on the packets that exercise it; the counters the data plane
 // writes must still reach the live map.
 #include "Corpus.h"
+#include "runtime/Daemon.h"
 #include "backend/bpf/Frontend.h"
 
 #include <bpf/bpf.h>
@@ -49,6 +50,17 @@ TEST(PreciseAnalysis, ConfigurationBesideACounterIsFoldedAndTheCounterStillCount
   const core::SiteDecision *limit = CorpusProgram::decision(report, "stats", true);
   ASSERT_NE(limit, nullptr) << "key 0 is never written: " << report.log.toText();
   EXPECT_EQ(limit->pass, "constant-key-lookup");
+  // What `run` tells the operator of each: written in part, the rest may be
+  // specialized (so a bpftool write of the limit is polled, not live).
+  unsigned partlyWritten = 0;
+  for (const std::string &line :
+       runtime::updateGuarantees(program.opt().spec(), std::chrono::seconds(1), false))
+    if (line.starts_with("map 'rules'") || line.starts_with("map 'stats'")) {
+      ++partlyWritten;
+      EXPECT_NE(line.find("written by the program in part"), std::string::npos) << line;
+      EXPECT_NE(line.find("may be specialized"), std::string::npos) << line;
+    }
+  EXPECT_EQ(partlyWritten, 2u);
 
   uint64_t before = hitsOf(program);
   for (PacketSpec spec : {PacketSpec{.ttl = 64, .tos = 7}, PacketSpec{.ttl = 64, .tos = 3},
@@ -177,6 +189,59 @@ TEST(PreciseAnalysis, InnerConfigurationIsResolvedThroughTheOuterMapAndInlined) 
   Bytes packet = buildPacket({.tos = 3});
   EXPECT_EQ(program.active(packet), program.original(packet));
   EXPECT_EQ(program.active(packet).verdict, uint32_t(XDP_TX));
+}
+
+// A connection table kept as production load balancers keep it (Katran's
+// per-CPU LRU tables behind an array of maps, a global LRU table when the
+// CPU's slot is empty): the flow lookup's and insert's table operand
+// merges an inner map with a global map. Only the maps it can be are
+// written; the VIP table and the backend array stay read-only and are
+// specialized, and every packet answers as the original.
+TEST(PreciseAnalysis, AConnectionTableMergedWithItsFallbackLeavesTheConfigurationReadOnly) {
+  CorpusProgram program("conn_fallback.bpf.c");
+  ASSERT_TRUE(program.ok());
+  const core::TableAccessInfo &analysis = program.opt().spec().analysis();
+  for (const char *config : {"vips", "backends", "conn_per_cpu"})
+    EXPECT_TRUE(analysis.isReadOnly(config)) << config;
+  for (const char *connections : {"conn_cpu0", "conn_fallback"})
+    EXPECT_FALSE(analysis.isReadOnly(connections)) << connections;
+
+  struct VipKey {
+    uint32_t daddr;
+    uint16_t dport;
+    uint8_t proto, pad;
+  };
+  struct Vip {
+    uint32_t firstBackend, backends;
+  };
+  struct Backend {
+    uint8_t mac[6];
+    uint16_t pad;
+  };
+  program.set("vips", VipKey{htonl(0x0a000001), htons(80), IPPROTO_UDP, 0}, Vip{2, 2});
+  program.set("vips", VipKey{htonl(0x0a000002), htons(53), IPPROTO_UDP, 0}, Vip{0, 0});
+  for (uint32_t slot : {2u, 3u})
+    program.set("backends", slot, Backend{{2, 0, 0, 0, 0, uint8_t(slot)}, 0});
+  runtime::CycleReport report = program.cycle();
+  ASSERT_TRUE(report.installed()) << report.describe();
+  EXPECT_NE(CorpusProgram::decision(report, "vips", true), nullptr) << report.log.toText();
+
+  // Original then specialized on each packet: both see the connections the
+  // other inserted (the same maps), and pick the same backend.
+  std::vector<PacketSpec> specs;
+  for (uint16_t sport : {1000, 1001, 1002, 1003})
+    specs.push_back({.daddr = 0x0a000001, .sport = sport, .dport = 80});
+  specs.push_back({.daddr = 0x0a000002, .dport = 53});
+  specs.push_back({.daddr = 0x0a000001, .dport = 81});
+  specs.push_back({.protocol = IPPROTO_TCP, .daddr = 0x0a000001, .dport = 80});
+  for (const PacketSpec &spec : specs)
+    for (int round = 0; round < 2; ++round) {
+      Bytes packet = buildPacket(spec);
+      EXPECT_EQ(program.active(packet), program.original(packet))
+          << "sport " << spec.sport << " dport " << spec.dport << " round " << round;
+    }
+  EXPECT_EQ(program.active(buildPacket(specs[0])).verdict, uint32_t(XDP_TX));
+  EXPECT_EQ(program.active(buildPacket(specs[4])).verdict, uint32_t(XDP_DROP));
 }
 
 TEST(PreciseAnalysis, InnerMapOfTheLoaderIsDeclinedWithItsReason) {

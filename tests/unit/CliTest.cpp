@@ -210,6 +210,21 @@ TEST(Cli, CompilerFlagsReachClang) {
   EXPECT_NE(broken.text.find("clang failed"), std::string::npos) << broken.text;
 }
 
+// A repeatable option takes one value per occurrence: the program after it
+// stays the positional PROG (CLI11's vectors would take it as a value).
+TEST(Cli, RepeatableOptionsLeaveTheProgramToThePositional) {
+  Output out = morpheus("analyze --json -I /tmp -D POLICY_MAX_ENTRIES=4096 -I /usr/include " +
+                        Example);
+  ASSERT_EQ(out.status, 0) << out.text;
+  EXPECT_EQ(mapNamed(nlohmann::json::parse(out.text), "policy")["max_entries"], 4096);
+  std::string snapshot = tempPath("state.json"), object = tempPath("out.o");
+  std::ofstream(snapshot) << R"({"maps": {}})";
+  out = morpheus("specialize -I /tmp " + Example + " --snapshot " + snapshot + " -o " + object);
+  EXPECT_EQ(out.status, 0) << out.text;
+  for (const std::string &path : {snapshot, object})
+    unlink(path.c_str());
+}
+
 TEST(Cli, AcceptsIrAndBitcode) {
   for (const char *kind : {"ll", "bc"}) {
     std::string ir = tempPath(std::string("policy.") + kind);

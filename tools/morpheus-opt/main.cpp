@@ -273,6 +273,8 @@ int main(int argc, char **argv) {
         llvm::outs() << " inner-of=" << llvm::join(site.outerTables, ",") << " candidates=[";
         llvm::outs() << llvm::join(site.innerCandidates, ",") << "]";
       }
+      if (!site.mergedTables.empty())
+        llvm::outs() << " merged=[" << llvm::join(site.mergedTables, ",") << "]";
       if (site.valueNeedsWritableMemory)
         llvm::outs() << " writable-needed=\"" << *site.valueNeedsWritableMemory << "\"";
       llvm::outs() << "\n";

@@ -98,6 +98,12 @@ std::string typeName(Type *type) {
 
 constexpr const char *KeptMetadata = "morpheus.kept";
 
+// Why a site whose operand merges tables is specialized at none of them.
+std::string mergedOperand(const AccessSite &site) {
+  return "table operand is " + operandDescription(site) +
+         ", merged by a phi or select: not one table";
+}
+
 } // namespace
 
 std::optional<std::string> whyWritesNotGuardable(const std::string &table,
@@ -138,6 +144,8 @@ std::optional<std::string> whyNotInlinable(const AccessSite &site,
     return "not a lookup";
   if (!site.signature.rewritable)
     return site.signature.name + " is not a key -> value lookup the core models";
+  if (site.table.empty() && !site.mergedTables.empty())
+    return mergedOperand(site);
   if (site.table.empty() && !site.outerTables.empty())
     return "table operand is an inner map of " + join(site.outerTables, ", ") +
            " (inlined only once resolve-inner-table names the table)";
@@ -216,6 +224,8 @@ std::optional<std::string> whyNoFieldFolding(const AccessSite &site,
 
 InnerTableResolution resolveInnerTable(const AccessSite &site, const TableAccessInfo &info,
                                        const TableSnapshot &snapshot) {
+  if (site.table.empty() && !site.mergedTables.empty())
+    return {std::nullopt, mergedOperand(site)};
   if (!site.table.empty() || site.outerTables.empty())
     return {std::nullopt, "not an inner-map site"};
   std::string inner = "table operand is an inner map of " + join(site.outerTables, ", ");
