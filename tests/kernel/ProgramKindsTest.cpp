@@ -25,6 +25,7 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <fstream>
 
 namespace morpheus::testing {
 namespace {
@@ -57,6 +58,56 @@ TEST(ProgramKinds, SectionLibbpfCannotPlaceNeedsProgType) {
     EXPECT_EQ(legacy.active(packet), legacy.original(packet)) << int(protocol);
   }
   EXPECT_EQ(legacy.active(buildPacket({.protocol = 1})).verdict, uint32_t(XDP_DROP));
+}
+
+// Maps defined as before libbpf 1.0 (section "maps", libbpf's struct
+// bpf_map_def and iproute2's struct bpf_elf_map), which libbpf 1.x refuses:
+// they load as BTF maps with the same type, sizes and flags, are analysed
+// and specialized like any map, and the program answers as the original. A
+// definition that sets a field only the legacy loaders knew (iproute2's
+// pinning) is refused naming the map and the field.
+TEST(ProgramKinds, LegacyMapDefinitionsLoadAsBtfMapsAndAreSpecialized) {
+  CorpusProgram legacy("legacy_maps.bpf.c");
+  ASSERT_TRUE(legacy.ok());
+  auto blocked = bpf::layoutOf(legacy.opt().mapFd("legacy_blocked"), "legacy_blocked");
+  ASSERT_TRUE(bool(blocked)) << llvm::toString(blocked.takeError());
+  EXPECT_EQ(blocked->type, uint32_t(BPF_MAP_TYPE_HASH));
+  EXPECT_EQ(blocked->keySize, 4u);
+  EXPECT_EQ(blocked->valueSize, 4u);
+  EXPECT_EQ(blocked->maxEntries, 64u);
+  EXPECT_EQ(blocked->flags, uint32_t(BPF_F_NO_PREALLOC));
+  auto counters = bpf::layoutOf(legacy.opt().mapFd("legacy_counters"), "legacy_counters");
+  ASSERT_TRUE(bool(counters)) << llvm::toString(counters.takeError());
+  EXPECT_EQ(counters->type, uint32_t(BPF_MAP_TYPE_PERCPU_ARRAY));
+  EXPECT_EQ(counters->maxEntries, 2u);
+  const core::TableAccessInfo &analysis = legacy.opt().spec().analysis();
+  EXPECT_TRUE(analysis.isReadOnly("legacy_config"));
+  EXPECT_FALSE(analysis.isReadOnly("legacy_counters"));
+
+  struct {
+    uint32_t enabled, verdict;
+  } config = {1, XDP_DROP};
+  legacy.set("legacy_config", uint32_t(0), config);
+  legacy.set("legacy_blocked", htonl(0x0a000064), uint32_t(1));
+  runtime::CycleReport report = legacy.cycle();
+  ASSERT_TRUE(report.installed()) << report.describe();
+  EXPECT_NE(CorpusProgram::decision(report, "legacy_config", true), nullptr)
+      << report.log.toText();
+  for (uint32_t saddr : {0x0a000064u, 0x0a000065u}) {
+    Bytes packet = buildPacket({.saddr = saddr});
+    EXPECT_EQ(legacy.active(packet), legacy.original(packet)) << saddr;
+  }
+  EXPECT_EQ(legacy.active(buildPacket({})).verdict, uint32_t(XDP_DROP));
+
+  std::string pinned = "/tmp/morpheus-legacy-pinned-" + std::to_string(getpid()) + ".bpf.c";
+  std::ofstream(pinned) << "#define LEGACY_PINNED\n#include \"" << corpusPath("legacy_maps.bpf.c")
+                        << "\"\n";
+  auto refused = bpf::ProgramSpec::load(pinned, {});
+  unlink(pinned.c_str());
+  ASSERT_FALSE(bool(refused));
+  std::string message = llvm::toString(refused.takeError());
+  EXPECT_NE(message.find("map 'legacy_counters'"), std::string::npos) << message;
+  EXPECT_NE(message.find("legacy field 6 to 2"), std::string::npos) << message;
 }
 
 // The guard of a TC program that falls back by tail call: while the

@@ -1,6 +1,7 @@
 #include "backend/bpf/Frontend.h"
 
 #include "backend/bpf/CompileDatabase.h"
+#include "backend/bpf/LegacyMaps.h"
 
 #include "backend/bpf/BpfSignatures.h"
 #include "core/TableAccessAnalysis.h"
@@ -106,6 +107,8 @@ Expected<std::unique_ptr<Module>> loadProgram(const std::string &path,
   for (const auto &[name, bytes] : options.globalBytes)
     if (Error err = setGlobalBytes(*module, name, bytes))
       return withContext(std::move(err), path);
+  if (Error err = convertLegacyMaps(*module, path))
+    return err;
   if (Error err = placeProgramSections(*module, path, options.programType))
     return err;
   core::annotateAccessCalls(*module, BpfSignatures());

@@ -37,8 +37,9 @@ struct FrontendOptions {
 };
 
 // Loads `path`: .c is compiled with clang-19 (-O2 -g -target bpf), .ll and
-// .bc are parsed. The module must target BPF. Every program gets a section
-// libbpf places (placeProgramSections). Access sites are annotated
+// .bc are parsed. The module must target BPF. Legacy map definitions
+// (section "maps") become BTF-defined maps (convertLegacyMaps). Every
+// program gets a section libbpf places (placeProgramSections). Access sites are annotated
 // (core::annotateAccessCalls) so every later clone shares their ids.
 Expected<std::unique_ptr<llvm::Module>>
 loadProgram(const std::string &path, const FrontendOptions &options,
