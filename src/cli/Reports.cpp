@@ -203,6 +203,8 @@ SiteExplanation explainSite(const bpf::ProgramSpec &spec, const core::AccessSite
       text += " (" + usage.wholesaleReason +
               "). Would change it: writes confined to some fields (stores through a lookup's "
               "result at fixed offsets) or to constant keys leave the rest foldable";
+    else if (!info.writtenOnlyInPart(site.table, spec.catalog().at(site.table).valueSize))
+      text += ": every byte of its values is written";
     else if (site.key.constantKey)
       text += ": " + *core::whyNoFieldFolding(site, info, spec.catalog());
     else

@@ -85,6 +85,17 @@ TEST(Cli, ExplainSaysWhatWouldBeFoldedAndWhy) {
             std::string::npos)
       << out.text;
 
+  // A counter written whole at any key: written, not "in part", and no
+  // read-only bytes to fold at a constant key.
+  out = morpheus("analyze --explain " + std::string(MORPHEUS_SOURCE_DIR) +
+                 "/tests/programs/legacy_maps.bpf.c");
+  ASSERT_EQ(out.status, 0) << out.text;
+  EXPECT_NE(out.text.find("kept: table is written by the data plane: every byte of its values "
+                          "is written"),
+            std::string::npos)
+      << out.text;
+  EXPECT_EQ(out.text.find("in part"), std::string::npos) << out.text;
+
   std::string source = tempPath("globals.bpf.c");
   std::ofstream(source) << "#include <linux/bpf.h>\n#include <bpf/bpf_helpers.h>\n"
                            "int seen; int mode; const volatile int limit = 3;\n"
