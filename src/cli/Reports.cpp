@@ -196,6 +196,13 @@ SiteExplanation explainSite(const bpf::ProgramSpec &spec, const core::AccessSite
                 " (never written for this key) will be folded "
                 "(fold-read-only-fields); the lookup stays, so writes reach the entry"};
   }
+  if (!core::whyNoKeySetFilter(site, info, spec.catalog()))
+    return {Action::Filtered, "key-set-filter",
+            "the lookup stays for the keys the map holds; while it holds few enough for "
+            "their compares to cost at most half the lookup (at most " +
+                std::to_string(inlineLimit) +
+                "), any other key is answered null without it (key-set-filter: the data plane "
+                "writes values only, never adds or removes keys)"};
   std::string text = "kept: " + *why;
   if (*why == "table is written by the data plane" && !site.table.empty()) {
     const core::TableUsage &usage = info.tables.at(site.table);
@@ -369,6 +376,8 @@ const char *actionName(SiteExplanation::Action action) {
     return "folded";
   case SiteExplanation::Action::Resolved:
     return "resolved";
+  case SiteExplanation::Action::Filtered:
+    return "filtered";
   case SiteExplanation::Action::Kept:
     return "kept";
   case SiteExplanation::Action::NotALookup:

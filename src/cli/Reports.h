@@ -26,6 +26,7 @@ struct SiteExplanation {
     InlinedWhileSmall, // so while the map holds few entries, else kept
     Folded,            // loads of read-only fields become constants
     Resolved,          // an inner-map access, named from the outer map each cycle
+    Filtered,          // keys the map does not hold miss without the lookup
     Kept,              // left alone: `text` says why and what would change it
     NotALookup,
   };

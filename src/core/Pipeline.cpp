@@ -88,6 +88,13 @@ bool mayFoldFields(const AccessSite &site, const TableAccessInfo &info,
   return !whyNoFieldFolding(site, info, catalog) && snapshot.count(site.table);
 }
 
+// Whether key-set-filter, when it runs (`runs`), may answer the keys the
+// table at `site` does not hold without the lookup.
+bool mayFilterKeys(const AccessSite &site, const TableAccessInfo &info,
+                   const TableCatalog &catalog, const TableSnapshot &snapshot, bool runs) {
+  return runs && !whyNoKeySetFilter(site, info, catalog) && snapshot.count(site.table);
+}
+
 // Whether heavy-hitter-fast-path may put hot keys in front of the lookup
 // at `site`.
 // `writeGuarded`: the tables whose writes guard-table-writes counts.
@@ -358,6 +365,12 @@ ReadPlan planReads(const TableAccessInfo &info, const TableCatalog &catalog,
     } else if (!whyNoFieldFolding(site, info, catalog)) {
       plan[site.table].keys.push_back(*site.key.constantKey);
     }
+    // key-set-filter needs every key of the table (its values are the
+    // data plane's), within the inline limit.
+    if (!whyNoKeySetFilter(site, info, catalog)) {
+      TableReadRequest &request = plan[site.table];
+      request.wholeTableLimit = std::max(request.wholeTableLimit, inlineLimit);
+    }
   };
   for (const AccessSite &site : info.sites) {
     if (!site.table.empty() || (site.outerTables.empty() && site.mergedTables.empty())) {
@@ -405,6 +418,8 @@ Expected<SpecializationLog> specializeModule(Module &module,
   context.hotTuples = options.hotTuples;
   context.writeGuards = options.writeGuards;
   context.writeCounts = options.writeCounts;
+  bool keySetFilterRuns = !options.tablePasses || llvm::is_contained(*options.tablePasses,
+                                                                     "key-set-filter");
   std::set<std::string> writeGuarded;
   if (options.writeGuards)
     writeGuarded = writeGuardedTables(managers.mam.getResult<TableAccessAnalysis>(module),
@@ -422,6 +437,7 @@ Expected<SpecializationLog> specializeModule(Module &module,
     for (const AccessSite &site : info.sites)
       if (mayRewrite(site, info, catalog, snapshot) ||
           mayFoldFields(site, info, catalog, snapshot) ||
+          mayFilterKeys(site, info, catalog, snapshot, keySetFilterRuns) ||
           mayFastPath(site, info, catalog, snapshot, context, writeGuarded))
         specializable.insert(site.call->getFunction());
     // A function with an assumed point is specialized code too: its points'
@@ -475,8 +491,9 @@ Expected<SpecializationLog> specializeModule(Module &module,
     }
     std::optional<std::string> why =
         whyNotInlinable(site, info, catalog, options.writeGuards.has_value());
-    if (why && mayFastPath(site, info, catalog, snapshot, context, writeGuarded))
-      continue; // heavy-hitter-fast-path decides
+    if (why && (mayFastPath(site, info, catalog, snapshot, context, writeGuarded) ||
+                mayFilterKeys(site, info, catalog, snapshot, keySetFilterRuns)))
+      continue; // heavy-hitter-fast-path or key-set-filter decides
     if (why && whyNoFieldFolding(site, info, catalog))
       log.record(site, "analysis", false, *why);
     else if (why && !snapshot.count(site.table))

@@ -125,7 +125,10 @@ bool TableAccessInfo::sameWhereReadOnly(const TableSnapshot &a, const TableSnaps
             bytes.push_back(entry.value || entry.agreed[offset]
                                 ? std::optional<uint8_t>(held[offset])
                                 : std::nullopt);
-        if (!bytes.empty())
+        // A table whose keys only the control plane changes keeps every key
+        // (key-set-filter answers the others null): a key added or removed
+        // by another writer is a change too.
+        if (!bytes.empty() || !usage->second.keySetWrite)
           view[entry.key] = std::move(bytes);
       }
       return view;
@@ -243,6 +246,7 @@ private:
   void markValueWritten(const std::string &table, ValueWrite write);
   void markAllWritten(const std::string &reason);
   void markUntied(const std::string &table, const std::string &reason);
+  void markKeySetWritten(const std::string &table, const std::string &reason);
   std::optional<std::vector<std::string>> innerCandidates(Value *operand,
                                                           std::vector<std::string> &outers,
                                                           std::vector<std::string> &merged,
@@ -349,7 +353,14 @@ void Analyzer::markAllWritten(const std::string &reason) {
   for (auto &[name, usage] : info.tables) {
     markWritten(name, reason);
     markUntied(name, reason);
+    markKeySetWritten(name, reason);
   }
+}
+
+void Analyzer::markKeySetWritten(const std::string &table, const std::string &reason) {
+  TableUsage &usage = info.tables[table];
+  if (!usage.keySetWrite)
+    usage.keySetWrite = reason;
 }
 
 void Analyzer::markUntied(const std::string &table, const std::string &reason) {
@@ -428,6 +439,9 @@ void Analyzer::collectSites() {
       };
       bool keyArgument = sig->keyArg && *sig->keyArg < call->arg_size() &&
                          call->getArgOperand(*sig->keyArg)->getType()->isPointerTy();
+      if (writes)
+        for (const std::string &name : possible)
+          markKeySetWritten(name, where);
       if (table) {
         info.tables[site.table].siteCount++;
         if (writes)
@@ -504,6 +518,7 @@ void Analyzer::checkTableUses() {
           "table used outside a recognised access" + (where.empty() ? "" : " at " + where);
       markWritten(global.getName().str(), reason);
       markUntied(global.getName().str(), reason);
+      markKeySetWritten(global.getName().str(), reason);
       break;
     }
   }

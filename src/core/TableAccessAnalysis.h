@@ -118,6 +118,12 @@ struct TableUsage {
   // escaping the analysis, an unresolved table operand.
   bool writtenWholesale = false;
   std::string wholesaleReason; // the first such write, for reports
+  // The first way the data plane may add or remove keys: an update, delete
+  // or other writing helper naming the table (merged and inner operands
+  // included), an unresolved operand, the table escaping the analysis.
+  // Unset: only the control plane changes which keys the table holds (its
+  // values may still be written through lookups).
+  std::optional<std::string> keySetWrite;
   // The first write whose key the program's own access sites do not name:
   // anything but an update or delete site of this table with a key
   // argument and the resultWrites of its lookups (an unresolved table
@@ -157,8 +163,9 @@ public:
                                            uint64_t offset, uint64_t size) const;
   const AccessSite *siteFor(const llvm::CallBase *call) const;
   // Whether two snapshots agree on every byte the data plane never writes
-  // (entries with no such byte are ignored, present or not; tables the
-  // analysis does not know are compared whole). No pass folds a byte the
+  // (entries with no such byte are ignored, present or not, except in
+  // tables whose keys only the control plane changes: there the key set
+  // counts too; tables the analysis does not know are compared whole). No pass folds a byte the
   // data plane writes, so code built from `a` is the code `b` would give:
   // a counter moving beside folded configuration is no reason to rebuild.
   bool sameWhereReadOnly(const TableSnapshot &a, const TableSnapshot &b) const;

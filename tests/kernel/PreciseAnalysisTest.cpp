@@ -244,6 +244,61 @@ TEST(PreciseAnalysis, AConnectionTableMergedWithItsFallbackLeavesTheConfiguratio
   EXPECT_EQ(program.active(buildPacket(specs[4])).verdict, uint32_t(XDP_DROP));
 }
 
+// A filter in the style of xdp-filter (tests/programs/rule_hits.bpf.c):
+// rules in hash tables the program counts in but never inserts into or
+// deletes from. A key no rule names misses without the lookup; a rule's key
+// goes on to the real lookup, so its counter still counts in the live
+// entry. A rule added through Morpheus is seen by the next packet; one
+// added behind its back (bpftool) makes the next cycle rebuild.
+TEST(PreciseAnalysis, RulesTheDataPlaneOnlyCountsInMissWithoutALookup) {
+  CorpusProgram program("rule_hits.bpf.c");
+  ASSERT_TRUE(program.ok());
+  program.set("blocked_sources", htonl(0x0a000064), Rule{XDP_DROP, 0, 0});
+  program.set("denied_ports", htons(22), Rule{XDP_TX, 0, 0});
+  runtime::CycleReport report = program.cycle();
+  ASSERT_TRUE(report.installed()) << report.describe();
+  for (const char *table : {"blocked_sources", "denied_ports"})
+    EXPECT_NE(decisionOf(report, table, "key-set-filter"), nullptr)
+        << table << "\n" << report.log.toText();
+
+  std::vector<PacketSpec> specs = {{.saddr = 0x0a000064},
+                                   {.saddr = 0x0a000065, .dport = 22},
+                                   {.saddr = 0x0a000065, .dport = 80},
+                                   {.protocol = IPPROTO_TCP, .saddr = 0x0a000065, .dport = 22},
+                                   {.protocol = IPPROTO_ICMP, .saddr = 0x0a000065}};
+  for (const PacketSpec &spec : specs) {
+    Bytes packet = buildPacket(spec);
+    EXPECT_EQ(program.active(packet), program.original(packet))
+        << "saddr " << spec.saddr << " dport " << spec.dport;
+  }
+  auto portHits = [&](uint16_t port) {
+    Rule rule{};
+    uint16_t key = htons(port);
+    EXPECT_EQ(bpf_map_lookup_elem(program.opt().mapFd("denied_ports"), &key, &rule), 0);
+    return rule.hits;
+  };
+  uint64_t before = portHits(22);
+  EXPECT_EQ(program.active(buildPacket(specs[1])).verdict, uint32_t(XDP_TX));
+  EXPECT_EQ(portHits(22), before + 1) << "the rule's counter counts in the live entry";
+  EXPECT_EQ(program.active(buildPacket(specs[2])).verdict, uint32_t(XDP_PASS));
+
+  program.set("denied_ports", htons(80), Rule{XDP_DROP, 0, 0});
+  EXPECT_EQ(program.active(buildPacket(specs[2])).verdict, uint32_t(XDP_DROP))
+      << "a rule added through Morpheus, the next packet";
+  ASSERT_TRUE(program.cycle().installed());
+
+  // Behind Morpheus's back: no guard bump; the next cycle sees the key set
+  // changed although no byte the data plane leaves alone did.
+  uint16_t dns = htons(53);
+  Rule drop{XDP_DROP, 0, 0};
+  ASSERT_EQ(bpf_map_update_elem(program.opt().mapFd("denied_ports"), &dns, &drop, BPF_ANY), 0);
+  report = program.cycle();
+  EXPECT_TRUE(report.installed()) << report.describe();
+  Bytes toDns = buildPacket({.saddr = 0x0a000065, .dport = 53});
+  EXPECT_EQ(program.active(toDns).verdict, uint32_t(XDP_DROP));
+  EXPECT_EQ(program.active(toDns), program.original(toDns));
+}
+
 TEST(PreciseAnalysis, InnerMapOfTheLoaderIsDeclinedWithItsReason) {
   CorpusProgram program("inner_config.bpf.c");
   ASSERT_TRUE(program.ok());

@@ -1,7 +1,8 @@
 // The table-specializing passes, declared from Passes.def. Each is
 // implemented, with the argument for its correctness, in its own file:
 //   SpecializationPoints.cpp, ResolveInnerTable.cpp, TableElimination.cpp,
-//   FlowFastPath.cpp, ConstantKeyLookup.cpp, FoldReadOnlyFields.cpp, FoldReadOnlyGlobals.cpp,
+//   FlowFastPath.cpp, ConstantKeyLookup.cpp, FoldReadOnlyFields.cpp, KeySetFilter.cpp,
+//   FoldReadOnlyGlobals.cpp,
 //   CustomGenerator.cpp, InlineSmallTable.cpp, LpmAsCode.cpp, LpmAsArray.cpp,
 //   LpmAsHash.cpp (the three choosing through TrieRepresentation.cpp),
 //   ConstantFields.cpp, HashAsArray.cpp (with DirectIndex.cpp), BranchInjection.cpp,

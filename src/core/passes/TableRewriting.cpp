@@ -222,6 +222,25 @@ std::optional<std::string> whyNoFieldFolding(const AccessSite &site,
   return "every byte of this key's value is written by the data plane";
 }
 
+std::optional<std::string> whyNoKeySetFilter(const AccessSite &site, const TableAccessInfo &info,
+                                             const TableCatalog &catalog) {
+  if (site.signature.kind != AccessKind::Lookup || !site.signature.rewritable ||
+      site.table.empty() || !site.call->getType()->isPointerTy() || !site.signature.keyArg ||
+      *site.signature.keyArg >= site.call->arg_size())
+    return "not a lookup in one table";
+  auto table = catalog.find(site.table);
+  if (table == catalog.end() || table->second.match != TableMatch::Exact)
+    return "not an exact-match hash table";
+  if (table->second.lookupHasSideEffects)
+    return "its lookups have side effects (" + table->second.typeName + ")";
+  const TableUsage &usage = info.tables.at(site.table);
+  if (!usage.written)
+    return "table read-only: the whole table is inlined instead";
+  if (usage.keySetWrite)
+    return "the data plane may add or remove keys: " + *usage.keySetWrite;
+  return std::nullopt;
+}
+
 InnerTableResolution resolveInnerTable(const AccessSite &site, const TableAccessInfo &info,
                                        const TableSnapshot &snapshot) {
   if (site.table.empty() && !site.mergedTables.empty())

@@ -220,6 +220,17 @@ std::optional<std::string> whyNoFieldFolding(const AccessSite &site,
                                              const TableAccessInfo &info,
                                              const TableCatalog &catalog);
 
+// Why a lookup at `site` cannot answer the keys its table does not hold
+// with null without asking the kernel (key-set-filter), or nullopt when it
+// can: a rewritable lookup in one exact-match hash table (arrays hold
+// every index) whose lookups have no side effects (LRU excluded), which
+// the data plane writes, but only through values: no update, delete or
+// other writing helper names it and it never escapes, so only the control
+// plane changes its keys (tables it never writes are inlined whole by the
+// other passes).
+std::optional<std::string> whyNoKeySetFilter(const AccessSite &site, const TableAccessInfo &info,
+                                             const TableCatalog &catalog);
+
 // Which of the program's own tables the inner-map operand of `site` is,
 // given what the snapshot says its outer table holds: the table stored at
 // the outer lookup's constant key, or the one table every slot of the
