@@ -196,7 +196,8 @@ SiteExplanation explainSite(const bpf::ProgramSpec &spec, const core::AccessSite
                 " (never written for this key) will be folded "
                 "(fold-read-only-fields); the lookup stays, so writes reach the entry"};
   }
-  if (!core::whyNoKeySetFilter(site, info, spec.catalog()))
+  bool filtered = !core::whyNoKeySetFilter(site, info, spec.catalog());
+  if (filtered && !site.key.constantKey)
     return {Action::Filtered, "key-set-filter",
             "the lookup stays for the keys the map holds; while it holds few enough for "
             "their compares to cost at most half the lookup (at most " +
@@ -220,6 +221,9 @@ SiteExplanation explainSite(const bpf::ProgramSpec &spec, const core::AccessSite
                              spec.catalog().at(site.table).valueSize) +
               " could be folded at lookups with a constant key";
   }
+  if (filtered)
+    text += "; while the map does not hold the key, it is answered null without the lookup "
+            "(key-set-filter)";
   return {Action::Kept, "", text};
 }
 

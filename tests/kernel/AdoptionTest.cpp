@@ -38,6 +38,7 @@
 #include <chrono>
 #include <fstream>
 #include <functional>
+#include <optional>
 
 extern "C" const unsigned char policy_fwd_owner_start[], policy_fwd_owner_end[];
 extern "C" const unsigned char tc_classifier_owner_start[], tc_classifier_owner_end[];
@@ -53,6 +54,34 @@ using namespace std::chrono_literals;
 // (expected attach type BPF_XDP), or as a raw loader (iproute2's, one
 // calling bpf(BPF_PROG_LOAD) itself) does, with none.
 enum class Loader { Libbpf, Raw };
+
+// `program` attached to the veth's B side through netlink, in SKB mode, as
+// a loader without links attaches; detached when this goes.
+class NetlinkAttachment {
+public:
+  NetlinkAttachment(const VethPair &veth, int program) : netns(veth.nsB()) {
+    EXPECT_FALSE(bool(netns::runInNetns(netns, [&]() -> Error {
+      int index = if_nametoindex(veth.ifB().c_str());
+      if (bpf_xdp_attach(index, program, XDP_FLAGS_SKB_MODE, nullptr))
+        return makeSystemError(errno, "netlink attach");
+      ifindex = index;
+      return Error::success();
+    })));
+  }
+  NetlinkAttachment(const NetlinkAttachment &) = delete;
+  NetlinkAttachment &operator=(const NetlinkAttachment &) = delete;
+  ~NetlinkAttachment() {
+    if (ifindex)
+      llvm::consumeError(netns::runInNetns(netns, [&]() -> Error {
+        bpf_xdp_detach(ifindex, XDP_FLAGS_SKB_MODE, nullptr);
+        return Error::success();
+      }));
+  }
+
+private:
+  std::string netns;
+  int ifindex = 0;
+};
 
 // The owner: policy_fwd loaded and configured by plain libbpf, attached
 // through netlink or a pinned link in the veth's namespace.
@@ -78,11 +107,7 @@ public:
       close(linkFd);
     if (!linkPin.empty())
       unlink(linkPin.c_str());
-    if (netlinkIfindex)
-      llvm::consumeError(netns::runInNetns(netns, [&]() -> Error {
-        bpf_xdp_detach(netlinkIfindex, XDP_FLAGS_SKB_MODE, nullptr);
-        return Error::success();
-      }));
+    netlink.reset();
     bpf_object__close(obj);
   }
 
@@ -100,16 +125,7 @@ public:
     return bpf_map__fd(bpf_object__find_map_by_name(obj, name));
   }
 
-  void attachNetlink(const VethPair &veth) {
-    netns = veth.nsB();
-    ASSERT_FALSE(bool(netns::runInNetns(netns, [&]() -> Error {
-      int ifindex = if_nametoindex(veth.ifB().c_str());
-      if (bpf_xdp_attach(ifindex, program, XDP_FLAGS_SKB_MODE, nullptr))
-        return makeSystemError(errno, "netlink attach");
-      netlinkIfindex = ifindex;
-      return Error::success();
-    })));
-  }
+  void attachNetlink(const VethPair &veth) { netlink.emplace(veth, program); }
   void attachLink(const VethPair &veth, const std::string &pin) {
     ASSERT_FALSE(bool(netns::runInNetns(veth.nsB(), [&]() -> Error {
       LIBBPF_OPTS(bpf_link_create_opts, opts, .flags = XDP_FLAGS_SKB_MODE);
@@ -127,8 +143,8 @@ public:
 
 private:
   bpf_object *obj = nullptr;
-  std::string netns, linkPin;
-  int netlinkIfindex = 0;
+  std::string linkPin;
+  std::optional<NetlinkAttachment> netlink;
 };
 
 // Each test's scene: a veth pair and a pin directory named `tag` (what a
@@ -372,19 +388,7 @@ TEST(Adoption, ConstantsTheOwnersLoaderSetAreWhatTheVersionsComputeWith) {
   ASSERT_EQ(bpf_map_update_elem(bpf_map__fd(bpf_object__find_map_by_name(obj, "settings")), &zero,
                                 &settings, BPF_ANY),
             0);
-  int ifindex = 0;
-  ASSERT_FALSE(bool(netns::runInNetns(veth.nsB(), [&]() -> Error {
-    ifindex = if_nametoindex(veth.ifB().c_str());
-    if (bpf_xdp_attach(ifindex, program, XDP_FLAGS_SKB_MODE, nullptr))
-      return makeSystemError(errno, "netlink attach");
-    return Error::success();
-  })));
-  auto detach = llvm::make_scope_exit([&] {
-    llvm::consumeError(netns::runInNetns(veth.nsB(), [&]() -> Error {
-      bpf_xdp_detach(ifindex, XDP_FLAGS_SKB_MODE, nullptr);
-      return Error::success();
-    }));
-  });
+  NetlinkAttachment attached(veth, program);
   PacketSpec blocked;
   blocked.dport = 80;
   ASSERT_EQ(runOnce(program, buildPacket(blocked)).verdict, uint32_t(XDP_DROP))
@@ -463,19 +467,7 @@ TEST(Adoption, StagesTheOwnerLoadedFromTheSourceAreSpecializedAndAReplacedStageI
     uint32_t verdict;
   } rule = {22, 0, XDP_DROP};
   ASSERT_EQ(bpf_map_update_elem(mapFd("tcp_config"), &zero, &rule, BPF_ANY), 0);
-  int ifindex = 0;
-  ASSERT_FALSE(bool(netns::runInNetns(veth.nsB(), [&]() -> Error {
-    ifindex = if_nametoindex(veth.ifB().c_str());
-    if (bpf_xdp_attach(ifindex, entry, XDP_FLAGS_SKB_MODE, nullptr))
-      return makeSystemError(errno, "netlink attach");
-    return Error::success();
-  })));
-  auto detach = llvm::make_scope_exit([&] {
-    llvm::consumeError(netns::runInNetns(veth.nsB(), [&]() -> Error {
-      bpf_xdp_detach(ifindex, XDP_FLAGS_SKB_MODE, nullptr);
-      return Error::success();
-    }));
-  });
+  NetlinkAttachment attached(veth, entry);
   std::vector<Bytes> packets;
   for (uint32_t daddr : {0x0a000001u, 0x0a000002u})
     for (uint8_t protocol : {IPPROTO_UDP, IPPROTO_TCP, IPPROTO_ICMP})

@@ -47,7 +47,8 @@
 // compares cost at most half the lookup (CostModel: compareNs by chain
 // length against the map's lookup), so it is faster whenever at most half
 // of the lookups find a key, as in a filter whose rules most traffic does
-// not match; an empty table answers null outright.
+// not match; an empty table answers null outright. A constant key needs no
+// compare: absent from the snapshot, the lookup is null; held, it stays.
 //===----------------------------------------------------------------------===//
 
 #include "core/passes/TablePasses.h"
@@ -89,6 +90,23 @@ PreservedAnalyses KeySetFilterPass::run(Module &module, ModuleAnalysisManager &m
     }
     const TableInfo &table = context.catalog->at(site.table);
     const std::vector<TableEntry> &entries = contents->second.entries;
+    // A constant key: the compares would fold; the lookup stays while the
+    // table holds the key, and is null while it does not.
+    if (site.key.constantKey) {
+      if (*contents->second.known(*site.key.constantKey)) {
+        declineSite(context, site, "key-set-filter",
+                    "the table holds the constant key: the lookup answers");
+        continue;
+      }
+      LookupRewriter::replaceWith(*site.call,
+                                  ConstantPointerNull::get(cast<PointerType>(site.call->getType())));
+      changed = true;
+      if (context.log)
+        context.log->record(site, "key-set-filter", true,
+                            "the table does not hold the constant key: answered null without "
+                            "the lookup");
+      continue;
+    }
     double lookupNs = context.costModel.originalLookupNs(table.match, entries.size());
     double comparesNs =
         double(entries.size()) * context.costModel.operations().compareNs.at(entries.size());

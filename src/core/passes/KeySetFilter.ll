@@ -33,6 +33,15 @@
 ; their lookups where they were.
 ; CHECK: call ptr inttoptr (i64 1 to ptr)(ptr @sessions
 ; CHECK: call ptr inttoptr (i64 1 to ptr)(ptr @recent
+
+; A constant key the table holds keeps its lookup; one it does not hold
+; is null.
+; CHECK-LABEL: define i32 @constant_keys(
+; CHECK: call ptr inttoptr (i64 1 to ptr)(ptr @blocked, ptr {{.*}}%held)
+; CHECK-NOT: call ptr inttoptr (i64 1 to ptr)(ptr @blocked
+; CHECK: ret i32
+; CHECK-DAG: ; site 4 blocked key-set-filter declined: the table holds the constant key: the lookup answers
+; CHECK-DAG: ; site 5 blocked key-set-filter applied: the table does not hold the constant key: answered null without the lookup
 ; CHECK-DAG: ; site 0 blocked key-set-filter applied: a key that is none of the table's 2 keys is answered null without the lookup
 ; CHECK-DAG: ; site 1 sessions key-set-filter declined: the data plane may add or remove keys: map_update_elem in prog
 ; CHECK-DAG: ; site 3 recent key-set-filter declined: its lookups have side effects (lru_hash)
@@ -89,6 +98,21 @@ count:
   br label %out
 out:
   ret i32 2
+}
+
+define i32 @constant_keys(ptr %ctx) section "xdp" {
+entry:
+  %held = alloca i32, align 4
+  %absent = alloca i32, align 4
+  store i32 1677721610, ptr %held, align 4
+  store i32 117440522, ptr %absent, align 4
+  %a = call ptr inttoptr (i64 1 to ptr)(ptr @blocked, ptr %held)
+  %b = call ptr inttoptr (i64 1 to ptr)(ptr @blocked, ptr %absent)
+  %x = icmp eq ptr %a, null
+  %y = icmp eq ptr %b, null
+  %both = and i1 %x, %y
+  %r = zext i1 %both to i32
+  ret i32 %r
 }
 
 ;--- state.json
