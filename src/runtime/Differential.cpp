@@ -43,6 +43,51 @@ Keys keysOf(const MapContents &state) {
   return keys;
 }
 
+// What a control plane writes after a guard bump, which the version built
+// for `state` did not see: in every table the core models (not maps of
+// maps: their values are map fds), the first entry's value complemented;
+// in hash tables (not LRU: an insert there evicts differently in each
+// copy) with room for it, a key added, the first key with its last byte
+// changed, holding the first value. Code left unguarded answers from the
+// old value, or misses the new key, and differs.
+MapContents changedBehindTheGuard(const MapContents &state, const core::TableCatalog &catalog) {
+  MapContents changed;
+  for (const auto &[name, rows] : state) {
+    auto table = catalog.find(name);
+    if (rows.empty() || table == catalog.end() ||
+        table->second.match == core::TableMatch::Unsupported || table->second.innerTemplate)
+      continue;
+    const auto &[firstKey, firstValue] = rows.front();
+    core::Bytes value = firstValue;
+    for (uint8_t &byte : value)
+      byte = ~byte;
+    changed[name].emplace_back(firstKey, std::move(value));
+    core::Bytes added = firstKey;
+    if (added.empty())
+      continue;
+    added.back() ^= 0x5a;
+    bool held = llvm::any_of(rows, [&](const auto &row) { return row.first == added; });
+    if (table->second.match == core::TableMatch::Exact && !table->second.lookupHasSideEffects &&
+        !held && rows.size() < table->second.maxEntries)
+      changed[name].emplace_back(std::move(added), firstValue);
+  }
+  return changed;
+}
+
+// `state` with `changes` written over it.
+MapContents withChanges(MapContents state, const MapContents &changes) {
+  for (const auto &[name, rows] : changes)
+    for (const auto &[key, value] : rows) {
+      auto &held = state[name];
+      auto row = llvm::find_if(held, [&](const auto &entry) { return entry.first == key; });
+      if (row == held.end())
+        held.emplace_back(key, value);
+      else
+        row->second = value;
+    }
+  return state;
+}
+
 class Fuzzer {
 public:
   Fuzzer(const std::string &path, const FuzzOptions &options)
@@ -60,7 +105,8 @@ private:
   Expected<std::optional<std::string>> specializeFor(const MapContents &state);
   // replay's second half: `steps` run on the three versions.
   Expected<std::optional<Finding>> runSteps(const MapContents &state, std::vector<Step> &steps);
-  // A new state's packets, then the same packets again after a guard bump.
+  // A new state's packets, then packets of the state as a control plane
+  // changed it after a guard bump (changedBehindTheGuard).
   std::vector<Step> stepsFor(const MapContents &state);
   // Whether replaying a failing case fails again, twice, at the same step.
   Expected<bool> reproducible(const MapContents &state, const std::vector<Step> &steps);
@@ -248,6 +294,11 @@ Expected<std::optional<Finding>> Fuzzer::runSteps(const MapContents &state,
   for (size_t i = 0; i < steps.size(); ++i) {
     if (steps[i].guardBumped && !bumped) {
       comparison->guard().bump();
+      MapContents changes = changedBehindTheGuard(state, spec->catalog());
+      if (Error err = comparison->write(changes))
+        return std::move(err);
+      lastState = withChanges(state, changes); // what the next state restores
+      keys = keysOf(lastState);
       bumped = true;
     }
     // Maps the analysis found read-only by the program are compared after
@@ -359,9 +410,10 @@ Reproducer Fuzzer::reproducerOf(MapContents state, std::vector<Reproducer::Packe
 
 std::vector<Step> Fuzzer::stepsFor(const MapContents &state) {
   std::vector<Step> steps = states->packets(state, rng, options.packetsPerState);
-  size_t count = steps.size();
-  for (size_t i = 0; i < count; ++i) {
-    Step again = steps[i];
+  // After the bump, packets drawn from the tables as changed, so that the
+  // added keys are asked for too.
+  MapContents changed = withChanges(state, changedBehindTheGuard(state, spec->catalog()));
+  for (Step &again : states->packets(changed, rng, options.packetsPerState)) {
     again.guardBumped = true;
     steps.push_back(std::move(again));
   }
