@@ -173,6 +173,15 @@ Expected<Preset> readPreset(const std::string &nameOrFile) {
       preset.program = rest[0];
     else if (key == "entry" && rest.size() == 1)
       preset.entry = rest[0];
+    else if (key == "cflags" && !rest.empty()) {
+      for (std::string word : rest) {
+        // -IDIR relative to the preset, as every other path in it.
+        if (llvm::StringRef(word).starts_with("-I") && word.size() > 2 &&
+            !llvm::sys::path::is_absolute(word.substr(2)))
+          word = "-I" + resolveWord(dir, word.substr(2));
+        preset.cflags.push_back(std::move(word));
+      }
+    }
     else if (key == "interfaces" && !rest.empty())
       preset.interfaces = rest;
     else if (key == "ingress" && rest.size() == 1)
@@ -194,7 +203,8 @@ Expected<Preset> readPreset(const std::string &nameOrFile) {
     else if (key == "oracle" && rest.size() == 1)
       preset.oracle = rest[0];
     else
-      return line.error("expected 'program FILE', 'entry PROGRAM', 'interfaces IFACE...', 'ingress IFACE', "
+      return line.error("expected 'program FILE', 'entry PROGRAM', 'cflags FLAG...', "
+                        "'interfaces IFACE...', 'ingress IFACE', "
                         "'setup COMMAND...', 'update MAP key HEX... value HEX...', 'global "
                         "NAME HEX...', 'trace GEN_TRACE_ARGS...' or 'oracle KIND'");
   }
@@ -898,6 +908,8 @@ Expected<std::unique_ptr<runtime::Optimizer>> loadConfigured(const Preset &prese
                                                              runtime::OptimizerOptions options,
                                                              const std::string &variant) {
   options.program = preset.entry;
+  options.frontend.cflags.insert(options.frontend.cflags.end(), preset.cflags.begin(),
+                                 preset.cflags.end());
   options.pinDir = llvm::formatv("/sys/fs/bpf/morpheus-bench-{0}-{1}-{2}", getpid(),
                                  preset.name, variant)
                        .str();

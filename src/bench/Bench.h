@@ -48,6 +48,9 @@ struct Preset {
   std::string file;    // the bench.conf read
   std::string program; // its BPF C
   std::string entry;   // the program to run and attach; "" = the object's first
+  // Clang flags for the program as its project builds it (-I, -D, -include:
+  // relative paths are the preset file's).
+  std::vector<std::string> cflags;
   std::vector<std::string> interfaces; // created in a scratch namespace
   std::string ingress; // the interface every packet arrives on; "" = none
   std::vector<nf::ConfigLine> setup;   // `morpheus nf NAME <words>`, in order

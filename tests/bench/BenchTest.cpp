@@ -8,6 +8,7 @@
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
+#include <llvm/Support/FileSystem.h>
 #include <llvm/ADT/StringExtras.h>
 #include <llvm/Testing/Support/Error.h>
 #include <nlohmann/json.hpp>
@@ -419,6 +420,19 @@ TEST_F(Files, PresetErrorsNameTheFileAndLine) {
   ASSERT_FALSE(bool(noFlows));
   EXPECT_NE(llvm::toString(noFlows.takeError()).find("names its flows' source"),
             std::string::npos);
+}
+
+// A program built as its project builds it: the preset's clang flags, with
+// relative include paths and files taken from the preset's folder.
+TEST_F(Files, PresetCflagsAreResolvedAgainstThePresetsFolder) {
+  ASSERT_FALSE(llvm::sys::fs::create_directory(dir + "/include"));
+  write("shim.h", "#define SHIM 1\n");
+  std::string path = write("p.conf", "program x.bpf.c\ncflags -Iinclude -I/usr/include -DX=1 "
+                                     "-include shim.h\ntrace --nf firewall --config f\n");
+  auto preset = readPreset(path);
+  ASSERT_THAT_EXPECTED(preset, llvm::Succeeded());
+  EXPECT_EQ(preset->cflags, (std::vector<std::string>{"-I" + dir + "/include", "-I/usr/include",
+                                                      "-DX=1", "-include", dir + "/shim.h"}));
 }
 
 TEST_F(Files, TraceFramesArePaddedAndDeduplicated) {
