@@ -318,10 +318,11 @@ Analyzer::innerCandidates(Value *operand, std::vector<std::string> &outers,
   SmallVector<const Value *, 4> objects;
   getUnderlyingObjects(operand, objects);
   std::vector<const TableTemplate *> templates;
+  std::vector<std::string> globals; // `merged` once the whole operand is known
   for (const Value *object : objects) {
     if (auto *global = dyn_cast<GlobalVariable>(object); global && sigs.isTable(*global)) {
-      if (!is_contained(merged, global->getName()))
-        merged.push_back(global->getName().str());
+      if (!is_contained(globals, global->getName()))
+        globals.push_back(global->getName().str());
       continue;
     }
     auto *call = dyn_cast<CallBase>(object);
@@ -337,8 +338,9 @@ Analyzer::innerCandidates(Value *operand, std::vector<std::string> &outers,
     if (!is_contained(outers, entry->first))
       outers.push_back(entry->first);
   }
-  if (templates.empty() && merged.empty())
+  if (templates.empty() && globals.empty())
     return std::nullopt;
+  merged = std::move(globals);
   if (objects.size() == 1 && merged.empty())
     outerLookup = const_cast<CallBase *>(cast<CallBase>(objects.front()));
   std::vector<std::string> candidates;
