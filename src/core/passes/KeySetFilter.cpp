@@ -20,7 +20,8 @@
 //   %v = call ptr inttoptr (i64 1 to ptr)(ptr @ports, ptr %key)
 // becomes
 //   %k = load i16, ptr %key.memory
-//   %held = icmp eq i16 %k, 22 (or with the other keys the table holds)
+//   %d = (zext (%k xor 22)), hidden by an empty asm; %any = (%d | -%d) >> 63
+//   %held = icmp eq i64 (and of every key's %any), 0
 //   br i1 %held, label %lookup, label %tail
 // lookup:
 //   %v = call ptr inttoptr (i64 1 to ptr)(ptr @ports, ptr %key) ; kept
@@ -51,6 +52,7 @@
 // compare: absent from the snapshot, the lookup is null; held, it stays.
 //===----------------------------------------------------------------------===//
 
+#include "core/OpaqueValue.h"
 #include "core/passes/TablePasses.h"
 
 #include <llvm/IR/Constants.h>
@@ -86,6 +88,10 @@ PreservedAnalyses KeySetFilterPass::run(Module &module, ModuleAnalysisManager &m
       declineSite(context, site, "key-set-filter",
                   "more keys than the inline limit of " + std::to_string(context.inlineLimit) +
                       ": the table was not read whole");
+      continue;
+    }
+    if (context.noCompareChains) {
+      declineSite(context, site, "key-set-filter", *context.noCompareChains);
       continue;
     }
     const TableInfo &table = context.catalog->at(site.table);
@@ -131,17 +137,31 @@ PreservedAnalyses KeySetFilterPass::run(Module &module, ModuleAnalysisManager &m
         words.push_back(LookupRewriter::loadKey(builder, frame, chunk.offset,
                                                 builder.getIntNTy(chunk.width * 8),
                                                 site.table + ".key"));
-      Value *held = nullptr;
+      // Branch-free: BPF has no set-on-compare, so each compare LLVM keeps
+      // as an i1 becomes a branch, and the verifier walks every
+      // combination of them across the sites (six sites of six keys went
+      // past its million instructions). Per key, the bits that differ
+      // (hidden from LLVM, which would fold the arithmetic back into
+      // compares) become 1 when any is set: (d | -d) >> 63; the key is
+      // held when some key's is 0, one branch.
+      Type *i64 = builder.getInt64Ty();
+      Value *allDiffer = nullptr;
       for (const TableEntry &entry : entries) {
-        Value *match = nullptr;
+        Value *differ = nullptr;
         for (size_t i = 0; i < chunks.size(); ++i) {
-          Value *equal = builder.CreateICmpEQ(
+          Value *bits = builder.CreateXor(
               words[i], ConstantInt::get(words[i]->getType(),
                                          chunkValue(entry.key, chunks[i], dl.isLittleEndian())));
-          match = match ? builder.CreateAnd(match, equal) : equal;
+          bits = builder.CreateZExt(bits, i64);
+          differ = differ ? builder.CreateOr(differ, bits) : bits;
         }
-        held = held ? builder.CreateOr(held, match, site.table + ".held") : match;
+        differ = opaqueCopy(builder, differ, site.table + ".differ");
+        Value *any = builder.CreateLShr(builder.CreateOr(differ, builder.CreateNeg(differ)), 63,
+                                        site.table + ".differs");
+        allDiffer = allDiffer ? builder.CreateAnd(allDiffer, any) : any;
       }
+      Value *held = builder.CreateICmpEQ(allDiffer, ConstantInt::get(i64, 0),
+                                         site.table + ".held");
       Function *function = frame.head->getParent();
       BasicBlock *lookup =
           BasicBlock::Create(module.getContext(), site.table + ".lookup", function, frame.tail);
