@@ -1,6 +1,7 @@
 #include "runtime/Daemon.h"
 
 #include "core/PhaseClock.h"
+#include "core/passes/TableRewriting.h"
 #include "support/Files.h"
 
 #include <llvm/ADT/StringExtras.h>
@@ -164,7 +165,10 @@ std::vector<std::string> updateGuarantees(const bpf::ProgramSpec &spec,
     auto table = spec.catalog().find(name);
     bool inPart = table != spec.catalog().end() &&
                   analysis.writtenOnlyInPart(name, table->second.valueSize);
-    if (usage.written && !inPart) {
+    // Values written everywhere, but keys only the control plane adds or
+    // removes: which keys it holds is specialized (key-set-filter).
+    bool keySetOnly = !inPart && !core::whyNoKeySetFilter(name, analysis, spec.catalog());
+    if (usage.written && !inPart && !keySetOnly) {
       lines.push_back(llvm::formatv("map '{0}': written by the program, never specialized: "
                                     "every update is live at once",
                                     name)
@@ -176,7 +180,10 @@ std::vector<std::string> updateGuarantees(const bpf::ProgramSpec &spec,
     std::string written = inPart ? "written by the program in part: the keys and bytes it "
                                    "writes are never specialized (their updates are live at "
                                    "once); the others: "
-                                 : "";
+                          : keySetOnly ? "its values written by the program, never specialized "
+                                         "(their updates are live at once); which keys it "
+                                         "holds: "
+                                       : "";
     if (adopted) {
       lines.push_back(llvm::formatv("map '{0}': {1}the owner's, polled: its updates do not go "
                                     "through Morpheus; each cycle compares what the "

@@ -14,6 +14,7 @@
 #include <linux/bpf.h>
 
 #include <algorithm>
+#include <fstream>
 #include <atomic>
 #include <thread>
 #include <arpa/inet.h>
@@ -297,6 +298,37 @@ TEST(PreciseAnalysis, RulesTheDataPlaneOnlyCountsInMissWithoutALookup) {
   Bytes toDns = buildPacket({.saddr = 0x0a000065, .dport = 53});
   EXPECT_EQ(program.active(toDns).verdict, uint32_t(XDP_DROP));
   EXPECT_EQ(program.active(toDns), program.original(toDns));
+}
+
+// What `run` tells the operator of a hash table whose values the program
+// writes whole (a counter per key) but whose keys only the control plane
+// adds: the values are live, which keys it holds may be specialized
+// (key-set-filter) and a bpftool insert is polled, not live at once.
+TEST(PreciseAnalysis, ATableWrittenOnlyInItsValuesIsSaidToHaveItsKeysSpecialized) {
+  std::string source = "/tmp/morpheus-counted-" + std::to_string(getpid()) + ".bpf.c";
+  std::ofstream(source) << "#include \"" << corpusPath("common.h") << "\"\n"
+                        << "struct { __uint(type, BPF_MAP_TYPE_HASH); __uint(max_entries, 64);\n"
+                           "  __type(key, __u32); __type(value, __u64); } counted SEC(\".maps\");\n"
+                           "SEC(\"xdp\") int count(struct xdp_md *ctx) {\n"
+                           "  struct iphdr *ip = ipv4_header(ctx); __u32 saddr; __u64 *n;\n"
+                           "  if (!ip) return XDP_PASS;\n"
+                           "  saddr = ip->saddr; n = bpf_map_lookup_elem(&counted, &saddr);\n"
+                           "  if (n) { *n += 1; return XDP_DROP; }\n"
+                           "  return XDP_PASS; }\n"
+                           "char LICENSE[] SEC(\"license\") = \"GPL\";\n";
+  auto spec = bpf::ProgramSpec::load(source, {});
+  unlink(source.c_str());
+  ASSERT_TRUE(bool(spec)) << llvm::toString(spec.takeError());
+  std::vector<std::string> lines =
+      runtime::updateGuarantees(**spec, std::chrono::seconds(1), false);
+  auto counted = llvm::find_if(
+      lines, [](const std::string &line) { return line.starts_with("map 'counted'"); });
+  ASSERT_NE(counted, lines.end());
+  EXPECT_NE(counted->find("its values written by the program, never specialized"),
+            std::string::npos)
+      << *counted;
+  EXPECT_NE(counted->find("which keys it holds: may be specialized"), std::string::npos)
+      << *counted;
 }
 
 TEST(PreciseAnalysis, InnerMapOfTheLoaderIsDeclinedWithItsReason) {

@@ -540,32 +540,42 @@ Expected<ProgramSlots> LoadedObject::ownProgramSlots() const { return readProgra
 
 Expected<ProgramSlots> LoadedObject::readProgramSlots(bool ownArraysOnly) const {
   std::map<uint32_t, std::string> names; // program id -> name
-  std::vector<std::pair<std::string, LiveProgram>> ours;
   bpf_program *program;
   bpf_object__for_each_program(program, obj) {
-    if (bpf_program__fd(program) < 0)
-      continue;
-    auto facts = liveProgram(bpf_program__fd(program));
-    if (!facts)
-      return withContext(facts.takeError(), "object '" + objectName + "'");
-    std::sort(facts->mapIds.begin(), facts->mapIds.end());
-    names[facts->id] = bpf_program__name(program);
-    ours.emplace_back(bpf_program__name(program), std::move(*facts));
+    bpf_prog_info info = {};
+    uint32_t length = sizeof(info);
+    if (bpf_obj_get_info_by_fd(bpf_program__fd(program), &info, &length) == 0)
+      names[info.id] = bpf_program__name(program);
   }
   // A program of another load running one of ours: its name as the kernel
-  // keeps it, its tag and its maps all agree with that program's.
-  auto sameCodeAsOurs = [&](uint32_t id) -> std::optional<std::string> {
+  // keeps it, its tag and its maps all agree with that program's. Our own
+  // programs' facts are read only when a slot holds another's (an adopted
+  // program's arrays), not every cycle of every program.
+  std::optional<std::vector<std::pair<std::string, LiveProgram>>> ours;
+  auto sameCodeAsOurs = [&](uint32_t id) -> Expected<std::optional<std::string>> {
+    if (!ours) {
+      ours.emplace();
+      bpf_object__for_each_program(program, obj) {
+        if (bpf_program__fd(program) < 0)
+          continue;
+        auto facts = liveProgram(bpf_program__fd(program));
+        if (!facts)
+          return withContext(facts.takeError(), "object '" + objectName + "'");
+        std::sort(facts->mapIds.begin(), facts->mapIds.end());
+        ours->emplace_back(bpf_program__name(program), std::move(*facts));
+      }
+    }
     int fd = bpf_prog_get_fd_by_id(id);
     if (fd < 0)
-      return std::nullopt;
+      return std::nullopt; // unloaded meanwhile
     auto other = liveProgram(fd);
     close(fd);
     if (!other) {
       llvm::consumeError(other.takeError());
-      return std::nullopt;
+      return std::nullopt; // another's, as far as can be told
     }
     std::sort(other->mapIds.begin(), other->mapIds.end());
-    for (const auto &[name, facts] : ours)
+    for (const auto &[name, facts] : *ours)
       if (facts.name == other->name && facts.tag == other->tag && facts.mapIds == other->mapIds)
         return name;
     return std::nullopt;
@@ -585,9 +595,14 @@ Expected<ProgramSlots> LoadedObject::readProgramSlots(bool ownArraysOnly) const 
       uint32_t id = 0;
       if (bpf_map_lookup_elem(fd, &index, &id) == 0) {
         auto name = names.find(id);
-        if (name == names.end())
-          if (std::optional<std::string> same = sameCodeAsOurs(id))
-            name = names.emplace(id, *same).first;
+        if (name == names.end()) {
+          auto same = sameCodeAsOurs(id);
+          if (!same)
+            return withContext(same.takeError(), "object '" + objectName + "': program array '" +
+                                                     bpf_map__name(map) + "'");
+          if (*same)
+            name = names.emplace(id, **same).first;
+        }
         if (name != names.end())
           held[index] = name->second;
         else

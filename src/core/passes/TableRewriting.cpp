@@ -228,16 +228,22 @@ std::optional<std::string> whyNoKeySetFilter(const AccessSite &site, const Table
       site.table.empty() || !site.call->getType()->isPointerTy() || !site.signature.keyArg ||
       *site.signature.keyArg >= site.call->arg_size())
     return "not a lookup in one table";
-  auto table = catalog.find(site.table);
+  return whyNoKeySetFilter(site.table, info, catalog);
+}
+
+std::optional<std::string> whyNoKeySetFilter(const std::string &tableName,
+                                             const TableAccessInfo &info,
+                                             const TableCatalog &catalog) {
+  auto table = catalog.find(tableName);
   if (table == catalog.end() || table->second.match != TableMatch::Exact)
     return "not an exact-match hash table";
   if (table->second.lookupHasSideEffects)
     return "its lookups have side effects (" + table->second.typeName + ")";
-  const TableUsage &usage = info.tables.at(site.table);
-  if (!usage.written)
+  auto usage = info.tables.find(tableName);
+  if (usage == info.tables.end() || !usage->second.written)
     return "table read-only: the whole table is inlined instead";
-  if (usage.keySetWrite)
-    return "the data plane may add or remove keys: " + *usage.keySetWrite;
+  if (usage->second.keySetWrite)
+    return "the data plane may add or remove keys: " + *usage->second.keySetWrite;
   return std::nullopt;
 }
 

@@ -230,6 +230,10 @@ std::optional<std::string> whyNoFieldFolding(const AccessSite &site,
 // other passes).
 std::optional<std::string> whyNoKeySetFilter(const AccessSite &site, const TableAccessInfo &info,
                                              const TableCatalog &catalog);
+// The same of the table itself, whatever the site.
+std::optional<std::string> whyNoKeySetFilter(const std::string &table,
+                                             const TableAccessInfo &info,
+                                             const TableCatalog &catalog);
 
 // Which of the program's own tables the inner-map operand of `site` is,
 // given what the snapshot says its outer table holds: the table stored at
