@@ -22,6 +22,11 @@ struct FaultInjection {
   // chains multiply the verifier's states is rejected by the kernel (for
   // tests of the retry without chains).
   bool ignoreVerifierBudget = false;
+  // LLVM's arithmetic instead of the machine's: no division, remainder or
+  // shift is made defined before folding, and the verifier bounds assume
+  // divisors are not zero (as before 2026-12-02): a configuration value of
+  // 0 folded as a divisor then changes what the program does.
+  bool undefinedArithmetic = false;
 
   bool operator==(const FaultInjection &) const = default;
 };

@@ -403,6 +403,14 @@ Expected<SpecializationLog> specializeModule(Module &module,
   SpecializationLog log;
   PhaseClock clock(log.phases);
   Managers managers(sigs, catalog, options.targetMachine);
+  // First, before any analysis or folding: the generic copies the guard
+  // plan makes and every table pass then work on the machine's arithmetic.
+  if (options.arithmetic && !options.faults.undefinedArithmetic) {
+    ModulePassManager defined;
+    defined.addPass(DefinedArithmeticPass(*options.arithmetic));
+    defined.run(module, managers.mam);
+    clock.end("defined arithmetic");
+  }
   TablePassContext context;
   context.catalog = &catalog;
   context.snapshot = &snapshot;

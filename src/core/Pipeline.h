@@ -9,6 +9,7 @@
 #include "core/FaultInjection.h"
 #include "core/TableAccessAnalysis.h"
 #include "core/Tables.h"
+#include "core/passes/DefinedArithmetic.h"
 #include "core/passes/ProgramGuard.h"
 #include "core/passes/TableRewriting.h"
 #include "support/Error.h"
@@ -39,6 +40,11 @@ struct SpecializationOptions {
   std::function<Error(llvm::Module &)> linkGuardRuntime;
   // For the O2 pipeline's target-specific passes; may be null.
   llvm::TargetMachine *targetMachine = nullptr;
+  // The machine's results where LLVM IR's arithmetic is undefined: every
+  // division, remainder and shift that could be is rewritten to them
+  // before anything is folded (passes/DefinedArithmetic.h). Unset leaves
+  // the module's arithmetic as it is (morpheus-opt's tests of one pass).
+  std::optional<MachineArithmetic> arithmetic;
   // Table passes to run, by their Passes.def names, in order; unset runs
   // them all. morpheus-opt uses this to test one pass at a time.
   std::optional<std::vector<std::string>> tablePasses;

@@ -3,6 +3,7 @@
 #include "backend/bpf/Frontend.h"
 #include "backend/bpf/MapIO.h"
 #include "backend/bpf/ProgramSpec.h"
+#include "core/ComparedConstants.h"
 #include "core/passes/TableRewriting.h"
 #include "runtime/MapStates.h"
 #include "support/CpuPin.h"
@@ -170,8 +171,9 @@ Error Fuzzer::setUp() {
   if (!created)
     return withContext(created.takeError(), path);
   comparison = std::move(*created);
-  auto generator = MapStateGenerator::create(spec->catalog(), reference->maps(),
-                                             options.configured, options.maxEntries);
+  auto generator =
+      MapStateGenerator::create(spec->catalog(), reference->maps(), options.configured,
+                                options.maxEntries, core::comparedConstants(spec->module()));
   if (!generator)
     return generator.takeError();
   states.emplace(std::move(*generator));

@@ -19,13 +19,14 @@ void putInteger(Bytes &bytes, Field field, uint64_t value) {
     bytes[field.offset + i] = uint8_t(value >> (8 * i)); // BPF here is little-endian
 }
 
-Bytes randomBytes(Rng &rng, size_t size, const std::vector<Field> &fields) {
+Bytes randomBytes(Rng &rng, size_t size, const std::vector<Field> &fields,
+                  const std::vector<uint64_t> &compared) {
   Bytes bytes(size, 0);
   if (rng() % 2)
     for (uint8_t &byte : bytes)
       byte = uint8_t(rng());
   for (Field field : fields)
-    putInteger(bytes, field, biased(rng, field.width));
+    putInteger(bytes, field, biased(rng, field.width, compared));
   return bytes;
 }
 
@@ -40,10 +41,12 @@ Bytes indexKey(uint32_t index) {
 Expected<MapStateGenerator> MapStateGenerator::create(const core::TableCatalog &catalog,
                                                       const std::map<std::string, int> &maps,
                                                       MapContents configured,
-                                                      uint32_t maxEntries) {
+                                                      uint32_t maxEntries,
+                                                      std::vector<uint64_t> compared) {
   MapStateGenerator generator;
   generator.configured = std::move(configured);
   generator.maxEntries = maxEntries;
+  generator.compared = std::move(compared);
   std::map<uint32_t, btf *> types; // the object's maps share one BTF
   Error failure = Error::success();
   for (const auto &[name, info] : catalog) {
@@ -87,7 +90,7 @@ MapContents MapStateGenerator::generate(Rng &rng, bool &fromConfiguration) const
       pool.resize(std::min<size_t>(pool.size(), 4 * maxEntries));
       for (auto &[key, value] : pool)
         if (rng() % 4 == 0)
-          value = randomBytes(rng, layout.valueSize, map.valueFields);
+          value = randomBytes(rng, layout.valueSize, map.valueFields, compared);
       state[name] = std::move(pool);
       continue;
     }
@@ -105,14 +108,15 @@ MapContents MapStateGenerator::generate(Rng &rng, bool &fromConfiguration) const
         uint32_t maxPrefix = (layout.keySize - 4) * 8;
         std::vector<uint32_t> usual = {0, 8, 16, 24, 32, maxPrefix};
         uint32_t prefix = rng() % 2 ? usual[rng() % usual.size()] : rng() % (maxPrefix + 1);
-        key = randomBytes(rng, layout.keySize, {});
+        key = randomBytes(rng, layout.keySize, {}, compared);
         std::memcpy(key.data(), &prefix, 4);
         if (prefix > maxPrefix)
           std::memcpy(key.data(), &maxPrefix, 4);
       } else {
-        key = randomBytes(rng, layout.keySize, map.keyFields);
+        key = randomBytes(rng, layout.keySize, map.keyFields, compared);
       }
-      entries.emplace_back(std::move(key), randomBytes(rng, layout.valueSize, map.valueFields));
+      entries.emplace_back(std::move(key),
+                           randomBytes(rng, layout.valueSize, map.valueFields, compared));
     }
   }
   return state;

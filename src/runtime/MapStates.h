@@ -22,10 +22,12 @@ public:
   // load of the program). With `configured` contents, half of the states
   // are a random subset of them (up to 4 x `maxEntries` per map) with one
   // value in four rewritten; the others hold up to `maxEntries` random
-  // entries per map.
+  // entries per map. Their integer fields are drawn by `biased`, from
+  // `compared` among the rest (the constants the program compares with).
   static Expected<MapStateGenerator> create(const core::TableCatalog &catalog,
                                             const std::map<std::string, int> &maps,
-                                            MapContents configured, uint32_t maxEntries);
+                                            MapContents configured, uint32_t maxEntries,
+                                            std::vector<uint64_t> compared = {});
 
   // A new state; `fromConfiguration` tells whether it was drawn from the
   // configured contents.
@@ -41,6 +43,7 @@ private:
   std::map<std::string, FilledMap> filled;
   MapContents configured;
   uint32_t maxEntries = 8;
+  std::vector<uint64_t> compared;
 };
 
 } // namespace morpheus::runtime

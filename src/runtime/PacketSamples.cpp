@@ -42,19 +42,37 @@ void integerFields(const btf *types, uint32_t id, uint32_t offset,
   }
 }
 
-uint64_t biased(Rng &rng, uint32_t width) {
+uint64_t biased(Rng &rng, uint32_t width, const std::vector<uint64_t> &compared) {
   uint64_t ones = width >= 8 ? ~0ull : (1ull << (8 * width)) - 1;
-  switch (rng() % 8) {
+  switch (rng() % 16) {
   case 0:
   case 1:
-    return 0; // padding and unused fields are zero far more often than not
   case 2:
-    return 1;
   case 3:
+    return 0; // padding and unused fields are zero far more often than not
   case 4:
-    return (2 + rng() % 16) & ones; // 6 and 17 included: TCP, UDP
   case 5:
+    return 1;
+  case 6:
+  case 7:
+  case 8:
+    return (2 + rng() % 16) & ones; // 6 and 17 included: TCP, UDP
+  case 9:
     return ones;
+  case 10: {
+    // Shift counts and sizes around each operand width.
+    static const uint64_t widths[] = {7, 8, 9, 15, 16, 17, 31, 32, 33, 63, 64, 65, 127, 128, 255, 256};
+    return widths[rng() % std::size(widths)] & ones;
+  }
+  case 11: {
+    uint64_t sign = 1ull << (8 * std::min(width, 8u) - 1);
+    return (rng() % 2 ? sign : sign - 1) & ones; // the signed minimum and maximum
+  }
+  case 12:
+  case 13:
+    if (!compared.empty())
+      return compared[rng() % compared.size()] & ones;
+    [[fallthrough]];
   default:
     return rng() & ones;
   }

@@ -32,8 +32,11 @@ void integerFields(const btf *types, uint32_t id, uint32_t offset, std::vector<F
                    int depth = 0);
 
 // A random integer of `width` bytes biased towards what programs branch on
-// (0, 1, small numbers such as protocol numbers, all-ones).
-uint64_t biased(Rng &rng, uint32_t width);
+// and what breaks arithmetic: 0 (a divisor or count not configured yet), 1,
+// small numbers such as protocol numbers, all-ones, the widths and shift
+// counts at and past them (7 to 256), the signed extremes, and `compared`
+// (the constants the program compares with, core/ComparedConstants).
+uint64_t biased(Rng &rng, uint32_t width, const std::vector<uint64_t> &compared = {});
 
 // Entries of one table whose keys and values packets should carry.
 struct KeyedTable {

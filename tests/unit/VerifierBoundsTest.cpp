@@ -14,7 +14,8 @@ namespace {
 
 // Runs restoreVerifierBounds on `body` (the instructions of
 // `define i64 @f(i8 %byte, i64 %any)`) and returns the printed function.
-std::string bounded(const std::string &body, bool *changed = nullptr) {
+std::string bounded(const std::string &body, bool *changed = nullptr,
+                    bool assumeNonZeroDivisors = false) {
   llvm::LLVMContext context;
   llvm::SMDiagnostic diagnostic;
   auto module = llvm::parseAssemblyString(
@@ -26,7 +27,7 @@ std::string bounded(const std::string &body, bool *changed = nullptr) {
     ADD_FAILURE() << diagnostic.getMessage().str();
     return "";
   }
-  bool modified = restoreVerifierBounds(*module);
+  bool modified = restoreVerifierBounds(*module, assumeNonZeroDivisors);
   if (changed)
     *changed = modified;
   std::string text;
@@ -98,6 +99,48 @@ TEST(VerifierBounds, LeavesUnboundedAndTrackedResultsAlone) {
                              &changed);
   EXPECT_FALSE(changed) << text;
   EXPECT_FALSE(contains(text, "asm")) << text;
+}
+
+// LLVM's range of x % (byte & 7), [0, 6], assumes the divisor is not 0;
+// eBPF's x % 0 is x. No bound may be imposed from it: it would change the
+// value (a remainder by 0 of 200 would become 6). Before 2026-12-02 it was
+// (the fault keeps that behaviour, and shows the test can fail).
+TEST(VerifierBounds, ARemainderByAPossiblyZeroDivisorIsNotBounded) {
+  std::string body = "  %wide = zext i8 %byte to i64\n"
+                     "  %divisor = and i64 %any, 7\n"
+                     "  %r = urem i64 %wide, %divisor\n"
+                     "  ret i64 %r\n";
+  bool changed = true;
+  std::string text = bounded(body, &changed);
+  EXPECT_FALSE(changed) << text;
+  std::string assumed = bounded(body, nullptr, /*assumeNonZeroDivisors=*/true);
+  EXPECT_TRUE(contains(assumed, "@llvm.umin.i64(i64 %1, i64 6)")) << assumed;
+}
+
+// The safe divisor core/passes/DefinedArithmetic makes (1 where the
+// divisor is 0) is never 0: the remainder's range holds, and is imposed.
+TEST(VerifierBounds, ARemainderByADefinedDivisorIsBounded) {
+  std::string text = bounded("  %wide = zext i8 %byte to i64\n"
+                             "  %divisor = and i64 %any, 7\n"
+                             "  %zero = icmp eq i64 %divisor, 0\n"
+                             "  %safe = select i1 %zero, i64 1, i64 %divisor\n"
+                             "  %r = urem i64 %wide, %safe\n"
+                             "  %defined = select i1 %zero, i64 %wide, i64 %r\n"
+                             "  ret i64 %defined\n");
+  EXPECT_TRUE(contains(text, "@llvm.umin.i64(i64 %1, i64 6)")) << text;
+  EXPECT_TRUE(contains(text, "select i1 %zero, i64 %wide, i64 %2")) << text;
+}
+
+// A signed division is bounded only by a constant other than 0 and -1
+// (LLVM's range also assumes MIN / -1 does not happen; eBPF gives MIN).
+TEST(VerifierBounds, SignedDivisionsByARunTimeDivisorAreNotBounded) {
+  bool changed = true;
+  std::string text = bounded("  %s = sext i8 %byte to i64\n"
+                             "  %divisor = or i64 %any, 1\n"
+                             "  %q = sdiv i64 %s, %divisor\n"
+                             "  ret i64 %q\n",
+                             &changed);
+  EXPECT_FALSE(changed) << text;
 }
 
 } // namespace

@@ -5,7 +5,7 @@
 //                [--fallback tail-call|in-program|none] [--inline-limit N] [--cost-model FILE]
 //                [--verifier-paths N] [--profile] [--no-profile MAP] [--write-guards] [-O2]
 //                [--print-analysis] [--backend bpf|user] [--generator TABLE=FILE.ll:FUNCTION]
-//                [--prefetch-stage PRIMITIVE]
+//                [--prefetch-stage PRIMITIVE] [--defined-arithmetic 32|64 [--division-traps]]
 //
 // STATE.json = {"tables": {"NAME": {"type": "hash", "key_size": 8,
 //               "value_size": 16, "max_entries": 1024, "flags": 0,
@@ -37,7 +37,11 @@
 // guard-table-writes on (the eBPF runtime's bucket count; --no-profile
 // excludes there too). --generator registers a custom generator for TABLE
 // (custom-generator) whose code is FILE.ll whatever the table holds: the
-// pass's frame, checks and declines are what it tests. --prefetch-stage
+// pass's frame, checks and declines are what it tests. --defined-arithmetic
+// BITS makes divisions, remainders and shifts defined first, as the pipeline
+// does for a backend (core/passes/DefinedArithmetic.h: BITS is
+// MachineArithmetic::narrowRegisterBits; --division-traps leaves divisions
+// alone, as for a machine whose division traps). --prefetch-stage
 // derives each entry's prefetch stage (core/passes/PrefetchStage.h),
 // `ENTRY_prefetch` calling PRIMITIVE, instead of specializing, and prints
 // the module, then `; prefetch stage ENTRY: ...` for each entry.
@@ -115,6 +119,8 @@ int main(int argc, char **argv) {
   std::set<std::string> notProfiled;
   std::string backend = "bpf";
   std::vector<core::LookupGenerator> generators;
+  std::optional<core::MachineArithmetic> arithmetic;
+  bool divisionTraps = false;
   for (int i = 1; i < argc; ++i) {
     std::string arg = argv[i];
     auto value = [&]() -> std::string { return i + 1 < argc ? argv[++i] : ""; };
@@ -172,6 +178,14 @@ int main(int argc, char **argv) {
     }
     else if (arg == "--backend")
       backend = value();
+    else if (arg == "--defined-arithmetic") {
+      std::string bits = value();
+      if (bits != "32" && bits != "64")
+        return fail("--defined-arithmetic 32|64, not '" + bits + "'");
+      arithmetic = core::MachineArithmetic{unsigned(std::stoul(bits)), true};
+    }
+    else if (arg == "--division-traps")
+      divisionTraps = true;
     else if (arg == "-O2")
       optimize = true;
     else if (arg == "--print-analysis")
@@ -189,7 +203,7 @@ int main(int argc, char **argv) {
                 "[--inline-limit N] [--cost-model FILE] [--verifier-paths N] [--profile] [--no-profile MAP] "
                 "[--write-guards] [-O2] "
                 "[--print-analysis] [--backend bpf|user] [--generator TABLE=FILE.ll:FUNCTION] "
-                "[--prefetch-stage PRIMITIVE]");
+                "[--prefetch-stage PRIMITIVE] [--defined-arithmetic 32|64 [--division-traps]]");
 
   llvm::LLVMContext context;
   llvm::SMDiagnostic diagnostic;
@@ -357,6 +371,9 @@ int main(int argc, char **argv) {
   for (const auto &[bucket, count] : writeCounts.items())
     options.writeCounts[std::stoul(bucket)] = count.get<uint64_t>();
   options.optimize = optimize;
+  if (arithmetic)
+    arithmetic->definedDivision = !divisionTraps;
+  options.arithmetic = arithmetic;
   options.generators = generators;
   if (passes) {
     // The guard is not a table pass: --guard-version switches it on.

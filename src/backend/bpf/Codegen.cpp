@@ -15,6 +15,8 @@
 #include <llvm/Support/ErrorHandling.h>
 #include <llvm/Support/TargetSelect.h>
 #include <llvm/Support/raw_ostream.h>
+#include <llvm/TargetParser/Host.h>
+#include <llvm/TargetParser/SubtargetFeature.h>
 
 #include <cstring>
 #include <mutex>
@@ -59,6 +61,15 @@ createTargetMachine(const Module &module) {
     return makeError("{0}: cannot create a BPF target machine for cpu '{1}'",
                      module.getModuleIdentifier(), cpu);
   return machine;
+}
+
+core::MachineArithmetic machineArithmetic(const TargetMachine &machine) {
+  StringRef cpu = machine.getTargetCPU();
+  if (cpu == "probe")
+    cpu = sys::detail::getHostCPUNameForBPF();
+  SubtargetFeatures features(machine.getTargetFeatureString());
+  bool alu32 = cpu == "v3" || cpu == "v4" || llvm::is_contained(features.getFeatures(), "+alu32");
+  return core::MachineArithmetic{alu32 ? 32u : 64u, /*definedDivision=*/true};
 }
 
 namespace {

@@ -1,6 +1,7 @@
 // IR -> BPF ELF object in memory, with the LLVM BPF backend in-process.
 #pragma once
 
+#include "core/passes/DefinedArithmetic.h"
 #include "support/Error.h"
 
 #include <llvm/ADT/STLFunctionalExtras.h>
@@ -18,6 +19,12 @@ namespace morpheus::bpf {
 // were compiled for (so -mcpu=v3 given to clang carries through).
 Expected<std::unique_ptr<llvm::TargetMachine>>
 createTargetMachine(const llvm::Module &module);
+
+// What the eBPF machine computes where LLVM IR's arithmetic is undefined,
+// for the CPU `machine` generates code for: ALU32 (-mcpu=v3, v4, or
+// +alu32; "probe" as LLVM resolves it) computes integers of up to 32 bits
+// in 32-bit registers, earlier CPUs in 64-bit ones.
+core::MachineArithmetic machineArithmetic(const llvm::TargetMachine &machine);
 
 // Emits `module` as a BPF ELF object (with BTF from its debug info).
 // Inline asm is parsed by the BPF assembler; diagnostics become errors.

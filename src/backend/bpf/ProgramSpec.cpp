@@ -255,12 +255,13 @@ Expected<SpecializedObject> ProgramSpec::build(const core::TableSnapshot &snapsh
   options.globals = request.globals;
   options.faults = request.faults;
   options.targetMachine = machine.get();
+  options.arithmetic = machineArithmetic(*machine);
   auto log = core::specializeModule(*clone, signatures, tables, snapshot, options);
   if (!log)
     return withContext(log.takeError(), sourcePath);
   log->phases.insert(log->phases.begin(), cloning.begin(), cloning.end());
   core::PhaseClock codegen(log->phases);
-  restoreVerifierBounds(*clone);
+  restoreVerifierBounds(*clone, request.faults.undefinedArithmetic);
   auto elf = emitObject(*clone, *machine);
   if (!elf)
     return elf.takeError();

@@ -17,18 +17,30 @@ namespace morpheus::bpf {
 
 namespace {
 
+// Whether LLVM's range of `division` holds on the eBPF machine: its
+// divisor is never zero (nor, signed, -1), known from the divisor alone.
+bool rangeHoldsOnTheMachine(const Instruction &division, const DataLayout &layout) {
+  const Value *divisor = division.getOperand(1);
+  if (division.getOpcode() == Instruction::UDiv || division.getOpcode() == Instruction::URem)
+    return isKnownNonZero(divisor, SimplifyQuery(layout));
+  auto *constant = dyn_cast<ConstantInt>(divisor);
+  return constant && !constant->isZero() && !constant->isMinusOne();
+}
+
 // Instructions whose result the verifier cannot bound (it marks the
 // result unknown), and whether their range is best read as signed.
-std::optional<bool> untrackedBySigned(const Instruction &inst) {
+std::optional<bool> untrackedBySigned(const Instruction &inst, const DataLayout &layout,
+                                      bool assumeNonZeroDivisors) {
   if (!inst.getType()->isIntegerTy() || inst.getType()->getIntegerBitWidth() > 64)
     return std::nullopt;
   switch (inst.getOpcode()) {
   case Instruction::UDiv:
   case Instruction::URem:
-    return false;
   case Instruction::SDiv:
   case Instruction::SRem:
-    return true;
+    if (!assumeNonZeroDivisors && !rangeHoldsOnTheMachine(inst, layout))
+      return std::nullopt;
+    return inst.getOpcode() == Instruction::SDiv || inst.getOpcode() == Instruction::SRem;
   default:
     break;
   }
@@ -69,7 +81,7 @@ Value *clamp(IRBuilderBase &builder, Value *value, const Bound &bound) {
 
 } // namespace
 
-bool restoreVerifierBounds(Module &module) {
+bool restoreVerifierBounds(Module &module, bool assumeNonZeroDivisors) {
   LoopAnalysisManager lam;
   FunctionAnalysisManager fam;
   CGSCCAnalysisManager cgam;
@@ -89,7 +101,7 @@ bool restoreVerifierBounds(Module &module) {
       continue;
     LazyValueInfo *lvi = nullptr;
     for (Instruction &inst : instructions(function)) {
-      std::optional<bool> isSigned = untrackedBySigned(inst);
+      std::optional<bool> isSigned = untrackedBySigned(inst, dl, assumeNonZeroDivisors);
       if (!isSigned)
         continue;
       if (!lvi)

@@ -19,6 +19,14 @@ namespace morpheus::bpf {
 // it redundant again. The bound holds whenever LLVM's facts do, so it
 // changes no value. Run after the O2 pipeline, right before code
 // generation. Returns whether it changed anything.
-bool restoreVerifierBounds(llvm::Module &module);
+//
+// LLVM's range of a quotient or remainder assumes the divisor is not zero
+// (and, signed, that nothing overflows), where eBPF defines x / 0 = 0 and
+// x % 0 = x: a bound is re-imposed only on a division whose divisor is
+// known not to be zero from the divisor alone (a constant, or the safe
+// divisor core/passes/DefinedArithmetic makes), signed ones only by a
+// constant other than 0 and -1. `assumeNonZeroDivisors` is the fault of
+// core::FaultInjection::undefinedArithmetic (tests): every division bounded.
+bool restoreVerifierBounds(llvm::Module &module, bool assumeNonZeroDivisors = false);
 
 } // namespace morpheus::bpf

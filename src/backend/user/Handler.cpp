@@ -351,6 +351,10 @@ Expected<std::unique_ptr<Module>> Handler::specializedModule(Cycle &cycle) {
   core::SpecializationOptions specialization;
   specialization.inlineLimit = options.inlineLimit;
   specialization.targetMachine = &jit->targetMachine();
+  // The host (x86-64, AArch64) shifts 8- to 32-bit integers in 32-bit
+  // registers with the count masked, as ALU32 eBPF does; its division by
+  // zero traps, so divisions are left as they are.
+  specialization.arithmetic = core::MachineArithmetic{32, /*definedDivision=*/false};
   specialization.faults = options.faults;
   specialization.points = points;
   specialization.tablePasses = options.tablePasses;
