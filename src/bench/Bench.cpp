@@ -901,9 +901,10 @@ Expected<TraceResult> measureTrace(Driver &driver, const std::vector<Variant> &v
   return result;
 }
 
-// The preset's function under an optimizer, its maps pinned in a fresh
-// directory and configured by its own control plane. Runs in the preset's
-// namespace (interface names resolve there).
+// The preset's function under an optimizer, on maps of its own (no pin
+// root: maps declared pinned by name are not a running loader's), pinned
+// in a fresh directory and configured by its own control plane. Runs in
+// the preset's namespace (interface names resolve there).
 Expected<std::unique_ptr<runtime::Optimizer>> loadConfigured(const Preset &preset,
                                                              runtime::OptimizerOptions options,
                                                              const std::string &variant) {

@@ -48,6 +48,8 @@ int run(const RunOptions &flags) {
   runtime::DaemonOptions options;
   options.optimizer.frontend = frontendOptions(flags.compiler);
   options.optimizer.program = flags.entry;
+  // The live data plane's load: the only one that honours pins by name
+  // ("" = libbpf's default root, /sys/fs/bpf).
   options.optimizer.pinRoot = flags.pinRoot;
   options.optimizer.inlineLimit = flags.inlineLimit;
   options.optimizer.shadowPackets = flags.shadowPackets;

@@ -147,10 +147,11 @@ Error Optimizer::load(const std::string &path) {
     }
   }
 
-  // The live original: the one load that honours pins by name and writes
-  // its program arrays' static slots (below). An adopted program's original
-  // is loaded on the owner's maps and writes nothing into them: no static
-  // slots, no pins (libbpf neither populates nor pins a map it reuses).
+  // The original: the one load that writes its program arrays' static
+  // slots (below), and that honours pins by name when it serves the live
+  // data plane (a pin root given). An adopted program's original is loaded
+  // on the owner's maps and writes nothing into them: no static slots, no
+  // pins (libbpf neither populates nor pins a map it reuses).
   if (adopted()) {
     // Every program of ours an adopted program's arrays may hold (the
     // trampoline's, the fallback array beside the owner's program) must be
@@ -172,8 +173,10 @@ Error Optimizer::load(const std::string &path) {
     live.maps = std::move(*ownerMaps);
   } else {
     live.maps = reusedPins;
-    live.pinning = bpf::PinByName::Honour;
-    live.pinRoot = options.pinRoot;
+    if (options.pinRoot) {
+      live.pinning = bpf::PinByName::Honour;
+      live.pinRoot = *options.pinRoot;
+    }
   }
   clock.end(adopted() ? "the owner's maps matched" : "pinned maps reused");
   auto loaded = bpf::LoadedObject::load(programSpec->originalElf(), programSpec->objectName(),

@@ -28,9 +28,14 @@ struct OptimizerOptions {
   // Where maps and the guard are pinned; "" pins nothing. Maps already
   // pinned there are reused, so a restarted Morpheus keeps the state.
   std::string pinDir;
-  // Where the program's maps declared with `pinning = LIBBPF_PIN_BY_NAME`
-  // are pinned (re-used if there); "" = libbpf's default, /sys/fs/bpf.
-  std::string pinRoot;
+  // Maps declared with `pinning = LIBBPF_PIN_BY_NAME`. Set (the loader of
+  // the live data plane, `morpheus run`): the original re-uses the map
+  // pinned at <pinRoot>/<name>, or pins its own there; "" = libbpf's
+  // default, /sys/fs/bpf. Unset: pins are ignored and those maps are this
+  // optimizer's own, whatever is pinned on the machine, as every load
+  // Morpheus makes for its own purposes (bench, fuzz --preset) must be: it
+  // neither opens nor writes a live map, nor pins one of its own.
+  std::optional<std::string> pinRoot;
   // The entry program to run and attach; "" = the first program.
   std::string program;
   uint32_t inlineLimit = 64; // largest table inlined whole
