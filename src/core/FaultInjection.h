@@ -22,6 +22,10 @@ struct FaultInjection {
   // chains multiply the verifier's states is rejected by the kernel (for
   // tests of the retry without chains).
   bool ignoreVerifierBudget = false;
+  // region-as-table hands its columns on as loaded, without the bound of
+  // the region's values: the verifier refuses a program that indexes with
+  // one (for tests of the retry without regions).
+  bool unboundedRegionColumns = false;
 
   bool operator==(const FaultInjection &) const = default;
 };
