@@ -241,6 +241,7 @@ Expected<SpecializedObject> ProgramSpec::build(const core::TableSnapshot &snapsh
     for (const std::string &entry : entries)
       options.verifierPathBudget[entry] = verifierPathBudget(entry, request);
   options.noCompareChains = request.noCompareChains;
+  options.noRegions = request.noRegions;
   options.tablePasses = request.tablePasses;
   if (request.instrument && request.guardVersion) { // the guard runtime has the slot
     options.profile = core::ProfileOptions{ProfileSlotFunction, ProfileSites, ProfileKeyBytes,

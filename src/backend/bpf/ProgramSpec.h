@@ -47,6 +47,9 @@ struct SpecializeRequest {
   // Set to say why compare chains are off this time (a retry after the
   // kernel rejected a candidate built from the same snapshot).
   std::optional<std::string> noCompareChains;
+  // Set to say why regions are off this time (a second retry, when the
+  // kernel also refused the candidate without compare chains).
+  std::optional<std::string> noRegions;
   // The table passes to run, by their Passes.def names; unset runs them all.
   std::optional<std::vector<std::string>> tablePasses;
   core::FaultInjection faults; // test-only
