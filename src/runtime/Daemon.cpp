@@ -98,6 +98,31 @@ Error Daemon::startAdoption(const std::string &path) {
   if (!adopted)
     return adopted.takeError();
   adoption = std::move(*adopted);
+  // The trampoline's tail call counts against the owner's chains: one
+  // that can make the kernel's limit of tail calls would lose its last
+  // stage. Not silently: declined, or adopted because told so, and said.
+  const bpf::TailCallReach &reach = adoption->tailCalls();
+  if (reach.reachesLimit()) {
+    std::string why = llvm::formatv(
+        "program '{0}' can make as many tail calls in a row as the kernel allows ({1}): {2}; "
+        "the trampoline's own tail call is one of them, so such a chain runs one stage fewer",
+        reach.chain.front(), bpf::KernelTailCallLimit, reach.describe());
+    if (!options.acceptOneTailCallFewer)
+      return makeError("not adopted: {0} (--accept-one-tail-call-fewer adopts it anyway; "
+                       "--iface runs the program with no trampoline)",
+                       why);
+    log.record("tail_call_limit", {{"chain", reach.chain}, {"cycle", reach.cycle}},
+               "adopted although " + why + ": the last stage of such a chain does not run "
+               "(--accept-one-tail-call-fewer)\n");
+  } else if (reach.longest > 0) {
+    log.record("tail_calls", {{"chain", reach.chain}, {"longest", reach.longest}},
+               llvm::formatv("tail calls: at most {0} in a row ({1}), {2} with the "
+                             "trampoline's, of the kernel's {3} (as the program arrays hold "
+                             "now; checked at adoption only)\n",
+                             reach.longest, reach.describe(), reach.longest + 1,
+                             bpf::KernelTailCallLimit)
+                   .str());
+  }
   options.optimizer.adoption = adoption.get();
   auto optimizer = Optimizer::create(path, options.optimizer);
   if (!optimizer)

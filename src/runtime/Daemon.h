@@ -62,6 +62,11 @@ struct DaemonOptions {
   // the owner's program; a crash or kill -9 leaves the owner's program
   // serving through the trampoline, and a restart adopts it again.
   std::string adopt;
+  // Adopt even a program whose tail calls can reach the kernel's limit
+  // (bpf::TailCallReach): the trampoline's tail call then leaves such a
+  // chain one stage fewer, which the log says. Off: such a program is
+  // not adopted.
+  bool acceptOneTailCallFewer = false;
   std::string netns;               // of the interfaces; "" = ours
   bpf::XdpMode mode = bpf::XdpMode::Native;             // XDP programs
   bpf::TcDirection tcDirection = bpf::TcDirection::Ingress; // TC programs

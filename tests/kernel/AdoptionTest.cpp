@@ -9,7 +9,10 @@
 // owner changes every cycle is not inlined; a clean exit gives the hook back
 // to the owner's program; kill -9 leaves the owner's program serving; a
 // restart re-adopts; a source whose maps do not fit is refused naming the
-// map and the field; an owner that moves on makes Morpheus exit untouched.
+// map and the field; an owner that moves on makes Morpheus exit untouched;
+// a chain of tail calls that can reach the kernel's limit, which the
+// trampoline's tail call would cut by one stage, is not adopted unless the
+// operator accepts it, and then the log says so.
 #include "ChildProcess.h"
 #include "Corpus.h"
 #include "KernelSupport.h"
@@ -44,6 +47,7 @@ extern "C" const unsigned char policy_fwd_owner_start[], policy_fwd_owner_end[];
 extern "C" const unsigned char tc_classifier_owner_start[], tc_classifier_owner_end[];
 extern "C" const unsigned char loader_constants_owner_start[], loader_constants_owner_end[];
 extern "C" const unsigned char staged_policy_owner_start[], staged_policy_owner_end[];
+extern "C" const unsigned char tail_call_chain_owner_start[], tail_call_chain_owner_end[];
 
 namespace morpheus::testing {
 namespace {
@@ -517,6 +521,9 @@ TEST(Adoption, StagesTheOwnerLoadedFromTheSourceAreSpecializedAndAReplacedStageI
       EXPECT_FALSE(owners[name].checksTheGuard) << name;
     }
     answersAsTheOwner("specialized stages");
+    EXPECT_NE(printed.find("tail calls: at most 1 in a row (staged_entry -> "), std::string::npos)
+        << "the chain's length, which the trampoline's tail call leaves below the limit\n"
+        << printed;
     Fd ownerArray(bpf_obj_get(ownerPin.c_str()));
     ASSERT_EQ(bpf_map_delete_elem(ownerArray.fd, &zero), 0);
     answersAsTheOwner("specialized version alone");
@@ -543,6 +550,83 @@ TEST(Adoption, StagesTheOwnerLoadedFromTheSourceAreSpecializedAndAReplacedStageI
     answersAsTheOwner("after the owner replaced a stage");
   }
   EXPECT_EQ(hookProgram(veth), programIdOf(entry)) << problems;
+}
+
+// tests/programs/tail_call_chain.bpf.c counts its stages in this byte.
+constexpr size_t ChainCounterOffset = 14 + 20 + 8;
+
+// The owner's chain makes as many tail calls as the kernel allows (slot 0
+// of `jumps` holds the stage, which tail-calls it again: a cycle). Adopted,
+// the trampoline's tail call would be one of the 33: refused, the hook
+// untouched; accepted, the log says the last stage does not run, and it
+// does not (what the hook answers counts one stage fewer).
+TEST(Adoption, AChainThatCanReachTheTailCallLimitIsNotAdoptedUnlessAcceptedAndThenSaid) {
+  std::string tag = std::string(sweptFirst("adoptchain"));
+  VethPair veth(tag);
+  PinDir pins(tag);
+  LIBBPF_OPTS(bpf_object_open_opts, opts, .object_name = "chain_owner");
+  bpf_object *obj = bpf_object__open_mem(
+      tail_call_chain_owner_start, tail_call_chain_owner_end - tail_call_chain_owner_start, &opts);
+  ASSERT_TRUE(obj);
+  auto closeObject = llvm::make_scope_exit([&] { bpf_object__close(obj); });
+  ASSERT_EQ(bpf_object__load(obj), 0);
+  int entry = bpf_program__fd(bpf_object__find_program_by_name(obj, "chain_entry"));
+  int stage = bpf_program__fd(bpf_object__find_program_by_name(obj, "chain_stage"));
+  uint32_t zero = 0, one = 1;
+  ASSERT_EQ(bpf_map_update_elem(bpf_map__fd(bpf_object__find_map_by_name(obj, "step")), &zero,
+                                &one, BPF_ANY),
+            0);
+  ASSERT_EQ(bpf_map_update_elem(bpf_map__fd(bpf_object__find_map_by_name(obj, "jumps")), &zero,
+                                &stage, BPF_ANY),
+            0);
+  NetlinkAttachment attached(veth, entry);
+  Bytes packet = buildPacket({});
+  auto stagesRun = [&](int programFd) {
+    RunResult result = runOnce(programFd, packet);
+    return result.output.size() > ChainCounterOffset
+               ? int(result.output[ChainCounterOffset]) - int(packet[ChainCounterOffset])
+               : -1;
+  };
+  ASSERT_EQ(stagesRun(entry), 34) << "premise: the entry and 33 tail calls, the kernel's limit";
+
+  runtime::DaemonOptions options = adoptOptions(veth, pins);
+  std::string ownerPin = options.optimizer.pinDir + "/owner_program";
+  std::string source = sourcePath("tests/programs/tail_call_chain.bpf.c");
+  {
+    std::string printed, problems;
+    llvm::raw_string_ostream out(printed), errors(problems);
+    auto started = runtime::Daemon::start(source, options, out, errors);
+    ASSERT_FALSE(bool(started)) << "adopted silently";
+    std::string message = llvm::toString(started.takeError());
+    EXPECT_NE(message.find("not adopted: program 'chain_entry' can make as many tail calls in "
+                           "a row as the kernel allows (33): chain_entry -> chain_stage -> "
+                           "chain_stage (a cycle)"),
+              std::string::npos)
+        << message;
+  }
+  EXPECT_EQ(hookProgram(veth), programIdOf(entry)) << "refused: the hook is untouched";
+  EXPECT_NE(access(ownerPin.c_str(), F_OK), 0) << "refused: nothing pinned";
+  EXPECT_EQ(stagesRun(entry), 34);
+
+  options.acceptOneTailCallFewer = true;
+  {
+    std::string printed, problems;
+    llvm::raw_string_ostream out(printed), errors(problems);
+    auto started = runtime::Daemon::start(source, options, out, errors);
+    ASSERT_TRUE(bool(started)) << llvm::toString(started.takeError());
+    EXPECT_NE(printed.find("adopted although program 'chain_entry' can make as many tail calls "
+                           "in a row as the kernel allows (33)"),
+              std::string::npos)
+        << printed;
+    EXPECT_NE(printed.find("the last stage of such a chain does not run"), std::string::npos)
+        << printed;
+    uint32_t trampoline = hookProgram(veth);
+    ASSERT_NE(trampoline, programIdOf(entry));
+    Fd hook(bpf_prog_get_fd_by_id(trampoline));
+    EXPECT_EQ(stagesRun(hook.fd), 33) << "as the log says: one stage fewer";
+  }
+  EXPECT_EQ(hookProgram(veth), programIdOf(entry)) << "a clean exit gives the hook back";
+  EXPECT_EQ(stagesRun(entry), 34);
 }
 
 TEST(Adoption, AMapThatDoesNotFitIsRefusedByNameAndFieldAndNothingIsTouched) {
