@@ -20,6 +20,16 @@ namespace {
 // Cycles that failed or were refused in a row wait 2^n periods, up to 64.
 constexpr unsigned MaxBackOffShift = 6;
 
+// Why an adopted program's chain of tail calls would lose a stage.
+std::string oneStageFewer(const bpf::TailCallReach &reach) {
+  return llvm::formatv(
+             "program '{0}' can make as many tail calls in a row as the kernel allows ({1}): "
+             "{2}; the trampoline's own tail call is one of them, so such a chain runs one "
+             "stage fewer",
+             reach.chain.front(), bpf::KernelTailCallLimit, reach.describe())
+      .str();
+}
+
 bool backsOff(CycleOutcome outcome) {
   return outcome == CycleOutcome::Failed || outcome == CycleOutcome::Refused;
 }
@@ -103,10 +113,7 @@ Error Daemon::startAdoption(const std::string &path) {
   // stage. Not silently: declined, or adopted because told so, and said.
   const bpf::TailCallReach &reach = adoption->tailCalls();
   if (reach.reachesLimit()) {
-    std::string why = llvm::formatv(
-        "program '{0}' can make as many tail calls in a row as the kernel allows ({1}): {2}; "
-        "the trampoline's own tail call is one of them, so such a chain runs one stage fewer",
-        reach.chain.front(), bpf::KernelTailCallLimit, reach.describe());
+    std::string why = oneStageFewer(reach);
     if (!options.acceptOneTailCallFewer)
       return makeError("not adopted: {0} (--accept-one-tail-call-fewer adopts it anyway; "
                        "--iface runs the program with no trampoline)",
@@ -118,9 +125,10 @@ Error Daemon::startAdoption(const std::string &path) {
     log.record("tail_calls", {{"chain", reach.chain}, {"longest", reach.longest}},
                llvm::formatv("tail calls: at most {0} in a row ({1}), {2} with the "
                              "trampoline's, of the kernel's {3} (as the program arrays hold "
-                             "now; checked at adoption only)\n",
+                             "now{4})\n",
                              reach.longest, reach.describe(), reach.longest + 1,
-                             bpf::KernelTailCallLimit)
+                             bpf::KernelTailCallLimit,
+                             options.acceptOneTailCallFewer ? "" : "; checked every period")
                    .str());
   }
   options.optimizer.adoption = adoption.get();
@@ -366,6 +374,25 @@ void Daemon::waitForWork(std::chrono::milliseconds limit) {
   wake.wait_until(lock, until, [&] { return changed; });
 }
 
+bool Daemon::chainReachesTheLimit() {
+  auto reach = adoption->tailCallsNow();
+  if (!reach) {
+    log.error("cannot tell how far the adopted program's tail calls go now: " +
+              llvm::toString(reach.takeError()));
+    return false;
+  }
+  if (!reach->reachesLimit())
+    return false;
+  ownerGone = true;
+  Error back = adoption->restore();
+  log.record("tail_call_limit", {{"chain", reach->chain}, {"cycle", reach->cycle}},
+             "the owner's program arrays changed: " + oneStageFewer(*reach) +
+                 ": stopping, the hook given back to the owner's program\n");
+  if (back)
+    log.error(llvm::toString(std::move(back)));
+  return true;
+}
+
 std::optional<CycleReport> Daemon::step(Clock::time_point now) {
   if (ownerGone)
     return std::nullopt;
@@ -377,6 +404,8 @@ std::optional<CycleReport> Daemon::step(Clock::time_point now) {
                    "): stopping, the hook left as the owner set it\n");
     return std::nullopt;
   }
+  if (periodic && adoption && !options.acceptOneTailCallFewer && chainReachesTheLimit())
+    return std::nullopt;
   if (periodic) {
     nextPeriod = now + options.period;
     tendPorts();

@@ -12,7 +12,8 @@
 // map and the field; an owner that moves on makes Morpheus exit untouched;
 // a chain of tail calls that can reach the kernel's limit, which the
 // trampoline's tail call would cut by one stage, is not adopted unless the
-// operator accepts it, and then the log says so.
+// operator accepts it, and then the log says so; one the owner makes later
+// gets the owner its hook back.
 #include "ChildProcess.h"
 #include "Corpus.h"
 #include "KernelSupport.h"
@@ -552,42 +553,70 @@ TEST(Adoption, StagesTheOwnerLoadedFromTheSourceAreSpecializedAndAReplacedStageI
   EXPECT_EQ(hookProgram(veth), programIdOf(entry)) << problems;
 }
 
-// tests/programs/tail_call_chain.bpf.c counts its stages in this byte.
-constexpr size_t ChainCounterOffset = 14 + 20 + 8;
+// The owner of tests/programs/tail_call_chain.bpf.c: its entry adds one
+// to a payload byte and tail-calls slot 0 of `jumps`, which (once
+// `closeTheChain`) holds the stage, which does the same: as many stages as
+// the kernel allows, a cycle through the array. Attached through netlink.
+class ChainOwner {
+public:
+  explicit ChainOwner(const VethPair &veth) {
+    LIBBPF_OPTS(bpf_object_open_opts, opts, .object_name = "chain_owner");
+    obj = bpf_object__open_mem(tail_call_chain_owner_start,
+                               tail_call_chain_owner_end - tail_call_chain_owner_start, &opts);
+    if (!obj || bpf_object__load(obj)) {
+      ADD_FAILURE() << "the owner's libbpf load failed";
+      return;
+    }
+    entry = bpf_program__fd(bpf_object__find_program_by_name(obj, "chain_entry"));
+    uint32_t zero = 0, one = 1;
+    EXPECT_EQ(bpf_map_update_elem(bpf_map__fd(bpf_object__find_map_by_name(obj, "step")), &zero,
+                                  &one, BPF_ANY),
+              0);
+    attached.emplace(veth, entry);
+  }
+  ChainOwner(const ChainOwner &) = delete;
+  ChainOwner &operator=(const ChainOwner &) = delete;
+  ~ChainOwner() {
+    attached.reset();
+    bpf_object__close(obj);
+  }
 
-// The owner's chain makes as many tail calls as the kernel allows (slot 0
-// of `jumps` holds the stage, which tail-calls it again: a cycle). Adopted,
-// the trampoline's tail call would be one of the 33: refused, the hook
-// untouched; accepted, the log says the last stage does not run, and it
-// does not (what the hook answers counts one stage fewer).
+  void closeTheChain() {
+    uint32_t zero = 0;
+    int stage = bpf_program__fd(bpf_object__find_program_by_name(obj, "chain_stage"));
+    ASSERT_EQ(bpf_map_update_elem(bpf_map__fd(bpf_object__find_map_by_name(obj, "jumps")), &zero,
+                                  &stage, BPF_ANY),
+              0);
+  }
+  // The stages a packet ran through `programFd` (the byte the chain adds to).
+  static int stagesRun(int programFd) {
+    constexpr size_t CounterOffset = 14 + 20 + 8; // tail_call_chain's COUNTER_OFFSET
+    Bytes packet = buildPacket({});
+    RunResult result = runOnce(programFd, packet);
+    return result.output.size() > CounterOffset
+               ? int(result.output[CounterOffset]) - int(packet[CounterOffset])
+               : -1;
+  }
+
+  int entry = -1;
+
+private:
+  bpf_object *obj = nullptr;
+  std::optional<NetlinkAttachment> attached;
+};
+
+// Adopted, the trampoline's tail call would be one of the chain's 33:
+// refused, the hook untouched; accepted, the log says the last stage does
+// not run, and it does not (what the hook answers counts one stage fewer).
 TEST(Adoption, AChainThatCanReachTheTailCallLimitIsNotAdoptedUnlessAcceptedAndThenSaid) {
   std::string tag = std::string(sweptFirst("adoptchain"));
   VethPair veth(tag);
   PinDir pins(tag);
-  LIBBPF_OPTS(bpf_object_open_opts, opts, .object_name = "chain_owner");
-  bpf_object *obj = bpf_object__open_mem(
-      tail_call_chain_owner_start, tail_call_chain_owner_end - tail_call_chain_owner_start, &opts);
-  ASSERT_TRUE(obj);
-  auto closeObject = llvm::make_scope_exit([&] { bpf_object__close(obj); });
-  ASSERT_EQ(bpf_object__load(obj), 0);
-  int entry = bpf_program__fd(bpf_object__find_program_by_name(obj, "chain_entry"));
-  int stage = bpf_program__fd(bpf_object__find_program_by_name(obj, "chain_stage"));
-  uint32_t zero = 0, one = 1;
-  ASSERT_EQ(bpf_map_update_elem(bpf_map__fd(bpf_object__find_map_by_name(obj, "step")), &zero,
-                                &one, BPF_ANY),
-            0);
-  ASSERT_EQ(bpf_map_update_elem(bpf_map__fd(bpf_object__find_map_by_name(obj, "jumps")), &zero,
-                                &stage, BPF_ANY),
-            0);
-  NetlinkAttachment attached(veth, entry);
-  Bytes packet = buildPacket({});
-  auto stagesRun = [&](int programFd) {
-    RunResult result = runOnce(programFd, packet);
-    return result.output.size() > ChainCounterOffset
-               ? int(result.output[ChainCounterOffset]) - int(packet[ChainCounterOffset])
-               : -1;
-  };
-  ASSERT_EQ(stagesRun(entry), 34) << "premise: the entry and 33 tail calls, the kernel's limit";
+  ChainOwner owner(veth);
+  ASSERT_GE(owner.entry, 0);
+  owner.closeTheChain();
+  ASSERT_EQ(ChainOwner::stagesRun(owner.entry), 34)
+      << "premise: the entry and 33 tail calls, the kernel's limit";
 
   runtime::DaemonOptions options = adoptOptions(veth, pins);
   std::string ownerPin = options.optimizer.pinDir + "/owner_program";
@@ -604,9 +633,9 @@ TEST(Adoption, AChainThatCanReachTheTailCallLimitIsNotAdoptedUnlessAcceptedAndTh
               std::string::npos)
         << message;
   }
-  EXPECT_EQ(hookProgram(veth), programIdOf(entry)) << "refused: the hook is untouched";
+  EXPECT_EQ(hookProgram(veth), programIdOf(owner.entry)) << "refused: the hook is untouched";
   EXPECT_NE(access(ownerPin.c_str(), F_OK), 0) << "refused: nothing pinned";
-  EXPECT_EQ(stagesRun(entry), 34);
+  EXPECT_EQ(ChainOwner::stagesRun(owner.entry), 34);
 
   options.acceptOneTailCallFewer = true;
   {
@@ -621,12 +650,53 @@ TEST(Adoption, AChainThatCanReachTheTailCallLimitIsNotAdoptedUnlessAcceptedAndTh
     EXPECT_NE(printed.find("the last stage of such a chain does not run"), std::string::npos)
         << printed;
     uint32_t trampoline = hookProgram(veth);
-    ASSERT_NE(trampoline, programIdOf(entry));
+    ASSERT_NE(trampoline, programIdOf(owner.entry));
     Fd hook(bpf_prog_get_fd_by_id(trampoline));
-    EXPECT_EQ(stagesRun(hook.fd), 33) << "as the log says: one stage fewer";
+    EXPECT_EQ(ChainOwner::stagesRun(hook.fd), 33) << "as the log says: one stage fewer";
+    std::optional<runtime::CycleReport> cycle =
+        (*started)->step(runtime::Daemon::Clock::now() + 1h);
+    EXPECT_TRUE(cycle) << "accepted: it keeps running\n" << printed << problems;
+    EXPECT_FALSE((*started)->ownerMovedOn());
   }
-  EXPECT_EQ(hookProgram(veth), programIdOf(entry)) << "a clean exit gives the hook back";
-  EXPECT_EQ(stagesRun(entry), 34);
+  EXPECT_EQ(hookProgram(veth), programIdOf(owner.entry)) << "a clean exit gives the hook back";
+  EXPECT_EQ(ChainOwner::stagesRun(owner.entry), 34);
+}
+
+// The chain closed only after the adoption (its array empty then: no tail
+// call succeeds): the next period sees it, gives the hook back to the
+// owner's program and stops, saying why; the chain runs whole again.
+TEST(Adoption, AnOwnerWhoseArraysComeToHoldAChainAtTheLimitGetsItsHookBack) {
+  std::string tag = std::string(sweptFirst("adoptlater"));
+  VethPair veth(tag);
+  PinDir pins(tag);
+  ChainOwner owner(veth);
+  ASSERT_GE(owner.entry, 0);
+  ASSERT_EQ(ChainOwner::stagesRun(owner.entry), 1) << "premise: no stage behind the entry";
+  runtime::DaemonOptions options = adoptOptions(veth, pins);
+  std::string printed, problems;
+  llvm::raw_string_ostream out(printed), errors(problems);
+  auto started = runtime::Daemon::start(sourcePath("tests/programs/tail_call_chain.bpf.c"),
+                                        options, out, errors);
+  ASSERT_TRUE(bool(started)) << llvm::toString(started.takeError());
+  runtime::Daemon &daemon = **started;
+  uint32_t trampoline = hookProgram(veth);
+  ASSERT_NE(trampoline, programIdOf(owner.entry));
+  auto now = runtime::Daemon::Clock::now();
+  std::optional<runtime::CycleReport> cycle = daemon.step(now += 1h);
+  ASSERT_TRUE(cycle) << printed << problems;
+
+  owner.closeTheChain();
+  EXPECT_EQ(ChainOwner::stagesRun(Fd(bpf_prog_get_fd_by_id(trampoline)).fd), 33)
+      << "premise: through the trampoline the chain now loses a stage";
+  cycle = daemon.step(now += 1h);
+  EXPECT_FALSE(cycle) << "no cycle once the chain can reach the limit";
+  EXPECT_TRUE(daemon.ownerMovedOn()) << "the daemon stops";
+  EXPECT_NE(printed.find("the owner's program arrays changed: program 'chain_entry' can make "
+                         "as many tail calls in a row as the kernel allows (33)"),
+            std::string::npos)
+      << printed;
+  EXPECT_EQ(hookProgram(veth), programIdOf(owner.entry)) << "the hook is the owner's again";
+  EXPECT_EQ(ChainOwner::stagesRun(owner.entry), 34);
 }
 
 TEST(Adoption, AMapThatDoesNotFitIsRefusedByNameAndFieldAndNothingIsTouched) {

@@ -316,6 +316,10 @@ Error Adoption::recogniseOwner(const std::string &pinDir) {
       return makeError("{0}: the trampoline left on {1} has lost its arrays or the owner's "
                        "program",
                        ownerPin, iface);
+    auto owner = liveProgram(ownerProgram);
+    if (!owner)
+      return owner.takeError();
+    ownerName = owner->name;
     trampoline = std::exchange(hookProgram, -1);
     restarted = true;
     // Nothing may run in it that this run did not build.
@@ -437,9 +441,23 @@ Error Adoption::takeHook() {
 }
 
 Error Adoption::collectMaps() {
-  // The owner's program and every program its program arrays hold (tail-
-  // called stages use maps the entry does not), and which programs each
-  // one's arrays hold (how far its tail calls can go).
+  // Tail-called stages use maps the entry does not.
+  auto walked = walkPrograms([&](int map, const bpf_map_info &info) {
+    // Two maps of one name (cut to 15 characters): the first counts.
+    return ownerMaps.emplace(info.name, map).second;
+  });
+  if (!walked)
+    return walked.takeError();
+  reach = std::move(*walked);
+  return Error::success();
+}
+
+Expected<TailCallReach> Adoption::tailCallsNow() const {
+  return walkPrograms([](int, const bpf_map_info &) { return false; });
+}
+
+Expected<TailCallReach>
+Adoption::walkPrograms(llvm::function_ref<bool(int mapFd, const bpf_map_info &info)> keepMap) const {
   std::deque<uint32_t> programs{ownerId};
   std::set<uint32_t> seenPrograms{ownerId}, seenMaps;
   std::map<uint32_t, std::set<uint32_t>> arraysOf, tailCallTargets;
@@ -455,8 +473,6 @@ Error Adoption::collectMaps() {
     close(fd);
     if (!facts)
       return facts.takeError();
-    if (id == ownerId)
-      ownerName = facts->name;
     names[id] = facts->name;
     arraysOf[id].insert(facts->mapIds.begin(), facts->mapIds.end());
     for (uint32_t mapId : facts->mapIds) {
@@ -479,8 +495,8 @@ Error Adoption::collectMaps() {
             if (seenPrograms.insert(held).second)
               programs.push_back(held);
           }
-      if (!ownerMaps.emplace(info.name, map).second)
-        close(map); // two maps of one name (cut to 15 characters): the first counts
+      if (!keepMap(map, info))
+        close(map);
     }
   }
   for (const auto &[program, arrays] : arraysOf)
@@ -489,8 +505,7 @@ Error Adoption::collectMaps() {
         tailCallTargets[program].insert(held->second.begin(), held->second.end());
   std::vector<uint32_t> onPath;
   std::map<uint32_t, TailCallReach> done;
-  reach = longestChain(ownerId, tailCallTargets, names, onPath, done);
-  return Error::success();
+  return longestChain(ownerId, tailCallTargets, names, onPath, done);
 }
 
 std::string TailCallReach::describe() const {

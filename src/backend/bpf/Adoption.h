@@ -41,9 +41,14 @@
 #include "backend/bpf/ProgramType.h"
 #include "support/Error.h"
 
+#include <llvm/ADT/STLFunctionalExtras.h>
+
 #include <map>
 #include <memory>
 #include <string>
+#include <vector>
+
+struct bpf_map_info;
 
 namespace morpheus::bpf {
 
@@ -125,7 +130,10 @@ public:
   // "tcx ingress link on eth0, program 'classify' (id 41)"
   std::string describe() const;
   bool readopted() const { return restarted; }
+  // How far the owner's tail calls could go when adopt() looked, and as
+  // its program arrays hold now (the owner may put other programs there).
   const TailCallReach &tailCalls() const { return reach; }
+  Expected<TailCallReach> tailCallsNow() const;
   uint32_t trampolineId() const;
   const std::string &ownerArrayPin() const { return ownerPin; }
 
@@ -134,6 +142,12 @@ private:
   Error findHook(const std::string &target);
   Error findTcxHook(const std::string &target, const std::string &direction);
   Error collectMaps();
+  // Walks the owner's program and every program its program arrays hold,
+  // transitively, handing `keepMap` each map one of them uses, with an fd
+  // it keeps (true) or leaves to be closed; says how far the chains of
+  // tail calls through them go.
+  Expected<TailCallReach>
+  walkPrograms(llvm::function_ref<bool(int mapFd, const bpf_map_info &info)> keepMap) const;
   Error recogniseOwner(const std::string &pinDir);
   Error prepareTrampoline();
   Expected<int> loadTrampoline(); // on the two arrays; sets ownerAttach
