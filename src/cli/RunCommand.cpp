@@ -31,6 +31,7 @@ struct RunOptions {
   bpf::XdpMode mode = bpf::XdpMode::Native;
   bpf::TcDirection tcDirection = bpf::TcDirection::Ingress;
   bool detachOnExit = false;
+  bool acceptOneTailCallFewer = false;
   double periodMs = 1000;
   uint32_t inlineLimit = runtime::OptimizerOptions().inlineLimit;
   std::string costModel; // a calibration file; "" = this machine's cached one
@@ -78,6 +79,7 @@ int run(const RunOptions &flags) {
     processLog().info(costModelSaid);
   options.ifaces = flags.ifaces;
   options.adopt = flags.adopt;
+  options.acceptOneTailCallFewer = flags.acceptOneTailCallFewer;
   options.netns = flags.netns;
   const std::string &path = flags.program;
   std::string program = bpf::objectNameFor(path);
@@ -181,6 +183,11 @@ void addRunCommand(CLI::App &morpheus) {
                   "versions run through a trampoline on its hook; on exit, crash or kill -9 "
                   "the owner's program serves, and a restart adopts it again")
       ->type_name("TARGET");
+  command.add_flag("--accept-one-tail-call-fewer", options->acceptOneTailCallFewer,
+                   "with --adopt: adopt even a program whose tail calls can reach the kernel's "
+                   "limit (33 in a row); the trampoline's tail call is one of them, so such a "
+                   "chain runs one stage fewer, and the log says so (without it such a "
+                   "program is not adopted)");
   command
       .add_option("--netns", options->netns,
                   "network namespace of the interface (/run/netns/NAME)")

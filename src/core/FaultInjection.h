@@ -27,6 +27,10 @@ struct FaultInjection {
   // divisors are not zero (as before 2026-12-02): a configuration value of
   // 0 folded as a divisor then changes what the program does.
   bool undefinedArithmetic = false;
+  // region-as-table hands its columns on as loaded, without the bound of
+  // the region's values: the verifier refuses a program that indexes with
+  // one (for tests of the retry without regions).
+  bool unboundedRegionColumns = false;
 
   bool operator==(const FaultInjection &) const = default;
 };

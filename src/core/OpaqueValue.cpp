@@ -37,4 +37,28 @@ bool isEmptyAsmCopy(const CallBase &call) {
          call.getType() == call.getArgOperand(0)->getType();
 }
 
+Value *boundedCopy(IRBuilderBase &builder, Value *value, const ConstantRange &range,
+                   bool isSigned, const Twine &name) {
+  Value *copy = opaqueCopy(builder, value, name);
+  Type *type = value->getType();
+  if (!isSigned) {
+    APInt low = range.getUnsignedMin(), high = range.getUnsignedMax();
+    if (low.isZero() && (high + 1).isPowerOf2())
+      return builder.CreateAnd(copy, ConstantInt::get(type, high));
+    Value *bounded = builder.CreateBinaryIntrinsic(Intrinsic::umin, copy,
+                                                   ConstantInt::get(type, high));
+    if (!low.isZero())
+      bounded = builder.CreateBinaryIntrinsic(Intrinsic::umax, bounded,
+                                              ConstantInt::get(type, low));
+    return bounded;
+  }
+  APInt low = range.getSignedMin(), high = range.getSignedMax();
+  Value *bounded = copy;
+  if (!high.isMaxSignedValue())
+    bounded = builder.CreateBinaryIntrinsic(Intrinsic::smin, bounded, ConstantInt::get(type, high));
+  if (!low.isMinSignedValue())
+    bounded = builder.CreateBinaryIntrinsic(Intrinsic::smax, bounded, ConstantInt::get(type, low));
+  return bounded;
+}
+
 } // namespace morpheus::core

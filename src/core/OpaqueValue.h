@@ -7,9 +7,10 @@
 // same. Used where a specialization must keep something LLVM would fold
 // away: key bytes read as memory holds them (TableRewriting), an index the
 // verifier must not see multiplied into constants (TableRewriting), bounds
-// the verifier needs (backend VerifierBounds).
+// the verifier needs (backend VerifierBounds, region-as-table's columns).
 #pragma once
 
+#include <llvm/IR/ConstantRange.h>
 #include <llvm/IR/IRBuilder.h>
 
 namespace morpheus::core {
@@ -27,5 +28,16 @@ bool isOpaqueCopy(const llvm::Value &value);
 // rewriting a bound the verifier must see). Its result is its operand:
 // the statement is empty, whatever LLVM may assume of it.
 bool isEmptyAsmCopy(const llvm::CallBase &call);
+
+// `value` (an integer) through an opaque copy, clamped into `range`: a
+// mask when the range is [0, 2^k - 1], else a minimum and a maximum
+// (signed or not, as `isSigned` says which bounds of `range` to keep),
+// which the verifier follows through the branch it compiles to. Where a
+// value always lies in `range` the result is that value; LLVM cannot prove
+// the clamp redundant (it knows nothing of the copy), so the bound reaches
+// the verifier whatever LLVM knew of `value`.
+llvm::Value *boundedCopy(llvm::IRBuilderBase &builder, llvm::Value *value,
+                         const llvm::ConstantRange &range, bool isSigned,
+                         const llvm::Twine &name = "");
 
 } // namespace morpheus::core

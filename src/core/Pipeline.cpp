@@ -419,6 +419,7 @@ Expected<SpecializationLog> specializeModule(Module &module,
   context.indexedValueSection = options.indexedValueSection;
   context.inlineLimit = options.inlineLimit;
   context.noCompareChains = options.noCompareChains;
+  context.noRegions = options.noRegions;
   context.faults = options.faults;
   context.profile = options.profile;
   context.hotKeys = options.hotKeys;

@@ -57,6 +57,9 @@ struct SpecializationOptions {
   // Why compare chains are off this time, if they are (inline-small-table
   // then declines every site with this reason).
   std::optional<std::string> noCompareChains;
+  // Why regions are off this time, if they are (region-as-table then
+  // declines every region with this reason).
+  std::optional<std::string> noRegions;
   // Record sampled lookup keys (instrument-table-sites). The slot function
   // comes with the guard runtime (linkGuardRuntime): without it the module
   // keeps a declaration the caller must resolve.

@@ -20,6 +20,16 @@ namespace {
 // Cycles that failed or were refused in a row wait 2^n periods, up to 64.
 constexpr unsigned MaxBackOffShift = 6;
 
+// Why an adopted program's chain of tail calls would lose a stage.
+std::string oneStageFewer(const bpf::TailCallReach &reach) {
+  return llvm::formatv(
+             "program '{0}' can make as many tail calls in a row as the kernel allows ({1}): "
+             "{2}; the trampoline's own tail call is one of them, so such a chain runs one "
+             "stage fewer",
+             reach.chain.front(), bpf::KernelTailCallLimit, reach.describe())
+      .str();
+}
+
 bool backsOff(CycleOutcome outcome) {
   return outcome == CycleOutcome::Failed || outcome == CycleOutcome::Refused;
 }
@@ -98,6 +108,29 @@ Error Daemon::startAdoption(const std::string &path) {
   if (!adopted)
     return adopted.takeError();
   adoption = std::move(*adopted);
+  // The trampoline's tail call counts against the owner's chains: one
+  // that can make the kernel's limit of tail calls would lose its last
+  // stage. Not silently: declined, or adopted because told so, and said.
+  const bpf::TailCallReach &reach = adoption->tailCalls();
+  if (reach.reachesLimit()) {
+    std::string why = oneStageFewer(reach);
+    if (!options.acceptOneTailCallFewer)
+      return makeError("not adopted: {0} (--accept-one-tail-call-fewer adopts it anyway; "
+                       "--iface runs the program with no trampoline)",
+                       why);
+    log.record("tail_call_limit", {{"chain", reach.chain}, {"cycle", reach.cycle}},
+               "adopted although " + why + ": the last stage of such a chain does not run "
+               "(--accept-one-tail-call-fewer)\n");
+  } else if (reach.longest > 0) {
+    log.record("tail_calls", {{"chain", reach.chain}, {"longest", reach.longest}},
+               llvm::formatv("tail calls: at most {0} in a row ({1}), {2} with the "
+                             "trampoline's, of the kernel's {3} (as the program arrays hold "
+                             "now{4})\n",
+                             reach.longest, reach.describe(), reach.longest + 1,
+                             bpf::KernelTailCallLimit,
+                             options.acceptOneTailCallFewer ? "" : "; checked every period")
+                   .str());
+  }
   options.optimizer.adoption = adoption.get();
   auto optimizer = Optimizer::create(path, options.optimizer);
   if (!optimizer)
@@ -341,6 +374,25 @@ void Daemon::waitForWork(std::chrono::milliseconds limit) {
   wake.wait_until(lock, until, [&] { return changed; });
 }
 
+bool Daemon::chainReachesTheLimit() {
+  auto reach = adoption->tailCallsNow();
+  if (!reach) {
+    log.error("cannot tell how far the adopted program's tail calls go now: " +
+              llvm::toString(reach.takeError()));
+    return false;
+  }
+  if (!reach->reachesLimit())
+    return false;
+  ownerGone = true;
+  Error back = adoption->restore();
+  log.record("tail_call_limit", {{"chain", reach->chain}, {"cycle", reach->cycle}},
+             "the owner's program arrays changed: " + oneStageFewer(*reach) +
+                 ": stopping, the hook given back to the owner's program\n");
+  if (back)
+    log.error(llvm::toString(std::move(back)));
+  return true;
+}
+
 std::optional<CycleReport> Daemon::step(Clock::time_point now) {
   if (ownerGone)
     return std::nullopt;
@@ -352,6 +404,8 @@ std::optional<CycleReport> Daemon::step(Clock::time_point now) {
                    "): stopping, the hook left as the owner set it\n");
     return std::nullopt;
   }
+  if (periodic && adoption && !options.acceptOneTailCallFewer && chainReachesTheLimit())
+    return std::nullopt;
   if (periodic) {
     nextPeriod = now + options.period;
     tendPorts();

@@ -62,6 +62,13 @@ struct DaemonOptions {
   // the owner's program; a crash or kill -9 leaves the owner's program
   // serving through the trampoline, and a restart adopts it again.
   std::string adopt;
+  // Adopt even a program whose tail calls can reach the kernel's limit
+  // (bpf::TailCallReach): the trampoline's tail call then leaves such a
+  // chain one stage fewer, which the log says. Off: such a program is
+  // not adopted, and when the owner's program arrays come to hold such a
+  // chain later (checked every period), the hook goes back to the owner's
+  // program and the daemon stops.
+  bool acceptOneTailCallFewer = false;
   std::string netns;               // of the interfaces; "" = ours
   bpf::XdpMode mode = bpf::XdpMode::Native;             // XDP programs
   bpf::TcDirection tcDirection = bpf::TcDirection::Ingress; // TC programs
@@ -105,8 +112,10 @@ public:
   // for one it only reads, updates through Morpheus (the guard) are seen
   // by the next packet, other writers' within a period plus a cycle.
   std::vector<std::string> updateGuarantees() const;
-  // The adopted program's owner replaced or detached it: nothing more to
-  // do (the caller exits; the hook is left as the owner set it).
+  // The adopted program's owner replaced or detached it (the hook is left
+  // as the owner set it), or its program arrays now hold a chain of tail
+  // calls the trampoline would cut (the hook was given back): nothing more
+  // to do, the caller exits.
   bool ownerMovedOn() const { return ownerGone; }
   // Cycles in a row that failed or were refused (0 after a good one).
   unsigned consecutiveFailures() const { return failures; }
@@ -142,6 +151,10 @@ private:
   std::string keepReproducer(const CycleReport &cycle);
 
   Error startAdoption(const std::string &path);
+  // Whether the adopted program's chains of tail calls, as its arrays hold
+  // them now, can reach the kernel's limit; if so the hook goes back to
+  // the owner's program and the daemon stops (ownerGone), saying why.
+  bool chainReachesTheLimit();
 
   DaemonOptions options;
   Log log; // on the caller's streams

@@ -392,8 +392,8 @@ Expected<bpf::LoadedObject> Optimizer::loadUnguardedTwin() const {
   request.hotKeys = specializedHotKeys;
   request.perCpuHotKeys = specializedPerCpuHotKeys;
   request.hotTuples = specializedHotTuples;
-  if (rejection && rejection->snapshot == specializedSnapshot)
-    request.noCompareChains = "compare chains off, as in the installed version";
+  withhold(request, stepFor(specializedSnapshot).value_or(Withheld::Nothing),
+           ", as in the installed version");
   auto object = programSpec->specialize(specializedSnapshot, request);
   if (!object)
     return object.takeError();
@@ -713,20 +713,47 @@ bool Optimizer::ownerChanged(core::TableSnapshot &read) {
   return false;
 }
 
+std::optional<Optimizer::Withheld>
+Optimizer::stepFor(const core::TableSnapshot &snapshot) const {
+  if (!rejection || rejection->snapshot != snapshot)
+    return Withheld::Nothing;
+  switch (rejection->refused) {
+  case Withheld::Nothing:
+    return Withheld::CompareChains;
+  case Withheld::CompareChains:
+    return Withheld::Regions;
+  case Withheld::Regions:
+    break;
+  }
+  return std::nullopt;
+}
+
+void Optimizer::withhold(bpf::SpecializeRequest &request, Withheld step, const std::string &why) {
+  request.noCompareChains.reset();
+  request.noRegions.reset();
+  if (step >= Withheld::CompareChains)
+    request.noCompareChains = "compare chains off" + why;
+  if (step >= Withheld::Regions)
+    request.noRegions = "regions off" + why;
+}
+
 // When the kernel refuses a candidate (too complex, too large, any
-// verifier error), the same cycle tries once more without compare
-// chains, the specialization most likely to multiply the verifier's
-// work; what was refused is remembered for this snapshot, so later
-// periods do not pay for the same rejection again.
+// verifier error), the same cycle builds it again with less, step by step
+// (Withheld): without compare chains, the specialization most likely to
+// multiply the verifier's work, then without regions too, whose tables
+// hand the program values it checks. A step whose object is byte for byte
+// the one refused is not loaded again. What was refused is remembered for
+// this snapshot, so later periods start at the step the kernel took, and
+// do not ask it again when it took none, until the tables change.
 std::optional<Optimizer::Candidate>
 Optimizer::specializeWithRetry(CycleReport &report, core::TableSnapshot &snapshot) {
   uint64_t version = report.version;
-  bool knownRejected = rejection && rejection->snapshot == snapshot;
-  if (knownRejected && rejection->withoutChainsToo) {
+  std::optional<Withheld> step = stepFor(snapshot);
+  if (!step) {
     endCycle(report, CycleOutcome::Failed,
              llvm::formatv("the kernel refused this snapshot's specializations, with and "
-                           "without compare chains (cycle {0}): {1}; waiting for the "
-                           "tables to change",
+                           "without compare chains and regions (cycle {0}): {1}; waiting for "
+                           "the tables to change",
                            rejection->cycle, rejection->reason)
                  .str());
     return std::nullopt;
@@ -738,14 +765,6 @@ Optimizer::specializeWithRetry(CycleReport &report, core::TableSnapshot &snapsho
   request.guardVersion = version;
   request.programs = programFacts;
   request.faults = options.faults;
-  auto chainsOff = [&] {
-    return llvm::formatv("compare chains off: the kernel refused this snapshot's "
-                         "specialization with them (cycle {0})",
-                         rejection->cycle)
-        .str();
-  };
-  if (knownRejected)
-    request.noCompareChains = chainsOff();
   request.instrument = options.traffic.mode != core::ProfileMode::Off;
   request.notProfiled = options.notProfiled;
   request.hotKeys = hotKeys;
@@ -753,7 +772,14 @@ Optimizer::specializeWithRetry(CycleReport &report, core::TableSnapshot &snapsho
   request.hotTuples = hotTuples;
   request.writeCounts = cycleWriteCounts;
   request.globals = cycleGlobals;
+  std::vector<char> refusedElf;
   for (;;) {
+    if (*step != Withheld::Nothing)
+      withhold(request, *step,
+               llvm::formatv(": the kernel refused this snapshot's specialization with them "
+                             "(cycle {0})",
+                             rejection->cycle)
+                   .str());
     auto start = Clock::now();
     auto object = programSpec->specialize(snapshot, request);
     report.times.codegenMs += millisecondsSince(start);
@@ -776,34 +802,46 @@ Optimizer::specializeWithRetry(CycleReport &report, core::TableSnapshot &snapsho
       endCycle(report, CycleOutcome::Unchanged);
       return std::nullopt;
     }
-    start = Clock::now();
-    report.times.injectionPhases.clear();
-    core::PhaseClock clock(report.times.injectionPhases);
-    auto attempt = loadVersion(elf, cycleStages);
-    clock.end("load and verify the version");
-    if (attempt) {
-      if (Error err = fillVersionStages(*attempt, cycleStages)) {
-        endCycle(report, std::move(err));
+    std::optional<ErrorDetails> refused;
+    if (elf == refusedElf) {
+      // Nothing this step leaves out was in the candidate refused.
+      refused = ErrorDetails{std::make_error_code(std::errc::invalid_argument),
+                             rejection->reason};
+    } else {
+      start = Clock::now();
+      report.times.injectionPhases.clear();
+      core::PhaseClock clock(report.times.injectionPhases);
+      auto attempt = loadVersion(elf, cycleStages);
+      clock.end("load and verify the version");
+      if (attempt) {
+        if (Error err = fillVersionStages(*attempt, cycleStages)) {
+          endCycle(report, std::move(err));
+          return std::nullopt;
+        }
+        clock.end("stage arrays filled");
+        return Candidate{std::move(elf), std::move(*attempt), start};
+      }
+      refused = takeErrorDetails(attempt.takeError());
+      bool verifier = refused->code == std::errc::permission_denied ||
+                      refused->code == std::errc::invalid_argument ||
+                      refused->code == std::errc::argument_list_too_long;
+      if (!verifier) {
+        endCycle(report, CycleOutcome::Failed, refused->message);
         return std::nullopt;
       }
-      clock.end("stage arrays filled");
-      return Candidate{std::move(elf), std::move(*attempt), start};
+      ++report.refusedByKernel;
+      refusedElf = std::move(elf);
     }
-    ErrorDetails refused = takeErrorDetails(attempt.takeError());
-    bool verifier = refused.code == std::errc::permission_denied ||
-                    refused.code == std::errc::invalid_argument ||
-                    refused.code == std::errc::argument_list_too_long;
-    if (!verifier) {
-      endCycle(report, CycleOutcome::Failed, refused.message);
+    if (*step == Withheld::Nothing)
+      rejection = Rejection{snapshot, report.cycle, verifierVerdict(refused->message),
+                            Withheld::Nothing};
+    else
+      rejection->refused = *step;
+    step = stepFor(snapshot);
+    if (!step) {
+      endCycle(report, CycleOutcome::Failed, refused->message);
       return std::nullopt;
     }
-    if (request.noCompareChains) {
-      rejection->withoutChainsToo = true;
-      endCycle(report, CycleOutcome::Failed, refused.message);
-      return std::nullopt;
-    }
-    rejection = Rejection{snapshot, report.cycle, verifierVerdict(refused.message), false};
-    request.noCompareChains = chainsOff();
   }
 }
 

@@ -122,6 +122,8 @@ struct CycleReport {
   // What verifying the installed entry program cost (verified_insns), if
   // the kernel says.
   std::optional<uint64_t> verifiedInstructions;
+  // Candidates the kernel refused this cycle (each one rebuilt with less).
+  unsigned refusedByKernel = 0;
 
   bool installed() const { return outcome == CycleOutcome::Installed; }
   // One line for people: "installed", "failed: <detail>", ...
@@ -193,7 +195,7 @@ private:
   void unpinAll();
 
   // The steps of runCycle, in order: snapshot the maps, specialize and load
-  // (once more without compare chains if the kernel refuses), shadow-
+  // (again with less if the kernel refuses: Withheld), shadow-
   // validate, install. A step that ends the cycle sets `report`'s outcome
   // and returns nothing (or false).
   struct Candidate {
@@ -271,16 +273,28 @@ private:
   std::vector<core::GlobalCheck> specializedChecks;
   core::GlobalValues cycleGlobals;
   std::vector<char> specializedElf;
-  // The snapshot whose specialization with compare chains the kernel
-  // rejected (and why), and whether the one without chains was rejected
-  // too: a later cycle on the same snapshot does not pay for it again.
+  // What a specialization leaves out after the kernel refused one built
+  // from the same snapshot, step by step: each step leaves out what the
+  // one before did, and more. Compare chains (with the derived tables and
+  // fast paths that honour the switch) multiply the verifier's work;
+  // regions (region-as-table) hand the program values from a table.
+  enum class Withheld { Nothing, CompareChains, Regions };
+  // The snapshot whose specializations the kernel refused (the first
+  // refusal's cycle and reason) and the last step it refused: a later
+  // cycle on the same snapshot starts at the step after it, or, when the
+  // last step was refused too, fails without asking the kernel again.
   struct Rejection {
     core::TableSnapshot snapshot;
     uint64_t cycle = 0;
     std::string reason;
-    bool withoutChainsToo = false;
+    Withheld refused = Withheld::Nothing;
   };
   std::optional<Rejection> rejection;
+  // The step a specialization of `snapshot` takes (after the one the kernel
+  // last refused for it); none when it refused every step.
+  std::optional<Withheld> stepFor(const core::TableSnapshot &snapshot) const;
+  // Sets what `request` leaves out at `step`, each with "... off" + `why`.
+  static void withhold(bpf::SpecializeRequest &request, Withheld step, const std::string &why);
   // Following the traffic (OptimizerOptions::traffic).
   std::optional<bpf::ProfileMap> profileMap;
   core::TrafficProfile trafficProfile;

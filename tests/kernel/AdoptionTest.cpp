@@ -9,7 +9,11 @@
 // owner changes every cycle is not inlined; a clean exit gives the hook back
 // to the owner's program; kill -9 leaves the owner's program serving; a
 // restart re-adopts; a source whose maps do not fit is refused naming the
-// map and the field; an owner that moves on makes Morpheus exit untouched.
+// map and the field; an owner that moves on makes Morpheus exit untouched;
+// a chain of tail calls that can reach the kernel's limit, which the
+// trampoline's tail call would cut by one stage, is not adopted unless the
+// operator accepts it, and then the log says so; one the owner makes later
+// gets the owner its hook back.
 #include "ChildProcess.h"
 #include "Corpus.h"
 #include "KernelSupport.h"
@@ -44,6 +48,7 @@ extern "C" const unsigned char policy_fwd_owner_start[], policy_fwd_owner_end[];
 extern "C" const unsigned char tc_classifier_owner_start[], tc_classifier_owner_end[];
 extern "C" const unsigned char loader_constants_owner_start[], loader_constants_owner_end[];
 extern "C" const unsigned char staged_policy_owner_start[], staged_policy_owner_end[];
+extern "C" const unsigned char tail_call_chain_owner_start[], tail_call_chain_owner_end[];
 
 namespace morpheus::testing {
 namespace {
@@ -517,6 +522,9 @@ TEST(Adoption, StagesTheOwnerLoadedFromTheSourceAreSpecializedAndAReplacedStageI
       EXPECT_FALSE(owners[name].checksTheGuard) << name;
     }
     answersAsTheOwner("specialized stages");
+    EXPECT_NE(printed.find("tail calls: at most 1 in a row (staged_entry -> "), std::string::npos)
+        << "the chain's length, which the trampoline's tail call leaves below the limit\n"
+        << printed;
     Fd ownerArray(bpf_obj_get(ownerPin.c_str()));
     ASSERT_EQ(bpf_map_delete_elem(ownerArray.fd, &zero), 0);
     answersAsTheOwner("specialized version alone");
@@ -543,6 +551,152 @@ TEST(Adoption, StagesTheOwnerLoadedFromTheSourceAreSpecializedAndAReplacedStageI
     answersAsTheOwner("after the owner replaced a stage");
   }
   EXPECT_EQ(hookProgram(veth), programIdOf(entry)) << problems;
+}
+
+// The owner of tests/programs/tail_call_chain.bpf.c: its entry adds one
+// to a payload byte and tail-calls slot 0 of `jumps`, which (once
+// `closeTheChain`) holds the stage, which does the same: as many stages as
+// the kernel allows, a cycle through the array. Attached through netlink.
+class ChainOwner {
+public:
+  explicit ChainOwner(const VethPair &veth) {
+    LIBBPF_OPTS(bpf_object_open_opts, opts, .object_name = "chain_owner");
+    obj = bpf_object__open_mem(tail_call_chain_owner_start,
+                               tail_call_chain_owner_end - tail_call_chain_owner_start, &opts);
+    if (!obj || bpf_object__load(obj)) {
+      ADD_FAILURE() << "the owner's libbpf load failed";
+      return;
+    }
+    entry = bpf_program__fd(bpf_object__find_program_by_name(obj, "chain_entry"));
+    uint32_t zero = 0, one = 1;
+    EXPECT_EQ(bpf_map_update_elem(bpf_map__fd(bpf_object__find_map_by_name(obj, "step")), &zero,
+                                  &one, BPF_ANY),
+              0);
+    attached.emplace(veth, entry);
+  }
+  ChainOwner(const ChainOwner &) = delete;
+  ChainOwner &operator=(const ChainOwner &) = delete;
+  ~ChainOwner() {
+    attached.reset();
+    bpf_object__close(obj);
+  }
+
+  void closeTheChain() {
+    uint32_t zero = 0;
+    int stage = bpf_program__fd(bpf_object__find_program_by_name(obj, "chain_stage"));
+    ASSERT_EQ(bpf_map_update_elem(bpf_map__fd(bpf_object__find_map_by_name(obj, "jumps")), &zero,
+                                  &stage, BPF_ANY),
+              0);
+  }
+  // The stages a packet ran through `programFd` (the byte the chain adds to).
+  static int stagesRun(int programFd) {
+    constexpr size_t CounterOffset = 14 + 20 + 8; // tail_call_chain's COUNTER_OFFSET
+    Bytes packet = buildPacket({});
+    RunResult result = runOnce(programFd, packet);
+    return result.output.size() > CounterOffset
+               ? int(result.output[CounterOffset]) - int(packet[CounterOffset])
+               : -1;
+  }
+
+  int entry = -1;
+
+private:
+  bpf_object *obj = nullptr;
+  std::optional<NetlinkAttachment> attached;
+};
+
+// Adopted, the trampoline's tail call would be one of the chain's 33:
+// refused, the hook untouched; accepted, the log says the last stage does
+// not run, and it does not (what the hook answers counts one stage fewer).
+TEST(Adoption, AChainThatCanReachTheTailCallLimitIsNotAdoptedUnlessAcceptedAndThenSaid) {
+  std::string tag = std::string(sweptFirst("adoptchain"));
+  VethPair veth(tag);
+  PinDir pins(tag);
+  ChainOwner owner(veth);
+  ASSERT_GE(owner.entry, 0);
+  owner.closeTheChain();
+  ASSERT_EQ(ChainOwner::stagesRun(owner.entry), 34)
+      << "premise: the entry and 33 tail calls, the kernel's limit";
+
+  runtime::DaemonOptions options = adoptOptions(veth, pins);
+  std::string ownerPin = options.optimizer.pinDir + "/owner_program";
+  std::string source = sourcePath("tests/programs/tail_call_chain.bpf.c");
+  {
+    std::string printed, problems;
+    llvm::raw_string_ostream out(printed), errors(problems);
+    auto started = runtime::Daemon::start(source, options, out, errors);
+    ASSERT_FALSE(bool(started)) << "adopted silently";
+    std::string message = llvm::toString(started.takeError());
+    EXPECT_NE(message.find("not adopted: program 'chain_entry' can make as many tail calls in "
+                           "a row as the kernel allows (33): chain_entry -> chain_stage -> "
+                           "chain_stage (a cycle)"),
+              std::string::npos)
+        << message;
+  }
+  EXPECT_EQ(hookProgram(veth), programIdOf(owner.entry)) << "refused: the hook is untouched";
+  EXPECT_NE(access(ownerPin.c_str(), F_OK), 0) << "refused: nothing pinned";
+  EXPECT_EQ(ChainOwner::stagesRun(owner.entry), 34);
+
+  options.acceptOneTailCallFewer = true;
+  {
+    std::string printed, problems;
+    llvm::raw_string_ostream out(printed), errors(problems);
+    auto started = runtime::Daemon::start(source, options, out, errors);
+    ASSERT_TRUE(bool(started)) << llvm::toString(started.takeError());
+    EXPECT_NE(printed.find("adopted although program 'chain_entry' can make as many tail calls "
+                           "in a row as the kernel allows (33)"),
+              std::string::npos)
+        << printed;
+    EXPECT_NE(printed.find("the last stage of such a chain does not run"), std::string::npos)
+        << printed;
+    uint32_t trampoline = hookProgram(veth);
+    ASSERT_NE(trampoline, programIdOf(owner.entry));
+    Fd hook(bpf_prog_get_fd_by_id(trampoline));
+    EXPECT_EQ(ChainOwner::stagesRun(hook.fd), 33) << "as the log says: one stage fewer";
+    std::optional<runtime::CycleReport> cycle =
+        (*started)->step(runtime::Daemon::Clock::now() + 1h);
+    EXPECT_TRUE(cycle) << "accepted: it keeps running\n" << printed << problems;
+    EXPECT_FALSE((*started)->ownerMovedOn());
+  }
+  EXPECT_EQ(hookProgram(veth), programIdOf(owner.entry)) << "a clean exit gives the hook back";
+  EXPECT_EQ(ChainOwner::stagesRun(owner.entry), 34);
+}
+
+// The chain closed only after the adoption (its array empty then: no tail
+// call succeeds): the next period sees it, gives the hook back to the
+// owner's program and stops, saying why; the chain runs whole again.
+TEST(Adoption, AnOwnerWhoseArraysComeToHoldAChainAtTheLimitGetsItsHookBack) {
+  std::string tag = std::string(sweptFirst("adoptlater"));
+  VethPair veth(tag);
+  PinDir pins(tag);
+  ChainOwner owner(veth);
+  ASSERT_GE(owner.entry, 0);
+  ASSERT_EQ(ChainOwner::stagesRun(owner.entry), 1) << "premise: no stage behind the entry";
+  runtime::DaemonOptions options = adoptOptions(veth, pins);
+  std::string printed, problems;
+  llvm::raw_string_ostream out(printed), errors(problems);
+  auto started = runtime::Daemon::start(sourcePath("tests/programs/tail_call_chain.bpf.c"),
+                                        options, out, errors);
+  ASSERT_TRUE(bool(started)) << llvm::toString(started.takeError());
+  runtime::Daemon &daemon = **started;
+  uint32_t trampoline = hookProgram(veth);
+  ASSERT_NE(trampoline, programIdOf(owner.entry));
+  auto now = runtime::Daemon::Clock::now();
+  std::optional<runtime::CycleReport> cycle = daemon.step(now += 1h);
+  ASSERT_TRUE(cycle) << printed << problems;
+
+  owner.closeTheChain();
+  EXPECT_EQ(ChainOwner::stagesRun(Fd(bpf_prog_get_fd_by_id(trampoline)).fd), 33)
+      << "premise: through the trampoline the chain now loses a stage";
+  cycle = daemon.step(now += 1h);
+  EXPECT_FALSE(cycle) << "no cycle once the chain can reach the limit";
+  EXPECT_TRUE(daemon.ownerMovedOn()) << "the daemon stops";
+  EXPECT_NE(printed.find("the owner's program arrays changed: program 'chain_entry' can make "
+                         "as many tail calls in a row as the kernel allows (33)"),
+            std::string::npos)
+      << printed;
+  EXPECT_EQ(hookProgram(veth), programIdOf(owner.entry)) << "the hook is the owner's again";
+  EXPECT_EQ(ChainOwner::stagesRun(owner.entry), 34);
 }
 
 TEST(Adoption, AMapThatDoesNotFitIsRefusedByNameAndFieldAndNothingIsTouched) {

@@ -179,6 +179,113 @@ TEST(ProgramKinds, TcGuardFallsBackToTheOriginalOrDrops) {
   EXPECT_EQ(run(specializedFd, other), uint32_t(TC_ACT_OK));
 }
 
+// What `morpheus specialize --guard-version` writes for an object whose
+// programs are of two kinds (`file`; `other` is the second program), as
+// its user loads it: with libbpf, the maps shared with the original's,
+// the guard set to the version, the original's XDP program in its slot of
+// the fallback array. A program array takes programs of one kind only, so
+// the XDP program (the first) falls back by tail call and `other` in the
+// program; the object loads (one array for both, it did not), and after a
+// change behind a bump both answer from the live maps.
+struct GuardedObject {
+  std::unique_ptr<bpf::ProgramSpec> spec;
+  std::optional<bpf::LoadedObject> original, specialized;
+  core::SpecializationLog log;
+  int dropAll = -1, guard = -1;
+};
+
+constexpr uint64_t OfflineVersion = 7;
+
+void loadGuardedObject(const std::string &file, const std::string &other, GuardedObject &built) {
+  auto spec = bpf::ProgramSpec::load(corpusPath(file), {});
+  ASSERT_THAT_EXPECTED(spec, llvm::Succeeded());
+  built.spec = std::move(*spec);
+  auto original = bpf::LoadedObject::load(built.spec->originalElf(), built.spec->objectName(), {});
+  ASSERT_THAT_EXPECTED(original, llvm::Succeeded());
+  built.original.emplace(std::move(*original));
+  built.dropAll = built.original->mapFd("drop_all");
+  uint32_t zero = 0;
+  ASSERT_EQ(bpf_map_update_elem(built.dropAll, &zero, &zero, BPF_ANY), 0);
+  std::map<std::string, int> maps;
+  for (const auto &[name, fd] : built.original->maps())
+    if (!bpf::isFrozenSection(name))
+      maps[name] = fd;
+  auto snapshot = bpf::readSnapshot(built.spec->readPlan(64), built.spec->catalog(), maps);
+  ASSERT_THAT_EXPECTED(snapshot, llvm::Succeeded());
+
+  bpf::SpecializeRequest request; // as `specialize --guard-version 7` asks
+  request.guardVersion = OfflineVersion;
+  auto object = built.spec->specialize(*snapshot, request);
+  ASSERT_THAT_EXPECTED(object, llvm::Succeeded());
+  built.log = std::move(object->log);
+  ASSERT_EQ(built.log.guards.size(), 2u);
+  for (const core::GuardDecision &guard : built.log.guards)
+    if (guard.function == "xdp_side") {
+      EXPECT_EQ(guard.fallback, core::Fallback::TailCall) << guard.detail;
+      EXPECT_EQ(guard.slot, 0u);
+    } else {
+      EXPECT_EQ(guard.function, other);
+      EXPECT_EQ(guard.fallback, core::Fallback::InProgram) << guard.detail;
+      EXPECT_NE(guard.detail.find("cannot share the fallback program array with 'xdp_side'"),
+                std::string::npos)
+          << guard.detail;
+    }
+
+  bpf::LoadOptions sharing;
+  sharing.maps = maps;
+  auto specialized = bpf::LoadedObject::load(object->elf, built.spec->objectName(), sharing);
+  ASSERT_THAT_EXPECTED(specialized, llvm::Succeeded()) << "the kernel loads the object";
+  built.specialized.emplace(std::move(*specialized));
+  built.guard = built.specialized->mapFd(bpf::GuardMapName);
+  uint64_t state[2] = {OfflineVersion, 0};
+  ASSERT_EQ(bpf_map_update_elem(built.guard, &zero, state, BPF_ANY), 0);
+  int fallback = built.specialized->mapFd(bpf::FallbackMapName);
+  int xdp = built.original->programFd("xdp_side");
+  ASSERT_EQ(bpf_map_update_elem(fallback, &zero, &xdp, BPF_ANY), 0);
+}
+
+// The switch turned on behind a bump of the guard, as a control plane
+// following the guard protocol does.
+void dropAllBehindABump(const GuardedObject &built) {
+  uint32_t zero = 0, on = 1;
+  uint64_t state[2] = {OfflineVersion + 1, 0};
+  ASSERT_EQ(bpf_map_update_elem(built.guard, &zero, state, BPF_ANY), 0);
+  ASSERT_EQ(bpf_map_update_elem(built.dropAll, &zero, &on, BPF_ANY), 0);
+}
+
+TEST(ProgramKinds, OfflineGuardsOfAnXdpAndATcProgramLoadAndFallBackEachByItsKind) {
+  GuardedObject built;
+  loadGuardedObject("xdp_and_tc.bpf.c", "tc_side", built);
+  ASSERT_TRUE(built.specialized);
+  int xdp = built.specialized->programFd("xdp_side");
+  int tc = built.specialized->programFd("tc_side");
+  auto tcVerdict = [](int fd) {
+    auto result = runtime::runPacket(fd, bpf::ProgramType::Tc, {buildPacket({}), 0});
+    EXPECT_THAT_EXPECTED(result, llvm::Succeeded());
+    return result ? result->verdict : ~0u;
+  };
+  EXPECT_EQ(runOnce(xdp, buildPacket({})).verdict, uint32_t(XDP_PASS));
+  EXPECT_EQ(tcVerdict(tc), uint32_t(TC_ACT_OK));
+  dropAllBehindABump(built);
+  EXPECT_EQ(runOnce(xdp, buildPacket({})).verdict, uint32_t(XDP_DROP))
+      << "stale: the original, by tail call";
+  EXPECT_EQ(tcVerdict(tc), uint32_t(TC_ACT_SHOT)) << "stale: the generic copy in the program";
+}
+
+// A tracepoint program beside the XDP one: it loads (BPF_PROG_TEST_RUN
+// cannot run a tracepoint program; its guard falls back in the program).
+TEST(ProgramKinds, OfflineGuardsOfAnXdpAndATracepointProgramLoad) {
+  GuardedObject built;
+  loadGuardedObject("xdp_and_tracepoint.bpf.c", "count_exceptions", built);
+  ASSERT_TRUE(built.specialized);
+  EXPECT_GE(built.specialized->programFd("count_exceptions"), 0);
+  int xdp = built.specialized->programFd("xdp_side");
+  EXPECT_EQ(runOnce(xdp, buildPacket({})).verdict, uint32_t(XDP_PASS));
+  dropAllBehindABump(built);
+  EXPECT_EQ(runOnce(xdp, buildPacket({})).verdict, uint32_t(XDP_DROP))
+      << "stale: the original, by tail call";
+}
+
 // `morpheus run`'s daemon on a TC program: attached through tcx on the
 // veth's ingress, specialized and swapped through the link; real frames
 // across the veth meet the specialized version's verdicts and counters.

@@ -8,6 +8,8 @@
 #include <bpf/bpf.h>
 #include <linux/bpf.h>
 
+#include <algorithm>
+
 namespace morpheus::testing {
 namespace {
 
@@ -223,6 +225,103 @@ TEST(VerifierAcceptance, RefusedFastPathsFallBackInTheSameCycle) { hotKeysInEver
 
 TEST(VerifierAcceptance, FastPathsMultiplyingPastTheBudgetAreNotBuilt) {
   hotKeysInEveryTable(false);
+}
+
+// tests/programs/region_index.bpf.c: the rule bits of TOS t are t for
+// t < 128 (the rule, the lowest bit of the seven, is 0..6, or 7 for none);
+// the other TOS values have none. 128 distinct words: the class of a
+// TOS is a byte loaded from a derived array, the row's byte is not a
+// constant on any path the verifier follows.
+void setClassRules(CorpusProgram &program) {
+  for (uint32_t tos = 0; tos < 128; ++tos)
+    program.set("class_rules", tos, tos);
+}
+
+// The decision region-as-table took, or nullptr.
+const core::SiteDecision *regionDecision(const runtime::CycleReport &report) {
+  for (const core::SiteDecision &d : report.log.decisions)
+    if (d.pass == "region-as-table")
+      return &d;
+  return nullptr;
+}
+
+// Every class's packet through the active version and the original: the
+// same verdict, and the same counter byte of the same rule counted.
+void expectRegionIndexAnswersAsTheOriginal(CorpusProgram &program, const std::string &when) {
+  int tallies = program.opt().mapFd("tallies");
+  auto counted = [&](int programFd, const Bytes &packet) {
+    uint8_t zero[8] = {}, hits[8] = {};
+    EXPECT_EQ(bpf_map_update_elem(tallies, &Zero, zero, BPF_ANY), 0);
+    RunResult result = runOnce(programFd, packet);
+    EXPECT_EQ(bpf_map_lookup_elem(tallies, &Zero, hits), 0);
+    return std::make_pair(result, std::vector<uint8_t>(hits, hits + 8));
+  };
+  for (unsigned tos = 0; tos < 256; ++tos) {
+    Bytes packet = buildPacket({.tos = uint8_t(tos)});
+    auto expected = counted(program.opt().originalFd(), packet);
+    EXPECT_EQ(std::count(expected.second.begin(), expected.second.end(), 1), 1)
+        << "premise: the original counts one rule (tos " << tos << ")";
+    EXPECT_EQ(counted(program.opt().activeFd(), packet), expected) << when << ", tos " << tos;
+  }
+}
+
+// A loop-bounded index (0..7) that region-as-table turns into a byte
+// loaded from a derived table (0..255), then used to pick a byte of an
+// 8-byte value: the column keeps the loop's bound, so the verifier takes
+// the region and the program counts and answers as the original.
+TEST(VerifierAcceptance, ARegionsValuesKeepTheBoundsTheOriginalProved) {
+  CorpusProgram program("region_index.bpf.c");
+  ASSERT_TRUE(program.ok());
+  setClassRules(program);
+  runtime::CycleReport report = program.cycle();
+  ASSERT_TRUE(report.installed()) << report.describe();
+  EXPECT_EQ(report.refusedByKernel, 0u) << "accepted at once";
+  const core::SiteDecision *region = regionDecision(report);
+  ASSERT_NE(region, nullptr);
+  EXPECT_TRUE(region->applied) << "the loop is a table: " << region->detail;
+  EXPECT_EQ(region->table, "class_rules");
+  expectRegionIndexAnswersAsTheOriginal(program, "specialized");
+}
+
+// With the region's bound left out (a test-only fault), the kernel refuses
+// the candidate; without compare chains it is the same object (the region
+// stays), which is not loaded again; the same cycle builds it without
+// regions and installs that. A later cycle on the
+// same snapshot asks the kernel nothing it refused (it cites the first
+// cycle); new contents try regions again.
+TEST(VerifierAcceptance, ARefusedRegionIsRebuiltWithoutItInTheSameCycleAndRemembered) {
+  runtime::OptimizerOptions options = CorpusProgram::noShadow();
+  options.faults.unboundedRegionColumns = true;
+  CorpusProgram program("region_index.bpf.c", options);
+  ASSERT_TRUE(program.ok());
+  setClassRules(program);
+  runtime::CycleReport first = program.cycle();
+  ASSERT_TRUE(first.installed()) << first.describe();
+  // The candidate without compare chains is the object refused (it had
+  // none; the region stays): not loaded again.
+  EXPECT_EQ(first.refusedByKernel, 1u) << "with the region, once";
+  const core::SiteDecision *off = regionDecision(first);
+  ASSERT_NE(off, nullptr);
+  EXPECT_FALSE(off->applied);
+  EXPECT_EQ(off->detail,
+            "regions off: the kernel refused this snapshot's specialization with them (cycle 1)");
+  expectRegionIndexAnswersAsTheOriginal(program, "without the region");
+
+  for (unsigned repeat = 0; repeat < 3; ++repeat) {
+    runtime::CycleReport later = program.opt().runCycle(/*force=*/true);
+    EXPECT_EQ(later.outcome, runtime::CycleOutcome::Unchanged) << later.describe();
+    EXPECT_EQ(later.refusedByKernel, 0u) << "the same snapshot: nothing refused is tried again";
+  }
+
+  program.opt().injectFaults({});
+  program.set("class_rules", uint32_t(200), uint32_t(0x20));
+  runtime::CycleReport changed = program.cycle();
+  ASSERT_TRUE(changed.installed()) << changed.describe();
+  EXPECT_EQ(changed.refusedByKernel, 0u);
+  const core::SiteDecision *again = regionDecision(changed);
+  ASSERT_NE(again, nullptr);
+  EXPECT_TRUE(again->applied) << "new contents: the region again: " << again->detail;
+  expectRegionIndexAnswersAsTheOriginal(program, "new contents");
 }
 
 TEST(VerifierAcceptance, InlineAsmCompilesInProcess) {

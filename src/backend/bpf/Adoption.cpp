@@ -71,6 +71,48 @@ bool isMorpheusMap(llvm::StringRef name) {
   return name.starts_with("morpheus_") || name.contains(".morpheus");
 }
 
+// The longest chain of tail calls from `from` through `targets` (program
+// id -> the programs its program arrays hold), or the first cycle found on
+// the way; `onPath` holds the chain that led to `from`, `done` the chains
+// from programs no cycle is reachable from (a cycle through one would have
+// been found from it).
+TailCallReach longestChain(uint32_t from, const std::map<uint32_t, std::set<uint32_t>> &targets,
+                           const std::map<uint32_t, std::string> &names,
+                           std::vector<uint32_t> &onPath,
+                           std::map<uint32_t, TailCallReach> &done) {
+  auto nameOf = [&](uint32_t id) {
+    auto found = names.find(id);
+    return found != names.end() ? found->second : "program " + std::to_string(id);
+  };
+  if (auto known = done.find(from); known != done.end())
+    return known->second;
+  onPath.push_back(from);
+  TailCallReach best;
+  if (auto next = targets.find(from); next != targets.end())
+    for (uint32_t target : next->second) {
+      if (llvm::is_contained(onPath, target)) {
+        best = TailCallReach{true, 0, {}};
+        for (uint32_t id : onPath)
+          best.chain.push_back(nameOf(id));
+        best.chain.push_back(nameOf(target));
+        break;
+      }
+      TailCallReach further = longestChain(target, targets, names, onPath, done);
+      if (further.cycle) {
+        best = std::move(further);
+        break;
+      }
+      if (further.longest + 1 > best.longest)
+        best = TailCallReach{false, further.longest + 1, std::move(further.chain)};
+    }
+  onPath.pop_back();
+  if (best.cycle)
+    return best; // the chain holds the whole path
+  best.chain.insert(best.chain.begin(), nameOf(from));
+  done[from] = best;
+  return best;
+}
+
 } // namespace
 
 Expected<std::unique_ptr<Adoption>> Adoption::adopt(const std::string &target,
@@ -274,6 +316,10 @@ Error Adoption::recogniseOwner(const std::string &pinDir) {
       return makeError("{0}: the trampoline left on {1} has lost its arrays or the owner's "
                        "program",
                        ownerPin, iface);
+    auto owner = liveProgram(ownerProgram);
+    if (!owner)
+      return owner.takeError();
+    ownerName = owner->name;
     trampoline = std::exchange(hookProgram, -1);
     restarted = true;
     // Nothing may run in it that this run did not build.
@@ -395,10 +441,28 @@ Error Adoption::takeHook() {
 }
 
 Error Adoption::collectMaps() {
-  // The owner's program and every program its program arrays hold (tail-
-  // called stages use maps the entry does not).
+  // Tail-called stages use maps the entry does not.
+  auto walked = walkPrograms([&](int map, const bpf_map_info &info) {
+    // Two maps of one name (cut to 15 characters): the first counts.
+    return ownerMaps.emplace(info.name, map).second;
+  });
+  if (!walked)
+    return walked.takeError();
+  reach = std::move(*walked);
+  return Error::success();
+}
+
+Expected<TailCallReach> Adoption::tailCallsNow() const {
+  return walkPrograms([](int, const bpf_map_info &) { return false; });
+}
+
+Expected<TailCallReach>
+Adoption::walkPrograms(llvm::function_ref<bool(int mapFd, const bpf_map_info &info)> keepMap) const {
   std::deque<uint32_t> programs{ownerId};
   std::set<uint32_t> seenPrograms{ownerId}, seenMaps;
+  std::map<uint32_t, std::set<uint32_t>> arraysOf, tailCallTargets;
+  std::map<uint32_t, std::set<uint32_t>> heldBy; // program array id -> programs
+  std::map<uint32_t, std::string> names;
   while (!programs.empty()) {
     uint32_t id = programs.front();
     programs.pop_front();
@@ -409,8 +473,8 @@ Error Adoption::collectMaps() {
     close(fd);
     if (!facts)
       return facts.takeError();
-    if (id == ownerId)
-      ownerName = facts->name;
+    names[id] = facts->name;
+    arraysOf[id].insert(facts->mapIds.begin(), facts->mapIds.end());
     for (uint32_t mapId : facts->mapIds) {
       if (!seenMaps.insert(mapId).second)
         continue;
@@ -426,13 +490,26 @@ Error Adoption::collectMaps() {
       }
       if (info.type == BPF_MAP_TYPE_PROG_ARRAY)
         for (uint32_t slot = 0; slot < info.max_entries; ++slot)
-          if (uint32_t held = slotProgramId(map, slot); held && seenPrograms.insert(held).second)
-            programs.push_back(held);
-      if (!ownerMaps.emplace(info.name, map).second)
-        close(map); // two maps of one name (cut to 15 characters): the first counts
+          if (uint32_t held = slotProgramId(map, slot)) {
+            heldBy[mapId].insert(held);
+            if (seenPrograms.insert(held).second)
+              programs.push_back(held);
+          }
+      if (!keepMap(map, info))
+        close(map);
     }
   }
-  return Error::success();
+  for (const auto &[program, arrays] : arraysOf)
+    for (uint32_t array : arrays)
+      if (auto held = heldBy.find(array); held != heldBy.end())
+        tailCallTargets[program].insert(held->second.begin(), held->second.end());
+  std::vector<uint32_t> onPath;
+  std::map<uint32_t, TailCallReach> done;
+  return longestChain(ownerId, tailCallTargets, names, onPath, done);
+}
+
+std::string TailCallReach::describe() const {
+  return llvm::join(chain, " -> ") + (cycle ? " (a cycle)" : "");
 }
 
 Expected<std::map<std::string, int>>

@@ -25,6 +25,12 @@
 // finds its trampoline on the hook (by name, and the owner array pinned
 // where it left it) and takes it over again.
 //
+// The trampoline's tail call is one of the kernel's tail calls per packet
+// (MAX_TAIL_CALL_CNT, 33): a chain of the owner's that can make that many
+// runs one stage fewer once the hook is taken. What the owner's program
+// arrays hold says how long its chains can be (TailCallReach); the daemon
+// declines such chains unless told to accept it, and says so.
+//
 // A TC program is adopted only through its tcx link: a classifier attached
 // with `tc filter` (cls_bpf, netlink) is refused, because netlink replaces
 // a filter whatever program it runs at that moment (no BPF_F_REPLACE), so
@@ -35,14 +41,41 @@
 #include "backend/bpf/ProgramType.h"
 #include "support/Error.h"
 
+#include <llvm/ADT/STLFunctionalExtras.h>
+
 #include <map>
 #include <memory>
 #include <string>
+#include <vector>
+
+struct bpf_map_info;
 
 namespace morpheus::bpf {
 
 // The trampoline's program name: what a restart recognises on the hook.
 inline constexpr const char *TrampolineName = "morpheus_tramp";
+
+// Tail calls the kernel allows in a row, per packet (MAX_TAIL_CALL_CNT).
+inline constexpr unsigned KernelTailCallLimit = 33;
+
+// How many tail calls in a row the adopted program can make, as the
+// programs its program arrays hold (when Adoption::adopt looked) say: the
+// longest chain through them, or a cycle, which only the kernel's limit
+// ends (whether the program's own logic ends it earlier cannot be told
+// from outside). Any program a program array holds counts as reachable
+// from every program that uses the array (the slot may be computed).
+struct TailCallReach {
+  bool cycle = false;
+  unsigned longest = 0; // tail calls in the longest chain, without a cycle
+  // The programs along that chain (or into and once around the cycle), by
+  // name, the owner's first.
+  std::vector<std::string> chain;
+  // Whether a chain can make the kernel's limit of tail calls, so that the
+  // trampoline's own tail call leaves its last stage unrun.
+  bool reachesLimit() const { return cycle || longest + 1 > KernelTailCallLimit; }
+  // "chain_entry -> chain_stage -> chain_stage (a cycle)"
+  std::string describe() const;
+};
 
 class Adoption {
 public:
@@ -97,6 +130,10 @@ public:
   // "tcx ingress link on eth0, program 'classify' (id 41)"
   std::string describe() const;
   bool readopted() const { return restarted; }
+  // How far the owner's tail calls could go when adopt() looked, and as
+  // its program arrays hold now (the owner may put other programs there).
+  const TailCallReach &tailCalls() const { return reach; }
+  Expected<TailCallReach> tailCallsNow() const;
   uint32_t trampolineId() const;
   const std::string &ownerArrayPin() const { return ownerPin; }
 
@@ -105,6 +142,12 @@ private:
   Error findHook(const std::string &target);
   Error findTcxHook(const std::string &target, const std::string &direction);
   Error collectMaps();
+  // Walks the owner's program and every program its program arrays hold,
+  // transitively, handing `keepMap` each map one of them uses, with an fd
+  // it keeps (true) or leaves to be closed; says how far the chains of
+  // tail calls through them go.
+  Expected<TailCallReach>
+  walkPrograms(llvm::function_ref<bool(int mapFd, const bpf_map_info &info)> keepMap) const;
   Error recogniseOwner(const std::string &pinDir);
   Error prepareTrampoline();
   Expected<int> loadTrampoline(); // on the two arrays; sets ownerAttach
@@ -126,6 +169,7 @@ private:
   int trampoline = -1, morpheusArray = -1, ownerArray = -1;
   std::string ownerPin;
   uint32_t ownerAttach = 0;
+  TailCallReach reach;
   bool restarted = false;
   bool hookTaken = false;
   bool restored = false;

@@ -344,17 +344,29 @@ bool isFrozenSection(const std::string &mapName) {
          mapName.find(".kconfig") != std::string::npos;
 }
 
-Expected<std::map<std::string, size_t>> readProgramSizes(llvm::ArrayRef<char> elf,
-                                                         const std::string &objectName) {
+Expected<std::map<std::string, OpenedProgram>> readPrograms(llvm::ArrayRef<char> elf,
+                                                            const std::string &objectName) {
   auto obj = openElf(elf, objectName);
   if (!obj)
     return obj.takeError();
   OpenedObject opened{*obj};
-  std::map<std::string, size_t> sizes;
+  std::map<std::string, OpenedProgram> programs;
   bpf_program *program;
-  bpf_object__for_each_program(program, opened.obj)
-    sizes[bpf_program__name(program)] = bpf_program__insn_cnt(program);
-  return sizes;
+  bpf_object__for_each_program(program, opened.obj) {
+    // libbpf adds the flags its section names imply at load, not at open:
+    // fragments for "xdp.frags...", sleepable for "KIND.s/..." ("lsm.s/").
+    llvm::StringRef kindOfSection =
+        llvm::StringRef(bpf_program__section_name(program)).split('/').first;
+    uint32_t flags = bpf_program__flags(program) & (BPF_F_XDP_HAS_FRAGS | BPF_F_SLEEPABLE);
+    if (kindOfSection.contains(".frags"))
+      flags |= BPF_F_XDP_HAS_FRAGS;
+    if (kindOfSection.ends_with(".s"))
+      flags |= BPF_F_SLEEPABLE;
+    ProgramArrayKind kind{uint32_t(bpf_program__type(program)),
+                          uint32_t(bpf_program__expected_attach_type(program)), flags};
+    programs[bpf_program__name(program)] = {bpf_program__insn_cnt(program), kind};
+  }
+  return programs;
 }
 
 std::optional<uint64_t> verifiedInstructions(int programFd) {

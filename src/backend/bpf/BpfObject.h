@@ -37,9 +37,26 @@ Expected<std::vector<core::GlobalSlice>> readGlobalSlices(llvm::ArrayRef<char> e
                                                           const std::string &objectName,
                                                           bool frozen = false);
 
-// The instruction count of every program of a BPF ELF object, by name.
-Expected<std::map<std::string, size_t>> readProgramSizes(llvm::ArrayRef<char> elf,
-                                                         const std::string &objectName);
+// What the kernel compares of every program that uses one program array
+// (it records them of the first one checked against it, the array's owner,
+// and refuses a program that differs): the program type, the expected
+// attach type, and the flags that must agree (fragments, sleepable).
+struct ProgramArrayKind {
+  uint32_t type = 0;               // BPF_PROG_TYPE_*
+  uint32_t expectedAttachType = 0; // BPF_*
+  uint32_t flags = 0;              // BPF_F_XDP_HAS_FRAGS, BPF_F_SLEEPABLE
+  bool operator==(const ProgramArrayKind &) const = default;
+};
+
+// What libbpf reads of one program of a BPF ELF object before loading it.
+struct OpenedProgram {
+  size_t instructions = 0;
+  ProgramArrayKind arrayKind; // as libbpf would load it
+};
+
+// Every program of a BPF ELF object, by name.
+Expected<std::map<std::string, OpenedProgram>> readPrograms(llvm::ArrayRef<char> elf,
+                                                            const std::string &objectName);
 
 // What verifying a loaded program cost the kernel (bpf_prog_info's
 // verified_insns), or nullopt if the kernel does not say.

@@ -87,10 +87,10 @@ Expected<std::unique_ptr<ProgramSpec>> ProgramSpec::load(const std::string &path
   if (!globals)
     return withContext(globals.takeError(), path);
   spec->globalSlices = std::move(*globals);
-  auto sizes = readProgramSizes(spec->original, spec->name);
-  if (!sizes)
-    return withContext(sizes.takeError(), path);
-  spec->instructionCounts = std::move(*sizes);
+  auto programs = readPrograms(spec->original, spec->name);
+  if (!programs)
+    return withContext(programs.takeError(), path);
+  spec->opened = std::move(*programs);
   spec->makesTailCalls = bpf::makesTailCalls(*spec->pristine);
   clock.end("object read (maps, globals, sizes)");
   llvm::raw_svector_ostream bitcode(spec->pristineBitcode);
@@ -156,20 +156,43 @@ ProgramType ProgramSpec::programType(const std::string &entry) const {
   return programTypeOfSection(function->getSection()).value_or(ProgramType::Other);
 }
 
+bool ProgramSpec::hasContext(const std::string &entry) const {
+  const llvm::Function *function = pristine->getFunction(entry);
+  return function && !function->arg_empty() && function->getArg(0)->getType()->isPointerTy() &&
+         function->getReturnType()->isIntegerTy();
+}
+
+std::optional<std::string> ProgramSpec::fallbackArrayOwner() const {
+  for (const std::string &entry : entries)
+    if (hasContext(entry))
+      return entry;
+  return std::nullopt;
+}
+
 core::EntryFallback ProgramSpec::fallbackFor(const std::string &entry, unsigned index,
                                              const SpecializeRequest &request) const {
-  const llvm::Function *function = pristine->getFunction(entry);
-  bool hasContext = function && !function->arg_empty() &&
-                    function->getArg(0)->getType()->isPointerTy() &&
-                    function->getReturnType()->isIntegerTy();
   auto facts = request.programs.find(entry);
   bool known = facts != request.programs.end();
-  std::optional<uint32_t> slot = known ? facts->second.fallbackSlot : std::optional(index);
-  std::string noTailCall = !hasContext     ? "no ctx to tail-call with"
-                           : makesTailCalls ? "the object makes tail calls, so a fallback "
-                                              "by tail call would cost one of its hops"
-                           : !slot          ? "it could not join the fallback program array"
-                                            : "";
+  auto kindOf = [&](const std::string &program) -> std::optional<ProgramArrayKind> {
+    auto found = opened.find(program);
+    return found == opened.end() ? std::nullopt : std::optional(found->second.arrayKind);
+  };
+  std::optional<uint32_t> slot;
+  std::string noSlot = "it could not join the fallback program array";
+  if (known) {
+    slot = facts->second.fallbackSlot;
+  } else if (std::optional<std::string> owner = fallbackArrayOwner();
+             owner && kindOf(*owner) == kindOf(entry)) {
+    slot = index;
+  } else if (owner) {
+    noSlot = "it cannot share the fallback program array with '" + *owner +
+             "' (a program array takes programs of one type and attach type)";
+  }
+  std::string noTailCall = !hasContext(entry) ? "no ctx to tail-call with"
+                           : makesTailCalls   ? "the object makes tail calls, so a fallback "
+                                                "by tail call would cost one of its hops"
+                           : !slot            ? noSlot
+                                              : "";
   core::EntryFallback fallback{entry, core::Fallback::None, 0, dropVerdict(programType(entry)),
                                ""};
   std::optional<uint64_t> verified = known ? facts->second.verifiedInstructions : std::nullopt;
@@ -204,8 +227,8 @@ uint64_t ProgramSpec::verifierPathBudget(const std::string &entry,
   if (auto facts = request.programs.find(entry); facts != request.programs.end())
     cost = facts->second.verifiedInstructions.value_or(0);
   if (!cost)
-    if (auto size = instructionCounts.find(entry); size != instructionCounts.end())
-      cost = size->second;
+    if (auto program = opened.find(entry); program != opened.end())
+      cost = program->second.instructions;
   return std::max<uint64_t>(1, ChainInstructionBudget / std::max<uint64_t>(cost, 1));
 }
 
@@ -241,6 +264,7 @@ Expected<SpecializedObject> ProgramSpec::build(const core::TableSnapshot &snapsh
     for (const std::string &entry : entries)
       options.verifierPathBudget[entry] = verifierPathBudget(entry, request);
   options.noCompareChains = request.noCompareChains;
+  options.noRegions = request.noRegions;
   options.tablePasses = request.tablePasses;
   if (request.instrument && request.guardVersion) { // the guard runtime has the slot
     options.profile = core::ProfileOptions{ProfileSlotFunction, ProfileSites, ProfileKeyBytes,

@@ -47,6 +47,9 @@ struct SpecializeRequest {
   // Set to say why compare chains are off this time (a retry after the
   // kernel rejected a candidate built from the same snapshot).
   std::optional<std::string> noCompareChains;
+  // Set to say why regions are off this time (a second retry, when the
+  // kernel also refused the candidate without compare chains).
+  std::optional<std::string> noRegions;
   // The table passes to run, by their Passes.def names; unset runs them all.
   std::optional<std::vector<std::string>> tablePasses;
   core::FaultInjection faults; // test-only
@@ -122,6 +125,16 @@ private:
   // How `entry` (the index-th program) falls back, from what is known of it.
   core::EntryFallback fallbackFor(const std::string &entry, unsigned index,
                                   const SpecializeRequest &request) const;
+  // Whether `entry` takes a ctx it could hand to a tail call.
+  bool hasContext(const std::string &entry) const;
+  // Without facts from a loaded original (offline): the entry whose kind
+  // (ProgramArrayKind) the fallback program array takes, the first with a
+  // ctx. The kernel fixes an array's kind at the first program loaded
+  // against it and refuses programs of another kind, so only entries of
+  // the owner's kind fall back by tail call; the others fall back in the
+  // program (live, createFallbackArray registers the entry first and
+  // leaves out what cannot join, alike).
+  std::optional<std::string> fallbackArrayOwner() const;
   // How many paths through compare chains verifying `entry` may take.
   uint64_t verifierPathBudget(const std::string &entry, const SpecializeRequest &request) const;
   Error renewContext();
@@ -137,7 +150,7 @@ private:
   core::TableAccessInfo access;
   std::vector<core::GlobalSlice> globalSlices;
   std::vector<std::string> entries;
-  std::map<std::string, size_t> instructionCounts; // per program, of the original ELF
+  std::map<std::string, OpenedProgram> opened; // per program, of the original ELF
   bool makesTailCalls = false;
   std::vector<core::BuildPhase> phases; // of load()
 };

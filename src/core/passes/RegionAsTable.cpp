@@ -48,9 +48,27 @@
 // object, or past a step budget. A combination under which the region would
 // load through a null pointer is one the program never brings there (the
 // kernel's verifier refuses a program that could; LLVM makes it undefined):
-// its row is never read and holds zeros. The index is computed from ids
-// below their class counts; it is checked below the row count on an opaque
-// copy (the verifier's bound; the check always holds).
+// its row is never read and holds what a row that is read holds. The index
+// is computed from ids below their class counts; it is checked below the
+// row count on an opaque copy (the verifier's bound; the check always
+// holds).
+//
+// Why the verifier accepts it: the code the region replaces computed each
+// value it hands on along paths the verifier followed one by one, so the
+// verifier knew each one's bounds (a loop's index, 0..7, as a constant per
+// path); code after it may rely on them (that index picks a byte of an
+// 8-byte value). The table hands the value on as one load, which the
+// verifier knows only by its width (a byte: 0..255). So every column's
+// load is clamped, on an opaque copy (core/OpaqueValue.h: LLVM cannot
+// prove the clamp redundant), to the range of the values its table holds:
+// the results of the combinations the region is reached by, and copies of
+// one of them in the rows never read. The clamp changes no value; the
+// bound is the region's own code's, at least as narrow as what the
+// verifier proved of it.
+//
+// Declined when compare chains and regions are off for this cycle (the
+// kernel refused a candidate built from the same tables with them:
+// runtime/Optimizer).
 //
 // Runs after the passes that choose representations (their answers are its
 // inputs), before the passes that instrument lookups.
@@ -773,6 +791,37 @@ struct Table {
   }
 };
 
+// `loaded`, a column's value as its table's load gives it (zero-extended
+// from Table::widthOf(values) bits), clamped to the range of `values`, on
+// an opaque copy (see the header: the region's own bound, for the
+// verifier). The range is read unsigned, or signed when that is narrower
+// (a column of small negative and positive values); no clamp where the
+// load's width says as much.
+Value *boundColumn(IRBuilderBase &builder, Value *loaded, const std::vector<uint64_t> &values,
+                   const Twine &name) {
+  unsigned bits = loaded->getType()->getIntegerBitWidth();
+  APInt first(bits, values.front());
+  APInt unsignedLow = first, unsignedHigh = first, signedLow = first, signedHigh = first;
+  for (uint64_t value : values) {
+    APInt v(bits, value);
+    unsignedLow = APIntOps::umin(unsignedLow, v);
+    unsignedHigh = APIntOps::umax(unsignedHigh, v);
+    signedLow = APIntOps::smin(signedLow, v);
+    signedHigh = APIntOps::smax(signedHigh, v);
+  }
+  ConstantRange unsignedRange = ConstantRange::getNonEmpty(unsignedLow, unsignedHigh + 1);
+  ConstantRange signedRange = ConstantRange::getNonEmpty(signedLow, signedHigh + 1);
+  unsigned stored = Table::widthOf(values);
+  ConstantRange fromLoad =
+      stored >= bits ? ConstantRange::getFull(bits)
+                     : ConstantRange(APInt::getZero(bits), APInt::getOneBitSet(bits, stored));
+  bool isSigned = signedRange.isSizeStrictlySmallerThan(unsignedRange);
+  const ConstantRange &range = isSigned ? signedRange : unsignedRange;
+  if (!range.isSizeStrictlySmallerThan(fromLoad))
+    return loaded;
+  return boundedCopy(builder, loaded, range, isSigned, name);
+}
+
 class RegionRewriter {
 public:
   RegionRewriter(Module &module, const TablePassContext &context, const TableAccessInfo &info,
@@ -799,6 +848,10 @@ public:
       std::optional<std::string> why = connect(region);
       if (!why)
         why = collectDomains(region, domains);
+      if (!why && context.noRegions) {
+        record(region, domains, false, *context.noRegions);
+        continue;
+      }
       Table table;
       if (!why)
         why = evaluate(region, domains, table);
@@ -897,6 +950,8 @@ private:
     uint64_t steps = 0;
     Evaluator evaluator(region, module.getDataLayout(), rewriter, steps);
     std::vector<Constant *> inputs(domains.size());
+    std::optional<uint64_t> firstReached;
+    std::vector<bool> reached(table.rows, false);
     for (uint64_t row = 0; row < table.rows; ++row) {
       // Mixed radix, the last input fastest (as the program computes it).
       uint64_t rest = row;
@@ -910,12 +965,22 @@ private:
       if (outcome.kind == Outcome::NeverHere)
         continue;
       ++table.reached;
+      reached[row] = true;
+      firstReached = firstReached.value_or(row);
       table.exits[row] = outcome.exit;
       for (size_t column = 0; column < outcome.columns.size(); ++column)
         table.columns[column][row] = outcome.columns[column];
     }
     if (table.reached == 0)
       return "is reached by no combination of its answers";
+    // Rows never read repeat one that is: each column's range stays that
+    // of the region's results (the bound its load is clamped to).
+    for (uint64_t row = 0; row < table.rows; ++row)
+      if (!reached[row]) {
+        table.exits[row] = table.exits[*firstReached];
+        for (std::vector<uint64_t> &column : table.columns)
+          column[row] = column[*firstReached];
+      }
     if (table.bytes(region) > MaxTableBytes)
       return "would need a table of " + std::to_string(table.bytes(region)) + " bytes (limit " +
              std::to_string(MaxTableBytes) + ")";
@@ -970,9 +1035,13 @@ private:
       return builder.CreateZExtOrTrunc(value, type);
     };
     std::vector<Value *> columnValues;
-    for (size_t i = 0; i < region.columns.size(); ++i)
-      columnValues.push_back(
-          load(table.columns[i], region.columns[i]->getType(), "c" + std::to_string(i)));
+    for (size_t i = 0; i < region.columns.size(); ++i) {
+      std::string name = "c" + std::to_string(i);
+      Value *value = load(table.columns[i], region.columns[i]->getType(), name);
+      if (!isa<Constant>(value) && !context.faults.unboundedRegionColumns)
+        value = boundColumn(builder, value, table.columns[i], prefix + "." + name + ".bounded");
+      columnValues.push_back(value);
+    }
 
     // Code after the region reads its values from the table's.
     for (size_t i = 0; i < region.columns.size(); ++i)

@@ -13,11 +13,15 @@
 ; Each lookup's class by slot: null is class 0, then the distinct values.
 ; CHECK-DAG: @__morpheus.protos.classes0 = private constant [3 x i8] c"\01\02\01", align 8
 ; CHECK-DAG: @__morpheus.ports.classes1 = private constant [3 x i8] c"\01\02\03", align 8
-; Row protos × 4 + ports: a null class is never read there (the program
-; tests both answers first: 0); {6,0}&{4,0} -> bit 2, {6,0}&{2,8} -> 1,
+; Row protos × 4 + ports: {6,0}&{4,0} -> bit 2, {6,0}&{2,8} -> 1,
 ; {6,0}&0 -> 128, {0,8}&{4,0} -> 128, {0,8}&{2,8} -> 64 + 3 = 67 ('C'),
-; {0,8}&0 -> 128.
-; CHECK-DAG: @__morpheus.classify.region0.c0 = private constant [12 x i8] c"\00\00\00\00\00\02\01\80\00\80C\80", align 8
+; {0,8}&0 -> 128; a row of a null class is never read (the program tests
+; both answers first) and repeats the first row read (2), so that the
+; column's values are the region's results only: 1..128.
+; CHECK-DAG: @__morpheus.classify.region0.c0 = private constant [12 x i8] c"\02\02\02\02\02\02\01\80\02\80C\80", align 8
+; The rule each class of rules (4, 0, 0x30, 0x41) gives: 2, 7 (none set),
+; 4, 0; the null class's row repeats the first.
+; CHECK-DAG: @__morpheus.pick.region1.c0 = private constant [5 x i8] c"\02\02\07\04\00", align 8
 
 ; C: a = lookup(&protos, &ctx->a); b = lookup(&ports, &ctx->b);
 ;    if (!a || !b) return 129;
@@ -47,15 +51,37 @@
 ; CHECK-NEXT:    [[RP:%.*]] = getelementptr inbounds i8, ptr @__morpheus.classify.region0.c0, i64 [[R]]
 ; CHECK-NEXT:    [[RULE:%.*]] = load i8, ptr [[RP]], align 1
 ; CHECK-NEXT:    [[RULE32:%.*]] = zext i8 [[RULE]] to i32
+; The verifier knows the loaded byte as 0..255: the rule is clamped to the
+; region's own values (1..128) on an opaque copy.
+; CHECK-NEXT:    [[COPY:%classify.region0.c0.bounded]] = call i32 asm "", "=r,0"(i32 [[RULE32]])
+; CHECK-NEXT:    [[HIGH:%.*]] = call i32 @llvm.umin.i32(i32 [[COPY]], i32 128)
+; CHECK-NEXT:    [[LOW:%.*]] = call i32 @llvm.umax.i32(i32 [[HIGH]], i32 1)
 ; CHECK-NEXT:    br label %done
 ; CHECK-NOT:   loop:
-; CHECK:         phi i32 [ 129, %entry ], [ [[RULE32]], %classify.region0 ]
+; CHECK:         phi i32 [ 129, %entry ], [ [[LOW]], %classify.region0 ]
 ;
 ; The same loop also reading the packet stays code.
 ; CHECK-LABEL: define i32 @mixed(
 ; CHECK:       loop:
+; The issue's case: a loop (unrolled) picks the first of seven rule bits,
+; 7 when none is set (0..7), and the index picks a byte of an 8-byte value.
+; From the table it is a byte (0..255): masked back to 0..7.
+;   for (i = 0; i < 7; i++) if (*bits & (1u << i)) { rule = i; break; }
+;   tally->hits[rule]++;
+; CHECK-LABEL: define i32 @pick(
+; CHECK:       pick.region1:
+; CHECK:         [[PICK:%pick.region1.c0]] = load i8, ptr {{%.*}}, align 1
+; CHECK-NEXT:    [[PICK32:%.*]] = zext i8 [[PICK]] to i32
+; CHECK-NEXT:    [[PCOPY:%pick.region1.c0.bounded]] = call i32 asm "", "=r,0"(i32 [[PICK32]])
+; CHECK-NEXT:    [[MASKED:%.*]] = and i32 [[PCOPY]], 7
+; CHECK-NEXT:    br label %picked
+; CHECK:       count:
+; CHECK-NEXT:    %at = zext i32 [[MASKED]] to i64
+; CHECK-NEXT:    getelementptr inbounds [8 x i8], ptr %tally, i64 0, i64 %at
+;
 ; CHECK: ; site 0 ports+protos region-as-table applied: 4 blocks (16 instructions, a loop) as a table of 12 rows (6 reachable, 12 bytes) indexed by 2 answers' classes
 ; CHECK: ; site 2 ports+protos region-as-table declined: left as code: it reads %ctx: %ctx is neither a lookup's answer nor a constant
+; CHECK: ; site 4 rules region-as-table applied: 8 blocks (15 instructions) as a table of 5 rows (4 reachable, 5 bytes) indexed by 1 answers' classes
 
 ; O2-LABEL: define {{.*}}i32 @classify(
 ; O2-NOT:     llvm.cttz
@@ -166,11 +192,76 @@ done:
   ret i32 %r
 }
 
+@rules = global { ptr, ptr } zeroinitializer, section ".maps", align 8
+@tallies = global { ptr, ptr } zeroinitializer, section ".maps", align 8
+
+define i32 @pick(ptr %ctx) section "xdp" {
+entry:
+  %kc = alloca i32, align 4
+  %kz = alloca i32, align 4
+  %x = load i32, ptr %ctx, align 4
+  %class = and i32 %x, 3
+  store i32 %class, ptr %kc, align 4
+  store i32 0, ptr %kz, align 4
+  %bits = call ptr inttoptr (i64 1 to ptr)(ptr @rules, ptr %kc)
+  %nobits = icmp eq ptr %bits, null
+  br i1 %nobits, label %out, label %scan
+scan:
+  %w = load i32, ptr %bits, align 4
+  %b0 = and i32 %w, 1
+  %z0 = icmp eq i32 %b0, 0
+  br i1 %z0, label %s1, label %picked
+s1:
+  %b1 = and i32 %w, 2
+  %z1 = icmp eq i32 %b1, 0
+  br i1 %z1, label %s2, label %picked
+s2:
+  %b2 = and i32 %w, 4
+  %z2 = icmp eq i32 %b2, 0
+  br i1 %z2, label %s3, label %picked
+s3:
+  %b3 = and i32 %w, 8
+  %z3 = icmp eq i32 %b3, 0
+  br i1 %z3, label %s4, label %picked
+s4:
+  %b4 = and i32 %w, 16
+  %z4 = icmp eq i32 %b4, 0
+  br i1 %z4, label %s5, label %picked
+s5:
+  %b5 = and i32 %w, 32
+  %z5 = icmp eq i32 %b5, 0
+  br i1 %z5, label %s6, label %picked
+s6:
+  %b6 = and i32 %w, 64
+  %z6 = icmp eq i32 %b6, 0
+  br i1 %z6, label %none, label %picked
+none:
+  br label %picked
+picked:
+  %rule = phi i32 [ 0, %scan ], [ 1, %s1 ], [ 2, %s2 ], [ 3, %s3 ], [ 4, %s4 ], [ 5, %s5 ], [ 6, %s6 ], [ 7, %none ]
+  %tally = call ptr inttoptr (i64 1 to ptr)(ptr @tallies, ptr %kz)
+  %notally = icmp eq ptr %tally, null
+  br i1 %notally, label %out, label %count
+count:
+  %at = zext i32 %rule to i64
+  %hit = getelementptr inbounds [8 x i8], ptr %tally, i64 0, i64 %at
+  %n = load i8, ptr %hit, align 1
+  %n1 = add i8 %n, 1
+  store i8 %n1, ptr %hit, align 1
+  %odd = and i32 %rule, 1
+  br label %out
+out:
+  %r = phi i32 [ 0, %entry ], [ 0, %picked ], [ %odd, %count ]
+  ret i32 %r
+}
+
 declare i64 @llvm.cttz.i64(i64, i1)
 
 ;--- state.json
 {"tables": {"protos": {"type": "array", "key_size": 4, "value_size": 24, "max_entries": 3},
-            "ports": {"type": "array", "key_size": 4, "value_size": 24, "max_entries": 3}},
+            "ports": {"type": "array", "key_size": 4, "value_size": 24, "max_entries": 3},
+            "rules": {"type": "array", "key_size": 4, "value_size": 4, "max_entries": 4},
+            "tallies": {"type": "array", "key_size": 4, "value_size": 8, "max_entries": 1}},
  "maps": {
   "protos": [
    {"key": "00000000", "value": "0000000000000000 0600000000000000 0000000000000000"},
@@ -179,4 +270,9 @@ declare i64 @llvm.cttz.i64(i64, i1)
   "ports": [
    {"key": "00000000", "value": "0000000000000000 0400000000000000 0000000000000000"},
    {"key": "01000000", "value": "0000000000000000 0200000000000000 0800000000000000"},
-   {"key": "02000000", "value": "0000000000000000 0000000000000000 0000000000000000"}]}}
+   {"key": "02000000", "value": "0000000000000000 0000000000000000 0000000000000000"}],
+  "rules": [
+   {"key": "00000000", "value": "04000000"},
+   {"key": "01000000", "value": "00000000"},
+   {"key": "02000000", "value": "30000000"},
+   {"key": "03000000", "value": "41000000"}]}}

@@ -130,6 +130,9 @@ struct TablePassContext {
   // Set when compare chains are off for this specialization (why):
   // inline-small-table then declines every site.
   std::optional<std::string> noCompareChains;
+  // Set when regions are off for this specialization (why): region-as-table
+  // then declines every region.
+  std::optional<std::string> noRegions;
   // Functions whose code may run without a guard in front of it, with the
   // reason: never specialized.
   std::map<std::string, std::string> unguardedFunctions;
