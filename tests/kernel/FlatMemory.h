@@ -6,6 +6,7 @@
 #include "runtime/Optimizer.h"
 
 #include <dirent.h>
+#include <malloc.h>
 #include <gtest/gtest.h>
 #include <unistd.h>
 
@@ -27,6 +28,13 @@ inline double residentMb() {
   return double(resident) * double(sysconf(_SC_PAGESIZE)) / (1 << 20);
 }
 
+// The bytes malloc has handed out and not taken back: unlike resident
+// memory, not hidden by free memory an earlier test left in the heap.
+inline double heapInUseMb() {
+  struct mallinfo2 info = mallinfo2();
+  return double(info.uordblks + info.hblkhd) / (1 << 20);
+}
+
 inline size_t openDescriptors() {
   size_t count = 0;
   DIR *dir = opendir("/proc/self/fd");
@@ -42,17 +50,22 @@ inline size_t openDescriptors() {
 // Morpheus before each; every cycle must install a new version.
 inline void expectFlatMemory(runtime::Optimizer &optimizer,
                       const std::function<void(unsigned cycle)> &change) {
-  double warm = 0;
+  double warm = 0, warmHeap = 0;
   size_t descriptors = 0;
   for (unsigned cycle = 0; cycle < WarmUpCycles + MeasuredCycles; ++cycle) {
     if (cycle == WarmUpCycles) {
       warm = residentMb();
+      warmHeap = heapInUseMb();
       descriptors = openDescriptors();
     }
     change(cycle);
     runtime::CycleReport report = optimizer.runCycle();
     ASSERT_TRUE(report.installed()) << "cycle " << cycle << ": " << report.describe();
   }
+  double heapGrowth = heapInUseMb() - warmHeap;
+  EXPECT_LT(heapGrowth, GrowthBoundMb)
+      << "the heap in use grew by " << heapGrowth << " MB over " << MeasuredCycles
+      << " compiled cycles (" << heapGrowth * 1024 / MeasuredCycles << " KB per cycle)";
   double growth = residentMb() - warm;
   EXPECT_LT(growth, GrowthBoundMb)
       << "resident memory grew by " << growth << " MB over " << MeasuredCycles
