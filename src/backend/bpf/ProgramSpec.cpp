@@ -6,9 +6,8 @@
 #include "backend/bpf/StaticSlots.h"
 #include "backend/bpf/VerifierBounds.h"
 #include "core/PhaseClock.h"
+#include "core/PristineBitcode.h"
 
-#include <llvm/Bitcode/BitcodeReader.h>
-#include <llvm/Bitcode/BitcodeWriter.h>
 #include <llvm/Support/Path.h>
 #include <llvm/Transforms/Utils/Cloning.h>
 
@@ -93,9 +92,8 @@ Expected<std::unique_ptr<ProgramSpec>> ProgramSpec::load(const std::string &path
   spec->opened = std::move(*programs);
   spec->makesTailCalls = bpf::makesTailCalls(*spec->pristine);
   clock.end("object read (maps, globals, sizes)");
-  llvm::raw_svector_ostream bitcode(spec->pristineBitcode);
-  llvm::WriteBitcodeToFile(*spec->pristine, bitcode);
-  clock.end("bitcode kept for crash recovery");
+  spec->pristineBitcode = core::PristineBitcode(*spec->pristine);
+  clock.end("bitcode kept for the versions");
   spec->access = core::analyzeModule(*spec->pristine, spec->signatures, spec->tables);
   clock.end("analysis");
   for (const llvm::Function &function : *spec->pristine)
@@ -115,38 +113,20 @@ core::ReadPlan ProgramSpec::readPlan(uint32_t inlineLimit) const {
 
 Expected<SpecializedObject>
 ProgramSpec::specialize(const core::TableSnapshot &snapshot,
-                        const SpecializeRequest &request) {
+                        const SpecializeRequest &request) const {
   // A crash in a pass or in code generation must cost one version, not the
-  // daemon.
+  // daemon. The version's module lives in a context of its own (build), so
+  // the crash cannot have touched the pristine IR: the crashed context is
+  // abandoned untouched (leaked: even destroying it could crash; the
+  // longjmp out of build() skips its destructors), and the next version
+  // starts from the same pristine bitcode. What in-process
+  // recovery cannot undo is damage to process-wide state (a lock held
+  // inside malloc).
   std::optional<Expected<SpecializedObject>> result;
   if (Error crashed = runRecoverably(sourcePath + ": specialization",
                                      [&] { result.emplace(build(snapshot, request)); }))
-    return llvm::joinErrors(
-        makeError("{0}; no new version", llvm::toString(std::move(crashed))), renewContext());
+    return makeError("{0}; no new version", llvm::toString(std::move(crashed)));
   return std::move(*result);
-}
-
-Error ProgramSpec::renewContext() {
-  // The crashed clone lived in the pristine module's context, which it may
-  // have left half-updated (uniqued constants, metadata, use lists). That
-  // context, the pristine module and the clone are abandoned untouched
-  // (leaked: even destroying them could crash), and every later version
-  // clones a pristine module parsed afresh from the bitcode kept at load.
-  // What in-process recovery cannot undo is damage to process-wide state
-  // (a lock held inside malloc).
-  auto fresh = std::make_unique<llvm::LLVMContext>();
-  auto parsed = llvm::parseBitcodeFile(
-      llvm::MemoryBufferRef(llvm::StringRef(pristineBitcode.data(), pristineBitcode.size()),
-                            sourcePath),
-      *fresh);
-  if (!parsed)
-    return withContext(parsed.takeError(), sourcePath + ": cannot re-read the pristine IR");
-  (void)pristine.release();
-  (void)context.release();
-  context = std::move(fresh);
-  pristine = std::move(*parsed);
-  access = core::analyzeModule(*pristine, signatures, tables);
-  return Error::success();
 }
 
 ProgramType ProgramSpec::programType(const std::string &entry) const {
@@ -236,7 +216,12 @@ Expected<SpecializedObject> ProgramSpec::build(const core::TableSnapshot &snapsh
                                                const SpecializeRequest &request) const {
   std::vector<core::BuildPhase> cloning;
   core::PhaseClock clock(cloning);
-  std::unique_ptr<llvm::Module> clone = llvm::CloneModule(*pristine);
+  // Each version in a context of its own, gone with it (core/PristineBitcode.h).
+  llvm::LLVMContext versionContext; // declared before the module: outlives it
+  auto parsed = pristineBitcode.parse(versionContext);
+  if (!parsed)
+    return parsed.takeError();
+  std::unique_ptr<llvm::Module> clone = std::move(*parsed);
   clock.end("clone");
   // Guarded versions share the live program arrays, whose slots only the
   // live original's load writes; an unguarded build (offline) is a program

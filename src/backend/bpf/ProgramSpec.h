@@ -9,6 +9,7 @@
 #include "backend/bpf/BpfSignatures.h"
 #include "backend/bpf/Frontend.h"
 #include "core/Pipeline.h"
+#include "core/PristineBitcode.h"
 #include "support/Error.h"
 
 #include <llvm/IR/LLVMContext.h>
@@ -85,10 +86,12 @@ public:
   static Expected<std::unique_ptr<ProgramSpec>> load(const std::string &path,
                                                      const FrontendOptions &options);
 
-  // Builds a version; a crash (signal) inside LLVM becomes an error, after
-  // which the pristine IR is re-read into a fresh context (renewContext).
+  // Builds a version in an LLVMContext of its own (parsed from the
+  // pristine bitcode, destroyed with the version's module), so building
+  // versions for months leaves no memory behind; a crash (signal) inside
+  // LLVM becomes an error and abandons only that context.
   Expected<SpecializedObject> specialize(const core::TableSnapshot &snapshot,
-                                         const SpecializeRequest &request);
+                                         const SpecializeRequest &request) const;
 
   const std::string &path() const { return sourcePath; }
   // Names internal maps; identical for every version of the program.
@@ -137,11 +140,10 @@ private:
   std::optional<std::string> fallbackArrayOwner() const;
   // How many paths through compare chains verifying `entry` may take.
   uint64_t verifierPathBudget(const std::string &entry, const SpecializeRequest &request) const;
-  Error renewContext();
   BpfSignatures signatures;
   std::unique_ptr<llvm::LLVMContext> context;
   std::unique_ptr<llvm::Module> pristine;
-  llvm::SmallVector<char, 0> pristineBitcode; // to start afresh after a crash
+  core::PristineBitcode pristineBitcode; // what every version is parsed from
   std::unique_ptr<llvm::TargetMachine> machine;
   std::string sourcePath, name;
   std::vector<char> original;

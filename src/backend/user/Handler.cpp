@@ -294,7 +294,8 @@ Expected<std::unique_ptr<Handler>> Handler::load(const std::string &path,
                        handler->tableSet->catalog(), handler->prefetchStage);
   if (!prefetcherName)
     return withContext(prefetcherName.takeError(), path);
-  auto generic = handler->jit->add(std::move(genericModule), handler->context,
+  auto generic = handler->jit->add(orc::ThreadSafeModule(std::move(genericModule),
+                                                         handler->context),
                                    options.entry, "generic");
   if (!generic)
     return withContext(generic.takeError(), path);
@@ -306,15 +307,16 @@ Expected<std::unique_ptr<Handler>> Handler::load(const std::string &path,
     handler->prefetchFunction = reinterpret_cast<PrefetchFunction>(*address);
   }
   handler->handlerSlot.install(*generic);
+  handler->pristineBitcode = core::PristineBitcode(*handler->pristine);
   return handler;
 }
 
-Expected<std::unique_ptr<Module>> Handler::specializedModule(Cycle &cycle) {
+Expected<orc::ThreadSafeModule> Handler::specializedModule(Cycle &cycle) {
   const Guard &guard = tableSet->guard();
   cycle.version = guard.version();
   if (guard.changing()) {
     cycle.outcome = Cycle::Outcome::Deferred;
-    return nullptr;
+    return orc::ThreadSafeModule();
   }
   auto start = std::chrono::steady_clock::now();
   core::TableAccessInfo info =
@@ -347,7 +349,13 @@ Expected<std::unique_ptr<Module>> Handler::specializedModule(Cycle &cycle) {
   if (!snapshot)
     return withContext(snapshot.takeError(), pristine->getModuleIdentifier());
 
-  std::unique_ptr<Module> clone = CloneModule(*pristine);
+  // Each version in a context of its own, which goes when the JIT is done
+  // with its module (core/PristineBitcode.h).
+  orc::ThreadSafeContext versionContext(std::make_unique<LLVMContext>());
+  auto parsed = pristineBitcode.parse(*versionContext.getContext());
+  if (!parsed)
+    return parsed.takeError();
+  std::unique_ptr<Module> clone = std::move(*parsed);
   core::SpecializationOptions specialization;
   specialization.inlineLimit = options.inlineLimit;
   specialization.targetMachine = &jit->targetMachine();
@@ -387,7 +395,7 @@ Expected<std::unique_ptr<Module>> Handler::specializedModule(Cycle &cycle) {
   cycle.log = std::move(*log);
   cycle.passes = std::chrono::duration_cast<std::chrono::microseconds>(
       std::chrono::steady_clock::now() - start);
-  return clone;
+  return orc::ThreadSafeModule(std::move(clone), std::move(versionContext));
 }
 
 void Handler::recordTraffic() {
@@ -454,8 +462,7 @@ Expected<std::pair<Cycle, VersionHandle>> Handler::build() {
   if (!*module)
     return std::pair(std::move(cycle), VersionHandle());
   auto start = std::chrono::steady_clock::now();
-  auto function = jit->add(std::move(*module), context, options.entry,
-                           "v" + std::to_string(++versions));
+  auto function = jit->add(std::move(*module), options.entry, "v" + std::to_string(++versions));
   if (!function)
     return withContext(function.takeError(), pristine->getModuleIdentifier());
   cycle.jit = std::chrono::duration_cast<std::chrono::microseconds>(
@@ -522,7 +529,7 @@ Expected<std::string> Handler::specializedIR() {
                      pristine->getModuleIdentifier());
   std::string text;
   raw_string_ostream stream(text);
-  (*module)->print(stream, nullptr);
+  module->withModuleDo([&](Module &ir) { ir.print(stream, nullptr); });
   return text;
 }
 

@@ -2,7 +2,8 @@
 // pristine IR (clang-19 -O2 for the host), its tables made from its
 // MU_TABLE definitions, the generic version JIT-compiled and installed in
 // the trampoline at load; then, every cycle (specialize()), the core's
-// pipeline on a clone of the pristine IR for what the tables hold now,
+// pipeline on a copy of the pristine IR (in a context of its own, gone
+// with the version) for what the tables hold now,
 // behind the program guard, JIT-compiled and swapped in through the
 // trampoline when the guard word has not moved meanwhile.
 #pragma once
@@ -13,6 +14,7 @@
 #include "backend/user/TableSet.h"
 #include "backend/user/UserSignatures.h"
 #include "core/FaultInjection.h"
+#include "core/PristineBitcode.h"
 #include "core/SpecializationLog.h"
 #include "core/SpecializationPoints.h"
 #include "core/TrafficProfile.h"
@@ -227,7 +229,9 @@ private:
   Handler(HandlerOptions options)
       : options(std::move(options)), trafficProfile(this->options.traffic.value_or(
                                          core::TrafficProfileOptions{})) {}
-  Expected<std::unique_ptr<llvm::Module>> specializedModule(Cycle &cycle);
+  // The version's module for `cycle`, in a context of its own; none while
+  // a control-plane change is in progress.
+  Expected<llvm::orc::ThreadSafeModule> specializedModule(Cycle &cycle);
   // Whether the next cycles run table pass `pass` (HandlerOptions::tablePasses).
   bool runsTablePass(const std::string &pass) const;
   // Whether versions record sampled keys and get fast paths
@@ -249,6 +253,7 @@ private:
   HandlerOptions options;
   llvm::orc::ThreadSafeContext context;
   std::unique_ptr<llvm::Module> pristine;
+  core::PristineBitcode pristineBitcode; // what every version is parsed from
   std::unique_ptr<TableSet> tableSet;
   Profile profile;
   WriteCounters writes;

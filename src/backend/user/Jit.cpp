@@ -106,17 +106,19 @@ std::string dylibName(const std::string &label) { return "morpheus_user_" + labe
 
 Version::~Version() { jit->release(label); }
 
-Expected<VersionHandle> Jit::add(std::unique_ptr<Module> module, ThreadSafeContext context,
-                                 const std::string &entry, const std::string &label) {
-  prepareForJit(*module);
-  module->setDataLayout(jit->getDataLayout());
+Expected<VersionHandle> Jit::add(ThreadSafeModule module, const std::string &entry,
+                                 const std::string &label) {
+  module.withModuleDo([&](Module &ir) {
+    prepareForJit(ir);
+    ir.setDataLayout(jit->getDataLayout());
+  });
   auto dylib = jit->createJITDylib(dylibName(label));
   if (!dylib)
     return withContext(dylib.takeError(), "JIT: version " + label);
   // Until a handle holds it, the dylib is removed on every failure.
   auto version = std::make_shared<Version>(shared_from_this(), label, nullptr);
   dylib->addToLinkOrder(*shared);
-  if (Error err = jit->addIRModule(*dylib, ThreadSafeModule(std::move(module), context)))
+  if (Error err = jit->addIRModule(*dylib, std::move(module)))
     return withContext(std::move(err), "JIT: version " + label);
   auto address = jit->lookup(*dylib, entry);
   if (!address)

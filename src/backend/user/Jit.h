@@ -67,11 +67,11 @@ public:
   llvm::TargetMachine &targetMachine() { return *machine; }
   const llvm::DataLayout &dataLayout() const { return jit->getDataLayout(); }
 
-  // Compiles `module` (in the context `context` owns) as version `label`
-  // and returns it, its function `entry` looked up. Table definitions
-  // become references to the shared tables (prepareForJit).
-  Expected<VersionHandle> add(std::unique_ptr<llvm::Module> module,
-                              llvm::orc::ThreadSafeContext context, const std::string &entry,
+  // Compiles `module` (with the context it lives in, which goes when ORC
+  // is done with the module) as version `label` and returns it, its
+  // function `entry` looked up. Table definitions become references to the
+  // shared tables (prepareForJit).
+  Expected<VersionHandle> add(llvm::orc::ThreadSafeModule module, const std::string &entry,
                               const std::string &label);
   // The address of `name` in `version`.
   Expected<void *> address(const Version &version, const std::string &name);
