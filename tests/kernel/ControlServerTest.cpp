@@ -99,12 +99,15 @@ public:
       buffered.append(chunk, got);
     }
   }
+  // The next reply parsed; an object either way ({"no_reply": TEXT} when
+  // none came or it is not JSON), so a test can ask it for "ok".
   json reply(std::chrono::milliseconds limit = 10s) {
     std::optional<std::string> text = line(limit);
-    return text ? json::parse(*text, nullptr, false) : json("no reply");
+    json parsed = text ? json::parse(*text, nullptr, false) : json();
+    return parsed.is_object() ? parsed : json{{"no_reply", text.value_or("")}};
   }
   json ask(const std::string &request) {
-    return send(request + "\n") ? reply() : json("cannot send");
+    return send(request + "\n") ? reply() : json{{"cannot_send", request}};
   }
   // Whether the server closed its side (EOF within `limit`).
   bool closedByServer(std::chrono::milliseconds limit) {
