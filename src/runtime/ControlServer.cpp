@@ -97,6 +97,12 @@ Expected<SocketProbe> probeSocket(const std::string &path) {
                          path);
 }
 
+// A refusal the caller may tell apart by its code (EADDRINUSE: someone
+// else's; EEXIST: not a socket), with the message as it is.
+Error refusal(std::errc code, const std::string &message) {
+  return llvm::createStringError(std::make_error_code(code), "%s", message.c_str());
+}
+
 // The pid the holder of a lock file wrote into it (0 before it has).
 pid_t lockHolder(int lockFd) {
   char text[32] = {};
@@ -144,10 +150,9 @@ Expected<ControlSocketClaim> ControlSocketClaim::claim(const std::string &path) 
       pid_t holder = lockHolder(fd);
       close(fd);
       if (err == EWOULDBLOCK)
-        return makeSystemError(EADDRINUSE,
-                               "control socket '{0}' is taken: {1} holds {2}; stop it or "
-                               "choose another socket path",
-                               path, describeProcess(holder), lock);
+        return refusal(std::errc::address_in_use,
+                       "control socket '" + path + "' is taken: " + describeProcess(holder) +
+                           " holds " + lock + "; stop it or choose another socket path");
       return makeSystemError(err, "control socket '{0}': cannot lock {1}", path, lock);
     }
     // A holder that exits removes the file: a lock taken on a file it
@@ -174,14 +179,13 @@ Expected<ControlSocketClaim> ControlSocketClaim::claim(const std::string &path) 
     claimed.stale = true;
     break;
   case SocketProbe::Served:
-    return makeSystemError(EADDRINUSE,
-                           "control socket '{0}' is served by {1}; stop it or choose another "
-                           "socket path",
-                           path, describeProcess(found->pid));
+    return refusal(std::errc::address_in_use,
+                   "control socket '" + path + "' is served by " + describeProcess(found->pid) +
+                       "; stop it or choose another socket path");
   case SocketProbe::NotASocket:
-    return makeSystemError(EEXIST, "control socket '{0}': the path exists and is not a socket "
-                                   "(left as it is)",
-                           path);
+    return refusal(std::errc::file_exists, "control socket '" + path +
+                                               "': the path exists and is not a socket (left "
+                                               "as it is)");
   }
   return claimed;
 }

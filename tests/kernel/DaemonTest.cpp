@@ -365,7 +365,8 @@ TEST(Daemon, ASecondRunOnALiveSocketIsRefusedAndTouchesNothing) {
   ASSERT_TRUE(status) << "the second run is still running\n" << second.log();
   EXPECT_NE(*status, 0) << second.log();
   EXPECT_NE(second.log().find("control socket '" + first.socketPath + "' is taken: process " +
-                              std::to_string(first.pid()) + " (morpheus)"),
+                              std::to_string(first.pid()) + " (morpheus) holds " +
+                              first.socketPath + ".lock; stop it or choose another socket path\n"),
             std::string::npos)
       << second.log();
   EXPECT_NE(access(secondPins.c_str(), F_OK), 0) << "the refused run pinned maps";
