@@ -85,8 +85,9 @@ int run(const RunOptions &flags) {
   std::string program = bpf::objectNameFor(path);
   options.optimizer.pinDir =
       flags.pinDir.empty() ? "/sys/fs/bpf/morpheus/" + program : flags.pinDir;
-  options.socketPath =
-      flags.socketPath.empty() ? "/run/morpheus/" + program + ".sock" : flags.socketPath;
+  options.socketPath = flags.socketPath.empty()
+                           ? runtime::defaultControlSocket(program, options.optimizer.pinDir)
+                           : flags.socketPath;
   uint64_t maxCycles = flags.maxCycles;
   if (Error err = bpf::ensureBpffs(options.optimizer.pinDir))
     return fail(std::move(err));
@@ -96,6 +97,7 @@ int run(const RunOptions &flags) {
     return fail(daemon.takeError());
   runtime::Optimizer &opt = (*daemon)->optimizer();
   const char *mode = options.mode == bpf::XdpMode::Native ? "native" : "generic";
+  bool servesSocket = options.adopt.empty(); // an adopting run has no socket
   processLog().record("attached",
                       {{"program", path},
                        {"entry", opt.entryName()},
@@ -103,11 +105,14 @@ int run(const RunOptions &flags) {
                        {"attached_to", (*daemon)->attachedTo()},
                        {"mode", mode},
                        {"pin_dir", options.optimizer.pinDir},
+                       {"socket", servesSocket ? options.socketPath : ""},
                        {"startup_ms", opt.startupMs()}},
-                      llvm::formatv("{0}: program '{1}' attached ({2}), maps pinned in {3} "
-                                    "(startup {4:f1} ms)\n",
+                      llvm::formatv("{0}: program '{1}' attached ({2}), maps pinned in {3}{4} "
+                                    "(startup {5:f1} ms)\n",
                                     path, opt.entryName(), (*daemon)->attachedTo(),
-                                    options.optimizer.pinDir, opt.startupMs())
+                                    options.optimizer.pinDir,
+                                    servesSocket ? ", control socket " + options.socketPath : "",
+                                    opt.startupMs())
                           .str());
   if (!flags.quiet)
     processLog().record("startup", {{"phases", runtime::phasesJson(opt.startupPhases())}},
@@ -221,7 +226,8 @@ void addRunCommand(CLI::App &morpheus) {
       ->type_name("DIR");
   command
       .add_option("--socket", options->socketPath,
-                  "control socket (default /run/morpheus/<program>.sock)")
+                  "control socket (default /run/morpheus/<program>.sock with the default "
+                  "--pin-dir, /run/morpheus/<program>-<hash of the pin dir>.sock with another)")
       ->type_name("PATH");
   command.add_option("--prog", options->entry, "program to attach when the object has several")
       ->type_name("NAME");

@@ -54,6 +54,15 @@ Expected<std::unique_ptr<Daemon>> Daemon::start(const std::string &path,
     return makeError("{0}: keeping the program attached after exit needs a pin directory "
                      "for its links",
                      path);
+  // The socket first: a run refused its socket (another instance serves
+  // it) has loaded, pinned and attached nothing.
+  std::optional<ControlSocketClaim> socket;
+  if (!options.socketPath.empty()) {
+    auto claimed = ControlSocketClaim::claim(options.socketPath);
+    if (!claimed)
+      return claimed.takeError();
+    socket.emplace(std::move(*claimed));
+  }
   std::unique_ptr<Daemon> daemon(new Daemon(std::move(options), out, errors));
   auto optimizer = Optimizer::create(path, daemon->options.optimizer);
   if (!optimizer)
@@ -81,9 +90,13 @@ Expected<std::unique_ptr<Daemon>> Daemon::start(const std::string &path,
     daemon->ports.push_back(Port{iface, std::move(*link), ""});
   }
   opt.install = [raw = daemon.get()](int fd) { return raw->installOnPorts(fd); };
-  if (!daemon->options.socketPath.empty()) {
+  if (socket) {
+    if (socket->replacesStale())
+      daemon->log.record("socket_stale_replaced", {{"socket", socket->path()}},
+                         "control socket '" + socket->path() +
+                             "': replaced the socket a process that is gone left there\n");
     auto server = ControlServer::start(
-        daemon->options.socketPath, opt, [raw = daemon.get()] { raw->notifyChange(); },
+        std::move(*socket), opt, [raw = daemon.get()] { raw->notifyChange(); },
         [&opt] {
           return nlohmann::json({{"program", opt.entryName()},
                                  {"guard_version", opt.guard().version()},

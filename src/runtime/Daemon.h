@@ -87,7 +87,9 @@ class Daemon {
 public:
   using Clock = std::chrono::steady_clock;
 
-  // Loads the program, attaches it to every interface, opens the socket.
+  // Claims the control socket (a run refused its socket loads and attaches
+  // nothing), loads the program, attaches it to every interface, serves the
+  // socket.
   // Records (cycles, status, ports) go to `out`, problems to `errors`, in
   // options.logFormat.
   static Expected<std::unique_ptr<Daemon>> start(const std::string &path,

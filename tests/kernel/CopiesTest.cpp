@@ -216,7 +216,11 @@ public:
                 "--iface", veth.ifB(), "--netns", veth.nsB(), "--xdp-mode", "native", "--prog",
                 "entry", "--period", "100ms", "--socket", socketPath},
                {ChildMounts::PrivateBpffs}) {}
-  ~LiveProgram() { unlink(socketPath.c_str()); }
+  // What a run killed before its exit leaves.
+  ~LiveProgram() {
+    unlink(socketPath.c_str());
+    unlink((socketPath + ".lock").c_str());
+  }
 
   bool started() {
     return waitFor([&] { return access(socketPath.c_str(), F_OK) == 0; }, 30s) &&

@@ -14,11 +14,15 @@
 #include <gtest/gtest.h>
 #include <llvm/Testing/Support/Error.h>
 #include <nlohmann/json.hpp>
+#include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/un.h>
 #include <unistd.h>
 
 #include <chrono>
 #include <filesystem>
+#include <fstream>
+#include <optional>
 
 namespace morpheus::testing {
 namespace {
@@ -28,15 +32,25 @@ namespace {
 class Daemon {
 public:
   Daemon(const std::string &tag, std::vector<std::string> arguments)
-      : socketPath("/tmp/morpheus-test-" + tag + "-" + std::to_string(getpid()) + ".sock"),
-        process(tag, withCommand(std::move(arguments), socketPath)) {}
-  ~Daemon() { unlink(socketPath.c_str()); }
+      : socketPath(socketFor(tag)), process(tag, withCommand(std::move(arguments), socketPath)) {}
+  // What a run killed before its exit leaves.
+  ~Daemon() { removeSocket(socketPath); }
 
+  static std::string socketFor(const std::string &tag) {
+    return "/tmp/morpheus-test-" + tag + "-" + std::to_string(getpid()) + ".sock";
+  }
+  static void removeSocket(const std::string &path) {
+    unlink(path.c_str());
+    unlink((path + ".lock").c_str());
+  }
+
+  // The socket is there once the daemon serves it.
   bool started() {
     return waitFor([&] { return access(socketPath.c_str(), F_OK) == 0; },
                    std::chrono::seconds(20));
   }
   bool alive() const { return process.alive(); }
+  pid_t pid() const { return process.pid(); }
   // SIGTERM; true when it exits with status 0.
   bool stop() { return process.stop(); }
   std::string log() const { return process.log(); }
@@ -292,6 +306,140 @@ TEST(Daemon, RefusedCandidatesArePrintedBackOffAndKeepOneReproducerPerDifference
   daemon.step(t);
   EXPECT_NE(printed.find(", 2 packets,"), std::string::npos) << printed;
   EXPECT_EQ(problems, "");
+}
+
+// Whether SIGSTOP has taken effect in every thread of `pid` (it does so
+// asynchronously).
+bool everyThreadStopped(pid_t pid) {
+  std::filesystem::path tasks = "/proc/" + std::to_string(pid) + "/task";
+  std::error_code error;
+  for (const auto &task : std::filesystem::directory_iterator(tasks, error)) {
+    std::ifstream status(task.path() / "status");
+    std::string line;
+    while (std::getline(status, line))
+      if (line.rfind("State:", 0) == 0 && line.find("(stopped)") == std::string::npos)
+        return false;
+  }
+  return !error;
+}
+
+// Asks for the status and gives up after `patience`: whether a reply came.
+bool askAndGiveUp(const std::string &socketPath, std::chrono::milliseconds patience) {
+  Fd client(socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0));
+  sockaddr_un address = {};
+  address.sun_family = AF_UNIX;
+  std::strncpy(address.sun_path, socketPath.c_str(), sizeof(address.sun_path) - 1);
+  if (connect(client.fd, reinterpret_cast<sockaddr *>(&address), sizeof(address)))
+    return false;
+  timeval timeout = {0, suseconds_t(patience.count() * 1000)};
+  setsockopt(client.fd, SOL_SOCKET, SO_RCVTIMEO, &timeout, sizeof(timeout));
+  const std::string request = "{\"op\":\"status\"}\n";
+  if (send(client.fd, request.data(), request.size(), MSG_NOSIGNAL) != ssize_t(request.size()))
+    return false;
+  char first;
+  return recv(client.fd, &first, 1, 0) == 1;
+}
+
+// A second `morpheus run` on a socket a live one serves is refused before
+// it loads, pins or attaches anything, naming the socket and the first
+// run's pid; the first keeps serving, its maps as they were.
+TEST(Daemon, ASecondRunOnALiveSocketIsRefusedAndTouchesNothing) {
+  VethPair::sweepStale("daemontwo");
+  VethPair veth("daemontwo");
+  PinDir pins("daemontwo");
+  std::string firstPins = pins.path() + "/first", secondPins = pins.path() + "/second";
+  Daemon first("daemontwo", {"--iface", veth.ifB(), "--netns", veth.nsB(), "--pin-dir",
+                             firstPins, "--period", "200ms", "--xdp-mode", "generic",
+                             "--detach-on-exit"});
+  ASSERT_TRUE(first.started()) << first.log();
+  nlohmann::json updated = first.ask(
+      {{"op", "update"}, {"map", "config"}, {"key", "00000000"}, {"value", "02000000 01000000"}});
+  ASSERT_TRUE(updated.value("ok", false)) << updated.dump();
+
+  ChildProcess second("daemontwo-second",
+                      {binPath("morpheus"), "run", sourcePath("examples/policy_fwd.bpf.c"),
+                       "--iface", veth.ifA(), "--netns", veth.nsA(), "--pin-dir", secondPins,
+                       "--xdp-mode", "generic", "--detach-on-exit", "--socket",
+                       first.socketPath});
+  std::optional<int> status = second.wait(std::chrono::seconds(60));
+  ASSERT_TRUE(status) << "the second run is still running\n" << second.log();
+  EXPECT_NE(*status, 0) << second.log();
+  EXPECT_NE(second.log().find("control socket '" + first.socketPath + "' is taken: process " +
+                              std::to_string(first.pid()) + " (morpheus) holds " +
+                              first.socketPath + ".lock; stop it or choose another socket path\n"),
+            std::string::npos)
+      << second.log();
+  EXPECT_NE(access(secondPins.c_str(), F_OK), 0) << "the refused run pinned maps";
+  std::string xdp = "ip -n " + veth.nsA() + " link show " + veth.ifA() + " | grep -q xdp";
+  EXPECT_NE(std::system(xdp.c_str()), 0) << "the refused run attached a program";
+
+  nlohmann::json after = first.ask({{"op", "status"}});
+  ASSERT_TRUE(after.value("ok", false)) << after.dump() << first.log();
+  EXPECT_EQ(after["status"]["guard_version"], updated["version"]);
+  Fd config(bpf_obj_get((firstPins + "/config").c_str()));
+  ASSERT_GE(config.fd, 0);
+  uint32_t zero = 0;
+  uint8_t value[8] = {};
+  ASSERT_EQ(bpf_map_lookup_elem(config.fd, &zero, value), 0);
+  EXPECT_EQ(Bytes(value, value + 8), (Bytes{2, 0, 0, 0, 1, 0, 0, 0}));
+  EXPECT_TRUE(first.stop()) << first.log();
+}
+
+// A socket whose process died (kill -9 leaves it) is replaced by the next
+// run, which says so.
+TEST(Daemon, ASocketLeftByADeadProcessIsReplaced) {
+  VethPair::sweepStale("daemonstale");
+  VethPair veth("daemonstale");
+  PinDir pins("daemonstale");
+  std::string socketPath = Daemon::socketFor("daemonstale");
+  {
+    Fd dead(socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0));
+    sockaddr_un address = {};
+    address.sun_family = AF_UNIX;
+    std::strncpy(address.sun_path, socketPath.c_str(), sizeof(address.sun_path) - 1);
+    ASSERT_EQ(bind(dead.fd, reinterpret_cast<sockaddr *>(&address), sizeof(address)), 0);
+    ASSERT_EQ(listen(dead.fd, 1), 0);
+  }
+  ASSERT_EQ(access(socketPath.c_str(), F_OK), 0);
+  Daemon daemon("daemonstale", {"--iface", veth.ifB(), "--netns", veth.nsB(), "--pin-dir",
+                                pins.path() + "/policy_fwd", "--period", "200ms",
+                                "--xdp-mode", "generic", "--detach-on-exit"});
+  EXPECT_TRUE(waitFor([&] { return daemon.ask({{"op", "status"}}).value("ok", false); },
+                      std::chrono::seconds(30)))
+      << daemon.log();
+  EXPECT_NE(daemon.log().find("control socket '" + socketPath +
+                              "': replaced the socket a process that is gone left there"),
+            std::string::npos)
+      << daemon.log();
+  EXPECT_TRUE(daemon.stop()) << daemon.log();
+  EXPECT_NE(access(socketPath.c_str(), F_OK), 0) << "socket left behind";
+  EXPECT_NE(access((socketPath + ".lock").c_str(), F_OK), 0) << "lock file left behind";
+}
+
+// Stopped (SIGSTOP) while clients ask, time out and hang up, then continued:
+// the daemon answers those requests into closed connections (EPIPE, not a
+// SIGPIPE that ended it with status 141) and serves on.
+TEST(Daemon, ServesOnAfterAStopDuringWhichClientsGaveUp) {
+  VethPair::sweepStale("daemonstop");
+  VethPair veth("daemonstop");
+  PinDir pins("daemonstop");
+  Daemon daemon("daemonstop", {"--iface", veth.ifB(), "--netns", veth.nsB(), "--pin-dir",
+                               pins.path() + "/policy_fwd", "--period", "200ms",
+                               "--xdp-mode", "generic", "--detach-on-exit"});
+  ASSERT_TRUE(daemon.started()) << daemon.log();
+  ASSERT_TRUE(daemon.ask({{"op", "status"}}).value("ok", false)) << daemon.log();
+  ASSERT_EQ(kill(daemon.pid(), SIGSTOP), 0);
+  ASSERT_TRUE(waitFor([&] { return everyThreadStopped(daemon.pid()); }, std::chrono::seconds(10)));
+  for (int client = 0; client < 4; ++client)
+    EXPECT_FALSE(askAndGiveUp(daemon.socketPath, std::chrono::milliseconds(600)))
+        << "a stopped daemon answered";
+  ASSERT_EQ(kill(daemon.pid(), SIGCONT), 0);
+  for (int client = 0; client < 4; ++client) {
+    nlohmann::json status = daemon.ask({{"op", "status"}});
+    EXPECT_TRUE(status.value("ok", false)) << status.dump() << daemon.log();
+  }
+  EXPECT_TRUE(daemon.alive()) << daemon.log();
+  EXPECT_TRUE(daemon.stop()) << daemon.log();
 }
 
 } // namespace

@@ -431,6 +431,7 @@ TEST(ProgramKinds, KillNineLeavesTheProgramAttached) {
   kill(run.pid(), SIGKILL);
   EXPECT_FALSE(run.wait(10s)) << "killed, not exited";
   unlink(socket.c_str());
+  unlink((socket + ".lock").c_str());
   uint32_t serving = attachedProgram(linkPin);
   EXPECT_NE(serving, 0u) << "the link went with the process";
   std::string xdp = "ip -n " + veth.nsB() + " link show " + veth.ifB() + " | grep -q xdp";

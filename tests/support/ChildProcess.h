@@ -52,7 +52,8 @@ private:
 bool waitFor(const std::function<bool()> &condition, std::chrono::milliseconds limit);
 
 // One request to a Morpheus control socket (/run/morpheus/<program>.sock),
-// one reply line parsed; {"connect_error": ...} when nobody listens.
+// one reply line parsed; {"connect_error": ...} when nobody listens,
+// {"no_reply": TEXT} when what came back is not JSON.
 std::string askControlSocketRaw(const std::string &socketPath, const std::string &line);
 nlohmann::json askControlSocket(const std::string &socketPath, const nlohmann::json &request);
 

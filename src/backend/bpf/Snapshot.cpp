@@ -1,5 +1,7 @@
 #include "backend/bpf/Snapshot.h"
 
+#include "support/Excerpt.h"
+
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
@@ -15,7 +17,8 @@ Expected<Bytes> parseHexBytes(std::string_view text, const std::string &what) {
   size_t i = 0;
   auto flush = [&]() -> Error {
     if (digits.size() % 2)
-      return makeError("{0}: '{1}' has an odd number of hex digits", what, digits);
+      return makeError("{0}: '{1}' has an odd number of hex digits", what,
+                       excerptForMessage(digits));
     for (size_t d = 0; d < digits.size(); d += 2)
       bytes.push_back(std::stoi(digits.substr(d, 2), nullptr, 16));
     digits.clear();
@@ -35,7 +38,7 @@ Expected<Bytes> parseHexBytes(std::string_view text, const std::string &what) {
       ++i;
     } else {
       return makeError("{0}: unexpected character '{1}' in hex bytes \"{2}\"", what,
-                       std::string(1, c), std::string(text));
+                       excerptForMessage(std::string_view(&c, 1)), excerptForMessage(text));
     }
   }
   if (Error err = flush())
