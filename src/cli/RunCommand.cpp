@@ -37,7 +37,7 @@ struct RunOptions {
   uint32_t shadowPackets = runtime::OptimizerOptions().shadowPackets;
   core::ProfileMode profile = core::ProfileMode::Off;
   std::vector<std::string> notProfiled;
-  std::string reproducerDir = "/tmp";
+  std::string reproducerDir = runtime::DaemonOptions().reproducerDir;
   uint64_t maxCycles = 0;
   bool quiet = false;
   LogFormat logFormat = LogFormat::Text;
@@ -244,7 +244,11 @@ void addRunCommand(CLI::App &morpheus) {
       ->type_name("MAP");
   command
       .add_option("--reproducer-dir", options->reproducerDir,
-                  "where a refused swap's reproducer is written (default /tmp)")
+                  "where a refused swap's reproducer (it holds map contents) is written, "
+                  "mode 0600: a directory of ours only we may enter (created 0700; one that "
+                  "is a link, another user's or open to others is refused; default "
+                  "/var/lib/morpheus/reproducers as root, else ~/.local/state/morpheus/"
+                  "reproducers)")
       ->type_name("DIR");
   command
       .add_option("--cycles", options->maxCycles,

@@ -30,6 +30,10 @@ Expected<std::unique_ptr<Daemon>> Daemon::start(const std::string &path,
                                                 DaemonOptions options,
                                                 llvm::raw_ostream &out,
                                                 llvm::raw_ostream &errors) {
+  // A directory that would expose map contents is refused before anything
+  // is attached, not at the first refusal.
+  if (Error err = PrivateDirectory::checkIfPresent(options.reproducerDir))
+    return withContext(std::move(err), "the reproducer directory");
   if (!options.adopt.empty()) {
     if (options.optimizer.pinDir.empty())
       return makeError("{0}: adopting needs a pin directory for the owner array", path);
@@ -387,13 +391,15 @@ std::optional<CycleReport> Daemon::step(Clock::time_point now) {
 
 std::string Daemon::keepReproducer(const CycleReport &cycle) {
   uint64_t key = llvm::xxh3_64bits(llvm::StringRef(cycle.differenceKey));
-  std::string path = llvm::formatv("{0}/morpheus-shadow-{1}-{2:x16}.json", options.reproducerDir,
-                                   opt->spec().objectName(), key)
-                         .str();
+  std::string name =
+      llvm::formatv("morpheus-shadow-{0}-{1:x16}.json", opt->spec().objectName(), key).str();
+  std::string path = options.reproducerDir + "/" + name;
   if (!reproducers.insert(path).second)
     return path;
-  if (Error err = writeFile(path, cycle.reproducer + "\n")) {
-    log.error("cannot write the reproducer: " + llvm::toString(std::move(err)));
+  auto dir = PrivateDirectory::open(options.reproducerDir);
+  Error written = dir ? dir->write(name, cycle.reproducer + "\n") : dir.takeError();
+  if (written) {
+    log.error("cannot write the reproducer: " + llvm::toString(std::move(written)));
     reproducers.erase(path);
   }
   return path;

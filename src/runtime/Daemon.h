@@ -29,6 +29,7 @@
 #include "backend/bpf/ProgramLink.h"
 #include "runtime/ControlServer.h"
 #include "runtime/Optimizer.h"
+#include "support/CacheDirectory.h"
 #include "support/Log.h"
 
 #include <llvm/Support/raw_ostream.h>
@@ -69,7 +70,10 @@ struct DaemonOptions {
   OnExit onExit = OnExit::Detach;
   std::chrono::microseconds period = std::chrono::seconds(1);
   std::string socketPath;            // control socket; "" = none
-  std::string reproducerDir = "/tmp"; // refused candidates' reproducers
+  // Refused candidates' reproducers (they hold map contents): a private
+  // directory (support/Files: created 0700; one open to others, or not
+  // ours, is refused at start), each file 0600.
+  std::string reproducerDir = stateDirectory() + "/reproducers";
   bool quiet = false; // print only installs, failures and refusals
   // Text lines for people, or one JSON object a line (`run --log-format`).
   LogFormat logFormat = LogFormat::Text;
