@@ -124,14 +124,8 @@ int run(const RunOptions &flags) {
   }
   if (statsFd >= 0)
     close(statsFd);
-  processLog().record("stopping", {{"detach", flags.detachOnExit}},
-                      !flags.adopt.empty()
-                          ? std::string("stopping: the owner's program goes back on its hook "
-                                        "(unless the owner moved on)\n")
-                      : flags.detachOnExit
-                          ? std::string("stopping: detaching and removing pins\n")
-                          : "stopping: the original program stays attached (links, maps and "
-                            "guard pinned in " + options.optimizer.pinDir + ")\n");
+  runtime::Daemon::ExitNote leaving = (*daemon)->exitNote();
+  processLog().record("stopping", std::move(leaving.fields), leaving.text);
   daemon->reset(); // the last swap (to the original) happens here
   return 0;
 }

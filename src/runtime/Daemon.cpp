@@ -156,6 +156,49 @@ std::string Daemon::attachedTo() const {
   return where;
 }
 
+Daemon::ExitNote Daemon::exitNote() const {
+  if (adoption)
+    return {{{"detach", false}},
+            "stopping: the owner's program goes back on its hook (unless the owner moved on)\n"};
+  if (options.onExit == OnExit::Detach)
+    return {{{"detach", true}}, "stopping: detaching and removing pins\n"};
+  const std::string &dir = options.optimizer.pinDir;
+  std::vector<std::string> held, lost;
+  for (const Port &port : ports)
+    if (port.link)
+      (port.link->stillPinned() ? held : lost).push_back(port.iface);
+  std::vector<std::string> unpinned = opt->unpinnedObjects();
+  std::string text = "stopping: ";
+  if (lost.empty())
+    text += "the original program stays attached";
+  else
+    text += llvm::formatv("{0}the program detaches from {1} as this process exits: {2} link "
+                          "{3} in {4} {5} gone (removed, or the bpffs under it unmounted)",
+                          held.empty() ? "" : "the original program stays attached on " +
+                                                  llvm::join(held, ", ") + "; ",
+                          llvm::join(lost, ", "), lost.size() == 1 ? "its" : "their",
+                          lost.size() == 1 ? "pin" : "pins", dir,
+                          lost.size() == 1 ? "is" : "are")
+                .str();
+  if (lost.empty() && unpinned.empty())
+    text += " (links, maps and guard pinned in " + dir + ")";
+  else if (unpinned.empty())
+    text += "; maps and guard pinned in " + dir;
+  else {
+    std::vector<std::string> named;
+    for (const std::string &name : unpinned)
+      named.push_back(name == bpf::GuardMapName ? "the guard" : "map '" + name + "'");
+    text += "; no longer pinned in " + dir + " (no control plane reaches them there): " +
+            llvm::join(named, ", ");
+  }
+  nlohmann::json fields = {{"detach", false},
+                           {"pin_dir", dir},
+                           {"links_pinned", held},
+                           {"links_unpinned", lost},
+                           {"unpinned", unpinned}};
+  return {std::move(fields), text + "\n"};
+}
+
 std::vector<std::string> Daemon::updateGuarantees() const {
   return runtime::updateGuarantees(opt->spec(), options.period, adoption != nullptr);
 }

@@ -112,6 +112,15 @@ public:
   // The adopted program's owner replaced or detached it: nothing more to
   // do (the caller exits; the hook is left as the owner set it).
   bool ownerMovedOn() const { return ownerGone; }
+  // What this process leaves behind if it exits now, for the operator's
+  // last line: under KeepServing checked against the pins as they are (a
+  // pin removed, or the bpffs under the pin directory unmounted, is said:
+  // a link no pin holds detaches as the process exits).
+  struct ExitNote {
+    nlohmann::json fields; // the "stopping" record's
+    std::string text;      // one line
+  };
+  ExitNote exitNote() const;
   // Cycles in a row that failed or were refused (0 after a good one).
   unsigned consecutiveFailures() const { return failures; }
   // The earliest a cycle may run (later than now while backing off).
