@@ -1,31 +1,97 @@
 #include "nf/common/ConfigFile.h"
 
+#include <llvm/ADT/ScopeExit.h>
+#include <llvm/ADT/StringExtras.h>
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
 #include <cerrno>
 #include <cstdio>
 #include <cstdlib>
-#include <fstream>
-#include <sstream>
+#include <optional>
 
 namespace morpheus::nf {
 
-Expected<std::vector<ConfigLine>> readConfig(const std::string &path) {
-  std::ifstream in(path);
-  if (!in)
-    return makeSystemError(errno ? errno : ENOENT, "{0}: cannot open", path);
-  std::vector<ConfigLine> lines;
+namespace {
+
+// The whole of the regular file `path`, at most MaxConfigBytes; anything
+// else is refused with an error naming the file and what it is.
+Expected<std::string> configText(const std::string &path) {
+  // O_NONBLOCK: opening a FIFO would otherwise wait for a writer.
+  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+  if (fd < 0)
+    return makeSystemError(errno, "{0}: cannot open", path);
+  auto closeFd = llvm::make_scope_exit([fd] { ::close(fd); });
+  struct stat status = {};
+  if (::fstat(fd, &status))
+    return makeSystemError(errno, "{0}: cannot open", path);
+  if (S_ISDIR(status.st_mode))
+    return makeError("{0}: is a directory, not a configuration file", path);
+  if (!S_ISREG(status.st_mode))
+    return makeError("{0}: not a regular file ({1}): a configuration is a text file", path,
+                     S_ISCHR(status.st_mode)    ? "a character device"
+                     : S_ISBLK(status.st_mode)  ? "a block device"
+                     : S_ISFIFO(status.st_mode) ? "a FIFO"
+                                                : "a socket");
+  auto tooLarge = [&](uint64_t bytes) {
+    return makeError("{0}: {1} bytes; a configuration larger than {2} bytes is refused",
+                     path, bytes, MaxConfigBytes);
+  };
+  if (uint64_t(status.st_size) > MaxConfigBytes)
+    return tooLarge(status.st_size);
   std::string text;
-  for (unsigned number = 1; std::getline(in, text); ++number) {
-    if (auto hash = text.find('#'); hash != std::string::npos)
-      text.resize(hash);
-    std::istringstream words(text);
+  char chunk[1 << 16];
+  for (;;) {
+    ssize_t got = ::read(fd, chunk, sizeof(chunk));
+    if (got < 0 && errno == EINTR)
+      continue;
+    if (got < 0)
+      return makeSystemError(errno, "{0}: read error", path);
+    if (got == 0)
+      return text;
+    if (text.size() + size_t(got) > MaxConfigBytes) // it grew while being read
+      return tooLarge(text.size() + size_t(got));
+    text.append(chunk, size_t(got));
+  }
+}
+
+// Text is printable, tabs and spaces; bytes from 0x80 (UTF-8 in comments)
+// too. A control byte (NUL above all) says the file is not text.
+std::optional<size_t> firstControlByte(llvm::StringRef line) {
+  for (size_t at = 0; at < line.size(); ++at) {
+    unsigned char byte = line[at];
+    if ((byte < 0x20 && byte != '\t' && byte != '\r') || byte == 0x7f)
+      return at;
+  }
+  return std::nullopt;
+}
+
+} // namespace
+
+Expected<std::vector<ConfigLine>> readConfig(const std::string &path) {
+  auto text = configText(path);
+  if (!text)
+    return text.takeError();
+  std::vector<ConfigLine> lines;
+  llvm::StringRef rest = *text;
+  for (unsigned number = 1; !rest.empty(); ++number) {
+    auto [content, after] = rest.split('\n');
+    rest = after;
     ConfigLine line{path, number, {}};
-    for (std::string word; words >> word;)
-      line.words.push_back(word);
+    if (std::optional<size_t> at = firstControlByte(content))
+      return line.error("not text (byte 0x{0:x-2} at column {1})", unsigned(uint8_t(content[*at])),
+                        *at + 1);
+    content = content.take_until([](char c) { return c == '#'; });
+    for (content = content.ltrim(); !content.empty(); content = content.ltrim()) {
+      llvm::StringRef word = content.take_until(llvm::isSpace);
+      line.words.push_back(word.str());
+      content = content.drop_front(word.size());
+    }
     if (!line.words.empty())
       lines.push_back(std::move(line));
   }
-  if (in.bad())
-    return makeSystemError(errno, "{0}: read error", path);
   return lines;
 }
 

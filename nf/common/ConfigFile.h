@@ -24,7 +24,14 @@ struct ConfigLine {
   }
 };
 
-// All non-empty, non-comment lines of `path`; an error if it cannot be read.
+// The largest configuration read: a full Internet routing table (~1M
+// routes) is ~30 MB, so a larger file is a wrong file.
+inline constexpr uint64_t MaxConfigBytes = uint64_t(64) << 20;
+
+// All non-empty, non-comment lines of `path`. Refused, with an error naming
+// the file (and line): one that cannot be read, is not a regular file (a
+// directory, /dev/zero, a FIFO), is larger than MaxConfigBytes, or has a
+// line that is not text (a control byte: binary data).
 Expected<std::vector<ConfigLine>> readConfig(const std::string &path);
 
 struct Ipv4Prefix {

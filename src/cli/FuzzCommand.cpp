@@ -80,7 +80,9 @@ void addFuzzCommand(CLI::App &morpheus) {
       ->type_name("S");
   command
       .add_option("--reproducer", flags->options.reproducerPath,
-                  "where to write the first difference (default ./morpheus-fuzz-repro.json)")
+                  "where to write the first difference, mode 0600: it holds map contents "
+                  "(default ./morpheus-fuzz-repro.json; a link there is replaced, not "
+                  "followed)")
       ->type_name("FILE");
   command
       .add_option("--program", flags->options.program, "the entry program (default: the first)")

@@ -1,6 +1,7 @@
 // `morpheus map`: the control plane's command-line client.
 #include "backend/bpf/BpfObject.h"
 #include "backend/bpf/MapIO.h"
+#include "backend/bpf/PinnedObject.h"
 #include "cli/Commands.h"
 #include "client/Map.h"
 #include "support/Log.h"
@@ -19,9 +20,10 @@ namespace morpheus::cli {
 namespace {
 
 int dump(const std::string &pin) {
-  int fd = bpf_obj_get(pin.c_str());
-  if (fd < 0)
-    return fail(makeSystemError(errno, "map '{0}': cannot open the pinned map", pin));
+  auto opened = bpf::openPinnedMap(pin);
+  if (!opened)
+    return fail(opened.takeError());
+  int fd = *opened;
   bpf_map_info info = {};
   uint32_t length = sizeof(info);
   if (bpf_obj_get_info_by_fd(fd, &info, &length)) {
@@ -53,7 +55,12 @@ Expected<std::pair<client::Map, Bytes>> openWithKey(const MapOptions &options) {
     return map.takeError();
   if (!map->guarded())
     processLog().warning("no Morpheus guard beside " + options.pin +
-                         "; updating the map without invalidating specialized code");
+                         ", and no running Morpheus or specialized program holds one with "
+                         "the map: nothing specialized depends on it; written directly");
+  else if (!map->guardHolder().empty())
+    processLog().warning("the guard's pin beside " + options.pin +
+                         " is gone (a running Morpheus pins it again within a period): "
+                         "bumping the guard " + map->guardHolder() + " holds with the map");
   auto key = bpf::parseHexBytes(options.key, "map '" + options.pin + "' key");
   if (!key)
     return key.takeError();
@@ -92,17 +99,19 @@ void addMapCommand(CLI::App &morpheus) {
       "PIN is a map pinned by 'morpheus run' (e.g.\n"
       "/sys/fs/bpf/morpheus/<program>/<map>). KEY and VALUE are the raw bytes\n"
       "in hex, as bpftool prints them: \"0a 00 00 01\" or 0a000001. For\n"
-      "per-CPU maps VALUE is written to every CPU. When the guard of a\n"
-      "running Morpheus sits beside the map it is bumped first, so the very\n"
-      "next packet runs generic code that sees the change; Morpheus then\n"
-      "re-specializes.");
+      "per-CPU maps VALUE is written to every CPU. The guard of the running\n"
+      "Morpheus pinned beside the map is bumped first (its pin removed: the\n"
+      "guard the running Morpheus or its specialized code holds with the\n"
+      "map), so the very next packet runs generic code that sees the change;\n"
+      "Morpheus then re-specializes. A map nothing holds a guard with is\n"
+      "written directly; PIN must be a map, not the guard or a link.");
   auto options = std::make_shared<MapOptions>();
   CLI::App &update = commandline::addCommand(
       map, "update", "write KEY's VALUE, bumping the guard first",
-      "Writes VALUE under KEY. When the guard of a running Morpheus sits beside\n"
-      "the map it is bumped first, so the very next packet runs generic code\n"
-      "that sees the change; Morpheus then re-specializes. For per-CPU maps\n"
-      "VALUE is written to every CPU.",
+      "Writes VALUE under KEY. The guard of the running Morpheus is bumped\n"
+      "first (pinned beside the map, or held with it: see 'morpheus map'), so\n"
+      "the very next packet runs generic code that sees the change; Morpheus\n"
+      "then re-specializes. For per-CPU maps VALUE is written to every CPU.",
       [options](const CLI::App &) { return morpheus::cli::update(*options); });
   update.add_option("PIN", options->pin, PinHelp)->required()->type_name("");
   update.add_option("KEY", options->key, HexHelp)->required()->type_name("");
@@ -115,8 +124,8 @@ void addMapCommand(CLI::App &morpheus) {
       ->type_name("any|noexist|exist");
   CLI::App &remove = commandline::addCommand(
       map, "delete", "delete KEY, bumping the guard first",
-      "Deletes KEY. When the guard of a running Morpheus sits beside the map\n"
-      "it is bumped first, as for update.",
+      "Deletes KEY, bumping the guard of the running Morpheus first, as for\n"
+      "update.",
       [options](const CLI::App &) { return morpheus::cli::remove(*options); });
   remove.add_option("PIN", options->pin, PinHelp)->required()->type_name("");
   remove.add_option("KEY", options->key, HexHelp)->required()->type_name("");

@@ -38,7 +38,7 @@ struct RunOptions {
   uint32_t shadowPackets = runtime::OptimizerOptions().shadowPackets;
   core::ProfileMode profile = core::ProfileMode::Off;
   std::vector<std::string> notProfiled;
-  std::string reproducerDir = "/tmp";
+  std::string reproducerDir = runtime::DaemonOptions().reproducerDir;
   uint64_t maxCycles = 0;
   bool quiet = false;
   LogFormat logFormat = LogFormat::Text;
@@ -133,14 +133,8 @@ int run(const RunOptions &flags) {
   }
   if (statsFd >= 0)
     close(statsFd);
-  processLog().record("stopping", {{"detach", flags.detachOnExit}},
-                      !flags.adopt.empty()
-                          ? std::string("stopping: the owner's program goes back on its hook "
-                                        "(unless the owner moved on)\n")
-                      : flags.detachOnExit
-                          ? std::string("stopping: detaching and removing pins\n")
-                          : "stopping: the original program stays attached (links, maps and "
-                            "guard pinned in " + options.optimizer.pinDir + ")\n");
+  runtime::Daemon::ExitNote leaving = (*daemon)->exitNote();
+  processLog().record("stopping", std::move(leaving.fields), leaving.text);
   daemon->reset(); // the last swap (to the original) happens here
   return 0;
 }
@@ -259,7 +253,11 @@ void addRunCommand(CLI::App &morpheus) {
       ->type_name("MAP");
   command
       .add_option("--reproducer-dir", options->reproducerDir,
-                  "where a refused swap's reproducer is written (default /tmp)")
+                  "where a refused swap's reproducer (it holds map contents) is written, "
+                  "mode 0600: a directory of ours only we may enter (created 0700; one that "
+                  "is a link, another user's or open to others is refused; default "
+                  "/var/lib/morpheus/reproducers as root, else ~/.local/state/morpheus/"
+                  "reproducers)")
       ->type_name("DIR");
   command
       .add_option("--cycles", options->maxCycles,

@@ -30,6 +30,7 @@ uint32_t Map::keySize() const { return updater->keySize(); }
 uint32_t Map::valueSize() const { return updater->valueSize(); }
 bool Map::perCpu() const { return updater->perCpu(); }
 bool Map::guarded() const { return updater->guarded(); }
+const std::string &Map::guardHolder() const { return updater->guardHolder(); }
 
 Error Map::updateBytes(const Bytes &key, const Bytes &value, uint64_t flags) {
   return updater->update(key, value, flags);

@@ -32,7 +32,10 @@ namespace morpheus::client {
 class Map {
 public:
   // Opens the map pinned at `pinPath` and the guard `morpheus run` pins
-  // beside it (when there is one: without it, changes are plain writes).
+  // beside it; with that pin gone, the guard a running Morpheus (or its
+  // specialized code) holds with the map (bpf::MapUpdater::open). Without
+  // either, nothing specialized depends on the map: changes are plain
+  // writes.
   static Expected<Map> open(const std::string &pinPath);
 
   Map(Map &&other) noexcept;
@@ -45,8 +48,11 @@ public:
   uint32_t valueSize() const;
   uint32_t maxEntries() const { return entryLimit; }
   bool perCpu() const;
-  // Whether a Morpheus guard sits beside the map.
+  // Whether changes bump a Morpheus guard.
   bool guarded() const;
+  // Who held that guard when its pin beside the map was gone ("process
+  // 812 (morpheus)"); "" when it was pinned there, or there is none.
+  const std::string &guardHolder() const;
 
   // ---- Changes: each one bracketed by the guard. `flags` as for
   // bpf_map_update_elem (0 = BPF_ANY). A per-CPU map gets the value on

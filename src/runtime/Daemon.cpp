@@ -40,6 +40,10 @@ Expected<std::unique_ptr<Daemon>> Daemon::start(const std::string &path,
                                                 DaemonOptions options,
                                                 llvm::raw_ostream &out,
                                                 llvm::raw_ostream &errors) {
+  // A directory that would expose map contents is refused before anything
+  // is attached, not at the first refusal.
+  if (Error err = PrivateDirectory::checkIfPresent(options.reproducerDir))
+    return withContext(std::move(err), "the reproducer directory");
   if (!options.adopt.empty()) {
     if (options.optimizer.pinDir.empty())
       return makeError("{0}: adopting needs a pin directory for the owner array", path);
@@ -196,6 +200,49 @@ std::string Daemon::attachedTo() const {
   for (const Port &port : ports)
     where += (where.empty() ? "" : ", ") + attachPoint(port.iface).describe();
   return where;
+}
+
+Daemon::ExitNote Daemon::exitNote() const {
+  if (adoption)
+    return {{{"detach", false}},
+            "stopping: the owner's program goes back on its hook (unless the owner moved on)\n"};
+  if (options.onExit == OnExit::Detach)
+    return {{{"detach", true}}, "stopping: detaching and removing pins\n"};
+  const std::string &dir = options.optimizer.pinDir;
+  std::vector<std::string> held, lost;
+  for (const Port &port : ports)
+    if (port.link)
+      (port.link->stillPinned() ? held : lost).push_back(port.iface);
+  std::vector<std::string> unpinned = opt->unpinnedObjects();
+  std::string text = "stopping: ";
+  if (lost.empty())
+    text += "the original program stays attached";
+  else
+    text += llvm::formatv("{0}the program detaches from {1} as this process exits: {2} link "
+                          "{3} in {4} {5} gone (removed, or the bpffs under it unmounted)",
+                          held.empty() ? "" : "the original program stays attached on " +
+                                                  llvm::join(held, ", ") + "; ",
+                          llvm::join(lost, ", "), lost.size() == 1 ? "its" : "their",
+                          lost.size() == 1 ? "pin" : "pins", dir,
+                          lost.size() == 1 ? "is" : "are")
+                .str();
+  if (lost.empty() && unpinned.empty())
+    text += " (links, maps and guard pinned in " + dir + ")";
+  else if (unpinned.empty())
+    text += "; maps and guard pinned in " + dir;
+  else {
+    std::vector<std::string> named;
+    for (const std::string &name : unpinned)
+      named.push_back(name == bpf::GuardMapName ? "the guard" : "map '" + name + "'");
+    text += "; no longer pinned in " + dir + " (no control plane reaches them there): " +
+            llvm::join(named, ", ");
+  }
+  nlohmann::json fields = {{"detach", false},
+                           {"pin_dir", dir},
+                           {"links_pinned", held},
+                           {"links_unpinned", lost},
+                           {"unpinned", unpinned}};
+  return {std::move(fields), text + "\n"};
 }
 
 std::vector<std::string> Daemon::updateGuarantees() const {
@@ -454,13 +501,15 @@ std::optional<CycleReport> Daemon::step(Clock::time_point now) {
 
 std::string Daemon::keepReproducer(const CycleReport &cycle) {
   uint64_t key = llvm::xxh3_64bits(llvm::StringRef(cycle.differenceKey));
-  std::string path = llvm::formatv("{0}/morpheus-shadow-{1}-{2:x16}.json", options.reproducerDir,
-                                   opt->spec().objectName(), key)
-                         .str();
+  std::string name =
+      llvm::formatv("morpheus-shadow-{0}-{1:x16}.json", opt->spec().objectName(), key).str();
+  std::string path = options.reproducerDir + "/" + name;
   if (!reproducers.insert(path).second)
     return path;
-  if (Error err = writeFile(path, cycle.reproducer + "\n")) {
-    log.error("cannot write the reproducer: " + llvm::toString(std::move(err)));
+  auto dir = PrivateDirectory::open(options.reproducerDir);
+  Error written = dir ? dir->write(name, cycle.reproducer + "\n") : dir.takeError();
+  if (written) {
+    log.error("cannot write the reproducer: " + llvm::toString(std::move(written)));
     reproducers.erase(path);
   }
   return path;

@@ -29,6 +29,7 @@
 #include "backend/bpf/ProgramLink.h"
 #include "runtime/ControlServer.h"
 #include "runtime/Optimizer.h"
+#include "support/CacheDirectory.h"
 #include "support/Log.h"
 
 #include <llvm/Support/raw_ostream.h>
@@ -76,7 +77,10 @@ struct DaemonOptions {
   OnExit onExit = OnExit::Detach;
   std::chrono::microseconds period = std::chrono::seconds(1);
   std::string socketPath;            // control socket; "" = none
-  std::string reproducerDir = "/tmp"; // refused candidates' reproducers
+  // Refused candidates' reproducers (they hold map contents): a private
+  // directory (support/Files: created 0700; one open to others, or not
+  // ours, is refused at start), each file 0600.
+  std::string reproducerDir = stateDirectory() + "/reproducers";
   bool quiet = false; // print only installs, failures and refusals
   // Text lines for people, or one JSON object a line (`run --log-format`).
   LogFormat logFormat = LogFormat::Text;
@@ -119,6 +123,15 @@ public:
   // calls the trampoline would cut (the hook was given back): nothing more
   // to do, the caller exits.
   bool ownerMovedOn() const { return ownerGone; }
+  // What this process leaves behind if it exits now, for the operator's
+  // last line: under KeepServing checked against the pins as they are (a
+  // pin removed, or the bpffs under the pin directory unmounted, is said:
+  // a link no pin holds detaches as the process exits).
+  struct ExitNote {
+    nlohmann::json fields; // the "stopping" record's
+    std::string text;      // one line
+  };
+  ExitNote exitNote() const;
   // Cycles in a row that failed or were refused (0 after a good one).
   unsigned consecutiveFailures() const { return failures; }
   // The earliest a cycle may run (later than now while backing off).

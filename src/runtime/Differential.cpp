@@ -477,7 +477,8 @@ Expected<FuzzReport> fuzzProgram(const std::string &path, const FuzzOptions &opt
   if (!report)
     return withContext(report.takeError(), path);
   if (!report->reproducer.empty() && !options.reproducerPath.empty())
-    if (Error err = writeFile(options.reproducerPath, report->reproducer + "\n"))
+    if (Error err = writeFile(options.reproducerPath, report->reproducer + "\n",
+                              FileAccess::OwnerOnly))
       return withContext(std::move(err), "the reproducer");
   return report;
 }

@@ -39,7 +39,9 @@ struct FuzzOptions {
   // are a random subset of these (up to 4 x maxEntries per map), with one
   // value in four rewritten at random.
   MapContents configured;
-  // Where the first difference is written as JSON; "" writes nothing.
+  // Where the first difference is written as JSON, mode 0600 (it holds map
+  // contents), replacing a link there rather than following it
+  // (support/Files); "" writes nothing.
   std::string reproducerPath;
   double shrinkSeconds = 10; // budget for dropping map entries
   core::FaultInjection faults; // test-only: applied to every specialization

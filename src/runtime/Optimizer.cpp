@@ -319,15 +319,31 @@ Error Optimizer::pinAll() {
   return Error::success();
 }
 
-std::vector<std::string> Optimizer::repairPins() {
-  std::vector<std::string> notes;
-  if (options.pinDir.empty() || adopted())
-    return notes;
+std::vector<std::pair<std::string, int>> Optimizer::pinnedObjects() const {
   std::vector<std::pair<std::string, int>> pins;
+  if (options.pinDir.empty() || adopted())
+    return pins;
   for (const auto &[name, info] : programSpec->catalog())
     pins.emplace_back(name, original->mapFd(name));
   pins.emplace_back(bpf::GuardMapName, guardWord.fd());
-  for (const auto &[name, fd] : pins) {
+  return pins;
+}
+
+std::vector<std::string> Optimizer::unpinnedObjects() const {
+  std::vector<std::string> unpinned;
+  for (const auto &[name, fd] : pinnedObjects()) {
+    int pinned = bpf_obj_get(pinPath(options.pinDir, name).c_str());
+    if (pinned < 0 || mapIdOf(pinned) != mapIdOf(fd))
+      unpinned.push_back(name);
+    if (pinned >= 0)
+      close(pinned);
+  }
+  return unpinned;
+}
+
+std::vector<std::string> Optimizer::repairPins() {
+  std::vector<std::string> notes;
+  for (const auto &[name, fd] : pinnedObjects()) {
     std::string path = pinPath(options.pinDir, name);
     int pinned = bpf_obj_get(path.c_str());
     if (pinned >= 0) {

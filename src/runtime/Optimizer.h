@@ -157,6 +157,10 @@ public:
   // and, above all, the guard; a pin path that now holds another object is
   // reported and left alone. One line per pin that needed attention.
   std::vector<std::string> repairPins();
+  // The maps (and bpf::GuardMapName) whose pins in the pin directory no
+  // longer hold them, checked now: removed, replaced, or their bpffs
+  // unmounted. Empty without a pin directory, or adopted.
+  std::vector<std::string> unpinnedObjects() const;
 
   // Bench only: the installed specialization built again from its
   // snapshot (its hot keys, compare chains as it had them) without the
@@ -189,6 +193,9 @@ private:
       : options(std::move(options)), guardWord(std::move(guard)) {}
   Error load(const std::string &path);
   Error pinAll();
+  // What repairPins and unpinnedObjects check: every map by name, and the
+  // guard.
+  std::vector<std::pair<std::string, int>> pinnedObjects() const;
   // Adopted programs: the owner's bytes of every read-only global its
   // loader changed before load, by global (empty when none changed).
   Expected<std::map<std::string, std::vector<char>>> ownerReadOnlyGlobals() const;

@@ -1,5 +1,7 @@
 #include "support/FileCache.h"
 
+#include "support/Log.h"
+
 #include <llvm/ADT/SmallString.h>
 #include <llvm/ADT/StringExtras.h>
 #include <llvm/Support/FileSystem.h>
@@ -8,6 +10,8 @@
 
 #include <algorithm>
 #include <array>
+#include <mutex>
+#include <set>
 #include <utime.h>
 #include <vector>
 
@@ -61,27 +65,53 @@ std::unique_ptr<MemoryBuffer> FileCache::read(const std::string &key) const {
   return MemoryBuffer::getMemBufferCopy(contents, file);
 }
 
+namespace {
+
+std::mutex givenUpMutex;
+std::set<std::string> givenUpRoots; // under givenUpMutex
+
+} // namespace
+
+bool FileCache::givenUp() const {
+  std::lock_guard lock(givenUpMutex);
+  return givenUpRoots.count(root) != 0;
+}
+
+void FileCache::giveUp(std::error_code why, const std::string &doing) const {
+  {
+    std::lock_guard lock(givenUpMutex);
+    if (!givenUpRoots.insert(root).second)
+      return;
+  }
+  processLog().warning("cache directory " + root + ": cannot " + doing + " (" + why.message() +
+                       "): going on without it (set MORPHEUS_CACHE_DIR to a writable "
+                       "directory to keep what is built across runs)");
+}
+
 void FileCache::store(const std::string &key, StringRef bytes) const {
-  if (sys::fs::create_directories(directory))
+  if (givenUp())
     return;
+  if (std::error_code ec = sys::fs::create_directories(directory))
+    return giveUp(ec, "create " + directory);
   std::string file = path(key);
   SmallString<128> temporary;
   int fd;
-  if (sys::fs::createUniqueFile(file + ".%%%%%%%%.tmp", fd, temporary))
-    return;
+  if (std::error_code ec = sys::fs::createUniqueFile(file + ".%%%%%%%%.tmp", fd, temporary))
+    return giveUp(ec, "create a file in " + directory);
   {
     raw_fd_ostream out(fd, /*shouldClose=*/true);
     out << digestBytes(checksum(bytes)) << bytes;
     out.close();
     if (out.has_error()) {
+      std::error_code ec = out.error();
       out.clear_error();
       sys::fs::remove(temporary);
-      return;
+      return giveUp(ec, "write " + temporary.str().str());
     }
   }
-  if (sys::fs::rename(temporary, file)) {
+  if (std::error_code ec = sys::fs::rename(temporary, file)) {
     sys::fs::remove(temporary);
-    return;
+    return giveUp(ec, "rename a file in " + directory);
   }
   std::vector<std::pair<sys::TimePoint<>, std::string>> entries;
   std::error_code ec;

@@ -6,7 +6,9 @@
 // their own and a rename (concurrent runs storing the same entry never
 // interleave), and the least recently used beyond the capacity are removed
 // after each store. Failures to read or write are not errors: a cache only
-// saves time.
+// saves time. But a cache directory that cannot be written is said, once
+// per process (a warning naming it and why), and then left alone: the
+// process goes on without it rather than fail to store every entry.
 #pragma once
 
 #include <llvm/ADT/StringRef.h>
@@ -41,7 +43,8 @@ public:
   // Entries `root`/`kind`/`kind`-KEY`suffix` (root: the build cache,
   // support/CacheDirectory), at most CacheEntriesKept of them.
   FileCache(const std::string &root, std::string kind, std::string suffix)
-      : directory(root + "/" + kind), kind(std::move(kind)), suffix(std::move(suffix)) {}
+      : root(root), directory(root + "/" + kind), kind(std::move(kind)),
+        suffix(std::move(suffix)) {}
 
   // The entry's bytes (marked recently used), or null when absent or damaged.
   std::unique_ptr<llvm::MemoryBuffer> read(const std::string &key) const;
@@ -50,7 +53,11 @@ public:
 private:
   std::string path(const std::string &key) const { return directory + "/" + kind + "-" + key + suffix; }
 
-  std::string directory, kind, suffix;
+  // Said once, then no more stores under `root` in this process.
+  void giveUp(std::error_code why, const std::string &doing) const;
+  bool givenUp() const;
+
+  std::string root, directory, kind, suffix;
 };
 
 } // namespace morpheus

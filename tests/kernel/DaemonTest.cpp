@@ -190,22 +190,29 @@ TEST(Daemon, KeepsServingWhenAnInterfaceGoesDownOrAway) {
   EXPECT_TRUE(daemon.stop()) << daemon.log();
 }
 
+unsigned modeOf(const std::filesystem::path &path) {
+  struct stat status = {};
+  EXPECT_EQ(lstat(path.c_str(), &status), 0) << path;
+  return status.st_mode & 07777;
+}
+
 // The daemon's policy, stepped in process with a clock of the test's
 // choosing: a refused candidate is printed and backs off like a failure,
-// its reproducer is written once per distinct difference, and the status
-// line never subtracts one program's counters from another's.
+// its reproducer is written once per distinct difference (in a directory
+// the daemon creates for itself alone, each file its owner's alone: they
+// hold map contents), and the status line never subtracts one program's
+// counters from another's.
 TEST(Daemon, RefusedCandidatesArePrintedBackOffAndKeepOneReproducerPerDifference) {
   VethPair::sweepStale("daemonstep");
   VethPair veth("daemonstep");
   PinDir pins("daemonstep");
-  std::filesystem::path reproducers =
-      std::filesystem::temp_directory_path() /
-      ("morpheus-test-daemonstep-" + std::to_string(getpid()));
-  std::filesystem::create_directories(reproducers);
+  std::filesystem::path scratch = std::filesystem::temp_directory_path() /
+                                  ("morpheus-test-daemonstep-" + std::to_string(getpid()));
+  std::filesystem::path reproducers = scratch / "reproducers";
   struct RemoveDir {
     std::filesystem::path path;
     ~RemoveDir() { std::filesystem::remove_all(path); }
-  } cleanup{reproducers};
+  } cleanup{scratch};
   int statsFd = bpf_enable_stats(BPF_STATS_RUN_TIME);
   ASSERT_GE(statsFd, 0) << strerror(errno);
   struct CloseFd {
@@ -278,6 +285,9 @@ TEST(Daemon, RefusedCandidatesArePrintedBackOffAndKeepOneReproducerPerDifference
   size_t files = std::distance(std::filesystem::directory_iterator(reproducers),
                                std::filesystem::directory_iterator());
   EXPECT_EQ(files, refusals.size()) << "one reproducer per distinct difference";
+  EXPECT_EQ(modeOf(reproducers), 0700u) << "the reproducers' directory is the daemon's alone";
+  for (const auto &file : std::filesystem::directory_iterator(reproducers))
+    EXPECT_EQ(modeOf(file.path()), 0600u) << file.path() << " holds map contents";
   size_t lines = 0;
   for (size_t at = printed.find("refused: shadow validation"); at != std::string::npos;
        at = printed.find("refused: shadow validation", at + 1))
@@ -440,6 +450,40 @@ TEST(Daemon, ServesOnAfterAStopDuringWhichClientsGaveUp) {
   }
   EXPECT_TRUE(daemon.alive()) << daemon.log();
   EXPECT_TRUE(daemon.stop()) << daemon.log();
+}
+
+// A reproducer directory others could enter or plant files in is refused
+// before anything is attached; so is a link in its place.
+TEST(Daemon, RefusesAReproducerDirectoryOthersCouldReach) {
+  std::filesystem::path scratch = std::filesystem::temp_directory_path() /
+                                  ("morpheus-test-reprodir-" + std::to_string(getpid()));
+  struct RemoveDir {
+    std::filesystem::path path;
+    ~RemoveDir() { std::filesystem::remove_all(path); }
+  } cleanup{scratch};
+  std::filesystem::path open = scratch / "open", mine = scratch / "mine",
+                        link = scratch / "link";
+  std::filesystem::create_directories(open);
+  std::filesystem::permissions(open, std::filesystem::perms::all);
+  std::filesystem::create_directories(mine);
+  std::filesystem::permissions(mine, std::filesystem::perms::owner_all);
+  std::filesystem::create_symlink(mine, link);
+  for (const auto &[dir, why] : {std::pair(open, ": mode 0777 lets its group or others in"),
+                                 std::pair(link, ": a symbolic link")}) {
+    runtime::DaemonOptions options;
+    options.ifaces = {"lo"};
+    options.reproducerDir = dir.string();
+    std::string printed, problems;
+    llvm::raw_string_ostream out(printed), errors(problems);
+    auto started = runtime::Daemon::start(sourcePath("examples/policy_fwd.bpf.c"), options,
+                                          out, errors);
+    std::string said = started ? std::string("started") : llvm::toString(started.takeError());
+    EXPECT_EQ(said, "the reproducer directory: " + dir.string() + why +
+                        ": refused for files holding map contents " +
+                        (dir == open ? "(chmod 700 it, or choose another directory)"
+                                     : "(name the directory itself)"));
+  }
+  EXPECT_EQ(modeOf(open), 0777u) << "left as it was";
 }
 
 } // namespace

@@ -110,6 +110,52 @@ std::pair<int, std::string> morpheusCliOutput(const std::string &arguments) {
   return {WEXITSTATUS(pclose(pipe)), text};
 }
 
+// An update through Morpheus always invalidates specialized code: with the
+// guard's pin beside the map removed (a running Morpheus pins it again only
+// at its next period), `morpheus map` bumps the guard that is held with the
+// map: by the running Morpheus (here this process) between versions, by
+// the specialized program once there is one. The next packet sees each
+// update; none is written silently stale.
+TEST_F(MapUpdate, AGuardPinRemovedBetweenUpdatesStillInvalidates) {
+  PolicyFwd fwd(pins.path());
+  ASSERT_TRUE(fwd.ok());
+  fwd.setConfig(CFG_POLICY_ENABLED, ACTION_PASS);
+  policy_key key = policyKey(0x0a000001, 80, IPPROTO_UDP);
+  std::string pin = pins.path() + "/policy", guardPin = pins.path() + "/morpheus_guard";
+  auto update = [&](uint32_t action) {
+    return morpheusCliOutput("map update " + pin + " " + hex(bytesOf(key)) + " " +
+                             hex(bytesOf(policyValue(action))));
+  };
+  ASSERT_EQ(unlink(guardPin.c_str()), 0);
+  uint64_t version = fwd.opt().guard().version();
+  auto [status, said] = update(ACTION_DROP);
+  EXPECT_EQ(status, 0) << said;
+  EXPECT_EQ(said, "morpheus: warning: the guard's pin beside " + pin + " is gone (a running "
+                  "Morpheus pins it again within a period): bumping the guard process " +
+                  std::to_string(getpid()) + " (kernel_tests) holds with the map\n");
+  EXPECT_GT(fwd.opt().guard().version(), version) << "no specialized code yet, but a "
+                                                     "compilation in flight must not install";
+
+  fwd.opt().repairPins();
+  ASSERT_EQ(access(guardPin.c_str(), F_OK), 0) << "pinned again";
+  fwd.specialize();
+  int specialized = fwd.opt().activeFd();
+  Bytes packet = buildPacket(PacketSpec{.daddr = 0x0a000001, .dport = 80});
+  ASSERT_EQ(runOnce(specialized, packet).verdict, uint32_t(XDP_DROP));
+  ASSERT_EQ(update(ACTION_PASS).first, 0);
+  EXPECT_EQ(runOnce(specialized, packet).verdict, uint32_t(XDP_PASS));
+
+  fwd.specialize();
+  specialized = fwd.opt().activeFd();
+  ASSERT_EQ(runOnce(specialized, packet).verdict, uint32_t(XDP_PASS));
+  ASSERT_EQ(unlink(guardPin.c_str()), 0);
+  std::tie(status, said) = update(ACTION_DROP);
+  EXPECT_EQ(status, 0) << said;
+  EXPECT_NE(said.find("bumping the guard program '"), std::string::npos) << said;
+  EXPECT_EQ(runOnce(specialized, packet).verdict, uint32_t(XDP_DROP))
+      << "the specialized program ran on the old entry after the update";
+}
+
 TEST_F(MapUpdate, BadCliInputIsRejectedAndChangesNothing) {
   PolicyFwd fwd(pins.path());
   ASSERT_TRUE(fwd.ok());
@@ -137,7 +183,10 @@ TEST_F(MapUpdate, BadCliInputIsRejectedAndChangesNothing) {
       {"map dump " + missing, 1, "map '" + missing + "': cannot open the pinned map"},
       {"map update " + pin + " " + k + " " + v + " --flags sometimes", 2,
        "morpheus: map update: --flags: 'sometimes' is not one of any, exist, noexist"},
-      {"map update " + pin, 2, "morpheus: map update: KEY is required"}};
+      {"map update " + pin, 2, "morpheus: map update: KEY is required"},
+      {"map update " + pins.path() + "/morpheus_guard 00000000 " + std::string(32, '0'), 1,
+       "morpheus: map '" + pins.path() + "/morpheus_guard': Morpheus's own guard "
+       "(morpheus_guard), not a table of the program"}};
   for (const Case &bad : cases) {
     auto [status, text] = morpheusCliOutput(bad.arguments);
     EXPECT_EQ(status, bad.status) << bad.arguments << "\n" << text;

@@ -9,6 +9,7 @@
 #include "Corpus.h"
 #include "KernelSupport.h"
 #include "TcClassifier.h"
+#include "backend/bpf/BpfObject.h"
 #include "backend/bpf/MapIO.h"
 #include "netns/VethPair.h"
 #include "runtime/Daemon.h"
@@ -20,8 +21,11 @@
 #include <linux/pkt_cls.h>
 
 #include <gtest/gtest.h>
+#include <llvm/Testing/Support/Error.h>
 #include <arpa/inet.h>
 #include <signal.h>
+#include <sys/mount.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <chrono>
@@ -411,6 +415,90 @@ TEST(ProgramKinds, OriginalKeepsServingAfterExitAndARestartTakesItOver) {
       << "the guard this run pinned was left behind";
   // The maps it found pinned (by the first run) are not its to remove.
   EXPECT_EQ(access((options.optimizer.pinDir + "/policy").c_str(), F_OK), 0);
+}
+
+// What the last line of a run that keeps serving says stays behind is
+// checked, not assumed: a guard pin removed is named; with the bpffs under
+// the pin directory unmounted, the links (held then by the process alone)
+// detach as it exits, and the line says so before it happens.
+TEST(ProgramKinds, ExitSaysWhatIsStillPinned) {
+  VethPair::sweepStale("progpins");
+  VethPair veth("progpins");
+  PinDir pins("progpins");
+  std::string mount = pins.path() + "/mnt";
+  ASSERT_EQ(mkdir(mount.c_str(), 0700), 0) << strerror(errno);
+  ASSERT_EQ(::mount("bpf", mount.c_str(), "bpf", 0, nullptr), 0) << strerror(errno);
+  struct Unmount {
+    std::string path;
+    bool mounted = true;
+    void now() {
+      if (std::exchange(mounted, false))
+        umount2(path.c_str(), MNT_DETACH);
+    }
+    ~Unmount() { now(); }
+  } unmount{mount};
+  runtime::DaemonOptions options;
+  options.optimizer.pinDir = mount + "/policy_fwd";
+  options.ifaces = {veth.ifB()};
+  options.netns = veth.nsB();
+  options.mode = bpf::XdpMode::Generic;
+  options.onExit = runtime::OnExit::KeepServing;
+  const std::string &dir = options.optimizer.pinDir;
+  std::string printed, problems;
+  llvm::raw_string_ostream out(printed), errors(problems);
+  auto xdpAttached = [&] {
+    std::string show = "ip -n " + veth.nsB() + " link show " + veth.ifB() + " | grep -q xdp";
+    return std::system(show.c_str()) == 0;
+  };
+  {
+    auto started =
+        runtime::Daemon::start(sourcePath("examples/policy_fwd.bpf.c"), options, out, errors);
+    ASSERT_TRUE(bool(started)) << llvm::toString(started.takeError());
+    runtime::Daemon &daemon = **started;
+    std::optional<runtime::CycleReport> cycle =
+        daemon.step(runtime::Daemon::Clock::now() + std::chrono::hours(1));
+    ASSERT_TRUE(cycle && cycle->installed()) << printed << problems;
+    EXPECT_EQ(daemon.exitNote().text, "stopping: the original program stays attached (links, "
+                                      "maps and guard pinned in " + dir + ")\n");
+
+    // A link pin is no map: 'morpheus map' says what it holds.
+    std::string linkPin = dir + "/link_xdp_" + veth.ifB();
+    auto running = bpf::liveProgram(daemon.optimizer().activeFd());
+    ASSERT_THAT_EXPECTED(running, llvm::Succeeded());
+    std::string program = running->name;
+    for (const std::string &verb : {"update", "dump"}) {
+      std::string command = binPath("morpheus") + " map " + verb + " " + linkPin +
+                            (verb == "update" ? " 00000000 00000000" : "") + " 2>&1";
+      std::string said;
+      FILE *pipe = popen(command.c_str(), "r");
+      char buffer[4096];
+      while (size_t got = fread(buffer, 1, sizeof(buffer), pipe))
+        said.append(buffer, got);
+      EXPECT_EQ(WEXITSTATUS(pclose(pipe)), 1) << said;
+      EXPECT_EQ(said, "morpheus: map '" + linkPin + "': a pinned link, attaching program '" +
+                          program + "' (id " +
+                          std::to_string(programIdOf(daemon.optimizer().activeFd())) +
+                          "), not a map ('morpheus map' changes the maps a run pins beside "
+                          "it)\n");
+    }
+
+    ASSERT_EQ(unlink((dir + "/morpheus_guard").c_str()), 0);
+    EXPECT_EQ(daemon.exitNote().text,
+              "stopping: the original program stays attached; no longer pinned in " + dir +
+                  " (no control plane reaches them there): the guard\n");
+
+    unmount.now();
+    runtime::Daemon::ExitNote note = daemon.exitNote();
+    EXPECT_EQ(note.text, "stopping: the program detaches from " + veth.ifB() +
+                             " as this process exits: its link pin in " + dir +
+                             " is gone (removed, or the bpffs under it unmounted); no longer "
+                             "pinned in " + dir + " (no control plane reaches them there): "
+                             "map 'config', map 'policy', map 'stats', the guard\n");
+    EXPECT_EQ(note.fields["links_unpinned"], nlohmann::json({veth.ifB()}));
+    EXPECT_TRUE(xdpAttached()) << "attached while the process runs";
+  }
+  EXPECT_TRUE(waitFor([&] { return !xdpAttached(); }, 2000ms))
+      << "the note said the program detaches at exit";
 }
 
 // kill -9 of `morpheus run`: nothing runs its exit, and the pinned link

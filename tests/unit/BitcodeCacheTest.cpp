@@ -93,13 +93,21 @@ TEST_F(BitcodeCache, ADamagedEntryIsCompiledAgain) {
   EXPECT_TRUE(compile().fromCache) << "the entry is stored again";
 }
 
+// ... and said once, naming the directory and why, not at every store.
 TEST_F(BitcodeCache, ACacheThatCannotBeWrittenIsCompiledAround) {
   std::string file = (root + "/not-a-directory").str();
   write(file, "");
+  ::testing::internal::CaptureStderr();
   Bitcode first = compile({"-DOFFSET=0"}, file + "/cache");
   ASSERT_TRUE(first.buffer);
   EXPECT_FALSE(first.fromCache);
   EXPECT_FALSE(compile({"-DOFFSET=0"}, file + "/cache").fromCache);
+  EXPECT_FALSE(compile({"-DOFFSET=1"}, file + "/cache").fromCache);
+  std::string said = ::testing::internal::GetCapturedStderr();
+  EXPECT_EQ(said, "morpheus: warning: cache directory " + file + "/cache: cannot create " +
+                      file + "/cache/bitcode (Not a directory): going on without it (set "
+                      "MORPHEUS_CACHE_DIR to a writable directory to keep what is built across "
+                      "runs)\n");
 }
 
 TEST_F(BitcodeCache, TheLeastRecentlyUsedEntriesBeyondTheLimitAreRemoved) {

@@ -289,6 +289,61 @@ TEST(Cli, ErrorsNameTheFileAndChangeNothing) {
   EXPECT_EQ(morpheus("run " + Example).status, 2) << "--iface is required";
 }
 
+// PROG is told by what it is before clang or the IR reader sees it: clang
+// takes a file it cannot name for linker input and succeeds without
+// output, which used to read as a broken "bitcode header".
+TEST(Cli, WhatIsNotAProgramIsRefusedByName) {
+  std::string directory = tempPath("progdir"), fifo = tempPath("fifo.c"),
+              empty = tempPath("empty.c"), elf = tempPath("elf.c"), binary = tempPath("data"),
+              noName = tempPath("prog"), fakeBitcode = tempPath("fake.bc");
+  ASSERT_EQ(mkdir(directory.c_str(), 0700), 0);
+  ASSERT_EQ(mkfifo(fifo.c_str(), 0600), 0);
+  std::ofstream(empty).close();
+  std::ofstream(elf) << "\x7f" "ELF\x02\x01\x01";
+  std::ofstream(binary) << std::string("int x;\0\x01", 8);
+  std::ofstream(noName) << "int x;\n";
+  std::ofstream(fakeBitcode) << "int x;\n";
+  const std::pair<std::string, std::string> cases[] = {
+      {directory, ": is a directory, not a program (C, LLVM IR or bitcode)"},
+      {"/dev/zero", ": not a regular file (a character device)"},
+      {fifo, ": not a regular file (a FIFO)"},
+      {empty, ": empty, not C, LLVM IR or bitcode"},
+      {elf, ": an ELF object, not C, LLVM IR or bitcode"},
+      {binary, ": binary data, not C, LLVM IR or bitcode"},
+      {noName, ": not C, LLVM IR or bitcode by its name"},
+      {fakeBitcode, ": not LLVM bitcode"}};
+  for (const auto &[program, message] : cases) {
+    Output out = morpheus("analyze " + program);
+    EXPECT_EQ(out.status, 1) << out.text;
+    EXPECT_EQ(out.text.rfind("morpheus: " + program + message, 0), 0u) << out.text;
+  }
+  rmdir(directory.c_str());
+  for (const std::string &path : {fifo, empty, elf, binary, noName, fakeBitcode})
+    unlink(path.c_str());
+}
+
+// A cache directory that cannot be written: one warning naming it and why,
+// whatever is stored under it (clang's bitcode, the original's object),
+// and the command succeeds without it.
+TEST(Cli, AnUnwritableCacheDirectoryIsSaidOnce) {
+  std::string file = tempPath("cache-file");
+  std::ofstream(file) << "not a directory";
+  Output out{-1, ""};
+  std::string command = "MORPHEUS_CACHE_DIR=" + file + "/cache " + MORPHEUS_BIN_DIR +
+                        "/morpheus analyze " + Example + " 2>&1 >/dev/null";
+  FILE *pipe = popen(command.c_str(), "r");
+  std::array<char, 4096> buffer;
+  while (size_t got = fread(buffer.data(), 1, buffer.size(), pipe))
+    out.text.append(buffer.data(), got);
+  out.status = WEXITSTATUS(pclose(pipe));
+  EXPECT_EQ(out.status, 0) << out.text;
+  EXPECT_EQ(out.text, "morpheus: warning: cache directory " + file + "/cache: cannot create " +
+                          file + "/cache/bitcode (Not a directory): going on without it (set "
+                          "MORPHEUS_CACHE_DIR to a writable directory to keep what is built "
+                          "across runs)\n");
+  unlink(file.c_str());
+}
+
 TEST(Cli, BadSnapshotFilesAreRefusedByName) {
   std::string object = tempPath("never.o"), directory = tempPath("dir"),
               huge = tempPath("huge.json"), truncated = tempPath("truncated.json"),

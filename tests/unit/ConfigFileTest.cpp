@@ -2,6 +2,7 @@
 #include "nf/common/ConfigFile.h"
 
 #include <gtest/gtest.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <fstream>
@@ -30,6 +31,49 @@ TEST(ConfigFile, ErrorsNameFileAndLine) {
   ASSERT_FALSE(bool(range));
   EXPECT_NE(llvm::toString(range.takeError()).find("empty"), std::string::npos);
   unlink(path.c_str());
+}
+
+// Only a regular text file of a sane size is read: a directory, a device
+// (/dev/zero would be read until memory runs out), a FIFO (opening it would
+// wait for a writer), a file too large or a line with control bytes is
+// refused, the file (and line) named. Tabs and CRLF line ends are text.
+TEST(ConfigFile, WhatIsNotATextFileIsRefused) {
+  std::string dir = "/tmp/morpheus-config-refused-" + std::to_string(getpid());
+  ASSERT_EQ(mkdir(dir.c_str(), 0700), 0);
+  std::string fifo = dir + "/fifo", large = dir + "/large", binary = dir + "/binary",
+              crlf = dir + "/crlf";
+  ASSERT_EQ(mkfifo(fifo.c_str(), 0600), 0);
+  std::ofstream(large).close();
+  ASSERT_EQ(truncate(large.c_str(), off_t(nf::MaxConfigBytes) + 1), 0);
+  std::ofstream(binary) << "10.0.0.0/8 direct\n# fine\n10.1.0.0/16 \x01\x02 direct\n";
+  std::ofstream(crlf) << "10.0.0.0/8\tdirect 1\r\n\r\n  11.0.0.0/8  direct # \xc3\xa9\r\n";
+  struct Case {
+    std::string path, said;
+  } cases[] = {
+      {"/dev/zero", "/dev/zero: not a regular file (a character device): a configuration is a "
+                    "text file"},
+      {dir, dir + ": is a directory, not a configuration file"},
+      {fifo, fifo + ": not a regular file (a FIFO): a configuration is a text file"},
+      {large, large + ": " + std::to_string(nf::MaxConfigBytes + 1) +
+                  " bytes; a configuration larger than " + std::to_string(nf::MaxConfigBytes) +
+                  " bytes is refused"},
+      {binary, binary + ":3: not text (byte 0x01 at column 13)"},
+      {dir + "/missing", dir + "/missing: cannot open: No such file or directory"},
+  };
+  for (const Case &refused : cases) {
+    auto lines = nf::readConfig(refused.path);
+    ASSERT_FALSE(bool(lines)) << refused.path;
+    EXPECT_EQ(llvm::toString(lines.takeError()), refused.said);
+  }
+  auto lines = nf::readConfig(crlf);
+  ASSERT_TRUE(bool(lines)) << llvm::toString(lines.takeError());
+  ASSERT_EQ(lines->size(), 2u);
+  EXPECT_EQ((*lines)[0].words, (std::vector<std::string>{"10.0.0.0/8", "direct", "1"}));
+  EXPECT_EQ((*lines)[1].number, 3u);
+  EXPECT_EQ((*lines)[1].words, (std::vector<std::string>{"11.0.0.0/8", "direct"}));
+  for (const std::string &file : {fifo, large, binary, crlf})
+    unlink(file.c_str());
+  rmdir(dir.c_str());
 }
 
 } // namespace

@@ -217,6 +217,28 @@ TEST_F(Loader, MissingFileIsAnError) {
   EXPECT_NE(llvm::toString(result.takeError()).find("cannot open"), std::string::npos);
 }
 
+// What is not a routes file is refused before anything is read whole, the
+// file named: /dev/zero would otherwise be read until memory runs out.
+TEST_F(Loader, WhatIsNotATextFileIsRefused) {
+  std::string binary = router.files.write(
+      "binary.txt", "10.0.0.0/8 direct 0\n" + std::string("\x7f" "ELF\x02\x01\x01\0", 8));
+  std::string dir = binary.substr(0, binary.rfind('/'));
+  struct Case {
+    std::string path, said;
+  } cases[] = {
+      {"/dev/zero", "/dev/zero: not a regular file (a character device)"},
+      {dir, dir + ": is a directory"},
+      {binary, binary + ":2: not text (byte 0x7f at column 1)"},
+  };
+  for (const Case &refused : cases) {
+    auto result = loadRoutes(refused.path, {router.pinDir()});
+    ASSERT_FALSE(bool(result)) << refused.path;
+    std::string message = llvm::toString(result.takeError());
+    EXPECT_EQ(message.rfind(refused.said, 0), 0u) << message;
+  }
+  EXPECT_EQ(routeCount(), 0u);
+}
+
 TEST_F(Loader, NeighborsLoadExactly) {
   auto summary = loadNeighbors(router.files.write("n.txt", BaseNeighbors), {router.pinDir()});
   ASSERT_THAT_EXPECTED(summary, llvm::Succeeded());

@@ -6,6 +6,7 @@
 #include "backend/bpf/BpfSignatures.h"
 #include "core/TableAccessAnalysis.h"
 #include "support/Clang.h"
+#include "support/ProgramFile.h"
 #include "support/Log.h"
 
 #include <llvm/Bitcode/BitcodeReader.h>
@@ -13,9 +14,7 @@
 #include <llvm/IR/DataLayout.h>
 #include <llvm/IRReader/IRReader.h>
 #include <llvm/Linker/Linker.h>
-#include <llvm/Support/FileSystem.h>
 #include <llvm/Support/MemoryBuffer.h>
-#include <llvm/Support/Path.h>
 #include <llvm/Support/SourceMgr.h>
 #include <llvm/TargetParser/Triple.h>
 
@@ -56,11 +55,11 @@ static Error setGlobalBytes(Module &module, StringRef name, const std::vector<ch
 Expected<std::unique_ptr<Module>> loadProgram(const std::string &path,
                                               const FrontendOptions &options,
                                               LLVMContext &context) {
-  if (!sys::fs::exists(path))
-    return makeError("{0}: no such file", path);
+  auto format = programFormat(path);
+  if (!format)
+    return format.takeError();
   std::unique_ptr<Module> module;
-  StringRef extension = sys::path::extension(path);
-  if (extension == ".ll" || extension == ".bc") {
+  if (*format != ProgramFormat::C) {
     SMDiagnostic diagnostic;
     module = parseIRFile(path, diagnostic, context);
     if (!module) {

@@ -1,11 +1,20 @@
 #include "backend/bpf/Guard.h"
 
+#include "backend/bpf/BpfObject.h"
 #include "backend/bpf/Frontend.h"
 
 #include <bpf/bpf.h>
+#include <dirent.h>
 #include <linux/bpf.h>
+#include <llvm/ADT/StringExtras.h>
 #include <sys/mman.h>
 #include <unistd.h>
+
+#include <algorithm>
+#include <climits>
+#include <fstream>
+#include <map>
+#include <vector>
 
 namespace morpheus::bpf {
 
@@ -28,7 +37,143 @@ Error mapState(int fd, const std::string &what, GuardState **state) {
   return Error::success();
 }
 
+uint32_t mapIdOf(int fd) {
+  bpf_map_info info = {};
+  uint32_t length = sizeof(info);
+  return bpf_obj_get_info_by_fd(fd, &info, &length) ? 0 : info.id;
+}
+
+// What may hold a guard together with one map: the other maps, by id, of
+// every program and process that references that map, each with its first
+// holder's description. `complete` is false when some program or process
+// could not be looked at.
+struct Holders {
+  std::map<uint32_t, std::string> companions;
+  bool complete = true;
+};
+
+void addProgramHolders(uint32_t mapId, Holders &holders) {
+  uint32_t id = 0;
+  while (bpf_prog_get_next_id(id, &id) == 0) {
+    int fd = bpf_prog_get_fd_by_id(id);
+    if (fd < 0) {
+      holders.complete &= errno == ENOENT; // unloaded since it was listed
+      continue;
+    }
+    auto program = liveProgram(fd);
+    close(fd);
+    if (!program) {
+      llvm::consumeError(program.takeError());
+      holders.complete = false;
+      continue;
+    }
+    const std::vector<uint32_t> &maps = program->mapIds;
+    if (std::find(maps.begin(), maps.end(), mapId) == maps.end())
+      continue;
+    for (uint32_t other : maps)
+      holders.companions.emplace(
+          other, "program '" + program->name + "' (id " + std::to_string(id) + ")");
+  }
+  holders.complete &= errno == ENOENT; // the end of the list, not EPERM
+}
+
+// The ids of the maps process `pid` has open (its fdinfo's map_id lines).
+std::vector<uint32_t> mapsOpenIn(const std::string &pid, bool &seen) {
+  std::vector<uint32_t> ids;
+  std::string fds = "/proc/" + pid + "/fd";
+  DIR *dir = opendir(fds.c_str());
+  seen = dir || errno == ENOENT; // ENOENT: it exited since it was listed
+  if (!dir)
+    return ids;
+  char target[PATH_MAX];
+  while (dirent *entry = readdir(dir)) {
+    std::string fd = fds + "/" + entry->d_name;
+    ssize_t length = readlink(fd.c_str(), target, sizeof(target) - 1);
+    if (length < 0 || llvm::StringRef(target, length) != "anon_inode:bpf-map")
+      continue;
+    std::ifstream info("/proc/" + pid + "/fdinfo/" + entry->d_name);
+    for (std::string line; std::getline(info, line);) {
+      llvm::StringRef text(line);
+      uint32_t id = 0;
+      if (text.consume_front("map_id:") && !text.trim().getAsInteger(10, id)) {
+        ids.push_back(id);
+        break;
+      }
+    }
+  }
+  closedir(dir);
+  return ids;
+}
+
+void addProcessHolders(uint32_t mapId, Holders &holders) {
+  DIR *proc = opendir("/proc");
+  if (!proc) {
+    holders.complete = false;
+    return;
+  }
+  while (dirent *entry = readdir(proc)) {
+    std::string pid = entry->d_name;
+    if (pid.empty() || !std::all_of(pid.begin(), pid.end(), llvm::isDigit))
+      continue;
+    bool seen = true;
+    std::vector<uint32_t> maps = mapsOpenIn(pid, seen);
+    holders.complete &= seen;
+    if (std::find(maps.begin(), maps.end(), mapId) == maps.end())
+      continue;
+    std::string command;
+    std::getline(std::ifstream("/proc/" + pid + "/comm"), command);
+    for (uint32_t other : maps)
+      holders.companions.emplace(other, "process " + pid + " (" + command + ")");
+  }
+  closedir(proc);
+}
+
 } // namespace
+
+Expected<std::optional<GuardWord::Held>> GuardWord::heldWith(int mapFd,
+                                                             const std::string &what) {
+  uint32_t mapId = mapIdOf(mapFd);
+  if (!mapId)
+    return makeSystemError(errno, "map '{0}': cannot query", what);
+  Holders holders;
+  addProgramHolders(mapId, holders);
+  addProcessHolders(mapId, holders);
+  std::vector<Held> guards;
+  std::vector<std::string> named;
+  for (const auto &[id, holder] : holders.companions) {
+    int fd = bpf_map_get_fd_by_id(id);
+    if (fd < 0)
+      continue; // gone since: it guards nothing any more
+    bpf_map_info info = {};
+    uint32_t length = sizeof(info);
+    GuardState *state = nullptr;
+    if (bpf_obj_get_info_by_fd(fd, &info, &length) || std::string(info.name) != GuardMapName) {
+      close(fd);
+      continue;
+    }
+    if (Error err = mapState(fd, "guard id " + std::to_string(id), &state)) {
+      llvm::consumeError(std::move(err)); // named so, but not of the guard's shape
+      close(fd);
+      continue;
+    }
+    guards.push_back(Held{GuardWord(fd, state), holder});
+    named.push_back("guard id " + std::to_string(id) + " held by " + holder);
+  }
+  if (guards.size() > 1)
+    return makeError("map '{0}': no Morpheus guard pinned beside it, and {1} guards are held "
+                     "with it ({2}): which to bump is unclear; refused (pin the running "
+                     "Morpheus's guard beside the map, or update through its control socket)",
+                     what, guards.size(), llvm::join(named, "; "));
+  if (guards.empty() && !holders.complete)
+    return makeError("map '{0}': no Morpheus guard pinned beside it, and this process may "
+                     "not look at every program and process that could hold one (it needs "
+                     "CAP_SYS_ADMIN and access to other processes' files): an update could "
+                     "leave specialized code stale; refused (run as root)",
+                     what);
+  if (guards.empty())
+    return std::nullopt;
+  return std::optional<Held>(std::move(guards.front()));
+}
 
 Expected<GuardWord> GuardWord::create() {
   LIBBPF_OPTS(bpf_map_create_opts, options, .map_flags = BPF_F_MMAPABLE);

@@ -19,6 +19,7 @@
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
+#include <optional>
 #include <string>
 
 namespace morpheus::bpf {
@@ -40,6 +41,19 @@ public:
   // A fresh guard map (version 1) or the one pinned at `pinPath`.
   static Expected<GuardWord> create();
   static Expected<GuardWord> open(const std::string &pinPath);
+  // The guard of the Morpheus that specializes code on the map `mapFd`,
+  // for when its pin beside the map is gone (removed; a running Morpheus
+  // pins it again within a period): found through what holds the guard
+  // together with the map, a loaded program referencing both (specialized
+  // code, also one a killed Morpheus left attached) or a process with both
+  // open (a running Morpheus, between versions too); `holder` says which.
+  // nullopt when nothing holds a guard with the map, so no specialized
+  // code depends on it. An error naming `what` when several guards do, or
+  // when this process may not look at every program and process (no
+  // CAP_SYS_ADMIN, or another user's process hidden from it) and found
+  // none: a write then could leave specialized code stale.
+  struct Held;
+  static Expected<std::optional<Held>> heldWith(int mapFd, const std::string &what);
 
   GuardWord(GuardWord &&other) noexcept;
   GuardWord &operator=(GuardWord &&other) noexcept;
@@ -69,6 +83,11 @@ private:
   GuardWord(int fd, GuardState *state) : mapFd(fd), state(state) {}
   int mapFd = -1;
   GuardState *state = nullptr;
+};
+
+struct GuardWord::Held {
+  GuardWord guard;
+  std::string holder; // "process 812 (morpheus)", "program 'xdp_main' (id 42)"
 };
 
 } // namespace morpheus::bpf

@@ -2,6 +2,7 @@
 
 #include "backend/bpf/Frontend.h"
 #include "backend/bpf/MapIO.h"
+#include "backend/bpf/PinnedObject.h"
 
 #include <bpf/bpf.h>
 #include <linux/bpf.h>
@@ -27,15 +28,22 @@ Expected<MapUpdater> MapUpdater::forMap(int fd, std::string name, GuardWord *gua
 }
 
 Expected<MapUpdater> MapUpdater::open(const std::string &pinPath) {
-  int fd = bpf_obj_get(pinPath.c_str());
-  if (fd < 0)
-    return makeSystemError(errno, "map '{0}': cannot open the pinned map", pinPath);
-  auto updater = forMap(fd, pinPath, nullptr);
+  auto fd = openPinnedMap(pinPath);
+  if (!fd)
+    return fd.takeError();
+  auto updater = forMap(*fd, pinPath, nullptr);
   if (!updater) {
-    close(fd);
+    close(*fd);
     return updater.takeError();
   }
   updater->ownsFd = true;
+  bpf_map_info info = {};
+  uint32_t length = sizeof(info);
+  if (bpf_obj_get_info_by_fd(*fd, &info, &length) == 0 &&
+      std::string(info.name) == GuardMapName)
+    return makeError("map '{0}': Morpheus's own guard ({1}), not a table of the program: "
+                     "every update through Morpheus bumps it; it is never written directly",
+                     pinPath, GuardMapName);
   llvm::SmallString<128> guardPath(llvm::sys::path::parent_path(pinPath));
   llvm::sys::path::append(guardPath, GuardMapName);
   if (access(guardPath.c_str(), F_OK) == 0) {
@@ -44,6 +52,17 @@ Expected<MapUpdater> MapUpdater::open(const std::string &pinPath) {
       return withContext(guard.takeError(), "map '" + pinPath + "'");
     updater->ownedGuard.emplace(std::move(*guard));
     updater->guard = &*updater->ownedGuard;
+    return updater;
+  }
+  // Its pin gone, the guard may still guard specialized code: an update
+  // that did not bump it would leave that code running on the old entry.
+  auto held = GuardWord::heldWith(*fd, pinPath);
+  if (!held)
+    return held.takeError();
+  if (*held) {
+    updater->ownedGuard.emplace(std::move((*held)->guard));
+    updater->guard = &*updater->ownedGuard;
+    updater->heldBy = std::move((*held)->holder);
   }
   return updater;
 }
@@ -52,7 +71,7 @@ MapUpdater::MapUpdater(MapUpdater &&other) noexcept
     : mapFd(std::exchange(other.mapFd, -1)), ownsFd(other.ownsFd),
       mapName(std::move(other.mapName)), keyBytes(other.keyBytes),
       valueBytes(other.valueBytes), entryLimit(other.entryLimit), mapType(other.mapType),
-      ownedGuard(std::move(other.ownedGuard)) {
+      ownedGuard(std::move(other.ownedGuard)), heldBy(std::move(other.heldBy)) {
   guard = ownedGuard ? &*ownedGuard : other.guard;
 }
 

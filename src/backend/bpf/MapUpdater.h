@@ -18,7 +18,11 @@ namespace morpheus::bpf {
 class MapUpdater {
 public:
   // Opens the map pinned at `pinPath` and the guard pinned beside it
-  // (`morpheus_guard` in the same directory), if any.
+  // (`morpheus_guard` in the same directory). With that pin gone, the
+  // guard held with the map by a running Morpheus or its specialized code
+  // (GuardWord::heldWith; an error when that cannot be told); unguarded
+  // only when nothing holds a guard with the map. Refused: a pin that
+  // holds no map (a link, a program: said so), and the guard itself.
   static Expected<MapUpdater> open(const std::string &pinPath);
   // The same, for a map fd the caller already holds.
   static Expected<MapUpdater> forMap(int fd, std::string name, GuardWord *guard);
@@ -47,6 +51,9 @@ public:
   bool perCpu() const;
   bool mapOfMaps() const; // values are inner map fds (written) / ids (read)
   bool guarded() const { return guard != nullptr; }
+  // Who held the guard open() bumps, when its pin beside the map was gone
+  // ("process 812 (morpheus)"); "" when it was pinned there, or none.
+  const std::string &guardHolder() const { return heldBy; }
 
 private:
   MapUpdater() = default;
@@ -58,6 +65,7 @@ private:
   uint32_t keyBytes = 0, valueBytes = 0, entryLimit = 0, mapType = 0;
   std::optional<GuardWord> ownedGuard;
   GuardWord *guard = nullptr;
+  std::string heldBy;
 };
 
 } // namespace morpheus::bpf

@@ -70,7 +70,7 @@ std::optional<LinkFacts> linkFacts(int linkFd) {
   uint32_t attachType = 0;
   if (info.type == LinkTypeTcx)
     std::memcpy(&attachType, reinterpret_cast<const char *>(&info.xdp.ifindex) + 4, 4);
-  return LinkFacts{info.type, info.prog_id, info.xdp.ifindex, attachType};
+  return LinkFacts{info.type, info.prog_id, info.xdp.ifindex, attachType, info.id};
 }
 
 std::string AttachPoint::describe() const {
@@ -203,6 +203,17 @@ void ProgramLink::unpin() {
   if (!pinnedAt.empty())
     unlink(pinnedAt.c_str());
   pinnedAt.clear();
+}
+
+bool ProgramLink::stillPinned() const {
+  if (pinnedAt.empty())
+    return false;
+  int pinned = bpf_obj_get(pinnedAt.c_str());
+  if (pinned < 0)
+    return false;
+  std::optional<LinkFacts> there = linkFacts(pinned), ours = linkFacts(linkFd);
+  close(pinned);
+  return there && ours && there->id == ours->id;
 }
 
 uint32_t ProgramLink::programId() const {

@@ -42,6 +42,7 @@ unsigned tcxAttachType(TcDirection direction);
 // word after the index; 0 for XDP). nullopt if `linkFd` is no link.
 struct LinkFacts {
   uint32_t type = 0, programId = 0, ifindex = 0, attachType = 0;
+  uint32_t id = 0; // the link's own
 };
 std::optional<LinkFacts> linkFacts(int linkFd);
 
@@ -75,6 +76,10 @@ public:
   Error pin(const std::string &path);
   void unpin();
   const std::string &pinPath() const { return pinnedAt; }
+  // Whether pinPath() still holds this very link, checked now: false when
+  // it is not pinned, or its pin was removed or replaced, or the bpffs under
+  // it unmounted. A link no pin holds detaches when this process exits.
+  bool stillPinned() const;
   // The id of the program the link runs now.
   uint32_t programId() const;
   int fd() const { return linkFd; }

@@ -4,6 +4,7 @@
 #include "core/TableAccessAnalysis.h"
 #include "core/passes/PrefetchStage.h"
 #include "support/Clang.h"
+#include "support/ProgramFile.h"
 
 #include <llvm/ADT/StringExtras.h>
 #include <llvm/Bitcode/BitcodeReader.h>
@@ -12,9 +13,7 @@
 #include <llvm/IR/InstIterator.h>
 #include <llvm/IR/IntrinsicInst.h>
 #include <llvm/IRReader/IRReader.h>
-#include <llvm/Support/FileSystem.h>
 #include <llvm/Support/SwapByteOrder.h>
-#include <llvm/Support/Path.h>
 #include <llvm/Support/SourceMgr.h>
 #include <llvm/Support/raw_ostream.h>
 #include <llvm/Transforms/Utils/Cloning.h>
@@ -57,10 +56,10 @@ uint32_t writeBucketOf(const std::string &table, const Bytes &key) {
 Expected<std::unique_ptr<Module>> compileHandler(const std::string &path,
                                                  const HandlerOptions &options,
                                                  LLVMContext &context) {
-  if (!sys::fs::exists(path))
-    return makeError("{0}: no such file", path);
-  StringRef extension = sys::path::extension(path);
-  if (extension == ".ll" || extension == ".bc") {
+  auto format = programFormat(path);
+  if (!format)
+    return format.takeError();
+  if (*format != ProgramFormat::C) {
     SMDiagnostic diagnostic;
     std::unique_ptr<Module> module = parseIRFile(path, diagnostic, context);
     if (!module)
