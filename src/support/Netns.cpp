@@ -11,6 +11,8 @@
 #include <utility>
 
 #include <fcntl.h>
+#include <linux/netlink.h>
+#include <linux/rtnetlink.h>
 #include <net/if.h>
 #include <sched.h>
 #include <signal.h>
@@ -70,6 +72,55 @@ Error disableIpv6(const std::string &netns) {
 }
 
 } // namespace
+
+Expected<std::vector<Interface>> interfaces() {
+  FileDescriptor sock(::socket(AF_NETLINK, SOCK_RAW | SOCK_CLOEXEC, NETLINK_ROUTE));
+  if (sock.get() < 0)
+    return makeSystemError(errno, "cannot open a netlink socket");
+  struct {
+    nlmsghdr header;
+    ifinfomsg info;
+  } request = {};
+  request.header.nlmsg_len = sizeof(request);
+  request.header.nlmsg_type = RTM_GETLINK;
+  request.header.nlmsg_flags = NLM_F_REQUEST | NLM_F_DUMP;
+  request.header.nlmsg_seq = 1;
+  request.info.ifi_family = AF_UNSPEC;
+  if (::send(sock.get(), &request, sizeof(request), 0) < 0)
+    return makeSystemError(errno, "cannot ask netlink for the interfaces");
+  std::vector<Interface> found;
+  std::vector<char> buffer(1 << 16);
+  for (;;) {
+    ssize_t length = ::recv(sock.get(), buffer.data(), buffer.size(), 0);
+    if (length < 0)
+      return makeSystemError(errno, "cannot read the interfaces from netlink");
+    int remaining = int(length);
+    for (auto *message = reinterpret_cast<nlmsghdr *>(buffer.data());
+         NLMSG_OK(message, remaining); message = NLMSG_NEXT(message, remaining)) {
+      if (message->nlmsg_type == NLMSG_DONE)
+        return found;
+      if (message->nlmsg_type == NLMSG_ERROR) {
+        auto *error = static_cast<nlmsgerr *>(NLMSG_DATA(message));
+        return makeSystemError(-error->error, "netlink refused to list the interfaces");
+      }
+      if (message->nlmsg_type != RTM_NEWLINK)
+        continue;
+      auto *info = static_cast<ifinfomsg *>(NLMSG_DATA(message));
+      Interface device;
+      device.index = uint32_t(info->ifi_index);
+      int attributes = int(IFLA_PAYLOAD(message));
+      for (auto *attribute = IFLA_RTA(info); RTA_OK(attribute, attributes);
+           attribute = RTA_NEXT(attribute, attributes)) {
+        if (attribute->rta_type == IFLA_IFNAME)
+          device.name = static_cast<const char *>(RTA_DATA(attribute));
+        else if (attribute->rta_type == IFLA_NUM_RX_QUEUES &&
+                 RTA_PAYLOAD(attribute) >= sizeof(uint32_t))
+          std::memcpy(&device.receiveQueues, RTA_DATA(attribute), sizeof(uint32_t));
+      }
+      found.push_back(std::move(device));
+    }
+  }
+}
 
 Error enterNetns(const std::string &name) {
   std::string path = NetnsDir + name;
