@@ -2,6 +2,7 @@
 
 #include "support/Log.h"
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
@@ -11,8 +12,10 @@
 #include <utility>
 
 #include <fcntl.h>
+#include <linux/ethtool.h>
 #include <linux/netlink.h>
 #include <linux/rtnetlink.h>
+#include <linux/sockios.h>
 #include <net/if.h>
 #include <sched.h>
 #include <signal.h>
@@ -71,6 +74,24 @@ Error disableIpv6(const std::string &netns) {
   });
 }
 
+// The receive queues `name` has in use (the kernel's real_num_rx_queues,
+// what BPF_PROG_TEST_RUN checks an XDP context's queue against), at most
+// `allocated` (its num_rx_queues, which rtnetlink reports and which may be
+// more: a veth made without numrxqueues allocates one per CPU and uses
+// one): its channels as ethtool reports them, receive-only and combined;
+// 1 when the driver reports none (lo), which every device has.
+uint32_t receiveQueuesInUse(int sock, const std::string &name, uint32_t allocated) {
+  ethtool_channels channels = {};
+  channels.cmd = ETHTOOL_GCHANNELS;
+  ifreq request = {};
+  std::strncpy(request.ifr_name, name.c_str(), IFNAMSIZ - 1);
+  request.ifr_data = reinterpret_cast<char *>(&channels);
+  if (::ioctl(sock, SIOCETHTOOL, &request) < 0)
+    return 1;
+  return std::clamp<uint32_t>(channels.rx_count + channels.combined_count, 1,
+                              std::max<uint32_t>(allocated, 1));
+}
+
 } // namespace
 
 Expected<std::vector<Interface>> interfaces() {
@@ -88,6 +109,10 @@ Expected<std::vector<Interface>> interfaces() {
   request.info.ifi_family = AF_UNSPEC;
   if (::send(sock.get(), &request, sizeof(request), 0) < 0)
     return makeSystemError(errno, "cannot ask netlink for the interfaces");
+  // Created in the calling thread's namespace, as the netlink socket is.
+  FileDescriptor channels(::socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0));
+  if (channels.get() < 0)
+    return makeSystemError(errno, "cannot open a socket to ask for receive queues");
   std::vector<Interface> found;
   std::vector<char> buffer(1 << 16);
   for (;;) {
@@ -97,8 +122,12 @@ Expected<std::vector<Interface>> interfaces() {
     int remaining = int(length);
     for (auto *message = reinterpret_cast<nlmsghdr *>(buffer.data());
          NLMSG_OK(message, remaining); message = NLMSG_NEXT(message, remaining)) {
-      if (message->nlmsg_type == NLMSG_DONE)
+      if (message->nlmsg_type == NLMSG_DONE) {
+        for (Interface &device : found)
+          device.receiveQueues =
+              receiveQueuesInUse(channels.get(), device.name, device.receiveQueues);
         return found;
+      }
       if (message->nlmsg_type == NLMSG_ERROR) {
         auto *error = static_cast<nlmsgerr *>(NLMSG_DATA(message));
         return makeSystemError(-error->error, "netlink refused to list the interfaces");

@@ -33,7 +33,8 @@ Error runInNetns(const std::string &name, llvm::function_ref<Error()> work);
 Error enterNetns(const std::string &name);
 
 // An interface of the calling thread's namespace: its index, and how many
-// receive queues it has (the kernel's num_rx_queues).
+// receive queues it has in use (the kernel's real_num_rx_queues, as ethtool
+// reports its channels; 1 when the driver does not say).
 struct Interface {
   uint32_t index = 0;
   std::string name;
