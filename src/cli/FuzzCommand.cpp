@@ -39,12 +39,15 @@ int fuzz(FuzzFlags &flags) {
   if (!report->reproducer.empty())
     std::printf("%s\nreproducer written to %s\n", report->reproducer.c_str(),
                 options.reproducerPath.c_str());
-  std::printf("fuzz: %llu map states in %.1f s (%.0f cases/s); masked as "
-              "nondeterministic: %llu bytes, %llu verdicts, %llu key sets\n",
+  std::printf("fuzz: %llu map states in %.1f s (%.0f cases/s)\n",
               (unsigned long long)report->states, report->seconds,
-              report->cases / std::max(report->seconds, 1e-3),
-              (unsigned long long)report->maskedBytes,
+              report->cases / std::max(report->seconds, 1e-3));
+  std::printf("fuzz: %llu cases nondeterministic (the original answered differently twice, "
+              "or a difference did not reproduce); left uncompared in them: %llu verdicts, "
+              "%llu 8-byte words, %llu key sets\n",
+              (unsigned long long)report->nondeterministic,
               (unsigned long long)report->maskedVerdicts,
+              (unsigned long long)report->maskedBytes,
               (unsigned long long)report->maskedKeySets);
   if (!options.configured.empty())
     std::printf("fuzz: %llu of the map states drawn from the configuration of %s\n",
@@ -64,12 +67,14 @@ void addFuzzCommand(CLI::App &morpheus) {
       morpheus, "fuzz",
       "compare the specialized program with the original on random map states and "
       "packets",
-      "Loads PROG three times (original, a second original that reveals\n"
-      "nondeterministic bytes, and the version Morpheus specializes), writes\n"
-      "the same random map states into all three and compares verdicts,\n"
-      "output packets and every map after each random packet, also after a\n"
-      "guard bump. The first difference is shrunk, written as JSON and\n"
-      "printed. Needs root. Exit status 1 when any case differed.",
+      "Loads PROG three times (original, a second original that must agree\n"
+      "with it, and the version Morpheus specializes), writes the same random\n"
+      "map states into all three and compares verdicts, output packets,\n"
+      "contexts and every map after each random packet, also after a guard\n"
+      "bump. The copies draw the same random numbers, read the same clocks\n"
+      "and iterate hash maps in the same order. The first difference is\n"
+      "shrunk, written as JSON and printed. Needs root. Exit status 1 when\n"
+      "any case differed.",
       [flags](const CLI::App &) { return fuzz(*flags); });
   addProgramArgument(command, flags->program);
   command.add_option("--seconds", flags->seconds, "how long to fuzz (default 10)")

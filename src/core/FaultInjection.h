@@ -31,6 +31,17 @@ struct FaultInjection {
   // the region's values: the verifier refuses a program that indexes with
   // one (for tests of the retry without regions).
   bool unboundedRegionColumns = false;
+  // The checks that compare versions (runtime/VersionComparison) with the
+  // determinism they rely on taken away, one kind at a time, to show what
+  // each kind guarantees: the Specialized copy draws another random stream
+  // than the originals; every copy reads the clocks itself (none replays
+  // the first copy's readings); scratch hash maps get random seeds (their
+  // iteration orders differ); sample contexts stay zeroed (no mark, no
+  // device, no receive queue).
+  bool unequalRandomStreams = false;
+  bool unlatchedClocks = false;
+  bool randomHashSeeds = false;
+  bool zeroedContext = false;
 
   bool operator==(const FaultInjection &) const = default;
 };

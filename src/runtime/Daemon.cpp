@@ -576,6 +576,13 @@ void Daemon::report(const CycleReport &cycle) {
     else if (!scope.whyWhole.empty())
       text += "  validation loaded the whole object: " + scope.whyWhole + "\n";
     fields["validation_skipped"] = scope.skipped;
+    if (scope.nondeterministic)
+      text += llvm::formatv("  validation: on {0} sample packets the original answered "
+                            "differently twice (nondeterminism the copies could not remove); "
+                            "compared where the two agreed\n",
+                            scope.nondeterministic)
+                  .str();
+    fields["validation_nondeterministic"] = scope.nondeterministic;
     fields["injection_phases"] = phasesJson(cycle.times.injectionPhases);
     text += cycle.log.toText();
     fields["decisions"] = cycle.log.toText();

@@ -52,7 +52,13 @@ struct FuzzReport {
   uint64_t differed = 0; // of those, the ones where the versions disagreed
   uint64_t states = 0;   // map states specialized for
   uint64_t configuredStates = 0; // of those, drawn from FuzzOptions::configured
-  // Comparisons skipped because the two runs of the original disagreed.
+  // Cases on which the copies could not be made to agree with each other
+  // (VersionComparison): the witness disagreed with the original (the
+  // parts where they disagreed were not compared), or a difference did not
+  // reproduce when the case was replayed twice. Not differences.
+  uint64_t nondeterministic = 0;
+  // Within the former, what was left uncompared (VersionComparison::
+  // MaskCounts): verdicts, 8-byte words, key sets.
   uint64_t maskedBytes = 0, maskedVerdicts = 0, maskedKeySets = 0;
   double seconds = 0;
   std::string reproducer; // the first difference as JSON text; "" if none

@@ -123,14 +123,14 @@ MapContents MapStateGenerator::generate(Rng &rng, bool &fromConfiguration) const
 }
 
 std::vector<Step> MapStateGenerator::packets(const MapContents &state, Rng &rng,
-                                             uint32_t count) const {
+                                             uint32_t count, const ContextPlan &context) const {
   std::vector<KeyedTable> tables;
   for (const auto &[name, entries] : state) {
     const FilledMap &map = filled.at(name);
     tables.push_back({map.layout.type, map.keyFields, entries});
   }
   std::vector<Step> steps;
-  for (SamplePacket &sample : synthesizePackets(tables, rng, count))
+  for (SamplePacket &sample : synthesizePackets(tables, rng, count, context))
     steps.push_back(Step{std::move(sample)});
   return steps;
 }

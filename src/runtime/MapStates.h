@@ -32,8 +32,10 @@ public:
   // A new state; `fromConfiguration` tells whether it was drawn from the
   // configured contents.
   MapContents generate(Rng &rng, bool &fromConfiguration) const;
-  // `count` packets aimed at the state's keys and values.
-  std::vector<Step> packets(const MapContents &state, Rng &rng, uint32_t count) const;
+  // `count` packets aimed at the state's keys and values, their contexts
+  // drawn under `context`.
+  std::vector<Step> packets(const MapContents &state, Rng &rng, uint32_t count,
+                            const ContextPlan &context) const;
 
 private:
   struct FilledMap {

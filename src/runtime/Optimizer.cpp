@@ -788,6 +788,7 @@ Optimizer::specializeWithRetry(CycleReport &report, core::TableSnapshot &snapsho
   request.hotTuples = hotTuples;
   request.writeCounts = cycleWriteCounts;
   request.globals = cycleGlobals;
+  request.compared = options.shadowPackets > 0;
   std::vector<char> refusedElf;
   for (;;) {
     if (*step != Withheld::Nothing)
@@ -805,6 +806,7 @@ Optimizer::specializeWithRetry(CycleReport &report, core::TableSnapshot &snapsho
     }
     report.log = std::move(object->log);
     std::vector<char> elf = std::move(object->elf);
+    std::vector<char> comparedElf = std::move(object->comparedElf);
     if (specialized && elf == specializedElf && cycleStages == specializedStages) {
       // Byte for byte the running code, although built for this version and
       // snapshot: it depends on neither, so it stays valid for both.
@@ -835,7 +837,7 @@ Optimizer::specializeWithRetry(CycleReport &report, core::TableSnapshot &snapsho
           return std::nullopt;
         }
         clock.end("stage arrays filled");
-        return Candidate{std::move(elf), std::move(*attempt), start};
+        return Candidate{std::move(elf), std::move(comparedElf), std::move(*attempt), start};
       }
       refused = takeErrorDetails(attempt.takeError());
       bool verifier = refused->code == std::errc::permission_denied ||
@@ -938,6 +940,7 @@ bool Optimizer::validate(CycleReport &report, const Candidate &candidate,
   ShadowOptions shadow;
   shadow.packets = options.shadowPackets;
   shadow.seed = report.cycle;
+  shadow.faults = options.faults;
   if (!report.validation.validated.empty())
     shadow.programs = std::set<std::string>(report.validation.validated.begin(),
                                             report.validation.validated.end());
@@ -946,11 +949,13 @@ bool Optimizer::validate(CycleReport &report, const Candidate &candidate,
     endCycle(report, slots.takeError());
     return false;
   }
-  auto verdict = shadowValidate(*programSpec, entry, candidate.elf, version,
+  auto verdict = shadowValidate(*programSpec, entry, candidate.comparedElf, version,
                                 LiveMaps{original->maps(), std::move(*slots)}, snapshot, shadow);
   report.times.validationMs = millisecondsSince(validationStart);
-  if (verdict)
+  if (verdict) {
     report.times.validationPhases = verdict->phases;
+    report.validation.nondeterministic = verdict->nondeterministic;
+  }
   if (guardWord.version() != version || guardWord.changing()) {
     // The maps moved under the copies: a difference would mean nothing.
     llvm::consumeError(verdict.takeError());

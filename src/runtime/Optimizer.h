@@ -100,6 +100,9 @@ struct ValidationScope {
   std::vector<std::string> skipped;
   // Why the whole object was validated, when it was.
   std::string whyWhole;
+  // Sample packets (and the map comparison) on which the witness disagreed
+  // with the original (ShadowVerdict::nondeterministic).
+  uint32_t nondeterministic = 0;
 };
 
 struct CycleReport {
@@ -207,6 +210,7 @@ private:
   // and returns nothing (or false).
   struct Candidate {
     std::vector<char> elf;
+    std::vector<char> comparedElf; // what shadow validation runs (SpecializedObject)
     bpf::LoadedObject loaded; // sharing every map with the running version
     std::chrono::steady_clock::time_point loadStart; // injection time counts from here
   };

@@ -7,7 +7,11 @@
 #include <bpf/btf.h>
 #include <linux/bpf.h>
 
+#include <llvm/ADT/STLExtras.h>
+#include <llvm/Support/SwapByteOrder.h>
+
 #include <algorithm>
+#include <cstring>
 
 namespace morpheus::runtime {
 
@@ -132,11 +136,26 @@ public:
   size_t size() const { return total; }
   // The window at position `i` of the list, as an integer in network order.
   uint64_t at(size_t i) const {
-    size_t source = std::upper_bound(starts.begin(), starts.end(), i) - starts.begin() - 1;
-    return networkOrder(*sources[source], i - starts[source], width);
+    auto [bytes, offset] = window(i);
+    return networkOrder(*bytes, offset, width);
+  }
+  // The same window as the host reads it (a number a table holds).
+  uint64_t hostAt(size_t i) const {
+    auto [bytes, offset] = window(i);
+    uint64_t value = 0;
+    for (size_t k = 0; k < width && k < 8; ++k) {
+      size_t shift = llvm::sys::IsLittleEndianHost ? k : width - 1 - k;
+      value |= uint64_t((*bytes)[offset + k]) << (8 * shift);
+    }
+    return value;
   }
 
 private:
+  std::pair<const Bytes *, size_t> window(size_t i) const {
+    size_t source = std::upper_bound(starts.begin(), starts.end(), i) - starts.begin() - 1;
+    return {sources[source], i - starts[source]};
+  }
+
   size_t width;
   size_t total = 0;
   std::vector<const Bytes *> sources;
@@ -146,7 +165,7 @@ private:
 } // namespace
 
 std::vector<SamplePacket> synthesizePackets(const std::vector<KeyedTable> &tables, Rng &rng,
-                                            uint32_t count) {
+                                            uint32_t count, const ContextPlan &context) {
   // Packets aimed at map keys (addresses, ports, protocol, MACs taken from a
   // key or value) are what makes lookups hit; random ones cover the rest.
   std::vector<KeyFields> targets;
@@ -172,23 +191,19 @@ std::vector<SamplePacket> synthesizePackets(const std::vector<KeyedTable> &table
       bytes[i] = uint8_t(value >> (8 * (5 - i)));
     return bytes;
   };
-  std::vector<SamplePacket> steps;
-  for (uint32_t i = 0; i < count; ++i) {
-    SamplePacket step;
-    step.ifindex = rng() % 2; // 1 is lo, which exists in every namespace
+  auto synthesizePacket = [&]() -> Bytes {
     unsigned kind = rng() % 8;
     if (kind == 7) {
-      step.packet.resize(1 + rng() % 128);
-      for (uint8_t &byte : step.packet)
+      Bytes random(1 + rng() % 128);
+      for (uint8_t &byte : random)
         byte = uint8_t(rng());
-      if (step.packet.size() >= 14 && rng() % 2) {
+      if (random.size() >= 14 && rng() % 2) {
         uint16_t types[] = {0x0800, 0x86dd, 0x8100, 0x0806};
         uint16_t type = types[rng() % 4];
-        step.packet[12] = type >> 8;
-        step.packet[13] = uint8_t(type);
+        random[12] = type >> 8;
+        random[13] = uint8_t(type);
       }
-      steps.push_back(std::move(step));
-      continue;
+      return random;
     }
     uint32_t saddr = fromPool(pool4, 4), daddr = fromPool(pool4, 4);
     uint16_t sport = fromPool(pool2, 2), dport = fromPool(pool2, 2);
@@ -242,21 +257,53 @@ std::vector<SamplePacket> synthesizePackets(const std::vector<KeyedTable> &table
     else
       builder.icmpEcho(sport, dport, rng() % 2);
     builder.payload(rng() % 64, uint8_t(rng()));
-    step.packet = builder.build();
+    Bytes built = builder.build();
     if (rng() % 4 == 0) {
       // Cut at (or one byte around) a header boundary: bounds checks.
       static const size_t cuts[] = {1, 6, 12, 13, 14, 15, 17, 18, 19, 22, 33, 34, 35,
                                     37, 38, 39, 41, 42, 43, 53, 54, 55, 57, 58, 62};
       size_t cut = cuts[rng() % std::size(cuts)];
-      if (cut < step.packet.size())
-        step.packet.resize(cut);
+      if (cut < built.size())
+        built.resize(cut);
     }
-    steps.push_back(std::move(step));
+    return built;
+  };
+  // Numbers the tables hold, for context fields (a mark compared with a
+  // configured one).
+  auto fromTables = [&](size_t width) -> uint64_t {
+    const BytePool &pool = width >= 4 ? pool4 : pool2;
+    if (pool.empty())
+      return biased(rng, uint32_t(width));
+    return pool.hostAt(rng() % pool.size());
+  };
+  std::vector<SamplePacket> steps;
+  for (uint32_t i = 0; i < count; ++i) {
+    SamplePacket &step = steps.emplace_back();
+    step.packet = synthesizePacket();
+    step.context = drawContext(context, rng, step.packet.size(), fromTables);
+    step.randomSeed = rng();
   }
   return steps;
 }
 
 namespace {
+
+// The context a run starts from: `values` at their fields, zeros elsewhere.
+Expected<Bytes> contextOf(bpf::ProgramType type, const ContextValues &values) {
+  Bytes context(bpf::contextSize(type), 0);
+  for (const auto &[name, value] : values) {
+    llvm::ArrayRef<bpf::ContextField> fields = bpf::settableContextFields(type);
+    const auto *field = llvm::find_if(
+        fields, [&](const bpf::ContextField &known) { return name == known.name; });
+    if (field == fields.end())
+      return makeError("context field '{0}': not one a {1} run can set", name,
+                       bpf::programTypeName(type));
+    for (uint32_t i = 0; i < field->width; ++i) // as the host stores it
+      context[field->offset + (llvm::sys::IsLittleEndianHost ? i : field->width - 1 - i)] =
+          uint8_t(value >> (8 * i));
+  }
+  return context;
+}
 
 Expected<PacketResult> runXdp(int programFd, const SamplePacket &step) {
   // BPF_PROG_TEST_RUN wants at least an Ethernet header of input; a shorter
@@ -267,21 +314,25 @@ Expected<PacketResult> runXdp(int programFd, const SamplePacket &step) {
   input.resize(step.packet.size() + padding, 0);
   PacketResult outcome;
   outcome.output.resize(input.size() + 512);
-  xdp_md context = {};
-  context.data_end = step.packet.size();
-  context.ingress_ifindex = step.ifindex;
-  bool withContext = step.ifindex || padding;
+  auto context = contextOf(bpf::ProgramType::Xdp, step.context);
+  if (!context)
+    return context.takeError();
+  xdp_md md;
+  std::memcpy(&md, context->data(), sizeof(md));
+  md.data_end = step.packet.size();
+  outcome.context.resize(sizeof(md));
   LIBBPF_OPTS(bpf_test_run_opts, options, .data_in = input.data(),
               .data_out = outcome.output.data(),
               .data_size_in = uint32_t(input.size()),
-              .data_size_out = uint32_t(outcome.output.size()),
-              .ctx_in = withContext ? &context : nullptr,
-              .ctx_size_in = withContext ? uint32_t(sizeof(context)) : 0u, .repeat = 1);
+              .data_size_out = uint32_t(outcome.output.size()), .ctx_in = &md,
+              .ctx_out = outcome.context.data(), .ctx_size_in = uint32_t(sizeof(md)),
+              .ctx_size_out = uint32_t(outcome.context.size()), .repeat = 1);
   if (bpf_prog_test_run_opts(programFd, &options))
-    return makeSystemError(errno, "BPF_PROG_TEST_RUN");
+    return makeSystemError(errno, "BPF_PROG_TEST_RUN (XDP, context {0})", toHex(*context));
   outcome.verdict = options.retval;
   size_t length = options.data_size_out;
   outcome.output.resize(length >= padding ? length - padding : 0);
+  outcome.context.resize(options.ctx_size_out);
   return outcome;
 }
 
@@ -307,18 +358,28 @@ Expected<PacketResult> runTc(int programFd, const SamplePacket &step) {
   input.resize(std::max(input.size(), shortestSkb(input)), 0);
   PacketResult outcome;
   outcome.output.resize(input.size() + 512);
-  __sk_buff context = {};
-  context.ifindex = step.ifindex; // 0 or 1: the namespace's loopback either way
+  auto context = contextOf(bpf::ProgramType::Tc, step.context);
+  if (!context)
+    return context.takeError();
+  __sk_buff skb;
+  std::memcpy(&skb, context->data(), sizeof(skb));
+  // What the wire carried is at least what the run is given: the padding
+  // counts.
+  if (skb.wire_len && skb.wire_len < input.size())
+    skb.wire_len = uint32_t(input.size());
+  outcome.context.resize(sizeof(skb));
   LIBBPF_OPTS(bpf_test_run_opts, options, .data_in = input.data(),
               .data_out = outcome.output.data(),
               .data_size_in = uint32_t(input.size()),
-              .data_size_out = uint32_t(outcome.output.size()),
-              .ctx_in = &context, .ctx_size_in = uint32_t(sizeof(context)), .repeat = 1);
+              .data_size_out = uint32_t(outcome.output.size()), .ctx_in = &skb,
+              .ctx_out = outcome.context.data(), .ctx_size_in = uint32_t(sizeof(skb)),
+              .ctx_size_out = uint32_t(outcome.context.size()), .repeat = 1);
   if (bpf_prog_test_run_opts(programFd, &options))
-    return makeSystemError(errno, "BPF_PROG_TEST_RUN (TC, a {0}-byte packet: {1})",
-                           input.size(), toHex(input));
+    return makeSystemError(errno, "BPF_PROG_TEST_RUN (TC, a {0}-byte packet: {1}; context {2})",
+                           input.size(), toHex(input), toHex(*context));
   outcome.verdict = options.retval;
   outcome.output.resize(options.data_size_out);
+  outcome.context.resize(options.ctx_size_out);
   return outcome;
 }
 

@@ -7,6 +7,7 @@
 
 #include "backend/bpf/ProgramType.h"
 #include "core/Tables.h"
+#include "runtime/ContextSamples.h"
 #include "support/Error.h"
 
 #include <cstdint>
@@ -47,23 +48,30 @@ struct KeyedTable {
 
 struct SamplePacket {
   core::Bytes packet;
-  uint32_t ifindex = 0; // ingress; 0 or 1 (lo, present in every namespace)
+  // The context fields the run sets (the others are zero).
+  ContextValues context = {};
+  // The random stream every compared copy draws from in this run
+  // (backend/bpf/dataplane/replay_abi.h).
+  uint64_t randomSeed = 0;
 };
 
 // `count` packets: most are valid Ethernet/802.1Q/IPv4/IPv6 with UDP, TCP or
 // ICMP whose addresses, ports and protocol come from the tables' keys and
 // values, some with IP options or fragment bits; a quarter are cut at a
-// header boundary and one in eight is random bytes.
+// header boundary and one in eight is random bytes. Each gets a context
+// drawn under `context` and a random seed.
 std::vector<SamplePacket> synthesizePackets(const std::vector<KeyedTable> &tables, Rng &rng,
-                                            uint32_t count);
+                                            uint32_t count, const ContextPlan &context);
 
 struct PacketResult {
   uint32_t verdict = 0;
   core::Bytes output;
+  core::Bytes context; // the context after the run, as the kernel returns it
 };
 
 // Runs `packet` once through the program (BPF_PROG_TEST_RUN) with the
-// context of its type: an xdp_md, or an __sk_buff for TC. The kernel builds
+// context of its type: an xdp_md, or an __sk_buff for TC, holding the
+// packet's context values. The kernel builds
 // an skb only from a whole Ethernet header and, behind an IPv4/IPv6
 // ethertype, a whole IP header: a shorter TC packet is run zero-padded to
 // that length (every version gets the same input).

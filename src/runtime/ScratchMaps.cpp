@@ -202,13 +202,24 @@ readRows(int fd, const MapLayout &live, CopyKind kind, std::optional<uint32_t> w
   return std::vector<std::pair<Bytes, Bytes>>(rows.begin(), rows.end());
 }
 
-Expected<int> createLike(const MapLayout &layout, int innerTemplate) {
+// The kernel's hash tables, whose buckets follow a seed (random unless
+// BPF_F_ZERO_SEED).
+bool isSeededHash(uint32_t type) {
+  return type == BPF_MAP_TYPE_HASH || type == BPF_MAP_TYPE_PERCPU_HASH ||
+         type == BPF_MAP_TYPE_LRU_HASH || type == BPF_MAP_TYPE_LRU_PERCPU_HASH ||
+         type == BPF_MAP_TYPE_HASH_OF_MAPS;
+}
+
+Expected<int> createLike(const MapLayout &layout, int innerTemplate, bool fixedHashSeed) {
   int btfFd = layout.btfId ? bpf_btf_get_fd_by_id(layout.btfId) : -1;
+  uint32_t flags = layout.flags;
+  if (fixedHashSeed && isSeededHash(layout.type))
+    flags |= BPF_F_ZERO_SEED;
   LIBBPF_OPTS(bpf_map_create_opts, attributes,
               .btf_fd = uint32_t(std::max(btfFd, 0)),
               .btf_key_type_id = btfFd >= 0 ? layout.btfKeyTypeId : 0,
               .btf_value_type_id = btfFd >= 0 ? layout.btfValueTypeId : 0,
-              .inner_map_fd = uint32_t(std::max(innerTemplate, 0)), .map_flags = layout.flags,
+              .inner_map_fd = uint32_t(std::max(innerTemplate, 0)), .map_flags = flags,
               .map_extra = layout.extra);
   int fd = bpf_map_create(bpf_map_type(layout.type), nullptr, layout.keySize, layout.valueSize,
                           layout.maxEntries, &attributes);
@@ -351,8 +362,9 @@ Expected<MapImage> MapImage::read(const LiveMaps &live,
   return image;
 }
 
-Expected<std::unique_ptr<ScratchMaps>> ScratchMaps::create(const MapImage &image) {
-  std::unique_ptr<ScratchMaps> maps(new ScratchMaps(image));
+Expected<std::unique_ptr<ScratchMaps>> ScratchMaps::create(const MapImage &image,
+                                                           bool fixedHashSeeds) {
+  std::unique_ptr<ScratchMaps> maps(new ScratchMaps(image, fixedHashSeeds));
   if (Error err = maps->createAll())
     return err;
   return maps;
@@ -380,7 +392,7 @@ Error ScratchMaps::createAll() {
         if (!map.inner.empty()) {
           innerTemplate = fds[map.inner.front().second];
         } else if (map.innerLayout) {
-          auto created = createLike(*map.innerLayout, -1);
+          auto created = createLike(*map.innerLayout, -1, fixedHashSeeds);
           if (!created)
             return withContext(created.takeError(), "map '" + map.name + "': inner template");
           innerTemplate = ownTemplate = *created;
@@ -389,7 +401,7 @@ Error ScratchMaps::createAll() {
                            map.name);
         }
       }
-      auto created = createLike(map.layout, innerTemplate);
+      auto created = createLike(map.layout, innerTemplate, fixedHashSeeds);
       if (ownTemplate >= 0)
         close(ownTemplate);
       if (!created)

@@ -107,7 +107,13 @@ struct MapDump {
 // One version's scratch copies of every map of a MapImage.
 class ScratchMaps {
 public:
-  static Expected<std::unique_ptr<ScratchMaps>> create(const MapImage &image);
+  // With `fixedHashSeeds`, hash maps (of every kind, inner maps too) are
+  // created with BPF_F_ZERO_SEED: filled in the same order, two copies
+  // place every key in the same bucket, so iterating them
+  // (bpf_for_each_map_elem, the key walk) visits the same order. Off only
+  // for tests (core::FaultInjection::randomHashSeeds).
+  static Expected<std::unique_ptr<ScratchMaps>> create(const MapImage &image,
+                                                       bool fixedHashSeeds = true);
   ~ScratchMaps();
   ScratchMaps(const ScratchMaps &) = delete;
   ScratchMaps &operator=(const ScratchMaps &) = delete;
@@ -132,12 +138,14 @@ public:
   Error restore(const std::map<std::string, std::vector<core::Bytes>> &touched);
 
 private:
-  explicit ScratchMaps(const MapImage &image) : image(image) {}
+  ScratchMaps(const MapImage &image, bool fixedHashSeeds)
+      : image(image), fixedHashSeeds(fixedHashSeeds) {}
   Error createAll();
   Error fill(size_t index);
   Error drainRings() const;
 
   const MapImage &image;
+  bool fixedHashSeeds;
   std::vector<int> fds;
   std::map<std::string, int> named;
   std::map<size_t, ring_buffer *> rings;

@@ -4,6 +4,7 @@
 #include "core/PhaseClock.h"
 #include "runtime/PacketSamples.h"
 #include "runtime/VersionComparison.h"
+#include "support/CpuPin.h"
 
 #include <bpf/btf.h>
 #include <linux/bpf.h>
@@ -19,6 +20,7 @@ using core::Bytes;
 // prefix length, which no header carries: its words are used as they are).
 Expected<std::vector<SamplePacket>> samplePackets(const LiveMaps &live,
                                                   const core::TableSnapshot &snapshot,
+                                                  const ContextPlan &context,
                                                   const ShadowOptions &options) {
   std::vector<KeyedTable> tables;
   std::map<uint32_t, btf *> types; // the object's maps share one BTF
@@ -45,7 +47,7 @@ Expected<std::vector<SamplePacket>> samplePackets(const LiveMaps &live,
   for (const auto &[id, loaded] : types)
     btf__free(loaded);
   Rng rng(options.seed);
-  return synthesizePackets(tables, rng, options.packets);
+  return synthesizePackets(tables, rng, options.packets, context);
 }
 
 } // namespace
@@ -55,6 +57,11 @@ Expected<ShadowVerdict> shadowValidate(const bpf::ProgramSpec &spec, const std::
                                        const LiveMaps &live, const core::TableSnapshot &snapshot,
                                        const ShadowOptions &options) {
   std::string context = "shadow validation of " + spec.objectName();
+  // Every version on one CPU: per-CPU maps (and the CPU id a program reads)
+  // then match between them.
+  CpuPin pin;
+  if (!pin.ok())
+    return makeSystemError(errno, "{0}: cannot pin to one CPU", context);
   ShadowVerdict verdict;
   core::PhaseClock clock(verdict.phases);
   // Scratch maps hold a window of the live ones, not all of them: creating
@@ -82,6 +89,7 @@ Expected<ShadowVerdict> shadowValidate(const bpf::ProgramSpec &spec, const std::
   }
   comparing.guardVersion = candidateVersion;
   comparing.programs = options.programs;
+  comparing.faults = options.faults;
   auto comparison = VersionComparison::create(spec, entry, live, comparing);
   if (!comparison)
     return withContext(comparison.takeError(), context);
@@ -89,7 +97,10 @@ Expected<ShadowVerdict> shadowValidate(const bpf::ProgramSpec &spec, const std::
   if (Error err = (*comparison)->loadSpecialized(candidate))
     return withContext(std::move(err), context);
   clock.end("load and verify the specialized copy");
-  auto packets = samplePackets(live, snapshot, options);
+  auto plan = planContext(spec, entry, options.faults.zeroedContext);
+  if (!plan)
+    return withContext(plan.takeError(), context);
+  auto packets = samplePackets(live, snapshot, *plan, options);
   if (!packets)
     return withContext(packets.takeError(), context);
   clock.end("sample packets");
@@ -110,6 +121,7 @@ Expected<ShadowVerdict> shadowValidate(const bpf::ProgramSpec &spec, const std::
     for (size_t version = 0; version < VersionCount; ++version)
       seen.results[version] = outcome->observed[version];
     ++verdict.packets;
+    verdict.nondeterministic += outcome->nondeterministic;
     if (outcome->difference) {
       verdict.packet = verdict.packets;
       return refuse(*outcome->difference);
@@ -120,8 +132,9 @@ Expected<ShadowVerdict> shadowValidate(const bpf::ProgramSpec &spec, const std::
   clock.end("map comparison");
   if (!maps)
     return withContext(maps.takeError(), context);
-  if (*maps)
-    return refuse("after the sample: " + **maps);
+  verdict.nondeterministic += maps->nondeterministic;
+  if (maps->difference)
+    return refuse("after the sample: " + *maps->difference);
   return verdict;
 }
 

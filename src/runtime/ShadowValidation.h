@@ -12,6 +12,7 @@
 #pragma once
 
 #include "backend/bpf/ProgramSpec.h"
+#include "core/FaultInjection.h"
 #include "runtime/ScratchMaps.h"
 #include "support/Error.h"
 
@@ -29,6 +30,7 @@ struct ShadowOptions {
   // The programs the copies load (the others' program-array slots stay
   // empty in every copy alike); unset loads the whole object.
   std::optional<std::set<std::string>> programs;
+  core::FaultInjection faults; // test-only (VersionComparison::Options)
 };
 
 struct ShadowVerdict {
@@ -40,14 +42,21 @@ struct ShadowVerdict {
   std::string difference;
   std::optional<uint32_t> packet;
   std::string reproducer;
+  // Packets (and the map comparison after them) on which the witness
+  // disagreed with the original: nondeterminism the copies could not remove.
+  // Where the two disagreed nothing was compared; everything else was. Not
+  // a reason to refuse.
+  uint32_t nondeterministic = 0;
   // Where the validation spent its time (VersionComparison's setup, the
   // specialized copy's load, the sample, the runs, the map comparison).
   std::vector<core::BuildPhase> phases;
 };
 
-// `candidate` is the specialized ELF of `spec`, built for guard version
+// `candidate` is the compared copy of a specialized version of `spec`
+// (SpecializedObject::comparedElf), built for guard version
 // `candidateVersion` from `snapshot`; `live` the live program's maps and
-// program-array slots, which the copies mirror and never touch.
+// program-array slots, which the copies mirror and never touch. The
+// calling thread is pinned to one CPU meanwhile.
 Expected<ShadowVerdict> shadowValidate(const bpf::ProgramSpec &spec, const std::string &entry,
                                        llvm::ArrayRef<char> candidate, uint64_t candidateVersion,
                                        const LiveMaps &live, const core::TableSnapshot &snapshot,

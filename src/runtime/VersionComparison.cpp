@@ -19,24 +19,17 @@ using core::Bytes;
 
 namespace {
 
-// The witness last: a clock the program reads (ktime, the coarse one of
-// 4 ms ticks) never moves between the original and the specialized version
-// without moving as far between the original and the witness.
+// The witness last: a clock left unreplayed never moves between the
+// original and the specialized version without moving as far between the
+// original and the witness.
 constexpr Version RunOrder[] = {Version::Original, Version::Specialized, Version::Witness};
+
+// What FaultInjection::unequalRandomStreams mixes into the Specialized
+// version's seed.
+constexpr uint64_t UnequalStream = 0x5eed5eed5eed5eedull;
 constexpr Version Versions[] = {Version::Original, Version::Witness, Version::Specialized};
 
 size_t at(Version version) { return size_t(version); }
-
-// Where `x` and `y` differ outside `mask`, if they do.
-std::optional<size_t> unmaskedDifference(const std::vector<bool> &mask, const Bytes &x,
-                                         const Bytes &y) {
-  if (x.size() != y.size())
-    return std::min(x.size(), y.size());
-  for (size_t i = 0; i < x.size(); ++i)
-    if (x[i] != y[i] && (i >= mask.size() || !mask[i]))
-      return i;
-  return std::nullopt;
-}
 
 } // namespace
 
@@ -67,9 +60,10 @@ VersionComparison::create(const bpf::ProgramSpec &spec, const std::string &entry
   std::unique_ptr<VersionComparison> comparison(
       new VersionComparison(spec, entry, std::move(*guard)));
   comparison->programs = options.programs;
+  comparison->faults = options.faults;
   core::PhaseClock clock(comparison->phases);
 
-  const std::vector<char> &original = spec.originalElf();
+  const std::vector<char> &original = spec.comparedOriginalElf();
   auto declared = bpf::readMapLayouts(original, spec.objectName());
   if (!declared)
     return declared.takeError();
@@ -82,8 +76,9 @@ VersionComparison::create(const bpf::ProgramSpec &spec, const std::string &entry
   // period (milliseconds), and the three waits then overlap.
   std::array<std::future<Expected<std::unique_ptr<ScratchMaps>>>, VersionCount> made;
   for (Version version : Versions)
-    made[at(version)] = std::async(std::launch::async,
-                                   [&] { return ScratchMaps::create(comparison->image); });
+    made[at(version)] = std::async(std::launch::async, [&] {
+      return ScratchMaps::create(comparison->image, !options.faults.randomHashSeeds);
+    });
   Error failed = Error::success();
   for (Version version : Versions) {
     auto copies = made[at(version)].get();
@@ -97,9 +92,28 @@ VersionComparison::create(const bpf::ProgramSpec &spec, const std::string &entry
   if (failed)
     return failed;
   clock.end("scratch maps created and filled");
+  if (spec.replaysHelpers()) {
+    // One replay state per version, shared by every load of it (the
+    // Specialized version and the original it falls back to).
+    auto layout = declared->find(bpf::ReplayMapName);
+    if (layout == declared->end())
+      return makeError("{0}: the compared original has no map '{1}'", spec.path(),
+                       bpf::ReplayMapName);
+    LIBBPF_OPTS(bpf_map_create_opts, attributes, .map_flags = layout->second.flags);
+    for (Version version : Versions) {
+      int fd = bpf_map_create(BPF_MAP_TYPE_ARRAY, nullptr, layout->second.keySize,
+                              layout->second.valueSize, 1, &attributes);
+      if (fd < 0)
+        return makeSystemError(errno, "cannot create the {0} copy's replay state",
+                               versionName(version));
+      comparison->replayMaps[at(version)] = fd;
+    }
+  }
   auto loadOriginal = [&](Version on) -> Expected<bpf::LoadedObject> {
     bpf::LoadOptions load;
     load.maps = comparison->copies[at(on)]->byName();
+    if (comparison->replayMaps[at(on)] >= 0)
+      load.maps[bpf::ReplayMapName] = comparison->replayMaps[at(on)];
     load.windowedCopies = true;
     load.programs = options.programs;
     auto loaded = bpf::LoadedObject::load(original, spec.objectName(), load);
@@ -155,6 +169,9 @@ VersionComparison::create(const bpf::ProgramSpec &spec, const std::string &entry
   comparison->specializedMaps = comparison->copies[at(Version::Specialized)]->byName();
   comparison->specializedMaps[bpf::GuardMapName] = comparison->scratchGuard.fd();
   comparison->specializedMaps[bpf::FallbackMapName] = comparison->fallbackFd;
+  if (comparison->replayMaps[at(Version::Specialized)] >= 0)
+    comparison->specializedMaps[bpf::ReplayMapName] =
+        comparison->replayMaps[at(Version::Specialized)];
   auto profile = bpf::ProfileMap::create();
   if (!profile)
     return profile.takeError();
@@ -172,6 +189,9 @@ VersionComparison::~VersionComparison() {
   fallbackOriginal.reset();
   if (fallbackFd >= 0)
     close(fallbackFd);
+  for (int fd : replayMaps)
+    if (fd >= 0)
+      close(fd);
 }
 
 Error VersionComparison::loadSpecialized(llvm::ArrayRef<char> elf) {
@@ -270,164 +290,226 @@ Error VersionComparison::observeMaps(MapCheck check,
   return Error::success();
 }
 
+Error VersionComparison::startReplay(Version version, const Step &step) {
+  int fd = replayMaps[at(version)];
+  if (fd < 0)
+    return Error::success();
+  morpheus_replay_state state = carried;
+  state.seed = step.randomSeed;
+  if (version == Version::Specialized && faults.unequalRandomStreams)
+    state.seed ^= UnequalStream;
+  state.draws = 0;
+  uint32_t zero = 0;
+  if (bpf_map_update_elem(fd, &zero, &state, BPF_ANY))
+    return makeSystemError(errno, "cannot write the {0} copy's replay state",
+                           versionName(version));
+  return Error::success();
+}
+
+Error VersionComparison::keepLatched(Version version) {
+  int fd = replayMaps[at(version)];
+  if (fd < 0 || faults.unlatchedClocks)
+    return Error::success();
+  morpheus_replay_state state;
+  uint32_t zero = 0;
+  if (bpf_map_lookup_elem(fd, &zero, &state))
+    return makeSystemError(errno, "cannot read the {0} copy's replay state",
+                           versionName(version));
+  for (unsigned clock = 0; clock < MORPHEUS_CLOCKS; ++clock)
+    if ((state.latched & ~carried.latched) & (1ull << clock)) {
+      carried.clock[clock] = state.clock[clock];
+      carried.latched |= 1ull << clock;
+    }
+  return Error::success();
+}
+
 Expected<StepOutcome>
 VersionComparison::run(const Step &step, MapCheck check,
                        const std::map<std::string, std::vector<Bytes>> &keys) {
   StepOutcome outcome;
+  carried = {}; // every step reads its clocks afresh
   for (Version version : RunOrder) {
     int fd = programFd(version);
     if (fd < 0)
       return makeError("no {0} version loaded to compare", versionName(version));
+    if (Error err = startReplay(version, step))
+      return err;
     auto result = runPacket(fd, spec.programType(entry), step);
     if (!result)
       return withContext(result.takeError(), versionName(version) + std::string(" version"));
     static_cast<PacketResult &>(outcome.observed[at(version)]) = std::move(*result);
+    if (Error err = keepLatched(version))
+      return err;
   }
   if (Error err = observeMaps(check, keys, outcome.observed))
     return err;
-  outcome.difference = compare(outcome.observed);
+  compareObservations(outcome, maskCounts);
   return outcome;
 }
 
-Expected<std::optional<std::string>>
+Expected<StepOutcome>
 VersionComparison::compareMaps(MapCheck check,
                                const std::map<std::string, std::vector<Bytes>> &keys) {
-  std::array<Observation, VersionCount> observed; // no packet: verdicts agree
-  if (Error err = observeMaps(check, keys, observed))
+  StepOutcome outcome; // no packet: verdicts, outputs and contexts agree
+  if (Error err = observeMaps(check, keys, outcome.observed))
     return err;
-  return compare(observed);
+  compareObservations(outcome, maskCounts);
+  return outcome;
 }
 
+namespace {
+
+// Where the witness disagreed with the original in one step, as 8-byte
+// words: nondeterministic values are numbers (a timestamp, a random
+// draw), and a carry into a byte that did not change in this pair may
+// change in another.
+class StepMask {
+public:
+  explicit StepMask(MaskCounts &counts) : counts(counts) {}
+  // The words where `x` and `y` differ; whether they did.
+  std::vector<bool> learn(const Bytes &x, const Bytes &y) {
+    std::vector<bool> mask(std::max(x.size(), y.size()) + 8, false);
+    for (size_t i = 0; i < std::min(x.size(), y.size()); ++i)
+      if (x[i] != y[i])
+        for (size_t j = i / 8 * 8; j < i / 8 * 8 + 8; ++j)
+          if (!mask[j]) {
+            mask[j] = true;
+            ++counts.bytes;
+            any = true;
+          }
+    return mask;
+  }
+  void verdict() {
+    ++counts.verdicts;
+    any = true;
+  }
+  void keySet() {
+    ++counts.keySets;
+    any = true;
+  }
+  bool nondeterministic() const { return any; }
+
+private:
+  MaskCounts &counts;
+  bool any = false;
+};
+
+} // namespace
+
 // a: the original, c: the witness, b: the specialized version.
-std::optional<std::string>
-VersionComparison::compare(const std::array<Observation, VersionCount> &observed) {
-  const Observation &a = observed[at(Version::Original)], &c = observed[at(Version::Witness)],
-                    &b = observed[at(Version::Specialized)];
+void compareObservations(StepOutcome &outcome, MaskCounts &counts) {
+  const Observation &a = outcome.observed[at(Version::Original)],
+                    &c = outcome.observed[at(Version::Witness)],
+                    &b = outcome.observed[at(Version::Specialized)];
+  StepMask witness(counts);
+  auto finish = [&](std::optional<std::string> difference) {
+    outcome.difference = std::move(difference);
+    outcome.nondeterministic = witness.nondeterministic();
+    if (outcome.nondeterministic)
+      ++counts.steps;
+  };
+  // Bytes of one result, compared where the witness agreed: an output or a
+  // context of another length than the witness's is not compared.
+  auto differs = [&](const Bytes &x, const Bytes &y, const Bytes &z) -> std::optional<size_t> {
+    if (x.size() != z.size()) {
+      witness.keySet();
+      return std::nullopt;
+    }
+    std::vector<bool> mask = witness.learn(x, z);
+    if (x.size() != y.size())
+      return std::min(x.size(), y.size());
+    for (size_t i = 0; i < x.size(); ++i)
+      if (x[i] != y[i] && !mask[i])
+        return i;
+    return std::nullopt;
+  };
   if (a.verdict != c.verdict) {
-    ++maskCounts.verdicts;
+    witness.verdict(); // the outputs then need not line up either
   } else {
     if (a.verdict != b.verdict)
-      return llvm::formatv("verdict: original {0}, specialized {1}", a.verdict, b.verdict).str();
-    if (a.output.size() == c.output.size())
-      learnMask(outputMask, a.output, c.output);
-    if (auto where = unmaskedDifference(outputMask, a.output, b.output))
-      return llvm::formatv("output packet differs at byte {0}: original {1}, specialized {2}",
-                           *where, toHex(a.output), toHex(b.output))
-          .str();
+      return finish(
+          llvm::formatv("verdict: original {0}, specialized {1}", a.verdict, b.verdict).str());
+    if (auto where = differs(a.output, b.output, c.output))
+      return finish(llvm::formatv("output packet differs at byte {0}: original {1}, "
+                                  "specialized {2}",
+                                  *where, toHex(a.output), toHex(b.output))
+                        .str());
+    if (auto where = differs(a.context, b.context, c.context))
+      return finish(llvm::formatv("context after the run differs at byte {0}: original {1}, "
+                                  "specialized {2}",
+                                  *where, toHex(a.context), toHex(b.context))
+                        .str());
   }
   for (const auto &[name, da] : a.maps) {
     const MapDump &dc = c.maps.at(name), &db = b.maps.at(name);
-    std::vector<bool> &mask = valueMasks[name];
-    auto keySet = [&](bool same) {
-      if (!same && keySetMasked.insert(name).second)
-        ++maskCounts.keySets;
-      return !keySetMasked.count(name);
-    };
     if (!da.flat.empty()) {
       size_t row = da.row;
       auto slot = [&](const Bytes &flat, size_t index) {
         return Bytes(flat.begin() + index * row, flat.begin() + (index + 1) * row);
       };
-      size_t slots = da.flat.size() / row;
-      if (da.flat != dc.flat)
-        for (size_t index = 0; index < slots; ++index)
-          learnMask(mask, slot(da.flat, index), slot(dc.flat, index));
-      if (da.flat != db.flat)
-        for (size_t index = 0; index < slots; ++index)
-          if (auto where = unmaskedDifference(mask, slot(da.flat, index), slot(db.flat, index)))
-            return llvm::formatv("map '{0}' index {1}: value differs at byte {2}: original {3}, "
-                                 "specialized {4}",
-                                 name, index, *where, toHex(slot(da.flat, index)),
-                                 toHex(slot(db.flat, index)))
-                .str();
+      if (da.flat == db.flat && da.flat == dc.flat)
+        continue;
+      for (size_t index = 0; index < da.flat.size() / row; ++index)
+        if (auto where = differs(slot(da.flat, index), slot(db.flat, index), slot(dc.flat, index)))
+          return finish(llvm::formatv("map '{0}' index {1}: value differs at byte {2}: "
+                                      "original {3}, specialized {4}",
+                                      name, index, *where, toHex(slot(da.flat, index)),
+                                      toHex(slot(db.flat, index)))
+                            .str());
       continue;
     }
     if (!da.sequence.empty() || !dc.sequence.empty() || !db.sequence.empty()) {
-      if (!keySet(da.sequence.size() == dc.sequence.size()))
+      if (da.sequence.size() != dc.sequence.size()) {
+        witness.keySet();
         continue;
-      for (size_t i = 0; i < da.sequence.size(); ++i)
-        learnMask(mask, da.sequence[i], dc.sequence[i]);
+      }
       if (db.sequence.size() != da.sequence.size())
-        return llvm::formatv("map '{0}': {1} elements or records after the original, {2} after "
-                             "the specialized version",
-                             name, da.sequence.size(), db.sequence.size())
-            .str();
+        return finish(llvm::formatv("map '{0}': {1} elements or records after the original, "
+                                    "{2} after the specialized version",
+                                    name, da.sequence.size(), db.sequence.size())
+                          .str());
       for (size_t i = 0; i < da.sequence.size(); ++i)
-        if (auto where = unmaskedDifference(mask, da.sequence[i], db.sequence[i]))
-          return llvm::formatv("map '{0}' element {1}: differs at byte {2}: original {3}, "
-                               "specialized {4}",
-                               name, i, *where, toHex(da.sequence[i]), toHex(db.sequence[i]))
-              .str();
+        if (auto where = differs(da.sequence[i], db.sequence[i], dc.sequence[i]))
+          return finish(llvm::formatv("map '{0}' element {1}: differs at byte {2}: original "
+                                      "{3}, specialized {4}",
+                                      name, i, *where, toHex(da.sequence[i]),
+                                      toHex(db.sequence[i]))
+                            .str());
       continue;
     }
     const auto &ea = da.entries, &ec = dc.entries, &eb = db.entries;
     bool sameKeys = ea.size() == ec.size() &&
                     std::equal(ea.begin(), ea.end(), ec.begin(),
                                [](auto &x, auto &y) { return x.first == y.first; });
-    bool compareKeys = keySet(sameKeys);
+    if (!sameKeys)
+      witness.keySet();
     for (const auto &[key, value] : ea) {
       auto inWitness = ec.find(key);
       if (inWitness == ec.end())
         continue;
-      learnMask(mask, value, inWitness->second);
       auto inSpecialized = eb.find(key);
       if (inSpecialized == eb.end())
-        return llvm::formatv("map '{0}': key {1} present after the original, absent after the "
-                             "specialized version",
-                             name, toHex(key))
-            .str();
-      if (auto where = unmaskedDifference(mask, value, inSpecialized->second))
-        return llvm::formatv("map '{0}' key {1}: value differs at byte {2}: original {3}, "
-                             "specialized {4}",
-                             name, toHex(key), *where, toHex(value), toHex(inSpecialized->second))
-            .str();
+        return finish(llvm::formatv("map '{0}': key {1} present after the original, absent "
+                                    "after the specialized version",
+                                    name, toHex(key))
+                          .str());
+      if (auto where = differs(value, inSpecialized->second, inWitness->second))
+        return finish(llvm::formatv("map '{0}' key {1}: value differs at byte {2}: original "
+                                    "{3}, specialized {4}",
+                                    name, toHex(key), *where, toHex(value),
+                                    toHex(inSpecialized->second))
+                          .str());
     }
-    if (!compareKeys)
+    if (!sameKeys)
       continue;
     for (const auto &[key, value] : eb)
       if (!ea.count(key))
-        return llvm::formatv("map '{0}': key {1} absent after the original, present after the "
-                             "specialized version",
-                             name, toHex(key))
-            .str();
+        return finish(llvm::formatv("map '{0}': key {1} absent after the original, present "
+                                    "after the specialized version",
+                                    name, toHex(key))
+                          .str());
   }
-  return std::nullopt;
-}
-
-// A byte that differs masks its whole aligned 8-byte word: nondeterministic
-// values are numbers (timestamps, random draws), and a carry into a byte
-// that did not change between these two runs may change in the next pair.
-void VersionComparison::learnMask(std::vector<bool> &mask, const Bytes &x, const Bytes &y) {
-  mask.resize(std::max({mask.size(), x.size(), y.size()}) + 8, false);
-  for (size_t i = 0; i < std::min(x.size(), y.size()); ++i)
-    if (x[i] != y[i])
-      for (size_t j = i / 8 * 8; j < i / 8 * 8 + 8; ++j)
-        if (!mask[j]) {
-          mask[j] = true;
-          ++maskCounts.bytes;
-        }
-}
-
-void VersionComparison::learnFrom(const Observation &a, const Observation &b) {
-  if (a.output.size() == b.output.size())
-    learnMask(outputMask, a.output, b.output);
-  for (const auto &[name, x] : a.maps) {
-    auto y = b.maps.find(name);
-    if (y == b.maps.end())
-      continue;
-    std::vector<bool> &mask = valueMasks[name];
-    if (!x.flat.empty() && x.flat.size() == y->second.flat.size())
-      for (size_t offset = 0; offset + x.row <= x.flat.size(); offset += x.row)
-        learnMask(mask, Bytes(x.flat.begin() + offset, x.flat.begin() + offset + x.row),
-                  Bytes(y->second.flat.begin() + offset, y->second.flat.begin() + offset + x.row));
-    for (const auto &[key, value] : x.entries)
-      if (auto other = y->second.entries.find(key); other != y->second.entries.end())
-        learnMask(mask, value, other->second);
-    if (x.sequence.size() != y->second.sequence.size() && keySetMasked.insert(name).second)
-      ++maskCounts.keySets;
-    for (size_t i = 0; i < std::min(x.sequence.size(), y->second.sequence.size()); ++i)
-      learnMask(mask, x.sequence[i], y->second.sequence[i]);
-  }
+  finish(std::nullopt);
 }
 
 nlohmann::json Reproducer::toJson() const {
@@ -449,12 +531,17 @@ nlohmann::json Reproducer::toJson() const {
   document["maps"] = mapsJson;
   nlohmann::json list = nlohmann::json::array();
   for (const Packet &packet : packets) {
+    nlohmann::json context = nlohmann::json::object();
+    for (const auto &[field, value] : packet.step.context)
+      context[field] = value;
     nlohmann::json item = {{"packet", toHex(packet.step.packet)},
-                           {"ingress_ifindex", packet.step.ifindex},
+                           {"context", context},
+                           {"random_seed", packet.step.randomSeed},
                            {"guard_bumped", packet.step.guardBumped}};
     for (Version version : Versions)
       item[versionName(version)] = {{"verdict", packet.results[at(version)].verdict},
-                                    {"output", toHex(packet.results[at(version)].output)}};
+                                    {"output", toHex(packet.results[at(version)].output)},
+                                    {"context", toHex(packet.results[at(version)].context)}};
     list.push_back(item);
   }
   document["packets"] = list;

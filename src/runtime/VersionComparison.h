@@ -5,9 +5,10 @@
 // Three versions are loaded, each on its own scratch copies of every live
 // map (runtime/ScratchMaps), so nothing they do reaches the live program:
 //   Original     the original program (without static program-array slots)
-//   Witness      a second original: where it and the Original disagree the
-//                program is nondeterministic (a clock, a random number), and
-//                those bytes, verdicts or key sets are not compared
+//   Witness      a second original: it must do exactly what the Original
+//                does (below); where it does not, the step is
+//                nondeterministic and the bytes, verdicts or key sets on
+//                which the two disagreed are not compared in that step
 //   Specialized  the candidate, with its own guard, which holds the version
 //                the candidate was built for (so a live guard that moves
 //                meanwhile changes nothing here), and its own fallback array
@@ -19,18 +20,33 @@
 // All three may load only some of the object's programs (Options::programs):
 // the others' slots are then empty in every version alike, so a packet sent
 // to one falls through its tail call in all three.
-// A packet runs through the original, the specialized version, then the
-// witness, so a clock the program reads moves at least as much between
-// original and witness as between original and specialized: a tick of a
-// coarse clock between the first two is always masked.
-// Masks learned from the witness are sticky for the comparison's lifetime.
+//
+// The versions are deterministic with respect to each other, so that a
+// difference is the code's and not chance's:
+//   - a program that draws random numbers or reads clocks is compared as
+//     copies whose calls of those helpers replay a state written alike into
+//     every copy before each run (backend/bpf/ComparedCopy): the step's
+//     random seed, and clock readings latched by the first version to run
+//     and replayed to the others;
+//   - scratch hash maps are created with a fixed hash seed
+//     (BPF_F_ZERO_SEED) and filled in the same order, so iterating one
+//     (bpf_for_each_map_elem) visits entries in the same order in all three;
+//   - the checks run every version on one CPU (per-CPU maps, the CPU id).
+// What nondeterminism is left (a helper not replayed) shows as the witness
+// disagreeing with the original. Such a step is counted as nondeterministic,
+// not as a difference: the parts where the two disagreed are not compared
+// in that step (never beyond it: masks are not kept), everything else is,
+// byte for byte. A packet runs through the original, the specialized
+// version, then the witness.
 // A difference is written in one reproducer format (Reproducer).
 #pragma once
 
 #include "backend/bpf/BpfObject.h"
+#include "backend/bpf/ComparedCopy.h"
 #include "backend/bpf/Guard.h"
 #include "backend/bpf/Profile.h"
 #include "backend/bpf/ProgramSpec.h"
+#include "core/FaultInjection.h"
 #include "runtime/PacketSamples.h"
 #include "runtime/ScratchMaps.h"
 #include "support/Error.h"
@@ -75,15 +91,27 @@ enum class MapCheck {
 
 struct StepOutcome {
   std::array<Observation, VersionCount> observed; // by Version
-  // The first difference between original and specialized that the
-  // witness does not mask; none when they agree.
+  // The first difference between original and specialized where the
+  // witness agreed with the original; none when they agree.
   std::optional<std::string> difference;
+  // The witness disagreed with the original somewhere (left uncompared).
+  bool nondeterministic = false;
 };
 
-// Comparisons skipped because the original and the witness disagreed.
+// What the comparisons left uncompared because the original and the
+// witness disagreed: the steps (packets, or map comparisons) where they did,
+// and in those the verdicts, the bytes (8-byte words of output, context and
+// map values) and the key sets (or record counts, output lengths).
 struct MaskCounts {
-  uint64_t bytes = 0, verdicts = 0, keySets = 0;
+  uint64_t steps = 0, verdicts = 0, bytes = 0, keySets = 0;
 };
+
+// The comparison of one step's observations (VersionComparison::run): fills
+// `outcome.difference` (the first difference between the original and the
+// specialized version where the witness agreed with the original) and
+// `outcome.nondeterministic`, and adds to `counts` what was left
+// uncompared. Nothing carries over to another step.
+void compareObservations(StepOutcome &outcome, MaskCounts &counts);
 
 // The one reproducer format of a difference, for shadow validation and the
 // fuzzer alike (JSON, see docs/equivalence.md).
@@ -119,6 +147,11 @@ public:
     bool fallback = false;
     // The programs every version loads, by name; unset loads them all.
     std::optional<std::set<std::string>> programs;
+    // Test-only: unequalRandomStreams (the Specialized version draws
+    // another stream than the originals), unlatchedClocks (every version
+    // reads the clocks itself), randomHashSeeds (scratch hash maps without
+    // a fixed seed).
+    core::FaultInjection faults;
   };
 
   static Expected<std::unique_ptr<VersionComparison>>
@@ -126,9 +159,9 @@ public:
          const Options &options);
   ~VersionComparison();
 
-  // Loads `elf`, a specialized version of the spec built for the scratch
-  // guard's current version, as the Specialized version (replacing one
-  // loaded before).
+  // Loads `elf`, the compared copy of a specialized version of the spec
+  // (SpecializedObject::comparedElf) built for the scratch guard's current
+  // version, as the Specialized version (replacing one loaded before).
   Error loadSpecialized(llvm::ArrayRef<char> elf);
 
   bpf::GuardWord &guard() { return scratchGuard; }
@@ -148,27 +181,27 @@ public:
   Error restore(const std::map<std::string, std::vector<core::Bytes>> &touched);
 
   // Runs `step` through the three versions and compares them: verdict,
-  // output bytes, and the maps `check` names. `keys` are read in arrays
-  // too large to read whole.
+  // output bytes, the context after the run, and the maps `check` names.
+  // `keys` are read in arrays too large to read whole.
   Expected<StepOutcome> run(const Step &step, MapCheck check,
                             const std::map<std::string, std::vector<core::Bytes>> &keys);
-  // Compares the versions' maps as they are now.
-  Expected<std::optional<std::string>>
+  // Compares the versions' maps as they are now (`observed` left without
+  // a packet's results).
+  Expected<StepOutcome>
   compareMaps(MapCheck check, const std::map<std::string, std::vector<core::Bytes>> &keys);
 
-  // Masks whatever differs between two observations: for a difference that
-  // replaying the same case does not reproduce.
-  void learnFrom(const Observation &a, const Observation &b);
   const MaskCounts &masked() const { return maskCounts; }
 
 private:
   VersionComparison(const bpf::ProgramSpec &spec, std::string entry, bpf::GuardWord guard)
       : spec(spec), entry(std::move(entry)), scratchGuard(std::move(guard)) {}
   int programFd(Version version) const;
+  // The replay state `version` runs the step from (replay_abi.h).
+  Error startReplay(Version version, const Step &step);
+  // What the run of `version` latched, for the versions that run after it.
+  Error keepLatched(Version version);
   Error observeMaps(MapCheck check, const std::map<std::string, std::vector<core::Bytes>> &keys,
                     std::array<Observation, VersionCount> &observed) const;
-  std::optional<std::string> compare(const std::array<Observation, VersionCount> &observed);
-  void learnMask(std::vector<bool> &mask, const core::Bytes &x, const core::Bytes &y);
   bool written(const std::string &map) const;
 
   const bpf::ProgramSpec &spec;
@@ -187,11 +220,11 @@ private:
   std::map<std::string, bpf::ProgramFacts> facts;
   std::map<std::string, int> specializedMaps; // its copies, guard and fallback
   std::vector<core::BuildPhase> phases; // of create()
-  // Sticky masks: output byte offsets, per map the value byte offsets, and
-  // maps whose key sets (or record counts) are nondeterministic.
-  std::vector<bool> outputMask;
-  std::map<std::string, std::vector<bool>> valueMasks;
-  std::set<std::string> keySetMasked;
+  core::FaultInjection faults;
+  // Per version, the replay map every load of it shares (-1: the program
+  // replays nothing), and the clocks latched so far in the current step.
+  std::array<int, VersionCount> replayMaps = {-1, -1, -1};
+  morpheus_replay_state carried = {};
   MaskCounts maskCounts;
 };
 

@@ -2,6 +2,7 @@
 
 #include "support/Log.h"
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
@@ -11,6 +12,10 @@
 #include <utility>
 
 #include <fcntl.h>
+#include <linux/ethtool.h>
+#include <linux/netlink.h>
+#include <linux/rtnetlink.h>
+#include <linux/sockios.h>
 #include <net/if.h>
 #include <sched.h>
 #include <signal.h>
@@ -69,7 +74,82 @@ Error disableIpv6(const std::string &netns) {
   });
 }
 
+// The receive queues `name` has in use (the kernel's real_num_rx_queues,
+// what BPF_PROG_TEST_RUN checks an XDP context's queue against), at most
+// `allocated` (its num_rx_queues, which rtnetlink reports and which may be
+// more: a veth made without numrxqueues allocates one per CPU and uses
+// one): its channels as ethtool reports them, receive-only and combined;
+// 1 when the driver reports none (lo), which every device has.
+uint32_t receiveQueuesInUse(int sock, const std::string &name, uint32_t allocated) {
+  ethtool_channels channels = {};
+  channels.cmd = ETHTOOL_GCHANNELS;
+  ifreq request = {};
+  std::strncpy(request.ifr_name, name.c_str(), IFNAMSIZ - 1);
+  request.ifr_data = reinterpret_cast<char *>(&channels);
+  if (::ioctl(sock, SIOCETHTOOL, &request) < 0)
+    return 1;
+  return std::clamp<uint32_t>(channels.rx_count + channels.combined_count, 1,
+                              std::max<uint32_t>(allocated, 1));
+}
+
 } // namespace
+
+Expected<std::vector<Interface>> interfaces() {
+  FileDescriptor sock(::socket(AF_NETLINK, SOCK_RAW | SOCK_CLOEXEC, NETLINK_ROUTE));
+  if (sock.get() < 0)
+    return makeSystemError(errno, "cannot open a netlink socket");
+  struct {
+    nlmsghdr header;
+    ifinfomsg info;
+  } request = {};
+  request.header.nlmsg_len = sizeof(request);
+  request.header.nlmsg_type = RTM_GETLINK;
+  request.header.nlmsg_flags = NLM_F_REQUEST | NLM_F_DUMP;
+  request.header.nlmsg_seq = 1;
+  request.info.ifi_family = AF_UNSPEC;
+  if (::send(sock.get(), &request, sizeof(request), 0) < 0)
+    return makeSystemError(errno, "cannot ask netlink for the interfaces");
+  // Created in the calling thread's namespace, as the netlink socket is.
+  FileDescriptor channels(::socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0));
+  if (channels.get() < 0)
+    return makeSystemError(errno, "cannot open a socket to ask for receive queues");
+  std::vector<Interface> found;
+  std::vector<char> buffer(1 << 16);
+  for (;;) {
+    ssize_t length = ::recv(sock.get(), buffer.data(), buffer.size(), 0);
+    if (length < 0)
+      return makeSystemError(errno, "cannot read the interfaces from netlink");
+    int remaining = int(length);
+    for (auto *message = reinterpret_cast<nlmsghdr *>(buffer.data());
+         NLMSG_OK(message, remaining); message = NLMSG_NEXT(message, remaining)) {
+      if (message->nlmsg_type == NLMSG_DONE) {
+        for (Interface &device : found)
+          device.receiveQueues =
+              receiveQueuesInUse(channels.get(), device.name, device.receiveQueues);
+        return found;
+      }
+      if (message->nlmsg_type == NLMSG_ERROR) {
+        auto *error = static_cast<nlmsgerr *>(NLMSG_DATA(message));
+        return makeSystemError(-error->error, "netlink refused to list the interfaces");
+      }
+      if (message->nlmsg_type != RTM_NEWLINK)
+        continue;
+      auto *info = static_cast<ifinfomsg *>(NLMSG_DATA(message));
+      Interface device;
+      device.index = uint32_t(info->ifi_index);
+      int attributes = int(IFLA_PAYLOAD(message));
+      for (auto *attribute = IFLA_RTA(info); RTA_OK(attribute, attributes);
+           attribute = RTA_NEXT(attribute, attributes)) {
+        if (attribute->rta_type == IFLA_IFNAME)
+          device.name = static_cast<const char *>(RTA_DATA(attribute));
+        else if (attribute->rta_type == IFLA_NUM_RX_QUEUES &&
+                 RTA_PAYLOAD(attribute) >= sizeof(uint32_t))
+          std::memcpy(&device.receiveQueues, RTA_DATA(attribute), sizeof(uint32_t));
+      }
+      found.push_back(std::move(device));
+    }
+  }
+}
 
 Error enterNetns(const std::string &name) {
   std::string path = NetnsDir + name;

@@ -32,6 +32,17 @@ Error runInNetns(const std::string &name, llvm::function_ref<Error()> work);
 // back itself).
 Error enterNetns(const std::string &name);
 
+// An interface of the calling thread's namespace: its index, and how many
+// receive queues it has in use (the kernel's real_num_rx_queues, as ethtool
+// reports its channels; 1 when the driver does not say).
+struct Interface {
+  uint32_t index = 0;
+  std::string name;
+  uint32_t receiveQueues = 1;
+};
+// Every interface of the calling thread's namespace (rtnetlink), by index.
+Expected<std::vector<Interface>> interfaces();
+
 // The index and MAC address of `iface` in the calling thread's namespace.
 Expected<uint32_t> interfaceIndex(const std::string &iface);
 Expected<MacAddress> interfaceMac(const std::string &iface);

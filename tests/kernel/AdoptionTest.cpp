@@ -911,8 +911,8 @@ void expectTcServesAsTheOwner(uint32_t hookId, int ownerProgram, const std::stri
   Fd hook(bpf_prog_get_fd_by_id(hookId));
   ASSERT_GE(hook.fd, 0) << when;
   for (const Bytes &packet : tcSamples()) {
-    auto throughHook = runtime::runPacket(hook.fd, bpf::ProgramType::Tc, {packet, 0});
-    auto owners = runtime::runPacket(ownerProgram, bpf::ProgramType::Tc, {packet, 0});
+    auto throughHook = runtime::runPacket(hook.fd, bpf::ProgramType::Tc, {.packet = packet});
+    auto owners = runtime::runPacket(ownerProgram, bpf::ProgramType::Tc, {.packet = packet});
     ASSERT_TRUE(throughHook && owners) << when;
     EXPECT_EQ(throughHook->verdict, owners->verdict) << when << ": " << packet.size() << " bytes";
     EXPECT_EQ(throughHook->output, owners->output) << when << ": " << packet.size() << " bytes";

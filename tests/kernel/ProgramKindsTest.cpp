@@ -161,7 +161,7 @@ TEST(ProgramKinds, TcGuardFallsBackToTheOriginalOrDrops) {
 
   Bytes blocked = buildPacket({}), other = buildPacket({.saddr = 0x0a000065});
   auto run = [](int fd, const Bytes &packet) {
-    auto result = runtime::runPacket(fd, bpf::ProgramType::Tc, {packet, 0});
+    auto result = runtime::runPacket(fd, bpf::ProgramType::Tc, {.packet = packet});
     EXPECT_TRUE(bool(result)) << llvm::toString(result.takeError());
     return result ? result->verdict : ~0u;
   };

@@ -53,7 +53,7 @@ protected:
   }
 
   runtime::PacketResult run(int fd, const Bytes &packet) {
-    auto result = runtime::runPacket(fd, bpf::ProgramType::Xdp, {packet, 0});
+    auto result = runtime::runPacket(fd, bpf::ProgramType::Xdp, {.packet = packet});
     EXPECT_THAT_EXPECTED(result, llvm::Succeeded());
     return result ? *result : runtime::PacketResult{};
   }
@@ -305,7 +305,7 @@ protected:
     Bytes packet(64, 0);
     uint32_t words[4] = {op, addr, 80, verdict};
     std::memcpy(packet.data(), words, sizeof(words));
-    auto result = runtime::runPacket(opt->activeFd(), bpf::ProgramType::Xdp, {packet, 0});
+    auto result = runtime::runPacket(opt->activeFd(), bpf::ProgramType::Xdp, {.packet = packet});
     EXPECT_THAT_EXPECTED(result, llvm::Succeeded());
     return result ? result->verdict : ~0u;
   }
@@ -559,7 +559,7 @@ TEST(EvictingTable, NoFastPathAnswersForAnLruTableAndEvictionsChangeNoAnswer) {
     Bytes packet(64, 0);
     uint32_t words[4] = {op, addr, 80, verdict};
     std::memcpy(packet.data(), words, sizeof(words));
-    auto result = runtime::runPacket(fd, bpf::ProgramType::Xdp, {packet, 0});
+    auto result = runtime::runPacket(fd, bpf::ProgramType::Xdp, {.packet = packet});
     EXPECT_THAT_EXPECTED(result, llvm::Succeeded());
     return result ? result->verdict : ~0u;
   };

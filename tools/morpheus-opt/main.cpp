@@ -6,6 +6,7 @@
 //                [--verifier-paths N] [--profile] [--no-profile MAP] [--write-guards] [-O2]
 //                [--print-analysis] [--backend bpf|user] [--generator TABLE=FILE.ll:FUNCTION]
 //                [--prefetch-stage PRIMITIVE] [--defined-arithmetic 32|64 [--division-traps]]
+//                [--replay-calls] [--print-context-reads]
 //
 // STATE.json = {"tables": {"NAME": {"type": "hash", "key_size": 8,
 //               "value_size": 16, "max_entries": 1024, "flags": 0,
@@ -45,13 +46,21 @@
 // derives each entry's prefetch stage (core/passes/PrefetchStage.h),
 // `ENTRY_prefetch` calling PRIMITIVE, instead of specializing, and prints
 // the module, then `; prefetch stage ENTRY: ...` for each entry.
+// --replay-calls makes the module a compared copy's IR instead
+// (core/passes/ReplayCalls with the eBPF replayers, without linking the
+// replay runtime) and prints it, then `; replayed N calls`.
+// --print-context-reads prints what each entry reads of its context
+// (core/ContextReads): `context ENTRY offset O width W [values...]`, and
+// `context ENTRY escapes` when it lost the pointer.
 #include "backend/bpf/BpfSignatures.h"
 #include "backend/bpf/Frontend.h"
 #include "backend/bpf/MapTypes.h"
 #include "backend/bpf/Snapshot.h"
 #include "backend/user/UserSignatures.h"
+#include "core/ContextReads.h"
 #include "core/Pipeline.h"
 #include "core/passes/PrefetchStage.h"
+#include "core/passes/ReplayCalls.h"
 #include "core/TableAccessAnalysis.h"
 
 #include <llvm/ADT/StringExtras.h>
@@ -116,6 +125,7 @@ int main(int argc, char **argv) {
   uint32_t failureVerdict = 0; // what a tail-call guard returns when it cannot fall back
   uint32_t inlineLimit = 64;
   bool optimize = false, printAnalysis = false, profile = false, writeGuards = false;
+  bool replayCalls = false, printContextReads = false;
   std::set<std::string> notProfiled;
   std::string backend = "bpf";
   std::vector<core::LookupGenerator> generators;
@@ -190,6 +200,10 @@ int main(int argc, char **argv) {
       optimize = true;
     else if (arg == "--print-analysis")
       printAnalysis = true;
+    else if (arg == "--replay-calls")
+      replayCalls = true;
+    else if (arg == "--print-context-reads")
+      printContextReads = true;
     else if (arg == "--prefetch-stage")
       prefetchPrimitive = value();
     else if (!arg.starts_with("-") && input.empty())
@@ -203,7 +217,8 @@ int main(int argc, char **argv) {
                 "[--inline-limit N] [--cost-model FILE] [--verifier-paths N] [--profile] [--no-profile MAP] "
                 "[--write-guards] [-O2] "
                 "[--print-analysis] [--backend bpf|user] [--generator TABLE=FILE.ll:FUNCTION] "
-                "[--prefetch-stage PRIMITIVE] [--defined-arithmetic 32|64 [--division-traps]]");
+                "[--prefetch-stage PRIMITIVE] [--defined-arithmetic 32|64 [--division-traps]] "
+                "[--replay-calls] [--print-context-reads]");
 
   llvm::LLVMContext context;
   llvm::SMDiagnostic diagnostic;
@@ -221,6 +236,33 @@ int main(int argc, char **argv) {
     return fail("unknown backend '" + backend + "' (bpf or user)");
   const core::AccessSignatureTable &signatures = *backendSignatures;
   core::annotateAccessCalls(*module, signatures);
+
+  if (replayCalls) {
+    core::ReplayCallsOptions options{bpf::replayerOfCall};
+    unsigned replaced = 0;
+    llvm::ModuleAnalysisManager unused;
+    core::ReplayCallsPass(options, &replaced).run(*module, unused);
+    module->print(llvm::outs(), nullptr);
+    llvm::outs() << "; replayed " << replaced << " calls\n";
+    return 0;
+  }
+  if (printContextReads) {
+    for (const llvm::Function &function : *module) {
+      if (!signatures.isProgramEntry(function))
+        continue;
+      core::ContextReads reads = core::contextReads(function);
+      std::string name = function.getName().str();
+      for (const auto &[offset, read] : reads.fields) {
+        llvm::outs() << "context " << name << " offset " << offset << " width " << read.width;
+        for (uint64_t value : read.singledOut)
+          llvm::outs() << " " << value;
+        llvm::outs() << "\n";
+      }
+      if (reads.escapes)
+        llvm::outs() << "context " << name << " escapes\n";
+    }
+    return 0;
+  }
 
   nlohmann::json state = nlohmann::json::object();
   if (!statePath.empty()) {

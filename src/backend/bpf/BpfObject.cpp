@@ -186,17 +186,25 @@ std::optional<MapLayout> someInnerLayout(int fd, const MapLayout &outer) {
 }
 
 // What a map's declaration says, checked against the map that stands in for
-// it (given by fd, or pinned by name).
-Error checkStandIn(const std::string &objectName, const bpf_map *map, int fd,
-                   bool compareMaxEntries, const char *what) {
+// it (given by fd, or pinned by name). A `scratchCopy` (validation, fuzzing)
+// may hold a window of the map (any max_entries) and have a fixed hash seed
+// (BPF_F_ZERO_SEED: runtime/ScratchMaps), which changes no lookup's answer.
+Error checkStandIn(const std::string &objectName, const bpf_map *map, int fd, bool scratchCopy,
+                   const char *what) {
   MapLayout declared = declaredLayout(map);
   auto existing = layoutOf(fd, declared.name);
   if (!existing)
     return withContext(existing.takeError(), "object '" + objectName + "'");
-  std::string differences = layoutDifferences(declared, *existing, compareMaxEntries);
+  auto seedAsDeclared = [&](MapLayout &copy, const MapLayout &wanted) {
+    if (scratchCopy && !(wanted.flags & BPF_F_ZERO_SEED))
+      copy.flags &= ~uint32_t(BPF_F_ZERO_SEED);
+  };
+  seedAsDeclared(*existing, declared);
+  std::string differences = layoutDifferences(declared, *existing, !scratchCopy);
   if (declared.inner && isMapOfMaps(declared.type))
     if (std::optional<MapLayout> inner = someInnerLayout(fd, *existing)) {
       bool innerSizes = !(declared.inner->flags & BPF_F_INNER_MAP);
+      seedAsDeclared(*inner, *declared.inner);
       std::string innerDifferences = layoutDifferences(*declared.inner, *inner, innerSizes);
       if (!innerDifferences.empty())
         differences += (differences.empty() ? "" : "; ") + ("inner map: " + innerDifferences);
@@ -219,7 +227,7 @@ Error adoptPinnedSize(const std::string &objectName, bpf_map *map, int pinned,
     if (int err = bpf_map__set_max_entries(map, layout->maxEntries))
       return makeSystemError(err, "object '{0}': map '{1}': cannot adopt the size of {2}",
                              objectName, bpf_map__name(map), path);
-  return checkStandIn(objectName, map, pinned, true, ("the map pinned at " + path).c_str());
+  return checkStandIn(objectName, map, pinned, false, ("the map pinned at " + path).c_str());
 }
 
 // Pins by name: the live load re-uses a map pinned at the path libbpf
@@ -417,7 +425,7 @@ Expected<LoadedObject> LoadedObject::load(llvm::ArrayRef<char> elf,
       continue;
     // The running versions use this map with the layout they were compiled
     // for; standing in with another layout would corrupt their state.
-    if (Error err = checkStandIn(objectName, map, given->second, !options.windowedCopies,
+    if (Error err = checkStandIn(objectName, map, given->second, options.windowedCopies,
                                  options.windowedCopies ? "its scratch copy" : "the existing map"))
       return err;
     if (int err = bpf_map__reuse_fd(map, given->second))

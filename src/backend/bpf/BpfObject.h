@@ -123,7 +123,8 @@ struct LoadOptions {
   // the inner map's layout); an error names each field that differs.
   std::map<std::string, int> maps;
   // The given maps are scratch copies sized to a window of the live ones
-  // (validation, fuzzing): their max_entries may be smaller.
+  // (validation, fuzzing): their max_entries may be smaller, and hash maps
+  // may have a fixed seed (BPF_F_ZERO_SEED).
   bool windowedCopies = false;
   PinByName pinning = PinByName::Ignore;
   std::string pinRoot; // where pins by name live; "" = libbpf's default, /sys/fs/bpf

@@ -1,5 +1,7 @@
 #include "backend/bpf/BpfSignatures.h"
 
+#include "backend/bpf/dataplane/replay_abi.h"
+
 #include <llvm/IR/Constants.h>
 #include <llvm/IR/Function.h>
 #include <llvm/IR/Instructions.h>
@@ -120,6 +122,30 @@ const HelperEntry *findHelper(const CallBase &call) {
 }
 
 } // namespace
+
+std::optional<core::Replayer> replayerOf(uint64_t helper) {
+  switch (helper) {
+  case 7:
+    return core::Replayer{MORPHEUS_REPLAY_RANDOM, 32};
+  case 5:
+    return core::Replayer{MORPHEUS_REPLAY_KTIME, 64};
+  case 118:
+    return core::Replayer{MORPHEUS_REPLAY_JIFFIES, 64};
+  case 125:
+    return core::Replayer{MORPHEUS_REPLAY_BOOT, 64};
+  case 160:
+    return core::Replayer{MORPHEUS_REPLAY_COARSE, 64};
+  case 208:
+    return core::Replayer{MORPHEUS_REPLAY_TAI, 64};
+  default:
+    return std::nullopt;
+  }
+}
+
+std::optional<core::Replayer> replayerOfCall(const CallBase &call) {
+  std::optional<uint64_t> helper = helperId(call);
+  return helper ? replayerOf(*helper) : std::nullopt;
+}
 
 std::optional<uint64_t> helperId(const CallBase &call) {
   auto *expr = dyn_cast<ConstantExpr>(call.getCalledOperand());

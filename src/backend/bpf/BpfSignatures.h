@@ -3,6 +3,7 @@
 #pragma once
 
 #include "core/AccessSignatures.h"
+#include "core/passes/ReplayCalls.h"
 
 #include <llvm/IR/Module.h>
 
@@ -30,5 +31,14 @@ bool makesTailCalls(const llvm::Module &module);
 
 // The helper id a call invokes (`call inttoptr (i64 ID to ptr)(...)`).
 std::optional<uint64_t> helperId(const llvm::CallBase &call);
+
+// The replay runtime's function that answers for `helper` in a copy the
+// checks compare (ComparedCopy.h, dataplane/replay_abi.h):
+// bpf_get_prandom_u32 (7), bpf_ktime_get_ns (5), bpf_jiffies64 (118),
+// bpf_ktime_get_boot_ns (125), bpf_ktime_get_coarse_ns (160),
+// bpf_ktime_get_tai_ns (208); nullopt for any other helper.
+std::optional<core::Replayer> replayerOf(uint64_t helper);
+// The same for a call (ReplayCallsOptions::replayerOf).
+std::optional<core::Replayer> replayerOfCall(const llvm::CallBase &call);
 
 } // namespace morpheus::bpf

@@ -114,16 +114,14 @@ Expected<std::unique_ptr<Module>> loadProgram(const std::string &path,
   return module;
 }
 
-Error linkRuntime(Module &module) {
-  StringRef bitcode(reinterpret_cast<const char *>(morpheus_guard_runtime_start),
-                    morpheus_guard_runtime_end - morpheus_guard_runtime_start);
-  auto runtime = parseBitcodeFile(MemoryBufferRef(bitcode, "guard.bpf.c"),
-                                  module.getContext());
+Error linkBitcode(Module &module, StringRef bitcode, StringRef what,
+                  ArrayRef<const char *> internal) {
+  auto runtime = parseBitcodeFile(MemoryBufferRef(bitcode, what), module.getContext());
   if (!runtime)
-    return withContext(runtime.takeError(), "embedded guard runtime");
+    return withContext(runtime.takeError(), "embedded " + what.str());
   (*runtime)->setTargetTriple(module.getTargetTriple());
   (*runtime)->setDataLayout(module.getDataLayout());
-  // The guard is inlined into the program's functions, which LLVM does
+  // The runtime is inlined into the program's functions, which LLVM does
   // only between functions built for the same CPU: the runtime takes the
   // program's (-mcpu=v4 given to clang carries through).
   const Function *model = nullptr;
@@ -140,13 +138,19 @@ Error linkRuntime(Module &module) {
           function.addFnAttr(model->getFnAttribute(attribute));
       }
   if (Linker::linkModules(module, std::move(*runtime)))
-    return makeError("cannot link the guard runtime into {0}",
-                     module.getModuleIdentifier());
-  for (const char *name : {GuardHoldsFunction, GuardEnterFunction, ProfileSlotFunction,
-                           WriteBumpFunction, WriteCountFunction})
-    if (Function *guard = module.getFunction(name))
-      guard->setLinkage(GlobalValue::InternalLinkage);
+    return makeError("cannot link the {0} into {1}", what, module.getModuleIdentifier());
+  for (const char *name : internal)
+    if (Function *function = module.getFunction(name))
+      function->setLinkage(GlobalValue::InternalLinkage);
   return Error::success();
+}
+
+Error linkRuntime(Module &module) {
+  StringRef bitcode(reinterpret_cast<const char *>(morpheus_guard_runtime_start),
+                    morpheus_guard_runtime_end - morpheus_guard_runtime_start);
+  return linkBitcode(module, bitcode, "guard runtime",
+                     {GuardHoldsFunction, GuardEnterFunction, ProfileSlotFunction,
+                      WriteBumpFunction, WriteCountFunction});
 }
 
 } // namespace morpheus::bpf

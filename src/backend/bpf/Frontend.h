@@ -50,6 +50,12 @@ loadProgram(const std::string &path, const FrontendOptions &options,
 // pipeline inlines them and drops what is unused.
 Error linkRuntime(llvm::Module &module);
 
+// Links `bitcode` (a runtime of Morpheus's built into the binary, named
+// `what` in errors) into `module`, its functions built for the module's
+// CPU, and the functions named `internal` made internal (to be inlined).
+Error linkBitcode(llvm::Module &module, llvm::StringRef bitcode, llvm::StringRef what,
+                  llvm::ArrayRef<const char *> internal);
+
 // Names the runtime defines, shared with the loader (dataplane/guard_abi.h).
 inline constexpr const char *GuardHoldsFunction = MORPHEUS_GUARD_HOLDS;
 inline constexpr const char *GuardEnterFunction = MORPHEUS_GUARD_ENTER;

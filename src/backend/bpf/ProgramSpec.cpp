@@ -2,6 +2,7 @@
 
 #include "backend/bpf/BpfObject.h"
 #include "backend/bpf/Codegen.h"
+#include "backend/bpf/ComparedCopy.h"
 #include "backend/bpf/Profile.h"
 #include "backend/bpf/StaticSlots.h"
 #include "backend/bpf/VerifierBounds.h"
@@ -62,13 +63,24 @@ Expected<std::unique_ptr<ProgramSpec>> ProgramSpec::load(const std::string &path
   spec->staticSlots = bpf::staticProgramSlots(*spec->pristine);
   std::unique_ptr<llvm::Module> withoutSlots = llvm::CloneModule(*spec->pristine);
   removeStaticProgramSlots(*withoutSlots);
-  std::optional<Expected<std::vector<char>>> elf;
+  // A program that draws random numbers or reads clocks is compared as a
+  // copy of its own (ComparedCopy.h): the same clone, those calls replayed.
+  std::unique_ptr<llvm::Module> compared;
+  if (callsReplayedHelpers(*withoutSlots))
+    compared = llvm::CloneModule(*withoutSlots);
+  std::optional<Expected<std::vector<char>>> elf, comparedElf;
   if (Error crashed = runRecoverably(path + ": code generation of the original", [&] {
         elf.emplace(emitObject(*withoutSlots, *spec->machine, options.buildCache));
+        if (compared) {
+          Expected<unsigned> replaced = makeComparedCopy(*compared);
+          comparedElf.emplace(replaced ? emitObject(*compared, *spec->machine, options.buildCache)
+                                       : Expected<std::vector<char>>(replaced.takeError()));
+        }
       })) {
     // LLVM cut short in this context may have left it inconsistent:
     // abandon it untouched (leaked) rather than destroy it.
     (void)withoutSlots.release();
+    (void)compared.release();
     (void)spec->pristine.release();
     (void)spec->machine.release();
     (void)spec->context.release();
@@ -77,6 +89,11 @@ Expected<std::unique_ptr<ProgramSpec>> ProgramSpec::load(const std::string &path
   if (!*elf)
     return elf->takeError();
   spec->original = std::move(**elf);
+  if (comparedElf) {
+    if (!*comparedElf)
+      return withContext(comparedElf->takeError(), path + ": the compared original");
+    spec->comparedOriginal = std::move(**comparedElf);
+  }
   clock.end("code generation of the original");
   auto catalog = readCatalog(spec->original, spec->name);
   if (!catalog)
@@ -269,13 +286,31 @@ Expected<SpecializedObject> ProgramSpec::build(const core::TableSnapshot &snapsh
   if (!log)
     return withContext(log.takeError(), sourcePath);
   log->phases.insert(log->phases.begin(), cloning.begin(), cloning.end());
-  core::PhaseClock codegen(log->phases);
+  SpecializedObject object{{}, {}, std::move(*log)};
+  core::PhaseClock codegen(object.log.phases);
   restoreVerifierBounds(*clone, request.faults.undefinedArithmetic);
-  auto elf = emitObject(*clone, *machine);
-  if (!elf)
-    return elf.takeError();
-  codegen.end("code generation");
-  return SpecializedObject{std::move(*elf), std::move(*log)};
+  // The compared copy is the version as built, its replayed calls aside.
+  if (request.compared && replaysHelpers()) {
+    std::unique_ptr<llvm::Module> compared = llvm::CloneModule(*clone);
+    Expected<unsigned> replaced = makeComparedCopy(*compared);
+    if (!replaced)
+      return withContext(replaced.takeError(), sourcePath);
+    auto elf = emitObject(*compared, *machine);
+    if (!elf)
+      return elf.takeError();
+    object.comparedElf = std::move(*elf);
+    codegen.end("code generation of the compared copy");
+  }
+  if (request.live || (request.compared && !replaysHelpers())) {
+    auto elf = emitObject(*clone, *machine);
+    if (!elf)
+      return elf.takeError();
+    object.elf = std::move(*elf);
+    codegen.end("code generation");
+    if (request.compared && !replaysHelpers())
+      object.comparedElf = request.live ? object.elf : std::move(object.elf);
+  }
+  return object;
 }
 
 } // namespace morpheus::bpf

@@ -74,10 +74,17 @@ struct SpecializeRequest {
   // the ones the program never writes are folded under checks (guarded
   // versions only).
   core::GlobalValues globals;
+  // The objects emitted: the version as it runs live, and the copy that
+  // shadow validation and the fuzzer compare (ComparedCopy.h). For a
+  // program that calls no replayed helper they are the same object, emitted
+  // once; otherwise each costs a code generation.
+  bool live = true;
+  bool compared = false;
 };
 
 struct SpecializedObject {
-  std::vector<char> elf;
+  std::vector<char> elf;         // the version as it runs live (if asked for)
+  std::vector<char> comparedElf; // the compared copy (if asked for)
   core::SpecializationLog log;
 };
 
@@ -101,6 +108,15 @@ public:
   // (StaticSlots.h), which each load's owner writes: the live original's
   // load as libbpf would (Optimizer::load), copies into their own arrays.
   const std::vector<char> &originalElf() const { return original; }
+  // The original as shadow validation and the fuzzer compare it: its calls
+  // of replayed helpers read the replay runtime (ComparedCopy.h); the
+  // original's object itself when it makes no such call.
+  const std::vector<char> &comparedOriginalElf() const {
+    return comparedOriginal.empty() ? original : comparedOriginal;
+  }
+  // Whether compared copies differ from the live objects (the program calls
+  // a replayed helper): they then hold the replay map.
+  bool replaysHelpers() const { return !comparedOriginal.empty(); }
   // The slots the source's program-array initializers list.
   const ProgramSlots &staticProgramSlots() const { return staticSlots; }
   const core::TableCatalog &catalog() const { return tables; }
@@ -147,6 +163,7 @@ private:
   std::unique_ptr<llvm::TargetMachine> machine;
   std::string sourcePath, name;
   std::vector<char> original;
+  std::vector<char> comparedOriginal; // empty: the same as `original`
   ProgramSlots staticSlots;
   core::TableCatalog tables;
   core::TableAccessInfo access;

@@ -1,7 +1,10 @@
 #include "backend/bpf/ProgramType.h"
 
 #include <bpf/libbpf.h>
+#include <linux/bpf.h>
 #include <llvm/IR/Module.h>
+
+#include <cstddef>
 
 namespace morpheus::bpf {
 
@@ -39,6 +42,63 @@ const char *canonicalSection(ProgramType type) {
 uint32_t dropVerdict(ProgramType type) {
   constexpr uint32_t XdpAborted = 0, TcActShot = 2;
   return type == ProgramType::Tc ? TcActShot : XdpAborted;
+}
+
+namespace {
+
+#define MORPHEUS_FIELD(type, name, member, kind)                                                \
+  ContextField {                                                                               \
+    name, uint32_t(offsetof(type, member)), uint32_t(sizeof(type::member)), ContextField::Kind::kind \
+  }
+
+const ContextField XdpFields[] = {
+    MORPHEUS_FIELD(xdp_md, "ingress_ifindex", ingress_ifindex, Device),
+    MORPHEUS_FIELD(xdp_md, "rx_queue_index", rx_queue_index, ReceiveQueue),
+};
+
+const ContextField TcFields[] = {
+    MORPHEUS_FIELD(__sk_buff, "mark", mark, Any),
+    MORPHEUS_FIELD(__sk_buff, "priority", priority, Any),
+    MORPHEUS_FIELD(__sk_buff, "ingress_ifindex", ingress_ifindex, Any),
+    MORPHEUS_FIELD(__sk_buff, "ifindex", ifindex, Device),
+    MORPHEUS_FIELD(__sk_buff, "cb[0]", cb[0], Any),
+    MORPHEUS_FIELD(__sk_buff, "cb[1]", cb[1], Any),
+    MORPHEUS_FIELD(__sk_buff, "cb[2]", cb[2], Any),
+    MORPHEUS_FIELD(__sk_buff, "cb[3]", cb[3], Any),
+    MORPHEUS_FIELD(__sk_buff, "cb[4]", cb[4], Any),
+    MORPHEUS_FIELD(__sk_buff, "tstamp", tstamp, Any),
+    MORPHEUS_FIELD(__sk_buff, "wire_len", wire_len, WireLength),
+    MORPHEUS_FIELD(__sk_buff, "gso_segs", gso_segs, GsoSegments),
+    MORPHEUS_FIELD(__sk_buff, "gso_size", gso_size, Any),
+    MORPHEUS_FIELD(__sk_buff, "hwtstamp", hwtstamp, Any),
+};
+
+#undef MORPHEUS_FIELD
+
+} // namespace
+
+llvm::ArrayRef<ContextField> settableContextFields(ProgramType type) {
+  switch (type) {
+  case ProgramType::Xdp:
+    return XdpFields;
+  case ProgramType::Tc:
+    return TcFields;
+  case ProgramType::Other:
+    return {};
+  }
+  return {};
+}
+
+uint32_t contextSize(ProgramType type) {
+  switch (type) {
+  case ProgramType::Xdp:
+    return sizeof(xdp_md);
+  case ProgramType::Tc:
+    return sizeof(__sk_buff);
+  case ProgramType::Other:
+    return 0;
+  }
+  return 0;
 }
 
 Error placeProgramSections(llvm::Module &module, const std::string &path,

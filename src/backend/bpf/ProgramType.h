@@ -6,6 +6,7 @@
 
 #include "support/Error.h"
 
+#include <llvm/ADT/ArrayRef.h>
 #include <llvm/ADT/StringRef.h>
 
 #include <cstdint>
@@ -36,6 +37,31 @@ const char *canonicalSection(ProgramType type);
 // (the guard's verdict when the original cannot be reached):
 // XDP_ABORTED (0) for XDP, TC_ACT_SHOT (2) for TC.
 uint32_t dropVerdict(ProgramType type);
+
+// A field of a program type's context that BPF_PROG_TEST_RUN takes from
+// user space (ctx_in), as this kernel accepts it (net/bpf/test_run.c; each
+// checked on 6.18: the others must be zero or the run fails with EINVAL).
+struct ContextField {
+  const char *name; // as in the kernel's struct: "mark", "cb[2]"
+  uint32_t offset, width;
+  enum class Kind {
+    Any,          // any value
+    Device,       // an interface of the namespace (0: none; TC: 0 and 1 are lo)
+    ReceiveQueue, // below the device's receive queues, 0 without a device
+    WireLength,   // 0 or from the packet's length up to 64 KiB
+    GsoSegments,  // up to 65535
+  } kind;
+};
+
+// The fields of `type`'s context a run may set: for XDP (xdp_md)
+// ingress_ifindex and rx_queue_index; for TC (__sk_buff) mark, priority,
+// ingress_ifindex, ifindex, cb[0..4], tstamp, wire_len, gso_segs, gso_size,
+// hwtstamp. Not tc_index, tc_classid, queue_mapping, hash (refused), nor
+// what the kernel derives from the packet (len, protocol, data pointers).
+llvm::ArrayRef<ContextField> settableContextFields(ProgramType type);
+
+// The size of `type`'s context struct (xdp_md, __sk_buff); 0 for Other.
+uint32_t contextSize(ProgramType type);
 
 // Gives every program entry of `module` (a function in a section other than
 // .text) a section libbpf can place. A section libbpf knows is kept (the
