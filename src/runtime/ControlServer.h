@@ -6,8 +6,10 @@
 //   {"op": "delete", "map": "policy", "key": "..."}
 //   {"op": "status"}
 //
-// Updates bump the program guard before touching the map (MapUpdater), so
-// the next packet already sees the change, and wake the optimizer loop.
+// Updates bump the program guard and wait for the packets that trusted the
+// old version to finish before touching the map (MapUpdater), so the next
+// packet already sees the change and no packet sees it beside contents
+// folded from before it; then they wake the optimizer loop.
 #pragma once
 
 #include "runtime/Optimizer.h"
