@@ -921,6 +921,16 @@ std::optional<Bytes> Analyzer::constantKeyBytes(CallBase &call, Value *key,
                Proof{Bytes(keySize, 0), std::vector<bool>(keySize, false), keySize});
 }
 
+// Whether `object` is an argument of a function the module calls: memory
+// a caller hands in may be its stack (a program's own context never is).
+static bool calledArgument(const Value *object) {
+  auto *argument = dyn_cast<Argument>(object);
+  return argument && any_of(argument->getParent()->users(), [&](const User *user) {
+           auto *call = dyn_cast<CallBase>(user);
+           return call && call->getCalledOperand() == argument->getParent();
+         });
+}
+
 // The key bytes some path to the call may leave unwritten. Only a key on
 // the stack can hold stale bytes: globals start initialised, and packet
 // and table memory is the same in every version. A key that is a phi or a
@@ -987,6 +997,23 @@ std::optional<UnwrittenKeyBytes> Analyzer::unwrittenKeyBytes(CallBase &call, Val
                             LocationSize::precise(uint64_t(displacement) + keySize));
     bool keyEscapes = PointerMayBeCaptured(base, /*ReturnCaptures=*/false,
                                            /*StoreCaptures=*/true);
+    // Whether a write through `pointer` is known to miss the slot. Passing
+    // over a write is always safe here (a byte counts as written only
+    // where a write to the slot covers it), so this may be generous: a
+    // global, another stack slot, memory a function the module does not
+    // define returns (a helper's map value, the guard runtime's profile
+    // slot that instrument-table-sites copies the key into), or anything
+    // else while the slot's address never escapes.
+    auto elsewhere = [&](const Value *pointer) {
+      const Value *object = getUnderlyingObject(pointer);
+      if (object == base)
+        return false;
+      if (isa<GlobalValue>(object) || isa<AllocaInst>(object) || !keyEscapes)
+        return true;
+      auto *source = dyn_cast<CallBase>(object);
+      return source && (!source->getCalledFunction() ||
+                        source->getCalledFunction()->isDeclaration());
+    };
     std::set<std::pair<MemoryPhi *, std::vector<bool>>> phisMet;
     // Follows one path upwards with `pending` the bytes no nearer write on
     // it covers; `entered` once the path has left the candidate's phi block.
@@ -1029,15 +1056,20 @@ std::optional<UnwrittenKeyBytes> Analyzer::unwrittenKeyBytes(CallBase &call, Val
               atomicPointer = rmw->getPointerOperand();
             else if (auto *xchg = dyn_cast<AtomicCmpXchgInst>(writer))
               atomicPointer = xchg->getPointerOperand();
-            if (atomicPointer && !keyEscapes && getUnderlyingObject(atomicPointer) != base) {
+            if (atomicPointer && elsewhere(atomicPointer)) {
               from = def->getDefiningAccess();
               continue;
             }
             // A call reaches the slot only through its arguments when the
             // slot's address never escapes (MemorySSA's walker gives up
-            // after ~100 steps and names the call it stopped at).
+            // after ~100 steps and names the call it stopped at), and a
+            // function the module does not define (a helper, the guard
+            // runtime's profile slot) always: the verifier lets a helper
+            // write the stack only through its pointer arguments.
             if (auto *other = dyn_cast<CallBase>(writer);
-                other && !isa<MemIntrinsic>(other) && !keyEscapes &&
+                other && !isa<MemIntrinsic>(other) &&
+                (!keyEscapes || !other->getCalledFunction() ||
+                 other->getCalledFunction()->isDeclaration()) &&
                 none_of(llvm::seq(other->arg_size()), [&](unsigned arg) {
                   return other->getArgOperand(arg)->getType()->isPointerTy() &&
                          getUnderlyingObject(other->getArgOperand(arg)) == base &&
@@ -1056,11 +1088,22 @@ std::optional<UnwrittenKeyBytes> Analyzer::unwrittenKeyBytes(CallBase &call, Val
               if (auto *length = dyn_cast<ConstantInt>(intrinsic->getLength()))
                 size = length->getZExtValue();
             }
+            if (pointer && elsewhere(pointer)) {
+              from = def->getDefiningAccess();
+              continue;
+            }
+            // A copy from the stack or the caller's memory may bring stale
+            // bytes of its own.
+            auto *copy = dyn_cast<MemTransferInst>(writer);
+            const Value *copied = copy ? getUnderlyingObject(copy->getSource()) : nullptr;
+            bool staleCopy = copied && (isa<AllocaInst>(copied) || calledArgument(copied));
             int64_t writeOffset = 0;
-            if (!pointer || !size ||
+            if (staleCopy || !pointer || !size ||
                 GetPointerBaseWithConstantOffset(pointer, writeOffset, dl) != base) {
               std::string where = locationOf(*writer);
-              unknownWriter = std::string(isa<CallBase>(writer)
+              unknownWriter = std::string(staleCopy ? "copied from stack or caller's memory, "
+                                                      "which may hold stale bytes itself"
+                                          : isa<CallBase>(writer)
                                               ? "written by a call given its address"
                                               : "written where the analysis cannot place") +
                               (where.empty() ? std::string() : " at " + where);

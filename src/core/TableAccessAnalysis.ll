@@ -69,6 +69,11 @@
 ; CHECK-NEXT: site [[#]] map_lookup_elem padded key={{[a-z+]+}} unwritten="key bytes 0..7 may be left unwritten (the key is the caller's memory, which the analysis does not follow):
 ; A global's bytes are initialised: no stale bytes.
 ; CHECK-NEXT: site [[#]] map_lookup_elem padded key=constant{{$}}
+; Copied whole from another stack struct filled field by field: the copy
+; brings that struct's stale padding.
+; CHECK-NEXT: site [[#]] map_lookup_elem padded key={{[a-z+]+}} unwritten="key bytes 0..7 may be left unwritten (copied from stack or caller's memory, which may hold stale bytes itself):
+; Copied from the packet: every byte written.
+; CHECK-NEXT: site [[#]] map_lookup_elem padded key={{[a-z+]+}}{{$}}
 
 ;--- prog.ll
 target datalayout = "e-m:e-p:64:64-i64:64-i128:128-n32:64-S128"
@@ -338,6 +343,33 @@ entry:
   %g = zext i1 %hit to i32
   %sum = add i32 %r, %g
   ret i32 %sum
+}
+
+define i32 @padded_copied(ptr %ctx) section "xdp" {
+entry:
+  %fields = alloca [8 x i8], align 4
+  %key = alloca [8 x i8], align 4
+  %proto = load i8, ptr %ctx, align 1
+  store i8 %proto, ptr %fields, align 4
+  %addrp = getelementptr i8, ptr %ctx, i64 4
+  %addr = load i32, ptr %addrp, align 4
+  %fieldsaddr = getelementptr i8, ptr %fields, i64 4
+  store i32 %addr, ptr %fieldsaddr, align 4
+  call void @llvm.memcpy.p0.p0.i64(ptr %key, ptr %fields, i64 8, i1 false)
+  %v = call ptr inttoptr (i64 1 to ptr)(ptr @padded, ptr %key)
+  %hit = icmp ne ptr %v, null
+  %r = zext i1 %hit to i32
+  ret i32 %r
+}
+
+define i32 @padded_from_packet(ptr %ctx) section "xdp" {
+entry:
+  %key = alloca [8 x i8], align 4
+  call void @llvm.memcpy.p0.p0.i64(ptr %key, ptr %ctx, i64 8, i1 false)
+  %v = call ptr inttoptr (i64 1 to ptr)(ptr @padded, ptr %key)
+  %hit = icmp ne ptr %v, null
+  %r = zext i1 %hit to i32
+  ret i32 %r
 }
 
 declare void @llvm.lifetime.start.p0(i64, ptr)
