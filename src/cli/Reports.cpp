@@ -224,6 +224,10 @@ SiteExplanation explainSite(const bpf::ProgramSpec &spec, const core::AccessSite
   if (filtered)
     text += "; while the map does not hold the key, it is answered null without the lookup "
             "(key-set-filter)";
+  // Stale key bytes rule out every rewrite, fast paths over written maps
+  // included: said even when another reason comes first.
+  if (site.key.unwritten && *why != site.key.unwritten->describe())
+    text += "; and " + site.key.unwritten->describe();
   return {Action::Kept, "", text};
 }
 

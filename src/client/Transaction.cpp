@@ -81,9 +81,13 @@ Error Transaction::commit() {
   });
   // One bracket around the whole batch: the changes below are the
   // unguarded writes it exists for.
-  std::vector<std::unique_ptr<bpf::GuardWord::Update>> brackets;
-  for (bpf::GuardWord *guard : maps.guards())
-    brackets.push_back(std::make_unique<bpf::GuardWord::Update>(guard));
+  std::vector<bpf::GuardWord::Update> brackets;
+  for (bpf::GuardWord *guard : maps.guards()) {
+    auto bracket = bpf::GuardWord::Update::begin(guard);
+    if (!bracket)
+      return withContext(bracket.takeError(), "nothing changed");
+    brackets.push_back(std::move(*bracket));
+  }
   for (size_t i = 0; i < changes.size(); ++i) {
     const Change &change = changes[i];
     bpf::MapUpdater &updater = *maps[change.map].updater;

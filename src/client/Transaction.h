@@ -4,7 +4,10 @@
 // every change in a Transaction and commits: the whole batch is bracketed
 // by the Morpheus guard (bumped once before the first change and once
 // after the last, so specialized code defers to the original throughout
-// and no compilation that overlapped the batch is ever installed), and if
+// and no compilation that overlapped the batch is ever installed; the
+// first change waits until every packet that trusted the old version has
+// finished, so none sees part of the batch beside folded contents from
+// before it: docs/equivalence.md), and if
 // the kernel refuses a change (map full, ...) the changes already made are
 // undone, so bad input never leaves a program half configured.
 #pragma once

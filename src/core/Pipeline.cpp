@@ -439,6 +439,7 @@ Expected<SpecializationLog> specializeModule(Module &module,
   if (options.guard && !options.globals.empty())
     context.globals = &options.globals;
 
+  context.framesKept = managers.mam.getResult<TableAccessAnalysis>(module).framesKept;
   GuardPlan plan;
   if (options.guard) {
     const TableAccessInfo &info = managers.mam.getResult<TableAccessAnalysis>(module);
@@ -469,8 +470,9 @@ Expected<SpecializationLog> specializeModule(Module &module,
               specializable.insert(copy.copy->getFunction());
         }
     clock.end("planning: what is specializable (analysis, globals)");
-    auto planned = planGuards(module, sigs, options.guard->entries,
-                              [&](const Function &f) { return specializable.count(&f) > 0; });
+    auto planned = planGuards(module, sigs, options.guard->entries, [&](const Function &f) {
+      return specializable.count(&f) > 0 && !context.framesKept.count(f.getName().str());
+    });
     if (!planned)
       return planned.takeError();
     plan = std::move(*planned);

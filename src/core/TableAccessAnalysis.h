@@ -32,6 +32,20 @@ class AAResults;
 
 namespace morpheus::core {
 
+// Key bytes a lookup may read unwritten: [first, last] (offsets in the key)
+// spans every byte not proven written on every path to the call. `unsure`
+// is empty when some path never writes them; otherwise it says what the
+// analysis could not follow (a call given the key's address, a store at an
+// unknown offset), and the bytes are taken as possibly unwritten.
+struct UnwrittenKeyBytes {
+  uint32_t first = 0, last = 0;
+  std::string unsure;
+
+  // "key bytes 1..3 are never written: the kernel compares ..." (why no
+  // rewrite is exact).
+  std::string describe() const;
+};
+
 // Where a site's key bytes come from. Several sources may be set at once
 // (e.g. a key built from packet fields and a constant protocol number).
 struct KeyProvenance {
@@ -48,6 +62,12 @@ struct KeyProvenance {
   // rest is not (a trie probed with a packet's whole address). The LPM
   // passes then need no test of it.
   std::optional<uint32_t> prefixLength;
+  // Set when some bytes of a key on the stack may reach the call unwritten
+  // on some path (struct padding the program never stores to): they hold
+  // whatever earlier code left in that stack slot, which a specialized
+  // version, whose frames are laid out otherwise, does not reproduce. No
+  // rewrite can answer such a lookup as the kernel would.
+  std::optional<UnwrittenKeyBytes> unwritten;
 
   std::string describe() const;
 };
@@ -81,6 +101,12 @@ struct AccessSite {
   // writable memory behind its pointer arguments (requiresWritableArguments):
   // an inlined read-only value cannot go there. Says where.
   std::optional<std::string> valueNeedsWritableMemory;
+  // Set when the site runs under a root that reaches a lookup whose key may
+  // hold stale stack bytes (KeyProvenance::unwritten, that lookup's site
+  // included): which stale bytes it compares depends on every frame that
+  // root's code lays out, so nothing the root reaches is rewritten. Says
+  // which root and which lookup.
+  std::optional<std::string> framesKept;
   // For a lookup: the instructions that write through its result (stores,
   // atomic updates, memory intrinsics, calls that write their object), each
   // writing the entry of this lookup's key. Writes through a pointer merged
@@ -146,6 +172,11 @@ class TableAccessInfo {
 public:
   std::vector<AccessSite> sites;
   std::map<std::string, TableUsage> tables;
+  // The functions every root that reaches a lookup with possibly stale key
+  // bytes reaches (AccessSite::framesKept), with the reason: no pass
+  // changes them, so their frames, and the stale bytes, stay the
+  // original's.
+  std::map<std::string, std::string> framesKept;
 
   bool isReadOnly(const std::string &table) const;
   // Whether the data plane never writes `size` bytes at `offset` of the

@@ -53,11 +53,34 @@
 ; A static function does not need it: the verifier sees its caller's types.
 ; CHECK: site 13 map_lookup_elem verdicts key=constant{{$}}
 
+; Keys with padding (C: struct { u8 proto; u32 addr; }, 8 bytes): bytes a
+; path to the lookup never writes hold the stack's stale bytes.
+; Filled field by field: bytes 1..3 are never written.
+; CHECK: site [[#]] map_lookup_elem padded key={{[a-z+]+}} unwritten="key bytes 1..3 are never written: the kernel compares the stack's stale bytes, which no rewrite can reproduce"
+; Zeroed first (= {}), then filled: every byte written.
+; CHECK-NEXT: site [[#]] map_lookup_elem padded key={{[a-z+]+}}{{$}}
+; Zeroed on one path only: the other leaves the padding.
+; CHECK-NEXT: site [[#]] map_lookup_elem padded key={{[a-z+]+}} unwritten="key bytes 1..3 are never written
+; The slot's lifetime starts after an earlier write: that write is gone.
+; CHECK-NEXT: site [[#]] map_lookup_elem padded key={{[a-z+]+}} unwritten="key bytes 1..3 are never written
+; Handed to a function that may write any of it: possibly unwritten.
+; CHECK-NEXT: site [[#]] map_lookup_elem padded key={{[a-z+]+}} unwritten="key bytes 0..7 may be left unwritten (written by a call given its address):
+; The key is the caller's memory, which the analysis does not follow.
+; CHECK-NEXT: site [[#]] map_lookup_elem padded key={{[a-z+]+}} unwritten="key bytes 0..7 may be left unwritten (the key is the caller's memory, which the analysis does not follow):
+; A global's bytes are initialised: no stale bytes.
+; CHECK-NEXT: site [[#]] map_lookup_elem padded key=constant{{$}}
+; Copied whole from another stack struct filled field by field: the copy
+; brings that struct's stale padding.
+; CHECK-NEXT: site [[#]] map_lookup_elem padded key={{[a-z+]+}} unwritten="key bytes 0..7 may be left unwritten (copied from stack or caller's memory, which may hold stale bytes itself):
+; Copied from the packet: every byte written.
+; CHECK-NEXT: site [[#]] map_lookup_elem padded key={{[a-z+]+}}{{$}}
+
 ;--- prog.ll
 target datalayout = "e-m:e-p:64:64-i64:64-i128:128-n32:64-S128"
 target triple = "bpf"
 
 @config = global { ptr, ptr } zeroinitializer, section ".maps", align 8
+@padded = global { ptr, ptr } zeroinitializer, section ".maps", align 8
 @flows = global { ptr, ptr } zeroinitializer, section ".maps", align 8
 @conntrack = global { ptr, ptr } zeroinitializer, section ".maps", align 8
 @counters = global { ptr, ptr } zeroinitializer, section ".maps", align 8
@@ -219,8 +242,141 @@ entry:
   ret i32 %x
 }
 
+define i32 @padded_fields(ptr %ctx) section "xdp" {
+entry:
+  %key = alloca [8 x i8], align 4
+  %proto = load i8, ptr %ctx, align 1
+  store i8 %proto, ptr %key, align 4
+  %addrp = getelementptr i8, ptr %ctx, i64 4
+  %addr = load i32, ptr %addrp, align 4
+  %keyaddr = getelementptr i8, ptr %key, i64 4
+  store i32 %addr, ptr %keyaddr, align 4
+  %v = call ptr inttoptr (i64 1 to ptr)(ptr @padded, ptr %key)
+  %hit = icmp ne ptr %v, null
+  %r = zext i1 %hit to i32
+  ret i32 %r
+}
+
+define i32 @padded_zeroed(ptr %ctx) section "xdp" {
+entry:
+  %key = alloca [8 x i8], align 4
+  call void @llvm.memset.p0.i64(ptr %key, i8 0, i64 8, i1 false)
+  %proto = load i8, ptr %ctx, align 1
+  store i8 %proto, ptr %key, align 4
+  %addrp = getelementptr i8, ptr %ctx, i64 4
+  %addr = load i32, ptr %addrp, align 4
+  %keyaddr = getelementptr i8, ptr %key, i64 4
+  store i32 %addr, ptr %keyaddr, align 4
+  %v = call ptr inttoptr (i64 1 to ptr)(ptr @padded, ptr %key)
+  %hit = icmp ne ptr %v, null
+  %r = zext i1 %hit to i32
+  ret i32 %r
+}
+
+define i32 @padded_one_path(ptr %ctx) section "xdp" {
+entry:
+  %key = alloca [8 x i8], align 4
+  %proto = load i8, ptr %ctx, align 1
+  %tcp = icmp eq i8 %proto, 6
+  br i1 %tcp, label %zero, label %fill
+zero:
+  store i32 0, ptr %key, align 4
+  br label %fill
+fill:
+  store i8 %proto, ptr %key, align 4
+  %addrp = getelementptr i8, ptr %ctx, i64 4
+  %addr = load i32, ptr %addrp, align 4
+  %keyaddr = getelementptr i8, ptr %key, i64 4
+  store i32 %addr, ptr %keyaddr, align 4
+  %v = call ptr inttoptr (i64 1 to ptr)(ptr @padded, ptr %key)
+  %hit = icmp ne ptr %v, null
+  %r = zext i1 %hit to i32
+  ret i32 %r
+}
+
+define i32 @padded_lifetime(ptr %ctx) section "xdp" {
+entry:
+  %key = alloca [8 x i8], align 4
+  store i64 0, ptr %key, align 4
+  call void @llvm.lifetime.start.p0(i64 8, ptr %key)
+  %proto = load i8, ptr %ctx, align 1
+  store i8 %proto, ptr %key, align 4
+  %addrp = getelementptr i8, ptr %ctx, i64 4
+  %addr = load i32, ptr %addrp, align 4
+  %keyaddr = getelementptr i8, ptr %key, i64 4
+  store i32 %addr, ptr %keyaddr, align 4
+  %v = call ptr inttoptr (i64 1 to ptr)(ptr @padded, ptr %key)
+  %hit = icmp ne ptr %v, null
+  %r = zext i1 %hit to i32
+  ret i32 %r
+}
+
+define i32 @padded_by_call(ptr %ctx) section "xdp" {
+entry:
+  %key = alloca [8 x i8], align 4
+  call void @opaque(ptr %key)
+  %proto = load i8, ptr %ctx, align 1
+  store i8 %proto, ptr %key, align 4
+  %v = call ptr inttoptr (i64 1 to ptr)(ptr @padded, ptr %key)
+  %hit = icmp ne ptr %v, null
+  %r = zext i1 %hit to i32
+  ret i32 %r
+}
+
+define internal i32 @padded_from_caller(ptr %key) {
+entry:
+  %v = call ptr inttoptr (i64 1 to ptr)(ptr @padded, ptr %key)
+  %hit = icmp ne ptr %v, null
+  %r = zext i1 %hit to i32
+  ret i32 %r
+}
+
+@padded_global_key = internal constant [8 x i8] c"\06\00\00\00\0a\00\00\01", align 4
+
+define i32 @padded_caller(ptr %ctx) section "xdp" {
+entry:
+  %key = alloca [8 x i8], align 4
+  call void @llvm.memset.p0.i64(ptr %key, i8 0, i64 8, i1 false)
+  %r = call i32 @padded_from_caller(ptr %key)
+  %v = call ptr inttoptr (i64 1 to ptr)(ptr @padded, ptr @padded_global_key)
+  %hit = icmp ne ptr %v, null
+  %g = zext i1 %hit to i32
+  %sum = add i32 %r, %g
+  ret i32 %sum
+}
+
+define i32 @padded_copied(ptr %ctx) section "xdp" {
+entry:
+  %fields = alloca [8 x i8], align 4
+  %key = alloca [8 x i8], align 4
+  %proto = load i8, ptr %ctx, align 1
+  store i8 %proto, ptr %fields, align 4
+  %addrp = getelementptr i8, ptr %ctx, i64 4
+  %addr = load i32, ptr %addrp, align 4
+  %fieldsaddr = getelementptr i8, ptr %fields, i64 4
+  store i32 %addr, ptr %fieldsaddr, align 4
+  call void @llvm.memcpy.p0.p0.i64(ptr %key, ptr %fields, i64 8, i1 false)
+  %v = call ptr inttoptr (i64 1 to ptr)(ptr @padded, ptr %key)
+  %hit = icmp ne ptr %v, null
+  %r = zext i1 %hit to i32
+  ret i32 %r
+}
+
+define i32 @padded_from_packet(ptr %ctx) section "xdp" {
+entry:
+  %key = alloca [8 x i8], align 4
+  call void @llvm.memcpy.p0.p0.i64(ptr %key, ptr %ctx, i64 8, i1 false)
+  %v = call ptr inttoptr (i64 1 to ptr)(ptr @padded, ptr %key)
+  %hit = icmp ne ptr %v, null
+  %r = zext i1 %hit to i32
+  ret i32 %r
+}
+
+declare void @llvm.lifetime.start.p0(i64, ptr)
+
 attributes #0 = { memory(none) }
 ;--- state.json
 {"tables": {"config": {"type": "hash", "key_size": 4, "value_size": 8, "max_entries": 8},
+            "padded": {"type": "hash", "key_size": 8, "value_size": 4, "max_entries": 8},
             "flows": {"type": "hash", "key_size": 8, "value_size": 8, "max_entries": 8},
             "conntrack": {"type": "hash", "key_size": 4, "value_size": 4, "max_entries": 8}}}

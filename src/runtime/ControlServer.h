@@ -10,8 +10,10 @@
 // sends gets a reply, an error naming the field when it is wrong; nothing
 // a client sends or fails to read ends the process (replies are sent with
 // MSG_NOSIGNAL: a client that hung up costs its connection, not a SIGPIPE).
-// Updates bump the program guard before touching the map (MapUpdater), so
-// the next packet already sees the change, and wake the optimizer loop.
+// Updates bump the program guard and wait for the packets that trusted the
+// old version to finish before touching the map (MapUpdater), so the next
+// packet already sees the change and no packet sees it beside contents
+// folded from before it; then they wake the optimizer loop.
 //
 // Concurrency: one thread runs an event loop over non-blocking connections,
 // each with its own input and output buffer, so a client that is slow,

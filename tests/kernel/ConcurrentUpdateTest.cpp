@@ -1,9 +1,13 @@
 // Control-plane updates racing with compilations: every packet tested right
 // after an update returns must follow that update, whichever version of the
 // program is installed at that moment and whatever the compiler is doing.
+#include "ChildProcess.h"
+#include "Corpus.h"
 #include "PolicyFwd.h"
 #include "backend/bpf/BpfObject.h"
 #include "client/Map.h"
+#include "client/Transaction.h"
+#include "runtime/ControlServer.h"
 
 #include <bpf/bpf.h>
 #include <linux/bpf.h>
@@ -11,6 +15,9 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cstring>
+#include <functional>
+#include <mutex>
 #include <sys/wait.h>
 #include <time.h>
 #include <thread>
@@ -189,6 +196,132 @@ TEST(ConcurrentUpdates, SeveralWriterProcessesEachSeeTheirLatestUpdate) {
               Writers, Updates, installed.load(), total);
   EXPECT_EQ(total, 0u);
   EXPECT_GE(installed.load(), 3u) << "updates must race with installs for this test to mean anything";
+}
+
+// What each packet of tests/programs/live_then_config.bpf.c saw: the live
+// generation, then the configuration's (written into its first 8 bytes).
+struct Seen {
+  uint32_t live = 0, cfg = 0;
+};
+
+struct InFlightRace {
+  std::vector<Seen> seen;
+  unsigned changes = 0;
+  unsigned specializedRounds = 0; // rounds whose change met a version with cfg folded
+  // Packets that saw a newer live generation than configuration: a
+  // combination the original never shows (it reads live first, and the
+  // control plane writes cfg first).
+  unsigned impossible() const {
+    return unsigned(std::count_if(seen.begin(), seen.end(),
+                                  [](const Seen &s) { return s.cfg < s.live; }));
+  }
+};
+
+// Packets of a millisecond or more each, back to back through the
+// dispatcher on another thread, while the control plane makes `rounds`
+// changes with `change(generation)` (cfg, then live), each after a cycle
+// installed a version with the current cfg folded in and two packets ran
+// on it (so the packet in flight started on it too).
+InFlightRace raceChangesWithPacketsInFlight(CorpusProgram &program, unsigned rounds,
+                                            const std::function<void(uint32_t)> &change) {
+  InFlightRace race;
+  auto dispatcher = dispatchTo(program.opt());
+  EXPECT_THAT_EXPECTED(dispatcher, llvm::Succeeded());
+  if (!dispatcher)
+    return race;
+  int dispatch = dispatcher->programFd("dispatch");
+  Bytes packet = buildPacket(PacketSpec{});
+  std::atomic<bool> stop{false};
+  std::mutex seenLock;
+  std::thread traffic([&] {
+    while (!stop) {
+      RunResult result = runOnce(dispatch, packet);
+      if (result.verdict != XDP_TX)
+        continue; // no version installed yet
+      Seen seen;
+      std::memcpy(&seen.live, result.output.data(), 4);
+      std::memcpy(&seen.cfg, result.output.data() + 4, 4);
+      std::lock_guard lock(seenLock);
+      race.seen.push_back(seen);
+    }
+  });
+  for (uint32_t generation = 1; generation <= rounds; ++generation) {
+    runtime::CycleReport report = program.cycle();
+    const core::SiteDecision *folded = CorpusProgram::decision(report, "cfg", true);
+    race.specializedRounds += report.installed() && folded;
+    // Two packets end after the install, so the one in flight when the
+    // change begins started on the new version.
+    auto seenSoFar = [&] {
+      std::lock_guard lock(seenLock);
+      return race.seen.size();
+    };
+    size_t installedAt = seenSoFar();
+    for (int wait = 0; wait < 1000 && seenSoFar() < installedAt + 2; ++wait)
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    change(generation);
+    ++race.changes;
+    std::this_thread::sleep_for(std::chrono::milliseconds(3));
+  }
+  stop = true;
+  traffic.join();
+  return race;
+}
+
+// A change through Morpheus waits, after its first bump, for every packet
+// that trusted the old version to finish before it writes (GuardWord::
+// Update, RunningPrograms): a packet sees either the version's folded cfg
+// with live as it was before the change, or the generic code, which reads
+// both as the original does. Through the control socket, cfg then live,
+// one request each; with the wait left out, packets in flight across the
+// change saw the new live beside the old, folded cfg (docs/equivalence.md).
+TEST(ConcurrentUpdates, APacketInFlightNeverSeesASocketChangeBesideFoldedContentsFromBeforeIt) {
+  CorpusProgram program("live_then_config.bpf.c");
+  ASSERT_TRUE(program.ok());
+  std::string socketPath = "/tmp/morpheus-in-flight-" + std::to_string(getpid()) + ".sock";
+  auto server = runtime::ControlServer::start(socketPath, program.opt(), nullptr,
+                                              [] { return std::string("{}"); });
+  ASSERT_THAT_EXPECTED(server, llvm::Succeeded());
+  auto write = [&](const std::string &map, uint32_t generation) {
+    nlohmann::json reply = askControlSocket(
+        socketPath,
+        {{"op", "update"}, {"map", map}, {"key", toHex(bytesOf(uint32_t(0)))},
+         {"value", toHex(bytesOf(generation))}});
+    EXPECT_EQ(reply.value("ok", false), true) << reply.dump();
+  };
+  InFlightRace race = raceChangesWithPacketsInFlight(program, 40, [&](uint32_t generation) {
+    write("cfg", generation);
+    write("live", generation);
+  });
+  std::printf("%zu packets, %u changes (%u met cfg folded), %u saw a newer live than cfg\n",
+              race.seen.size(), race.changes, race.specializedRounds, race.impossible());
+  EXPECT_EQ(race.impossible(), 0u);
+  EXPECT_GE(race.specializedRounds, race.changes * 3 / 4)
+      << "changes must meet specialized versions for this test to mean anything";
+  EXPECT_GE(race.seen.size(), size_t(race.changes) * 4) << "packets must be in flight";
+}
+
+// The same through client::Transaction: cfg then live in one guard bracket.
+TEST(ConcurrentUpdates, APacketInFlightNeverSeesATransactionBesideFoldedContentsFromBeforeIt) {
+  PinDir pins("in_flight_transaction");
+  runtime::OptimizerOptions options = CorpusProgram::noShadow();
+  options.pinDir = pins.path();
+  CorpusProgram program("live_then_config.bpf.c", options);
+  ASSERT_TRUE(program.ok());
+  auto maps = client::PinnedMaps::open(pins.path(), {"cfg", "live"});
+  ASSERT_THAT_EXPECTED(maps, llvm::Succeeded());
+  InFlightRace race = raceChangesWithPacketsInFlight(program, 40, [&](uint32_t generation) {
+    client::Transaction transaction(*maps);
+    transaction.update("cfg", uint32_t(0), generation);
+    transaction.update("live", uint32_t(0), generation);
+    EXPECT_THAT_ERROR(transaction.commit(), llvm::Succeeded());
+  });
+  std::printf("%zu packets, %u transactions (%u met cfg folded), %u saw a newer live than "
+              "cfg\n",
+              race.seen.size(), race.changes, race.specializedRounds, race.impossible());
+  EXPECT_EQ(race.impossible(), 0u);
+  EXPECT_GE(race.specializedRounds, race.changes * 3 / 4)
+      << "changes must meet specialized versions for this test to mean anything";
+  EXPECT_GE(race.seen.size(), size_t(race.changes) * 4) << "packets must be in flight";
 }
 
 } // namespace

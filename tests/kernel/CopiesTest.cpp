@@ -523,7 +523,8 @@ TEST(Copies, TrafficCountsThroughTheStaticSlotAfterCycles) {
   {
     // A change in progress: packets go to the original, which tail-calls
     // through the live slot; Morpheus defers its cycles meanwhile.
-    bpf::GuardWord::Update change(&live.guard());
+    auto change = bpf::GuardWord::Update::begin(&live.guard());
+    ASSERT_THAT_EXPECTED(change, llvm::Succeeded());
     expectCounted("during a guarded update");
   }
   if (live.specializedFor(live.guard().version()))

@@ -86,7 +86,8 @@ TEST_F(MapUpdate, CompilationDuringAnUpdateNeverValidatesStaleContents) {
   fwd.specialize();
   Bytes packet = buildPacket(PacketSpec{.daddr = 0x0a000001, .dport = 80});
   {
-    bpf::GuardWord::Update update(&fwd.opt().guard());
+    auto update = bpf::GuardWord::Update::begin(&fwd.opt().guard());
+    ASSERT_THAT_EXPECTED(update, llvm::Succeeded());
     runtime::CycleReport racing = fwd.opt().runCycle();
     EXPECT_FALSE(racing.installed()) << racing.describe();
     EXPECT_EQ(racing.outcome, runtime::CycleOutcome::Deferred) << racing.describe();

@@ -115,6 +115,23 @@ TEST(Cli, ExplainSaysWhatWouldBeFoldedAndWhy) {
   EXPECT_NE(out.text.find("limit (.rodata): constant"), std::string::npos) << out.text;
 }
 
+// analyze --explain on a key whose padding the program never writes: the
+// lookup is kept with the bytes named, and so is every other site under
+// the same program (its frames decide the stale bytes).
+TEST(Cli, ExplainSaysWhichKeyBytesAreStaleAndWhatTheyKeep) {
+  Output out = morpheus("analyze --explain " + std::string(MORPHEUS_SOURCE_DIR) +
+                        "/tests/programs/padded_key.bpf.c");
+  ASSERT_EQ(out.status, 0) << out.text;
+  EXPECT_NE(out.text.find("kept: key bytes 1..3 are never written: the kernel compares the "
+                          "stack's stale bytes, which no rewrite can reproduce"),
+            std::string::npos)
+      << out.text;
+  EXPECT_NE(out.text.find("kept: runs under 'padded_prog', which reaches a lookup whose key may "
+                          "hold the stack's stale bytes"),
+            std::string::npos)
+      << out.text;
+}
+
 // analyze --explain --json: the explanation's content, typed: what each
 // site would get (action, pass) and the text the operator reads, the same
 // as --explain prints it.

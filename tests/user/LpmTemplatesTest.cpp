@@ -5,13 +5,16 @@
 // answered: prefixes nested at every length agree with the table and with
 // a brute-force longest match, for both LPM kinds; a control-plane change
 // is seen by the very next burst (the stale version's guard fails) and the
-// next cycle builds the search for the new routes.
+// next cycle builds the search for the new routes. Constant keys of short
+// prefix lengths get the kernel's trie's answers from the tables and from
+// constant-key-lookup alike.
 #include "LpmProbe.h"
 #include "UserRouter.h"
 
 #include <gtest/gtest.h>
 #include <llvm/Testing/Support/Error.h>
 
+#include <cstring>
 #include <optional>
 
 namespace morpheus::user {
@@ -134,6 +137,55 @@ TEST_P(LpmAsCodeOnUserTables, ARouteChangeIsSeenByTheNextBurst) {
   const core::SiteDecision *rebuilt = decisionOn(second->log, "routes");
   ASSERT_TRUE(rebuilt && rebuilt->applied);
   EXPECT_NE(rebuilt->detail.find("3 prefixes"), std::string::npos) << rebuilt->detail;
+}
+
+// Constant keys of prefix length 0 and 8 (tests/user/handlers/
+// constant_prefixes.c): the generic handler asks the table, the
+// specialized one has constant-key-lookup's answers, which are the
+// kernel's trie's; both must say that a /16 and a /24 holding the address
+// answer neither key, a /8 the second, a /0 both. Before the tables
+// honoured the key's prefix length, the generic handler answered both
+// keys with the /24.
+TEST_P(LpmAsCodeOnUserTables, ConstantKeysOfShortPrefixLengthsAnswerAsTheKernelsTrie) {
+  HandlerOptions options;
+  options.cflags = {"-DLPM_KIND=" + GetParam()};
+  options.entry = "constant_prefixes";
+  auto generic = Handler::load(MORPHEUS_SOURCE_DIR "/tests/user/handlers/constant_prefixes.c",
+                               options);
+  ASSERT_THAT_EXPECTED(generic, llvm::Succeeded());
+  auto specialized = Handler::load(
+      MORPHEUS_SOURCE_DIR "/tests/user/handlers/constant_prefixes.c", options);
+  ASSERT_THAT_EXPECTED(specialized, llvm::Succeeded());
+  struct Step {
+    uint32_t length, address, value;
+    uint32_t wholeAnswer, shortAnswer; // what the /0 and /8 keys find afterwards
+  };
+  const Step steps[] = {{16, 0x0a0b0000u, 16, 0xffffffffu, 0xffffffffu},
+                        {24, 0x0a0b0c00u, 24, 0xffffffffu, 0xffffffffu},
+                        {8, 0x0a000000u, 8, 0xffffffffu, 8},
+                        {0, 0, 100, 100, 8}};
+  for (const Step &step : steps) {
+    for (auto *handler : {generic->get(), specialized->get()})
+      ASSERT_THAT_ERROR(handler->tables().update("routes", lpmKey(step.length, step.address),
+                                                 bytesOfValue<uint32_t>(step.value)),
+                        llvm::Succeeded());
+    auto cycle = (*specialized)->specialize();
+    ASSERT_THAT_EXPECTED(cycle, llvm::Succeeded());
+    ASSERT_EQ(cycle->outcome, Cycle::Outcome::Installed);
+    const core::SiteDecision *decision = decisionOn(cycle->log, "routes");
+    ASSERT_TRUE(decision && decision->applied && decision->pass == "constant-key-lookup")
+        << (decision ? decision->pass + ": " + decision->detail : "no decision");
+    Bytes frame(16, 0);
+    for (auto *handler : {generic->get(), specialized->get()}) {
+      PacketResult result = runPacket((*handler).trampoline().current(), frame, 0);
+      uint32_t whole, shortRoute;
+      std::memcpy(&whole, result.bytes.data(), 4);
+      std::memcpy(&shortRoute, result.bytes.data() + 4, 4);
+      const char *which = handler == generic->get() ? "generic" : "specialized";
+      EXPECT_EQ(whole, step.wholeAnswer) << which << ", /0 key after the /" << step.length;
+      EXPECT_EQ(shortRoute, step.shortAnswer) << which << ", /8 key after the /" << step.length;
+    }
+  }
 }
 
 INSTANTIATE_TEST_SUITE_P(UserLpm, LpmAsCodeOnUserTables, ::testing::ValuesIn(testing::lpmKinds()),

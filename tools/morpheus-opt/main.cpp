@@ -333,6 +333,8 @@ int main(int argc, char **argv) {
         llvm::outs() << " merged=[" << llvm::join(site.mergedTables, ",") << "]";
       if (site.valueNeedsWritableMemory)
         llvm::outs() << " writable-needed=\"" << *site.valueNeedsWritableMemory << "\"";
+      if (site.key.unwritten)
+        llvm::outs() << " unwritten=\"" << site.key.unwritten->describe() << "\"";
       llvm::outs() << "\n";
     }
     return 0;

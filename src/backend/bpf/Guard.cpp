@@ -175,6 +175,52 @@ Expected<std::optional<GuardWord::Held>> GuardWord::heldWith(int mapFd,
   return std::optional<Held>(std::move(guards.front()));
 }
 
+Expected<RunningPrograms> RunningPrograms::create() {
+  int inner = bpf_map_create(BPF_MAP_TYPE_ARRAY, "morpheus_rcu_in", sizeof(uint32_t),
+                             sizeof(uint32_t), 1, nullptr);
+  if (inner < 0)
+    return makeSystemError(errno, "cannot create the map whose updates wait for running "
+                                  "programs");
+  LIBBPF_OPTS(bpf_map_create_opts, options, .inner_map_fd = uint32_t(inner));
+  int outer = bpf_map_create(BPF_MAP_TYPE_ARRAY_OF_MAPS, "morpheus_rcu", sizeof(uint32_t),
+                             sizeof(uint32_t), 1, &options);
+  if (outer < 0) {
+    int err = errno;
+    close(inner);
+    return makeSystemError(err, "cannot create the map whose updates wait for running "
+                                "programs");
+  }
+  return RunningPrograms(outer, inner);
+}
+
+RunningPrograms::RunningPrograms(RunningPrograms &&other) noexcept
+    : outerFd(std::exchange(other.outerFd, -1)), innerFd(std::exchange(other.innerFd, -1)) {}
+
+RunningPrograms &RunningPrograms::operator=(RunningPrograms &&other) noexcept {
+  if (this != &other) {
+    release();
+    outerFd = std::exchange(other.outerFd, -1);
+    innerFd = std::exchange(other.innerFd, -1);
+  }
+  return *this;
+}
+
+RunningPrograms::~RunningPrograms() { release(); }
+
+void RunningPrograms::release() {
+  for (int *fd : {&outerFd, &innerFd})
+    if (*fd >= 0)
+      close(std::exchange(*fd, -1));
+}
+
+Error RunningPrograms::waitForAll() const {
+  uint32_t slot = 0;
+  if (bpf_map_update_elem(outerFd, &slot, &innerFd, BPF_ANY))
+    return makeSystemError(errno, "cannot wait for running programs (update of an array "
+                                  "of maps)");
+  return Error::success();
+}
+
 Expected<GuardWord> GuardWord::create() {
   LIBBPF_OPTS(bpf_map_create_opts, options, .map_flags = BPF_F_MMAPABLE);
   int fd = bpf_map_create(BPF_MAP_TYPE_ARRAY, GuardMapName, sizeof(uint32_t),
@@ -186,7 +232,13 @@ Expected<GuardWord> GuardWord::create() {
     close(fd);
     return err;
   }
-  GuardWord guard(fd, state);
+  auto running = RunningPrograms::create();
+  if (!running) {
+    munmap(state, sysconf(_SC_PAGESIZE));
+    close(fd);
+    return running.takeError();
+  }
+  GuardWord guard(fd, state, std::move(*running));
   // Version 0 is never valid, so a zeroed map never admits any program.
   guard.state->version.store(1);
   return guard;
@@ -201,27 +253,38 @@ Expected<GuardWord> GuardWord::open(const std::string &pinPath) {
     close(fd);
     return err;
   }
-  return GuardWord(fd, state);
+  auto running = RunningPrograms::create();
+  if (!running) {
+    munmap(state, sysconf(_SC_PAGESIZE));
+    close(fd);
+    return running.takeError();
+  }
+  return GuardWord(fd, state, std::move(*running));
 }
 
 GuardWord::GuardWord(GuardWord &&other) noexcept
-    : mapFd(std::exchange(other.mapFd, -1)),
-      state(std::exchange(other.state, nullptr)) {}
+    : mapFd(std::exchange(other.mapFd, -1)), state(std::exchange(other.state, nullptr)),
+      running(std::move(other.running)) {}
 
 GuardWord &GuardWord::operator=(GuardWord &&other) noexcept {
   if (this != &other) {
-    this->~GuardWord();
+    release();
     mapFd = std::exchange(other.mapFd, -1);
     state = std::exchange(other.state, nullptr);
+    running = std::move(other.running);
   }
   return *this;
 }
 
-GuardWord::~GuardWord() {
+GuardWord::~GuardWord() { release(); }
+
+void GuardWord::release() {
   if (state)
     munmap(state, sysconf(_SC_PAGESIZE));
   if (mapFd >= 0)
     close(mapFd);
+  state = nullptr;
+  mapFd = -1;
 }
 
 uint64_t GuardWord::version() const { return state->version.load(std::memory_order_seq_cst); }
@@ -232,12 +295,19 @@ uint64_t GuardWord::bump() { return state->version.fetch_add(1, std::memory_orde
 
 // seq_cst throughout: the first bump must be visible to every CPU before
 // the table changes are, and the last bump before `writers` drops, so a
-// compilation that sees no writer also sees the final version.
-GuardWord::Update::Update(GuardWord *guard) : guard(guard) {
+// compilation that sees no writer also sees the final version. The wait
+// after the first bump: a packet that checked the guard before it may
+// still run code built for the old version; the writes wait for it to end
+// (a packet that starts after the wait sees the bump, RunningPrograms).
+Expected<GuardWord::Update> GuardWord::Update::begin(GuardWord *guard) {
+  Update update(guard);
   if (!guard)
-    return;
+    return update;
   guard->state->writers.fetch_add(1, std::memory_order_seq_cst);
   guard->bump();
+  if (Error err = guard->running.waitForAll())
+    return err; // `update` ends the bracket: bumped again, writer gone
+  return update;
 }
 
 GuardWord::Update::~Update() {

@@ -5,12 +5,18 @@
 //   writers  control-plane changes in progress (user space only).
 //
 // Protocol (GuardWord::Update): a writer increments `writers`, bumps
-// `version`, changes any number of table entries, bumps `version` again and
-// decrements `writers`. A compilation reads `version` before it reads the
-// tables, and installs its code only if, afterwards, `version` is unchanged
-// and no writer is in progress. Hence code built from a snapshot that
-// misses, or catches half of, a change is never installed, and installed
-// code stops being trusted by the very next packet once a change begins.
+// `version`, waits until every program run that may have checked the old
+// version has finished (RunningPrograms), changes any number of table
+// entries, bumps `version` again and decrements `writers`. A compilation
+// reads `version` before it reads the tables, and installs its code only
+// if, afterwards, `version` is unchanged and no writer is in progress.
+// Hence code built from a snapshot that misses, or catches half of, a
+// change is never installed, installed code stops being trusted by the
+// very next packet once a change begins, and no change lands while a
+// packet that trusted it still runs: a packet sees either the version's
+// folded contents with every live map as it was before the change, or the
+// generic code, which reads the maps as the original does
+// (docs/equivalence.md, "What a change through Morpheus guarantees").
 #pragma once
 
 #include "backend/bpf/dataplane/guard_abi.h"
@@ -21,6 +27,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <utility>
 
 namespace morpheus::bpf {
 
@@ -35,6 +42,35 @@ static_assert(std::atomic<uint64_t>::is_always_lock_free &&
 static_assert(sizeof(GuardState) == sizeof(morpheus_guard_state) &&
               offsetof(GuardState, version) == offsetof(morpheus_guard_state, version) &&
               offsetof(GuardState, writers) == offsetof(morpheus_guard_state, writers));
+
+// Waits for every BPF program run in progress to finish: an RCU grace
+// period, which the kernel waits for after a successful update of an array
+// or hash of maps from user space (kernel/bpf/syscall.c,
+// maybe_wait_bpf_programs; "so that userspace, when we return to it, knows
+// that all non-sleepable programs that could be running use the new map
+// value"). XDP and TC programs, their tail calls and callbacks run inside
+// RCU read-side sections (or with bottom halves or preemption off, which
+// the same grace period waits for), so every run that began before the
+// wait has returned after it, and every run that begins later sees every
+// store made before the wait. The update is of a one-slot array of maps
+// of our own, its slot set to the same inner map each time (~8-16 ms here,
+// one grace period).
+class RunningPrograms {
+public:
+  static Expected<RunningPrograms> create();
+  RunningPrograms(RunningPrograms &&other) noexcept;
+  RunningPrograms &operator=(RunningPrograms &&other) noexcept;
+  ~RunningPrograms();
+
+  // Returns once every program run that began before the call has ended.
+  Error waitForAll() const;
+
+private:
+  RunningPrograms(int outer, int inner) : outerFd(outer), innerFd(inner) {}
+  void release();
+  int outerFd = -1;
+  int innerFd = -1;
+};
 
 class GuardWord {
 public:
@@ -67,22 +103,32 @@ public:
   // the new version.
   uint64_t bump();
 
-  // Brackets a control-plane change of one or many table entries.
+  // Brackets a control-plane change of one or many table entries: begin()
+  // bumps the version and returns once no packet that trusted the old one
+  // still runs; the end of the bracket bumps it again. A null guard (a map
+  // Morpheus does not manage) brackets nothing. An error (the wait could
+  // not be had) leaves no bracket open and nothing may be written.
   class Update {
   public:
-    explicit Update(GuardWord *guard);
-    ~Update();
+    static Expected<Update> begin(GuardWord *guard);
+    Update(Update &&other) noexcept : guard(std::exchange(other.guard, nullptr)) {}
+    Update &operator=(Update &&) = delete;
     Update(const Update &) = delete;
     Update &operator=(const Update &) = delete;
+    ~Update();
 
   private:
+    explicit Update(GuardWord *guard) : guard(guard) {}
     GuardWord *guard;
   };
 
 private:
-  GuardWord(int fd, GuardState *state) : mapFd(fd), state(state) {}
+  GuardWord(int fd, GuardState *state, RunningPrograms running)
+      : mapFd(fd), state(state), running(std::move(running)) {}
+  void release();
   int mapFd = -1;
   GuardState *state = nullptr;
+  RunningPrograms running;
 };
 
 struct GuardWord::Held {

@@ -103,14 +103,18 @@ Error MapUpdater::update(const core::Bytes &key, const core::Bytes &value,
                          uint64_t flags) {
   if (Error err = checkSizes(key, &value))
     return err;
-  GuardWord::Update bracket(guard);
+  auto bracket = GuardWord::Update::begin(guard);
+  if (!bracket)
+    return withContext(bracket.takeError(), "map '" + mapName + "'");
   return writeUnguarded(key, value, flags);
 }
 
 Error MapUpdater::remove(const core::Bytes &key) {
   if (Error err = checkSizes(key, nullptr))
     return err;
-  GuardWord::Update bracket(guard);
+  auto bracket = GuardWord::Update::begin(guard);
+  if (!bracket)
+    return withContext(bracket.takeError(), "map '" + mapName + "'");
   return eraseUnguarded(key);
 }
 

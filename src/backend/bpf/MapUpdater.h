@@ -1,7 +1,8 @@
 // Guarded writes to one map: change a map that Morpheus manages so that the
 // very next packet sees the change. The guard word pinned beside the map is
-// bumped before the update is applied, which sends every packet to the
-// generic program until Morpheus has re-specialized for the new contents.
+// bumped, and the packets that trusted the old version are waited for,
+// before the update is applied, which sends every packet to the generic
+// program until Morpheus has re-specialized for the new contents.
 // Control planes use it through the client library (src/client); the
 // control socket and `morpheus map` directly.
 #pragma once

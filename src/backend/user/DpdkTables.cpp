@@ -79,9 +79,10 @@ private:
 // IPv4 longest prefix over rte_lpm (DIR-24-8 with 2^24 first-level
 // entries): the next hop is the rule's value slot. rte_lpm takes depths
 // 1..32, so a /0 rule is the answer when rte_lpm has none. A new value for
-// a known prefix stays in its slot: rte_lpm does not change. Lookups read
-// the whole address, as every LPM kind here does (the key's length is the
-// rule's only in updates and deletes).
+// a known prefix stays in its slot: rte_lpm does not change. rte_lpm
+// answers keys of a whole address (every packet lookup); a key of another
+// prefix length is answered from the rules, as the kernel's trie answers
+// it (PrefixRules::longestWithin).
 class RteLpmTable : public Table {
 public:
   RteLpmTable(core::TableInfo info, rte_lpm *lpm)
@@ -93,6 +94,10 @@ public:
     rte_prefetch0(&lpm->tbl24[addressOf(key) >> 8]);
   }
   void *lookup(const void *key) override {
+    uint32_t length;
+    std::memcpy(&length, key, sizeof length);
+    if (length != 32)
+      return rules.longestWithin(static_cast<const uint8_t *>(key) + sizeof length, length);
     uint32_t slot;
     return rte_lpm_lookup(lpm, addressOf(key), &slot) == 0 ? rules.values().at(slot)
                                                             : everyAddress;

@@ -149,19 +149,32 @@ bool matches(const uint8_t *address, const PrefixRules::Prefix &prefix) {
   return rest == 0 || ((address[full] ^ prefix.address[full]) & uint8_t(0xff00u >> rest)) == 0;
 }
 
+// The key's prefix length (its first four bytes, in the host's order).
+uint32_t keyLength(const void *key) {
+  uint32_t length;
+  std::memcpy(&length, key, sizeof length);
+  return length;
+}
+
 // FastClick's LinearIPLookup: the rules scanned longest prefix first, the
-// first that matches wins. Cost grows with the number of routes.
+// first that matches wins. Cost grows with the number of routes. A key of
+// prefix length L starts the scan at the first rule no longer than L, as
+// the kernel's trie matches only those.
 class LinearLpmTable : public Table {
 public:
   LinearLpmTable(core::TableInfo info)
       : Table(std::move(info), MU_LPM_LINEAR),
-        rules(tableInfo.keySize - 4, tableInfo.valueSize, tableInfo.maxEntries) {}
+        rules(tableInfo.keySize - 4, tableInfo.valueSize, tableInfo.maxEntries),
+        firstWithin((tableInfo.keySize - 4) * 8 + 1, 0) {}
 
   void *lookup(const void *key) override {
+    uint32_t length = keyLength(key);
+    if (length >= firstWithin.size())
+      return nullptr; // beyond the address: the trie matches nothing
     auto *address = static_cast<const uint8_t *>(key) + sizeof(uint32_t);
-    for (const Rule &rule : scan)
-      if (matches(address, *rule.prefix))
-        return rule.value;
+    for (size_t i = firstWithin[length]; i < scan.size(); ++i)
+      if (matches(address, *scan[i].prefix))
+        return scan[i].value;
     return nullptr;
   }
   bool update(const void *key, const void *value) override {
@@ -192,10 +205,18 @@ private:
     scan.clear();
     for (const auto &[prefix, slot] : rules.all())
       scan.push_back({&prefix, rules.values().at(slot)});
+    size_t next = 0;
+    for (uint32_t length = uint32_t(firstWithin.size()); length-- > 0;) {
+      while (next < scan.size() && scan[next].prefix->length > length)
+        ++next;
+      firstWithin[length] = next;
+    }
   }
 
   PrefixRules rules;
   std::vector<Rule> scan; // longest first
+  // Per key prefix length L, where in `scan` the rules no longer than L start.
+  std::vector<size_t> firstWithin;
 };
 
 // DIR-24-8 (Gupta, Lin, McKeown): one entry per /24 (2^24 of them, zeroed
@@ -205,7 +226,9 @@ private:
 // wrote it. Changes are incremental, as in DPDK's rte_lpm: a prefix
 // overwrites the entries of its range that shorter (or equal) prefixes
 // wrote; a deleted prefix's entries go to the longest shorter prefix that
-// covers it. A change costs the range it covers, a lookup one or two loads.
+// covers it. A change costs the range it covers, a lookup of a whole
+// address one or two loads; a key of another prefix length is answered
+// from the rules, as the kernel's trie answers it (longestWithin).
 class Dir24Table : public Table {
 public:
   Dir24Table(core::TableInfo info)
@@ -221,6 +244,8 @@ public:
 
   void *lookup(const void *key) override {
     auto *a = static_cast<const uint8_t *>(key) + sizeof(uint32_t);
+    if (uint32_t length = keyLength(key); length != 32)
+      return rules.longestWithin(a, length);
     uint32_t entry = tbl24[(uint32_t(a[0]) << 16) | (uint32_t(a[1]) << 8) | a[2]];
     if (entry & Group)
       entry = tbl8[size_t(entry & ~Group) * 256 + a[3]];

@@ -1,7 +1,7 @@
 // The storage the user-space tables share (backend/user/Table.cpp and
 // DpdkTables.cpp): value slots that never move, and the rules of a
 // longest-prefix table, so every LPM kind keeps, and the snapshot reads,
-// the rules exactly as they were given.
+// the rules as they were given (address bits beyond the length cleared).
 #pragma once
 
 #include "core/Tables.h"
@@ -47,8 +47,9 @@ private:
 };
 
 // The rules of a longest-prefix table, kept by every LPM implementation
-// (forEach gives them back as they were given, whatever structure answers
-// lookups):
+// (forEach gives them back with the bits beyond their length cleared,
+// whatever structure answers lookups; the kernel's trie ignores those bits
+// in every lookup too):
 // (prefix length, address bits beyond it cleared) -> value slot.
 class PrefixRules {
 public:
@@ -102,6 +103,28 @@ public:
       key.insert(key.end(), prefix.address.begin(), prefix.address.end());
       if (!visit(key, pool.at(slot)))
         return;
+    }
+  }
+
+  // What the kernel's LPM trie answers a lookup of `address` with prefix
+  // length `keyLength`: the value of the longest rule no longer than
+  // `keyLength` whose bits are the address's, or null; null too for a
+  // length beyond the address (the trie matches nothing then). The tables
+  // answer a whole address (the length of every packet lookup) from their
+  // own structure and ask this for every other length.
+  void *longestWithin(const uint8_t *address, uint32_t keyLength) {
+    if (keyLength > addressBytes * 8)
+      return nullptr;
+    Prefix probe{keyLength, Bytes(address, address + addressBytes)};
+    for (uint32_t bit = keyLength; bit < addressBytes * 8; ++bit)
+      probe.address[bit / 8] &= uint8_t(~(0x80u >> (bit % 8)));
+    for (;;) {
+      if (auto rule = rules.find(probe); rule != rules.end())
+        return pool.at(rule->second);
+      if (probe.length == 0)
+        return nullptr;
+      --probe.length;
+      probe.address[probe.length / 8] &= uint8_t(~(0x80u >> (probe.length % 8)));
     }
   }
 

@@ -1,14 +1,15 @@
 ; A key field that takes few values across a read-only hash table too large
 ; to inline is tested before the lookup; a key with none of them gets null
-; without the call. ACL key: { u8 proto; 3 bytes padding; u32 addr }, three
-; rules, protocols 6 and 17 (the first word: proto and padding, read as
-; memory holds it); the inline limit is 2.
+; without the call. ACL key: { u8 proto; 3 bytes padding; u32 addr },
+; zeroed before it is filled, three rules, protocols 6 and 17 (the first
+; word: proto and padding); the inline limit is 2.
 ;
 ; RUN: split-file %s %t
 ; RUN: morpheus-opt %t/prog.ll --state %t/state.json -passes=branch-injection --inline-limit 2 | FileCheck %s
 ; RUN: morpheus-opt %t/prog.ll --state %t/state.json -passes=branch-injection | FileCheck %s --check-prefix=SMALL
 
-; C: struct { __u8 proto; __u32 addr; } key = { ip->protocol, ip->daddr };
+; C: struct { __u8 proto; __u32 addr; } key = {};
+;    key.proto = ip->protocol; key.addr = ip->daddr;
 ;    return bpf_map_lookup_elem(&acl, &key) ? DROP : PASS;
 ; CHECK-LABEL: define i32 @filter(
 ; CHECK:         [[KEY:%acl.key.memory.*]] = call ptr asm "", "=r,0"(ptr %key)
@@ -45,6 +46,7 @@ target triple = "bpf"
 define i32 @filter(ptr %ctx) section "xdp" {
 entry:
   %key = alloca [8 x i8], align 4
+  store i64 0, ptr %key, align 4
   %proto = load i8, ptr %ctx, align 1
   store i8 %proto, ptr %key, align 4
   %addrp = getelementptr i8, ptr %ctx, i64 4

@@ -31,8 +31,9 @@
 // names that prefix (two prefixes of one length cannot both hold them),
 // and a key no table holds is in no prefix. Any other p keeps the real lookup, on that
 // path only, as in lpm-as-code and lpm-as-array: the kernel answers p > W
-// with null and p < L with null too, but the user-space backend's tables
-// ignore p, so the backend's own answer is the one both agree with. For p
+// with null and p < L with null too, and the user-space backend's tables
+// as the kernel does, but the backend's own lookup needs no second
+// derivation of those answers. For p
 // = W the key's first ceil(L/32) words are loaded as the program's
 // loads read them (through an opaque copy of the key pointer, so bytes the
 // program never wrote read as the helper reads them), masked to L bits with

@@ -184,6 +184,8 @@ PreservedAnalyses SpecializationPointsPass::run(Module &module, ModuleAnalysisMa
     else if (auto why = context.unguardedFunctions.find(function);
              why != context.unguardedFunctions.end())
       decision.detail = why->second;
+    else if (auto kept = context.framesKept.find(function); kept != context.framesKept.end())
+      decision.detail = kept->second;
     else if (copy == context.genericCopy.end() || !module.getFunction(copy->second))
       decision.detail = "not in a root with a generic copy to fall back to (no guard, or "
                         "the point is in a function the root calls)";

@@ -127,10 +127,18 @@ std::optional<std::string> whyWritesNotGuardable(const std::string &table,
 std::set<std::string> writeGuardedTables(const TableAccessInfo &info,
                                          const TableCatalog &catalog,
                                          const WriteGuardOptions &guards) {
+  // A table accessed where frames must stay the original's could not have
+  // its writes counted there.
+  std::set<std::string> inKeptFrames;
+  for (const AccessSite &site : info.sites)
+    if (site.framesKept)
+      for (const std::string &table : site.possibleTables())
+        inKeptFrames.insert(table);
   std::set<std::string> tables;
   for (const AccessSite &site : info.sites)
     if (!site.table.empty() && !tables.count(site.table) &&
-        !guards.excludedTables.count(site.table) && !info.isReadOnly(site.table) &&
+        !guards.excludedTables.count(site.table) && !inKeptFrames.count(site.table) &&
+        !info.isReadOnly(site.table) &&
         !whyNotInlinable(site, info, catalog, /*writesGuarded=*/true))
       tables.insert(site.table);
   return tables;
@@ -196,6 +204,10 @@ std::optional<std::string> whyNotInlinable(const AccessSite &site,
   if (site.valueNeedsWritableMemory)
     return *site.valueNeedsWritableMemory +
            ", which the verifier checks with writable pointer arguments";
+  if (site.key.unwritten)
+    return site.key.unwritten->describe();
+  if (site.framesKept)
+    return *site.framesKept;
   return std::nullopt;
 }
 
@@ -211,6 +223,8 @@ std::optional<std::string> whyNoFieldFolding(const AccessSite &site,
     return "lookup semantics not modelled";
   if (!site.key.constantKey)
     return "key not constant";
+  if (site.framesKept)
+    return *site.framesKept;
   const TableUsage &usage = info.tables.at(site.table);
   if (!usage.written)
     return "table read-only: the whole value is inlined instead";
@@ -228,6 +242,10 @@ std::optional<std::string> whyNoKeySetFilter(const AccessSite &site, const Table
       site.table.empty() || !site.call->getType()->isPointerTy() || !site.signature.keyArg ||
       *site.signature.keyArg >= site.call->arg_size())
     return "not a lookup in one table";
+  if (site.key.unwritten)
+    return site.key.unwritten->describe();
+  if (site.framesKept)
+    return *site.framesKept;
   return whyNoKeySetFilter(site.table, info, catalog);
 }
 

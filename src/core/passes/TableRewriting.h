@@ -138,6 +138,9 @@ struct TablePassContext {
   std::map<std::string, std::string> unguardedFunctions;
   // Generic copies kept for the in-program fallback: never specialized.
   std::set<std::string> genericFunctions;
+  // Functions whose frames must stay the original's (TableAccessInfo::
+  // framesKept), with the reason: never changed, not even instrumented.
+  std::map<std::string, std::string> framesKept;
   // Sites whose compare chain must use ChainLowering::Index (verifier
   // budget, Pipeline.cpp), by site id, and their tables.
   std::set<unsigned> indexLoweredSites;
@@ -184,14 +187,17 @@ struct TablePassContext {
   std::vector<LookupGenerator> generators;
 
   bool untouchable(const std::string &function) const {
-    return unguardedFunctions.count(function) || genericFunctions.count(function);
+    return unguardedFunctions.count(function) || genericFunctions.count(function) ||
+           framesKept.count(function);
   }
 };
 
 // Why the lookup at `site` cannot be replaced, or nullopt when it can: it
 // must be a lookup in a resolved, read-only table whose lookup semantics
 // the core models, whose lookups have no side effects, whose call has the
-// shape of a lookup (pointer key in, pointer out), and whose value pointers
+// shape of a lookup (pointer key in, pointer out), whose key bytes are all
+// written on every path (KeyProvenance::unwritten) and whose root reaches
+// no lookup whose are not (AccessSite::framesKept), and whose value pointers
 // are only tested against null, never compared with other pointers or
 // handed where writable memory is required.
 // With `writesGuarded` (guard-table-writes counts the table's writes), a
@@ -225,8 +231,9 @@ std::optional<std::string> whyNoFieldFolding(const AccessSite &site,
 
 // Why a lookup at `site` cannot answer the keys its table does not hold
 // with null without asking the kernel (key-set-filter), or nullopt when it
-// can: a rewritable lookup in one exact-match hash table (arrays hold
-// every index) whose lookups have no side effects (LRU excluded), which
+// can: a rewritable lookup (every key byte written) in one exact-match
+// hash table (arrays hold every index) whose lookups have no side effects
+// (LRU excluded), which
 // the data plane writes, but only through values: no update, delete or
 // other writing helper names it and it never escapes, so only the control
 // plane changes its keys (tables it never writes are inlined whole by the

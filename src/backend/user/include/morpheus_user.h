@@ -36,9 +36,12 @@ enum mu_table_kind {
 };
 
 /* A table's definition. LPM keys are { uint32_t prefixlen; address bytes }
- * as for BPF_MAP_TYPE_LPM_TRIE: a lookup passes the full length (every LPM
- * kind matches the whole address and reads the length only in updates and
- * deletes, where it is the rule's). */
+ * as for BPF_MAP_TYPE_LPM_TRIE, and every LPM kind answers as the kernel's
+ * trie: a lookup returns the longest rule no longer than the key's
+ * prefixlen whose bits are the address's (a packet's lookup passes the
+ * whole length; prefixlen 0 asks for a default route only), and nothing
+ * for a prefixlen beyond the address; in updates and deletes prefixlen is
+ * the rule's, and its address bits beyond it are ignored. */
 struct mu_table_def {
 	uint32_t kind;
 	uint32_t key_size;
