@@ -278,7 +278,9 @@ TEST(ConcurrentUpdates, APacketInFlightNeverSeesASocketChangeBesideFoldedContent
   CorpusProgram program("live_then_config.bpf.c");
   ASSERT_TRUE(program.ok());
   std::string socketPath = "/tmp/morpheus-in-flight-" + std::to_string(getpid()) + ".sock";
-  auto server = runtime::ControlServer::start(socketPath, program.opt(), nullptr,
+  auto claim = runtime::ControlSocketClaim::claim(socketPath);
+  ASSERT_THAT_EXPECTED(claim, llvm::Succeeded());
+  auto server = runtime::ControlServer::start(std::move(*claim), program.opt(), nullptr,
                                               [] { return std::string("{}"); });
   ASSERT_THAT_EXPECTED(server, llvm::Succeeded());
   auto write = [&](const std::string &map, uint32_t generation) {

@@ -264,7 +264,7 @@ TEST(ProgramKinds, OfflineGuardsOfAnXdpAndATcProgramLoadAndFallBackEachByItsKind
   int xdp = built.specialized->programFd("xdp_side");
   int tc = built.specialized->programFd("tc_side");
   auto tcVerdict = [](int fd) {
-    auto result = runtime::runPacket(fd, bpf::ProgramType::Tc, {buildPacket({}), 0});
+    auto result = runtime::runPacket(fd, bpf::ProgramType::Tc, {.packet = buildPacket({})});
     EXPECT_THAT_EXPECTED(result, llvm::Succeeded());
     return result ? result->verdict : ~0u;
   };

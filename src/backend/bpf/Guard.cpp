@@ -156,7 +156,10 @@ Expected<std::optional<GuardWord::Held>> GuardWord::heldWith(int mapFd,
       close(fd);
       continue;
     }
-    guards.push_back(Held{GuardWord(fd, state), holder});
+    auto guard = adopt(fd, state);
+    if (!guard)
+      return guard.takeError();
+    guards.push_back(Held{std::move(*guard), holder});
     named.push_back("guard id " + std::to_string(id) + " held by " + holder);
   }
   if (guards.size() > 1)
@@ -232,15 +235,11 @@ Expected<GuardWord> GuardWord::create() {
     close(fd);
     return err;
   }
-  auto running = RunningPrograms::create();
-  if (!running) {
-    munmap(state, sysconf(_SC_PAGESIZE));
-    close(fd);
-    return running.takeError();
-  }
-  GuardWord guard(fd, state, std::move(*running));
+  auto guard = adopt(fd, state);
+  if (!guard)
+    return guard.takeError();
   // Version 0 is never valid, so a zeroed map never admits any program.
-  guard.state->version.store(1);
+  guard->state->version.store(1);
   return guard;
 }
 
@@ -253,6 +252,10 @@ Expected<GuardWord> GuardWord::open(const std::string &pinPath) {
     close(fd);
     return err;
   }
+  return adopt(fd, state);
+}
+
+Expected<GuardWord> GuardWord::adopt(int fd, GuardState *state) {
   auto running = RunningPrograms::create();
   if (!running) {
     munmap(state, sysconf(_SC_PAGESIZE));

@@ -123,6 +123,8 @@ public:
   };
 
 private:
+  // Takes the map and its mapping (both released on an error).
+  static Expected<GuardWord> adopt(int fd, GuardState *state);
   GuardWord(int fd, GuardState *state, RunningPrograms running)
       : mapFd(fd), state(state), running(std::move(running)) {}
   void release();
