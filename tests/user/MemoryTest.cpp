@@ -5,35 +5,20 @@
 // each version got an LLVMContext of its own (core/PristineBitcode.h),
 // these cycles grew the process by about 0.13 MB each, for good.
 // Not timed: it asserts memory, not seconds.
+#include "ProcessMemory.h"
 #include "UserRouter.h"
 
 #include <gtest/gtest.h>
 #include <llvm/Testing/Support/Error.h>
 
 #include <arpa/inet.h>
-#include <malloc.h>
-#include <unistd.h>
 
-#include <fstream>
+#include <optional>
 
 namespace morpheus::user {
 namespace {
 
 using namespace testing;
-
-double residentMb() {
-  std::ifstream statm("/proc/self/statm");
-  uint64_t size = 0, resident = 0;
-  statm >> size >> resident;
-  return double(resident) * double(sysconf(_SC_PAGESIZE)) / (1 << 20);
-}
-
-// The bytes malloc has handed out and not taken back: unlike resident
-// memory, not hidden by free memory an earlier test left in the heap.
-double heapInUseMb() {
-  struct mallinfo2 info = mallinfo2();
-  return double(info.uordblks + info.hblkhd) / (1 << 20);
-}
 
 TEST(UserMemory, CompiledVersionsLeaveNothingBehind) {
   auto router = loadRouter();
@@ -52,12 +37,10 @@ TEST(UserMemory, CompiledVersionsLeaveNothingBehind) {
                       llvm::Succeeded());
   }
   constexpr double GrowthBoundMb = 5; // the old code: 26 MB
-  double warm = 0, warmHeap = 0;
+  std::optional<morpheus::testing::MemoryMark> warm;
   for (unsigned cycle = 0; cycle < WarmUpCycles + MeasuredCycles; ++cycle) {
-    if (cycle == WarmUpCycles) {
-      warm = residentMb();
-      warmHeap = heapInUseMb();
-    }
+    if (cycle == WarmUpCycles)
+      warm.emplace();
     // A route to another port every cycle.
     key.addr = htonl(0x0ac80000 | (cycle % Prefixes) << 8);
     value.port = 1 + cycle % 3;
@@ -67,14 +50,7 @@ TEST(UserMemory, CompiledVersionsLeaveNothingBehind) {
     ASSERT_THAT_EXPECTED(specialized, llvm::Succeeded());
     ASSERT_EQ(specialized->outcome, Cycle::Outcome::Installed) << "cycle " << cycle;
   }
-  double heapGrowth = heapInUseMb() - warmHeap;
-  EXPECT_LT(heapGrowth, GrowthBoundMb)
-      << "the heap in use grew by " << heapGrowth << " MB over " << MeasuredCycles
-      << " compiled cycles (" << heapGrowth * 1024 / MeasuredCycles << " KB per cycle)";
-  double growth = residentMb() - warm;
-  EXPECT_LT(growth, GrowthBoundMb)
-      << "resident memory grew by " << growth << " MB over " << MeasuredCycles
-      << " compiled cycles (" << growth * 1024 / MeasuredCycles << " KB per cycle)";
+  warm->expectAtMost(GrowthBoundMb, MeasuredCycles);
   EXPECT_EQ(router->liveVersions(), 2u) << "the generic version and the installed one";
 }
 
