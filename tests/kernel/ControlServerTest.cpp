@@ -5,6 +5,7 @@
 // on the same path. Whatever they do, the server answers the others and
 // never ends the process (a SIGPIPE here would end this test binary).
 #include "ChildProcess.h"
+#include "KernelSupport.h"
 #include "PolicyFwd.h"
 #include "runtime/ControlServer.h"
 
@@ -48,9 +49,7 @@ private:
 class RawClient {
 public:
   explicit RawClient(const std::string &path) : fd(socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0)) {
-    sockaddr_un address = {};
-    address.sun_family = AF_UNIX;
-    std::strncpy(address.sun_path, path.c_str(), sizeof(address.sun_path) - 1);
+    sockaddr_un address = unixAddress(path);
     connected = connect(fd, reinterpret_cast<sockaddr *>(&address), sizeof(address)) == 0;
   }
   ~RawClient() { hangUp(); }
@@ -476,9 +475,7 @@ TEST(ControlServer, ASocketPathIsClaimedByOneLiveProcess) {
   // Another program serving a socket at the path, without the lock.
   std::string foreign = served.sockets.path("foreign.sock");
   Fd listener(socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0));
-  sockaddr_un address = {};
-  address.sun_family = AF_UNIX;
-  std::strncpy(address.sun_path, foreign.c_str(), sizeof(address.sun_path) - 1);
+  sockaddr_un address = unixAddress(foreign);
   ASSERT_EQ(bind(listener.fd, reinterpret_cast<sockaddr *>(&address), sizeof(address)), 0);
   ASSERT_EQ(listen(listener.fd, 4), 0);
   auto onForeign = runtime::ControlSocketClaim::claim(foreign);

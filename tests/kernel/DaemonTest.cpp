@@ -336,9 +336,7 @@ bool everyThreadStopped(pid_t pid) {
 // Asks for the status and gives up after `patience`: whether a reply came.
 bool askAndGiveUp(const std::string &socketPath, std::chrono::milliseconds patience) {
   Fd client(socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0));
-  sockaddr_un address = {};
-  address.sun_family = AF_UNIX;
-  std::strncpy(address.sun_path, socketPath.c_str(), sizeof(address.sun_path) - 1);
+  sockaddr_un address = unixAddress(socketPath);
   if (connect(client.fd, reinterpret_cast<sockaddr *>(&address), sizeof(address)))
     return false;
   timeval timeout = {0, suseconds_t(patience.count() * 1000)};
@@ -404,9 +402,7 @@ TEST(Daemon, ASocketLeftByADeadProcessIsReplaced) {
   std::string socketPath = Daemon::socketFor("daemonstale");
   {
     Fd dead(socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0));
-    sockaddr_un address = {};
-    address.sun_family = AF_UNIX;
-    std::strncpy(address.sun_path, socketPath.c_str(), sizeof(address.sun_path) - 1);
+    sockaddr_un address = unixAddress(socketPath);
     ASSERT_EQ(bind(dead.fd, reinterpret_cast<sockaddr *>(&address), sizeof(address)), 0);
     ASSERT_EQ(listen(dead.fd, 1), 0);
   }

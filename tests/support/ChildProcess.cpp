@@ -1,4 +1,5 @@
 #include "ChildProcess.h"
+#include "KernelSupport.h"
 
 #include <fcntl.h>
 #include <sched.h>
@@ -117,9 +118,7 @@ bool waitFor(const std::function<bool()> &condition, std::chrono::milliseconds l
 
 std::string askControlSocketRaw(const std::string &socketPath, const std::string &line) {
   int fd = socket(AF_UNIX, SOCK_STREAM, 0);
-  sockaddr_un address = {};
-  address.sun_family = AF_UNIX;
-  std::strncpy(address.sun_path, socketPath.c_str(), sizeof(address.sun_path) - 1);
+  sockaddr_un address = unixAddress(socketPath);
   if (connect(fd, reinterpret_cast<sockaddr *>(&address), sizeof(address))) {
     close(fd);
     return nlohmann::json({{"connect_error", strerror(errno)}}).dump();

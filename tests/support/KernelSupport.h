@@ -6,6 +6,8 @@
 #include "core/Tables.h"
 #include "support/Bytes.h"
 
+#include <sys/socket.h>
+#include <sys/un.h>
 #include <unistd.h>
 
 #include <cstdint>
@@ -81,6 +83,14 @@ struct Fd {
       close(fd);
   }
 };
+
+// The address of a Unix socket at `path` (cut to what sun_path holds).
+inline sockaddr_un unixAddress(const std::string &path) {
+  sockaddr_un address = {};
+  address.sun_family = AF_UNIX;
+  path.copy(address.sun_path, sizeof(address.sun_path) - 1);
+  return address;
+}
 
 // A fresh directory under /sys/fs/bpf (bpffs mounted if needed), removed
 // with everything pinned in it when the object goes away.
