@@ -49,7 +49,7 @@ REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)
 # examples/policy_fwd.h
 CFG_DROP_FRAGMENTS, CFG_POLICY_ENABLED, CFG_TTL_CHECK = 1, 2, 4
 ACTION_PASS, ACTION_DROP, ACTION_TX = 0, 1, 2
-STAT_PASS, STAT_DROP, STAT_TX = 0, 1, 2
+STAT_DROP, STAT_TX = 1, 2
 
 PASS, DROP, TX = "pass", "drop", "tx"
 MAGIC, FENCE_MAGIC = b"MSOK", b"MSFN"
@@ -278,16 +278,15 @@ class Morpheus:
         self.process = None
         self.instances = 0
         self.unexpected_exits = []
-        self.cpus = set(os.sched_getaffinity(0))
+        self.cpus = set(os.sched_getaffinity(0))  # before the soak keeps to one
 
     def start(self):
         self.instances += 1
         out = open(os.path.join(self.workdir, f"run-{self.instances}.jsonl"), "w")
         err = open(os.path.join(self.workdir, f"run-{self.instances}.stderr"), "w")
         # The soak keeps to one CPU (fences in order); Morpheus may use every one.
-        cpus = os.sched_getaffinity(0) | self.cpus
         self.process = subprocess.Popen(self.command, stdout=out, stderr=err,
-                                        preexec_fn=lambda: os.sched_setaffinity(0, cpus))
+                                        preexec_fn=lambda: os.sched_setaffinity(0, self.cpus))
         out.close()
         err.close()
 
@@ -405,7 +404,6 @@ class Soak:
         self.sent_template = array.array("H")
         self.sent_generation = array.array("I")
         self.seen = bytearray()
-        self.seen_where = bytearray()  # 1: program side, 2: sender side
         self.wrong = []               # (sequence, why), the first few kept
         self.wrong_count = 0
         self.fences_seen = 0
@@ -458,7 +456,6 @@ class Soak:
                                       f"{smac.hex()}, seen on side {side}: {frame[:12].hex()}")
         else:
             self.seen[sequence] = SEEN_OK
-            self.seen_where[sequence] = side
 
     def mark_wrong(self, sequence, why):
         self.wrong_count += 1
@@ -483,7 +480,6 @@ class Soak:
             self.sent_template.append(index)
             self.sent_generation.append(generation)
             self.seen.append(UNSEEN)
-            self.seen_where.append(0)
             self.send_sock.send(self.templates[index].head + PAYLOAD.pack(MAGIC, sequence,
                                                                           generation))
 
@@ -770,8 +766,8 @@ def main():
     os.makedirs(bpffs)
     run("mount", "-t", "bpf", "bpf", bpffs)
     topo = Topology.create(tag)
-    os.sched_setaffinity(0, {min(os.sched_getaffinity(0))})  # one backlog: fences stay in order
     morpheus = Morpheus(args.morpheus, args.program, topo, workdir, args.period)
+    os.sched_setaffinity(0, {min(morpheus.cpus)})  # one backlog: fences stay in order
     result = {}
     try:
         morpheus.start()
