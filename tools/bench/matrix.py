@@ -4,7 +4,8 @@ results: one JSON per function, a combined results.json, matrix.md (the
 tables docs/benchmarks.md quotes) and PNG plots (speed-up bars per locality,
 compile times).
 
-Example (the full matrix of docs/benchmarks.md, about 10 minutes):
+Example (the 2026-11-22 matrix, whose compile table docs/benchmarks.md quotes
+under "Compilation and injection"; about 10 minutes):
   tools/bench/matrix.py --out bench-results
 A quick look:
   tools/bench/matrix.py --nf router,lb --packets 65536 --rounds 5 --out /tmp/quick

@@ -1,6 +1,6 @@
 #!/bin/bash
 # What a cycle after a change in one zone costs on composite_zones
-# (docs/benchmarks.md, "Validating only what changed"): `morpheus run` on a
+# (docs/benchmarks.md, "composite_zones: validating only what changed"): `morpheus run` on a
 # scratch veth (generic XDP) with the bench preset's 12 zones of 3 rules;
 # after the first install, one rule of zone 3 changes (`morpheus map
 # update`, guarded), and the cycle that follows is the one measured.
