@@ -38,5 +38,7 @@ if ! command -v lit >/dev/null 2>&1 || ! python3 -m pytest --version >/dev/null 
 fi
 
 build=${BUILD_DIR:-build}
-cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
+# clang-19 compiles Morpheus (LLVM's headers) about 1.5x faster than gcc 12.
+cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+  -DCMAKE_C_COMPILER=clang-19 -DCMAKE_CXX_COMPILER=clang++-19 >/dev/null
 ninja -C "$build"
