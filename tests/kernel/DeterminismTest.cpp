@@ -21,6 +21,11 @@
 namespace morpheus::testing {
 namespace {
 
+// A run that must find a difference stops at the first: it is bounded by
+// map states, not by time, so a loaded machine makes it slower, never a
+// failure (each program here differs within a few hundred states).
+constexpr uint64_t FirstDifferenceWithin = 5000;
+
 runtime::FuzzReport fuzz(const std::string &file, double seconds, uint64_t minStates,
                          core::FaultInjection faults = {}) {
   runtime::FuzzOptions options;
@@ -86,7 +91,7 @@ TEST(Determinism, FuzzDrawsOneRandomStreamInEveryCopy) {
   expectDeterministic(fuzz("random_sampling.bpf.c", 2, 8), 300);
   core::FaultInjection unequal;
   unequal.unequalRandomStreams = true;
-  runtime::FuzzReport broken = fuzz("random_sampling.bpf.c", 120, 0, unequal);
+  runtime::FuzzReport broken = fuzz("random_sampling.bpf.c", 0, FirstDifferenceWithin, unequal);
   EXPECT_GE(broken.differed, 1u) << "the fuzzer must see unequal random streams";
 }
 
@@ -125,7 +130,7 @@ TEST(Determinism, HashMapsAreIteratedInTheSameOrderInEveryCopy) {
   expectDeterministic(fuzz("hash_iteration.bpf.c", 2, 10), 300);
   core::FaultInjection seeded;
   seeded.randomHashSeeds = true;
-  runtime::FuzzReport broken = fuzz("hash_iteration.bpf.c", 120, 0, seeded);
+  runtime::FuzzReport broken = fuzz("hash_iteration.bpf.c", 0, FirstDifferenceWithin, seeded);
   EXPECT_GE(broken.differed, 1u) << "random hash seeds must show as a difference";
 }
 
@@ -144,7 +149,7 @@ TEST(Determinism, FuzzReachesTcCodeGatedOnTheMark) {
   EXPECT_EQ(zeroed.differed, 0u) << "a zeroed context must not reach the gated path: "
                                  << zeroed.reproducer;
   EXPECT_GT(zeroed.cases, 1000u);
-  runtime::FuzzReport drawn = fuzz("tc_health_check.bpf.c", 120, 0, brokenChain);
+  runtime::FuzzReport drawn = fuzz("tc_health_check.bpf.c", 0, FirstDifferenceWithin, brokenChain);
   EXPECT_GE(drawn.differed, 1u) << "the broken chain behind the mark must be found";
   EXPECT_NE(drawn.reproducer.find("\"mark\": 18499"), std::string::npos) << drawn.reproducer;
 }
@@ -211,7 +216,8 @@ TEST(Determinism, FuzzReachesXdpCodeGatedOnTheReceiveQueue) {
                                         mended = fuzz("xdp_queue_gate.bpf.c", 2, 8);
                                         zeroed = fuzz("xdp_queue_gate.bpf.c", 3, 40,
                                                       brokenChainZeroedContext);
-                                        drawn = fuzz("xdp_queue_gate.bpf.c", 120, 0, brokenChain);
+                                        drawn = fuzz("xdp_queue_gate.bpf.c", 0,
+                                                     FirstDifferenceWithin, brokenChain);
                                         return llvm::Error::success();
                                       }),
                     llvm::Succeeded());
