@@ -14,8 +14,13 @@ setup:
 demo: setup
 	@$(BUILD_DIR)/bin/morpheus-demo
 
+# Every gtest case is a ctest entry of its own (cmake/Tests.cmake); cases run
+# side by side, twice as many as there are cores (many wait on the kernel or
+# on a cycle rather than compute).
+TEST_JOBS ?= $(shell echo $$(( $$(nproc) * 2 )))
+
 test: setup
-	@cd $(BUILD_DIR) && ctest --output-on-failure --timeout 900
+	@cd $(BUILD_DIR) && ctest --output-on-failure --timeout 900 -j $(TEST_JOBS)
 
 clean:
 	rm -rf $(BUILD_DIR)

@@ -1,21 +1,30 @@
 #!/usr/bin/env python3
 """The layers of docs/design.md ("Layers and their never-rules"), checked.
 
-Reads every #include of product code (src/, nf/ but their tests) and every
-target_link_libraries of the CMake files, and fails, naming the file and the
-line, when one crosses a forbidden line:
+The build rejects most crossings itself (cmake/Layers.cmake: a target
+reaches only the headers of what it links); this check keeps what include
+roots cannot express and the links themselves. It reads every #include of
+product code (src/, nf/ but their tests) and every target_link_libraries of
+the CMake files, and fails, naming the file and the line, when one crosses a
+forbidden line:
 
-  core      LLVM only (and support/Error.h, Bytes.h); never libbpf
+  core      LLVM and the C++ standard library only (and support/Error.h,
+            Bytes.h); never libbpf, clang, kernel or system headers
   support   nothing of Morpheus but support/
-  backend   core + support (+ libbpf)
-  runtime   core + backend + support
-  client    backend + support; its headers show none of the backend
+  backend/bpf   core + support (+ libbpf); morpheus_bpf_ir's files never libbpf
+  backend/user  core + support; never the bpf backend, never libbpf
+  runtime   core + backend/bpf + support
+  client    backend/bpf + support; its headers show none of the backend
   bench     runtime + backend + core + support + the nf registry
   cli       everything product
   nf control planes   client + support + nf/common; no user-space libbpf
   nf data planes      nothing of Morpheus (their own headers, nf/common/*.bpf.h;
                       nf/<name>/user/ handlers also <morpheus_user.h>)
   product code never includes tools/ or tests/ (nor links their targets)
+  every folder of src/ is a layer named here; src/ includes by layer path
+  ("core/X.h", never "../core/X.h"), and our own headers with quotes
+  links are written as target names (no variables the check cannot expand,
+  no generator expressions)
 
 Usage: check_layers.py [REPO_ROOT]; exit 0 when every line holds, 1 otherwise.
 """
@@ -30,17 +39,35 @@ ROOT = os.path.abspath(sys.argv[1] if len(sys.argv) > 1 else
 ALLOWED = {
     'core': {'support'},
     'support': set(),
-    'backend': {'core', 'support'},
-    'runtime': {'core', 'backend', 'support'},
-    'client': {'backend', 'support'},
+    'backend-bpf': {'core', 'support'},
+    'backend-user': {'core', 'support'},
+    'runtime': {'core', 'backend-bpf', 'support'},
+    'client': {'backend-bpf', 'support'},
     'client-header': {'support'},
-    'bench': {'runtime', 'backend', 'core', 'support', 'nf-control', 'nf-dataplane'},
-    'cli': {'core', 'backend', 'runtime', 'client', 'bench', 'support', 'nf-control'},
+    'bench': {'runtime', 'backend-bpf', 'core', 'support', 'nf-control', 'nf-dataplane'},
+    'cli': {'core', 'backend-bpf', 'backend-user', 'runtime', 'client', 'bench', 'support',
+            'nf-control'},
     'nf-control': {'client', 'support', 'nf-dataplane'},
     'nf-dataplane': set(),
 }
 # Layers that must not include libbpf's user-space API (<bpf/bpf.h>, <bpf/libbpf.h>).
-NO_LIBBPF = {'core', 'support', 'client-header', 'nf-control'}
+NO_LIBBPF = {'core', 'support', 'client-header', 'nf-control', 'backend-user'}
+LIBBPF_HEADERS = ('bpf/bpf.h', 'bpf/libbpf.h')
+# Libraries whose files never use libbpf although their layer may: the
+# backend's IR half, linked by tools that load nothing.
+LIBBPF_FREE_LIBRARIES = {'morpheus_bpf_ir'}
+# The folders of src/ and their layers: a folder not named here is refused.
+SRC_LAYERS = {'core': 'core', 'support': 'support', 'runtime': 'runtime', 'client': 'client',
+              'bench': 'bench', 'cli': 'cli'}
+BACKENDS = {'bpf': 'backend-bpf', 'user': 'backend-user'}
+# The headers the core may include with angle brackets: LLVM's, and the C and
+# C++ standard libraries' (names without a '/', C's ending in .h).
+C_STANDARD = {'assert.h', 'ctype.h', 'errno.h', 'float.h', 'inttypes.h', 'limits.h',
+              'math.h', 'stdarg.h', 'stdbool.h', 'stddef.h', 'stdint.h', 'stdio.h',
+              'stdlib.h', 'string.h'}
+# Headers our data planes include with angle brackets by design: the
+# user-space backend's C API for handlers.
+OUR_ANGLED = {'morpheus_user.h', 'morpheus_spec.h', 'morpheus_client.h'}
 # Support headers the core may use: the error convention and bytes.
 CORE_SUPPORT = {'src/support/Error.h', 'src/support/Bytes.h'}
 # Known, argued exceptions: (file, include) -> why.
@@ -57,9 +84,9 @@ def layer_of(path):
     """The layer of a repository-relative path, None for what no rule covers."""
     parts = path.split('/')
     if parts[0] == 'src' and len(parts) > 2:
-        layer = {'core': 'core', 'support': 'support', 'backend': 'backend',
-                 'runtime': 'runtime', 'client': 'client', 'bench': 'bench',
-                 'cli': 'cli'}.get(parts[1])
+        if parts[1] == 'backend':
+            return BACKENDS.get(parts[2]) if len(parts) > 3 else 'unknown'
+        layer = SRC_LAYERS.get(parts[1], 'unknown')
         if layer == 'client' and path.endswith('.h'):
             return 'client-header'
         return layer
@@ -77,10 +104,10 @@ def layer_of(path):
     return None
 
 
-def resolve(including, name):
-    """The repository-relative file a quoted include names, or None."""
+def resolve(including, name, with_own_directory=True):
+    """The repository-relative file an include names, or None."""
     here = os.path.dirname(including)
-    for base in [here] + SEARCH:
+    for base in ([here] if with_own_directory else []) + SEARCH:
         candidate = os.path.normpath(os.path.join(base, name))
         if os.path.isfile(os.path.join(ROOT, candidate)):
             return candidate
@@ -119,11 +146,46 @@ def dataplane_headers(files):
     return found
 
 
+def library_files(name):
+    """The sources of a product library and the headers beside them of the
+    same names, read from its add_library()."""
+    for path in cmake_files():
+        with open(os.path.join(ROOT, path)) as f:
+            text = strip_comments(f.read())
+        m = re.search(r'add_library\(\s*' + re.escape(name) + r'\s+STATIC([^)]*)\)', text)
+        if not m:
+            continue
+        directory = os.path.dirname(path)
+        found = set()
+        for source in m.group(1).split():
+            stem = os.path.join(directory, os.path.splitext(source)[0])
+            found.update(stem + ext for ext in ('.cpp', '.h') if os.path.isfile(os.path.join(ROOT, stem + ext)))
+        return found
+    return set()
+
+
+def angled_problem(layer, path, name):
+    """Why an include in angle brackets crosses a line, or None."""
+    if layer == 'core':
+        if name.startswith(('llvm/', 'llvm-c/')):
+            return None
+        if '/' not in name and (not name.endswith('.h') or name in C_STANDARD):
+            return None
+        return 'the core includes LLVM and the standard library only'
+    if name in LIBBPF_HEADERS and (layer in NO_LIBBPF or path in LIBBPF_FREE):
+        return f'{layer if path not in LIBBPF_FREE else path} never uses libbpf\'s user-space API'
+    return None
+
+
 def check_includes(files):
     problems = []
     for path in files:
         layer = layer_of(path)
         if layer is None or layer in ('tools', 'tests', 'test'):
+            continue
+        if layer == 'unknown':
+            problems.append(f'{path}: src/{path.split("/")[1]}/ is in no layer (add it to the '
+                            'layers of docs/design.md, cmake/Layers.cmake and this check)')
             continue
         for number, angled, name in includes(path):
             where = f'{path}:{number}: #include {"<" if angled else chr(34)}{name}{">" if angled else chr(34)}'
@@ -131,12 +193,17 @@ def check_includes(files):
             if (path, spelled) in EXCEPTIONS:
                 continue
             if angled:
-                if layer == 'core' and (name.startswith('bpf/') or name.startswith('linux/')):
-                    problems.append(f'{where}: the core is LLVM only')
-                elif layer in NO_LIBBPF and name in ('bpf/bpf.h', 'bpf/libbpf.h'):
-                    problems.append(f'{where}: {layer} never uses libbpf\'s user-space API')
+                why = angled_problem(layer, path, name)
+                if why:
+                    problems.append(f'{where}: {why}')
+                    continue
+                if name in OUR_ANGLED or resolve(path, name, with_own_directory=False) is None:
+                    continue
+                problems.append(f'{where}: our own headers are included with quotes')
+            if path.startswith('src/') and '..' in name.split('/'):
+                problems.append(f'{where}: src/ includes by layer path, never relative')
                 continue
-            target = resolve(path, name)
+            target = resolve(path, name, with_own_directory=not angled)
             if target is None:
                 continue  # generated or system header spelled with quotes
             target_layer = layer_of(target)
@@ -169,6 +236,23 @@ def strip_comments(text):
     return re.sub(r'#[^\n]*', '', text)
 
 
+def expand(name, defined):
+    """The targets a name of a CMake file may stand for: itself, or, when it
+    holds a variable (`morpheus_nf_${name}`), every defined target it
+    matches. Generator expressions stand for nothing the check can read."""
+    if '$<' in name or re.fullmatch(r'(\$\{[^}]*\})+', name):
+        return None
+    if '${' not in name:
+        return [name]
+    pattern = re.compile('^' + '.+'.join(re.escape(part) for part in
+                                         re.split(r'\$\{[^}]*\}', name)) + '$')
+    matches = [target for target in defined if '${' not in target and pattern.match(target)]
+    return matches or None
+
+
+LINK_KEYWORDS = ('PUBLIC', 'PRIVATE', 'INTERFACE')
+
+
 def check_links():
     """Targets defined under tools/ or tests/ are never linked by product
     libraries; each product library links only the layers below it."""
@@ -180,7 +264,7 @@ def check_links():
         for m in re.finditer(r'add_(?:library|executable)\(\s*([\w${}-]+)', text):
             defined[m.group(1)] = directory
         for m in re.finditer(r'target_link_libraries\(\s*([\w${}-]+)([^)]*)\)', text):
-            deps = [d for d in m.group(2).split() if d not in ('PUBLIC', 'PRIVATE', 'INTERFACE')]
+            deps = [d for d in m.group(2).split() if d not in LINK_KEYWORDS]
             links.append((path, m.group(1), deps))
     target_layer = {}
     for target, directory in defined.items():
@@ -195,25 +279,39 @@ def check_links():
             continue
         if layer == 'client-header':
             layer = 'client'
-        for dep in deps:
-            if layer == 'core' and dep != 'LLVM':
-                problems.append(f'{path}: {target} links {dep}: the core links LLVM only')
+        if layer == 'unknown':
+            problems.append(f'{path}: {target} is in a folder of src/ that is in no layer')
+            continue
+        for written in deps:
+            names = expand(written, defined)
+            if names is None:
+                problems.append(f'{path}: {target} links {written}: write links as target '
+                                'names, so the layer check can read them')
                 continue
-            if dep == 'PkgConfig::LIBBPF' and layer in ('core', 'support', 'nf-control'):
-                problems.append(f'{path}: {target} ({layer}) links libbpf')
-                continue
-            dep_layer = target_layer.get(dep)
-            if dep_layer == 'client-header':
-                dep_layer = 'client'
-            if dep_layer in ('tools', 'tests', 'test'):
-                problems.append(f'{path}: {target} ({layer}) links {dep}, '
-                                f'defined in {defined[dep]}: product code never links {dep_layer}/')
-            elif dep_layer and dep_layer != layer and dep_layer not in ALLOWED[layer]:
-                problems.append(f'{path}: {target} ({layer}) links {dep} ({dep_layer})')
+            for dep in names:
+                problems += link_problems(path, target, layer, dep, defined, target_layer)
     return problems
 
 
+def link_problems(path, target, layer, dep, defined, target_layer):
+    if layer == 'core' and dep not in ('LLVM', 'morpheus_support'):
+        return [f'{path}: {target} links {dep}: the core links LLVM (and support\'s headers) only']
+    if dep == 'PkgConfig::LIBBPF' and (layer in NO_LIBBPF | {'nf-control'}
+                                       or target in LIBBPF_FREE_LIBRARIES):
+        return [f'{path}: {target} ({layer}) links libbpf']
+    dep_layer = target_layer.get(dep)
+    if dep_layer == 'client-header':
+        dep_layer = 'client'
+    if dep_layer in ('tools', 'tests', 'test'):
+        return [f'{path}: {target} ({layer}) links {dep}, defined in {defined[dep]}: '
+                f'product code never links {dep_layer}/']
+    if dep_layer and dep_layer != layer and dep_layer not in ALLOWED[layer]:
+        return [f'{path}: {target} ({layer}) links {dep} ({dep_layer})']
+    return []
+
+
 files = sorted(sources())
+LIBBPF_FREE = set().union(*(library_files(name) for name in LIBBPF_FREE_LIBRARIES))
 DATAPLANE_HEADERS = dataplane_headers(files)
 problems = check_includes(files) + check_links()
 for problem in problems:

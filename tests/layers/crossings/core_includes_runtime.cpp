@@ -1,0 +1,2 @@
+// Planted crossing (tests/layers/CMakeLists.txt): links morpheus_core only.
+#include "runtime/Optimizer.h"

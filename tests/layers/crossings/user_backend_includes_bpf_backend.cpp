@@ -1,0 +1,2 @@
+// Planted crossing (tests/layers/CMakeLists.txt): links morpheus_user only.
+#include "backend/bpf/MapTypes.h"
