@@ -24,7 +24,9 @@ function(morpheus_embed_bpf target symbol source mode)
     COMMENT "BPF ${symbol}: ${source}"
     VERBATIM)
   set(asm "${CMAKE_CURRENT_BINARY_DIR}/${symbol}.S")
-  file(WRITE "${asm}"
+  # Written only when its text changes (file(CONFIGURE)), so that running
+  # cmake again (scripts/setup.sh does, every time) rebuilds nothing.
+  string(CONCAT text
     "  .section .rodata\n"
     "  .balign 16\n"
     "  .global ${symbol}_start\n"
@@ -34,6 +36,7 @@ function(morpheus_embed_bpf target symbol source mode)
     "${symbol}_end:\n"
     "  .byte 0\n"
     "  .section .note.GNU-stack,\"\",@progbits\n")
+  file(CONFIGURE OUTPUT "${asm}" CONTENT "${text}" @ONLY)
   set_source_files_properties("${asm}" PROPERTIES OBJECT_DEPENDS "${out}")
   target_sources(${target} PRIVATE "${asm}")
 endfunction()
