@@ -155,7 +155,7 @@ SiteExplanation explainSite(const bpf::ProgramSpec &spec, const core::AccessSite
             "the outer map's contents (resolve-inner-table; one table for a key that is not "
             "constant) and the access is then treated as one to it; kept when the slot holds a "
             "map the program does not declare (its loader's: updated behind the guard)"};
-  std::optional<std::string> why = core::whyNotInlinable(site, info, spec.catalog());
+  std::optional<core::LookupDecline> why = core::whyNotInlinable(site, info, spec.catalog());
   if (!why) {
     const core::TableInfo &table = spec.catalog().at(site.table);
     if (site.key.constantKey)
@@ -204,8 +204,8 @@ SiteExplanation explainSite(const bpf::ProgramSpec &spec, const core::AccessSite
                 std::to_string(inlineLimit) +
                 "), any other key is answered null without it (key-set-filter: the data plane "
                 "writes values only, never adds or removes keys)"};
-  std::string text = "kept: " + *why;
-  if (*why == "table is written by the data plane" && !site.table.empty()) {
+  std::string text = "kept: " + why->detail;
+  if (why->reason == core::LookupDecline::Reason::WrittenByTheDataPlane) {
     const core::TableUsage &usage = info.tables.at(site.table);
     if (usage.writtenWholesale)
       text += " (" + usage.wholesaleReason +
@@ -226,7 +226,7 @@ SiteExplanation explainSite(const bpf::ProgramSpec &spec, const core::AccessSite
             "(key-set-filter)";
   // Stale key bytes rule out every rewrite, fast paths over written maps
   // included: said even when another reason comes first.
-  if (site.key.unwritten && *why != site.key.unwritten->describe())
+  if (site.key.unwritten && why->reason != core::LookupDecline::Reason::UnwrittenKeyBytes)
     text += "; and " + site.key.unwritten->describe();
   return {Action::Kept, "", text};
 }
@@ -306,7 +306,6 @@ Explanation explainProgram(const bpf::ProgramSpec &spec, uint32_t inlineLimit) {
     laidOut.insert(slice.global);
   const llvm::DataLayout &dl = clone->getDataLayout();
   for (const llvm::GlobalVariable &global : spec.module().globals()) {
-    llvm::StringRef section = global.hasSection() ? global.getSection() : "";
     ExplainedGlobal explainedGlobal;
     explainedGlobal.name = global.getName().str();
     auto access = writable.find(explainedGlobal.name);
@@ -343,11 +342,8 @@ Explanation explainProgram(const bpf::ProgramSpec &spec, uint32_t inlineLimit) {
             "and runs the generic code when they differ (a packet that starts after the write "
             "sees it), and each cycle rebuilds the code for the new bytes";
       }
-    } else if (global.hasInitializer() && !global.getName().starts_with("llvm.") &&
-               !global.getName().contains("morpheus") && !global.hasPrivateLinkage() &&
-               !global.getName().starts_with(".") &&
-               (global.isConstant() || section.starts_with(".rodata"))) {
-      explainedGlobal.section = section.empty() ? ".rodata" : section.str();
+    } else if (std::optional<std::string> section = core::readOnlyDataSection(global)) {
+      explainedGlobal.section = *section;
       explainedGlobal.treatment = ExplainedGlobal::Treatment::Constant;
       explainedGlobal.verdict =
           "constant: the loader sets it before load and the kernel freezes it; LLVM folds "

@@ -21,10 +21,20 @@ bool GlobalAccess::writtenAt(uint64_t offset, uint64_t size) const {
   return false;
 }
 
-std::optional<std::string> writableDataSection(const GlobalVariable &global) {
+namespace {
+
+// A global variable the program declares: not an extern, a private
+// constant (a string literal), LLVM's lists or Morpheus's own.
+bool programGlobal(const GlobalVariable &global) {
   StringRef name = global.getName();
-  if (!global.hasInitializer() || global.isConstant() || global.hasPrivateLinkage() ||
-      name.starts_with("llvm.") || name.starts_with(".") || name.contains("morpheus"))
+  return global.hasInitializer() && !global.hasPrivateLinkage() && !name.starts_with("llvm.") &&
+         !name.starts_with(".") && !name.contains("morpheus");
+}
+
+} // namespace
+
+std::optional<std::string> writableDataSection(const GlobalVariable &global) {
+  if (!programGlobal(global) || global.isConstant())
     return std::nullopt;
   if (!global.hasSection())
     return global.getInitializer()->isNullValue() ? ".bss" : ".data";
@@ -33,6 +43,15 @@ std::optional<std::string> writableDataSection(const GlobalVariable &global) {
       section.starts_with(".bss."))
     return section.str();
   return std::nullopt; // .maps, license, .rodata*, .kconfig, program sections
+}
+
+std::optional<std::string> readOnlyDataSection(const GlobalVariable &global) {
+  if (!programGlobal(global))
+    return std::nullopt;
+  StringRef section = global.hasSection() ? global.getSection() : "";
+  if (!global.isConstant() && !section.starts_with(".rodata"))
+    return std::nullopt;
+  return section.empty() ? ".rodata" : section.str();
 }
 
 namespace {

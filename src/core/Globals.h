@@ -90,6 +90,11 @@ struct GlobalAccess {
 // (.rodata, frozen at load), maps, externs, LLVM's and Morpheus's own.
 std::optional<std::string> writableDataSection(const llvm::GlobalVariable &global);
 
+// The section of a read-only global of the program (".rodata" or the
+// `.rodata.*` it is placed in: the loader may set it before load, then the
+// kernel freezes it), or nullopt for anything else, by the same filter.
+std::optional<std::string> readOnlyDataSection(const llvm::GlobalVariable &global);
+
 // Every writable global of `module` with what the program does with it.
 std::vector<GlobalAccess> analyzeGlobals(llvm::Module &module);
 

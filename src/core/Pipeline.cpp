@@ -500,13 +500,13 @@ Expected<SpecializationLog> specializeModule(Module &module,
         log.record(site, "analysis", false, unguarded->second);
       continue; // resolve-inner-table logs what it names
     }
-    std::optional<std::string> why =
+    std::optional<LookupDecline> why =
         whyNotInlinable(site, info, catalog, options.writeGuards.has_value());
     if (why && (mayFastPath(site, info, catalog, snapshot, context, writeGuarded) ||
                 mayFilterKeys(site, info, catalog, snapshot, keySetFilterRuns)))
       continue; // heavy-hitter-fast-path or key-set-filter decides
     if (why && whyNoFieldFolding(site, info, catalog))
-      log.record(site, "analysis", false, *why);
+      log.record(site, "analysis", false, why->detail);
     else if (why && !snapshot.count(site.table))
       log.record(site, "analysis", false, "table contents not read");
     else if (auto unguarded = context.unguardedFunctions.find(site.function);

@@ -5,6 +5,7 @@
 #include "core/PhaseClock.h"
 #include "core/passes/TableRewriting.h"
 #include "runtime/ShadowValidation.h"
+#include "support/VerifierRejection.h"
 
 #include <bpf/bpf.h>
 #include <linux/bpf.h>
@@ -37,16 +38,6 @@ uint32_t mapIdOf(int fd) {
   bpf_map_info info = {};
   uint32_t length = sizeof(info);
   return bpf_obj_get_info_by_fd(fd, &info, &length) ? 0 : info.id;
-}
-
-// The end of a load error's verifier log, which says why the kernel
-// refused (the last two lines: the reason and the instruction count).
-std::string verifierVerdict(const std::string &message) {
-  llvm::SmallVector<llvm::StringRef, 8> lines;
-  llvm::StringRef(message).rtrim().split(lines, '\n', -1, /*KeepEmpty=*/false);
-  if (lines.size() <= 2)
-    return message;
-  return (lines[lines.size() - 2] + " / " + lines.back()).str();
 }
 
 // The object of the original is built without its program arrays' static
@@ -820,11 +811,11 @@ Optimizer::specializeWithRetry(CycleReport &report, core::TableSnapshot &snapsho
       endCycle(report, CycleOutcome::Unchanged);
       return std::nullopt;
     }
-    std::optional<ErrorDetails> refused;
+    // What the kernel said when it refused this step's object.
+    std::string refusal, reason;
     if (elf == refusedElf) {
       // Nothing this step leaves out was in the candidate refused.
-      refused = ErrorDetails{std::make_error_code(std::errc::invalid_argument),
-                             rejection->reason};
+      refusal = reason = rejection->reason;
     } else {
       start = Clock::now();
       report.times.injectionPhases.clear();
@@ -839,25 +830,28 @@ Optimizer::specializeWithRetry(CycleReport &report, core::TableSnapshot &snapsho
         clock.end("stage arrays filled");
         return Candidate{std::move(elf), std::move(comparedElf), std::move(*attempt), start};
       }
-      refused = takeErrorDetails(attempt.takeError());
-      bool verifier = refused->code == std::errc::permission_denied ||
-                      refused->code == std::errc::invalid_argument ||
-                      refused->code == std::errc::argument_list_too_long;
-      if (!verifier) {
-        endCycle(report, CycleOutcome::Failed, refused->message);
+      // Only the verifier's refusal may spare a candidate with less; any
+      // other failure (a map of another layout, one the kernel cannot
+      // create) would meet it just the same.
+      Error failure = attempt.takeError();
+      if (!failure.isA<VerifierRejection>()) {
+        endCycle(report, std::move(failure));
         return std::nullopt;
       }
+      llvm::handleAllErrors(std::move(failure), [&](const VerifierRejection &refused) {
+        refusal = refused.message();
+        reason = refused.reason();
+      });
       ++report.refusedByKernel;
       refusedElf = std::move(elf);
     }
     if (*step == Withheld::Nothing)
-      rejection = Rejection{snapshot, report.cycle, verifierVerdict(refused->message),
-                            Withheld::Nothing};
+      rejection = Rejection{snapshot, report.cycle, reason, Withheld::Nothing};
     else
       rejection->refused = *step;
     step = stepFor(snapshot);
     if (!step) {
-      endCycle(report, CycleOutcome::Failed, refused->message);
+      endCycle(report, CycleOutcome::Failed, refusal);
       return std::nullopt;
     }
   }

@@ -231,8 +231,8 @@ private:
   // owner's) is not copied: the version shares the live one.
   Expected<bpf::ProgramSlots> stageArrays() const;
   // Loads a version's object sharing the live maps except the arrays of
-  // `stages`, which libbpf makes the version's own (empty); the error is
-  // the kernel's, for the caller to tell a verifier rejection.
+  // `stages`, which libbpf makes the version's own (empty); a
+  // VerifierRejection when the kernel refused one of its programs.
   Expected<bpf::LoadedObject> loadVersion(const std::vector<char> &elf,
                                           const bpf::ProgramSlots &stages) const;
   // Fills a version's own stage arrays, slot by slot, with its programs of

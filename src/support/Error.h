@@ -55,12 +55,42 @@ inline ErrorDetails takeErrorDetails(Error err) {
   return info;
 }
 
-// Prefixes every message in `err` with `context: `, keeping its error code.
+// The base of every error class of Morpheus's own: a kind of failure some
+// caller decides on (Error::isA<T>, llvm::handleErrors), carrying what
+// that caller needs as data (a verifier's log, the fields of a map that
+// differ). Deciding on a message's text or on an errno guessed from it is
+// never right: the text is for people, and every makeError says EINVAL.
+// withContext prefixes the message and keeps the class and its data.
+class TypedError : public llvm::ErrorInfo<TypedError> {
+public:
+  inline static char ID = 0;
+
+  void log(llvm::raw_ostream &out) const final { out << context << describe(); }
+  // `outer: ` before what the message said so far.
+  void addContext(const std::string &outer) { context = outer + ": " + context; }
+
+protected:
+  // The message without the context added on the way up.
+  virtual std::string describe() const = 0;
+
+private:
+  std::string context;
+};
+
+// Prefixes every message in `err` with `context: `. A TypedError stays of its
+// class with its data; any other error becomes a string error with its
+// error code.
 inline Error withContext(Error err, const std::string &context) {
-  if (!err)
-    return Error::success();
-  ErrorDetails info = takeErrorDetails(std::move(err));
-  return llvm::createStringError(info.code, "%s: %s", context.c_str(), info.message.c_str());
+  return llvm::handleErrors(
+      std::move(err),
+      [&](std::unique_ptr<TypedError> typed) -> Error {
+        typed->addContext(context);
+        return Error(std::move(typed));
+      },
+      [&](std::unique_ptr<llvm::ErrorInfoBase> other) -> Error {
+        return llvm::createStringError(other->convertToErrorCode(), "%s: %s", context.c_str(),
+                                       other->message().c_str());
+      });
 }
 
 template <typename T>

@@ -1,6 +1,8 @@
 // When something goes wrong the running program keeps running and the
 // error says what and where.
 #include "PolicyFwd.h"
+#include "backend/bpf/BpfObject.h"
+#include "support/VerifierRejection.h"
 
 #include <bpf/bpf.h>
 #include <fcntl.h>
@@ -11,6 +13,8 @@
 #include <cstdlib>
 #include <filesystem>
 #include <llvm/Testing/Support/Error.h>
+
+extern "C" const unsigned char verifier_refused_bpf_start[], verifier_refused_bpf_end[];
 
 namespace morpheus::testing {
 namespace {
@@ -151,13 +155,96 @@ TEST(Failure, PinnedMapWithAnotherLayoutIsRefusedByName) {
   auto optimizer =
       runtime::Optimizer::create(sourcePath("examples/policy_fwd.bpf.c"), options);
   ASSERT_FALSE(bool(optimizer));
-  std::string message = llvm::toString(optimizer.takeError());
+  // An IncompatibleMap still, through the context the optimizer added.
+  std::string message;
+  llvm::handleAllErrors(
+      optimizer.takeError(),
+      [&](const bpf::IncompatibleMap &incompatible) {
+        EXPECT_EQ(incompatible.map(), "policy");
+        EXPECT_EQ(incompatible.differences(),
+                  (std::vector<bpf::MapFieldDifference>{
+                      {bpf::MapField::KeySize, false, 8, 4},
+                      {bpf::MapField::MaxEntries, false, 1024, 8}}));
+        message = incompatible.message();
+      },
+      [&](const llvm::ErrorInfoBase &other) { ADD_FAILURE() << other.message(); });
   EXPECT_NE(message.find("map 'policy'"), std::string::npos) << message;
   // Every property that differs, field by field.
   EXPECT_NE(message.find("key size: declared 8, the map has 4"), std::string::npos) << message;
   EXPECT_NE(message.find("max_entries: declared 1024, the map has 8"), std::string::npos)
       << message;
   EXPECT_EQ(message.find("value size"), std::string::npos) << message;
+}
+
+// tests/kernel/verifier_refused.bpf.c: `accepted`, then `refused`, which
+// reads the packet without checking its end.
+llvm::ArrayRef<char> refusedObject() {
+  return {reinterpret_cast<const char *>(verifier_refused_bpf_start),
+          size_t(verifier_refused_bpf_end - verifier_refused_bpf_start)};
+}
+
+// The kernel refuses the second program of the object: the load's error is
+// a VerifierRejection (through any context added on the way up) naming that
+// program, with the kernel's errno and the verifier's log, the end of which
+// is the reason. Without that program the object loads.
+TEST(Failure, AProgramTheVerifierRefusesIsAVerifierRejectionNamingIt) {
+  auto loaded = bpf::LoadedObject::load(refusedObject(), "refusal", {});
+  ASSERT_FALSE(bool(loaded));
+  bool rejected = false;
+  llvm::handleAllErrors(
+      withContext(loaded.takeError(), "verifier_refused.bpf.c"),
+      [&](const VerifierRejection &refusal) {
+        rejected = true;
+        EXPECT_EQ(refusal.object(), "refusal");
+        EXPECT_EQ(refusal.program(), "refused");
+        EXPECT_EQ(refusal.errorNumber(), EACCES) << strerror(refusal.errorNumber());
+        EXPECT_NE(refusal.log().find("invalid access to packet"), std::string::npos)
+            << refusal.log();
+        llvm::StringRef lastLine = llvm::StringRef(refusal.log()).rtrim().rsplit('\n').second;
+        EXPECT_TRUE(llvm::StringRef(refusal.reason()).ends_with(" / " + lastLine.str()))
+            << refusal.reason();
+        EXPECT_EQ(refusal.message().rfind("verifier_refused.bpf.c: object 'refusal': load "
+                                          "failed: the kernel refused program 'refused': ",
+                                          0),
+                  0u)
+            << refusal.message();
+      },
+      [&](const llvm::ErrorInfoBase &other) { ADD_FAILURE() << other.message(); });
+  EXPECT_TRUE(rejected);
+
+  bpf::LoadOptions withoutIt;
+  withoutIt.programs = std::set<std::string>{"accepted"};
+  auto accepted = bpf::LoadedObject::load(refusedObject(), "refusal", withoutIt);
+  EXPECT_THAT_EXPECTED(accepted, llvm::Succeeded());
+}
+
+// A map handed to a load with another size and flags than the object
+// declares: an IncompatibleMap naming each field, not a verifier rejection
+// (the kernel was asked nothing).
+TEST(Failure, AMapOfAnotherLayoutIsAnIncompatibleMapNamingEachField) {
+  LIBBPF_OPTS(bpf_map_create_opts, unpreallocated, .map_flags = BPF_F_NO_PREALLOC);
+  Fd standIn(bpf_map_create(BPF_MAP_TYPE_HASH, "seen", 4, 8, 32, &unpreallocated));
+  ASSERT_GE(standIn.fd, 0) << strerror(errno);
+  bpf::LoadOptions options;
+  options.programs = std::set<std::string>{"accepted"};
+  options.maps["seen"] = standIn.fd;
+  auto loaded = bpf::LoadedObject::load(refusedObject(), "refusal", options);
+  ASSERT_FALSE(bool(loaded));
+  Error err = loaded.takeError();
+  EXPECT_FALSE(err.isA<VerifierRejection>());
+  bool incompatible = false;
+  llvm::handleAllErrors(
+      std::move(err),
+      [&](const bpf::IncompatibleMap &map) {
+        incompatible = true;
+        EXPECT_EQ(map.object(), "refusal");
+        EXPECT_EQ(map.map(), "seen");
+        EXPECT_EQ(map.differences(), (std::vector<bpf::MapFieldDifference>{
+                                         {bpf::MapField::MaxEntries, false, 16, 32},
+                                         {bpf::MapField::Flags, false, 0, BPF_F_NO_PREALLOC}}));
+      },
+      [&](const llvm::ErrorInfoBase &other) { ADD_FAILURE() << other.message(); });
+  EXPECT_TRUE(incompatible);
 }
 
 TEST(Failure, PinnedMapsAreReusedAcrossRestarts) {

@@ -8,6 +8,8 @@
 #include <bpf/bpf.h>
 #include <linux/bpf.h>
 
+#include <llvm/ADT/ScopeExit.h>
+
 #include <algorithm>
 
 namespace morpheus::testing {
@@ -156,6 +158,51 @@ TEST(VerifierAcceptance, RefusedCandidateIsRetriedWithoutChainsAndRemembered) {
   ASSERT_TRUE(changed.installed()) << changed.describe();
   EXPECT_NE(CorpusProgram::decision(changed, "by_source", true), nullptr)
       << "new contents: chains again";
+  EXPECT_EQ(program.active(packet), program.original(packet));
+}
+
+// A shared map that no longer has the layout the object declares (here one
+// with room for 128 entries where many_chains declares 64, put behind the
+// optimizer's descriptor of by_source, with the same entries) is no
+// verifier rejection: the cycle fails naming the map and the field, the
+// kernel refused nothing, nothing is rebuilt with less, and the snapshot is
+// not remembered as refused: once the map is back, the same snapshot is
+// built with its compare chains and installed.
+TEST(VerifierAcceptance, AMapOfAnotherLayoutIsNoVerifierRejection) {
+  CorpusProgram program("many_chains.bpf.c");
+  ASSERT_TRUE(program.ok());
+  fillWindows(program);
+  int shared = program.opt().mapFd("by_source");
+  Fd impostor(bpf_map_create(BPF_MAP_TYPE_HASH, "by_source", 4, sizeof(Window), 128, nullptr));
+  ASSERT_GE(impostor.fd, 0) << strerror(errno);
+  for (uint16_t i = 0; i < 64; ++i) {
+    uint32_t key = htonl(0x0a000100 + i);
+    Window window{i, i};
+    ASSERT_EQ(bpf_map_update_elem(impostor.fd, &key, &window, BPF_ANY), 0) << strerror(errno);
+  }
+  Fd saved(dup(shared));
+  ASSERT_GE(saved.fd, 0) << strerror(errno);
+  ASSERT_EQ(dup2(impostor.fd, shared), shared) << strerror(errno);
+  auto restore = llvm::make_scope_exit([&] { dup2(saved.fd, shared); });
+  runtime::CycleReport mismatch = program.opt().runCycle(/*force=*/true);
+  restore.release();
+  ASSERT_EQ(dup2(saved.fd, shared), shared) << strerror(errno);
+
+  EXPECT_EQ(mismatch.outcome, runtime::CycleOutcome::Failed) << mismatch.describe();
+  EXPECT_EQ(mismatch.refusedByKernel, 0u) << "a layout mismatch: " << mismatch.describe();
+  EXPECT_NE(mismatch.detail.find("map 'by_source'"), std::string::npos) << mismatch.detail;
+  EXPECT_NE(mismatch.detail.find("max_entries: declared 64, the map has 128"), std::string::npos)
+      << mismatch.detail;
+
+  runtime::CycleReport back = program.opt().runCycle(/*force=*/true);
+  ASSERT_TRUE(back.installed()) << "the same snapshot, nothing remembered: " << back.describe();
+  EXPECT_EQ(back.refusedByKernel, 0u);
+  EXPECT_NE(CorpusProgram::decision(back, "by_source", true), nullptr)
+      << "compare chains were not withheld";
+  for (const core::SiteDecision &d : back.log.decisions)
+    EXPECT_EQ(d.detail.find("the kernel refused"), std::string::npos)
+        << d.pass << " at " << d.table << ": " << d.detail;
+  Bytes packet = buildPacket({.saddr = 0x0a000105, .daddr = 0x0a000207, .id = 103, .payload = 64});
   EXPECT_EQ(program.active(packet), program.original(packet));
 }
 

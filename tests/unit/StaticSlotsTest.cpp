@@ -92,16 +92,45 @@ MapLayout layout(uint32_t type, uint32_t key, uint32_t value, uint32_t entries,
 
 TEST(MapLayouts, EveryDifferingFieldIsNamed) {
   MapLayout declared = layout(BPF_MAP_TYPE_HASH, 8, 16, 1024);
-  EXPECT_EQ(layoutDifferences(declared, declared), "");
-  EXPECT_EQ(layoutDifferences(declared, layout(BPF_MAP_TYPE_LRU_HASH, 4, 16, 8, BPF_F_NO_PREALLOC)),
+  EXPECT_TRUE(layoutDifferences(declared, declared).empty());
+  std::vector<MapFieldDifference> differences =
+      layoutDifferences(declared, layout(BPF_MAP_TYPE_LRU_HASH, 4, 16, 8, BPF_F_NO_PREALLOC));
+  EXPECT_EQ(differences, (std::vector<MapFieldDifference>{
+                             {MapField::Type, false, BPF_MAP_TYPE_HASH, BPF_MAP_TYPE_LRU_HASH},
+                             {MapField::KeySize, false, 8, 4},
+                             {MapField::MaxEntries, false, 1024, 8},
+                             {MapField::Flags, false, 0, BPF_F_NO_PREALLOC}}));
+  EXPECT_EQ(describeDifferences(differences),
             "type: declared hash, the map is lru_hash; key size: declared 8, the map has 4; "
             "max_entries: declared 1024, the map has 8; flags: declared 0x0, the map has 0x1");
   // A window of a large map stands in for it in copies.
-  EXPECT_EQ(layoutDifferences(declared, layout(BPF_MAP_TYPE_HASH, 8, 16, 300), false), "");
+  EXPECT_TRUE(layoutDifferences(declared, layout(BPF_MAP_TYPE_HASH, 8, 16, 300), false).empty());
   // A perf event array declared without a size gets one slot per CPU.
-  EXPECT_EQ(layoutDifferences(layout(BPF_MAP_TYPE_PERF_EVENT_ARRAY, 4, 4, 0),
-                              layout(BPF_MAP_TYPE_PERF_EVENT_ARRAY, 4, 4, 2)),
-            "");
+  EXPECT_TRUE(layoutDifferences(layout(BPF_MAP_TYPE_PERF_EVENT_ARRAY, 4, 4, 0),
+                                layout(BPF_MAP_TYPE_PERF_EVENT_ARRAY, 4, 4, 2))
+                  .empty());
+}
+
+// The inner map's fields follow the outer map's, said once as the inner
+// map's; the error keeps them as data beside the message.
+TEST(MapLayouts, AnIncompatibleMapNamesTheOuterAndTheInnerFields) {
+  std::vector<MapFieldDifference> differences = {{MapField::MaxEntries, false, 64, 128},
+                                                 {MapField::ValueSize, true, 8, 4},
+                                                 {MapField::MapExtra, true, 0, 3}};
+  llvm::Error err = withContext(
+      llvm::make_error<IncompatibleMap>("fw", "rules", "the existing map", differences),
+      "fw.bpf.c");
+  ASSERT_TRUE(err.isA<IncompatibleMap>());
+  std::string message;
+  llvm::handleAllErrors(std::move(err), [&](const IncompatibleMap &incompatible) {
+    EXPECT_EQ(incompatible.map(), "rules");
+    EXPECT_EQ(incompatible.differences(), differences);
+    message = incompatible.message();
+  });
+  EXPECT_EQ(message,
+            "fw.bpf.c: object 'fw': map 'rules': cannot use the existing map: max_entries: "
+            "declared 64, the map has 128; inner map: value size: declared 8, the map has 4; "
+            "map_extra: declared 0, the map has 3");
 }
 
 } // namespace

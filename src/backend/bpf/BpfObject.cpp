@@ -3,6 +3,7 @@
 #include "backend/bpf/Frontend.h"
 #include "backend/bpf/MapIO.h"
 #include "support/Log.h"
+#include "support/VerifierRejection.h"
 
 #include <bpf/bpf.h>
 #include <bpf/btf.h>
@@ -200,19 +201,22 @@ Error checkStandIn(const std::string &objectName, const bpf_map *map, int fd, bo
       copy.flags &= ~uint32_t(BPF_F_ZERO_SEED);
   };
   seedAsDeclared(*existing, declared);
-  std::string differences = layoutDifferences(declared, *existing, !scratchCopy);
+  std::vector<MapFieldDifference> differences =
+      layoutDifferences(declared, *existing, !scratchCopy);
   if (declared.inner && isMapOfMaps(declared.type))
     if (std::optional<MapLayout> inner = someInnerLayout(fd, *existing)) {
       bool innerSizes = !(declared.inner->flags & BPF_F_INNER_MAP);
       seedAsDeclared(*inner, *declared.inner);
-      std::string innerDifferences = layoutDifferences(*declared.inner, *inner, innerSizes);
-      if (!innerDifferences.empty())
-        differences += (differences.empty() ? "" : "; ") + ("inner map: " + innerDifferences);
+      for (MapFieldDifference difference :
+           layoutDifferences(*declared.inner, *inner, innerSizes)) {
+        difference.innerMap = true;
+        differences.push_back(difference);
+      }
     }
   if (differences.empty())
     return Error::success();
-  return makeError("object '{0}': map '{1}': cannot use {2}: {3}", objectName, declared.name,
-                   what, differences);
+  return llvm::make_error<IncompatibleMap>(objectName, declared.name, what,
+                                           std::move(differences));
 }
 
 // A map pinned by name may have been created with another max_entries (a
@@ -320,30 +324,63 @@ Expected<std::map<std::string, std::vector<char>>> readInitialValues(llvm::Array
   return values;
 }
 
-std::string layoutDifferences(const MapLayout &declared, const MapLayout &existing,
-                              bool compareMaxEntries) {
-  std::string text;
-  auto field = [&](const char *what, uint64_t want, uint64_t have) {
-    if (want == have)
-      return;
-    text += llvm::formatv("{0}{1}: declared {2}, the map has {3}", text.empty() ? "" : "; ",
-                          what, want, have)
-                .str();
+std::vector<MapFieldDifference> layoutDifferences(const MapLayout &declared,
+                                                  const MapLayout &existing,
+                                                  bool compareMaxEntries) {
+  std::vector<MapFieldDifference> differences;
+  auto field = [&](MapField which, uint64_t want, uint64_t have) {
+    if (want != have)
+      differences.push_back({which, false, want, have});
   };
-  if (declared.type != existing.type)
-    text = "type: declared " + mapTypeName(declared.type) + ", the map is " +
-           mapTypeName(existing.type);
-  field("key size", declared.keySize, existing.keySize);
-  field("value size", declared.valueSize, existing.valueSize);
+  field(MapField::Type, declared.type, existing.type);
+  field(MapField::KeySize, declared.keySize, existing.keySize);
+  field(MapField::ValueSize, declared.valueSize, existing.valueSize);
   // A perf event array declared without a size gets one slot per CPU.
   bool sizedByLoader = declared.type == BPF_MAP_TYPE_PERF_EVENT_ARRAY && !declared.maxEntries;
   if (compareMaxEntries && !sizedByLoader)
-    field("max_entries", declared.maxEntries, existing.maxEntries);
-  if (declared.flags != existing.flags)
-    text += llvm::formatv("{0}flags: declared {1:x}, the map has {2:x}", text.empty() ? "" : "; ",
-                          declared.flags, existing.flags)
+    field(MapField::MaxEntries, declared.maxEntries, existing.maxEntries);
+  field(MapField::Flags, declared.flags, existing.flags);
+  field(MapField::MapExtra, declared.extra, existing.extra);
+  return differences;
+}
+
+std::string describeDifferences(const std::vector<MapFieldDifference> &differences) {
+  std::string text;
+  bool innerSaid = false;
+  for (const MapFieldDifference &difference : differences) {
+    if (!text.empty())
+      text += "; ";
+    if (difference.innerMap && !innerSaid) {
+      text += "inner map: ";
+      innerSaid = true;
+    }
+    switch (difference.field) {
+    case MapField::Type:
+      text += "type: declared " + mapTypeName(difference.declared) + ", the map is " +
+              mapTypeName(difference.existing);
+      continue;
+    case MapField::Flags:
+      text += llvm::formatv("flags: declared {0:x}, the map has {1:x}", difference.declared,
+                            difference.existing)
+                  .str();
+      continue;
+    case MapField::KeySize:
+      text += "key size";
+      break;
+    case MapField::ValueSize:
+      text += "value size";
+      break;
+    case MapField::MaxEntries:
+      text += "max_entries";
+      break;
+    case MapField::MapExtra:
+      text += "map_extra";
+      break;
+    }
+    text += llvm::formatv(": declared {0}, the map has {1}", difference.declared,
+                          difference.existing)
                 .str();
-  field("map_extra", declared.extra, existing.extra);
+  }
   return text;
 }
 
@@ -408,8 +445,12 @@ Expected<LoadedObject> LoadedObject::load(llvm::ArrayRef<char> elf,
                                           const std::string &objectName,
                                           const LoadOptions &options) {
   // Filled by the kernel only when a load fails (libbpf then retries with
-  // logging on), so the cost is paid only for the error message.
-  static thread_local std::vector<char> log(1 << 20);
+  // logging on), so the cost is paid only for the error message. Each
+  // program has its own: the one the kernel wrote in names the program it
+  // refused; the object's gets the rest (the BTF's load).
+  constexpr size_t LogSize = 1 << 20;
+  static thread_local std::vector<char> log(LogSize);
+  static thread_local std::vector<std::unique_ptr<char[]>> programLogs;
   log[0] = 0;
   auto obj = openElf(elf, objectName, log.data(), log.size(), options.pinRoot);
   if (!obj)
@@ -447,14 +488,35 @@ Expected<LoadedObject> LoadedObject::load(llvm::ArrayRef<char> elf,
         bpf_program__set_autoload(program, false);
     }
   }
+  size_t programs = 0;
+  bpf_program *program;
+  bpf_object__for_each_program(program, loaded.obj) {
+    if (programLogs.size() == programs)
+      programLogs.emplace_back(new char[LogSize]);
+    programLogs[programs][0] = 0;
+    if (int err = bpf_program__set_log_buf(program, programLogs[programs].get(), LogSize))
+      return makeSystemError(err, "object '{0}': program '{1}': cannot set its log",
+                             objectName, bpf_program__name(program));
+    ++programs;
+  }
   if (int err = bpf_object__load(loaded.obj)) {
-    std::string verifier(log.data());
+    // libbpf loads the programs in this order and stops at the first the
+    // kernel refuses.
+    size_t index = 0;
+    bpf_object__for_each_program(program, loaded.obj) {
+      const char *programLog = programLogs[index++].get();
+      if (programLog[0])
+        return llvm::make_error<VerifierRejection>(objectName, bpf_program__name(program), err,
+                                                   programLog);
+    }
+    // Not a program the kernel refused with its reasons (a map it could
+    // not create, BTF it refused, a program refused before verification).
+    std::string kernelLog(log.data());
     const size_t keep = 4000; // the end of the log says why
-    if (verifier.size() > keep)
-      verifier = "...\n" + verifier.substr(verifier.size() - keep);
+    if (kernelLog.size() > keep)
+      kernelLog = "...\n" + kernelLog.substr(kernelLog.size() - keep);
     return makeSystemError(err, "object '{0}': load failed{1}{2}", objectName,
-                           verifier.empty() ? "" : "; verifier log:\n",
-                           verifier);
+                           kernelLog.empty() ? "" : "; the kernel's log:\n", kernelLog);
   }
   loaded.madePins = std::move(toMake);
   return loaded;

@@ -96,12 +96,61 @@ Expected<std::map<std::string, MapLayout>> readMapLayouts(llvm::ArrayRef<char> e
 Expected<std::map<std::string, std::vector<char>>> readInitialValues(llvm::ArrayRef<char> elf,
                                                                      const std::string &objectName);
 
+// One property in which a map differs from the declaration it stands in
+// for (values as numbers: the type a BPF_MAP_TYPE_*, the flags a mask).
+enum class MapField { Type, KeySize, ValueSize, MaxEntries, Flags, MapExtra };
+struct MapFieldDifference {
+  MapField field = MapField::Type;
+  bool innerMap = false; // of the inner maps a map of maps holds
+  uint64_t declared = 0, existing = 0;
+  bool operator==(const MapFieldDifference &) const = default;
+};
+
 // Why a map with layout `existing` cannot stand in for one declared as
-// `declared`, field by field ("key size: declared 8, the map has 4; ..."),
-// or "" when it can. `compareMaxEntries` false accepts any size (a scratch
-// copy holding a window of a large map).
-std::string layoutDifferences(const MapLayout &declared, const MapLayout &existing,
-                              bool compareMaxEntries = true);
+// `declared`, field by field; empty when it can. `compareMaxEntries` false
+// accepts any size (a scratch copy holding a window of a large map).
+std::vector<MapFieldDifference> layoutDifferences(const MapLayout &declared,
+                                                  const MapLayout &existing,
+                                                  bool compareMaxEntries = true);
+
+// The differences for people: "key size: declared 8, the map has 4; ...;
+// inner map: value size: ...".
+std::string describeDifferences(const std::vector<MapFieldDifference> &differences);
+
+// A load was handed, or found pinned, a map whose layout differs from what
+// the object declares: using it would corrupt the state of the programs
+// that use it with the layout they were compiled for. Not the verifier's
+// doing: a specialization built with less meets it just the same.
+class IncompatibleMap : public llvm::ErrorInfo<IncompatibleMap, TypedError> {
+public:
+  inline static char ID = 0;
+
+  // `standIn` says which map, for people ("the existing map", "the map
+  // pinned at PATH").
+  IncompatibleMap(std::string object, std::string map, std::string standIn,
+                  std::vector<MapFieldDifference> differences)
+      : objectName(std::move(object)), mapName(std::move(map)), standIn(std::move(standIn)),
+        fields(std::move(differences)) {}
+
+  const std::string &object() const { return objectName; }
+  const std::string &map() const { return mapName; }
+  const std::vector<MapFieldDifference> &differences() const { return fields; }
+
+  // The C client's convention for bad input, as every makeError.
+  std::error_code convertToErrorCode() const override {
+    return std::make_error_code(std::errc::invalid_argument);
+  }
+
+protected:
+  std::string describe() const override {
+    return "object '" + objectName + "': map '" + mapName + "': cannot use " + standIn + ": " +
+           describeDifferences(fields);
+  }
+
+private:
+  std::string objectName, mapName, standIn;
+  std::vector<MapFieldDifference> fields;
+};
 
 // Maps that only ever hold what libbpf wrote at creation and programs cannot
 // write (.rodata*, .kconfig: frozen): every load gets its own.
@@ -146,8 +195,9 @@ using ProgramSlots = std::map<std::string, std::map<uint32_t, std::string>>;
 class LoadedObject {
 public:
   // Loads `elf` as `objectName` (which also names its internal maps, so two
-  // loads of versions of the same program agree on them). A verifier
-  // rejection comes back with the verifier's log.
+  // loads of versions of the same program agree on them). A program the
+  // kernel refused with its log comes back as a VerifierRejection, a map
+  // given or pinned with another layout as an IncompatibleMap.
   static Expected<LoadedObject> load(llvm::ArrayRef<char> elf,
                                      const std::string &objectName,
                                      const LoadOptions &options);

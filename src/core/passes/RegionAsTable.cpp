@@ -372,8 +372,8 @@ private:
     const AccessSite *site = info.siteFor(&call);
     if (!site || site->signature.kind != AccessKind::Lookup)
       return nameOf(call) + " is a call, not a lookup";
-    if (std::optional<std::string> why = whyNotInlinable(*site, info, *context.catalog))
-      return "the lookup of " + site->table + ": " + *why;
+    if (std::optional<LookupDecline> why = whyNotInlinable(*site, info, *context.catalog))
+      return "the lookup of " + site->table + ": " + why->detail;
     if (LookupRewriter::keptOnMissPath(call))
       return "the lookup of " + site->table + " kept for keys the code leaves to it";
     auto contents = context.snapshot->find(site->table);

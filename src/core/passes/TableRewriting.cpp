@@ -144,70 +144,80 @@ std::set<std::string> writeGuardedTables(const TableAccessInfo &info,
   return tables;
 }
 
-std::optional<std::string> whyNotInlinable(const AccessSite &site,
-                                           const TableAccessInfo &info,
-                                           const TableCatalog &catalog,
-                                           bool writesGuarded) {
+std::optional<LookupDecline> whyNotInlinable(const AccessSite &site,
+                                             const TableAccessInfo &info,
+                                             const TableCatalog &catalog,
+                                             bool writesGuarded) {
+  using Why = LookupDecline::Reason;
   if (site.signature.kind != AccessKind::Lookup)
-    return "not a lookup";
+    return LookupDecline{Why::NotALookup, "not a lookup"};
   if (!site.signature.rewritable)
-    return site.signature.name + " is not a key -> value lookup the core models";
+    return LookupDecline{Why::HelperNotModelled,
+                         site.signature.name + " is not a key -> value lookup the core models"};
   if (site.table.empty() && !site.mergedTables.empty())
-    return mergedOperand(site);
+    return LookupDecline{Why::MergedOperand, mergedOperand(site)};
   if (site.table.empty() && !site.outerTables.empty())
-    return "table operand is an inner map of " + join(site.outerTables, ", ") +
-           " (inlined only once resolve-inner-table names the table)";
+    return LookupDecline{Why::InnerMapOperand,
+                         "table operand is an inner map of " + join(site.outerTables, ", ") +
+                             " (inlined only once resolve-inner-table names the table)"};
   if (site.table.empty())
-    return "table operand not resolved to one table";
+    return LookupDecline{Why::UnresolvedOperand, "table operand not resolved to one table"};
   if (!site.signature.keyArg || *site.signature.keyArg >= site.call->arg_size())
-    return "lookup without a key argument";
+    return LookupDecline{Why::NoKeyArgument, "lookup without a key argument"};
   // The helper declared by hand with other types: the rewrites build
   // pointers and read key bytes through a pointer, so they take only the
   // shape they understand.
   if (!site.call->getType()->isPointerTy())
-    return "lookup returns " + typeName(site.call->getType()) +
-           ", not a pointer (helper declared with another return type)";
+    return LookupDecline{Why::HelperShape,
+                         "lookup returns " + typeName(site.call->getType()) +
+                             ", not a pointer (helper declared with another return type)"};
   if (Type *key = site.call->getArgOperand(*site.signature.keyArg)->getType();
       !key->isPointerTy())
-    return "key passed as " + typeName(key) + ", not as a pointer";
+    return LookupDecline{Why::HelperShape,
+                         "key passed as " + typeName(key) + ", not as a pointer"};
   auto table = catalog.find(site.table);
   if (table == catalog.end())
-    return "table not in the catalog";
+    return LookupDecline{Why::NotInTheCatalog, "table not in the catalog"};
   // A site with a constant key reads one entry: writes to other keys do
   // not change what it returns.
   if (!info.isReadOnly(site.table) &&
       !(site.key.constantKey &&
         info.isReadOnlyAt(site.table, site.key.constantKey, 0, ValueWrite::WholeValue))) {
     if (!writesGuarded)
-      return "table is written by the data plane";
+      return LookupDecline{Why::WrittenByTheDataPlane, "table is written by the data plane"};
     if (auto why = whyWritesNotGuardable(site.table, info, catalog))
-      return "table is written by the data plane, " + *why;
+      return LookupDecline{Why::WritesNotGuardable, "table is written by the data plane, " + *why};
     if (!site.resultWrites.empty())
-      return "the program writes through this lookup's value" +
-             (locationOf(*site.resultWrites.front()).empty()
-                  ? std::string()
-                  : " at " + locationOf(*site.resultWrites.front())) +
-             ": a fast path may skip the search, never the memory";
+      return LookupDecline{Why::WrittenThroughTheValue,
+                           "the program writes through this lookup's value" +
+                               (locationOf(*site.resultWrites.front()).empty()
+                                    ? std::string()
+                                    : " at " + locationOf(*site.resultWrites.front())) +
+                               ": a fast path may skip the search, never the memory"};
   }
   if (table->second.innerTemplate)
-    return "a lookup in a map of maps returns a table, not a value (the accesses to that "
-           "table are resolve-inner-table's)";
+    return LookupDecline{Why::MapOfMaps,
+                         "a lookup in a map of maps returns a table, not a value (the accesses "
+                         "to that table are resolve-inner-table's)"};
   if (table->second.match == TableMatch::Unsupported)
-    return "lookup semantics of " + table->second.typeName +
-           " tables not modelled";
+    return LookupDecline{Why::SemanticsNotModelled,
+                         "lookup semantics of " + table->second.typeName + " tables not modelled"};
   if (table->second.lookupHasSideEffects)
-    return "lookups in " + table->second.typeName + " tables have side effects";
+    return LookupDecline{Why::LookupSideEffects,
+                         "lookups in " + table->second.typeName + " tables have side effects"};
   const TableUsage &usage = info.tables.at(site.table);
   if (!usage.pointerComparisons.empty())
-    return "value pointers " + usage.pointerComparisons.front() +
-           ": the kernel answers by entry identity";
+    return LookupDecline{Why::ValuePointersCompared,
+                         "value pointers " + usage.pointerComparisons.front() +
+                             ": the kernel answers by entry identity"};
   if (site.valueNeedsWritableMemory)
-    return *site.valueNeedsWritableMemory +
-           ", which the verifier checks with writable pointer arguments";
+    return LookupDecline{Why::ValueNeedsWritableMemory,
+                         *site.valueNeedsWritableMemory +
+                             ", which the verifier checks with writable pointer arguments"};
   if (site.key.unwritten)
-    return site.key.unwritten->describe();
+    return LookupDecline{Why::UnwrittenKeyBytes, site.key.unwritten->describe()};
   if (site.framesKept)
-    return *site.framesKept;
+    return LookupDecline{Why::FramesKept, *site.framesKept};
   return std::nullopt;
 }
 

@@ -192,6 +192,33 @@ struct TablePassContext {
   }
 };
 
+// Why a lookup cannot be replaced: the reason, which callers decide on,
+// and the detail people read (in the specialization log, in explain).
+struct LookupDecline {
+  enum class Reason {
+    NotALookup,
+    HelperNotModelled,   // not a key -> value lookup the core models
+    MergedOperand,       // the map operand merges tables (phi, select)
+    InnerMapOperand,     // an inner map, named by resolve-inner-table
+    UnresolvedOperand,   // no one table
+    NoKeyArgument,
+    HelperShape,         // declared by hand: no pointer out, or key not by pointer
+    NotInTheCatalog,
+    WrittenByTheDataPlane,  // and its writes are not guarded
+    WritesNotGuardable,     // guarded, but not key by key (whyWritesNotGuardable)
+    WrittenThroughTheValue, // the program writes through this lookup's result
+    MapOfMaps,              // the lookup returns a table
+    SemanticsNotModelled,
+    LookupSideEffects,        // LRU
+    ValuePointersCompared,    // the kernel answers by entry identity
+    ValueNeedsWritableMemory, // the value goes where writable memory is required
+    UnwrittenKeyBytes,        // KeyProvenance::unwritten
+    FramesKept,               // AccessSite::framesKept
+  };
+  Reason reason;
+  std::string detail;
+};
+
 // Why the lookup at `site` cannot be replaced, or nullopt when it can: it
 // must be a lookup in a resolved, read-only table whose lookup semantics
 // the core models, whose lookups have no side effects, whose call has the
@@ -205,10 +232,10 @@ struct TablePassContext {
 // guarded key by key (whyWritesNotGuardable) and nothing is written through
 // this lookup's own result: a fast path may skip the search, never the
 // memory a write must reach.
-std::optional<std::string> whyNotInlinable(const AccessSite &site,
-                                           const TableAccessInfo &info,
-                                           const TableCatalog &catalog,
-                                           bool writesGuarded = false);
+std::optional<LookupDecline> whyNotInlinable(const AccessSite &site,
+                                             const TableAccessInfo &info,
+                                             const TableCatalog &catalog,
+                                             bool writesGuarded = false);
 
 // Why the data-plane writes of `table` cannot be counted key by key, or
 // nullopt when they can: the data plane writes it, and only through update
