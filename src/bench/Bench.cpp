@@ -4,9 +4,11 @@
 #include "trace_driver.h"
 
 #include "backend/bpf/BpfObject.h"
+#include "backend/bpf/MapAccess.h"
 #include "backend/bpf/MapIO.h"
 #include "backend/bpf/MapUpdater.h"
 #include "backend/bpf/ProgramLink.h"
+#include "backend/bpf/TestRun.h"
 #include "core/PhaseClock.h"
 #include "core/Pipeline.h"
 #include "nf/common/Registry.h"
@@ -14,8 +16,6 @@
 #include "support/CpuPin.h"
 #include "support/Netns.h"
 
-#include <bpf/bpf.h>
-#include <bpf/libbpf.h>
 #include <linux/bpf.h>
 
 #include <llvm/ADT/STLExtras.h>
@@ -240,32 +240,29 @@ public:
   Error setTrace(const Trace &trace) {
     frameLength = trace.frameLength;
     packets = uint32_t(trace.sequence.size());
-    int framesFd = object.mapFd("frames"), sequenceFd = object.mapFd("sequence");
+    bpf::MapAccess frames = map("frames"), sequence = map("sequence");
     for (uint32_t i = 0; i < trace.frames.size(); ++i) {
       trace_frame frame = {};
       std::memcpy(frame.words, trace.frames[i].data(), trace.frames[i].size());
-      if (bpf_map_update_elem(framesFd, &i, &frame, BPF_ANY))
-        return makeSystemError(errno, "trace driver: writing frame {0}", i);
+      if (Error err = frames.put(i, frame))
+        return withContext(std::move(err), "trace driver");
     }
     // One batch call instead of a million single updates.
     std::vector<uint32_t> keys(packets);
     for (uint32_t i = 0; i < packets; ++i)
       keys[i] = i;
-    uint32_t count = packets;
-    if (bpf_map_update_batch(sequenceFd, keys.data(), trace.sequence.data(), &count, nullptr))
-      return makeSystemError(errno, "trace driver: writing the packet sequence ({0} of {1})",
-                             count, packets);
+    if (Error err = sequence.updateBatch(keys.data(), trace.sequence.data(), packets))
+      return withContext(std::move(err), "trace driver: the packet sequence");
     templateFrame.assign(trace.frames[trace.sequence[0]].begin(),
                          trace.frames[trace.sequence[0]].end());
     return resetCursor(0);
   }
 
   Error setTarget(int programFd) {
-    uint32_t zero = 0;
-    if (bpf_map_update_elem(object.mapFd("target"), &zero, &programFd, BPF_ANY))
-      return makeSystemError(errno, "trace driver: cannot tail-call program fd {0} (is it XDP?)",
-                             programFd);
-    return Error::success();
+    return withContext(map("target").put(uint32_t(0), programFd),
+                       llvm::formatv("trace driver: cannot tail-call program fd {0} (is it XDP?)",
+                                     programFd)
+                           .str());
   }
 
   // Replays `repeat` packets of the trace from packet `start` on and returns
@@ -275,8 +272,8 @@ public:
     if (Error err = resetCursor(start))
       return err;
     bpf::ProgramRunStats before = bpf::programRunStats(fd());
-    if (Error err = testRun(fd(), repeat, ingress, nullptr))
-      return err;
+    if (auto ran = testRun(fd(), repeat, ingress); !ran)
+      return ran.takeError();
     bpf::ProgramRunStats after = bpf::programRunStats(fd());
     if (after.runCount == before.runCount)
       return makeError("trace driver: bpf_stats counted no runs (are stats enabled?)");
@@ -288,19 +285,18 @@ public:
                                                              uint32_t ingress) {
     if (Error err = resetCursor(position))
       return err;
-    std::vector<uint8_t> output(frameLength + 512);
-    uint32_t verdict = 0;
-    if (Error err = testRun(fd(), 1, ingress, &output, &verdict))
-      return err;
-    return std::make_pair(verdict, std::move(output));
+    auto ran = testRun(fd(), 1, ingress, frameLength + 512);
+    if (!ran)
+      return ran.takeError();
+    return std::make_pair(ran->verdict, std::move(ran->packet));
   }
 
   // Counters the driver keeps about the programs it drove.
-  trace_state state() const {
-    trace_state st = {};
-    uint32_t zero = 0;
-    bpf_map_lookup_elem(object.mapFd("state"), &zero, &st);
-    return st;
+  Expected<trace_state> state() const {
+    auto st = map("state").find<trace_state>(uint32_t(0));
+    if (!st)
+      return withContext(st.takeError(), "trace driver");
+    return st->value_or(trace_state{});
   }
 
   // Live method: transmits `repeat` packets of the trace from `start` on out
@@ -312,20 +308,23 @@ public:
     xdp_md context = {};
     context.data_end = uint32_t(templateFrame.size());
     context.ingress_ifindex = ifindex;
-    LIBBPF_OPTS(bpf_test_run_opts, run, .data_in = templateFrame.data(),
-                .data_size_in = uint32_t(templateFrame.size()), .ctx_in = &context,
-                .ctx_size_in = sizeof(context), .repeat = int(repeat),
-                .flags = BPF_F_TEST_XDP_LIVE_FRAMES, .batch_size = 64);
-    if (bpf_prog_test_run_opts(object.programFd("trace_sender"), &run))
-      return makeSystemError(errno, "trace sender: live frames out of ifindex {0}", ifindex);
-    return double(run.duration) * repeat; // duration is the mean per frame
+    bpf::TestRunInput live;
+    live.packet = templateFrame;
+    live.context = byteView(context);
+    live.repeat = repeat;
+    live.liveBatch = 64;
+    auto ran = bpf::testRun(object.programFd("trace_sender"), live);
+    if (!ran)
+      return withContext(ran.takeError(),
+                         "trace sender: live frames out of ifindex " + std::to_string(ifindex));
+    return double(ran->meanNs) * repeat;
   }
 
   // Runs `programFd` directly on the template frame (the empty control).
   Expected<double> measureAlone(int programFd, uint32_t repeat, uint32_t ingress) {
     bpf::ProgramRunStats before = bpf::programRunStats(programFd);
-    if (Error err = testRun(programFd, repeat, ingress, nullptr))
-      return err;
+    if (auto ran = testRun(programFd, repeat, ingress); !ran)
+      return ran.takeError();
     bpf::ProgramRunStats after = bpf::programRunStats(programFd);
     if (after.runCount == before.runCount)
       return makeError("bpf_stats counted no runs of the empty program");
@@ -335,35 +334,31 @@ public:
 private:
   explicit Driver(bpf::LoadedObject object) : object(std::move(object)) {}
   int fd() const { return object.programFd("trace_driver"); }
+  bpf::MapAccess map(const char *name) const { return {object.mapFd(name), name}; }
 
   Error resetCursor(uint32_t cursor) {
-    trace_state st = state();
-    st.packets = packets;
-    st.frame_length = frameLength;
-    st.cursor = cursor;
-    uint32_t zero = 0;
-    if (bpf_map_update_elem(object.mapFd("state"), &zero, &st, BPF_ANY))
-      return makeSystemError(errno, "trace driver: writing its state");
-    return Error::success();
+    auto st = state();
+    if (!st)
+      return st.takeError();
+    st->packets = packets;
+    st->frame_length = frameLength;
+    st->cursor = cursor;
+    return withContext(map("state").put(uint32_t(0), *st), "trace driver");
   }
 
-  Error testRun(int programFd, uint32_t repeat, uint32_t ingress, std::vector<uint8_t> *output,
-                uint32_t *verdict = nullptr) {
+  // Runs `programFd` `repeat` times on the template frame arriving on
+  // `ingress`; `outputRoom` bytes of the frame it leaves are kept.
+  Expected<bpf::TestRunOutput> testRun(int programFd, uint32_t repeat, uint32_t ingress,
+                                       size_t outputRoom = 0) {
     xdp_md context = {};
     context.data_end = uint32_t(templateFrame.size());
     context.ingress_ifindex = ingress;
-    LIBBPF_OPTS(bpf_test_run_opts, run, .data_in = templateFrame.data(),
-                .data_out = output ? output->data() : nullptr,
-                .data_size_in = uint32_t(templateFrame.size()),
-                .data_size_out = output ? uint32_t(output->size()) : 0u, .ctx_in = &context,
-                .ctx_size_in = sizeof(context), .repeat = int(repeat));
-    if (bpf_prog_test_run_opts(programFd, &run))
-      return makeSystemError(errno, "BPF_PROG_TEST_RUN of program fd {0}", programFd);
-    if (output)
-      output->resize(run.data_size_out);
-    if (verdict)
-      *verdict = run.retval;
-    return Error::success();
+    bpf::TestRunInput run;
+    run.packet = templateFrame;
+    run.packetRoom = outputRoom;
+    run.context = byteView(context);
+    run.repeat = repeat;
+    return bpf::testRun(programFd, run);
   }
 
   bpf::LoadedObject object;
@@ -385,21 +380,24 @@ Error writeGlobal(const runtime::Optimizer &optimizer, const PresetWrite &write)
       return write.line.error("global '{0}' takes {1} bytes, not {2}", write.target, slice.size,
                               write.value.size());
     int fd = optimizer.mapFd(slice.sectionTable);
-    bpf_map_info info = {};
-    uint32_t length = sizeof(info);
-    if (fd < 0 || bpf_obj_get_info_by_fd(fd, &info, &length))
+    if (fd < 0)
       return write.line.error("global '{0}': no map for its section {1}", write.target,
                               slice.sectionTable);
-    Bytes section(info.value_size);
+    std::string where = write.line.file + ":" + std::to_string(write.line.number);
+    auto layout = bpf::layoutOf(fd, slice.sectionTable);
+    if (!layout)
+      return withContext(layout.takeError(), where);
+    bpf::MapAccess map(fd, slice.sectionTable);
+    Bytes section(layout->valueSize);
     uint32_t zero = 0;
-    if (bpf_map_lookup_elem(fd, &zero, section.data()))
-      return makeSystemError(errno, "{0}:{1}: reading section {2}", write.line.file,
-                             write.line.number, slice.sectionTable);
+    auto read = map.lookup(byteView(zero), section);
+    if (!read || !*read)
+      return withContext(read ? makeError("map '{0}': no slot 0", slice.sectionTable)
+                              : read.takeError(),
+                         where + ": reading section " + slice.sectionTable);
     std::copy(write.value.begin(), write.value.end(), section.begin() + slice.offset);
-    if (bpf_map_update_elem(fd, &zero, section.data(), BPF_ANY))
-      return makeSystemError(errno, "{0}:{1}: writing global '{2}'", write.line.file,
-                             write.line.number, write.target);
-    return Error::success();
+    return withContext(map.update(byteView(zero), section),
+                       where + ": writing global '" + write.target + "'");
   }
   return write.line.error("the program has no global '{0}' in .data or .bss", write.target);
 }
@@ -460,12 +458,6 @@ Expected<Trace> generateTrace(const Preset &preset, const BenchOptions &options,
                      preset.name, message.empty() ? "exit " + std::to_string(status) : message,
                      llvm::join(args, " "));
   return readPcapTrace(output, locality);
-}
-
-size_t xlatedInstructions(int programFd) {
-  bpf_prog_info info = {};
-  uint32_t length = sizeof(info);
-  return bpf_obj_get_info_by_fd(programFd, &info, &length) ? 0 : info.xlated_prog_len / 8;
 }
 
 // Every variant must treat the first packets of the trace as the baseline
@@ -893,11 +885,13 @@ Expected<TraceResult> measureTrace(Driver &driver, const std::vector<Variant> &v
   for (size_t v = 0; v < variants.size() && result.segments > 1; ++v)
     for (const Series &segment : segmentNet[v])
       result.variants[v].segmentNet.push_back(segment.median());
-  trace_state st = driver.state();
-  if (st.tail_call_failed)
+  auto st = driver.state();
+  if (!st)
+    return st.takeError();
+  if (st->tail_call_failed)
     return makeError("trace {0}: {1} tail calls into the program under test failed",
-                     trace.name, st.tail_call_failed);
-  result.resizedFrames = st.resized;
+                     trace.name, st->tail_call_failed);
+  result.resizedFrames = st->resized;
   return result;
 }
 
@@ -994,7 +988,7 @@ Expected<BenchResult> runInNamespace(const Preset &preset, const BenchOptions &o
     return makeError("bench {0}: Morpheus did not specialize the program: {1}", preset.name,
                      first.describe());
   result.compile.first = first.times;
-  result.compile.originalInstructions = xlatedInstructions(optimizer.originalFd());
+  result.compile.originalInstructions = bpf::translatedInstructions(optimizer.originalFd());
   result.compile.specializedInstructions = first.instructions;
   for (const core::SiteDecision &decision : first.log.decisions)
     if (decision.applied)
@@ -1260,10 +1254,10 @@ Expected<BenchResult> runBench(const Preset &preset, const BenchOptions &options
   } else if (std::error_code ec = llvm::sys::fs::create_directories(traceDir)) {
     return makeSystemError(ec.value(), "bench: cannot create {0}", traceDir);
   }
-  // bpf_stats stay on only while this fd is open.
-  int statsFd = bpf_enable_stats(BPF_STATS_RUN_TIME);
-  if (statsFd < 0)
-    return makeSystemError(errno, "bench: cannot enable bpf_stats");
+  // bpf_stats stay on only while this is open.
+  auto stats = bpf::enableRunTimeStats();
+  if (!stats)
+    return withContext(stats.takeError(), "bench");
 
   BenchResult result;
   Error err = inPresetNamespace(preset, [&](const std::string &sender) -> Error {
@@ -1273,7 +1267,7 @@ Expected<BenchResult> runBench(const Preset &preset, const BenchOptions &options
     result = std::move(*measured);
     return Error::success();
   });
-  close(statsFd);
+  stats->reset();
   if (!temporary.empty())
     llvm::sys::fs::remove_directories(temporary);
   if (err)
@@ -1291,19 +1285,26 @@ Expected<runtime::MapContents> configuredContents(const Preset &preset, uint32_t
       return created.takeError();
     for (const auto &[name, info] : (*created)->spec().catalog()) {
       int fd = (*created)->mapFd(name);
-      bpf_map_info map = {};
-      uint32_t length = sizeof(map);
-      if (fd < 0 || bpf_obj_get_info_by_fd(fd, &map, &length) || !bpf::isPlainDataMap(map.type))
+      if (fd < 0)
         continue;
-      core::Bytes value(bpf::syscallValueSize(map.type, map.value_size));
+      auto map = bpf::layoutOf(fd, name);
+      if (!map) {
+        llvm::consumeError(map.takeError());
+        continue;
+      }
+      if (!bpf::isPlainDataMap(map->type))
+        continue;
+      size_t valueBytes = bpf::syscallValueSize(map->type, map->valueSize);
       auto &entries = contents[name];
-      Error err = bpf::forEachKey(fd, map.key_size, name, [&](const core::Bytes &key) {
-        // Arrays list every index; only the ones the config wrote matter.
-        if (bpf_map_lookup_elem(fd, key.data(), value.data()) == 0 &&
-            std::any_of(value.begin(), value.end(), [](uint8_t b) { return b != 0; }))
-          entries.emplace_back(key, core::Bytes(value.begin(), value.begin() + map.value_size));
-        return entries.size() < limit;
-      });
+      Error err = bpf::forEachEntry(
+          fd, map->keySize, valueBytes, name,
+          [&](const core::Bytes &key, const core::Bytes &value) {
+            // Arrays list every index; only the ones the config wrote matter.
+            if (std::any_of(value.begin(), value.end(), [](uint8_t b) { return b != 0; }))
+              entries.emplace_back(key,
+                                   core::Bytes(value.begin(), value.begin() + map->valueSize));
+            return entries.size() < limit;
+          });
       if (err)
         return err;
     }
