@@ -6,11 +6,10 @@
 // bpf_stats. See docs/benchmarks.md for what the numbers mean.
 #pragma once
 
+#include "Preset.h"
 #include "Trace.h"
-#include "nf/common/ConfigFile.h"
 #include "runtime/Differential.h"
 #include "runtime/Optimizer.h"
-#include "support/Bytes.h"
 
 #include <nlohmann/json_fwd.hpp>
 
@@ -24,46 +23,6 @@ class App;
 } // namespace CLI
 
 namespace morpheus::bench {
-
-// A preset's write into the program's maps, in its control plane's place:
-// `update MAP key HEX... value HEX...` (bpf::MapUpdater: guard bracketed,
-// every CPU of a per-CPU map, as `morpheus map update` writes)
-// or `global NAME HEX...` (a .data/.bss variable's bytes, as a loader sets
-// them through the section's map).
-struct PresetWrite {
-  enum class Kind { Map, Global };
-  nf::ConfigLine line; // where it was written, for errors
-  Kind kind = Kind::Map;
-  std::string target;  // the map or the global
-  Bytes key;           // maps only
-  Bytes value;
-};
-
-// How to set a program up for benchmarking: nf/NAME/bench*.conf configures
-// a network function through `morpheus nf`; tests/programs/bench/NAME.conf
-// configures a program of the corpus by map writes (docs/benchmarks.md).
-struct Preset {
-  std::string function; // the network function, its folder in nf/ ("router"); "" = none
-  std::string name;     // bench.conf: the function; bench-X.conf: "function-X"; else the stem
-  std::string file;    // the bench.conf read
-  std::string program; // its BPF C
-  std::string entry;   // the program to run and attach; "" = the object's first
-  // Clang flags for the program as its project builds it (-I, -D, -include:
-  // relative paths are the preset file's).
-  std::vector<std::string> cflags;
-  std::vector<std::string> interfaces; // created in a scratch namespace
-  std::string ingress; // the interface every packet arrives on; "" = none
-  std::vector<nf::ConfigLine> setup;   // `morpheus nf NAME <words>`, in order
-  std::vector<PresetWrite> writes;     // after the setup, in order
-  // For tools/traces/gen_trace.py; a preset without a function names its
-  // flow source (--nf) here.
-  std::vector<std::string> traceArgs;
-  std::string oracle;  // hand-specialized versions, by kind ("router"); "" = none
-};
-
-// NAME = a folder of nf/ with a bench.conf (NAME-X: its bench-X.conf), a
-// tests/programs/bench/NAME.conf, or the path of a preset file.
-Expected<Preset> readPreset(const std::string &nameOrFile);
 
 // How packets reach the program under test (see docs/benchmarks.md).
 enum class Method {
@@ -226,10 +185,13 @@ nlohmann::json toJson(const BenchResult &result);
 // The human-readable tables `morpheus bench` prints.
 std::string formatResult(const BenchResult &result);
 
-// The preset's maps as its control plane configures them (up to `limit`
-// non-zero entries per map, values as one CPU's row): realistic map states
-// for `morpheus fuzz --preset`.
-Expected<runtime::MapContents> configuredContents(const Preset &preset, uint32_t limit);
+// The variants every measurement has, by name: what the others are
+// compared with, and the empty control subtracted from all of them.
+inline constexpr char BaselineName[] = "baseline", StaticName[] = "morpheus-static",
+                      UnguardedName[] = "morpheus-static-unguarded", ControlName[] = "empty";
+
+// The name of the trace generated from BenchOptions::phases.
+inline constexpr char PhasedTrace[] = "phased";
 
 // The packet positions where a phased trace's phases change, cut as
 // tools/traces/gen_trace.py cuts them: a phase's PACKETS where given, the

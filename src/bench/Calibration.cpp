@@ -1,9 +1,10 @@
 #include "Calibration.h"
 
 #include "backend/bpf/BpfObject.h"
+#include "backend/bpf/MapAccess.h"
+#include "backend/bpf/TestRun.h"
 #include "runtime/CostCalibration.h"
 
-#include <bpf/bpf.h>
 #include <linux/bpf.h>
 
 #include <llvm/ADT/ArrayRef.h>
@@ -63,11 +64,13 @@ double loadAverage() {
 // Mean ns per run of `fd` over `runs` runs (the kernel's own clock).
 Expected<double> timeRuns(int fd, const char *name, uint32_t runs) {
   uint8_t packet[64] = {}; // an Ethernet-sized frame; the programs never read it
-  LIBBPF_OPTS(bpf_test_run_opts, run, .data_in = packet, .data_size_in = sizeof(packet),
-              .repeat = int(runs));
-  if (bpf_prog_test_run_opts(fd, &run))
-    return makeSystemError(errno, "calibration: BPF_PROG_TEST_RUN of {0}", name);
-  return double(run.duration);
+  bpf::TestRunInput run;
+  run.packet = packet;
+  run.repeat = runs;
+  auto ran = bpf::testRun(fd, run);
+  if (!ran)
+    return withContext(ran.takeError(), std::string("calibration: program ") + name);
+  return double(ran->meanNs);
 }
 
 // Per round, in an order rotated by the round, each probe and the control;
@@ -96,18 +99,20 @@ Expected<std::vector<Series>> measure(const bpf::LoadedObject &object,
 }
 
 Error fillTable(int fd, const char *name) {
+  bpf::MapAccess table(fd, name);
   for (uint32_t key = 0; key < TableKeys; ++key)
-    if (bpf_map_update_elem(fd, &key, &key, BPF_ANY))
-      return makeSystemError(errno, "calibration: filling {0}", name);
+    if (Error err = table.put(key, key))
+      return withContext(std::move(err), "calibration");
   return Error::success();
 }
 
 // The flows' destinations: random addresses, in network order.
 Error fillFlows(int fd, std::mt19937 &random) {
+  bpf::MapAccess flows(fd, "flows");
   for (uint32_t index = 0; index < Flows; ++index) {
     uint32_t address = htonl(uint32_t(random()));
-    if (bpf_map_update_elem(fd, &index, &address, BPF_ANY))
-      return makeSystemError(errno, "calibration: filling flows");
+    if (Error err = flows.put(index, address))
+      return withContext(std::move(err), "calibration");
   }
   return Error::success();
 }
@@ -139,19 +144,24 @@ struct TrieKey {
 
 // Replaces the trie's prefixes by `count` random ones of /8 to /32.
 Error fillTrie(int fd, std::vector<TrieKey> &stored, uint32_t count, std::mt19937 &random) {
+  bpf::MapAccess trie(fd, "trie");
   for (const TrieKey &key : stored)
-    bpf_map_delete_elem(fd, &key);
+    if (auto removed = trie.remove(byteView(key)); !removed)
+      return withContext(removed.takeError(), "calibration");
   stored.clear();
   while (stored.size() < count) {
     uint32_t length = 8 + random() % 25;
     uint32_t address = uint32_t(random()) & (length == 32 ? ~0u : ~(~0u >> length));
     TrieKey key = {length, htonl(address)};
     uint32_t value = uint32_t(stored.size());
-    if (bpf_map_update_elem(fd, &key, &value, BPF_NOEXIST) == 0)
+    auto added = trie.insert(byteView(key), byteView(value));
+    if (!added)
+      return withContext(added.takeError(),
+                         llvm::formatv("calibration: adding prefix {0} of {1} to the trie",
+                                       stored.size() + 1, count)
+                             .str());
+    if (*added)
       stored.push_back(key);
-    else if (errno != EEXIST)
-      return makeSystemError(errno, "calibration: adding prefix {0} of {1} to the trie",
-                             stored.size() + 1, count);
   }
   return Error::success();
 }

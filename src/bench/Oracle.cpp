@@ -3,6 +3,7 @@
 // answer) and the trace (which destinations are hot).
 #include "Oracle.h"
 
+#include "backend/bpf/MapAccess.h"
 #include "backend/bpf/MapIO.h"
 #include "nf/router/router.h"
 // Both layouts name their counters STAT_*: l2switch's in a namespace of its
@@ -19,8 +20,6 @@ namespace nat_layout {
 namespace firewall_layout {
 #include "nf/firewall/firewall.h"
 } // namespace firewall_layout
-
-#include <bpf/bpf.h>
 
 #include <llvm/Support/FileSystem.h>
 #include <llvm/Support/MemoryBuffer.h>
@@ -63,30 +62,31 @@ struct Route {
   route value;
 };
 
+// The map `name` of the program under `optimizer`.
+bpf::MapAccess liveMap(const runtime::Optimizer &optimizer, const char *name) {
+  return {optimizer.mapFd(name), name};
+}
+
 // The router's tables as the oracles are generated from them: routes and
 // neighbours read once, the LPM answer asked of the live trie.
 class RouterMaps {
 public:
   static Expected<RouterMaps> read(const runtime::Optimizer &optimizer) {
-    RouterMaps maps(optimizer.mapFd("routes"));
-    int routesFd = maps.routesFd, neighborsFd = optimizer.mapFd("neighbors");
-    if (Error err = bpf::forEachKey(routesFd, sizeof(route_key), "routes",
-                                    [&](const core::Bytes &key) {
-                                      Route entry{fromBytes<route_key>(key), {}};
-                                      if (bpf_map_lookup_elem(routesFd, key.data(),
-                                                              &entry.value) == 0)
-                                        maps.allRoutes.push_back(entry);
-                                      return true;
-                                    }))
+    RouterMaps maps(liveMap(optimizer, "routes"));
+    if (Error err = bpf::forEachEntry(maps.routesMap.fd(), sizeof(route_key), sizeof(route),
+                                      "routes",
+                                      [&](const core::Bytes &key, const core::Bytes &value) {
+                                        maps.allRoutes.push_back(
+                                            {fromBytes<route_key>(key), fromBytes<route>(value)});
+                                        return true;
+                                      }))
       return err;
-    if (Error err = bpf::forEachKey(neighborsFd, sizeof(neighbor_key), "neighbors",
-                                    [&](const core::Bytes &key) {
-                                      neighbor value;
-                                      if (bpf_map_lookup_elem(neighborsFd, key.data(),
-                                                              &value) == 0)
-                                        maps.neighbors.emplace(key, value);
-                                      return true;
-                                    }))
+    if (Error err = bpf::forEachEntry(optimizer.mapFd("neighbors"), sizeof(neighbor_key),
+                                      sizeof(neighbor), "neighbors",
+                                      [&](const core::Bytes &key, const core::Bytes &value) {
+                                        maps.neighbors.emplace(key, fromBytes<neighbor>(value));
+                                        return true;
+                                      }))
       return err;
     return maps;
   }
@@ -114,16 +114,14 @@ public:
     return code + "return ORACLE_NO_NEIGHBOR;";
   }
 
-  std::optional<route> lookup(uint32_t daddrHost) const {
+  // The route the trie answers for one destination.
+  Expected<std::optional<route>> lookup(uint32_t daddrHost) const {
     route_key key = {32, htonl(daddrHost)};
-    route value;
-    if (bpf_map_lookup_elem(routesFd, &key, &value))
-      return std::nullopt;
-    return value;
+    return routesMap.find<route>(key);
   }
 
 private:
-  explicit RouterMaps(int routesFd) : routesFd(routesFd) {}
+  explicit RouterMaps(bpf::MapAccess routes) : routesMap(std::move(routes)) {}
 
   std::string neighborCode(const neighbor_key &key) const {
     auto found = neighbors.find(bytesOf(key));
@@ -136,17 +134,19 @@ private:
         .str();
   }
 
-  int routesFd;
+  bpf::MapAccess routesMap;
   std::vector<Route> allRoutes;
   std::map<core::Bytes, neighbor> neighbors; // by the key's bytes
 };
 
-std::string hotPathTable(const RouterMaps &maps, const std::vector<uint32_t> &hottest) {
+Expected<std::string> hotPathTable(const RouterMaps &maps, const std::vector<uint32_t> &hottest) {
   std::string body;
   for (uint32_t daddr : hottest) {
-    std::optional<route> r = maps.lookup(daddr);
+    auto r = maps.lookup(daddr);
+    if (!r)
+      return r.takeError();
     body += "\tif (daddr == bpf_htonl(0x" + hex32(daddr) + ")) { " +
-            (r ? maps.outcomeCode(*r, daddr, true) : "return ORACLE_NO_ROUTE;") + " }\n";
+            (*r ? maps.outcomeCode(**r, daddr, true) : "return ORACLE_NO_ROUTE;") + " }\n";
   }
   return body + "\treturn ORACLE_MAPS;\n";
 }
@@ -226,10 +226,12 @@ Expected<OracleProgram> buildRouterOracle(const std::string &name, const std::st
 Expected<OracleProgram> buildL2SwitchOracle(const runtime::Optimizer &optimizer,
                                             const Trace &trace, uint32_t ingress) {
   using namespace l2switch_layout;
-  int portsFd = optimizer.mapFd("ports"), vlansFd = optimizer.mapFd("vlans"),
-      fdbFd = optimizer.mapFd("fdb");
-  l2sw_port port;
-  bool knownPort = bpf_map_lookup_elem(portsFd, &ingress, &port) == 0;
+  bpf::MapAccess vlans = liveMap(optimizer, "vlans"), fdb = liveMap(optimizer, "fdb");
+  auto ingressPort = liveMap(optimizer, "ports").find<l2sw_port>(ingress);
+  if (!ingressPort)
+    return ingressPort.takeError();
+  bool knownPort = ingressPort->has_value();
+  l2sw_port port = ingressPort->value_or(l2sw_port{});
   // Unicast (destination, VLAN) keys of the trace's frames by packets, and
   // their sources and VLANs.
   std::set<core::Bytes> sources; // l2sw_fdb_key bytes
@@ -266,10 +268,12 @@ Expected<OracleProgram> buildL2SwitchOracle(const runtime::Optimizer &optimizer,
   header += "\treturn 0;\n}\n";
   header += "static __always_inline const struct l2sw_vlan *oracle_vlan(__u32 vid)\n{\n";
   for (uint16_t vid : vlanIds) {
-    uint32_t key = vid;
-    l2sw_vlan info;
-    if (bpf_map_lookup_elem(vlansFd, &key, &info))
+    auto found = vlans.find<l2sw_vlan>(uint32_t(vid));
+    if (!found)
+      return found.takeError();
+    if (!*found)
       continue;
+    const l2sw_vlan &info = **found;
     header += llvm::formatv("\tif (vid == {0}) {{\n\t\tstatic const struct l2sw_vlan "
                             "v{0} = {{ {1}, {2}, {3}, {4} };\n\t\treturn &v{0};\n\t}\n",
                             vid, info.untagged_ports, info.tagged_ports, info.untagged_group,
@@ -282,9 +286,13 @@ Expected<OracleProgram> buildL2SwitchOracle(const runtime::Optimizer &optimizer,
   for (const core::Bytes &key : destinations) {
     if (hot == HotDestinations)
       break;
-    l2sw_fdb_entry entry;
-    if (sources.count(key) || bpf_map_lookup_elem(fdbFd, key.data(), &entry) == 0)
-      continue; // held, or learned during the trace
+    if (sources.count(key))
+      continue; // learned during the trace
+    auto held = fdb.find<l2sw_fdb_entry>(key);
+    if (!held)
+      return held.takeError();
+    if (*held)
+      continue; // held
     l2sw_fdb_key k = fromBytes<l2sw_fdb_key>(key);
     std::string compare;
     for (int i = 0; i < 6; ++i)
@@ -352,13 +360,14 @@ std::optional<lb_layout::lb_flow_key> lbFlowOf(const std::vector<uint8_t> &f) {
 Expected<std::vector<OracleProgram>> buildLbOracles(const runtime::Optimizer &optimizer,
                                                     const Trace &trace) {
   using namespace lb_layout;
-  int configFd = optimizer.mapFd("config"), vipsFd = optimizer.mapFd("vips"),
-      ringsFd = optimizer.mapFd("rings"), realsFd = optimizer.mapFd("reals"),
-      flowsFd = optimizer.mapFd("flows");
-  uint32_t zero = 0;
-  lb_config config;
-  if (bpf_map_lookup_elem(configFd, &zero, &config))
+  bpf::MapAccess vips = liveMap(optimizer, "vips"), rings = liveMap(optimizer, "rings"),
+                 reals = liveMap(optimizer, "reals"), flowTable = liveMap(optimizer, "flows");
+  auto configured = liveMap(optimizer, "config").find<lb_config>(uint32_t(0));
+  if (!configured)
+    return withContext(configured.takeError(), "oracle lb");
+  if (!*configured)
     return makeError("oracle lb: the config map holds no entry");
+  const lb_config &config = **configured;
   // lb_flow_key bytes, hottest first.
   std::vector<core::Bytes> flows = hottestFirst<core::Bytes>(
       trace, [](const std::vector<uint8_t> &f) -> std::optional<core::Bytes> {
@@ -382,17 +391,30 @@ Expected<std::vector<OracleProgram>> buildLbOracles(const runtime::Optimizer &op
       break;
     lb_flow_key flow = fromBytes<lb_flow_key>(bytes);
     lb_vip_key vipKey = {flow.daddr, flow.dport, flow.proto, 0};
-    lb_vip vip;
-    if (bpf_map_lookup_elem(vipsFd, &vipKey, &vip) || (vip.flags & LB_VIP_QUIC))
+    auto vipFound = vips.find<lb_vip>(vipKey);
+    if (!vipFound)
+      return vipFound.takeError();
+    if (!*vipFound || ((*vipFound)->flags & LB_VIP_QUIC))
       continue;
+    const lb_vip &vip = **vipFound;
     uint32_t hash = lb_flow_hash(&flow);
-    uint32_t slot = vip.index * LB_RING_SIZE + hash % LB_RING_SIZE, realIndex;
-    lb_real real;
-    if (bpf_map_lookup_elem(ringsFd, &slot, &realIndex) || realIndex == LB_NO_REAL ||
-        bpf_map_lookup_elem(realsFd, &realIndex, &real) || !(real.flags & LB_REAL_ACTIVE))
+    uint32_t slot = vip.index * LB_RING_SIZE + hash % LB_RING_SIZE;
+    auto ringSlot = rings.find<uint32_t>(slot);
+    if (!ringSlot)
+      return ringSlot.takeError();
+    if (!*ringSlot || **ringSlot == LB_NO_REAL)
       continue;
-    lb_flow known;
-    if (bpf_map_lookup_elem(flowsFd, bytes.data(), &known) == 0 && known.real != realIndex)
+    uint32_t realIndex = **ringSlot;
+    auto realFound = reals.find<lb_real>(realIndex);
+    if (!realFound)
+      return realFound.takeError();
+    if (!*realFound || !((*realFound)->flags & LB_REAL_ACTIVE))
+      continue;
+    const lb_real &real = **realFound;
+    auto known = flowTable.find<lb_flow>(bytes);
+    if (!known)
+      return known.takeError();
+    if (*known && (*known)->real != realIndex)
       continue;
     header += llvm::formatv("static const struct oracle_flow hot{0} = {{ {1}, {2}, {{ {3:x}, "
                             "{4} }, {5:x} };\n",
@@ -424,12 +446,13 @@ Expected<std::vector<OracleProgram>> buildLbOracles(const runtime::Optimizer &op
 Expected<std::vector<OracleProgram>> buildNatOracles(const runtime::Optimizer &optimizer,
                                                      const Trace &trace, uint32_t ingress) {
   using namespace nat_layout;
-  int configFd = optimizer.mapFd("nat_config"), outFd = optimizer.mapFd("nat_out"),
-      inFd = optimizer.mapFd("nat_in");
-  uint32_t zero = 0;
-  nat_config config;
-  if (bpf_map_lookup_elem(configFd, &zero, &config))
+  bpf::MapAccess outbound = liveMap(optimizer, "nat_out"), inbound = liveMap(optimizer, "nat_in");
+  auto configured = liveMap(optimizer, "nat_config").find<nat_config>(uint32_t(0));
+  if (!configured)
+    return withContext(configured.takeError(), "oracle nat");
+  if (!*configured)
     return makeError("oracle nat: the nat_config map holds no entry");
+  const nat_config &config = **configured;
   bool translates = ingress == config.inside_ifindex &&
                     config.inside_ifindex != config.outside_ifindex &&
                     config.external_count > 0 && config.external_count <= NAT_MAX_EXTERNAL &&
@@ -467,14 +490,18 @@ Expected<std::vector<OracleProgram>> buildNatOracles(const runtime::Optimizer &o
     if (hot == HotDestinations)
       break;
     nat_flow_key flow = fromBytes<nat_flow_key>(bytes);
-    nat_binding binding;
-    if (bpf_map_lookup_elem(outFd, bytes.data(), &binding))
+    auto bound = outbound.find<nat_binding>(bytes);
+    if (!bound)
+      return bound.takeError();
+    if (!*bound)
       continue; // not bound (yet): the original code
+    const nat_binding &binding = **bound;
     nat_flow_key reverse = {binding.external_addr, flow.remote_addr, binding.external_port,
                             flow.remote_port, flow.proto, {}};
-    nat_origin owner;
-    if (bpf_map_lookup_elem(inFd, &reverse, &owner) || owner.inside_addr != flow.addr ||
-        owner.inside_port != flow.port)
+    auto owner = inbound.find<nat_origin>(reverse);
+    if (!owner)
+      return owner.takeError();
+    if (!*owner || (*owner)->inside_addr != flow.addr || (*owner)->inside_port != flow.port)
       continue; // the next packet binds again
     header += llvm::formatv("\tif (flow.addr == {0:x} && flow.remote_addr == {1:x} && "
                             "flow.port == {2:x} && flow.remote_port == {3:x} && "
@@ -520,14 +547,12 @@ std::optional<FirewallFlow> firewallFlowOf(const std::vector<uint8_t> &f) {
   return flow;
 }
 
-// The rule set the firewall's maps give one field's value (a failed lookup:
-// nullopt, as the data plane's NULL).
+// The rule set the firewall's map `map` gives one field's value (no
+// entry: nullopt, as the data plane's NULL).
 template <typename Key>
-std::optional<firewall_layout::fw_rule_set> ruleSet(int fd, const Key &key) {
-  firewall_layout::fw_rule_set set;
-  if (bpf_map_lookup_elem(fd, &key, &set))
-    return std::nullopt;
-  return set;
+Expected<std::optional<firewall_layout::fw_rule_set>>
+ruleSet(const runtime::Optimizer &optimizer, const char *map, const Key &key) {
+  return liveMap(optimizer, map).find<firewall_layout::fw_rule_set>(key);
 }
 
 // The firewall's hot-flow oracle (oracles/firewall_oracle.bpf.c): for the
@@ -538,32 +563,45 @@ std::optional<firewall_layout::fw_rule_set> ruleSet(int fd, const Key &key) {
 Expected<OracleProgram> buildFirewallOracle(const runtime::Optimizer &optimizer,
                                             const Trace &trace) {
   using namespace firewall_layout;
-  int configFd = optimizer.mapFd("fw_config");
-  uint32_t zero = 0;
-  fw_config config;
-  if (bpf_map_lookup_elem(configFd, &zero, &config))
+  auto configured = liveMap(optimizer, "fw_config").find<fw_config>(uint32_t(0));
+  if (!configured)
+    return withContext(configured.takeError(), "oracle firewall");
+  if (!*configured)
     return makeError("oracle firewall: the fw_config map holds no entry");
+  const fw_config &config = **configured;
   if (config.flags & FW_FLAG_CONNTRACK)
     return makeError("oracle firewall: connection tracking is on (the hot path would skip "
                      "its conntrack writes)");
   uint32_t generation = config.generation;
   auto portSet = [&](const char *classes, const char *sets,
-                     uint16_t port) -> std::optional<fw_rule_set> {
-    uint32_t index = generation * FW_PORTS + port, portClass;
-    if (bpf_map_lookup_elem(optimizer.mapFd(classes), &index, &portClass))
+                     uint16_t port) -> Expected<std::optional<fw_rule_set>> {
+    uint32_t index = generation * FW_PORTS + port;
+    auto portClass = liveMap(optimizer, classes).find<uint32_t>(index);
+    if (!portClass)
+      return portClass.takeError();
+    if (!*portClass)
       return std::nullopt;
-    return ruleSet(optimizer.mapFd(sets), generation * FW_PORT_SETS + portClass);
+    return ruleSet(optimizer, sets, generation * FW_PORT_SETS + **portClass);
   };
   // The rule classify() returns for `flow`, or FW_MAX_RULES for none.
-  auto classify = [&](const FirewallFlow &flow) -> uint32_t {
+  auto classify = [&](const FirewallFlow &flow) -> Expected<uint32_t> {
     fw_prefix_key source = {FW_GENERATION_BITS + 32, generation, flow.saddr};
     fw_prefix_key destination = {FW_GENERATION_BITS + 32, generation, flow.daddr};
-    std::optional<fw_rule_set> sets[] = {
-        ruleSet(optimizer.mapFd("src_prefixes"), source),
-        ruleSet(optimizer.mapFd("dst_prefixes"), destination),
-        ruleSet(optimizer.mapFd("protocols"), generation * FW_PROTOCOLS + flow.protocol),
+    Expected<std::optional<fw_rule_set>> found[] = {
+        ruleSet(optimizer, "src_prefixes", source),
+        ruleSet(optimizer, "dst_prefixes", destination),
+        ruleSet(optimizer, "protocols", generation * FW_PROTOCOLS + flow.protocol),
         portSet("sport_class", "sport_sets", flow.sport),
         portSet("dport_class", "dport_sets", flow.dport)};
+    std::vector<std::optional<fw_rule_set>> sets;
+    Error failed = Error::success();
+    for (auto &set : found)
+      if (set)
+        sets.push_back(std::move(*set));
+      else
+        failed = llvm::joinErrors(std::move(failed), set.takeError());
+    if (failed)
+      return failed;
     uint32_t first = 0, last = FW_MAX_WORDS - 1;
     for (const std::optional<fw_rule_set> &set : sets) {
       if (!set)
@@ -589,12 +627,19 @@ Expected<OracleProgram> buildFirewallOracle(const runtime::Optimizer &optimizer,
                        "__u16 sport, __u16 dport, __u8 protocol, __u32 *slot)\n{\n";
   for (size_t i = 0; i < std::min(flows.size(), HotDestinations); ++i) {
     const FirewallFlow &flow = flows[i];
-    uint32_t rule = classify(flow), action = config.default_action, slot = FW_DEFAULT_SLOT;
-    uint32_t index = generation * FW_MAX_RULES + rule, ruleAction;
-    if (rule < FW_MAX_RULES &&
-        bpf_map_lookup_elem(optimizer.mapFd("rule_actions"), &index, &ruleAction) == 0) {
-      action = ruleAction;
-      slot = rule;
+    auto rule = classify(flow);
+    if (!rule)
+      return withContext(rule.takeError(), "oracle firewall");
+    uint32_t action = config.default_action, slot = FW_DEFAULT_SLOT;
+    if (*rule < FW_MAX_RULES) {
+      uint32_t index = generation * FW_MAX_RULES + *rule;
+      auto ruleAction = liveMap(optimizer, "rule_actions").find<uint32_t>(index);
+      if (!ruleAction)
+        return withContext(ruleAction.takeError(), "oracle firewall");
+      if (*ruleAction) {
+        action = **ruleAction;
+        slot = *rule;
+      }
     }
     header += llvm::formatv("\tif (saddr == {0:x} && daddr == {1:x} && sport == {2} && "
                             "dport == {3} && protocol == {4}) {{\n\t\t*slot = {5};\n"
@@ -645,9 +690,11 @@ Expected<std::vector<OracleProgram>> loadOracles(const Preset &preset,
   if (!read)
     return read.takeError();
   const RouterMaps &maps = *read;
-  auto hot = buildRouterOracle(
-      "oracle-hot" + std::to_string(HotDestinations),
-      hotPathTable(maps, hottestDestinations(trace, HotDestinations)), optimizer);
+  auto hotTable = hotPathTable(maps, hottestDestinations(trace, HotDestinations));
+  if (!hotTable)
+    return hotTable.takeError();
+  auto hot =
+      buildRouterOracle("oracle-hot" + std::to_string(HotDestinations), *hotTable, optimizer);
   if (!hot)
     return hot.takeError();
   oracles.push_back(std::move(*hot));

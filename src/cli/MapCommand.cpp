@@ -6,10 +6,8 @@
 #include "client/Map.h"
 #include "support/Log.h"
 
-#include <bpf/bpf.h>
 #include <linux/bpf.h>
 #include <nlohmann/json.hpp>
-#include <unistd.h>
 
 #include <cstdio>
 #include <map>
@@ -23,22 +21,19 @@ int dump(const std::string &pin) {
   auto opened = bpf::openPinnedMap(pin);
   if (!opened)
     return fail(opened.takeError());
-  int fd = *opened;
-  bpf_map_info info = {};
-  uint32_t length = sizeof(info);
-  if (bpf_obj_get_info_by_fd(fd, &info, &length)) {
-    close(fd);
-    return fail(makeSystemError(errno, "map '{0}': cannot query", pin));
-  }
-  core::TableInfo table = bpf::tableInfoFor(info.name, info.type, info.key_size,
-                                            info.value_size, info.max_entries);
+  FileDescriptor fd(*opened);
+  auto layout = bpf::layoutOf(fd.get(), pin);
+  if (!layout)
+    return fail(layout.takeError());
+  core::TableInfo table = bpf::tableInfoFor(layout->kernelName, layout->type, layout->keySize,
+                                            layout->valueSize, layout->maxEntries);
   core::TableReadRequest everything;
-  everything.wholeTableLimit = info.max_entries;
-  auto contents = bpf::readTable(fd, table, everything);
-  close(fd);
+  everything.wholeTableLimit = layout->maxEntries;
+  auto contents = bpf::readTable(fd.get(), table, everything);
+  fd.reset();
   if (!contents)
     return fail(contents.takeError());
-  core::TableSnapshot snapshot{{info.name, std::move(*contents)}};
+  core::TableSnapshot snapshot{{layout->kernelName, std::move(*contents)}};
   std::printf("%s\n", bpf::snapshotToJson(snapshot).dump(2).c_str());
   return 0;
 }

@@ -1,14 +1,13 @@
 // `morpheus run`: load a program, attach it, and keep it specialized.
+#include "backend/bpf/BpfObject.h"
 #include "cli/Commands.h"
 #include "core/PhaseClock.h"
 #include "runtime/CostCalibration.h"
 #include "runtime/Daemon.h"
 #include "support/Log.h"
 
-#include <bpf/bpf.h>
 #include <llvm/Support/FileSystem.h>
 #include <llvm/Support/FormatVariadic.h>
-#include <unistd.h>
 
 #include <atomic>
 #include <chrono>
@@ -122,8 +121,11 @@ int run(const RunOptions &flags) {
     for (const std::string &line : (*daemon)->updateGuarantees())
       processLog().record("guarantee", {{"line", line}}, "  " + line + "\n");
 
-  // Stats stay enabled for as long as this fd is open.
-  int statsFd = bpf_enable_stats(BPF_STATS_RUN_TIME);
+  // Stats stay enabled for as long as this is open (without them, the
+  // traffic figures stay zero: not a reason to stop).
+  auto stats = bpf::enableRunTimeStats();
+  if (!stats)
+    llvm::consumeError(stats.takeError());
   std::signal(SIGINT, requestStop);
   std::signal(SIGTERM, requestStop);
   uint64_t cycles = 0;
@@ -131,8 +133,8 @@ int run(const RunOptions &flags) {
     cycles += bool((*daemon)->step(runtime::Daemon::Clock::now()));
     (*daemon)->waitForWork(std::chrono::milliseconds(10));
   }
-  if (statsFd >= 0)
-    close(statsFd);
+  if (stats)
+    stats->reset();
   runtime::Daemon::ExitNote leaving = (*daemon)->exitNote();
   processLog().record("stopping", std::move(leaving.fields), leaving.text);
   daemon->reset(); // the last swap (to the original) happens here

@@ -1,10 +1,12 @@
 #include "client/Map.h"
 
+#include "backend/bpf/MapAccess.h"
 #include "backend/bpf/MapIO.h"
 #include "backend/bpf/MapUpdater.h"
 
-#include <bpf/bpf.h>
 #include <linux/bpf.h>
+
+#include <cstring>
 
 #include <set>
 
@@ -64,11 +66,12 @@ Expected<std::optional<Bytes>> Map::lookupBytes(const Bytes &key) const {
   if (Error err = checkKey(key.size()))
     return err;
   Bytes value(perCpu() ? perCpuStride() * bpf::possibleCpus() : valueSize());
-  if (bpf_map_lookup_elem(fd(), key.data(), value.data()) == 0)
-    return value;
-  if (errno == ENOENT)
+  auto found = bpf::MapAccess(fd(), name()).lookup(key, value);
+  if (!found)
+    return found.takeError();
+  if (!*found)
     return std::nullopt;
-  return makeSystemError(errno, "map '{0}': lookup of key {1} failed", name(), toHex(key));
+  return value;
 }
 
 Expected<uint64_t> Map::sumOverCpus(uint32_t index) const {
@@ -84,24 +87,16 @@ Expected<uint64_t> Map::sumOverCpus(uint32_t index) const {
 Expected<Bytes> Map::slotBytes(uint32_t first, uint32_t count) const {
   if (Error err = checkKey(sizeof(uint32_t)))
     return err;
-  std::vector<uint32_t> keys(count);
   Bytes values(size_t(count) * valueSize());
-  uint32_t done = 0, previous = first - 1, last = 0;
-  while (done < count) {
-    uint32_t batch = count - done;
-    // The batch cursor is the key before the first one wanted.
-    void *cursor = done || first ? &previous : nullptr;
-    int err = bpf_map_lookup_batch(fd(), cursor, &last, keys.data() + done,
-                                   values.data() + size_t(done) * valueSize(), &batch, nullptr);
-    if (err && errno != ENOENT)
-      return makeSystemError(errno, "map '{0}': cannot read slots {1}..{2}", name(), first,
-                             first + count - 1);
-    done += batch;
-    previous = last;
-    if (err || batch == 0)
-      break;
-  }
-  if (done < count)
+  auto done = bpf::MapAccess(fd(), name())
+                  .forEachSlot(first, count, valueSize(),
+                               [&](uint32_t index, const uint8_t *row) {
+                                 std::memcpy(values.data() + size_t(index - first) * valueSize(),
+                                             row, valueSize());
+                               });
+  if (!done)
+    return done.takeError();
+  if (*done < count)
     return makeError("map '{0}': slots {1}..{2} are beyond its end", name(), first,
                      first + count - 1);
   return values;

@@ -1,12 +1,8 @@
 #include "client/Transaction.h"
 
+#include "backend/bpf/MapAccess.h"
+#include "backend/bpf/MapIO.h"
 #include "backend/bpf/MapUpdater.h"
-
-#include <llvm/ADT/ScopeExit.h>
-
-#include <bpf/bpf.h>
-#include <bpf/libbpf.h>
-#include <unistd.h>
 
 #include <algorithm>
 #include <cstring>
@@ -44,23 +40,30 @@ namespace {
 // What to write back to restore `key` as it is now, or none if absent.
 // Per-CPU maps: CPU 0's copy, which is what MapUpdater writes to every CPU.
 // Maps of maps read back an inner map's id but are written with an fd: the
-// id is turned into an fd, kept open in `heldFds` until the commit ends.
-std::optional<Bytes> restoreValue(const bpf::MapUpdater &updater, const Bytes &key,
-                                  std::vector<int> &heldFds) {
+// id is turned into an fd, kept open in `heldFds` until the commit ends
+// (an inner map freed meanwhile: none).
+Expected<std::optional<Bytes>> restoreValue(const bpf::MapUpdater &updater, const Bytes &key,
+                                            std::vector<FileDescriptor> &heldFds) {
   uint32_t valueSize = updater.valueSize();
   size_t stride = (valueSize + 7) & ~size_t(7);
-  Bytes raw(updater.perCpu() ? stride * libbpf_num_possible_cpus() : valueSize);
-  if (bpf_map_lookup_elem(updater.fd(), key.data(), raw.data()))
+  Bytes raw(updater.perCpu() ? stride * bpf::possibleCpus() : valueSize);
+  auto found = bpf::MapAccess(updater.fd(), updater.name()).lookup(key, raw);
+  if (!found)
+    return found.takeError();
+  if (!*found)
     return std::nullopt;
   raw.resize(valueSize);
   if (updater.mapOfMaps()) {
     uint32_t id;
     std::memcpy(&id, raw.data(), sizeof(id));
-    int inner = bpf_map_get_fd_by_id(id);
-    if (inner < 0)
+    auto inner = bpf::openMapById(id, updater.name() + " (inner map)");
+    if (!inner)
+      return inner.takeError();
+    if (!*inner)
       return std::nullopt;
-    heldFds.push_back(inner);
-    std::memcpy(raw.data(), &inner, sizeof(inner));
+    int innerFd = (*inner)->get();
+    heldFds.push_back(std::move(**inner));
+    std::memcpy(raw.data(), &innerFd, sizeof(innerFd));
   }
   return raw;
 }
@@ -74,11 +77,7 @@ Error Transaction::commit() {
     std::optional<Bytes> previous;
   };
   std::vector<Undo> undo;
-  std::vector<int> heldFds;
-  auto closeHeld = llvm::make_scope_exit([&] {
-    for (int fd : heldFds)
-      close(fd);
-  });
+  std::vector<FileDescriptor> heldFds;
   // One bracket around the whole batch: the changes below are the
   // unguarded writes it exists for.
   std::vector<bpf::GuardWord::Update> brackets;
@@ -91,17 +90,22 @@ Error Transaction::commit() {
   for (size_t i = 0; i < changes.size(); ++i) {
     const Change &change = changes[i];
     bpf::MapUpdater &updater = *maps[change.map].updater;
-    undo.push_back({change.map, change.key, restoreValue(updater, change.key, heldFds)});
-    Error err = change.value ? updater.writeUnguarded(change.key, *change.value, change.flags)
-                             : updater.eraseUnguarded(change.key);
-    if (change.value == std::nullopt && err && !undo.back().previous) {
-      // Deleting what is not there leaves the map as wanted.
-      llvm::consumeError(std::move(err));
-      continue;
+    // What the change overwrites, read first so that it can be undone.
+    auto previous = restoreValue(updater, change.key, heldFds);
+    Error err = previous ? Error::success() : previous.takeError();
+    if (!err) {
+      err = change.value ? updater.writeUnguarded(change.key, *change.value, change.flags)
+                         : updater.eraseUnguarded(change.key);
+      if (change.value == std::nullopt && err && !*previous) {
+        // Deleting what is not there leaves the map as wanted.
+        llvm::consumeError(std::move(err));
+        continue;
+      }
+      if (!err) {
+        undo.push_back({change.map, change.key, std::move(*previous)});
+        continue;
+      }
     }
-    if (!err)
-      continue;
-    undo.pop_back();
     for (auto it = undo.rbegin(); it != undo.rend(); ++it) {
       bpf::MapUpdater &target = *maps[it->map].updater;
       Error restored = it->previous ? target.writeUnguarded(it->key, *it->previous)

@@ -2,6 +2,7 @@
 
 #include "core/GuardPlanning.h"
 #include "core/OpaqueValue.h"
+#include "core/UnwrittenKeyBytes.h"
 #include "support/Bytes.h"
 
 #include <llvm/ADT/DenseMap.h>
@@ -267,8 +268,6 @@ private:
   void classifyPointee(Value *pointer, KeyProvenance &into, unsigned depth);
   std::optional<Bytes> constantKeyBytes(CallBase &call, Value *keyPointer,
                                         uint32_t keySize);
-  std::optional<UnwrittenKeyBytes> unwrittenKeyBytes(CallBase &call, Value *keyPointer,
-                                                     uint32_t keySize);
   void keepFramesOfStaleKeys();
 
   Module &module;
@@ -474,7 +473,7 @@ void Analyzer::collectSites() {
           if (auto it = catalog->find(keyed); it != catalog->end()) {
             site.key.constantKey = constantKeyBytes(*call, key, it->second.keySize);
             if (sig->kind == AccessKind::Lookup)
-              site.key.unwritten = unwrittenKeyBytes(*call, key, it->second.keySize);
+              site.key.unwritten = unwrittenKeyBytes(*call, key, it->second.keySize, fam);
             if (it->second.match == TableMatch::LongestPrefix)
               if (std::optional<Bytes> length = constantKeyBytes(*call, key, 4)) {
                 uint32_t value = 0;
@@ -919,214 +918,6 @@ std::optional<Bytes> Analyzer::constantKeyBytes(CallBase &call, Value *key,
   };
   return prove(callAccess->getDefiningAccess(),
                Proof{Bytes(keySize, 0), std::vector<bool>(keySize, false), keySize});
-}
-
-// Whether `object` is an argument of a function the module calls: memory
-// a caller hands in may be its stack (a program's own context never is).
-static bool calledArgument(const Value *object) {
-  auto *argument = dyn_cast<Argument>(object);
-  return argument && any_of(argument->getParent()->users(), [&](const User *user) {
-           auto *call = dyn_cast<CallBase>(user);
-           return call && call->getCalledOperand() == argument->getParent();
-         });
-}
-
-// The key bytes some path to the call may leave unwritten. Only a key on
-// the stack can hold stale bytes: globals start initialised, and packet
-// and table memory is the same in every version. A key that is a phi or a
-// select of pointers (a value pointer or a stack struct's field: `conn =
-// hit ? hit : &fresh`) is each of them in turn. Walking MemorySSA upwards
-// from the call, a store, memset or memory copy into the key's stack slot
-// at a known offset writes the bytes it covers on that path; the
-// function's entry or the slot's lifetime.start reached with bytes still
-// pending leaves them unwritten; paths that meet are each followed (for a
-// phi's incoming pointer, at the phi's block only the edges it comes in
-// on, the last time the path enters it; around a loop, a memory phi met
-// again with no fewer bytes pending adds nothing). Any other clobber (a
-// call given the slot's address, a store at an unknown offset) cannot be
-// told apart from one that skips some byte, so the bytes it may write
-// count as possibly unwritten: declining a site is always exact, a rewrite
-// of a key whose bytes are stale never is.
-std::optional<UnwrittenKeyBytes> Analyzer::unwrittenKeyBytes(CallBase &call, Value *key,
-                                                             uint32_t keySize) {
-  if (keySize == 0)
-    return std::nullopt;
-  auto everyByte = [&](std::string unsure) {
-    return UnwrittenKeyBytes{0, keySize - 1, std::move(unsure)};
-  };
-  // The pointers the key may be, each with the phi it comes in through.
-  struct Candidate {
-    Value *pointer;
-    PHINode *phi = nullptr;
-  };
-  APInt keyDisplacement(dl.getIndexTypeSizeInBits(key->getType()), 0);
-  Value *merged = key->stripAndAccumulateConstantOffsets(dl, keyDisplacement,
-                                                        /*AllowNonInbounds=*/true);
-  std::vector<Candidate> candidates;
-  int64_t displacement = keyDisplacement.getSExtValue();
-  if (auto *phi = dyn_cast<PHINode>(merged); phi && displacement >= 0) {
-    for (Value *incoming : phi->incoming_values())
-      candidates.push_back({incoming, phi});
-  } else if (auto *select = dyn_cast<SelectInst>(merged); select && displacement >= 0) {
-    candidates.push_back({select->getTrueValue()});
-    candidates.push_back({select->getFalseValue()});
-  } else {
-    candidates.push_back({key});
-    displacement = 0;
-  }
-
-  Function &function = *call.getFunction();
-  MemorySSA &mssa = fam.getResult<MemorySSAAnalysis>(function).getMSSA();
-  BatchAAResults batch(fam.getResult<AAManager>(function));
-  MemoryUseOrDef *callAccess = mssa.getMemoryAccess(&call);
-  std::vector<bool> unwritten(keySize, false);
-  std::optional<std::string> unknownWriter;
-  unsigned budget = 4096;
-  for (const Candidate &candidate : candidates) {
-    const Value *object = getUnderlyingObject(candidate.pointer);
-    if (isa<Argument>(object))
-      return everyByte("the key is the caller's memory, which the analysis does not follow");
-    if (!isa<AllocaInst>(object))
-      continue;
-    int64_t pointerOffset = 0;
-    Value *base = GetPointerBaseWithConstantOffset(candidate.pointer, pointerOffset, dl);
-    if (base != object || !callAccess)
-      return everyByte("the key is not one stack slot at a known offset");
-    int64_t keyOffset = pointerOffset + displacement;
-    MemoryLocation location(candidate.pointer,
-                            LocationSize::precise(uint64_t(displacement) + keySize));
-    bool keyEscapes = PointerMayBeCaptured(base, /*ReturnCaptures=*/false,
-                                           /*StoreCaptures=*/true);
-    // Whether a write through `pointer` is known to miss the slot. Passing
-    // over a write is always safe here (a byte counts as written only
-    // where a write to the slot covers it), so this may be generous: a
-    // global, another stack slot, memory a function the module does not
-    // define returns (a helper's map value, the guard runtime's profile
-    // slot that instrument-table-sites copies the key into), or anything
-    // else while the slot's address never escapes.
-    auto elsewhere = [&](const Value *pointer) {
-      const Value *object = getUnderlyingObject(pointer);
-      if (object == base)
-        return false;
-      if (isa<GlobalValue>(object) || isa<AllocaInst>(object) || !keyEscapes)
-        return true;
-      auto *source = dyn_cast<CallBase>(object);
-      return source && (!source->getCalledFunction() ||
-                        source->getCalledFunction()->isDeclaration());
-    };
-    std::set<std::pair<MemoryPhi *, std::vector<bool>>> phisMet;
-    // Follows one path upwards with `pending` the bytes no nearer write on
-    // it covers; `entered` once the path has left the candidate's phi block.
-    std::function<void(MemoryAccess *, std::vector<bool>, bool)> walk =
-        [&](MemoryAccess *from, std::vector<bool> pending, bool entered) {
-          auto leaveUnwritten = [&] {
-            for (uint32_t byte = 0; byte < keySize; ++byte)
-              if (pending[byte])
-                unwritten[byte] = true;
-          };
-          while (!unknownWriter && llvm::is_contained(pending, true)) {
-            if (!budget--) {
-              unknownWriter = "more writes than the analysis follows";
-              return;
-            }
-            MemoryAccess *clobber =
-                mssa.getWalker()->getClobberingMemoryAccess(from, location, batch);
-            if (auto *phi = dyn_cast_or_null<MemoryPhi>(clobber)) {
-              if (!phisMet.insert({phi, pending}).second)
-                return; // around a loop: nothing this path can add
-              bool restricted = candidate.phi && !entered &&
-                                phi->getBlock() == candidate.phi->getParent();
-              for (unsigned i = 0; i < phi->getNumIncomingValues(); ++i)
-                if (!restricted ||
-                    candidate.phi->getIncomingValueForBlock(phi->getIncomingBlock(i)) ==
-                        candidate.pointer)
-                  walk(phi->getIncomingValue(i), pending, entered || restricted);
-              return;
-            }
-            auto *def = dyn_cast_or_null<MemoryDef>(clobber);
-            if (!def || mssa.isLiveOnEntryDef(def))
-              return leaveUnwritten();
-            Instruction *writer = def->getMemoryInst();
-            if (auto *lifetime = dyn_cast<IntrinsicInst>(writer);
-                lifetime && lifetime->getIntrinsicID() == Intrinsic::lifetime_start &&
-                getUnderlyingObject(lifetime->getArgOperand(1)) == base)
-              return leaveUnwritten();
-            Value *atomicPointer = nullptr;
-            if (auto *rmw = dyn_cast<AtomicRMWInst>(writer))
-              atomicPointer = rmw->getPointerOperand();
-            else if (auto *xchg = dyn_cast<AtomicCmpXchgInst>(writer))
-              atomicPointer = xchg->getPointerOperand();
-            if (atomicPointer && elsewhere(atomicPointer)) {
-              from = def->getDefiningAccess();
-              continue;
-            }
-            // A call reaches the slot only through its arguments when the
-            // slot's address never escapes (MemorySSA's walker gives up
-            // after ~100 steps and names the call it stopped at), and a
-            // function the module does not define (a helper, the guard
-            // runtime's profile slot) always: the verifier lets a helper
-            // write the stack only through its pointer arguments.
-            if (auto *other = dyn_cast<CallBase>(writer);
-                other && !isa<MemIntrinsic>(other) &&
-                (!keyEscapes || !other->getCalledFunction() ||
-                 other->getCalledFunction()->isDeclaration()) &&
-                none_of(llvm::seq(other->arg_size()), [&](unsigned arg) {
-                  return other->getArgOperand(arg)->getType()->isPointerTy() &&
-                         getUnderlyingObject(other->getArgOperand(arg)) == base &&
-                         !other->onlyReadsMemory(arg);
-                })) {
-              from = def->getDefiningAccess();
-              continue;
-            }
-            Value *pointer = nullptr;
-            uint64_t size = 0;
-            if (auto *store = dyn_cast<StoreInst>(writer)) {
-              pointer = store->getPointerOperand();
-              size = dl.getTypeStoreSize(store->getValueOperand()->getType());
-            } else if (auto *intrinsic = dyn_cast<MemIntrinsic>(writer)) {
-              pointer = intrinsic->getDest();
-              if (auto *length = dyn_cast<ConstantInt>(intrinsic->getLength()))
-                size = length->getZExtValue();
-            }
-            if (pointer && elsewhere(pointer)) {
-              from = def->getDefiningAccess();
-              continue;
-            }
-            // A copy from the stack or the caller's memory may bring stale
-            // bytes of its own.
-            auto *copy = dyn_cast<MemTransferInst>(writer);
-            const Value *copied = copy ? getUnderlyingObject(copy->getSource()) : nullptr;
-            bool staleCopy = copied && (isa<AllocaInst>(copied) || calledArgument(copied));
-            int64_t writeOffset = 0;
-            if (staleCopy || !pointer || !size ||
-                GetPointerBaseWithConstantOffset(pointer, writeOffset, dl) != base) {
-              std::string where = locationOf(*writer);
-              unknownWriter = std::string(staleCopy ? "copied from stack or caller's memory, "
-                                                      "which may hold stale bytes itself"
-                                          : isa<CallBase>(writer)
-                                              ? "written by a call given its address"
-                                              : "written where the analysis cannot place") +
-                              (where.empty() ? std::string() : " at " + where);
-              return;
-            }
-            for (uint64_t i = 0; i < size; ++i)
-              if (int64_t byte = writeOffset + int64_t(i) - keyOffset;
-                  byte >= 0 && byte < int64_t(keySize))
-                pending[byte] = false;
-            from = def->getDefiningAccess();
-          }
-        };
-    walk(callAccess->getDefiningAccess(), std::vector<bool>(keySize, true), false);
-    if (unknownWriter)
-      return everyByte(*unknownWriter);
-  }
-  auto first = llvm::find(unwritten, true);
-  if (first == unwritten.end())
-    return std::nullopt;
-  uint32_t last = keySize - 1;
-  while (!unwritten[last])
-    --last;
-  return UnwrittenKeyBytes{uint32_t(first - unwritten.begin()), last, ""};
 }
 
 } // namespace

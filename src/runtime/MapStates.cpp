@@ -2,7 +2,6 @@
 
 #include "backend/bpf/MapIO.h"
 
-#include <bpf/btf.h>
 #include <linux/bpf.h>
 
 #include <algorithm>
@@ -47,7 +46,7 @@ Expected<MapStateGenerator> MapStateGenerator::create(const core::TableCatalog &
   generator.configured = std::move(configured);
   generator.maxEntries = maxEntries;
   generator.compared = std::move(compared);
-  std::map<uint32_t, btf *> types; // the object's maps share one BTF
+  bpf::KernelTypes types;
   Error failure = Error::success();
   for (const auto &[name, info] : catalog) {
     auto fd = maps.find(name);
@@ -62,17 +61,12 @@ Expected<MapStateGenerator> MapStateGenerator::create(const core::TableCatalog &
       continue;
     FilledMap map{*layout, {}, {}};
     if (layout->btfId) {
-      auto [cached, added] = types.emplace(layout->btfId, nullptr);
-      if (added)
-        cached->second = btf__load_from_kernel_by_id(layout->btfId);
       if (layout->type != BPF_MAP_TYPE_LPM_TRIE)
-        integerFields(cached->second, layout->btfKeyTypeId, 0, map.keyFields);
-      integerFields(cached->second, layout->btfValueTypeId, 0, map.valueFields);
+        map.keyFields = types.integerFields(layout->btfId, layout->btfKeyTypeId);
+      map.valueFields = types.integerFields(layout->btfId, layout->btfValueTypeId);
     }
     generator.filled.emplace(name, std::move(map));
   }
-  for (const auto &[id, loaded] : types)
-    btf__free(loaded);
   if (failure)
     return failure;
   return generator;

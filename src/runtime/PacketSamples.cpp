@@ -1,10 +1,9 @@
 #include "runtime/PacketSamples.h"
 
 #include "backend/bpf/MapIO.h"
+#include "backend/bpf/TestRun.h"
 #include "support/packet/Packet.h"
 
-#include <bpf/bpf.h>
-#include <bpf/btf.h>
 #include <linux/bpf.h>
 
 #include <llvm/ADT/STLExtras.h>
@@ -16,35 +15,6 @@
 namespace morpheus::runtime {
 
 using core::Bytes;
-
-void integerFields(const btf *types, uint32_t id, uint32_t offset,
-                   std::vector<Field> &fields, int depth) {
-  if (!types || depth > 8)
-    return;
-  int resolved = btf__resolve_type(types, id);
-  if (resolved < 0)
-    return;
-  const btf_type *type = btf__type_by_id(types, resolved);
-  if (!type)
-    return;
-  if (btf_is_int(type) || btf_is_enum(type) || btf_is_enum64(type)) {
-    if (type->size <= 8)
-      fields.push_back({offset, type->size});
-  } else if (btf_is_composite(type)) {
-    const btf_member *member = btf_members(type);
-    // A union's members overlap; filling the first is enough.
-    int count = btf_is_union(type) ? std::min<int>(1, btf_vlen(type)) : btf_vlen(type);
-    for (int i = 0; i < count; ++i)
-      if (!btf_member_bitfield_size(type, i))
-        integerFields(types, member[i].type,
-                      offset + btf_member_bit_offset(type, i) / 8, fields, depth + 1);
-  } else if (btf_is_array(type)) {
-    const struct btf_array *array = btf_array(type);
-    long elementSize = btf__resolve_size(types, array->type);
-    for (uint32_t i = 0; elementSize > 0 && i < std::min<uint32_t>(array->nelems, 64); ++i)
-      integerFields(types, array->type, offset + i * elementSize, fields, depth + 1);
-  }
-}
 
 uint64_t biased(Rng &rng, uint32_t width, const std::vector<uint64_t> &compared) {
   uint64_t ones = width >= 8 ? ~0ull : (1ull << (8 * width)) - 1;
@@ -312,27 +282,26 @@ Expected<PacketResult> runXdp(int programFd, const SamplePacket &step) {
   size_t padding = step.packet.size() < minimum ? minimum - step.packet.size() : 0;
   Bytes input = step.packet;
   input.resize(step.packet.size() + padding, 0);
-  PacketResult outcome;
-  outcome.output.resize(input.size() + 512);
   auto context = contextOf(bpf::ProgramType::Xdp, step.context);
   if (!context)
     return context.takeError();
   xdp_md md;
   std::memcpy(&md, context->data(), sizeof(md));
   md.data_end = step.packet.size();
-  outcome.context.resize(sizeof(md));
-  LIBBPF_OPTS(bpf_test_run_opts, options, .data_in = input.data(),
-              .data_out = outcome.output.data(),
-              .data_size_in = uint32_t(input.size()),
-              .data_size_out = uint32_t(outcome.output.size()), .ctx_in = &md,
-              .ctx_out = outcome.context.data(), .ctx_size_in = uint32_t(sizeof(md)),
-              .ctx_size_out = uint32_t(outcome.context.size()), .repeat = 1);
-  if (bpf_prog_test_run_opts(programFd, &options))
-    return makeSystemError(errno, "BPF_PROG_TEST_RUN (XDP, context {0})", toHex(*context));
-  outcome.verdict = options.retval;
-  size_t length = options.data_size_out;
+  bpf::TestRunInput run;
+  run.packet = input;
+  run.packetRoom = input.size() + 512;
+  run.context = byteView(md);
+  run.keepContext = true;
+  auto ran = bpf::testRun(programFd, run);
+  if (!ran)
+    return withContext(ran.takeError(), "XDP, context " + toHex(*context));
+  PacketResult outcome;
+  outcome.verdict = ran->verdict;
+  outcome.output = std::move(ran->packet);
+  size_t length = outcome.output.size();
   outcome.output.resize(length >= padding ? length - padding : 0);
-  outcome.context.resize(options.ctx_size_out);
+  outcome.context = std::move(ran->context);
   return outcome;
 }
 
@@ -356,8 +325,6 @@ Expected<PacketResult> runTc(int programFd, const SamplePacket &step) {
   Bytes input = step.packet;
   input.resize(std::max<size_t>(input.size(), 14), 0); // the ethertype padded too
   input.resize(std::max(input.size(), shortestSkb(input)), 0);
-  PacketResult outcome;
-  outcome.output.resize(input.size() + 512);
   auto context = contextOf(bpf::ProgramType::Tc, step.context);
   if (!context)
     return context.takeError();
@@ -367,20 +334,18 @@ Expected<PacketResult> runTc(int programFd, const SamplePacket &step) {
   // counts.
   if (skb.wire_len && skb.wire_len < input.size())
     skb.wire_len = uint32_t(input.size());
-  outcome.context.resize(sizeof(skb));
-  LIBBPF_OPTS(bpf_test_run_opts, options, .data_in = input.data(),
-              .data_out = outcome.output.data(),
-              .data_size_in = uint32_t(input.size()),
-              .data_size_out = uint32_t(outcome.output.size()), .ctx_in = &skb,
-              .ctx_out = outcome.context.data(), .ctx_size_in = uint32_t(sizeof(skb)),
-              .ctx_size_out = uint32_t(outcome.context.size()), .repeat = 1);
-  if (bpf_prog_test_run_opts(programFd, &options))
-    return makeSystemError(errno, "BPF_PROG_TEST_RUN (TC, a {0}-byte packet: {1}; context {2})",
-                           input.size(), toHex(input), toHex(*context));
-  outcome.verdict = options.retval;
-  outcome.output.resize(options.data_size_out);
-  outcome.context.resize(options.ctx_size_out);
-  return outcome;
+  bpf::TestRunInput run;
+  run.packet = input;
+  run.packetRoom = input.size() + 512;
+  run.context = byteView(skb);
+  run.keepContext = true;
+  auto ran = bpf::testRun(programFd, run);
+  if (!ran)
+    return withContext(ran.takeError(),
+                       llvm::formatv("TC, a {0}-byte packet: {1}; context {2}", input.size(),
+                                     toHex(input), toHex(*context))
+                           .str());
+  return PacketResult{ran->verdict, std::move(ran->packet), std::move(ran->context)};
 }
 
 } // namespace

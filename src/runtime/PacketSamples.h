@@ -5,6 +5,7 @@
 // tables' entries, and malformed ones that probe every bounds check.
 #pragma once
 
+#include "backend/bpf/KernelTypes.h"
 #include "backend/bpf/ProgramType.h"
 #include "core/Tables.h"
 #include "runtime/ContextSamples.h"
@@ -15,22 +16,12 @@
 #include <utility>
 #include <vector>
 
-struct btf;
-
 namespace morpheus::runtime {
 
 using Rng = std::mt19937_64;
 
-// An integer field of a key or value: byte offset and width.
-struct Field {
-  uint32_t offset, width;
-};
-
-// The integer members of BTF type `id`, flattened (structs, unions, arrays
-// up to 64 elements), at `offset`: so generated keys and values get
-// meaningful numbers in whole fields, and packets carry a key's fields.
-void integerFields(const btf *types, uint32_t id, uint32_t offset, std::vector<Field> &fields,
-                   int depth = 0);
+// An integer field of a key or value (bpf::KernelTypes reads them).
+using Field = bpf::IntegerField;
 
 // A random integer of `width` bytes biased towards what programs branch on
 // and what breaks arithmetic: 0 (a divisor or count not configured yet), 1,

@@ -1,12 +1,10 @@
 #include "runtime/ScratchMaps.h"
 
 #include "backend/bpf/Frontend.h"
+#include "backend/bpf/MapAccess.h"
 #include "backend/bpf/MapIO.h"
 
-#include <bpf/bpf.h>
-#include <bpf/libbpf.h>
 #include <linux/bpf.h>
-#include <unistd.h>
 
 #include <algorithm>
 #include <cstring>
@@ -77,16 +75,31 @@ uint32_t indexOf(const Bytes &key) {
 
 // Calls `visit(key)` for the keys of the map behind `fd` in the kernel's
 // order: indexes below max_entries for arrays, the key walk otherwise;
-// stops when `visit` returns false.
-Error forEachSlot(int fd, const MapLayout &layout,
-                  const std::function<bool(const Bytes &)> &visit) {
+// stops when `visit` returns false, or fails (with its error).
+Error visitKeys(int fd, const MapLayout &layout,
+                llvm::function_ref<Expected<bool>(const Bytes &)> visit) {
+  std::optional<Error> failed;
+  auto step = [&](const Bytes &key) {
+    auto more = visit(key);
+    if (!more) {
+      failed.emplace(more.takeError());
+      return false;
+    }
+    return *more;
+  };
+  Error walk = Error::success();
   if (isArrayType(layout.type)) {
     for (uint32_t index = 0; index < layout.maxEntries; ++index)
-      if (!visit(indexKey(index)))
+      if (!step(indexKey(index)))
         break;
-    return Error::success();
+  } else {
+    walk = bpf::forEachKey(fd, layout.keySize, layout.name, step);
   }
-  return bpf::forEachKey(fd, layout.keySize, layout.name, visit);
+  if (failed) {
+    llvm::consumeError(std::move(walk));
+    return std::move(*failed);
+  }
+  return walk;
 }
 
 // How many entries a copy of `live` is created with.
@@ -122,32 +135,11 @@ uint32_t copySize(const MapLayout &live, CopyKind kind, const CopySizing &sizing
 }
 
 // Calls `visit(index, row)` for the slots below `count` of the array
-// behind `fd`, read in batches.
+// behind `fd`.
 Error readArray(int fd, const MapLayout &layout, uint32_t count,
-                const std::function<void(uint32_t, const uint8_t *)> &visit) {
-  size_t row = rowSize(layout);
-  const uint32_t batch = 4096;
-  std::vector<uint32_t> indexes(batch);
-  Bytes values(size_t(batch) * row);
-  uint32_t position = 0;
-  bool first = true;
-  for (uint32_t done = 0; done < count;) {
-    uint32_t wanted = std::min(batch, count - done), next = 0;
-    int err = bpf_map_lookup_batch(fd, first ? nullptr : &position, &next, indexes.data(),
-                                   values.data(), &wanted, nullptr);
-    int saved = errno;
-    for (uint32_t i = 0; i < wanted && indexes[i] < count; ++i)
-      visit(indexes[i], values.data() + size_t(i) * row);
-    done += wanted;
-    if (err) {
-      if (saved == ENOENT)
-        break;
-      return makeSystemError(saved, "map '{0}': batch lookup", layout.name);
-    }
-    position = next;
-    first = false;
-  }
-  return Error::success();
+                llvm::function_ref<void(uint32_t, const uint8_t *)> visit) {
+  auto visited = bpf::MapAccess(fd, layout.name).forEachSlot(0, count, rowSize(layout), visit);
+  return visited ? Error::success() : visited.takeError();
 }
 
 // The rows a copy starts with: a window of the live entries (the first
@@ -157,18 +149,19 @@ Expected<std::vector<std::pair<Bytes, Bytes>>>
 readRows(int fd, const MapLayout &live, CopyKind kind, std::optional<uint32_t> window,
          const std::vector<Bytes> &keys) {
   std::map<Bytes, Bytes> rows;
+  bpf::MapAccess map(fd, live.name);
   Bytes value(rowSize(live));
-  Error failure = Error::success();
-  auto take = [&](const Bytes &key) {
-    if (bpf_map_lookup_elem(fd, key.data(), value.data()) == 0) {
+  auto take = [&](const Bytes &key) -> Error {
+    auto found = map.lookup(key, value);
+    if (!found)
+      return found.takeError();
+    if (*found) {
       Bytes row = value;
       if (kind == CopyKind::Devices && row.size() > 4)
         std::fill(row.begin() + 4, row.end(), 0); // the program: none
       rows[key] = std::move(row);
-    } else if (errno != ENOENT && !failure) {
-      failure = makeSystemError(errno, "map '{0}': cannot read key {1}", live.name,
-                                toHex(key));
     }
+    return Error::success();
   };
   uint32_t budget = window.value_or(UINT32_MAX);
   if (live.type == BPF_MAP_TYPE_ARRAY || live.type == BPF_MAP_TYPE_PERCPU_ARRAY) {
@@ -183,62 +176,20 @@ readRows(int fd, const MapLayout &live, CopyKind kind, std::optional<uint32_t> w
       return err;
   } else {
     uint32_t visited = 0;
-    Error walk = forEachSlot(fd, live, [&](const Bytes &key) {
-      if (visited++ >= budget)
-        return false;
-      take(key);
-      return !failure;
-    });
-    if (walk) {
-      llvm::consumeError(std::move(failure));
-      return walk;
-    }
+    if (Error err = visitKeys(fd, live, [&](const Bytes &key) -> Expected<bool> {
+          if (visited++ >= budget)
+            return false;
+          if (Error err = take(key))
+            return std::move(err);
+          return true;
+        }))
+      return err;
   }
   for (const Bytes &key : keys)
     if (key.size() == live.keySize && !rows.count(key))
-      take(key);
-  if (failure)
-    return failure;
+      if (Error err = take(key))
+        return err;
   return std::vector<std::pair<Bytes, Bytes>>(rows.begin(), rows.end());
-}
-
-// The kernel's hash tables, whose buckets follow a seed (random unless
-// BPF_F_ZERO_SEED).
-bool isSeededHash(uint32_t type) {
-  return type == BPF_MAP_TYPE_HASH || type == BPF_MAP_TYPE_PERCPU_HASH ||
-         type == BPF_MAP_TYPE_LRU_HASH || type == BPF_MAP_TYPE_LRU_PERCPU_HASH ||
-         type == BPF_MAP_TYPE_HASH_OF_MAPS;
-}
-
-Expected<int> createLike(const MapLayout &layout, int innerTemplate, bool fixedHashSeed) {
-  int btfFd = layout.btfId ? bpf_btf_get_fd_by_id(layout.btfId) : -1;
-  uint32_t flags = layout.flags;
-  if (fixedHashSeed && isSeededHash(layout.type))
-    flags |= BPF_F_ZERO_SEED;
-  LIBBPF_OPTS(bpf_map_create_opts, attributes,
-              .btf_fd = uint32_t(std::max(btfFd, 0)),
-              .btf_key_type_id = btfFd >= 0 ? layout.btfKeyTypeId : 0,
-              .btf_value_type_id = btfFd >= 0 ? layout.btfValueTypeId : 0,
-              .inner_map_fd = uint32_t(std::max(innerTemplate, 0)), .map_flags = flags,
-              .map_extra = layout.extra);
-  int fd = bpf_map_create(bpf_map_type(layout.type), nullptr, layout.keySize, layout.valueSize,
-                          layout.maxEntries, &attributes);
-  int err = errno;
-  if (btfFd >= 0)
-    close(btfFd);
-  if (fd < 0) {
-    const char *type = libbpf_bpf_map_type_str(bpf_map_type(layout.type));
-    return makeSystemError(err, "map '{0}' ({1}): cannot create a scratch copy", layout.name,
-                           type ? type : "unknown type");
-  }
-  return fd;
-}
-
-int ringRecord(void *context, void *data, size_t size) {
-  auto *records = static_cast<std::vector<Bytes> *>(context);
-  const auto *bytes = static_cast<const uint8_t *>(data);
-  records->emplace_back(bytes, bytes + size);
-  return 0;
 }
 
 } // namespace
@@ -268,10 +219,13 @@ Expected<MapImage> MapImage::read(const LiveMaps &live,
   for (const auto &[name, layout] : layouts)
     if (kindOf(layout.type) == CopyKind::MapsOfMaps) {
       int fd = live.maps.at(name);
-      if (Error err = forEachSlot(fd, layout, [&](const Bytes &key) {
-            uint32_t id = 0;
-            if (bpf_map_lookup_elem(fd, key.data(), &id) == 0)
-              innerIds.insert(id);
+      bpf::MapAccess outer(fd, name);
+      if (Error err = visitKeys(fd, layout, [&](const Bytes &key) -> Expected<bool> {
+            auto id = outer.find<uint32_t>(key);
+            if (!id)
+              return id.takeError();
+            if (*id)
+              innerIds.insert(**id);
             return true;
           }))
         return err;
@@ -319,42 +273,36 @@ Expected<MapImage> MapImage::read(const LiveMaps &live,
       continue;
     const std::string outerName = image.all[outer].name;
     int fd = live.maps.at(outerName);
+    bpf::MapAccess outerMap(fd, outerName);
     uint32_t budget = sizing.window.value_or(UINT32_MAX), visited = 0;
-    Error failure = Error::success();
     std::vector<std::pair<Bytes, size_t>> held;
-    Error walk = forEachSlot(fd, layouts.at(outerName), [&](const Bytes &key) {
-      uint32_t id = 0;
-      if (bpf_map_lookup_elem(fd, key.data(), &id) != 0)
+    Error walk = visitKeys(fd, layouts.at(outerName), [&](const Bytes &key) -> Expected<bool> {
+      auto id = outerMap.find<uint32_t>(key);
+      if (!id)
+        return id.takeError();
+      if (!*id)
         return true; // an empty slot
       if (visited++ >= budget)
         return false;
-      if (auto known = byId.find(id); known != byId.end()) {
+      if (auto known = byId.find(**id); known != byId.end()) {
         held.emplace_back(key, known->second);
         return true;
       }
       std::string name = outerName + "[" + toHex(key) + "]";
-      int innerFd = bpf_map_get_fd_by_id(id);
-      if (innerFd < 0) {
-        if (errno == ENOENT)
-          return true; // replaced meanwhile
-        failure = makeSystemError(errno, "map '{0}': cannot open inner map {1}", name, id);
-        return false;
-      }
-      auto layout = bpf::layoutOf(innerFd, name);
-      Expected<size_t> added = layout ? add(name, innerFd, *layout, false, none)
-                                      : Expected<size_t>(layout.takeError());
-      close(innerFd);
-      if (!added) {
-        failure = added.takeError();
-        return false;
-      }
+      auto inner = bpf::openMapById(**id, name);
+      if (!inner)
+        return inner.takeError();
+      if (!*inner)
+        return true; // replaced meanwhile
+      auto layout = bpf::layoutOf((*inner)->get(), name);
+      if (!layout)
+        return layout.takeError();
+      auto added = add(name, (*inner)->get(), *layout, false, none);
+      if (!added)
+        return added.takeError();
       held.emplace_back(key, *added);
       return true;
     });
-    if (failure) {
-      llvm::consumeError(std::move(walk));
-      return failure;
-    }
     if (walk)
       return walk;
     image.all[outer].inner = std::move(held);
@@ -370,52 +318,51 @@ Expected<std::unique_ptr<ScratchMaps>> ScratchMaps::create(const MapImage &image
   return maps;
 }
 
-ScratchMaps::~ScratchMaps() {
-  for (auto &[index, ring] : rings)
-    ring_buffer__free(ring);
-  for (int fd : fds)
-    if (fd >= 0)
-      close(fd);
+ScratchMaps::~ScratchMaps() = default;
+
+bpf::MapAccess ScratchMaps::access(size_t index) const {
+  return {fds[index].get(), image.maps()[index].name};
 }
 
 Error ScratchMaps::createAll() {
   const std::vector<MapImage::Map> &maps = image.maps();
-  fds.assign(maps.size(), -1);
+  fds.resize(maps.size());
   // Outer maps last: they are created with, and filled with, inner maps.
   for (bool outers : {false, true})
     for (size_t i = 0; i < maps.size(); ++i) {
       const MapImage::Map &map = maps[i];
       if ((map.kind == CopyKind::MapsOfMaps) != outers)
         continue;
-      int innerTemplate = -1, ownTemplate = -1;
+      bpf::MapCreation how;
+      how.fixedHashSeed = fixedHashSeeds;
+      FileDescriptor ownTemplate;
       if (outers) {
         if (!map.inner.empty()) {
-          innerTemplate = fds[map.inner.front().second];
+          how.innerTemplate = fds[map.inner.front().second].get();
         } else if (map.innerLayout) {
-          auto created = createLike(*map.innerLayout, -1, fixedHashSeeds);
+          auto created = bpf::createMap(*map.innerLayout, {.fixedHashSeed = fixedHashSeeds});
           if (!created)
             return withContext(created.takeError(), "map '" + map.name + "': inner template");
-          innerTemplate = ownTemplate = *created;
+          ownTemplate = std::move(*created);
+          how.innerTemplate = ownTemplate.get();
         } else {
           return makeError("map '{0}': no inner map layout to create a scratch copy with",
                            map.name);
         }
       }
-      auto created = createLike(map.layout, innerTemplate, fixedHashSeeds);
-      if (ownTemplate >= 0)
-        close(ownTemplate);
+      auto created = bpf::createMap(map.layout, how);
       if (!created)
-        return created.takeError();
-      fds[i] = *created;
+        return withContext(created.takeError(), "scratch copy");
+      fds[i] = std::move(*created);
       if (Error err = fill(i))
         return err;
       if (map.named)
-        named[map.name] = fds[i];
+        named[map.name] = fds[i].get();
       if (map.kind == CopyKind::Ring) {
-        ring_buffer *ring = ring_buffer__new(fds[i], ringRecord, &records[i], nullptr);
+        auto ring = bpf::RingReader::open(access(i));
         if (!ring)
-          return makeSystemError(errno, "map '{0}': cannot read its scratch ring", map.name);
-        rings[i] = ring;
+          return withContext(ring.takeError(), "scratch copy");
+        rings.emplace(i, std::move(*ring));
       }
     }
   return Error::success();
@@ -423,20 +370,21 @@ Error ScratchMaps::createAll() {
 
 Error ScratchMaps::fill(size_t index) {
   const MapImage::Map &map = image.maps()[index];
-  int fd = fds[index];
+  bpf::MapAccess copy = access(index);
   bool array = isArrayType(map.layout.type);
   for (const auto &[key, value] : map.rows) {
     // A new array is zeroed already.
     if (array && std::all_of(value.begin(), value.end(), [](uint8_t b) { return b == 0; }))
       continue;
-    if (bpf_map_update_elem(fd, key.data(), value.data(), BPF_ANY) == 0)
-      continue;
+    Error written = copy.update(key, value);
     // A device slot naming an interface outside Morpheus's network
     // namespace cannot be copied: it stays empty in every version.
-    if (map.kind == CopyKind::Devices)
+    if (written && map.kind == CopyKind::Devices) {
+      llvm::consumeError(std::move(written));
       continue;
-    return makeSystemError(errno, "map '{0}': cannot fill its scratch copy (key {1})", map.name,
-                           toHex(key));
+    }
+    if (written)
+      return withContext(std::move(written), "scratch copy");
   }
   if (map.inner.empty())
     return Error::success();
@@ -446,35 +394,35 @@ Error ScratchMaps::fill(size_t index) {
   std::vector<int> inner;
   for (const auto &[key, index] : map.inner) {
     keys.insert(keys.end(), key.begin(), key.end());
-    inner.push_back(fds[index]);
+    inner.push_back(fds[index].get());
   }
-  uint32_t count = uint32_t(inner.size());
-  if (bpf_map_update_batch(fd, keys.data(), inner.data(), &count, nullptr))
-    return makeSystemError(errno, "map '{0}': cannot put the copies of its {1} inner maps "
-                           "({2} put)",
-                           map.name, inner.size(), count);
-  return Error::success();
+  return withContext(copy.updateBatch(keys.data(), inner.data(), uint32_t(inner.size())),
+                     "scratch copy: its inner maps' copies");
 }
 
 Error ScratchMaps::bindProgramSlots(const bpf::LoadedObject &object) const {
   std::map<std::string, int> arrays;
   for (size_t i = 0; i < image.maps().size(); ++i)
     if (image.maps()[i].kind == CopyKind::Programs && image.maps()[i].named)
-      arrays[image.maps()[i].name] = fds[i];
+      arrays[image.maps()[i].name] = fds[i].get();
   return object.fillProgramSlots(image.programSlots(), arrays);
 }
 
 Error ScratchMaps::drainRings() const {
-  for (const auto &[index, ring] : rings)
-    if (int err = ring_buffer__consume(ring); err < 0)
-      return makeSystemError(err, "map '{0}': cannot read its scratch ring",
-                             image.maps()[index].name);
+  for (auto &[index, ring] : rings) {
+    auto received = ring.drain();
+    if (!received)
+      return withContext(received.takeError(), "scratch copy");
+    std::vector<Bytes> &pending = records[index];
+    pending.insert(pending.end(), std::make_move_iterator(received->begin()),
+                   std::make_move_iterator(received->end()));
+  }
   return Error::success();
 }
 
 Expected<MapDump> ScratchMaps::dump(size_t index, const std::vector<Bytes> &keys) const {
   const MapImage::Map &map = image.maps()[index];
-  int fd = fds[index];
+  bpf::MapAccess copy = access(index);
   MapDump contents;
   Bytes value(rowSize(map.layout));
   switch (map.kind) {
@@ -487,14 +435,20 @@ Expected<MapDump> ScratchMaps::dump(size_t index, const std::vector<Bytes> &keys
   }
   case CopyKind::Sequence: {
     // Read by taking every element out, then put back in the same order.
-    while (bpf_map_lookup_and_delete_elem(fd, nullptr, value.data()) == 0)
+    for (;;) {
+      auto taken = copy.pop(value);
+      if (!taken)
+        return taken.takeError();
+      if (!*taken)
+        break;
       contents.sequence.push_back(value);
+    }
     std::vector<Bytes> back = contents.sequence;
     if (map.layout.type == BPF_MAP_TYPE_STACK)
       std::reverse(back.begin(), back.end());
     for (const Bytes &element : back)
-      if (bpf_map_update_elem(fd, nullptr, element.data(), BPF_ANY))
-        return makeSystemError(errno, "map '{0}': cannot put an element back", map.name);
+      if (Error err = copy.push(element))
+        return err;
     return contents;
   }
   case CopyKind::Data:
@@ -503,15 +457,21 @@ Expected<MapDump> ScratchMaps::dump(size_t index, const std::vector<Bytes> &keys
     return contents; // programs cannot write it
   }
   if (isSparseArray(map)) {
-    for (const Bytes &key : keys)
-      if (key.size() == 4 && bpf_map_lookup_elem(fd, key.data(), value.data()) == 0)
+    for (const Bytes &key : keys) {
+      if (key.size() != 4)
+        continue;
+      auto found = copy.lookup(key, value);
+      if (!found)
+        return found.takeError();
+      if (*found)
         contents.entries[key] = value;
+    }
     return contents;
   }
   if (isArrayType(map.layout.type)) {
     contents.row = value.size();
     contents.flat.assign(size_t(map.layout.maxEntries) * value.size(), 0);
-    if (Error err = readArray(fd, map.layout, map.layout.maxEntries,
+    if (Error err = readArray(copy.fd(), map.layout, map.layout.maxEntries,
                               [&](uint32_t index, const uint8_t *row) {
                                 std::memcpy(contents.flat.data() + size_t(index) * value.size(),
                                             row, value.size());
@@ -519,11 +479,11 @@ Expected<MapDump> ScratchMaps::dump(size_t index, const std::vector<Bytes> &keys
       return err;
     return contents;
   }
-  if (Error err = bpf::forEachKey(fd, map.layout.keySize, map.name, [&](const Bytes &key) {
-        if (bpf_map_lookup_elem(fd, key.data(), value.data()) == 0)
-          contents.entries[key] = value;
-        return true;
-      }))
+  if (Error err = bpf::forEachEntry(copy.fd(), map.layout.keySize, value.size(), map.name,
+                                    [&](const Bytes &key, const Bytes &value) {
+                                      contents.entries[key] = value;
+                                      return true;
+                                    }))
     return err;
   return contents;
 }
@@ -535,10 +495,15 @@ Error ScratchMaps::restore(const std::map<std::string, std::vector<Bytes>> &touc
     received.clear();
   for (size_t index = 0; index < image.maps().size(); ++index) {
     const MapImage::Map &map = image.maps()[index];
-    int fd = fds[index];
+    bpf::MapAccess copy = access(index);
     if (map.kind == CopyKind::Sequence) {
       Bytes value(rowSize(map.layout));
-      while (bpf_map_lookup_and_delete_elem(fd, nullptr, value.data()) == 0) {
+      for (;;) {
+        auto taken = copy.pop(value);
+        if (!taken)
+          return taken.takeError();
+        if (!*taken)
+          break;
       }
       continue;
     }
@@ -546,11 +511,8 @@ Error ScratchMaps::restore(const std::map<std::string, std::vector<Bytes>> &touc
       continue;
     size_t row = rowSize(map.layout);
     if (!isArrayType(map.layout.type)) {
-      // Deleting while walking would restart the walk anyway.
-      Bytes key(map.layout.keySize);
-      while (bpf_map_get_next_key(fd, nullptr, key.data()) == 0)
-        if (bpf_map_delete_elem(fd, key.data()))
-          return makeSystemError(errno, "map '{0}': cannot clear", map.name);
+      if (Error err = copy.clear(map.layout.keySize))
+        return err;
       if (Error err = fill(index))
         return err;
       continue;
@@ -562,11 +524,9 @@ Error ScratchMaps::restore(const std::map<std::string, std::vector<Bytes>> &touc
     auto put = [&](const Bytes &key, const uint8_t *current) -> Error {
       auto found = wanted.find(key);
       const uint8_t *value = found == wanted.end() ? zero.data() : found->second->data();
-      if ((!current || std::memcmp(current, value, row)) &&
-          bpf_map_update_elem(fd, key.data(), value, BPF_ANY))
-        return makeSystemError(errno, "map '{0}': cannot reset key {1}", map.name,
-                               toHex(key));
-      return Error::success();
+      if (current && !std::memcmp(current, value, row))
+        return Error::success();
+      return copy.update(key, llvm::ArrayRef<uint8_t>(value, row));
     };
     if (isSparseArray(map)) {
       std::set<Bytes> keys;

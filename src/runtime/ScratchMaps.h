@@ -22,16 +22,16 @@
 #pragma once
 
 #include "backend/bpf/BpfObject.h"
+#include "backend/bpf/MapAccess.h"
 #include "core/Tables.h"
 #include "support/Error.h"
+#include "support/FileDescriptor.h"
 
 #include <map>
 #include <memory>
 #include <optional>
 #include <string>
 #include <vector>
-
-struct ring_buffer;
 
 namespace morpheus::runtime {
 
@@ -121,7 +121,7 @@ public:
   // The copies of the object's own maps, by name, to load a version on
   // (bpf::LoadOptions::maps, with windowedCopies).
   const std::map<std::string, int> &byName() const { return named; }
-  int fd(size_t index) const { return fds[index]; }
+  int fd(size_t index) const { return fds[index].get(); }
 
   // Points the program arrays at `object`'s programs of the names the live
   // slots name.
@@ -143,13 +143,16 @@ private:
   Error createAll();
   Error fill(size_t index);
   Error drainRings() const;
+  // Map `index`'s copy.
+  bpf::MapAccess access(size_t index) const;
 
   const MapImage &image;
   bool fixedHashSeeds;
-  std::vector<int> fds;
+  std::vector<FileDescriptor> fds;
   std::map<std::string, int> named;
-  std::map<size_t, ring_buffer *> rings;
-  // Records a ring delivered, per ring map index.
+  // Readers of the ring buffers, by map index; mutable: reading consumes.
+  mutable std::map<size_t, bpf::RingReader> rings;
+  // Records a ring delivered, not yet dumped, per ring map index.
   mutable std::map<size_t, std::vector<core::Bytes>> records;
 };
 

@@ -6,7 +6,6 @@
 #include "runtime/VersionComparison.h"
 #include "support/CpuPin.h"
 
-#include <bpf/btf.h>
 #include <linux/bpf.h>
 #include <nlohmann/json.hpp>
 
@@ -23,7 +22,7 @@ Expected<std::vector<SamplePacket>> samplePackets(const LiveMaps &live,
                                                   const ContextPlan &context,
                                                   const ShadowOptions &options) {
   std::vector<KeyedTable> tables;
-  std::map<uint32_t, btf *> types; // the object's maps share one BTF
+  bpf::KernelTypes types;
   for (const auto &[name, contents] : snapshot) {
     auto fd = live.maps.find(name);
     if (fd == live.maps.end())
@@ -32,20 +31,14 @@ Expected<std::vector<SamplePacket>> samplePackets(const LiveMaps &live,
     if (!layout)
       return layout.takeError();
     KeyedTable table{layout->type, {}, {}};
-    if (layout->btfId && layout->type != BPF_MAP_TYPE_LPM_TRIE) {
-      auto [cached, added] = types.emplace(layout->btfId, nullptr);
-      if (added)
-        cached->second = btf__load_from_kernel_by_id(layout->btfId);
-      integerFields(cached->second, layout->btfKeyTypeId, 0, table.keyFields);
-    }
+    if (layout->btfId && layout->type != BPF_MAP_TYPE_LPM_TRIE)
+      table.keyFields = types.integerFields(layout->btfId, layout->btfKeyTypeId);
     for (const core::TableEntry &entry : contents.entries)
       table.entries.emplace_back(entry.key, entry.value.value_or(Bytes()));
     for (const Bytes &key : contents.probedKeys)
       table.entries.emplace_back(key, Bytes());
     tables.push_back(std::move(table));
   }
-  for (const auto &[id, loaded] : types)
-    btf__free(loaded);
   Rng rng(options.seed);
   return synthesizePackets(tables, rng, options.packets, context);
 }

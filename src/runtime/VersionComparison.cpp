@@ -1,14 +1,13 @@
 #include "runtime/VersionComparison.h"
 
 #include "backend/bpf/Frontend.h"
+#include "backend/bpf/MapAccess.h"
 #include "backend/bpf/MapIO.h"
 #include "core/PhaseClock.h"
 
-#include <bpf/bpf.h>
 #include <linux/bpf.h>
 #include <llvm/Support/FormatVariadic.h>
 #include <nlohmann/json.hpp>
-#include <unistd.h>
 
 #include <algorithm>
 #include <future>
@@ -55,8 +54,8 @@ VersionComparison::create(const bpf::ProgramSpec &spec, const std::string &entry
   static_assert(sizeof(bpf::GuardState) == 2 * sizeof(uint64_t));
   uint64_t state[2] = {options.guardVersion, 0};
   uint32_t zero = 0;
-  if (bpf_map_update_elem(guard->fd(), &zero, state, BPF_ANY))
-    return makeSystemError(errno, "cannot set the scratch guard");
+  if (Error err = bpf::MapAccess(guard->fd(), bpf::GuardMapName).put(zero, state))
+    return withContext(std::move(err), "cannot set the scratch guard");
   std::unique_ptr<VersionComparison> comparison(
       new VersionComparison(spec, entry, std::move(*guard)));
   comparison->programs = options.programs;
@@ -99,21 +98,26 @@ VersionComparison::create(const bpf::ProgramSpec &spec, const std::string &entry
     if (layout == declared->end())
       return makeError("{0}: the compared original has no map '{1}'", spec.path(),
                        bpf::ReplayMapName);
-    LIBBPF_OPTS(bpf_map_create_opts, attributes, .map_flags = layout->second.flags);
+    bpf::MapLayout state;
+    state.name = bpf::ReplayMapName;
+    state.type = BPF_MAP_TYPE_ARRAY;
+    state.keySize = layout->second.keySize;
+    state.valueSize = layout->second.valueSize;
+    state.maxEntries = 1;
+    state.flags = layout->second.flags;
     for (Version version : Versions) {
-      int fd = bpf_map_create(BPF_MAP_TYPE_ARRAY, nullptr, layout->second.keySize,
-                              layout->second.valueSize, 1, &attributes);
-      if (fd < 0)
-        return makeSystemError(errno, "cannot create the {0} copy's replay state",
-                               versionName(version));
-      comparison->replayMaps[at(version)] = fd;
+      auto created = bpf::createMap(state);
+      if (!created)
+        return withContext(created.takeError(), "the " + std::string(versionName(version)) +
+                                                    " copy's replay state");
+      comparison->replayMaps[at(version)] = std::move(*created);
     }
   }
   auto loadOriginal = [&](Version on) -> Expected<bpf::LoadedObject> {
     bpf::LoadOptions load;
     load.maps = comparison->copies[at(on)]->byName();
-    if (comparison->replayMaps[at(on)] >= 0)
-      load.maps[bpf::ReplayMapName] = comparison->replayMaps[at(on)];
+    if (comparison->replayMaps[at(on)].valid())
+      load.maps[bpf::ReplayMapName] = comparison->replayMaps[at(on)].get();
     load.windowedCopies = true;
     load.programs = options.programs;
     auto loaded = bpf::LoadedObject::load(original, spec.objectName(), load);
@@ -146,14 +150,18 @@ VersionComparison::create(const bpf::ProgramSpec &spec, const std::string &entry
         bpf::createFallbackArray(*comparison->fallbackOriginal, spec.programs(), entry);
     if (!fallback)
       return fallback.takeError();
-    comparison->fallbackFd = fallback->fd;
+    comparison->fallbackArray = FileDescriptor(fallback->fd);
     comparison->facts = std::move(fallback->programs);
   } else {
-    comparison->fallbackFd = bpf_map_create(BPF_MAP_TYPE_PROG_ARRAY, bpf::FallbackMapName,
-                                            sizeof(uint32_t), sizeof(uint32_t),
-                                            bpf::MaxPrograms, nullptr);
-    if (comparison->fallbackFd < 0)
-      return makeSystemError(errno, "cannot create a scratch fallback array");
+    bpf::MapLayout fallback;
+    fallback.name = bpf::FallbackMapName;
+    fallback.type = BPF_MAP_TYPE_PROG_ARRAY;
+    fallback.keySize = fallback.valueSize = sizeof(uint32_t);
+    fallback.maxEntries = bpf::MaxPrograms;
+    auto created = bpf::createMap(fallback, {.named = true});
+    if (!created)
+      return withContext(created.takeError(), "a scratch fallback array");
+    comparison->fallbackArray = std::move(*created);
     // The array stays empty (the scratch guard never moves), but the
     // specialized copy is built as the live one would be: each program at
     // its slot, at what verifying the original copy cost.
@@ -168,10 +176,10 @@ VersionComparison::create(const bpf::ProgramSpec &spec, const std::string &entry
   }
   comparison->specializedMaps = comparison->copies[at(Version::Specialized)]->byName();
   comparison->specializedMaps[bpf::GuardMapName] = comparison->scratchGuard.fd();
-  comparison->specializedMaps[bpf::FallbackMapName] = comparison->fallbackFd;
-  if (comparison->replayMaps[at(Version::Specialized)] >= 0)
+  comparison->specializedMaps[bpf::FallbackMapName] = comparison->fallbackArray.get();
+  if (comparison->replayMaps[at(Version::Specialized)].valid())
     comparison->specializedMaps[bpf::ReplayMapName] =
-        comparison->replayMaps[at(Version::Specialized)];
+        comparison->replayMaps[at(Version::Specialized)].get();
   auto profile = bpf::ProfileMap::create();
   if (!profile)
     return profile.takeError();
@@ -187,11 +195,6 @@ VersionComparison::~VersionComparison() {
   for (auto &object : objects)
     object.reset();
   fallbackOriginal.reset();
-  if (fallbackFd >= 0)
-    close(fallbackFd);
-  for (int fd : replayMaps)
-    if (fd >= 0)
-      close(fd);
 }
 
 Error VersionComparison::loadSpecialized(llvm::ArrayRef<char> elf) {
@@ -244,8 +247,8 @@ Error VersionComparison::write(const MapContents &rows) {
         for (size_t offset = 0; offset < row; offset += stride)
           std::copy(value.begin(), value.begin() + std::min(value.size(), stride),
                     full.begin() + offset);
-        if (bpf_map_update_elem(fd->second, key.data(), full.data(), BPF_ANY))
-          return makeSystemError(errno, "map '{0}': cannot write key {1}", name, toHex(key));
+        if (Error err = bpf::MapAccess(fd->second, name).update(key, full))
+          return err;
       }
     }
   return Error::success();
@@ -290,31 +293,32 @@ Error VersionComparison::observeMaps(MapCheck check,
   return Error::success();
 }
 
+bpf::MapAccess VersionComparison::replayState(Version version) const {
+  return {replayMaps[at(version)].get(), bpf::ReplayMapName};
+}
+
 Error VersionComparison::startReplay(Version version, const Step &step) {
-  int fd = replayMaps[at(version)];
-  if (fd < 0)
+  if (!replayMaps[at(version)].valid())
     return Error::success();
   morpheus_replay_state state = carried;
   state.seed = step.randomSeed;
   if (version == Version::Specialized && faults.unequalRandomStreams)
     state.seed ^= UnequalStream;
   state.draws = 0;
-  uint32_t zero = 0;
-  if (bpf_map_update_elem(fd, &zero, &state, BPF_ANY))
-    return makeSystemError(errno, "cannot write the {0} copy's replay state",
-                           versionName(version));
-  return Error::success();
+  return withContext(replayState(version).put(uint32_t(0), state),
+                     versionName(version) + std::string(" copy"));
 }
 
 Error VersionComparison::keepLatched(Version version) {
-  int fd = replayMaps[at(version)];
-  if (fd < 0 || faults.unlatchedClocks)
+  if (!replayMaps[at(version)].valid() || faults.unlatchedClocks)
     return Error::success();
-  morpheus_replay_state state;
-  uint32_t zero = 0;
-  if (bpf_map_lookup_elem(fd, &zero, &state))
-    return makeSystemError(errno, "cannot read the {0} copy's replay state",
-                           versionName(version));
+  auto read = replayState(version).find<morpheus_replay_state>(uint32_t(0));
+  if (!read)
+    return withContext(read.takeError(), versionName(version) + std::string(" copy"));
+  if (!*read)
+    return makeError("map '{0}': the {1} copy's replay state holds no entry",
+                     bpf::ReplayMapName, versionName(version));
+  const morpheus_replay_state &state = **read;
   for (unsigned clock = 0; clock < MORPHEUS_CLOCKS; ++clock)
     if ((state.latched & ~carried.latched) & (1ull << clock)) {
       carried.clock[clock] = state.clock[clock];

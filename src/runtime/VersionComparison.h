@@ -44,12 +44,14 @@
 #include "backend/bpf/BpfObject.h"
 #include "backend/bpf/ComparedCopy.h"
 #include "backend/bpf/Guard.h"
+#include "backend/bpf/MapAccess.h"
 #include "backend/bpf/Profile.h"
 #include "backend/bpf/ProgramSpec.h"
 #include "core/FaultInjection.h"
 #include "runtime/PacketSamples.h"
 #include "runtime/ScratchMaps.h"
 #include "support/Error.h"
+#include "support/FileDescriptor.h"
 
 #include <nlohmann/json_fwd.hpp>
 
@@ -203,6 +205,8 @@ private:
   Error observeMaps(MapCheck check, const std::map<std::string, std::vector<core::Bytes>> &keys,
                     std::array<Observation, VersionCount> &observed) const;
   bool written(const std::string &map) const;
+  // The map of `version`'s replay state (when it has one).
+  bpf::MapAccess replayState(Version version) const;
 
   const bpf::ProgramSpec &spec;
   std::string entry;
@@ -216,14 +220,14 @@ private:
   std::array<std::unique_ptr<ScratchMaps>, VersionCount> copies;
   std::array<std::optional<bpf::LoadedObject>, VersionCount> objects;
   std::optional<bpf::LoadedObject> fallbackOriginal; // the Specialized one's
-  int fallbackFd = -1;
+  FileDescriptor fallbackArray;
   std::map<std::string, bpf::ProgramFacts> facts;
   std::map<std::string, int> specializedMaps; // its copies, guard and fallback
   std::vector<core::BuildPhase> phases; // of create()
   core::FaultInjection faults;
-  // Per version, the replay map every load of it shares (-1: the program
+  // Per version, the replay map every load of it shares (none: the program
   // replays nothing), and the clocks latched so far in the current step.
-  std::array<int, VersionCount> replayMaps = {-1, -1, -1};
+  std::array<FileDescriptor, VersionCount> replayMaps;
   morpheus_replay_state carried = {};
   MaskCounts maskCounts;
 };

@@ -3,6 +3,8 @@
 // bytes into hex for people. Product code and tests share these.
 #pragma once
 
+#include <llvm/ADT/ArrayRef.h>
+
 #include <cstdint>
 #include <cstring>
 #include <string>
@@ -23,6 +25,25 @@ template <typename T> Bytes bytesOf(const T &value) {
 
 // Bytes are their own image, so code taking "a key" accepts either.
 inline Bytes bytesOf(const Bytes &bytes) { return bytes; }
+
+// The bytes of a plain struct (or of a Bytes) in place, without a copy:
+// what a map key or value, a packet or a context is passed as.
+template <typename T> llvm::ArrayRef<uint8_t> byteView(const T &value) {
+  if constexpr (std::is_same_v<T, Bytes>) {
+    return value;
+  } else {
+    static_assert(std::is_trivially_copyable_v<T>, "only plain data has a byte image");
+    return {reinterpret_cast<const uint8_t *>(&value), sizeof(T)};
+  }
+}
+template <typename T> llvm::MutableArrayRef<uint8_t> mutableByteView(T &value) {
+  if constexpr (std::is_same_v<T, Bytes>) {
+    return value;
+  } else {
+    static_assert(std::is_trivially_copyable_v<T>, "only plain data has a byte image");
+    return {reinterpret_cast<uint8_t *>(&value), sizeof(T)};
+  }
+}
 
 // The struct whose bytes lead `bytes` (which must hold at least sizeof(T)).
 template <typename T> T fromBytes(const Bytes &bytes) {

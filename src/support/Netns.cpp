@@ -1,5 +1,6 @@
 #include "support/Netns.h"
 
+#include "support/FileDescriptor.h"
 #include "support/Log.h"
 
 #include <algorithm>
@@ -31,23 +32,6 @@ namespace morpheus::netns {
 namespace {
 
 constexpr const char *NetnsDir = "/run/netns/";
-
-class FileDescriptor {
-public:
-  explicit FileDescriptor(int fd) : fd(fd) {}
-  ~FileDescriptor() {
-    if (fd >= 0)
-      ::close(fd);
-  }
-  FileDescriptor(const FileDescriptor &) = delete;
-  FileDescriptor &operator=(const FileDescriptor &) = delete;
-
-  int get() const { return fd; }
-  int release() { return std::exchange(fd, -1); }
-
-private:
-  int fd;
-};
 
 std::string joinArgs(const std::vector<std::string> &argv) {
   std::string text;

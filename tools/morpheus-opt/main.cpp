@@ -114,9 +114,8 @@ Expected<core::TableCatalog> catalogFrom(const nlohmann::json &tables) {
   return catalog;
 }
 
-} // namespace
-
-int main(int argc, char **argv) {
+// The command line, parsed.
+struct Arguments {
   std::string input, statePath, costModelPath, prefetchPrimitive;
   std::optional<std::string> passes; // given but empty: no table pass
   std::optional<uint64_t> guardVersion;
@@ -131,247 +130,228 @@ int main(int argc, char **argv) {
   std::vector<core::LookupGenerator> generators;
   std::optional<core::MachineArithmetic> arithmetic;
   bool divisionTraps = false;
+};
+
+// --generator TABLE=FILE.ll:FUNCTION: FILE.ll's code for TABLE, whatever
+// the table holds.
+Expected<core::LookupGenerator> generatorFrom(const std::string &spec) {
+  size_t equals = spec.find('='), colon = spec.rfind(':');
+  if (equals == std::string::npos || colon == std::string::npos || colon < equals)
+    return makeError("--generator TABLE=FILE.ll:FUNCTION, not '{0}'", spec);
+  core::LookupGenerator generator;
+  generator.table = spec.substr(0, equals);
+  generator.name = spec.substr(equals + 1, colon - equals - 1);
+  generator.function = spec.substr(colon + 1);
+  generator.generate = [path = generator.name](const core::TableInfo &,
+                                               const core::TableContents &,
+                                               llvm::LLVMContext &context)
+      -> Expected<std::unique_ptr<llvm::Module>> {
+    llvm::SMDiagnostic diagnostic;
+    std::unique_ptr<llvm::Module> code = llvm::parseIRFile(path, diagnostic, context);
+    if (!code)
+      return makeError("{0}: {1}", path, diagnostic.getMessage());
+    return code;
+  };
+  return generator;
+}
+
+Expected<Arguments> parseArguments(int argc, char **argv) {
+  Arguments args;
   for (int i = 1; i < argc; ++i) {
     std::string arg = argv[i];
     auto value = [&]() -> std::string { return i + 1 < argc ? argv[++i] : ""; };
     if (arg.starts_with("-passes="))
-      passes = arg.substr(8);
+      args.passes = arg.substr(8);
     else if (arg == "--state")
-      statePath = value();
+      args.statePath = value();
     else if (arg == "--guard-version")
-      guardVersion = std::stoull(value());
+      args.guardVersion = std::stoull(value());
     else if (arg == "--inline-limit")
-      inlineLimit = std::stoul(value());
+      args.inlineLimit = std::stoul(value());
     else if (arg == "--cost-model")
-      costModelPath = value();
+      args.costModelPath = value();
     else if (arg == "--failure-verdict")
-      failureVerdict = std::stoul(value());
+      args.failureVerdict = std::stoul(value());
     else if (arg == "--verifier-paths")
-      verifierPaths = std::stoull(value());
+      args.verifierPaths = std::stoull(value());
     else if (arg == "--fallback") {
       std::string kind = value();
       if (kind == "tail-call")
-        fallback = core::Fallback::TailCall;
+        args.fallback = core::Fallback::TailCall;
       else if (kind == "in-program")
-        fallback = core::Fallback::InProgram;
+        args.fallback = core::Fallback::InProgram;
       else if (kind == "none")
-        fallback = core::Fallback::None;
+        args.fallback = core::Fallback::None;
       else
-        return fail("unknown fallback '" + kind + "'");
+        return makeError("unknown fallback '{0}'", kind);
     }
     else if (arg == "--profile")
-      profile = true;
+      args.profile = true;
     else if (arg == "--no-profile")
-      notProfiled.insert(value());
+      args.notProfiled.insert(value());
     else if (arg == "--write-guards")
-      writeGuards = true;
+      args.writeGuards = true;
     else if (arg == "--generator") {
-      std::string spec = value();
-      size_t equals = spec.find('='), colon = spec.rfind(':');
-      if (equals == std::string::npos || colon == std::string::npos || colon < equals)
-        return fail("--generator TABLE=FILE.ll:FUNCTION, not '" + spec + "'");
-      core::LookupGenerator generator;
-      generator.table = spec.substr(0, equals);
-      generator.name = spec.substr(equals + 1, colon - equals - 1);
-      generator.function = spec.substr(colon + 1);
-      generator.generate = [path = generator.name](const core::TableInfo &,
-                                                   const core::TableContents &,
-                                                   llvm::LLVMContext &context)
-          -> Expected<std::unique_ptr<llvm::Module>> {
-        llvm::SMDiagnostic diagnostic;
-        std::unique_ptr<llvm::Module> code = llvm::parseIRFile(path, diagnostic, context);
-        if (!code)
-          return makeError("{0}: {1}", path, diagnostic.getMessage());
-        return code;
-      };
-      generators.push_back(std::move(generator));
+      auto generator = generatorFrom(value());
+      if (!generator)
+        return generator.takeError();
+      args.generators.push_back(std::move(*generator));
     }
     else if (arg == "--backend")
-      backend = value();
+      args.backend = value();
     else if (arg == "--defined-arithmetic") {
       std::string bits = value();
       if (bits != "32" && bits != "64")
-        return fail("--defined-arithmetic 32|64, not '" + bits + "'");
-      arithmetic = core::MachineArithmetic{unsigned(std::stoul(bits)), true};
+        return makeError("--defined-arithmetic 32|64, not '{0}'", bits);
+      args.arithmetic = core::MachineArithmetic{unsigned(std::stoul(bits)), true};
     }
     else if (arg == "--division-traps")
-      divisionTraps = true;
+      args.divisionTraps = true;
     else if (arg == "-O2")
-      optimize = true;
+      args.optimize = true;
     else if (arg == "--print-analysis")
-      printAnalysis = true;
+      args.printAnalysis = true;
     else if (arg == "--replay-calls")
-      replayCalls = true;
+      args.replayCalls = true;
     else if (arg == "--print-context-reads")
-      printContextReads = true;
+      args.printContextReads = true;
     else if (arg == "--prefetch-stage")
-      prefetchPrimitive = value();
-    else if (!arg.starts_with("-") && input.empty())
-      input = arg;
+      args.prefetchPrimitive = value();
+    else if (!arg.starts_with("-") && args.input.empty())
+      args.input = arg;
     else
-      return fail("unknown argument '" + arg + "'");
+      return makeError("unknown argument '{0}'", arg);
   }
-  if (input.empty())
-    return fail("usage: morpheus-opt IN.ll --state STATE.json [-passes=a,b] "
-                "[--guard-version N] [--fallback tail-call|in-program|none] [--failure-verdict N] "
-                "[--inline-limit N] [--cost-model FILE] [--verifier-paths N] [--profile] [--no-profile MAP] "
-                "[--write-guards] [-O2] "
-                "[--print-analysis] [--backend bpf|user] [--generator TABLE=FILE.ll:FUNCTION] "
-                "[--prefetch-stage PRIMITIVE] [--defined-arithmetic 32|64 [--division-traps]] "
-                "[--replay-calls] [--print-context-reads]");
+  if (args.input.empty())
+    return makeError(
+        "usage: morpheus-opt IN.ll --state STATE.json [-passes=a,b] "
+        "[--guard-version N] [--fallback tail-call|in-program|none] [--failure-verdict N] "
+        "[--inline-limit N] [--cost-model FILE] [--verifier-paths N] [--profile] "
+        "[--no-profile MAP] [--write-guards] [-O2] "
+        "[--print-analysis] [--backend bpf|user] [--generator TABLE=FILE.ll:FUNCTION] "
+        "[--prefetch-stage PRIMITIVE] [--defined-arithmetic 32|64 [--division-traps]] "
+        "[--replay-calls] [--print-context-reads]");
+  return args;
+}
 
-  llvm::LLVMContext context;
-  llvm::SMDiagnostic diagnostic;
-  std::unique_ptr<llvm::Module> module = llvm::parseIRFile(input, diagnostic, context);
-  if (!module) {
-    diagnostic.print("morpheus-opt", llvm::errs());
-    return 1;
-  }
-  std::unique_ptr<core::AccessSignatureTable> backendSignatures;
-  if (backend == "bpf")
-    backendSignatures = std::make_unique<bpf::BpfSignatures>();
-  else if (backend == "user")
-    backendSignatures = std::make_unique<user::UserSignatures>();
-  else
-    return fail("unknown backend '" + backend + "' (bpf or user)");
-  const core::AccessSignatureTable &signatures = *backendSignatures;
-  core::annotateAccessCalls(*module, signatures);
-
-  if (replayCalls) {
-    core::ReplayCallsOptions options{bpf::replayerOfCall};
-    unsigned replaced = 0;
-    llvm::ModuleAnalysisManager unused;
-    core::ReplayCallsPass(options, &replaced).run(*module, unused);
-    module->print(llvm::outs(), nullptr);
-    llvm::outs() << "; replayed " << replaced << " calls\n";
-    return 0;
-  }
-  if (printContextReads) {
-    for (const llvm::Function &function : *module) {
-      if (!signatures.isProgramEntry(function))
-        continue;
-      core::ContextReads reads = core::contextReads(function);
-      std::string name = function.getName().str();
-      for (const auto &[offset, read] : reads.fields) {
-        llvm::outs() << "context " << name << " offset " << offset << " width " << read.width;
-        for (uint64_t value : read.singledOut)
-          llvm::outs() << " " << value;
-        llvm::outs() << "\n";
-      }
-      if (reads.escapes)
-        llvm::outs() << "context " << name << " escapes\n";
-    }
-    return 0;
-  }
-
-  nlohmann::json state = nlohmann::json::object();
-  if (!statePath.empty()) {
-    std::ifstream in(statePath);
-    state = nlohmann::json::parse(in, nullptr, false);
-    if (state.is_discarded())
-      return fail(statePath + ": not valid JSON");
-  }
-  auto catalog = catalogFrom(state.value("tables", nlohmann::json::object()));
-  if (!catalog)
-    return fail(llvm::toString(catalog.takeError()));
-
-  if (!prefetchPrimitive.empty()) {
-    core::TableAccessInfo info = core::analyzeModule(*module, signatures, *catalog);
-    std::vector<llvm::Function *> entries;
-    for (llvm::Function &function : *module)
-      if (signatures.isProgramEntry(function))
-        entries.push_back(&function);
-    std::vector<std::string> outcomes;
-    for (llvm::Function *entry : entries) {
-      auto stage = core::derivePrefetchStage(
-          *entry, info, *catalog, {entry->getName().str() + "_prefetch", "", prefetchPrimitive});
-      if (!stage)
-        return fail(llvm::toString(stage.takeError()));
-      outcomes.push_back(entry->getName().str() + ": " +
-                         (stage->function ? "prefetches " + llvm::join(stage->tables, ", ") +
-                                                " (" + std::to_string(stage->sites) +
-                                                (stage->sites == 1 ? " site)" : " sites)")
-                                          : "declined: " + stage->declined));
-    }
-    module->print(llvm::outs(), nullptr);
-    for (const std::string &outcome : outcomes)
-      llvm::outs() << "; prefetch stage " << outcome << "\n";
-    return 0;
-  }
-
-  if (printAnalysis) {
-    core::TableAccessInfo info = core::analyzeModule(*module, signatures, *catalog);
-    for (const auto &[name, usage] : info.tables) {
-      llvm::outs() << "table " << name
-                   << (!usage.written ? " ro" : usage.writtenWholesale ? " rw" : " rw-in-part")
-                   << "\n";
-      for (const std::string &reason : usage.writeReasons)
-        llvm::outs() << "  written: " << reason << "\n";
-      if (!usage.writtenWholesale)
-        for (const core::ValueWrite &write : usage.valueWrites) {
-          llvm::outs() << "  value write: key " << (write.key ? toHex(*write.key) : "any");
-          if (write.size == core::ValueWrite::WholeValue)
-            llvm::outs() << " whole value\n";
-          else
-            llvm::outs() << " bytes " << write.offset << ".." << write.offset + write.size - 1
-                         << "\n";
-        }
-      for (const std::string &where : usage.pointerComparisons)
-        llvm::outs() << "  compared: " << where << "\n";
-    }
-    for (const core::AccessSite &site : info.sites) {
-      llvm::outs() << "site " << site.id << " " << site.signature.name << " "
-                   << (site.table.empty() ? "?" : site.table)
-                   << " key=" << site.key.describe();
-      if (site.key.constantKey)
-        llvm::outs() << " constant=" << toHex(*site.key.constantKey);
-      if (!site.outerTables.empty()) {
-        llvm::outs() << " inner-of=" << llvm::join(site.outerTables, ",") << " candidates=[";
-        llvm::outs() << llvm::join(site.innerCandidates, ",") << "]";
-      }
-      if (!site.mergedTables.empty())
-        llvm::outs() << " merged=[" << llvm::join(site.mergedTables, ",") << "]";
-      if (site.valueNeedsWritableMemory)
-        llvm::outs() << " writable-needed=\"" << *site.valueNeedsWritableMemory << "\"";
-      if (site.key.unwritten)
-        llvm::outs() << " unwritten=\"" << site.key.unwritten->describe() << "\"";
+// --print-context-reads: what each entry reads of its context.
+void printContextReads(const llvm::Module &module, const core::AccessSignatureTable &signatures) {
+  for (const llvm::Function &function : module) {
+    if (!signatures.isProgramEntry(function))
+      continue;
+    core::ContextReads reads = core::contextReads(function);
+    std::string name = function.getName().str();
+    for (const auto &[offset, read] : reads.fields) {
+      llvm::outs() << "context " << name << " offset " << offset << " width " << read.width;
+      for (uint64_t value : read.singledOut)
+        llvm::outs() << " " << value;
       llvm::outs() << "\n";
     }
-    return 0;
+    if (reads.escapes)
+      llvm::outs() << "context " << name << " escapes\n";
   }
+}
 
+// --prefetch-stage: each entry's prefetch stage derived, the module printed,
+// then what became of each entry.
+Error printPrefetchStages(llvm::Module &module, const core::AccessSignatureTable &signatures,
+                          const core::TableCatalog &catalog, const std::string &primitive) {
+  core::TableAccessInfo info = core::analyzeModule(module, signatures, catalog);
+  std::vector<llvm::Function *> entries;
+  for (llvm::Function &function : module)
+    if (signatures.isProgramEntry(function))
+      entries.push_back(&function);
+  std::vector<std::string> outcomes;
+  for (llvm::Function *entry : entries) {
+    auto stage = core::derivePrefetchStage(
+        *entry, info, catalog, {entry->getName().str() + "_prefetch", "", primitive});
+    if (!stage)
+      return stage.takeError();
+    outcomes.push_back(entry->getName().str() + ": " +
+                       (stage->function ? "prefetches " + llvm::join(stage->tables, ", ") +
+                                              " (" + std::to_string(stage->sites) +
+                                              (stage->sites == 1 ? " site)" : " sites)")
+                                        : "declined: " + stage->declined));
+  }
+  module.print(llvm::outs(), nullptr);
+  for (const std::string &outcome : outcomes)
+    llvm::outs() << "; prefetch stage " << outcome << "\n";
+  return Error::success();
+}
+
+// --print-analysis: the table access analysis, table by table, then site
+// by site.
+void printAnalysis(llvm::Module &module, const core::AccessSignatureTable &signatures,
+                   const core::TableCatalog &catalog) {
+  core::TableAccessInfo info = core::analyzeModule(module, signatures, catalog);
+  for (const auto &[name, usage] : info.tables) {
+    llvm::outs() << "table " << name
+                 << (!usage.written ? " ro" : usage.writtenWholesale ? " rw" : " rw-in-part")
+                 << "\n";
+    for (const std::string &reason : usage.writeReasons)
+      llvm::outs() << "  written: " << reason << "\n";
+    if (!usage.writtenWholesale)
+      for (const core::ValueWrite &write : usage.valueWrites) {
+        llvm::outs() << "  value write: key " << (write.key ? toHex(*write.key) : "any");
+        if (write.size == core::ValueWrite::WholeValue)
+          llvm::outs() << " whole value\n";
+        else
+          llvm::outs() << " bytes " << write.offset << ".." << write.offset + write.size - 1
+                       << "\n";
+      }
+    for (const std::string &where : usage.pointerComparisons)
+      llvm::outs() << "  compared: " << where << "\n";
+  }
+  for (const core::AccessSite &site : info.sites) {
+    llvm::outs() << "site " << site.id << " " << site.signature.name << " "
+                 << (site.table.empty() ? "?" : site.table) << " key=" << site.key.describe();
+    if (site.key.constantKey)
+      llvm::outs() << " constant=" << toHex(*site.key.constantKey);
+    if (!site.outerTables.empty()) {
+      llvm::outs() << " inner-of=" << llvm::join(site.outerTables, ",") << " candidates=[";
+      llvm::outs() << llvm::join(site.innerCandidates, ",") << "]";
+    }
+    if (!site.mergedTables.empty())
+      llvm::outs() << " merged=[" << llvm::join(site.mergedTables, ",") << "]";
+    if (site.valueNeedsWritableMemory)
+      llvm::outs() << " writable-needed=\"" << *site.valueNeedsWritableMemory << "\"";
+    if (site.key.unwritten)
+      llvm::outs() << " unwritten=\"" << site.key.unwritten->describe() << "\"";
+    llvm::outs() << "\n";
+  }
+}
+
+// The snapshot of STATE.json's "maps"; the "probed_maps" among them hold
+// answers to lookups of exactly their keys.
+Expected<core::TableSnapshot> snapshotFrom(const nlohmann::json &state,
+                                           const core::TableCatalog &catalog,
+                                           const std::string &statePath) {
   nlohmann::json snapshotJson = {{"maps", state.value("maps", nlohmann::json::object())}};
-  auto snapshot = bpf::parseSnapshot(snapshotJson, *catalog, statePath);
+  auto snapshot = bpf::parseSnapshot(snapshotJson, catalog, statePath);
   if (!snapshot)
-    return fail(llvm::toString(snapshot.takeError()));
-
+    return snapshot.takeError();
   nlohmann::json probedMaps = state.value("probed_maps", nlohmann::json::array());
   for (const auto &name : probedMaps) {
     auto contents = snapshot->find(name.get<std::string>());
     if (contents == snapshot->end())
-      return fail("probed map '" + name.get<std::string>() + "' has no entries in \"maps\"");
+      return makeError("probed map '{0}' has no entries in \"maps\"", name.get<std::string>());
     contents->second.complete = false;
     for (const core::TableEntry &entry : contents->second.entries)
       contents->second.probedKeys.insert(entry.key);
   }
+  return snapshot;
+}
 
-  core::SpecializationOptions options;
-  options.inlineLimit = inlineLimit;
-  if (!costModelPath.empty()) {
-    auto text = llvm::MemoryBuffer::getFile(costModelPath);
-    if (!text)
-      return fail(costModelPath + ": " + text.getError().message());
-    auto model = core::CostModel::fromJson((*text)->getBuffer(), costModelPath);
-    if (!model)
-      return fail(llvm::toString(model.takeError()));
-    options.costModel = std::move(*model);
-  }
+// What STATE.json says the traffic did: hot keys (also per CPU), hot
+// tuples and write counts.
+Error readTraffic(const nlohmann::json &state, const std::string &statePath,
+                  core::SpecializationOptions &options) {
   nlohmann::json hotKeys = state.value("hot_keys", nlohmann::json::object());
   for (const auto &[site, keys] : hotKeys.items())
     for (const auto &key : keys) {
       auto bytes = bpf::parseJsonBytes(key, statePath + ": hot key of site " + site);
       if (!bytes)
-        return fail(llvm::toString(bytes.takeError()));
+        return bytes.takeError();
       options.hotKeys[std::stoul(site)].push_back(std::move(*bytes));
     }
   nlohmann::json hotTuples = state.value("hot_tuples", nlohmann::json::object());
@@ -379,7 +359,7 @@ int main(int argc, char **argv) {
     for (const auto &tuple : tuples) {
       auto bytes = bpf::parseJsonBytes(tuple, statePath + ": hot tuple of flow site " + site);
       if (!bytes)
-        return fail(llvm::toString(bytes.takeError()));
+        return bytes.takeError();
       options.hotTuples[std::stoul(site)].push_back(std::move(*bytes));
     }
   nlohmann::json perCpuHotKeys = state.value("hot_keys_per_cpu", nlohmann::json::object());
@@ -391,75 +371,167 @@ int main(int argc, char **argv) {
         auto bytes = bpf::parseJsonBytes(key, statePath + ": hot key of site " + site +
                                                   " on CPU " + cpu);
         if (!bytes)
-          return fail(llvm::toString(bytes.takeError()));
+          return bytes.takeError();
         chain.push_back(std::move(*bytes));
       }
     }
+  nlohmann::json writeCounts = state.value("write_counts", nlohmann::json::object());
+  for (const auto &[bucket, count] : writeCounts.items())
+    options.writeCounts[std::stoul(bucket)] = count.get<uint64_t>();
+  return Error::success();
+}
+
+// The specialization the command line and STATE.json ask for.
+Expected<core::SpecializationOptions>
+specializationOptions(const Arguments &args, const nlohmann::json &state,
+                      const llvm::Module &module, const core::AccessSignatureTable &signatures) {
+  core::SpecializationOptions options;
+  options.inlineLimit = args.inlineLimit;
+  if (!args.costModelPath.empty()) {
+    auto text = llvm::MemoryBuffer::getFile(args.costModelPath);
+    if (!text)
+      return makeError("{0}: {1}", args.costModelPath, text.getError().message());
+    auto model = core::CostModel::fromJson((*text)->getBuffer(), args.costModelPath);
+    if (!model)
+      return model.takeError();
+    options.costModel = std::move(*model);
+  }
+  if (Error err = readTraffic(state, args.statePath, options))
+    return std::move(err);
   nlohmann::json points = state.value("points", nlohmann::json::object());
   for (const auto &[label, value] : points.items())
     options.points[label] = value.get<int64_t>();
   nlohmann::json globals = state.value("globals", nlohmann::json::object());
   for (const auto &[name, bytes] : globals.items()) {
-    auto parsed = bpf::parseJsonBytes(bytes, statePath + ": global " + name);
+    auto parsed = bpf::parseJsonBytes(bytes, args.statePath + ": global " + name);
     if (!parsed)
-      return fail(llvm::toString(parsed.takeError()));
+      return parsed.takeError();
     options.globals[name] = std::move(*parsed);
   }
-  if (profile)
+  if (args.profile)
     options.profile = core::ProfileOptions{bpf::ProfileSlotFunction, MORPHEUS_PROFILE_SITES,
-                                           MORPHEUS_PROFILE_KEY_BYTES, notProfiled};
-  if (writeGuards)
+                                           MORPHEUS_PROFILE_KEY_BYTES, args.notProfiled};
+  if (args.writeGuards)
     options.writeGuards = core::WriteGuardOptions{bpf::WriteBumpFunction, bpf::WriteCountFunction,
-                                                  bpf::WriteBucketBits, notProfiled};
-  nlohmann::json writeCounts = state.value("write_counts", nlohmann::json::object());
-  for (const auto &[bucket, count] : writeCounts.items())
-    options.writeCounts[std::stoul(bucket)] = count.get<uint64_t>();
-  options.optimize = optimize;
-  if (arithmetic)
-    arithmetic->definedDivision = !divisionTraps;
-  options.arithmetic = arithmetic;
-  options.generators = generators;
-  if (passes) {
+                                                  bpf::WriteBucketBits, args.notProfiled};
+  options.optimize = args.optimize;
+  options.arithmetic = args.arithmetic;
+  if (options.arithmetic)
+    options.arithmetic->definedDivision = !args.divisionTraps;
+  options.generators = args.generators;
+  if (args.passes) {
     // The guard is not a table pass: --guard-version switches it on.
     options.tablePasses.emplace();
-    std::stringstream names(*passes);
+    std::stringstream names(*args.passes);
     for (std::string name; std::getline(names, name, ',');)
       if (!name.empty())
         options.tablePasses->push_back(name);
   }
   std::vector<std::string> entries;
-  for (const llvm::Function &function : *module)
+  for (const llvm::Function &function : module)
     if (signatures.isProgramEntry(function))
       entries.push_back(function.getName().str());
-  if (guardVersion) {
+  if (args.guardVersion) {
     options.guard = core::ProgramGuardOptions{bpf::GuardHoldsFunction,
-                                              bpf::GuardEnterFunction, *guardVersion, {}};
+                                              bpf::GuardEnterFunction, *args.guardVersion, {}};
     for (unsigned slot = 0; slot < entries.size(); ++slot)
       options.guard->entries.push_back(
-          {entries[slot], fallback, slot, failureVerdict, "morpheus-opt --fallback"});
+          {entries[slot], args.fallback, slot, args.failureVerdict, "morpheus-opt --fallback"});
   }
-  if (verifierPaths)
+  if (args.verifierPaths)
     for (const std::string &entry : entries)
-      options.verifierPathBudget[entry] = *verifierPaths;
-  auto log = core::specializeModule(*module, signatures, *catalog, *snapshot, options);
-  if (!log)
-    return fail(llvm::toString(log.takeError()));
-  module->print(llvm::outs(), nullptr);
-  for (const core::GuardDecision &guard : log->guards)
+      options.verifierPathBudget[entry] = *args.verifierPaths;
+  return options;
+}
+
+// What the pipeline decided, as comments after the module.
+void printDecisions(const core::SpecializationLog &log) {
+  for (const core::GuardDecision &guard : log.guards)
     llvm::outs() << "; guard " << guard.function << ": " << core::fallbackName(guard.fallback)
                  << ": " << guard.detail << "\n";
-  for (const core::GlobalDecision &global : log->globals)
+  for (const core::GlobalDecision &global : log.globals)
     llvm::outs() << "; global " << global.global
                  << (global.applied ? " applied: " : " declined: ") << global.detail << "\n";
-  for (const core::GlobalCheck &check : log->globalChecks)
+  for (const core::GlobalCheck &check : log.globalChecks)
     llvm::outs() << "; check " << check.global << " at " << check.offset << ": "
                  << toHex(check.bytes) << "\n";
-  for (const core::SiteDecision &decision : log->decisions)
+  for (const core::SiteDecision &decision : log.decisions)
     llvm::outs() << "; site " << decision.site << " " << decision.table << " "
                  << decision.pass << (decision.applied ? " applied: " : " declined: ")
                  << decision.detail << "\n";
-  for (const core::PointDecision &point : log->points)
+  for (const core::PointDecision &point : log.points)
     llvm::outs() << "; point " << point.label << " in " << point.function
                  << (point.applied ? " applied: " : " declined: ") << point.detail << "\n";
+}
+
+} // namespace
+
+int main(int argc, char **argv) {
+  auto args = parseArguments(argc, argv);
+  if (!args)
+    return fail(llvm::toString(args.takeError()));
+
+  llvm::LLVMContext context;
+  llvm::SMDiagnostic diagnostic;
+  std::unique_ptr<llvm::Module> module = llvm::parseIRFile(args->input, diagnostic, context);
+  if (!module) {
+    diagnostic.print("morpheus-opt", llvm::errs());
+    return 1;
+  }
+  std::unique_ptr<core::AccessSignatureTable> backendSignatures;
+  if (args->backend == "bpf")
+    backendSignatures = std::make_unique<bpf::BpfSignatures>();
+  else if (args->backend == "user")
+    backendSignatures = std::make_unique<user::UserSignatures>();
+  else
+    return fail("unknown backend '" + args->backend + "' (bpf or user)");
+  const core::AccessSignatureTable &signatures = *backendSignatures;
+  core::annotateAccessCalls(*module, signatures);
+
+  if (args->replayCalls) {
+    core::ReplayCallsOptions options{bpf::replayerOfCall};
+    unsigned replaced = 0;
+    llvm::ModuleAnalysisManager unused;
+    core::ReplayCallsPass(options, &replaced).run(*module, unused);
+    module->print(llvm::outs(), nullptr);
+    llvm::outs() << "; replayed " << replaced << " calls\n";
+    return 0;
+  }
+  if (args->printContextReads) {
+    printContextReads(*module, signatures);
+    return 0;
+  }
+
+  nlohmann::json state = nlohmann::json::object();
+  if (!args->statePath.empty()) {
+    std::ifstream in(args->statePath);
+    state = nlohmann::json::parse(in, nullptr, false);
+    if (state.is_discarded())
+      return fail(args->statePath + ": not valid JSON");
+  }
+  auto catalog = catalogFrom(state.value("tables", nlohmann::json::object()));
+  if (!catalog)
+    return fail(llvm::toString(catalog.takeError()));
+  if (!args->prefetchPrimitive.empty()) {
+    if (Error err = printPrefetchStages(*module, signatures, *catalog, args->prefetchPrimitive))
+      return fail(llvm::toString(std::move(err)));
+    return 0;
+  }
+  if (args->printAnalysis) {
+    printAnalysis(*module, signatures, *catalog);
+    return 0;
+  }
+
+  auto snapshot = snapshotFrom(state, *catalog, args->statePath);
+  if (!snapshot)
+    return fail(llvm::toString(snapshot.takeError()));
+  auto options = specializationOptions(*args, state, *module, signatures);
+  if (!options)
+    return fail(llvm::toString(options.takeError()));
+  auto log = core::specializeModule(*module, signatures, *catalog, *snapshot, *options);
+  if (!log)
+    return fail(llvm::toString(log.takeError()));
+  module->print(llvm::outs(), nullptr);
+  printDecisions(*log);
   return 0;
 }

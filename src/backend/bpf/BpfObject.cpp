@@ -290,6 +290,7 @@ Expected<MapLayout> layoutOf(int fd, const std::string &name) {
   layout.btfId = info.btf_id;
   layout.btfKeyTypeId = info.btf_key_type_id;
   layout.btfValueTypeId = info.btf_value_type_id;
+  layout.kernelName = info.name;
   return layout;
 }
 
@@ -420,6 +421,12 @@ std::optional<uint64_t> verifiedInstructions(int programFd) {
   if (bpf_obj_get_info_by_fd(programFd, &info, &length) || !info.verified_insns)
     return std::nullopt;
   return info.verified_insns;
+}
+
+size_t translatedInstructions(int programFd) {
+  bpf_prog_info info = {};
+  uint32_t length = sizeof(info);
+  return bpf_obj_get_info_by_fd(programFd, &info, &length) ? 0 : info.xlated_prog_len / 8;
 }
 
 Expected<LiveProgram> liveProgram(int programFd) {
@@ -764,6 +771,13 @@ ProgramRunStats programRunStats(int programFd) {
   if (bpf_obj_get_info_by_fd(programFd, &info, &length))
     return {};
   return {info.id, info.run_time_ns, info.run_cnt};
+}
+
+Expected<FileDescriptor> enableRunTimeStats() {
+  int fd = bpf_enable_stats(BPF_STATS_RUN_TIME);
+  if (fd < 0)
+    return makeSystemError(errno, "cannot enable bpf_stats");
+  return FileDescriptor(fd);
 }
 
 Error ensureBpffs(const std::string &user) {

@@ -11,6 +11,7 @@
 #include "core/Globals.h"
 #include "core/Tables.h"
 #include "support/Error.h"
+#include "support/FileDescriptor.h"
 
 #include <llvm/ADT/ArrayRef.h>
 
@@ -62,6 +63,10 @@ Expected<std::map<std::string, OpenedProgram>> readPrograms(llvm::ArrayRef<char>
 // verified_insns), or nullopt if the kernel does not say.
 std::optional<uint64_t> verifiedInstructions(int programFd);
 
+// How many instructions the kernel runs of a loaded program, after its
+// rewrites (bpf_prog_info's xlated_prog_len / 8); 0 if it does not say.
+size_t translatedInstructions(int programFd);
+
 // What the kernel says of a loaded program: its name (cut to 15
 // characters), id, tag (a hash of its instructions as loaded, map
 // references masked) and the maps it uses.
@@ -80,6 +85,7 @@ struct MapLayout {
   uint64_t extra = 0; // map_extra (a bloom filter's hash count)
   // Kernel maps only: the map's id and BTF (0 when it has none).
   uint32_t id = 0, btfId = 0, btfKeyTypeId = 0, btfValueTypeId = 0;
+  std::string kernelName; // as the kernel holds it (at most 15 characters)
   // Maps of maps, as declared: the layout every inner map must have.
   std::shared_ptr<const MapLayout> inner;
 };
@@ -292,6 +298,10 @@ struct ProgramRunStats {
   uint64_t runTimeNs = 0, runCount = 0;
 };
 ProgramRunStats programRunStats(int programFd);
+
+// Turns the kernel's bpf_stats on for as long as the returned descriptor is
+// open (every holder's closed: off again).
+Expected<FileDescriptor> enableRunTimeStats();
 
 // Mounts bpffs at /sys/fs/bpf unless one is there; `user` (a pin directory,
 // a command) names what needs it in the error.

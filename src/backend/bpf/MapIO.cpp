@@ -1,5 +1,7 @@
 #include "backend/bpf/MapIO.h"
 
+#include "backend/bpf/MapAccess.h"
+
 #include <bpf/bpf.h>
 #include <bpf/libbpf.h>
 
@@ -43,6 +45,26 @@ Error forEachKey(int fd, uint32_t keySize, const std::string &mapName,
                          "map '{0}': keys kept changing during a walk of {1} steps, so not "
                          "all of them may have been seen",
                          mapName, 2 * uint64_t(info.max_entries) + 2);
+}
+
+Error forEachEntry(int fd, uint32_t keySize, size_t valueBytes, const std::string &mapName,
+                   llvm::function_ref<bool(const Bytes &, const Bytes &)> visit) {
+  MapAccess map(fd, mapName);
+  Bytes value(valueBytes);
+  std::optional<Error> failed;
+  Error walk = forEachKey(fd, keySize, mapName, [&](const Bytes &key) {
+    auto found = map.lookup(key, value);
+    if (!found) {
+      failed.emplace(found.takeError());
+      return false;
+    }
+    return !*found || visit(key, value);
+  });
+  if (failed) {
+    llvm::consumeError(std::move(walk));
+    return std::move(*failed);
+  }
+  return walk;
 }
 
 bool isArrayMap(unsigned type) {

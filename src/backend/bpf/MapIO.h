@@ -60,6 +60,14 @@ int possibleCpus();
 Error forEachKey(int fd, uint32_t keySize, const std::string &mapName,
                  llvm::function_ref<bool(const core::Bytes &)> visit);
 
+// The one entry walk: calls `visit(key, value)` for each entry of the map
+// behind `fd`, keys walked as forEachKey walks them, until it returns
+// false. A key deleted between the walk and its lookup is skipped; a lookup
+// that fails otherwise ends the walk with its error. Values are as the
+// syscall returns them, `valueBytes` long (syscallValueSize).
+Error forEachEntry(int fd, uint32_t keySize, size_t valueBytes, const std::string &mapName,
+                   llvm::function_ref<bool(const core::Bytes &, const core::Bytes &)> visit);
+
 // Kinds of kernel maps, by BPF_MAP_TYPE_*.
 bool isArrayMap(unsigned type);
 bool isPerCpuMap(unsigned type);

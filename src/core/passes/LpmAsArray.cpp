@@ -132,6 +132,214 @@ Expected<std::vector<uint16_t>> deriveLevels(const std::vector<PrefixInterval> &
   return slots;
 }
 
+// Every derived table of one trie's site (one per leading word, or one),
+// their slots one after the other in one global.
+struct DerivedSlots {
+  std::vector<uint16_t> slots;
+  std::vector<size_t> bases;       // where each table's slots start
+  std::vector<size_t> chunkCounts; // each table's chunks
+};
+
+Expected<DerivedSlots> deriveSlots(const TrieCandidates &candidates,
+                                   const std::vector<TableEntry> &entries) {
+  DerivedSlots derived;
+  for (const DerivedTable &table : candidates.derived) {
+    auto levels = deriveLevels(table.intervals, entries);
+    if (!levels)
+      return levels.takeError();
+    derived.bases.push_back(derived.slots.size());
+    derived.chunkCounts.push_back((levels->size() - (size_t(1) << FirstLevelBits)) /
+                                  ChunkSlots);
+    derived.slots.insert(derived.slots.end(), levels->begin(), levels->end());
+  }
+  return derived;
+}
+
+// The walk down one site's derived tables, emitted into its lookup frame:
+// from the insertion point, each table's slot chain ends in `answer` with
+// the slot it found in `found`, or in `miss`.
+struct LevelWalk {
+  IRBuilder<> &builder;
+  const AccessSite &site;
+  Function *function;
+  BasicBlock *tail;
+  GlobalVariable *derived;
+  Value *wide; // the address, 64 bits wide
+  PHINode *found;
+  BasicBlock *answer, *miss;
+
+  BasicBlock *block(const Twine &name) {
+    return BasicBlock::Create(builder.getContext(), site.table + name, function, tail);
+  }
+
+  Value *loadSlot(Value *index, const Twine &name) {
+    Value *at = builder.CreateInBoundsGEP(builder.getInt16Ty(), derived, index);
+    return builder.CreateLoad(builder.getInt16Ty(), at, name);
+  }
+
+  // The slot chain of the table at `base` with `chunkCount` chunks: the top
+  // 16 bits index its first level, then each further level is a chunk's
+  // slot for the next 8 bits, while the slot names a chunk (the last
+  // level's slots never do).
+  void chain(uint64_t base, uint64_t chunkCount) {
+    Value *top = builder.CreateLShr(wide, AddressBits - FirstLevelBits);
+    if (base)
+      top = builder.CreateAdd(top, builder.getInt64(base));
+    Value *slot = loadSlot(top, site.table + ".slot0");
+    uint32_t consumed = FirstLevelBits;
+    for (unsigned level = 1; consumed < AddressBits; ++level) {
+      BasicBlock *chunk = block(".chunk" + Twine(level));
+      BasicBlock *next = block(".level" + Twine(level));
+      found->addIncoming(slot, builder.GetInsertBlock());
+      builder.CreateCondBr(
+          builder.CreateICmpNE(builder.CreateAnd(slot, ChunkFlag), builder.getInt16(0)), chunk,
+          answer);
+      builder.SetInsertPoint(chunk);
+      // Checked and used as one opaque value: LLVM would otherwise fold the
+      // mask into the index and check a register the index is not computed
+      // from, and the verifier would lose the bound.
+      Value *number = opaqueCopy(builder,
+                                 builder.CreateZExt(builder.CreateAnd(slot, ~ChunkFlag & 0xffff),
+                                                    builder.getInt64Ty()),
+                                 site.table + ".chunk.number");
+      builder.CreateCondBr(builder.CreateICmpULT(number, builder.getInt64(chunkCount)), next,
+                           miss);
+      builder.SetInsertPoint(next);
+      consumed += ChunkBits;
+      // Opaque too: LLVM would turn the add into an or of disjoint bits,
+      // whose bound the verifier widens to the next power of two (past the
+      // table's end); the add it bounds exactly.
+      Value *bits = opaqueCopy(
+          builder,
+          builder.CreateAnd(builder.CreateLShr(wide, AddressBits - consumed), ChunkSlots - 1),
+          site.table + ".bits");
+      Value *at = builder.CreateAdd(
+          builder.CreateAdd(builder.CreateShl(number, ChunkBits),
+                            builder.getInt64(base + (uint64_t(1) << FirstLevelBits))),
+          bits);
+      slot = loadSlot(at, site.table + ".slot" + Twine(level));
+    }
+    found->addIncoming(slot, builder.GetInsertBlock());
+    builder.CreateBr(answer);
+  }
+
+  // From `select`: the one table's chain, or, with a leading word, the
+  // table of `leadingWord`'s value (no prefix lies under any other: they
+  // all cover whole leading words, TrieRepresentation).
+  void selectAndWalk(BasicBlock *select, const TrieCandidates &candidates,
+                     const DerivedSlots &slots, Value *leadingWord) {
+    builder.SetInsertPoint(select);
+    if (!leadingWord) {
+      chain(slots.bases[0], slots.chunkCounts[0]);
+      return;
+    }
+    for (size_t i = 0; i < candidates.derived.size(); ++i) {
+      uint32_t value = *candidates.derived[i].leadingWord;
+      BasicBlock *table = block(".leading" + Twine(value));
+      BasicBlock *other = i + 1 < candidates.derived.size() ? block(".leading.other") : miss;
+      builder.CreateCondBr(builder.CreateICmpEQ(leadingWord, builder.getInt32(value)), table,
+                           other);
+      builder.SetInsertPoint(table);
+      chain(slots.bases[i], slots.chunkCounts[i]);
+      builder.SetInsertPoint(other);
+    }
+  }
+
+  // The slot's answer: none, or entry (slot - 1) below the entry count.
+  void answerFromSlot(LookupRewriter &rewriter, LookupRewriter::Frame &frame,
+                      size_t entryCount, PointerType *pointerType) {
+    builder.SetInsertPoint(answer);
+    builder.Insert(found);
+    BasicBlock *hit = block(".hit");
+    miss->insertInto(function, tail);
+    builder.CreateCondBr(builder.CreateICmpEQ(found, builder.getInt16(0)), miss, hit);
+    builder.SetInsertPoint(miss);
+    builder.CreateBr(tail);
+    frame.result->addIncoming(ConstantPointerNull::get(pointerType), miss);
+    builder.SetInsertPoint(hit);
+    Value *entry = opaqueCopy(
+        builder,
+        builder.CreateSub(builder.CreateZExt(found, builder.getInt64Ty()), builder.getInt64(1)),
+        site.table + ".entry.number");
+    BasicBlock *value = block(".found");
+    builder.CreateCondBr(builder.CreateICmpULT(entry, builder.getInt64(entryCount)), value,
+                         miss);
+    builder.SetInsertPoint(value);
+    Value *pointer = rewriter.entryPointer(builder, site.table, entry);
+    builder.CreateBr(tail);
+    frame.result->addIncoming(pointer, value);
+  }
+};
+
+// The decision's detail: the prefixes, the tables they became and their
+// size, and the prefix lengths left to the trie.
+std::string describeTables(const AccessSite &site, size_t prefixes,
+                           const TrieCandidates &candidates, const DerivedSlots &slots,
+                           uint32_t dataBits) {
+  bool leading = candidates.derived.front().leadingWord.has_value();
+  size_t chunkCount = 0;
+  for (size_t count : slots.chunkCounts)
+    chunkCount += count;
+  size_t words = candidates.derived.size();
+  std::string tables = leading ? "derived 16-8-8 tables, one per leading word (" +
+                                     std::to_string(words) + (words == 1 ? " word)," : " words),")
+                               : std::string("a derived 16-8-8 table");
+  return std::to_string(prefixes) + " prefixes as " + tables + " of " +
+         std::to_string(chunkCount) + " chunks (" +
+         std::to_string(slots.slots.size() * sizeof(uint16_t)) + " bytes" +
+         (leading ? "; other leading words find no prefix" : "") + "); " +
+         otherPrefixLengths(site, dataBits);
+}
+
+// Rewrites one lookup of `site` into the walk down `slots`, in its frame.
+void rewriteLookup(Module &module, const AccessSite &site, const TableContents &contents,
+                   LookupRewriter &rewriter, const TrieCandidates &candidates,
+                   const DerivedSlots &slots, uint32_t dataBits) {
+  const DataLayout &dl = module.getDataLayout();
+  LLVMContext &llvmContext = module.getContext();
+  // One derived table per trie, whatever the number of its sites.
+  GlobalVariable *derived = rewriter.derivedTable(site.table, "levels", [&] {
+    return ConstantDataArray::get(llvmContext, ArrayRef<uint16_t>(slots.slots));
+  });
+
+  CallBase &lookup = *site.call;
+  auto *pointerType = cast<PointerType>(lookup.getType());
+  IRBuilder<> builder(llvmContext);
+  LookupRewriter::Frame frame =
+      rewriter.openFrame(lookup, *site.signature.keyArg, site.table, builder, 3);
+  Function *function = frame.head->getParent();
+  auto block = [&](const Twine &name) {
+    return BasicBlock::Create(llvmContext, site.table + name, function, frame.tail);
+  };
+
+  bool leading = candidates.derived.front().leadingWord.has_value();
+  Value *length = prefixLengthToTest(builder, frame, site, dataBits);
+  // The key's data in the trie's bit order: first byte most significant.
+  auto word = [&](uint32_t offset, const Twine &dataName, const Twine &name) -> Value * {
+    Value *data = LookupRewriter::loadKey(builder, frame, offset, builder.getInt32Ty(), dataName);
+    return dl.isLittleEndian() ? builder.CreateUnaryIntrinsic(Intrinsic::bswap, data, nullptr, name)
+                               : data;
+  };
+  Value *leadingWord =
+      leading ? word(PrefixLengthBytes, site.table + ".leading.data", site.table + ".leading")
+              : nullptr;
+  Value *address = word(PrefixLengthBytes + (leading ? LeadingBits / 8 : 0),
+                        site.table + ".data", site.table + ".address");
+  Value *wide = builder.CreateZExt(address, builder.getInt64Ty());
+  BasicBlock *select = block(leading ? ".leading.word" : ".level0");
+  BasicBlock *answer = block(".answer");
+  BasicBlock *slow = branchOnPrefixLength(builder, frame, site, length, dataBits, select);
+  // Placed after the hit block (answerFromSlot).
+  BasicBlock *miss = BasicBlock::Create(llvmContext, site.table + ".miss");
+  PHINode *found = PHINode::Create(builder.getInt16Ty(), 3, site.table + ".slot");
+
+  LevelWalk walk{builder, site, function, frame.tail, derived, wide, found, answer, miss};
+  walk.selectAndWalk(select, candidates, slots, leadingWord);
+  walk.answerFromSlot(rewriter, frame, contents.entries.size(), pointerType);
+  // Any other prefix length: the kernel's own answer.
+  closeTrieFrame(builder, lookup, frame, slow);
+}
+
 } // namespace
 
 PreservedAnalyses LpmAsArrayPass::run(Module &module, ModuleAnalysisManager &mam) {
@@ -149,170 +357,15 @@ PreservedAnalyses LpmAsArrayPass::run(Module &module, ModuleAnalysisManager &mam
         if (!buildsChosenRepresentation(context, site, "lpm-as-array", candidates,
                                         Representation::DerivedArray, candidates.whyNoDerived))
           return false;
-        // Every table's slots, one after the other in one global.
-        std::vector<uint16_t> slots;
-        std::vector<size_t> bases, chunkCounts;
-        for (const DerivedTable &derived : candidates.derived) {
-          auto levels = deriveLevels(derived.intervals, contents.entries);
-          if (!levels)
-            return declineSite(context, site, "lpm-as-array", toString(levels.takeError()));
-          bases.push_back(slots.size());
-          chunkCounts.push_back((levels->size() - (size_t(1) << FirstLevelBits)) / ChunkSlots);
-          slots.insert(slots.end(), levels->begin(), levels->end());
-        }
-
-        LLVMContext &llvmContext = module.getContext();
-        // One derived table per trie, whatever the number of its sites.
-        GlobalVariable *derived = rewriter.derivedTable(site.table, "levels", [&] {
-          return ConstantDataArray::get(llvmContext, ArrayRef<uint16_t>(slots));
-        });
-
-        CallBase &lookup = *site.call;
-        auto *pointerType = cast<PointerType>(lookup.getType());
-        IRBuilder<> builder(llvmContext);
-        LookupRewriter::Frame frame =
-            rewriter.openFrame(lookup, *site.signature.keyArg, site.table, builder, 3);
-        BasicBlock *tail = frame.tail;
-        PHINode *result = frame.result;
-        Function *function = frame.head->getParent();
-        auto block = [&](const Twine &name) {
-          return BasicBlock::Create(llvmContext, site.table + name, function, tail);
-        };
-
+        auto slots = deriveSlots(candidates, contents.entries);
+        if (!slots)
+          return declineSite(context, site, "lpm-as-array", toString(slots.takeError()));
         bool leading = candidates.derived.front().leadingWord.has_value();
         uint32_t dataBits = AddressBits + (leading ? LeadingBits : 0);
-        Value *length = prefixLengthToTest(builder, frame, site, dataBits);
-        // The key's data in the trie's bit order: first byte most significant.
-        auto word = [&](uint32_t offset, const Twine &dataName, const Twine &name) -> Value * {
-          Value *data =
-              LookupRewriter::loadKey(builder, frame, offset, builder.getInt32Ty(), dataName);
-          return dl.isLittleEndian()
-                     ? builder.CreateUnaryIntrinsic(Intrinsic::bswap, data, nullptr, name)
-                     : data;
-        };
-        Value *leadingWord =
-            leading ? word(PrefixLengthBytes, site.table + ".leading.data", site.table + ".leading")
-                    : nullptr;
-        Value *address = word(PrefixLengthBytes + (leading ? LeadingBits / 8 : 0),
-                              site.table + ".data", site.table + ".address");
-        Value *wide = builder.CreateZExt(address, builder.getInt64Ty());
-        BasicBlock *select = block(leading ? ".leading.word" : ".level0");
-        BasicBlock *answer = block(".answer");
-        BasicBlock *slow = branchOnPrefixLength(builder, frame, site, length, dataBits, select);
-        // Placed after the hit block below.
-        BasicBlock *miss = BasicBlock::Create(llvmContext, site.table + ".miss");
-
-        auto loadSlot = [&](Value *index, const Twine &name) {
-          Value *at = builder.CreateInBoundsGEP(builder.getInt16Ty(), derived, index);
-          return builder.CreateLoad(builder.getInt16Ty(), at, name);
-        };
-        PHINode *found = PHINode::Create(builder.getInt16Ty(), 3, site.table + ".slot");
-        // The slot chain of table `index`, from the insertion point to the
-        // answer: the top 16 bits index its first level, then each further
-        // level is a chunk's slot for the next 8 bits, while the slot names
-        // a chunk (the last level's slots never do).
-        auto chain = [&](size_t index) {
-          uint64_t base = bases[index], chunkCount = chunkCounts[index];
-          Value *top = builder.CreateLShr(wide, AddressBits - FirstLevelBits);
-          if (base)
-            top = builder.CreateAdd(top, builder.getInt64(base));
-          Value *slot = loadSlot(top, site.table + ".slot0");
-          uint32_t consumed = FirstLevelBits;
-          for (unsigned level = 1; consumed < AddressBits; ++level) {
-            BasicBlock *chunk = block(".chunk" + Twine(level));
-            BasicBlock *next = block(".level" + Twine(level));
-            found->addIncoming(slot, builder.GetInsertBlock());
-            builder.CreateCondBr(
-                builder.CreateICmpNE(builder.CreateAnd(slot, ChunkFlag), builder.getInt16(0)),
-                chunk, answer);
-            builder.SetInsertPoint(chunk);
-            // Checked and used as one opaque value: LLVM would otherwise
-            // fold the mask into the index and check a register the index
-            // is not computed from, and the verifier would lose the bound.
-            Value *number = opaqueCopy(
-                builder,
-                builder.CreateZExt(builder.CreateAnd(slot, ~ChunkFlag & 0xffff),
-                                   builder.getInt64Ty()),
-                site.table + ".chunk.number");
-            builder.CreateCondBr(builder.CreateICmpULT(number, builder.getInt64(chunkCount)),
-                                 next, miss);
-            builder.SetInsertPoint(next);
-            consumed += ChunkBits;
-            // Opaque too: LLVM would turn the add into an or of disjoint
-            // bits, whose bound the verifier widens to the next power of two
-            // (past the table's end); the add it bounds exactly.
-            Value *bits = opaqueCopy(
-                builder,
-                builder.CreateAnd(builder.CreateLShr(wide, AddressBits - consumed),
-                                  ChunkSlots - 1),
-                site.table + ".bits");
-            Value *at = builder.CreateAdd(
-                builder.CreateAdd(builder.CreateShl(number, ChunkBits),
-                                  builder.getInt64(base + (uint64_t(1) << FirstLevelBits))),
-                bits);
-            slot = loadSlot(at, site.table + ".slot" + Twine(level));
-          }
-          found->addIncoming(slot, builder.GetInsertBlock());
-          builder.CreateBr(answer);
-        };
-        builder.SetInsertPoint(select);
-        if (!leading) {
-          chain(0);
-        } else {
-          // The leading word picks its table; no prefix lies under any
-          // other (they all cover whole leading words: TrieRepresentation).
-          for (size_t i = 0; i < candidates.derived.size(); ++i) {
-            uint32_t value = *candidates.derived[i].leadingWord;
-            BasicBlock *table = block(".leading" + Twine(value));
-            BasicBlock *other = i + 1 < candidates.derived.size() ? block(".leading.other") : miss;
-            builder.CreateCondBr(builder.CreateICmpEQ(leadingWord, builder.getInt32(value)),
-                                 table, other);
-            builder.SetInsertPoint(table);
-            chain(i);
-            builder.SetInsertPoint(other);
-          }
-        }
-
-        // The slot's answer: none, or entry (slot - 1) below the entry count.
-        builder.SetInsertPoint(answer);
-        builder.Insert(found);
-        BasicBlock *hit = block(".hit");
-        miss->insertInto(function, tail);
-        builder.CreateCondBr(builder.CreateICmpEQ(found, builder.getInt16(0)), miss, hit);
-        builder.SetInsertPoint(miss);
-        builder.CreateBr(tail);
-        result->addIncoming(ConstantPointerNull::get(pointerType), miss);
-        builder.SetInsertPoint(hit);
-        Value *entry = opaqueCopy(
-            builder,
-            builder.CreateSub(builder.CreateZExt(found, builder.getInt64Ty()), builder.getInt64(1)),
-            site.table + ".entry.number");
-        BasicBlock *value = block(".found");
-        builder.CreateCondBr(
-            builder.CreateICmpULT(entry, builder.getInt64(contents.entries.size())), value, miss);
-        builder.SetInsertPoint(value);
-        Value *pointer = rewriter.entryPointer(builder, site.table, entry);
-        builder.CreateBr(tail);
-        result->addIncoming(pointer, value);
-
-        // Any other prefix length: the kernel's own answer.
-        closeTrieFrame(builder, lookup, frame, slow);
-
-        size_t chunkCount = 0;
-        for (size_t count : chunkCounts)
-          chunkCount += count;
-        size_t words = candidates.derived.size();
-        std::string tables = leading ? "derived 16-8-8 tables, one per leading word (" +
-                                           std::to_string(words) +
-                                           (words == 1 ? " word)," : " words),")
-                                     : std::string("a derived 16-8-8 table");
+        rewriteLookup(module, site, contents, rewriter, candidates, *slots, dataBits);
         recordTrieDecision(
             context, site, "lpm-as-array", true,
-            std::to_string(contents.entries.size()) + " prefixes as " + tables + " of " +
-                std::to_string(chunkCount) + " chunks (" +
-                std::to_string(slots.size() * sizeof(uint16_t)) + " bytes" +
-                (leading ? "; other leading words find no prefix" : "") +
-"); " + otherPrefixLengths(site, dataBits),
+            describeTables(site, contents.entries.size(), candidates, *slots, dataBits),
             candidates.choice);
         if (context.log)
           context.log->inlined[site.table] = contents.entries;

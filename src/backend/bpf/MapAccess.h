@@ -1,0 +1,136 @@
+// Element by element access to one kernel map, by fd, for the layers above
+// the backend: lookups, writes, deletes, queue and stack elements, batches,
+// array ranges and ring buffer records, plus creating a map like another
+// and opening one by id. Writes here are NOT bracketed by the guard: they
+// are for maps no specialized code trusts (scratch copies, a benchmark's
+// driver, a calibration's tables, a map of the program before anything is
+// specialized for it). A map that specialized code reads is written through
+// MapUpdater.
+//
+// One convention: a key that is not there is an answer (false, nullopt),
+// every other failure an error naming the map and, where there is one, the
+// key ("map 'routes': cannot read key 20 0a 00 00 01: Bad address").
+#pragma once
+
+#include "backend/bpf/BpfObject.h"
+#include "support/Bytes.h"
+#include "support/Error.h"
+#include "support/FileDescriptor.h"
+
+#include <llvm/ADT/ArrayRef.h>
+#include <llvm/ADT/STLFunctionalExtras.h>
+
+#include <memory>
+#include <optional>
+#include <string>
+#include <type_traits>
+#include <vector>
+
+struct ring_buffer;
+
+namespace morpheus::bpf {
+
+// One map, by an fd the caller keeps open, and the name its errors give it.
+// Values are as the syscalls read and write them: for per-CPU maps every
+// CPU's copy, each padded to 8 bytes (syscallValueSize).
+class MapAccess {
+public:
+  MapAccess(int fd, std::string name) : mapFd(fd), mapName(std::move(name)) {}
+
+  int fd() const { return mapFd; }
+  const std::string &name() const { return mapName; }
+
+  // Copies the value of `key` into `value`; false when the map holds no
+  // entry for it.
+  Expected<bool> lookup(llvm::ArrayRef<uint8_t> key, llvm::MutableArrayRef<uint8_t> value) const;
+  // The same for a plain struct key and value: nullopt when absent.
+  template <typename Value, typename Key>
+  Expected<std::optional<Value>> find(const Key &key) const {
+    Value value;
+    auto found = lookup(byteView(key), mutableByteView(value));
+    if (!found)
+      return found.takeError();
+    if (!*found)
+      return std::nullopt;
+    return value;
+  }
+
+  // Writes `value` at `key`; `flags` as bpf_map_update_elem's (BPF_ANY,
+  // BPF_NOEXIST, BPF_EXIST). For maps of maps and program arrays the value
+  // is the fd of the map or program to put in the slot.
+  Error update(llvm::ArrayRef<uint8_t> key, llvm::ArrayRef<uint8_t> value,
+               uint64_t flags = 0 /* BPF_ANY */) const;
+  template <typename Key, typename Value> Error put(const Key &key, const Value &value) const {
+    return update(byteView(key), byteView(value));
+  }
+  // Adds `key` only when the map does not hold it (BPF_NOEXIST): false
+  // when it does.
+  Expected<bool> insert(llvm::ArrayRef<uint8_t> key, llvm::ArrayRef<uint8_t> value) const;
+  // Deletes `key`: false when the map did not hold it.
+  Expected<bool> remove(llvm::ArrayRef<uint8_t> key) const;
+  // Deletes every entry of a map with keys (not an array): `keySize` bytes
+  // each.
+  Error clear(uint32_t keySize) const;
+
+  // Queues and stacks: takes the next element out into `value`; false when
+  // there is none.
+  Expected<bool> pop(llvm::MutableArrayRef<uint8_t> value) const;
+  Error push(llvm::ArrayRef<uint8_t> value) const;
+
+  // Writes `count` entries in one call: `keys` and `values` hold them packed
+  // one after another. The error says how many were written.
+  Error updateBatch(const void *keys, const void *values, uint32_t count) const;
+
+  // Calls `visit(index, row)` for the slots [first, first + count) of an
+  // array, read in batches of a few thousand slots, each row `rowBytes`
+  // long; stops at the array's end. Returns how many slots it visited.
+  Expected<uint32_t> forEachSlot(uint32_t first, uint32_t count, size_t rowBytes,
+                                 llvm::function_ref<void(uint32_t, const uint8_t *)> visit) const;
+
+private:
+  int mapFd;
+  std::string mapName;
+};
+
+// The fd of the map the kernel knows by `id`; nullopt when there is none
+// (it was freed). `name` names it in errors.
+Expected<std::optional<FileDescriptor>> openMapById(uint32_t id, const std::string &name);
+
+struct MapCreation {
+  // Maps of maps: a map of the layout every inner map must have.
+  int innerTemplate = -1;
+  // Hash maps of every kind get BPF_F_ZERO_SEED: filled in the same order,
+  // two such maps place every key in the same bucket, so iterating them
+  // visits the same order.
+  bool fixedHashSeed = false;
+  // The kernel shows the map under layout.name; otherwise it is unnamed.
+  bool named = false;
+};
+
+// A new map of `layout`'s type, key and value sizes, max_entries, flags,
+// map_extra and BTF (the kernel's BTF object layout.btfId, when it has
+// one). The error names layout.name and the map type.
+Expected<FileDescriptor> createMap(const MapLayout &layout, const MapCreation &how = {});
+
+// Reads the records a BPF ring buffer delivers, in order.
+class RingReader {
+public:
+  static Expected<RingReader> open(const MapAccess &ring);
+  RingReader(RingReader &&other) noexcept;
+  RingReader &operator=(RingReader &&other) noexcept;
+  RingReader(const RingReader &) = delete;
+  ~RingReader();
+
+  // Every record that came since the last call (none if none came).
+  Expected<std::vector<Bytes>> drain();
+
+private:
+  RingReader(std::string name) : mapName(std::move(name)) {}
+  static int received(void *context, void *data, size_t size);
+  ring_buffer *ring = nullptr;
+  std::string mapName;
+  // Behind a pointer: libbpf holds its address while the reader moves.
+  std::unique_ptr<std::vector<Bytes>> records = std::make_unique<std::vector<Bytes>>();
+};
+
+} // namespace morpheus::bpf
