@@ -80,7 +80,7 @@ Expected<AdaptationResult> adaptToTrace(TraceDriver &driver, runtime::Optimizer 
   AdaptationResult result;
   result.periodSlices = options.adaptPeriod;
   for (llvm::StringRef spec : llvm::split(options.phases, ','))
-    result.phases.push_back({spec.trim().str()});
+    result.phases.emplace_back().spec = spec.trim().str();
   for (uint32_t i = 0; i < segments; ++i) {
     AdaptationSlice &slice = result.slices.emplace_back();
     if (i > 0 && i % options.adaptPeriod == 0) {

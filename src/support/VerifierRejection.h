@@ -25,20 +25,20 @@ public:
   // verifier's whole log of `program`, not empty.
   VerifierRejection(std::string object, std::string program, int errnum, std::string log)
       : objectName(std::move(object)), programName(std::move(program)),
-        errnum(errnum < 0 ? -errnum : errnum), verifierLog(std::move(log)) {}
+        errnum(errnum < 0 ? -errnum : errnum), kernelLog(std::move(log)) {}
 
   const std::string &object() const { return objectName; }
   const std::string &program() const { return programName; }
   int errorNumber() const { return errnum; }
-  const std::string &log() const { return verifierLog; }
+  const std::string &verifierLog() const { return kernelLog; }
 
   // What the end of the log says: its last two lines (why, and how many
   // instructions the verifier processed), joined by " / ".
   std::string reason() const {
     llvm::SmallVector<llvm::StringRef, 8> lines;
-    llvm::StringRef(verifierLog).rtrim().split(lines, '\n', -1, /*KeepEmpty=*/false);
+    llvm::StringRef(kernelLog).rtrim().split(lines, '\n', -1, /*KeepEmpty=*/false);
     if (lines.size() < 2)
-      return llvm::StringRef(verifierLog).trim().str();
+      return llvm::StringRef(kernelLog).trim().str();
     return (lines[lines.size() - 2] + " / " + lines.back()).str();
   }
 
@@ -50,7 +50,7 @@ protected:
   std::string describe() const override {
     // The end of the log says why; the message keeps that much.
     constexpr size_t Kept = 4000;
-    llvm::StringRef tail = verifierLog;
+    llvm::StringRef tail = kernelLog;
     bool cut = tail.size() > Kept;
     if (cut)
       tail = tail.take_back(Kept);
@@ -64,7 +64,7 @@ protected:
 private:
   std::string objectName, programName;
   int errnum;
-  std::string verifierLog;
+  std::string kernelLog;
 };
 
 } // namespace morpheus

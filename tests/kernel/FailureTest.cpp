@@ -198,9 +198,9 @@ TEST(Failure, AProgramTheVerifierRefusesIsAVerifierRejectionNamingIt) {
         EXPECT_EQ(refusal.object(), "refusal");
         EXPECT_EQ(refusal.program(), "refused");
         EXPECT_EQ(refusal.errorNumber(), EACCES) << strerror(refusal.errorNumber());
-        EXPECT_NE(refusal.log().find("invalid access to packet"), std::string::npos)
-            << refusal.log();
-        llvm::StringRef lastLine = llvm::StringRef(refusal.log()).rtrim().rsplit('\n').second;
+        EXPECT_NE(refusal.verifierLog().find("invalid access to packet"), std::string::npos)
+            << refusal.verifierLog();
+        llvm::StringRef lastLine = llvm::StringRef(refusal.verifierLog()).rtrim().rsplit('\n').second;
         EXPECT_TRUE(llvm::StringRef(refusal.reason()).ends_with(" / " + lastLine.str()))
             << refusal.reason();
         EXPECT_EQ(refusal.message().rfind("verifier_refused.bpf.c: object 'refusal': load "

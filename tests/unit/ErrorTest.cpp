@@ -25,7 +25,7 @@ TEST(WithContext, KeepsAVerifierRejectionWithItsLog) {
     EXPECT_EQ(refused.object(), "fw");
     EXPECT_EQ(refused.program(), "fw_prog");
     EXPECT_EQ(refused.errorNumber(), EACCES);
-    EXPECT_EQ(refused.log(), Log);
+    EXPECT_EQ(refused.verifierLog(), Log);
     EXPECT_EQ(refused.reason(), "invalid access to packet, off=0 size=4 / processed 3 insns "
                                 "(limit 1000000) max_states_per_insn 0");
     EXPECT_EQ(refused.convertToErrorCode(), std::errc::permission_denied);
