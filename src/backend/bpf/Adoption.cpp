@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <array>
 #include <deque>
 #include <set>
 
@@ -235,20 +236,31 @@ Error Adoption::findTcxHook(const std::string &name, const std::string &directio
     return makeError("'{0}:{1}': a tcx hook is IFACE:ingress or IFACE:egress", name,
                      direction);
   iface = name;
+  uint32_t attach =
+      tcxAttachType(direction == "ingress" ? TcDirection::Ingress : TcDirection::Egress);
+  // A link's facts name the interface by index, and every network namespace
+  // numbers its interfaces anew: the programs the hook of this interface
+  // runs, asked of the kernel inside its namespace, tell its links from
+  // those of an interface of the same index elsewhere.
+  std::set<uint32_t> onThisInterface;
   Error found = netns::runInNetns(netns, [&]() -> Error {
     ifindex = if_nametoindex(name.c_str());
     if (!ifindex)
       return makeSystemError(errno, "no interface '{0}'{1}", name,
                              netns.empty() ? "" : " in network namespace '" + netns + "'");
+    std::array<uint32_t, 64> ids{};
+    LIBBPF_OPTS(bpf_prog_query_opts, query, .prog_ids = ids.data(), .prog_cnt = ids.size());
+    if (bpf_prog_query_opts(ifindex, bpf_attach_type(attach), &query) != 0)
+      return makeSystemError(errno, "interface '{0}': cannot list the programs of its tcx {1} "
+                                    "hook", name, direction);
+    onThisInterface.insert(ids.begin(), ids.begin() + std::min<size_t>(query.prog_cnt, ids.size()));
     return Error::success();
   });
   if (found)
     return found;
-  uint32_t attach =
-      tcxAttachType(direction == "ingress" ? TcDirection::Ingress : TcDirection::Egress);
   auto onHook = [&](const LinkFacts &facts) {
     return facts.type == linkTypeOf(ProgramType::Tc) && facts.ifindex == uint32_t(ifindex) &&
-           facts.attachType == attach;
+           facts.attachType == attach && onThisInterface.count(facts.programId);
   };
   std::vector<uint32_t> programs;
   uint32_t id = 0;
