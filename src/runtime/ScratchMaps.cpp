@@ -198,6 +198,20 @@ size_t rowSize(const MapLayout &layout) {
   return bpf::syscallValueSize(layout.type, layout.valueSize);
 }
 
+// Every element of a queue or stack, taken out in the order it gives them.
+static Expected<std::vector<Bytes>> takeAll(bpf::MapAccess &sequence, size_t elementSize) {
+  std::vector<Bytes> taken;
+  Bytes element(elementSize);
+  for (;;) {
+    auto popped = sequence.pop(element);
+    if (!popped)
+      return popped.takeError();
+    if (!*popped)
+      return taken;
+    taken.push_back(element);
+  }
+}
+
 Expected<MapImage> MapImage::read(const LiveMaps &live,
                                   const std::map<std::string, MapLayout> &declared,
                                   const CopySizing &sizing) {
@@ -435,14 +449,10 @@ Expected<MapDump> ScratchMaps::dump(size_t index, const std::vector<Bytes> &keys
   }
   case CopyKind::Sequence: {
     // Read by taking every element out, then put back in the same order.
-    for (;;) {
-      auto taken = copy.pop(value);
-      if (!taken)
-        return taken.takeError();
-      if (!*taken)
-        break;
-      contents.sequence.push_back(value);
-    }
+    auto taken = takeAll(copy, value.size());
+    if (!taken)
+      return taken.takeError();
+    contents.sequence = std::move(*taken);
     std::vector<Bytes> back = contents.sequence;
     if (map.layout.type == BPF_MAP_TYPE_STACK)
       std::reverse(back.begin(), back.end());
@@ -497,14 +507,8 @@ Error ScratchMaps::restore(const std::map<std::string, std::vector<Bytes>> &touc
     const MapImage::Map &map = image.maps()[index];
     bpf::MapAccess copy = access(index);
     if (map.kind == CopyKind::Sequence) {
-      Bytes value(rowSize(map.layout));
-      for (;;) {
-        auto taken = copy.pop(value);
-        if (!taken)
-          return taken.takeError();
-        if (!*taken)
-          break;
-      }
+      if (auto emptied = takeAll(copy, rowSize(map.layout)); !emptied)
+        return emptied.takeError();
       continue;
     }
     if (map.kind != CopyKind::Data)
