@@ -240,7 +240,7 @@ Error measureCompilation(const Preset &preset, const BenchOptions &options,
                          runtime::Optimizer &optimizer, CompileResult &compile) {
   compile.startupMs = optimizer.startupMs();
   compile.startupPhases = optimizer.startupPhases();
-  runtime::CycleReport first = optimizer.runCycle();
+  core::CycleReport first = optimizer.runCycle();
   if (!first.installed())
     return makeError("bench {0}: Morpheus did not specialize the program: {1}", preset.name,
                      first.describe());
@@ -259,7 +259,7 @@ Error measureCompilation(const Preset &preset, const BenchOptions &options,
                                         }))
       compile.predictions.push_back({decision.table, decision.site, *decision.choice});
   for (uint32_t i = 0; i < options.recompiles; ++i) {
-    runtime::CycleReport again = optimizer.runCycle(/*force=*/true);
+    core::CycleReport again = optimizer.runCycle(/*force=*/true);
     compile.analysisMs.values.push_back(again.times.analysisMs);
     compile.codegenMs.values.push_back(again.times.codegenMs);
     auto &phases = compile.codegenPhaseMs;
@@ -294,7 +294,7 @@ loadInstrumented(const Preset &preset, const runtime::OptimizerOptions &options,
   auto loaded = loadConfigured(preset, options, variant);
   if (!loaded)
     return loaded.takeError();
-  runtime::CycleReport installed = (*loaded)->runCycle();
+  core::CycleReport installed = (*loaded)->runCycle();
   if (!installed.installed())
     return makeError("bench {0}: {1}: the instrumented program was not installed: {2}",
                      preset.name, what, installed.describe());

@@ -160,7 +160,7 @@ struct CompileResult {
   // Loading the program (Optimizer::startupPhases), before any map write.
   double startupMs = 0;
   std::vector<core::BuildPhase> startupPhases;
-  runtime::CycleTimes first; // the first specialization (with its validation and injection by phase)
+  core::CycleTimes first; // the first specialization (with its validation and injection by phase)
   Series analysisMs, codegenMs; // forced recompilations (t1, t2)
   // t2 of the forced recompilations by phase (core::BuildPhase), in the
   // order the phases ran.

@@ -13,7 +13,7 @@ namespace {
 
 // A cycle of a loop following the traffic, in one line: its outcome, and
 // per profiled site what the samples said and became of the hot keys.
-std::string describeCycle(const runtime::CycleReport &report) {
+std::string describeCycle(const core::CycleReport &report) {
   std::string line = report.describe();
   if (report.installed() && report.verifiedInstructions)
     line += llvm::formatv(" ({0} instructions verified)", *report.verifiedInstructions).str();
@@ -52,9 +52,9 @@ Expected<std::vector<std::string>> followTrace(TraceDriver &driver,
   for (uint32_t cycle = 0; cycle < options.trafficCycles; ++cycle) {
     if (auto pass = timer.time(optimizer.activeFd(), 0, uint32_t(trace.sequence.size())); !pass)
       return pass.takeError();
-    runtime::CycleReport report = optimizer.runCycle();
-    if (report.outcome == runtime::CycleOutcome::Failed ||
-        report.outcome == runtime::CycleOutcome::Refused)
+    core::CycleReport report = optimizer.runCycle();
+    if (report.outcome == core::CycleOutcome::Failed ||
+        report.outcome == core::CycleOutcome::Refused)
       return makeError("trace {0}: cycle {1} of the loop: {2}", trace.name, cycle + 1,
                        report.describe());
     lines.push_back(llvm::formatv("cycle {0}: {1}", cycle + 1, describeCycle(report)).str());
@@ -84,9 +84,9 @@ Expected<AdaptationResult> adaptToTrace(TraceDriver &driver, runtime::Optimizer 
   for (uint32_t i = 0; i < segments; ++i) {
     AdaptationSlice &slice = result.slices.emplace_back();
     if (i > 0 && i % options.adaptPeriod == 0) {
-      runtime::CycleReport report = optimizer.runCycle();
-      if (report.outcome == runtime::CycleOutcome::Failed ||
-          report.outcome == runtime::CycleOutcome::Refused)
+      core::CycleReport report = optimizer.runCycle();
+      if (report.outcome == core::CycleOutcome::Failed ||
+          report.outcome == core::CycleOutcome::Refused)
         return makeError("trace {0}: the loop's cycle before slice {1}: {2}", trace.name, i + 1,
                          report.describe());
       slice.cycle = describeCycle(report);

@@ -29,6 +29,7 @@
 #include "cli/Commands.h"
 #include "cli/ExplorationTrials.h"
 #include "cli/UserPipelines.h"
+#include "runtime/UserShadowSamples.h"
 #include "core/Pipeline.h"
 
 #include <llvm/ADT/StringExtras.h>
@@ -70,6 +71,7 @@ struct UserRunFlags {
   std::vector<std::string> noPasses; // table passes left out (Passes.def names)
   std::string generator;             // "" or nested-if-lpm, for the routes table
   uint32_t burst = 32, rounds = 9, repeat = 10, ports = 4, inlineLimit = 64, checkPackets = 10000;
+  uint32_t shadowPackets = runtime::packetsAimedAtTables().packets;
 };
 
 #ifdef MORPHEUS_WITH_DPDK
@@ -120,6 +122,8 @@ user::HandlerOptions handlerOptions(const UserPipeline &pipeline, const UserRunF
   options.inlineLimit = flags.inlineLimit;
   options.cflags = pipeline.cflags({lpm, flags.hash});
   options.prefetch = flags.prefetch;
+  if (flags.shadowPackets)
+    options.shadow = runtime::packetsAimedAtTables(flags.shadowPackets);
   return options;
 }
 
@@ -263,7 +267,7 @@ Expected<BatchModelPick> compareBatchModel(user::Trampoline &trampoline,
 // version, its sampled keys read after every burst (a site keeps only its
 // last samples), then the cycle that puts the heavy hitters in front of
 // their lookups.
-Expected<user::Cycle> cycleOnTraffic(user::Handler &handler, const user::ReplayRing &ring,
+Expected<core::CycleReport> cycleOnTraffic(user::Handler &handler, const user::ReplayRing &ring,
                                      uint32_t burst) {
   user::EventLoop(handler.trampoline(), burst).run(ring, 1, [&] { handler.recordTraffic(); });
   return handler.specialize();
@@ -392,11 +396,11 @@ explore(user::Handler &handler,
         // version's (the windows' own samples would show only the trace's
         // last bursts: a high-locality trace's one or two flows).
         if (cycle && flags.profile != core::ProfileMode::Off &&
-            cycle->outcome == user::Cycle::Outcome::Installed)
+            cycle->outcome == core::CycleOutcome::Installed)
           cycle = cycleOnTraffic(*active, ring, burst);
         if (!cycle)
           return cycle.takeError();
-        if (cycle->outcome != user::Cycle::Outcome::Installed)
+        if (cycle->outcome != core::CycleOutcome::Installed)
           return makeError("the specialization for {0} was not installed",
                            user::describe(configuration, dimensions));
         return Error::success();
@@ -482,13 +486,13 @@ int userRun(const UserRunFlags &flags) {
   auto cycle = (*measured)->specialize();
   if (!cycle)
     return fail(cycle.takeError());
-  if (cycle->outcome != user::Cycle::Outcome::Installed)
-    return fail(makeError("the specialization was not installed"));
+  if (cycle->outcome != core::CycleOutcome::Installed)
+    return fail(makeError("the specialization was not installed: {0}", cycle->describe()));
   user::VersionHandle generic = (*measured)->genericVersion();
   user::VersionHandle specialized = (*measured)->trampoline().installed();
-  std::printf("user-run: specialized in %.1f ms (passes and O2) + %.1f ms (JIT)\n"
-              "  specialized:%s\n  left generic:%s\n",
-              cycle->passes.count() / 1000.0, cycle->jit.count() / 1000.0,
+  std::printf("user-run: specialized in %.1f ms (passes and O2) + %.1f ms (JIT) + %.1f ms "
+              "(shadow validation)\n  specialized:%s\n  left generic:%s\n",
+              cycle->times.codegenMs, cycle->times.injectionMs, cycle->times.validationMs,
               decisions(cycle->log, true).c_str(), decisions(cycle->log, false).c_str());
   // Following the traffic: the trace through the recording version, then
   // the cycle that puts the heavy hitters in front of their lookups.
@@ -498,10 +502,10 @@ int userRun(const UserRunFlags &flags) {
     auto followed = cycleOnTraffic(**measured, ring, flags.burst);
     if (!followed)
       return fail(followed.takeError());
-    if (followed->outcome != user::Cycle::Outcome::Installed)
-      return fail(makeError("the fast-path version was not installed"));
+    if (followed->outcome != core::CycleOutcome::Installed)
+      return fail(makeError("the fast-path version was not installed: {0}", followed->describe()));
     std::printf("user-run: fast paths in %.1f ms + %.1f ms (JIT)\n",
-                followed->passes.count() / 1000.0, followed->jit.count() / 1000.0);
+                followed->times.codegenMs, followed->times.injectionMs);
     for (const auto &[site, traffic] : followed->traffic)
       std::printf("  site %u (%s): %zu hot keys, period %u: %s\n", site,
                   followed->log.profiled.at(site).table.c_str(), traffic.hotKeys.size(),
@@ -517,13 +521,14 @@ int userRun(const UserRunFlags &flags) {
     auto built = (*measured)->specialize();
     if (!built)
       return fail(built.takeError());
-    if (built->outcome != user::Cycle::Outcome::Installed)
-      return fail(makeError("the {0} version was not installed", flags.generator));
+    if (built->outcome != core::CycleOutcome::Installed)
+      return fail(makeError("the {0} version was not installed: {1}", flags.generator,
+                            built->describe()));
     if (Error err = (*measured)->customizePasses(versionPasses(flags, false)))
       return fail(std::move(err));
     std::printf("user-run: %s in %.1f ms + %.1f ms (JIT)\n  specialized:%s\n  left generic:%s\n",
-                flags.generator.c_str(), built->passes.count() / 1000.0,
-                built->jit.count() / 1000.0, decisions(built->log, true).c_str(),
+                flags.generator.c_str(), built->times.codegenMs,
+                built->times.injectionMs, decisions(built->log, true).c_str(),
                 decisions(built->log, false).c_str());
     generated = (*measured)->trampoline().installed();
     (*measured)->trampoline().install(versions.back().second);
@@ -761,6 +766,12 @@ void addUserRunCommand(CLI::App &morpheus) {
   command.add_option("--repeat", flags->repeat, "times the trace is replayed per round (default 10)")
       ->type_name("N");
   command.add_option("--ports", flags->ports, "ports 0..N-1 are bound (default 4)")->type_name("N");
+  command
+      .add_option("--shadow-packets", flags->shadowPackets,
+                  "before each swap, run N sample packets aimed at the tables' keys through the "
+                  "new version and the generic handler, each on copies of the tables; a "
+                  "difference refuses the swap; 0 turns this off (default 64)")
+      ->type_name("N");
   command.add_option("--check-packets", flags->checkPackets,
                      "packets compared between generic and specialized (default 10000)")
       ->type_name("N");

@@ -30,8 +30,8 @@ std::string oneStageFewer(const bpf::TailCallReach &reach) {
       .str();
 }
 
-bool backsOff(CycleOutcome outcome) {
-  return outcome == CycleOutcome::Failed || outcome == CycleOutcome::Refused;
+bool backsOff(core::CycleOutcome outcome) {
+  return outcome == core::CycleOutcome::Failed || outcome == core::CycleOutcome::Refused;
 }
 
 } // namespace
@@ -453,7 +453,7 @@ bool Daemon::chainReachesTheLimit() {
   return true;
 }
 
-std::optional<CycleReport> Daemon::step(Clock::time_point now) {
+std::optional<core::CycleReport> Daemon::step(Clock::time_point now) {
   if (ownerGone)
     return std::nullopt;
   bool periodic = now >= nextPeriod;
@@ -487,7 +487,7 @@ std::optional<CycleReport> Daemon::step(Clock::time_point now) {
                      opt->guard().version() != opt->installedVersion();
   if (!periodic && !update && !invalidated)
     return std::nullopt;
-  CycleReport cycle = opt->runCycle();
+  core::CycleReport cycle = opt->runCycle();
   lastCycle = cycle.cycle;
   failures = backsOff(cycle.outcome) ? failures + 1 : 0;
   nextCycle = now;
@@ -499,7 +499,7 @@ std::optional<CycleReport> Daemon::step(Clock::time_point now) {
   return cycle;
 }
 
-std::string Daemon::keepReproducer(const CycleReport &cycle) {
+std::string Daemon::keepReproducer(const core::CycleReport &cycle) {
   uint64_t key = llvm::xxh3_64bits(llvm::StringRef(cycle.differenceKey));
   std::string name =
       llvm::formatv("morpheus-shadow-{0}-{1:x16}.json", opt->spec().objectName(), key).str();
@@ -522,23 +522,23 @@ nlohmann::json phasesJson(const std::vector<core::BuildPhase> &phases) {
   return list;
 }
 
-void Daemon::report(const CycleReport &cycle) {
+void Daemon::report(const core::CycleReport &cycle) {
   // Unchanged cycles, and those deferred while a control-plane change is
   // in progress (every 10 ms during a long one), only show in the status.
   bool interesting = cycle.installed() || backsOff(cycle.outcome) ||
-                     (!options.quiet && cycle.outcome == CycleOutcome::Superseded);
+                     (!options.quiet && cycle.outcome == core::CycleOutcome::Superseded);
   if (!interesting)
     return;
   std::string line = cycle.describe();
   nlohmann::json fields = {{"cycle", cycle.cycle},
-                           {"outcome", outcomeName(cycle.outcome)},
+                           {"outcome", core::outcomeName(cycle.outcome)},
                            {"detail", cycle.detail},
                            {"version", cycle.version},
                            {"t1_ms", cycle.times.analysisMs},
                            {"t2_ms", cycle.times.codegenMs},
                            {"validation_ms", cycle.times.validationMs},
                            {"injection_ms", cycle.times.injectionMs}};
-  if (cycle.outcome == CycleOutcome::Refused) {
+  if (cycle.outcome == core::CycleOutcome::Refused) {
     std::string reproducer = keepReproducer(cycle);
     line += "; the running program stays (reproducer " + reproducer + ")";
     fields["reproducer"] = reproducer;
@@ -568,7 +568,7 @@ void Daemon::report(const CycleReport &cycle) {
               "\n";
     text += "  injection by phase (ms): " + core::phasesText(cycle.times.injectionPhases) + "\n";
     fields["validation_phases"] = phasesJson(cycle.times.validationPhases);
-    const ValidationScope &scope = cycle.validation;
+    const core::ValidationScope &scope = cycle.validation;
     if (!scope.skipped.empty())
       text += "  validation left out " + llvm::join(scope.skipped, ", ") +
               " (code as the installed version's, tables unchanged); loaded " +

@@ -103,7 +103,7 @@ public:
   ~Daemon();
 
   // Does what is due at `now`; returns the report of the cycle it ran.
-  std::optional<CycleReport> step(Clock::time_point now);
+  std::optional<core::CycleReport> step(Clock::time_point now);
   // Sleeps until the next period or a notifyChange(), at most `limit`.
   void waitForWork(std::chrono::milliseconds limit);
   // Asks for a cycle as soon as the back-off allows (thread-safe).
@@ -160,10 +160,10 @@ private:
   void reportLost(Port &lost);
   void tendPorts();
   void repairPins();
-  void report(const CycleReport &cycle);
+  void report(const core::CycleReport &cycle);
   void printStatus();
   // The file holding the reproducer of this difference, written if new.
-  std::string keepReproducer(const CycleReport &cycle);
+  std::string keepReproducer(const core::CycleReport &cycle);
 
   Error startAdoption(const std::string &path);
   // Whether the adopted program's chains of tail calls, as its arrays hold

@@ -69,7 +69,6 @@ Expected<std::unique_ptr<Optimizer>> Optimizer::create(const std::string &path,
     return guard.takeError();
   std::unique_ptr<Optimizer> optimizer(
       new Optimizer(std::move(options), std::move(*guard)));
-  optimizer->trafficProfile = core::TrafficProfile(optimizer->options.traffic);
   if (Error err = optimizer->load(path))
     return err;
   return optimizer;
@@ -209,20 +208,18 @@ Error Optimizer::load(const std::string &path) {
   sharedMaps[bpf::GuardMapName] = guardWord.fd();
   sharedMaps[bpf::FallbackMapName] = fallbackFd;
   if (options.traffic.mode != core::ProfileMode::Off) {
-    auto profile = bpf::ProfileMap::create();
-    if (!profile)
-      return profile.takeError();
-    profileMap.emplace(std::move(*profile));
+    auto maps = bpf::TrafficMaps::create();
+    if (!maps)
+      return maps.takeError();
+    trafficMaps = std::move(*maps);
     // Shared with every version it runs, never pinned: no control plane
-    // sees it. Copies (shadow validation, fuzzing) get their own: libbpf
+    // sees them. Copies (shadow validation, fuzzing) get their own: libbpf
     // creates one for every load it is not handed to.
-    sharedMaps[bpf::ProfileMapName] = profileMap->fd();
-    auto counts = bpf::WriteCounts::create();
-    if (!counts)
-      return counts.takeError();
-    writeCounts.emplace(std::move(*counts));
-    sharedMaps[bpf::WritesMapName] = writeCounts->fd();
+    sharedMaps[bpf::ProfileMapName] = trafficMaps->profileFd();
+    sharedMaps[bpf::WritesMapName] = trafficMaps->writesFd();
   }
+  core::CycleBackend &steps = *this;
+  cycle.emplace(steps, options.traffic, trafficMaps.get());
   clock.end("fallback array and shared maps");
   Error pinned = pinAll();
   clock.end("pins");
@@ -396,9 +393,10 @@ Expected<bpf::LoadedObject> Optimizer::loadUnguardedTwin() const {
   request.sharesLiveMaps = true;
   request.programs = programFacts;
   request.faults = options.faults;
-  request.hotKeys = specializedHotKeys;
-  request.perCpuHotKeys = specializedPerCpuHotKeys;
-  request.hotTuples = specializedHotTuples;
+  const core::TrafficChoice &traffic = cycle->traffic().installedChoice();
+  request.hotKeys = traffic.hotKeys;
+  request.perCpuHotKeys = traffic.perCpuHotKeys;
+  request.hotTuples = traffic.hotTuples;
   withhold(request, stepFor(specializedSnapshot).value_or(Withheld::Nothing),
            ", as in the installed version");
   auto object = programSpec->specialize(specializedSnapshot, request);
@@ -433,213 +431,18 @@ int Optimizer::mapFd(const std::string &name) const {
   return it == sharedMaps.end() ? -1 : it->second;
 }
 
-const char *outcomeName(CycleOutcome outcome) {
-  switch (outcome) {
-  case CycleOutcome::Installed:
-    return "installed";
-  case CycleOutcome::Unchanged:
-    return "unchanged";
-  case CycleOutcome::Deferred:
-    return "deferred";
-  case CycleOutcome::Superseded:
-    return "superseded";
-  case CycleOutcome::Failed:
-    return "failed";
-  case CycleOutcome::Refused:
-    return "refused";
-  }
-  return "unknown";
-}
-
-std::ostream &operator<<(std::ostream &out, CycleOutcome outcome) {
-  return out << outcomeName(outcome);
-}
-
-std::string CycleReport::describe() const {
-  std::string text = outcomeName(outcome);
-  if (!detail.empty())
-    text += ": " + detail;
-  return text;
-}
-
-namespace {
-
-const char *const TableChanged = "a table changed during the cycle";
-
-// Every key the fast paths of each site compare, its global chain's and
-// its CPUs' own (each key once): their answers are probed and, for written
-// tables, their write counts read.
-std::map<unsigned, std::vector<core::Bytes>>
-everyHotKey(const std::map<unsigned, std::vector<core::Bytes>> &hotKeys,
-            const std::map<unsigned, core::PerCpuHotKeys> &perCpuHotKeys) {
-  std::map<unsigned, std::set<core::Bytes>> keys;
-  for (const auto &[site, chain] : hotKeys)
-    keys[site].insert(chain.begin(), chain.end());
-  for (const auto &[site, cpus] : perCpuHotKeys)
-    for (const auto &[cpu, chain] : cpus)
-      keys[site].insert(chain.begin(), chain.end());
-  std::map<unsigned, std::vector<core::Bytes>> every;
-  for (const auto &[site, set] : keys)
-    every[site].assign(set.begin(), set.end());
-  return every;
-}
-
-// Ends the cycle: what runCycle's steps return through `report`.
-void endCycle(CycleReport &report, CycleOutcome outcome, std::string detail = "") {
-  report.outcome = outcome;
-  report.detail = std::move(detail);
-}
-
-void endCycle(CycleReport &report, Error err) {
-  endCycle(report, CycleOutcome::Failed, llvm::toString(std::move(err)));
-}
-
-} // namespace
-
-CycleReport Optimizer::runCycle(bool force) {
-  CycleReport report;
-  report.cycle = ++cycles;
-  if (Error err = followTraffic(report)) {
-    endCycle(report, std::move(err));
-    return report;
-  }
-  std::optional<core::TableSnapshot> snapshot = takeSnapshot(report, force);
-  if (!snapshot)
-    return report;
-  std::optional<Candidate> candidate = specializeWithRetry(report, *snapshot);
-  if (!candidate)
-    return report;
-  if (guardWord.version() != report.version || guardWord.changing()) {
-    endCycle(report, CycleOutcome::Superseded, TableChanged);
-    return report;
-  }
-  if (!validate(report, *candidate, *snapshot))
-    return report;
-  installCandidate(report, std::move(*candidate), std::move(*snapshot));
-  return report;
-}
-
-Error Optimizer::followTraffic(CycleReport &report) {
-  hotKeys.clear();
-  perCpuHotKeys.clear();
-  hotTuples.clear();
-  if (!profileMap)
-    return Error::success();
-  trafficProfile.beginCycle();
-  const core::TableCatalog &catalog = programSpec->catalog();
-  for (const auto &[site, profiled] : profiledSites) {
-    auto samples = profileMap->read(site, profiled.keySize);
-    if (!samples)
-      return samples.takeError();
-    for (const bpf::ProfileMap::Samples &cpu : *samples) {
-      if (cpu.keys.empty())
-        continue;
-      // Each kept key stands for the lookups between samples, and for the
-      // samples the ring could not keep.
-      double weight = double(std::max<uint32_t>(cpu.period, 1)) * double(cpu.written) /
-                      double(cpu.keys.size());
-      trafficProfile.add(site, cpu.cpu, cpu.keys, weight, cpu.written);
-    }
-    if (profiled.flowSavingNs) {
-      // A flow's tuples: no lookup of their own to probe or to guard.
-      core::SiteTraffic decision =
-          trafficProfile.decideFlow(site, *profiled.flowSavingNs, profiled.keySize);
-      if (Error err = profileMap->setPeriod(site, decision.period))
-        return err;
-      if (!decision.hotKeys.empty())
-        hotTuples[site] = decision.hotKeys;
-      report.traffic[site] = std::move(decision);
-      continue;
-    }
-    auto invalidated = writesInvalidated(site, profiled.table);
-    if (!invalidated)
-      return invalidated.takeError();
-    if (*invalidated)
-      trafficProfile.writesInvalidated(site);
-    core::SiteTraffic decision =
-        trafficProfile.decide(site, catalog.at(profiled.table).match, profiled.keySize);
-    if (Error err = profileMap->setPeriod(site, decision.period))
-      return err;
-    if (!decision.hotKeys.empty())
-      hotKeys[site] = decision.hotKeys;
-    if (!decision.perCpuHotKeys.empty())
-      perCpuHotKeys[site] = decision.perCpuHotKeys;
-    report.traffic[site] = std::move(decision);
-  }
-  return Error::success();
-}
-
-// Whether the data plane wrote a key the installed fast path at `site`
-// answers under a write count since it was built: its per-entry guard
-// fired (for churn, TrafficProfile::writesInvalidated).
-Expected<bool> Optimizer::writesInvalidated(unsigned site, const std::string &table) const {
-  std::map<unsigned, std::vector<core::Bytes>> installed =
-      everyHotKey(specializedHotKeys, specializedPerCpuHotKeys);
-  auto hot = installed.find(site);
-  if (!writeCounts || hot == installed.end())
-    return false;
-  for (const core::Bytes &key : hot->second) {
-    uint32_t bucket =
-        core::writeBucket(table, key, bpf::WriteBucketBits, llvm::sys::IsLittleEndianHost);
-    auto built = specializedWriteCounts.find(bucket);
-    if (built == specializedWriteCounts.end())
-      continue;
-    auto now = writeCounts->read(bucket);
-    if (!now)
-      return now.takeError();
-    if (*now != built->second)
-      return true;
-  }
-  return false;
-}
-
-std::optional<core::TableSnapshot> Optimizer::takeSnapshot(CycleReport &report, bool force) {
-  auto start = Clock::now();
-  // Read the version before the maps: an update racing with the reads bumps
-  // it, so code built from a half-updated snapshot is never installed.
-  uint64_t version = guardWord.version();
-  report.version = version;
-  if (guardWord.changing()) {
-    endCycle(report, CycleOutcome::Deferred, "a control-plane change is in progress");
-    return std::nullopt;
-  }
-  // Before the maps: the write counts a fast path over a table the data
-  // plane writes is built under (GuardTableWrites.cpp says why in this
-  // order). Only once the version counting writes has run a whole period,
-  // so that no packet of the original, which does not count them, is still
-  // running: no fast path over written tables before that.
-  cycleWriteCounts.clear();
-  std::map<unsigned, std::vector<core::Bytes>> compared = everyHotKey(hotKeys, perCpuHotKeys);
-  if (writeCounts && countingWritesSince && report.cycle > countingWritesSince)
-    for (const auto &[site, keys] : compared)
-      for (const core::Bytes &key : keys) {
-        // Programs the kernel runs have the host's byte order.
-        uint32_t bucket = core::writeBucket(profiledSites.at(site).table, key,
-                                            bpf::WriteBucketBits, llvm::sys::IsLittleEndianHost);
-        auto count = writeCounts->read(bucket);
-        if (!count) {
-          endCycle(report, count.takeError());
-          return std::nullopt;
-        }
-        cycleWriteCounts[bucket] = *count;
-      }
-  // The hot keys' answers, looked up one by one (for an LPM trie, the
-  // trie's answer to exactly that lookup).
-  core::ReadPlan cyclePlan = plan;
-  for (const auto &[site, keys] : compared) {
-    std::vector<core::Bytes> &probe = cyclePlan[profiledSites.at(site).table].keys;
-    probe.insert(probe.end(), keys.begin(), keys.end());
-  }
+std::optional<core::TableSnapshot> Optimizer::readTables(const core::ReadPlan &cyclePlan,
+                                                          core::CycleReport &report) {
   auto read = bpf::readSnapshot(cyclePlan, programSpec->catalog(), sharedMaps);
   if (!read) {
-    endCycle(report, read.takeError());
+    report.fail(read.takeError());
     return std::nullopt;
   }
   // The stages each program array holds: a version gets arrays of its own,
   // with its specialized programs, for those that hold only ours.
   auto stages = stageArrays();
   if (!stages) {
-    endCycle(report, stages.takeError());
+    report.fail(stages.takeError());
     return std::nullopt;
   }
   cycleStages = std::move(*stages);
@@ -649,11 +452,10 @@ std::optional<core::TableSnapshot> Optimizer::takeSnapshot(CycleReport &report, 
     // the owner's code from here on), then read again and rebuild for what
     // the tables hold after the bump.
     guardWord.bump();
-    version = guardWord.version();
-    report.version = version;
+    report.version = guardWord.version();
     read = bpf::readSnapshot(cyclePlan, programSpec->catalog(), sharedMaps);
     if (!read) {
-      endCycle(report, read.takeError());
+      report.fail(read.takeError());
       return std::nullopt;
     }
     for (const std::string &name : unstable)
@@ -664,21 +466,19 @@ std::optional<core::TableSnapshot> Optimizer::takeSnapshot(CycleReport &report, 
   // followed before this poll; the poll rebuilds code for the new bytes.
   auto globals = bpf::readGlobals(programSpec->globals(), sharedMaps);
   if (!globals) {
-    endCycle(report, globals.takeError());
+    report.fail(globals.takeError());
     return std::nullopt;
   }
   cycleGlobals = std::move(*globals);
-  report.times.analysisMs = millisecondsSince(start);
-  if (!force && specialized && version == specializedVersion && cycleStages == specializedStages &&
-      programSpec->analysis().sameWhereReadOnly(*read, specializedSnapshot) &&
-      hotKeys == specializedHotKeys && perCpuHotKeys == specializedPerCpuHotKeys &&
-      hotTuples == specializedHotTuples &&
-      cycleWriteCounts == specializedWriteCounts &&
-      core::checksHold(specializedChecks, cycleGlobals)) {
-    endCycle(report, CycleOutcome::Unchanged);
-    return std::nullopt;
-  }
   return std::move(*read);
+}
+
+bool Optimizer::installedFits(const core::TableSnapshot &snapshot,
+                              const core::CycleReport &report) const {
+  return specialized && report.version == specializedVersion &&
+         cycleStages == specializedStages &&
+         programSpec->analysis().sameWhereReadOnly(snapshot, specializedSnapshot) &&
+         core::checksHold(specializedChecks, cycleGlobals);
 }
 
 // An adopted program's arrays hold the owner's programs: each counts as
@@ -752,18 +552,19 @@ void Optimizer::withhold(bpf::SpecializeRequest &request, Withheld step, const s
 // the one refused is not loaded again. What was refused is remembered for
 // this snapshot, so later periods start at the step the kernel took, and
 // do not ask it again when it took none, until the tables change.
-std::optional<Optimizer::Candidate>
-Optimizer::specializeWithRetry(CycleReport &report, core::TableSnapshot &snapshot) {
+std::unique_ptr<core::CycleCandidate>
+Optimizer::buildCandidate(core::TableSnapshot &snapshot, const core::TrafficChoice &traffic,
+                          core::CycleReport &report) {
   uint64_t version = report.version;
   std::optional<Withheld> step = stepFor(snapshot);
   if (!step) {
-    endCycle(report, CycleOutcome::Failed,
+    report.end(core::CycleOutcome::Failed,
              llvm::formatv("the kernel refused this snapshot's specializations, with and "
                            "without compare chains and regions (cycle {0}): {1}; waiting for "
                            "the tables to change",
                            rejection->cycle, rejection->reason)
                  .str());
-    return std::nullopt;
+    return nullptr;
   }
   bpf::SpecializeRequest request;
   request.inlineLimit = options.inlineLimit;
@@ -774,10 +575,10 @@ Optimizer::specializeWithRetry(CycleReport &report, core::TableSnapshot &snapsho
   request.faults = options.faults;
   request.instrument = options.traffic.mode != core::ProfileMode::Off;
   request.notProfiled = options.notProfiled;
-  request.hotKeys = hotKeys;
-  request.perCpuHotKeys = perCpuHotKeys;
-  request.hotTuples = hotTuples;
-  request.writeCounts = cycleWriteCounts;
+  request.hotKeys = traffic.hotKeys;
+  request.perCpuHotKeys = traffic.perCpuHotKeys;
+  request.hotTuples = traffic.hotTuples;
+  request.writeCounts = traffic.writeCounts;
   request.globals = cycleGlobals;
   request.compared = options.shadowPackets > 0;
   std::vector<char> refusedElf;
@@ -792,8 +593,8 @@ Optimizer::specializeWithRetry(CycleReport &report, core::TableSnapshot &snapsho
     auto object = programSpec->specialize(snapshot, request);
     report.times.codegenMs += millisecondsSince(start);
     if (!object) {
-      endCycle(report, object.takeError());
-      return std::nullopt;
+      report.fail(object.takeError());
+      return nullptr;
     }
     report.log = std::move(object->log);
     std::vector<char> elf = std::move(object->elf);
@@ -803,13 +604,9 @@ Optimizer::specializeWithRetry(CycleReport &report, core::TableSnapshot &snapsho
       // snapshot: it depends on neither, so it stays valid for both.
       specializedVersion = version;
       specializedSnapshot = std::move(snapshot);
-      specializedHotKeys = hotKeys;
-      specializedPerCpuHotKeys = perCpuHotKeys;
-      specializedHotTuples = hotTuples;
-      specializedWriteCounts = cycleWriteCounts;
       specializedChecks = report.log.globalChecks;
-      endCycle(report, CycleOutcome::Unchanged);
-      return std::nullopt;
+      report.end(core::CycleOutcome::Unchanged);
+      return nullptr;
     }
     // What the kernel said when it refused this step's object.
     std::string refusal, reason;
@@ -824,19 +621,20 @@ Optimizer::specializeWithRetry(CycleReport &report, core::TableSnapshot &snapsho
       clock.end("load and verify the version");
       if (attempt) {
         if (Error err = fillVersionStages(*attempt, cycleStages)) {
-          endCycle(report, std::move(err));
-          return std::nullopt;
+          report.fail(std::move(err));
+          return nullptr;
         }
         clock.end("stage arrays filled");
-        return Candidate{std::move(elf), std::move(comparedElf), std::move(*attempt), start};
+        return std::make_unique<Candidate>(std::move(elf), std::move(comparedElf),
+                                           std::move(*attempt), start);
       }
       // Only the verifier's refusal may spare a candidate with less; any
       // other failure (a map of another layout, one the kernel cannot
       // create) would meet it just the same.
       Error failure = attempt.takeError();
       if (!failure.isA<VerifierRejection>()) {
-        endCycle(report, std::move(failure));
-        return std::nullopt;
+        report.fail(std::move(failure));
+        return nullptr;
       }
       llvm::handleAllErrors(std::move(failure), [&](const VerifierRejection &refused) {
         refusal = refused.message();
@@ -851,25 +649,25 @@ Optimizer::specializeWithRetry(CycleReport &report, core::TableSnapshot &snapsho
       rejection->refused = *step;
     step = stepFor(snapshot);
     if (!step) {
-      endCycle(report, CycleOutcome::Failed, refusal);
-      return std::nullopt;
+      report.end(core::CycleOutcome::Failed, refusal);
+      return nullptr;
     }
   }
 }
 
-Expected<ValidationScope> Optimizer::validationScope(const CycleReport &report,
-                                                     const Candidate &candidate,
-                                                     const core::TableSnapshot &snapshot) const {
-  ValidationScope scope;
+Expected<core::ValidationScope>
+Optimizer::validationScope(const core::CycleReport &report, const Candidate &candidate,
+                           const core::TableSnapshot &snapshot) const {
+  core::ValidationScope scope;
   if (!specialized) {
     scope.whyWhole = "no version installed yet";
     return scope;
   }
   // What every program's code was built under besides its tables: the
   // stage arrays, the traffic's fast paths, the folded globals.
-  if (cycleStages != specializedStages || hotKeys != specializedHotKeys ||
-      perCpuHotKeys != specializedPerCpuHotKeys || hotTuples != specializedHotTuples ||
-      cycleWriteCounts != specializedWriteCounts || report.log.globalChecks != specializedChecks) {
+  if (cycleStages != specializedStages ||
+      cycle->traffic().choice() != cycle->traffic().installedChoice() ||
+      report.log.globalChecks != specializedChecks) {
     scope.whyWhole = "the stage arrays, the traffic's fast paths or the folded globals changed";
     return scope;
   }
@@ -919,15 +717,17 @@ Expected<ValidationScope> Optimizer::validationScope(const CycleReport &report,
   return scope;
 }
 
-bool Optimizer::validate(CycleReport &report, const Candidate &candidate,
-                         const core::TableSnapshot &snapshot) {
+bool Optimizer::validateCandidate(const core::CycleCandidate &built,
+                                  const core::TableSnapshot &snapshot,
+                                  core::CycleReport &report) {
   if (!options.shadowPackets)
     return true;
+  const auto &candidate = static_cast<const Candidate &>(built);
   uint64_t version = report.version;
   auto validationStart = Clock::now();
   auto scope = validationScope(report, candidate, snapshot);
   if (!scope) {
-    endCycle(report, scope.takeError());
+    report.fail(scope.takeError());
     return false;
   }
   report.validation = std::move(*scope);
@@ -940,7 +740,7 @@ bool Optimizer::validate(CycleReport &report, const Candidate &candidate,
                                             report.validation.validated.end());
   auto slots = original->programSlots();
   if (!slots) {
-    endCycle(report, slots.takeError());
+    report.fail(slots.takeError());
     return false;
   }
   auto verdict = shadowValidate(*programSpec, entry, candidate.comparedElf, version,
@@ -953,11 +753,11 @@ bool Optimizer::validate(CycleReport &report, const Candidate &candidate,
   if (guardWord.version() != version || guardWord.changing()) {
     // The maps moved under the copies: a difference would mean nothing.
     llvm::consumeError(verdict.takeError());
-    endCycle(report, CycleOutcome::Superseded, TableChanged);
+    report.end(core::CycleOutcome::Superseded, core::TableChangedDuringCycle);
     return false;
   }
   if (!verdict) {
-    endCycle(report, verdict.takeError());
+    report.fail(verdict.takeError());
     return false;
   }
   if (!verdict->difference.empty()) {
@@ -965,26 +765,20 @@ bool Optimizer::validate(CycleReport &report, const Candidate &candidate,
     report.differenceKey = verdict->difference;
     std::string where =
         verdict->packet ? llvm::formatv("packet {0}: ", *verdict->packet).str() : "";
-    endCycle(report, CycleOutcome::Refused, "shadow validation: " + where + verdict->difference);
+    report.end(core::CycleOutcome::Refused, "shadow validation: " + where + verdict->difference);
     return false;
   }
   return true;
 }
 
-void Optimizer::installCandidate(CycleReport &report, Candidate candidate,
-                                 core::TableSnapshot snapshot) {
+Error Optimizer::installCandidate(std::unique_ptr<core::CycleCandidate> built,
+                                  core::TableSnapshot snapshot, core::CycleReport &report) {
+  Candidate &candidate = static_cast<Candidate &>(*built);
   int fd = candidate.loaded.programFd(entry);
-  // Sites the new version records start sampling before it runs (a site
-  // no running version records writes nothing).
-  if (profileMap)
-    for (const auto &[site, profiled] : report.log.profiled)
-      if (!profiledSites.count(site))
-        if (Error err = profileMap->setPeriod(site, trafficProfile.initialPeriod()))
-          return endCycle(report, std::move(err));
   auto installStart = Clock::now();
   if (install)
     if (Error err = install(fd))
-      return endCycle(report, std::move(err));
+      return err;
   report.times.injectionPhases.push_back({"install", millisecondsSince(installStart)});
   report.times.injectionMs = millisecondsSince(candidate.loadStart) - report.times.validationMs;
   retired = std::move(specialized);
@@ -993,21 +787,13 @@ void Optimizer::installCandidate(CycleReport &report, Candidate candidate,
   specializedVersion = report.version;
   specializedSnapshot = std::move(snapshot);
   specializedElf = std::move(candidate.elf);
-  specializedHotKeys = hotKeys;
-  specializedPerCpuHotKeys = perCpuHotKeys;
-  specializedHotTuples = hotTuples;
-  specializedWriteCounts = cycleWriteCounts;
   specializedChecks = report.log.globalChecks;
-  if (profileMap)
-    profiledSites = report.log.profiled;
-  if (writeCounts && !countingWritesSince)
-    countingWritesSince = report.cycle;
   bpf_prog_info info = {};
   uint32_t length = sizeof(info);
   if (bpf_obj_get_info_by_fd(fd, &info, &length) == 0)
     report.instructions = info.xlated_prog_len / 8;
   report.verifiedInstructions = bpf::verifiedInstructions(fd);
-  endCycle(report, CycleOutcome::Installed);
+  return Error::success();
 }
 
 } // namespace morpheus::runtime

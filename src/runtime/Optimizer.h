@@ -9,6 +9,7 @@
 #include "backend/bpf/Guard.h"
 #include "backend/bpf/Profile.h"
 #include "backend/bpf/ProgramSpec.h"
+#include "core/SpecializationCycle.h"
 #include "core/TrafficProfile.h"
 #include "support/Error.h"
 
@@ -65,82 +66,15 @@ struct OptimizerOptions {
   core::FaultInjection faults; // test-only
 };
 
-struct CycleTimes {
-  double analysisMs = 0;  // t1: read maps, decide
-  double codegenMs = 0;   // t2: passes, O2, BPF code generation
-  double injectionMs = 0; // load into the kernel and swap
-  double validationMs = 0; // shadow validation (not part of injection)
-  // Where validation and injection went (ShadowVerdict::phases; the load
-  // and verification of the version, its stage arrays, the install).
-  std::vector<core::BuildPhase> validationPhases, injectionPhases;
-};
-
-// What a cycle did. Callers decide on the kind; `detail` is for people.
-enum class CycleOutcome {
-  Installed,  // a new specialized program now runs
-  Unchanged,  // the running version already fits the maps (and guard)
-  Deferred,   // a control-plane change is in progress; nothing was read
-  Superseded, // a table changed during the cycle; the new code was discarded
-  Failed,     // map read, compile, load, verifier or install error
-  Refused,    // shadow validation found a difference; the code was discarded
-};
-
-// "installed", "failed", ...
-const char *outcomeName(CycleOutcome outcome);
-std::ostream &operator<<(std::ostream &out, CycleOutcome outcome);
-
-// What a cycle's shadow validation loaded into its copies, and what it
-// left out and why.
-struct ValidationScope {
-  // The programs every copy loaded (the entry, the changed ones, those
-  // whose tail calls may reach them); empty: the whole object.
-  std::vector<std::string> validated;
-  // Left out: code identical to the installed version's (maps by name),
-  // reading no table that changed since that version was validated.
-  std::vector<std::string> skipped;
-  // Why the whole object was validated, when it was.
-  std::string whyWhole;
-  // Sample packets (and the map comparison) on which the witness disagreed
-  // with the original (ShadowVerdict::nondeterministic).
-  uint32_t nondeterministic = 0;
-};
-
-struct CycleReport {
-  uint64_t cycle = 0;
-  uint64_t version = 0; // guard version the new code is valid for
-  CycleOutcome outcome = CycleOutcome::Failed;
-  // Why, for Failed, Refused, Superseded and Deferred: the error's message,
-  // or the difference shadow validation found.
-  std::string detail;
-  // Refused only: the difference as JSON (packets, both versions' results),
-  // and a key that is equal for equal differences (not for each sample).
-  std::string reproducer;
-  std::string differenceKey;
-  CycleTimes times;
-  core::SpecializationLog log;
-  ValidationScope validation;
-  // Per profiled site id, what the traffic decided this cycle.
-  std::map<unsigned, core::SiteTraffic> traffic;
-  size_t instructions = 0; // of the installed entry program (xlated)
-  // What verifying the installed entry program cost (verified_insns), if
-  // the kernel says.
-  std::optional<uint64_t> verifiedInstructions;
-  // Candidates the kernel refused this cycle (each one rebuilt with less).
-  unsigned refusedByKernel = 0;
-
-  bool installed() const { return outcome == CycleOutcome::Installed; }
-  // One line for people: "installed", "failed: <detail>", ...
-  std::string describe() const;
-};
-
-class Optimizer {
+class Optimizer : private core::CycleBackend {
 public:
   static Expected<std::unique_ptr<Optimizer>> create(const std::string &path,
                                                      OptimizerOptions options);
   ~Optimizer();
 
-  // Runs one cycle. `force` recompiles even when nothing changed.
-  CycleReport runCycle(bool force = false);
+  // Runs one cycle (core::SpecializationCycle). `force` recompiles even
+  // when nothing changed.
+  core::CycleReport runCycle(bool force = false) { return cycle->run(force); }
 
   // Called with the new entry program fd after a successful load; when it
   // fails the new program is discarded and the running one stays.
@@ -204,21 +138,34 @@ private:
   Expected<std::map<std::string, std::vector<char>>> ownerReadOnlyGlobals() const;
   void unpinAll();
 
-  // The steps of runCycle, in order: snapshot the maps, specialize and load
-  // (again with less if the kernel refuses: Withheld), shadow-
-  // validate, install. A step that ends the cycle sets `report`'s outcome
-  // and returns nothing (or false).
-  struct Candidate {
+  // The steps of the cycle (core::CycleBackend): read the maps, specialize
+  // and load (again with less if the kernel refuses: Withheld), shadow-
+  // validate, install.
+  struct Candidate : core::CycleCandidate {
+    Candidate(std::vector<char> elf, std::vector<char> comparedElf, bpf::LoadedObject loaded,
+              std::chrono::steady_clock::time_point loadStart)
+        : elf(std::move(elf)), comparedElf(std::move(comparedElf)), loaded(std::move(loaded)),
+          loadStart(loadStart) {}
     std::vector<char> elf;
     std::vector<char> comparedElf; // what shadow validation runs (SpecializedObject)
     bpf::LoadedObject loaded; // sharing every map with the running version
     std::chrono::steady_clock::time_point loadStart; // injection time counts from here
   };
-  // Reads the samples the running version took, ages and counts them,
-  // adapts every site's sampling period and chooses its hot keys.
-  Error followTraffic(CycleReport &report);
-  Expected<bool> writesInvalidated(unsigned site, const std::string &table) const;
-  std::optional<core::TableSnapshot> takeSnapshot(CycleReport &report, bool force);
+  uint64_t guardVersion() const override { return guardWord.version(); }
+  bool guardChanging() const override { return guardWord.changing(); }
+  const core::TableCatalog &catalog() const override { return programSpec->catalog(); }
+  core::ReadPlan readPlan() const override { return plan; }
+  std::optional<core::TableSnapshot> readTables(const core::ReadPlan &cyclePlan,
+                                                core::CycleReport &report) override;
+  bool installedFits(const core::TableSnapshot &snapshot,
+                     const core::CycleReport &report) const override;
+  std::unique_ptr<core::CycleCandidate> buildCandidate(core::TableSnapshot &snapshot,
+                                                       const core::TrafficChoice &traffic,
+                                                       core::CycleReport &report) override;
+  bool validateCandidate(const core::CycleCandidate &candidate,
+                         const core::TableSnapshot &snapshot, core::CycleReport &report) override;
+  Error installCandidate(std::unique_ptr<core::CycleCandidate> candidate,
+                         core::TableSnapshot snapshot, core::CycleReport &report) override;
   // Adopted programs: counts which maps of `read` changed since the last
   // poll, drops the unstable ones from it, and says whether the installed
   // version was built from other contents than `read` holds now.
@@ -238,17 +185,12 @@ private:
   // Fills a version's own stage arrays, slot by slot, with its programs of
   // the names the live arrays hold.
   static Error fillVersionStages(bpf::LoadedObject &version, const bpf::ProgramSlots &stages);
-  std::optional<Candidate> specializeWithRetry(CycleReport &report,
-                                               core::TableSnapshot &snapshot);
   // The programs the candidate's validation must load: all of them, or,
   // after a version was installed, the entry, each program whose code or
   // tables changed, and each that tail-calls (it may lead to a changed one).
-  Expected<ValidationScope> validationScope(const CycleReport &report,
-                                            const Candidate &candidate,
-                                            const core::TableSnapshot &snapshot) const;
-  bool validate(CycleReport &report, const Candidate &candidate,
-                const core::TableSnapshot &snapshot);
-  void installCandidate(CycleReport &report, Candidate candidate, core::TableSnapshot snapshot);
+  Expected<core::ValidationScope> validationScope(const core::CycleReport &report,
+                                                  const Candidate &candidate,
+                                                  const core::TableSnapshot &snapshot) const;
 
   OptimizerOptions options;
   std::unique_ptr<bpf::ProgramSpec> programSpec;
@@ -306,25 +248,11 @@ private:
   std::optional<Withheld> stepFor(const core::TableSnapshot &snapshot) const;
   // Sets what `request` leaves out at `step`, each with "... off" + `why`.
   static void withhold(bpf::SpecializeRequest &request, Withheld step, const std::string &why);
-  // Following the traffic (OptimizerOptions::traffic).
-  std::optional<bpf::ProfileMap> profileMap;
-  core::TrafficProfile trafficProfile;
-  std::map<unsigned, core::ProfiledSite> profiledSites; // by the installed version
-  std::map<unsigned, std::vector<core::Bytes>> hotKeys; // chosen this cycle
-  std::map<unsigned, std::vector<core::Bytes>> specializedHotKeys; // installed
-  std::map<unsigned, core::PerCpuHotKeys> perCpuHotKeys;            // chosen this cycle
-  std::map<unsigned, core::PerCpuHotKeys> specializedPerCpuHotKeys; // installed
-  std::map<unsigned, std::vector<core::Bytes>> hotTuples;            // chosen this cycle
-  std::map<unsigned, std::vector<core::Bytes>> specializedHotTuples; // installed
-  // Write counts of tables the data plane writes (guard-table-writes), read
-  // before this cycle's snapshot for the hot keys' buckets, and those the
-  // installed version was built under; the cycle that installed the first
-  // version counting writes (0: none yet).
-  std::optional<bpf::WriteCounts> writeCounts;
-  std::map<uint32_t, uint64_t> cycleWriteCounts;
-  std::map<uint32_t, uint64_t> specializedWriteCounts;
-  uint64_t countingWritesSince = 0;
-  uint64_t cycles = 0;
+  // Following the traffic (OptimizerOptions::traffic): the maps its
+  // versions record into; null when off.
+  std::unique_ptr<bpf::TrafficMaps> trafficMaps;
+  // The cycle over this backend, made once the maps are loaded.
+  std::optional<core::SpecializationCycle> cycle;
   bool pinsOutliveUs = false;
   // Adopted programs: per map, whether it changed in each recent cycle.
   std::map<std::string, std::vector<bool>> changeHistory;

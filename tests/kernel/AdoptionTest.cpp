@@ -290,7 +290,7 @@ TEST(Adoption, SpecializedVersionServesFollowsTheOwnerAndGivesTheHookBack) {
     ASSERT_NE(policy, guarantees.end()) << "a guarantee for the map 'policy'";
     EXPECT_NE(policy->find("polled"), std::string::npos) << *policy;
 
-    std::optional<runtime::CycleReport> cycle = daemon.step(now += 1h);
+    std::optional<core::CycleReport> cycle = daemon.step(now += 1h);
     ASSERT_TRUE(cycle && cycle->installed()) << printed << problems;
     EXPECT_EQ(servedThrough(trampoline, ownerPin), programIdOf(daemon.optimizer().activeFd()));
     expectServesAsTheOwner(trampoline, owner.program, "specialized");
@@ -342,7 +342,7 @@ TEST(Adoption, AnOwnerLoadedWithoutAnAttachTypeIsServedByVersionsOfItsKind) {
     runtime::Daemon &daemon = **started;
     uint32_t trampoline = hookProgram(veth);
     EXPECT_NE(trampoline, ownerId);
-    std::optional<runtime::CycleReport> cycle =
+    std::optional<core::CycleReport> cycle =
         daemon.step(runtime::Daemon::Clock::now() + 1h);
     ASSERT_TRUE(cycle && cycle->installed()) << (cycle ? cycle->describe() : "") << printed
                                              << problems;
@@ -415,7 +415,7 @@ TEST(Adoption, ConstantsTheOwnersLoaderSetAreWhatTheVersionsComputeWith) {
     EXPECT_EQ(runOnce(daemon.optimizer().originalFd(), buildPacket(blocked)).verdict,
               uint32_t(XDP_DROP))
         << "the original is built with the owner's constants";
-    std::optional<runtime::CycleReport> cycle =
+    std::optional<core::CycleReport> cycle =
         daemon.step(runtime::Daemon::Clock::now() + 1h);
     ASSERT_TRUE(cycle && cycle->installed()) << printed << problems;
     EXPECT_EQ(servedThrough(trampoline, ownerPin), programIdOf(daemon.optimizer().activeFd()));
@@ -500,7 +500,7 @@ TEST(Adoption, StagesTheOwnerLoadedFromTheSourceAreSpecializedAndAReplacedStageI
             << when << ": packet " << (&packet - packets.data());
     };
     auto now = runtime::Daemon::Clock::now();
-    std::optional<runtime::CycleReport> cycle = daemon.step(now += 1h);
+    std::optional<core::CycleReport> cycle = daemon.step(now += 1h);
     ASSERT_TRUE(cycle && cycle->installed()) << printed << problems;
     ASSERT_EQ(servedThrough(trampoline, ownerPin), programIdOf(optimizer.activeFd()));
 
@@ -653,7 +653,7 @@ TEST(Adoption, AChainThatCanReachTheTailCallLimitIsNotAdoptedUnlessAcceptedAndTh
     ASSERT_NE(trampoline, programIdOf(owner.entry));
     Fd hook(bpf_prog_get_fd_by_id(trampoline));
     EXPECT_EQ(ChainOwner::stagesRun(hook.fd), 33) << "as the log says: one stage fewer";
-    std::optional<runtime::CycleReport> cycle =
+    std::optional<core::CycleReport> cycle =
         (*started)->step(runtime::Daemon::Clock::now() + 1h);
     EXPECT_TRUE(cycle) << "accepted: it keeps running\n" << printed << problems;
     EXPECT_FALSE((*started)->ownerMovedOn());
@@ -682,7 +682,7 @@ TEST(Adoption, AnOwnerWhoseArraysComeToHoldAChainAtTheLimitGetsItsHookBack) {
   uint32_t trampoline = hookProgram(veth);
   ASSERT_NE(trampoline, programIdOf(owner.entry));
   auto now = runtime::Daemon::Clock::now();
-  std::optional<runtime::CycleReport> cycle = daemon.step(now += 1h);
+  std::optional<core::CycleReport> cycle = daemon.step(now += 1h);
   ASSERT_TRUE(cycle) << printed << problems;
 
   owner.closeTheChain();
@@ -979,7 +979,7 @@ TEST(Adoption, TcProgramAttachedThroughTcxServesAsTheOwnerAndGetsItsLinkBack) {
     EXPECT_NE(trampoline, ownerId) << "the tcx link runs the trampoline";
     expectTcServesAsTheOwner(trampoline, owner.program, "before the first install");
 
-    std::optional<runtime::CycleReport> cycle = daemon.step(now += 1h);
+    std::optional<core::CycleReport> cycle = daemon.step(now += 1h);
     ASSERT_TRUE(cycle && cycle->installed()) << printed << problems;
     EXPECT_EQ(servedThrough(trampoline, ownerPin), programIdOf(daemon.optimizer().activeFd()));
     auto servesAsTheOwner = [&](uint32_t hook, const std::string &when) {

@@ -83,7 +83,7 @@ std::vector<std::string> differences(const ArithmeticCase &c, core::FaultInjecti
     if (llvm::Error err = updater->update(key, value))
       return {llvm::toString(std::move(err))};
   }
-  runtime::CycleReport report = program.cycle();
+  core::CycleReport report = program.cycle();
   if (!report.installed())
     return {"no version installed: " + report.describe()};
   std::vector<std::string> found;

@@ -23,7 +23,7 @@ TEST_P(BuildsForCpu, ConfigurationIsInlinedAndTheCounterFetched) {
   CorpusProgram program("build_mcpu.bpf.c", options);
   ASSERT_TRUE(program.ok());
   program.set("limits", uint32_t(0), uint64_t(1000));
-  runtime::CycleReport report = program.cycle();
+  core::CycleReport report = program.cycle();
   ASSERT_TRUE(report.installed()) << report.describe();
   const core::SiteDecision *inlined = CorpusProgram::decision(report, "limits", true);
   ASSERT_NE(inlined, nullptr) << report.log.toText();
@@ -53,7 +53,7 @@ TEST(Builds, CoReAgainstVmlinuxHIsSpecializedAndEquivalent) {
     uint32_t tos;
   };
   program.set("core_config", uint32_t(0), CoreConfig{XDP_DROP, 7});
-  runtime::CycleReport report = program.cycle();
+  core::CycleReport report = program.cycle();
   ASSERT_TRUE(report.installed()) << report.describe();
   const core::SiteDecision *inlined = CorpusProgram::decision(report, "core_config", true);
   ASSERT_NE(inlined, nullptr) << report.log.toText();
@@ -101,7 +101,7 @@ TEST(Builds, CompileDatabaseFlagsReachTheProgramThatRuns) {
   ASSERT_THAT_EXPECTED(updater, llvm::Succeeded());
   ASSERT_THAT_ERROR(updater->update(bytesOf(uint32_t(0)), bytesOf(uint32_t(XDP_TX))),
                     llvm::Succeeded());
-  runtime::CycleReport report = opt.runCycle();
+  core::CycleReport report = opt.runCycle();
   ASSERT_TRUE(report.installed()) << report.describe();
   const core::SiteDecision *inlined = CorpusProgram::decision(report, "verdicts", true);
   ASSERT_NE(inlined, nullptr) << report.log.toText();

@@ -31,8 +31,8 @@ namespace {
 
 // How long writers pause so that compilations can finish and install: a
 // few cycles as long as the one just measured (slow on a loaded machine).
-unsigned quietMilliseconds(const runtime::CycleReport &cycle) {
-  const runtime::CycleTimes &t = cycle.times;
+unsigned quietMilliseconds(const core::CycleReport &cycle) {
+  const core::CycleTimes &t = cycle.times;
   return unsigned(std::max(40.0, 4 * (t.analysisMs + t.codegenMs + t.validationMs +
                                       t.injectionMs)));
 }
@@ -246,7 +246,7 @@ InFlightRace raceChangesWithPacketsInFlight(CorpusProgram &program, unsigned rou
     }
   });
   for (uint32_t generation = 1; generation <= rounds; ++generation) {
-    runtime::CycleReport report = program.cycle();
+    core::CycleReport report = program.cycle();
     const core::SiteDecision *folded = CorpusProgram::decision(report, "cfg", true);
     race.specializedRounds += report.installed() && folded;
     // Two packets end after the install, so the one in flight when the

@@ -50,14 +50,14 @@ public:
   }
 
   // Runs a cycle; returns whether a new version was installed.
-  runtime::CycleReport cycle() { return optimizer->runCycle(); }
+  core::CycleReport cycle() { return optimizer->runCycle(); }
 
   RunResult original(const Bytes &packet) { return runOnce(optimizer->originalFd(), packet); }
   RunResult active(const Bytes &packet) { return runOnce(optimizer->activeFd(), packet); }
 
   // The decision the last specialization took at sites of `table` (the
   // first one found, applied or not), or nullptr.
-  static const core::SiteDecision *decision(const runtime::CycleReport &report,
+  static const core::SiteDecision *decision(const core::CycleReport &report,
                                             const std::string &table, bool applied) {
     for (const core::SiteDecision &d : report.log.decisions)
       if (d.table == table && d.applied == applied)

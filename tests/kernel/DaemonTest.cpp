@@ -247,7 +247,7 @@ TEST(Daemon, RefusedCandidatesArePrintedBackOffAndKeepOneReproducerPerDifference
 
   const auto period = options.period;
   auto t = runtime::Daemon::Clock::now();
-  std::optional<runtime::CycleReport> cycle = daemon.step(t);
+  std::optional<core::CycleReport> cycle = daemon.step(t);
   ASSERT_TRUE(cycle && cycle->installed()) << printed;
 
   // Packets through the installed program, counted by bpf_stats.
@@ -270,7 +270,7 @@ TEST(Daemon, RefusedCandidatesArePrintedBackOffAndKeepOneReproducerPerDifference
     t = std::max(t + std::chrono::milliseconds(1), daemon.nextCycleAt());
     cycle = daemon.step(t);
     ASSERT_TRUE(cycle) << "round " << round;
-    ASSERT_EQ(cycle->outcome, runtime::CycleOutcome::Refused) << cycle->describe();
+    ASSERT_EQ(cycle->outcome, core::CycleOutcome::Refused) << cycle->describe();
     ++refused;
     ++refusals[cycle->differenceKey];
     EXPECT_EQ(daemon.consecutiveFailures(), refused);

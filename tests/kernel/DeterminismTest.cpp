@@ -72,9 +72,9 @@ TEST(Determinism, SamplingWithRandomNumbersIsValidatedAndInstalled) {
     unsigned installed = 0, refused = 0;
     for (uint32_t percent : {50u, 30u, 70u, 40u, 60u}) {
       configureSampling(sampling, percent);
-      runtime::CycleReport report = sampling.cycle();
+      core::CycleReport report = sampling.cycle();
       installed += report.installed();
-      refused += report.outcome == runtime::CycleOutcome::Refused;
+      refused += report.outcome == core::CycleOutcome::Refused;
       if (!unequal) {
         EXPECT_TRUE(report.installed()) << "percent " << percent << ": " << report.describe();
         EXPECT_EQ(report.validation.nondeterministic, 0u) << "percent " << percent;
@@ -114,7 +114,7 @@ TEST(Determinism, ClocksReadTheSameInEveryCopy) {
     slices.set("slice_config", uint32_t(0), std::array<uint32_t, 2>{shift, XDP_DROP});
     for (uint32_t i = 0; i < 6; ++i)
       slices.set("slice_destinations", htonl(0x0a000001 + i), uint32_t(XDP_TX));
-    runtime::CycleReport report = slices.cycle();
+    core::CycleReport report = slices.cycle();
     EXPECT_TRUE(report.installed()) << "shift " << shift << ": " << report.describe();
     EXPECT_EQ(report.validation.nondeterministic, 0u) << "shift " << shift;
   }
@@ -165,12 +165,12 @@ TEST(Determinism, ShadowValidationRefusesAWrongChainGatedOnTheMark) {
     ASSERT_TRUE(health.ok());
     for (uint32_t i = 0; i < 6; ++i)
       health.set("probe_sources", htonl(0x0a000064 + i), uint32_t(i % 2));
-    runtime::CycleReport report = health.cycle();
+    core::CycleReport report = health.cycle();
     if (zeroed)
       EXPECT_TRUE(report.installed()) << "zeroed context, the wrong chain is not seen: "
                                       << report.describe();
     else
-      EXPECT_EQ(report.outcome, runtime::CycleOutcome::Refused) << report.describe();
+      EXPECT_EQ(report.outcome, core::CycleOutcome::Refused) << report.describe();
   }
 }
 

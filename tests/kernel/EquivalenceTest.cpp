@@ -111,7 +111,7 @@ TEST_P(Equivalence, SpecializedMatchesOriginal) {
   std::vector<policy_key> keys = keysFor(config.entries);
   for (size_t i = 0; i < keys.size(); ++i)
     fwd.setPolicy(keys[i], policyValue(i % 3, i));
-  runtime::CycleReport report = fwd.specialize();
+  core::CycleReport report = fwd.specialize();
   ASSERT_TRUE(report.installed());
 
   int original = fwd.opt().originalFd();

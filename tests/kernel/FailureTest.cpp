@@ -29,9 +29,9 @@ TEST(Failure, RejectedInstallKeepsTheRunningProgram) {
 
   fwd.opt().install = [](int) { return makeError("attach point refused the program"); };
   fwd.setConfig(CFG_POLICY_ENABLED, ACTION_PASS);
-  runtime::CycleReport failed = fwd.opt().runCycle();
+  core::CycleReport failed = fwd.opt().runCycle();
   EXPECT_FALSE(failed.installed());
-  EXPECT_EQ(failed.outcome, runtime::CycleOutcome::Failed);
+  EXPECT_EQ(failed.outcome, core::CycleOutcome::Failed);
   EXPECT_EQ(failed.detail, "attach point refused the program");
   EXPECT_EQ(fwd.opt().activeFd(), running);
   EXPECT_EQ(fwd.opt().installedVersion(), version);
@@ -61,16 +61,16 @@ TEST(Failure, CrashInAPassCostsOneCycleNotTheProcess) {
     int running = fwd.opt().activeFd();
     fwd.setConfig(CFG_POLICY_ENABLED, action);
     fwd.opt().injectFaults({.crashAfterTablePasses = crash});
-    runtime::CycleReport crashed = fwd.opt().runCycle();
+    core::CycleReport crashed = fwd.opt().runCycle();
     fwd.opt().injectFaults({});
     EXPECT_FALSE(crashed.installed()) << how;
-    EXPECT_EQ(crashed.outcome, runtime::CycleOutcome::Failed);
+    EXPECT_EQ(crashed.outcome, core::CycleOutcome::Failed);
     EXPECT_NE(crashed.detail.find(says), std::string::npos) << crashed.describe();
     EXPECT_EQ(fwd.opt().activeFd(), running);
     EXPECT_EQ(runOnce(running, buildPacket(PacketSpec{})).verdict,
               action == ACTION_PASS ? uint32_t(XDP_PASS) : uint32_t(XDP_DROP))
         << "the stale program must defer to the original";
-    runtime::CycleReport next = fwd.opt().runCycle();
+    core::CycleReport next = fwd.opt().runCycle();
     EXPECT_TRUE(next.installed()) << how << ": " << next.describe();
     action = action == ACTION_PASS ? ACTION_DROP : ACTION_PASS;
   }
@@ -91,12 +91,12 @@ TEST(Failure, UnreadableMapFailsTheCycleByName) {
   ASSERT_GE(saved, 0);
   ASSERT_EQ(dup2(notAMap, policy), policy);
   fwd.setConfig(CFG_POLICY_ENABLED, ACTION_PASS);
-  runtime::CycleReport failed = fwd.opt().runCycle();
+  core::CycleReport failed = fwd.opt().runCycle();
   ASSERT_EQ(dup2(saved, policy), policy);
   close(saved);
   close(notAMap);
   EXPECT_FALSE(failed.installed());
-  EXPECT_EQ(failed.outcome, runtime::CycleOutcome::Failed);
+  EXPECT_EQ(failed.outcome, core::CycleOutcome::Failed);
   EXPECT_TRUE(failed.detail.starts_with("map 'policy'")) << failed.describe();
   EXPECT_EQ(fwd.opt().activeFd(), running);
   EXPECT_TRUE(fwd.opt().runCycle().installed());
@@ -282,7 +282,7 @@ TEST(ProgramTypes, ProgramsWithoutAFallbackSlotFallBackInsideTheProgram) {
   runtime::Optimizer &opt = **created;
   uint32_t zero = 0, pass = XDP_PASS;
   ASSERT_EQ(bpf_map_update_elem(opt.mapFd("verdict"), &zero, &pass, BPF_ANY), 0);
-  runtime::CycleReport report = opt.runCycle();
+  core::CycleReport report = opt.runCycle();
   ASSERT_TRUE(report.installed()) << report.describe();
   bool entrySpecialized = false, egressSpecialized = false;
   for (const core::SiteDecision &decision : report.log.decisions) {

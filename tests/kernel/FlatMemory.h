@@ -31,7 +31,7 @@ inline void expectFlatMemory(runtime::Optimizer &optimizer,
       descriptors = openDescriptors();
     }
     change(cycle);
-    runtime::CycleReport report = optimizer.runCycle();
+    core::CycleReport report = optimizer.runCycle();
     ASSERT_TRUE(report.installed()) << "cycle " << cycle << ": " << report.describe();
   }
   warm->expectAtMost(GrowthBoundMb, MeasuredCycles);

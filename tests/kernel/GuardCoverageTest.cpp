@@ -22,7 +22,7 @@ TEST(GuardCoverage, EntryWithoutContextSeesAnUpdateOnTheNextPacket) {
   CorpusProgram program("entry_without_ctx.bpf.c");
   ASSERT_TRUE(program.ok());
   program.set("verdict", Zero, uint32_t(XDP_DROP));
-  runtime::CycleReport report = program.cycle();
+  core::CycleReport report = program.cycle();
   ASSERT_TRUE(report.installed()) << report.describe();
   Bytes packet = buildPacket({});
   EXPECT_EQ(program.active(packet).verdict, uint32_t(XDP_DROP)) << "specialized for DROP";
@@ -50,7 +50,7 @@ TEST(GuardCoverage, TimerCallbackSeesAnUpdateMadeBeforeItRuns) {
   CorpusProgram program("timer_callback.bpf.c");
   ASSERT_TRUE(program.ok());
   program.set("config", Zero, uint32_t(111));
-  runtime::CycleReport report = program.cycle();
+  core::CycleReport report = program.cycle();
   ASSERT_TRUE(report.installed()) << report.describe();
   ASSERT_NE(CorpusProgram::decision(report, "config", true), nullptr)
       << "the callback's lookup is specialized (guarded by the callback itself)";
@@ -73,7 +73,7 @@ TEST(GuardCoverage, LoopCallbackSeesAnUpdateOnTheNextPacket) {
   ASSERT_TRUE(program.ok());
   for (uint32_t index = 0; index < 8; ++index)
     program.set("weights", index, uint32_t(10));
-  runtime::CycleReport report = program.cycle();
+  core::CycleReport report = program.cycle();
   ASSERT_TRUE(report.installed()) << report.describe();
   for (uint8_t tos = 0; tos < 8; ++tos) {
     Bytes packet = buildPacket({.tos = tos});
@@ -108,7 +108,7 @@ TEST(GuardCoverage, FallbackCostsNoTailCall) {
   ASSERT_EQ(original.verdict, uint32_t(XDP_TX));
   EXPECT_EQ(original.output[CounterOffset] - packet[CounterOffset], 34)
       << "1 + 33 tail calls, the kernel's limit";
-  runtime::CycleReport report = program.cycle();
+  core::CycleReport report = program.cycle();
   ASSERT_TRUE(report.installed()) << report.describe();
   EXPECT_EQ(program.active(packet), original);
 

@@ -43,7 +43,7 @@ TEST_F(MapUpdate, CliUpdateReachesNextPacketBeforeAndAfterRecompilation) {
   // Same program as before the update: its guard now defers to the original.
   EXPECT_EQ(runOnce(before, packet).verdict, uint32_t(XDP_PASS));
 
-  runtime::CycleReport report = fwd.specialize();
+  core::CycleReport report = fwd.specialize();
   int after = fwd.opt().activeFd();
   ASSERT_NE(after, before);
   EXPECT_EQ(report.version, fwd.opt().guard().version());
@@ -65,7 +65,7 @@ TEST_F(MapUpdate, ValueOnlyChangeRespecializesEvenWithoutGuardBump) {
   ASSERT_TRUE(fwd.ok());
   fwd.setConfig(CFG_POLICY_ENABLED, ACTION_PASS);
   fwd.specialize();
-  EXPECT_EQ(fwd.opt().runCycle().outcome, runtime::CycleOutcome::Unchanged);
+  EXPECT_EQ(fwd.opt().runCycle().outcome, core::CycleOutcome::Unchanged);
   config dropAll = {CFG_POLICY_ENABLED, ACTION_DROP};
   uint32_t zero = 0;
   ASSERT_EQ(bpf_map_update_elem(fwd.opt().mapFd("config"), &zero, &dropAll, BPF_ANY), 0);
@@ -88,9 +88,9 @@ TEST_F(MapUpdate, CompilationDuringAnUpdateNeverValidatesStaleContents) {
   {
     auto update = bpf::GuardWord::Update::begin(&fwd.opt().guard());
     ASSERT_THAT_EXPECTED(update, llvm::Succeeded());
-    runtime::CycleReport racing = fwd.opt().runCycle();
+    core::CycleReport racing = fwd.opt().runCycle();
     EXPECT_FALSE(racing.installed()) << racing.describe();
-    EXPECT_EQ(racing.outcome, runtime::CycleOutcome::Deferred) << racing.describe();
+    EXPECT_EQ(racing.outcome, core::CycleOutcome::Deferred) << racing.describe();
     policy_value pass = policyValue(ACTION_PASS);
     ASSERT_EQ(bpf_map_update_elem(fwd.opt().mapFd("policy"), &key, &pass, BPF_ANY), 0);
   }

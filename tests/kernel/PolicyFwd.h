@@ -78,8 +78,8 @@ public:
   std::vector<uint64_t> stats() { return perCpuCounters(optimizer->mapFd("stats"), STAT_MAX); }
 
   // Runs a cycle and expects a new specialized program to be installed.
-  runtime::CycleReport specialize() {
-    runtime::CycleReport report = optimizer->runCycle();
+  core::CycleReport specialize() {
+    core::CycleReport report = optimizer->runCycle();
     EXPECT_TRUE(report.installed()) << report.describe();
     return report;
   }
@@ -87,7 +87,7 @@ public:
   // Whether the specialization replaced a lookup of `table` (the map stays
   // referenced by the generic copy the guard falls back to). constant-fields
   // and branch-injection specialize around a lookup they keep.
-  static bool inlined(const runtime::CycleReport &report, const std::string &table) {
+  static bool inlined(const core::CycleReport &report, const std::string &table) {
     for (const core::SiteDecision &decision : report.log.decisions)
       if (decision.table == table && decision.applied && decision.pass != "constant-fields" &&
           decision.pass != "branch-injection")

@@ -43,7 +43,7 @@ TEST(PreciseAnalysis, ConfigurationBesideACounterIsFoldedAndTheCounterStillCount
   ASSERT_TRUE(program.ok());
   program.set("rules", uint32_t(0), Rule{XDP_DROP, 7, 0});
   program.set("stats", uint32_t(0), uint64_t(100)); // the ttl limit; key 1 counts
-  runtime::CycleReport report = program.cycle();
+  core::CycleReport report = program.cycle();
   ASSERT_TRUE(report.installed()) << report.describe();
   const core::SiteDecision *folded = CorpusProgram::decision(report, "rules", true);
   ASSERT_NE(folded, nullptr) << report.log.toText();
@@ -94,15 +94,15 @@ TEST(PreciseAnalysis, CountersMovingBesideConfigurationDoNotRebuild) {
   for (int i = 0; i < 10; ++i)
     program.active(buildPacket({.ttl = 64, .tos = 3}));
   ASSERT_EQ(hitsOf(program), before + 10); // the snapshot did change
-  runtime::CycleReport report = program.cycle();
-  EXPECT_EQ(report.outcome, runtime::CycleOutcome::Unchanged) << report.describe();
+  core::CycleReport report = program.cycle();
+  EXPECT_EQ(report.outcome, core::CycleOutcome::Unchanged) << report.describe();
   EXPECT_TRUE(report.log.decisions.empty()) << "specialized again:\n" << report.log.toText();
 
   Rule changed{XDP_TX, 7, hitsOf(program)};
   uint32_t zero = 0;
   ASSERT_EQ(bpf_map_update_elem(program.opt().mapFd("rules"), &zero, &changed, BPF_ANY), 0);
   report = program.cycle();
-  EXPECT_EQ(report.outcome, runtime::CycleOutcome::Installed) << report.describe();
+  EXPECT_EQ(report.outcome, core::CycleOutcome::Installed) << report.describe();
   Bytes packet = buildPacket({.ttl = 64, .tos = 3});
   EXPECT_EQ(program.active(packet).verdict, uint32_t(XDP_TX));
 }
@@ -117,7 +117,7 @@ TEST(PreciseAnalysis, SparseArrayIsASmallTableAndOtherSlotsHoldZero) {
   ASSERT_TRUE(program.ok());
   program.set("backends", uint32_t(5), Backend{1, XDP_DROP});
   program.set("backends", uint32_t(900), Backend{2, XDP_TX});
-  runtime::CycleReport report = program.cycle();
+  core::CycleReport report = program.cycle();
   ASSERT_TRUE(report.installed()) << report.describe();
   const core::SiteDecision *inlined = CorpusProgram::decision(report, "backends", true);
   ASSERT_NE(inlined, nullptr) << report.log.toText();
@@ -140,7 +140,7 @@ TEST(PreciseAnalysis, SparseArrayWithTooManySlotsIsDeclinedWithItsReason) {
   ASSERT_TRUE(program.ok());
   for (uint32_t slot : {1u, 2u, 3u})
     program.set("backends", slot, Backend{1, XDP_DROP});
-  runtime::CycleReport report = program.cycle();
+  core::CycleReport report = program.cycle();
   const core::SiteDecision *kept = CorpusProgram::decision(report, "backends", false);
   ASSERT_NE(kept, nullptr) << report.describe() << report.log.toText();
   EXPECT_NE(kept->detail.find("larger than the inline limit of 2"), std::string::npos)
@@ -148,7 +148,7 @@ TEST(PreciseAnalysis, SparseArrayWithTooManySlotsIsDeclinedWithItsReason) {
 }
 
 // The decision the last specialization took at `table` in `pass`, or nullptr.
-const core::SiteDecision *decisionOf(const runtime::CycleReport &report, const std::string &table,
+const core::SiteDecision *decisionOf(const core::CycleReport &report, const std::string &table,
                                      const std::string &pass) {
   for (const core::SiteDecision &d : report.log.decisions)
     if (d.table == table && d.pass == pass && d.applied)
@@ -166,7 +166,7 @@ TEST(PreciseAnalysis, InnerConfigurationIsResolvedThroughTheOuterMapAndInlined) 
   ASSERT_TRUE(program.ok());
   program.set("primary", uint32_t(0), Config{XDP_DROP, 7});
   program.set("secondary", uint32_t(0), Config{XDP_TX, 7});
-  runtime::CycleReport report = program.cycle();
+  core::CycleReport report = program.cycle();
   ASSERT_TRUE(report.installed()) << report.describe();
   const core::SiteDecision *resolved = decisionOf(report, "primary", "resolve-inner-table");
   ASSERT_NE(resolved, nullptr) << report.log.toText();
@@ -223,7 +223,7 @@ TEST(PreciseAnalysis, AConnectionTableMergedWithItsFallbackLeavesTheConfiguratio
   program.set("vips", VipKey{htonl(0x0a000002), htons(53), IPPROTO_UDP, 0}, Vip{0, 0});
   for (uint32_t slot : {2u, 3u})
     program.set("backends", slot, Backend{{2, 0, 0, 0, 0, uint8_t(slot)}, 0});
-  runtime::CycleReport report = program.cycle();
+  core::CycleReport report = program.cycle();
   ASSERT_TRUE(report.installed()) << report.describe();
   EXPECT_NE(CorpusProgram::decision(report, "vips", true), nullptr) << report.log.toText();
 
@@ -256,7 +256,7 @@ TEST(PreciseAnalysis, RulesTheDataPlaneOnlyCountsInMissWithoutALookup) {
   ASSERT_TRUE(program.ok());
   program.set("blocked_sources", htonl(0x0a000064), Rule{XDP_DROP, 0, 0});
   program.set("denied_ports", htons(22), Rule{XDP_TX, 0, 0});
-  runtime::CycleReport report = program.cycle();
+  core::CycleReport report = program.cycle();
   ASSERT_TRUE(report.installed()) << report.describe();
   for (const char *table : {"blocked_sources", "denied_ports"})
     EXPECT_NE(decisionOf(report, table, "key-set-filter"), nullptr)
@@ -344,7 +344,7 @@ TEST(PreciseAnalysis, InnerMapOfTheLoaderIsDeclinedWithItsReason) {
   ASSERT_EQ(bpf_map_update_elem(tenant, &zero, &override, BPF_ANY), 0);
   program.set("tenants", uint32_t(1), int32_t(tenant));
   program.set("primary", uint32_t(0), Config{XDP_TX, 7});
-  runtime::CycleReport report = program.cycle();
+  core::CycleReport report = program.cycle();
   ASSERT_TRUE(report.installed()) << report.describe();
   const core::SiteDecision *declined = nullptr;
   for (const core::SiteDecision &d : report.log.decisions)
@@ -373,7 +373,7 @@ TEST(PreciseAnalysis, OuterUpdatesRacingTrafficAreSeenByTheNextPacket) {
   ASSERT_TRUE(program.ok());
   program.set("primary", uint32_t(0), Config{XDP_DROP, 7});
   program.set("secondary", uint32_t(0), Config{XDP_TX, 7});
-  runtime::CycleReport report = program.cycle();
+  core::CycleReport report = program.cycle();
   ASSERT_TRUE(report.installed()) << report.describe();
   ASSERT_NE(decisionOf(report, "primary", "constant-key-lookup"), nullptr) << report.log.toText();
   int specialized = dup(program.opt().activeFd());
@@ -447,7 +447,7 @@ TEST(PreciseAnalysis, PerCpuConfigurationBesideAPerCpuCounterIsFolded) {
   program.original(buildPacket({.tos = 3}));
   std::vector<uint64_t> before = countsPerCpu(program);
   ASSERT_EQ(std::count(before.begin(), before.end(), 0u), long(before.size() - 1));
-  runtime::CycleReport report = program.cycle();
+  core::CycleReport report = program.cycle();
   ASSERT_TRUE(report.installed()) << report.describe();
   const core::SiteDecision *folded = decisionOf(report, "settings", "fold-read-only-fields");
   ASSERT_NE(folded, nullptr) << report.log.toText();
@@ -501,7 +501,7 @@ private:
   uint64_t offset = 0;
 };
 
-const core::GlobalDecision *globalDecision(const runtime::CycleReport &report,
+const core::GlobalDecision *globalDecision(const core::CycleReport &report,
                                            const std::string &global) {
   for (const core::GlobalDecision &d : report.log.globals)
     if (d.global == global)
@@ -519,7 +519,7 @@ TEST(PreciseAnalysis, GlobalsWrittenThroughMmapAreFollowedByTheNextPacket) {
   MmappedSection blocked(program, "blocked_ttl"), settings(program, "settings");
   ASSERT_TRUE(blocked.ok() && settings.ok());
   blocked.write(uint32_t(9));
-  runtime::CycleReport report = program.cycle();
+  core::CycleReport report = program.cycle();
   ASSERT_TRUE(report.installed()) << report.describe();
   for (const char *folded : {"blocked_ttl", "settings", "feature"}) {
     const core::GlobalDecision *decision = globalDecision(report, folded);
@@ -548,7 +548,7 @@ TEST(PreciseAnalysis, GlobalsWrittenThroughMmapAreFollowedByTheNextPacket) {
   settings.write(uint32_t(2)); // mode
   same({.ttl = 10}, XDP_DROP);
   report = program.cycle();
-  EXPECT_EQ(report.outcome, runtime::CycleOutcome::Installed) << report.describe();
+  EXPECT_EQ(report.outcome, core::CycleOutcome::Installed) << report.describe();
   same({.ttl = 64}, XDP_DROP);
   same({.ttl = 10}, XDP_DROP);
   same({.ttl = 10, .tos = 5}, XDP_TX);
@@ -558,7 +558,7 @@ TEST(PreciseAnalysis, GlobalsWrittenThroughMmapAreFollowedByTheNextPacket) {
   for (int i = 0; i < 20; ++i)
     same({.ttl = 10, .tos = 5}, XDP_TX);
   report = program.cycle();
-  EXPECT_EQ(report.outcome, runtime::CycleOutcome::Unchanged) << report.describe();
+  EXPECT_EQ(report.outcome, core::CycleOutcome::Unchanged) << report.describe();
 }
 
 // A configuration global copied whole into a local (`struct policy p =
@@ -571,7 +571,7 @@ TEST(PreciseAnalysis, GlobalsCopiedWholeAreFoldedAndFollowTheNextPacket) {
   ASSERT_TRUE(program.ok());
   MmappedSection policy(program, "policy");
   ASSERT_TRUE(policy.ok());
-  runtime::CycleReport report = program.cycle();
+  core::CycleReport report = program.cycle();
   ASSERT_TRUE(report.installed()) << report.describe();
   const core::GlobalDecision *folded = globalDecision(report, "policy");
   ASSERT_NE(folded, nullptr) << report.log.toText();
@@ -606,20 +606,20 @@ TEST(PreciseAnalysis, GlobalsCopiedWholeAreFoldedAndFollowTheNextPacket) {
   policy.write(uint8_t(XDP_TX), 8); // verdict_by_tos[0]
   same({.ttl = 10, .tos = 0}, XDP_TX);
   report = program.cycle();
-  EXPECT_EQ(report.outcome, runtime::CycleOutcome::Installed) << report.describe();
+  EXPECT_EQ(report.outcome, core::CycleOutcome::Installed) << report.describe();
   same({.ttl = 64}, XDP_DROP);
   same({.ttl = 10, .tos = 0}, XDP_TX);
   policy.write(uint32_t(0)); // enforce
   same({.ttl = 64}, XDP_PASS);
   same({.ttl = 10, .tos = 2}, XDP_PASS);
   report = program.cycle();
-  EXPECT_EQ(report.outcome, runtime::CycleOutcome::Installed) << report.describe();
+  EXPECT_EQ(report.outcome, core::CycleOutcome::Installed) << report.describe();
   same({.ttl = 64, .tos = 1}, XDP_PASS);
   same({.ttl = 10, .tos = 2}, XDP_PASS);
 }
 
 // The decision of `pass` at sites of `table`, applied or not, or nullptr.
-const core::SiteDecision *passDecision(const runtime::CycleReport &report,
+const core::SiteDecision *passDecision(const core::CycleReport &report,
                                        const std::string &table, const std::string &pass) {
   for (const core::SiteDecision &d : report.log.decisions)
     if (d.table == table && d.pass == pass)
@@ -658,7 +658,7 @@ TEST(CompositePrograms, LoadBalancerSpecializesItsConfigurationAndForwardsAsTheO
   ASSERT_TRUE(quic.ok());
   quic.write(uint32_t(1));
 
-  runtime::CycleReport report = program.cycle();
+  core::CycleReport report = program.cycle();
   ASSERT_TRUE(report.installed()) << report.describe();
   // The 1,024-slot backend array holding 2 backends, the ring and the QUIC
   // server ids are small tables by content. The ring's 16 slots, over the
@@ -734,7 +734,7 @@ TEST(CompositePrograms, MultiStageFilterFoldsEveryStageAndAnswersAsTheOriginal) 
   program.set("acl", uint32_t(0), AclRule{17, XDP_DROP + 1, 53, 53, 0, 0});
   program.set("acl", uint32_t(1), AclRule{6, XDP_PASS + 1, 22, 22, 0, 0});
   program.set("blocklist", LpmV4{16, htonl(0x0a090000)}, uint32_t(1));
-  runtime::CycleReport report = program.cycle();
+  core::CycleReport report = program.cycle();
   ASSERT_TRUE(report.installed()) << report.describe();
   unsigned folded = 0;
   for (const core::SiteDecision &d : report.log.decisions)
@@ -816,7 +816,7 @@ TEST(CompositePrograms, HundredThousandInstructionFirewallSpecializesAndAnswersA
     program.set(acl, uint32_t(1), AclRule{6, XDP_PASS + 1, 22, 22, 0, 0});
     program.set(acl, uint32_t(7), AclRule{6, XDP_TX + 1, 8000, 8999, 0, 0});
   }
-  runtime::CycleReport report = program.cycle();
+  core::CycleReport report = program.cycle();
   ASSERT_TRUE(report.installed()) << report.describe();
   std::map<std::string, unsigned> folded;
   for (const core::SiteDecision &d : report.log.decisions)

@@ -93,7 +93,7 @@ TEST(ProgramKinds, LegacyMapDefinitionsLoadAsBtfMapsAndAreSpecialized) {
   } config = {1, XDP_DROP};
   legacy.set("legacy_config", uint32_t(0), config);
   legacy.set("legacy_blocked", htonl(0x0a000064), uint32_t(1));
-  runtime::CycleReport report = legacy.cycle();
+  core::CycleReport report = legacy.cycle();
   ASSERT_TRUE(report.installed()) << report.describe();
   EXPECT_NE(CorpusProgram::decision(report, "legacy_config", true), nullptr)
       << report.log.toText();
@@ -331,7 +331,7 @@ TEST(ProgramKinds, TcProgramRunsUnderTheDaemonThroughTcx) {
       bpf::MapUpdater::forMap(opt.mapFd("blocked_sources"), "blocked_sources", &opt.guard());
   ASSERT_TRUE(bool(blocked));
   ASSERT_FALSE(bool(blocked->update(bytesOf(htonl(flows[0].saddr)), bytesOf(uint32_t(1)))));
-  std::optional<runtime::CycleReport> cycle =
+  std::optional<core::CycleReport> cycle =
       daemon.step(runtime::Daemon::Clock::now() + std::chrono::hours(1));
   ASSERT_TRUE(cycle && cycle->installed()) << printed << problems;
   uint32_t specializedId = programIdOf(opt.activeFd());
@@ -384,7 +384,7 @@ TEST(ProgramKinds, OriginalKeepsServingAfterExitAndARestartTakesItOver) {
     runtime::Optimizer &opt = (*started)->optimizer();
     firstOriginal = programIdOf(opt.originalFd());
     EXPECT_EQ(attachedProgram(linkPin), firstOriginal) << "the link is pinned from the start";
-    std::optional<runtime::CycleReport> cycle =
+    std::optional<core::CycleReport> cycle =
         (*started)->step(runtime::Daemon::Clock::now() + std::chrono::hours(1));
     ASSERT_TRUE(cycle && cycle->installed()) << printed << problems;
     EXPECT_EQ(attachedProgram(linkPin), programIdOf(opt.activeFd()));
@@ -455,7 +455,7 @@ TEST(ProgramKinds, ExitSaysWhatIsStillPinned) {
         runtime::Daemon::start(sourcePath("examples/policy_fwd.bpf.c"), options, out, errors);
     ASSERT_TRUE(bool(started)) << llvm::toString(started.takeError());
     runtime::Daemon &daemon = **started;
-    std::optional<runtime::CycleReport> cycle =
+    std::optional<core::CycleReport> cycle =
         daemon.step(runtime::Daemon::Clock::now() + std::chrono::hours(1));
     ASSERT_TRUE(cycle && cycle->installed()) << printed << problems;
     EXPECT_EQ(daemon.exitNote().text, "stopping: the original program stays attached (links, "

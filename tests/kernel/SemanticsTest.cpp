@@ -25,7 +25,7 @@ TEST(Semantics, ComparedValuePointersKeepTheirIdentity) {
   // Two addresses whose entries hold equal values: distinct entries.
   program.set("zones", htonl(0x0a000001), uint32_t(5));
   program.set("zones", htonl(0x0a000002), uint32_t(5));
-  runtime::CycleReport report = program.cycle();
+  core::CycleReport report = program.cycle();
   ASSERT_TRUE(report.installed()) << report.describe();
   Bytes twoEntries = buildPacket({.saddr = 0x0a000001, .daddr = 0x0a000002});
   Bytes oneEntry = buildPacket({.saddr = 0x0a000001, .daddr = 0x0a000001});
@@ -73,7 +73,7 @@ TEST(Semantics, LookupsWithUnwrittenKeyBytesAreDeclinedAndAnswerAsTheOriginal) {
       program.set("flows", key, position + (address & 0xff) * 1000);
     }
   }
-  runtime::CycleReport report = program.cycle();
+  core::CycleReport report = program.cycle();
   ASSERT_TRUE(report.installed()) << report.describe();
   // The matched entry's value, which the program writes into the packet.
   auto matchedValue = [](const RunResult &run) -> std::string {
@@ -143,7 +143,7 @@ TEST(Semantics, UnlistedArrayIndexesAreNotNull) {
 TEST(Semantics, IntegerReturningLookupIsDeclinedWithItsReason) {
   CorpusProgram program("integer_lookup.bpf.c");
   ASSERT_TRUE(program.ok());
-  runtime::CycleReport report = program.cycle(); // `blocked` is empty
+  core::CycleReport report = program.cycle(); // `blocked` is empty
   ASSERT_TRUE(report.installed()) << report.describe();
   const core::SiteDecision *declined = CorpusProgram::decision(report, "blocked", false);
   ASSERT_NE(declined, nullptr);

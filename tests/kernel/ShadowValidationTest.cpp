@@ -28,7 +28,7 @@ TEST(ShadowValidation, CorrectCandidateIsValidatedAndInstalled) {
   PolicyFwd fwd;
   ASSERT_TRUE(fwd.ok());
   configure(fwd);
-  runtime::CycleReport report = fwd.specialize();
+  core::CycleReport report = fwd.specialize();
   EXPECT_GT(report.times.validationMs, 0);
   EXPECT_TRUE(report.reproducer.empty());
   std::printf("shadow validation of policy_fwd: %.1f ms (t2 %.1f ms)\n",
@@ -68,7 +68,7 @@ TEST(ShadowValidation, StartupValidationAndInjectionAreBrokenDownByPhase) {
   expectWithin(opt.startupPhases(), opt.startupMs(), "startup");
 
   configure(fwd);
-  runtime::CycleReport report = fwd.specialize();
+  core::CycleReport report = fwd.specialize();
   ASSERT_TRUE(report.installed()) << report.describe();
   expectNamed(report.times.validationPhases,
               {"map image (live entries read)", "scratch maps created and filled",
@@ -96,10 +96,10 @@ TEST(ShadowValidation, WrongCandidateIsRefusedAndTheRunningProgramStays) {
 
   fwd.setPolicy(policyKey(0x0a000200, 80, IPPROTO_UDP), policyValue(ACTION_DROP));
   fwd.opt().injectFaults({.breakKeyCompare = true});
-  runtime::CycleReport refused = fwd.opt().runCycle();
+  core::CycleReport refused = fwd.opt().runCycle();
   fwd.opt().injectFaults({});
 
-  EXPECT_EQ(refused.outcome, runtime::CycleOutcome::Refused) << refused.describe();
+  EXPECT_EQ(refused.outcome, core::CycleOutcome::Refused) << refused.describe();
   EXPECT_TRUE(refused.detail.starts_with("shadow validation: packet ")) << refused.detail;
   EXPECT_EQ(fwd.opt().activeFd(), running);
   EXPECT_EQ(fwd.opt().installedVersion(), version);
@@ -117,7 +117,7 @@ TEST(ShadowValidation, WrongCandidateIsRefusedAndTheRunningProgramStays) {
   EXPECT_NE(last["original"], last["specialized"]);
 
   // With the pass mended the next cycle validates and installs.
-  runtime::CycleReport mended = fwd.opt().runCycle();
+  core::CycleReport mended = fwd.opt().runCycle();
   EXPECT_TRUE(mended.installed()) << mended.describe();
   EXPECT_EQ(runOnce(fwd.opt().activeFd(), packet).verdict, uint32_t(XDP_DROP));
 }
@@ -147,7 +147,7 @@ TEST(ShadowValidation, AChangedStageIsValidatedAndAnUnchangedStageIsSkipped) {
   for (uint32_t i = 0; i < 6; ++i)
     program.set("udp_policy", htonl(0x0a000100 + i), uint32_t(i % 2 ? XDP_DROP : XDP_TX));
   program.set("tcp_config", uint32_t(0), TcpRule{22, 0, XDP_DROP});
-  runtime::CycleReport first = program.cycle();
+  core::CycleReport first = program.cycle();
   ASSERT_TRUE(first.installed()) << first.describe();
   EXPECT_TRUE(first.validation.skipped.empty());
   EXPECT_EQ(first.validation.whyWhole, "no version installed yet");
@@ -156,20 +156,20 @@ TEST(ShadowValidation, AChangedStageIsValidatedAndAnUnchangedStageIsSkipped) {
 
   program.set("udp_policy", htonl(0x0a000200), uint32_t(XDP_DROP));
   program.opt().injectFaults({.breakKeyCompare = true});
-  runtime::CycleReport refused = program.cycle();
+  core::CycleReport refused = program.cycle();
   program.opt().injectFaults({});
-  EXPECT_EQ(refused.outcome, runtime::CycleOutcome::Refused) << refused.describe();
+  EXPECT_EQ(refused.outcome, core::CycleOutcome::Refused) << refused.describe();
   EXPECT_EQ(asSet(refused.validation.validated), asSet({"staged_entry", "udp_stage"}));
   EXPECT_EQ(refused.validation.skipped, std::vector<std::string>{"tcp_stage"})
       << refused.validation.whyWhole;
 
-  runtime::CycleReport mended = program.cycle();
+  core::CycleReport mended = program.cycle();
   ASSERT_TRUE(mended.installed()) << mended.describe();
   EXPECT_EQ(asSet(mended.validation.validated), asSet({"staged_entry", "udp_stage"}));
   EXPECT_EQ(mended.validation.skipped, std::vector<std::string>{"tcp_stage"});
 
   program.set("tcp_config", uint32_t(0), TcpRule{23, 0, XDP_DROP});
-  runtime::CycleReport tcp = program.cycle();
+  core::CycleReport tcp = program.cycle();
   ASSERT_TRUE(tcp.installed()) << tcp.describe();
   EXPECT_EQ(asSet(tcp.validation.validated), asSet({"staged_entry", "tcp_stage"}));
   EXPECT_EQ(tcp.validation.skipped, std::vector<std::string>{"udp_stage"});

@@ -54,9 +54,9 @@ TEST(SwapUnderTraffic, NoPacketIsLost) {
     if (i % 2)
       fwd.setPolicy(policyKey(0x0a000001 + i % 8, 80 + i % 8, IPPROTO_UDP),
                     policyValue(ACTION_DROP, i));
-    runtime::CycleReport report = fwd.opt().runCycle(/*force=*/true);
+    core::CycleReport report = fwd.opt().runCycle(/*force=*/true);
     swaps += report.installed();
-    EXPECT_NE(report.outcome, runtime::CycleOutcome::Failed) << report.describe();
+    EXPECT_NE(report.outcome, core::CycleOutcome::Failed) << report.describe();
   }
   traffic.join();
   std::printf("%d swaps while %llu packets flowed\n", swaps, (unsigned long long)sent.load());

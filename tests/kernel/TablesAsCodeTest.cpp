@@ -69,7 +69,7 @@ TEST(LpmAsCode, NestedPrefixesAtEveryLengthAnswerAsTheTrie) {
   for (uint32_t length : lengths6)
     program.set("routes6", V6Key{length, base6}, uint32_t(200 + length));
 
-  runtime::CycleReport report = program.cycle();
+  core::CycleReport report = program.cycle();
   ASSERT_TRUE(report.installed()) << report.describe();
   for (const char *table : {"routes4", "routes6"}) {
     const core::SiteDecision *applied = CorpusProgram::decision(report, table, true);
@@ -215,7 +215,7 @@ TEST(LpmAsArray, NestedAndRandomPrefixesAnswerAsTheTrie) {
   for (uint32_t length = 0; length <= 128; length += 8)
     program.set("routes6", V6Key{length, base6}, uint32_t(200 + length));
 
-  runtime::CycleReport report = program.cycle();
+  core::CycleReport report = program.cycle();
   ASSERT_TRUE(report.installed()) << report.describe();
   const core::SiteDecision *applied = CorpusProgram::decision(report, "routes4", true);
   ASSERT_NE(applied, nullptr) << report.describe();
@@ -286,14 +286,14 @@ TEST(HeavyHitterFastPath, HotKeysOfATrieReadWholeAreAnsweredByTheirPrefixes) {
   // Answered by /128, /96 and /16: hot.
   std::vector<std::array<uint8_t, 16>> hot{base6, flipped(100), flipped(20)};
 
-  runtime::CycleReport instrumented = program.cycle();
+  core::CycleReport instrumented = program.cycle();
   ASSERT_TRUE(instrumented.installed()) << instrumented.describe();
   for (int round = 0; round < 40; ++round)
     for (const auto &address : hot)
       program.active(ipv6Packet(address, 64));
   for (uint32_t bit = 0; bit < 8; ++bit)
     program.active(ipv6Packet(flipped(bit * 13 + 1), 64));
-  runtime::CycleReport report = program.cycle();
+  core::CycleReport report = program.cycle();
   ASSERT_TRUE(report.installed()) << report.describe();
   const core::SiteDecision *fastPath = nullptr;
   for (const core::SiteDecision &decision : report.log.decisions)
@@ -366,7 +366,7 @@ TEST(LpmAsArray, LeadingWordPrefixesAnswerAsTheTrie) {
                 LeadingKey{32 + prefixes[i].length, prefixes[i].leading, htonl(prefixes[i].address)},
                 uint32_t(100 + i));
 
-  runtime::CycleReport report = program.cycle();
+  core::CycleReport report = program.cycle();
   ASSERT_TRUE(report.installed()) << report.describe();
   const core::SiteDecision *applied = CorpusProgram::decision(report, "prefixes", true);
   ASSERT_NE(applied, nullptr) << report.describe();
@@ -480,7 +480,7 @@ TEST(LpmAsHash, PrefixesOfOneLengthAnswerAsTheTrie) {
     program.set("tagged", TaggedKey{56, tagged[i].tag, htonl(tagged[i].address)},
                 uint32_t(5000 + i));
 
-  runtime::CycleReport report = program.cycle();
+  core::CycleReport report = program.cycle();
   ASSERT_TRUE(report.installed()) << report.describe();
   for (const char *table : {"routes4", "routes6", "tagged"}) {
     const core::SiteDecision *applied = CorpusProgram::decision(report, table, true);
@@ -637,7 +637,7 @@ TEST(LpmAsHash, PrefixesOfSeveralLengthsAreProbedLongestFirst) {
   for (size_t i = 0; i < prefixes.size(); ++i)
     program.set("routes6", V6Key{prefixes[i].second, prefixes[i].first}, uint32_t(300 + i));
 
-  runtime::CycleReport report = program.cycle();
+  core::CycleReport report = program.cycle();
   ASSERT_TRUE(report.installed()) << report.describe();
   const core::SiteDecision *applied = CorpusProgram::decision(report, "routes6", true);
   ASSERT_NE(applied, nullptr) << report.log.toText();
@@ -725,7 +725,7 @@ TEST(HashAsArray, SmallKeyDomainsAnswerAsTheMap) {
   for (uint32_t tos = 0; tos < 200; tos += 2)
     program.set("marks", uint8_t(tos), uint32_t(7000 + tos));
 
-  runtime::CycleReport report = program.cycle();
+  core::CycleReport report = program.cycle();
   ASSERT_TRUE(report.installed()) << report.describe();
   for (const char *table : {"ports", "ids", "marks"}) {
     const core::SiteDecision *applied = CorpusProgram::decision(report, table, true);
@@ -808,7 +808,7 @@ TEST(ConstantFields, AFieldEqualInEveryEntryIsAConstantUnderTheGuard) {
   const uint32_t first = 0x0a010000;
   for (uint32_t i = 0; i < 100; ++i)
     program.set("rules", uint32_t(htonl(first + i)), Rule{XDP_TX, 1000 + i});
-  runtime::CycleReport report = program.cycle();
+  core::CycleReport report = program.cycle();
   ASSERT_TRUE(report.installed()) << report.describe();
   const core::SiteDecision *applied = CorpusProgram::decision(report, "rules", true);
   ASSERT_NE(applied, nullptr) << report.log.toText();
@@ -845,7 +845,7 @@ TEST(ConstantFields, AFieldsRangeBoundsTheLoadAndTheVerifierStillSeesTheBound) {
   for (uint8_t port = 0; port < 16; ++port)
     tosByPort[port] = uint8_t(0x10 + port);
   program.set("port_tos", uint32_t(0), tosByPort);
-  runtime::CycleReport report = program.cycle();
+  core::CycleReport report = program.cycle();
   ASSERT_TRUE(report.installed()) << report.describe();
   const core::SiteDecision *applied = CorpusProgram::decision(report, "rules", true);
   ASSERT_NE(applied, nullptr) << report.log.toText();
@@ -864,7 +864,7 @@ TEST(ConstantFields, AFieldsRangeBoundsTheLoadAndTheVerifierStillSeesTheBound) {
   program.set("rules", uint32_t(htonl(first + 6)), Rule{20, 6});
   EXPECT_EQ(program.original(ipv4Packet(first + 6, 0)).verdict, uint32_t(XDP_ABORTED));
   compareAll("after the change");
-  runtime::CycleReport next = program.cycle();
+  core::CycleReport next = program.cycle();
   ASSERT_TRUE(next.installed()) << next.describe();
   compareAll("next cycle");
 }
@@ -885,7 +885,7 @@ TEST(BranchInjection, AFewValuedKeyFieldIsTestedBeforeTheLookup) {
   for (uint32_t i = 0; i < 100; ++i)
     program.set("acl", AclKey{uint8_t(i % 2 ? IPPROTO_UDP : IPPROTO_TCP), {0, 0, 0}, htonl(first + i)},
                 uint32_t(i % 3 ? XDP_DROP : XDP_TX));
-  runtime::CycleReport report = program.cycle();
+  core::CycleReport report = program.cycle();
   ASSERT_TRUE(report.installed()) << report.describe();
   const core::SiteDecision *applied = CorpusProgram::decision(report, "acl", true);
   ASSERT_NE(applied, nullptr) << report.log.toText();

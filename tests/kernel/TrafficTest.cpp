@@ -83,7 +83,7 @@ protected:
     return packets;
   }
 
-  static const core::SiteDecision *decision(const runtime::CycleReport &report,
+  static const core::SiteDecision *decision(const core::CycleReport &report,
                                             const std::string &pass) {
     for (const core::SiteDecision &decision : report.log.decisions)
       if (decision.table == "policy" && decision.pass == pass)
@@ -96,7 +96,7 @@ protected:
 
 TEST_F(FollowTheTraffic, HeavyHittersGetAFastPathThatAnswersAsTheTable) {
   start(core::ProfileMode::Naive);
-  runtime::CycleReport first = router->specialize();
+  core::CycleReport first = router->specialize();
   const core::SiteDecision *instrumented = decision(first, "instrument-table-sites");
   ASSERT_NE(instrumented, nullptr);
   EXPECT_TRUE(instrumented->applied) << instrumented->detail;
@@ -106,7 +106,7 @@ TEST_F(FollowTheTraffic, HeavyHittersGetAFastPathThatAnswersAsTheTable) {
   for (unsigned i = 20; i < 30; ++i)
     cold.push_back(i);
   sendAndCompare(traffic({3, 7, 11}, 30, cold));
-  runtime::CycleReport second = router->specialize();
+  core::CycleReport second = router->specialize();
   const core::SiteDecision *fastPath = decision(second, "heavy-hitter-fast-path");
   ASSERT_NE(fastPath, nullptr);
   EXPECT_TRUE(fastPath->applied) << fastPath->detail;
@@ -176,7 +176,7 @@ TEST_F(FollowTheTraffic, DifferentHotKeysPerCpuGetChainsOfTheirOwn) {
     OnCpu cpu(1);
     sendAndCompare(traffic(hotOn1, 30, {60, 61, 62}));
   }
-  runtime::CycleReport report = router->specialize();
+  core::CycleReport report = router->specialize();
   ASSERT_EQ(report.traffic.size(), 1u);
   const core::SiteTraffic &site = report.traffic.begin()->second;
   ASSERT_EQ(site.perCpuHotKeys.size(), 2u) << site.why;
@@ -232,7 +232,7 @@ TEST_F(FollowTheTraffic, UniformTrafficGetsNoFastPath) {
   for (unsigned i = 0; i < Policies; ++i)
     every.push_back(i);
   sendAndCompare(traffic({}, 0, every));
-  runtime::CycleReport report = router->opt().runCycle();
+  core::CycleReport report = router->opt().runCycle();
   EXPECT_EQ(decision(report, "heavy-hitter-fast-path"), nullptr);
   ASSERT_EQ(report.traffic.size(), 1u);
   EXPECT_TRUE(report.traffic.begin()->second.hotKeys.empty());
@@ -245,7 +245,7 @@ TEST_F(FollowTheTraffic, AdaptiveSamplingFindsTheHeavyHitters) {
   // Enough packets for the countdown to sample each key many times; the
   // keys alternate, which a fixed period would alias onto one of them.
   sendAndCompare(traffic({5, 9}, 2000, {}));
-  runtime::CycleReport report = router->specialize();
+  core::CycleReport report = router->specialize();
   ASSERT_EQ(report.traffic.size(), 1u);
   const core::SiteTraffic &site = report.traffic.begin()->second;
   std::set<Bytes> hot(site.hotKeys.begin(), site.hotKeys.end());
@@ -265,7 +265,7 @@ TEST_F(FollowTheTraffic, NoProfileLeavesATableAlone) {
   router->setConfig(CFG_POLICY_ENABLED, ACTION_PASS);
   for (unsigned i = 0; i < Policies; ++i)
     router->setPolicy(keyNumber(i), policyValue(ACTION_TX, uint8_t(i)));
-  runtime::CycleReport report = router->specialize();
+  core::CycleReport report = router->specialize();
   const core::SiteDecision *instrumented = decision(report, "instrument-table-sites");
   ASSERT_NE(instrumented, nullptr);
   EXPECT_FALSE(instrumented->applied);
@@ -340,12 +340,12 @@ protected:
   void buildFastPathFor(const std::vector<uint32_t> &hot) {
     ASSERT_TRUE(opt->runCycle().installed());
     lookAll(hot, 30);
-    runtime::CycleReport built = opt->runCycle();
+    core::CycleReport built = opt->runCycle();
     ASSERT_TRUE(built.installed()) << built.describe();
     ASSERT_NE(fastPath(built), nullptr) << built.log.toText();
   }
 
-  const core::SiteDecision *fastPath(const runtime::CycleReport &report) {
+  const core::SiteDecision *fastPath(const core::CycleReport &report) {
     for (const core::SiteDecision &decision : report.log.decisions)
       if (decision.table == "flows" && decision.pass == "heavy-hitter-fast-path" &&
           decision.applied)
@@ -358,14 +358,14 @@ protected:
 };
 
 TEST_F(WrittenTable, AWriteOfAHotKeyIsSeenByTheNextPacketAndNewFlowsLeaveTheFastPath) {
-  runtime::CycleReport first = opt->runCycle();
+  core::CycleReport first = opt->runCycle();
   ASSERT_TRUE(first.installed()) << first.describe();
   EXPECT_EQ(fastPath(first), nullptr); // nothing seen yet
   // 900 is a flow the table does not hold: answered "absent" under its count.
   std::vector<uint32_t> hot = {3, 7, 11, 900};
   lookAll(hot, 30);
   lookAll({20, 21, 22, 23, 24, 25}, 1);
-  runtime::CycleReport second = opt->runCycle();
+  core::CycleReport second = opt->runCycle();
   ASSERT_TRUE(second.installed()) << second.describe();
   const core::SiteDecision *decision = fastPath(second);
   ASSERT_NE(decision, nullptr) << second.log.toText();
@@ -411,7 +411,7 @@ TEST_F(WrittenTable, AWriteOfAHotKeyIsSeenByTheNextPacketAndNewFlowsLeaveTheFast
   lookAll(hot, 3);
 
   // The next cycle builds the fast path again under the new counts.
-  runtime::CycleReport third = opt->runCycle();
+  core::CycleReport third = opt->runCycle();
   ASSERT_TRUE(third.installed()) << third.describe();
   EXPECT_NE(fastPath(third), nullptr) << third.log.toText();
   lookAll(hot, 2);
@@ -431,7 +431,7 @@ TEST_F(WrittenTable, HotKeysRewrittenEveryPeriodLoseTheFastPathUntilWritesCalm) 
   std::vector<uint32_t> hot = {3, 7, 11};
   ASSERT_NO_FATAL_FAILURE(buildFastPathFor(hot));
   unsigned churnCycles = core::TrafficProfileOptions{}.churnCycles;
-  runtime::CycleReport report;
+  core::CycleReport report;
   for (unsigned cycle = 0; cycle < churnCycles; ++cycle) {
     lookAll(hot, 30);
     uint32_t verdict = cycle % 2 ? uint32_t(XDP_DROP) : uint32_t(XDP_PASS);
@@ -465,7 +465,7 @@ TEST_F(WrittenTable, HotKeysRewrittenEveryPeriodLoseTheFastPathUntilWritesCalm) 
 // The lookup whose value the program writes keeps its search (the write
 // must reach the entry), and is the one whose writes are counted.
 TEST_F(WrittenTable, TheLookupWrittenThroughKeepsItsSearch) {
-  runtime::CycleReport first = opt->runCycle();
+  core::CycleReport first = opt->runCycle();
   ASSERT_TRUE(first.installed()) << first.describe();
   unsigned counted = 0, declined = 0;
   for (const core::SiteDecision &decision : first.log.decisions) {
@@ -581,14 +581,14 @@ TEST(EvictingTable, NoFastPathAnswersForAnLruTableAndEvictionsChangeNoAnswer) {
   };
   // No fast path, ever: the first cycle says why; later ones sample no site
   // of the table, so what they install (if anything) has none either.
-  auto fastPaths = [](const runtime::CycleReport &report) {
+  auto fastPaths = [](const core::CycleReport &report) {
     unsigned built = 0;
     for (const core::SiteDecision &decision : report.log.decisions)
       built += decision.table == "flows" && decision.pass == "heavy-hitter-fast-path" &&
                decision.applied;
     return built;
   };
-  runtime::CycleReport first = opt->runCycle();
+  core::CycleReport first = opt->runCycle();
   ASSERT_TRUE(first.installed()) << first.describe();
   EXPECT_NE(first.log.toText().find("lru_hash table: an insert may evict"), std::string::npos)
       << first.log.toText();
@@ -599,8 +599,8 @@ TEST(EvictingTable, NoFastPathAnswersForAnLruTableAndEvictionsChangeNoAnswer) {
         << "an LRU table's lookups are sampled: " << decision.detail;
   std::vector<uint32_t> hot = {3, 7, 11};
   lookAll(hot, 30);
-  runtime::CycleReport profiled = opt->runCycle();
-  ASSERT_TRUE(profiled.installed() || profiled.outcome == runtime::CycleOutcome::Unchanged)
+  core::CycleReport profiled = opt->runCycle();
+  ASSERT_TRUE(profiled.installed() || profiled.outcome == core::CycleOutcome::Unchanged)
       << profiled.describe();
   EXPECT_EQ(fastPaths(profiled), 0u) << profiled.log.toText();
 
@@ -624,8 +624,8 @@ TEST(EvictingTable, NoFastPathAnswersForAnLruTableAndEvictionsChangeNoAnswer) {
   lookAll(sample, 1);
   lookAll(hot, 2);
 
-  runtime::CycleReport after = opt->runCycle();
-  ASSERT_TRUE(after.installed() || after.outcome == runtime::CycleOutcome::Unchanged)
+  core::CycleReport after = opt->runCycle();
+  ASSERT_TRUE(after.installed() || after.outcome == core::CycleOutcome::Unchanged)
       << after.describe();
   EXPECT_EQ(fastPaths(after), 0u) << after.log.toText();
   lookAll(hot, 2);

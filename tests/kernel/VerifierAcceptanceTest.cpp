@@ -41,7 +41,7 @@ TEST_P(DivisionBounds, SpecializedProgramLoadsAndCountsAlike) {
   CorpusProgram program(c.file, options);
   ASSERT_TRUE(program.ok());
   program.set("divisor", Zero, c.divisor);
-  runtime::CycleReport report = program.cycle();
+  core::CycleReport report = program.cycle();
   ASSERT_TRUE(report.installed()) << report.describe();
 
   int hits = program.opt().mapFd("hits");
@@ -85,7 +85,7 @@ TEST(VerifierAcceptance, ValuePassedToAGlobalFunctionIsDeclined) {
   ASSERT_TRUE(program.ok());
   program.set("decisions", htonl(0x0a000001), Verdict{1, 0});
   program.set("decisions", htonl(0x0a000002), Verdict{0, 7});
-  runtime::CycleReport report = program.cycle();
+  core::CycleReport report = program.cycle();
   ASSERT_TRUE(report.installed()) << report.describe();
   const core::SiteDecision *declined = CorpusProgram::decision(report, "decisions", false);
   ASSERT_NE(declined, nullptr);
@@ -117,7 +117,7 @@ TEST(VerifierAcceptance, ManyChainsFeedingBoundsChecksStayWithinTheVerifierBudge
   CorpusProgram program("many_chains.bpf.c");
   ASSERT_TRUE(program.ok());
   fillWindows(program);
-  runtime::CycleReport report = program.cycle();
+  core::CycleReport report = program.cycle();
   ASSERT_TRUE(report.installed()) << report.describe();
   for (uint32_t i = 0; i < 64; i += 3) {
     Bytes packet = buildPacket({.saddr = 0x0a000100 + i, .daddr = 0x0a000200 + (i * 7) % 64,
@@ -137,7 +137,7 @@ TEST(VerifierAcceptance, RefusedCandidateIsRetriedWithoutChainsAndRemembered) {
   CorpusProgram program("many_chains.bpf.c", options);
   ASSERT_TRUE(program.ok());
   fillWindows(program);
-  runtime::CycleReport first = program.cycle();
+  core::CycleReport first = program.cycle();
   ASSERT_TRUE(first.installed()) << first.describe();
   const core::SiteDecision *off = CorpusProgram::decision(first, "by_source", false);
   ASSERT_NE(off, nullptr);
@@ -146,15 +146,15 @@ TEST(VerifierAcceptance, RefusedCandidateIsRetriedWithoutChainsAndRemembered) {
   Bytes packet = buildPacket({.saddr = 0x0a000105, .daddr = 0x0a000207, .id = 103, .payload = 64});
   EXPECT_EQ(program.active(packet), program.original(packet));
 
-  runtime::CycleReport again = program.opt().runCycle(/*force=*/true);
-  EXPECT_NE(again.outcome, runtime::CycleOutcome::Failed) << again.describe();
+  core::CycleReport again = program.opt().runCycle(/*force=*/true);
+  EXPECT_NE(again.outcome, core::CycleOutcome::Failed) << again.describe();
   off = CorpusProgram::decision(again, "by_source", false);
   ASSERT_NE(off, nullptr) << "the same snapshot: no chains, no second refusal";
   EXPECT_NE(off->detail.find("(cycle 1)"), std::string::npos) << off->detail;
 
   program.opt().injectFaults({});
   program.set("by_source", htonl(0x0a000105), Window{9, 9});
-  runtime::CycleReport changed = program.cycle();
+  core::CycleReport changed = program.cycle();
   ASSERT_TRUE(changed.installed()) << changed.describe();
   EXPECT_NE(CorpusProgram::decision(changed, "by_source", true), nullptr)
       << "new contents: chains again";
@@ -184,17 +184,17 @@ TEST(VerifierAcceptance, AMapOfAnotherLayoutIsNoVerifierRejection) {
   ASSERT_GE(saved.fd, 0) << strerror(errno);
   ASSERT_EQ(dup2(impostor.fd, shared), shared) << strerror(errno);
   auto restore = llvm::make_scope_exit([&] { dup2(saved.fd, shared); });
-  runtime::CycleReport mismatch = program.opt().runCycle(/*force=*/true);
+  core::CycleReport mismatch = program.opt().runCycle(/*force=*/true);
   restore.release();
   ASSERT_EQ(dup2(saved.fd, shared), shared) << strerror(errno);
 
-  EXPECT_EQ(mismatch.outcome, runtime::CycleOutcome::Failed) << mismatch.describe();
+  EXPECT_EQ(mismatch.outcome, core::CycleOutcome::Failed) << mismatch.describe();
   EXPECT_EQ(mismatch.refusedByKernel, 0u) << "a layout mismatch: " << mismatch.describe();
   EXPECT_NE(mismatch.detail.find("map 'by_source'"), std::string::npos) << mismatch.detail;
   EXPECT_NE(mismatch.detail.find("max_entries: declared 64, the map has 128"), std::string::npos)
       << mismatch.detail;
 
-  runtime::CycleReport back = program.opt().runCycle(/*force=*/true);
+  core::CycleReport back = program.opt().runCycle(/*force=*/true);
   ASSERT_TRUE(back.installed()) << "the same snapshot, nothing remembered: " << back.describe();
   EXPECT_EQ(back.refusedByKernel, 0u);
   EXPECT_NE(CorpusProgram::decision(back, "by_source", true), nullptr)
@@ -241,10 +241,10 @@ void hotKeysInEveryTable(bool ignoreBudget) {
   for (unsigned round = 0; round < 20; ++round)
     for (const Bytes &packet : hot)
       ASSERT_EQ(program.active(packet), program.original(packet));
-  runtime::CycleReport report = program.cycle();
+  core::CycleReport report = program.cycle();
   // Refused, the retry builds what is already running: it stays.
-  ASSERT_EQ(report.outcome, ignoreBudget ? runtime::CycleOutcome::Unchanged
-                                         : runtime::CycleOutcome::Installed)
+  ASSERT_EQ(report.outcome, ignoreBudget ? core::CycleOutcome::Unchanged
+                                         : core::CycleOutcome::Installed)
       << report.describe();
   const core::SiteDecision *fastPath = nullptr;
   for (const core::SiteDecision &d : report.log.decisions)
@@ -285,7 +285,7 @@ void setClassRules(CorpusProgram &program) {
 }
 
 // The decision region-as-table took, or nullptr.
-const core::SiteDecision *regionDecision(const runtime::CycleReport &report) {
+const core::SiteDecision *regionDecision(const core::CycleReport &report) {
   for (const core::SiteDecision &d : report.log.decisions)
     if (d.pass == "region-as-table")
       return &d;
@@ -320,7 +320,7 @@ TEST(VerifierAcceptance, ARegionsValuesKeepTheBoundsTheOriginalProved) {
   CorpusProgram program("region_index.bpf.c");
   ASSERT_TRUE(program.ok());
   setClassRules(program);
-  runtime::CycleReport report = program.cycle();
+  core::CycleReport report = program.cycle();
   ASSERT_TRUE(report.installed()) << report.describe();
   EXPECT_EQ(report.refusedByKernel, 0u) << "accepted at once";
   const core::SiteDecision *region = regionDecision(report);
@@ -342,7 +342,7 @@ TEST(VerifierAcceptance, ARefusedRegionIsRebuiltWithoutItInTheSameCycleAndRememb
   CorpusProgram program("region_index.bpf.c", options);
   ASSERT_TRUE(program.ok());
   setClassRules(program);
-  runtime::CycleReport first = program.cycle();
+  core::CycleReport first = program.cycle();
   ASSERT_TRUE(first.installed()) << first.describe();
   // The candidate without compare chains is the object refused (it had
   // none; the region stays): not loaded again.
@@ -355,14 +355,14 @@ TEST(VerifierAcceptance, ARefusedRegionIsRebuiltWithoutItInTheSameCycleAndRememb
   expectRegionIndexAnswersAsTheOriginal(program, "without the region");
 
   for (unsigned repeat = 0; repeat < 3; ++repeat) {
-    runtime::CycleReport later = program.opt().runCycle(/*force=*/true);
-    EXPECT_EQ(later.outcome, runtime::CycleOutcome::Unchanged) << later.describe();
+    core::CycleReport later = program.opt().runCycle(/*force=*/true);
+    EXPECT_EQ(later.outcome, core::CycleOutcome::Unchanged) << later.describe();
     EXPECT_EQ(later.refusedByKernel, 0u) << "the same snapshot: nothing refused is tried again";
   }
 
   program.opt().injectFaults({});
   program.set("class_rules", uint32_t(200), uint32_t(0x20));
-  runtime::CycleReport changed = program.cycle();
+  core::CycleReport changed = program.cycle();
   ASSERT_TRUE(changed.installed()) << changed.describe();
   EXPECT_EQ(changed.refusedByKernel, 0u);
   const core::SiteDecision *again = regionDecision(changed);
@@ -375,7 +375,7 @@ TEST(VerifierAcceptance, InlineAsmCompilesInProcess) {
   CorpusProgram program("inline_asm.bpf.c");
   ASSERT_TRUE(program.ok());
   program.set("config", Zero, uint32_t(1));
-  runtime::CycleReport report = program.cycle();
+  core::CycleReport report = program.cycle();
   ASSERT_TRUE(report.installed()) << report.describe();
   Bytes packet = buildPacket({});
   EXPECT_EQ(program.active(packet).verdict, uint32_t(XDP_DROP)) << "1 + 7 == 8";

@@ -94,7 +94,7 @@ TEST(UserAfXdp, TheSpecializedRouterOverAfXdpSocketsOnVethsSendsAndPassesWhatThe
   configure(reference->tables());
   auto cycle = specialized->specialize();
   ASSERT_THAT_EXPECTED(cycle, llvm::Succeeded());
-  ASSERT_EQ(cycle->outcome, Cycle::Outcome::Installed);
+  ASSERT_EQ(cycle->outcome, core::CycleOutcome::Installed);
 
   // Every frame of the router's samples (the 20-byte truncated one too:
   // a veth carries frames as they are).

@@ -55,7 +55,7 @@ TEST(UserDpdk, TheSpecializedRouterOverPcapPortsSendsAndPassesWhatTheGenericOneW
   configure(reference->tables());
   auto cycle = specialized->specialize();
   ASSERT_THAT_EXPECTED(cycle, llvm::Succeeded());
-  ASSERT_EQ(cycle->outcome, Cycle::Outcome::Installed);
+  ASSERT_EQ(cycle->outcome, core::CycleOutcome::Installed);
 
   std::vector<Bytes> frames;
   for (unsigned round = 0; round < 50; ++round)

@@ -150,7 +150,7 @@ TEST(Exploration, TheExplorerDrivesARealHandlerFromTheLoopsMeasurements) {
   auto generic = Handler::load(source, handlerOptions);
   ASSERT_THAT_EXPECTED(handler, llvm::Succeeded());
   ASSERT_THAT_EXPECTED(generic, llvm::Succeeded());
-  std::vector<Cycle::Outcome> outcomes;
+  std::vector<core::CycleOutcome> outcomes;
   ExplorerOptions options;
   options.windowsPerTrial = 1;
   Explorer explorer(pointDimensions((*handler)->specializationSpace()), exhaustiveSearch(),
@@ -179,8 +179,8 @@ TEST(Exploration, TheExplorerDrivesARealHandlerFromTheLoopsMeasurements) {
     ASSERT_THAT_ERROR(explorer.observe(loop.run(ring, 20).packetsPerSecond()),
                       llvm::Succeeded());
   EXPECT_EQ(explorer.trials().size(), 5u * 2u); // rounds (off + 4) x short (off, on)
-  for (Cycle::Outcome outcome : outcomes)
-    EXPECT_EQ(outcome, Cycle::Outcome::Installed);
+  for (core::CycleOutcome outcome : outcomes)
+    EXPECT_EQ(outcome, core::CycleOutcome::Installed);
   double best = 0;
   for (const Trial &trial : explorer.trials())
     best = std::max(best, trial.metric);

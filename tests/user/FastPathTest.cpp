@@ -88,7 +88,7 @@ void expectHotDestinationsGetAFastPathThatAgreesWithTheGenericHandler(const std:
   // The first version records keys; nothing is known of the traffic yet.
   auto first = probe->specialize();
   ASSERT_THAT_EXPECTED(first, llvm::Succeeded());
-  ASSERT_EQ(first->outcome, Cycle::Outcome::Installed);
+  ASSERT_EQ(first->outcome, core::CycleOutcome::Installed);
   ASSERT_EQ(first->log.profiled.size(), 1u);
   unsigned site = first->log.profiled.begin()->first;
   EXPECT_EQ(first->log.profiled.begin()->second.table, "routes");
@@ -103,7 +103,7 @@ void expectHotDestinationsGetAFastPathThatAgreesWithTheGenericHandler(const std:
   // The next cycle: the three hot keys in front of the lookup.
   auto second = probe->specialize();
   ASSERT_THAT_EXPECTED(second, llvm::Succeeded());
-  ASSERT_EQ(second->outcome, Cycle::Outcome::Installed);
+  ASSERT_EQ(second->outcome, core::CycleOutcome::Installed);
   ASSERT_TRUE(second->traffic.count(site));
   const core::SiteTraffic &traffic = second->traffic.at(site);
   EXPECT_EQ(traffic.hotKeys.size(), 3u) << traffic.why;

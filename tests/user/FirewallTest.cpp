@@ -139,6 +139,29 @@ ReplayRing traffic(double hot, size_t packets, unsigned seed) {
   return ring;
 }
 
+// A firewall following the traffic and its generic twin, both loaded with
+// rules(), the first specialized once (installed: the version that
+// samples); a test failure leaves them null.
+struct Twins {
+  std::unique_ptr<Handler> firewall, generic;
+};
+Twins specializedTwins() {
+  Twins twins{loadFirewall(true), loadFirewall(false)};
+  if (!twins.firewall || !twins.generic)
+    return {};
+  for (Handler *handler : {twins.firewall.get(), twins.generic.get()})
+    if (Error err = nf::firewall::loadUserRules(handler->tables(), rules(), FW_DROP)) {
+      ADD_FAILURE() << toString(std::move(err));
+      return {};
+    }
+  auto first = twins.firewall->specialize();
+  if (!first || first->outcome != core::CycleOutcome::Installed) {
+    ADD_FAILURE() << (first ? first->describe() : toString(first.takeError()));
+    return {};
+  }
+  return twins;
+}
+
 void expectSame(Handler &specialized, Handler &generic, const ReplayRing &ring) {
   auto expected = EventLoop(generic.trampoline(), 32).collect(ring);
   auto actual = EventLoop(specialized.trampoline(), 32).collect(ring);
@@ -201,21 +224,14 @@ TEST(UserFirewall, ItsDerivedPrefetchStageTreatsPacketsAsWithout) {
 }
 
 TEST(UserFirewall, SpecializedWithFastPathsAnswersAsTheGenericTwinAcrossARuleChange) {
-  auto firewall = loadFirewall(true), generic = loadFirewall(false);
+  auto [firewall, generic] = specializedTwins();
   ASSERT_TRUE(firewall && generic);
-  for (Handler *handler : {firewall.get(), generic.get()})
-    ASSERT_THAT_ERROR(nf::firewall::loadUserRules(handler->tables(), rules(), FW_DROP),
-                      llvm::Succeeded());
-
-  auto first = firewall->specialize();
-  ASSERT_THAT_EXPECTED(first, llvm::Succeeded());
-  ASSERT_EQ(first->outcome, Cycle::Outcome::Installed);
   ReplayRing ring = traffic(0.9, 4000, 2);
   EventLoop(firewall->trampoline(), 32).run(ring, 1);
   EventLoop(generic->trampoline(), 32).run(ring, 1);
   auto second = firewall->specialize();
   ASSERT_THAT_EXPECTED(second, llvm::Succeeded());
-  ASSERT_EQ(second->outcome, Cycle::Outcome::Installed);
+  ASSERT_EQ(second->outcome, core::CycleOutcome::Installed);
   std::set<std::string> fastPaths;
   for (const core::SiteDecision &decision : second->log.decisions)
     if (decision.pass == "heavy-hitter-fast-path" && decision.applied)
@@ -240,9 +256,38 @@ TEST(UserFirewall, SpecializedWithFastPathsAnswersAsTheGenericTwinAcrossARuleCha
   expectSame(*firewall, *generic, traffic(0.5, 3000, 4));
   auto third = firewall->specialize();
   ASSERT_THAT_EXPECTED(third, llvm::Succeeded());
-  EXPECT_EQ(third->outcome, Cycle::Outcome::Installed);
+  EXPECT_EQ(third->outcome, core::CycleOutcome::Installed);
   expectSame(*firewall, *generic, traffic(0.9, 3000, 5));
   EXPECT_EQ(EventLoop(firewall->trampoline(), 1).collect(hot)[0].verdict, MU_DROP);
+}
+
+// The flow of the firewall's lookups (source prefix, destination prefix,
+// protocol, ports: one tuple) is followed as the eBPF backend follows it,
+// by the same cycle code: its hot tuples get a copy of the code after the
+// flow with the tuple as constants (flow-fast-path), and the firewall
+// answers as its generic twin, hot and cold packets alike.
+TEST(UserFirewall, HotFlowsGetTheirOwnCopyOfTheClassifier) {
+  auto [firewall, generic] = specializedTwins();
+  ASSERT_TRUE(firewall && generic);
+  ReplayRing ring = traffic(0.9, 4000, 2);
+  EventLoop(firewall->trampoline(), 32).run(ring, 1, [&] { firewall->recordTraffic(); });
+  EventLoop(generic->trampoline(), 32).run(ring, 1);
+  auto second = firewall->specialize();
+  ASSERT_THAT_EXPECTED(second, llvm::Succeeded());
+  ASSERT_EQ(second->outcome, core::CycleOutcome::Installed) << second->describe();
+  std::optional<unsigned> flowSite;
+  for (const auto &[site, profiled] : second->log.profiled)
+    if (profiled.flowSavingNs)
+      flowSite = site;
+  ASSERT_TRUE(flowSite) << "no version records a flow";
+  ASSERT_TRUE(second->traffic.count(*flowSite));
+  EXPECT_FALSE(second->traffic.at(*flowSite).hotKeys.empty())
+      << second->traffic.at(*flowSite).why;
+  bool copied = false;
+  for (const core::SiteDecision &decision : second->log.decisions)
+    copied |= decision.pass == "flow-fast-path" && decision.applied;
+  EXPECT_TRUE(copied);
+  expectSame(*firewall, *generic, traffic(0.5, 3000, 3));
 }
 
 } // namespace

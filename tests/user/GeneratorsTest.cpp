@@ -62,7 +62,7 @@ TEST_P(NestedIfLpm, NestedPrefixesAtEveryLengthAnswerAsTheTable) {
 
   auto cycle = generated->specialize();
   ASSERT_THAT_EXPECTED(cycle, llvm::Succeeded());
-  ASSERT_EQ(cycle->outcome, Cycle::Outcome::Installed);
+  ASSERT_EQ(cycle->outcome, core::CycleOutcome::Installed);
   const core::SiteDecision *decision = decisionOn(cycle->log, "routes");
   ASSERT_TRUE(decision);
   EXPECT_TRUE(decision->applied) << decision->detail;
@@ -108,7 +108,7 @@ TEST_P(NestedIfLpm, ARouteChangeBetweenBurstsIsSeenByTheNextBurst) {
 
   ReplayRing ring{{probeFor(0x0a010203u), probeFor(0x0a010909u)}, {0, 1, 0, 1, 0, 1}, 0};
   int burst = 0;
-  std::optional<Cycle> second;
+  std::optional<core::CycleReport> second;
   std::vector<PacketResult> results = EventLoop(probe->trampoline(), 2).collect(ring, [&] {
     if (burst++ == 0) {
       addRoutes(*probe, {{24, 0x0a010200u, 3}});
@@ -123,7 +123,7 @@ TEST_P(NestedIfLpm, ARouteChangeBetweenBurstsIsSeenByTheNextBurst) {
   for (size_t i = 0; i < 6; ++i)
     EXPECT_EQ(answerIn(results[i]), expected[i]) << "packet " << i;
   ASSERT_TRUE(second);
-  EXPECT_EQ(second->outcome, Cycle::Outcome::Installed);
+  EXPECT_EQ(second->outcome, core::CycleOutcome::Installed);
   const core::SiteDecision *again = decisionOn(second->log, "routes");
   ASSERT_TRUE(again && again->applied);
   EXPECT_NE(again->detail.find("over 3 entries"), std::string::npos) << again->detail;
@@ -173,7 +173,7 @@ TEST(UserGenerators, AFailingGeneratorIsDeclinedWithItsReasonAndTheLookupServes)
     ASSERT_THAT_ERROR(probe->customizePasses({"custom-generator"}), llvm::Succeeded());
     auto cycle = probe->specialize();
     ASSERT_THAT_EXPECTED(cycle, llvm::Succeeded());
-    EXPECT_EQ(cycle->outcome, Cycle::Outcome::Installed);
+    EXPECT_EQ(cycle->outcome, core::CycleOutcome::Installed);
     const core::SiteDecision *decision = decisionOn(cycle->log, "routes");
     ASSERT_TRUE(decision);
     EXPECT_FALSE(decision->applied);

@@ -81,7 +81,7 @@ TEST(UserJit, ReadOnlyTablesAreSpecializedAndTheVersionIsInstalled) {
   configure(router->tables());
   auto cycle = router->specialize();
   ASSERT_THAT_EXPECTED(cycle, llvm::Succeeded());
-  EXPECT_EQ(cycle->outcome, Cycle::Outcome::Installed);
+  EXPECT_EQ(cycle->outcome, core::CycleOutcome::Installed);
   EXPECT_EQ(cycle->version, router->tables().guard().version());
   EXPECT_NE(router->trampoline().current(), router->generic());
   // The neighbours (3 entries) and the ports (64 slots) are inlined, the
@@ -119,7 +119,7 @@ std::optional<size_t> firstDifference(const std::vector<std::string> &cflags,
   configure(generic->tables());
   configure(specialized->tables());
   auto cycle = specialized->specialize();
-  if (!cycle || cycle->outcome != Cycle::Outcome::Installed) {
+  if (!cycle || cycle->outcome != core::CycleOutcome::Installed) {
     ADD_FAILURE() << (cycle ? "not installed" : toString(cycle.takeError()));
     return 0;
   }
@@ -152,7 +152,7 @@ void expectEquivalent(const std::vector<std::string> &cflags) {
   configure(specialized->tables());
   auto cycle = specialized->specialize();
   ASSERT_THAT_EXPECTED(cycle, llvm::Succeeded());
-  ASSERT_EQ(cycle->outcome, Cycle::Outcome::Installed);
+  ASSERT_EQ(cycle->outcome, core::CycleOutcome::Installed);
   ASSERT_NE(specialized->trampoline().current(), specialized->generic());
 
   ReplayRing ring = ringOf(samplePackets(), 3);
@@ -229,7 +229,7 @@ TEST(UserEquivalence, RandomTableStatesAgreePacketByPacket) {
     }
     auto cycle = specialized->specialize();
     ASSERT_THAT_EXPECTED(cycle, llvm::Succeeded());
-    ASSERT_EQ(cycle->outcome, Cycle::Outcome::Installed);
+    ASSERT_EQ(cycle->outcome, core::CycleOutcome::Installed);
 
     std::vector<Bytes> frames;
     for (int i = 0; i < 200; ++i) {
@@ -262,7 +262,7 @@ TEST(UserGuard, AChangeBetweenBurstsFallsBackThenTheNextSpecializationIsInstalle
   configure(twin->tables());
   auto first = router->specialize();
   ASSERT_THAT_EXPECTED(first, llvm::Succeeded());
-  ASSERT_EQ(first->outcome, Cycle::Outcome::Installed);
+  ASSERT_EQ(first->outcome, core::CycleOutcome::Installed);
   HandlerFunction stale = router->trampoline().current();
 
   neighbor_key key{htonl(packet::parseIpv4("192.168.1.1")), 2};
@@ -288,7 +288,7 @@ TEST(UserGuard, AChangeBetweenBurstsFallsBackThenTheNextSpecializationIsInstalle
           during = router->trampoline().current();
           auto next = router->specialize();
           ASSERT_THAT_EXPECTED(next, llvm::Succeeded());
-          EXPECT_EQ(next->outcome, Cycle::Outcome::Installed);
+          EXPECT_EQ(next->outcome, core::CycleOutcome::Installed);
           after = router->trampoline().current();
         }
       });
@@ -317,7 +317,7 @@ TEST(UserGuard, NothingIsCompiledWhileAChangeIsInProgress) {
   Guard::Update change(router->tables().guard());
   auto cycle = router->specialize();
   ASSERT_THAT_EXPECTED(cycle, llvm::Succeeded());
-  EXPECT_EQ(cycle->outcome, Cycle::Outcome::Deferred);
+  EXPECT_EQ(cycle->outcome, core::CycleOutcome::Deferred);
   EXPECT_EQ(router->trampoline().current(), router->generic());
 }
 

@@ -55,7 +55,7 @@ TEST_P(LpmAsCodeOnUserTables, NestedPrefixesAtEveryLengthAnswerAsTheTable) {
 
   auto cycle = specialized->specialize();
   ASSERT_THAT_EXPECTED(cycle, llvm::Succeeded());
-  ASSERT_EQ(cycle->outcome, Cycle::Outcome::Installed);
+  ASSERT_EQ(cycle->outcome, core::CycleOutcome::Installed);
   const core::SiteDecision *decision = decisionOn(cycle->log, "routes");
   ASSERT_TRUE(decision);
   EXPECT_TRUE(decision->applied) << decision->detail;
@@ -99,7 +99,7 @@ TEST_P(LpmAsCodeOnUserTables, ARouteChangeIsSeenByTheNextBurst) {
                     llvm::Succeeded());
   auto first = probe->specialize();
   ASSERT_THAT_EXPECTED(first, llvm::Succeeded());
-  ASSERT_EQ(first->outcome, Cycle::Outcome::Installed);
+  ASSERT_EQ(first->outcome, core::CycleOutcome::Installed);
   ASSERT_TRUE(decisionOn(first->log, "routes") && decisionOn(first->log, "routes")->applied);
   HandlerFunction stale = probe->trampoline().current();
 
@@ -108,7 +108,7 @@ TEST_P(LpmAsCodeOnUserTables, ARouteChangeIsSeenByTheNextBurst) {
   for (int burst = 0; burst < 4; ++burst)
     ring.sequence.insert(ring.sequence.end(), {0, 1});
   int burst = 0;
-  std::optional<Cycle> second;
+  std::optional<core::CycleReport> second;
   auto controlPlane = [&] {
     switch (burst++) {
     case 0: // a more specific route for 10.1.2.0/24
@@ -133,7 +133,7 @@ TEST_P(LpmAsCodeOnUserTables, ARouteChangeIsSeenByTheNextBurst) {
   for (size_t i = 0; i < 8; ++i)
     EXPECT_EQ(answerIn(results[i]), expected[i]) << "packet " << i;
   ASSERT_TRUE(second);
-  EXPECT_EQ(second->outcome, Cycle::Outcome::Installed);
+  EXPECT_EQ(second->outcome, core::CycleOutcome::Installed);
   const core::SiteDecision *rebuilt = decisionOn(second->log, "routes");
   ASSERT_TRUE(rebuilt && rebuilt->applied);
   EXPECT_NE(rebuilt->detail.find("3 prefixes"), std::string::npos) << rebuilt->detail;
@@ -171,7 +171,7 @@ TEST_P(LpmAsCodeOnUserTables, ConstantKeysOfShortPrefixLengthsAnswerAsTheKernels
                         llvm::Succeeded());
     auto cycle = (*specialized)->specialize();
     ASSERT_THAT_EXPECTED(cycle, llvm::Succeeded());
-    ASSERT_EQ(cycle->outcome, Cycle::Outcome::Installed);
+    ASSERT_EQ(cycle->outcome, core::CycleOutcome::Installed);
     const core::SiteDecision *decision = decisionOn(cycle->log, "routes");
     ASSERT_TRUE(decision && decision->applied && decision->pass == "constant-key-lookup")
         << (decision ? decision->pass + ": " + decision->detail : "no decision");

@@ -48,7 +48,7 @@ TEST(UserMemory, CompiledVersionsLeaveNothingBehind) {
                       llvm::Succeeded());
     auto specialized = router->specialize();
     ASSERT_THAT_EXPECTED(specialized, llvm::Succeeded());
-    ASSERT_EQ(specialized->outcome, Cycle::Outcome::Installed) << "cycle " << cycle;
+    ASSERT_EQ(specialized->outcome, core::CycleOutcome::Installed) << "cycle " << cycle;
   }
   warm->expectAtMost(GrowthBoundMb, MeasuredCycles);
   EXPECT_EQ(router->liveVersions(), 2u) << "the generic version and the installed one";

@@ -412,13 +412,13 @@ void expectFastPathsOverTheBindingsAnswerAsTheGenericTwin(const std::vector<std:
 
   auto first = nat->specialize();
   ASSERT_THAT_EXPECTED(first, llvm::Succeeded());
-  ASSERT_EQ(first->outcome, Cycle::Outcome::Installed);
+  ASSERT_EQ(first->outcome, core::CycleOutcome::Installed);
   ReplayRing ring = traffic(0.9, 4000, 2);
   EventLoop(nat->trampoline(), 32).run(ring, 1);
   EventLoop(generic->trampoline(), 32).run(ring, 1);
   auto second = nat->specialize();
   ASSERT_THAT_EXPECTED(second, llvm::Succeeded());
-  ASSERT_EQ(second->outcome, Cycle::Outcome::Installed);
+  ASSERT_EQ(second->outcome, core::CycleOutcome::Installed);
   std::set<std::string> fastPaths, guarded;
   for (const core::SiteDecision &decision : second->log.decisions)
     if (decision.applied && decision.pass == "heavy-hitter-fast-path")
@@ -476,7 +476,7 @@ void expectFastPathsOverTheBindingsAnswerAsTheGenericTwin(const std::vector<std:
   EXPECT_EQ(generic->tables().find("nat_out")->size(), 0u);
   auto third = nat->specialize();
   ASSERT_THAT_EXPECTED(third, llvm::Succeeded());
-  EXPECT_EQ(third->outcome, Cycle::Outcome::Installed);
+  EXPECT_EQ(third->outcome, core::CycleOutcome::Installed);
   bool unboundFastPath = false;
   for (const core::SiteDecision &decision : third->log.decisions)
     unboundFastPath |= decision.applied && decision.pass == "heavy-hitter-fast-path" &&

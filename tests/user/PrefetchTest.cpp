@@ -29,7 +29,7 @@ configuredRouters(HandlerOptions::Prefetch prefetch) {
     auto cycle = router->specialize();
     EXPECT_THAT_EXPECTED(cycle, llvm::Succeeded());
     if (cycle)
-      EXPECT_EQ(cycle->outcome, Cycle::Outcome::Installed);
+      EXPECT_EQ(cycle->outcome, core::CycleOutcome::Installed);
   }
   return {std::move(plain), std::move(prefetched)};
 }

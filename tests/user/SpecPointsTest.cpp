@@ -83,7 +83,7 @@ void expectAgreement(const core::PointConfiguration &configuration,
   ASSERT_TRUE(generic && specialized);
   auto cycle = specialized->specialize(configuration);
   ASSERT_THAT_EXPECTED(cycle, llvm::Succeeded());
-  ASSERT_EQ(cycle->outcome, Cycle::Outcome::Installed);
+  ASSERT_EQ(cycle->outcome, core::CycleOutcome::Installed);
   ASSERT_NE(specialized->trampoline().current(), specialized->generic());
   if (log)
     *log = cycle->log;

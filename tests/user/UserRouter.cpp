@@ -12,21 +12,31 @@ const packet::Mac GatewayMac{0x02, 0, 0, 0, 0x01, 0};
 const packet::Mac PortMac{0x02, 0x0a, 0, 0, 0, 0};
 const packet::Mac OtherMac{0x02, 0xbb, 0, 0, 0, 7};
 
-std::unique_ptr<Handler> loadRouter(const std::vector<std::string> &cflags,
-                                    const core::FaultInjection &faults,
-                                    HandlerOptions::Prefetch prefetch) {
+HandlerOptions routerOptions(const std::vector<std::string> &cflags,
+                             const core::FaultInjection &faults,
+                             HandlerOptions::Prefetch prefetch) {
   HandlerOptions options;
   options.prefetch = prefetch;
   options.entry = "router";
   options.cflags = cflags;
   options.inlineLimit = 64;
   options.faults = faults;
+  return options;
+}
+
+std::unique_ptr<Handler> loadRouter(const HandlerOptions &options) {
   auto handler = Handler::load(RouterSource, options);
   if (!handler) {
     ADD_FAILURE() << toString(handler.takeError());
     return nullptr;
   }
   return std::move(*handler);
+}
+
+std::unique_ptr<Handler> loadRouter(const std::vector<std::string> &cflags,
+                                    const core::FaultInjection &faults,
+                                    HandlerOptions::Prefetch prefetch) {
+  return loadRouter(routerOptions(cflags, faults, prefetch));
 }
 
 route_key routeKey(const char *prefix, uint32_t length) {

@@ -28,8 +28,13 @@ template <typename T> Bytes bytesOfValue(const T &value) {
   return bytes;
 }
 
-// The router handler compiled with `cflags`, with the prefetch function
-// `prefetch` asks for; a test failure when it cannot.
+// The router handler's options: compiled with `cflags`, with the prefetch
+// function `prefetch` asks for.
+HandlerOptions
+routerOptions(const std::vector<std::string> &cflags = {}, const core::FaultInjection &faults = {},
+              HandlerOptions::Prefetch prefetch = HandlerOptions::Prefetch::OwnElseDerived);
+// The router handler loaded with `options`; a test failure when it cannot.
+std::unique_ptr<Handler> loadRouter(const HandlerOptions &options);
 std::unique_ptr<Handler>
 loadRouter(const std::vector<std::string> &cflags = {}, const core::FaultInjection &faults = {},
            HandlerOptions::Prefetch prefetch = HandlerOptions::Prefetch::OwnElseDerived);

@@ -36,7 +36,7 @@ TEST(UserVersions, CyclesLeaveABoundedNumberOfLiveVersionsAndAKeptOneStillAnswer
   EXPECT_EQ(router->liveVersions(), 1u); // the generic one
   auto first = router->specialize();
   ASSERT_THAT_EXPECTED(first, llvm::Succeeded());
-  ASSERT_EQ(first->outcome, Cycle::Outcome::Installed);
+  ASSERT_EQ(first->outcome, core::CycleOutcome::Installed);
   VersionHandle kept = router->trampoline().installed();
   ASSERT_TRUE(kept);
   EXPECT_EQ(router->liveVersions(), 2u);
@@ -54,7 +54,7 @@ TEST(UserVersions, CyclesLeaveABoundedNumberOfLiveVersionsAndAKeptOneStillAnswer
     moveGateway(*router, bursts % 2);
     auto cycle = router->specialize();
     ASSERT_THAT_EXPECTED(cycle, llvm::Succeeded());
-    EXPECT_EQ(cycle->outcome, Cycle::Outcome::Installed);
+    EXPECT_EQ(cycle->outcome, core::CycleOutcome::Installed);
     // No burst is under way between bursts: what it replaced is gone.
     EXPECT_EQ(router->trampoline().retiredVersions(), 0u);
     mostLive = std::max(mostLive, router->liveVersions());
@@ -105,7 +105,7 @@ TEST(UserVersions, AVersionReplacedDuringABurstIsFreedWhenTheBurstEnds) {
     HandlerFunction running = burst.handler();
     auto next = router->specialize(); // installed while the burst is under way
     ASSERT_THAT_EXPECTED(next, llvm::Succeeded());
-    ASSERT_EQ(next->outcome, Cycle::Outcome::Installed);
+    ASSERT_EQ(next->outcome, core::CycleOutcome::Installed);
     EXPECT_NE(router->trampoline().current(), running);
     EXPECT_EQ(router->trampoline().retiredVersions(), 1u);
     EXPECT_EQ(router->liveVersions(), 3u);

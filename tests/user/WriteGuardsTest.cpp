@@ -93,7 +93,7 @@ TEST(UserWriteGuards, HotFlowsOfALearnedTableGetAFastPathThatTheHandlersWritesTa
   // The first version counts the writes and samples the lookups.
   auto first = probe->specialize();
   ASSERT_THAT_EXPECTED(first, llvm::Succeeded());
-  ASSERT_EQ(first->outcome, Cycle::Outcome::Installed);
+  ASSERT_EQ(first->outcome, core::CycleOutcome::Installed);
   EXPECT_TRUE(applied(first->log, "guard-table-writes"));
   ASSERT_EQ(first->log.profiled.size(), 1u); // the look-up, not the learning lookup
   unsigned site = first->log.profiled.begin()->first;
@@ -108,7 +108,7 @@ TEST(UserWriteGuards, HotFlowsOfALearnedTableGetAFastPathThatTheHandlersWritesTa
 
   auto second = probe->specialize();
   ASSERT_THAT_EXPECTED(second, llvm::Succeeded());
-  ASSERT_EQ(second->outcome, Cycle::Outcome::Installed);
+  ASSERT_EQ(second->outcome, core::CycleOutcome::Installed);
   ASSERT_TRUE(second->traffic.count(site));
   EXPECT_EQ(second->traffic.at(site).hotKeys.size(), 3u) << second->traffic.at(site).why;
   const core::SiteDecision *fastPath = applied(second->log, "heavy-hitter-fast-path");

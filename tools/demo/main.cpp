@@ -108,7 +108,7 @@ int runDemo(int rounds) {
   std::printf("demo: policy_fwd attached natively to %s; maps pinned in %s\n",
               veth.ifB().c_str(), options.pinDir.c_str());
 
-  runtime::CycleReport report = opt.runCycle();
+  core::CycleReport report = opt.runCycle();
   if (!report.installed())
     return fail("specialization failed: " + report.describe());
   std::printf("demo: Morpheus specialized policy_fwd in %.1f ms (t1 %.2f ms map reads, "
@@ -181,7 +181,7 @@ int runDemo(int rounds) {
               "packets take the generic path\n",
               (unsigned long long)opt.guard().version());
   opt.install = [&](int fd) { return link->replace(fd); };
-  runtime::CycleReport again = opt.runCycle();
+  core::CycleReport again = opt.runCycle();
   std::printf("demo: re-specialized for version %llu: %s in %.1f ms\n",
               (unsigned long long)again.version, again.describe().c_str(),
               again.times.analysisMs + again.times.codegenMs + again.times.injectionMs);

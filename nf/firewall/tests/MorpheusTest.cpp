@@ -122,7 +122,7 @@ void specializeEach(runtime::Optimizer &optimizer, const std::string &pins,
     // next cycle the guard sends every packet to the generic code.
     if (replacing)
       expectSameBehaviour(optimizer, corpus(rules));
-    runtime::CycleReport report = optimizer.runCycle();
+    core::CycleReport report = optimizer.runCycle();
     ASSERT_TRUE(report.installed()) << report.describe();
     for (const auto &decision : report.log.decisions)
       if (decision.applied)
@@ -136,7 +136,7 @@ void specializeEach(runtime::Optimizer &optimizer, const std::string &pins,
   }
 }
 
-std::set<std::string> tablesWhere(const runtime::CycleReport &report, const std::string &pass) {
+std::set<std::string> tablesWhere(const core::CycleReport &report, const std::string &pass) {
   std::set<std::string> tables;
   for (const auto &decision : report.log.decisions)
     if (decision.applied && decision.pass == pass)
@@ -156,7 +156,7 @@ TEST(Morpheus, SpecializedFirewallMatchesTheOriginal) {
   specializeEach(
       optimizer, pins.path(),
       {{"classbench-fw1-449-rules.txt", {}}, {"generated-1000-rules.txt", everything()}},
-      [&](const Configuration &configuration, const runtime::CycleReport &report) {
+      [&](const Configuration &configuration, const core::CycleReport &report) {
         // Both (generation, prefix) tries become derived tables, one per
         // generation they hold (lpm-as-array's leading word).
         EXPECT_EQ(tablesWhere(report, "lpm-as-array"),
@@ -192,7 +192,7 @@ TEST(Morpheus, SmallRuleSetsClassifyThroughADerivedTable) {
         morpheus::testing::sourcePath("nf/firewall/firewall.bpf.c"), options);
     ASSERT_THAT_EXPECTED(created, llvm::Succeeded());
     specializeEach(**created, pins.path(), {{file, {}}, {file, everything()}},
-                   [&](const Configuration &, const runtime::CycleReport &report) {
+                   [&](const Configuration &, const core::CycleReport &report) {
                      EXPECT_EQ(tablesWhere(report, "region-as-table"),
                                (std::set<std::string>{"dport_sets+dst_prefixes+protocols+"
                                                       "sport_sets+src_prefixes"}))
@@ -220,14 +220,14 @@ TEST(Morpheus, HotFlowsGetACopyOfTheClassifierThatAnswersAsTheOriginal) {
   runtime::Optimizer &optimizer = **created;
   std::vector<Rule> rules = rulesFromConfig("classbench-fw1-449-rules.txt");
   ASSERT_THAT_ERROR(loadRules(pins.path(), rules, {}), llvm::Succeeded());
-  auto flowDecision = [](const runtime::CycleReport &report, const std::string &start) {
+  auto flowDecision = [](const core::CycleReport &report, const std::string &start) {
     for (const auto &decision : report.log.decisions)
       if (decision.pass == "flow-fast-path" && decision.applied &&
           decision.detail.rfind(start, 0) == 0)
         return decision.detail;
     return std::string();
   };
-  runtime::CycleReport first = optimizer.runCycle();
+  core::CycleReport first = optimizer.runCycle();
   ASSERT_TRUE(first.installed()) << first.describe();
   EXPECT_NE(flowDecision(first, "flow tuples sampled"), "") << first.log.toText();
 
@@ -242,7 +242,7 @@ TEST(Morpheus, HotFlowsGetACopyOfTheClassifierThatAnswersAsTheOriginal) {
       morpheus::testing::runOnce(optimizer.activeFd(), packetFor(tuple));
   for (size_t i = 100; i < 120; ++i)
     morpheus::testing::runOnce(optimizer.activeFd(), packetFor(tuples[i]));
-  runtime::CycleReport second = optimizer.runCycle();
+  core::CycleReport second = optimizer.runCycle();
   ASSERT_TRUE(second.installed()) << second.describe();
   std::string copies = flowDecision(second, "3 hot tuples");
   EXPECT_NE(copies, "") << second.log.toText();

@@ -88,7 +88,7 @@ TEST(Morpheus, SpecializedSwitchBehavesLikeTheOriginal) {
   err = loadStatic(pins.path(), statics.path());
   ASSERT_THAT_ERROR(std::move(err), llvm::Succeeded());
 
-  runtime::CycleReport report = opt.runCycle();
+  core::CycleReport report = opt.runCycle();
   ASSERT_TRUE(report.installed()) << report.describe();
   for (const core::SiteDecision &decision : report.log.decisions)
     if (decision.applied)

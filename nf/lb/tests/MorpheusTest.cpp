@@ -177,7 +177,7 @@ TEST(LbUnderMorpheus, SpecializedProgramBehavesLikeTheOriginal) {
   MapView maps([&](const std::string &name) { return optimizer.mapFd(name); });
   auto specializeAndCompare = [&](const char *stage) {
     SCOPED_TRACE(stage);
-    runtime::CycleReport cycle = optimizer.runCycle();
+    core::CycleReport cycle = optimizer.runCycle();
     ASSERT_TRUE(cycle.installed()) << cycle.describe();
     std::printf("%s:\n", stage);
     for (const core::SiteDecision &decision : cycle.log.decisions)

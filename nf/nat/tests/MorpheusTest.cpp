@@ -70,7 +70,7 @@ TEST(Morpheus, SpecializedProgramMatchesTheOriginalOnTheCorpus) {
   TempFile config(standardConfig());
   Error err = loadConfig(config.path(), options.pinDir);
   ASSERT_THAT_ERROR(std::move(err), llvm::Succeeded());
-  runtime::CycleReport report = optimizer.runCycle();
+  core::CycleReport report = optimizer.runCycle();
   ASSERT_TRUE(report.installed()) << report.describe();
   for (const core::SiteDecision &decision : report.log.decisions)
     std::printf("  site %u %-11s %-22s %s: %s\n", decision.site, decision.table.c_str(),

@@ -29,7 +29,7 @@ protected:
   }
 
   void specialize() {
-    runtime::CycleReport report = optimizer->runCycle();
+    core::CycleReport report = optimizer->runCycle();
     ASSERT_TRUE(report.installed()) << report.describe();
     ASSERT_NE(optimizer->activeFd(), optimizer->originalFd());
     std::cout << "[ cycle " << report.cycle << " ] " << report.instructions << " instructions\n";

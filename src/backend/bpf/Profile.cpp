@@ -134,4 +134,16 @@ Expected<uint64_t> WriteCounts::read(uint32_t bucket) const {
   return count;
 }
 
+Expected<std::unique_ptr<TrafficMaps>> TrafficMaps::create() {
+  auto profile = ProfileMap::create();
+  if (!profile)
+    return profile.takeError();
+  auto writes = WriteCounts::create();
+  if (!writes)
+    return writes.takeError();
+  return std::make_unique<TrafficMaps>(std::move(*profile), std::move(*writes));
+}
+
+unsigned TrafficMaps::writeBucketBits() const { return WriteBucketBits; }
+
 } // namespace morpheus::bpf

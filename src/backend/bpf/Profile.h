@@ -6,6 +6,7 @@
 
 #include "backend/bpf/dataplane/guard_abi.h"
 #include "core/Tables.h"
+#include "core/TrafficFollowing.h"
 #include "support/Error.h"
 
 #include <cstdint>
@@ -28,13 +29,9 @@ public:
 
   int fd() const { return mapFd; }
 
-  // One CPU's samples at one site since the previous read.
-  struct Samples {
-    unsigned cpu = 0;
-    std::vector<core::Bytes> keys; // at most ProfileSlots, the latest
-    uint64_t written = 0;          // samples taken since the previous read
-    uint32_t period = 0;           // the period they were taken at
-  };
+  // One CPU's samples at one site since the previous read (at most
+  // ProfileSlots keys, the latest).
+  using Samples = core::TrafficSource::Samples;
   // Reads `site` on every CPU; keys are cut to `keySize` bytes.
   Expected<std::vector<Samples>> read(unsigned site, uint32_t keySize);
   // Samples one lookup in `period` at `site` on every CPU (0: none). Samples
@@ -70,6 +67,34 @@ public:
 private:
   explicit WriteCounts(int fd) : mapFd(fd) {}
   int mapFd = -1;
+};
+
+// Both maps, as what the specialization cycle follows the traffic from
+// (core/TrafficFollowing.h).
+class TrafficMaps final : public core::TrafficSource {
+public:
+  TrafficMaps(ProfileMap profile, WriteCounts writes)
+      : profile(std::move(profile)), writes(std::move(writes)) {}
+  static Expected<std::unique_ptr<TrafficMaps>> create();
+
+  int profileFd() const { return profile.fd(); }
+  int writesFd() const { return writes.fd(); }
+
+  Expected<std::vector<Samples>> samples(unsigned site, uint32_t keySize) override {
+    return profile.read(site, keySize);
+  }
+  Error setPeriod(unsigned site, uint32_t period) override {
+    return profile.setPeriod(site, period);
+  }
+  unsigned writeBucketBits() const override;
+  Expected<uint64_t> writeCount(uint32_t bucket) override { return writes.read(bucket); }
+  // The original program, which packets run until a version is installed
+  // and whenever the guard falls back, is loaded as written: no counts.
+  bool genericCountsWrites() const override { return false; }
+
+private:
+  ProfileMap profile;
+  WriteCounts writes;
 };
 
 } // namespace morpheus::bpf

@@ -25,6 +25,10 @@ public:
   // The version word's address, bound to VersionSymbol in the JIT.
   const std::atomic<uint64_t> *versionAddress() const { return &versionWord; }
 
+  // A shadow copy's guard (ShadowCopies): holds `version`, so code built
+  // for it runs specialized on the copy's tables. Never a live guard's.
+  void holdForCopy(uint64_t version) { versionWord.store(version, std::memory_order_release); }
+
   // Brackets a control-plane change of one or many table entries.
   class Update {
   public:

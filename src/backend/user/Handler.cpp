@@ -47,12 +47,6 @@ Error linkGuardRuntime(Module &module) {
   return Error::success();
 }
 
-// The write counter bucket of `key` in `table`, as the JIT-compiled code
-// computes it (the host's byte order).
-uint32_t writeBucketOf(const std::string &table, const Bytes &key) {
-  return core::writeBucket(table, key, WriteCounters::BucketBits, sys::IsLittleEndianHost);
-}
-
 Expected<std::unique_ptr<Module>> compileHandler(const std::string &path,
                                                  const HandlerOptions &options,
                                                  LLVMContext &context) {
@@ -293,6 +287,7 @@ Expected<std::unique_ptr<Handler>> Handler::load(const std::string &path,
                        handler->tableSet->catalog(), handler->prefetchStage);
   if (!prefetcherName)
     return withContext(prefetcherName.takeError(), path);
+  handler->genericBitcode = core::PristineBitcode(*genericModule);
   auto generic = handler->jit->add(orc::ThreadSafeModule(std::move(genericModule),
                                                          handler->context),
                                    options.entry, "generic");
@@ -307,19 +302,18 @@ Expected<std::unique_ptr<Handler>> Handler::load(const std::string &path,
   }
   handler->handlerSlot.install(*generic);
   handler->pristineBitcode = core::PristineBitcode(*handler->pristine);
+  // One loop thread runs the handler: no chains per CPU.
+  core::TrafficProfileOptions traffic = options.traffic.value_or(core::TrafficProfileOptions{});
+  if (!options.traffic)
+    traffic.mode = core::ProfileMode::Off;
+  traffic.perCpuChains = false;
+  core::CycleBackend &steps = *handler;
+  handler->cycle.emplace(steps, traffic, &handler->trafficStorage);
   return handler;
 }
 
-Expected<orc::ThreadSafeModule> Handler::specializedModule(Cycle &cycle) {
-  const Guard &guard = tableSet->guard();
-  cycle.version = guard.version();
-  if (guard.changing()) {
-    cycle.outcome = Cycle::Outcome::Deferred;
-    return orc::ThreadSafeModule();
-  }
-  auto start = std::chrono::steady_clock::now();
-  core::TableAccessInfo info =
-      core::analyzeModule(*pristine, signatures, tableSet->catalog());
+core::ReadPlan Handler::readPlan() const {
+  core::TableAccessInfo info = core::analyzeModule(*pristine, signatures, tableSet->catalog());
   // Tries are read whole past the inline limit only with lpm-as-array:
   // left out (to measure the routes' own lookup and its fast paths), a
   // trie keeps being probed key by key, which heavy-hitter-fast-path
@@ -331,23 +325,22 @@ Expected<orc::ThreadSafeModule> Handler::specializedModule(Cycle &cycle) {
     for (auto &[table, request] : plan)
       if (core::generatorFor(options.generators, tableSet->catalog().at(table)))
         request.wholeTableLimit = std::max(request.wholeTableLimit, core::GeneratorReadLimit);
-  // The hot keys' answers, looked up one by one (for an LPM table, its
-  // answer to exactly that key).
-  for (const auto &[site, keys] : hotKeys) {
-    std::vector<Bytes> &probe = plan[profiledSites.at(site).table].keys;
-    probe.insert(probe.end(), keys.begin(), keys.end());
-  }
-  // Before the tables: the write counters the hot keys' answers are read
-  // under (GuardTableWrites.cpp says why in this order).
-  for (const auto &[site, keys] : hotKeys)
-    for (const Bytes &key : keys) {
-      uint32_t bucket = writeBucketOf(profiledSites.at(site).table, key);
-      cycle.writeCounts[bucket] = writes.read(bucket);
-    }
-  auto snapshot = tableSet->read(plan);
-  if (!snapshot)
-    return withContext(snapshot.takeError(), pristine->getModuleIdentifier());
+  return plan;
+}
 
+std::optional<core::TableSnapshot> Handler::readTables(const core::ReadPlan &plan,
+                                                       core::CycleReport &report) {
+  auto snapshot = tableSet->read(plan);
+  if (!snapshot) {
+    report.fail(withContext(snapshot.takeError(), pristine->getModuleIdentifier()));
+    return std::nullopt;
+  }
+  return std::move(*snapshot);
+}
+
+Expected<orc::ThreadSafeModule>
+Handler::specializedModule(const core::TableSnapshot &snapshot, uint64_t version,
+                           const core::TrafficChoice &traffic, core::SpecializationLog &log) {
   // Each version in a context of its own, which goes when the JIT is done
   // with its module (core/PristineBitcode.h).
   orc::ThreadSafeContext versionContext(std::make_unique<LLVMContext>());
@@ -368,7 +361,7 @@ Expected<orc::ThreadSafeModule> Handler::specializedModule(Cycle &cycle) {
   specialization.generators = options.generators;
   core::ProgramGuardOptions guardOptions;
   guardOptions.holdsFunction = GuardHoldsFunction;
-  guardOptions.version = cycle.version;
+  guardOptions.version = version;
   guardOptions.entries.push_back(
       {options.entry, core::Fallback::InProgram, 0, 0,
        "user space: the generic handler is inlined behind the guard"});
@@ -383,108 +376,104 @@ Expected<orc::ThreadSafeModule> Handler::specializedModule(Cycle &cycle) {
   if (followsTraffic()) {
     specialization.profile =
         core::ProfileOptions{Profile::SlotFunction, Profile::Sites, Profile::KeyBytes, {}};
-    specialization.hotKeys = hotKeys;
+    specialization.hotKeys = traffic.hotKeys;
+    specialization.hotTuples = traffic.hotTuples;
     specialization.writeGuards = WriteCounters::guardOptions();
-    specialization.writeCounts = cycle.writeCounts;
+    specialization.writeCounts = traffic.writeCounts;
   }
-  auto log = core::specializeModule(*clone, signatures, tableSet->catalog(), *snapshot,
-                                    specialization);
-  if (!log)
-    return withContext(log.takeError(), pristine->getModuleIdentifier());
-  cycle.log = std::move(*log);
-  cycle.passes = std::chrono::duration_cast<std::chrono::microseconds>(
-      std::chrono::steady_clock::now() - start);
+  auto specialized = core::specializeModule(*clone, signatures, tableSet->catalog(), snapshot,
+                                            specialization);
+  if (!specialized)
+    return withContext(specialized.takeError(), pristine->getModuleIdentifier());
+  log = std::move(*specialized);
   return orc::ThreadSafeModule(std::move(clone), std::move(versionContext));
 }
 
-void Handler::recordTraffic() {
-  for (const auto &[site, profiled] : profiledSites) {
-    Profile::Samples samples = profile.read(site, profiled.keySize);
-    if (samples.keys.empty())
-      continue;
-    // Each kept key stands for the lookups between samples, and for the
-    // samples the slots could not keep.
-    double weight = double(std::max<uint32_t>(samples.period, 1)) * double(samples.written) /
-                    double(samples.keys.size());
-    trafficProfile.add(site, 0, samples.keys, weight, samples.written);
+std::unique_ptr<core::CycleCandidate> Handler::buildCandidate(core::TableSnapshot &snapshot,
+                                                              const core::TrafficChoice &traffic,
+                                                              core::CycleReport &report) {
+  using Clock = std::chrono::steady_clock;
+  auto milliseconds = [](Clock::time_point since) {
+    return std::chrono::duration<double, std::milli>(Clock::now() - since).count();
+  };
+  auto start = Clock::now();
+  auto module = specializedModule(snapshot, report.version, traffic, report.log);
+  if (!module) {
+    report.fail(module.takeError());
+    return nullptr;
   }
-}
-
-void Handler::followTraffic(Cycle &cycle) {
-  hotKeys.clear();
-  if (!followsTraffic())
-    return;
-  recordTraffic();
-  for (const auto &[site, profiled] : profiledSites) {
-    if (profiled.flowSavingNs)
-      continue; // flow-fast-path's hot tuples: followed by the eBPF optimizer only, so far
-    if (writesInvalidated(site, profiled.table))
-      trafficProfile.writesInvalidated(site);
-    core::SiteTraffic decision = trafficProfile.decide(
-        site, tableSet->catalog().at(profiled.table).match, profiled.keySize);
-    profile.setPeriod(site, decision.period);
-    if (!decision.hotKeys.empty())
-      hotKeys[site] = decision.hotKeys;
-    cycle.traffic[site] = std::move(decision);
+  report.times.codegenMs = milliseconds(start);
+  core::PristineBitcode bitcode;
+  if (validates())
+    module->withModuleDo([&](Module &ir) { bitcode = core::PristineBitcode(ir); });
+  start = Clock::now();
+  auto version = jit->add(std::move(*module), options.entry, "v" + std::to_string(++versions));
+  if (!version) {
+    report.fail(withContext(version.takeError(), pristine->getModuleIdentifier()));
+    return nullptr;
   }
-  trafficProfile.beginCycle(); // this cycle's counts weigh less in the next
+  report.times.injectionMs = milliseconds(start);
+  auto candidate = std::make_unique<Candidate>(std::move(*version));
+  candidate->bitcode = std::move(bitcode);
+  return candidate;
 }
 
-void Handler::startSampling(const Cycle &cycle) {
-  for (const auto &[site, profiled] : profiledSites)
-    if (!cycle.log.profiled.count(site))
-      profile.setPeriod(site, 0);
-  for (const auto &[site, profiled] : cycle.log.profiled)
-    if (!profiledSites.count(site))
-      profile.setPeriod(site, trafficProfile.initialPeriod());
-  profiledSites = cycle.log.profiled;
-}
-
-bool Handler::writesInvalidated(unsigned site, const std::string &table) const {
-  auto hot = installedHotKeys.find(site);
-  if (hot == installedHotKeys.end())
+bool Handler::validateCandidate(const core::CycleCandidate &built,
+                                const core::TableSnapshot &snapshot, core::CycleReport &report) {
+  if (!validates())
+    return true;
+  const auto &candidate = static_cast<const Candidate &>(built);
+  auto start = std::chrono::steady_clock::now();
+  core::PhaseClock clock(report.times.validationPhases);
+  if (!shadowCopies) {
+    auto copies = ShadowCopies::create(*pristine, genericBitcode, options.entry);
+    if (!copies) {
+      report.fail(withContext(copies.takeError(), pristine->getModuleIdentifier()));
+      return false;
+    }
+    shadowCopies = std::move(*copies);
+    clock.end("copies made, the generic handler compiled for them");
+  }
+  std::vector<ShadowPacket> samples =
+      options.shadow->samples(tableSet->catalog(), snapshot, report.cycle,
+                              options.shadow->packets);
+  clock.end("sample");
+  auto difference =
+      shadowCopies->compare(*tableSet, writes, candidate.bitcode, report.version, samples);
+  clock.end("tables copied, candidate compiled and run beside the generic handler");
+  report.times.validationMs =
+      std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start)
+          .count();
+  if (guardVersion() != report.version || guardChanging()) {
+    // The tables moved under the copies: a difference would mean nothing.
+    llvm::consumeError(difference.takeError());
+    report.end(core::CycleOutcome::Superseded, core::TableChangedDuringCycle);
     return false;
-  for (const Bytes &key : hot->second) {
-    auto built = installedWriteCounts.find(writeBucketOf(table, key));
-    if (built != installedWriteCounts.end() && writes.read(built->first) != built->second)
-      return true;
   }
+  if (!difference) {
+    report.fail(withContext(difference.takeError(), pristine->getModuleIdentifier()));
+    return false;
+  }
+  if (!*difference)
+    return true;
+  std::string where =
+      (*difference)->packet ? "packet " + std::to_string(*(*difference)->packet) + ": " : "";
+  report.differenceKey = (*difference)->what;
+  report.end(core::CycleOutcome::Refused, "shadow validation: " + where + (*difference)->what);
   return false;
 }
 
-Expected<std::pair<Cycle, VersionHandle>> Handler::build() {
-  Cycle cycle;
-  followTraffic(cycle);
-  auto module = specializedModule(cycle);
-  if (!module)
-    return module.takeError();
-  if (!*module)
-    return std::pair(std::move(cycle), VersionHandle());
-  auto start = std::chrono::steady_clock::now();
-  auto function = jit->add(std::move(*module), options.entry, "v" + std::to_string(++versions));
-  if (!function)
-    return withContext(function.takeError(), pristine->getModuleIdentifier());
-  cycle.jit = std::chrono::duration_cast<std::chrono::microseconds>(
-      std::chrono::steady_clock::now() - start);
-  const Guard &guard = tableSet->guard();
-  cycle.outcome = guard.version() == cycle.version && !guard.changing()
-                      ? Cycle::Outcome::Installed
-                      : Cycle::Outcome::Discarded;
-  return std::pair(std::move(cycle), *function);
+Error Handler::installCandidate(std::unique_ptr<core::CycleCandidate> candidate,
+                                core::TableSnapshot, core::CycleReport &) {
+  handlerSlot.install(std::move(static_cast<Candidate &>(*candidate).version));
+  return Error::success();
 }
 
-Expected<Cycle> Handler::specialize() {
-  auto built = build();
-  if (!built)
-    return built.takeError();
-  auto &[cycle, version] = *built;
-  if (cycle.outcome == Cycle::Outcome::Installed) {
-    startSampling(cycle);
-    installedHotKeys = hotKeys;
-    installedWriteCounts = cycle.writeCounts;
-    handlerSlot.install(std::move(version));
-  }
-  return std::move(cycle);
+Expected<core::CycleReport> Handler::specialize() {
+  core::CycleReport report = cycle->run();
+  if (report.outcome == core::CycleOutcome::Failed)
+    return makeError("{0}", report.detail);
+  return report;
 }
 
 Error Handler::configure(const core::PointConfiguration &configuration) {
@@ -512,20 +501,23 @@ bool Handler::runsTablePass(const std::string &pass) const {
              options.tablePasses->end();
 }
 
-Expected<Cycle> Handler::specialize(const core::PointConfiguration &configuration) {
+Expected<core::CycleReport> Handler::specialize(const core::PointConfiguration &configuration) {
   if (Error err = configure(configuration))
     return err;
   return specialize();
 }
 
 Expected<std::string> Handler::specializedIR() {
-  Cycle cycle;
-  auto module = specializedModule(cycle);
-  if (!module)
-    return module.takeError();
-  if (!*module)
+  if (guardChanging())
     return makeError("{0}: a control-plane change is in progress",
                      pristine->getModuleIdentifier());
+  auto snapshot = tableSet->read(readPlan());
+  if (!snapshot)
+    return withContext(snapshot.takeError(), pristine->getModuleIdentifier());
+  core::SpecializationLog log;
+  auto module = specializedModule(*snapshot, guardVersion(), core::TrafficChoice{}, log);
+  if (!module)
+    return module.takeError();
   std::string text;
   raw_string_ostream stream(text);
   module->withModuleDo([&](Module &ir) { ir.print(stream, nullptr); });

@@ -1,20 +1,24 @@
 // A user-space handler kept specialized: the C file compiled once to
 // pristine IR (clang-19 -O2 for the host), its tables made from its
 // MU_TABLE definitions, the generic version JIT-compiled and installed in
-// the trampoline at load; then, every cycle (specialize()), the core's
-// pipeline on a copy of the pristine IR (in a context of its own, gone
-// with the version) for what the tables hold now,
-// behind the program guard, JIT-compiled and swapped in through the
-// trampoline when the guard word has not moved meanwhile.
+// the trampoline at load; then, every cycle (specialize(): the one cycle of
+// every backend, core::SpecializationCycle, over this backend's steps), the
+// core's pipeline on a copy of the pristine IR (in a context of its own,
+// gone with the version) for what the tables hold now, behind the program
+// guard, JIT-compiled, validated against the generic version on copies of
+// the tables, and swapped in through the trampoline when the guard word
+// has not moved meanwhile.
 #pragma once
 
 #include "backend/user/Jit.h"
 #include "backend/user/Profile.h"
+#include "backend/user/ShadowCopies.h"
 #include "backend/user/WriteCounters.h"
 #include "backend/user/TableSet.h"
 #include "backend/user/UserSignatures.h"
 #include "core/FaultInjection.h"
 #include "core/PristineBitcode.h"
+#include "core/SpecializationCycle.h"
 #include "core/SpecializationLog.h"
 #include "core/SpecializationPoints.h"
 #include "core/TrafficProfile.h"
@@ -128,6 +132,19 @@ struct HandlerOptions {
   // the derived one (to compare it with the handler's); or none.
   enum class Prefetch { OwnElseDerived, Derived, None };
   Prefetch prefetch = Prefetch::OwnElseDerived;
+  // Pre-swap shadow validation (ShadowCopies): each cycle's candidate runs
+  // beside the generic handler, on copies of the tables, on `packets`
+  // packets `samples` makes from the cycle's snapshot and a seed (the
+  // runtime aims them at the tables' keys: runtime/UserShadowSamples.h);
+  // a difference refuses it. Unset, or no packets: off.
+  struct Shadow {
+    uint32_t packets = 64;
+    std::function<std::vector<ShadowPacket>(const core::TableCatalog &,
+                                            const core::TableSnapshot &, uint64_t seed,
+                                            uint32_t count)>
+        samples;
+  };
+  std::optional<Shadow> shadow;
 };
 
 // Where the handler's prefetch function (Handler::prefetcher) comes from.
@@ -144,25 +161,7 @@ struct PrefetchStageOrigin {
 // "the handler's own", "derived: prefetches routes", "none (...)".
 std::string describe(const PrefetchStageOrigin &origin);
 
-// What one specialization cycle did.
-struct Cycle {
-  enum class Outcome {
-    Installed, // the specialized version now runs
-    Deferred,  // a control-plane change was in progress: nothing compiled
-    Discarded, // the tables changed while it compiled: not installed
-  };
-  Outcome outcome = Outcome::Deferred;
-  uint64_t version = 0;         // the guard version it was built for
-  core::SpecializationLog log;  // per site, what the passes decided
-  // Per profiled site: its hot keys, sampling period, churn, and why.
-  std::map<unsigned, core::SiteTraffic> traffic;
-  // The write counters its fast paths over tables the handler writes are
-  // built under, by bucket, read before the snapshot (WriteCounters).
-  std::map<uint32_t, uint64_t> writeCounts;
-  std::chrono::microseconds passes{0}, jit{0};
-};
-
-class Handler {
+class Handler : private core::CycleBackend {
 public:
   // Compiles `path` (.c, or .ll/.bc already for the host), makes its
   // tables, JIT-compiles the generic version and installs it.
@@ -189,9 +188,10 @@ public:
 
   // One cycle: reads the guard version, the tables the passes need, runs
   // the core's pipeline with the program guard (in-program fallback: the
-  // generic code is inlined behind the guard), JIT-compiles, and installs
-  // unless the guard moved or a change is in progress.
-  Expected<Cycle> specialize();
+  // generic code is inlined behind the guard), JIT-compiles, validates, and
+  // installs unless the guard moved or a change is in progress. A failed
+  // cycle is the error; every other outcome is the report's.
+  Expected<core::CycleReport> specialize();
 
   // The handler's specialization points (morpheus_spec.h), by label, with
   // the values each may take: Iridescent's spec_space.
@@ -208,30 +208,52 @@ public:
     options.generators.push_back(std::move(generator));
   }
   // configure(configuration), then one cycle.
-  Expected<Cycle> specialize(const core::PointConfiguration &configuration);
+  Expected<core::CycleReport> specialize(const core::PointConfiguration &configuration);
 
   // With HandlerOptions::traffic: reads what the installed version's
   // profiled sites sampled since the last read into the traffic profile
   // (each cycle does too). A site keeps its last Profile::Slots samples,
   // so a loop calls this between bursts at least every Slots x period
   // lookups of a site to lose none.
-  void recordTraffic();
+  void recordTraffic() { llvm::cantFail(cycle->traffic().record()); }
 
   // The pipeline's output for the current tables, without installing it
   // (for tests and reports): the specialized IR as text.
   Expected<std::string> specializedIR();
 
-  // Builds and JIT-compiles a specialized version without installing it;
-  // the cycle's outcome says whether specialize() would install it.
-  Expected<std::pair<Cycle, VersionHandle>> build();
-
 private:
-  Handler(HandlerOptions options)
-      : options(std::move(options)), trafficProfile(this->options.traffic.value_or(
-                                         core::TrafficProfileOptions{})) {}
-  // The version's module for `cycle`, in a context of its own; none while
-  // a control-plane change is in progress.
-  Expected<llvm::orc::ThreadSafeModule> specializedModule(Cycle &cycle);
+  Handler(HandlerOptions options) : options(std::move(options)) {}
+  struct Candidate : core::CycleCandidate {
+    explicit Candidate(VersionHandle version) : version(std::move(version)) {}
+    VersionHandle version;
+    core::PristineBitcode bitcode; // what shadow validation compiles again
+  };
+  bool validates() const { return options.shadow && options.shadow->packets > 0; }
+  // The steps of the cycle (core::CycleBackend).
+  uint64_t guardVersion() const override { return tableSet->guard().version(); }
+  bool guardChanging() const override { return tableSet->guard().changing(); }
+  const core::TableCatalog &catalog() const override { return tableSet->catalog(); }
+  core::ReadPlan readPlan() const override;
+  std::optional<core::TableSnapshot> readTables(const core::ReadPlan &plan,
+                                                core::CycleReport &report) override;
+  // Every cycle builds: configure() and customizePasses() change what a
+  // version is made of without touching the tables, and the JIT is cheap.
+  bool installedFits(const core::TableSnapshot &, const core::CycleReport &) const override {
+    return false;
+  }
+  std::unique_ptr<core::CycleCandidate> buildCandidate(core::TableSnapshot &snapshot,
+                                                       const core::TrafficChoice &traffic,
+                                                       core::CycleReport &report) override;
+  bool validateCandidate(const core::CycleCandidate &candidate,
+                         const core::TableSnapshot &snapshot, core::CycleReport &report) override;
+  Error installCandidate(std::unique_ptr<core::CycleCandidate> candidate,
+                         core::TableSnapshot snapshot, core::CycleReport &report) override;
+  // The version's module for `snapshot`, guard `version` and `traffic`, in
+  // a context of its own; what the passes decided goes to `log`.
+  Expected<llvm::orc::ThreadSafeModule> specializedModule(const core::TableSnapshot &snapshot,
+                                                          uint64_t version,
+                                                          const core::TrafficChoice &traffic,
+                                                          core::SpecializationLog &log);
   // Whether the next cycles run table pass `pass` (HandlerOptions::tablePasses).
   bool runsTablePass(const std::string &pass) const;
   // Whether versions record sampled keys and get fast paths
@@ -239,29 +261,18 @@ private:
   bool followsTraffic() const {
     return options.traffic && options.traffic->mode != core::ProfileMode::Off;
   }
-  // Counts what the profiled sites sampled since the last cycle, sets
-  // their periods and chooses their hot keys (hotKeys).
-  void followTraffic(Cycle &cycle);
-  // After `cycle`'s version is installed: the sites it records sample from
-  // now on, the others no longer.
-  void startSampling(const Cycle &cycle);
-  // Whether the handler wrote a key of `table` the installed version's fast
-  // path at `site` answers since that version was built: its per-entry
-  // guard fired (for churn, core::TrafficProfile::writesInvalidated).
-  bool writesInvalidated(unsigned site, const std::string &table) const;
 
   HandlerOptions options;
   llvm::orc::ThreadSafeContext context;
   std::unique_ptr<llvm::Module> pristine;
   core::PristineBitcode pristineBitcode; // what every version is parsed from
+  core::PristineBitcode genericBitcode;  // the generic version's module
+  std::unique_ptr<ShadowCopies> shadowCopies; // made at the first validation
   std::unique_ptr<TableSet> tableSet;
   Profile profile;
   WriteCounters writes;
-  core::TrafficProfile trafficProfile;
-  std::map<unsigned, core::ProfiledSite> profiledSites; // by the installed version
-  std::map<unsigned, std::vector<Bytes>> hotKeys;       // per site, for the next version
-  std::map<unsigned, std::vector<Bytes>> installedHotKeys; // per site, of the installed version
-  std::map<uint32_t, uint64_t> installedWriteCounts;       // its Cycle::writeCounts
+  TrafficStorage trafficStorage{profile, writes};
+  std::optional<core::SpecializationCycle> cycle; // made at load
   std::shared_ptr<Jit> jit;
   UserSignatures signatures;
   VersionHandle genericHandle;

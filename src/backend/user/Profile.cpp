@@ -99,4 +99,14 @@ void Profile::linkSlotFunction(Module &module) {
       siteType, site, {builder.getInt32(0), builder.getInt32(3), index, builder.getInt64(0)}, "slot"));
 }
 
+Expected<std::vector<core::TrafficSource::Samples>> TrafficStorage::samples(unsigned site,
+                                                                          uint32_t keySize) {
+  Profile::Samples read = profile->read(site, keySize);
+  std::vector<Samples> cpus(1);
+  cpus[0].keys = std::move(read.keys);
+  cpus[0].written = read.written;
+  cpus[0].period = read.period;
+  return cpus;
+}
+
 } // namespace morpheus::user

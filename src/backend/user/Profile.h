@@ -9,7 +9,9 @@
 // loop's thread, as it changes tables.
 #pragma once
 
+#include "backend/user/WriteCounters.h"
 #include "core/Tables.h"
+#include "core/TrafficFollowing.h"
 
 #include <llvm/IR/Module.h>
 
@@ -60,6 +62,29 @@ public:
 private:
   std::unique_ptr<Site[]> sites;
   std::vector<uint64_t> seen; // per site: `written` at the previous read
+};
+
+// The profile and the write counters, as what the specialization cycle
+// follows the traffic from (core/TrafficFollowing.h): one loop thread runs
+// the handler, so every sample is CPU 0's, and reading never fails.
+class TrafficStorage final : public core::TrafficSource {
+public:
+  TrafficStorage(Profile &profile, const WriteCounters &writes)
+      : profile(&profile), writes(&writes) {}
+
+  Expected<std::vector<Samples>> samples(unsigned site, uint32_t keySize) override;
+  Error setPeriod(unsigned site, uint32_t period) override {
+    profile->setPeriod(site, period);
+    return Error::success();
+  }
+  unsigned writeBucketBits() const override { return WriteCounters::BucketBits; }
+  Expected<uint64_t> writeCount(uint32_t bucket) override { return writes->read(bucket); }
+  // Every version counts writes, the generic one included (WriteCounters.h).
+  bool genericCountsWrites() const override { return true; }
+
+private:
+  Profile *profile;
+  const WriteCounters *writes;
 };
 
 } // namespace morpheus::user

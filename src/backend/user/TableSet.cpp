@@ -151,6 +151,26 @@ Expected<core::TableSnapshot> TableSet::read(const core::ReadPlan &plan) const {
   return snapshot;
 }
 
+Error TableSet::copyFrom(const TableSet &live) {
+  for (const auto &[name, table] : byName) {
+    Table *from = live.find(name);
+    if (!from)
+      return makeError("table '{0}': not in the live tables", name);
+    // Slots of arrays always exist: overwritten below, never removed.
+    if (table->kind() != MU_ARRAY)
+      if (Error err = removeUnguardedIf(name, [](const Bytes &, const void *) { return true; }))
+        return err;
+    bool refused = false;
+    from->forEach([&](const Bytes &key, const void *value) {
+      refused = !table->update(key.data(), value);
+      return !refused;
+    });
+    if (refused)
+      return makeError("table '{0}': the copy refused an entry the live table holds", name);
+  }
+  return Error::success();
+}
+
 std::map<std::string, std::map<Bytes, Bytes>> TableSet::dump() const {
   std::map<std::string, std::map<Bytes, Bytes>> all;
   for (const auto &[name, table] : byName) {

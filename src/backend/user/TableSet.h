@@ -46,6 +46,10 @@ public:
   // their limit, and each constant key probed.
   Expected<core::TableSnapshot> read(const core::ReadPlan &plan) const;
 
+  // Every table made to hold what `live`'s table of its name holds (a
+  // shadow copy: ShadowCopies); both made from one module.
+  Error copyFrom(const TableSet &live);
+
   // Every table's entries (key -> value bytes), for comparisons.
   std::map<std::string, std::map<Bytes, Bytes>> dump() const;
 

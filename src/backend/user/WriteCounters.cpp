@@ -19,6 +19,11 @@ uint64_t WriteCounters::read(uint32_t bucket) const {
   return counters[bucket & ((1u << BucketBits) - 1)].load(std::memory_order_acquire);
 }
 
+void WriteCounters::copyFrom(const WriteCounters &live) {
+  for (uint32_t bucket = 0; bucket < (uint32_t(1) << BucketBits); ++bucket)
+    counters[bucket].store(live.read(bucket), std::memory_order_relaxed);
+}
+
 core::WriteGuardOptions WriteCounters::guardOptions() {
   return core::WriteGuardOptions{BumpFunction, CountFunction, BucketBits, {}};
 }

@@ -36,6 +36,9 @@ public:
   // The bucket's counter (an acquire load: the writes it counts are seen
   // by the reads that follow).
   uint64_t read(uint32_t bucket) const;
+  // Every counter set to what `live`'s holds (a shadow copy's counters:
+  // ShadowCopies).
+  void copyFrom(const WriteCounters &live);
   // The options the core's passes take to count into these counters.
   static core::WriteGuardOptions guardOptions();
 
