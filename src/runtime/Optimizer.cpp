@@ -1,5 +1,6 @@
 #include "runtime/Optimizer.h"
 
+#include "backend/bpf/MapAccess.h"
 #include "backend/bpf/MapIO.h"
 #include "backend/bpf/ProgramLink.h"
 #include "core/PhaseClock.h"
@@ -7,7 +8,6 @@
 #include "runtime/ShadowValidation.h"
 #include "support/VerifierRejection.h"
 
-#include <bpf/bpf.h>
 #include <linux/bpf.h>
 #include <llvm/Support/FileSystem.h>
 #include <llvm/Support/Path.h>
@@ -28,16 +28,19 @@ double millisecondsSince(Clock::time_point start) {
   return std::chrono::duration<double, std::milli>(Clock::now() - start).count();
 }
 
-std::string pinPath(const std::string &dir, const std::string &name) {
-  llvm::SmallString<128> path(dir);
-  llvm::sys::path::append(path, name);
-  return path.str().str();
-}
-
-uint32_t mapIdOf(int fd) {
-  bpf_map_info info = {};
-  uint32_t length = sizeof(info);
-  return bpf_obj_get_info_by_fd(fd, &info, &length) ? 0 : info.id;
+// What an adopted owner's frozen data section `name` holds (its one value,
+// `size` bytes).
+Expected<std::vector<char>> ownerBytes(int fd, const std::string &name, size_t size) {
+  std::vector<char> bytes(size);
+  uint32_t key = 0;
+  auto found = bpf::MapAccess(fd, name).lookup(
+      byteView(key), llvm::MutableArrayRef<uint8_t>(reinterpret_cast<uint8_t *>(bytes.data()),
+                                                    bytes.size()));
+  if (!found)
+    return withContext(found.takeError(), "the owner's bytes");
+  if (!*found)
+    return makeError("map '{0}': the owner's section holds no value", name);
+  return bytes;
 }
 
 // The object of the original is built without its program arrays' static
@@ -53,9 +56,8 @@ Error writeStaticSlots(const bpf::LoadedObject &live, const bpf::ProgramSlots &s
         return makeError("program array '{0}': slot {1} names '{2}', which the object does "
                          "not load",
                          array, index, program);
-      if (bpf_map_update_elem(arrayFd, &index, &programFd, BPF_ANY))
-        return makeSystemError(errno, "program array '{0}': cannot set slot {1} to program '{2}'",
-                               array, index, program);
+      if (Error err = bpf::MapAccess(arrayFd, array).put(index, programFd))
+        return withContext(std::move(err), "program '" + program + "' in its slot");
     }
   return Error::success();
 }
@@ -123,17 +125,15 @@ Error Optimizer::load(const std::string &path) {
     return makeError("{0}: no program named '{1}'", path, entry);
 
   if (!options.pinDir.empty() && !adopted()) {
-    if (std::error_code ec = llvm::sys::fs::create_directories(options.pinDir))
-      return makeSystemError(ec.value(), "pin directory '{0}'", options.pinDir);
+    pins.emplace(options.pinDir);
+    if (Error err = pins->create())
+      return err;
     for (const auto &[name, info] : tables) {
-      std::string pinned = pinPath(options.pinDir, name);
-      if (::access(pinned.c_str(), F_OK) != 0)
-        continue;
-      int fd = bpf_obj_get(pinned.c_str());
-      if (fd < 0)
-        return makeSystemError(errno, "map '{0}': cannot reuse the map pinned at {1}",
-                               name, pinned);
-      reusedPins[name] = fd;
+      auto reused = pins->openMap(name);
+      if (!reused)
+        return reused.takeError();
+      if (*reused)
+        reusedPins[name] = **reused;
     }
   }
 
@@ -195,9 +195,9 @@ Error Optimizer::load(const std::string &path) {
     // The entry falls back to the owner's program itself.
     uint32_t slot = *programFacts.at(entry).fallbackSlot;
     int owner = options.adoption->ownerProgramFd();
-    if (bpf_map_update_elem(fallbackFd, &slot, &owner, BPF_ANY))
-      return makeSystemError(errno, "{0}: the owner's program cannot be the fallback of '{1}'",
-                             path, entry);
+    if (Error err = bpf::MapAccess(fallbackFd, bpf::FallbackMapName).put(slot, owner))
+      return withContext(std::move(err),
+                         path + ": the owner's program cannot be the fallback of '" + entry + "'");
   }
 
   // Every version shares every map with the original, except frozen data
@@ -246,16 +246,15 @@ Expected<std::map<std::string, std::vector<char>>> Optimizer::ownerReadOnlyGloba
     auto owned = ownerMaps->find(name);
     if (name.find(".rodata") == std::string::npos || owned == ownerMaps->end())
       continue;
-    std::vector<char> live(bytes.size());
-    uint32_t key = 0;
-    if (bpf_map_lookup_elem(owned->second, &key, live.data()))
-      return makeSystemError(errno, "map '{0}': cannot read the owner's bytes", name);
-    if (live == bytes)
+    auto live = ownerBytes(owned->second, name, bytes.size());
+    if (!live)
+      return live.takeError();
+    if (*live == bytes)
       continue;
     for (const core::GlobalSlice &slice : *slices)
-      if (slice.sectionTable == name && slice.offset + slice.size <= live.size())
-        globals[slice.global].assign(live.begin() + slice.offset,
-                                     live.begin() + slice.offset + slice.size);
+      if (slice.sectionTable == name && slice.offset + slice.size <= live->size())
+        globals[slice.global].assign(live->begin() + slice.offset,
+                                     live->begin() + slice.offset + slice.size);
   }
   return globals;
 }
@@ -272,11 +271,10 @@ Error Optimizer::checkFrozenSectionsAgree(const std::map<std::string, int> &owne
     auto owned = ownerMaps.find(name);
     if (name.find(".rodata") == std::string::npos || owned == ownerMaps.end())
       continue; // .kconfig: every load fills it from this kernel alike
-    std::vector<char> live(bytes.size());
-    uint32_t key = 0;
-    if (bpf_map_lookup_elem(owned->second, &key, live.data()))
-      return makeSystemError(errno, "map '{0}': cannot read the owner's bytes", name);
-    auto differs = std::mismatch(bytes.begin(), bytes.end(), live.begin());
+    auto live = ownerBytes(owned->second, name, bytes.size());
+    if (!live)
+      return live.takeError();
+    auto differs = std::mismatch(bytes.begin(), bytes.end(), live->begin());
     if (differs.first != bytes.end())
       return makeError("map '{0}': the owner's loader changed it before load (byte {1}: "
                        "built {2}, live {3}) and the bytes are no global's the BTF names; "
@@ -289,92 +287,44 @@ Error Optimizer::checkFrozenSectionsAgree(const std::map<std::string, int> &owne
 
 Error Optimizer::pinAll() {
   // An adopted program's maps are the owner's: Morpheus pins none of them.
-  if (options.pinDir.empty() || adopted())
+  if (!pins)
     return Error::success();
-  std::vector<std::pair<std::string, int>> pins;
   for (const auto &[name, info] : programSpec->catalog())
     if (!reusedPins.count(name))
-      pins.emplace_back(name, original->mapFd(name));
-  pins.emplace_back(bpf::GuardMapName, guardWord.fd());
-  for (const auto &[name, fd] : pins) {
-    std::string path = pinPath(options.pinDir, name);
-    if (name == bpf::GuardMapName)
-      unlink(path.c_str()); // a stale guard from a crashed run guards nothing
-    if (bpf_obj_pin(fd, path.c_str()))
-      return makeSystemError(errno, "map '{0}': cannot pin at {1}", name, path);
-    createdPins.push_back(path);
-  }
-  return Error::success();
+      if (Error err = pins->pin(name, original->mapFd(name)))
+        return err;
+  // A stale guard from a crashed run guards nothing.
+  return pins->pin(bpf::GuardMapName, guardWord.fd(), /*replace=*/true);
 }
 
 std::vector<std::pair<std::string, int>> Optimizer::pinnedObjects() const {
-  std::vector<std::pair<std::string, int>> pins;
-  if (options.pinDir.empty() || adopted())
-    return pins;
+  std::vector<std::pair<std::string, int>> objects;
+  if (!pins)
+    return objects;
   for (const auto &[name, info] : programSpec->catalog())
-    pins.emplace_back(name, original->mapFd(name));
-  pins.emplace_back(bpf::GuardMapName, guardWord.fd());
-  return pins;
+    objects.emplace_back(name, original->mapFd(name));
+  objects.emplace_back(bpf::GuardMapName, guardWord.fd());
+  return objects;
 }
 
 std::vector<std::string> Optimizer::unpinnedObjects() const {
-  std::vector<std::string> unpinned;
-  for (const auto &[name, fd] : pinnedObjects()) {
-    int pinned = bpf_obj_get(pinPath(options.pinDir, name).c_str());
-    if (pinned < 0 || mapIdOf(pinned) != mapIdOf(fd))
-      unpinned.push_back(name);
-    if (pinned >= 0)
-      close(pinned);
-  }
-  return unpinned;
+  return pins ? pins->unpinned(pinnedObjects()) : std::vector<std::string>();
 }
 
 std::vector<std::string> Optimizer::repairPins() {
-  std::vector<std::string> notes;
-  for (const auto &[name, fd] : pinnedObjects()) {
-    std::string path = pinPath(options.pinDir, name);
-    int pinned = bpf_obj_get(path.c_str());
-    if (pinned >= 0) {
-      bool ours = mapIdOf(pinned) == mapIdOf(fd);
-      close(pinned);
-      if (!ours)
-        notes.push_back(llvm::formatv("map '{0}': {1} now holds another object; "
-                                      "changes made through it do not reach the program",
-                                      name, path)
-                          .str());
-      continue;
-    }
-    if (errno != ENOENT) {
-      notes.push_back(llvm::toString(
-          makeSystemError(errno, "map '{0}': cannot check its pin {1}", name, path)));
-      continue;
-    }
-    std::error_code ec = llvm::sys::fs::create_directories(options.pinDir);
-    if (ec || bpf_obj_pin(fd, path.c_str()))
-      notes.push_back(llvm::toString(makeSystemError(
-          ec ? ec.value() : errno, "map '{0}': its pin {1} disappeared and cannot be made again",
-          name, path)));
-    else
-      notes.push_back(llvm::formatv("map '{0}': its pin {1} had disappeared; pinned again",
-                                    name, path)
-                          .str());
-  }
-  return notes;
+  return pins ? pins->repair(pinnedObjects()) : std::vector<std::string>();
 }
 
 void Optimizer::unpinAll() {
   if (pinsOutliveUs)
     return;
-  for (const std::string &path : createdPins)
-    unlink(path.c_str());
-  createdPins.clear();
   // Maps pinned by name that this run's load made: the program that used
   // them is gone; maps pinned before it are another loader's and stay.
   if (original)
     for (const std::string &path : original->pinsMade())
       unlink(path.c_str());
-  if (!options.pinDir.empty())
-    rmdir(options.pinDir.c_str()); // only succeeds when nothing else is pinned
+  if (pins)
+    pins->removeMade();
 }
 
 int Optimizer::originalFd() const { return original->programFd(entry); }
@@ -788,10 +738,7 @@ Error Optimizer::installCandidate(std::unique_ptr<core::CycleCandidate> built,
   specializedSnapshot = std::move(snapshot);
   specializedElf = std::move(candidate.elf);
   specializedChecks = report.log.globalChecks;
-  bpf_prog_info info = {};
-  uint32_t length = sizeof(info);
-  if (bpf_obj_get_info_by_fd(fd, &info, &length) == 0)
-    report.instructions = info.xlated_prog_len / 8;
+  report.instructions = bpf::translatedInstructions(fd);
   report.verifiedInstructions = bpf::verifiedInstructions(fd);
   return Error::success();
 }

@@ -7,6 +7,7 @@
 #include "backend/bpf/Adoption.h"
 #include "backend/bpf/BpfObject.h"
 #include "backend/bpf/Guard.h"
+#include "backend/bpf/PinDirectory.h"
 #include "backend/bpf/Profile.h"
 #include "backend/bpf/ProgramSpec.h"
 #include "core/SpecializationCycle.h"
@@ -207,7 +208,8 @@ private:
   // What every live load (original, versions) starts from: for an adopted
   // program, the owner's expected attach type; empty otherwise.
   bpf::LoadOptions ownerLoad;
-  std::vector<std::string> createdPins;
+  // The pins of a live run (OptimizerOptions::pinDir; none when adopted).
+  std::optional<bpf::PinDirectory> pins;
   std::optional<bpf::LoadedObject> original;
   // Per program of the original, read at load: its code, whose maps are the
   // tables its specialization may depend on (validationScope).

@@ -81,9 +81,6 @@ EXCEPTIONS = {
     ('nf/l2switch/L2Switch.cpp', '<bpf/bpf.h>'):
         'creates the flood groups (DEVMAP_HASH inner maps) itself; the client '
         'library does not create maps',
-    ('src/runtime/Optimizer.cpp', '<bpf/bpf.h>'):
-        'its pins, program-array and fallback writes move behind backend/bpf '
-        'are the last to move behind backend/bpf (issue 35)',
 }
 # Where a quoted include is searched, in order (the build's include dirs).
 SEARCH = ['src', '.', 'tools', 'tests/support', 'nf/common/testing', 'examples']
