@@ -1,7 +1,7 @@
 #include "cli/UserPipelines.h"
 
-#include "cli/UserFirewall.h"
-#include "cli/UserNat.h"
+#include "nf/firewall/UserRules.h"
+#include "nf/nat/UserNat.h"
 #include "nf/router/Control.h"
 
 #include <llvm/Support/FormatVariadic.h>

@@ -78,7 +78,7 @@ Expected<std::unique_ptr<UserPipeline>> firewallPipeline(const std::string &rule
 
 // nf/nat/user/nat_user.c, from the NAT's configuration file
 // (nf/nat/README.md), its port names the user data plane's ports
-// (cli/UserNat.h: userPorts).
+// (nf/nat/UserNat.h: userPorts).
 Expected<std::unique_ptr<UserPipeline>> natPipeline(const std::string &config);
 
 } // namespace morpheus::cli

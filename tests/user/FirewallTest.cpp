@@ -6,7 +6,7 @@
 // every packet as its generic twin with equal tables (the per-rule hit
 // counters the handler writes included), and a rule changed between
 // bursts is seen by the next burst.
-#include "cli/UserFirewall.h"
+#include "nf/firewall/UserRules.h"
 
 #include "backend/user/EventLoop.h"
 #include "backend/user/Handler.h"

@@ -7,7 +7,7 @@
 // tables, while new flows are bound beside the hot ones in the same burst
 // (one a hot flow's neighbour, one whose key shares a hot flow's write
 // counter) and across a configuration change.
-#include "cli/UserNat.h"
+#include "nf/nat/UserNat.h"
 
 #include "backend/user/EventLoop.h"
 #include "backend/user/Handler.h"

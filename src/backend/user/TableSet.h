@@ -7,6 +7,7 @@
 #include "backend/user/Table.h"
 #include "core/Tables.h"
 #include "support/Error.h"
+#include "support/TableWrites.h"
 
 #include <llvm/IR/Module.h>
 
@@ -17,7 +18,8 @@
 
 namespace morpheus::user {
 
-class TableSet {
+// Control code of nf/ writes it as TableWrites (support/TableWrites.h).
+class TableSet final : public TableWrites {
 public:
   // One table per MU_TABLE definition of `module` (globals in
   // MU_TABLE_SECTION with a { kind, key_size, value_size, max_entries }
@@ -49,6 +51,19 @@ public:
   // Every table made to hold what `live`'s table of its name holds (a
   // shadow copy: ShadowCopies); both made from one module.
   Error copyFrom(const TableSet &live);
+
+  // TableWrites: a change is one Guard::Update, its writes unguarded.
+  Error change(llvm::function_ref<Error()> writes) override {
+    Guard::Update update(guardWord);
+    return writes();
+  }
+  Error set(const std::string &table, const Bytes &key, const Bytes &value) override {
+    return updateUnguarded(table, key, value);
+  }
+  Error removeWhere(const std::string &table,
+                    const std::function<bool(const Bytes &, const void *)> &doomed) override {
+    return removeUnguardedIf(table, doomed);
+  }
 
   // Every table's entries (key -> value bytes), for comparisons.
   std::map<std::string, std::map<Bytes, Bytes>> dump() const;

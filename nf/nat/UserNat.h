@@ -1,12 +1,12 @@
 // The user-space NAT (nf/nat/user/nat_user.c) from the control plane's
 // side: the NAT's own configuration file (nf/nat/NatControl.h, the kernel
 // version's) with its port names made the user data plane's port numbers,
-// and a configuration made the handler's in one guarded change. In the cli
-// layer: it writes backend/user tables, which no nf/ code may include.
+// and a configuration made the handler's in one change, written through
+// support/TableWrites.h, which the user-space backend's tables implement.
 #pragma once
 
-#include "backend/user/TableSet.h"
 #include "nf/nat/NatControl.h"
+#include "support/TableWrites.h"
 
 namespace morpheus::nf::nat {
 
@@ -20,10 +20,10 @@ PortResolver userPorts();
 Mac userPortMac(uint32_t port);
 
 // Makes `settings` the configuration of `tables` (a nat_user.c handler's)
-// in one guarded change: nat_config, the inside prefixes (those no longer
+// in one change: nat_config, the inside prefixes (those no longer
 // listed removed), and the translations it no longer allows removed from
 // both binding tables (allowsTranslation), as applyConfig does to the
 // kernel's maps.
-Error loadUserNat(user::TableSet &tables, const NatSettings &settings);
+Error loadUserNat(TableWrites &tables, const NatSettings &settings);
 
 } // namespace morpheus::nf::nat

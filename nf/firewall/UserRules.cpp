@@ -1,4 +1,4 @@
-#include "cli/UserFirewall.h"
+#include "nf/firewall/UserRules.h"
 
 #include "nf/firewall/Classifier.h"
 
@@ -11,12 +11,6 @@
 namespace morpheus::nf::firewall {
 
 namespace {
-
-template <typename T> user::Bytes bytesOfValue(const T &value) {
-  user::Bytes bytes(sizeof value);
-  std::memcpy(bytes.data(), &value, sizeof value);
-  return bytes;
-}
 
 uint16_t read16(const std::vector<uint8_t> &frame, size_t at) {
   return uint16_t(frame[at] << 8 | frame[at + 1]);
@@ -36,28 +30,28 @@ bool portMatches(const PortRange &range, bool hasPorts, uint16_t port) {
 }
 
 // Replaces the prefixes of LPM table `name` by `wanted`.
-Error syncPrefixes(user::TableSet &tables, const std::string &name,
+Error syncPrefixes(TableWrites &tables, const std::string &name,
                    const std::map<std::pair<uint32_t, uint8_t>, RuleBits> &wanted) {
-  std::map<user::Bytes, user::Bytes> keep;
+  std::map<Bytes, Bytes> keep;
   for (const auto &[prefix, bits] : wanted)
-    keep[bytesOfValue(fw_user_prefix_key{prefix.second, htonl(prefix.first)})] =
-        bytesOfValue(bits.value());
-  if (Error err = tables.removeUnguardedIf(
-          name, [&](const user::Bytes &key, const void *) { return !keep.count(key); }))
+    keep[bytesOf(fw_user_prefix_key{prefix.second, htonl(prefix.first)})] =
+        bytesOf(bits.value());
+  if (Error err = tables.removeWhere(
+          name, [&](const Bytes &key, const void *) { return !keep.count(key); }))
     return err;
   for (const auto &[key, value] : keep)
-    if (Error err = tables.updateUnguarded(name, key, value))
+    if (Error err = tables.set(name, key, value))
       return err;
   return Error::success();
 }
 
 // Slot i of array `name` = values[i], the slots beyond them = `rest`.
 template <typename T>
-Error fillArray(user::TableSet &tables, const std::string &name, const std::vector<T> &values,
+Error fillArray(TableWrites &tables, const std::string &name, const std::vector<T> &values,
                 uint32_t slots, const T &rest) {
   for (uint32_t slot = 0; slot < slots; ++slot)
-    if (Error err = tables.updateUnguarded(name, bytesOfValue(slot),
-                                           bytesOfValue(slot < values.size() ? values[slot] : rest)))
+    if (Error err = tables.set(name, bytesOf(slot),
+                                           bytesOf(slot < values.size() ? values[slot] : rest)))
       return err;
   return Error::success();
 }
@@ -108,34 +102,35 @@ std::optional<size_t> firstMatch(const std::vector<Rule> &rules, const PacketFie
   return std::nullopt;
 }
 
-Error loadUserRules(user::TableSet &tables, const std::vector<Rule> &rules,
+Error loadUserRules(TableWrites &tables, const std::vector<Rule> &rules,
                     fw_action defaultAction) {
   ClassifierTables built = buildTables(rules);
-  user::Guard::Update change(tables.guard());
-  fw_config config = {};
-  config.default_action = defaultAction;
-  config.rule_count = uint32_t(rules.size());
-  if (Error err = tables.updateUnguarded("fw_config", bytesOfValue(uint32_t(0)),
-                                         bytesOfValue(config)))
-    return err;
-  if (Error err = syncPrefixes(tables, "src_prefixes", built.src))
-    return err;
-  if (Error err = syncPrefixes(tables, "dst_prefixes", built.dst))
-    return err;
-  const fw_rule_set empty = RuleBits().value();
-  if (Error err = fillArray(tables, "protocols", ruleSetValues(built.protocols), FW_PROTOCOLS, empty))
-    return err;
-  for (const auto &[name, table] :
-       {std::pair{"sport", &built.sport}, std::pair{"dport", &built.dport}}) {
-    if (Error err = fillArray(tables, std::string(name) + "_class", table->classOf, FW_PORTS,
-                              uint32_t(0)))
+  return tables.change([&]() -> Error {
+    fw_config config = {};
+    config.default_action = defaultAction;
+    config.rule_count = uint32_t(rules.size());
+    if (Error err = tables.set("fw_config", bytesOf(uint32_t(0)), bytesOf(config)))
       return err;
-    if (Error err = fillArray(tables, std::string(name) + "_sets", ruleSetValues(table->sets),
-                              FW_PORT_SETS, empty))
+    if (Error err = syncPrefixes(tables, "src_prefixes", built.src))
       return err;
-  }
-  std::vector<uint32_t> actions(built.actions.begin(), built.actions.end());
-  return fillArray(tables, "rule_actions", actions, FW_MAX_RULES, uint32_t(FW_DROP));
+    if (Error err = syncPrefixes(tables, "dst_prefixes", built.dst))
+      return err;
+    const fw_rule_set empty = RuleBits().value();
+    if (Error err =
+            fillArray(tables, "protocols", ruleSetValues(built.protocols), FW_PROTOCOLS, empty))
+      return err;
+    for (const auto &[name, table] :
+         {std::pair{"sport", &built.sport}, std::pair{"dport", &built.dport}}) {
+      if (Error err = fillArray(tables, std::string(name) + "_class", table->classOf, FW_PORTS,
+                                uint32_t(0)))
+        return err;
+      if (Error err = fillArray(tables, std::string(name) + "_sets", ruleSetValues(table->sets),
+                                FW_PORT_SETS, empty))
+        return err;
+    }
+    std::vector<uint32_t> actions(built.actions.begin(), built.actions.end());
+    return fillArray(tables, "rule_actions", actions, FW_MAX_RULES, uint32_t(FW_DROP));
+  });
 }
 
 } // namespace morpheus::nf::firewall

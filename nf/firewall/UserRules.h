@@ -3,12 +3,12 @@
 // tables of nf/firewall/Classifier.h, which the kernel version is loaded
 // with too), and what a rule list means for one packet, rule by rule (the
 // reference that tests and `morpheus user-run --nf firewall --oracle`
-// check the bit-vector search against). In the cli layer: it writes
-// backend/user tables, which no nf/ code may include.
+// check the bit-vector search against). The tables are written through
+// support/TableWrites.h, which the user-space backend's implement.
 #pragma once
 
-#include "backend/user/TableSet.h"
 #include "nf/firewall/Rules.h"
+#include "support/TableWrites.h"
 
 #include <compare>
 #include <optional>
@@ -37,11 +37,10 @@ std::optional<PacketFields> packetFields(const std::vector<uint8_t> &frame);
 std::optional<size_t> firstMatch(const std::vector<Rule> &rules, const PacketFields &fields);
 
 // Makes `rules` (at most FW_MAX_RULES) and `defaultAction` the firewall's
-// configuration in one guarded change of `tables` (a firewall_user.c
-// handler's): the next burst classifies by the new rules only. Prefixes of
+// configuration in one change of `tables` (a firewall_user.c handler's): the next burst classifies by the new rules only. Prefixes of
 // an earlier rule list are removed, every array slot is rewritten; the hit
 // counters are left as they are.
-Error loadUserRules(user::TableSet &tables, const std::vector<Rule> &rules,
+Error loadUserRules(TableWrites &tables, const std::vector<Rule> &rules,
                     fw_action defaultAction);
 
 } // namespace morpheus::nf::firewall
