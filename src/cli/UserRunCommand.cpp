@@ -452,6 +452,221 @@ explore(user::Handler &handler,
   return active;
 }
 
+// The versions user-run times, in order: generic, specialized, with fast
+// paths (--profile), the generator's (--generator); each named.
+using NamedVersions = std::vector<std::pair<std::string, user::VersionHandle>>;
+
+// The first cycle, then (--profile) the cycle on the trace's traffic, then
+// (--generator) the generator's version, each printed; the last but the
+// generator's stays installed. `generated` is the generator's version.
+Expected<NamedVersions> specializeInTurn(user::Handler &measured, const user::ReplayRing &ring,
+                                         const UserRunFlags &flags,
+                                         user::VersionHandle &generated) {
+  auto cycle = measured.specialize();
+  if (!cycle)
+    return cycle.takeError();
+  if (cycle->outcome != core::CycleOutcome::Installed)
+    return makeError("the specialization was not installed: {0}", cycle->describe());
+  std::printf("user-run: specialized in %.1f ms (passes and O2) + %.1f ms (JIT) + %.1f ms "
+              "(shadow validation)\n  specialized:%s\n  left generic:%s\n",
+              cycle->times.codegenMs, cycle->times.injectionMs, cycle->times.validationMs,
+              decisions(cycle->log, true).c_str(), decisions(cycle->log, false).c_str());
+  NamedVersions versions = {{"generic", measured.genericVersion()},
+                            {"specialized", measured.trampoline().installed()}};
+  // Following the traffic: the trace through the recording version, then
+  // the cycle that puts the heavy hitters in front of their lookups.
+  if (flags.profile != core::ProfileMode::Off) {
+    auto followed = cycleOnTraffic(measured, ring, flags.burst);
+    if (!followed)
+      return followed.takeError();
+    if (followed->outcome != core::CycleOutcome::Installed)
+      return makeError("the fast-path version was not installed: {0}", followed->describe());
+    std::printf("user-run: fast paths in %.1f ms + %.1f ms (JIT)\n",
+                followed->times.codegenMs, followed->times.injectionMs);
+    for (const auto &[site, traffic] : followed->traffic)
+      std::printf("  site %u (%s): %zu hot keys, period %u: %s\n", site,
+                  followed->log.profiled.at(site).table.c_str(), traffic.hotKeys.size(),
+                  traffic.period, traffic.why.c_str());
+    versions.push_back({"fast paths", measured.trampoline().installed()});
+  }
+  // The registered generator's version (its equivalence checked on its
+  // own); the version before it stays installed.
+  if (!flags.generator.empty()) {
+    if (Error err = measured.customizePasses(versionPasses(flags, true)))
+      return std::move(err);
+    auto built = measured.specialize();
+    if (!built)
+      return built.takeError();
+    if (built->outcome != core::CycleOutcome::Installed)
+      return makeError("the {0} version was not installed: {1}", flags.generator,
+                       built->describe());
+    if (Error err = measured.customizePasses(versionPasses(flags, false)))
+      return std::move(err);
+    std::printf("user-run: %s in %.1f ms + %.1f ms (JIT)\n  specialized:%s\n  left generic:%s\n",
+                flags.generator.c_str(), built->times.codegenMs,
+                built->times.injectionMs, decisions(built->log, true).c_str(),
+                decisions(built->log, false).c_str());
+    generated = measured.trampoline().installed();
+    measured.trampoline().install(versions.back().second);
+    versions.push_back({flags.generator, generated});
+  }
+  return versions;
+}
+
+// The hand-specialized oracle: compiled from the handler's source with
+// the configuration and the trace's hot keys written in (the pipeline's
+// oracle, from `twin`'s tables), its other tables specialized by Morpheus
+// (every table pass, whatever --no-pass leaves out of the measured
+// handler's), configured and installed.
+Expected<std::unique_ptr<user::Handler>> loadOracle(const UserPipeline &pipeline,
+                                                    const UserRunFlags &flags,
+                                                    user::TableSet &twin,
+                                                    const bench::Trace &trace) {
+  std::string path = handlerPath(pipeline, flags);
+  auto source = pipeline.oracle(path, twin, trace);
+  if (!source)
+    return source.takeError();
+  llvm::SmallString<128> written;
+  int fd;
+  if (std::error_code error =
+          llvm::sys::fs::createTemporaryFile("morpheus-oracle", "c", fd, written))
+    return makeError("the oracle's source: {0}", error.message());
+  {
+    llvm::raw_fd_ostream out(fd, /*shouldClose=*/true);
+    out << source->source;
+  }
+  // Every table pass (--no-pass is not applied) and no traffic
+  // following; the handler's directory for its includes.
+  user::HandlerOptions options = handlerOptions(pipeline, flags, flags.lpm);
+  options.cflags.insert(options.cflags.end(), {"-I", llvm::sys::path::parent_path(path).str()});
+  auto oracle = user::Handler::load(written.str().str(), options);
+  llvm::sys::fs::remove(written);
+  if (!oracle)
+    return oracle.takeError();
+  if (Error err = pipeline.configure((*oracle)->tables()))
+    return std::move(err);
+  auto built = (*oracle)->specialize();
+  if (!built)
+    return built.takeError();
+  std::printf("user-run: oracle: %s; specialized:%s\n", source->description.c_str(),
+              decisions(built->log, true).c_str());
+  return std::move(*oracle);
+}
+
+// Every version against the generic twin on the trace's first packets
+// (`head`, whose results on the twin are `expected`): verdict, port and
+// bytes of every packet, then every table (the twin ran the trace as often).
+Error checkAgainstTwin(user::Handler &measured, user::Handler &twin,
+                       const user::VersionHandle &generated, user::Handler *oracle,
+                       const user::ReplayRing &ring, const user::ReplayRing &head,
+                       const std::vector<user::PacketResult> &expected,
+                       const UserRunFlags &flags) {
+  if (Error err = sameAsGeneric(measured.trampoline(), head, expected, flags))
+    return err;
+  if (measured.tables().dump() != twin.tables().dump())
+    return makeError("the tables differ after the first {0} packets", expected.size());
+  std::printf("user-run: the first %zu packets: generic and specialized identical (verdicts, "
+              "bytes, tables)\n",
+              expected.size());
+  if (generated) {
+    user::Trampoline checked;
+    checked.install(generated);
+    if (Error err = sameAsGeneric(checked, head, expected, flags))
+      return withContext(std::move(err), "the " + flags.generator + " version");
+    std::printf("user-run: the %s version treats them as the generic handler does\n",
+                flags.generator.c_str());
+  }
+  if (oracle) {
+    // On its own tables, through the twin's history: the whole trace once
+    // when the traffic was followed, then the first packets.
+    if (flags.profile != core::ProfileMode::Off)
+      user::EventLoop(oracle->trampoline(), flags.burst).run(ring, 1);
+    if (Error err = sameAsGeneric(oracle->trampoline(), head, expected, flags))
+      return withContext(std::move(err), "the oracle");
+    if (oracle->tables().dump() != twin.tables().dump())
+      return makeError("the oracle's tables differ from the generic handler's after the "
+                       "first {0} packets",
+                       expected.size());
+    std::printf("user-run: the oracle treats them as the generic handler does (tables too)\n");
+  }
+  return Error::success();
+}
+
+// Interleaved rounds: `round` (the whole trace) through each version in
+// turn, installed in `trampoline`; the medians printed, the last version
+// left installed.
+void timeVersions(const NamedVersions &versions, user::Trampoline &trampoline,
+                  const UserRunFlags &flags, const char *label,
+                  const std::function<user::LoopStats()> &round) {
+  std::vector<std::vector<double>> rates(versions.size());
+  for (uint32_t r = 0; r < flags.rounds; ++r)
+    for (size_t variant = 0; variant < versions.size(); ++variant) {
+      trampoline.install(versions[variant].second);
+      rates[variant].push_back(round().packetsPerSecond());
+    }
+  std::vector<double> median;
+  for (std::vector<double> &variant : rates) {
+    std::sort(variant.begin(), variant.end());
+    median.push_back(variant[variant.size() / 2]);
+  }
+  for (size_t variant = 0; variant < versions.size(); ++variant) {
+    std::printf("%s%-12s %8.2f Mpps  %7.1f ns/packet", label, versions[variant].first.c_str(),
+                median[variant] / 1e6, 1e9 / median[variant]);
+    if (variant)
+      std::printf("  %+.1f %%", (median[variant] / median[0] - 1) * 100);
+    std::printf("\n");
+  }
+  trampoline.install(versions.back().second);
+}
+
+// --explore: the measured exploration over this LPM kind's handler and the
+// other kinds', its choice checked against the generic twin of --lpm's kind.
+Error exploreAndCheck(const UserPipeline &pipeline, user::Handler &measured,
+                      const user::ReplayRing &ring, const user::ReplayRing &head,
+                      const std::vector<user::PacketResult> &expected, const UserRunFlags &flags,
+                      const std::optional<BatchModelPick> &modelPick) {
+  std::map<std::string, std::unique_ptr<user::Handler>> others;
+  for (const std::string &kind : builtLpmKinds()) {
+    if (kind == flags.lpm)
+      continue;
+    auto other = loadHandler(pipeline, flags, kind);
+    if (!other)
+      return other.takeError();
+    others[kind] = std::move(*other);
+  }
+  auto chosen = explore(measured, others, ring, flags, modelPick);
+  if (!chosen)
+    return chosen.takeError();
+  if (Error err = sameAsGeneric((*chosen)->trampoline(), head, expected, flags))
+    return err;
+  std::printf("user-run: the chosen configuration treats the first %zu packets as the "
+              "generic handler does\n",
+              expected.size());
+  return Error::success();
+}
+
+// --dpdk, --af-xdp: the same interleaved rounds, received from the ports.
+Error timeOnPorts(const NamedVersions &versions, user::Trampoline &trampoline,
+                  const user::ReplayRing &ring, const UserRunFlags &flags) {
+#ifdef MORPHEUS_WITH_DPDK
+  auto ports = user::DpdkPorts::open(dpdkOptions(ring, flags));
+  if (!ports)
+    return ports.takeError();
+  uint64_t packets = uint64_t(ring.sequence.size()) * flags.repeat;
+  timeVersions(versions, trampoline, flags, flags.dpdk ? "dpdk " : "af_xdp ", [&] {
+    return (*ports)->run(trampoline, flags.burst, packets, 1000000).loop;
+  });
+  if (flags.dpdk)
+    std::printf("(DPDK net_pcap, --no-huge: the same rounds, received from the port)\n");
+  else
+    std::printf("(DPDK net_af_xdp, --no-huge: rounds of as many packets, received from "
+                "the interfaces)\n");
+  return Error::success();
+#else
+  return makeError("--dpdk, --af-xdp: this build has no DPDK (install dpdk-dev, re-run cmake)");
+#endif
+}
+
 int userRun(const UserRunFlags &flags) {
   auto pipeline = makePipeline(flags);
   if (!pipeline)
@@ -483,157 +698,31 @@ int userRun(const UserRunFlags &flags) {
   std::printf("user-run: prefetch function (sub-batches): %s\n",
               user::describe((*measured)->prefetchOrigin()).c_str());
 
-  auto cycle = (*measured)->specialize();
-  if (!cycle)
-    return fail(cycle.takeError());
-  if (cycle->outcome != core::CycleOutcome::Installed)
-    return fail(makeError("the specialization was not installed: {0}", cycle->describe()));
-  user::VersionHandle generic = (*measured)->genericVersion();
-  user::VersionHandle specialized = (*measured)->trampoline().installed();
-  std::printf("user-run: specialized in %.1f ms (passes and O2) + %.1f ms (JIT) + %.1f ms "
-              "(shadow validation)\n  specialized:%s\n  left generic:%s\n",
-              cycle->times.codegenMs, cycle->times.injectionMs, cycle->times.validationMs,
-              decisions(cycle->log, true).c_str(), decisions(cycle->log, false).c_str());
-  // Following the traffic: the trace through the recording version, then
-  // the cycle that puts the heavy hitters in front of their lookups.
-  std::vector<std::pair<std::string, user::VersionHandle>> versions = {
-      {"generic", generic}, {"specialized", specialized}};
-  if (flags.profile != core::ProfileMode::Off) {
-    auto followed = cycleOnTraffic(**measured, ring, flags.burst);
-    if (!followed)
-      return fail(followed.takeError());
-    if (followed->outcome != core::CycleOutcome::Installed)
-      return fail(makeError("the fast-path version was not installed: {0}", followed->describe()));
-    std::printf("user-run: fast paths in %.1f ms + %.1f ms (JIT)\n",
-                followed->times.codegenMs, followed->times.injectionMs);
-    for (const auto &[site, traffic] : followed->traffic)
-      std::printf("  site %u (%s): %zu hot keys, period %u: %s\n", site,
-                  followed->log.profiled.at(site).table.c_str(), traffic.hotKeys.size(),
-                  traffic.period, traffic.why.c_str());
-    versions.push_back({"fast paths", (*measured)->trampoline().installed()});
-  }
-  // The registered generator's version (its equivalence checked below, on
-  // its own); the version before it stays installed.
   user::VersionHandle generated;
-  if (!flags.generator.empty()) {
-    if (Error err = (*measured)->customizePasses(versionPasses(flags, true)))
-      return fail(std::move(err));
-    auto built = (*measured)->specialize();
-    if (!built)
-      return fail(built.takeError());
-    if (built->outcome != core::CycleOutcome::Installed)
-      return fail(makeError("the {0} version was not installed: {1}", flags.generator,
-                            built->describe()));
-    if (Error err = (*measured)->customizePasses(versionPasses(flags, false)))
-      return fail(std::move(err));
-    std::printf("user-run: %s in %.1f ms + %.1f ms (JIT)\n  specialized:%s\n  left generic:%s\n",
-                flags.generator.c_str(), built->times.codegenMs,
-                built->times.injectionMs, decisions(built->log, true).c_str(),
-                decisions(built->log, false).c_str());
-    generated = (*measured)->trampoline().installed();
-    (*measured)->trampoline().install(versions.back().second);
-    versions.push_back({flags.generator, generated});
-  }
-
-  // The hand-specialized oracle: compiled from the handler's source with
-  // the configuration and the trace's hot keys written in (the pipeline's
-  // oracle), its other tables specialized by Morpheus (every table pass,
-  // whatever --no-pass leaves out of the measured handler's).
+  auto versions = specializeInTurn(**measured, ring, flags, generated);
+  if (!versions)
+    return fail(versions.takeError());
   std::unique_ptr<user::Handler> oracle;
   if (flags.oracle) {
-    std::string path = handlerPath(**pipeline, flags);
-    auto source = (*pipeline)->oracle(path, (*twin)->tables(), *trace);
-    if (!source)
-      return fail(source.takeError());
-    llvm::SmallString<128> written;
-    int fd;
-    if (std::error_code error =
-            llvm::sys::fs::createTemporaryFile("morpheus-oracle", "c", fd, written))
-      return fail(makeError("the oracle's source: {0}", error.message()));
-    {
-      llvm::raw_fd_ostream out(fd, /*shouldClose=*/true);
-      out << source->source;
-    }
-    // Every table pass (--no-pass is not applied) and no traffic
-    // following; the handler's directory for its includes.
-    user::HandlerOptions options = handlerOptions(**pipeline, flags, flags.lpm);
-    options.cflags.insert(options.cflags.end(), {"-I", llvm::sys::path::parent_path(path).str()});
-    auto loaded = user::Handler::load(written.str().str(), options);
-    llvm::sys::fs::remove(written);
+    auto loaded = loadOracle(**pipeline, flags, (*twin)->tables(), *trace);
     if (!loaded)
       return fail(loaded.takeError());
     oracle = std::move(*loaded);
-    if (Error err = (*pipeline)->configure(oracle->tables()))
-      return fail(std::move(err));
-    auto built = oracle->specialize();
-    if (!built)
-      return fail(built.takeError());
-    std::printf("user-run: oracle: %s; specialized:%s\n", source->description.c_str(),
-                decisions(built->log, true).c_str());
-    versions.push_back({"oracle", oracle->trampoline().installed()});
+    versions->push_back({"oracle", oracle->trampoline().installed()});
   }
 
-  // Equivalence on the trace's first packets: verdict, port and bytes of
-  // every packet, then every table (the twin ran the trace as often).
   user::ReplayRing head = ring;
   head.sequence.resize(std::min<size_t>(head.sequence.size(), flags.checkPackets));
   if (flags.profile != core::ProfileMode::Off)
     user::EventLoop((*twin)->trampoline(), flags.burst).run(ring, 1);
   auto expected = user::EventLoop((*twin)->trampoline(), flags.burst).collect(head);
-  if (Error err = sameAsGeneric((*measured)->trampoline(), head, expected, flags))
+  if (Error err = checkAgainstTwin(**measured, **twin, generated, oracle.get(), ring, head,
+                                   expected, flags))
     return fail(std::move(err));
-  if ((*measured)->tables().dump() != (*twin)->tables().dump())
-    return fail(makeError("the tables differ after the first {0} packets", expected.size()));
-  std::printf("user-run: the first %zu packets: generic and specialized identical (verdicts, "
-              "bytes, tables)\n",
-              expected.size());
-  if (generated) {
-    user::Trampoline checked;
-    checked.install(generated);
-    if (Error err = sameAsGeneric(checked, head, expected, flags))
-      return fail(withContext(std::move(err), "the " + flags.generator + " version"));
-    std::printf("user-run: the %s version treats them as the generic handler does\n",
-                flags.generator.c_str());
-  }
-  if (oracle) {
-    // On its own tables, through the twin's history: the whole trace once
-    // when the traffic was followed, then the first packets.
-    if (flags.profile != core::ProfileMode::Off)
-      user::EventLoop(oracle->trampoline(), flags.burst).run(ring, 1);
-    if (Error err = sameAsGeneric(oracle->trampoline(), head, expected, flags))
-      return fail(withContext(std::move(err), "the oracle"));
-    if (oracle->tables().dump() != (*twin)->tables().dump())
-      return fail(makeError("the oracle's tables differ from the generic handler's after the "
-                            "first {0} packets",
-                            expected.size()));
-    std::printf("user-run: the oracle treats them as the generic handler does (tables too)\n");
-  }
 
-  // Interleaved rounds: the whole trace through each version in turn.
   user::Trampoline &trampoline = (*measured)->trampoline();
-  auto timeVersions = [&](const char *label,
-                          const std::function<user::LoopStats()> &round) {
-    std::vector<std::vector<double>> rates(versions.size());
-    for (uint32_t r = 0; r < flags.rounds; ++r)
-      for (size_t variant = 0; variant < versions.size(); ++variant) {
-        trampoline.install(versions[variant].second);
-        rates[variant].push_back(round().packetsPerSecond());
-      }
-    std::vector<double> median;
-    for (std::vector<double> &variant : rates) {
-      std::sort(variant.begin(), variant.end());
-      median.push_back(variant[variant.size() / 2]);
-    }
-    for (size_t variant = 0; variant < versions.size(); ++variant) {
-      std::printf("%s%-12s %8.2f Mpps  %7.1f ns/packet", label,
-                  versions[variant].first.c_str(), median[variant] / 1e6, 1e9 / median[variant]);
-      if (variant)
-        std::printf("  %+.1f %%", (median[variant] / median[0] - 1) * 100);
-      std::printf("\n");
-    }
-    trampoline.install(versions.back().second);
-  };
-  timeVersions("", [&] { return user::EventLoop(trampoline, flags.burst).run(ring, flags.repeat); });
+  timeVersions(*versions, trampoline, flags, "",
+               [&] { return user::EventLoop(trampoline, flags.burst).run(ring, flags.repeat); });
   std::printf("(median of %u interleaved rounds of %u replays of the trace, burst %u, one "
               "thread, its CPU time)\n",
               flags.rounds, flags.repeat, flags.burst);
@@ -645,45 +734,12 @@ int userRun(const UserRunFlags &flags) {
       return fail(pick.takeError());
     modelPick = std::move(*pick);
   }
-  if (!flags.explore.empty()) {
-    std::map<std::string, std::unique_ptr<user::Handler>> others;
-    for (const std::string &kind : builtLpmKinds()) {
-      if (kind == flags.lpm)
-        continue;
-      auto other = loadHandler(**pipeline, flags, kind);
-      if (!other)
-        return fail(other.takeError());
-      others[kind] = std::move(*other);
-    }
-    auto chosen = explore(**measured, others, ring, flags, modelPick);
-    if (!chosen)
-      return fail(chosen.takeError());
-    // Against the generic twin of --lpm's kind, whichever kind was chosen.
-    if (Error err = sameAsGeneric((*chosen)->trampoline(), head, expected, flags))
+  if (!flags.explore.empty())
+    if (Error err = exploreAndCheck(**pipeline, **measured, ring, head, expected, flags, modelPick))
       return fail(std::move(err));
-    std::printf("user-run: the chosen configuration treats the first %zu packets as the "
-                "generic handler does\n",
-                expected.size());
-  }
-  if (flags.dpdk || !flags.afXdp.empty()) {
-#ifdef MORPHEUS_WITH_DPDK
-    auto ports = user::DpdkPorts::open(dpdkOptions(ring, flags));
-    if (!ports)
-      return fail(ports.takeError());
-    uint64_t packets = uint64_t(ring.sequence.size()) * flags.repeat;
-    timeVersions(flags.dpdk ? "dpdk " : "af_xdp ", [&] {
-      return (*ports)->run(trampoline, flags.burst, packets, 1000000).loop;
-    });
-    if (flags.dpdk)
-      std::printf("(DPDK net_pcap, --no-huge: the same rounds, received from the port)\n");
-    else
-      std::printf("(DPDK net_af_xdp, --no-huge: rounds of as many packets, received from "
-                  "the interfaces)\n");
-#else
-    return fail(makeError("--dpdk, --af-xdp: this build has no DPDK (install dpdk-dev, "
-                          "re-run cmake)"));
-#endif
-  }
+  if (flags.dpdk || !flags.afXdp.empty())
+    if (Error err = timeOnPorts(*versions, trampoline, ring, flags))
+      return fail(std::move(err));
   return 0;
 }
 
