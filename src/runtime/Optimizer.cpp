@@ -80,9 +80,9 @@ Optimizer::~Optimizer() {
   // The owner of the hook has swapped the original (or the owner's program)
   // back; a packet may still be inside the last version, whose tail calls
   // reach the arrays closed below.
-  if (specialized || retired)
+  if (installed || retired)
     bpf::waitForPacketsInFlight();
-  specialized.reset();
+  installed.reset();
   retired.reset();
   unpinAll();
   if (fallbackFd >= 0)
@@ -330,11 +330,11 @@ void Optimizer::unpinAll() {
 int Optimizer::originalFd() const { return original->programFd(entry); }
 
 int Optimizer::activeFd() const {
-  return specialized ? specialized->programFd(entry) : originalFd();
+  return installed ? installed->object.programFd(entry) : originalFd();
 }
 
 Expected<bpf::LoadedObject> Optimizer::loadUnguardedTwin() const {
-  if (!specialized)
+  if (!installed)
     return makeError("{0}: no specialization installed", entry);
   bpf::SpecializeRequest request;
   request.inlineLimit = options.inlineLimit;
@@ -347,15 +347,15 @@ Expected<bpf::LoadedObject> Optimizer::loadUnguardedTwin() const {
   request.hotKeys = traffic.hotKeys;
   request.perCpuHotKeys = traffic.perCpuHotKeys;
   request.hotTuples = traffic.hotTuples;
-  withhold(request, stepFor(specializedSnapshot).value_or(Withheld::Nothing),
+  withhold(request, stepFor(installed->snapshot).value_or(Withheld::Nothing),
            ", as in the installed version");
-  auto object = programSpec->specialize(specializedSnapshot, request);
+  auto object = programSpec->specialize(installed->snapshot, request);
   if (!object)
     return object.takeError();
-  auto twin = loadVersion(object->elf, specializedStages);
+  auto twin = loadVersion(object->elf, installed->stages);
   if (!twin)
     return twin.takeError();
-  if (Error err = fillVersionStages(*twin, specializedStages))
+  if (Error err = fillVersionStages(*twin, installed->stages))
     return err;
   return twin;
 }
@@ -396,7 +396,7 @@ std::optional<core::TableSnapshot> Optimizer::readTables(const core::ReadPlan &c
     return std::nullopt;
   }
   cycleStages = std::move(*stages);
-  if (adopted() && (ownerChanged(*read) || cycleStages != specializedStages) && specialized) {
+  if (adopted() && ownerChanged(*read) && installed) {
     // The owner wrote what the running version answers from (a table, or a
     // stage in its program arrays), without a bump: bump now (packets run
     // the owner's code from here on), then read again and rebuild for what
@@ -425,10 +425,9 @@ std::optional<core::TableSnapshot> Optimizer::readTables(const core::ReadPlan &c
 
 bool Optimizer::installedFits(const core::TableSnapshot &snapshot,
                               const core::CycleReport &report) const {
-  return specialized && report.version == specializedVersion &&
-         cycleStages == specializedStages &&
-         programSpec->analysis().sameWhereReadOnly(snapshot, specializedSnapshot) &&
-         core::checksHold(specializedChecks, cycleGlobals);
+  return installed && report.version == installed->version && cycleStages == installed->stages &&
+         programSpec->analysis().sameWhereReadOnly(snapshot, installed->snapshot) &&
+         core::checksHold(installed->checks, cycleGlobals);
 }
 
 // An adopted program's arrays hold the owner's programs: each counts as
@@ -460,9 +459,12 @@ bool Optimizer::ownerChanged(core::TableSnapshot &read) {
   lastPoll = read;
   for (const std::string &name : unstable)
     read.erase(name);
-  if (read.size() != specializedSnapshot.size())
+  if (!installed)
     return true;
-  for (const auto &[name, built] : specializedSnapshot) {
+  // A stage in the owner's program arrays changed, or a table.
+  if (cycleStages != installed->stages || read.size() != installed->snapshot.size())
+    return true;
+  for (const auto &[name, built] : installed->snapshot) {
     auto now = read.find(name);
     if (now == read.end() || !same(name, now->second, built))
       return true;
@@ -549,12 +551,12 @@ Optimizer::buildCandidate(core::TableSnapshot &snapshot, const core::TrafficChoi
     report.log = std::move(object->log);
     std::vector<char> elf = std::move(object->elf);
     std::vector<char> comparedElf = std::move(object->comparedElf);
-    if (specialized && elf == specializedElf && cycleStages == specializedStages) {
+    if (installed && elf == installed->elf && cycleStages == installed->stages) {
       // Byte for byte the running code, although built for this version and
       // snapshot: it depends on neither, so it stays valid for both.
-      specializedVersion = version;
-      specializedSnapshot = std::move(snapshot);
-      specializedChecks = report.log.globalChecks;
+      installed->version = version;
+      installed->snapshot = std::move(snapshot);
+      installed->checks = report.log.globalChecks;
       report.end(core::CycleOutcome::Unchanged);
       return nullptr;
     }
@@ -609,15 +611,15 @@ Expected<core::ValidationScope>
 Optimizer::validationScope(const core::CycleReport &report, const Candidate &candidate,
                            const core::TableSnapshot &snapshot) const {
   core::ValidationScope scope;
-  if (!specialized) {
+  if (!installed) {
     scope.whyWhole = "no version installed yet";
     return scope;
   }
   // What every program's code was built under besides its tables: the
   // stage arrays, the traffic's fast paths, the folded globals.
-  if (cycleStages != specializedStages ||
+  if (cycleStages != installed->stages ||
       cycle->traffic().choice() != cycle->traffic().installedChoice() ||
-      report.log.globalChecks != specializedChecks) {
+      report.log.globalChecks != installed->checks) {
     scope.whyWhole = "the stage arrays, the traffic's fast paths or the folded globals changed";
     return scope;
   }
@@ -629,12 +631,12 @@ Optimizer::validationScope(const core::CycleReport &report, const Candidate &can
   const core::TableAccessInfo &analysis = programSpec->analysis();
   std::set<std::string> changed, named;
   for (const auto &[name, contents] : snapshot) {
-    auto built = specializedSnapshot.find(name);
-    if (built == specializedSnapshot.end() ||
+    auto built = installed->snapshot.find(name);
+    if (built == installed->snapshot.end() ||
         !analysis.sameWhereReadOnly({{name, contents}}, {{name, built->second}}))
       changed.insert(name);
   }
-  for (const auto &[name, contents] : specializedSnapshot)
+  for (const auto &[name, contents] : installed->snapshot)
     if (!snapshot.count(name))
       changed.insert(name);
   for (const auto &[program, code] : originalCode)
@@ -651,12 +653,12 @@ Optimizer::validationScope(const core::CycleReport &report, const Candidate &can
     bool same = false;
     if (program != entry && !was.tailCalls && !readsAChange) {
       auto now = candidate.loaded.programCode(program, report.version);
-      auto installed = specialized->programCode(program, specializedVersion);
+      auto running = installed->object.programCode(program, installed->version);
       if (!now)
         return now.takeError();
-      if (!installed)
-        return installed.takeError();
-      same = *now == *installed;
+      if (!running)
+        return running.takeError();
+      same = *now == *running;
     }
     (same ? scope.skipped : scope.validated).push_back(program);
   }
@@ -731,13 +733,10 @@ Error Optimizer::installCandidate(std::unique_ptr<core::CycleCandidate> built,
       return err;
   report.times.injectionPhases.push_back({"install", millisecondsSince(installStart)});
   report.times.injectionMs = millisecondsSince(candidate.loadStart) - report.times.validationMs;
-  retired = std::move(specialized);
-  specialized.emplace(std::move(candidate.loaded));
-  specializedStages = cycleStages;
-  specializedVersion = report.version;
-  specializedSnapshot = std::move(snapshot);
-  specializedElf = std::move(candidate.elf);
-  specializedChecks = report.log.globalChecks;
+  if (installed)
+    retired = std::move(installed->object);
+  installed = Installed{std::move(candidate.loaded), cycleStages, report.version,
+                        std::move(snapshot), report.log.globalChecks, std::move(candidate.elf)};
   report.instructions = bpf::translatedInstructions(fd);
   report.verifiedInstructions = bpf::verifiedInstructions(fd);
   return Error::success();

@@ -115,7 +115,7 @@ public:
   int mapFd(const std::string &name) const; // any map the versions share
   bpf::GuardWord &guard() { return guardWord; }
   const std::string &pinDir() const { return options.pinDir; }
-  uint64_t installedVersion() const { return specializedVersion; }
+  uint64_t installedVersion() const { return installed ? installed->version : 0; }
   double startupMs() const { return loadMs; }
   // Where startup went: building the source (ProgramSpec::loadPhases), then
   // loading and verifying the original, the fallback array, the pins.
@@ -169,7 +169,8 @@ private:
                          core::TableSnapshot snapshot, core::CycleReport &report) override;
   // Adopted programs: counts which maps of `read` changed since the last
   // poll, drops the unstable ones from it, and says whether the installed
-  // version was built from other contents than `read` holds now.
+  // version was built from other contents than `read` holds now, or from
+  // other stages than the owner's program arrays hold (cycleStages).
   bool ownerChanged(core::TableSnapshot &read);
   Error checkFrozenSectionsAgree(const std::map<std::string, int> &ownerMaps) const;
   // The program arrays each version gets a copy of, with the version's own
@@ -214,20 +215,24 @@ private:
   // Per program of the original, read at load: its code, whose maps are the
   // tables its specialization may depend on (validationScope).
   std::map<std::string, bpf::LoadedObject::Code> originalCode;
-  std::optional<bpf::LoadedObject> specialized;
+  // The running specialized version and what it was built from; none
+  // before the first install.
+  struct Installed {
+    bpf::LoadedObject object;
+    bpf::ProgramSlots stages;     // its stage arrays (stageArrays)
+    uint64_t version = 0;         // the guard version it is valid for
+    core::TableSnapshot snapshot; // the tables it was built from
+    std::vector<core::GlobalCheck> checks; // the global bytes it folded (and checks)
+    std::vector<char> elf;
+  };
+  std::optional<Installed> installed;
   // The version installed before: packets still running it (until the
   // kernel's grace period ends) tail-call through its stage arrays, which
   // the kernel empties when the object closes. Closed one install later.
   std::optional<bpf::LoadedObject> retired;
-  // The stage arrays (stageArrays) of this cycle and of the installed version.
-  bpf::ProgramSlots cycleStages, specializedStages;
-  uint64_t specializedVersion = 0;
-  core::TableSnapshot specializedSnapshot;
-  // The global bytes the running version folded (and checks), and the
-  // globals as this cycle read them.
-  std::vector<core::GlobalCheck> specializedChecks;
+  // The stage arrays (stageArrays) and the globals as this cycle read them.
+  bpf::ProgramSlots cycleStages;
   core::GlobalValues cycleGlobals;
-  std::vector<char> specializedElf;
   // What a specialization leaves out after the kernel refused one built
   // from the same snapshot, step by step: each step leaves out what the
   // one before did, and more. Compare chains (with the derived tables and
