@@ -452,6 +452,13 @@ explore(user::Handler &handler,
   return active;
 }
 
+// ": copies made 120.1; sample 0.3; ..." (ms), or "" when not validated.
+std::string validationPhases(const core::CycleReport &cycle) {
+  return cycle.times.validationPhases.empty()
+             ? ""
+             : ": " + core::phasesText(cycle.times.validationPhases);
+}
+
 // The versions user-run times, in order: generic, specialized, with fast
 // paths (--profile), the generator's (--generator); each named.
 using NamedVersions = std::vector<std::pair<std::string, user::VersionHandle>>;
@@ -468,9 +475,10 @@ Expected<NamedVersions> specializeInTurn(user::Handler &measured, const user::Re
   if (cycle->outcome != core::CycleOutcome::Installed)
     return makeError("the specialization was not installed: {0}", cycle->describe());
   std::printf("user-run: specialized in %.1f ms (passes and O2) + %.1f ms (JIT) + %.1f ms "
-              "(shadow validation)\n  specialized:%s\n  left generic:%s\n",
+              "(shadow validation%s)\n  specialized:%s\n  left generic:%s\n",
               cycle->times.codegenMs, cycle->times.injectionMs, cycle->times.validationMs,
-              decisions(cycle->log, true).c_str(), decisions(cycle->log, false).c_str());
+              validationPhases(*cycle).c_str(), decisions(cycle->log, true).c_str(),
+              decisions(cycle->log, false).c_str());
   NamedVersions versions = {{"generic", measured.genericVersion()},
                             {"specialized", measured.trampoline().installed()}};
   // Following the traffic: the trace through the recording version, then
@@ -481,8 +489,10 @@ Expected<NamedVersions> specializeInTurn(user::Handler &measured, const user::Re
       return followed.takeError();
     if (followed->outcome != core::CycleOutcome::Installed)
       return makeError("the fast-path version was not installed: {0}", followed->describe());
-    std::printf("user-run: fast paths in %.1f ms + %.1f ms (JIT)\n",
-                followed->times.codegenMs, followed->times.injectionMs);
+    std::printf("user-run: fast paths in %.1f ms + %.1f ms (JIT) + %.1f ms (shadow "
+                "validation%s)\n",
+                followed->times.codegenMs, followed->times.injectionMs,
+                followed->times.validationMs, validationPhases(*followed).c_str());
     for (const auto &[site, traffic] : followed->traffic)
       std::printf("  site %u (%s): %zu hot keys, period %u: %s\n", site,
                   followed->log.profiled.at(site).table.c_str(), traffic.hotKeys.size(),

@@ -5,6 +5,8 @@
 
 #include <llvm/IR/Constants.h>
 
+#include <cstring>
+
 using namespace llvm;
 
 namespace morpheus::user {
@@ -156,17 +158,33 @@ Error TableSet::copyFrom(const TableSet &live) {
     Table *from = live.find(name);
     if (!from)
       return makeError("table '{0}': not in the live tables", name);
-    // Slots of arrays always exist: overwritten below, never removed.
-    if (table->kind() != MU_ARRAY)
-      if (Error err = removeUnguardedIf(name, [](const Bytes &, const void *) { return true; }))
-        return err;
-    bool refused = false;
+    // Only what differs is written: a copy kept from one cycle to the next
+    // differs from the live table in the entries either changed since,
+    // and an update can be dear (a DIR-24-8 route rewrites its range).
+    uint32_t valueSize = table->info().valueSize;
+    std::map<Bytes, Bytes> wanted;
     from->forEach([&](const Bytes &key, const void *value) {
-      refused = !table->update(key.data(), value);
-      return !refused;
+      const auto *bytes = static_cast<const uint8_t *>(value);
+      wanted.emplace(key, Bytes(bytes, bytes + valueSize));
+      return true;
     });
-    if (refused)
-      return makeError("table '{0}': the copy refused an entry the live table holds", name);
+    std::vector<Bytes> doomed;
+    table->forEach([&](const Bytes &key, const void *value) {
+      auto want = wanted.find(key);
+      if (want == wanted.end())
+        doomed.push_back(key);
+      else if (std::memcmp(want->second.data(), value, valueSize) == 0)
+        wanted.erase(want);
+      return true;
+    });
+    // Slots of arrays always exist: a slot is overwritten, never removed.
+    for (const Bytes &key : doomed)
+      if (table->kind() != MU_ARRAY)
+        if (Error err = removeUnguarded(name, key))
+          return err;
+    for (const auto &[key, value] : wanted)
+      if (!table->update(key.data(), value.data()))
+        return makeError("table '{0}': the copy refused an entry the live table holds", name);
   }
   return Error::success();
 }

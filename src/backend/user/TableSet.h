@@ -49,7 +49,8 @@ public:
   Expected<core::TableSnapshot> read(const core::ReadPlan &plan) const;
 
   // Every table made to hold what `live`'s table of its name holds (a
-  // shadow copy: ShadowCopies); both made from one module.
+  // shadow copy: ShadowCopies), writing only the entries that differ; both
+  // made from one module.
   Error copyFrom(const TableSet &live);
 
   // TableWrites: a change is one Guard::Update, its writes unguarded.
