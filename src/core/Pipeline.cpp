@@ -4,6 +4,8 @@
 
 #include "core/GuardPlanning.h"
 #include "core/PhaseClock.h"
+#include "core/passes/DefinedArithmetic.h"
+#include "core/passes/ProgramGuard.h"
 #include "core/passes/TablePasses.h"
 
 #include <llvm/Analysis/AliasAnalysis.h>

@@ -4,6 +4,7 @@
 #include "TestSignatures.h"
 #include "core/GuardPlanning.h"
 #include "core/Pipeline.h"
+#include "core/passes/TableRewriting.h"
 
 #include <gtest/gtest.h>
 #include <llvm/Testing/Support/Error.h>

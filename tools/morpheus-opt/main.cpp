@@ -43,7 +43,7 @@
 // does for a backend (core/passes/DefinedArithmetic.h: BITS is
 // MachineArithmetic::narrowRegisterBits; --division-traps leaves divisions
 // alone, as for a machine whose division traps). --prefetch-stage
-// derives each entry's prefetch stage (core/passes/PrefetchStage.h),
+// derives each entry's prefetch stage (core/PrefetchStage.h),
 // `ENTRY_prefetch` calling PRIMITIVE, instead of specializing, and prints
 // the module, then `; prefetch stage ENTRY: ...` for each entry.
 // --replay-calls makes the module a compared copy's IR instead
@@ -59,8 +59,8 @@
 #include "backend/user/UserSignatures.h"
 #include "core/ContextReads.h"
 #include "core/Pipeline.h"
-#include "core/passes/PrefetchStage.h"
-#include "core/passes/ReplayCalls.h"
+#include "core/PrefetchStage.h"
+#include "core/ReplayCalls.h"
 #include "core/TableAccessAnalysis.h"
 
 #include <llvm/ADT/StringExtras.h>

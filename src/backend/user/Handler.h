@@ -14,6 +14,7 @@
 #include "backend/user/TableSet.h"
 #include "backend/user/UserSignatures.h"
 #include "core/FaultInjection.h"
+#include "core/LookupGenerator.h"
 #include "core/PristineBitcode.h"
 #include "core/SpecializationLog.h"
 #include "core/SpecializationPoints.h"
