@@ -29,6 +29,10 @@
 #include <string>
 #include <vector>
 
+namespace llvm {
+class TrackingStatistic;
+}
+
 namespace morpheus::core {
 
 // How a compare chain hands out the value of the entry that matched.
@@ -155,6 +159,10 @@ struct TablePassContext {
   // Custom generators (custom-generator): the first serving a table makes
   // the code of its lookups.
   std::vector<LookupGenerator> generators;
+  // The running pass's count of the sites it declined (its SitesDeclined
+  // statistic, set as its run begins): declineSite and recordTrieDecision
+  // count there, so a decline is counted where it is logged.
+  llvm::TrackingStatistic *declines = nullptr;
 
   bool untouchable(const std::string &function) const {
     return unguardedFunctions.count(function) || genericFunctions.count(function) ||
@@ -345,8 +353,9 @@ std::vector<std::pair<llvm::LoadInst *, uint64_t>> loadsAtKnownOffsets(llvm::Cal
 llvm::Constant *constantAt(llvm::Type *type, const Bytes &bytes, uint64_t offset,
                            const llvm::DataLayout &dl);
 
-// Records in the log (if any) that `pass` left `site` alone, and why;
-// returns false, what a SiteRewrite returns for a site it did not replace.
+// Records in the log (if any) that `pass` left `site` alone, and why, and
+// counts it (TablePassContext::declines); returns false, what a SiteRewrite
+// returns for a site it did not replace.
 bool declineSite(const TablePassContext &context, const AccessSite &site, const char *pass,
                  std::string why);
 
