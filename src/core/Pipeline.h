@@ -102,6 +102,10 @@ struct SpecializationOptions {
   // Custom generators (core/LookupGenerator.h) for custom-generator; their
   // tables must be in the snapshot whole.
   std::vector<LookupGenerator> generators;
+  // Verify the module after each table pass, so that one leaving invalid IR
+  // is named; always so in builds with assertions (Pipeline.cpp says why
+  // not otherwise).
+  bool verifyEachPass = false;
   FaultInjection faults; // test-only
 };
 

@@ -55,6 +55,8 @@
 // -stats prints, on stderr after the module, what the table passes did: their
 // statistics (`N PASS - what`, as LLVM's tools print theirs; a counter
 // that stayed 0 is not printed).
+// The module is verified after each table pass: a pass that leaves invalid
+// IR is named (core::SpecializationOptions::verifyEachPass).
 #include "backend/bpf/BpfSignatures.h"
 #include "backend/bpf/Frontend.h"
 #include "backend/bpf/MapTypes.h"
@@ -421,6 +423,7 @@ specializationOptions(const Arguments &args, const nlohmann::json &state,
     options.writeGuards = core::WriteGuardOptions{bpf::WriteBumpFunction, bpf::WriteCountFunction,
                                                   bpf::WriteBucketBits, args.notProfiled};
   options.optimize = args.optimize;
+  options.verifyEachPass = true;
   options.arithmetic = args.arithmetic;
   if (options.arithmetic)
     options.arithmetic->definedDivision = !args.divisionTraps;

@@ -94,6 +94,8 @@ PreservedAnalyses ConstantKeyLookupPass::run(Module &module,
         if (!(*entry)->value)
           return declineSite(context, site, "constant-key-lookup",
                              "per-CPU values differ for the constant key");
+        if (context.faults.invalidConstantKeyLookup) // TEST-ONLY: a terminator mid-block
+          new UnreachableInst(site.call->getContext(), site.call);
         LookupRewriter::replaceWith(*site.call, rewriter.valuePointer(site.table, **entry));
         ++ValuesInlined;
         if (context.log) {
