@@ -22,3 +22,21 @@ function(morpheus_include_root target scope prefix dir)
   endif()
   target_include_directories(${target} ${scope} ${root})
 endfunction()
+
+# morpheus_header_root(<target> <PUBLIC|PRIVATE|INTERFACE> <prefix> <dir>)
+#   Like morpheus_include_root, but the root holds <dir>'s own headers alone
+#   (a link per *.h), none of its subdirectories: `#include "<prefix>/X.h"`
+#   finds <dir>/X.h, `#include "<prefix>/sub/Y.h"` nothing. The core
+#   publishes its API this way, keeping passes/ to itself. The links are made
+#   anew at each configuration, which a header added or removed triggers.
+function(morpheus_header_root target scope prefix dir)
+  string(REPLACE "/" "_" root_name "${prefix}")
+  set(root ${CMAKE_BINARY_DIR}/include-roots/${root_name}-headers)
+  file(REMOVE_RECURSE ${root})
+  file(MAKE_DIRECTORY ${root}/${prefix})
+  file(GLOB headers CONFIGURE_DEPENDS RELATIVE ${dir} ${dir}/*.h)
+  foreach(header IN LISTS headers)
+    file(CREATE_LINK ${dir}/${header} ${root}/${prefix}/${header} SYMBOLIC)
+  endforeach()
+  target_include_directories(${target} ${scope} ${root})
+endfunction()

@@ -4,7 +4,7 @@
 #pragma once
 
 #include "backend/bpf/ProgramSpec.h"
-#include "core/passes/TableRewriting.h"
+#include "core/SiteEligibility.h"
 
 #include <nlohmann/json.hpp>
 

@@ -31,6 +31,10 @@ struct FaultInjection {
   // the region's values: the verifier refuses a program that indexes with
   // one (for tests of the retry without regions).
   bool unboundedRegionColumns = false;
+  // constant-key-lookup leaves invalid IR behind (an `unreachable` in the
+  // middle of the block of each lookup whose value it inlines): the
+  // verification after each pass must name it (Pipeline.cpp).
+  bool invalidConstantKeyLookup = false;
   // The checks that compare versions (runtime/VersionComparison) with the
   // determinism they rely on taken away, one kind at a time, to show what
   // each kind guarantees: the Specialized copy draws another random stream

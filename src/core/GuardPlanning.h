@@ -46,6 +46,19 @@ struct EntryFallback {
   std::string detail; // why, for the decision log
 };
 
+struct ProgramGuardOptions {
+  // Provided by the backend's runtime:
+  //   i32 holds(i64 version): non-zero while code built for `version` may run;
+  //   i64 enter(ptr ctx, i64 version, i32 slot, i32 failure): negative when
+  //       it may run; otherwise it tail-calls the original and, when that
+  //       cannot run, returns `failure` (the entry's failureVerdict).
+  std::string holdsFunction;
+  std::string enterFunction;
+  uint64_t version = 0; // what the guard word must still hold
+  // The backend's fallback per program entry.
+  std::vector<EntryFallback> entries;
+};
+
 struct GuardPlan {
   // Every root of the module, with its fallback. A root that reaches
   // nothing a pass may change needs no guard (fallback None, detail says so).

@@ -7,11 +7,17 @@
 #include "core/AccessSignatures.h"
 #include "core/CostModel.h"
 #include "core/FaultInjection.h"
+#include "core/Globals.h"
+#include "core/GuardPlanning.h"
+#include "core/LookupGenerator.h"
+#include "core/MachineArithmetic.h"
+#include "core/ProfileOptions.h"
+#include "core/SpecializationLog.h"
+#include "core/SpecializationPoints.h"
 #include "core/TableAccessAnalysis.h"
 #include "core/Tables.h"
-#include "core/passes/DefinedArithmetic.h"
-#include "core/passes/ProgramGuard.h"
-#include "core/passes/TableRewriting.h"
+#include "core/TrafficProfile.h"
+#include "core/WriteGuards.h"
 #include "support/Error.h"
 
 #include <functional>
@@ -42,7 +48,7 @@ struct SpecializationOptions {
   llvm::TargetMachine *targetMachine = nullptr;
   // The machine's results where LLVM IR's arithmetic is undefined: every
   // division, remainder and shift that could be is rewritten to them
-  // before anything is folded (passes/DefinedArithmetic.h). Unset leaves
+  // before anything is folded (passes/DefinedArithmetic). Unset leaves
   // the module's arithmetic as it is (morpheus-opt's tests of one pass).
   std::optional<MachineArithmetic> arithmetic;
   // Table passes to run, by their Passes.def names, in order; unset runs
@@ -96,6 +102,10 @@ struct SpecializationOptions {
   // Custom generators (core/LookupGenerator.h) for custom-generator; their
   // tables must be in the snapshot whole.
   std::vector<LookupGenerator> generators;
+  // Verify the module after each table pass, so that one leaving invalid IR
+  // is named; always so in builds with assertions (Pipeline.cpp says why
+  // not otherwise).
+  bool verifyEachPass = false;
   FaultInjection faults; // test-only
 };
 

@@ -1,6 +1,6 @@
 #include "core/TrafficFollowing.h"
 
-#include "core/passes/TableRewriting.h"
+#include "core/WriteGuards.h"
 
 #include <llvm/Support/SwapByteOrder.h>
 

@@ -1,7 +1,7 @@
 #include "runtime/Daemon.h"
 
 #include "core/PhaseClock.h"
-#include "core/passes/TableRewriting.h"
+#include "core/SiteEligibility.h"
 #include "support/Files.h"
 
 #include <llvm/ADT/StringExtras.h>

@@ -4,7 +4,7 @@
 #include "backend/bpf/MapIO.h"
 #include "backend/bpf/ProgramSpec.h"
 #include "core/ComparedConstants.h"
-#include "core/passes/TableRewriting.h"
+#include "core/WriteGuards.h"
 #include "runtime/MapStates.h"
 #include "support/CpuPin.h"
 #include "support/Files.h"

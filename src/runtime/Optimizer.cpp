@@ -4,7 +4,7 @@
 #include "backend/bpf/MapIO.h"
 #include "backend/bpf/ProgramLink.h"
 #include "core/PhaseClock.h"
-#include "core/passes/TableRewriting.h"
+#include "core/WriteGuards.h"
 #include "runtime/ShadowValidation.h"
 #include "support/VerifierRejection.h"
 

@@ -4,7 +4,9 @@
 #include "TestSignatures.h"
 #include "core/GuardPlanning.h"
 #include "core/Pipeline.h"
+#include "core/passes/TableRewriting.h"
 
+#include <gmock/gmock.h>
 #include <gtest/gtest.h>
 #include <llvm/Testing/Support/Error.h>
 #include <llvm/AsmParser/Parser.h>
@@ -112,6 +114,23 @@ TEST_F(Pipeline, EverySiteGetsADecisionWithItsReason) {
   ASSERT_NE(counters, nullptr);
   EXPECT_EQ(counters->detail, "table is written by the data plane");
   EXPECT_EQ(log->inlined.at("config").size(), 1u);
+}
+
+// A pass that leaves invalid IR behind is named by the verification that
+// follows it, not by one after the last pass: constant-key-lookup, broken
+// on purpose, runs fifth of the twenty table passes.
+TEST_F(Pipeline, VerificationAfterEachPassNamesThePassThatBrokeTheModule) {
+  TableSnapshot snapshot;
+  snapshot["config"].probedKeys.insert({0, 0, 0, 0});
+  snapshot["config"].entries.push_back({{0, 0, 0, 0}, Bytes{1, 0, 0, 0}});
+  SpecializationOptions options;
+  options.verifyEachPass = true;
+  options.faults.invalidConstantKeyLookup = true;
+  auto log = specializeModule(*module, signatures, catalog, snapshot, options);
+  EXPECT_THAT_EXPECTED(
+      log, llvm::FailedWithMessage(::testing::AllOf(
+               ::testing::HasSubstr("invalid IR after table pass constant-key-lookup:"),
+               ::testing::HasSubstr("Terminator found in the middle of a basic block"))));
 }
 
 TEST_F(Pipeline, SharedGlobalsSurviveOptimization) {

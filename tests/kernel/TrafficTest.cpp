@@ -7,7 +7,7 @@
 #include "PolicyFwd.h"
 
 #include "backend/bpf/Frontend.h"
-#include "core/passes/TableRewriting.h"
+#include "core/WriteGuards.h"
 #include "runtime/PacketSamples.h"
 #include "support/CpuPin.h"
 

@@ -9,7 +9,9 @@ the CMake files, and fails, naming the file and the line, when one crosses a
 forbidden line:
 
   core      LLVM and the C++ standard library only (and support/Error.h,
-            Bytes.h); never libbpf, clang, kernel or system headers
+            Bytes.h); never libbpf, clang, kernel or system headers; its
+            passes/ is its own: other layers include the core's API (src/core/*.h)
+            and never link morpheus_core_internals (tests and tools may)
   support   nothing of Morpheus but support/
   backend/bpf   core + support (+ libbpf); morpheus_bpf_ir's files never libbpf
   backend/user  core + support; never the bpf backend, never libbpf
@@ -76,6 +78,11 @@ C_STANDARD = {'assert.h', 'ctype.h', 'errno.h', 'float.h', 'inttypes.h', 'limits
 OUR_ANGLED = {'morpheus_user.h', 'morpheus_spec.h', 'morpheus_client.h'}
 # Support headers the core may use: the error convention and bytes.
 CORE_SUPPORT = {'src/support/Error.h', 'src/support/Bytes.h'}
+# The core's inside: its passes and what they share. The build hides it from
+# other layers (src/core/CMakeLists.txt publishes core/*.h alone); this check
+# names the include, and a product link to the target that shows it.
+CORE_INSIDE = 'src/core/passes/'
+CORE_INTERNALS_TARGET = 'morpheus_core_internals'
 # Known, argued exceptions: (file, include) -> why.
 EXCEPTIONS = {
     ('nf/l2switch/L2Switch.cpp', '<bpf/bpf.h>'):
@@ -216,6 +223,10 @@ def check_includes(files):
             if target_layer in ('tools', 'tests', 'test'):
                 problems.append(f'{where}: product code never includes {target_layer}/ ({target})')
                 continue
+            if target.startswith(CORE_INSIDE) and layer != 'core':
+                problems.append(f'{where}: {CORE_INSIDE} is the core\'s inside: {layer} includes '
+                                f'the core\'s API (src/core/*.h), never {target}')
+                continue
             if target_layer is None or target_layer == layer:
                 continue
             if layer == 'client' and target_layer == 'client-header':
@@ -300,6 +311,9 @@ def check_links():
 
 
 def link_problems(path, target, layer, dep, defined, target_layer):
+    if dep == CORE_INTERNALS_TARGET:
+        return [f'{path}: {target} ({layer}) links {dep}: only tests and tools see the core\'s '
+                f'inside ({CORE_INSIDE})']
     if layer == 'core' and dep not in ('LLVM', 'morpheus_support'):
         return [f'{path}: {target} links {dep}: the core links LLVM (and support\'s headers) only']
     if dep == 'PkgConfig::LIBBPF' and (layer in NO_LIBBPF | {'nf-control'}

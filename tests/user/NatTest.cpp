@@ -12,7 +12,7 @@
 #include "backend/user/EventLoop.h"
 #include "backend/user/Handler.h"
 #include "SubBatches.h"
-#include "core/passes/TableRewriting.h"
+#include "core/WriteGuards.h"
 #include "support/packet/Packet.h"
 
 #include <gmock/gmock.h>

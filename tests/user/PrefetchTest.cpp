@@ -1,6 +1,6 @@
 // Sub-batches with prefetching (EventLoop::prefetching, mu_prefetch): the
 // router's own prefetch function (MU_PREFETCH) is found and JIT-compiled;
-// the one derived from its code (core/passes/PrefetchStage.h) asks for the
+// the one derived from its code (core/PrefetchStage.h) asks for the
 // routes; with either, every sub-batch size treats packets and tables
 // exactly as the loop without prefetching does, and either alone changes
 // nothing; a prefetch function that writes is refused at load, named.

@@ -1,5 +1,5 @@
 // What every prefetch function (a handler's own MU_PREFETCH function or
-// the one derived from its code, core/passes/PrefetchStage.h) must keep:
+// the one derived from its code, core/PrefetchStage.h) must keep:
 // the packets and tables exactly as without it.
 #pragma once
 

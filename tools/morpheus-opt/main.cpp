@@ -6,7 +6,7 @@
 //                [--verifier-paths N] [--profile] [--no-profile MAP] [--write-guards] [-O2]
 //                [--print-analysis] [--backend bpf|user] [--generator TABLE=FILE.ll:FUNCTION]
 //                [--prefetch-stage PRIMITIVE] [--defined-arithmetic 32|64 [--division-traps]]
-//                [--replay-calls] [--print-context-reads]
+//                [--replay-calls] [--print-context-reads] [-stats]
 //
 // STATE.json = {"tables": {"NAME": {"type": "hash", "key_size": 8,
 //               "value_size": 16, "max_entries": 1024, "flags": 0,
@@ -43,7 +43,7 @@
 // does for a backend (core/passes/DefinedArithmetic.h: BITS is
 // MachineArithmetic::narrowRegisterBits; --division-traps leaves divisions
 // alone, as for a machine whose division traps). --prefetch-stage
-// derives each entry's prefetch stage (core/passes/PrefetchStage.h),
+// derives each entry's prefetch stage (core/PrefetchStage.h),
 // `ENTRY_prefetch` calling PRIMITIVE, instead of specializing, and prints
 // the module, then `; prefetch stage ENTRY: ...` for each entry.
 // --replay-calls makes the module a compared copy's IR instead
@@ -52,6 +52,11 @@
 // --print-context-reads prints what each entry reads of its context
 // (core/ContextReads): `context ENTRY offset O width W [values...]`, and
 // `context ENTRY escapes` when it lost the pointer.
+// -stats prints, on stderr after the module, what the table passes did: their
+// statistics (`N PASS - what`, as LLVM's tools print theirs; a counter
+// that stayed 0 is not printed).
+// The module is verified after each table pass: a pass that leaves invalid
+// IR is named (core::SpecializationOptions::verifyEachPass).
 #include "backend/bpf/BpfSignatures.h"
 #include "backend/bpf/Frontend.h"
 #include "backend/bpf/MapTypes.h"
@@ -59,10 +64,11 @@
 #include "backend/user/UserSignatures.h"
 #include "core/ContextReads.h"
 #include "core/Pipeline.h"
-#include "core/passes/PrefetchStage.h"
-#include "core/passes/ReplayCalls.h"
+#include "core/PrefetchStage.h"
+#include "core/ReplayCalls.h"
 #include "core/TableAccessAnalysis.h"
 
+#include <llvm/ADT/Statistic.h>
 #include <llvm/ADT/StringExtras.h>
 #include <llvm/IR/LLVMContext.h>
 #include <llvm/IR/Module.h>
@@ -124,7 +130,7 @@ struct Arguments {
   uint32_t failureVerdict = 0; // what a tail-call guard returns when it cannot fall back
   uint32_t inlineLimit = 64;
   bool optimize = false, printAnalysis = false, profile = false, writeGuards = false;
-  bool replayCalls = false, printContextReads = false;
+  bool replayCalls = false, printContextReads = false, stats = false;
   std::set<std::string> notProfiled;
   std::string backend = "bpf";
   std::vector<core::LookupGenerator> generators;
@@ -215,6 +221,8 @@ Expected<Arguments> parseArguments(int argc, char **argv) {
       args.replayCalls = true;
     else if (arg == "--print-context-reads")
       args.printContextReads = true;
+    else if (arg == "-stats")
+      args.stats = true;
     else if (arg == "--prefetch-stage")
       args.prefetchPrimitive = value();
     else if (!arg.starts_with("-") && args.input.empty())
@@ -230,7 +238,7 @@ Expected<Arguments> parseArguments(int argc, char **argv) {
         "[--no-profile MAP] [--write-guards] [-O2] "
         "[--print-analysis] [--backend bpf|user] [--generator TABLE=FILE.ll:FUNCTION] "
         "[--prefetch-stage PRIMITIVE] [--defined-arithmetic 32|64 [--division-traps]] "
-        "[--replay-calls] [--print-context-reads]");
+        "[--replay-calls] [--print-context-reads] [-stats]");
   return args;
 }
 
@@ -415,6 +423,7 @@ specializationOptions(const Arguments &args, const nlohmann::json &state,
     options.writeGuards = core::WriteGuardOptions{bpf::WriteBumpFunction, bpf::WriteCountFunction,
                                                   bpf::WriteBucketBits, args.notProfiled};
   options.optimize = args.optimize;
+  options.verifyEachPass = true;
   options.arithmetic = args.arithmetic;
   if (options.arithmetic)
     options.arithmetic->definedDivision = !args.divisionTraps;
@@ -470,6 +479,8 @@ int main(int argc, char **argv) {
   auto args = parseArguments(argc, argv);
   if (!args)
     return fail(llvm::toString(args.takeError()));
+  if (args->stats)
+    llvm::EnableStatistics(/*DoPrintOnExit=*/false); // printed below, after the module
 
   llvm::LLVMContext context;
   llvm::SMDiagnostic diagnostic;
@@ -529,9 +540,16 @@ int main(int argc, char **argv) {
   if (!options)
     return fail(llvm::toString(options.takeError()));
   auto log = core::specializeModule(*module, signatures, *catalog, *snapshot, *options);
+  if (log) {
+    module->print(llvm::outs(), nullptr);
+    printDecisions(*log);
+  }
+  if (args->stats) {
+    // Also when a pass failed: what the passes before it did.
+    llvm::outs().flush();
+    llvm::PrintStatistics(llvm::errs());
+  }
   if (!log)
     return fail(llvm::toString(log.takeError()));
-  module->print(llvm::outs(), nullptr);
-  printDecisions(*log);
   return 0;
 }

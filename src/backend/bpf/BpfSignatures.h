@@ -3,7 +3,7 @@
 #pragma once
 
 #include "core/AccessSignatures.h"
-#include "core/passes/ReplayCalls.h"
+#include "core/ReplayCalls.h"
 
 #include <llvm/IR/Module.h>
 

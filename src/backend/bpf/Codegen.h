@@ -1,7 +1,7 @@
 // IR -> BPF ELF object in memory, with the LLVM BPF backend in-process.
 #pragma once
 
-#include "core/passes/DefinedArithmetic.h"
+#include "core/MachineArithmetic.h"
 #include "support/Error.h"
 
 #include <llvm/ADT/STLFunctionalExtras.h>

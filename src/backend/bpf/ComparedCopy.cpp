@@ -2,7 +2,7 @@
 
 #include "backend/bpf/BpfSignatures.h"
 #include "backend/bpf/Frontend.h"
-#include "core/passes/ReplayCalls.h"
+#include "core/ReplayCalls.h"
 
 #include <llvm/IR/InstIterator.h>
 #include <llvm/IR/Instructions.h>

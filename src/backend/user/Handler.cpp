@@ -2,7 +2,7 @@
 
 #include "core/Pipeline.h"
 #include "core/TableAccessAnalysis.h"
-#include "core/passes/PrefetchStage.h"
+#include "core/PrefetchStage.h"
 #include "support/Clang.h"
 #include "support/ProgramFile.h"
 

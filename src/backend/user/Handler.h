@@ -17,6 +17,7 @@
 #include "backend/user/TableSet.h"
 #include "backend/user/UserSignatures.h"
 #include "core/FaultInjection.h"
+#include "core/LookupGenerator.h"
 #include "core/PristineBitcode.h"
 #include "core/SpecializationCycle.h"
 #include "core/SpecializationLog.h"
@@ -128,7 +129,7 @@ struct HandlerOptions {
   // tables they serve are read whole (up to core::GeneratorReadLimit).
   std::vector<core::LookupGenerator> generators;
   // The prefetch function sub-batches call: the handler's own (MU_PREFETCH),
-  // else one derived from its code (core/passes/PrefetchStage.h); always
+  // else one derived from its code (core/PrefetchStage.h); always
   // the derived one (to compare it with the handler's); or none.
   enum class Prefetch { OwnElseDerived, Derived, None };
   Prefetch prefetch = Prefetch::OwnElseDerived;
@@ -152,7 +153,7 @@ struct PrefetchStageOrigin {
   enum class Kind {
     None,    // none: none asked for, or none written and none derived
     Written, // the handler's own MU_PREFETCH function
-    Derived, // derived from the handler (core/passes/PrefetchStage.h)
+    Derived, // derived from the handler (core/PrefetchStage.h)
   };
   Kind kind = Kind::None;
   std::vector<std::string> tables; // Derived: the tables it prefetches

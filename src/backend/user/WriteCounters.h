@@ -14,7 +14,7 @@
 // writes of another had moved past would answer stale entries.
 #pragma once
 
-#include "core/passes/TableRewriting.h"
+#include "core/WriteGuards.h"
 
 #include <llvm/IR/Module.h>
 

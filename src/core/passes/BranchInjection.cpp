@@ -31,6 +31,7 @@
 
 #include "core/passes/TablePasses.h"
 
+#include <llvm/ADT/Statistic.h>
 #include <llvm/IR/Constants.h>
 #include <llvm/IR/IRBuilder.h>
 #include <llvm/Transforms/Utils/Local.h>
@@ -38,6 +39,12 @@
 #include <set>
 
 using namespace llvm;
+
+#define DEBUG_TYPE "branch-injection"
+
+ALWAYS_ENABLED_STATISTIC(SitesFiltered,
+                         "lookups behind a test of one key field against the values it takes");
+ALWAYS_ENABLED_STATISTIC(SitesDeclined, "lookups of large tables read whole left alone");
 
 namespace morpheus::core {
 
@@ -50,6 +57,7 @@ constexpr size_t MaxInjectedValues = 4;
 } // namespace
 
 PreservedAnalyses BranchInjectionPass::run(Module &module, ModuleAnalysisManager &mam) {
+  context.declines = &SitesDeclined;
   const DataLayout &dl = module.getDataLayout();
   bool changed = rewriteEligibleLookups(
       module, mam, context,
@@ -112,6 +120,7 @@ PreservedAnalyses BranchInjectionPass::run(Module &module, ModuleAnalysisManager
         LookupRewriter::closeFrame(lookup, frame, LookupRewriter::CallKept::AsLookup, call);
         frame.result->addIncoming(ConstantPointerNull::get(cast<PointerType>(lookup.getType())),
                                   frame.head);
+        ++SitesFiltered;
 
         if (context.log)
           context.log->record(site, "branch-injection", true,

@@ -48,6 +48,7 @@
 #include "core/ValueFields.h"
 #include "core/passes/TablePasses.h"
 
+#include <llvm/ADT/Statistic.h>
 #include <llvm/IR/ConstantRange.h>
 #include <llvm/IR/Constants.h>
 #include <llvm/IR/IRBuilder.h>
@@ -57,6 +58,15 @@
 #include <algorithm>
 
 using namespace llvm;
+
+#define DEBUG_TYPE "constant-fields"
+
+ALWAYS_ENABLED_STATISTIC(SitesWithConstantFields,
+                         "lookups with loads folded or bounded by what every entry holds");
+ALWAYS_ENABLED_STATISTIC(LoadsFolded, "loads of bytes equal in every entry replaced by constants");
+ALWAYS_ENABLED_STATISTIC(LoadsBounded, "loads bounded by the range of every entry");
+ALWAYS_ENABLED_STATISTIC(SitesDeclined,
+                         "lookups of tables read whole with no field folded or bounded");
 
 namespace morpheus::core {
 
@@ -135,6 +145,7 @@ void clampToRange(LoadInst &load, const ConstantRange &range) {
 } // namespace
 
 PreservedAnalyses ConstantFieldsPass::run(Module &module, ModuleAnalysisManager &mam) {
+  context.declines = &SitesDeclined;
   const DataLayout &dl = module.getDataLayout();
   bool changed = rewriteEligibleLookups(
       module, mam, context,
@@ -195,6 +206,9 @@ PreservedAnalyses ConstantFieldsPass::run(Module &module, ModuleAnalysisManager 
           return declineSite(context, site, "constant-fields",
                              "no load reads bytes equal in all " + entries +
                                  ", nor a field whose range decides a compare");
+        ++SitesWithConstantFields;
+        LoadsFolded += loads;
+        LoadsBounded += ranges;
         if (context.log) {
           std::string detail;
           if (loads)

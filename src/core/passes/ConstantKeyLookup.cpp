@@ -27,16 +27,25 @@
 
 #include "core/passes/TablePasses.h"
 
+#include <llvm/ADT/Statistic.h>
 #include <llvm/IR/Constants.h>
 
 #include <cstring>
 
 using namespace llvm;
 
+#define DEBUG_TYPE "constant-key-lookup"
+
+ALWAYS_ENABLED_STATISTIC(ValuesInlined, "lookups with a constant key replaced by their value");
+ALWAYS_ENABLED_STATISTIC(MissesInlined,
+                         "lookups with a constant key the table does not hold replaced by null");
+ALWAYS_ENABLED_STATISTIC(SitesDeclined, "lookups with a constant key left alone");
+
 namespace morpheus::core {
 
 PreservedAnalyses ConstantKeyLookupPass::run(Module &module,
                                              ModuleAnalysisManager &mam) {
+  context.declines = &SitesDeclined;
   bool littleEndian = module.getDataLayout().isLittleEndian();
   bool changed = rewriteEligibleLookups(
       module, mam, context,
@@ -48,6 +57,7 @@ PreservedAnalyses ConstantKeyLookupPass::run(Module &module,
         auto miss = [&](std::string detail) {
           LookupRewriter::replaceWith(
               *site.call, ConstantPointerNull::get(cast<PointerType>(site.call->getType())));
+          ++MissesInlined;
           if (context.log) {
             context.log->inlined[site.table].push_back({key, std::nullopt});
             context.log->record(site, "constant-key-lookup", true, std::move(detail));
@@ -67,6 +77,7 @@ PreservedAnalyses ConstantKeyLookupPass::run(Module &module,
           return false; // the snapshot did not read this key
         if (!*entry && arrayIndex && contents.unlistedValue) {
           LookupRewriter::replaceWith(*site.call, rewriter.unlistedValuePointer(site.table));
+          ++ValuesInlined;
           if (context.log)
             context.log->record(site, "constant-key-lookup", true,
                                 "constant index of an array read by content: its unlisted value");
@@ -83,7 +94,10 @@ PreservedAnalyses ConstantKeyLookupPass::run(Module &module,
         if (!(*entry)->value)
           return declineSite(context, site, "constant-key-lookup",
                              "per-CPU values differ for the constant key");
+        if (context.faults.invalidConstantKeyLookup) // TEST-ONLY: a terminator mid-block
+          new UnreachableInst(site.call->getContext(), site.call);
         LookupRewriter::replaceWith(*site.call, rewriter.valuePointer(site.table, **entry));
+        ++ValuesInlined;
         if (context.log) {
           context.log->inlined[site.table].push_back(**entry);
           context.log->record(site, "constant-key-lookup", true, "constant key: value inlined");

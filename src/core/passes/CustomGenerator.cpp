@@ -38,6 +38,7 @@
 
 #include <llvm/Analysis/ValueTracking.h>
 #include <llvm/ADT/SmallPtrSet.h>
+#include <llvm/ADT/Statistic.h>
 #include <llvm/IR/Constants.h>
 #include <llvm/IR/InstIterator.h>
 #include <llvm/IR/IntrinsicInst.h>
@@ -46,6 +47,11 @@
 #include <llvm/Support/raw_ostream.h>
 
 using namespace llvm;
+
+#define DEBUG_TYPE "custom-generator"
+
+ALWAYS_ENABLED_STATISTIC(SitesGenerated, "lookups replaced by a custom generator's code");
+ALWAYS_ENABLED_STATISTIC(SitesDeclined, "lookups a generator serves left alone");
 
 namespace morpheus::core {
 
@@ -146,6 +152,7 @@ Expected<std::string> linkGenerated(Module &module, const LookupGenerator &gener
 PreservedAnalyses CustomGeneratorPass::run(Module &module, ModuleAnalysisManager &mam) {
   if (context.generators.empty())
     return PreservedAnalyses::all();
+  context.declines = &SitesDeclined;
   bool changed = rewriteEligibleLookups(
       module, mam, context,
       [&](const AccessSite &site, const TableInfo &table, const TableContents &contents,
@@ -194,6 +201,7 @@ PreservedAnalyses CustomGeneratorPass::run(Module &module, ModuleAnalysisManager
         builder.SetInsertPoint(ask);
         builder.CreateBr(frame.tail);
         LookupRewriter::closeFrame(lookup, frame, LookupRewriter::CallKept::OnMissPath, ask);
+        ++SitesGenerated;
 
         if (context.log) {
           context.log->record(site, Pass, true,

@@ -62,6 +62,7 @@
 #include "core/passes/TablePasses.h"
 
 #include <llvm/ADT/SetVector.h>
+#include <llvm/ADT/Statistic.h>
 #include <llvm/Analysis/ConstantFolding.h>
 #include <llvm/Analysis/MemorySSA.h>
 #include <llvm/Analysis/ValueTracking.h>
@@ -78,6 +79,13 @@
 #include <set>
 
 using namespace llvm;
+
+#define DEBUG_TYPE "flow-fast-path"
+
+ALWAYS_ENABLED_STATISTIC(FlowsFound, "flows found: lookups keyed by values from before the first");
+ALWAYS_ENABLED_STATISTIC(FlowsSampled, "flows whose tuples are sampled into a profile slot");
+ALWAYS_ENABLED_STATISTIC(TailCopies, "copies of the code after a flow, one per hot tuple");
+ALWAYS_ENABLED_STATISTIC(SitesDeclined, "lookup sites where no flow starts, or left out of one");
 
 namespace morpheus::core {
 
@@ -373,6 +381,7 @@ void cloneTailPerTuple(const Flow &flow, const std::vector<Bytes> &tuples, const
 } // namespace
 
 PreservedAnalyses FlowFastPathPass::run(Module &module, ModuleAnalysisManager &mam) {
+  context.declines = &SitesDeclined;
   const TableAccessInfo &info = mam.getResult<TableAccessAnalysis>(module);
   auto &fam = mam.getResult<FunctionAnalysisManagerModuleProxy>(module).getManager();
   const DataLayout &dl = module.getDataLayout();
@@ -432,6 +441,7 @@ PreservedAnalyses FlowFastPathPass::run(Module &module, ModuleAnalysisManager &m
       for (auto &[site, why] : left)
         declineSite(context, *site, PassName,
                     "not part of the flow from site " + std::to_string(first.id) + ": " + why);
+      ++FlowsFound;
       double savingNs = 0;
       std::string tables;
       for (const AccessSite *site : flow.sites) {
@@ -468,6 +478,7 @@ PreservedAnalyses FlowFastPathPass::run(Module &module, ModuleAnalysisManager &m
           context.log->profiled[flowSite] = {first.table, flow.tupleBytes, savingNs};
         }
         changed = true;
+        ++FlowsSampled;
       } else if (context.profile && context.log) {
         declineSite(context, first, PassName,
                     "flow site id " + std::to_string(flowSite) + " beyond the profile map's " +
@@ -488,6 +499,7 @@ PreservedAnalyses FlowFastPathPass::run(Module &module, ModuleAnalysisManager &m
         if (!tuples.empty()) {
           cloneTailPerTuple(flow, tuples, dl);
           changed = true;
+          TailCopies += tuples.size();
           if (context.log)
             context.log->record(first, PassName, true,
                                 std::to_string(tuples.size()) +

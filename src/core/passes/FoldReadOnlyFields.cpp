@@ -38,12 +38,20 @@
 
 #include "core/passes/TablePasses.h"
 
+#include <llvm/ADT/Statistic.h>
 #include <llvm/IR/Constants.h>
 #include <llvm/IR/Instructions.h>
 
 #include <cstring>
 
 using namespace llvm;
+
+#define DEBUG_TYPE "fold-read-only-fields"
+
+ALWAYS_ENABLED_STATISTIC(SitesFolded,
+                         "lookups of written tables whose read-only fields were folded");
+ALWAYS_ENABLED_STATISTIC(LoadsFolded, "loads of read-only bytes replaced by constants");
+ALWAYS_ENABLED_STATISTIC(SitesDeclined, "lookups of written tables with no field folded");
 
 namespace morpheus::core {
 
@@ -58,6 +66,7 @@ PreservedAnalyses FoldReadOnlyFieldsPass::run(Module &module, ModuleAnalysisMana
     if (contents == context.snapshot->end())
       continue;
     auto record = [&](bool applied, std::string detail) {
+      ++(applied ? SitesFolded : SitesDeclined);
       if (context.log)
         context.log->record(site, "fold-read-only-fields", applied, std::move(detail));
     };
@@ -98,6 +107,7 @@ PreservedAnalyses FoldReadOnlyFieldsPass::run(Module &module, ModuleAnalysisMana
       continue;
     }
     changed = true;
+    LoadsFolded += folded;
     std::string detail = std::to_string(folded) + " load" + (folded == 1 ? "" : "s") +
                          " of read-only bytes folded; the lookup stays for the writes";
     if (written)

@@ -44,6 +44,7 @@
 
 #include "core/Globals.h"
 
+#include <llvm/ADT/Statistic.h>
 #include <llvm/IR/Constants.h>
 #include <llvm/IR/IRBuilder.h>
 #include <llvm/IR/Instructions.h>
@@ -51,6 +52,15 @@
 #include <set>
 
 using namespace llvm;
+
+#define DEBUG_TYPE "fold-read-only-globals"
+
+ALWAYS_ENABLED_STATISTIC(LoadsFolded, "loads of read-only globals replaced by their live bytes");
+ALWAYS_ENABLED_STATISTIC(CopiesFolded,
+                         "copies out of read-only globals replaced by stores of their live bytes");
+ALWAYS_ENABLED_STATISTIC(GlobalChecks,
+                         "pieces of globals compared with their live bytes at every guarded entry");
+ALWAYS_ENABLED_STATISTIC(GlobalsDeclined, "writable globals with nothing folded");
 
 namespace morpheus::core {
 
@@ -85,6 +95,8 @@ PreservedAnalyses FoldReadOnlyGlobalsPass::run(Module &module, ModuleAnalysisMan
   for (const GlobalAccess &access : analyzeGlobals(module)) {
     std::string name = access.global->getName().str();
     auto record = [&](bool applied, std::string detail) {
+      if (!applied)
+        ++GlobalsDeclined;
       if (context.log)
         context.log->globals.push_back({name, applied, std::move(detail)});
     };
@@ -160,6 +172,8 @@ PreservedAnalyses FoldReadOnlyGlobalsPass::run(Module &module, ModuleAnalysisMan
       continue;
     }
     changed = true;
+    LoadsFolded += folded;
+    CopiesFolded += copiesFolded;
     std::string detail =
         folded && copiesFolded
             ? counted(folded, "load", "loads") + " and " + counted(copiesFolded, "copy", "copies")
@@ -176,6 +190,7 @@ PreservedAnalyses FoldReadOnlyGlobalsPass::run(Module &module, ModuleAnalysisMan
                 std::to_string(MaxFoldedGlobalCopy) + " bytes kept)";
     record(true, detail);
   }
+  GlobalChecks += checks.size();
   if (context.log)
     context.log->globalChecks.assign(checks.begin(), checks.end());
   return changed ? PreservedAnalyses::none() : PreservedAnalyses::all();

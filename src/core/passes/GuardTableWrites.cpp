@@ -55,9 +55,17 @@
 
 #include "core/passes/TablePasses.h"
 
+#include <llvm/ADT/Statistic.h>
 #include <llvm/IR/IRBuilder.h>
 
 using namespace llvm;
+
+#define DEBUG_TYPE "guard-table-writes"
+
+ALWAYS_ENABLED_STATISTIC(SitesCounted,
+                         "write and lookup sites whose writes bump their key's counter");
+ALWAYS_ENABLED_STATISTIC(WritesCounted,
+                         "data-plane writes followed by a bump of their key's counter");
 
 namespace morpheus::core {
 
@@ -103,6 +111,8 @@ PreservedAnalyses GuardTableWritesPass::run(Module &module, ModuleAnalysisManage
       after.SetCurrentDebugLocation(write->getDebugLoc());
       after.CreateCall(bump, {bucket});
     }
+    ++SitesCounted;
+    WritesCounted += writes.size();
     if (context.log)
       context.log->record(site, "guard-table-writes", true,
                           std::to_string(writes.size()) +

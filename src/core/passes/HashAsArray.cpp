@@ -47,15 +47,24 @@
 #include "core/passes/DirectIndex.h"
 #include "core/passes/TablePasses.h"
 
+#include <llvm/ADT/Statistic.h>
 #include <llvm/IR/Constants.h>
 #include <llvm/IR/IRBuilder.h>
 #include <llvm/IR/Instructions.h>
 
 using namespace llvm;
 
+#define DEBUG_TYPE "hash-as-array"
+
+ALWAYS_ENABLED_STATISTIC(SitesIndexed, "hash lookups replaced by a direct index");
+ALWAYS_ENABLED_STATISTIC(IndexSlots, "slots in those direct indexes");
+ALWAYS_ENABLED_STATISTIC(SitesDeclined,
+                         "hash lookups left to the lookup or another representation");
+
 namespace morpheus::core {
 
 PreservedAnalyses HashAsArrayPass::run(Module &module, ModuleAnalysisManager &mam) {
+  context.declines = &SitesDeclined;
   const DataLayout &dl = module.getDataLayout();
   bool changed = rewriteEligibleLookups(
       module, mam, context,
@@ -73,6 +82,7 @@ PreservedAnalyses HashAsArrayPass::run(Module &module, ModuleAnalysisManager &ma
         RepresentationChoice choice = context.costModel.choose(
             directIndexShape(table, contents, *index), {Representation::DirectIndex});
         if (choice.chosen != Representation::DirectIndex) {
+          ++SitesDeclined;
           if (context.log) {
             context.log->record(site, "hash-as-array", false,
                                 "the cost model prefers the " +
@@ -142,6 +152,8 @@ PreservedAnalyses HashAsArrayPass::run(Module &module, ModuleAnalysisManager &ma
         builder.CreateBr(tail);
         frame.result->addIncoming(ConstantPointerNull::get(pointerType), miss);
         LookupRewriter::closeFrame(lookup, frame, LookupRewriter::CallKept::No);
+        ++SitesIndexed;
+        IndexSlots += index->slots.size();
 
         if (context.log) {
           context.log->record(site, "hash-as-array", true,

@@ -63,6 +63,7 @@
 
 #include "core/passes/TablePasses.h"
 
+#include <llvm/ADT/Statistic.h>
 #include <llvm/IR/IRBuilder.h>
 
 #include <map>
@@ -70,6 +71,13 @@
 #include <set>
 
 using namespace llvm;
+
+#define DEBUG_TYPE "heavy-hitter-fast-path"
+
+ALWAYS_ENABLED_STATISTIC(SitesWithFastPaths, "lookups with a chain of hot keys in front");
+ALWAYS_ENABLED_STATISTIC(HotKeysCompared, "hot keys compared in those chains");
+ALWAYS_ENABLED_STATISTIC(PerCpuChains, "CPUs given a chain of their own at a lookup");
+ALWAYS_ENABLED_STATISTIC(SitesDeclined, "lookups with hot keys left alone");
 
 namespace morpheus::core {
 
@@ -196,6 +204,7 @@ std::map<std::optional<unsigned>, CallBase *> splitByCpu(CallBase &lookup,
 PreservedAnalyses HeavyHitterFastPathPass::run(Module &module, ModuleAnalysisManager &mam) {
   if (context.hotKeys.empty() && context.perCpuHotKeys.empty())
     return PreservedAnalyses::all();
+  context.declines = &SitesDeclined;
   const TableAccessInfo &info = mam.getResult<TableAccessAnalysis>(module);
   std::set<std::string> writeGuarded;
   if (context.writeGuards)
@@ -288,6 +297,7 @@ PreservedAnalyses HeavyHitterFastPathPass::run(Module &module, ModuleAnalysisMan
             LookupRewriter::keepOnMissPath(lookup);
             return;
           }
+          HotKeysCompared += chain.entries.size() + chain.absent.size();
           if (!chain.entries.empty())
             rewriter.replaceWithDispatch(
                 lookup, *site.signature.keyArg, chain.entries, site.table,
@@ -315,7 +325,9 @@ PreservedAnalyses HeavyHitterFastPathPass::run(Module &module, ModuleAnalysisMan
                       (chain.empty() ? "none" : chain.describe(written)) + ";";
           }
           detail += " other CPUs: " + (global.empty() ? "none" : global.describe(written));
+          PerCpuChains += ownChains.size();
         }
+        ++SitesWithFastPaths;
         if (context.log) {
           context.log->record(site, "heavy-hitter-fast-path", true, detail);
           std::vector<TableEntry> &inlined = context.log->inlined[site.table];

@@ -41,11 +41,19 @@
 #include "core/passes/DirectIndex.h"
 #include "core/passes/TablePasses.h"
 
+#include <llvm/ADT/Statistic.h>
 #include <llvm/ADT/Twine.h>
 
 #include <cstring>
 
 using namespace llvm;
+
+#define DEBUG_TYPE "inline-small-table"
+
+ALWAYS_ENABLED_STATISTIC(SitesInlined, "lookups replaced by a compare chain over every entry");
+ALWAYS_ENABLED_STATISTIC(EntriesInlined, "entries compared in those chains");
+ALWAYS_ENABLED_STATISTIC(IndexChains, "chains yielding an index, not constants (verifier budget)");
+ALWAYS_ENABLED_STATISTIC(SitesDeclined, "lookups of tables read whole left alone");
 
 namespace morpheus::core {
 
@@ -72,6 +80,7 @@ bool coversEveryIndex(const std::vector<TableEntry> &entries, uint32_t maxEntrie
 
 PreservedAnalyses InlineSmallTablePass::run(Module &module,
                                             ModuleAnalysisManager &mam) {
+  context.declines = &SitesDeclined;
   bool changed = rewriteEligibleLookups(
       module, mam, context,
       [&](const AccessSite &site, const TableInfo &table, const TableContents &contents,
@@ -136,6 +145,10 @@ PreservedAnalyses InlineSmallTablePass::run(Module &module,
         rewriter.replaceWithDispatch(*site.call, *site.signature.keyArg,
                                      LookupRewriter::armsOf(entries), site.table, lowering,
                                      onMiss);
+        ++SitesInlined;
+        EntriesInlined += entries.size();
+        if (lowering == ChainLowering::Index)
+          ++IndexChains;
         if (context.log) {
           std::string detail = std::to_string(entries.size()) + " entries inlined as compares";
           if (lowering == ChainLowering::Index)

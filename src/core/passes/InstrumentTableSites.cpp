@@ -48,16 +48,23 @@
 #include "core/passes/TablePasses.h"
 #include "core/TrafficProfile.h"
 
+#include <llvm/ADT/Statistic.h>
 #include <llvm/Transforms/Utils/Local.h>
 #include <llvm/IR/IRBuilder.h>
 
 using namespace llvm;
+
+#define DEBUG_TYPE "instrument-table-sites"
+
+ALWAYS_ENABLED_STATISTIC(SitesSampled, "lookup sites whose keys are sampled into a profile slot");
+ALWAYS_ENABLED_STATISTIC(SitesDeclined, "lookup sites that could have a fast path, not sampled");
 
 namespace morpheus::core {
 
 PreservedAnalyses InstrumentTableSitesPass::run(Module &module, ModuleAnalysisManager &mam) {
   if (!context.profile)
     return PreservedAnalyses::all();
+  context.declines = &SitesDeclined;
   const ProfileOptions &profile = *context.profile;
   const TableAccessInfo &info = mam.getResult<TableAccessAnalysis>(module);
   std::vector<AccessSite> sites = info.sites; // instrumenting splits blocks
@@ -107,6 +114,7 @@ PreservedAnalyses InstrumentTableSitesPass::run(Module &module, ModuleAnalysisMa
                         Align keyAlign = getKnownAlignment(key, module.getDataLayout());
                         builder.CreateMemCpy(slot, Align(8), key, keyAlign, keySize);
                       });
+    ++SitesSampled;
     if (context.log) {
       context.log->record(site, "instrument-table-sites", true,
                           "lookup keys sampled into profile slot " + std::to_string(site.id));

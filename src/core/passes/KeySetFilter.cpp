@@ -55,6 +55,7 @@
 #include "core/OpaqueValue.h"
 #include "core/passes/TablePasses.h"
 
+#include <llvm/ADT/Statistic.h>
 #include <llvm/IR/Constants.h>
 #include <llvm/IR/IRBuilder.h>
 
@@ -62,9 +63,16 @@
 
 using namespace llvm;
 
+#define DEBUG_TYPE "key-set-filter"
+
+ALWAYS_ENABLED_STATISTIC(SitesFiltered,
+                         "lookups that answer keys the table does not hold with null");
+ALWAYS_ENABLED_STATISTIC(SitesDeclined, "lookups of hash tables the data plane writes left alone");
+
 namespace morpheus::core {
 
 PreservedAnalyses KeySetFilterPass::run(Module &module, ModuleAnalysisManager &mam) {
+  context.declines = &SitesDeclined;
   const TableAccessInfo &info = mam.getResult<TableAccessAnalysis>(module);
   const DataLayout &dl = module.getDataLayout();
   LookupRewriter rewriter(module, context);
@@ -107,6 +115,7 @@ PreservedAnalyses KeySetFilterPass::run(Module &module, ModuleAnalysisManager &m
       LookupRewriter::replaceWith(*site.call,
                                   ConstantPointerNull::get(cast<PointerType>(site.call->getType())));
       changed = true;
+      ++SitesFiltered;
       if (context.log)
         context.log->record(site, "key-set-filter", true,
                             "the table does not hold the constant key: answered null without "
@@ -173,6 +182,7 @@ PreservedAnalyses KeySetFilterPass::run(Module &module, ModuleAnalysisManager &m
                                  lookup);
     }
     changed = true;
+    ++SitesFiltered;
     if (context.log)
       context.log->record(site, "key-set-filter", true,
                           formatv("a key that is none of the table's {0} keys is answered null without "

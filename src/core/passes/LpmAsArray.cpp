@@ -68,6 +68,7 @@
 #include "core/passes/TrieRepresentation.h"
 #include "support/Error.h"
 
+#include <llvm/ADT/Statistic.h>
 #include <llvm/IR/Constants.h>
 #include <llvm/IR/IRBuilder.h>
 #include <llvm/IR/Instructions.h>
@@ -76,6 +77,13 @@
 #include <algorithm>
 
 using namespace llvm;
+
+#define DEBUG_TYPE "lpm-as-array"
+
+ALWAYS_ENABLED_STATISTIC(TriesAsArrays, "trie lookups replaced by a walk of derived 16-8-8 tables");
+ALWAYS_ENABLED_STATISTIC(DerivedBytes, "bytes of derived 16-8-8 tables");
+ALWAYS_ENABLED_STATISTIC(SitesDeclined,
+                         "trie lookups left to the lookup or another representation");
 
 namespace morpheus::core {
 
@@ -343,6 +351,7 @@ void rewriteLookup(Module &module, const AccessSite &site, const TableContents &
 } // namespace
 
 PreservedAnalyses LpmAsArrayPass::run(Module &module, ModuleAnalysisManager &mam) {
+  context.declines = &SitesDeclined;
   const DataLayout &dl = module.getDataLayout();
   bool changed = rewriteEligibleLookups(
       module, mam, context,
@@ -363,6 +372,8 @@ PreservedAnalyses LpmAsArrayPass::run(Module &module, ModuleAnalysisManager &mam
         bool leading = candidates.derived.front().leadingWord.has_value();
         uint32_t dataBits = AddressBits + (leading ? LeadingBits : 0);
         rewriteLookup(module, site, contents, rewriter, candidates, *slots, dataBits);
+        ++TriesAsArrays;
+        DerivedBytes += slots->slots.size() * sizeof(uint16_t);
         recordTrieDecision(
             context, site, "lpm-as-array", true,
             describeTables(site, contents.entries.size(), candidates, *slots, dataBits),

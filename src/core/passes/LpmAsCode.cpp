@@ -38,12 +38,20 @@
 #include "core/passes/TablePasses.h"
 #include "core/passes/TrieRepresentation.h"
 
+#include <llvm/ADT/Statistic.h>
 #include <llvm/IR/Constants.h>
 #include <llvm/IR/IRBuilder.h>
 #include <llvm/IR/Instructions.h>
 #include <llvm/IR/Intrinsics.h>
 
 using namespace llvm;
+
+#define DEBUG_TYPE "lpm-as-code"
+
+ALWAYS_ENABLED_STATISTIC(TriesSearched, "trie lookups replaced by a search over address intervals");
+ALWAYS_ENABLED_STATISTIC(IntervalsSearched, "address intervals in those searches");
+ALWAYS_ENABLED_STATISTIC(SitesDeclined,
+                         "trie lookups left to the lookup or another representation");
 
 namespace morpheus::core {
 
@@ -57,6 +65,7 @@ ConstantInt *addressConstant(IntegerType *type, PrefixAddress address) {
 } // namespace
 
 PreservedAnalyses LpmAsCodePass::run(Module &module, ModuleAnalysisManager &mam) {
+  context.declines = &SitesDeclined;
   const DataLayout &dl = module.getDataLayout();
   bool changed = rewriteEligibleLookups(
       module, mam, context,
@@ -120,6 +129,8 @@ PreservedAnalyses LpmAsCodePass::run(Module &module, ModuleAnalysisManager &mam)
 
         // Any other prefix length: the kernel's own answer.
         closeTrieFrame(builder, lookup, frame, slow);
+        ++TriesSearched;
+        IntervalsSearched += intervals.size();
 
         recordTrieDecision(context, site, "lpm-as-code", true,
                            std::to_string(contents.entries.size()) +

@@ -76,11 +76,19 @@
 #include "core/passes/TablePasses.h"
 #include "core/passes/TrieRepresentation.h"
 
+#include <llvm/ADT/Statistic.h>
 #include <llvm/IR/Constants.h>
 #include <llvm/IR/IRBuilder.h>
 #include <llvm/IR/Instructions.h>
 
 using namespace llvm;
+
+#define DEBUG_TYPE "lpm-as-hash"
+
+ALWAYS_ENABLED_STATISTIC(TriesAsHashes, "trie lookups replaced by probes of derived hashes");
+ALWAYS_ENABLED_STATISTIC(HashesDerived, "derived hashes, one per prefix length");
+ALWAYS_ENABLED_STATISTIC(SitesDeclined,
+                         "trie lookups left to the lookup or another representation");
 
 namespace morpheus::core {
 
@@ -116,6 +124,7 @@ std::string describeHashes(const std::vector<PrefixHash> &hashes, const TableCon
 } // namespace
 
 PreservedAnalyses LpmAsHashPass::run(Module &module, ModuleAnalysisManager &mam) {
+  context.declines = &SitesDeclined;
   const DataLayout &dl = module.getDataLayout();
   bool changed = rewriteEligibleLookups(
       module, mam, context,
@@ -247,6 +256,8 @@ PreservedAnalyses LpmAsHashPass::run(Module &module, ModuleAnalysisManager &mam)
         result->addIncoming(ConstantPointerNull::get(pointerType), miss);
         // Any other prefix length: the backend's own answer.
         closeTrieFrame(builder, lookup, frame, slow);
+        ++TriesAsHashes;
+        HashesDerived += hashes.size();
 
         recordTrieDecision(context, site, "lpm-as-hash", true,
                            describeHashes(hashes, contents, otherPrefixLengths(site, width)),

@@ -50,7 +50,7 @@
 // waiting for that answer, which is what sub-batching avoids).
 //===----------------------------------------------------------------------===//
 
-#include "core/passes/PrefetchStage.h"
+#include "core/PrefetchStage.h"
 
 #include "support/Error.h"
 

@@ -12,19 +12,6 @@
 
 namespace morpheus::core {
 
-struct ProgramGuardOptions {
-  // Provided by the backend's runtime:
-  //   i32 holds(i64 version): non-zero while code built for `version` may run;
-  //   i64 enter(ptr ctx, i64 version, i32 slot, i32 failure): negative when
-  //       it may run; otherwise it tail-calls the original and, when that
-  //       cannot run, returns `failure` (the entry's failureVerdict).
-  std::string holdsFunction;
-  std::string enterFunction;
-  uint64_t version = 0; // what the guard word must still hold
-  // The backend's fallback per program entry (GuardPlanning.h).
-  std::vector<EntryFallback> entries;
-};
-
 // Places the guard at the start of every root planGuards() decided to
 // guard. A guard it cannot place (a runtime function missing, a tail-call
 // fallback for a root without a ctx or an integer result, a missing

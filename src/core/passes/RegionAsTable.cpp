@@ -83,6 +83,7 @@
 #include <llvm/ADT/PostOrderIterator.h>
 #include <llvm/ADT/STLExtras.h>
 #include <llvm/ADT/SetVector.h>
+#include <llvm/ADT/Statistic.h>
 #include <llvm/Analysis/ConstantFolding.h>
 #include <llvm/IR/CFG.h>
 #include <llvm/IR/Constants.h>
@@ -99,6 +100,13 @@
 #include <vector>
 
 using namespace llvm;
+
+#define DEBUG_TYPE "region-as-table"
+
+ALWAYS_ENABLED_STATISTIC(RegionsAsTables,
+                         "regions of code turned into a table indexed by the lookups' answers");
+ALWAYS_ENABLED_STATISTIC(TableRows, "rows of those tables");
+ALWAYS_ENABLED_STATISTIC(RegionsDeclined, "regions left as code");
 
 namespace morpheus::core {
 
@@ -776,6 +784,7 @@ private:
       for (size_t i = 1; i < region.exits.size(); ++i)
         choice->addCase(builder.getInt8(i), region.exits[i]);
     }
+    TableRows += table.rows;
     record(region, domains, true,
            std::to_string(region.blocks.size()) + " blocks (" + std::to_string(region.work) +
                " instructions" + (region.loops ? ", a loop" : "") + ") as a table of " +
@@ -793,6 +802,7 @@ private:
 
   void record(const Region &region, const std::vector<std::unique_ptr<InputDomain>> &domains,
               bool applied, std::string detail) {
+    ++(applied ? RegionsAsTables : RegionsDeclined);
     if (!context.log)
       return;
     std::set<std::string> tables;

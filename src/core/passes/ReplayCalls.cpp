@@ -25,7 +25,7 @@
 // without optimizing around it).
 //===----------------------------------------------------------------------===//
 
-#include "core/passes/ReplayCalls.h"
+#include "core/ReplayCalls.h"
 
 #include <llvm/IR/IRBuilder.h>
 #include <llvm/IR/InstIterator.h>

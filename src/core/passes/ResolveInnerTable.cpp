@@ -31,9 +31,16 @@
 
 #include "core/passes/TablePasses.h"
 
+#include <llvm/ADT/Statistic.h>
 #include <llvm/IR/Module.h>
 
 using namespace llvm;
+
+#define DEBUG_TYPE "resolve-inner-table"
+
+ALWAYS_ENABLED_STATISTIC(SitesResolved, "inner-map sites given the table the outer slot holds");
+ALWAYS_ENABLED_STATISTIC(SitesDeclined,
+                         "inner-map sites resolved to a table that is no global of the module");
 
 namespace morpheus::core {
 
@@ -50,6 +57,7 @@ PreservedAnalyses ResolveInnerTablePass::run(Module &module, ModuleAnalysisManag
     AccessSite named = site;
     named.table = *resolved.table;
     if (!table) {
+      ++SitesDeclined;
       if (context.log)
         context.log->record(named, "resolve-inner-table", false,
                             resolved.why + ", not a global of this module");
@@ -57,6 +65,7 @@ PreservedAnalyses ResolveInnerTablePass::run(Module &module, ModuleAnalysisManag
     }
     site.call->setArgOperand(site.signature.tableArg, table);
     changed = true;
+    ++SitesResolved;
     if (context.log)
       context.log->record(named, "resolve-inner-table", true, resolved.why);
   }

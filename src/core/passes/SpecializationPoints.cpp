@@ -41,11 +41,18 @@
 #include "core/passes/TablePasses.h"
 
 #include <llvm/ADT/SmallPtrSet.h>
+#include <llvm/ADT/Statistic.h>
 #include <llvm/Analysis/ValueTracking.h>
 #include <llvm/IR/IRBuilder.h>
 #include <llvm/IR/IntrinsicInst.h>
 
 using namespace llvm;
+
+#define DEBUG_TYPE "specialization-points"
+
+ALWAYS_ENABLED_STATISTIC(PointsAssumed,
+                         "specialization points assumed, behind a test that falls back to the generic copy");
+ALWAYS_ENABLED_STATISTIC(PointsDeclined, "points the configuration assumes, left as their input");
 
 namespace morpheus::core {
 
@@ -202,6 +209,10 @@ PreservedAnalyses SpecializationPointsPass::run(Module &module, ModuleAnalysisMa
                             : "assumed " + std::to_string(chosen->second) +
                                   ", guarded (a miss runs the generic handler)";
     }
+    if (decision.applied)
+      ++PointsAssumed;
+    else if (chosen != context.points.end())
+      ++PointsDeclined;
     if (context.log)
       context.log->points.push_back(std::move(decision));
     plans.push_back(std::move(plan));

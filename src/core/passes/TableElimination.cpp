@@ -16,9 +16,14 @@
 
 #include "core/passes/TablePasses.h"
 
+#include <llvm/ADT/Statistic.h>
 #include <llvm/IR/Constants.h>
 
 using namespace llvm;
+
+#define DEBUG_TYPE "table-elimination"
+
+ALWAYS_ENABLED_STATISTIC(LookupsEliminated, "lookups in empty read-only tables answered null");
 
 namespace morpheus::core {
 
@@ -34,6 +39,7 @@ PreservedAnalyses TableEliminationPass::run(Module &module,
         LookupRewriter::replaceWith(
             *site.call,
             ConstantPointerNull::get(cast<PointerType>(site.call->getType())));
+        ++LookupsEliminated;
         if (context.log) {
           context.log->record(site, "table-elimination", true,
                               "table is empty: lookup always misses");

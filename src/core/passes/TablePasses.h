@@ -8,6 +8,11 @@
 //   ConstantFields.cpp, HashAsArray.cpp (with DirectIndex.cpp), BranchInjection.cpp,
 //   RegionAsTable.cpp, GuardTableWrites.cpp, InstrumentTableSites.cpp,
 //   HeavyHitterFastPath.cpp
+// Each counts what it did in LLVM statistics under its name (DEBUG_TYPE;
+// `morpheus-opt -stats` prints them), declared ALWAYS_ENABLED_STATISTIC:
+// STATISTIC compiles to nothing under NDEBUG unless LLVM_FORCE_ENABLE_STATS,
+// which Debian's llvm-config.h defines to 0 whatever the command line says.
+// A count is an atomic add, kept only while a tool enables statistics.
 #pragma once
 
 #include "core/passes/TableRewriting.h"

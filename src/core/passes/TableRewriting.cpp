@@ -8,6 +8,7 @@
 #include "support/Bytes.h"
 
 #include <llvm/ADT/SmallPtrSet.h>
+#include <llvm/ADT/Statistic.h>
 #include <llvm/ADT/StringExtras.h>
 #include <llvm/Analysis/ValueTracking.h>
 #include <llvm/IR/Constants.h>
@@ -788,6 +789,8 @@ void emitProfileSample(Instruction &at, const ProfileOptions &profile, uint32_t 
 
 bool declineSite(const TablePassContext &context, const AccessSite &site, const char *pass,
                  std::string why) {
+  if (context.declines)
+    ++*context.declines;
   if (context.log)
     context.log->record(site, pass, false, std::move(why));
   return false;

@@ -1,16 +1,21 @@
 // What the table-specializing passes share: the run-time facts they are
 // given (table catalog, snapshot), where they must not act, the log of what
 // they decided at each site, and the IR building blocks for replacing a
-// lookup by what the snapshot says it returns.
+// lookup by what the snapshot says it returns. The passes' inside: what
+// other layers use of it is in the core's own headers (SiteEligibility.h,
+// ProfileOptions.h, WriteGuards.h), the only ones they can include.
 #pragma once
 
 #include "core/CostModel.h"
 #include "core/FaultInjection.h"
 #include "core/LookupGenerator.h"
+#include "core/ProfileOptions.h"
+#include "core/SiteEligibility.h"
 #include "core/SpecializationLog.h"
 #include "core/SpecializationPoints.h"
 #include "core/TableAccessAnalysis.h"
 #include "core/Tables.h"
+#include "core/WriteGuards.h"
 
 #include <llvm/ADT/STLFunctionalExtras.h>
 #include <llvm/IR/IRBuilder.h>
@@ -23,6 +28,10 @@
 #include <set>
 #include <string>
 #include <vector>
+
+namespace llvm {
+class TrackingStatistic;
+}
 
 namespace morpheus::core {
 
@@ -37,18 +46,6 @@ enum class ChainLowering {
   // folds, but every entry looks alike to the verifier once the loads are
   // done, so chains in sequence add up instead of multiplying.
   Index,
-};
-
-// Sampled recording of lookup keys (instrument-table-sites): the runtime
-// function that says where this packet's key goes, and which sites may be
-// recorded.
-struct ProfileOptions {
-  // Runtime function `ptr (i32 site)`: a slot for the key, or null when this
-  // packet is not sampled. Linked with the guard runtime.
-  std::string slotFunction;
-  uint32_t sites = 0;    // site ids below this have a profile slot
-  uint32_t keyBytes = 0; // a slot's size: longer keys are not recorded
-  std::set<std::string> excludedTables; // the operator's --no-profile
 };
 
 // Right before `at` (its block split there), asks the runtime for a profile
@@ -68,21 +65,6 @@ void emitProfileSample(llvm::Instruction &at, const ProfileOptions &profile, uin
 // from one program.
 unsigned flowProfileSite(const llvm::Module &module);
 
-// Per-entry guards for tables the data plane writes (guard-table-writes,
-// heavy-hitter-fast-path): every data-plane write of such a table adds one
-// to a counter chosen by the written key (writeBucket), after the write; a
-// fast path answers a hot key only while its bucket's counter still holds
-// what it held before the snapshot was read.
-struct WriteGuardOptions {
-  // Runtime function `void (i32 bucket)`: adds one to the bucket's counter,
-  // atomically (writes on several CPUs are never lost).
-  std::string bumpFunction;
-  // Runtime function `i64 (i32 bucket)`: the bucket's counter.
-  std::string countFunction;
-  uint32_t bucketBits = 0; // 1 << bucketBits counters
-  std::set<std::string> excludedTables; // the operator's --no-profile
-};
-
 // The tables guard-table-writes counts the writes of, in every version
 // built with `guards`: written by the data plane, every write tied to a key
 // (whyWritesNotGuardable), not excluded, and with a lookup a fast path
@@ -92,14 +74,6 @@ struct WriteGuardOptions {
 std::set<std::string> writeGuardedTables(const TableAccessInfo &info,
                                          const TableCatalog &catalog,
                                          const WriteGuardOptions &guards);
-
-// The counter bucket of `key` in `table`: the key's bytes folded into 64
-// bits (byte j shifted to its place in the j/8th 8-byte word, words xored:
-// independent of how the bytes are loaded), salted with the table's name,
-// multiplied by a 64-bit odd constant, top `bucketBits` bits.
-// emitWriteBucket computes the same in the program.
-uint32_t writeBucket(const std::string &table, const Bytes &key, uint32_t bucketBits,
-                     bool littleEndian);
 
 // Read-only hash tables are read whole up to this many entries (planReads),
 // so that constant-fields and branch-injection see every entry of tables
@@ -185,92 +159,16 @@ struct TablePassContext {
   // Custom generators (custom-generator): the first serving a table makes
   // the code of its lookups.
   std::vector<LookupGenerator> generators;
+  // The running pass's count of the sites it declined (its SitesDeclined
+  // statistic, set as its run begins): declineSite and recordTrieDecision
+  // count there, so a decline is counted where it is logged.
+  llvm::TrackingStatistic *declines = nullptr;
 
   bool untouchable(const std::string &function) const {
     return unguardedFunctions.count(function) || genericFunctions.count(function) ||
            framesKept.count(function);
   }
 };
-
-// Why a lookup cannot be replaced: the reason, which callers decide on,
-// and the detail people read (in the specialization log, in explain).
-struct LookupDecline {
-  enum class Reason {
-    NotALookup,
-    HelperNotModelled,   // not a key -> value lookup the core models
-    MergedOperand,       // the map operand merges tables (phi, select)
-    InnerMapOperand,     // an inner map, named by resolve-inner-table
-    UnresolvedOperand,   // no one table
-    NoKeyArgument,
-    HelperShape,         // declared by hand: no pointer out, or key not by pointer
-    NotInTheCatalog,
-    WrittenByTheDataPlane,  // and its writes are not guarded
-    WritesNotGuardable,     // guarded, but not key by key (whyWritesNotGuardable)
-    WrittenThroughTheValue, // the program writes through this lookup's result
-    MapOfMaps,              // the lookup returns a table
-    SemanticsNotModelled,
-    LookupSideEffects,        // LRU
-    ValuePointersCompared,    // the kernel answers by entry identity
-    ValueNeedsWritableMemory, // the value goes where writable memory is required
-    UnwrittenKeyBytes,        // KeyProvenance::unwritten
-    FramesKept,               // AccessSite::framesKept
-  };
-  Reason reason;
-  std::string detail;
-};
-
-// Why the lookup at `site` cannot be replaced, or nullopt when it can: it
-// must be a lookup in a resolved, read-only table whose lookup semantics
-// the core models, whose lookups have no side effects, whose call has the
-// shape of a lookup (pointer key in, pointer out), whose key bytes are all
-// written on every path (KeyProvenance::unwritten) and whose root reaches
-// no lookup whose are not (AccessSite::framesKept), and whose value pointers
-// are only tested against null, never compared with other pointers or
-// handed where writable memory is required.
-// With `writesGuarded` (guard-table-writes counts the table's writes), a
-// table the data plane writes is accepted too when its writes can be
-// guarded key by key (whyWritesNotGuardable) and nothing is written through
-// this lookup's own result: a fast path may skip the search, never the
-// memory a write must reach.
-std::optional<LookupDecline> whyNotInlinable(const AccessSite &site,
-                                             const TableAccessInfo &info,
-                                             const TableCatalog &catalog,
-                                             bool writesGuarded = false);
-
-// Why the data-plane writes of `table` cannot be counted key by key, or
-// nullopt when they can: the data plane writes it, and only through update
-// and delete sites with a key argument and through the results of its
-// lookups (TableUsage::untiedWrite), and no insert evicts entries behind
-// the program's back (LRU tables).
-std::optional<std::string> whyWritesNotGuardable(const std::string &table,
-                                                 const TableAccessInfo &info,
-                                                 const TableCatalog &catalog);
-
-// Why the loads through the lookup at `site` cannot be folded field by
-// field (fold-read-only-fields), or nullopt when they can: a rewritable
-// lookup with a constant key in a resolved table whose lookup semantics
-// the core models, which the data plane writes, but only in some bytes
-// of values or of other keys' values (tables it never writes are the other
-// passes' business).
-std::optional<std::string> whyNoFieldFolding(const AccessSite &site,
-                                             const TableAccessInfo &info,
-                                             const TableCatalog &catalog);
-
-// Why a lookup at `site` cannot answer the keys its table does not hold
-// with null without asking the kernel (key-set-filter), or nullopt when it
-// can: a rewritable lookup (every key byte written) in one exact-match
-// hash table (arrays hold every index) whose lookups have no side effects
-// (LRU excluded), which
-// the data plane writes, but only through values: no update, delete or
-// other writing helper names it and it never escapes, so only the control
-// plane changes its keys (tables it never writes are inlined whole by the
-// other passes).
-std::optional<std::string> whyNoKeySetFilter(const AccessSite &site, const TableAccessInfo &info,
-                                             const TableCatalog &catalog);
-// The same of the table itself, whatever the site.
-std::optional<std::string> whyNoKeySetFilter(const std::string &table,
-                                             const TableAccessInfo &info,
-                                             const TableCatalog &catalog);
 
 // Which of the program's own tables the inner-map operand of `site` is,
 // given what the snapshot says its outer table holds: the table stored at
@@ -455,8 +353,9 @@ std::vector<std::pair<llvm::LoadInst *, uint64_t>> loadsAtKnownOffsets(llvm::Cal
 llvm::Constant *constantAt(llvm::Type *type, const Bytes &bytes, uint64_t offset,
                            const llvm::DataLayout &dl);
 
-// Records in the log (if any) that `pass` left `site` alone, and why;
-// returns false, what a SiteRewrite returns for a site it did not replace.
+// Records in the log (if any) that `pass` left `site` alone, and why, and
+// counts it (TablePassContext::declines); returns false, what a SiteRewrite
+// returns for a site it did not replace.
 bool declineSite(const TablePassContext &context, const AccessSite &site, const char *pass,
                  std::string why);
 

@@ -1,6 +1,8 @@
 #include "core/passes/TrieRepresentation.h"
 #include "support/Error.h"
 
+#include <llvm/ADT/Statistic.h>
+
 #include <algorithm>
 #include <functional>
 #include <map>
@@ -341,6 +343,8 @@ std::string otherPrefixLengths(const AccessSite &site, uint32_t widthBits) {
 bool recordTrieDecision(const TablePassContext &context, const AccessSite &site,
                         const char *pass, bool applied, std::string detail,
                         const RepresentationChoice &choice) {
+  if (!applied && context.declines)
+    ++*context.declines;
   if (context.log) {
     context.log->record(site, pass, applied, std::move(detail) + "; " + choice.describe());
     context.log->decisions.back().choice = choice;

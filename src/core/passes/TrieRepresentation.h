@@ -138,7 +138,8 @@ void closeTrieFrame(llvm::IRBuilderBase &builder, llvm::CallBase &lookup,
 // What the log says of keys of other prefix lengths at `site`.
 std::string otherPrefixLengths(const AccessSite &site, uint32_t widthBits);
 
-// Logs `pass`'s decision at `site` with the model's choice; returns `applied`.
+// Logs `pass`'s decision at `site` with the model's choice (a decline counted
+// as declineSite counts it); returns `applied`.
 bool recordTrieDecision(const TablePassContext &context, const AccessSite &site,
                         const char *pass, bool applied, std::string detail,
                         const RepresentationChoice &choice);

@@ -1,6 +1,6 @@
 // The prefetch stage of a handler, derived from the handler itself: the
-// compiler's half of sub-batching (the P4C paper's loop fission). Why it is
-// correct is in PrefetchStage.cpp.
+// compiler's half of sub-batching (the P4C paper's loop fission). Derived
+// by passes/PrefetchStage.cpp, which argues why it is correct.
 #pragma once
 
 #include "core/TableAccessAnalysis.h"

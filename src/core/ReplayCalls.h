@@ -1,3 +1,7 @@
+// The calls whose answers differ from run to run (time, randomness),
+// replaced in a copy that is compared with others by calls of replayers
+// that give every copy the same answers: what a backend runs on such a
+// copy. The pass, and why it is correct, is passes/ReplayCalls.cpp.
 #pragma once
 
 #include <llvm/IR/InstrTypes.h>
