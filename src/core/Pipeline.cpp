@@ -336,65 +336,6 @@ TableAccessInfo analyzeModule(Module &module, const AccessSignatureTable &sigs,
   return managers.mam.getResult<TableAccessAnalysis>(module);
 }
 
-ReadPlan planReads(const TableAccessInfo &info, const TableCatalog &catalog,
-                   uint32_t inlineLimit, bool derivedTries) {
-  ReadPlan plan;
-  auto request = [&](const AccessSite &site) {
-    if (!whyNotInlinable(site, info, catalog)) {
-      TableReadRequest &request = plan[site.table];
-      // Hash tables are read whole further, for constant-fields and
-      // branch-injection, and tries for the derived tables: lpm-as-array's
-      // (IPv4 addresses, a leading word before them too) and lpm-as-hash's
-      // (a hash per prefix length, any key size). Arrays larger than the
-      // limit are read by content instead (MapIO: every slot that differs
-      // from the array's most common value). Without
-      // derived tables a trie larger than the limit is probed key by key:
-      // heavy-hitter-fast-path needs the trie's answer for each hot key,
-      // which a whole read (prefixes, not answers) does not give.
-      const TableInfo &table = catalog.at(site.table);
-      bool derivableTrie = derivedTries && table.match == TableMatch::LongestPrefix;
-      request.wholeTableLimit = derivableTrie ? std::max(inlineLimit, DerivedTrieReadLimit)
-                                : table.match == TableMatch::Exact
-                                    ? std::max(inlineLimit, WholeTableReadLimit)
-                                    : inlineLimit;
-      // A probed trie key reads the kernel's own answer to that lookup
-      // (the longest prefix containing it), which is what constant-key-lookup
-      // inlines; a trie read whole is answered from its prefixes instead.
-      if (site.key.constantKey)
-        request.keys.push_back(*site.key.constantKey);
-    } else if (!whyNoFieldFolding(site, info, catalog)) {
-      plan[site.table].keys.push_back(*site.key.constantKey);
-    }
-    // key-set-filter needs every key of the table (its values are the
-    // data plane's), within the inline limit.
-    if (!whyNoKeySetFilter(site, info, catalog)) {
-      TableReadRequest &request = plan[site.table];
-      request.wholeTableLimit = std::max(request.wholeTableLimit, inlineLimit);
-    }
-  };
-  for (const AccessSite &site : info.sites) {
-    if (!site.table.empty() || (site.outerTables.empty() && site.mergedTables.empty())) {
-      request(site);
-      continue;
-    }
-    // An inner-map site: the outer slot it reads (resolve-inner-table), and
-    // what the passes would need of each table it may turn out to be.
-    const AccessSite *outer = site.outerLookup ? info.siteFor(site.outerLookup) : nullptr;
-    for (const std::string &outerTable : site.outerTables) {
-      TableReadRequest &slots = plan[outerTable];
-      slots.wholeTableLimit = inlineLimit;
-      if (outer && outer->key.constantKey)
-        slots.keys.push_back(*outer->key.constantKey);
-    }
-    for (const std::string &candidate : site.possibleTables()) {
-      AccessSite named = site;
-      named.table = candidate;
-      request(named);
-    }
-  }
-  return plan;
-}
-
 Expected<SpecializationLog> specializeModule(Module &module,
                                              const AccessSignatureTable &sigs,
                                              const TableCatalog &catalog,
