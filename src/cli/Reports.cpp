@@ -431,7 +431,7 @@ nlohmann::json siteToJson(const ExplainedSite &site) {
                          {"function", site.function},
                          {"location", site.location},
                          {"action", actionName(site.plan.action)},
-                         {"pass", site.plan.pass},
+                         {"pass", site.plan.pass ? core::deciderName(*site.plan.pass) : ""},
                          {"detail", site.text}};
   if (site.constantKey)
     json["constant_key"] = toHex(*site.constantKey);

@@ -435,10 +435,10 @@ Expected<SpecializationLog> specializeModule(Module &module,
     if ((!site.outerTables.empty() || !site.mergedTables.empty()) && site.table.empty()) {
       InnerTableResolution resolved = resolveInnerTable(site, info, snapshot);
       if (!resolved.table)
-        log.record(site, "analysis", false, resolved.why);
+        log.record(site, Decider::Analysis, SiteOutcome::InnerTableUnresolved, resolved.why);
       else if (auto unguarded = context.unguardedFunctions.find(site.function);
                unguarded != context.unguardedFunctions.end())
-        log.record(site, "analysis", false, unguarded->second);
+        log.record(site, Decider::Analysis, SiteOutcome::Unguarded, unguarded->second);
       continue; // resolve-inner-table logs what it names
     }
     std::optional<LookupDecline> why =
@@ -447,14 +447,14 @@ Expected<SpecializationLog> specializeModule(Module &module,
                 mayFilterKeys(site, info, catalog, snapshot, keySetFilterRuns)))
       continue; // heavy-hitter-fast-path or key-set-filter decides
     if (why && whyNoFieldFolding(site, info, catalog))
-      log.record(site, "analysis", false, why->detail);
+      log.record(site, Decider::Analysis, SiteOutcome::NotReplaceable, why->detail);
     else if (why && !snapshot.count(site.table))
-      log.record(site, "analysis", false, "table contents not read");
+      log.record(site, Decider::Analysis, SiteOutcome::TableNotRead, "table contents not read");
     else if (auto unguarded = context.unguardedFunctions.find(site.function);
              unguarded != context.unguardedFunctions.end())
-      log.record(site, "analysis", false, unguarded->second);
+      log.record(site, Decider::Analysis, SiteOutcome::Unguarded, unguarded->second);
     else if (!snapshot.count(site.table))
-      log.record(site, "analysis", false, "table contents not read");
+      log.record(site, Decider::Analysis, SiteOutcome::TableNotRead, "table contents not read");
   }
   // A tail-call fallback runs the original program, whose writes are not
   // counted: hot keys of written tables may then change unseen.
@@ -464,7 +464,7 @@ Expected<SpecializationLog> specializeModule(Module &module,
     for (const AccessSite &site : info.sites)
       if (writeGuarded.count(site.table) && !info.isReadOnly(site.table) &&
           (context.hotKeys.erase(site.id) + context.perCpuHotKeys.erase(site.id)))
-        log.record(site, "heavy-hitter-fast-path", false,
+        log.record(site, Decider::HeavyHitterFastPathPass, SiteOutcome::WritesNotCounted,
                    "the tail-call fallback runs the original program, whose writes of " +
                        site.table + " are not counted");
   clock.end("planning: reasons");
@@ -478,7 +478,7 @@ Expected<SpecializationLog> specializeModule(Module &module,
   for (const AccessSite &site : info.sites)
     if (overBudget.count(site.id) && context.perCpuHotKeys.erase(site.id)) {
       perCpuDropped = true;
-      log.record(site, "heavy-hitter-fast-path", false,
+      log.record(site, Decider::HeavyHitterFastPathPass, SiteOutcome::OverVerifierBudget,
                  "per-CPU chains over the verifier budget: one chain for every CPU");
     }
   if (perCpuDropped)
@@ -504,7 +504,7 @@ Expected<SpecializationLog> specializeModule(Module &module,
       });
       if (keys.empty()) {
         context.hotKeys.erase(id);
-        log.record(site, "heavy-hitter-fast-path", false,
+        log.record(site, Decider::HeavyHitterFastPathPass, SiteOutcome::OverVerifierBudget,
                    "over the verifier budget with the compare chains already planned");
       }
     }

@@ -15,10 +15,10 @@ SitePlan planReplaceable(const AccessSite &site, const TableInfo &table, uint32_
   SitePlan plan;
   if (site.key.constantKey) {
     plan.action = Action::InlinedConstantKey;
-    plan.pass = "constant-key-lookup";
+    plan.pass = Decider::ConstantKeyLookupPass;
     return plan;
   }
-  plan.pass = "inline-small-table";
+  plan.pass = Decider::InlineSmallTablePass;
   if (table.match != TableMatch::Index) {
     plan.action = Action::InlinedWhileSmall;
     return plan;
@@ -33,7 +33,7 @@ SitePlan planReplaceable(const AccessSite &site, const TableInfo &table, uint32_
     return plan;
   }
   plan.action = Action::KeptArrayTooLargeToRead;
-  plan.pass = "";
+  plan.pass.reset();
   plan.arrayBytes = bytes;
   plan.arrayReadLimit = arrays->limit;
   return plan;
@@ -70,7 +70,7 @@ SitePlan planSite(const AccessSite &site, const TableAccessInfo &info,
       plan.action = Action::KeptNoInnerCandidate;
     } else {
       plan.action = Action::ResolvedInnerTable;
-      plan.pass = "resolve-inner-table";
+      plan.pass = Decider::ResolveInnerTablePass;
     }
     return plan;
   }
@@ -86,12 +86,12 @@ SitePlan planSite(const AccessSite &site, const TableAccessInfo &info,
   std::optional<std::string> noFieldFolding = whyNoFieldFolding(site, info, catalog);
   if (!noFieldFolding) {
     plan.action = Action::FoldedFields;
-    plan.pass = "fold-read-only-fields";
+    plan.pass = Decider::FoldReadOnlyFieldsPass;
     return plan;
   }
   if (keySetFilter && !site.key.constantKey) {
     plan.action = Action::FilteredKeys;
-    plan.pass = "key-set-filter";
+    plan.pass = Decider::KeySetFilterPass;
     return plan;
   }
   plan.action = Action::Kept;

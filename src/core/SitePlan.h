@@ -55,7 +55,7 @@ struct SitePlan {
   };
 
   Action action = Action::Kept;
-  const char *pass = ""; // the pass that acts, "" when none does
+  std::optional<Decider> pass; // the pass that acts, if one does
   // Why the lookup cannot be replaced (whyNotInlinable): set for
   // FoldedFields, FilteredKeys and Kept.
   std::optional<LookupDecline> decline;

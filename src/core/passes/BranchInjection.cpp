@@ -58,7 +58,8 @@ PreservedAnalyses BranchInjectionPass::run(Module &module, ModuleAnalysisManager
         if (table.match != TableMatch::Exact)
           return false; // arrays index, tries match prefixes: no field test
         if (!contents.complete)
-          return declineSite(context, site, "branch-injection",
+          return declineSite(context, site, Decider::BranchInjectionPass,
+                             SiteOutcome::NotReadWhole,
                              "table larger than the whole-table read limit of " +
                              std::to_string(WholeTableReadLimit));
         if (contents.entries.size() <= context.inlineLimit)
@@ -88,7 +89,8 @@ PreservedAnalyses BranchInjectionPass::run(Module &module, ModuleAnalysisManager
             }
           }
         if (!best)
-          return declineSite(context, site, "branch-injection",
+          return declineSite(context, site, Decider::BranchInjectionPass,
+                             SiteOutcome::NoRepresentation,
                              "no key field takes at most " + std::to_string(MaxInjectedValues) +
                              " values across the " + std::to_string(contents.entries.size()) +
                              " entries");
@@ -114,7 +116,7 @@ PreservedAnalyses BranchInjectionPass::run(Module &module, ModuleAnalysisManager
                                   frame.head);
 
         if (context.log)
-          context.log->record(site, "branch-injection", true,
+          context.log->record(site, Decider::BranchInjectionPass, SiteOutcome::Applied,
                               "key bytes " + std::to_string(best->offset) + ".." +
                                   std::to_string(best->offset + best->width - 1) + " take " +
                                   std::to_string(bestValues.size()) + " value" +

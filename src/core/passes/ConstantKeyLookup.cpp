@@ -50,7 +50,8 @@ PreservedAnalyses ConstantKeyLookupPass::run(Module &module,
               *site.call, ConstantPointerNull::get(cast<PointerType>(site.call->getType())));
           if (context.log) {
             context.log->inlined[site.table].push_back({key, std::nullopt});
-            context.log->record(site, "constant-key-lookup", true, std::move(detail));
+            context.log->record(site, Decider::ConstantKeyLookupPass, SiteOutcome::Applied,
+                                std::move(detail));
           }
           return true;
         };
@@ -68,25 +69,28 @@ PreservedAnalyses ConstantKeyLookupPass::run(Module &module,
         if (!*entry && arrayIndex && contents.unlistedValue) {
           LookupRewriter::replaceWith(*site.call, rewriter.unlistedValuePointer(site.table));
           if (context.log)
-            context.log->record(site, "constant-key-lookup", true,
+            context.log->record(site, Decider::ConstantKeyLookupPass, SiteOutcome::Applied,
                                 "constant index of an array read by content: its unlisted value");
           return true;
         }
         if (!*entry) {
           if (arrayIndex)
-            return declineSite(context, site, "constant-key-lookup",
+            return declineSite(context, site, Decider::ConstantKeyLookupPass,
+                               SiteOutcome::KeyNotInSnapshot,
                                "index " + std::to_string(*arrayIndex) +
                                " not in the snapshot: the element exists, its value is "
                                "unknown; the lookup stays");
           return miss("constant key absent: lookup always misses");
         }
         if (!(*entry)->value)
-          return declineSite(context, site, "constant-key-lookup",
+          return declineSite(context, site, Decider::ConstantKeyLookupPass,
+                             SiteOutcome::PerCpuValuesDiffer,
                              "per-CPU values differ for the constant key");
         LookupRewriter::replaceWith(*site.call, rewriter.valuePointer(site.table, **entry));
         if (context.log) {
           context.log->inlined[site.table].push_back(**entry);
-          context.log->record(site, "constant-key-lookup", true, "constant key: value inlined");
+          context.log->record(site, Decider::ConstantKeyLookupPass, SiteOutcome::Applied,
+                              "constant key: value inlined");
         }
         return true;
       });

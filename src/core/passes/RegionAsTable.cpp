@@ -545,14 +545,14 @@ public:
       if (!why)
         why = collectDomains(region, domains);
       if (!why && context.noRegions) {
-        record(region, domains, false, *context.noRegions);
+        record(region, domains, SiteOutcome::RegionsOff, *context.noRegions);
         continue;
       }
       Table table;
       if (!why)
         why = evaluate(region, domains, table);
       if (why) {
-        record(region, domains, false, "left as code: it " + *why);
+        record(region, domains, SiteOutcome::RegionNotTabulable, "left as code: it " + *why);
         continue;
       }
       build(region, domains, table);
@@ -776,7 +776,7 @@ private:
       for (size_t i = 1; i < region.exits.size(); ++i)
         choice->addCase(builder.getInt8(i), region.exits[i]);
     }
-    record(region, domains, true,
+    record(region, domains, SiteOutcome::Applied,
            std::to_string(region.blocks.size()) + " blocks (" + std::to_string(region.work) +
                " instructions" + (region.loops ? ", a loop" : "") + ") as a table of " +
                std::to_string(table.rows) + " rows (" + std::to_string(table.reached) +
@@ -792,7 +792,7 @@ private:
   }
 
   void record(const Region &region, const std::vector<std::unique_ptr<InputDomain>> &domains,
-              bool applied, std::string detail) {
+              SiteOutcome outcome, std::string detail) {
     if (!context.log)
       return;
     std::set<std::string> tables;
@@ -809,10 +809,10 @@ private:
         if (const AccessSite *known = info.siteFor(lookup); known && (!site || known->id < *site))
           site = known->id;
     const Instruction *first = region.entry->getFirstNonPHIOrDbg();
-    context.log->decisions.push_back({site.value_or(0), joined.empty() ? "(no table)" : joined,
-                                      region.entry->getParent()->getName().str(),
-                                      first ? locationOf(*first) : "", "region-as-table", applied,
-                                      std::move(detail), std::nullopt});
+    context.log->record(site.value_or(0), joined.empty() ? "(no table)" : joined,
+                        region.entry->getParent()->getName().str(),
+                        first ? locationOf(*first) : "", Decider::RegionAsTablePass, outcome,
+                        std::move(detail));
   }
 
   Module &module;

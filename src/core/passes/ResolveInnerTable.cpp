@@ -51,14 +51,16 @@ PreservedAnalyses ResolveInnerTablePass::run(Module &module, ModuleAnalysisManag
     named.table = *resolved.table;
     if (!table) {
       if (context.log)
-        context.log->record(named, "resolve-inner-table", false,
+        context.log->record(named, Decider::ResolveInnerTablePass,
+                            SiteOutcome::InnerTableUnresolved,
                             resolved.why + ", not a global of this module");
       continue;
     }
     site.call->setArgOperand(site.signature.tableArg, table);
     changed = true;
     if (context.log)
-      context.log->record(named, "resolve-inner-table", true, resolved.why);
+      context.log->record(named, Decider::ResolveInnerTablePass, SiteOutcome::Applied,
+                          resolved.why);
   }
   return changed ? PreservedAnalyses::none() : PreservedAnalyses::all();
 }

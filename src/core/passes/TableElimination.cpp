@@ -35,7 +35,7 @@ PreservedAnalyses TableEliminationPass::run(Module &module,
             *site.call,
             ConstantPointerNull::get(cast<PointerType>(site.call->getType())));
         if (context.log) {
-          context.log->record(site, "table-elimination", true,
+          context.log->record(site, Decider::TableEliminationPass, SiteOutcome::Applied,
                               "table is empty: lookup always misses");
           context.log->inlined[site.table];
         }
