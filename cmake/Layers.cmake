@@ -25,7 +25,7 @@ endfunction()
 
 # morpheus_header_root(<target> <PUBLIC|PRIVATE|INTERFACE> <prefix> <dir>)
 #   Like morpheus_include_root, but the root holds <dir>'s own headers alone
-#   (a link per *.h), none of its subdirectories: `#include "<prefix>/X.h"`
+#   (a link per *.h and *.def), none of its subdirectories: `#include "<prefix>/X.h"`
 #   finds <dir>/X.h, `#include "<prefix>/sub/Y.h"` nothing. The core
 #   publishes its API this way, keeping passes/ to itself. The links are made
 #   anew at each configuration, which a header added or removed triggers.
@@ -34,7 +34,7 @@ function(morpheus_header_root target scope prefix dir)
   set(root ${CMAKE_BINARY_DIR}/include-roots/${root_name}-headers)
   file(REMOVE_RECURSE ${root})
   file(MAKE_DIRECTORY ${root}/${prefix})
-  file(GLOB headers CONFIGURE_DEPENDS RELATIVE ${dir} ${dir}/*.h)
+  file(GLOB headers CONFIGURE_DEPENDS RELATIVE ${dir} ${dir}/*.h ${dir}/*.def)
   foreach(header IN LISTS headers)
     file(CREATE_LINK ${dir}/${header} ${root}/${prefix}/${header} SYMBOLIC)
   endforeach()

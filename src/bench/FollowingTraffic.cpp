@@ -24,7 +24,7 @@ std::string describeCycle(const core::CycleReport &report) {
     // chain's; a generic copy's twin says the same).
     std::set<std::pair<bool, std::string>> said;
     for (const core::SiteDecision &decision : report.log.decisions)
-      if (decision.site == site && decision.pass == "heavy-hitter-fast-path" &&
+      if (decision.site == site && decision.decider == core::Decider::HeavyHitterFastPathPass &&
           said.insert({decision.applied, decision.detail}).second)
         line += (decision.applied ? " -> fast path: " : " -> no fast path: ") + decision.detail;
   }

@@ -131,108 +131,105 @@ std::string readOnlyFields(const core::TableAccessInfo &info, const std::string 
   return std::to_string(free) + " of " + std::to_string(valueSize) + " bytes";
 }
 
-// What Morpheus would do at `site`: the typed verdict and its text.
-SiteExplanation explainSite(const bpf::ProgramSpec &spec, const core::AccessSite &site,
-                            const std::vector<core::ValueField> &fields, uint32_t inlineLimit) {
-  using Action = SiteExplanation::Action;
+// The text of `plan`, the pipeline's plan of `site`: what Morpheus would do
+// there, or why not and what would change it.
+std::string planText(const bpf::ProgramSpec &spec, const core::AccessSite &site,
+                     const core::SitePlan &plan, const std::vector<core::ValueField> &fields,
+                     uint32_t inlineLimit) {
+  using Action = core::SitePlan::Action;
+  using Writes = core::SitePlan::Writes;
   const core::TableAccessInfo &info = spec.analysis();
-  if (site.signature.kind != core::AccessKind::Lookup)
-    return {Action::NotALookup, "", "not a lookup: stays as it is"};
-  if (site.table.empty() && !site.mergedTables.empty())
-    return {Action::Kept, "",
-            "kept: the map operand is " + core::operandDescription(site) +
-                ", merged by a phi or select, so no one map's contents answer it; each "
-                "of them is still analysed as this site reads and writes it"};
-  if (site.table.empty() && !site.outerTables.empty() && site.innerCandidates.empty())
-    return {Action::Kept, "",
-            "kept: no map of the program fits the inner template of " +
-                llvm::join(site.outerTables, ", ") +
-                ", so only maps its loader creates are stored there, and their updates "
-                "bypass the guard"};
-  if (site.table.empty() && !site.outerTables.empty())
-    return {Action::Resolved, "resolve-inner-table",
-            "each cycle, the table the outer slot holds is named from "
-            "the outer map's contents (resolve-inner-table; one table for a key that is not "
-            "constant) and the access is then treated as one to it; kept when the slot holds a "
-            "map the program does not declare (its loader's: updated behind the guard)"};
-  std::optional<core::LookupDecline> why = core::whyNotInlinable(site, info, spec.catalog());
-  if (!why) {
-    const core::TableInfo &table = spec.catalog().at(site.table);
-    if (site.key.constantKey)
-      return {Action::Inlined, "constant-key-lookup",
-              "the entry's value will be inlined as constants (constant-key-lookup)"};
-    if (table.match == core::TableMatch::Index) {
-      if (table.maxEntries <= inlineLimit)
-        return {Action::Inlined, "inline-small-table",
-                "inlined as compares over its " + std::to_string(table.maxEntries) +
-                    " slots (inline-small-table)"};
-      size_t bytes = size_t(table.maxEntries) *
-                     bpf::syscallValueSize(table.perCpu ? BPF_MAP_TYPE_PERCPU_ARRAY
-                                                        : BPF_MAP_TYPE_ARRAY,
-                                           table.valueSize);
-      if (bytes <= bpf::ArrayContentReadBytes)
-        return {Action::InlinedWhileSmall, "inline-small-table",
-                "inlined as compares over the slots that differ from its most common value "
-                "while at most " +
-                    std::to_string(inlineLimit) + " of its " + std::to_string(table.maxEntries) +
-                    " do, the others yielding that value (inline-small-table); kept "
-                    "otherwise"};
-      return {Action::Kept, "",
-              "kept: " + std::to_string(table.maxEntries) + " slots (" + std::to_string(bytes) +
-                  " bytes) are more than the inline limit and too large to read by content "
-                  "each cycle (limit " + std::to_string(bpf::ArrayContentReadBytes) +
-                  " bytes); a constant key would be inlined"};
-    }
-    return {Action::InlinedWhileSmall, "inline-small-table",
-            "inlined as compares while the map holds at most " + std::to_string(inlineLimit) +
-                " entries (inline-small-table), removed while it is empty (table-elimination); "
-                "kept otherwise"};
+  switch (plan.action) {
+  case Action::NotALookup:
+    return "not a lookup: stays as it is";
+  case Action::KeptMergedOperand:
+    return "kept: the map operand is " + core::operandDescription(site) +
+           ", merged by a phi or select, so no one map's contents answer it; each "
+           "of them is still analysed as this site reads and writes it";
+  case Action::KeptNoInnerCandidate:
+    return "kept: no map of the program fits the inner template of " +
+           llvm::join(site.outerTables, ", ") +
+           ", so only maps its loader creates are stored there, and their updates "
+           "bypass the guard";
+  case Action::ResolvedInnerTable:
+    return "each cycle, the table the outer slot holds is named from "
+           "the outer map's contents (resolve-inner-table; one table for a key that is not "
+           "constant) and the access is then treated as one to it; kept when the slot holds a "
+           "map the program does not declare (its loader's: updated behind the guard)";
+  case Action::InlinedConstantKey:
+    return "the entry's value will be inlined as constants (constant-key-lookup)";
+  case Action::InlinedSmallArray:
+    return "inlined as compares over its " +
+           std::to_string(spec.catalog().at(site.table).maxEntries) +
+           " slots (inline-small-table)";
+  case Action::InlinedWhileFewDiffer:
+    return "inlined as compares over the slots that differ from its most common value "
+           "while at most " +
+           std::to_string(inlineLimit) + " of its " +
+           std::to_string(spec.catalog().at(site.table).maxEntries) +
+           " do, the others yielding that value (inline-small-table); kept "
+           "otherwise";
+  case Action::KeptArrayTooLargeToRead:
+    return "kept: " + std::to_string(spec.catalog().at(site.table).maxEntries) + " slots (" +
+           std::to_string(plan.arrayBytes) +
+           " bytes) are more than the inline limit and too large to read by content "
+           "each cycle (limit " + std::to_string(plan.arrayReadLimit) +
+           " bytes); a constant key would be inlined";
+  case Action::InlinedWhileSmall:
+    return "inlined as compares while the map holds at most " + std::to_string(inlineLimit) +
+           " entries (inline-small-table), removed while it is empty (table-elimination); "
+           "kept otherwise";
+  case Action::FoldedFields:
+    return "loads of " +
+           readOnlyFields(info, site.table, site.key.constantKey, fields,
+                          spec.catalog().at(site.table).valueSize) +
+           " (never written for this key) will be folded "
+           "(fold-read-only-fields); the lookup stays, so writes reach the entry";
+  case Action::FilteredKeys:
+    return "the lookup stays for the keys the map holds; while it holds few enough for "
+           "their compares to cost at most half the lookup (at most " +
+           std::to_string(inlineLimit) +
+           "), any other key is answered null without it (key-set-filter: the data plane "
+           "writes values only, never adds or removes keys)";
+  case Action::Kept:
+    break;
   }
-  if (!core::whyNoFieldFolding(site, info, spec.catalog())) {
-    const core::TableInfo &table = spec.catalog().at(site.table);
-    return {Action::Folded, "fold-read-only-fields",
-            "loads of " +
-                readOnlyFields(info, site.table, site.key.constantKey, fields, table.valueSize) +
-                " (never written for this key) will be folded "
-                "(fold-read-only-fields); the lookup stays, so writes reach the entry"};
+  std::string text = "kept: " + plan.decline->detail;
+  switch (plan.writes) {
+  case Writes::NotTheReason:
+    break;
+  case Writes::Wholesale:
+    text += " (" + info.tables.at(site.table).wholesaleReason +
+            "). Would change it: writes confined to some fields (stores through a lookup's "
+            "result at fixed offsets) or to constant keys leave the rest foldable";
+    break;
+  case Writes::EveryByte:
+    text += ": every byte of its values is written";
+    break;
+  case Writes::FieldsNotFoldable:
+    text += ": " + plan.noFieldFolding;
+    break;
+  case Writes::InPart:
+    text += " in part, and this key is not constant: the read-only " +
+            readOnlyFields(info, site.table, std::nullopt, fields,
+                           spec.catalog().at(site.table).valueSize) +
+            " could be folded at lookups with a constant key";
+    break;
   }
-  bool filtered = !core::whyNoKeySetFilter(site, info, spec.catalog());
-  if (filtered && !site.key.constantKey)
-    return {Action::Filtered, "key-set-filter",
-            "the lookup stays for the keys the map holds; while it holds few enough for "
-            "their compares to cost at most half the lookup (at most " +
-                std::to_string(inlineLimit) +
-                "), any other key is answered null without it (key-set-filter: the data plane "
-                "writes values only, never adds or removes keys)"};
-  std::string text = "kept: " + why->detail;
-  if (why->reason == core::LookupDecline::Reason::WrittenByTheDataPlane) {
-    const core::TableUsage &usage = info.tables.at(site.table);
-    if (usage.writtenWholesale)
-      text += " (" + usage.wholesaleReason +
-              "). Would change it: writes confined to some fields (stores through a lookup's "
-              "result at fixed offsets) or to constant keys leave the rest foldable";
-    else if (!info.writtenOnlyInPart(site.table, spec.catalog().at(site.table).valueSize))
-      text += ": every byte of its values is written";
-    else if (site.key.constantKey)
-      text += ": " + *core::whyNoFieldFolding(site, info, spec.catalog());
-    else
-      text += " in part, and this key is not constant: the read-only " +
-              readOnlyFields(info, site.table, std::nullopt, fields,
-                             spec.catalog().at(site.table).valueSize) +
-              " could be folded at lookups with a constant key";
-  }
-  if (filtered)
+  if (plan.keySetFilter)
     text += "; while the map does not hold the key, it is answered null without the lookup "
             "(key-set-filter)";
   // Stale key bytes rule out every rewrite, fast paths over written maps
   // included: said even when another reason comes first.
-  if (site.key.unwritten && why->reason != core::LookupDecline::Reason::UnwrittenKeyBytes)
+  if (site.key.unwritten &&
+      plan.decline->reason != core::LookupDecline::Reason::UnwrittenKeyBytes)
     text += "; and " + site.key.unwritten->describe();
-  return {Action::Kept, "", text};
+  return text;
 }
 
 ExplainedSite explained(const bpf::ProgramSpec &spec, const core::AccessSite &site,
-                        const std::vector<core::ValueField> &fields, uint32_t inlineLimit) {
+                        const core::SitePlan &plan, const std::vector<core::ValueField> &fields,
+                        uint32_t inlineLimit) {
   ExplainedSite out;
   out.id = site.id;
   out.helper = site.signature.name;
@@ -245,7 +242,8 @@ ExplainedSite explained(const bpf::ProgramSpec &spec, const core::AccessSite &si
   out.innerCandidates = site.innerCandidates;
   out.mergedTables = site.mergedTables;
   out.possibleTables = site.possibleTables();
-  out.verdict = explainSite(spec, site, fields, inlineLimit);
+  out.plan = plan;
+  out.text = planText(spec, site, plan, fields, inlineLimit);
   return out;
 }
 
@@ -253,6 +251,10 @@ ExplainedSite explained(const bpf::ProgramSpec &spec, const core::AccessSite &si
 
 Explanation explainProgram(const bpf::ProgramSpec &spec, uint32_t inlineLimit) {
   const core::TableAccessInfo &info = spec.analysis();
+  // The backend's limit on reading arrays by content each cycle.
+  core::ArrayContentReads arrays{bpf::ArrayContentReadBytes, bpf::arrayContentBytes};
+  std::map<unsigned, core::SitePlan> plans =
+      core::planSites(info, spec.catalog(), inlineLimit, &arrays);
   Explanation out;
   out.program = spec.path();
   out.inlineLimit = inlineLimit;
@@ -289,12 +291,13 @@ Explanation explainProgram(const bpf::ProgramSpec &spec, uint32_t inlineLimit) {
     map.pointerComparisons = used.pointerComparisons;
     for (const core::AccessSite &site : info.sites)
       if (site.table == name)
-        map.sites.push_back(explained(spec, site, fields, inlineLimit));
+        map.sites.push_back(explained(spec, site, plans.at(site.id), fields, inlineLimit));
     out.maps.push_back(std::move(map));
   }
   for (const core::AccessSite &site : info.sites)
     if (site.table.empty())
-      out.sitesWithoutOneMap.push_back(explained(spec, site, {}, inlineLimit));
+      out.sitesWithoutOneMap.push_back(
+          explained(spec, site, plans.at(site.id), {}, inlineLimit));
   // The writable globals as the pass sees them (a clone: the analysis
   // hands out the module's loads), the constants as LLVM does.
   std::unique_ptr<llvm::Module> clone = llvm::CloneModule(spec.module());
@@ -370,21 +373,29 @@ std::string siteName(const ExplainedSite &site) {
   return text;
 }
 
-const char *actionName(SiteExplanation::Action action) {
+// The plan's action as the JSON names it: the kinds of kept and inlined
+// sites are told apart by the text.
+const char *actionName(core::SitePlan::Action action) {
+  using Action = core::SitePlan::Action;
   switch (action) {
-  case SiteExplanation::Action::Inlined:
+  case Action::InlinedConstantKey:
+  case Action::InlinedSmallArray:
     return "inlined";
-  case SiteExplanation::Action::InlinedWhileSmall:
+  case Action::InlinedWhileFewDiffer:
+  case Action::InlinedWhileSmall:
     return "inlined_while_small";
-  case SiteExplanation::Action::Folded:
+  case Action::FoldedFields:
     return "folded";
-  case SiteExplanation::Action::Resolved:
+  case Action::ResolvedInnerTable:
     return "resolved";
-  case SiteExplanation::Action::Filtered:
+  case Action::FilteredKeys:
     return "filtered";
-  case SiteExplanation::Action::Kept:
+  case Action::KeptMergedOperand:
+  case Action::KeptNoInnerCandidate:
+  case Action::KeptArrayTooLargeToRead:
+  case Action::Kept:
     return "kept";
-  case SiteExplanation::Action::NotALookup:
+  case Action::NotALookup:
     return "not_a_lookup";
   }
   return "?";
@@ -419,9 +430,9 @@ nlohmann::json siteToJson(const ExplainedSite &site) {
                          {"helper", site.helper},
                          {"function", site.function},
                          {"location", site.location},
-                         {"action", actionName(site.verdict.action)},
-                         {"pass", site.verdict.pass},
-                         {"detail", site.verdict.text}};
+                         {"action", actionName(site.plan.action)},
+                         {"pass", site.plan.pass ? core::deciderName(*site.plan.pass) : ""},
+                         {"detail", site.text}};
   if (site.constantKey)
     json["constant_key"] = toHex(*site.constantKey);
   if (!site.keySources.empty())
@@ -465,7 +476,7 @@ std::string explanationToText(const Explanation &explanation) {
     for (const std::string &where : map.pointerComparisons)
       out += "    value pointers " + where + "\n";
     for (const ExplainedSite &site : map.sites)
-      out += "  " + siteName(site) + ": " + site.verdict.text + "\n";
+      out += "  " + siteName(site) + ": " + site.text + "\n";
   }
   if (!explanation.sitesWithoutOneMap.empty())
     out += "sites without one map:\n";
@@ -474,7 +485,7 @@ std::string explanationToText(const Explanation &explanation) {
         !site.possibleTables.empty()
             ? llvm::join(site.possibleTables, ", ")
             : (site.outerTables.empty() ? "any map" : "no map of the program");
-    out += "  " + siteName(site) + " (may be " + candidates + "): " + site.verdict.text + "\n";
+    out += "  " + siteName(site) + " (may be " + candidates + "): " + site.text + "\n";
   }
   out += "globals:\n";
   for (const ExplainedGlobal &global : explanation.globals)

@@ -5,6 +5,7 @@
 
 #include "backend/bpf/ProgramSpec.h"
 #include "core/SiteEligibility.h"
+#include "core/SitePlan.h"
 
 #include <nlohmann/json.hpp>
 
@@ -18,23 +19,9 @@ std::string analysisToText(const bpf::ProgramSpec &spec);
 // `morpheus analyze --explain`: per map and site, what Morpheus would do
 // with it and, when not, the precise reason and what would change it;
 // per global variable, whether Morpheus touches it. Field names come from
-// the program's debug info. Built once (explainProgram), printed as text
-// or JSON (`--explain --json`) from the same data.
-struct SiteExplanation {
-  enum class Action {
-    Inlined,           // the value (or a compare chain) replaces the lookup
-    InlinedWhileSmall, // so while the map holds few entries, else kept
-    Folded,            // loads of read-only fields become constants
-    Resolved,          // an inner-map access, named from the outer map each cycle
-    Filtered,          // keys the map does not hold miss without the lookup
-    Kept,              // left alone: `text` says why and what would change it
-    NotALookup,
-  };
-  Action action = Action::Kept;
-  std::string pass; // the pass that would act, "" when none
-  std::string text;
-};
-
+// the program's debug info. Built once (explainProgram) from the plan the
+// pipeline makes (core::planSites: this only words it), printed as text or
+// JSON (`--explain --json`) from the same data.
 struct ExplainedSite {
   unsigned id = 0;
   std::string helper, function, location;
@@ -42,7 +29,8 @@ struct ExplainedSite {
   std::string keySources; // "" for helpers without a key
   std::vector<std::string> outerTables, innerCandidates, mergedTables;
   std::vector<std::string> possibleTables; // every map the operand may be
-  SiteExplanation verdict;
+  core::SitePlan plan; // what the pipeline plans to do at the site (core/SitePlan.h)
+  std::string text;    // the plan, for people: what, or why not and what would change it
 };
 
 struct ExplainedWrite {

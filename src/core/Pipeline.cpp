@@ -327,7 +327,7 @@ void crashForTests(FaultInjection::Crash crash) {
 std::vector<std::string> tablePassNames() {
   return {
 #define MORPHEUS_TABLE_PASS(NAME, CLASS) NAME,
-#include "core/passes/Passes.def"
+#include "core/Passes.def"
   };
 }
 
@@ -343,65 +343,6 @@ TableAccessInfo analyzeModule(Module &module, const AccessSignatureTable &sigs,
                               const TableCatalog &catalog) {
   Managers managers(sigs, catalog, nullptr);
   return managers.mam.getResult<TableAccessAnalysis>(module);
-}
-
-ReadPlan planReads(const TableAccessInfo &info, const TableCatalog &catalog,
-                   uint32_t inlineLimit, bool derivedTries) {
-  ReadPlan plan;
-  auto request = [&](const AccessSite &site) {
-    if (!whyNotInlinable(site, info, catalog)) {
-      TableReadRequest &request = plan[site.table];
-      // Hash tables are read whole further, for constant-fields and
-      // branch-injection, and tries for the derived tables: lpm-as-array's
-      // (IPv4 addresses, a leading word before them too) and lpm-as-hash's
-      // (a hash per prefix length, any key size). Arrays larger than the
-      // limit are read by content instead (MapIO: every slot that differs
-      // from the array's most common value). Without
-      // derived tables a trie larger than the limit is probed key by key:
-      // heavy-hitter-fast-path needs the trie's answer for each hot key,
-      // which a whole read (prefixes, not answers) does not give.
-      const TableInfo &table = catalog.at(site.table);
-      bool derivableTrie = derivedTries && table.match == TableMatch::LongestPrefix;
-      request.wholeTableLimit = derivableTrie ? std::max(inlineLimit, DerivedTrieReadLimit)
-                                : table.match == TableMatch::Exact
-                                    ? std::max(inlineLimit, WholeTableReadLimit)
-                                    : inlineLimit;
-      // A probed trie key reads the kernel's own answer to that lookup
-      // (the longest prefix containing it), which is what constant-key-lookup
-      // inlines; a trie read whole is answered from its prefixes instead.
-      if (site.key.constantKey)
-        request.keys.push_back(*site.key.constantKey);
-    } else if (!whyNoFieldFolding(site, info, catalog)) {
-      plan[site.table].keys.push_back(*site.key.constantKey);
-    }
-    // key-set-filter needs every key of the table (its values are the
-    // data plane's), within the inline limit.
-    if (!whyNoKeySetFilter(site, info, catalog)) {
-      TableReadRequest &request = plan[site.table];
-      request.wholeTableLimit = std::max(request.wholeTableLimit, inlineLimit);
-    }
-  };
-  for (const AccessSite &site : info.sites) {
-    if (!site.table.empty() || (site.outerTables.empty() && site.mergedTables.empty())) {
-      request(site);
-      continue;
-    }
-    // An inner-map site: the outer slot it reads (resolve-inner-table), and
-    // what the passes would need of each table it may turn out to be.
-    const AccessSite *outer = site.outerLookup ? info.siteFor(site.outerLookup) : nullptr;
-    for (const std::string &outerTable : site.outerTables) {
-      TableReadRequest &slots = plan[outerTable];
-      slots.wholeTableLimit = inlineLimit;
-      if (outer && outer->key.constantKey)
-        slots.keys.push_back(*outer->key.constantKey);
-    }
-    for (const std::string &candidate : site.possibleTables()) {
-      AccessSite named = site;
-      named.table = candidate;
-      request(named);
-    }
-  }
-  return plan;
 }
 
 Expected<SpecializationLog> specializeModule(Module &module,
@@ -503,10 +444,10 @@ Expected<SpecializationLog> specializeModule(Module &module,
     if ((!site.outerTables.empty() || !site.mergedTables.empty()) && site.table.empty()) {
       InnerTableResolution resolved = resolveInnerTable(site, info, snapshot);
       if (!resolved.table)
-        log.record(site, "analysis", false, resolved.why);
+        log.record(site, Decider::Analysis, SiteOutcome::InnerTableUnresolved, resolved.why);
       else if (auto unguarded = context.unguardedFunctions.find(site.function);
                unguarded != context.unguardedFunctions.end())
-        log.record(site, "analysis", false, unguarded->second);
+        log.record(site, Decider::Analysis, SiteOutcome::Unguarded, unguarded->second);
       continue; // resolve-inner-table logs what it names
     }
     std::optional<LookupDecline> why =
@@ -515,14 +456,14 @@ Expected<SpecializationLog> specializeModule(Module &module,
                 mayFilterKeys(site, info, catalog, snapshot, keySetFilterRuns)))
       continue; // heavy-hitter-fast-path or key-set-filter decides
     if (why && whyNoFieldFolding(site, info, catalog))
-      log.record(site, "analysis", false, why->detail);
+      log.record(site, Decider::Analysis, SiteOutcome::NotReplaceable, why->detail);
     else if (why && !snapshot.count(site.table))
-      log.record(site, "analysis", false, "table contents not read");
+      log.record(site, Decider::Analysis, SiteOutcome::TableNotRead, "table contents not read");
     else if (auto unguarded = context.unguardedFunctions.find(site.function);
              unguarded != context.unguardedFunctions.end())
-      log.record(site, "analysis", false, unguarded->second);
+      log.record(site, Decider::Analysis, SiteOutcome::Unguarded, unguarded->second);
     else if (!snapshot.count(site.table))
-      log.record(site, "analysis", false, "table contents not read");
+      log.record(site, Decider::Analysis, SiteOutcome::TableNotRead, "table contents not read");
   }
   // A tail-call fallback runs the original program, whose writes are not
   // counted: hot keys of written tables may then change unseen.
@@ -532,7 +473,7 @@ Expected<SpecializationLog> specializeModule(Module &module,
     for (const AccessSite &site : info.sites)
       if (writeGuarded.count(site.table) && !info.isReadOnly(site.table) &&
           (context.hotKeys.erase(site.id) + context.perCpuHotKeys.erase(site.id)))
-        log.record(site, "heavy-hitter-fast-path", false,
+        log.record(site, Decider::HeavyHitterFastPathPass, SiteOutcome::WritesNotCounted,
                    "the tail-call fallback runs the original program, whose writes of " +
                        site.table + " are not counted");
   clock.end("planning: reasons");
@@ -546,7 +487,7 @@ Expected<SpecializationLog> specializeModule(Module &module,
   for (const AccessSite &site : info.sites)
     if (overBudget.count(site.id) && context.perCpuHotKeys.erase(site.id)) {
       perCpuDropped = true;
-      log.record(site, "heavy-hitter-fast-path", false,
+      log.record(site, Decider::HeavyHitterFastPathPass, SiteOutcome::OverVerifierBudget,
                  "per-CPU chains over the verifier budget: one chain for every CPU");
     }
   if (perCpuDropped)
@@ -572,7 +513,7 @@ Expected<SpecializationLog> specializeModule(Module &module,
       });
       if (keys.empty()) {
         context.hotKeys.erase(id);
-        log.record(site, "heavy-hitter-fast-path", false,
+        log.record(site, Decider::HeavyHitterFastPathPass, SiteOutcome::OverVerifierBudget,
                    "over the verifier budget with the compare chains already planned");
       }
     }
@@ -605,7 +546,7 @@ Expected<SpecializationLog> specializeModule(Module &module,
       passes[i].addPass(CLASS(context));                                       \
       known = true;                                                            \
     }
-#include "core/passes/Passes.def"
+#include "core/Passes.def"
     if (!known)
       return makeError("unknown pass '{0}'", names[i]);
   }

@@ -14,6 +14,7 @@
 #include "core/ProfileOptions.h"
 #include "core/SpecializationLog.h"
 #include "core/SpecializationPoints.h"
+#include "core/SitePlan.h"
 #include "core/TableAccessAnalysis.h"
 #include "core/Tables.h"
 #include "core/TrafficProfile.h"
@@ -119,13 +120,6 @@ std::vector<std::string> tablePassesWithout(const std::vector<std::string> &left
 TableAccessInfo analyzeModule(llvm::Module &module,
                               const AccessSignatureTable &sigs,
                               const TableCatalog &catalog);
-
-// What the passes will need read from the live tables. `derivedTries`:
-// lpm-as-array and lpm-as-hash run, so tries are read whole beyond the
-// inline limit (a trie read whole is taken by a table pass or kept, never
-// given a fast path).
-ReadPlan planReads(const TableAccessInfo &info, const TableCatalog &catalog,
-                   uint32_t inlineLimit, bool derivedTries = true);
 
 // Specializes `module` in place. Every site gets a decision in the log,
 // every root of the program its guard decision. A guard that cannot be

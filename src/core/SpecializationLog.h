@@ -8,6 +8,7 @@
 #include "core/Globals.h"
 #include "core/Tables.h"
 
+#include <cstdint>
 #include <map>
 #include <optional>
 #include <string>
@@ -17,14 +18,69 @@ namespace morpheus::core {
 
 struct AccessSite;
 
+// Who decided at a site: the pipeline's planning before the table passes
+// run (Analysis), or a table pass (Passes.def, named by its class).
+enum class Decider : uint8_t {
+  Analysis,
+#define MORPHEUS_TABLE_PASS(NAME, CLASS) CLASS,
+#include "core/Passes.def"
+};
+
+// "analysis", or the pass's Passes.def name.
+const char *deciderName(Decider decider);
+
+// What a decider did at a site, or the kind of reason it left the site
+// alone: what code decides on (SiteDecision::detail says it to people).
+enum class SiteOutcome : uint8_t {
+  Applied,
+  // Whether the site is one to take:
+  NotReplaceable,       // no pass may replace the lookup (whyNotInlinable)
+  NotEligible,          // not one this pass takes (another pass's, or its own rules)
+  InnerTableUnresolved, // the outer map's contents do not name one table of the program
+  Unguarded,            // its code may run with no guard in front of it
+  // Limits:
+  TableNotRead,         // the snapshot holds nothing of the table
+  NotReadWhole,         // the table was not read whole (over its read limit)
+  OverInlineLimit,      // more entries than the inline limit
+  OverVerifierBudget,   // the verifier's path budget (SpecializationOptions::verifierPathBudget)
+  CompareChainsOff,     // SpecializationOptions::noCompareChains
+  RegionsOff,           // SpecializationOptions::noRegions
+  // What the snapshot holds:
+  PerCpuValuesDiffer,
+  KeyNotInSnapshot,     // the constant key's value is not known
+  KeyPresent,           // the table holds the constant key: the lookup answers
+  NothingToFold,        // no load reads bytes that fold
+  NoHotKey,             // the traffic gave no hot key (or tuple) the pass can serve
+  WriteCountsNotRead,   // the write counters of hot keys were not read
+  WritesNotCounted,     // a fallback runs code whose writes are not counted
+  // What the table or the code is like:
+  NoRepresentation,     // the pass's representation cannot hold the table's keys or contents
+  NoFlow,               // flow-fast-path: no flow of lookups here
+  RegionNotTabulable,   // region-as-table: the code cannot become a table
+  NotCheaper,           // the cost model prefers another representation or the lookup
+  // Profiling:
+  NotProfiled,          // excluded by the operator, or nothing to learn
+  NoProfileSlot,        // the profile map has no slot for it (key too long, id too high)
+};
+
+// Why a pass leaves a site alone: the kind, and the words.
+struct SiteDecline {
+  SiteOutcome outcome;
+  std::string detail;
+};
+
 struct SiteDecision {
   unsigned site = 0;
   std::string table;
   std::string function;
   std::string location;
-  std::string pass;   // which pass decided, e.g. "inline-small-table"
+  Decider decider = Decider::Analysis;
+  SiteOutcome outcome = SiteOutcome::Applied;
+  // decider and outcome as the views print them: deciderName(decider), and
+  // outcome == Applied.
+  std::string pass;
   bool applied = false;
-  std::string detail; // what was done, or why not
+  std::string detail; // what was done, or why not, for people
   // Where the cost model chose the representation: its prediction.
   std::optional<RepresentationChoice> choice;
 };
@@ -97,8 +153,11 @@ struct SpecializationLog {
   std::vector<GlobalCheck> globalChecks;
   std::vector<BuildPhase> phases; // in the order they ran
 
-  void record(const AccessSite &site, const char *pass, bool applied,
+  void record(const AccessSite &site, Decider decider, SiteOutcome outcome,
               std::string detail);
+  // The same for a decision under `site` but of other code (a region's).
+  void record(unsigned site, std::string table, std::string function, std::string location,
+              Decider decider, SiteOutcome outcome, std::string detail);
   // For operators: one line per specialized site, sites left alone for the
   // same reason as one line, one line per guarded function.
   std::string toText() const;

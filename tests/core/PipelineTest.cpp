@@ -104,14 +104,22 @@ TEST_F(Pipeline, EverySiteGetsADecisionWithItsReason) {
   auto log = specializeModule(*module, signatures, catalog, snapshot, options);
   ASSERT_THAT_EXPECTED(log, llvm::Succeeded());
 
+  // Typed, for code to decide on; the words for people.
   const SiteDecision *config = decisionFor(*log, "config", true);
   ASSERT_NE(config, nullptr);
+  EXPECT_EQ(config->decider, Decider::ConstantKeyLookupPass);
+  EXPECT_EQ(config->outcome, SiteOutcome::Applied);
   EXPECT_EQ(config->pass, "constant-key-lookup");
   const SiteDecision *routes = decisionFor(*log, "routes", false);
   ASSERT_NE(routes, nullptr);
+  EXPECT_EQ(routes->decider, Decider::InlineSmallTablePass);
+  EXPECT_EQ(routes->outcome, SiteOutcome::OverInlineLimit);
   EXPECT_NE(routes->detail.find("larger than the inline limit"), std::string::npos);
   const SiteDecision *counters = decisionFor(*log, "counters", false);
   ASSERT_NE(counters, nullptr);
+  EXPECT_EQ(counters->decider, Decider::Analysis);
+  EXPECT_EQ(counters->outcome, SiteOutcome::NotReplaceable);
+  EXPECT_EQ(counters->pass, "analysis");
   EXPECT_EQ(counters->detail, "table is written by the data plane");
   EXPECT_EQ(log->inlined.at("config").size(), 1u);
 }
@@ -131,6 +139,51 @@ TEST_F(Pipeline, VerificationAfterEachPassNamesThePassThatBrokeTheModule) {
       log, llvm::FailedWithMessage(::testing::AllOf(
                ::testing::HasSubstr("invalid IR after table pass constant-key-lookup:"),
                ::testing::HasSubstr("Terminator found in the middle of a basic block"))));
+}
+
+// One plan per site, from the program alone: what planReads reads for and
+// what explain words. The backend's limit on reading arrays by content
+// decides whether a large array is inlined while few slots differ.
+TEST_F(Pipeline, PlansEachSiteFromTheProgramAlone) {
+  catalog["routes"] = table("routes", TableMatch::Index, 4, 1024);
+  TableAccessInfo info = analyzeModule(*module, signatures, catalog);
+  std::map<unsigned, SitePlan> plans = planSites(info, catalog, 8, nullptr);
+  auto siteOf = [&](const std::string &table) {
+    for (const AccessSite &site : info.sites)
+      if (site.table == table)
+        return site.id;
+    ADD_FAILURE() << "no site of " << table;
+    return 0u;
+  };
+  auto planOf = [&](const std::string &table) { return plans.at(siteOf(table)); };
+  EXPECT_EQ(planOf("config").action, SitePlan::Action::InlinedConstantKey);
+  EXPECT_EQ(planOf("config").pass, Decider::ConstantKeyLookupPass);
+  // Without a backend limit every array is read by content.
+  EXPECT_EQ(planOf("routes").action, SitePlan::Action::InlinedWhileFewDiffer);
+  EXPECT_EQ(planOf("routes").pass, Decider::InlineSmallTablePass);
+  // counters: written at its constant key, every byte of it.
+  SitePlan counters = planOf("counters");
+  EXPECT_EQ(counters.action, SitePlan::Action::Kept);
+  EXPECT_FALSE(counters.pass.has_value());
+  ASSERT_TRUE(counters.decline.has_value());
+  EXPECT_EQ(counters.decline->reason, LookupDecline::Reason::WrittenByTheDataPlane);
+  EXPECT_EQ(counters.writes, SitePlan::Writes::FieldsNotFoldable);
+  EXPECT_EQ(counters.noFieldFolding,
+            "every byte of this key's value is written by the data plane");
+
+  // 1024 slots of 4 bytes: over a 4,000-byte limit, kept; within 4,096, not.
+  auto bytes = [](const TableInfo &table) { return uint64_t(table.maxEntries) * table.valueSize; };
+  ArrayContentReads small{4000, bytes}, large{4096, bytes};
+  SitePlan kept = planSites(info, catalog, 8, &small).at(siteOf("routes"));
+  EXPECT_EQ(kept.action, SitePlan::Action::KeptArrayTooLargeToRead);
+  EXPECT_FALSE(kept.pass.has_value());
+  EXPECT_EQ(kept.arrayBytes, 4096u);
+  EXPECT_EQ(kept.arrayReadLimit, 4000u);
+  EXPECT_EQ(planSites(info, catalog, 8, &large).at(siteOf("routes")).action,
+            SitePlan::Action::InlinedWhileFewDiffer);
+  // planReads asks the same of the array either way: the backend reads
+  // what it can.
+  EXPECT_EQ(planReads(info, catalog, 8)["routes"].wholeTableLimit, 8u);
 }
 
 TEST_F(Pipeline, SharedGlobalsSurviveOptimization) {

@@ -123,6 +123,12 @@ size_t syscallValueSize(unsigned type, uint32_t valueSize) {
   return isPerCpuMap(type) ? perCpuStride(valueSize) * possibleCpus() : valueSize;
 }
 
+uint64_t arrayContentBytes(const core::TableInfo &info) {
+  return uint64_t(info.maxEntries) *
+         syscallValueSize(info.perCpu ? BPF_MAP_TYPE_PERCPU_ARRAY : BPF_MAP_TYPE_ARRAY,
+                          info.valueSize);
+}
+
 namespace {
 
 // An array larger than the inline limit may still hold few slots that
@@ -142,7 +148,7 @@ Expected<std::optional<core::TableContents>>
 readArrayByContent(int fd, const core::TableInfo &info) {
   size_t rawSize = syscallValueSize(info.perCpu ? BPF_MAP_TYPE_PERCPU_ARRAY : BPF_MAP_TYPE_ARRAY,
                                     info.valueSize);
-  if (info.keySize != sizeof(uint32_t) || size_t(info.maxEntries) * rawSize > ArrayContentReadBytes)
+  if (info.keySize != sizeof(uint32_t) || arrayContentBytes(info) > ArrayContentReadBytes)
     return std::nullopt;
   std::vector<uint32_t> slots(info.maxEntries);
   Bytes values(size_t(info.maxEntries) * rawSize);

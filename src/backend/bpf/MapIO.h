@@ -25,6 +25,9 @@ namespace morpheus::bpf {
 // firewall's rule-set arrays (16,386 sets of 520 bytes, 8.5 MB each) are
 // what region-as-table reads.
 constexpr size_t ArrayContentReadBytes = 16 << 20;
+// The bytes a content read of the array `info` copies: every slot's value
+// as the syscall returns it.
+uint64_t arrayContentBytes(const core::TableInfo &info);
 
 // Reads what `request` asks for from the map behind `fd`: the whole map when
 // it has at most request.wholeTableLimit entries (stopping as soon as it has

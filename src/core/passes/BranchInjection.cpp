@@ -66,7 +66,8 @@ PreservedAnalyses BranchInjectionPass::run(Module &module, ModuleAnalysisManager
         if (table.match != TableMatch::Exact)
           return false; // arrays index, tries match prefixes: no field test
         if (!contents.complete)
-          return declineSite(context, site, "branch-injection",
+          return declineSite(context, site, Decider::BranchInjectionPass,
+                             SiteOutcome::NotReadWhole,
                              "table larger than the whole-table read limit of " +
                              std::to_string(WholeTableReadLimit));
         if (contents.entries.size() <= context.inlineLimit)
@@ -96,7 +97,8 @@ PreservedAnalyses BranchInjectionPass::run(Module &module, ModuleAnalysisManager
             }
           }
         if (!best)
-          return declineSite(context, site, "branch-injection",
+          return declineSite(context, site, Decider::BranchInjectionPass,
+                             SiteOutcome::NoRepresentation,
                              "no key field takes at most " + std::to_string(MaxInjectedValues) +
                              " values across the " + std::to_string(contents.entries.size()) +
                              " entries");
@@ -123,7 +125,7 @@ PreservedAnalyses BranchInjectionPass::run(Module &module, ModuleAnalysisManager
         ++SitesFiltered;
 
         if (context.log)
-          context.log->record(site, "branch-injection", true,
+          context.log->record(site, Decider::BranchInjectionPass, SiteOutcome::Applied,
                               "key bytes " + std::to_string(best->offset) + ".." +
                                   std::to_string(best->offset + best->width - 1) + " take " +
                                   std::to_string(bestValues.size()) + " value" +

@@ -154,7 +154,8 @@ PreservedAnalyses ConstantFieldsPass::run(Module &module, ModuleAnalysisManager 
         if (table.match == TableMatch::Index)
           return false; // every slot exists, listed or not
         if (!contents.complete)
-          return declineSite(context, site, "constant-fields",
+          return declineSite(context, site, Decider::ConstantFieldsPass,
+                             SiteOutcome::NotReadWhole,
                              "table larger than the whole-table read limit of " +
                              std::to_string(WholeTableReadLimit));
         if (contents.entries.size() < 2)
@@ -162,12 +163,14 @@ PreservedAnalyses ConstantFieldsPass::run(Module &module, ModuleAnalysisManager 
         // The bytes every entry holds alike.
         const std::optional<Bytes> &first = contents.entries.front().value;
         if (!first)
-          return declineSite(context, site, "constant-fields",
+          return declineSite(context, site, Decider::ConstantFieldsPass,
+                             SiteOutcome::PerCpuValuesDiffer,
                              "per-CPU values differ between CPUs");
         std::vector<bool> constant(first->size(), true);
         for (const TableEntry &entry : contents.entries) {
           if (!entry.value)
-            return declineSite(context, site, "constant-fields",
+            return declineSite(context, site, Decider::ConstantFieldsPass,
+                               SiteOutcome::PerCpuValuesDiffer,
                                "per-CPU values differ between CPUs");
           for (size_t byte = 0; byte < constant.size(); ++byte)
             constant[byte] = constant[byte] && (*entry.value)[byte] == (*first)[byte];
@@ -203,7 +206,8 @@ PreservedAnalyses ConstantFieldsPass::run(Module &module, ModuleAnalysisManager 
         }
         std::string entries = std::to_string(contents.entries.size()) + " entries";
         if (!loads && !ranges)
-          return declineSite(context, site, "constant-fields",
+          return declineSite(context, site, Decider::ConstantFieldsPass,
+                             SiteOutcome::NothingToFold,
                              "no load reads bytes equal in all " + entries +
                                  ", nor a field whose range decides a compare");
         ++SitesWithConstantFields;
@@ -218,7 +222,8 @@ PreservedAnalyses ConstantFieldsPass::run(Module &module, ModuleAnalysisManager 
             detail += std::string(loads ? "; " : "") + std::to_string(ranges) + " load" +
                       (ranges == 1 ? "" : "s") + " bounded by the range of all " + entries +
                       " (" + bounded + ")";
-          context.log->record(site, "constant-fields", true, detail + "; the lookup stays");
+          context.log->record(site, Decider::ConstantFieldsPass, SiteOutcome::Applied,
+                              detail + "; the lookup stays");
         }
         return true;
       });

@@ -60,7 +60,8 @@ PreservedAnalyses ConstantKeyLookupPass::run(Module &module,
           ++MissesInlined;
           if (context.log) {
             context.log->inlined[site.table].push_back({key, std::nullopt});
-            context.log->record(site, "constant-key-lookup", true, std::move(detail));
+            context.log->record(site, Decider::ConstantKeyLookupPass, SiteOutcome::Applied,
+                                std::move(detail));
           }
           return true;
         };
@@ -79,20 +80,22 @@ PreservedAnalyses ConstantKeyLookupPass::run(Module &module,
           LookupRewriter::replaceWith(*site.call, rewriter.unlistedValuePointer(site.table));
           ++ValuesInlined;
           if (context.log)
-            context.log->record(site, "constant-key-lookup", true,
+            context.log->record(site, Decider::ConstantKeyLookupPass, SiteOutcome::Applied,
                                 "constant index of an array read by content: its unlisted value");
           return true;
         }
         if (!*entry) {
           if (arrayIndex)
-            return declineSite(context, site, "constant-key-lookup",
+            return declineSite(context, site, Decider::ConstantKeyLookupPass,
+                               SiteOutcome::KeyNotInSnapshot,
                                "index " + std::to_string(*arrayIndex) +
                                " not in the snapshot: the element exists, its value is "
                                "unknown; the lookup stays");
           return miss("constant key absent: lookup always misses");
         }
         if (!(*entry)->value)
-          return declineSite(context, site, "constant-key-lookup",
+          return declineSite(context, site, Decider::ConstantKeyLookupPass,
+                             SiteOutcome::PerCpuValuesDiffer,
                              "per-CPU values differ for the constant key");
         if (context.faults.invalidConstantKeyLookup) // TEST-ONLY: a terminator mid-block
           new UnreachableInst(site.call->getContext(), site.call);
@@ -100,7 +103,8 @@ PreservedAnalyses ConstantKeyLookupPass::run(Module &module,
         ++ValuesInlined;
         if (context.log) {
           context.log->inlined[site.table].push_back(**entry);
-          context.log->record(site, "constant-key-lookup", true, "constant key: value inlined");
+          context.log->record(site, Decider::ConstantKeyLookupPass, SiteOutcome::Applied,
+                              "constant key: value inlined");
         }
         return true;
       });

@@ -57,8 +57,6 @@ namespace morpheus::core {
 
 namespace {
 
-constexpr const char *Pass = "custom-generator";
-
 // Why `function` is not a generated lookup the pass may call, or nullopt:
 // its type must be i64 (ptr), and it and every function it calls (defined
 // in its module) may only read memory and write their own stack.
@@ -160,16 +158,16 @@ PreservedAnalyses CustomGeneratorPass::run(Module &module, ModuleAnalysisManager
         const LookupGenerator *generator = generatorFor(context.generators, table);
         if (!generator)
           return false;
-        auto decline = [&](std::string why) {
-          return declineSite(context, site, Pass,
+        auto decline = [&](SiteOutcome outcome, std::string why) {
+          return declineSite(context, site, Decider::CustomGeneratorPass, outcome,
                              "generator '" + generator->name + "': " + std::move(why));
         };
         if (!contents.complete)
-          return decline("the table was not read whole (more than " +
+          return decline(SiteOutcome::NotReadWhole, "the table was not read whole (more than " +
                          std::to_string(GeneratorReadLimit) + " entries?)");
         auto name = linkGenerated(module, *generator, table, contents, site.id);
         if (!name)
-          return decline(toString(name.takeError()));
+          return decline(SiteOutcome::NoRepresentation, toString(name.takeError()));
 
         CallBase &lookup = *site.call;
         LLVMContext &llvmContext = module.getContext();
@@ -204,7 +202,7 @@ PreservedAnalyses CustomGeneratorPass::run(Module &module, ModuleAnalysisManager
         ++SitesGenerated;
 
         if (context.log) {
-          context.log->record(site, Pass, true,
+          context.log->record(site, Decider::CustomGeneratorPass, SiteOutcome::Applied,
                               "generator '" + generator->name + "' over " +
                                   std::to_string(contents.entries.size()) +
                                   " entries; keys it leaves keep the lookup");

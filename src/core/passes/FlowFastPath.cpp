@@ -91,7 +91,6 @@ namespace morpheus::core {
 
 namespace {
 
-constexpr const char *PassName = "flow-fast-path";
 
 // A flow found in one function: its sites (S1 first), the leaves, and the
 // key stores from before S1 whose value is a leaf.
@@ -416,12 +415,14 @@ PreservedAnalyses FlowFastPathPass::run(Module &module, ModuleAnalysisManager &m
       const AccessSite &first = *candidates[s];
       FlowFinder finder(first, dl, mssa, aa, maxTupleBytes);
       if (finder.inLoop()) {
-        declineSite(context, first, PassName, "in a loop: no flow starts here");
+        declineSite(context, first, Decider::FlowFastPathPass, SiteOutcome::NoFlow,
+                    "in a loop: no flow starts here");
         continue;
       }
       Flow flow;
       if (auto why = finder.add(first, context.catalog->at(first.table).keySize, flow)) {
-        declineSite(context, first, PassName, "no flow starts here: " + *why);
+        declineSite(context, first, Decider::FlowFastPathPass, SiteOutcome::NoFlow,
+                    "no flow starts here: " + *why);
         continue;
       }
       std::vector<std::pair<const AccessSite *, std::string>> left;
@@ -431,7 +432,7 @@ PreservedAnalyses FlowFastPathPass::run(Module &module, ModuleAnalysisManager &m
                                     flow))
             left.emplace_back(candidates[n], *why);
       if (flow.sites.size() < 2) {
-        declineSite(context, first, PassName,
+        declineSite(context, first, Decider::FlowFastPathPass, SiteOutcome::NoFlow,
                     "no other read-only lookup of the tail traces back to before it" +
                         (left.empty() ? std::string()
                                       : " (site " + std::to_string(left.front().first->id) +
@@ -439,7 +440,7 @@ PreservedAnalyses FlowFastPathPass::run(Module &module, ModuleAnalysisManager &m
         continue;
       }
       for (auto &[site, why] : left)
-        declineSite(context, *site, PassName,
+        declineSite(context, *site, Decider::FlowFastPathPass, SiteOutcome::NoFlow,
                     "not part of the flow from site " + std::to_string(first.id) + ": " + why);
       ++FlowsFound;
       double savingNs = 0;
@@ -472,7 +473,7 @@ PreservedAnalyses FlowFastPathPass::run(Module &module, ModuleAnalysisManager &m
                             }
                           });
         if (context.log) {
-          context.log->record(first, PassName, true,
+          context.log->record(first, Decider::FlowFastPathPass, SiteOutcome::Applied,
                               "flow tuples sampled into profile slot " +
                                   std::to_string(flowSite) + ": " + shape);
           context.log->profiled[flowSite] = {first.table, flow.tupleBytes, savingNs};
@@ -480,7 +481,7 @@ PreservedAnalyses FlowFastPathPass::run(Module &module, ModuleAnalysisManager &m
         changed = true;
         ++FlowsSampled;
       } else if (context.profile && context.log) {
-        declineSite(context, first, PassName,
+        declineSite(context, first, Decider::FlowFastPathPass, SiteOutcome::NoProfileSlot,
                     "flow site id " + std::to_string(flowSite) + " beyond the profile map's " +
                         std::to_string(context.profile->sites) + " sites: not recorded");
       }
@@ -490,7 +491,8 @@ PreservedAnalyses FlowFastPathPass::run(Module &module, ModuleAnalysisManager &m
                     " colder hot tuples dropped over the verifier budget"
               : std::string();
       if (hot != context.hotTuples.end() && !hot->second.empty() && context.noCompareChains) {
-        declineSite(context, first, PassName, *context.noCompareChains + ": no copies");
+        declineSite(context, first, Decider::FlowFastPathPass, SiteOutcome::CompareChainsOff,
+                    *context.noCompareChains + ": no copies");
       } else if (hot != context.hotTuples.end() && !hot->second.empty()) {
         std::vector<Bytes> tuples;
         for (const Bytes &tuple : hot->second)
@@ -501,15 +503,16 @@ PreservedAnalyses FlowFastPathPass::run(Module &module, ModuleAnalysisManager &m
           changed = true;
           TailCopies += tuples.size();
           if (context.log)
-            context.log->record(first, PassName, true,
+            context.log->record(first, Decider::FlowFastPathPass, SiteOutcome::Applied,
                                 std::to_string(tuples.size()) +
                                     " hot tuples, each with a copy of the code after the flow: " +
                                     shape + budget);
         } else {
-          declineSite(context, first, PassName, "no hot tuple of the flow's size: " + shape);
+          declineSite(context, first, Decider::FlowFastPathPass, SiteOutcome::NoHotKey,
+                      "no hot tuple of the flow's size: " + shape);
         }
       } else if (context.hotTuplesOverBudget) {
-        declineSite(context, first, PassName,
+        declineSite(context, first, Decider::FlowFastPathPass, SiteOutcome::OverVerifierBudget,
                     "every hot tuple over the verifier budget: " + shape + budget);
       }
       return changed ? PreservedAnalyses::none() : PreservedAnalyses::all();

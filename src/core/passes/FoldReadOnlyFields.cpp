@@ -65,17 +65,18 @@ PreservedAnalyses FoldReadOnlyFieldsPass::run(Module &module, ModuleAnalysisMana
     auto contents = context.snapshot->find(site.table);
     if (contents == context.snapshot->end())
       continue;
-    auto record = [&](bool applied, std::string detail) {
-      ++(applied ? SitesFolded : SitesDeclined);
+    auto record = [&](SiteOutcome outcome, std::string detail) {
+      ++(outcome == SiteOutcome::Applied ? SitesFolded : SitesDeclined);
       if (context.log)
-        context.log->record(site, "fold-read-only-fields", applied, std::move(detail));
+        context.log->record(site, Decider::FoldReadOnlyFieldsPass, outcome, std::move(detail));
     };
     const Bytes &key = *site.key.constantKey;
     std::optional<const TableEntry *> entry = contents->second.known(key);
     if (!entry)
       continue; // the snapshot did not read this key
     if (!*entry) {
-      record(false, "constant key absent from the snapshot: the lookup answers");
+      record(SiteOutcome::NothingToFold,
+             "constant key absent from the snapshot: the lookup answers");
       continue;
     }
     unsigned folded = 0, written = 0, differing = 0;
@@ -101,9 +102,13 @@ PreservedAnalyses FoldReadOnlyFieldsPass::run(Module &module, ModuleAnalysisMana
       ++folded;
     }
     if (!folded) {
-      record(false, written     ? "every load reads bytes the data plane writes (" + firstWrite + ")"
-                    : differing ? "per-CPU values differ in every byte loaded"
-                                : "no load at a known offset to fold");
+      if (written)
+        record(SiteOutcome::NothingToFold,
+               "every load reads bytes the data plane writes (" + firstWrite + ")");
+      else if (differing)
+        record(SiteOutcome::PerCpuValuesDiffer, "per-CPU values differ in every byte loaded");
+      else
+        record(SiteOutcome::NothingToFold, "no load at a known offset to fold");
       continue;
     }
     changed = true;
@@ -113,7 +118,7 @@ PreservedAnalyses FoldReadOnlyFieldsPass::run(Module &module, ModuleAnalysisMana
     if (written)
       detail += " (" + std::to_string(written) + " load" + (written == 1 ? "" : "s") +
                 " of written bytes kept)";
-    record(true, detail);
+    record(SiteOutcome::Applied, detail);
     if (context.log)
       context.log->inlined[site.table].push_back(**entry);
   }

@@ -114,7 +114,7 @@ PreservedAnalyses GuardTableWritesPass::run(Module &module, ModuleAnalysisManage
     ++SitesCounted;
     WritesCounted += writes.size();
     if (context.log)
-      context.log->record(site, "guard-table-writes", true,
+      context.log->record(site, Decider::GuardTableWritesPass, SiteOutcome::Applied,
                           std::to_string(writes.size()) +
                               " write(s) of " + site.table + " counted in the written key's bucket");
     changed = true;

@@ -75,16 +75,18 @@ PreservedAnalyses HashAsArrayPass::run(Module &module, ModuleAnalysisManager &ma
         if (contents.complete && contents.entries.empty())
           return false; // table-elimination's case
         if (context.noCompareChains)
-          return declineSite(context, site, "hash-as-array", *context.noCompareChains);
+          return declineSite(context, site, Decider::HashAsArrayPass,
+                             SiteOutcome::CompareChainsOff, *context.noCompareChains);
         auto index = directIndex(table, contents, dl.isLittleEndian());
         if (!index)
-          return declineSite(context, site, "hash-as-array", toString(index.takeError()));
+          return declineSite(context, site, Decider::HashAsArrayPass,
+                             SiteOutcome::NoRepresentation, toString(index.takeError()));
         RepresentationChoice choice = context.costModel.choose(
             directIndexShape(table, contents, *index), {Representation::DirectIndex});
         if (choice.chosen != Representation::DirectIndex) {
           ++SitesDeclined;
           if (context.log) {
-            context.log->record(site, "hash-as-array", false,
+            context.log->record(site, Decider::HashAsArrayPass, SiteOutcome::NotCheaper,
                                 "the cost model prefers the " +
                                     std::string(representationName(choice.chosen)) + "; " +
                                     choice.describe());
@@ -156,7 +158,7 @@ PreservedAnalyses HashAsArrayPass::run(Module &module, ModuleAnalysisManager &ma
         IndexSlots += index->slots.size();
 
         if (context.log) {
-          context.log->record(site, "hash-as-array", true,
+          context.log->record(site, Decider::HashAsArrayPass, SiteOutcome::Applied,
                               std::to_string(contents.entries.size()) +
                                   " entries as a direct index over " +
                                   std::to_string(index->slots.size()) + " keys from " +

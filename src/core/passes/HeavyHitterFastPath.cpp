@@ -230,13 +230,16 @@ PreservedAnalyses HeavyHitterFastPathPass::run(Module &module, ModuleAnalysisMan
         if (written && !writeGuarded.count(site.table))
           return false; // accepted with writes guarded, but they are not counted
         if (!written && contents.complete && contents.entries.size() <= context.inlineLimit)
-          return declineSite(context, site, "heavy-hitter-fast-path",
+          return declineSite(context, site, Decider::HeavyHitterFastPathPass,
+                             SiteOutcome::NotEligible,
                              "table read whole: not a fast-path candidate");
         if (site.key.constantKey)
-          return declineSite(context, site, "heavy-hitter-fast-path",
+          return declineSite(context, site, Decider::HeavyHitterFastPathPass,
+                             SiteOutcome::NotEligible,
                              "constant key: constant-key-lookup's");
         if (context.noCompareChains)
-          return declineSite(context, site, "heavy-hitter-fast-path", *context.noCompareChains);
+          return declineSite(context, site, Decider::HeavyHitterFastPathPass,
+                             SiteOutcome::CompareChainsOff, *context.noCompareChains);
         auto chainOf = [&](const std::vector<Bytes> &keys) {
           Chain chain;
           for (const Bytes &key : keys) {
@@ -272,11 +275,13 @@ PreservedAnalyses HeavyHitterFastPathPass::run(Module &module, ModuleAnalysisMan
           anyUncounted |= chain.uncounted > 0;
         }
         if (!anyKey && anyUncounted)
-          return declineSite(context, site, "heavy-hitter-fast-path",
+          return declineSite(context, site, Decider::HeavyHitterFastPathPass,
+                             SiteOutcome::WriteCountsNotRead,
                              "no write count read for its hot keys (the running version has "
                              "not counted the table's writes for a whole period yet)");
         if (!anyKey)
-          return declineSite(context, site, "heavy-hitter-fast-path",
+          return declineSite(context, site, Decider::HeavyHitterFastPathPass,
+                             SiteOutcome::NoHotKey,
                              "no hot key present in the table");
         // Per entry: still the count read before the snapshot.
         auto unwritten = [&](IRBuilderBase &builder, const TableEntry &entry) -> Value * {
@@ -329,7 +334,8 @@ PreservedAnalyses HeavyHitterFastPathPass::run(Module &module, ModuleAnalysisMan
         }
         ++SitesWithFastPaths;
         if (context.log) {
-          context.log->record(site, "heavy-hitter-fast-path", true, detail);
+          context.log->record(site, Decider::HeavyHitterFastPathPass, SiteOutcome::Applied,
+                              detail);
           std::vector<TableEntry> &inlined = context.log->inlined[site.table];
           std::set<const TableEntry *> logged;
           auto logEntries = [&](const Chain &chain) {

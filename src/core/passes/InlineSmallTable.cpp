@@ -88,22 +88,26 @@ PreservedAnalyses InlineSmallTablePass::run(Module &module,
         if (table.match == TableMatch::LongestPrefix)
           return false; // lpm-as-code's
         if (!contents.complete)
-          return declineSite(context, site, "inline-small-table",
+          return declineSite(context, site, Decider::InlineSmallTablePass,
+                             SiteOutcome::OverInlineLimit,
                              "table larger than the inline limit of " +
-                             std::to_string(context.inlineLimit));
+                                 std::to_string(context.inlineLimit));
         if (contents.entries.empty() && !contents.unlistedValue)
           return false; // table-elimination's case
         if (context.noCompareChains)
-          return declineSite(context, site, "inline-small-table", *context.noCompareChains);
+          return declineSite(context, site, Decider::InlineSmallTablePass,
+                             SiteOutcome::CompareChainsOff, *context.noCompareChains);
         if (contents.entries.size() > context.inlineLimit)
-          return declineSite(context, site, "inline-small-table",
+          return declineSite(context, site, Decider::InlineSmallTablePass,
+                             SiteOutcome::OverInlineLimit,
                              "table larger than the inline limit of " +
-                             std::to_string(context.inlineLimit) + " (" +
-                             std::to_string(contents.entries.size()) + " entries)");
+                                 std::to_string(context.inlineLimit) + " (" +
+                                 std::to_string(contents.entries.size()) + " entries)");
         std::vector<const TableEntry *> entries;
         for (const TableEntry &entry : contents.entries) {
           if (!entry.value)
-            return declineSite(context, site, "inline-small-table",
+            return declineSite(context, site, Decider::InlineSmallTablePass,
+                               SiteOutcome::PerCpuValuesDiffer,
                                "per-CPU values differ between CPUs");
           entries.push_back(&entry);
         }
@@ -133,7 +137,8 @@ PreservedAnalyses InlineSmallTablePass::run(Module &module,
           }
           RepresentationChoice choice = context.costModel.choose(shape, eligible);
           if (choice.chosen != Representation::CompareChain)
-            return declineSite(context, site, "inline-small-table",
+            return declineSite(context, site, Decider::InlineSmallTablePass,
+                               SiteOutcome::NotCheaper,
                                "a chain yielding an index (verifier budget) folds no value "
                                "and " +
                                    (choice.chosen == Representation::OriginalMap
@@ -158,7 +163,7 @@ PreservedAnalyses InlineSmallTablePass::run(Module &module,
           if (onMiss == OnMiss::UnlistedBelowMaxEntries)
             detail += " (the listed slots of " + std::to_string(table.maxEntries) +
                       "; the others yield their common value)";
-          context.log->record(site, "inline-small-table", true, detail);
+          context.log->record(site, Decider::InlineSmallTablePass, SiteOutcome::Applied, detail);
           context.log->inlined[site.table] = contents.entries;
         }
         return true;

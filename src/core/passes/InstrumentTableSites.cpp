@@ -85,24 +85,25 @@ PreservedAnalyses InstrumentTableSitesPass::run(Module &module, ModuleAnalysisMa
       continue; // small enough to be turned whole into code: nothing to learn
     if (FastPathCosts costs;
         costs.lookupNs(context.catalog->at(site.table).match) < costs.minimumSavingNs) {
-      declineSite(context, site, "instrument-table-sites",
+      declineSite(context, site, Decider::InstrumentTableSitesPass, SiteOutcome::NotProfiled,
                   "its lookup is cheaper than any fast path must save (an array lookup the "
                   "verifier inlines): nothing to learn");
       continue;
     }
     if (profile.excludedTables.count(site.table)) {
-      declineSite(context, site, "instrument-table-sites", "not profiled (--no-profile)");
+      declineSite(context, site, Decider::InstrumentTableSitesPass, SiteOutcome::NotProfiled,
+                  "not profiled (--no-profile)");
       continue;
     }
     uint32_t keySize = context.catalog->at(site.table).keySize;
     if (keySize == 0 || keySize > profile.keyBytes) {
-      declineSite(context, site, "instrument-table-sites",
+      declineSite(context, site, Decider::InstrumentTableSitesPass, SiteOutcome::NoProfileSlot,
                   "key of " + std::to_string(keySize) + " bytes: profile slots hold " +
                   std::to_string(profile.keyBytes));
       continue;
     }
     if (site.id >= profile.sites) {
-      declineSite(context, site, "instrument-table-sites",
+      declineSite(context, site, Decider::InstrumentTableSitesPass, SiteOutcome::NoProfileSlot,
                   "site id beyond the profile map's " + std::to_string(profile.sites) + " sites");
       continue;
     }
@@ -116,7 +117,7 @@ PreservedAnalyses InstrumentTableSitesPass::run(Module &module, ModuleAnalysisMa
                       });
     ++SitesSampled;
     if (context.log) {
-      context.log->record(site, "instrument-table-sites", true,
+      context.log->record(site, Decider::InstrumentTableSitesPass, SiteOutcome::Applied,
                           "lookup keys sampled into profile slot " + std::to_string(site.id));
       context.log->profiled[site.id] = {site.table, keySize, std::nullopt};
     }

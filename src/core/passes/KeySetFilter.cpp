@@ -86,20 +86,21 @@ PreservedAnalyses KeySetFilterPass::run(Module &module, ModuleAnalysisManager &m
       auto table = context.catalog->find(site.table);
       if (site.signature.kind == AccessKind::Lookup && table != context.catalog->end() &&
           table->second.match == TableMatch::Exact && !info.isReadOnly(site.table))
-        declineSite(context, site, "key-set-filter", *why);
+        declineSite(context, site, Decider::KeySetFilterPass, SiteOutcome::NotEligible, *why);
       continue;
     }
     auto contents = context.snapshot->find(site.table);
     if (contents == context.snapshot->end())
       continue;
     if (!contents->second.complete) {
-      declineSite(context, site, "key-set-filter",
+      declineSite(context, site, Decider::KeySetFilterPass, SiteOutcome::OverInlineLimit,
                   "more keys than the inline limit of " + std::to_string(context.inlineLimit) +
                       ": the table was not read whole");
       continue;
     }
     if (context.noCompareChains) {
-      declineSite(context, site, "key-set-filter", *context.noCompareChains);
+      declineSite(context, site, Decider::KeySetFilterPass, SiteOutcome::CompareChainsOff,
+                  *context.noCompareChains);
       continue;
     }
     const TableInfo &table = context.catalog->at(site.table);
@@ -108,7 +109,7 @@ PreservedAnalyses KeySetFilterPass::run(Module &module, ModuleAnalysisManager &m
     // table holds the key, and is null while it does not.
     if (site.key.constantKey) {
       if (*contents->second.known(*site.key.constantKey)) {
-        declineSite(context, site, "key-set-filter",
+        declineSite(context, site, Decider::KeySetFilterPass, SiteOutcome::KeyPresent,
                     "the table holds the constant key: the lookup answers");
         continue;
       }
@@ -117,7 +118,7 @@ PreservedAnalyses KeySetFilterPass::run(Module &module, ModuleAnalysisManager &m
       changed = true;
       ++SitesFiltered;
       if (context.log)
-        context.log->record(site, "key-set-filter", true,
+        context.log->record(site, Decider::KeySetFilterPass, SiteOutcome::Applied,
                             "the table does not hold the constant key: answered null without "
                             "the lookup");
       continue;
@@ -126,7 +127,7 @@ PreservedAnalyses KeySetFilterPass::run(Module &module, ModuleAnalysisManager &m
     double comparesNs =
         double(entries.size()) * context.costModel.operations().compareNs.at(entries.size());
     if (comparesNs * 2 > lookupNs) {
-      declineSite(context, site, "key-set-filter",
+      declineSite(context, site, Decider::KeySetFilterPass, SiteOutcome::NotCheaper,
                   formatv("the compares over {0} keys ({1:f1} ns) cost more than half the "
                           "lookup ({2:f1} ns)",
                           entries.size(), comparesNs, lookupNs)
@@ -184,7 +185,7 @@ PreservedAnalyses KeySetFilterPass::run(Module &module, ModuleAnalysisManager &m
     changed = true;
     ++SitesFiltered;
     if (context.log)
-      context.log->record(site, "key-set-filter", true,
+      context.log->record(site, Decider::KeySetFilterPass, SiteOutcome::Applied,
                           formatv("a key that is none of the table's {0} keys is answered null without "
                                   "the lookup (the data plane never adds or removes keys)",
                                   entries.size())

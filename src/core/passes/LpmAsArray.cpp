@@ -363,19 +363,20 @@ PreservedAnalyses LpmAsArrayPass::run(Module &module, ModuleAnalysisManager &mam
         // path); what is left is over its limit or its verifier budget, or
         // a trie the cost model prices cheaper as a derived table.
         TrieCandidates candidates = trieCandidates(site, table, contents, context, dl);
-        if (!buildsChosenRepresentation(context, site, "lpm-as-array", candidates,
+        if (!buildsChosenRepresentation(context, site, Decider::LpmAsArrayPass, candidates,
                                         Representation::DerivedArray, candidates.whyNoDerived))
           return false;
         auto slots = deriveSlots(candidates, contents.entries);
         if (!slots)
-          return declineSite(context, site, "lpm-as-array", toString(slots.takeError()));
+          return declineSite(context, site, Decider::LpmAsArrayPass,
+                             SiteOutcome::NoRepresentation, toString(slots.takeError()));
         bool leading = candidates.derived.front().leadingWord.has_value();
         uint32_t dataBits = AddressBits + (leading ? LeadingBits : 0);
         rewriteLookup(module, site, contents, rewriter, candidates, *slots, dataBits);
         ++TriesAsArrays;
         DerivedBytes += slots->slots.size() * sizeof(uint16_t);
         recordTrieDecision(
-            context, site, "lpm-as-array", true,
+            context, site, Decider::LpmAsArrayPass, SiteOutcome::Applied,
             describeTables(site, contents.entries.size(), candidates, *slots, dataBits),
             candidates.choice);
         if (context.log)

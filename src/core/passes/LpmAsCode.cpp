@@ -74,7 +74,7 @@ PreservedAnalyses LpmAsCodePass::run(Module &module, ModuleAnalysisManager &mam)
         if (table.match != TableMatch::LongestPrefix)
           return false;
         TrieCandidates candidates = trieCandidates(site, table, contents, context, dl);
-        if (!buildsChosenRepresentation(context, site, "lpm-as-code", candidates,
+        if (!buildsChosenRepresentation(context, site, Decider::LpmAsCodePass, candidates,
                                         Representation::PrefixSearch, candidates.whyNoSearch))
           return false;
         uint32_t dataBits = 8 * (table.keySize - PrefixLengthBytes);
@@ -132,7 +132,7 @@ PreservedAnalyses LpmAsCodePass::run(Module &module, ModuleAnalysisManager &mam)
         ++TriesSearched;
         IntervalsSearched += intervals.size();
 
-        recordTrieDecision(context, site, "lpm-as-code", true,
+        recordTrieDecision(context, site, Decider::LpmAsCodePass, SiteOutcome::Applied,
                            std::to_string(contents.entries.size()) +
                                " prefixes as a search over " + std::to_string(intervals.size()) +
                                " address intervals; " + otherPrefixLengths(site, dataBits),

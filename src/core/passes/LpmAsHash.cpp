@@ -133,7 +133,7 @@ PreservedAnalyses LpmAsHashPass::run(Module &module, ModuleAnalysisManager &mam)
         if (table.match != TableMatch::LongestPrefix)
           return false;
         TrieCandidates candidates = trieCandidates(site, table, contents, context, dl);
-        if (!buildsChosenRepresentation(context, site, "lpm-as-hash", candidates,
+        if (!buildsChosenRepresentation(context, site, Decider::LpmAsHashPass, candidates,
                                         Representation::DerivedHash, candidates.whyNoHash))
           return false;
         const std::vector<PrefixHash> &hashes = candidates.hashes;
@@ -259,7 +259,7 @@ PreservedAnalyses LpmAsHashPass::run(Module &module, ModuleAnalysisManager &mam)
         ++TriesAsHashes;
         HashesDerived += hashes.size();
 
-        recordTrieDecision(context, site, "lpm-as-hash", true,
+        recordTrieDecision(context, site, Decider::LpmAsHashPass, SiteOutcome::Applied,
                            describeHashes(hashes, contents, otherPrefixLengths(site, width)),
                            candidates.choice);
         if (context.log)

@@ -553,14 +553,14 @@ public:
       if (!why)
         why = collectDomains(region, domains);
       if (!why && context.noRegions) {
-        record(region, domains, false, *context.noRegions);
+        record(region, domains, SiteOutcome::RegionsOff, *context.noRegions);
         continue;
       }
       Table table;
       if (!why)
         why = evaluate(region, domains, table);
       if (why) {
-        record(region, domains, false, "left as code: it " + *why);
+        record(region, domains, SiteOutcome::RegionNotTabulable, "left as code: it " + *why);
         continue;
       }
       build(region, domains, table);
@@ -785,7 +785,7 @@ private:
         choice->addCase(builder.getInt8(i), region.exits[i]);
     }
     TableRows += table.rows;
-    record(region, domains, true,
+    record(region, domains, SiteOutcome::Applied,
            std::to_string(region.blocks.size()) + " blocks (" + std::to_string(region.work) +
                " instructions" + (region.loops ? ", a loop" : "") + ") as a table of " +
                std::to_string(table.rows) + " rows (" + std::to_string(table.reached) +
@@ -801,8 +801,8 @@ private:
   }
 
   void record(const Region &region, const std::vector<std::unique_ptr<InputDomain>> &domains,
-              bool applied, std::string detail) {
-    ++(applied ? RegionsAsTables : RegionsDeclined);
+              SiteOutcome outcome, std::string detail) {
+    ++(outcome == SiteOutcome::Applied ? RegionsAsTables : RegionsDeclined);
     if (!context.log)
       return;
     std::set<std::string> tables;
@@ -819,10 +819,10 @@ private:
         if (const AccessSite *known = info.siteFor(lookup); known && (!site || known->id < *site))
           site = known->id;
     const Instruction *first = region.entry->getFirstNonPHIOrDbg();
-    context.log->decisions.push_back({site.value_or(0), joined.empty() ? "(no table)" : joined,
-                                      region.entry->getParent()->getName().str(),
-                                      first ? locationOf(*first) : "", "region-as-table", applied,
-                                      std::move(detail), std::nullopt});
+    context.log->record(site.value_or(0), joined.empty() ? "(no table)" : joined,
+                        region.entry->getParent()->getName().str(),
+                        first ? locationOf(*first) : "", Decider::RegionAsTablePass, outcome,
+                        std::move(detail));
   }
 
   Module &module;

@@ -59,7 +59,8 @@ PreservedAnalyses ResolveInnerTablePass::run(Module &module, ModuleAnalysisManag
     if (!table) {
       ++SitesDeclined;
       if (context.log)
-        context.log->record(named, "resolve-inner-table", false,
+        context.log->record(named, Decider::ResolveInnerTablePass,
+                            SiteOutcome::InnerTableUnresolved,
                             resolved.why + ", not a global of this module");
       continue;
     }
@@ -67,7 +68,8 @@ PreservedAnalyses ResolveInnerTablePass::run(Module &module, ModuleAnalysisManag
     changed = true;
     ++SitesResolved;
     if (context.log)
-      context.log->record(named, "resolve-inner-table", true, resolved.why);
+      context.log->record(named, Decider::ResolveInnerTablePass, SiteOutcome::Applied,
+                          resolved.why);
   }
   return changed ? PreservedAnalyses::none() : PreservedAnalyses::all();
 }

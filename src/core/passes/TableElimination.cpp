@@ -41,7 +41,7 @@ PreservedAnalyses TableEliminationPass::run(Module &module,
             ConstantPointerNull::get(cast<PointerType>(site.call->getType())));
         ++LookupsEliminated;
         if (context.log) {
-          context.log->record(site, "table-elimination", true,
+          context.log->record(site, Decider::TableEliminationPass, SiteOutcome::Applied,
                               "table is empty: lookup always misses");
           context.log->inlined[site.table];
         }

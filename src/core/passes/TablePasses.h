@@ -31,6 +31,6 @@ namespace morpheus::core {
   private:                                                                     \
     TablePassContext context;                                                  \
   };
-#include "core/passes/Passes.def"
+#include "core/Passes.def"
 
 } // namespace morpheus::core

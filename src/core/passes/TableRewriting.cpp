@@ -28,10 +28,38 @@ using namespace llvm;
 
 namespace morpheus::core {
 
-void SpecializationLog::record(const AccessSite &site, const char *pass,
-                               bool applied, std::string detail) {
-  decisions.push_back({site.id, site.table, site.function, site.location, pass,
-                       applied, std::move(detail), std::nullopt});
+const char *deciderName(Decider decider) {
+  switch (decider) {
+  case Decider::Analysis:
+    return "analysis";
+#define MORPHEUS_TABLE_PASS(NAME, CLASS)                                       \
+  case Decider::CLASS:                                                         \
+    return NAME;
+#include "core/Passes.def"
+  }
+  return "?";
+}
+
+void SpecializationLog::record(const AccessSite &site, Decider decider, SiteOutcome outcome,
+                               std::string detail) {
+  record(site.id, site.table, site.function, site.location, decider, outcome,
+         std::move(detail));
+}
+
+void SpecializationLog::record(unsigned site, std::string table, std::string function,
+                               std::string location, Decider decider, SiteOutcome outcome,
+                               std::string detail) {
+  SiteDecision decision;
+  decision.site = site;
+  decision.table = std::move(table);
+  decision.function = std::move(function);
+  decision.location = std::move(location);
+  decision.decider = decider;
+  decision.outcome = outcome;
+  decision.pass = deciderName(decider);
+  decision.applied = outcome == SiteOutcome::Applied;
+  decision.detail = std::move(detail);
+  decisions.push_back(std::move(decision));
 }
 
 std::string SpecializationLog::toText() const {
@@ -787,12 +815,12 @@ void emitProfileSample(Instruction &at, const ProfileOptions &profile, uint32_t 
   builder.CreateBr(rest);
 }
 
-bool declineSite(const TablePassContext &context, const AccessSite &site, const char *pass,
-                 std::string why) {
+bool declineSite(const TablePassContext &context, const AccessSite &site, Decider pass,
+                 SiteOutcome outcome, std::string why) {
   if (context.declines)
     ++*context.declines;
   if (context.log)
-    context.log->record(site, pass, false, std::move(why));
+    context.log->record(site, pass, outcome, std::move(why));
   return false;
 }
 

@@ -353,11 +353,12 @@ std::vector<std::pair<llvm::LoadInst *, uint64_t>> loadsAtKnownOffsets(llvm::Cal
 llvm::Constant *constantAt(llvm::Type *type, const Bytes &bytes, uint64_t offset,
                            const llvm::DataLayout &dl);
 
-// Records in the log (if any) that `pass` left `site` alone, and why, and
-// counts it (TablePassContext::declines); returns false, what a SiteRewrite
-// returns for a site it did not replace.
-bool declineSite(const TablePassContext &context, const AccessSite &site, const char *pass,
-                 std::string why);
+// Records in the log (if any) that `pass` left `site` alone, and why
+// (`outcome`, not Applied, and the words), and counts it
+// (TablePassContext::declines); returns false, what a SiteRewrite returns
+// for a site it did not replace.
+bool declineSite(const TablePassContext &context, const AccessSite &site, Decider pass,
+                 SiteOutcome outcome, std::string why);
 
 // Runs `rewrite` on every lookup site that whyNotInlinable() accepts, that
 // runs in a function the passes may touch, and whose table has a snapshot;

@@ -151,44 +151,53 @@ TrieCandidates trieCandidates(const AccessSite &site, const TableInfo &table,
   auto &noSearch = out.whyNoSearch;
   auto &noDerived = out.whyNoDerived;
   if (!context.enabledPasses.count(passOf(Representation::PrefixSearch)))
-    noSearch = "lpm-as-code does not run";
+    noSearch = SiteDecline{SiteOutcome::NotEligible, "lpm-as-code does not run"};
   auto &noHash = out.whyNoHash;
   if (!context.enabledPasses.count(passOf(Representation::DerivedArray)))
-    noDerived = "lpm-as-array does not run";
+    noDerived = SiteDecline{SiteOutcome::NotEligible, "lpm-as-array does not run"};
   if (!context.enabledPasses.count(passOf(Representation::DerivedHash)))
-    noHash = "lpm-as-hash does not run";
+    noHash = SiteDecline{SiteOutcome::NotEligible, "lpm-as-hash does not run"};
   if (context.noCompareChains) {
-    noSearch = noSearch.value_or(*context.noCompareChains);
-    noDerived = noDerived.value_or(*context.noCompareChains);
-    noHash = noHash.value_or(*context.noCompareChains);
+    SiteDecline off{SiteOutcome::CompareChainsOff, *context.noCompareChains};
+    noSearch = noSearch.value_or(off);
+    noDerived = noDerived.value_or(off);
+    noHash = noHash.value_or(off);
   }
   if (!contents.complete || contents.entries.size() > context.inlineLimit)
-    noSearch = noSearch.value_or("more than " + std::to_string(context.inlineLimit) +
-                                 " prefixes");
+    noSearch = noSearch.value_or(SiteDecline{
+        SiteOutcome::OverInlineLimit,
+        "more than " + std::to_string(context.inlineLimit) + " prefixes"});
   if (context.indexLoweredSites.count(site.id))
-    noSearch = noSearch.value_or("over the verifier's path budget (no index lowering for "
-                                 "prefix searches yet)");
+    noSearch = noSearch.value_or(SiteDecline{SiteOutcome::OverVerifierBudget,
+                                             "over the verifier's path budget (no index "
+                                             "lowering for prefix searches yet)"});
   uint32_t dataBytes = table.keySize > PrefixLengthBytes ? table.keySize - PrefixLengthBytes : 0;
   if (dataBytes != 1 && dataBytes != 2 && dataBytes != 4 && dataBytes != 8 && dataBytes != 16)
-    noSearch = noSearch.value_or("prefix data of " + std::to_string(dataBytes) +
-                                 " bytes (1, 2, 4, 8 or 16 are searched)");
+    noSearch = noSearch.value_or(
+        SiteDecline{SiteOutcome::NoRepresentation,
+                    "prefix data of " + std::to_string(dataBytes) +
+                        " bytes (1, 2, 4, 8 or 16 are searched)"});
   if (!derivableTrieKey(table.keySize))
-    noDerived = noDerived.value_or("prefix data of " + std::to_string(dataBytes) +
-                                   " bytes (an IPv4 address, alone or after a 32-bit "
-                                   "leading word)");
-  if (!contents.complete)
-    noDerived = noDerived.value_or("not read whole (more than " +
-                                   std::to_string(DerivedTrieReadLimit) + " prefixes)");
-  if (!contents.complete)
-    noHash = noHash.value_or("not read whole (more than " +
-                             std::to_string(DerivedTrieReadLimit) + " prefixes)");
+    noDerived = noDerived.value_or(
+        SiteDecline{SiteOutcome::NoRepresentation,
+                    "prefix data of " + std::to_string(dataBytes) +
+                        " bytes (an IPv4 address, alone or after a 32-bit leading word)"});
+  if (!contents.complete) {
+    SiteDecline notWhole{SiteOutcome::NotReadWhole,
+                         "not read whole (more than " + std::to_string(DerivedTrieReadLimit) +
+                             " prefixes)"};
+    noDerived = noDerived.value_or(notWhole);
+    noHash = noHash.value_or(notWhole);
+  }
   if (contents.entries.size() >= MaxDerivedSlotNumber)
-    noDerived = noDerived.value_or(std::to_string(contents.entries.size()) + " prefixes");
+    noDerived = noDerived.value_or(SiteDecline{
+        SiteOutcome::NoRepresentation, std::to_string(contents.entries.size()) + " prefixes"});
   for (const TableEntry &entry : contents.entries)
     if (!entry.value) {
-      noSearch = noSearch.value_or("per-CPU values differ between CPUs");
-      noDerived = noDerived.value_or("per-CPU values differ between CPUs");
-      noHash = noHash.value_or("per-CPU values differ between CPUs");
+      SiteDecline differ{SiteOutcome::PerCpuValuesDiffer, "per-CPU values differ between CPUs"};
+      noSearch = noSearch.value_or(differ);
+      noDerived = noDerived.value_or(differ);
+      noHash = noHash.value_or(differ);
     }
   if (!noHash) {
     // The entries by prefix length (read as the kernel reads a key's),
@@ -200,18 +209,21 @@ TrieCandidates trieCandidates(const AccessSite &site, const TableInfo &table,
           .push_back(i);
     uint64_t bytes = 0;
     if (byLength.empty())
-      noHash = "no prefixes";
+      noHash = SiteDecline{SiteOutcome::NoRepresentation, "no prefixes"};
     else if (byLength.size() > MaxHashLengths)
-      noHash = "prefixes of " + std::to_string(byLength.size()) +
-               " lengths (the derived hash probes at most " + std::to_string(MaxHashLengths) +
-               ")";
+      noHash = SiteDecline{SiteOutcome::NoRepresentation,
+                           "prefixes of " + std::to_string(byLength.size()) +
+                               " lengths (the derived hash probes at most " +
+                               std::to_string(MaxHashLengths) + ")"};
     for (const auto &[length, members] : byLength) {
       if (noHash)
         break;
       auto hash = buildPrefixHash(contents.entries, members, length, table.keySize,
                                   dl.isLittleEndian());
       if (!hash) {
-        noHash = "length " + std::to_string(length) + ": " + toString(hash.takeError());
+        noHash = SiteDecline{SiteOutcome::NoRepresentation,
+                             "length " + std::to_string(length) + ": " +
+                                 toString(hash.takeError())};
         break;
       }
       hash->base = bytes / sizeof(uint32_t);
@@ -219,15 +231,17 @@ TrieCandidates trieCandidates(const AccessSite &site, const TableInfo &table,
       out.hashes.push_back(std::move(*hash));
     }
     if (!noHash && bytes > HashBytesLimit)
-      noHash = "derived hashes of " + std::to_string(bytes) + " bytes (at most " +
-               std::to_string(HashBytesLimit) + ")";
+      noHash = SiteDecline{SiteOutcome::NoRepresentation,
+                           "derived hashes of " + std::to_string(bytes) + " bytes (at most " +
+                               std::to_string(HashBytesLimit) + ")"};
     if (noHash)
       out.hashes.clear();
   }
   if (!noSearch || !noDerived) {
     auto intervals = prefixIntervals(contents.entries, 8 * dataBytes, dl.isLittleEndian());
     if (!intervals) {
-      std::string why = "snapshot holds " + toString(intervals.takeError());
+      SiteDecline why{SiteOutcome::NoRepresentation,
+                      "snapshot holds " + toString(intervals.takeError())};
       noSearch = noSearch.value_or(why);
       noDerived = noDerived.value_or(why);
     } else {
@@ -239,24 +253,28 @@ TrieCandidates trieCandidates(const AccessSite &site, const TableInfo &table,
       out.derived.push_back({std::nullopt, out.intervals, {}});
     } else if (auto words = leadingWords(out.intervals)) {
       if (words->empty())
-        noDerived = "no prefixes";
+        noDerived = SiteDecline{SiteOutcome::NoRepresentation, "no prefixes"};
       for (uint32_t word : *words)
         out.derived.push_back({word, intervalsUnder(out.intervals, word, IPv4Bits), {}});
     } else {
-      noDerived = "a leading word taking more than " + std::to_string(MaxLeadingWords) +
-                  " values across the prefixes, or prefixes shorter than it";
+      noDerived = SiteDecline{SiteOutcome::NoRepresentation,
+                              "a leading word taking more than " +
+                                  std::to_string(MaxLeadingWords) +
+                                  " values across the prefixes, or prefixes shorter than it"};
     }
     uint64_t bytes = 0;
     for (DerivedTable &derived : out.derived) {
       derived.shape = multibitShape(derived.intervals);
       bytes += derived.shape.bytes;
       if (derived.shape.chunks > MaxDerivedSlotNumber + 1)
-        noDerived = noDerived.value_or("more than " + std::to_string(MaxDerivedSlotNumber + 1) +
-                                       " chunks");
+        noDerived = noDerived.value_or(
+            SiteDecline{SiteOutcome::NoRepresentation,
+                        "more than " + std::to_string(MaxDerivedSlotNumber + 1) + " chunks"});
     }
     if (bytes > DerivedBytesLimit)
-      noDerived = noDerived.value_or("a derived table over " +
-                                     std::to_string(DerivedBytesLimit) + " bytes");
+      noDerived = noDerived.value_or(
+          SiteDecline{SiteOutcome::NoRepresentation,
+                      "a derived table over " + std::to_string(DerivedBytesLimit) + " bytes"});
   }
 
   TableShape shape;
@@ -285,13 +303,14 @@ TrieCandidates trieCandidates(const AccessSite &site, const TableInfo &table,
 }
 
 bool buildsChosenRepresentation(const TablePassContext &context, const AccessSite &site,
-                                const char *pass, const TrieCandidates &candidates,
+                                Decider pass, const TrieCandidates &candidates,
                                 Representation representation,
-                                const std::optional<std::string> &whyNot) {
+                                const std::optional<SiteDecline> &whyNot) {
   if (whyNot)
-    return recordTrieDecision(context, site, pass, false, *whyNot, candidates.choice);
+    return recordTrieDecision(context, site, pass, whyNot->outcome, whyNot->detail,
+                              candidates.choice);
   if (candidates.choice.chosen != representation)
-    return recordTrieDecision(context, site, pass, false,
+    return recordTrieDecision(context, site, pass, SiteOutcome::NotCheaper,
                               "the cost model prefers the " +
                                   std::string(representationName(candidates.choice.chosen)),
                               candidates.choice);
@@ -340,16 +359,16 @@ std::string otherPrefixLengths(const AccessSite &site, uint32_t widthBits) {
   return "other prefix lengths keep the lookup";
 }
 
-bool recordTrieDecision(const TablePassContext &context, const AccessSite &site,
-                        const char *pass, bool applied, std::string detail,
+bool recordTrieDecision(const TablePassContext &context, const AccessSite &site, Decider pass,
+                        SiteOutcome outcome, std::string detail,
                         const RepresentationChoice &choice) {
-  if (!applied && context.declines)
+  if (outcome != SiteOutcome::Applied && context.declines)
     ++*context.declines;
   if (context.log) {
-    context.log->record(site, pass, applied, std::move(detail) + "; " + choice.describe());
+    context.log->record(site, pass, outcome, std::move(detail) + "; " + choice.describe());
     context.log->decisions.back().choice = choice;
   }
-  return applied;
+  return outcome == SiteOutcome::Applied;
 }
 
 } // namespace morpheus::core

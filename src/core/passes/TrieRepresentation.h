@@ -88,7 +88,7 @@ constexpr uint64_t HashBytesLimit = 1u << 20;
 
 struct TrieCandidates {
   // Why each rewrite cannot serve the site (unset: eligible).
-  std::optional<std::string> whyNoSearch, whyNoDerived, whyNoHash;
+  std::optional<SiteDecline> whyNoSearch, whyNoDerived, whyNoHash;
   // The trie's intervals over its whole data (when either is eligible).
   std::vector<PrefixInterval> intervals;
   // When the derived table is eligible: its tables, in leading-word order.
@@ -110,9 +110,9 @@ TrieCandidates trieCandidates(const AccessSite &site, const TableInfo &table,
 // (`whyNot` unset) and the model's choice. When not, the decline is logged
 // with the reason, so the LPM passes decline alike.
 bool buildsChosenRepresentation(const TablePassContext &context, const AccessSite &site,
-                                const char *pass, const TrieCandidates &candidates,
+                                Decider pass, const TrieCandidates &candidates,
                                 Representation representation,
-                                const std::optional<std::string> &whyNot);
+                                const std::optional<SiteDecline> &whyNot);
 
 // What every LPM rewrite tests first: the key's prefix length, loaded at
 // the builder, or null when the analysis proved it is the data's whole
@@ -139,9 +139,9 @@ void closeTrieFrame(llvm::IRBuilderBase &builder, llvm::CallBase &lookup,
 std::string otherPrefixLengths(const AccessSite &site, uint32_t widthBits);
 
 // Logs `pass`'s decision at `site` with the model's choice (a decline counted
-// as declineSite counts it); returns `applied`.
-bool recordTrieDecision(const TablePassContext &context, const AccessSite &site,
-                        const char *pass, bool applied, std::string detail,
+// as declineSite counts it); returns whether it applied.
+bool recordTrieDecision(const TablePassContext &context, const AccessSite &site, Decider pass,
+                        SiteOutcome outcome, std::string detail,
                         const RepresentationChoice &choice);
 
 } // namespace morpheus::core
