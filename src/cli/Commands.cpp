@@ -10,6 +10,8 @@ void addCommands(CLI::App &morpheus) {
   addAnalyzeCommand(morpheus);
   addSpecializeCommand(morpheus);
   addRunCommand(morpheus);
+  addDaemonCommand(morpheus);
+  addStatusCommand(morpheus);
   addMapCommand(morpheus);
   addFuzzCommand(morpheus);
   addUserRunCommand(morpheus);

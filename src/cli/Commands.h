@@ -22,6 +22,8 @@ void addCommands(CLI::App &morpheus);
 void addAnalyzeCommand(CLI::App &morpheus);
 void addSpecializeCommand(CLI::App &morpheus);
 void addRunCommand(CLI::App &morpheus);
+void addDaemonCommand(CLI::App &morpheus);
+void addStatusCommand(CLI::App &morpheus);
 void addMapCommand(CLI::App &morpheus);
 void addFuzzCommand(CLI::App &morpheus);
 void addUserRunCommand(CLI::App &morpheus);

@@ -1,12 +1,10 @@
 // `morpheus run`: load a program, attach it, and keep it specialized.
 #include "backend/bpf/BpfObject.h"
-#include "cli/Commands.h"
+#include "cli/RunOptions.h"
 #include "core/PhaseClock.h"
-#include "runtime/CostCalibration.h"
 #include "runtime/Daemon.h"
 #include "support/Log.h"
 
-#include <llvm/Support/FileSystem.h>
 #include <llvm/Support/FormatVariadic.h>
 
 #include <atomic>
@@ -23,74 +21,22 @@ std::atomic<bool> stopRequested{false};
 
 void requestStop(int) { stopRequested = true; }
 
-struct RunOptions {
-  std::string program;
-  std::vector<std::string> ifaces;
-  std::string netns, pinDir, pinRoot, socketPath, entry, adopt;
-  bpf::XdpMode mode = bpf::XdpMode::Native;
-  bpf::TcDirection tcDirection = bpf::TcDirection::Ingress;
-  bool detachOnExit = false;
-  bool acceptOneTailCallFewer = false;
-  double periodMs = 1000;
-  uint32_t inlineLimit = runtime::OptimizerOptions().inlineLimit;
-  std::string costModel; // a calibration file; "" = this machine's cached one
-  uint32_t shadowPackets = runtime::OptimizerOptions().shadowPackets;
-  core::ProfileMode profile = core::ProfileMode::Off;
-  std::vector<std::string> notProfiled;
-  std::string reproducerDir = runtime::DaemonOptions().reproducerDir;
+// run's own: how many cycles before it stops by itself.
+struct RunCommandOptions : RunOptions {
   uint64_t maxCycles = 0;
-  bool quiet = false;
-  LogFormat logFormat = LogFormat::Text;
-  CompilerFlags compiler;
 };
 
-int run(const RunOptions &flags) {
-  runtime::DaemonOptions options;
-  options.optimizer.frontend = frontendOptions(flags.compiler);
-  options.optimizer.program = flags.entry;
-  // The live data plane's load: the only one that honours pins by name
-  // ("" = libbpf's default root, /sys/fs/bpf).
-  options.optimizer.pinRoot = flags.pinRoot;
-  options.optimizer.inlineLimit = flags.inlineLimit;
-  options.optimizer.shadowPackets = flags.shadowPackets;
-  options.optimizer.traffic.mode = flags.profile;
-  if (!flags.costModel.empty() && !llvm::sys::fs::exists(flags.costModel))
-    return fail(makeError("{0}: no such calibration file (--cost-model)", flags.costModel));
-  std::string costModelSaid;
-  auto costModel = runtime::costModelFor(
-      flags.costModel.empty() ? runtime::calibrationPath() : flags.costModel, costModelSaid);
-  if (!costModel)
-    return fail(costModel.takeError());
-  options.optimizer.costModel = *costModel;
-  if (costModel->calibrated())
-    options.optimizer.traffic.costs = costModel->fastPathCosts(options.optimizer.traffic.costs);
-  options.optimizer.notProfiled.insert(flags.notProfiled.begin(), flags.notProfiled.end());
-  options.period = std::chrono::microseconds(int64_t(flags.periodMs * 1000));
-  options.mode = flags.mode;
-  options.tcDirection = flags.tcDirection;
-  options.onExit = flags.detachOnExit ? runtime::OnExit::Detach : runtime::OnExit::KeepServing;
-  options.reproducerDir = flags.reproducerDir;
-  options.quiet = flags.quiet;
+int run(const RunCommandOptions &flags) {
+  uint64_t maxCycles = flags.maxCycles;
   configureProcessLog(processLog().threshold(), flags.logFormat, "morpheus");
-  options.logFormat = flags.logFormat;
-  options.logLevel = processLog().threshold();
+  std::string costModelSaid;
+  auto daemonOptions = daemonOptionsFor(flags, "", /*socket=*/true, costModelSaid);
+  if (!daemonOptions)
+    return fail(daemonOptions.takeError());
+  runtime::DaemonOptions &options = *daemonOptions;
   if (!flags.quiet)
     processLog().info(costModelSaid);
-  options.ifaces = flags.ifaces;
-  options.adopt = flags.adopt;
-  options.acceptOneTailCallFewer = flags.acceptOneTailCallFewer;
-  options.netns = flags.netns;
   const std::string &path = flags.program;
-  std::string program = bpf::objectNameFor(path);
-  options.optimizer.pinDir =
-      flags.pinDir.empty() ? "/sys/fs/bpf/morpheus/" + program : flags.pinDir;
-  options.socketPath = flags.socketPath.empty()
-                           ? runtime::defaultControlSocket(program, options.optimizer.pinDir)
-                           : flags.socketPath;
-  uint64_t maxCycles = flags.maxCycles;
-  if (Error err = bpf::ensureBpffs(options.optimizer.pinDir))
-    return fail(std::move(err));
-
   auto daemon = runtime::Daemon::start(path, options, llvm::outs(), llvm::errs());
   if (!daemon)
     return fail(daemon.takeError());
@@ -144,7 +90,7 @@ int run(const RunOptions &flags) {
 } // namespace
 
 void addRunCommand(CLI::App &morpheus) {
-  auto options = std::make_shared<RunOptions>();
+  auto options = std::make_shared<RunCommandOptions>();
   CLI::App &command = commandline::addCommand(
       morpheus, "run", "load, attach and keep specializing a program",
       "Loads PROG unmodified, pins its maps, attaches it with a bpf_link and\n"

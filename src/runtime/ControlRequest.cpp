@@ -22,14 +22,15 @@ struct OpFields {
   std::vector<std::string> required;
 };
 
-const std::array<OpFields, 3> &opTable() {
-  static const std::array<OpFields, 3> table = {{
-      {"status", ControlOp::Status, {"op"}, {"op"}},
-      {"delete", ControlOp::Delete, {"op", "map", "key"}, {"op", "map", "key"}},
+const std::array<OpFields, 4> &opTable() {
+  static const std::array<OpFields, 4> table = {{
+      {"status", ControlOp::Status, {"op", "program"}, {"op"}},
+      {"delete", ControlOp::Delete, {"op", "program", "map", "key"}, {"op", "map", "key"}},
       {"update",
        ControlOp::Update,
-       {"op", "map", "key", "value", "flags"},
+       {"op", "program", "map", "key", "value", "flags"},
        {"op", "map", "key", "value"}},
+      {"reload", ControlOp::Reload, {"op"}, {"op"}},
   }};
   return table;
 }
@@ -81,15 +82,15 @@ Expected<ControlRequest> parseControlRequest(std::string_view line) {
                      describe(request));
   auto op = request.find("op");
   if (op == request.end())
-    return makeError("\"op\": missing (update, delete, status)");
+    return makeError("\"op\": missing (update, delete, status, reload)");
   if (!op->is_string())
-    return fieldError("op", "a string (update, delete, status)", *op);
+    return fieldError("op", "a string (update, delete, status, reload)", *op);
   const std::string &name = op->get_ref<const std::string &>();
   const auto &table = opTable();
   auto entry = std::find_if(table.begin(), table.end(),
                             [&](const OpFields &candidate) { return name == candidate.op; });
   if (entry == table.end())
-    return makeError("\"op\": unknown op '{0}' (update, delete, status)",
+    return makeError("\"op\": unknown op '{0}' (update, delete, status, reload)",
                      excerptForMessage(name));
 
   for (const auto &[field, value] : request.items())
@@ -103,7 +104,12 @@ Expected<ControlRequest> parseControlRequest(std::string_view line) {
 
   ControlRequest parsed;
   parsed.op = entry->kind;
-  if (parsed.op == ControlOp::Status)
+  if (auto program = request.find("program"); program != request.end()) {
+    if (!program->is_string() || program->get_ref<const std::string &>().empty())
+      return fieldError("program", "a program name", *program);
+    parsed.program = program->get<std::string>();
+  }
+  if (parsed.op == ControlOp::Status || parsed.op == ControlOp::Reload)
     return parsed;
   const json &map = *request.find("map");
   if (!map.is_string() || map.get_ref<const std::string &>().empty())

@@ -7,9 +7,12 @@
 //
 // Fields by op (any other field is an error, so a misspelt "flag" is not
 // silently ignored):
-//   status: op
-//   delete: op, map, key
-//   update: op, map, key, value, [flags]
+//   status: op, [program]
+//   delete: op, [program], map, key
+//   update: op, [program], map, key, value, [flags]
+//   reload: op (the agent re-reads its configuration)
+// program: the name of one of the agent's programs (`morpheus daemon`); a
+// socket serving one program (`morpheus run`) takes its entry's name.
 // map: a non-empty string; key, value: hex as `morpheus map` takes it (a
 // string, or an array of strings like "0x0a"); flags: an integer from 0
 // to 2^64-1 (not 1.5, not "1", not -1), as bpf_map_update_elem takes it.
@@ -25,10 +28,11 @@
 
 namespace morpheus::runtime {
 
-enum class ControlOp { Status, Update, Delete };
+enum class ControlOp { Status, Update, Delete, Reload };
 
 struct ControlRequest {
   ControlOp op = ControlOp::Status;
+  std::string program; // "" = the socket's only program (or, for status, all)
   std::string map;     // update, delete
   Bytes key;           // update, delete
   Bytes value;         // update

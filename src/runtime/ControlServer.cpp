@@ -220,11 +220,32 @@ Expected<std::unique_ptr<ControlServer>>
 ControlServer::start(ControlSocketClaim claim, Optimizer &optimizer,
                      std::function<void()> onChange, std::function<std::string()> status,
                      ControlServerOptions options) {
+  auto answer = [&optimizer, onChange = std::move(onChange),
+                 status = std::move(status)](const ControlRequest &request) {
+    if (!request.program.empty() && request.program != optimizer.entryName())
+      return failure("\"program\": unknown program '" + excerptForMessage(request.program) +
+                     "' (this socket serves '" + optimizer.entryName() + "')");
+    switch (request.op) {
+    case ControlOp::Status:
+      return controlReply({{"status", json::parse(status(), nullptr, false)}});
+    case ControlOp::Reload:
+      return failure("reload: this socket serves one program ('morpheus run'); the agent "
+                     "('morpheus daemon') reloads its configuration");
+    case ControlOp::Update:
+    case ControlOp::Delete:
+      break;
+    }
+    return applyMapChange(optimizer, request, onChange);
+  };
+  return start(std::move(claim), std::move(answer), options);
+}
+
+Expected<std::unique_ptr<ControlServer>>
+ControlServer::start(ControlSocketClaim claim, ControlAnswer answer, ControlServerOptions options) {
   std::string path = claim.path();
   std::string binding = bindingName(path);
-  std::unique_ptr<ControlServer> server(new ControlServer(std::move(claim), optimizer, options));
-  server->onChange = std::move(onChange);
-  server->status = std::move(status);
+  std::unique_ptr<ControlServer> server(
+      new ControlServer(std::move(claim), std::move(answer), options));
   if (pipe2(server->stopPipe, O_CLOEXEC))
     return makeSystemError(errno, "control socket '{0}'", path);
   server->listenFd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
@@ -425,12 +446,18 @@ std::string ControlServer::handle(std::string_view line) {
   auto request = parseControlRequest(line);
   if (!request)
     return failure(llvm::toString(request.takeError()));
-  if (request->op == ControlOp::Status)
-    return replyText({{"ok", true}, {"status", json::parse(status(), nullptr, false)}});
-  return apply(*request);
+  return answerRequest(*request);
 }
 
-std::string ControlServer::apply(const ControlRequest &request) {
+std::string controlReply(json fields) {
+  fields["ok"] = true;
+  return replyText(fields);
+}
+
+std::string controlFailure(const std::string &message) { return failure(message); }
+
+std::string applyMapChange(Optimizer &optimizer, const ControlRequest &request,
+                           const std::function<void()> &onChange) {
   const core::TableCatalog &catalog = optimizer.spec().catalog();
   int fd = optimizer.mapFd(request.map);
   if (fd < 0 || !catalog.count(request.map)) {
@@ -450,7 +477,7 @@ std::string ControlServer::apply(const ControlRequest &request) {
     return failure(llvm::toString(std::move(result)));
   if (onChange)
     onChange();
-  return replyText({{"ok", true}, {"version", optimizer.guard().version()}});
+  return controlReply({{"version", optimizer.guard().version()}});
 }
 
 } // namespace morpheus::runtime

@@ -34,6 +34,8 @@
 #include "runtime/ControlRequest.h"
 #include "runtime/Optimizer.h"
 
+#include <nlohmann/json.hpp>
+
 #include <functional>
 #include <memory>
 #include <optional>
@@ -90,10 +92,29 @@ private:
 // one name with their own pin directories never meet on one socket.
 std::string defaultControlSocket(const std::string &program, const std::string &pinDir);
 
+// The answer to one checked request, as a reply line (controlReply,
+// controlFailure). Runs on the server thread, one request at a time.
+using ControlAnswer = std::function<std::string(const ControlRequest &)>;
+
+// Reply lines: {"ok": true, FIELDS...} and {"ok": false, "error": MESSAGE}.
+std::string controlReply(nlohmann::json fields);
+std::string controlFailure(const std::string &message);
+
+// Applies an update or delete to `optimizer`'s map through its guard
+// (MapUpdater), then runs `onChange`; the reply names an unknown map with
+// the program's maps.
+std::string applyMapChange(Optimizer &optimizer, const ControlRequest &request,
+                           const std::function<void()> &onChange);
+
 class ControlServer {
 public:
-  // Serves the claimed path. `onChange` runs (on the server thread) after
-  // every applied update; `status` produces the answer to {"op":"status"}.
+  // Serves the claimed path, each request answered by `answer`.
+  static Expected<std::unique_ptr<ControlServer>>
+  start(ControlSocketClaim claim, ControlAnswer answer, ControlServerOptions options = {});
+  // Serves one program (`morpheus run`): updates applied to `optimizer`'s
+  // maps, `onChange` run after each (on the server thread); `status`
+  // produces the answer to {"op":"status"}; a request naming another
+  // program, and reload, are refused.
   static Expected<std::unique_ptr<ControlServer>>
   start(ControlSocketClaim claim, Optimizer &optimizer, std::function<void()> onChange,
         std::function<std::string()> status, ControlServerOptions options = {});
@@ -105,8 +126,8 @@ public:
 
 private:
   struct Connection;
-  ControlServer(ControlSocketClaim claim, Optimizer &optimizer, ControlServerOptions options)
-      : claim(std::move(claim)), optimizer(optimizer), options(options) {}
+  ControlServer(ControlSocketClaim claim, ControlAnswer answer, ControlServerOptions options)
+      : claim(std::move(claim)), answerRequest(std::move(answer)), options(options) {}
   void serve();
   // Accepts every waiting client; false when the process is out of file
   // descriptors (accepting pauses a moment).
@@ -120,18 +141,15 @@ private:
   // Sends what the socket takes of the pending reply; false when the client
   // is gone.
   bool sendReply(Connection &connection, uint64_t turn);
-  std::string apply(const ControlRequest &request);
 
   ControlSocketClaim claim;
-  Optimizer &optimizer;
+  ControlAnswer answerRequest;
   ControlServerOptions options;
   int listenFd = -1;
   // The file the socket was renamed onto: removed on exit only if still
   // there (never a socket someone else has put at the path since).
   std::optional<std::pair<dev_t, ino_t>> served;
   int stopPipe[2] = {-1, -1};
-  std::function<void()> onChange;
-  std::function<std::string()> status;
   std::thread thread;
 };
 

@@ -453,10 +453,36 @@ bool Daemon::chainReachesTheLimit() {
   return true;
 }
 
-std::optional<core::CycleReport> Daemon::step(Clock::time_point now) {
+Daemon::Work Daemon::pending(Clock::time_point now) {
   if (ownerGone)
+    return Work::None;
+  if (now >= nextPeriod)
+    return Work::Periodic;
+  if (now < nextCycle)
+    return Work::None;
+  {
+    std::lock_guard lock(mutex);
+    if (changed)
+      return Work::Change;
+  }
+  // A bump of the guard (by 'morpheus map' from another process, or the
+  // socket) means packets are on the generic path: re-specialize now.
+  bool invalidated = opt->installedVersion() != 0 &&
+                     opt->guard().version() != opt->installedVersion();
+  return invalidated ? Work::Change : Work::None;
+}
+
+Daemon::Clock::time_point Daemon::wakeAt() {
+  std::lock_guard lock(mutex);
+  // A change waits out a back-off; the period's work never waits.
+  return changed ? std::min(nextPeriod, nextCycle) : nextPeriod;
+}
+
+std::optional<core::CycleReport> Daemon::step(Clock::time_point now) {
+  Work work = pending(now);
+  if (work == Work::None)
     return std::nullopt;
-  bool periodic = now >= nextPeriod;
+  bool periodic = work == Work::Periodic;
   if (periodic && adoption && adoption->ownerMovedOn()) {
     ownerGone = true;
     log.record("owner_moved_on", {{"adopted", adoption->describe()}},
@@ -476,17 +502,10 @@ std::optional<core::CycleReport> Daemon::step(Clock::time_point now) {
       printStatus();
     return std::nullopt;
   }
-  bool update;
   {
     std::lock_guard lock(mutex);
-    update = std::exchange(changed, false);
+    changed = false;
   }
-  // A bump of the guard (by 'morpheus map' from another process, or the
-  // socket) means packets are on the generic path: re-specialize now.
-  bool invalidated = opt->installedVersion() != 0 &&
-                     opt->guard().version() != opt->installedVersion();
-  if (!periodic && !update && !invalidated)
-    return std::nullopt;
   core::CycleReport cycle = opt->runCycle();
   lastCycle = cycle.cycle;
   failures = backsOff(cycle.outcome) ? failures + 1 : 0;
@@ -609,16 +628,24 @@ void Daemon::report(const core::CycleReport &cycle) {
 }
 
 void Daemon::printStatus() {
-  if (options.quiet)
-    return;
   // Counters only subtract within one program: after a swap the new
   // program's totals start from zero (and its fd number may be an old one's).
   bpf::ProgramRunStats current = bpf::programRunStats(opt->activeFd());
+  lastRunTime.packets = 0;
   if (current.programId == statsBase.programId && current.runCount > statsBase.runCount) {
     uint64_t packets = current.runCount - statsBase.runCount;
-    const char *program =
-        opt->installedVersion() == opt->guard().version() ? "specialized" : "generic";
+    bool specialized = opt->installedVersion() == opt->guard().version();
     double nsPerPacket = double(current.runTimeNs - statsBase.runTimeNs) / packets;
+    lastRunTime.packets = packets;
+    lastRunTime.specialized = specialized;
+    (specialized ? lastRunTime.specializedNsPerPacket : lastRunTime.genericNsPerPacket) =
+        nsPerPacket;
+  }
+  if (!options.quiet && lastRunTime.packets) {
+    const char *program = lastRunTime.specialized ? "specialized" : "generic";
+    uint64_t packets = lastRunTime.packets;
+    double nsPerPacket = lastRunTime.specialized ? *lastRunTime.specializedNsPerPacket
+                                                 : *lastRunTime.genericNsPerPacket;
     log.record("status",
                {{"cycle", lastCycle},
                 {"program", program},

@@ -54,6 +54,9 @@ enum class OnExit {
 };
 
 struct DaemonOptions {
+  // The program's name when one process runs several (`morpheus daemon`):
+  // every log line carries it. "" for `morpheus run`.
+  std::string name;
   OptimizerOptions optimizer;
   std::vector<std::string> ifaces; // at least one, unless adopting
   // Adopt the XDP or TC program another loader attached here (an
@@ -102,6 +105,14 @@ public:
                                                  llvm::raw_ostream &errors);
   ~Daemon();
 
+  // What a step at `now` would do, for a caller that schedules several
+  // daemons: nothing, the periodic work (tending ports, maybe a cycle), or
+  // a cycle for a change (an update through Morpheus, a bumped guard).
+  enum class Work { None, Periodic, Change };
+  Work pending(Clock::time_point now);
+  // When pending() next becomes more than None (a guard bumped by another
+  // process shows only when polled).
+  Clock::time_point wakeAt();
   // Does what is due at `now`; returns the report of the cycle it ran.
   std::optional<core::CycleReport> step(Clock::time_point now);
   // Sleeps until the next period or a notifyChange(), at most `limit`.
@@ -132,6 +143,16 @@ public:
     std::string text;      // one line
   };
   ExitNote exitNote() const;
+  // The running program's cost over the last status period (kernel
+  // bpf_stats), and the last figure of each version kind: the generic
+  // program's and the specialized one's.
+  struct RunTime {
+    uint64_t packets = 0;          // in the last period
+    bool specialized = false;      // what ran in the last period
+    std::optional<double> genericNsPerPacket, specializedNsPerPacket;
+  };
+  const RunTime &runTime() const { return lastRunTime; }
+  bool adopted() const { return adoption != nullptr; }
   // Cycles in a row that failed or were refused (0 after a good one).
   unsigned consecutiveFailures() const { return failures; }
   // The earliest a cycle may run (later than now while backing off).
@@ -147,7 +168,8 @@ private:
   };
 
   Daemon(DaemonOptions options, llvm::raw_ostream &out, llvm::raw_ostream &errors)
-      : options(std::move(options)), log(out, errors, this->options.logLevel, this->options.logFormat) {}
+      : options(std::move(options)), log(out, errors, this->options.logLevel,
+                                         this->options.logFormat, "morpheus", this->options.name) {}
   Error installOnPorts(int programFd);
   bpf::AttachPoint attachPoint(const std::string &iface) const;
   // Where the link of `iface` is pinned (KeepServing), or where an earlier
@@ -161,6 +183,7 @@ private:
   void tendPorts();
   void repairPins();
   void report(const core::CycleReport &cycle);
+  // Measures the period's cost (runTime) and prints it unless quiet.
   void printStatus();
   // The file holding the reproducer of this difference, written if new.
   std::string keepReproducer(const core::CycleReport &cycle);
@@ -191,6 +214,7 @@ private:
   std::set<std::string> reproducers; // written this run, by difference key
   // Run counters of the program running at the last status line.
   bpf::ProgramRunStats statsBase;
+  RunTime lastRunTime;
 };
 
 // Daemon::updateGuarantees for `spec` run with `period`, adopted (the

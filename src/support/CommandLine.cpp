@@ -113,8 +113,9 @@ std::string describe(const CLI::ParseError &error) {
   return message;
 }
 
-// "1s", "250ms", "2.5s", "2" (seconds) -> milliseconds; std::nullopt if not
-// a positive duration.
+
+} // namespace
+
 std::optional<double> parseDuration(const std::string &text) {
   char *end = nullptr;
   double value = std::strtod(text.c_str(), &end);
@@ -124,8 +125,6 @@ std::optional<double> parseDuration(const std::string &text) {
     return std::nullopt;
   return value * scale;
 }
-
-} // namespace
 
 std::unique_ptr<CLI::App> makeApp(const std::string &name, const std::string &description,
                                   const std::string &footer, Body body) {

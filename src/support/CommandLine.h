@@ -80,6 +80,10 @@ template <typename T> CLI::Validator oneOf(const std::map<std::string, T> &choic
       ""); // no description: the option's type name shows the choices
 }
 
+// "1s", "250ms", "2.5s", "2" (seconds) -> milliseconds; std::nullopt if not
+// a positive duration.
+std::optional<double> parseDuration(const std::string &text);
+
 // An option taking a duration ("1s", "250ms", "2.5s"; a bare number is
 // seconds), stored in milliseconds.
 CLI::Option *addDuration(CLI::App &command, const std::string &name, double &milliseconds,

@@ -27,21 +27,39 @@ const char *logLevelName(LogLevel level) {
   return "unknown";
 }
 
+std::string Log::aboutSubject(const llvm::Twine &text) const {
+  std::string whole = text.str();
+  if (subject.empty())
+    return whole;
+  std::string prefixed;
+  for (size_t start = 0; start < whole.size();) {
+    size_t end = whole.find('\n', start);
+    end = end == std::string::npos ? whole.size() : end + 1;
+    prefixed += "[" + subject + "] " + whole.substr(start, end - start);
+    start = end;
+  }
+  return prefixed;
+}
+
+void Log::writeJson(nlohmann::json line) {
+  if (!subject.empty())
+    line["name"] = subject;
+  out << line.dump() << "\n";
+  out.flush();
+}
+
 void Log::write(LogLevel wanted, const llvm::Twine &message) {
   if (!enabled(wanted))
     return;
   if (format == LogFormat::Json) {
-    nlohmann::json line = {
-        {"event", "log"}, {"level", logLevelName(wanted)}, {"message", message.str()}};
-    out << line.dump() << "\n";
-    out.flush();
+    writeJson({{"event", "log"}, {"level", logLevelName(wanted)}, {"message", message.str()}});
     return;
   }
   if (wanted >= LogLevel::Info)
-    errors << message << "\n";
+    errors << aboutSubject(message) << "\n";
   else
-    errors << program << ": " << (wanted == LogLevel::Warning ? "warning: " : "") << message
-           << "\n";
+    errors << program << ": " << (wanted == LogLevel::Warning ? "warning: " : "")
+           << aboutSubject(message) << "\n";
   errors.flush();
 }
 
@@ -50,15 +68,13 @@ void Log::external(LogLevel wanted, llvm::StringRef source, llvm::StringRef mess
     return;
   message.consume_back("\n");
   if (format == LogFormat::Json) {
-    nlohmann::json line = {{"event", "log"},
-                           {"level", logLevelName(wanted)},
-                           {"source", source.str()},
-                           {"message", message.str()}};
-    out << line.dump() << "\n";
-    out.flush();
+    writeJson({{"event", "log"},
+               {"level", logLevelName(wanted)},
+               {"source", source.str()},
+               {"message", message.str()}});
     return;
   }
-  errors << source << ": " << message << "\n";
+  errors << aboutSubject(source + ": " + message) << "\n";
   errors.flush();
 }
 
@@ -68,10 +84,10 @@ void Log::record(llvm::StringRef event, nlohmann::json fields, const llvm::Twine
   if (format == LogFormat::Json) {
     nlohmann::json line = {{"event", event.str()}};
     line.update(fields);
-    out << line.dump() << "\n";
-  } else {
-    out << text;
+    writeJson(std::move(line));
+    return;
   }
+  out << aboutSubject(text);
   out.flush();
 }
 

@@ -28,9 +28,14 @@ enum class LogFormat { Text, Json };
 
 class Log {
 public:
+  // `subject`: what every line is about when one process serves several
+  // (the agent's program name): "[SUBJECT] " starts each text line, and
+  // JSON lines carry "name": SUBJECT.
   Log(llvm::raw_ostream &out, llvm::raw_ostream &errors, LogLevel level = LogLevel::Info,
-      LogFormat format = LogFormat::Text, std::string program = "morpheus")
-      : out(out), errors(errors), level(level), format(format), program(std::move(program)) {}
+      LogFormat format = LogFormat::Text, std::string program = "morpheus",
+      std::string subject = "")
+      : out(out), errors(errors), level(level), format(format), program(std::move(program)),
+        subject(std::move(subject)) {}
 
   bool enabled(LogLevel wanted) const { return wanted <= level; }
   LogLevel threshold() const { return level; }
@@ -53,11 +58,15 @@ public:
 
 private:
   void write(LogLevel wanted, const llvm::Twine &message);
+  // `text` with every line started by "[subject] " (as it is without one).
+  std::string aboutSubject(const llvm::Twine &text) const;
+  void writeJson(nlohmann::json line);
 
   llvm::raw_ostream &out, &errors;
   LogLevel level;
   LogFormat format;
   std::string program;
+  std::string subject;
 };
 
 // The process's log, on stdout/stderr: commands, the network functions and

@@ -36,6 +36,28 @@ TEST(ControlRequest, ValidRequestsAreTyped) {
   auto status = parseControlRequest(R"( {"op":"status"} )");
   ASSERT_THAT_EXPECTED(status, llvm::Succeeded());
   EXPECT_EQ(status->op, ControlOp::Status);
+  EXPECT_EQ(status->program, "");
+}
+
+// The agent serves many programs on one socket: a request names its
+// program; `reload` takes nothing else.
+TEST(ControlRequest, RequestsNameTheirProgramAndReloadTakesNothingElse) {
+  auto update = parseControlRequest(
+      R"({"op":"update","program":"edge_fw","map":"policy","key":"00","value":"01"})");
+  ASSERT_THAT_EXPECTED(update, llvm::Succeeded());
+  EXPECT_EQ(update->program, "edge_fw");
+  auto status = parseControlRequest(R"({"op":"status","program":"lb"})");
+  ASSERT_THAT_EXPECTED(status, llvm::Succeeded());
+  EXPECT_EQ(status->program, "lb");
+  auto reload = parseControlRequest(R"({"op":"reload"})");
+  ASSERT_THAT_EXPECTED(reload, llvm::Succeeded());
+  EXPECT_EQ(reload->op, ControlOp::Reload);
+  EXPECT_EQ(errorOf(R"({"op":"status","program":""})"),
+            "\"program\": expected a program name, got an empty string");
+  EXPECT_EQ(errorOf(R"({"op":"status","program":7})"),
+            "\"program\": expected a program name, got the integer 7");
+  EXPECT_EQ(errorOf(R"({"op":"reload","program":"lb"})"),
+            "\"program\": not a field of op 'reload' (it takes op)");
 }
 
 // Each message names the field and what it got; before, "flags":1.5 was 1,
@@ -52,9 +74,9 @@ TEST(ControlRequest, ErrorsNameTheFieldAndWhatItGot) {
   EXPECT_EQ(errorOf(update + R"("flags":"x"})"),
             "\"flags\": expected an integer from 0 to 18446744073709551615, got a string");
   EXPECT_EQ(errorOf(R"({"op":5})"),
-            "\"op\": expected a string (update, delete, status), got the integer 5");
+            "\"op\": expected a string (update, delete, status, reload), got the integer 5");
   EXPECT_EQ(errorOf(R"({"op":null})"),
-            "\"op\": expected a string (update, delete, status), got null");
+            "\"op\": expected a string (update, delete, status, reload), got null");
   EXPECT_EQ(errorOf(R"({"op":"update","map":5,"key":"00","value":"00"})"),
             "\"map\": expected a map name, got the integer 5");
   EXPECT_EQ(errorOf(R"({"op":"update","map":"","key":"00","value":"00"})"),
@@ -65,14 +87,14 @@ TEST(ControlRequest, ErrorsNameTheFieldAndWhatItGot) {
   EXPECT_EQ(errorOf(R"({"op":"delete","map":"m","key":{}})"),
             "\"key\": expected a hex string or an array of hex bytes");
   EXPECT_EQ(errorOf(R"({"op":"delete","map":"m"})"),
-            "\"key\": missing (op 'delete' takes op, map, key)");
+            "\"key\": missing (op 'delete' takes op, program, map, key)");
   EXPECT_EQ(errorOf(R"({"op":"delete","map":"m","key":"00","value":"00"})"),
-            "\"value\": not a field of op 'delete' (it takes op, map, key)");
+            "\"value\": not a field of op 'delete' (it takes op, program, map, key)");
   EXPECT_EQ(errorOf(update + R"("flag":1})"),
-            "\"flag\": not a field of op 'update' (it takes op, map, key, value, flags)");
+            "\"flag\": not a field of op 'update' (it takes op, program, map, key, value, flags)");
   EXPECT_EQ(errorOf(R"({"op":"explode"})"),
-            "\"op\": unknown op 'explode' (update, delete, status)");
-  EXPECT_EQ(errorOf(R"({})"), "\"op\": missing (update, delete, status)");
+            "\"op\": unknown op 'explode' (update, delete, status, reload)");
+  EXPECT_EQ(errorOf(R"({})"), "\"op\": missing (update, delete, status, reload)");
   EXPECT_EQ(errorOf(R"([1,2])"),
             "expected a JSON object like {\"op\":\"status\"}, got an array");
   EXPECT_EQ(errorOf("{\"op\": \"upd"), "not a JSON object: '{\"op\": \"upd'");
@@ -84,11 +106,11 @@ TEST(ControlRequest, QuotesAreShortAndPrintable) {
   EXPECT_EQ(errorOf("{\"op\":\"delete\",\"map\":\"m\",\"key\":\"\xc3\xa9\"}"),
             "\"key\": unexpected character '\\xc3' in hex bytes \"\\xc3\\xa9\"");
   EXPECT_EQ(errorOf("{\"op\":\"\xc3\xa9\\n\"}"),
-            "\"op\": unknown op '\\xc3\\xa9\\x0a' (update, delete, status)");
+            "\"op\": unknown op '\\xc3\\xa9\\x0a' (update, delete, status, reload)");
   EXPECT_EQ(errorOf("{\"op\":\"\xff\"}"), "not a JSON object: '{\"op\":\"\\xff\"}'");
   std::string longOp = "{\"op\":\"" + std::string(1000, 'a') + "\"}";
   EXPECT_EQ(errorOf(longOp),
-            "\"op\": unknown op '" + std::string(64, 'a') + "...' (update, delete, status)");
+            "\"op\": unknown op '" + std::string(64, 'a') + "...' (update, delete, status, reload)");
 }
 
 TEST(ControlRequest, TheDefaultSocketFollowsThePinDirectory) {

@@ -59,6 +59,29 @@ TEST(Log, JsonWritesOneObjectALineOnOut) {
   EXPECT_EQ(lines[2]["message"], "line one\nline two");
 }
 
+// The agent's programs share its streams: every line says whose it is.
+TEST(Log, ASubjectStartsEveryTextLineAndNamesEveryJsonLine) {
+  Streams text;
+  Log log(text.outStream, text.errorStream, LogLevel::Info, LogFormat::Text, "morpheus",
+          "edge_fw");
+  log.record("cycle", {}, "cycle 1: installed\n  injection by phase (ms): load 3\n");
+  log.error("interface 'eth9': gone");
+  log.info("progress");
+  EXPECT_EQ(text.out, "[edge_fw] cycle 1: installed\n[edge_fw]   injection by phase (ms): load 3\n");
+  EXPECT_EQ(text.errors, "morpheus: [edge_fw] interface 'eth9': gone\n[edge_fw] progress\n");
+
+  Streams json;
+  Log jsonLog(json.outStream, json.errorStream, LogLevel::Info, LogFormat::Json, "morpheus",
+              "edge_fw");
+  jsonLog.record("status", {{"cycle", 3}}, "");
+  jsonLog.warning("slow");
+  std::vector<nlohmann::json> lines = jsonLines(json.out);
+  ASSERT_EQ(lines.size(), 2u);
+  EXPECT_EQ(lines[0]["name"], "edge_fw");
+  EXPECT_EQ(lines[1]["name"], "edge_fw");
+  EXPECT_EQ(lines[1]["message"], "slow");
+}
+
 TEST(Log, LevelsHideWhatIsBelowThem) {
   Streams quiet;
   Log warnings(quiet.outStream, quiet.errorStream, LogLevel::Warning);

@@ -1,0 +1,205 @@
+// `morpheus daemon`: the node agent (runtime/Agent) run from its
+// configuration file; `morpheus status`: what an agent (or a `run`)
+// serves, asked through its control socket.
+#include "backend/bpf/BpfObject.h"
+#include "cli/AgentConfig.h"
+#include "cli/Commands.h"
+#include "runtime/Agent.h"
+#include "runtime/ControlClient.h"
+#include "support/Log.h"
+
+#include <llvm/Support/FormatVariadic.h>
+
+#include <atomic>
+#include <csignal>
+#include <map>
+#include <memory>
+
+namespace morpheus::cli {
+
+namespace {
+
+std::atomic<bool> stopAgent{false};
+std::atomic<bool> reloadAgent{false};
+
+void requestAgentStop(int) { stopAgent = true; }
+void requestAgentReload(int) { reloadAgent = true; }
+
+struct DaemonCommandOptions {
+  std::string config;
+  std::optional<std::string> socketPath, metricsAddress;
+  LogFormat logFormat = LogFormat::Text;
+};
+
+// The configuration with the command line's overrides.
+Expected<AgentConfig> configuration(const DaemonCommandOptions &flags) {
+  auto config = readAgentConfig(flags.config);
+  if (!config)
+    return config.takeError();
+  if (flags.socketPath)
+    config->socketPath = *flags.socketPath;
+  if (flags.metricsAddress)
+    config->metricsAddress = *flags.metricsAddress;
+  return config;
+}
+
+int runAgent(const DaemonCommandOptions &flags) {
+  configureProcessLog(processLog().threshold(), flags.logFormat, "morpheus");
+  auto config = configuration(flags);
+  if (!config)
+    return fail(config.takeError());
+  auto programs = agentPrograms(*config);
+  if (!programs)
+    return fail(withContext(programs.takeError(), flags.config));
+  runtime::AgentOptions options;
+  options.socketPath = config->socketPath;
+  options.cpuBudget = config->cpuBudget;
+  options.logFormat = flags.logFormat;
+  options.logLevel = processLog().threshold();
+  // A reload reads the file again; the socket and metrics address of the
+  // running agent stay (they are the agent's, not a program's).
+  options.loadConfiguration = [flags]() -> Expected<std::vector<runtime::AgentProgram>> {
+    auto reread = configuration(flags);
+    if (!reread)
+      return reread.takeError();
+    return agentPrograms(*reread);
+  };
+  // Stats stay enabled while this is open: the status's ns/packet.
+  auto stats = bpf::enableRunTimeStats();
+  if (!stats)
+    processLog().warning("kernel bpf_stats cannot be enabled (" +
+                         llvm::toString(stats.takeError()) + "): no ns/packet figures");
+  auto agent =
+      runtime::Agent::start(std::move(options), std::move(*programs), llvm::outs(), llvm::errs());
+  if (!agent)
+    return fail(agent.takeError());
+  processLog().record("agent", {{"config", flags.config}, {"socket", config->socketPath}},
+                      "agent: configuration " + flags.config + ", control socket " +
+                          config->socketPath + "\n");
+  std::signal(SIGINT, requestAgentStop);
+  std::signal(SIGTERM, requestAgentStop);
+  std::signal(SIGHUP, requestAgentReload);
+  while (!stopAgent) {
+    if (reloadAgent.exchange(false))
+      (*agent)->requestReload();
+    (*agent)->step(runtime::Agent::Clock::now());
+    (*agent)->waitForWork(std::chrono::milliseconds(10));
+  }
+  processLog().record("agent_stopping", {}, "agent: stopping\n");
+  agent->reset(); // each program stops as `run` stops
+  return 0;
+}
+
+struct StatusOptions {
+  std::string socketPath = AgentConfig().socketPath;
+  std::string program;
+  bool json = false;
+};
+
+std::string describeProgram(const nlohmann::json &program) {
+  std::string line = llvm::formatv("{0,-16} {1,-8} version {2}", program.value("name", "?"),
+                                   program.value("state", "?"),
+                                   program.value("installed_version", uint64_t(0)))
+                         .str();
+  if (auto ns = program.find("ns_per_packet"); ns != program.end() && ns->is_object()) {
+    for (const char *kind : {"generic", "specialized"})
+      if (ns->contains(kind) && (*ns)[kind].is_number())
+        line += llvm::formatv(", {0} {1:f1} ns/packet", kind, (*ns)[kind].get<double>()).str();
+  }
+  if (program.contains("gain") && program["gain"].is_number())
+    line += llvm::formatv(", gain {0:f2}x", program["gain"].get<double>()).str();
+  if (auto last = program.find("last_cycle"); last != program.end() && last->is_object())
+    line += ", last cycle " + last->value("outcome", std::string("?"));
+  std::string attached = program.value("attached_to", "");
+  if (!attached.empty())
+    line += " [" + attached + "]";
+  std::string detail = program.value("detail", "");
+  if (!detail.empty())
+    line += "\n" + std::string(17, ' ') + detail;
+  return line + "\n";
+}
+
+int status(const StatusOptions &flags) {
+  nlohmann::json request = {{"op", "status"}};
+  if (!flags.program.empty())
+    request["program"] = flags.program;
+  auto reply = runtime::askControlSocket(flags.socketPath, request, std::chrono::seconds(10));
+  if (!reply)
+    return fail(reply.takeError());
+  const nlohmann::json &answer = (*reply)["status"];
+  if (flags.json) {
+    llvm::outs() << answer.dump(2) << "\n";
+    return 0;
+  }
+  if (answer.contains("programs") && answer["programs"].is_array()) {
+    if (answer["programs"].empty())
+      llvm::outs() << "no programs\n";
+    for (const nlohmann::json &program : answer["programs"])
+      llvm::outs() << describeProgram(program);
+  } else if (answer.contains("state")) {
+    llvm::outs() << describeProgram(answer);
+  } else {
+    llvm::outs() << answer.dump(2) << "\n"; // a `run`'s socket: its one program
+  }
+  return 0;
+}
+
+} // namespace
+
+void addDaemonCommand(CLI::App &morpheus) {
+  auto options = std::make_shared<DaemonCommandOptions>();
+  CLI::App &command = commandline::addCommand(
+      morpheus, "daemon", "the node agent: keep every program of a configuration specialized",
+      "Runs every program the configuration file lists, each as 'morpheus run' would\n"
+      "(loaded and attached, or adopted from another loader), in one process with\n"
+      "one control socket. A program that fails to start is retried (2, 4, ... 64 s);\n"
+      "one whose cycles fail backs off alone; neither stops the others. SIGHUP (or\n"
+      "{\"op\":\"reload\"} on the socket) re-reads the file: new programs start,\n"
+      "removed ones stop (the original swapped back in, pins kept), changed ones\n"
+      "restart, the others are not touched. SIGINT/SIGTERM stop every program as\n"
+      "'run' stops; after kill -9 the data planes keep serving and the next agent\n"
+      "takes their pinned links over. 'morpheus status' lists the programs.",
+      [options](const CLI::App &) { return runAgent(*options); });
+  command.add_option("--config", options->config, "the agent's configuration (YAML)")
+      ->required()
+      ->type_name("FILE");
+  command
+      .add_option_function<std::string>(
+          "--socket", [options](const std::string &path) { options->socketPath = path; },
+          "control socket for every program (default: the file's 'socket', else "
+          "/run/morpheus/agent.sock)")
+      ->type_name("PATH");
+  command
+      .add_option_function<std::string>(
+          "--metrics-address",
+          [options](const std::string &address) { options->metricsAddress = address; },
+          "serve Prometheus metrics at http://ADDRESS/metrics (default: the file's "
+          "'metrics_address', else none)")
+      ->type_name("HOST:PORT");
+  command
+      .add_option("--log-format", options->logFormat,
+                  "text: lines for people, each started by [PROGRAM] (default); json: one "
+                  "object a line, with \"name\": PROGRAM")
+      ->transform(commandline::oneOf(
+          std::map<std::string, LogFormat>{{"text", LogFormat::Text}, {"json", LogFormat::Json}}))
+      ->type_name("text|json");
+}
+
+void addStatusCommand(CLI::App &morpheus) {
+  auto options = std::make_shared<StatusOptions>();
+  CLI::App &command = commandline::addCommand(
+      morpheus, "status", "list what an agent serves: each program's state, version and gain",
+      "Asks the agent (or a 'morpheus run') through its control socket: per program its\n"
+      "state (serving, failed, stopped), the installed version, ns/packet of the\n"
+      "generic and the specialized program (kernel bpf_stats) and the gain, the last\n"
+      "cycle's outcome and where it is attached.",
+      [options](const CLI::App &) { return status(*options); });
+  command
+      .add_option("--socket", options->socketPath,
+                  "the agent's control socket (default /run/morpheus/agent.sock)")
+      ->type_name("PATH");
+  command.add_option("--program", options->program, "only this program")->type_name("NAME");
+  command.add_flag("--json", options->json, "the status as JSON");
+}
+
+} // namespace morpheus::cli

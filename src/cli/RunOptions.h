@@ -1,0 +1,46 @@
+// What `morpheus run` is told about one program, and the daemon options it
+// becomes: one conversion for the command line and the agent's
+// configuration file (cli/AgentConfig), so an entry of the file means
+// exactly what the same flags of `run` mean.
+#pragma once
+
+#include "cli/Commands.h"
+#include "runtime/Daemon.h"
+
+#include <string>
+#include <vector>
+
+namespace morpheus::cli {
+
+struct RunOptions {
+  std::string program;
+  std::vector<std::string> ifaces;
+  std::string netns, pinDir, pinRoot, socketPath, entry, adopt;
+  bpf::XdpMode mode = bpf::XdpMode::Native;
+  bpf::TcDirection tcDirection = bpf::TcDirection::Ingress;
+  bool detachOnExit = false;
+  bool acceptOneTailCallFewer = false;
+  double periodMs = 1000;
+  uint32_t inlineLimit = runtime::OptimizerOptions().inlineLimit;
+  // The table passes to run by name (Passes.def); unset runs them all.
+  std::optional<std::vector<std::string>> tablePasses;
+  std::string costModel; // a calibration file; "" = this machine's cached one
+  uint32_t shadowPackets = runtime::OptimizerOptions().shadowPackets;
+  core::ProfileMode profile = core::ProfileMode::Off;
+  std::vector<std::string> notProfiled;
+  std::string reproducerDir = runtime::DaemonOptions().reproducerDir;
+  bool quiet = false;
+  LogFormat logFormat = LogFormat::Text;
+  CompilerFlags compiler;
+};
+
+// The daemon options for `flags`: the cost model read (`costModelSaid`
+// gets the line saying which), the pin directory defaulted to
+// /sys/fs/bpf/morpheus/NAME (NAME: `name`, or the program's object name),
+// the socket to the default for that directory unless `socket` is false
+// (the agent serves one socket for all). Log format and level are the
+// process log's.
+Expected<runtime::DaemonOptions> daemonOptionsFor(const RunOptions &flags, const std::string &name,
+                                                  bool socket, std::string &costModelSaid);
+
+} // namespace morpheus::cli

@@ -1,0 +1,495 @@
+#include "runtime/Agent.h"
+
+#include "support/Excerpt.h"
+
+#include <llvm/ADT/StringExtras.h>
+#include <llvm/Support/FormatVariadic.h>
+
+#include <algorithm>
+#include <ctime>
+#include <exception>
+
+namespace morpheus::runtime {
+
+namespace {
+
+using nlohmann::json;
+
+// A program that failed to start waits 2^n seconds before the next try,
+// up to 64: a source that does not compile costs a compile a minute.
+constexpr unsigned MaxRetryShift = 6;
+// The longest a reload asked through the socket waits for the loop (it
+// compiles the programs it starts).
+constexpr std::chrono::minutes ReloadReplyLimit{5};
+// The budget saves up at most this much wall time's worth.
+constexpr double BudgetWindowSeconds = 1.0;
+
+double threadCpuSeconds() {
+  timespec now{};
+  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &now);
+  return double(now.tv_sec) + double(now.tv_nsec) * 1e-9;
+}
+
+json cycleJson(const core::CycleReport &cycle) {
+  return {{"cycle", cycle.cycle},
+          {"outcome", core::outcomeName(cycle.outcome)},
+          {"detail", cycle.detail},
+          {"version", cycle.version},
+          {"instructions", cycle.instructions},
+          {"t1_ms", cycle.times.analysisMs},
+          {"t2_ms", cycle.times.codegenMs},
+          {"validation_ms", cycle.times.validationMs},
+          {"injection_ms", cycle.times.injectionMs}};
+}
+
+} // namespace
+
+const char *agentStateName(AgentProgramState::State state) {
+  switch (state) {
+  case AgentProgramState::State::Serving:
+    return "serving";
+  case AgentProgramState::State::Failed:
+    return "failed";
+  case AgentProgramState::State::Stopped:
+    return "stopped";
+  }
+  return "unknown";
+}
+
+json AgentChanges::toJson() const {
+  json failures = json::object();
+  for (const auto &[name, why] : failed)
+    failures[name] = why;
+  return {{"started", started},
+          {"restarted", restarted},
+          {"stopped", stopped},
+          {"unchanged", unchanged},
+          {"failed", failures}};
+}
+
+std::string AgentChanges::describe() const {
+  std::vector<std::string> parts;
+  auto add = [&parts](const char *what, const std::vector<std::string> &names) {
+    if (!names.empty())
+      parts.push_back(std::string(what) + " " + llvm::join(names, ", "));
+  };
+  add("started", started);
+  add("restarted", restarted);
+  add("stopped", stopped);
+  add("unchanged", unchanged);
+  for (const auto &[name, why] : failed)
+    parts.push_back("'" + name + "' did not start: " + why);
+  return parts.empty() ? "no programs" : llvm::join(parts, "; ");
+}
+
+json AgentProgramState::toJson() const {
+  json cycles = json::object();
+  for (const auto &[outcome, count] : cyclesByOutcome)
+    cycles[core::outcomeName(outcome)] = count;
+  json ns = json::object();
+  if (runTime.genericNsPerPacket)
+    ns["generic"] = *runTime.genericNsPerPacket;
+  if (runTime.specializedNsPerPacket)
+    ns["specialized"] = *runTime.specializedNsPerPacket;
+  json fields = {{"name", name},
+                 {"state", agentStateName(state)},
+                 {"detail", detail},
+                 {"attached_to", attachedTo},
+                 {"installed_version", installedVersion},
+                 {"guard_version", guardVersion},
+                 {"cycles", cycles},
+                 {"cycles_deferred", cyclesDeferred},
+                 {"starts", starts},
+                 {"ns_per_packet", ns},
+                 {"packets_last_period", runTime.packets}};
+  if (runTime.genericNsPerPacket && runTime.specializedNsPerPacket &&
+      *runTime.specializedNsPerPacket > 0)
+    fields["gain"] = *runTime.genericNsPerPacket / *runTime.specializedNsPerPacket;
+  if (lastCycle)
+    fields["last_cycle"] = cycleJson(*lastCycle);
+  return fields;
+}
+
+Agent::Agent(AgentOptions options, llvm::raw_ostream &out, llvm::raw_ostream &errors)
+    : options(std::move(options)), out(out), errors(errors),
+      log(out, errors, this->options.logLevel, this->options.logFormat) {}
+
+Expected<std::unique_ptr<Agent>> Agent::start(AgentOptions options,
+                                              std::vector<AgentProgram> programs,
+                                              llvm::raw_ostream &out,
+                                              llvm::raw_ostream &errors) {
+  // The socket first: an agent refused its socket (another agent serves
+  // it) starts nothing.
+  std::optional<ControlSocketClaim> socket;
+  if (!options.socketPath.empty()) {
+    auto claimed = ControlSocketClaim::claim(options.socketPath);
+    if (!claimed)
+      return claimed.takeError();
+    socket.emplace(std::move(*claimed));
+  }
+  std::unique_ptr<Agent> agent(new Agent(std::move(options), out, errors));
+  if (socket) {
+    auto server = ControlServer::start(
+        std::move(*socket),
+        [raw = agent.get()](const ControlRequest &request) { return raw->answer(request); });
+    if (!server)
+      return server.takeError();
+    agent->server = std::move(*server);
+  }
+  agent->budgetFilledAt = Clock::now();
+  agent->budgetLeft = agent->options.cpuBudget * BudgetWindowSeconds;
+  AgentChanges changes = agent->apply(std::move(programs));
+  agent->log.record("agent_started", changes.toJson(), "agent: " + changes.describe() + "\n");
+  return agent;
+}
+
+Agent::~Agent() {
+  // Reloads waiting on the server thread are answered first (stopping the
+  // server joins that thread), then the socket goes: no request may reach
+  // a program going away.
+  {
+    std::lock_guard lock(wakeMutex);
+    stopping = true;
+    for (std::promise<std::string> &reply : reloadReplies)
+      reply.set_value(controlFailure("reload: the agent is stopping"));
+    reloadReplies.clear();
+  }
+  server.reset();
+  for (auto &[name, entry] : entries)
+    stopEntry(entry);
+}
+
+void Agent::startEntry(Entry &entry, Clock::time_point now) {
+  std::string failure;
+  std::unique_ptr<Daemon> started;
+  // A program's start must not end the agent, whatever it throws.
+  try {
+    auto daemon = Daemon::start(entry.config.path, entry.config.options, out, errors);
+    if (daemon)
+      started = std::move(*daemon);
+    else
+      failure = llvm::toString(daemon.takeError());
+  } catch (const std::exception &thrown) {
+    failure = std::string("unexpected error: ") + thrown.what();
+  }
+  std::unique_lock lock(tableMutex);
+  AgentProgramState &state = entry.state;
+  if (started) {
+    entry.daemon = std::move(started);
+    entry.startFailures = 0;
+    state.state = AgentProgramState::State::Serving;
+    state.attachedTo = entry.daemon->attachedTo();
+    state.detail = "";
+    ++state.starts;
+    return;
+  }
+  ++entry.startFailures;
+  unsigned wait = 1u << std::min(entry.startFailures, MaxRetryShift);
+  entry.retryAt = now + std::chrono::seconds(wait);
+  state.state = AgentProgramState::State::Failed;
+  state.detail = failure;
+  lock.unlock();
+  Log(out, errors, options.logLevel, options.logFormat, "morpheus", entry.config.name)
+      .error(llvm::formatv("did not start: {0} (next try in {1} s)", failure, wait).str());
+}
+
+void Agent::stopEntry(Entry &entry) {
+  std::unique_ptr<Daemon> going;
+  {
+    std::unique_lock lock(tableMutex);
+    going = std::move(entry.daemon);
+  }
+  if (!going)
+    return;
+  Daemon::ExitNote leaving = going->exitNote();
+  Log(out, errors, options.logLevel, options.logFormat, "morpheus", entry.config.name)
+      .record("stopping", std::move(leaving.fields), leaving.text);
+  going.reset(); // the last swap (to the original) happens here
+}
+
+AgentChanges Agent::apply(std::vector<AgentProgram> programs) {
+  AgentChanges changes;
+  std::map<std::string, AgentProgram> wanted;
+  for (AgentProgram &program : programs) {
+    std::string name = program.name;
+    program.options.name = name;
+    wanted.emplace(name, std::move(program));
+  }
+  // Stopped first: a changed program's new configuration may take over
+  // the interface or pins of the old one.
+  std::vector<std::string> gone;
+  for (auto &[name, entry] : entries) {
+    auto next = wanted.find(name);
+    if (next != wanted.end() && next->second.fingerprint == entry.config.fingerprint)
+      continue;
+    stopEntry(entry);
+    if (next == wanted.end())
+      gone.push_back(name);
+  }
+  {
+    std::unique_lock lock(tableMutex);
+    for (const std::string &name : gone)
+      entries.erase(name);
+  }
+  changes.stopped = gone;
+  Clock::time_point now = Clock::now();
+  for (auto &[name, program] : wanted) {
+    auto existing = entries.find(name);
+    if (existing != entries.end() && existing->second.config.fingerprint == program.fingerprint) {
+      changes.unchanged.push_back(name);
+      continue;
+    }
+    Entry *entry;
+    {
+      std::unique_lock lock(tableMutex);
+      bool isNew = existing == entries.end();
+      (isNew ? changes.started : changes.restarted).push_back(name);
+      Entry &slot = entries[name];
+      slot.config = std::move(program);
+      slot.state.name = name;
+      slot.state.state = AgentProgramState::State::Failed;
+      slot.state.detail = "starting";
+      slot.startFailures = 0;
+      entry = &slot;
+    }
+    startEntry(*entry, now);
+    if (!entry->daemon)
+      changes.failed[name] = entry->state.detail;
+  }
+  return changes;
+}
+
+Expected<AgentChanges> Agent::reload() {
+  if (!options.loadConfiguration)
+    return makeError("this agent has no configuration file to reload");
+  auto programs = options.loadConfiguration();
+  if (!programs)
+    return withContext(programs.takeError(), "reload refused, nothing changed");
+  AgentChanges changes = apply(std::move(*programs));
+  log.record("reloaded", changes.toJson(), "agent: reloaded: " + changes.describe() + "\n");
+  return changes;
+}
+
+void Agent::requestReload() {
+  {
+    std::lock_guard lock(wakeMutex);
+    reloadAsked = true;
+  }
+  wake();
+}
+
+void Agent::wake() {
+  {
+    std::lock_guard lock(wakeMutex);
+    woken = true;
+  }
+  wakeUp.notify_all();
+}
+
+bool Agent::budgetAllows(Clock::time_point now) {
+  if (options.cpuBudget <= 0)
+    return true;
+  double elapsed = std::chrono::duration<double>(now - budgetFilledAt).count();
+  budgetFilledAt = now;
+  budgetLeft = std::min(budgetLeft + elapsed * options.cpuBudget,
+                        options.cpuBudget * BudgetWindowSeconds);
+  return budgetLeft > 0;
+}
+
+void Agent::charge(double cpuSeconds) {
+  if (options.cpuBudget > 0)
+    budgetLeft -= cpuSeconds;
+}
+
+void Agent::record(Entry &entry, const core::CycleReport &cycle) {
+  std::unique_lock lock(tableMutex);
+  entry.state.lastCycle = cycle;
+  ++entry.state.cyclesByOutcome[cycle.outcome];
+}
+
+unsigned Agent::step(Clock::time_point now) {
+  std::vector<std::promise<std::string>> replies;
+  bool reloadNow;
+  {
+    std::lock_guard lock(wakeMutex);
+    woken = false;
+    reloadNow = std::exchange(reloadAsked, false) || !reloadReplies.empty();
+    replies = std::move(reloadReplies);
+    reloadReplies.clear();
+  }
+  if (reloadNow) {
+    auto changes = reload();
+    std::string reply;
+    if (changes)
+      reply = controlReply({{"changes", changes->toJson()}});
+    else {
+      std::string why = llvm::toString(changes.takeError());
+      log.error(why);
+      reply = controlFailure(why);
+    }
+    for (std::promise<std::string> &waiting : replies)
+      waiting.set_value(reply);
+  }
+
+  for (auto &[name, entry] : entries)
+    if (!entry.daemon && entry.state.state == AgentProgramState::State::Failed &&
+        entry.retryAt <= now)
+      startEntry(entry, now);
+
+  // Due programs, those a change waits for first, then the busiest.
+  struct Due {
+    Entry *entry;
+    Daemon::Work work;
+  };
+  std::vector<Due> due;
+  for (auto &[name, entry] : entries) {
+    if (!entry.daemon)
+      continue;
+    if (Daemon::Work work = entry.daemon->pending(now); work != Daemon::Work::None)
+      due.push_back({&entry, work});
+  }
+  std::stable_sort(due.begin(), due.end(), [](const Due &a, const Due &b) {
+    if ((a.work == Daemon::Work::Change) != (b.work == Daemon::Work::Change))
+      return a.work == Daemon::Work::Change;
+    return a.entry->daemon->runTime().packets > b.entry->daemon->runTime().packets;
+  });
+
+  unsigned cycles = 0;
+  for (Due &item : due) {
+    Entry &entry = *item.entry;
+    if (!budgetAllows(now)) {
+      std::unique_lock lock(tableMutex);
+      ++entry.state.cyclesDeferred;
+      continue;
+    }
+    double before = threadCpuSeconds();
+    std::optional<core::CycleReport> cycle;
+    std::string thrown;
+    try {
+      cycle = entry.daemon->step(now);
+    } catch (const std::exception &error) {
+      thrown = error.what();
+    }
+    charge(threadCpuSeconds() - before);
+    if (!thrown.empty()) {
+      // Whatever state the daemon was left in, it is not trusted again:
+      // it stops as `run` stops (its pins kept) and starts afresh.
+      stopEntry(entry);
+      std::unique_lock lock(tableMutex);
+      entry.state.state = AgentProgramState::State::Failed;
+      entry.state.detail = "unexpected error in a cycle: " + thrown;
+      entry.retryAt = now;
+      continue;
+    }
+    if (cycle) {
+      ++cycles;
+      record(entry, *cycle);
+    }
+    Daemon &daemon = *entry.daemon;
+    std::unique_lock lock(tableMutex);
+    entry.state.installedVersion = daemon.optimizer().installedVersion();
+    entry.state.guardVersion = daemon.optimizer().guard().version();
+    entry.state.runTime = daemon.runTime();
+    if (daemon.ownerMovedOn()) {
+      lock.unlock();
+      stopEntry(entry);
+      lock.lock();
+      entry.state.state = AgentProgramState::State::Stopped;
+      entry.state.detail = "the owner moved on (its program replaced or detached, or its "
+                           "tail calls reach the kernel's limit): not adopted any more";
+    }
+  }
+  return cycles;
+}
+
+void Agent::waitForWork(std::chrono::milliseconds limit) {
+  Clock::time_point until = Clock::now() + limit;
+  for (auto &[name, entry] : entries) {
+    if (entry.daemon)
+      until = std::min(until, entry.daemon->wakeAt());
+    else if (entry.state.state == AgentProgramState::State::Failed)
+      until = std::min(until, entry.retryAt);
+  }
+  std::unique_lock lock(wakeMutex);
+  wakeUp.wait_until(lock, until, [this] { return woken || reloadAsked; });
+}
+
+std::vector<AgentProgramState> Agent::states() const {
+  std::shared_lock lock(tableMutex);
+  std::vector<AgentProgramState> all;
+  for (const auto &[name, entry] : entries)
+    all.push_back(entry.state);
+  return all;
+}
+
+json Agent::status() const {
+  json programs = json::array();
+  for (const AgentProgramState &state : states())
+    programs.push_back(state.toJson());
+  return {{"programs", programs}};
+}
+
+Daemon *Agent::daemon(const std::string &name) {
+  std::shared_lock lock(tableMutex);
+  auto found = entries.find(name);
+  return found == entries.end() ? nullptr : found->second.daemon.get();
+}
+
+std::string Agent::answerStatus(const ControlRequest &request) {
+  if (request.program.empty())
+    return controlReply({{"status", status()}});
+  std::shared_lock lock(tableMutex);
+  auto found = entries.find(request.program);
+  if (found == entries.end())
+    return controlFailure("\"program\": no program '" + excerptForMessage(request.program) +
+                          "' in this agent");
+  return controlReply({{"status", found->second.state.toJson()}});
+}
+
+std::string Agent::answer(const ControlRequest &request) {
+  switch (request.op) {
+  case ControlOp::Status:
+    return answerStatus(request);
+  case ControlOp::Reload: {
+    std::future<std::string> reply;
+    {
+      std::lock_guard lock(wakeMutex);
+      if (stopping)
+        return controlFailure("reload: the agent is stopping");
+      reloadReplies.emplace_back();
+      reply = reloadReplies.back().get_future();
+    }
+    wake();
+    if (reply.wait_for(ReloadReplyLimit) != std::future_status::ready)
+      return controlFailure("reload: still running after 5 minutes; see the agent's log");
+    return reply.get();
+  }
+  case ControlOp::Update:
+  case ControlOp::Delete:
+    break;
+  }
+  std::shared_lock lock(tableMutex);
+  std::vector<std::string> names;
+  for (const auto &[name, entry] : entries)
+    names.push_back(name);
+  if (request.program.empty() && entries.size() != 1)
+    return controlFailure("\"program\": missing: this agent serves " +
+                          (names.empty() ? std::string("no program")
+                                         : "several programs (" + llvm::join(names, ", ") + ")"));
+  auto found = request.program.empty() ? entries.begin() : entries.find(request.program);
+  if (found == entries.end())
+    return controlFailure("\"program\": no program '" + excerptForMessage(request.program) +
+                          "' in this agent (it serves " +
+                          (names.empty() ? std::string("none") : llvm::join(names, ", ")) + ")");
+  Daemon *daemon = found->second.daemon.get();
+  if (!daemon)
+    return controlFailure("program '" + found->first + "' is " +
+                          agentStateName(found->second.state.state) + ": " +
+                          found->second.state.detail);
+  return applyMapChange(daemon->optimizer(), request, [this, daemon] {
+    daemon->notifyChange();
+    wake();
+  });
+}
+
+} // namespace morpheus::runtime

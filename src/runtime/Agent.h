@@ -1,0 +1,171 @@
+// The node agent behind `morpheus daemon`: every program of a node, each a
+// Daemon of its own (its pins, links or adoption, its period and back-off),
+// driven by one loop thread and served by one control socket.
+//
+// Why one process for all: a node runs tens of programs, and the operator
+// wants one thing to deploy, restart and scrape. Why each program still a
+// Daemon: what `morpheus run` guarantees for one program (pins that outlive
+// the process, take-over after kill -9, adoption handed back on exit,
+// back-off of failing cycles) then holds for each, with no second copy of
+// that policy.
+//
+// Isolation: a program whose start fails (source that does not compile, a
+// vanished interface, a verifier refusal) stays in the table as failed and
+// is retried with back-off (2, 4, ... up to 64 s); a cycle that fails costs
+// that program the cycle (the compile runs under LLVM's crash recovery,
+// bpf::compileToObject), never the agent or another program.
+//
+// Changes: apply() brings the running set to a new configuration; programs
+// whose configuration is unchanged are not touched (same Daemon, same
+// links), removed ones stop as `run` stops (the original swapped back in,
+// pins kept; an adopted program's hook given back), changed ones stop and
+// start again from their pins.
+//
+// Budget: cycles of all programs share `cpuBudget` of one core (measured as
+// the loop thread's CPU time): when it is spent, due programs wait, those
+// with a change waiting (an update, a bumped guard) first, then the busiest
+// (packets in their last status period).
+#pragma once
+
+#include "runtime/ControlServer.h"
+#include "runtime/Daemon.h"
+
+#include <nlohmann/json.hpp>
+
+#include <chrono>
+#include <condition_variable>
+#include <functional>
+#include <future>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <shared_mutex>
+#include <string>
+#include <vector>
+
+namespace morpheus::runtime {
+
+// One program as the configuration gives it.
+struct AgentProgram {
+  std::string name; // unique in the agent: requests, log lines, metrics
+  std::string path; // its source, as `morpheus run` takes it
+  DaemonOptions options;
+  // What the configuration said of it, so that a reload restarts exactly
+  // the programs whose entry changed.
+  std::string fingerprint;
+};
+
+// What apply() did, by program name.
+struct AgentChanges {
+  std::vector<std::string> started, restarted, stopped, unchanged;
+  // Programs that did not start (kept, retried with back-off), with why.
+  std::map<std::string, std::string> failed;
+  nlohmann::json toJson() const;
+  std::string describe() const; // one line
+};
+
+struct AgentOptions {
+  std::string socketPath; // the control socket; "" = none
+  // Share of one core the cycles of all programs may take (0 = no limit).
+  double cpuBudget = 0;
+  // Re-reads the configuration, for {"op":"reload"} and SIGHUP.
+  std::function<Expected<std::vector<AgentProgram>>()> loadConfiguration;
+  LogFormat logFormat = LogFormat::Text;
+  LogLevel logLevel = LogLevel::Info;
+};
+
+// A program's state for status and metrics.
+struct AgentProgramState {
+  std::string name;
+  enum class State { Serving, Failed, Stopped } state = State::Failed;
+  std::string detail;     // why it failed or stopped; where it is attached
+  std::string attachedTo; // "XDP (native) on eth0", "adopted ..."
+  uint64_t installedVersion = 0;
+  uint64_t guardVersion = 0;
+  std::optional<core::CycleReport> lastCycle;
+  std::map<core::CycleOutcome, uint64_t> cyclesByOutcome;
+  uint64_t cyclesDeferred = 0; // waited for the CPU budget
+  uint64_t starts = 0;         // successful starts (restarts after failure count)
+  Daemon::RunTime runTime;
+  nlohmann::json toJson() const;
+};
+
+const char *agentStateName(AgentProgramState::State state);
+
+class Agent {
+public:
+  using Clock = Daemon::Clock;
+
+  // Claims and serves the socket (nothing is started before it is ours),
+  // then starts `programs`.
+  static Expected<std::unique_ptr<Agent>> start(AgentOptions options,
+                                                std::vector<AgentProgram> programs,
+                                                llvm::raw_ostream &out, llvm::raw_ostream &errors);
+  ~Agent(); // stops the socket, then every program as `run` stops
+
+  // Brings the running programs to `programs` (see the header comment).
+  AgentChanges apply(std::vector<AgentProgram> programs);
+  // Re-reads the configuration and applies it; on a configuration that
+  // does not load, nothing changes and the error is returned.
+  Expected<AgentChanges> reload();
+  // Asks the loop for a reload (thread-safe; SIGHUP's path).
+  void requestReload();
+
+  // Does what is due at `now`: a pending reload, failed programs' retries,
+  // each program's step within the CPU budget. Returns the cycles run.
+  unsigned step(Clock::time_point now);
+  // Sleeps until some program has work or a request arrives, at most `limit`.
+  void waitForWork(std::chrono::milliseconds limit);
+
+  std::vector<AgentProgramState> states() const;
+  nlohmann::json status() const;
+  // The daemon of a serving program (tests, and the loop's own use).
+  Daemon *daemon(const std::string &name);
+
+private:
+  struct Entry {
+    AgentProgram config;
+    std::unique_ptr<Daemon> daemon; // empty while failed or stopped
+    AgentProgramState state;
+    unsigned startFailures = 0;
+    Clock::time_point retryAt;
+  };
+
+  Agent(AgentOptions options, llvm::raw_ostream &out, llvm::raw_ostream &errors);
+  std::string answer(const ControlRequest &request);
+  std::string answerStatus(const ControlRequest &request);
+  // Starts `entry`'s daemon; on failure records it and when to retry.
+  void startEntry(Entry &entry, Clock::time_point now);
+  void stopEntry(Entry &entry);
+  void record(Entry &entry, const core::CycleReport &cycle);
+  // Whether the budget lets a cycle run now.
+  bool budgetAllows(Clock::time_point now);
+  void charge(double cpuSeconds);
+  void wake();
+
+  AgentOptions options;
+  llvm::raw_ostream &out, &errors;
+  Log log;
+  // The programs by name. The loop thread alone adds, removes and steps
+  // them, holding `tableMutex` exclusively to change the table or a state
+  // and shared to read; the server thread reads under a shared lock.
+  mutable std::shared_mutex tableMutex;
+  std::map<std::string, Entry> entries;
+  std::unique_ptr<ControlServer> server;
+
+  std::mutex wakeMutex;
+  std::condition_variable wakeUp;
+  bool woken = false; // under wakeMutex
+  // Reloads asked by the socket (each answered when done) or SIGHUP.
+  std::vector<std::promise<std::string>> reloadReplies; // under wakeMutex
+  bool reloadAsked = false;                              // under wakeMutex
+  bool stopping = false; // under wakeMutex: reloads are refused
+
+  // The budget: CPU seconds the loop may still spend (refilled with wall
+  // time times cpuBudget, at most one second's worth).
+  double budgetLeft = 0;
+  Clock::time_point budgetFilledAt;
+};
+
+} // namespace morpheus::runtime

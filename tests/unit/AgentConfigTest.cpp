@@ -1,0 +1,131 @@
+// The agent's configuration file (cli/AgentConfig): each entry means what
+// the same flags of `morpheus run` mean; whatever is wrong is named with
+// the file, line and column (or the program), and nothing is touched by
+// reading.
+#include "cli/AgentConfig.h"
+
+#include <gtest/gtest.h>
+#include <llvm/Testing/Support/Error.h>
+
+namespace morpheus::cli {
+namespace {
+
+std::string errorOf(llvm::StringRef text) {
+  auto config = parseAgentConfig(text, "/etc/morpheus/agent.yaml");
+  if (config)
+    return "read";
+  return llvm::toString(config.takeError());
+}
+
+TEST(AgentConfig, EntriesMeanWhatRunsFlagsMean) {
+  auto config = parseAgentConfig(R"(
+socket: /run/m.sock
+metrics_address: 127.0.0.1:9464
+cpu_budget: 0.25
+programs:
+  - name: edge_fw
+    source: fw/fw.bpf.c
+    ifaces: [eth0, eth1]
+    xdp_mode: generic
+    period: 250ms
+    inline_limit: 16
+    passes: []
+    profile: adaptive
+    no_profile: [stats]
+    includes: [include]
+    defines: [MAX=4]
+  - name: tc-lb
+    source: /opt/lb.bpf.c
+    adopt: eth0:ingress
+    accept_one_tail_call_fewer: true
+    tc_attach: egress
+    prog_type: tc
+)",
+                                 "/etc/morpheus/agent.yaml");
+  ASSERT_THAT_EXPECTED(config, llvm::Succeeded());
+  EXPECT_EQ(config->socketPath, "/run/m.sock");
+  EXPECT_EQ(config->metricsAddress, "127.0.0.1:9464");
+  EXPECT_DOUBLE_EQ(config->cpuBudget, 0.25);
+  ASSERT_EQ(config->programs.size(), 2u);
+  const RunOptions &fw = config->programs[0].options;
+  EXPECT_EQ(config->programs[0].name, "edge_fw");
+  EXPECT_EQ(fw.program, "/etc/morpheus/fw/fw.bpf.c") << "relative to the file";
+  EXPECT_EQ(fw.ifaces, (std::vector<std::string>{"eth0", "eth1"}));
+  EXPECT_EQ(fw.mode, bpf::XdpMode::Generic);
+  EXPECT_DOUBLE_EQ(fw.periodMs, 250);
+  EXPECT_EQ(fw.inlineLimit, 16u);
+  ASSERT_TRUE(fw.tablePasses.has_value());
+  EXPECT_TRUE(fw.tablePasses->empty()) << "passes: [] runs none";
+  EXPECT_EQ(fw.profile, core::ProfileMode::Adaptive);
+  EXPECT_EQ(fw.notProfiled, (std::vector<std::string>{"stats"}));
+  EXPECT_EQ(fw.compiler.includes, (std::vector<std::string>{"/etc/morpheus/include"}));
+  EXPECT_EQ(fw.compiler.defines, (std::vector<std::string>{"MAX=4"}));
+  const RunOptions &lb = config->programs[1].options;
+  EXPECT_EQ(lb.adopt, "eth0:ingress");
+  EXPECT_TRUE(lb.acceptOneTailCallFewer);
+  EXPECT_EQ(lb.tcDirection, bpf::TcDirection::Egress);
+  EXPECT_EQ(lb.compiler.programType, bpf::ProgramType::Tc);
+  EXPECT_FALSE(lb.tablePasses.has_value()) << "unset runs them all";
+  EXPECT_EQ(lb.inlineLimit, RunOptions().inlineLimit) << "run's default";
+}
+
+TEST(AgentConfig, AnIdleAgentAndTheDefaultSocket) {
+  auto config = parseAgentConfig("programs: []\n", "/etc/morpheus/agent.yaml");
+  ASSERT_THAT_EXPECTED(config, llvm::Succeeded());
+  EXPECT_TRUE(config->programs.empty());
+  EXPECT_EQ(config->socketPath, "/run/morpheus/agent.sock");
+  EXPECT_EQ(config->metricsAddress, "");
+}
+
+TEST(AgentConfig, YamlErrorsNameFileLineAndColumn) {
+  std::string misspelt = errorOf("programs:\n  - name: a\n    source: a.c\n    ifcaes: [eth0]\n");
+  EXPECT_NE(misspelt.find("/etc/morpheus/agent.yaml:4:5"), std::string::npos) << misspelt;
+  EXPECT_NE(misspelt.find("unknown key 'ifcaes'"), std::string::npos) << misspelt;
+  std::string choice =
+      errorOf("programs:\n  - name: a\n    source: a.c\n    ifaces: [e]\n    xdp_mode: fast\n");
+  EXPECT_NE(choice.find(":5:15"), std::string::npos) << choice;
+  EXPECT_NE(choice.find("unknown enumerated scalar"), std::string::npos) << choice;
+  std::string missing = errorOf("programs:\n  - name: a\n    ifaces: [e]\n");
+  EXPECT_NE(missing.find("missing required key 'source'"), std::string::npos) << missing;
+  std::string notNumber = errorOf("cpu_budget: half\nprograms: []\n");
+  EXPECT_NE(notNumber.find(":1:13"), std::string::npos) << notNumber;
+}
+
+TEST(AgentConfig, WhatYamlCannotSayIsNamedByProgram) {
+  const std::string head = "programs:\n  - name: ";
+  EXPECT_EQ(errorOf(head + "a\n    source: a.c\n"),
+            "/etc/morpheus/agent.yaml: program 'a': give 'ifaces' (attach it) or 'adopt' "
+            "(join the program another loader attached)");
+  EXPECT_EQ(errorOf(head + "a\n    source: a.c\n    ifaces: [e]\n    adopt: e\n"),
+            "/etc/morpheus/agent.yaml: program 'a': 'ifaces' attaches the program, 'adopt' "
+            "joins one another loader attached: give one of them");
+  EXPECT_EQ(errorOf(head + "a\n    source: a.c\n    ifaces: [e]\n    period: soon\n"),
+            "/etc/morpheus/agent.yaml: program 'a': period: 'soon' is not a duration like 1s "
+            "or 250ms");
+  EXPECT_EQ(errorOf(head + "eth0.100\n    source: a.c\n    ifaces: [e]\n"),
+            "/etc/morpheus/agent.yaml: program name 'eth0.100': use letters, digits, '_' and "
+            "'-' (up to 64; it names the program's pin directory, and bpffs refuses '.')");
+  EXPECT_EQ(errorOf(head + "a\n    source: a.c\n    ifaces: [e]\n  - name: a\n    source: "
+                           "b.c\n    ifaces: [f]\n"),
+            "/etc/morpheus/agent.yaml: program 'a' is named twice");
+  EXPECT_EQ(errorOf("cpu_budget: -1\nprograms: []\n"),
+            "/etc/morpheus/agent.yaml: cpu_budget: -1.00 is negative (a share of one core; 0 = no "
+            "limit)");
+}
+
+// A reload restarts exactly the entries whose text means something else.
+TEST(AgentConfig, FingerprintsChangeWithWhatAnEntrySaysNotHowItIsWritten) {
+  auto fingerprint = [](llvm::StringRef entry) {
+    auto config = parseAgentConfig(("programs:\n" + entry).str(), "/a.yaml");
+    EXPECT_THAT_EXPECTED(config, llvm::Succeeded());
+    return config ? config->programs.at(0).fingerprint : "";
+  };
+  std::string base = fingerprint("  - {name: a, source: a.c, ifaces: [e], period: 1s}\n");
+  EXPECT_EQ(base, fingerprint("  - name: a\n    period: 1s   # same\n    ifaces:\n      - e\n"
+                              "    source: a.c\n"));
+  EXPECT_NE(base, fingerprint("  - {name: a, source: a.c, ifaces: [e], period: 2s}\n"));
+  EXPECT_NE(base, fingerprint("  - {name: a, source: a.c, ifaces: [e, f], period: 1s}\n"));
+}
+
+} // namespace
+} // namespace morpheus::cli
