@@ -1,5 +1,6 @@
 #include "runtime/Agent.h"
 
+#include "backend/bpf/BpfObject.h"
 #include "support/Excerpt.h"
 
 #include <llvm/ADT/StringExtras.h>
@@ -101,7 +102,10 @@ json AgentProgramState::toJson() const {
                  {"cycles_deferred", cyclesDeferred},
                  {"starts", starts},
                  {"ns_per_packet", ns},
-                 {"packets_last_period", runTime.packets}};
+                 {"packets_last_period", runTime.packets},
+                 {"instructions",
+                  {{"original", originalInstructions}, {"specialized", specializedInstructions}}},
+                 {"sites", {{"specialized", sitesSpecialized}, {"kept", sitesKept}}}};
   if (runTime.genericNsPerPacket && runTime.specializedNsPerPacket &&
       *runTime.specializedNsPerPacket > 0)
     fields["gain"] = *runTime.genericNsPerPacket / *runTime.specializedNsPerPacket;
@@ -180,6 +184,8 @@ void Agent::startEntry(Entry &entry, Clock::time_point now) {
     state.state = AgentProgramState::State::Serving;
     state.attachedTo = entry.daemon->attachedTo();
     state.detail = "";
+    state.originalInstructions =
+        bpf::translatedInstructions(entry.daemon->optimizer().originalFd());
     ++state.starts;
     return;
   }
@@ -303,8 +309,19 @@ void Agent::charge(double cpuSeconds) {
 
 void Agent::record(Entry &entry, const core::CycleReport &cycle) {
   std::unique_lock lock(tableMutex);
-  entry.state.lastCycle = cycle;
-  ++entry.state.cyclesByOutcome[cycle.outcome];
+  AgentProgramState &state = entry.state;
+  state.lastCycle = cycle;
+  ++state.cyclesByOutcome[cycle.outcome];
+  if (cycle.installed()) {
+    state.specializedInstructions = cycle.instructions;
+    // A site may carry several passes' decisions: specialized if one applied.
+    std::map<unsigned, bool> sites;
+    for (const core::SiteDecision &site : cycle.log.decisions)
+      sites[site.site] |= site.outcome == core::SiteOutcome::Applied;
+    state.sitesSpecialized = state.sitesKept = 0;
+    for (const auto &[site, specialized] : sites)
+      ++(specialized ? state.sitesSpecialized : state.sitesKept);
+  }
 }
 
 unsigned Agent::step(Clock::time_point now) {

@@ -88,6 +88,10 @@ struct AgentProgramState {
   uint64_t cyclesDeferred = 0; // waited for the CPU budget
   uint64_t starts = 0;         // successful starts (restarts after failure count)
   Daemon::RunTime runTime;
+  // Translated instructions of the original, and of the installed version
+  // with its lookup sites specialized or kept (as of its install).
+  uint64_t originalInstructions = 0, specializedInstructions = 0;
+  unsigned sitesSpecialized = 0, sitesKept = 0;
   nlohmann::json toJson() const;
 };
 
