@@ -115,7 +115,7 @@ Expected<std::unique_ptr<Daemon>> Daemon::start(const std::string &path,
   if (daemon->options.onExit == OnExit::KeepServing)
     opt.keepPins();
   daemon->nextPeriod = daemon->nextCycle = Clock::now();
-  daemon->statsBase = bpf::programRunStats(opt.activeFd());
+  daemon->statsBase = bpf::programRunStats(daemon->chargedFd());
   return daemon;
 }
 
@@ -166,7 +166,7 @@ Error Daemon::startAdoption(const std::string &path) {
                "took over the trampoline an earlier run left (" + adoption->describe() + ")\n");
   opt->install = [raw = adoption.get()](int fd) { return raw->serve(fd); };
   nextPeriod = nextCycle = Clock::now();
-  statsBase = bpf::programRunStats(opt->activeFd());
+  statsBase = bpf::programRunStats(chargedFd());
   return Error::success();
 }
 
@@ -513,6 +513,10 @@ std::optional<core::CycleReport> Daemon::step(Clock::time_point now) {
   if (failures)
     nextCycle += options.period * (int64_t(1) << std::min(failures, MaxBackOffShift));
   report(cycle);
+  // The trampoline's counters run on across a swap: the next figure is the
+  // new version's alone.
+  if (cycle.installed() && adoption)
+    statsBase = bpf::programRunStats(chargedFd());
   if (periodic)
     printStatus();
   return cycle;
@@ -627,10 +631,14 @@ void Daemon::report(const core::CycleReport &cycle) {
   log.record("cycle", std::move(fields), text);
 }
 
+int Daemon::chargedFd() const {
+  return adoption ? adoption->trampolineFd() : opt->activeFd();
+}
+
 void Daemon::printStatus() {
   // Counters only subtract within one program: after a swap the new
   // program's totals start from zero (and its fd number may be an old one's).
-  bpf::ProgramRunStats current = bpf::programRunStats(opt->activeFd());
+  bpf::ProgramRunStats current = bpf::programRunStats(chargedFd());
   lastRunTime.packets = 0;
   if (current.programId == statsBase.programId && current.runCount > statsBase.runCount) {
     uint64_t packets = current.runCount - statsBase.runCount;

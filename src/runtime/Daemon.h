@@ -183,6 +183,11 @@ private:
   void tendPorts();
   void repairPins();
   void report(const core::CycleReport &cycle);
+  // The program the kernel charges for this program's packets (bpf_stats
+  // count only the program a hook runs, never a tail call's target): ours
+  // when attached directly; an adopted program's trampoline, whose run time
+  // is the version's plus one tail call.
+  int chargedFd() const;
   // Measures the period's cost (runTime) and prints it unless quiet.
   void printStatus();
   // The file holding the reproducer of this difference, written if new.

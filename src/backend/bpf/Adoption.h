@@ -135,6 +135,9 @@ public:
   const TailCallReach &tailCalls() const { return reach; }
   Expected<TailCallReach> tailCallsNow() const;
   uint32_t trampolineId() const;
+  // The trampoline on the hook: what the kernel's run-time statistics
+  // charge for every packet (tail-call targets are never charged).
+  int trampolineFd() const { return trampoline; }
   const std::string &ownerArrayPin() const { return ownerPin; }
 
 private:
