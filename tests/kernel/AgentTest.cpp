@@ -14,6 +14,7 @@
 #include <linux/bpf.h>
 #include <llvm/ADT/ScopeExit.h>
 #include <llvm/Testing/Support/Error.h>
+#include <signal.h>
 
 #include <array>
 #include <fstream>
@@ -358,6 +359,84 @@ TEST(Agent, ApplyTouchesExactlyTheProgramsWhoseEntryChanged) {
   expectServesAsTheOwner(hookProgram(one), restarted.originalFd(), "the changed program");
   expectTcServesAsTheOwner(first.linkProgram(), first.program, "the unchanged classifier");
   EXPECT_EQ(first.linkProgram(), firstTrampoline);
+}
+
+// `morpheus daemon` adopting both classifiers of one tcx chain by program
+// id, killed with -9: each link keeps its trampoline, the owner's program
+// serving through it. The agent started again with the same entries takes
+// both trampolines over (the program ids name the owners' programs, which
+// the links no longer run), each serves as its owner's program, and its
+// stop gives both links back in their order.
+TEST(Agent, ARestartAfterKillNineReadoptsProgramsAdoptedById) {
+  std::string tag(sweptFirst("agentkill"));
+  VethPair veth(tag);
+  PinDir pins(tag);
+  TcOwner first, second;
+  ASSERT_GE(first.program, 0);
+  ASSERT_GE(second.program, 0);
+  second.configure(2, 0x100, 12);
+  first.attachTcx(veth, pins.path() + "/first_link");
+  second.attachTcx(veth, pins.path() + "/second_link");
+  uint32_t firstId = programIdOf(first.program), secondId = programIdOf(second.program);
+  std::string tc = corpusPath("tc_classifier.bpf.c");
+  std::vector<AgentProgram> programs = {
+      adoptedAt("tc_first", tc, std::to_string(firstId), veth, pins),
+      adoptedAt("tc_second", tc, std::to_string(secondId), veth, pins)};
+
+  std::string base = "/tmp/morpheus-test-agentkill-" + std::to_string(getpid());
+  auto removeFiles = llvm::make_scope_exit([&] {
+    for (const char *suffix : {".yaml", ".sock", ".sock.lock"})
+      unlink((base + suffix).c_str());
+  });
+  {
+    std::ofstream config(base + ".yaml");
+    config << "socket: " << base << ".sock\nprograms:\n";
+    for (const AgentProgram &program : programs)
+      config << "  - name: " << program.name << "\n    source: " << tc << "\n    adopt: \""
+             << program.options.adopt << "\"\n    pin_dir: " << program.options.optimizer.pinDir
+             << "\n    period: 100ms\n";
+  }
+  {
+    ChildProcess daemon(tag, {binPath("morpheus"), "daemon", "--config", base + ".yaml"});
+    ASSERT_TRUE(
+        waitFor(
+            [&] {
+              return !daemon.alive() ||
+                     (servedThrough(first.linkProgram(), pins.path() + "/tc_first/owner_program") &&
+                      servedThrough(second.linkProgram(),
+                                    pins.path() + "/tc_second/owner_program"));
+            },
+            30s) &&
+        daemon.alive())
+        << daemon.log();
+    kill(daemon.pid(), SIGKILL);
+    EXPECT_FALSE(daemon.wait(10s)) << "killed, not exited";
+  }
+  uint32_t firstTrampoline = first.linkProgram(), secondTrampoline = second.linkProgram();
+  ASSERT_NE(firstTrampoline, firstId) << "premise: kill -9 leaves the trampoline";
+  ASSERT_NE(secondTrampoline, secondId) << "premise: kill -9 leaves the trampoline";
+  expectTcServesAsTheOwner(firstTrampoline, first.program, "first, after kill -9");
+
+  {
+    AgentUnderTest agent;
+    ASSERT_TRUE(agent.start(programs));
+    for (const AgentProgramState &state : agent->states())
+      ASSERT_EQ(state.state, State::Serving) << state.name << ": " << state.detail;
+    EXPECT_NE(agent.log().find("[tc_first] took over the trampoline"), std::string::npos)
+        << agent.log();
+    agent.step(1h);
+    EXPECT_EQ(tcxIngressChain(veth), (std::vector<uint32_t>{firstTrampoline, secondTrampoline}))
+        << "the same trampolines, re-adopted";
+    for (auto [name, owner, trampoline] : {std::tuple{"tc_first", &first, firstTrampoline},
+                                           std::tuple{"tc_second", &second, secondTrampoline}}) {
+      ASSERT_TRUE(lastCycleInstalled(agent.state(name))) << name << "\n" << agent.log();
+      EXPECT_EQ(servedThrough(trampoline, pins.path() + "/" + name + "/owner_program"),
+                programIdOf(agent.daemon(name).optimizer().activeFd()));
+      expectTcServesAsTheOwner(trampoline, owner->program, std::string(name) + ", re-adopted");
+    }
+  }
+  EXPECT_EQ(tcxIngressChain(veth), (std::vector<uint32_t>{firstId, secondId}))
+      << "both links back to their owners' programs, in their order";
 }
 
 // A cycle that crashes (a real SIGSEGV inside the compiler, recovered)
