@@ -159,6 +159,10 @@ Agent::~Agent() {
     stopEntry(entry);
 }
 
+Log Agent::logOf(const Entry &entry) const {
+  return Log(out, errors, options.logLevel, options.logFormat, "morpheus", entry.config.name);
+}
+
 void Agent::startEntry(Entry &entry, Clock::time_point now) {
   std::string failure;
   std::unique_ptr<Daemon> started;
@@ -189,8 +193,7 @@ void Agent::startEntry(Entry &entry, Clock::time_point now) {
   state.state = AgentProgramState::State::Failed;
   state.detail = failure;
   lock.unlock();
-  Log(out, errors, options.logLevel, options.logFormat, "morpheus", entry.config.name)
-      .error(llvm::formatv("did not start: {0} (next try in {1} s)", failure, wait).str());
+  logOf(entry).error(llvm::formatv("did not start: {0} (next try in {1} s)", failure, wait).str());
 }
 
 void Agent::stopEntry(Entry &entry) {
@@ -202,8 +205,7 @@ void Agent::stopEntry(Entry &entry) {
   if (!going)
     return;
   Daemon::ExitNote leaving = going->exitNote();
-  Log(out, errors, options.logLevel, options.logFormat, "morpheus", entry.config.name)
-      .record("stopping", std::move(leaving.fields), leaving.text);
+  logOf(entry).record("stopping", std::move(leaving.fields), leaving.text);
   going.reset(); // the last swap (to the original) happens here
 }
 
@@ -373,11 +375,14 @@ unsigned Agent::step(Clock::time_point now) {
     charge(threadCpuSeconds() - before);
     if (!thrown.empty()) {
       // Whatever state the daemon was left in, it is not trusted again:
-      // it stops as `run` stops (its pins kept) and starts afresh.
+      // it stops as `run` stops (its pins kept) and starts afresh. The
+      // log says why, not only the status.
+      std::string why = "unexpected error in a cycle: " + thrown;
+      logOf(entry).error(why + "; stopping the program and starting it again");
       stopEntry(entry);
       std::unique_lock lock(tableMutex);
       entry.state.state = AgentProgramState::State::Failed;
-      entry.state.detail = "unexpected error in a cycle: " + thrown;
+      entry.state.detail = why;
       entry.retryAt = now;
       continue;
     }

@@ -138,6 +138,8 @@ private:
   // Starts `entry`'s daemon; on failure records it and when to retry.
   void startEntry(Entry &entry, Clock::time_point now);
   void stopEntry(Entry &entry);
+  // Lines about one program: they carry its name.
+  Log logOf(const Entry &entry) const;
   void record(Entry &entry, const core::CycleReport &cycle);
   // Whether the budget lets a cycle run now.
   bool budgetAllows(Clock::time_point now);

@@ -511,6 +511,45 @@ TEST(Agent, ACrashingCycleCostsOnlyItsOwnProgram) {
   EXPECT_EQ(agent->daemon("crashing"), &crashing) << "the same daemon throughout";
 }
 
+// A cycle that throws (here the install step) leaves its daemon untrusted:
+// the agent stops that program as `run` stops and starts it afresh at the
+// next step, which serves again; the other program's daemon is untouched.
+TEST(Agent, ACycleThatThrowsRestartsOnlyItsProgram) {
+  std::string tag(sweptFirst("agentthrow"));
+  VethPair one(tag), two(tag);
+  PinDir pins(tag);
+  AgentUnderTest agent;
+  ASSERT_TRUE(agent.start({policyFwdOn("throwing", one, pins), policyFwdOn("steady", two, pins)}));
+  runtime::Daemon *steady = &agent.daemon("steady");
+  configurePolicyFwd(agent.daemon("throwing"), ACTION_PASS);
+  agent.daemon("throwing").optimizer().install = [](int) -> Error {
+    throw std::runtime_error("install exploded");
+  };
+  agent.step(1h);
+  AgentProgramState thrown = agent.state("throwing");
+  EXPECT_EQ(thrown.state, State::Failed);
+  EXPECT_NE(thrown.detail.find("unexpected error in a cycle: install exploded"), std::string::npos)
+      << thrown.detail;
+  EXPECT_EQ(agent->daemon("throwing"), nullptr) << "the untrusted daemon is gone";
+  EXPECT_EQ(hookProgram(one), 0u) << "stopped as `run --detach-on-exit` stops";
+  EXPECT_TRUE(lastCycleInstalled(agent.state("steady"))) << agent.log();
+
+  EXPECT_NE(agent.log().find("[throwing] unexpected error in a cycle: install exploded"),
+            std::string::npos)
+      << "the log says why the program stopped\n"
+      << agent.log();
+
+  // Started again at once, its first cycle due in the same step.
+  agent.step(1ms);
+  EXPECT_EQ(agent.state("throwing").state, State::Serving) << agent.state("throwing").detail;
+  EXPECT_EQ(agent.state("throwing").starts, 2u);
+  EXPECT_EQ(agent->daemon("steady"), steady);
+  runtime::Optimizer &restarted = agent.daemon("throwing").optimizer();
+  EXPECT_TRUE(lastCycleInstalled(agent.state("throwing"))) << agent.log();
+  EXPECT_EQ(hookProgram(one), programIdOf(restarted.activeFd()));
+  expectServesAsTheOwner(hookProgram(one), restarted.originalFd(), "restarted");
+}
+
 // A program whose interface does not exist yet is failed (and says why)
 // while the other serves; once the interface exists, the first retry after
 // the back-off starts it.
