@@ -18,6 +18,7 @@
 
 #include <array>
 #include <fstream>
+#include <future>
 #include <stdexcept>
 
 namespace morpheus::testing {
@@ -509,6 +510,70 @@ TEST(Agent, ACrashingCycleCostsOnlyItsOwnProgram) {
   EXPECT_TRUE(lastCycleInstalled(agent.state("crashing"))) << agent.log();
   EXPECT_EQ(crashing.consecutiveFailures(), 0u);
   EXPECT_EQ(agent->daemon("crashing"), &crashing) << "the same daemon throughout";
+}
+
+// {"op":"reload"} through the socket is answered once the loop has applied
+// the configuration as it reads then: the removed program, kept serving
+// on exit, leaves its original attached and its maps pinned; the added one
+// serves. A configuration that does not read changes nothing, and the
+// reply says why.
+TEST(Agent, AReloadThroughTheSocketAppliesTheConfigurationAsItReadsThen) {
+  std::string tag(sweptFirst("agentreload"));
+  VethPair one(tag), two(tag);
+  PinDir pins(tag);
+  AgentProgram kept = policyFwdOn("kept", one, pins);
+  kept.options.onExit = runtime::OnExit::KeepServing;
+  std::vector<AgentProgram> configured = {kept};
+  std::optional<std::string> unreadable;
+  runtime::AgentOptions options;
+  options.socketPath = "/tmp/morpheus-test-agentreload-" + std::to_string(getpid()) + ".sock";
+  auto removeSocket = llvm::make_scope_exit([&] {
+    unlink(options.socketPath.c_str());
+    unlink((options.socketPath + ".lock").c_str());
+  });
+  options.loadConfiguration = [&]() -> Expected<std::vector<AgentProgram>> {
+    if (unreadable)
+      return makeError("{0}", *unreadable);
+    return configured;
+  };
+  AgentUnderTest agent;
+  ASSERT_TRUE(agent.start(configured, options));
+  configurePolicyFwd(agent.daemon("kept"), ACTION_DROP);
+  agent.step(1h);
+  ASSERT_TRUE(lastCycleInstalled(agent.state("kept"))) << agent.log();
+  uint32_t original = programIdOf(agent.daemon("kept").optimizer().originalFd());
+  // The reply comes once the loop (this thread) has stepped.
+  auto reload = [&] {
+    std::future<nlohmann::json> reply = std::async(std::launch::async, [&] {
+      return askControlSocket(options.socketPath, {{"op", "reload"}});
+    });
+    for (int i = 0; i < 1000 && reply.wait_for(10ms) != std::future_status::ready; ++i)
+      agent.step(1ms);
+    return reply.get();
+  };
+
+  configured = {policyFwdOn("added", two, pins)};
+  nlohmann::json reply = reload();
+  ASSERT_TRUE(reply.value("ok", false)) << reply.dump();
+  EXPECT_EQ(reply["changes"]["stopped"], nlohmann::json::array({"kept"})) << reply.dump();
+  EXPECT_EQ(reply["changes"]["started"], nlohmann::json::array({"added"})) << reply.dump();
+  EXPECT_EQ(agent->daemon("kept"), nullptr);
+  EXPECT_EQ(hookProgram(one), original) << "the removed program's original stays attached";
+  EXPECT_EQ(runOnce(hookFd(one).fd, unmatchedPacket()).verdict, uint32_t(XDP_DROP));
+  EXPECT_EQ(access((pins.path() + "/kept/config").c_str(), F_OK), 0) << "its maps stay pinned";
+  configurePolicyFwd(agent.daemon("added"), ACTION_PASS);
+  agent.step(1h);
+  EXPECT_TRUE(lastCycleInstalled(agent.state("added"))) << agent.log();
+  EXPECT_EQ(hookProgram(two), programIdOf(agent.daemon("added").optimizer().activeFd()));
+
+  unreadable = "agent.yaml:3:7: not a mapping";
+  configured = {};
+  reply = reload();
+  EXPECT_FALSE(reply.value("ok", true)) << reply.dump();
+  EXPECT_NE(reply.value("error", "").find("reload refused, nothing changed"), std::string::npos)
+      << reply.dump();
+  EXPECT_NE(reply.value("error", "").find(*unreadable), std::string::npos) << reply.dump();
+  EXPECT_EQ(agent.state("added").state, State::Serving) << "nothing changed";
 }
 
 // A cycle that throws (here the install step) leaves its daemon untrusted:
