@@ -75,6 +75,27 @@ std::vector<uint32_t> tcxIngressChain(const VethPair &veth) {
   return chain;
 }
 
+// A test's scene: two veth pairs and a pin directory named `tag` (what a
+// killed run of the same test left is swept first).
+struct TwoVeths {
+  explicit TwoVeths(std::string_view tag)
+      : one(sweptFirst(tag)), two(tag), pins(std::string(tag)) {}
+  VethPair one, two;
+  PinDir pins;
+};
+
+// Two classifiers, one libbpf owner each, attached in this order to the
+// veth's tcx ingress chain; the second marks where the first drops.
+struct TwoClassifiers {
+  TwoClassifiers(const VethPair &veth, const PinDir &pins) {
+    second.configure(2, 0x100, 12);
+    first.attachTcx(veth, pins.path() + "/first_link");
+    second.attachTcx(veth, pins.path() + "/second_link");
+  }
+  TcOwner first, second;
+  const uint32_t firstId = programIdOf(first.program), secondId = programIdOf(second.program);
+};
+
 // An update through Morpheus (the guard bumped first) of a map of `daemon`'s
 // program, as `morpheus map` makes it.
 void updateThroughMorpheus(runtime::Daemon &daemon, const std::string &map, const Bytes &key,
@@ -187,14 +208,9 @@ TEST(Agent, ServesProgramsOfEveryKindInOneLoopEachAsItsOriginal) {
   ASSERT_STREQ(loaderInfo.name, "policy_fwd") << "premise: xdp-loader attached the program "
                                                  "itself, not its dispatcher";
 
-  // (c) two classifiers in one tcx chain, the second one marking.
-  TcOwner first, second;
-  ASSERT_GE(first.program, 0);
-  ASSERT_GE(second.program, 0);
-  second.configure(2, 0x100, 12);
-  first.attachTcx(mine, pins.path() + "/first_link");
-  second.attachTcx(mine, pins.path() + "/second_link");
-  uint32_t firstId = programIdOf(first.program), secondId = programIdOf(second.program);
+  // (c) two classifiers in one tcx chain.
+  TwoClassifiers classifiers(mine, pins);
+  auto &[first, second, firstId, secondId] = classifiers;
   ASSERT_EQ(tcxIngressChain(mine), (std::vector<uint32_t>{firstId, secondId}))
       << "premise: a tcx link attached without a position goes last";
 
@@ -301,15 +317,10 @@ TEST(Agent, ServesProgramsOfEveryKindInOneLoopEachAsItsOriginal) {
 // other classifier of the chain keeps its trampoline, the changed one
 // starts again, the added one serves.
 TEST(Agent, ApplyTouchesExactlyTheProgramsWhoseEntryChanged) {
-  std::string tag(sweptFirst("agentapply"));
-  VethPair one(tag), two(tag);
-  PinDir pins(tag);
-  TcOwner first, second;
-  ASSERT_GE(first.program, 0);
-  ASSERT_GE(second.program, 0);
-  first.attachTcx(one, pins.path() + "/first_link");
-  second.attachTcx(one, pins.path() + "/second_link");
-  uint32_t firstId = programIdOf(first.program), secondId = programIdOf(second.program);
+  TwoVeths scene("agentapply");
+  auto &[one, two, pins] = scene;
+  TwoClassifiers classifiers(one, pins);
+  auto &[first, second, firstId, secondId] = classifiers;
   ASSERT_EQ(tcxIngressChain(one), (std::vector<uint32_t>{firstId, secondId}));
   std::string tc = corpusPath("tc_classifier.bpf.c");
 
@@ -372,13 +383,9 @@ TEST(Agent, ARestartAfterKillNineReadoptsProgramsAdoptedById) {
   std::string tag(sweptFirst("agentkill"));
   VethPair veth(tag);
   PinDir pins(tag);
-  TcOwner first, second;
-  ASSERT_GE(first.program, 0);
-  ASSERT_GE(second.program, 0);
-  second.configure(2, 0x100, 12);
-  first.attachTcx(veth, pins.path() + "/first_link");
-  second.attachTcx(veth, pins.path() + "/second_link");
-  uint32_t firstId = programIdOf(first.program), secondId = programIdOf(second.program);
+  TwoClassifiers classifiers(veth, pins);
+  auto &[first, second, firstId, secondId] = classifiers;
+  ASSERT_EQ(tcxIngressChain(veth), (std::vector<uint32_t>{firstId, secondId}));
   std::string tc = corpusPath("tc_classifier.bpf.c");
   std::vector<AgentProgram> programs = {
       adoptedAt("tc_first", tc, std::to_string(firstId), veth, pins),
@@ -445,9 +452,8 @@ TEST(Agent, ARestartAfterKillNineReadoptsProgramsAdoptedById) {
 // after each of its own updates, the status lists both as serving, and
 // the crashing one installs again once the pass is mended.
 TEST(Agent, ACrashingCycleCostsOnlyItsOwnProgram) {
-  std::string tag(sweptFirst("agentcrash"));
-  VethPair one(tag), two(tag);
-  PinDir pins(tag);
+  TwoVeths scene("agentcrash");
+  auto &[one, two, pins] = scene;
   AgentUnderTest agent;
   ASSERT_TRUE(agent.start({policyFwdOn("crashing", one, pins), policyFwdOn("healthy", two, pins)}));
   runtime::Daemon &crashing = agent.daemon("crashing");
@@ -518,9 +524,8 @@ TEST(Agent, ACrashingCycleCostsOnlyItsOwnProgram) {
 // serves. A configuration that does not read changes nothing, and the
 // reply says why.
 TEST(Agent, AReloadThroughTheSocketAppliesTheConfigurationAsItReadsThen) {
-  std::string tag(sweptFirst("agentreload"));
-  VethPair one(tag), two(tag);
-  PinDir pins(tag);
+  TwoVeths scene("agentreload");
+  auto &[one, two, pins] = scene;
   AgentProgram kept = policyFwdOn("kept", one, pins);
   kept.options.onExit = runtime::OnExit::KeepServing;
   std::vector<AgentProgram> configured = {kept};
@@ -580,9 +585,8 @@ TEST(Agent, AReloadThroughTheSocketAppliesTheConfigurationAsItReadsThen) {
 // the agent stops that program as `run` stops and starts it afresh at the
 // next step, which serves again; the other program's daemon is untouched.
 TEST(Agent, ACycleThatThrowsRestartsOnlyItsProgram) {
-  std::string tag(sweptFirst("agentthrow"));
-  VethPair one(tag), two(tag);
-  PinDir pins(tag);
+  TwoVeths scene("agentthrow");
+  auto &[one, two, pins] = scene;
   AgentUnderTest agent;
   ASSERT_TRUE(agent.start({policyFwdOn("throwing", one, pins), policyFwdOn("steady", two, pins)}));
   runtime::Daemon *steady = &agent.daemon("steady");
@@ -661,9 +665,8 @@ TEST(Agent, AProgramWhoseInterfaceIsMissingStartsOnARetryOnceItExists) {
 // does not run, is refused naming the programs it runs; status lists every
 // program with its state.
 TEST(Agent, TheControlSocketRoutesRequestsByProgramName) {
-  std::string tag(sweptFirst("agentsocket"));
-  VethPair one(tag), two(tag);
-  PinDir pins(tag);
+  TwoVeths scene("agentsocket");
+  auto &[one, two, pins] = scene;
   runtime::AgentOptions options;
   options.socketPath = "/tmp/morpheus-test-agentsocket-" + std::to_string(getpid()) + ".sock";
   auto removeSocket = llvm::make_scope_exit([&] {
