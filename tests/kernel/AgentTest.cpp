@@ -3,9 +3,11 @@
 // choosing: one loop serving programs of every kind at once (loaded by
 // Morpheus, loaded by xdp-loader and adopted, two classifiers of one tcx
 // chain adopted each by its program id, an adopted chain of tail calls),
-// each answering as its original; a reload that touches exactly what
-// changed; a crashing cycle or a missing interface that costs only its own
-// program; one control socket whose requests reach the program they name.
+// each answering as its original; apply() and a reload through the socket
+// touching exactly what changed; a restart after kill -9 taking the
+// trampolines over; a crashing or throwing cycle, or a missing interface,
+// costing only its own program; one control socket whose requests reach
+// the program they name.
 #include "runtime/Agent.h"
 #include "AdoptionOwners.h"
 #include "Corpus.h"
