@@ -583,6 +583,38 @@ TEST(Agent, AReloadThroughTheSocketAppliesTheConfigurationAsItReadsThen) {
   EXPECT_EQ(agent.state("added").state, State::Serving) << "nothing changed";
 }
 
+// Under a CPU budget that pays for one cycle a step, the program an update
+// waits for goes first, also when both programs' periods are due (a
+// program the budget deferred stays due).
+TEST(Agent, UnderTheCpuBudgetTheProgramAChangeWaitsForGoesFirst) {
+  TwoVeths scene("agentbudget");
+  auto &[one, two, pins] = scene;
+  runtime::AgentOptions options;
+  options.cpuBudget = 0.001; // a millisecond of CPU a second: one cycle, then none
+  AgentUnderTest agent;
+  ASSERT_TRUE(
+      agent.start({policyFwdOn("early", one, pins), policyFwdOn("late", two, pins)}, options));
+  EXPECT_EQ(agent.step(1h), 1u) << "the budget pays for one cycle";
+  ASSERT_TRUE(lastCycleInstalled(agent.state("early"))) << agent.log();
+  EXPECT_EQ(agent.state("late").cyclesDeferred, 1u);
+
+  // Due both: "early" with a costly cycle (its map written by another
+  // writer, which only its periodic cycle finds), "late" with an update.
+  uint32_t zero = 0;
+  config dropping = {CFG_POLICY_ENABLED, ACTION_DROP};
+  ASSERT_EQ(bpf_map_update_elem(agent.daemon("early").optimizer().mapFd("config"), &zero, &dropping,
+                                BPF_ANY),
+            0);
+  configurePolicyFwd(agent.daemon("late"), ACTION_DROP);
+  agent.daemon("late").notifyChange();
+  uint64_t earlyCycles = agent.state("early").lastCycle->cycle;
+  EXPECT_EQ(agent.step(1h), 1u);
+  EXPECT_TRUE(lastCycleInstalled(agent.state("late"))) << "the update's program ran first\n"
+                                                       << agent.log();
+  EXPECT_EQ(agent.state("early").lastCycle->cycle, earlyCycles);
+  EXPECT_EQ(agent.state("early").cyclesDeferred, 1u);
+}
+
 // A cycle that throws (here the install step) leaves its daemon untrusted:
 // the agent stops that program as `run` stops and starts it afresh at the
 // next step, which serves again; the other program's daemon is untouched.
