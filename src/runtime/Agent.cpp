@@ -338,7 +338,8 @@ unsigned Agent::step(Clock::time_point now) {
         entry.retryAt <= now)
       startEntry(entry, now);
 
-  // Due programs, those a change waits for first, then the busiest.
+  // Due programs, those a change waits for first, then the busiest, then
+  // the one whose last turn is the oldest.
   struct Due {
     Entry *entry;
     Daemon::Work work;
@@ -353,7 +354,11 @@ unsigned Agent::step(Clock::time_point now) {
   std::stable_sort(due.begin(), due.end(), [](const Due &a, const Due &b) {
     if ((a.work == Daemon::Work::Change) != (b.work == Daemon::Work::Change))
       return a.work == Daemon::Work::Change;
-    return a.entry->daemon->runTime().packets > b.entry->daemon->runTime().packets;
+    uint64_t packetsA = a.entry->daemon->runTime().packets,
+             packetsB = b.entry->daemon->runTime().packets;
+    if (packetsA != packetsB)
+      return packetsA > packetsB;
+    return a.entry->lastTurnAt < b.entry->lastTurnAt;
   });
 
   unsigned cycles = 0;
@@ -373,6 +378,7 @@ unsigned Agent::step(Clock::time_point now) {
       thrown = error.what();
     }
     charge(threadCpuSeconds() - before);
+    entry.lastTurnAt = now;
     if (!thrown.empty()) {
       // Whatever state the daemon was left in, it is not trusted again:
       // it stops as `run` stops (its pins kept) and starts afresh. The

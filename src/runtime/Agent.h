@@ -24,7 +24,8 @@
 // Budget: cycles of all programs share `cpuBudget` of one core (measured as
 // the loop thread's CPU time): when it is spent, due programs wait, those
 // with a change waiting (an update, a bumped guard) first, then the busiest
-// (packets in their last status period).
+// (packets in their last status period), then the one whose last turn was
+// the longest ago (so that programs alike take turns, none starved).
 #pragma once
 
 #include "runtime/ControlServer.h"
@@ -130,6 +131,7 @@ private:
     AgentProgramState state;
     unsigned startFailures = 0;
     Clock::time_point retryAt;
+    Clock::time_point lastTurnAt; // when it last got the budget; never: the epoch
   };
 
   Agent(AgentOptions options, llvm::raw_ostream &out, llvm::raw_ostream &errors);

@@ -615,6 +615,42 @@ TEST(Agent, UnderTheCpuBudgetTheProgramAChangeWaitsForGoesFirst) {
   EXPECT_EQ(agent.state("early").cyclesDeferred, 1u);
 }
 
+// Under the same budget, two programs alike (no change waiting, as busy
+// as each other) whose cycles are costly take turns: the one the budget
+// deferred goes first next time, instead of the first by name every time.
+TEST(Agent, UnderTheCpuBudgetProgramsAlikeTakeTurns) {
+  TwoVeths scene("agentturns");
+  auto &[one, two, pins] = scene;
+  runtime::AgentOptions options;
+  options.cpuBudget = 0.001;
+  AgentUnderTest agent;
+  ASSERT_TRUE(
+      agent.start({policyFwdOn("early", one, pins), policyFwdOn("late", two, pins)}, options));
+  // Each round, a rule never seen before is written into both programs'
+  // policy by another writer: every periodic cycle rebuilds.
+  uint32_t rule = 0x0a000200;
+  auto costlyCycles = [&] {
+    policy_key key = policyKey(rule++, 80, IPPROTO_UDP);
+    policy_value value = policyValue(ACTION_DROP);
+    for (const char *name : {"early", "late"})
+      ASSERT_EQ(bpf_map_update_elem(agent.daemon(name).optimizer().mapFd("policy"), &key, &value,
+                                    BPF_ANY),
+                0);
+  };
+  std::vector<std::string> ran;
+  for (int round = 0; round < 4; ++round) {
+    costlyCycles();
+    std::map<std::string, uint64_t> before;
+    for (const char *name : {"early", "late"})
+      before[name] = agent.state(name).lastCycle ? agent.state(name).lastCycle->cycle : 0;
+    EXPECT_EQ(agent.step(1h), 1u) << "round " << round << ": the budget pays for one cycle";
+    for (const char *name : {"early", "late"})
+      if (agent.state(name).lastCycle && agent.state(name).lastCycle->cycle != before[name])
+        ran.push_back(name);
+  }
+  EXPECT_EQ(ran, (std::vector<std::string>{"early", "late", "early", "late"}));
+}
+
 // A cycle that throws (here the install step) leaves its daemon untrusted:
 // the agent stops that program as `run` stops and starts it afresh at the
 // next step, which serves again; the other program's daemon is untouched.
