@@ -11,6 +11,7 @@ packages=(
   libgtest-dev libgmock-dev nlohmann-json3-dev libpcap-dev libcli11-dev
   dpdk-dev                                             # user-space backend I/O (net_pcap, net_null)
   cmake ninja-build iproute2 python3-pip
+  xdp-tools                                            # xdp-loader: a foreign loader the agent tests adopt from
 )
 
 if [ "$(id -u)" -ne 0 ]; then

@@ -163,6 +163,10 @@ Agent::~Agent() {
     stopEntry(entry);
 }
 
+Log Agent::logOf(const Entry &entry) const {
+  return Log(out, errors, options.logLevel, options.logFormat, "morpheus", entry.config.name);
+}
+
 void Agent::startEntry(Entry &entry, Clock::time_point now) {
   std::string failure;
   std::unique_ptr<Daemon> started;
@@ -195,8 +199,7 @@ void Agent::startEntry(Entry &entry, Clock::time_point now) {
   state.state = AgentProgramState::State::Failed;
   state.detail = failure;
   lock.unlock();
-  Log(out, errors, options.logLevel, options.logFormat, "morpheus", entry.config.name)
-      .error(llvm::formatv("did not start: {0} (next try in {1} s)", failure, wait).str());
+  logOf(entry).error(llvm::formatv("did not start: {0} (next try in {1} s)", failure, wait).str());
 }
 
 void Agent::stopEntry(Entry &entry) {
@@ -208,8 +211,7 @@ void Agent::stopEntry(Entry &entry) {
   if (!going)
     return;
   Daemon::ExitNote leaving = going->exitNote();
-  Log(out, errors, options.logLevel, options.logFormat, "morpheus", entry.config.name)
-      .record("stopping", std::move(leaving.fields), leaving.text);
+  logOf(entry).record("stopping", std::move(leaving.fields), leaving.text);
   going.reset(); // the last swap (to the original) happens here
 }
 
@@ -353,7 +355,8 @@ unsigned Agent::step(Clock::time_point now) {
         entry.retryAt <= now)
       startEntry(entry, now);
 
-  // Due programs, those a change waits for first, then the busiest.
+  // Due programs, those a change waits for first, then the busiest, then
+  // the one whose last turn is the oldest.
   struct Due {
     Entry *entry;
     Daemon::Work work;
@@ -368,7 +371,11 @@ unsigned Agent::step(Clock::time_point now) {
   std::stable_sort(due.begin(), due.end(), [](const Due &a, const Due &b) {
     if ((a.work == Daemon::Work::Change) != (b.work == Daemon::Work::Change))
       return a.work == Daemon::Work::Change;
-    return a.entry->daemon->runTime().packets > b.entry->daemon->runTime().packets;
+    uint64_t packetsA = a.entry->daemon->runTime().packets,
+             packetsB = b.entry->daemon->runTime().packets;
+    if (packetsA != packetsB)
+      return packetsA > packetsB;
+    return a.entry->lastTurnAt < b.entry->lastTurnAt;
   });
 
   unsigned cycles = 0;
@@ -388,13 +395,17 @@ unsigned Agent::step(Clock::time_point now) {
       thrown = error.what();
     }
     charge(threadCpuSeconds() - before);
+    entry.lastTurnAt = now;
     if (!thrown.empty()) {
       // Whatever state the daemon was left in, it is not trusted again:
-      // it stops as `run` stops (its pins kept) and starts afresh.
+      // it stops as `run` stops (its pins kept) and starts afresh. The
+      // log says why, not only the status.
+      std::string why = "unexpected error in a cycle: " + thrown;
+      logOf(entry).error(why + "; stopping the program and starting it again");
       stopEntry(entry);
       std::unique_lock lock(tableMutex);
       entry.state.state = AgentProgramState::State::Failed;
-      entry.state.detail = "unexpected error in a cycle: " + thrown;
+      entry.state.detail = why;
       entry.retryAt = now;
       continue;
     }

@@ -24,7 +24,8 @@
 // Budget: cycles of all programs share `cpuBudget` of one core (measured as
 // the loop thread's CPU time): when it is spent, due programs wait, those
 // with a change waiting (an update, a bumped guard) first, then the busiest
-// (packets in their last status period).
+// (packets in their last status period), then the one whose last turn was
+// the longest ago (so that programs alike take turns, none starved).
 #pragma once
 
 #include "runtime/ControlServer.h"
@@ -134,6 +135,7 @@ private:
     AgentProgramState state;
     unsigned startFailures = 0;
     Clock::time_point retryAt;
+    Clock::time_point lastTurnAt; // when it last got the budget; never: the epoch
   };
 
   Agent(AgentOptions options, llvm::raw_ostream &out, llvm::raw_ostream &errors);
@@ -142,6 +144,8 @@ private:
   // Starts `entry`'s daemon; on failure records it and when to retry.
   void startEntry(Entry &entry, Clock::time_point now);
   void stopEntry(Entry &entry);
+  // Lines about one program: they carry its name.
+  Log logOf(const Entry &entry) const;
   void record(Entry &entry, const core::CycleReport &cycle);
   // Whether the budget lets a cycle run now.
   bool budgetAllows(Clock::time_point now);

@@ -456,10 +456,11 @@ bool Daemon::chainReachesTheLimit() {
 Daemon::Work Daemon::pending(Clock::time_point now) {
   if (ownerGone)
     return Work::None;
-  if (now >= nextPeriod)
-    return Work::Periodic;
+  Work periodic = now >= nextPeriod ? Work::Periodic : Work::None;
   if (now < nextCycle)
-    return Work::None;
+    return periodic; // backing off: a change waits too
+  // A change says so even when the period is due as well: a caller that
+  // schedules several daemons serves changes first.
   {
     std::lock_guard lock(mutex);
     if (changed)
@@ -469,7 +470,7 @@ Daemon::Work Daemon::pending(Clock::time_point now) {
   // socket) means packets are on the generic path: re-specialize now.
   bool invalidated = opt->installedVersion() != 0 &&
                      opt->guard().version() != opt->installedVersion();
-  return invalidated ? Work::Change : Work::None;
+  return invalidated ? Work::Change : periodic;
 }
 
 Daemon::Clock::time_point Daemon::wakeAt() {
@@ -479,10 +480,10 @@ Daemon::Clock::time_point Daemon::wakeAt() {
 }
 
 std::optional<core::CycleReport> Daemon::step(Clock::time_point now) {
-  Work work = pending(now);
-  if (work == Work::None)
+  if (pending(now) == Work::None)
     return std::nullopt;
-  bool periodic = work == Work::Periodic;
+  // The period's work is due with a change too.
+  bool periodic = now >= nextPeriod;
   if (periodic && adoption && adoption->ownerMovedOn()) {
     ownerGone = true;
     log.record("owner_moved_on", {{"adopted", adoption->describe()}},

@@ -107,7 +107,8 @@ public:
 
   // What a step at `now` would do, for a caller that schedules several
   // daemons: nothing, the periodic work (tending ports, maybe a cycle), or
-  // a cycle for a change (an update through Morpheus, a bumped guard).
+  // a cycle for a change (an update through Morpheus, a bumped guard; with
+  // the periodic work when the period is due as well).
   enum class Work { None, Periodic, Change };
   Work pending(Clock::time_point now);
   // When pending() next becomes more than None (a guard bumped by another

@@ -114,6 +114,38 @@ TailCallReach longestChain(uint32_t from, const std::map<uint32_t, std::set<uint
   return best;
 }
 
+// Where a run pins the owner array of the hook it takes.
+std::string ownerArrayPinIn(const std::string &pinDir) { return pinDir + "/owner_program"; }
+
+// The map id of the owner array a killed run left pinned at `ownerPin`
+// when it holds program `ownerId` (0: none there, or another program's).
+uint32_t ownerArrayHolding(const std::string &ownerPin, uint32_t ownerId) {
+  int array = bpf_obj_get(ownerPin.c_str());
+  if (array < 0)
+    return 0;
+  bpf_map_info info = {};
+  uint32_t length = sizeof(info);
+  bool holds = slotProgramId(array, 0) == ownerId &&
+               bpf_obj_get_info_by_fd(array, &info, &length) == 0;
+  close(array);
+  return holds ? info.id : 0;
+}
+
+// Whether program `id` is a Morpheus trampoline on the owner array of map
+// id `ownerArrayId`.
+bool isTrampolineOn(uint32_t id, uint32_t ownerArrayId) {
+  int program = bpf_prog_get_fd_by_id(id);
+  if (program < 0)
+    return false;
+  auto live = liveProgram(program);
+  close(program);
+  if (!live) {
+    llvm::consumeError(live.takeError());
+    return false;
+  }
+  return live->name == TrampolineName && llvm::is_contained(live->mapIds, ownerArrayId);
+}
+
 } // namespace
 
 Expected<std::unique_ptr<Adoption>> Adoption::adopt(const std::string &target,
@@ -121,7 +153,7 @@ Expected<std::unique_ptr<Adoption>> Adoption::adopt(const std::string &target,
                                                     const std::string &pinDir) {
   std::unique_ptr<Adoption> adoption(new Adoption());
   adoption->netns = netns;
-  if (Error err = adoption->findHook(target))
+  if (Error err = adoption->findHook(target, pinDir))
     return withContext(std::move(err), "adopting '" + target + "'");
   if (Error err = adoption->recogniseOwner(pinDir))
     return withContext(std::move(err), "adopting '" + target + "'");
@@ -143,7 +175,7 @@ Adoption::~Adoption() {
   closeFd(link);
 }
 
-Error Adoption::findHook(const std::string &target) {
+Error Adoption::findHook(const std::string &target, const std::string &pinDir) {
   uint32_t programId = 0;
   // Which program type the link found runs, and where.
   auto takeLink = [&](int fd) {
@@ -175,6 +207,14 @@ Error Adoption::findHook(const std::string &target) {
     if (!llvm::to_integer(target, programId))
       return makeError("'{0}' is not a program id", target);
     int fd = findLink([&](const LinkFacts &facts) { return facts.programId == programId; });
+    // A run that was killed (kill -9) left its trampoline where the
+    // program was, the program in the owner array it pinned here: that
+    // hook is the program's, taken over as an interface's would be.
+    if (fd < 0)
+      if (uint32_t ownerArrayId = ownerArrayHolding(ownerArrayPinIn(pinDir), programId))
+        fd = findLink([&](const LinkFacts &facts) {
+          return isTrampolineOn(facts.programId, ownerArrayId);
+        });
     if (fd < 0)
       return makeError("no XDP or tcx link runs program {0}; name its hook instead (--adopt "
                        "IFACE or IFACE:ingress|egress, with --netns for another namespace). "
@@ -297,7 +337,7 @@ Error Adoption::findTcxHook(const std::string &name, const std::string &directio
 Error Adoption::recogniseOwner(const std::string &pinDir) {
   if (std::error_code ec = llvm::sys::fs::create_directories(pinDir))
     return makeSystemError(ec.value(), "pin directory '{0}'", pinDir);
-  ownerPin = pinDir + "/owner_program";
+  ownerPin = ownerArrayPinIn(pinDir);
   auto hook = liveProgram(hookProgram);
   if (!hook)
     return hook.takeError();

@@ -82,8 +82,11 @@ public:
   // Finds the program at `target`: an interface's XDP hook ("IFACE", in
   // `netns`, "" = ours), its tcx hook ("IFACE:ingress", "IFACE:egress"; an
   // interface name never holds ':'), a pinned link (a path under bpffs) or
-  // a program id run by an XDP or tcx link, and collects its maps (and those of the programs its program arrays
-  // hold). Nothing is changed yet. When the hook runs a trampoline an
+  // a program id run by an XDP or tcx link (the one way to name one of
+  // several programs of a tcx hook; after a killed run, the link running
+  // the trampoline it left, whose owner array pinned at `pinDir` holds that
+  // program), and collects its maps (and those of the programs its program
+  // arrays hold). Nothing is changed yet. When the hook runs a trampoline an
   // earlier run left (its owner array pinned at `pinDir`/owner_program),
   // the owner is the program that array holds. The trampoline is loaded
   // (not yet on the hook), which tells the owner's expected attach type.
@@ -142,7 +145,7 @@ public:
 
 private:
   Adoption() = default;
-  Error findHook(const std::string &target);
+  Error findHook(const std::string &target, const std::string &pinDir);
   Error findTcxHook(const std::string &target, const std::string &direction);
   Error collectMaps();
   // Walks the owner's program and every program its program arrays hold,
