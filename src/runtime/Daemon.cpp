@@ -174,15 +174,21 @@ Daemon::~Daemon() {
   // The socket first: no update may arrive for an optimizer going away.
   server.reset();
   if (adoption) {
-    // Either way the owner's program serves again: the hook gets it back,
-    // unless the owner moved on (then the hook is the owner's business).
+    // Handing over, the trampoline stays on the hook for the next Morpheus
+    // to take over (as after kill -9). Otherwise the owner's program serves
+    // again: the hook gets it back, unless the owner moved on (then the
+    // hook is the owner's business).
+    if (options.onExit == OnExit::HandOver)
+      return;
     if (Error err = adoption->restore())
       log.error(llvm::toString(std::move(err)) + "; the owner's program serves through the "
                                                  "trampoline");
     return;
   }
+  // Detach: the links detach as they go. HandOver: the pinned links keep
+  // what runs now, and the next Morpheus takes them over.
   if (options.onExit != OnExit::KeepServing || !opt)
-    return; // the links detach as they go
+    return;
   // The original stays: it is correct whatever the maps come to hold, and
   // nobody is left to bump the guard when they change. The pinned links
   // keep it attached.
@@ -202,10 +208,20 @@ std::string Daemon::attachedTo() const {
   return where;
 }
 
+void Daemon::handOver() {
+  if (options.onExit == OnExit::KeepServing || adoption)
+    options.onExit = OnExit::HandOver;
+}
+
 Daemon::ExitNote Daemon::exitNote() const {
+  bool handingOver = options.onExit == OnExit::HandOver;
   if (adoption)
-    return {{{"detach", false}},
-            "stopping: the owner's program goes back on its hook (unless the owner moved on)\n"};
+    return {handingOver ? nlohmann::json{{"detach", false}, {"hand_over", true}}
+                        : nlohmann::json{{"detach", false}},
+            handingOver ? "stopping: handing over: the trampoline stays on the hook for the next "
+                          "Morpheus to take over\n"
+                        : "stopping: the owner's program goes back on its hook (unless the "
+                          "owner moved on)\n"};
   if (options.onExit == OnExit::Detach)
     return {{{"detach", true}}, "stopping: detaching and removing pins\n"};
   const std::string &dir = options.optimizer.pinDir;
@@ -215,13 +231,14 @@ Daemon::ExitNote Daemon::exitNote() const {
       (port.link->stillPinned() ? held : lost).push_back(port.iface);
   std::vector<std::string> unpinned = opt->unpinnedObjects();
   std::string text = "stopping: ";
+  std::string staying = handingOver ? "the running version stays attached for the next Morpheus"
+                                    : "the original program stays attached";
   if (lost.empty())
-    text += "the original program stays attached";
+    text += staying;
   else
     text += llvm::formatv("{0}the program detaches from {1} as this process exits: {2} link "
                           "{3} in {4} {5} gone (removed, or the bpffs under it unmounted)",
-                          held.empty() ? "" : "the original program stays attached on " +
-                                                  llvm::join(held, ", ") + "; ",
+                          held.empty() ? "" : staying + " on " + llvm::join(held, ", ") + "; ",
                           llvm::join(lost, ", "), lost.size() == 1 ? "its" : "their",
                           lost.size() == 1 ? "pin" : "pins", dir,
                           lost.size() == 1 ? "is" : "are")
@@ -242,6 +259,8 @@ Daemon::ExitNote Daemon::exitNote() const {
                            {"links_pinned", held},
                            {"links_unpinned", lost},
                            {"unpinned", unpinned}};
+  if (handingOver)
+    fields["hand_over"] = true;
   return {std::move(fields), text + "\n"};
 }
 
@@ -347,7 +366,7 @@ Expected<bpf::ProgramLink> Daemon::attachPort(const std::string &iface, int prog
   auto link = bpf::ProgramLink::attach(programFd, point);
   if (!link)
     return link.takeError();
-  if (options.onExit == OnExit::KeepServing)
+  if (options.onExit != OnExit::Detach)
     if (Error err = link->pin(pin))
       return err;
   return std::move(*link);

@@ -23,7 +23,9 @@
 //   nobody left to bump the guard on polled changes) and leaves maps and
 //   guard pinned for the control plane; a restart with the same pin
 //   directory takes over the pinned links (one program per hook, never
-//   two). Or detach: links detached, every pin this run made removed.
+//   two). Or detach: links detached, every pin this run made removed. Or,
+//   when the next Morpheus is about to take over (handOver), leave the
+//   data plane exactly as it is: no swap at all.
 #pragma once
 
 #include "backend/bpf/ProgramLink.h"
@@ -51,6 +53,11 @@ nlohmann::json phasesJson(const std::vector<core::BuildPhase> &phases);
 enum class OnExit {
   KeepServing, // links pinned; the original left attached; pins kept
   Detach,      // links detached; the pins this run made removed
+  // KeepServing for a successor (`morpheus daemon --take-over`): links and
+  // pins kept, the running version left attached (an adopted program's
+  // trampoline left on the hook), so the data plane is not slowed while
+  // the next Morpheus starts and takes the pinned links over.
+  HandOver,
 };
 
 struct DaemonOptions {
@@ -143,6 +150,10 @@ public:
     std::string text;      // one line
   };
   ExitNote exitNote() const;
+  // From now on the exit leaves the data plane as it is for the next
+  // Morpheus (OnExit::HandOver). A daemon that detaches on exit keeps
+  // doing so: none of its links is pinned, so none can be taken over.
+  void handOver();
   // The running program's cost over the last status period (kernel
   // bpf_stats), and the last figure of each version kind: the generic
   // program's and the specialized one's.
