@@ -68,6 +68,14 @@ Expected<std::unique_ptr<Daemon>> Daemon::start(const std::string &path,
     socket.emplace(std::move(*claimed));
   }
   std::unique_ptr<Daemon> daemon(new Daemon(std::move(options), out, errors));
+  if (daemon->options.onExit == OnExit::KeepServing) {
+    auto earlier = bpf::PinDirectory(daemon->options.optimizer.pinDir)
+                       .openMap(bpf::FallbackMapName);
+    if (!earlier)
+      llvm::consumeError(earlier.takeError()); // nothing to keep: links get our original
+    else if (*earlier)
+      daemon->earlierFallback.reset(**earlier);
+  }
   auto optimizer = Optimizer::create(path, daemon->options.optimizer);
   if (!optimizer)
     return optimizer.takeError();
@@ -186,8 +194,11 @@ Daemon::~Daemon() {
     return;
   }
   // Detach: the links detach as they go. HandOver: the pinned links keep
-  // what runs now, and the next Morpheus takes them over.
-  if (options.onExit != OnExit::KeepServing || !opt)
+  // what runs now, and the next Morpheus takes them over; unless that is
+  // still the version an earlier run left, whose fallback array goes with
+  // this process (endEarlierVersion never ran): then the original.
+  bool earlierStays = options.onExit == OnExit::HandOver && earlierVersionServes;
+  if ((options.onExit != OnExit::KeepServing && !earlierStays) || !opt)
     return;
   // The original stays: it is correct whatever the maps come to hold, and
   // nobody is left to bump the guard when they change. The pinned links
@@ -352,11 +363,18 @@ Expected<bpf::ProgramLink> Daemon::attachPort(const std::string &iface, int prog
       return pinned.takeError();
     if (*pinned) {
       // An earlier run left its program serving here: take the hook over
-      // (an atomic swap) rather than attach a second program beside it.
-      if (Error err = (*pinned)->replace(programFd))
-        return withContext(std::move(err), "the link pinned at " + pin);
-      log.record("link_taken_over", {{"iface", iface}, {"pin", pin}},
+      // rather than attach a second program beside it; with an atomic swap
+      // unless the version it left may serve on until our first cycle ends.
+      bool keep = earlierFallback.valid() &&
+                  opt->canServeOn((*pinned)->programId(), earlierFallback.get());
+      if (!keep)
+        if (Error err = (*pinned)->replace(programFd))
+          return withContext(std::move(err), "the link pinned at " + pin);
+      earlierVersionServes |= keep;
+      log.record("link_taken_over", {{"iface", iface}, {"pin", pin}, {"kept_serving", keep}},
                  "interface '" + iface + "': took over the link an earlier run left at " + pin +
+                     (keep ? " (the version it left serves on until this run's first cycle)"
+                           : "") +
                      "\n");
       if (options.onExit == OnExit::Detach)
         (*pinned)->unpin();
@@ -526,6 +544,8 @@ std::optional<core::CycleReport> Daemon::step(Clock::time_point now) {
     changed = false;
   }
   core::CycleReport cycle = opt->runCycle();
+  if (earlierFallback.valid())
+    endEarlierVersion(cycle);
   lastCycle = cycle.cycle;
   failures = backsOff(cycle.outcome) ? failures + 1 : 0;
   nextCycle = now;
@@ -535,6 +555,24 @@ std::optional<core::CycleReport> Daemon::step(Clock::time_point now) {
   if (periodic)
     printStatus();
   return cycle;
+}
+
+void Daemon::endEarlierVersion(const core::CycleReport &cycle) {
+  if (earlierVersionServes && !cycle.installed()) {
+    if (Error err = installOnPorts(opt->originalFd()))
+      log.error("the version an earlier run left keeps serving: " +
+                llvm::toString(std::move(err)));
+    else
+      log.record("earlier_version_replaced", {{"by", "original"}},
+                 "the version an earlier run left gave way to the original (this cycle "
+                 "installed none)\n");
+  }
+  // A packet may still be inside the earlier version, falling back
+  // through its array.
+  if (earlierVersionServes)
+    bpf::waitForPacketsInFlight();
+  earlierFallback.reset();
+  earlierVersionServes = false;
 }
 
 std::string Daemon::keepReproducer(const core::CycleReport &cycle) {

@@ -32,6 +32,7 @@
 #include "runtime/ControlServer.h"
 #include "runtime/Optimizer.h"
 #include "support/CacheDirectory.h"
+#include "support/FileDescriptor.h"
 #include "support/Log.h"
 
 #include <llvm/Support/raw_ostream.h>
@@ -194,6 +195,11 @@ private:
   void tendPorts();
   void repairPins();
   void report(const core::CycleReport &cycle);
+  // After the first cycle: the version an earlier run left serving (kept
+  // by attachPort) has been replaced by ours, or, when the cycle installed
+  // nothing, gives way to our original (this run cannot tell when that
+  // version's tables go stale); its fallback array is let go.
+  void endEarlierVersion(const core::CycleReport &cycle);
   // Measures the period's cost (runTime) and prints it unless quiet.
   void printStatus();
   // The file holding the reproducer of this difference, written if new.
@@ -213,6 +219,12 @@ private:
   std::vector<Port> ports;
   bpf::ProgramType programType = bpf::ProgramType::Xdp;
   std::unique_ptr<ControlServer> server;
+  // The fallback array an earlier run pinned (opened before our optimizer
+  // pins its own there, so the kernel keeps its slots), while a version
+  // that run left serving may still serve (Optimizer::canServeOn): until
+  // the first cycle ends. `earlierVersionServes`: some port kept it.
+  FileDescriptor earlierFallback;
+  bool earlierVersionServes = false;
 
   std::mutex mutex;
   std::condition_variable wake;
