@@ -12,6 +12,7 @@
 #include "ChildProcess.h"
 #include "KernelSupport.h"
 #include "PolicyFwd.h"
+#include "XdpHooks.h"
 #include "netns/VethPair.h"
 #include "support/Netns.h"
 #include "trafficgen/LiveFrames.h"
@@ -122,38 +123,18 @@ private:
   int link = -1;
 };
 
-uint32_t linkProgramAt(const std::string &pin) {
+// The link pinned at `pin` (its id) and the program it runs; zeros when
+// there is none.
+bpf_link_info linkAt(const std::string &pin) {
   Fd link(bpf_obj_get(pin.c_str()));
   bpf_link_info info = {};
   uint32_t length = sizeof(info);
   if (link.fd < 0 || bpf_obj_get_info_by_fd(link.fd, &info, &length))
-    return 0;
-  return info.prog_id;
+    return {};
+  return info;
 }
 
-uint32_t linkIdAt(const std::string &pin) {
-  Fd link(bpf_obj_get(pin.c_str()));
-  bpf_link_info info = {};
-  uint32_t length = sizeof(info);
-  if (link.fd < 0 || bpf_obj_get_info_by_fd(link.fd, &info, &length))
-    return 0;
-  return info.id;
-}
-
-// The program the interface's XDP hook runs, as netlink reports it: one
-// per hook, so a second attachment would show as another id than the
-// link's.
-uint32_t hookProgram(const VethPair &veth) {
-  uint32_t id = 0;
-  llvm::consumeError(netns::runInNetns(veth.nsB(), [&]() -> Error {
-    bpf_xdp_query_opts query = {};
-    query.sz = sizeof(query);
-    if (bpf_xdp_query(if_nametoindex(veth.ifB().c_str()), 0, &query) == 0)
-      id = query.prog_id;
-    return Error::success();
-  }));
-  return id;
-}
+uint32_t linkProgramAt(const std::string &pin) { return linkAt(pin).prog_id; }
 
 // Whether program `id` is a specialized version: it checks the guard.
 bool specialized(uint32_t id) {
@@ -169,23 +150,6 @@ bool specialized(uint32_t id) {
       return true;
   }
   return false;
-}
-
-// Slot 0 of the trampoline's Morpheus array (0: empty, the owner serves).
-uint32_t servedThrough(uint32_t trampolineId, const std::string &ownerPin) {
-  Fd trampoline(bpf_prog_get_fd_by_id(trampolineId));
-  Fd owner(bpf_obj_get(ownerPin.c_str()));
-  if (trampoline.fd < 0 || owner.fd < 0)
-    return 0;
-  for (uint32_t id : mapIdsOf(trampoline.fd)) {
-    if (id == mapIdOf(owner.fd))
-      continue;
-    Fd array(bpf_map_get_fd_by_id(id));
-    uint32_t slot = 0, program = 0;
-    if (bpf_map_lookup_elem(array.fd, &slot, &program) == 0)
-      return program;
-  }
-  return 0;
 }
 
 // Frames through both veths, in rounds, until stopped; what was sent.
@@ -357,7 +321,7 @@ struct Serving {
 
 Serving serving(const Scene &scene) {
   Serving now;
-  now.loadedLinkId = linkIdAt(scene.loadedLink());
+  now.loadedLinkId = linkAt(scene.loadedLink()).id;
   now.loadedProgram = linkProgramAt(scene.loadedLink());
   now.trampoline = scene.owner.linkProgram();
   now.adoptedVersion = servedThrough(now.trampoline, scene.ownerArray());
@@ -406,6 +370,24 @@ void expectAlwaysSpecialized(LinkWatcher &watcher, uint32_t first) {
   EXPECT_GE(seen.size(), 2u) << "the new agent installed its own version";
 }
 
+// The next agent, started on the same configuration: once both programs
+// run its versions, every check above, and it stops cleanly.
+void expectNextAgentTookOver(const Scene &scene, ChildProcess &next, const Serving &before,
+                             Traffic &traffic, const LoadedMaps &maps, LinkWatcher &watcher) {
+  ASSERT_TRUE(waitFor([&] {
+    return !next.alive() || (scene.bothSpecialized() &&
+                             linkProgramAt(scene.loadedLink()) != before.loadedProgram);
+  }, 30s) && next.alive())
+      << next.log();
+  std::this_thread::sleep_for(300ms);
+  expectTakenOver(scene, before, next.log());
+  EXPECT_NE(next.log().find("serves on until this run's first cycle"), std::string::npos)
+      << next.log();
+  expectNoPacketLost(traffic, scene, maps);
+  expectAlwaysSpecialized(watcher, before.loadedProgram);
+  EXPECT_TRUE(next.stop()) << next.log();
+}
+
 TEST(AgentRestart, KillNineThenANewAgentTakesOverWithNoPacketLostOrGenericCode) {
   Scene scene("agentkill");
   ASSERT_GE(scene.owner.program, 0);
@@ -441,18 +423,7 @@ TEST(AgentRestart, KillNineThenANewAgentTakesOverWithNoPacketLostOrGenericCode) 
   std::this_thread::sleep_for(300ms);
 
   ChildProcess second("agentkill-again", scene.agent());
-  ASSERT_TRUE(waitFor([&] {
-    return !second.alive() || (scene.bothSpecialized() &&
-                               linkProgramAt(scene.loadedLink()) != before.loadedProgram);
-  }, 30s) && second.alive())
-      << second.log();
-  std::this_thread::sleep_for(300ms);
-  expectTakenOver(scene, before, second.log());
-  EXPECT_NE(second.log().find("serves on until this run's first cycle"), std::string::npos)
-      << second.log();
-  expectNoPacketLost(traffic, scene, *maps);
-  expectAlwaysSpecialized(watcher, before.loadedProgram);
-  EXPECT_TRUE(second.stop()) << second.log();
+  expectNextAgentTookOver(scene, second, before, traffic, *maps, watcher);
 }
 
 TEST(AgentRestart, TakeOverWhileTheOldAgentRunsKeepsTheSpecializedVersionServing) {
@@ -477,20 +448,9 @@ TEST(AgentRestart, TakeOverWhileTheOldAgentRunsKeepsTheSpecializedVersionServing
   EXPECT_NE(first.log().find("the running version stays attached for the next Morpheus"),
             std::string::npos)
       << first.log();
-  ASSERT_TRUE(waitFor([&] {
-    return !second.alive() || (scene.bothSpecialized() &&
-                               linkProgramAt(scene.loadedLink()) != before.loadedProgram);
-  }, 30s) && second.alive())
-      << second.log();
-  std::this_thread::sleep_for(300ms);
-  expectTakenOver(scene, before, second.log());
+  expectNextAgentTookOver(scene, second, before, traffic, *maps, watcher);
   EXPECT_NE(second.log().find("handed over; taking its programs over"), std::string::npos)
       << second.log();
-  EXPECT_NE(second.log().find("serves on until this run's first cycle"), std::string::npos)
-      << second.log();
-  expectNoPacketLost(traffic, scene, *maps);
-  expectAlwaysSpecialized(watcher, before.loadedProgram);
-  EXPECT_TRUE(second.stop()) << second.log();
 }
 
 } // namespace
