@@ -224,7 +224,7 @@ private:
 struct Scene {
   explicit Scene(const std::string &tag)
       : sweep(VethPair::sweepStale(tag)), loaded(tag), adopted(tag), pins(tag),
-        owner(adopted, pins.path() + "/owner_link"),
+        owner(adopted, ownerLink()),
         socket("/tmp/morpheus-test-" + tag + "-" + std::to_string(getpid()) + ".sock"),
         config("/tmp/morpheus-test-" + tag + "-" + std::to_string(getpid()) + ".yaml") {
     std::ofstream file(config);
@@ -240,7 +240,7 @@ struct Scene {
          << "    quiet: true\n"
          << "  - name: adopted\n"
          << "    source: " << sourcePath("examples/policy_fwd.bpf.c") << "\n"
-         << "    adopt: " << pins.path() << "/owner_link\n"
+         << "    adopt: " << ownerLink() << "\n"
          << "    pin_dir: " << pins.path() << "/adopted\n"
          << "    period: 100ms\n"
          << "    quiet: true\n";
@@ -253,6 +253,7 @@ struct Scene {
   std::string loadedPins() const { return pins.path() + "/loaded"; }
   std::string loadedLink() const { return loadedPins() + "/link_xdp_" + loaded.ifB(); }
   std::string ownerArray() const { return pins.path() + "/adopted/owner_program"; }
+  std::string ownerLink() const { return pins.path() + "/owner_link"; }
 
   std::vector<std::string> agent(bool takeOver = false) const {
     std::vector<std::string> argv = {binPath("morpheus"), "daemon", "--config", config};
@@ -370,10 +371,21 @@ void expectAlwaysSpecialized(LinkWatcher &watcher, uint32_t first) {
   EXPECT_GE(seen.size(), 2u) << "the new agent installed its own version";
 }
 
+// The owner's link ran the trampoline all along: never handed back to the
+// owner's program, never detached. (Between two agents the trampoline's
+// Morpheus array is empty and the owner's program serves through it: an
+// adopted version is held by its process alone.)
+void expectTrampolineThroughout(LinkWatcher &watcher, uint32_t trampoline) {
+  watcher.stop();
+  for (const LinkWatcher::Seen &program : watcher.programs())
+    EXPECT_EQ(program.id, trampoline) << "the adopted hook left its trampoline";
+}
+
 // The next agent, started on the same configuration: once both programs
-// run its versions, every check above, and it stops cleanly.
+// run its versions, every check above; then it stops cleanly.
 void expectNextAgentTookOver(const Scene &scene, ChildProcess &next, const Serving &before,
-                             Traffic &traffic, const LoadedMaps &maps, LinkWatcher &watcher) {
+                             Traffic &traffic, const LoadedMaps &maps, LinkWatcher &watcher,
+                             LinkWatcher &adoptedHook) {
   ASSERT_TRUE(waitFor([&] {
     return !next.alive() || (scene.bothSpecialized() &&
                              linkProgramAt(scene.loadedLink()) != before.loadedProgram);
@@ -385,6 +397,7 @@ void expectNextAgentTookOver(const Scene &scene, ChildProcess &next, const Servi
       << next.log();
   expectNoPacketLost(traffic, scene, maps);
   expectAlwaysSpecialized(watcher, before.loadedProgram);
+  expectTrampolineThroughout(adoptedHook, before.trampoline);
   EXPECT_TRUE(next.stop()) << next.log();
 }
 
@@ -401,6 +414,7 @@ TEST(AgentRestart, KillNineThenANewAgentTakesOverWithNoPacketLostOrGenericCode) 
   ASSERT_NE(before.adoptedVersion, 0u);
   Traffic traffic(scene.loaded, scene.adopted);
   LinkWatcher watcher(scene.loadedLink());
+  LinkWatcher adoptedHook(scene.ownerLink());
   std::this_thread::sleep_for(300ms);
 
   kill(first->pid(), SIGKILL);
@@ -423,7 +437,7 @@ TEST(AgentRestart, KillNineThenANewAgentTakesOverWithNoPacketLostOrGenericCode) 
   std::this_thread::sleep_for(300ms);
 
   ChildProcess second("agentkill-again", scene.agent());
-  expectNextAgentTookOver(scene, second, before, traffic, *maps, watcher);
+  expectNextAgentTookOver(scene, second, before, traffic, *maps, watcher, adoptedHook);
 }
 
 TEST(AgentRestart, TakeOverWhileTheOldAgentRunsKeepsTheSpecializedVersionServing) {
@@ -438,6 +452,7 @@ TEST(AgentRestart, TakeOverWhileTheOldAgentRunsKeepsTheSpecializedVersionServing
   ASSERT_TRUE(specialized(before.loadedProgram));
   Traffic traffic(scene.loaded, scene.adopted);
   LinkWatcher watcher(scene.loadedLink());
+  LinkWatcher adoptedHook(scene.ownerLink());
   std::this_thread::sleep_for(300ms);
 
   ChildProcess second("agentup-next", scene.agent(/*takeOver=*/true));
@@ -448,7 +463,7 @@ TEST(AgentRestart, TakeOverWhileTheOldAgentRunsKeepsTheSpecializedVersionServing
   EXPECT_NE(first.log().find("the running version stays attached for the next Morpheus"),
             std::string::npos)
       << first.log();
-  expectNextAgentTookOver(scene, second, before, traffic, *maps, watcher);
+  expectNextAgentTookOver(scene, second, before, traffic, *maps, watcher, adoptedHook);
   EXPECT_NE(second.log().find("handed over; taking its programs over"), std::string::npos)
       << second.log();
 }
