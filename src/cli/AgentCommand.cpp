@@ -29,6 +29,7 @@ struct DaemonCommandOptions {
   std::string config;
   std::optional<std::string> socketPath, metricsAddress;
   LogFormat logFormat = LogFormat::Text;
+  bool takeOver = false;
 };
 
 // The configuration with the command line's overrides.
@@ -43,6 +44,17 @@ Expected<AgentConfig> configuration(const DaemonCommandOptions &flags) {
   return config;
 }
 
+// The next agent asked for the socket: every program stops leaving its
+// data plane as it is, the socket goes last (runtime/Agent::handOver).
+int handOver(runtime::Agent &agent) {
+  processLog().record("agent_handing_over", {},
+                      "agent: handing over to the next agent: the programs stop, their data "
+                      "planes left serving as they are\n");
+  agent.handOver();
+  processLog().record("agent_handed_over", {}, "agent: handed over; exiting\n");
+  return 0;
+}
+
 int runAgent(const DaemonCommandOptions &flags) {
   configureProcessLog(processLog().threshold(), flags.logFormat, "morpheus");
   auto config = configuration(flags);
@@ -53,6 +65,7 @@ int runAgent(const DaemonCommandOptions &flags) {
     return fail(withContext(programs.takeError(), flags.config));
   runtime::AgentOptions options;
   options.socketPath = config->socketPath;
+  options.takeOver = flags.takeOver;
   options.cpuBudget = config->cpuBudget;
   options.logFormat = flags.logFormat;
   options.logLevel = processLog().threshold();
@@ -80,6 +93,8 @@ int runAgent(const DaemonCommandOptions &flags) {
   std::signal(SIGTERM, requestAgentStop);
   std::signal(SIGHUP, requestAgentReload);
   while (!stopAgent) {
+    if ((*agent)->handoverAsked())
+      return handOver(**agent);
     if (reloadAgent.exchange(false))
       (*agent)->requestReload();
     (*agent)->step(runtime::Agent::Clock::now());
@@ -158,7 +173,15 @@ void addDaemonCommand(CLI::App &morpheus) {
       "removed ones stop (the original swapped back in, pins kept), changed ones\n"
       "restart, the others are not touched. SIGINT/SIGTERM stop every program as\n"
       "'run' stops; after kill -9 the data planes keep serving and the next agent\n"
-      "takes their pinned links over. 'morpheus status' lists the programs.",
+      "takes their pinned links over. 'morpheus status' lists the programs.\n"
+      "\n"
+      "Upgrades: --take-over starts a new agent while the old one runs. It asks the\n"
+      "old one over the socket to hand over ({\"op\":\"handover\"}): that one stops\n"
+      "every program leaving its data plane exactly as it is (links pinned, the\n"
+      "specialized version serving, adopted hooks on their trampoline), releases the\n"
+      "socket and exits 0; the new agent then claims the socket (waiting up to 60 s)\n"
+      "and its programs take the pinned links and trampolines over. Nothing is\n"
+      "detached and no packet is dropped on the way.",
       [options](const CLI::App &) { return runAgent(*options); });
   command.add_option("--config", options->config, "the agent's configuration (YAML)")
       ->required()
@@ -176,6 +199,9 @@ void addDaemonCommand(CLI::App &morpheus) {
           "serve Prometheus metrics at http://ADDRESS/metrics (default: the file's "
           "'metrics_address', else none)")
       ->type_name("HOST:PORT");
+  command.add_flag("--take-over", options->takeOver,
+                   "ask the agent serving the socket to hand over, then take its programs "
+                   "over (an upgrade; see above)");
   command
       .add_option("--log-format", options->logFormat,
                   "text: lines for people, each started by [PROGRAM] (default); json: one "

@@ -1,6 +1,7 @@
 #include "runtime/Agent.h"
 
 #include "backend/bpf/BpfObject.h"
+#include "runtime/Handover.h"
 #include "support/Excerpt.h"
 
 #include <llvm/ADT/StringExtras.h>
@@ -9,6 +10,8 @@
 #include <algorithm>
 #include <ctime>
 #include <exception>
+
+#include <unistd.h>
 
 namespace morpheus::runtime {
 
@@ -29,6 +32,20 @@ double threadCpuSeconds() {
   timespec now{};
   clock_gettime(CLOCK_THREAD_CPUTIME_ID, &now);
   return double(now.tv_sec) + double(now.tv_nsec) * 1e-9;
+}
+
+// The longest the next agent waits for the one it takes over from to
+// stop its programs and release the socket.
+constexpr std::chrono::seconds HandoverLimit{60};
+
+// The agent's socket, taken over from the agent serving it if told so.
+Expected<TakenOver> claimSocket(const AgentOptions &options) {
+  if (options.takeOver)
+    return takeOverControlSocket(options.socketPath, HandoverLimit);
+  auto claimed = ControlSocketClaim::claim(options.socketPath);
+  if (!claimed)
+    return claimed.takeError();
+  return TakenOver{std::move(*claimed), 0};
 }
 
 json cycleJson(const core::CycleReport &cycle) {
@@ -125,13 +142,20 @@ Expected<std::unique_ptr<Agent>> Agent::start(AgentOptions options,
   // The socket first: an agent refused its socket (another agent serves
   // it) starts nothing.
   std::optional<ControlSocketClaim> socket;
+  pid_t handedOverBy = 0;
   if (!options.socketPath.empty()) {
-    auto claimed = ControlSocketClaim::claim(options.socketPath);
+    auto claimed = claimSocket(options);
     if (!claimed)
       return claimed.takeError();
-    socket.emplace(std::move(*claimed));
+    socket.emplace(std::move(claimed->claim));
+    handedOverBy = claimed->from;
   }
   std::unique_ptr<Agent> agent(new Agent(std::move(options), out, errors));
+  if (handedOverBy)
+    agent->log.record("taken_over", {{"from", handedOverBy}},
+                      llvm::formatv("agent: process {0} handed over; taking its programs over\n",
+                                    handedOverBy)
+                          .str());
   if (socket) {
     auto server = ControlServer::start(
         std::move(*socket),
@@ -151,13 +175,7 @@ Agent::~Agent() {
   // Reloads waiting on the server thread are answered first (stopping the
   // server joins that thread), then the socket goes: no request may reach
   // a program going away.
-  {
-    std::lock_guard lock(wakeMutex);
-    stopping = true;
-    for (std::promise<std::string> &reply : reloadReplies)
-      reply.set_value(controlFailure("reload: the agent is stopping"));
-    reloadReplies.clear();
-  }
+  refuseReloads("reload: the agent is stopping");
   server.reset();
   for (auto &[name, entry] : entries)
     stopEntry(entry);
@@ -165,6 +183,47 @@ Agent::~Agent() {
 
 Log Agent::logOf(const Entry &entry) const {
   return Log(out, errors, options.logLevel, options.logFormat, "morpheus", entry.config.name);
+}
+
+void Agent::refuseReloads(const std::string &why) {
+  std::lock_guard lock(wakeMutex);
+  stopping = true;
+  for (std::promise<std::string> &reply : reloadReplies)
+    reply.set_value(controlFailure(why));
+  reloadReplies.clear();
+}
+
+bool Agent::handoverAsked() {
+  std::lock_guard lock(wakeMutex);
+  return handoverRequested;
+}
+
+std::string Agent::answerHandover() {
+  {
+    std::lock_guard lock(wakeMutex);
+    if (stopping)
+      return controlFailure("handover: the agent is stopping");
+    handoverRequested = true;
+  }
+  wake();
+  return controlReply({{"pid", getpid()}});
+}
+
+void Agent::handOver() {
+  refuseReloads("reload: the agent is handing over to the next");
+  // Requests still reach the table meanwhile: a program whose daemon is
+  // gone answers that it was handed over.
+  for (auto &[name, entry] : entries) {
+    if (entry.daemon)
+      entry.daemon->handOver();
+    stopEntry(entry);
+    std::unique_lock lock(tableMutex);
+    entry.state.state = AgentProgramState::State::Stopped;
+    entry.state.detail = "handed over to the next agent";
+  }
+  // The claim goes last: the next agent starts once every data plane is
+  // left for it to take over.
+  server.reset();
 }
 
 void Agent::startEntry(Entry &entry, Clock::time_point now) {
@@ -492,6 +551,8 @@ std::string Agent::answer(const ControlRequest &request) {
       return controlFailure("reload: still running after 5 minutes; see the agent's log");
     return reply.get();
   }
+  case ControlOp::Handover:
+    return answerHandover();
   case ControlOp::Update:
   case ControlOp::Delete:
     break;

@@ -21,6 +21,13 @@
 // pins kept; an adopted program's hook given back), changed ones stop and
 // start again from their pins.
 //
+// Handover (an upgrade, `morpheus daemon --take-over`): the next agent asks
+// over the socket ({"op":"handover"}); the loop sees handoverAsked() and
+// calls handOver(), which stops every program leaving its data plane
+// exactly as it is (Daemon::handOver: pinned links keep the running
+// version, adopted hooks keep the trampoline), and only then releases the
+// socket, whose claim the next agent waits for (runtime/Handover).
+//
 // Budget: cycles of all programs share `cpuBudget` of one core (measured as
 // the loop thread's CPU time): when it is spent, due programs wait, those
 // with a change waiting (an update, a bumped guard) first, then the busiest
@@ -68,6 +75,9 @@ struct AgentChanges {
 
 struct AgentOptions {
   std::string socketPath; // the control socket; "" = none
+  // Ask the agent serving socketPath to hand over, and claim the socket
+  // once it has (takeOverControlSocket); off: such a socket is refused.
+  bool takeOver = false;
   // Share of one core the cycles of all programs may take (0 = no limit).
   double cpuBudget = 0;
   // Re-reads the configuration, for {"op":"reload"} and SIGHUP.
@@ -123,6 +133,12 @@ public:
   // Sleeps until some program has work or a request arrives, at most `limit`.
   void waitForWork(std::chrono::milliseconds limit);
 
+  // Whether the next agent asked this one to hand over (thread-safe).
+  bool handoverAsked();
+  // Stops every program leaving its data plane as it is, then the socket
+  // (see the header comment); the agent serves nothing afterwards.
+  void handOver();
+
   std::vector<AgentProgramState> states() const;
   nlohmann::json status() const;
   // The daemon of a serving program (tests, and the loop's own use).
@@ -141,6 +157,9 @@ private:
   Agent(AgentOptions options, llvm::raw_ostream &out, llvm::raw_ostream &errors);
   std::string answer(const ControlRequest &request);
   std::string answerStatus(const ControlRequest &request);
+  std::string answerHandover();
+  // Answers the reloads waiting and refuses those to come, saying `why`.
+  void refuseReloads(const std::string &why);
   // Starts `entry`'s daemon; on failure records it and when to retry.
   void startEntry(Entry &entry, Clock::time_point now);
   void stopEntry(Entry &entry);
@@ -169,6 +188,7 @@ private:
   std::vector<std::promise<std::string>> reloadReplies; // under wakeMutex
   bool reloadAsked = false;                              // under wakeMutex
   bool stopping = false; // under wakeMutex: reloads are refused
+  bool handoverRequested = false; // under wakeMutex
 
   // The budget: CPU seconds the loop may still spend (refilled with wall
   // time times cpuBudget, at most one second's worth).

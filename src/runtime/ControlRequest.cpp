@@ -22,8 +22,8 @@ struct OpFields {
   std::vector<std::string> required;
 };
 
-const std::array<OpFields, 4> &opTable() {
-  static const std::array<OpFields, 4> table = {{
+const std::array<OpFields, 5> &opTable() {
+  static const std::array<OpFields, 5> table = {{
       {"status", ControlOp::Status, {"op", "program"}, {"op"}},
       {"delete", ControlOp::Delete, {"op", "program", "map", "key"}, {"op", "map", "key"}},
       {"update",
@@ -31,6 +31,7 @@ const std::array<OpFields, 4> &opTable() {
        {"op", "program", "map", "key", "value", "flags"},
        {"op", "map", "key", "value"}},
       {"reload", ControlOp::Reload, {"op"}, {"op"}},
+      {"handover", ControlOp::Handover, {"op"}, {"op"}},
   }};
   return table;
 }
@@ -82,15 +83,15 @@ Expected<ControlRequest> parseControlRequest(std::string_view line) {
                      describe(request));
   auto op = request.find("op");
   if (op == request.end())
-    return makeError("\"op\": missing (update, delete, status, reload)");
+    return makeError("\"op\": missing (update, delete, status, reload, handover)");
   if (!op->is_string())
-    return fieldError("op", "a string (update, delete, status, reload)", *op);
+    return fieldError("op", "a string (update, delete, status, reload, handover)", *op);
   const std::string &name = op->get_ref<const std::string &>();
   const auto &table = opTable();
   auto entry = std::find_if(table.begin(), table.end(),
                             [&](const OpFields &candidate) { return name == candidate.op; });
   if (entry == table.end())
-    return makeError("\"op\": unknown op '{0}' (update, delete, status, reload)",
+    return makeError("\"op\": unknown op '{0}' (update, delete, status, reload, handover)",
                      excerptForMessage(name));
 
   for (const auto &[field, value] : request.items())
@@ -109,7 +110,8 @@ Expected<ControlRequest> parseControlRequest(std::string_view line) {
       return fieldError("program", "a program name", *program);
     parsed.program = program->get<std::string>();
   }
-  if (parsed.op == ControlOp::Status || parsed.op == ControlOp::Reload)
+  if (parsed.op == ControlOp::Status || parsed.op == ControlOp::Reload ||
+      parsed.op == ControlOp::Handover)
     return parsed;
   const json &map = *request.find("map");
   if (!map.is_string() || map.get_ref<const std::string &>().empty())

@@ -11,6 +11,8 @@
 //   delete: op, [program], map, key
 //   update: op, [program], map, key, value, [flags]
 //   reload: op (the agent re-reads its configuration)
+//   handover: op (the agent stops, leaving every data plane as it is, for
+//     the next agent: `morpheus daemon --take-over`)
 // program: the name of one of the agent's programs (`morpheus daemon`); a
 // socket serving one program (`morpheus run`) takes its entry's name.
 // map: a non-empty string; key, value: hex as `morpheus map` takes it (a
@@ -28,7 +30,7 @@
 
 namespace morpheus::runtime {
 
-enum class ControlOp { Status, Update, Delete, Reload };
+enum class ControlOp { Status, Update, Delete, Reload, Handover };
 
 struct ControlRequest {
   ControlOp op = ControlOp::Status;

@@ -231,6 +231,9 @@ ControlServer::start(ControlSocketClaim claim, Optimizer &optimizer,
     case ControlOp::Reload:
       return failure("reload: this socket serves one program ('morpheus run'); the agent "
                      "('morpheus daemon') reloads its configuration");
+    case ControlOp::Handover:
+      return failure("handover: this socket serves one program ('morpheus run'); only an "
+                     "agent ('morpheus daemon') hands over to the next");
     case ControlOp::Update:
     case ControlOp::Delete:
       break;

@@ -68,6 +68,14 @@ Expected<std::unique_ptr<Daemon>> Daemon::start(const std::string &path,
     socket.emplace(std::move(*claimed));
   }
   std::unique_ptr<Daemon> daemon(new Daemon(std::move(options), out, errors));
+  if (daemon->options.onExit == OnExit::KeepServing) {
+    auto earlier = bpf::PinDirectory(daemon->options.optimizer.pinDir)
+                       .openMap(bpf::FallbackMapName);
+    if (!earlier)
+      llvm::consumeError(earlier.takeError()); // nothing to keep: links get our original
+    else if (*earlier)
+      daemon->earlierFallback.reset(**earlier);
+  }
   auto optimizer = Optimizer::create(path, daemon->options.optimizer);
   if (!optimizer)
     return optimizer.takeError();
@@ -174,15 +182,24 @@ Daemon::~Daemon() {
   // The socket first: no update may arrive for an optimizer going away.
   server.reset();
   if (adoption) {
-    // Either way the owner's program serves again: the hook gets it back,
-    // unless the owner moved on (then the hook is the owner's business).
+    // Handing over, the trampoline stays on the hook for the next Morpheus
+    // to take over (as after kill -9). Otherwise the owner's program serves
+    // again: the hook gets it back, unless the owner moved on (then the
+    // hook is the owner's business).
+    if (options.onExit == OnExit::HandOver)
+      return;
     if (Error err = adoption->restore())
       log.error(llvm::toString(std::move(err)) + "; the owner's program serves through the "
                                                  "trampoline");
     return;
   }
-  if (options.onExit != OnExit::KeepServing || !opt)
-    return; // the links detach as they go
+  // Detach: the links detach as they go. HandOver: the pinned links keep
+  // what runs now, and the next Morpheus takes them over; unless that is
+  // still the version an earlier run left, whose fallback array goes with
+  // this process (endEarlierVersion never ran): then the original.
+  bool earlierStays = options.onExit == OnExit::HandOver && earlierVersionServes;
+  if ((options.onExit != OnExit::KeepServing && !earlierStays) || !opt)
+    return;
   // The original stays: it is correct whatever the maps come to hold, and
   // nobody is left to bump the guard when they change. The pinned links
   // keep it attached.
@@ -202,10 +219,20 @@ std::string Daemon::attachedTo() const {
   return where;
 }
 
+void Daemon::handOver() {
+  if (options.onExit == OnExit::KeepServing || adoption)
+    options.onExit = OnExit::HandOver;
+}
+
 Daemon::ExitNote Daemon::exitNote() const {
+  bool handingOver = options.onExit == OnExit::HandOver;
   if (adoption)
-    return {{{"detach", false}},
-            "stopping: the owner's program goes back on its hook (unless the owner moved on)\n"};
+    return {handingOver ? nlohmann::json{{"detach", false}, {"hand_over", true}}
+                        : nlohmann::json{{"detach", false}},
+            handingOver ? "stopping: handing over: the trampoline stays on the hook for the next "
+                          "Morpheus to take over\n"
+                        : "stopping: the owner's program goes back on its hook (unless the "
+                          "owner moved on)\n"};
   if (options.onExit == OnExit::Detach)
     return {{{"detach", true}}, "stopping: detaching and removing pins\n"};
   const std::string &dir = options.optimizer.pinDir;
@@ -215,13 +242,14 @@ Daemon::ExitNote Daemon::exitNote() const {
       (port.link->stillPinned() ? held : lost).push_back(port.iface);
   std::vector<std::string> unpinned = opt->unpinnedObjects();
   std::string text = "stopping: ";
+  std::string staying = handingOver ? "the running version stays attached for the next Morpheus"
+                                    : "the original program stays attached";
   if (lost.empty())
-    text += "the original program stays attached";
+    text += staying;
   else
     text += llvm::formatv("{0}the program detaches from {1} as this process exits: {2} link "
                           "{3} in {4} {5} gone (removed, or the bpffs under it unmounted)",
-                          held.empty() ? "" : "the original program stays attached on " +
-                                                  llvm::join(held, ", ") + "; ",
+                          held.empty() ? "" : staying + " on " + llvm::join(held, ", ") + "; ",
                           llvm::join(lost, ", "), lost.size() == 1 ? "its" : "their",
                           lost.size() == 1 ? "pin" : "pins", dir,
                           lost.size() == 1 ? "is" : "are")
@@ -242,6 +270,8 @@ Daemon::ExitNote Daemon::exitNote() const {
                            {"links_pinned", held},
                            {"links_unpinned", lost},
                            {"unpinned", unpinned}};
+  if (handingOver)
+    fields["hand_over"] = true;
   return {std::move(fields), text + "\n"};
 }
 
@@ -333,11 +363,18 @@ Expected<bpf::ProgramLink> Daemon::attachPort(const std::string &iface, int prog
       return pinned.takeError();
     if (*pinned) {
       // An earlier run left its program serving here: take the hook over
-      // (an atomic swap) rather than attach a second program beside it.
-      if (Error err = (*pinned)->replace(programFd))
-        return withContext(std::move(err), "the link pinned at " + pin);
-      log.record("link_taken_over", {{"iface", iface}, {"pin", pin}},
+      // rather than attach a second program beside it; with an atomic swap
+      // unless the version it left may serve on until our first cycle ends.
+      bool keep = earlierFallback.valid() &&
+                  opt->canServeOn((*pinned)->programId(), earlierFallback.get());
+      if (!keep)
+        if (Error err = (*pinned)->replace(programFd))
+          return withContext(std::move(err), "the link pinned at " + pin);
+      earlierVersionServes |= keep;
+      log.record("link_taken_over", {{"iface", iface}, {"pin", pin}, {"kept_serving", keep}},
                  "interface '" + iface + "': took over the link an earlier run left at " + pin +
+                     (keep ? " (the version it left serves on until this run's first cycle)"
+                           : "") +
                      "\n");
       if (options.onExit == OnExit::Detach)
         (*pinned)->unpin();
@@ -347,7 +384,7 @@ Expected<bpf::ProgramLink> Daemon::attachPort(const std::string &iface, int prog
   auto link = bpf::ProgramLink::attach(programFd, point);
   if (!link)
     return link.takeError();
-  if (options.onExit == OnExit::KeepServing)
+  if (options.onExit != OnExit::Detach)
     if (Error err = link->pin(pin))
       return err;
   return std::move(*link);
@@ -508,6 +545,8 @@ std::optional<core::CycleReport> Daemon::step(Clock::time_point now) {
     changed = false;
   }
   core::CycleReport cycle = opt->runCycle();
+  if (earlierFallback.valid())
+    endEarlierVersion(cycle);
   lastCycle = cycle.cycle;
   failures = backsOff(cycle.outcome) ? failures + 1 : 0;
   nextCycle = now;
@@ -521,6 +560,24 @@ std::optional<core::CycleReport> Daemon::step(Clock::time_point now) {
   if (periodic)
     printStatus();
   return cycle;
+}
+
+void Daemon::endEarlierVersion(const core::CycleReport &cycle) {
+  if (earlierVersionServes && !cycle.installed()) {
+    if (Error err = installOnPorts(opt->originalFd()))
+      log.error("the version an earlier run left keeps serving: " +
+                llvm::toString(std::move(err)));
+    else
+      log.record("earlier_version_replaced", {{"by", "original"}},
+                 "the version an earlier run left gave way to the original (this cycle "
+                 "installed none)\n");
+  }
+  // A packet may still be inside the earlier version, falling back
+  // through its array.
+  if (earlierVersionServes)
+    bpf::waitForPacketsInFlight();
+  earlierFallback.reset();
+  earlierVersionServes = false;
 }
 
 std::string Daemon::keepReproducer(const core::CycleReport &cycle) {

@@ -23,13 +23,16 @@
 //   nobody left to bump the guard on polled changes) and leaves maps and
 //   guard pinned for the control plane; a restart with the same pin
 //   directory takes over the pinned links (one program per hook, never
-//   two). Or detach: links detached, every pin this run made removed.
+//   two). Or detach: links detached, every pin this run made removed. Or,
+//   when the next Morpheus is about to take over (handOver), leave the
+//   data plane exactly as it is: no swap at all.
 #pragma once
 
 #include "backend/bpf/ProgramLink.h"
 #include "runtime/ControlServer.h"
 #include "runtime/Optimizer.h"
 #include "support/CacheDirectory.h"
+#include "support/FileDescriptor.h"
 #include "support/Log.h"
 
 #include <llvm/Support/raw_ostream.h>
@@ -51,6 +54,11 @@ nlohmann::json phasesJson(const std::vector<core::BuildPhase> &phases);
 enum class OnExit {
   KeepServing, // links pinned; the original left attached; pins kept
   Detach,      // links detached; the pins this run made removed
+  // KeepServing for a successor (`morpheus daemon --take-over`): links and
+  // pins kept, the running version left attached (an adopted program's
+  // trampoline left on the hook), so the data plane is not slowed while
+  // the next Morpheus starts and takes the pinned links over.
+  HandOver,
 };
 
 struct DaemonOptions {
@@ -144,6 +152,10 @@ public:
     std::string text;      // one line
   };
   ExitNote exitNote() const;
+  // From now on the exit leaves the data plane as it is for the next
+  // Morpheus (OnExit::HandOver). A daemon that detaches on exit keeps
+  // doing so: none of its links is pinned, so none can be taken over.
+  void handOver();
   // The running program's cost over the last status period (kernel
   // bpf_stats), and the last figure of each version kind: the generic
   // program's and the specialized one's.
@@ -189,6 +201,11 @@ private:
   // when attached directly; an adopted program's trampoline, whose run time
   // is the version's plus one tail call.
   int chargedFd() const;
+  // After the first cycle: the version an earlier run left serving (kept
+  // by attachPort) has been replaced by ours, or, when the cycle installed
+  // nothing, gives way to our original (this run cannot tell when that
+  // version's tables go stale); its fallback array is let go.
+  void endEarlierVersion(const core::CycleReport &cycle);
   // Measures the period's cost (runTime) and prints it unless quiet.
   void printStatus();
   // The file holding the reproducer of this difference, written if new.
@@ -208,6 +225,12 @@ private:
   std::vector<Port> ports;
   bpf::ProgramType programType = bpf::ProgramType::Xdp;
   std::unique_ptr<ControlServer> server;
+  // The fallback array an earlier run pinned (opened before our optimizer
+  // pins its own there, so the kernel keeps its slots), while a version
+  // that run left serving may still serve (Optimizer::canServeOn): until
+  // the first cycle ends. `earlierVersionServes`: some port kept it.
+  FileDescriptor earlierFallback;
+  bool earlierVersionServes = false;
 
   std::mutex mutex;
   std::condition_variable wake;

@@ -64,9 +64,33 @@ Error writeStaticSlots(const bpf::LoadedObject &live, const bpf::ProgramSlots &s
 
 } // namespace
 
+namespace {
+
+// The guard a run starts with. The one an earlier run left pinned is kept
+// (versions only grow, so no code built for an older version becomes valid
+// again): the version that run left serving checks it, and goes on
+// serving correctly while this run starts (Optimizer::canServeOn). One
+// left in the middle of a change (a writer killed between its two bumps)
+// would hold every compilation off: a fresh one replaces it.
+Expected<bpf::GuardWord> startingGuard(const OptimizerOptions &options) {
+  if (options.pinDir.empty() || options.adoption)
+    return bpf::GuardWord::create();
+  std::string pin = bpf::PinDirectory(options.pinDir).pathOf(bpf::GuardMapName);
+  if (access(pin.c_str(), F_OK) != 0)
+    return bpf::GuardWord::create();
+  auto earlier = bpf::GuardWord::open(pin);
+  if (earlier && !earlier->changing())
+    return earlier;
+  if (!earlier)
+    llvm::consumeError(earlier.takeError());
+  return bpf::GuardWord::create();
+}
+
+} // namespace
+
 Expected<std::unique_ptr<Optimizer>> Optimizer::create(const std::string &path,
                                                        OptimizerOptions options) {
-  auto guard = bpf::GuardWord::create();
+  auto guard = startingGuard(options);
   if (!guard)
     return guard.takeError();
   std::unique_ptr<Optimizer> optimizer(
@@ -293,8 +317,39 @@ Error Optimizer::pinAll() {
     if (!reusedPins.count(name))
       if (Error err = pins->pin(name, original->mapFd(name)))
         return err;
-  // A stale guard from a crashed run guards nothing.
-  return pins->pin(bpf::GuardMapName, guardWord.fd(), /*replace=*/true);
+  // A guard left mid-change by a crashed run guards nothing (startingGuard).
+  if (Error err = pins->pin(bpf::GuardMapName, guardWord.fd(), /*replace=*/true))
+    return err;
+  // The fallback array too: the kernel empties a program array when its
+  // last user reference goes, and a version left serving after this
+  // process (kill -9, a handover) falls back through it when the guard is
+  // bumped. Pinned, it keeps the original reachable, and the next run
+  // finds it (canServeOn).
+  return pins->pin(bpf::FallbackMapName, fallbackFd, /*replace=*/true);
+}
+
+bool Optimizer::canServeOn(uint32_t programId, int earlierFallback) const {
+  if (adopted() || installed)
+    return false;
+  auto running = bpf::liveProgramById(programId);
+  if (!running) {
+    llvm::consumeError(running.takeError());
+    return false;
+  }
+  uint32_t guardId = bpf::objectId(guardWord.fd());
+  uint32_t fallbackId = bpf::objectId(earlierFallback);
+  bool checksOurGuard = false, fallsBackThere = false;
+  for (uint32_t id : running->mapIds) {
+    checksOurGuard |= id == guardId;
+    if (id == fallbackId)
+      fallsBackThere = true;
+    else if (bpf::mapTypeById(id) == BPF_MAP_TYPE_PROG_ARRAY)
+      return false;
+  }
+  // A version whose roots all fall back inside the program uses no
+  // fallback array.
+  return checksOurGuard &&
+         (!fallsBackThere || bpf::sameProgramsInSlots(earlierFallback, fallbackFd));
 }
 
 std::vector<std::pair<std::string, int>> Optimizer::pinnedObjects() const {

@@ -87,6 +87,19 @@ public:
   // go, pins by name included (those it found pinned stay).
   void keepPins() { pinsOutliveUs = true; }
 
+  // Whether `programId`, a version an earlier run (killed, or handing
+  // over) left serving on a link this run takes over, may go on serving
+  // until this optimizer's first cycle ends, so that a restart does not
+  // slow the data plane: it checks our guard (the one that run left
+  // pinned, kept by create()), so every update through Morpheus still
+  // stops it trusting its tables; it falls back inside the program, or
+  // through `earlierFallback` (that run's fallback array, which the caller
+  // holds open since our pin replaced its pin) to programs of the same
+  // code as our original's; and it reaches no other program array (a
+  // version's own stage arrays are emptied as the run that loaded them
+  // exits). Whatever it is, it serves only until our first cycle ends.
+  bool canServeOn(uint32_t programId, int earlierFallback) const;
+
   // Test-only: faults for the cycles that follow (FaultInjection).
   void injectFaults(core::FaultInjection faults) { options.faults = faults; }
 

@@ -60,6 +60,16 @@ TEST(ControlRequest, RequestsNameTheirProgramAndReloadTakesNothingElse) {
             "\"program\": not a field of op 'reload' (it takes op)");
 }
 
+// `handover` (the next agent asking this one to leave) concerns the whole
+// agent: it names no program.
+TEST(ControlRequest, HandoverTakesNothingElse) {
+  auto handover = parseControlRequest(R"({"op":"handover"})");
+  ASSERT_THAT_EXPECTED(handover, llvm::Succeeded());
+  EXPECT_EQ(handover->op, ControlOp::Handover);
+  EXPECT_EQ(errorOf(R"({"op":"handover","program":"lb"})"),
+            "\"program\": not a field of op 'handover' (it takes op)");
+}
+
 // Each message names the field and what it got; before, "flags":1.5 was 1,
 // and a wrong type in "op" or "flags" threw out of the server.
 TEST(ControlRequest, ErrorsNameTheFieldAndWhatItGot) {
@@ -74,9 +84,9 @@ TEST(ControlRequest, ErrorsNameTheFieldAndWhatItGot) {
   EXPECT_EQ(errorOf(update + R"("flags":"x"})"),
             "\"flags\": expected an integer from 0 to 18446744073709551615, got a string");
   EXPECT_EQ(errorOf(R"({"op":5})"),
-            "\"op\": expected a string (update, delete, status, reload), got the integer 5");
+            "\"op\": expected a string (update, delete, status, reload, handover), got the integer 5");
   EXPECT_EQ(errorOf(R"({"op":null})"),
-            "\"op\": expected a string (update, delete, status, reload), got null");
+            "\"op\": expected a string (update, delete, status, reload, handover), got null");
   EXPECT_EQ(errorOf(R"({"op":"update","map":5,"key":"00","value":"00"})"),
             "\"map\": expected a map name, got the integer 5");
   EXPECT_EQ(errorOf(R"({"op":"update","map":"","key":"00","value":"00"})"),
@@ -93,8 +103,8 @@ TEST(ControlRequest, ErrorsNameTheFieldAndWhatItGot) {
   EXPECT_EQ(errorOf(update + R"("flag":1})"),
             "\"flag\": not a field of op 'update' (it takes op, program, map, key, value, flags)");
   EXPECT_EQ(errorOf(R"({"op":"explode"})"),
-            "\"op\": unknown op 'explode' (update, delete, status, reload)");
-  EXPECT_EQ(errorOf(R"({})"), "\"op\": missing (update, delete, status, reload)");
+            "\"op\": unknown op 'explode' (update, delete, status, reload, handover)");
+  EXPECT_EQ(errorOf(R"({})"), "\"op\": missing (update, delete, status, reload, handover)");
   EXPECT_EQ(errorOf(R"([1,2])"),
             "expected a JSON object like {\"op\":\"status\"}, got an array");
   EXPECT_EQ(errorOf("{\"op\": \"upd"), "not a JSON object: '{\"op\": \"upd'");
@@ -106,11 +116,11 @@ TEST(ControlRequest, QuotesAreShortAndPrintable) {
   EXPECT_EQ(errorOf("{\"op\":\"delete\",\"map\":\"m\",\"key\":\"\xc3\xa9\"}"),
             "\"key\": unexpected character '\\xc3' in hex bytes \"\\xc3\\xa9\"");
   EXPECT_EQ(errorOf("{\"op\":\"\xc3\xa9\\n\"}"),
-            "\"op\": unknown op '\\xc3\\xa9\\x0a' (update, delete, status, reload)");
+            "\"op\": unknown op '\\xc3\\xa9\\x0a' (update, delete, status, reload, handover)");
   EXPECT_EQ(errorOf("{\"op\":\"\xff\"}"), "not a JSON object: '{\"op\":\"\\xff\"}'");
   std::string longOp = "{\"op\":\"" + std::string(1000, 'a') + "\"}";
   EXPECT_EQ(errorOf(longOp),
-            "\"op\": unknown op '" + std::string(64, 'a') + "...' (update, delete, status, reload)");
+            "\"op\": unknown op '" + std::string(64, 'a') + "...' (update, delete, status, reload, handover)");
 }
 
 TEST(ControlRequest, TheDefaultSocketFollowsThePinDirectory) {

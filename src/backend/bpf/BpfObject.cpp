@@ -448,6 +448,49 @@ Expected<LiveProgram> liveProgram(int programFd) {
   return facts;
 }
 
+Expected<LiveProgram> liveProgramById(uint32_t programId) {
+  FileDescriptor program(bpf_prog_get_fd_by_id(programId));
+  if (!program.valid())
+    return makeSystemError(errno, "program id {0}", programId);
+  return liveProgram(program.get());
+}
+
+uint32_t mapTypeById(uint32_t mapId) {
+  FileDescriptor map(bpf_map_get_fd_by_id(mapId));
+  bpf_map_info info = {};
+  uint32_t length = sizeof(info);
+  if (!map.valid() || bpf_obj_get_info_by_fd(map.get(), &info, &length))
+    return 0;
+  return info.type;
+}
+
+bool sameProgramsInSlots(int a, int b) {
+  bpf_map_info infoA = {}, infoB = {};
+  uint32_t lengthA = sizeof(infoA), lengthB = sizeof(infoB);
+  if (bpf_obj_get_info_by_fd(a, &infoA, &lengthA) || bpf_obj_get_info_by_fd(b, &infoB, &lengthB) ||
+      infoA.max_entries != infoB.max_entries)
+    return false;
+  // What a slot holds, by code; none when empty (a program array's lookup
+  // from user space answers the program's id).
+  auto codeIn = [](int array, uint32_t slot) -> std::optional<std::array<uint8_t, 8>> {
+    uint32_t id = 0;
+    if (bpf_map_lookup_elem(array, &slot, &id))
+      return std::nullopt;
+    auto program = liveProgramById(id);
+    if (!program) {
+      llvm::consumeError(program.takeError());
+      return std::array<uint8_t, 8>{}; // gone meanwhile: no tag matches it
+    }
+    return program->tag;
+  };
+  for (uint32_t slot = 0; slot < infoA.max_entries; ++slot) {
+    auto inA = codeIn(a, slot), inB = codeIn(b, slot);
+    if (inA != inB || (inA && *inA == std::array<uint8_t, 8>{}))
+      return false;
+  }
+  return true;
+}
+
 Expected<LoadedObject> LoadedObject::load(llvm::ArrayRef<char> elf,
                                           const std::string &objectName,
                                           const LoadOptions &options) {

@@ -77,6 +77,14 @@ struct LiveProgram {
   std::vector<uint32_t> mapIds;
 };
 Expected<LiveProgram> liveProgram(int programFd);
+// The same of the program with kernel id `programId`.
+Expected<LiveProgram> liveProgramById(uint32_t programId);
+// The kernel's type of map `mapId` (BPF_MAP_TYPE_*); 0 when it is gone.
+uint32_t mapTypeById(uint32_t mapId);
+// Whether program arrays `a` and `b` hold, slot by slot, programs of the
+// same code (kernel tags: instructions as loaded, map references masked),
+// or nothing in the same slots.
+bool sameProgramsInSlots(int a, int b);
 
 // A map's properties, as an ELF declares them or as the kernel reports them.
 struct MapLayout {
