@@ -10,6 +10,7 @@ packages=(
   libbpf-dev bpftool libelf-dev zlib1g-dev libzstd-dev # loader
   libgtest-dev libgmock-dev nlohmann-json3-dev libpcap-dev libcli11-dev
   dpdk-dev                                             # user-space backend I/O (net_pcap, net_null)
+  libcpp-httplib-dev                                   # the agent's /metrics (runtime/MetricsServer)
   cmake ninja-build iproute2 python3-pip
   xdp-tools                                            # xdp-loader: a foreign loader the agent tests adopt from
 )
@@ -31,8 +32,10 @@ if [ ${#missing[@]} -gt 0 ]; then
 fi
 
 if ! command -v lit >/dev/null 2>&1 || ! python3 -m pytest --version >/dev/null 2>&1 ||
-  ! python3 -c "import matplotlib" >/dev/null 2>&1; then
-  echo "setup: installing the Python tools (requirements.txt: lit, pytest, matplotlib) from PyPI"
+  ! python3 -c "import matplotlib" >/dev/null 2>&1 ||
+  ! python3 -c "import prometheus_client" >/dev/null 2>&1; then
+  echo "setup: installing the Python tools (requirements.txt: lit, pytest, matplotlib," \
+    "prometheus-client) from PyPI"
   # Debian's own python3 refuses plain pip installs (PEP 668).
   python3 -m pip install -q -r requirements.txt 2>/dev/null ||
     python3 -m pip install -q --break-system-packages -r requirements.txt

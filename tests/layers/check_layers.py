@@ -16,7 +16,8 @@ forbidden line:
   backend/bpf   core + support (+ libbpf); morpheus_bpf_ir's files never libbpf
   backend/user  core + support; never the bpf backend, never libbpf
   runtime   core + both backends + support (the loop drives both); libbpf only
-            through backend/bpf
+            through backend/bpf; the only layer that includes or links
+            cpp-httplib (runtime/MetricsServer serves HTTP for the others)
   client    backend/bpf + support; its headers show none of the backend
   bench     runtime + backend + core + support + the nf registry
   cli       everything product but libbpf (reached through backend/bpf)
@@ -61,6 +62,11 @@ ALLOWED = {
 NO_LIBBPF = {'core', 'support', 'client-header', 'nf-control', 'backend-user',
              'runtime', 'client', 'bench', 'cli'}
 LIBBPF_HEADERS = ('bpf/bpf.h', 'bpf/libbpf.h', 'bpf/btf.h')
+# cpp-httplib (<httplib.h>, PkgConfig::CPP_HTTPLIB): HTTP is served by
+# runtime/MetricsServer alone; the layers above publish through it.
+HTTPLIB_HEADER = 'httplib.h'
+HTTPLIB_TARGET = 'PkgConfig::CPP_HTTPLIB'
+HTTPLIB_LAYERS = {'runtime'}
 # Libraries whose files never use libbpf although their layer may: the
 # backend's IR half, linked by tools that load nothing.
 LIBBPF_FREE_LIBRARIES = {'morpheus_bpf_ir'}
@@ -185,6 +191,8 @@ def angled_problem(layer, path, name):
         if '/' not in name and (not name.endswith('.h') or name in C_STANDARD):
             return None
         return 'the core includes LLVM and the standard library only'
+    if name == HTTPLIB_HEADER and layer not in HTTPLIB_LAYERS:
+        return f'{layer} never includes cpp-httplib (HTTP is runtime/MetricsServer\'s)'
     if name in LIBBPF_HEADERS and (layer in NO_LIBBPF or path in LIBBPF_FREE):
         return f'{layer if path not in LIBBPF_FREE else path} never uses libbpf\'s user-space API'
     return None
@@ -319,6 +327,8 @@ def link_problems(path, target, layer, dep, defined, target_layer):
     if dep == 'PkgConfig::LIBBPF' and (layer in NO_LIBBPF | {'nf-control'}
                                        or target in LIBBPF_FREE_LIBRARIES):
         return [f'{path}: {target} ({layer}) links libbpf']
+    if dep == HTTPLIB_TARGET and layer not in HTTPLIB_LAYERS:
+        return [f'{path}: {target} ({layer}) links cpp-httplib (HTTP is runtime/MetricsServer\'s)']
     dep_layer = target_layer.get(dep)
     if dep_layer == 'client-header':
         dep_layer = 'client'
