@@ -5,6 +5,8 @@
 #include "cli/AgentConfig.h"
 #include "cli/Commands.h"
 #include "runtime/Agent.h"
+#include "runtime/AgentMetrics.h"
+#include "runtime/MetricsServer.h"
 #include "runtime/ControlClient.h"
 #include "support/Log.h"
 
@@ -86,6 +88,22 @@ int runAgent(const DaemonCommandOptions &flags) {
       runtime::Agent::start(std::move(options), std::move(*programs), llvm::outs(), llvm::errs());
   if (!agent)
     return fail(agent.takeError());
+  // Figures recorded from here on; the gauges read at each scrape.
+  auto metrics = runtime::AgentMetrics::create();
+  if (!metrics)
+    return fail(metrics.takeError());
+  std::unique_ptr<runtime::metrics::Server> metricsServer;
+  if (!config->metricsAddress.empty()) {
+    auto served = runtime::metrics::Server::start(
+        config->metricsAddress, [&agent, &metrics, statsOn = bool(stats)] {
+          return (*metrics)->render((*agent)->states(), statsOn);
+        });
+    if (!served)
+      return fail(served.takeError());
+    metricsServer = std::move(*served);
+    processLog().info("metrics at http://" + metricsServer->address() + "/metrics");
+  }
+  (*agent)->observeWith(metrics->get());
   processLog().record("agent", {{"config", flags.config}, {"socket", config->socketPath}},
                       "agent: configuration " + flags.config + ", control socket " +
                           config->socketPath + "\n");
@@ -101,6 +119,7 @@ int runAgent(const DaemonCommandOptions &flags) {
     (*agent)->waitForWork(std::chrono::milliseconds(10));
   }
   processLog().record("agent_stopping", {}, "agent: stopping\n");
+  metricsServer.reset();
   agent->reset(); // each program stops as `run` stops
   return 0;
 }

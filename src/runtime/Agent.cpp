@@ -1,6 +1,7 @@
 #include "runtime/Agent.h"
 
 #include "backend/bpf/BpfObject.h"
+#include "runtime/AgentMetrics.h"
 #include "runtime/Handover.h"
 #include "support/Excerpt.h"
 
@@ -250,6 +251,8 @@ void Agent::startEntry(Entry &entry, Clock::time_point now) {
     state.originalInstructions =
         bpf::translatedInstructions(entry.daemon->optimizer().originalFd());
     ++state.starts;
+    if (figures)
+      figures->started(entry.config.name);
     return;
   }
   ++entry.startFailures;
@@ -298,6 +301,9 @@ AgentChanges Agent::apply(std::vector<AgentProgram> programs) {
     for (const std::string &name : gone)
       entries.erase(name);
   }
+  if (figures)
+    for (const std::string &name : gone)
+      figures->forget(name);
   changes.stopped = gone;
   Clock::time_point now = Clock::now();
   for (auto &[name, program] : wanted) {
@@ -373,6 +379,8 @@ void Agent::record(Entry &entry, const core::CycleReport &cycle) {
   AgentProgramState &state = entry.state;
   state.lastCycle = cycle;
   ++state.cyclesByOutcome[cycle.outcome];
+  if (figures)
+    figures->observe(entry.config.name, cycle);
   if (cycle.installed()) {
     state.specializedInstructions = cycle.instructions;
     // A site may carry several passes' decisions: specialized if one applied.
@@ -443,6 +451,8 @@ unsigned Agent::step(Clock::time_point now) {
     if (!budgetAllows(now)) {
       std::unique_lock lock(tableMutex);
       ++entry.state.cyclesDeferred;
+      if (figures)
+        figures->deferred(entry.config.name);
       continue;
     }
     double before = threadCpuSeconds();

@@ -140,6 +140,9 @@ public:
   void handOver();
 
   std::vector<AgentProgramState> states() const;
+  // Cycles, starts and budget waits are counted there from now on
+  // (`morpheus daemon --metrics-address`); it outlives the agent.
+  void observeWith(class AgentMetrics *metrics) { figures = metrics; }
   nlohmann::json status() const;
   // The daemon of a serving program (tests, and the loop's own use).
   Daemon *daemon(const std::string &name);
@@ -172,6 +175,7 @@ private:
   void wake();
 
   AgentOptions options;
+  class AgentMetrics *figures = nullptr;
   llvm::raw_ostream &out, &errors;
   Log log;
   // The programs by name. The loop thread alone adds, removes and steps
