@@ -49,25 +49,6 @@ done
 # Seconds since `start` (an $EPOCHREALTIME), one decimal.
 since() { awk -v from="$1" -v to="$EPOCHREALTIME" 'BEGIN { printf "%.1f", to - from }'; }
 
-# The Debian package shipping `library`. Debian 12 merged /lib into
-# /usr/lib but dpkg records each file where its package put it, so the
-# resolved file is asked for with and without /usr; the resolved file
-# first, since a development package may ship the symlink ldd went
-# through (llvm-19-dev's /usr/lib/llvm-19/lib/libLLVM.so.19.1).
-package_of() {
-  local real owner candidate
-  real=$(realpath "$1")
-  for candidate in "$real" "${real#/usr}" "/usr$real" "$1"; do
-    owner=$(dpkg-query -S "$candidate" 2>/dev/null | sed -n '1s/:.*//p') || true
-    if [ -n "$owner" ]; then
-      echo "$owner"
-      return
-    fi
-  done
-  echo "build.sh: no Debian package ships '$1' (needed by $binary)" >&2
-  return 1
-}
-
 # ldd names every library it resolves; a missing one is an error here, not
 # in the container.
 libraries=$(ldd "$binary")
@@ -81,8 +62,34 @@ packages=(
   linux-libc-dev # <linux/bpf.h> and the other UAPI headers programs include
   libbpf-dev     # <bpf/bpf_helpers.h>, <bpf/bpf_endian.h>, ...
 )
+# The Debian package shipping each library. Debian 12 merged /lib into
+# /usr/lib but dpkg records each file where its package put it, so the
+# resolved file is asked for with and without /usr, and before the path
+# ldd went through (a development package may ship that symlink:
+# llvm-19-dev's /usr/lib/llvm-19/lib/libLLVM.so.19.1). One dpkg-query for
+# all of them: each call reads every package's file list.
+declare -A owner_of
+candidates=()
 for library in $(awk '$3 ~ /^\// {print $3} $1 ~ /^\// {print $1}' <<<"$libraries"); do
-  packages+=("$(package_of "$library")")
+  real=$(realpath "$library")
+  candidates+=("$real" "${real#/usr}" "/usr$real" "$library")
+done
+# Lines are `PACKAGE[:ARCH][, PACKAGE...]: PATH`, and `diversion by ...`
+# for a diverted file, which names no owner.
+while IFS= read -r line; do
+  [[ $line == "diversion by "* ]] || owner_of[${line#*: }]=${line%%[:,]*}
+done < <(dpkg-query -S "${candidates[@]}" 2>/dev/null || true)
+for ((i = 0; i < ${#candidates[@]}; i += 4)); do
+  owner=
+  for candidate in "${candidates[@]:i:4}"; do
+    owner=${owner_of[$candidate]:-}
+    [ -n "$owner" ] && break
+  done
+  if [ -z "$owner" ]; then
+    echo "build.sh: no Debian package ships '${candidates[i+3]}' (needed by $binary)" >&2
+    exit 1
+  fi
+  packages+=("$owner")
 done
 mapfile -t packages < <(printf '%s\n' "${packages[@]}" | sort -u)
 
