@@ -111,6 +111,7 @@ const EmbeddedObjectWrite EmbeddedObjectWrites[] = {
 const std::pair<uint64_t, unsigned> ReadOnlyPointerHelpers[] = {
     {BPF_FUNC_trace_printk, 1u << 0},
     {BPF_FUNC_csum_diff, (1u << 0) | (1u << 2)},
+    {BPF_FUNC_skb_store_bytes, 1u << 2},
     {BPF_FUNC_xdp_store_bytes, 1u << 2},
 };
 
