@@ -164,7 +164,8 @@ void addRunCommand(CLI::App &morpheus) {
   command
       .add_option("--pin-root", options->pinRoot,
                   "where maps declared with pinning = LIBBPF_PIN_BY_NAME are pinned, or re-used "
-                  "when already there (default /sys/fs/bpf, as libbpf)")
+                  "when already there (default /sys/fs/bpf, as libbpf; an object written for "
+                  "iproute2 pins them, and its PIN_GLOBAL_NS maps, in DIR/tc/globals)")
       ->type_name("DIR");
   command
       .add_option("--socket", options->socketPath,
