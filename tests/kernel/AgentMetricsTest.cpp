@@ -195,23 +195,14 @@ TEST(AgentMetrics, TheRunningAgentsMetricsAndHistoryShowEachProgram) {
       60s))
       << scene.status("fwd").dump() << agent.log();
 
-  // The first traffic gives the next version its fast path.
+  // Traffic three quarters hot, through whatever the hook runs, until the
+  // version it built a fast path for has had its samples read whole: the
+  // first round gives the next version its fast path; a round read before
+  // that version runs, or split by a cycle that starts while the packets
+  // run, goes again.
   CpuPin oneCpu; // the samples of one CPU: 64 kept between two reads
-  uint32_t beforeFastPath = hookProgram(scene.fwd);
-  {
-    Fd hook(bpf_prog_get_fd_by_id(beforeFastPath));
-    for (const Bytes &packet : hotTraffic())
-      runOnce(hook.fd, packet);
-  }
-  ASSERT_TRUE(waitFor([&] { return hookProgram(scene.fwd) != beforeFastPath; }, 30s))
-      << "no version with a fast path installed\n"
-      << scene.status("fwd").dump() << agent.log();
-
-  // The same traffic through it: the hot keys are three quarters of it. A
-  // cycle that starts while the packets run splits their samples; then
-  // the traffic goes again.
   nlohmann::json fastPath = nlohmann::json::object();
-  for (int attempt = 0; attempt < 5 && fastPath.value("samples", 0) != 64; ++attempt) {
+  for (int round = 0; round < 8 && fastPath.value("samples", 0) != 64; ++round) {
     uint64_t before = lastCycle(scene.status("fwd"));
     Fd hook(bpf_prog_get_fd_by_id(hookProgram(scene.fwd)));
     for (const Bytes &packet : hotTraffic())
@@ -220,8 +211,9 @@ TEST(AgentMetrics, TheRunningAgentsMetricsAndHistoryShowEachProgram) {
     ASSERT_TRUE(waitFor([&] { return lastCycle(scene.status("fwd")) >= before + 2; }, 30s))
         << agent.log();
     nlohmann::json paths = scene.status("fwd")["fast_paths"];
-    ASSERT_EQ(paths.size(), 1u) << "one site with a fast path: policy's\n" << paths.dump();
-    fastPath = paths[0];
+    ASSERT_LE(paths.size(), 1u) << "one site with a fast path: policy's\n" << paths.dump();
+    if (paths.size() == 1)
+      fastPath = paths[0];
   }
   EXPECT_EQ(fastPath.value("table", ""), "policy") << fastPath.dump();
   ASSERT_EQ(fastPath.value("samples", 0), 64) << fastPath.dump();
