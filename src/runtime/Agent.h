@@ -28,6 +28,10 @@
 // version, adopted hooks keep the trampoline), and only then releases the
 // socket, whose claim the next agent waits for (runtime/Handover).
 //
+// History: per program, a sample of its ns/packet at every status period
+// and each install (runtime/AgentHistory), kept across its restarts and
+// dropped with it, served by the socket's "history" op.
+//
 // Budget: cycles of all programs share `cpuBudget` of one core (measured as
 // the loop thread's CPU time): when it is spent, due programs wait, those
 // with a change waiting (an update, a bumped guard) first, then the busiest
@@ -35,6 +39,7 @@
 // the longest ago (so that programs alike take turns, none starved).
 #pragma once
 
+#include "runtime/AgentHistory.h"
 #include "runtime/ControlServer.h"
 #include "runtime/Daemon.h"
 
@@ -84,6 +89,12 @@ struct AgentOptions {
   std::function<Expected<std::vector<AgentProgram>>()> loadConfiguration;
   LogFormat logFormat = LogFormat::Text;
   LogLevel logLevel = LogLevel::Info;
+  // Status periods each program's history keeps.
+  size_t historyCapacity = ProgramHistory::DefaultCapacity;
+  // Where cycles, starts, guard bumps and budget waits are counted, from
+  // the first start on (`morpheus daemon --metrics-address`); it outlives
+  // the agent. None: not counted.
+  class AgentMetrics *metrics = nullptr;
 };
 
 // A program's state for status and metrics.
@@ -94,6 +105,10 @@ struct AgentProgramState {
   std::string attachedTo; // "XDP (native) on eth0", "adopted ..."
   uint64_t installedVersion = 0;
   uint64_t guardVersion = 0;
+  // Bumps of the guard seen since the agent started the program (the
+  // version's rises, whoever bumped it: this agent's socket, the client
+  // library, a poll that found an owner's write).
+  uint64_t guardBumps = 0;
   std::optional<core::CycleReport> lastCycle;
   std::map<core::CycleOutcome, uint64_t> cyclesByOutcome;
   uint64_t cyclesDeferred = 0; // waited for the CPU budget
@@ -103,6 +118,12 @@ struct AgentProgramState {
   // with its lookup sites specialized or kept (as of its install).
   uint64_t originalInstructions = 0, specializedInstructions = 0;
   unsigned sitesSpecialized = 0, sitesKept = 0;
+  // The kept sites by who declined them and why (a site several deciders
+  // declined counts once under each).
+  std::map<std::pair<core::Decider, core::SiteOutcome>, unsigned> keptSiteDeclines;
+  // Per site with a fast path in the installed version, its hits over the
+  // last cycle whose samples counted any (none since the install: absent).
+  std::map<unsigned, core::FastPathHits> fastPathHits;
   nlohmann::json toJson() const;
 };
 
@@ -140,10 +161,10 @@ public:
   void handOver();
 
   std::vector<AgentProgramState> states() const;
-  // Cycles, starts and budget waits are counted there from now on
-  // (`morpheus daemon --metrics-address`); it outlives the agent.
-  void observeWith(class AgentMetrics *metrics) { figures = metrics; }
   nlohmann::json status() const;
+  // {"programs": [{"name", "samples", "installs"}...]} (AgentHistory.h),
+  // every program's or the one named; an unknown name is an error.
+  Expected<nlohmann::json> history(const std::string &program = "") const;
   // The daemon of a serving program (tests, and the loop's own use).
   Daemon *daemon(const std::string &name);
 
@@ -155,11 +176,14 @@ private:
     unsigned startFailures = 0;
     Clock::time_point retryAt;
     Clock::time_point lastTurnAt; // when it last got the budget; never: the epoch
+    ProgramHistory history;
+    uint64_t periodsSampled = 0; // of the running daemon, in `history`
   };
 
   Agent(AgentOptions options, llvm::raw_ostream &out, llvm::raw_ostream &errors);
   std::string answer(const ControlRequest &request);
   std::string answerStatus(const ControlRequest &request);
+  std::string answerHistory(const ControlRequest &request);
   std::string answerHandover();
   // Answers the reloads waiting and refuses those to come, saying `why`.
   void refuseReloads(const std::string &why);
@@ -168,14 +192,17 @@ private:
   void stopEntry(Entry &entry);
   // Lines about one program: they carry its name.
   Log logOf(const Entry &entry) const;
-  void record(Entry &entry, const core::CycleReport &cycle);
+  void record(Entry &entry, const core::CycleReport &cycle, Clock::time_point now);
+  // What the daemon's step left to read: versions, guard bumps, run time,
+  // a history sample when a status period ended.
+  void readDaemon(Entry &entry, Clock::time_point now);
   // Whether the budget lets a cycle run now.
   bool budgetAllows(Clock::time_point now);
   void charge(double cpuSeconds);
   void wake();
 
   AgentOptions options;
-  class AgentMetrics *figures = nullptr;
+  class AgentMetrics *figures; // options.metrics
   llvm::raw_ostream &out, &errors;
   Log log;
   // The programs by name. The loop thread alone adds, removes and steps

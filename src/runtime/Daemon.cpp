@@ -534,12 +534,13 @@ std::optional<core::CycleReport> Daemon::step(Clock::time_point now) {
     nextPeriod = now + options.period;
     tendPorts();
     repairPins();
+    // The period that ends now, measured on the program that served it,
+    // before a cycle may swap another in (whose counters would not say
+    // what ran in the period).
+    printStatus();
   }
-  if (now < nextCycle) {
-    if (periodic)
-      printStatus();
+  if (now < nextCycle)
     return std::nullopt;
-  }
   {
     std::lock_guard lock(mutex);
     changed = false;
@@ -553,12 +554,10 @@ std::optional<core::CycleReport> Daemon::step(Clock::time_point now) {
   if (failures)
     nextCycle += options.period * (int64_t(1) << std::min(failures, MaxBackOffShift));
   report(cycle);
-  // The trampoline's counters run on across a swap: the next figure is the
-  // new version's alone.
-  if (cycle.installed() && adoption)
+  // The next figure is the new version's alone: the trampoline's counters
+  // run on across a swap, and a version's own count its validation runs.
+  if (cycle.installed())
     statsBase = bpf::programRunStats(chargedFd());
-  if (periodic)
-    printStatus();
   return cycle;
 }
 
@@ -697,15 +696,15 @@ void Daemon::printStatus() {
   // Counters only subtract within one program: after a swap the new
   // program's totals start from zero (and its fd number may be an old one's).
   bpf::ProgramRunStats current = bpf::programRunStats(chargedFd());
+  ++lastRunTime.period;
   lastRunTime.packets = 0;
+  lastRunTime.specialized = opt->installedVersion() == opt->guard().version();
   if (current.programId == statsBase.programId && current.runCount > statsBase.runCount) {
     uint64_t packets = current.runCount - statsBase.runCount;
-    bool specialized = opt->installedVersion() == opt->guard().version();
     double nsPerPacket = double(current.runTimeNs - statsBase.runTimeNs) / packets;
     lastRunTime.packets = packets;
-    lastRunTime.specialized = specialized;
-    (specialized ? lastRunTime.specializedNsPerPacket : lastRunTime.genericNsPerPacket) =
-        nsPerPacket;
+    (lastRunTime.specialized ? lastRunTime.specializedNsPerPacket
+                             : lastRunTime.genericNsPerPacket) = nsPerPacket;
   }
   if (!options.quiet && lastRunTime.packets) {
     const char *program = lastRunTime.specialized ? "specialized" : "generic";
