@@ -77,11 +77,11 @@ def hexs(data):
 class Cluster:
     """The namespaces, veths and pinned programs of one run."""
 
-    def __init__(self, morpheus, services, rules, seed):
+    def __init__(self, morpheus, services, rules, seed, period):
         self.id = "%04x" % random.randrange(0x10000)
         self.prefix = "cn" + self.id
         self.morpheus = morpheus
-        self.n_services, self.n_rules, self.seed = services, rules, seed
+        self.n_services, self.n_rules, self.seed, self.period = services, rules, seed, period
         self.netns = []
         self.pins = []
         self.procs = []
@@ -224,7 +224,7 @@ class Cluster:
             names.append(name)
             lines += ["  - name: %s" % name, "    source: %s" % SOURCE, "    entry: cni_chain",
                       "    adopt: %s" % dev, "    netns: %s" % self.ns(node), "    pin_dir: %s/pins/%s" % ("/sys/fs/bpf", name),
-                      "    includes: [/usr/include/x86_64-linux-gnu]"]
+                      "    period: %s" % self.period, "    includes: [/usr/include/x86_64-linux-gnu]"]
         with open(config, "w") as f:
             f.write("\n".join(lines) + "\n")
         log = open(os.path.join(self.tmp, "agent.log"), "a")
@@ -362,7 +362,7 @@ def cmd_bench(cluster, args):
                 row["%s_%s" % (metric, mode)] = statistics.median(s[path][metric] for s in rounds if s["mode"] == mode)
             row[metric + "_ratio"] = row[metric + "_morpheus"] / row[metric + "_plain"]
         summary[path] = row
-    out = {"config": dict(cluster.config_counts, rounds=args.rounds, seconds=args.seconds),
+    out = {"config": dict(cluster.config_counts, rounds=args.rounds, seconds=args.seconds, period=args.period),
            "rounds": rounds, "median": summary}
     with open(args.out, "w") as f:
         json.dump(out, f, indent=2)
@@ -400,6 +400,7 @@ def main():
     ap.add_argument("--rounds", type=int, default=6)
     ap.add_argument("--seconds", type=int, default=3)
     ap.add_argument("--seed", type=int, default=36)
+    ap.add_argument("--period", default="1s", help="the agent's period for every hook")
     ap.add_argument("--out", default="cni-chain.json")
     ap.add_argument("--plot", default="docs/bench/cni-chain.png")
     args = ap.parse_args()
@@ -407,7 +408,7 @@ def main():
         with open(args.out) as f:
             plot(json.load(f), args.plot)
         return 0
-    cluster = Cluster(os.path.abspath(args.morpheus), args.services, args.rules, args.seed)
+    cluster = Cluster(os.path.abspath(args.morpheus), args.services, args.rules, args.seed, args.period)
     try:
         cluster.setup()
         return (cmd_check if args.command == "check" else cmd_bench)(cluster, args)
