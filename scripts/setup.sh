@@ -15,6 +15,7 @@ packages=(
   xdp-tools                                            # xdp-loader: a foreign loader the agent tests adopt from
   podman runc mmdebstrap eatmydata                     # the agent's container image (deploy/image) and its tests
   systemd                                              # systemd-analyze verifies deploy/systemd's unit
+  sockperf iperf3 qperf ethtool                       # tools/cni_chain.py: latency, throughput, pods' checksum offload
 )
 
 if [ "$(id -u)" -ne 0 ]; then
