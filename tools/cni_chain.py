@@ -239,8 +239,6 @@ class Cluster:
             log.write(line)
             if time.time() > deadline:
                 raise RuntimeError("Morpheus did not specialize every hook within %d s" % timeout)
-            # Text, not --log-format json: the agent's JSON log aborts on an
-            # event without fields (support/Log.cpp, Log::record).
             if re.search(r"cycle \d+: installed", line):
                 installed.update(n for n in names if re.search(r"\b%s\b" % re.escape(n), line))
         # Keep draining its output so that it never blocks on a full pipe.
