@@ -3,13 +3,11 @@
 #include <bpf/bpf.h>
 #include <bpf/btf.h>
 #include <bpf/libbpf.h>
-#include <llvm/ADT/StringRef.h>
 
 #include <array>
 #include <cstring>
 #include <fstream>
 #include <memory>
-#include <sstream>
 
 namespace morpheus::bpf {
 

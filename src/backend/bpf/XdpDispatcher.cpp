@@ -164,8 +164,10 @@ Expected<FileDescriptor> LibxdpSlots::loadDispatcher(const DispatcherConfig &con
       main = program;
   }
   bpf_map *rodata = nullptr, *map;
-  bpf_object__for_each_map(
-      map, object) if (llvm::StringRef(bpf_map__name(map)).ends_with(".rodata")) rodata = map;
+  bpf_object__for_each_map(map, object) {
+    if (llvm::StringRef(bpf_map__name(map)).ends_with(".rodata"))
+      rodata = map;
+  }
   if (!main || !rodata)
     return makeError("{0}: no program '{1}' or no .rodata", *path, DispatcherName);
   size_t size = 0;
@@ -306,25 +308,26 @@ Expected<std::optional<Dispatcher>> DispatcherHook::readLocked() const {
   if (!dispatcher.program.valid())
     return makeSystemError(errno, "dispatcher {0} on {1}: cannot open it", dispatcher.id, iface);
   dispatcher.pins = slotPinDirectory(binding->stateDirectory(), *index, dispatcher.id);
-  for (unsigned index = 0; index < dispatcher.config.slotsEnabled; ++index) {
-    std::string pin = slotPin(dispatcher.pins, index, "prog");
+  for (unsigned slotIndex = 0; slotIndex < dispatcher.config.slotsEnabled; ++slotIndex) {
+    std::string pin = slotPin(dispatcher.pins, slotIndex, "prog");
     FileDescriptor program(bpf_obj_get(pin.c_str()));
     if (!program.valid())
       return makeSystemError(errno,
                              "dispatcher {0} on {1}: slot {2} has no program pinned at {3} (a "
                              "dispatcher not built by libxdp's protocol, or one being changed)",
-                             dispatcher.id, iface, index, pin);
+                             dispatcher.id, iface, slotIndex, pin);
     auto live = liveProgram(program.get());
     if (!live)
       return live.takeError();
     DispatcherSlot slot;
-    slot.index = index;
+    slot.index = slotIndex;
     slot.program = std::move(program);
     slot.programId = live->id;
     slot.name = live->name;
-    slot.runPriority = dispatcher.config.runPriorities[index];
-    slot.chainCallActions = dispatcher.config.chainCallActions[index] & ~(1u << DispatcherContinue);
-    slot.flags = dispatcher.config.programFlags[index];
+    slot.runPriority = dispatcher.config.runPriorities[slotIndex];
+    slot.chainCallActions =
+        dispatcher.config.chainCallActions[slotIndex] & ~(1u << DispatcherContinue);
+    slot.flags = dispatcher.config.programFlags[slotIndex];
     dispatcher.slots.push_back(std::move(slot));
   }
   return std::optional<Dispatcher>(std::move(dispatcher));
