@@ -167,7 +167,9 @@ Error Daemon::startAdoption(const std::string &path) {
                      "be the program that runs",
                      path, opt->entryName(), bpf::programTypeName(programType),
                      bpf::programTypeName(adoption->programType()));
-  if (Error err = adoption->takeHook())
+  // An extension in a dispatcher slot cannot be tail-called: the original,
+  // built on the owner's maps with its constants, stands in for it.
+  if (Error err = adoption->takeHook(opt->originalFd()))
     return err;
   if (adoption->readopted())
     log.record("readopted", {{"pin", adoption->ownerArrayPin()}},

@@ -221,8 +221,10 @@ Error Optimizer::load(const std::string &path) {
     return fallback.takeError();
   fallbackFd = fallback->fd;
   programFacts = std::move(fallback->programs);
-  if (adopted()) {
-    // The entry falls back to the owner's program itself.
+  if (adopted() && !options.adoption->ownerIsExtension()) {
+    // The entry falls back to the owner's program itself (an extension in
+    // a dispatcher slot sits in no program array: to the original, built
+    // on the owner's maps with its constants).
     uint32_t slot = *programFacts.at(entry).fallbackSlot;
     int owner = options.adoption->ownerProgramFd();
     if (Error err = bpf::MapAccess(fallbackFd, bpf::FallbackMapName).put(slot, owner))
