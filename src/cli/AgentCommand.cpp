@@ -17,6 +17,7 @@
 
 #include <atomic>
 #include <csignal>
+#include <limits>
 #include <map>
 #include <memory>
 
@@ -182,19 +183,21 @@ void printHistory(const std::vector<PlottedProgram> &programs) {
     llvm::outs() << program.name << ": " << samples.size() << " status periods, " << installs.size()
                  << " installs\n";
     size_t next = 0;
-    for (const runtime::HistorySample &sample : samples) {
-      for (; next < installs.size() && installs[next].time < sample.time; ++next)
+    // The installs up to `time` (all: infinity), not yet printed.
+    auto printInstallsBefore = [&](double time) {
+      for (; next < installs.size() && installs[next].time < time; ++next)
         llvm::outs() << "  " << utcTime(installs[next].time) << "  installed version "
                      << installs[next].version << "\n";
+    };
+    for (const runtime::HistorySample &sample : samples) {
+      printInstallsBefore(sample.time);
       llvm::outs() << llvm::formatv("  {0}  {1,-11} {2,10} packets", utcTime(sample.time),
                                     sample.specialized ? "specialized" : "generic", sample.packets);
       if (sample.nsPerPacket)
         llvm::outs() << llvm::formatv(", {0:f1} ns/packet", *sample.nsPerPacket);
       llvm::outs() << "\n";
     }
-    for (; next < installs.size(); ++next)
-      llvm::outs() << "  " << utcTime(installs[next].time) << "  installed version "
-                   << installs[next].version << "\n";
+    printInstallsBefore(std::numeric_limits<double>::infinity());
   }
 }
 

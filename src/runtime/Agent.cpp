@@ -156,7 +156,7 @@ json AgentProgramState::toJson() const {
 }
 
 Agent::Agent(AgentOptions options, llvm::raw_ostream &out, llvm::raw_ostream &errors)
-    : options(std::move(options)), figures(this->options.metrics), out(out), errors(errors),
+    : options(std::move(options)), out(out), errors(errors),
       log(out, errors, this->options.logLevel, this->options.logFormat) {}
 
 Expected<std::unique_ptr<Agent>> Agent::start(AgentOptions options,
@@ -277,8 +277,8 @@ void Agent::startEntry(Entry &entry, Clock::time_point now) {
     state.guardVersion = entry.daemon->optimizer().guard().version();
     entry.periodsSampled = 0;
     ++state.starts;
-    if (figures)
-      figures->started(entry.config.name);
+    if (options.metrics)
+      options.metrics->started(entry.config.name);
     return;
   }
   ++entry.startFailures;
@@ -327,9 +327,9 @@ AgentChanges Agent::apply(std::vector<AgentProgram> programs) {
     for (const std::string &name : gone)
       entries.erase(name);
   }
-  if (figures)
+  if (options.metrics)
     for (const std::string &name : gone)
-      figures->forget(name);
+      options.metrics->forget(name);
   changes.stopped = gone;
   Clock::time_point now = Clock::now();
   for (auto &[name, program] : wanted) {
@@ -407,8 +407,8 @@ void Agent::record(Entry &entry, const core::CycleReport &cycle, Clock::time_poi
   AgentProgramState &state = entry.state;
   state.lastCycle = cycle;
   ++state.cyclesByOutcome[cycle.outcome];
-  if (figures)
-    figures->observe(entry.config.name, cycle);
+  if (options.metrics)
+    options.metrics->observe(entry.config.name, cycle);
   // The hits are of the version installed before this cycle.
   for (const auto &[site, hits] : cycle.fastPathHits)
     state.fastPathHits[site] = hits;
@@ -445,8 +445,8 @@ void Agent::readDaemon(Entry &entry, Clock::time_point now) {
   uint64_t guard = daemon.optimizer().guard().version();
   if (guard > state.guardVersion) {
     state.guardBumps += guard - state.guardVersion;
-    if (figures)
-      figures->guardBumped(entry.config.name, guard - state.guardVersion);
+    if (options.metrics)
+      options.metrics->guardBumped(entry.config.name, guard - state.guardVersion);
   }
   state.guardVersion = guard;
   const Daemon::RunTime &ran = daemon.runTime();
@@ -518,8 +518,8 @@ unsigned Agent::step(Clock::time_point now) {
     if (!budgetAllows(now)) {
       std::unique_lock lock(tableMutex);
       ++entry.state.cyclesDeferred;
-      if (figures)
-        figures->deferred(entry.config.name);
+      if (options.metrics)
+        options.metrics->deferred(entry.config.name);
       continue;
     }
     double before = threadCpuSeconds();

@@ -202,7 +202,6 @@ private:
   void wake();
 
   AgentOptions options;
-  class AgentMetrics *figures; // options.metrics
   llvm::raw_ostream &out, &errors;
   Log log;
   // The programs by name. The loop thread alone adds, removes and steps

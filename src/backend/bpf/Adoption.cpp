@@ -311,22 +311,20 @@ Error Adoption::findHook(const std::string &target, const std::string &pinDir) {
     programId = linkFacts(link)->programId;
   } else {
     iface = target;
-    uint32_t attachMode = 0;
     Error found = netns::runInNetns(netns, [&]() -> Error {
       ifindex = if_nametoindex(target.c_str());
       if (!ifindex)
         return makeSystemError(errno, "no interface '{0}'{1}", target,
                                netns.empty() ? "" : " in network namespace '" + netns + "'");
-      bpf_xdp_query_opts query = {};
-      query.sz = sizeof(query);
-      if (int err = bpf_xdp_query(ifindex, 0, &query))
-        return makeSystemError(-err, "interface '{0}': cannot query its XDP program", target);
-      programId = query.prog_id;
-      attachMode = query.attach_mode;
       return Error::success();
     });
     if (found)
       return found;
+    auto attached = attachedXdpProgram(ifindex, netns);
+    if (!attached)
+      return withContext(attached.takeError(), "interface '" + target + "'");
+    programId = attached->programId;
+    uint8_t attachMode = attached->mode;
     if (!programId)
       return makeError("interface '{0}': no XDP program is attached; nothing to adopt (a TC "
                        "program: --adopt {0}:ingress or {0}:egress)",
@@ -876,15 +874,12 @@ uint32_t Adoption::hookProgramId() const {
     std::optional<LinkFacts> facts = linkFacts(link);
     return facts ? facts->programId : 0;
   }
-  uint32_t id = 0;
-  llvm::consumeError(netns::runInNetns(netns, [&]() -> Error {
-    bpf_xdp_query_opts query = {};
-    query.sz = sizeof(query);
-    if (bpf_xdp_query(ifindex, 0, &query) == 0)
-      id = query.prog_id;
-    return Error::success();
-  }));
-  return id;
+  auto attached = attachedXdpProgram(ifindex, netns);
+  if (!attached) {
+    llvm::consumeError(attached.takeError());
+    return 0;
+  }
+  return attached->programId;
 }
 
 uint32_t Adoption::trampolineId() const {
