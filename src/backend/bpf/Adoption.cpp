@@ -685,14 +685,12 @@ Expected<int> Adoption::loadTrampoline() {
 }
 
 Expected<uint32_t> Adoption::arrayAttachType() const {
-  bpf_insn code[2] = {};
-  code[0].code = BPF_ALU64 | BPF_MOV | BPF_K;
-  code[0].imm = XDP_PASS;
-  code[1].code = BPF_JMP | BPF_EXIT;
+  std::vector<bpf_insn> code = returnPass();
   uint32_t slot = 0;
   for (bpf_attach_type attach : {BPF_XDP, bpf_attach_type(0)}) {
     LIBBPF_OPTS(bpf_prog_load_opts, load, .expected_attach_type = attach);
-    FileDescriptor probe(bpf_prog_load(BPF_PROG_TYPE_XDP, "morpheus_probe", "GPL", code, 2, &load));
+    FileDescriptor probe(bpf_prog_load(BPF_PROG_TYPE_XDP, "morpheus_probe", "GPL", code.data(),
+                                           code.size(), &load));
     int fd = probe.get();
     if (probe.valid() && bpf_map_update_elem(morpheusArray, &slot, &fd, BPF_ANY) == 0) {
       bpf_map_delete_elem(morpheusArray, &slot);

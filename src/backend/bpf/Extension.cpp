@@ -53,17 +53,6 @@ Expected<BtfPointer> xdpFunctionTypes(const std::vector<std::string> &names,
   return types;
 }
 
-// `int f(ctx) { return XDP_PASS; }`: the probe's target and extension.
-std::vector<bpf_insn> returnPass() {
-  bpf_insn set = {};
-  set.code = BPF_ALU64 | BPF_MOV | BPF_K;
-  set.dst_reg = BPF_REG_0;
-  set.imm = XDP_PASS;
-  bpf_insn exit = {};
-  exit.code = BPF_JMP | BPF_EXIT;
-  return {set, exit};
-}
-
 // The kernel's lockdown mode ("integrity"), where securityfs is mounted.
 std::string lockdownMode() {
   std::ifstream file("/sys/kernel/security/lockdown");
@@ -114,6 +103,16 @@ ExtensionSupport probe() {
 }
 
 } // namespace
+
+std::vector<bpf_insn> returnPass() {
+  bpf_insn set = {};
+  set.code = BPF_ALU64 | BPF_MOV | BPF_K;
+  set.dst_reg = BPF_REG_0;
+  set.imm = XDP_PASS;
+  bpf_insn exit = {};
+  exit.code = BPF_JMP | BPF_EXIT;
+  return {set, exit};
+}
 
 const ExtensionSupport &probeExtensions() {
   static const ExtensionSupport support = probe();

@@ -46,6 +46,9 @@ const ExtensionSupport &probeExtensions();
 // refuses them (probeExtensions()); success otherwise.
 Error requireExtensions(const std::string &feature);
 
+// `return XDP_PASS;`: the smallest XDP program, for probes.
+std::vector<bpf_insn> returnPass();
+
 // The BTF id of global function `function` in the BTF the kernel holds for
 // program `programFd`, the id an extension of it names.
 Expected<uint32_t> functionBtfId(int programFd, const std::string &function);
