@@ -61,7 +61,7 @@ uint64_t counted(int statsFd) {
   return total;
 }
 
-Owner::Owner(const VethPair &veth, const std::string &linkPin) : pin(linkPin) {
+LinkedOwner::LinkedOwner(const VethPair &veth, const std::string &linkPin) : pin(linkPin) {
   LIBBPF_OPTS(bpf_object_open_opts, opts, .object_name = "lb_owner");
   obj = bpf_object__open_mem(policy_fwd_owner_start,
                              policy_fwd_owner_end - policy_fwd_owner_start, &opts);
@@ -81,18 +81,18 @@ Owner::Owner(const VethPair &veth, const std::string &linkPin) : pin(linkPin) {
   EXPECT_EQ(bpf_obj_pin(link, pin.c_str()), 0);
 }
 
-Owner::~Owner() {
+LinkedOwner::~LinkedOwner() {
   if (link >= 0)
     close(link);
   unlink(pin.c_str());
   bpf_object__close(obj);
 }
 
-int Owner::mapFd(const char *name) const {
+int LinkedOwner::mapFd(const char *name) const {
   return bpf_map__fd(bpf_object__find_map_by_name(obj, name));
 }
 
-uint32_t Owner::linkProgram() const {
+uint32_t LinkedOwner::linkProgram() const {
   bpf_link_info info = {};
   uint32_t length = sizeof(info);
   return bpf_obj_get_info_by_fd(link, &info, &length) ? 0u : info.prog_id;

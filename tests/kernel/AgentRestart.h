@@ -46,12 +46,12 @@ template <typename T> std::string hex(const T &value) { return hexBytes(&value, 
 // The owner of the adopted program: policy_fwd loaded by libbpf,
 // configured, attached to the veth's B side through an XDP link pinned at
 // `linkPin`.
-class Owner {
+class LinkedOwner {
 public:
-  Owner(const VethPair &veth, const std::string &linkPin);
-  ~Owner();
-  Owner(const Owner &) = delete;
-  Owner &operator=(const Owner &) = delete;
+  LinkedOwner(const VethPair &veth, const std::string &linkPin);
+  ~LinkedOwner();
+  LinkedOwner(const LinkedOwner &) = delete;
+  LinkedOwner &operator=(const LinkedOwner &) = delete;
   int mapFd(const char *name) const;
   // What the owner's link runs: the trampoline once adopted.
   uint32_t linkProgram() const;
@@ -137,7 +137,7 @@ struct Scene {
   unsigned sweep;
   VethPair loaded, adopted;
   PinDir pins;
-  Owner owner;
+  LinkedOwner owner;
   std::string dir, socket;
 };
 
