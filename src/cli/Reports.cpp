@@ -238,6 +238,8 @@ ExplainedSite explained(const bpf::ProgramSpec &spec, const core::AccessSite &si
   out.constantKey = site.key.constantKey;
   if (site.signature.keyArg)
     out.keySources = site.key.describe();
+  if (!site.key.constantKey && site.key.constantsOnly())
+    out.constantUnproven = site.key.constantUnproven;
   out.outerTables = site.outerTables;
   out.innerCandidates = site.innerCandidates;
   out.mergedTables = site.mergedTables;
@@ -370,6 +372,8 @@ std::string siteName(const ExplainedSite &site) {
     text += ", key [" + toHex(*site.constantKey) + "]";
   else if (!site.keySources.empty())
     text += ", key from " + site.keySources;
+  if (!site.constantUnproven.empty())
+    text += " (its bytes are not proven constant: " + site.constantUnproven + ")";
   return text;
 }
 
@@ -437,6 +441,8 @@ nlohmann::json siteToJson(const ExplainedSite &site) {
     json["constant_key"] = toHex(*site.constantKey);
   if (!site.keySources.empty())
     json["key_sources"] = site.keySources;
+  if (!site.constantUnproven.empty())
+    json["constant_unproven"] = site.constantUnproven;
   if (!site.outerTables.empty()) {
     json["outer_maps"] = site.outerTables;
     json["inner_candidates"] = site.innerCandidates;
