@@ -180,6 +180,11 @@ std::string planText(const bpf::ProgramSpec &spec, const core::AccessSite &site,
            " entries (inline-small-table), removed while it is empty (table-elimination); "
            "kept otherwise";
   case Action::FoldedFields:
+    if (const std::optional<std::string> &removed =
+            spec.catalog().at(site.table).entriesRemovedUnguarded)
+      return "loads of the value will be folded (fold-read-only-fields); the lookup stays "
+             "because " +
+             *removed + ", which no guard sees: the kernel says whether the entry is there";
     return "loads of " +
            readOnlyFields(info, site.table, site.key.constantKey, fields,
                           spec.catalog().at(site.table).valueSize) +
@@ -189,8 +194,12 @@ std::string planText(const bpf::ProgramSpec &spec, const core::AccessSite &site,
     return "the lookup stays for the keys the map holds; while it holds few enough for "
            "their compares to cost at most half the lookup (at most " +
            std::to_string(inlineLimit) +
-           "), any other key is answered null without it (key-set-filter: the data plane "
-           "writes values only, never adds or removes keys)";
+           "), any other key is answered null without it (key-set-filter: " +
+           (spec.catalog().at(site.table).entriesRemovedUnguarded
+                ? *spec.catalog().at(site.table).entriesRemovedUnguarded +
+                      ", unguarded, but no key is added without the guard)"
+                : std::string("the data plane writes values only, never adds or removes "
+                              "keys)"));
   case Action::Kept:
     break;
   }
