@@ -131,6 +131,15 @@ std::string readOnlyFields(const core::TableAccessInfo &info, const std::string 
   return std::to_string(free) + " of " + std::to_string(valueSize) + " bytes";
 }
 
+// What a compare chain's plan depends on that only the cycle knows: the
+// verifier budget of the program as built for the snapshot may ask for
+// chains that yield an index (Pipeline.cpp), which fold nothing, and
+// inline-small-table keeps the lookup where the cost model finds such a
+// chain no faster (Katran's `reals`).
+constexpr const char *IndexChainCaveat =
+    "; unless the verifier budget calls for chains that yield an index: then kept where "
+    "the cost model finds one no faster than the lookup";
+
 // The text of `plan`, the pipeline's plan of `site`: what Morpheus would do
 // there, or why not and what would change it.
 std::string planText(const bpf::ProgramSpec &spec, const core::AccessSite &site,
@@ -161,14 +170,15 @@ std::string planText(const bpf::ProgramSpec &spec, const core::AccessSite &site,
   case Action::InlinedSmallArray:
     return "inlined as compares over its " +
            std::to_string(spec.catalog().at(site.table).maxEntries) +
-           " slots (inline-small-table)";
+           " slots (inline-small-table)" + IndexChainCaveat;
   case Action::InlinedWhileFewDiffer:
     return "inlined as compares over the slots that differ from its most common value "
            "while at most " +
            std::to_string(inlineLimit) + " of its " +
            std::to_string(spec.catalog().at(site.table).maxEntries) +
            " do, the others yielding that value (inline-small-table); kept "
-           "otherwise";
+           "otherwise" +
+           IndexChainCaveat;
   case Action::KeptArrayTooLargeToRead:
     return "kept: " + std::to_string(spec.catalog().at(site.table).maxEntries) + " slots (" +
            std::to_string(plan.arrayBytes) +
@@ -178,7 +188,8 @@ std::string planText(const bpf::ProgramSpec &spec, const core::AccessSite &site,
   case Action::InlinedWhileSmall:
     return "inlined as compares while the map holds at most " + std::to_string(inlineLimit) +
            " entries (inline-small-table), removed while it is empty (table-elimination); "
-           "kept otherwise";
+           "kept otherwise" +
+           IndexChainCaveat;
   case Action::FoldedFields:
     if (const std::optional<std::string> &removed =
             spec.catalog().at(site.table).entriesRemovedUnguarded)
