@@ -131,6 +131,15 @@ std::string readOnlyFields(const core::TableAccessInfo &info, const std::string 
   return std::to_string(free) + " of " + std::to_string(valueSize) + " bytes";
 }
 
+// What a compare chain's plan depends on that only the cycle knows: the
+// verifier budget of the program as built for the snapshot may ask for
+// chains that yield an index (Pipeline.cpp), which fold nothing, and
+// inline-small-table keeps the lookup where the cost model finds such a
+// chain no faster (Katran's `reals`).
+constexpr const char *IndexChainCaveat =
+    "; unless the verifier budget calls for chains that yield an index: then kept where "
+    "the cost model finds one no faster than the lookup";
+
 // The text of `plan`, the pipeline's plan of `site`: what Morpheus would do
 // there, or why not and what would change it.
 std::string planText(const bpf::ProgramSpec &spec, const core::AccessSite &site,
@@ -161,14 +170,15 @@ std::string planText(const bpf::ProgramSpec &spec, const core::AccessSite &site,
   case Action::InlinedSmallArray:
     return "inlined as compares over its " +
            std::to_string(spec.catalog().at(site.table).maxEntries) +
-           " slots (inline-small-table)";
+           " slots (inline-small-table)" + IndexChainCaveat;
   case Action::InlinedWhileFewDiffer:
     return "inlined as compares over the slots that differ from its most common value "
            "while at most " +
            std::to_string(inlineLimit) + " of its " +
            std::to_string(spec.catalog().at(site.table).maxEntries) +
            " do, the others yielding that value (inline-small-table); kept "
-           "otherwise";
+           "otherwise" +
+           IndexChainCaveat;
   case Action::KeptArrayTooLargeToRead:
     return "kept: " + std::to_string(spec.catalog().at(site.table).maxEntries) + " slots (" +
            std::to_string(plan.arrayBytes) +
@@ -178,8 +188,14 @@ std::string planText(const bpf::ProgramSpec &spec, const core::AccessSite &site,
   case Action::InlinedWhileSmall:
     return "inlined as compares while the map holds at most " + std::to_string(inlineLimit) +
            " entries (inline-small-table), removed while it is empty (table-elimination); "
-           "kept otherwise";
+           "kept otherwise" +
+           IndexChainCaveat;
   case Action::FoldedFields:
+    if (const std::optional<std::string> &removed =
+            spec.catalog().at(site.table).entriesRemovedUnguarded)
+      return "loads of the value will be folded (fold-read-only-fields); the lookup stays "
+             "because " +
+             *removed + ", which no guard sees: the kernel says whether the entry is there";
     return "loads of " +
            readOnlyFields(info, site.table, site.key.constantKey, fields,
                           spec.catalog().at(site.table).valueSize) +
@@ -189,8 +205,12 @@ std::string planText(const bpf::ProgramSpec &spec, const core::AccessSite &site,
     return "the lookup stays for the keys the map holds; while it holds few enough for "
            "their compares to cost at most half the lookup (at most " +
            std::to_string(inlineLimit) +
-           "), any other key is answered null without it (key-set-filter: the data plane "
-           "writes values only, never adds or removes keys)";
+           "), any other key is answered null without it (key-set-filter: " +
+           (spec.catalog().at(site.table).entriesRemovedUnguarded
+                ? *spec.catalog().at(site.table).entriesRemovedUnguarded +
+                      ", unguarded, but no key is added without the guard)"
+                : std::string("the data plane writes values only, never adds or removes "
+                              "keys)"));
   case Action::Kept:
     break;
   }
@@ -238,6 +258,8 @@ ExplainedSite explained(const bpf::ProgramSpec &spec, const core::AccessSite &si
   out.constantKey = site.key.constantKey;
   if (site.signature.keyArg)
     out.keySources = site.key.describe();
+  if (!site.key.constantKey && site.key.constantsOnly())
+    out.constantUnproven = site.key.constantUnproven;
   out.outerTables = site.outerTables;
   out.innerCandidates = site.innerCandidates;
   out.mergedTables = site.mergedTables;
@@ -370,6 +392,8 @@ std::string siteName(const ExplainedSite &site) {
     text += ", key [" + toHex(*site.constantKey) + "]";
   else if (!site.keySources.empty())
     text += ", key from " + site.keySources;
+  if (!site.constantUnproven.empty())
+    text += " (its bytes are not proven constant: " + site.constantUnproven + ")";
   return text;
 }
 
@@ -437,6 +461,8 @@ nlohmann::json siteToJson(const ExplainedSite &site) {
     json["constant_key"] = toHex(*site.constantKey);
   if (!site.keySources.empty())
     json["key_sources"] = site.keySources;
+  if (!site.constantUnproven.empty())
+    json["constant_unproven"] = site.constantUnproven;
   if (!site.outerTables.empty()) {
     json["outer_maps"] = site.outerTables;
     json["inner_candidates"] = site.innerCandidates;

@@ -27,6 +27,9 @@ struct ExplainedSite {
   std::string helper, function, location;
   std::optional<core::Bytes> constantKey;
   std::string keySources; // "" for helpers without a key
+  // A key made of literal values alone whose bytes the analysis could not
+  // prove (no constantKey): why (KeyProvenance::constantUnproven).
+  std::string constantUnproven;
   std::vector<std::string> outerTables, innerCandidates, mergedTables;
   std::vector<std::string> possibleTables; // every map the operand may be
   core::SitePlan plan; // what the pipeline plans to do at the site (core/SitePlan.h)

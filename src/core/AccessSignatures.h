@@ -33,6 +33,15 @@ struct AccessSignature {
   // CPU's value, storage attached to a kernel object); their results are
   // still followed for writes.
   bool rewritable = true;
+  // For a helper that calls a function of the program back with its table
+  // (bpf_for_each_map_elem hands its callback the map it walks): the
+  // argument that names the function, and the function's parameter that
+  // receives the table.
+  struct Callback {
+    unsigned argument = 0;
+    unsigned tableParameter = 0;
+  };
+  std::optional<Callback> callback = std::nullopt;
 };
 
 class AccessSignatureTable {

@@ -29,6 +29,7 @@ struct LookupDecline {
     WrittenThroughTheValue, // the program writes through this lookup's result
     MapOfMaps,              // the lookup returns a table
     SemanticsNotModelled,
+    EntriesRemovedUnguarded,  // TableInfo::entriesRemovedUnguarded (devmaps)
     LookupSideEffects,        // LRU
     ValuePointersCompared,    // the kernel answers by entry identity
     ValueNeedsWritableMemory, // the value goes where writable memory is required
@@ -71,7 +72,8 @@ std::optional<std::string> whyWritesNotGuardable(const std::string &table,
 // lookup with a constant key in a resolved table whose lookup semantics
 // the core models, which the data plane writes, but only in some bytes
 // of values or of other keys' values (tables it never writes are the other
-// passes' business).
+// passes' business, unless their entries may vanish unguarded:
+// TableInfo::entriesRemovedUnguarded, whose every byte is folded).
 std::optional<std::string> whyNoFieldFolding(const AccessSite &site,
                                              const TableAccessInfo &info,
                                              const TableCatalog &catalog);
@@ -84,7 +86,8 @@ std::optional<std::string> whyNoFieldFolding(const AccessSite &site,
 // the data plane writes, but only through values: no update, delete or
 // other writing helper names it and it never escapes, so only the control
 // plane changes its keys (tables it never writes are inlined whole by the
-// other passes).
+// other passes, unless their entries may vanish unguarded:
+// TableInfo::entriesRemovedUnguarded, whose keys may only be fewer).
 std::optional<std::string> whyNoKeySetFilter(const AccessSite &site, const TableAccessInfo &info,
                                              const TableCatalog &catalog);
 // The same of the table itself, whatever the site.

@@ -1,16 +1,14 @@
 #include "core/TableAccessAnalysis.h"
 
 #include "core/GuardPlanning.h"
+#include "core/KeyBytes.h"
 #include "core/OpaqueValue.h"
-#include "core/UnwrittenKeyBytes.h"
+#include "core/PointerFlow.h"
 #include "support/Bytes.h"
 
 #include <llvm/ADT/DenseMap.h>
 #include <llvm/ADT/SmallPtrSet.h>
 #include <llvm/ADT/StringExtras.h>
-#include <llvm/Analysis/AliasAnalysis.h>
-#include <llvm/Analysis/CaptureTracking.h>
-#include <llvm/Analysis/MemorySSA.h>
 #include <llvm/Analysis/ValueTracking.h>
 #include <llvm/IR/DebugInfoMetadata.h>
 #include <llvm/IR/InstIterator.h>
@@ -20,7 +18,6 @@
 #include <llvm/IR/Operator.h>
 #include <llvm/Support/Path.h>
 
-#include <functional>
 #include <set>
 
 using namespace llvm;
@@ -260,14 +257,13 @@ private:
   void markAllWritten(const std::string &reason);
   void markUntied(const std::string &table, const std::string &reason);
   void markKeySetWritten(const std::string &table, const std::string &reason);
+  std::optional<std::vector<std::string>> callbackTables(Value *operand);
   std::optional<std::vector<std::string>> innerCandidates(Value *operand,
                                                           std::vector<std::string> &outers,
                                                           std::vector<std::string> &merged,
                                                           CallBase *&outerLookup);
   void classifyValue(Value *value, KeyProvenance &into, unsigned depth);
   void classifyPointee(Value *pointer, KeyProvenance &into, unsigned depth);
-  std::optional<Bytes> constantKeyBytes(CallBase &call, Value *keyPointer,
-                                        uint32_t keySize);
   void keepFramesOfStaleKeys();
 
   Module &module;
@@ -404,6 +400,55 @@ Analyzer::innerCandidates(Value *operand, std::vector<std::string> &outers,
   return candidates;
 }
 
+// A callback's table parameter (bpf_for_each_map_elem hands its callback
+// the map it walks) is the table of the call that runs the callback. When
+// the callback is static and only ever handed to such helpers, each at the
+// parameter the helper fills with its table, the operand is one of those
+// calls' tables (or of the program's tables it merges the parameter with):
+// those tables. nullopt when no callback parameter is involved, or one is
+// used otherwise, or a call's table is not one table of the program.
+std::optional<std::vector<std::string>> Analyzer::callbackTables(Value *operand) {
+  SmallVector<const Value *, 4> objects;
+  getUnderlyingObjects(operand, objects);
+  std::vector<std::string> tables;
+  auto add = [&](const GlobalVariable &table) {
+    if (!is_contained(tables, table.getName()))
+      tables.push_back(table.getName().str());
+  };
+  bool handed = false;
+  for (const Value *object : objects) {
+    if (auto *global = dyn_cast<GlobalVariable>(object); global && sigs.isTable(*global)) {
+      add(*global);
+      continue;
+    }
+    auto *parameter = dyn_cast<Argument>(object);
+    if (!parameter)
+      return std::nullopt;
+    const Function &callback = *parameter->getParent();
+    if (!callback.hasLocalLinkage() || callback.use_empty())
+      return std::nullopt;
+    for (const Use &use : callback.uses()) {
+      auto *call = dyn_cast<CallBase>(use.getUser());
+      std::optional<AccessSignature> sig = call ? sigs.match(*call) : std::nullopt;
+      if (!sig || !sig->callback || !call->isArgOperand(&use) ||
+          call->getArgOperandNo(&use) != sig->callback->argument ||
+          parameter->getArgNo() != sig->callback->tableParameter ||
+          sig->tableArg >= call->arg_size())
+        return std::nullopt;
+      GlobalVariable *table =
+          resolveTable(const_cast<CallBase *>(call)->getArgOperand(sig->tableArg), sigs);
+      if (!table)
+        return std::nullopt;
+      add(*table);
+    }
+    handed = true;
+  }
+  if (!handed)
+    return std::nullopt;
+  llvm::sort(tables); // the order of uses is no order for reports
+  return tables;
+}
+
 void Analyzer::markAllWritten(const std::string &reason) {
   for (auto &[name, usage] : info.tables) {
     markWritten(name, reason);
@@ -448,8 +493,18 @@ void Analyzer::collectSites() {
       Value *operand = call->getArgOperand(sig->tableArg);
       GlobalVariable *table = resolveTable(operand, sigs);
       std::optional<std::vector<std::string>> inner;
-      if (!table)
-        inner = innerCandidates(operand, site.outerTables, site.mergedTables, site.outerLookup);
+      if (!table) {
+        if (std::optional<std::vector<std::string>> handed = callbackTables(operand)) {
+          if (handed->size() == 1) {
+            table = module.getNamedGlobal(handed->front());
+          } else {
+            site.mergedTables = std::move(*handed);
+            inner.emplace();
+          }
+        } else {
+          inner = innerCandidates(operand, site.outerTables, site.mergedTables, site.outerLookup);
+        }
+      }
       if (table)
         site.table = table->getName().str();
       else if (inner)
@@ -471,16 +526,20 @@ void Analyzer::collectSites() {
               return keySize(name) == keySize(keyed);
             }))
           if (auto it = catalog->find(keyed); it != catalog->end()) {
-            site.key.constantKey = constantKeyBytes(*call, key, it->second.keySize);
+            KeyBytes bytes = keyBytes(*call, key, it->second.keySize, fam);
+            site.key.constantKey = bytes.constantKey();
+            if (!site.key.constantKey)
+              site.key.constantUnproven = bytes.notConstant;
             if (sig->kind == AccessKind::Lookup)
-              site.key.unwritten = unwrittenKeyBytes(*call, key, it->second.keySize, fam);
-            if (it->second.match == TableMatch::LongestPrefix)
-              if (std::optional<Bytes> length = constantKeyBytes(*call, key, 4)) {
-                uint32_t value = 0;
-                for (unsigned i = 0; i < 4; ++i)
-                  value |= uint32_t((*length)[dl.isLittleEndian() ? i : 3 - i]) << (8 * i);
-                site.key.prefixLength = value;
-              }
+              site.key.unwritten = std::move(bytes.unwritten);
+            if (it->second.match == TableMatch::LongestPrefix && bytes.constant.size() >= 4 &&
+                std::all_of(bytes.constant.begin(), bytes.constant.begin() + 4,
+                            [](const auto &byte) { return byte.has_value(); })) {
+              uint32_t value = 0;
+              for (unsigned i = 0; i < 4; ++i)
+                value |= uint32_t(*bytes.constant[dl.isLittleEndian() ? i : 3 - i]) << (8 * i);
+              site.key.prefixLength = value;
+            }
           }
       }
       bool writes = sig->kind == AccessKind::Update ||
@@ -679,11 +738,22 @@ void Analyzer::checkLookupResult(AccessSite &site) {
       } else if (isa<LoadInst>(user)) {
         // Reading does not change the table.
       } else if (auto *store = dyn_cast<StoreInst>(user)) {
-        if (use.getOperandNo() == store->getPointerOperandIndex())
+        if (use.getOperandNo() == store->getPointerOperandIndex()) {
           written(offset, dl.getTypeStoreSize(store->getValueOperand()->getType()),
                   "store" + at + from, store);
-        else
+        } else if (std::optional<std::vector<SlotRead>> reads = readsOfStoredBytes(*store, dl)) {
+          // Kept in a stack slot (a pointer out-parameter of a function
+          // that is not inlined): the loads of the slot read it back, or
+          // whatever else the slot held, so what they yield is merged. A
+          // load of part of the bytes is followed too: whatever it is used
+          // for the walk either understands or takes as an escape.
+          for (const SlotRead &read : *reads) {
+            merged.insert(read.load);
+            follow(read.load, read.exact ? offset : Unknown);
+          }
+        } else {
           written(Unknown, std::nullopt, "pointer stored to memory" + at + from);
+        }
       } else if (auto *rmw = dyn_cast<AtomicRMWInst>(user)) {
         written(offset, dl.getTypeStoreSize(rmw->getValOperand()->getType()),
                 "atomic update" + at + from, rmw);
@@ -725,13 +795,34 @@ void Analyzer::checkLookupResult(AccessSite &site) {
           readOnly = sigs.onlyReadsArgument(*call, argNo);
         if (readOnly)
           continue;
+        // A static function of the program: its parameter is followed
+        // there (merged: its other calls pass other pointers).
+        if (Function *callee = call->getCalledFunction();
+            !sig && callee && call->isArgOperand(&use) && callee->hasLocalLinkage() &&
+            !callee->isDeclaration() && !callee->isVarArg() &&
+            call->getFunctionType() == callee->getFunctionType()) {
+          Argument *parameter = callee->getArg(argNo);
+          merged.insert(parameter);
+          follow(parameter, offset);
+          continue;
+        }
         std::string name = sig ? sig->name : "a call";
         if (std::optional<uint64_t> bytes = sigs.bytesWrittenThrough(*call, argNo))
           written(offset, *bytes, name + " writes its object" + at + from, call);
         else
           written(Unknown, std::nullopt, "passed to a call that may write" + at + from);
+      } else if (std::optional<std::vector<CallBase *>> calls =
+                     isa<ReturnInst>(user) ? onlyDirectCalls(*user->getFunction())
+                                           : std::nullopt) {
+        // Returned by a static function: each call yields it, or what the
+        // function's other returns give.
+        for (CallBase *call : *calls) {
+          merged.insert(call);
+          follow(call, offset);
+        }
       } else {
-        // ptrtoint, return, or anything else the analysis cannot follow.
+        // ptrtoint, a return to where the analysis cannot follow, or
+        // anything else it does not understand.
         written(Unknown, std::nullopt, "pointer escapes the analysis" + at + from);
       }
     }
@@ -803,121 +894,6 @@ void Analyzer::classifyValue(Value *value, KeyProvenance &into, unsigned depth) 
   } else {
     into.other = true;
   }
-}
-
-// The key is constant when, walking MemorySSA upwards from the call, every
-// key byte's nearest write is a store or memset of a constant into the same
-// stack object. Each clobber found answers the bytes it covers that nearer
-// writes did not; any other clobber (a call, a copy, a phi of different
-// writes, function entry) ends the proof.
-std::optional<Bytes> Analyzer::constantKeyBytes(CallBase &call, Value *key,
-                                                uint32_t keySize) {
-  if (keySize == 0 || keySize > 64)
-    return std::nullopt;
-  int64_t keyOffset = 0;
-  Value *base = GetPointerBaseWithConstantOffset(key, keyOffset, dl);
-  if (!isa<AllocaInst>(base))
-    return std::nullopt;
-  Function &function = *call.getFunction();
-  MemorySSA &mssa = fam.getResult<MemorySSAAnalysis>(function).getMSSA();
-  AAResults &aa = fam.getResult<AAManager>(function);
-  BatchAAResults batch(aa);
-  MemoryUseOrDef *callAccess = mssa.getMemoryAccess(&call);
-  if (!callAccess)
-    return std::nullopt;
-
-  MemoryLocation location(key, LocationSize::precise(keySize));
-  // LLVM takes ordered atomics to clobber everything; an atomic on another
-  // object (a map value) cannot touch a stack key whose address never
-  // escapes.
-  bool keyEscapes = PointerMayBeCaptured(base, /*ReturnCaptures=*/false,
-                                         /*StoreCaptures=*/true);
-  unsigned budget = 64;
-  struct Proof {
-    Bytes bytes;
-    std::vector<bool> known;
-    unsigned remaining;
-  };
-  std::function<std::optional<Bytes>(MemoryAccess *, Proof)> prove =
-      [&](MemoryAccess *from, Proof proof) -> std::optional<Bytes> {
-    while (proof.remaining) {
-      if (!budget--)
-        return std::nullopt;
-      MemoryAccess *clobber =
-          mssa.getWalker()->getClobberingMemoryAccess(from, location, batch);
-      // Paths that meet: each must prove the same bytes.
-      if (auto *phi = dyn_cast_or_null<MemoryPhi>(clobber)) {
-        std::optional<Bytes> agreed;
-        for (Use &incoming : phi->incoming_values()) {
-          std::optional<Bytes> path = prove(cast<MemoryAccess>(incoming.get()), proof);
-          if (!path || (agreed && *agreed != *path))
-            return std::nullopt;
-          agreed = path;
-        }
-        return agreed;
-      }
-      auto *def = dyn_cast_or_null<MemoryDef>(clobber);
-      if (!def || mssa.isLiveOnEntryDef(def))
-        return std::nullopt;
-      Instruction *writer = def->getMemoryInst();
-      Value *atomicPointer = nullptr;
-      if (auto *rmw = dyn_cast<AtomicRMWInst>(writer))
-        atomicPointer = rmw->getPointerOperand();
-      else if (auto *xchg = dyn_cast<AtomicCmpXchgInst>(writer))
-        atomicPointer = xchg->getPointerOperand();
-      if (atomicPointer && !keyEscapes && getUnderlyingObject(atomicPointer) != base) {
-        from = def->getDefiningAccess();
-        continue;
-      }
-      Value *pointer = nullptr;
-      Constant *value = nullptr;
-      uint64_t size = 0;
-      if (auto *store = dyn_cast<StoreInst>(writer)) {
-        pointer = store->getPointerOperand();
-        value = dyn_cast<Constant>(store->getValueOperand());
-        size = dl.getTypeStoreSize(store->getValueOperand()->getType());
-      } else if (auto *set = dyn_cast<MemSetInst>(writer)) {
-        auto *length = dyn_cast<ConstantInt>(set->getLength());
-        pointer = set->getDest();
-        value = dyn_cast<Constant>(set->getValue());
-        size = length ? length->getZExtValue() : 0;
-      }
-      int64_t writeOffset = 0;
-      if (!pointer || !value || !size ||
-          GetPointerBaseWithConstantOffset(pointer, writeOffset, dl) != base)
-        return std::nullopt;
-      // Bytes of the constant as stored (the target's byte order).
-      Bytes written(size, 0);
-      if (auto *set = dyn_cast<MemSetInst>(writer)) {
-        auto *fill = dyn_cast<ConstantInt>(set->getValue());
-        if (!fill)
-          return std::nullopt;
-        std::fill(written.begin(), written.end(), fill->getZExtValue());
-      } else if (auto *integer = dyn_cast<ConstantInt>(value)) {
-        APInt bits = integer->getValue();
-        for (uint64_t i = 0; i < size; ++i) {
-          unsigned byte = dl.isLittleEndian() ? i : size - 1 - i;
-          written[i] = bits.extractBitsAsZExtValue(8, byte * 8);
-        }
-      } else if (value->isNullValue()) {
-        // zeroinitializer of any type
-      } else {
-        return std::nullopt;
-      }
-      for (uint64_t i = 0; i < size; ++i) {
-        int64_t keyByte = writeOffset + int64_t(i) - keyOffset;
-        if (keyByte < 0 || keyByte >= int64_t(keySize) || proof.known[keyByte])
-          continue;
-        proof.bytes[keyByte] = written[i];
-        proof.known[keyByte] = true;
-        --proof.remaining;
-      }
-      from = def->getDefiningAccess();
-    }
-    return proof.bytes;
-  };
-  return prove(callAccess->getDefiningAccess(),
-               Proof{Bytes(keySize, 0), std::vector<bool>(keySize, false), keySize});
 }
 
 } // namespace

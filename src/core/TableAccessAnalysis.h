@@ -3,11 +3,14 @@
 //
 // Sites are found structurally, through the backend's AccessSignatureTable;
 // the table operand is traced to its global with LLVM's underlying-object
-// machinery. A table is read-write (RW) when any site updates or deletes in
-// it, when anything writes through a pointer a lookup returned (stores at any
-// offset, atomics, memory intrinsics, calls that may write), when a lookup
-// result escapes where the analysis cannot follow it, or when the table
-// global itself is used in a way the analysis does not understand. Anything
+// machinery (a callback's table parameter to the tables of the helper calls
+// that run it). A table is read-write (RW) when any site updates or deletes
+// in it, when anything writes through a pointer a lookup returned (stores at
+// any offset, atomics, memory intrinsics, calls that may write), when a
+// lookup result escapes where the analysis cannot follow it, or when the
+// table global itself is used in a way the analysis does not understand.
+// A result is followed through the program's static functions (their
+// parameters, what they return, pointer out-parameters: PointerFlow.h). Anything
 // unproven defaults to RW; only read-only (RO) tables are specialized
 // without per-site guards. Besides writes it records what else a value
 // pointer is used for that inlining could not reproduce: comparisons with
@@ -24,11 +27,6 @@
 #include <optional>
 #include <string>
 #include <vector>
-
-namespace llvm {
-class MemorySSA;
-class AAResults;
-} // namespace llvm
 
 namespace morpheus::core {
 
@@ -55,8 +53,14 @@ struct KeyProvenance {
   bool table = false;    // bytes read from another table's value
   bool other = false;    // helper results, arithmetic the analysis stops at
   // Every byte of the key, when all of them are compile-time constants at
-  // the call (proved with MemorySSA: the nearest writes of each key byte).
+  // the call (proved with MemorySSA: the nearest writes of each key byte,
+  // KeyBytes.h).
   std::optional<Bytes> constantKey;
+  // When constantKey is unset: why the proof failed (the first byte it
+  // could not pin: "key byte 2 is written with different values on
+  // different paths"), which says why a key made of constants alone is
+  // not answered as one.
+  std::string constantUnproven;
   // For a longest-prefix table: the key's prefix length (its first four
   // bytes), when those are compile-time constants at the call though the
   // rest is not (a trie probed with a packet's whole address). The LPM
@@ -69,6 +73,8 @@ struct KeyProvenance {
   // rewrite can answer such a lookup as the kernel would.
   std::optional<UnwrittenKeyBytes> unwritten;
 
+  // Whether literal values are the key's only source.
+  bool constantsOnly() const { return constant && !packet && !context && !table && !other; }
   std::string describe() const;
 };
 
@@ -89,7 +95,9 @@ struct AccessSite {
   // For a site whose table operand merges (through phis and selects)
   // several of the program's tables, alone or with inner maps: those
   // tables (`map = v6 ? &flows6 : &flows4`, or a per-CPU inner table with
-  // a global fallback). Empty otherwise.
+  // a global fallback); also a callback's table parameter when the
+  // callback walks several tables (bpf_for_each_map_elem over two maps).
+  // Empty otherwise.
   std::vector<std::string> mergedTables;
   // Every table of the program the operand may be: the one table, or the
   // merged tables and inner candidates; empty when unresolved.

@@ -42,6 +42,18 @@ struct TableInfo {
   // Lookups have side effects the core cannot reproduce (e.g. LRU reference
   // bits that steer later evictions), so lookups must stay real calls.
   bool lookupHasSideEffects = false;
+  // Set when something besides the program and its control plane removes
+  // entries, unseen by the guard (the kernel deletes a devmap's entry when
+  // its device is unregistered): says what. A lookup may then miss a key
+  // the snapshot holds, though it never finds one the snapshot lacks, and
+  // an entry it finds holds the snapshot's value. So no rewrite may answer
+  // a lookup as a hit: only those that keep the lookup wherever the
+  // snapshot holds the key apply (key-set-filter, fold-read-only-fields).
+  std::optional<std::string> entriesRemovedUnguarded = std::nullopt;
+  // For a table whose lookups the core does not model (Unsupported): what
+  // a lookup does instead of returning the value, in the backend's words;
+  // "" when the backend says nothing more.
+  std::string lookupNotModelled = {};
   uint32_t keySize = 0;
   uint32_t valueSize = 0;
   uint32_t maxEntries = 0;

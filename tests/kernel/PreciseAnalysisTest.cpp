@@ -245,6 +245,217 @@ TEST(PreciseAnalysis, AConnectionTableMergedWithItsFallbackLeavesTheConfiguratio
   EXPECT_EQ(program.active(buildPacket(specs[4])).verdict, uint32_t(XDP_DROP));
 }
 
+// Lookups handed back through a pointer out-parameter of functions clang
+// does not inline, as the kernel selftests' test_xdp_noinline picks its
+// real (tests/programs/out_param.bpf.c): the analysis follows the pointer
+// into the caller's stack slot and back, so the backend array read through
+// it stays read-only and is specialized, while the counter the caller
+// increments through it is written and still counts in the live map.
+TEST(PreciseAnalysis, ALookupHandedBackThroughAnOutParameterLeavesItsMapReadOnly) {
+  CorpusProgram program("out_param.bpf.c");
+  ASSERT_TRUE(program.ok());
+  const core::TableAccessInfo &analysis = program.opt().spec().analysis();
+  EXPECT_TRUE(analysis.isReadOnly("backends")) << "read through the out-parameter";
+  EXPECT_TRUE(analysis.isReadOnly("verdicts")) << "returned by a static function";
+  EXPECT_FALSE(analysis.isReadOnly("forwarded")) << "incremented through the out-parameter";
+
+  struct Backend {
+    uint8_t mac[6];
+    uint16_t weight;
+  };
+  for (uint32_t slot = 0; slot < 8; ++slot)
+    program.set("backends", slot, Backend{{2, 0, 0, 0, 0, uint8_t(slot)}, uint16_t(slot % 3)});
+  program.set("verdicts", uint32_t(1), uint32_t(1));
+  core::CycleReport report = program.cycle();
+  ASSERT_TRUE(report.installed()) << report.describe();
+  EXPECT_NE(CorpusProgram::decision(report, "backends", true), nullptr) << report.log.toText();
+  EXPECT_NE(CorpusProgram::decision(report, "verdicts", true), nullptr) << report.log.toText();
+
+  // The IP id picks the slot, the TOS the verdict (slot 1 of verdicts drops).
+  EXPECT_EQ(program.original(buildPacket({.tos = 1, .id = 1})).verdict, uint32_t(XDP_DROP));
+  EXPECT_EQ(program.original(buildPacket({.id = 1})).verdict, uint32_t(XDP_TX));
+  EXPECT_EQ(program.original(buildPacket({.id = 3})).verdict, uint32_t(XDP_PASS)) << "weight 0";
+  uint64_t before = 0, after = 0;
+  uint32_t zero = 0;
+  ASSERT_EQ(bpf_map_lookup_elem(program.opt().mapFd("forwarded"), &zero, &before), 0);
+  unsigned forwarded = 0;
+  for (uint16_t id = 0; id < 8; ++id)
+    for (uint8_t tos : {0, 1, 2}) {
+      Bytes packet = buildPacket({.tos = tos, .id = id});
+      RunResult original = program.original(packet);
+      EXPECT_EQ(program.active(packet), original) << "slot " << id << " tos " << int(tos);
+      forwarded += 2 * (original.verdict == XDP_TX);
+    }
+  ASSERT_EQ(bpf_map_lookup_elem(program.opt().mapFd("forwarded"), &zero, &after), 0);
+  EXPECT_EQ(after - before, forwarded) << "every forwarded packet counted, by both versions";
+}
+
+// Session tables swept by one bpf_for_each_map_elem callback that deletes
+// through the map it is handed (tests/programs/for_each_sweep.bpf.c): that
+// map is the map of the call, so the sweep writes the session tables alone
+// and the LPM allow-list beside them stays read-only and specialized. The
+// sweep still deletes in the live tables.
+TEST(PreciseAnalysis, AMapWalkedByForEachLeavesTheProgramsOtherMapsReadOnly) {
+  CorpusProgram program("for_each_sweep.bpf.c");
+  ASSERT_TRUE(program.ok());
+  const core::TableAccessInfo &analysis = program.opt().spec().analysis();
+  EXPECT_TRUE(analysis.isReadOnly("allowed"));
+  for (const char *sessions : {"sessions_tcp", "sessions_udp"})
+    EXPECT_FALSE(analysis.isReadOnly(sessions)) << sessions;
+
+  struct Prefix {
+    uint32_t length;
+    uint32_t addr;
+  };
+  program.set("allowed", Prefix{24, htonl(0x0a000000)}, uint32_t(1));
+  program.set("allowed", Prefix{32, htonl(0x0a000063)}, uint32_t(2));
+  core::CycleReport report = program.cycle();
+  ASSERT_TRUE(report.installed()) << report.describe();
+  EXPECT_NE(CorpusProgram::decision(report, "allowed", true), nullptr) << report.log.toText();
+
+  // Sources 10.0.0.1..6 at clock 1, then one packet at clock 20: the sweep
+  // it runs removes every session older than 8.
+  for (uint32_t source = 1; source <= 6; ++source)
+    for (uint8_t protocol : {IPPROTO_UDP, IPPROTO_TCP}) {
+      Bytes packet = buildPacket({.protocol = protocol, .saddr = 0x0a000000 + source, .id = 1});
+      EXPECT_EQ(program.active(packet), program.original(packet)) << "source " << source;
+    }
+  for (uint32_t source : {0x0a000063u, 0x0b000001u}) {
+    Bytes packet = buildPacket({.saddr = source, .id = 1});
+    EXPECT_EQ(program.active(packet), program.original(packet)) << std::hex << source;
+  }
+  EXPECT_EQ(program.original(buildPacket({.saddr = 0x0b000001, .id = 1})).verdict,
+            uint32_t(XDP_DROP));
+  Bytes late = buildPacket({.saddr = 0x0a000001, .id = 20});
+  EXPECT_EQ(program.active(late).verdict, uint32_t(XDP_ABORTED)) << "the sweep removed > 4";
+  unsigned held = 0;
+  for (const char *sessions : {"sessions_tcp", "sessions_udp"}) {
+    int fd = program.opt().mapFd(sessions);
+    uint32_t key = 0, next = 0, *previous = nullptr;
+    for (; bpf_map_get_next_key(fd, previous, &next) == 0; previous = &key, key = next)
+      ++held;
+  }
+  EXPECT_EQ(held, 1u) << "only the late packet's own session is left";
+}
+
+// Keys built as Katran builds them (tests/programs/copied_key.bpf.c): the
+// VIP key copied from the packet description on the stack, whose copy the
+// key walk follows into that slot, and the control array's position, a
+// constant set at the top of the path. Before, the copy made every VIP key
+// byte "possibly unwritten", which kept the whole packet path as the
+// original's; now both are specialized, in each inlined copy of the path.
+TEST(PreciseAnalysis, KeysCopiedFromAnotherLocalAreProvenAndTheirRootSpecialized) {
+  CorpusProgram program("copied_key.bpf.c");
+  ASSERT_TRUE(program.ok());
+  const core::TableAccessInfo &analysis = program.opt().spec().analysis();
+  EXPECT_TRUE(analysis.framesKept.empty()) << analysis.framesKept.begin()->second;
+  unsigned constantControlKeys = 0;
+  for (const core::AccessSite &site : analysis.sites) {
+    EXPECT_FALSE(site.key.unwritten) << "site #" << site.id << ": "
+                                     << site.key.unwritten->describe();
+    constantControlKeys += site.table == "ctl_array" && site.key.constantKey == Bytes(4, 0);
+  }
+  EXPECT_EQ(constantControlKeys, 2u) << "the IPv4 and the IPv6 copy";
+
+  struct Vip {
+    uint32_t addr[4];
+    uint16_t port;
+    uint8_t proto, pad;
+  };
+  struct Meta {
+    uint32_t flags, number;
+  };
+  struct Control {
+    uint8_t mac[6];
+    uint16_t pad;
+  };
+  const uint32_t v6[4] = {htonl(0x20010db8), 0, 0, htonl(1)};
+  program.set("vips", Vip{{htonl(0x0a000001)}, htons(80), IPPROTO_UDP, 0}, Meta{1, 1});
+  program.set("vips", Vip{{v6[0], v6[1], v6[2], v6[3]}, htons(53), IPPROTO_UDP, 0}, Meta{0, 2});
+  program.set("ctl_array", uint32_t(0), Control{{2, 0, 0, 0, 0, 7}, 0});
+  core::CycleReport report = program.cycle();
+  ASSERT_TRUE(report.installed()) << report.describe();
+  EXPECT_NE(decisionOf(report, "ctl_array", "constant-key-lookup"), nullptr)
+      << report.log.toText();
+  EXPECT_NE(CorpusProgram::decision(report, "vips", true), nullptr) << report.log.toText();
+
+  // Ethernet, IPv6 (next header `next`) from `source` to `destination`,
+  // UDP to `port`, 8 bytes of payload.
+  auto ipv6 = [](uint8_t next, const uint32_t *source, const uint32_t *destination,
+                 uint16_t port) {
+    Bytes packet(14 + 40 + 8 + 8, 0);
+    packet[12] = 0x86, packet[13] = 0xdd;
+    packet[14] = 0x60;
+    packet[14 + 5] = 16; // payload length
+    packet[14 + 6] = next;
+    packet[14 + 7] = 64;
+    std::memcpy(&packet[14 + 8], source, 16);
+    std::memcpy(&packet[14 + 24], destination, 16);
+    uint16_t sport = htons(1234), dport = htons(port), length = htons(16);
+    std::memcpy(&packet[54], &sport, 2);
+    std::memcpy(&packet[56], &dport, 2);
+    std::memcpy(&packet[58], &length, 2);
+    return packet;
+  };
+  const uint32_t other[4] = {htonl(0x20010db8), 0, 0, htonl(9)};
+  std::vector<std::pair<std::string, Bytes>> packets = {
+      {"IPv4 VIP", buildPacket({.daddr = 0x0a000001, .dport = 80})},
+      {"IPv4 other port", buildPacket({.daddr = 0x0a000001, .dport = 81})},
+      {"IPv4 other address", buildPacket({.daddr = 0x0a000002, .dport = 80})},
+      {"IPv6 VIP", ipv6(IPPROTO_UDP, other, v6, 53)},
+      {"IPv6 other", ipv6(IPPROTO_UDP, v6, other, 53)},
+      {"ICMPv6 about the VIP", ipv6(IPPROTO_ICMPV6, v6, other, 53)},
+  };
+  for (const auto &[what, packet] : packets)
+    EXPECT_EQ(program.active(packet), program.original(packet)) << what;
+  RunResult forwarded = program.active(packets[0].second);
+  EXPECT_EQ(forwarded.verdict, uint32_t(XDP_TX));
+  ASSERT_GE(forwarded.output.size(), 6u);
+  EXPECT_EQ(forwarded.output[5], 7) << "the router MAC from ctl_array";
+}
+
+// Redirect maps (tests/programs/devmap_ports.bpf.c): lookups in a devmap
+// and a devmap_hash return read-only values, but the kernel removes an
+// entry when its device goes, which no guard sees. So the specialized
+// version answers only the keys a map does not hold without the lookup
+// (key-set-filter) and folds the value a constant key finds
+// (fold-read-only-fields), keeping the lookups: an entry removed behind
+// the guard is seen by the very next packet.
+TEST(PreciseAnalysis, DeviceMapsAnswerOnlyMissesAndFollowAnEntryTheKernelRemoves) {
+  CorpusProgram program("devmap_ports.bpf.c");
+  ASSERT_TRUE(program.ok());
+  bpf_devmap_val loopback = {};
+  loopback.ifindex = 1;
+  program.set("neighbours", uint32_t(5), loopback);
+  program.set("neighbours", uint32_t(9), loopback);
+  program.set("uplinks", uint32_t(0), loopback);
+  core::CycleReport report = program.cycle();
+  ASSERT_TRUE(report.installed()) << report.describe();
+  EXPECT_NE(decisionOf(report, "neighbours", "key-set-filter"), nullptr) << report.log.toText();
+  EXPECT_NE(decisionOf(report, "uplinks", "fold-read-only-fields"), nullptr)
+      << report.log.toText();
+  for (const core::SiteDecision &d : report.log.decisions)
+    EXPECT_TRUE(d.pass != "constant-key-lookup" && d.pass != "inline-small-table" || !d.applied)
+        << "a devmap lookup answered as a hit: " << d.detail;
+
+  auto compare = [&](const char *when) {
+    for (uint32_t host : {5u, 9u, 7u, 200u}) {
+      Bytes packet = buildPacket({.daddr = 0x0a000000 + host});
+      EXPECT_EQ(program.active(packet), program.original(packet)) << when << ", host " << host;
+    }
+  };
+  compare("as configured");
+  EXPECT_EQ(program.active(buildPacket({.daddr = 0x0a000007})).verdict, uint32_t(XDP_TX));
+  // What the kernel does when a device is unregistered: the entries go,
+  // with no guard bump.
+  uint32_t uplink = 0, neighbour = 5;
+  ASSERT_EQ(bpf_map_delete_elem(program.opt().mapFd("uplinks"), &uplink), 0);
+  ASSERT_EQ(bpf_map_delete_elem(program.opt().mapFd("neighbours"), &neighbour), 0);
+  compare("after the kernel removed entries");
+  EXPECT_EQ(program.active(buildPacket({.daddr = 0x0a000007})).verdict, uint32_t(XDP_PASS));
+  EXPECT_EQ(program.active(buildPacket({.daddr = 0x0a000005})).verdict, uint32_t(XDP_PASS));
+}
+
 // A filter in the style of xdp-filter (tests/programs/rule_hits.bpf.c):
 // rules in hash tables the program counts in but never inserts into or
 // deletes from. A key no rule names misses without the lookup; a rule's key

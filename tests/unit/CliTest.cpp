@@ -115,6 +115,50 @@ TEST(Cli, ExplainSaysWhatWouldBeFoldedAndWhy) {
   EXPECT_NE(out.text.find("limit (.rodata): constant"), std::string::npos) << out.text;
 }
 
+// analyze --explain never predicts what the cycle does not do: a key made
+// of literals that differ by path is no constant and says why; a compare
+// chain is predicted with what the verifier budget may change; a devmap's
+// lookup stays, and says why.
+TEST(Cli, ExplainSaysWhyAKeyOfLiteralsIsNoConstantAndWhatTheBudgetMayChange) {
+  std::string source = tempPath("literals.bpf.c");
+  std::ofstream(source) << "#include <linux/bpf.h>\n#include <bpf/bpf_helpers.h>\n"
+                           "struct { __uint(type, BPF_MAP_TYPE_ARRAY); __uint(max_entries, 4);\n"
+                           "  __type(key, __u32); __type(value, __u32); } modes SEC(\".maps\");\n"
+                           "SEC(\"xdp\") int prog(struct xdp_md *ctx) {\n"
+                           "  __u32 key = 1, *mode;\n"
+                           "  if (ctx->rx_queue_index) { key = 2; bpf_map_lookup_elem(&modes, &key); }\n"
+                           "  mode = bpf_map_lookup_elem(&modes, &key);\n"
+                           "  return mode ? *mode : XDP_PASS; }\n"
+                           "char LICENSE[] SEC(\"license\") = \"GPL\";\n";
+  Output out = morpheus("analyze --explain " + source);
+  Output json = morpheus("analyze --explain --json " + source);
+  std::remove(source.c_str());
+  ASSERT_EQ(out.status, 0) << out.text;
+  EXPECT_NE(out.text.find("key from constant (its bytes are not proven constant: key byte 0 is "
+                          "written with different values on different paths)"),
+            std::string::npos)
+      << out.text;
+  EXPECT_NE(out.text.find("inlined as compares over its 4 slots (inline-small-table); unless the "
+                          "verifier budget calls for chains that yield an index"),
+            std::string::npos)
+      << out.text;
+  ASSERT_EQ(json.status, 0) << json.text;
+  EXPECT_NE(json.text.find("\"constant_unproven\""), std::string::npos) << json.text;
+
+  out = morpheus("analyze --explain " + std::string(MORPHEUS_SOURCE_DIR) +
+                 "/tests/programs/devmap_ports.bpf.c");
+  ASSERT_EQ(out.status, 0) << out.text;
+  EXPECT_NE(out.text.find("(key-set-filter: the kernel removes a devmap_hash entry when its "
+                          "device is unregistered, unguarded, but no key is added without the "
+                          "guard)"),
+            std::string::npos)
+      << out.text;
+  EXPECT_NE(out.text.find("the lookup stays because the kernel removes a devmap entry when its "
+                          "device is unregistered"),
+            std::string::npos)
+      << out.text;
+}
+
 // analyze --explain on a key whose padding the program never writes: the
 // lookup is kept with the bytes named, and so is every other site under
 // the same program (its frames decide the stale bytes).

@@ -325,6 +325,8 @@ void printAnalysis(llvm::Module &module, const core::AccessSignatureTable &signa
       llvm::outs() << " writable-needed=\"" << *site.valueNeedsWritableMemory << "\"";
     if (site.key.unwritten)
       llvm::outs() << " unwritten=\"" << site.key.unwritten->describe() << "\"";
+    if (!site.key.constantKey && site.key.constantsOnly() && !site.key.constantUnproven.empty())
+      llvm::outs() << " unproven=\"" << site.key.constantUnproven << "\"";
     llvm::outs() << "\n";
   }
 }

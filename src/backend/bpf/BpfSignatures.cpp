@@ -194,6 +194,8 @@ std::optional<AccessSignature> BpfSignatures::match(const CallBase &call) const 
   case BPF_FUNC_for_each_map_elem:
     if (!callbackWritesValues(call))
       signature.kind = AccessKind::OtherRead;
+    // long callback(struct bpf_map *map, const void *key, void *value, void *ctx)
+    signature.callback = core::AccessSignature::Callback{1, 0};
     break;
   case BPF_FUNC_sk_storage_get:
   case BPF_FUNC_inode_storage_get:

@@ -68,6 +68,35 @@ core::TableInfo tableInfoFor(const std::string &name, unsigned type,
   case BPF_MAP_TYPE_LPM_TRIE:
     info.match = core::TableMatch::LongestPrefix;
     break;
+  case BPF_MAP_TYPE_DEVMAP:
+  case BPF_MAP_TYPE_DEVMAP_HASH:
+    // A lookup returns the entry's struct bpf_devmap_val (the ifindex, and
+    // the id of the program attached to the entry), the bytes user space
+    // reads back, which the kernel makes read-only to programs
+    // (BPF_F_RDONLY_PROG). A devmap's key is an index below max_entries
+    // whose slots may be empty, a devmap_hash's any u32: both answer the
+    // keys they hold and miss the others, as a hash table does.
+    info.match = core::TableMatch::Exact;
+    info.entriesRemovedUnguarded =
+        "the kernel removes a " + info.typeName + " entry when its device is unregistered";
+    break;
+  case BPF_MAP_TYPE_CPUMAP:
+    info.match = core::TableMatch::Unsupported;
+    info.lookupNotModelled =
+        "the verifier refuses lookups in a cpumap (programs may only redirect through it)";
+    break;
+  case BPF_MAP_TYPE_XSKMAP:
+    info.match = core::TableMatch::Unsupported;
+    info.lookupNotModelled = "a lookup returns the AF_XDP socket bound to the slot (struct "
+                             "bpf_xdp_sock), not bytes user space wrote";
+    break;
+  case BPF_MAP_TYPE_SOCKMAP:
+  case BPF_MAP_TYPE_SOCKHASH:
+    info.match = core::TableMatch::Unsupported;
+    info.lookupNotModelled =
+        "a lookup returns the socket the entry holds (struct bpf_sock), not bytes user space "
+        "wrote";
+    break;
   default:
     info.match = core::TableMatch::Unsupported;
   }

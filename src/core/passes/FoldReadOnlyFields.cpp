@@ -22,6 +22,12 @@
 // other helpers without a constant key, escapes of the table: the whole
 // table) leaves nothing to fold. A key the snapshot shows absent is left
 // alone (the lookup answers; its loads are unreachable under the guard).
+// A table the data plane never writes whose entries the kernel removes
+// unguarded (a devmap: TableInfo::entriesRemovedUnguarded) is folded too:
+// no other pass may answer its lookups, an entry the lookup still finds
+// holds the snapshot's bytes (removal is the only change the guard does
+// not see), and one it no longer finds is null, which the program tests
+// before it reads.
 // Per-CPU tables: only bytes every CPU holds alike are folded (a per-CPU
 // counter beside configuration makes the whole values differ, but the
 // configuration bytes, written by the control plane to every CPU, agree;
@@ -113,8 +119,13 @@ PreservedAnalyses FoldReadOnlyFieldsPass::run(Module &module, ModuleAnalysisMana
     }
     changed = true;
     LoadsFolded += folded;
+    const TableInfo &table = context.catalog->at(site.table);
     std::string detail = std::to_string(folded) + " load" + (folded == 1 ? "" : "s") +
-                         " of read-only bytes folded; the lookup stays for the writes";
+                         " of read-only bytes folded; the lookup stays " +
+                         (table.entriesRemovedUnguarded
+                              ? "because " + *table.entriesRemovedUnguarded +
+                                    ": it says whether the entry is still there"
+                              : std::string("for the writes"));
     if (written)
       detail += " (" + std::to_string(written) + " load" + (written == 1 ? "" : "s") +
                 " of written bytes kept)";

@@ -36,7 +36,13 @@
 // guard first (packets then run the generic code), and other writers'
 // (bpftool) are seen by the next cycle's comparison of key sets
 // (TableAccessInfo::sameWhereReadOnly keeps every key of such a table),
-// the same polled guarantee as every table read from the snapshot. The key
+// the same polled guarantee as every table read from the snapshot. A table
+// whose entries the kernel removes unguarded (a devmap, whose entry goes
+// with its device: TableInfo::entriesRemovedUnguarded) only ever holds
+// fewer keys than the snapshot: a key the snapshot lacks is still absent,
+// and one it holds goes to the lookup, which says whether it still is.
+// Such a table is filtered though the data plane never writes it (no other
+// pass may answer its lookups). The key
 // is compared byte for byte as the helper reads it (an opaque copy of the
 // key pointer, LookupRewriter::openFrame), so padding compares as memory
 // holds it. A hash lookup has no side effect on a miss (LRU tables, whose
@@ -85,7 +91,8 @@ PreservedAnalyses KeySetFilterPass::run(Module &module, ModuleAnalysisManager &m
       // pass is for; every other site is another pass's.
       auto table = context.catalog->find(site.table);
       if (site.signature.kind == AccessKind::Lookup && table != context.catalog->end() &&
-          table->second.match == TableMatch::Exact && !info.isReadOnly(site.table))
+          table->second.match == TableMatch::Exact &&
+          (!info.isReadOnly(site.table) || table->second.entriesRemovedUnguarded))
         declineSite(context, site, Decider::KeySetFilterPass, SiteOutcome::NotEligible, *why);
       continue;
     }
@@ -185,11 +192,15 @@ PreservedAnalyses KeySetFilterPass::run(Module &module, ModuleAnalysisManager &m
     changed = true;
     ++SitesFiltered;
     if (context.log)
-      context.log->record(site, Decider::KeySetFilterPass, SiteOutcome::Applied,
-                          formatv("a key that is none of the table's {0} keys is answered null without "
-                                  "the lookup (the data plane never adds or removes keys)",
-                                  entries.size())
-                              .str());
+      context.log->record(
+          site, Decider::KeySetFilterPass, SiteOutcome::Applied,
+          formatv("a key that is none of the table's {0} keys is answered null without "
+                  "the lookup ({1})",
+                  entries.size(),
+                  table.entriesRemovedUnguarded
+                      ? *table.entriesRemovedUnguarded + ", but no key is added without the guard"
+                      : std::string("the data plane never adds or removes keys"))
+              .str());
   }
   return changed ? PreservedAnalyses::none() : PreservedAnalyses::all();
 }

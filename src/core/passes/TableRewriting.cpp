@@ -284,7 +284,15 @@ std::optional<LookupDecline> whyNotInlinable(const AccessSite &site,
                          "to that table are resolve-inner-table's)"};
   if (table->second.match == TableMatch::Unsupported)
     return LookupDecline{Why::SemanticsNotModelled,
-                         "lookup semantics of " + table->second.typeName + " tables not modelled"};
+                         table->second.lookupNotModelled.empty()
+                             ? "lookup semantics of " + table->second.typeName +
+                                   " tables not modelled"
+                             : table->second.lookupNotModelled};
+  if (table->second.entriesRemovedUnguarded)
+    return LookupDecline{Why::EntriesRemovedUnguarded,
+                         *table->second.entriesRemovedUnguarded +
+                             ", which no guard sees: only the keys it does not hold may be "
+                             "answered without the lookup"};
   if (table->second.lookupHasSideEffects)
     return LookupDecline{Why::LookupSideEffects,
                          "lookups in " + table->second.typeName + " tables have side effects"};
@@ -319,7 +327,7 @@ std::optional<std::string> whyNoFieldFolding(const AccessSite &site,
   if (site.framesKept)
     return *site.framesKept;
   const TableUsage &usage = info.tables.at(site.table);
-  if (!usage.written)
+  if (!usage.written && !table->second.entriesRemovedUnguarded)
     return "table read-only: the whole value is inlined instead";
   if (usage.writtenWholesale)
     return "table written wholesale: " + usage.wholesaleReason;
@@ -351,7 +359,9 @@ std::optional<std::string> whyNoKeySetFilter(const std::string &tableName,
   if (table->second.lookupHasSideEffects)
     return "its lookups have side effects (" + table->second.typeName + ")";
   auto usage = info.tables.find(tableName);
-  if (usage == info.tables.end() || !usage->second.written)
+  if (usage == info.tables.end())
+    return "table not in the analysis";
+  if (!usage->second.written && !table->second.entriesRemovedUnguarded)
     return "table read-only: the whole table is inlined instead";
   if (usage->second.keySetWrite)
     return "the data plane may add or remove keys: " + *usage->second.keySetWrite;
