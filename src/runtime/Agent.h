@@ -29,10 +29,14 @@
 // socket, whose claim the next agent waits for (runtime/Handover).
 //
 // Budget: cycles of all programs share `cpuBudget` of one core (measured as
-// the loop thread's CPU time): when it is spent, due programs wait, those
-// with a change waiting (an update, a bumped guard) first, then the busiest
+// the loop thread's CPU time): when it is spent, due programs wait. Who
+// goes first: a program the budget deferred, before any that was not (the
+// longest waiting first), so that none starves: once deferred, a program
+// waits for at most one turn of each program deferred before it, however
+// busy or often changed the others are. Among the rest, those with a
+// change waiting (an update, a bumped guard) first, then the busiest
 // (packets in their last status period), then the one whose last turn was
-// the longest ago (so that programs alike take turns, none starved).
+// the longest ago (so that programs alike take turns).
 #pragma once
 
 #include "runtime/ControlServer.h"
@@ -155,6 +159,9 @@ private:
     unsigned startFailures = 0;
     Clock::time_point retryAt;
     Clock::time_point lastTurnAt; // when it last got the budget; never: the epoch
+    // Since when the budget has deferred it (due, passed over); none once
+    // it gets its turn.
+    std::optional<Clock::time_point> deferredSince;
   };
 
   Agent(AgentOptions options, llvm::raw_ostream &out, llvm::raw_ostream &errors);
