@@ -123,7 +123,8 @@ json AgentProgramState::toJson() const {
                  {"packets_last_period", runTime.packets},
                  {"instructions",
                   {{"original", originalInstructions}, {"specialized", specializedInstructions}}},
-                 {"sites", {{"specialized", sitesSpecialized}, {"kept", sitesKept}}}};
+                 {"sites", {{"specialized", sitesSpecialized}, {"kept", sitesKept}}},
+                 {"kept_generic", keptGeneric}};
   if (runTime.genericNsPerPacket && runTime.specializedNsPerPacket &&
       *runTime.specializedNsPerPacket > 0)
     fields["gain"] = *runTime.genericNsPerPacket / *runTime.specializedNsPerPacket;
@@ -250,6 +251,10 @@ void Agent::startEntry(Entry &entry, Clock::time_point now) {
     state.detail = "";
     state.originalInstructions =
         bpf::translatedInstructions(entry.daemon->optimizer().originalFd());
+    state.keptGeneric.clear();
+    for (const auto &[name, table] : entry.daemon->optimizer().spec().catalog())
+      if (table.keptGeneric)
+        state.keptGeneric.push_back(name);
     ++state.starts;
     if (figures)
       figures->started(entry.config.name);

@@ -107,6 +107,8 @@ struct AgentProgramState {
   // with its lookup sites specialized or kept (as of its install).
   uint64_t originalInstructions = 0, specializedInstructions = 0;
   unsigned sitesSpecialized = 0, sitesKept = 0;
+  // The maps policy keeps generic (core::KeptGenericReason), as started.
+  std::vector<std::string> keptGeneric;
   nlohmann::json toJson() const;
 };
 

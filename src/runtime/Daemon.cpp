@@ -286,6 +286,14 @@ std::vector<std::string> updateGuarantees(const bpf::ProgramSpec &spec,
   const core::TableAccessInfo &analysis = spec.analysis();
   for (const auto &[name, usage] : analysis.tables) {
     auto table = spec.catalog().find(name);
+    if (table != spec.catalog().end() && table->second.keptGeneric) {
+      lines.push_back(llvm::formatv("map '{0}': {1}: never specialized, every update (its "
+                                    "other writer's too, which bypass the guard) holds from "
+                                    "the next packet on",
+                                    name, core::KeptGenericReason)
+                          .str());
+      continue;
+    }
     bool inPart = table != spec.catalog().end() &&
                   analysis.writtenOnlyInPart(name, table->second.valueSize);
     // Values written everywhere, but keys only the control plane adds or

@@ -136,7 +136,9 @@ public:
   // updates: what the program writes is never specialized (always live;
   // the other keys and bytes of a map it writes only in part may be);
   // for one it only reads, updates through Morpheus (the guard) are seen
-  // by the next packet, other writers' within a period plus a cycle.
+  // by the next packet, other writers' within a period plus a cycle; one
+  // kept generic by policy is never specialized, so every writer's update
+  // is seen by the next packet.
   std::vector<std::string> updateGuarantees() const;
   // The adopted program's owner replaced or detached it (the hook is left
   // as the owner set it), or its program arrays now hold a chain of tail

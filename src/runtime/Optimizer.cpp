@@ -118,7 +118,7 @@ Optimizer::~Optimizer() {
 Error Optimizer::load(const std::string &path) {
   auto start = Clock::now();
   core::PhaseClock clock(startup);
-  auto spec = bpf::ProgramSpec::load(path, options.frontend);
+  auto spec = bpf::ProgramSpec::load(path, options.frontend, options.keptGeneric);
   if (!spec)
     return spec.takeError();
   programSpec = std::move(*spec);
@@ -134,7 +134,7 @@ Error Optimizer::load(const std::string &path) {
     if (!owners->empty()) {
       bpf::FrontendOptions frontend = options.frontend;
       frontend.globalBytes = std::move(*owners);
-      auto again = bpf::ProgramSpec::load(path, frontend);
+      auto again = bpf::ProgramSpec::load(path, frontend, options.keptGeneric);
       if (!again)
         return again.takeError();
       programSpec = std::move(*again);
@@ -491,7 +491,16 @@ bool Optimizer::installedFits(const core::TableSnapshot &snapshot,
 // owner that loaded what Morpheus builds from the source are specialized
 // too, and any other stage stays the owner's.
 Expected<bpf::ProgramSlots> Optimizer::stageArrays() const {
-  return original->ownProgramSlots();
+  auto slots = original->ownProgramSlots();
+  if (!slots)
+    return slots.takeError();
+  // Its other writer may put any program in it at any moment: the live
+  // array answers that from the next packet on, a copy would not.
+  std::erase_if(*slots, [&](const auto &array) {
+    auto table = programSpec->catalog().find(array.first);
+    return table != programSpec->catalog().end() && table->second.keptGeneric;
+  });
+  return slots;
 }
 
 bool Optimizer::ownerChanged(core::TableSnapshot &read) {

@@ -64,6 +64,11 @@ struct OptimizerOptions {
   // owner's program. The owner writes its maps without Morpheus: each cycle
   // polls them, and a change bumps the guard before anything is rebuilt.
   const bpf::Adoption *adoption = nullptr;
+  // Maps another loader writes that are never specialized, rather than
+  // polled (bpf::KeptGeneric): no version depends on them, so such a
+  // writer's change holds from the next packet; a kept-generic program
+  // array is shared by every version (its stages stay the live ones).
+  bpf::KeptGeneric keptGeneric;
   core::FaultInjection faults; // test-only
 };
 
@@ -190,7 +195,8 @@ private:
   // programs in the slots where the live array holds the original's (by
   // name): its tail calls then reach the specialized stages. An array with
   // a slot holding any other program (another object's, an adopted
-  // owner's) is not copied: the version shares the live one.
+  // owner's), or kept generic, is not copied: the version shares the live
+  // one.
   Expected<bpf::ProgramSlots> stageArrays() const;
   // Loads a version's object sharing the live maps except the arrays of
   // `stages`, which libbpf makes the version's own (empty); a
