@@ -329,7 +329,7 @@ Error Optimizer::pinAll() {
 }
 
 bool Optimizer::canServeOn(uint32_t programId, int earlierFallback) const {
-  if (adopted() || installed)
+  if (installed)
     return false;
   auto running = bpf::liveProgramById(programId);
   if (!running) {
@@ -338,17 +338,22 @@ bool Optimizer::canServeOn(uint32_t programId, int earlierFallback) const {
   }
   uint32_t guardId = bpf::objectId(guardWord.fd());
   uint32_t fallbackId = bpf::objectId(earlierFallback);
+  std::set<uint32_t> live;
+  for (const auto &[name, fd] : sharedMaps)
+    if (name != bpf::FallbackMapName)
+      live.insert(bpf::objectId(fd));
   bool checksOurGuard = false, fallsBackThere = false;
   for (uint32_t id : running->mapIds) {
     checksOurGuard |= id == guardId;
     if (id == fallbackId)
       fallsBackThere = true;
-    else if (bpf::mapTypeById(id) == BPF_MAP_TYPE_PROG_ARRAY)
+    else if (bpf::mapTypeById(id) == BPF_MAP_TYPE_PROG_ARRAY && !live.count(id))
       return false;
   }
   // A version whose roots all fall back inside the program uses no
-  // fallback array.
-  return checksOurGuard &&
+  // fallback array. An adopted program's checks a guard of its run's own,
+  // which its run kept serving because its answers depend on no guard.
+  return (checksOurGuard || adopted()) &&
          (!fallsBackThere || bpf::sameProgramsInSlots(earlierFallback, fallbackFd));
 }
 

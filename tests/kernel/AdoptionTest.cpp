@@ -148,6 +148,8 @@ void ownerWriteSeen(std::string_view tag, bool keptGeneric) {
   uint32_t version = programIdOf(daemon.optimizer().activeFd());
   ASSERT_EQ(servedThrough(trampoline, options.optimizer.pinDir + "/owner_program"), version)
       << "the installed version answers";
+  EXPECT_EQ(daemon.optimizer().installedServesUnattended(), keptGeneric)
+      << "kept generic, the version read no map";
   Fd hook(bpf_prog_get_fd_by_id(trampoline));
   PacketSpec toDeny;
   toDeny.daddr = 0x0a000002;

@@ -9,6 +9,10 @@
 // is attached, is counted by nobody). A watcher records every program the
 // loaded program's link runs: each must be a specialized version (one that
 // checks the guard), so the data plane never went back to generic code.
+// An adopted program whose maps are kept generic depends on nothing polled:
+// its version serves on across the restart too (the trampoline's slot is
+// watched and never empties); a polled one gives way to the owner's program
+// between the agents.
 #include "ChildProcess.h"
 #include "KernelSupport.h"
 #include "PolicyFwd.h"
@@ -28,6 +32,7 @@
 
 #include <atomic>
 #include <fstream>
+#include <functional>
 #include <mutex>
 #include <thread>
 
@@ -180,18 +185,19 @@ private:
   std::thread thread;
 };
 
-// Every program a link runs, in order, sampled every 200 us, and whether
-// it was a specialized version (told while it exists).
-class LinkWatcher {
+// Every program a hook runs (a link, a trampoline's slot: what `running`
+// says), in order, sampled every 200 us, and whether it was a specialized
+// version (told while it exists).
+class ProgramWatcher {
 public:
   struct Seen {
     uint32_t id;
     bool specialized;
   };
-  explicit LinkWatcher(std::string pin)
-      : pin(std::move(pin)), thread([this] {
+  explicit ProgramWatcher(std::function<uint32_t()> running)
+      : running(std::move(running)), thread([this] {
           while (!done) {
-            uint32_t id = linkProgramAt(this->pin);
+            uint32_t id = this->running();
             {
               std::lock_guard lock(mutex);
               if (seen.empty() || seen.back().id != id)
@@ -200,7 +206,7 @@ public:
             std::this_thread::sleep_for(200us);
           }
         }) {}
-  ~LinkWatcher() { stop(); }
+  ~ProgramWatcher() { stop(); }
   void stop() {
     done = true;
     if (thread.joinable())
@@ -212,17 +218,22 @@ public:
   }
 
 private:
-  std::string pin;
+  std::function<uint32_t()> running;
   std::atomic<bool> done{false};
   std::mutex mutex;
   std::vector<Seen> seen;
   std::thread thread;
 };
 
+ProgramWatcher linkWatcher(const std::string &pin) {
+  return ProgramWatcher([pin] { return linkProgramAt(pin); });
+}
+
 // Two veths, a pin directory, the owner, the configuration; all named
-// after `tag` and this process, removed when the test ends.
+// after `tag` and this process, removed when the test ends. `adoptedPolicy`
+// is more of the adopted program's configuration.
 struct Scene {
-  explicit Scene(const std::string &tag)
+  explicit Scene(const std::string &tag, const std::string &adoptedPolicy = "")
       : sweep(VethPair::sweepStale(tag)), loaded(tag), adopted(tag), pins(tag),
         owner(adopted, ownerLink()),
         socket("/tmp/morpheus-test-" + tag + "-" + std::to_string(getpid()) + ".sock"),
@@ -243,7 +254,8 @@ struct Scene {
          << "    adopt: " << ownerLink() << "\n"
          << "    pin_dir: " << pins.path() << "/adopted\n"
          << "    period: 100ms\n"
-         << "    quiet: true\n";
+         << "    quiet: true\n"
+         << adoptedPolicy;
   }
   ~Scene() {
     unlink(config.c_str());
@@ -253,6 +265,7 @@ struct Scene {
   std::string loadedPins() const { return pins.path() + "/loaded"; }
   std::string loadedLink() const { return loadedPins() + "/link_xdp_" + loaded.ifB(); }
   std::string ownerArray() const { return pins.path() + "/adopted/owner_program"; }
+  std::string servedArray() const { return pins.path() + "/adopted/served_version"; }
   std::string ownerLink() const { return pins.path() + "/owner_link"; }
 
   std::vector<std::string> agent(bool takeOver = false) const {
@@ -360,12 +373,12 @@ void expectNoPacketLost(Traffic &traffic, const Scene &scene, const LoadedMaps &
 }
 
 // The loaded program's link ran nothing but specialized versions.
-void expectAlwaysSpecialized(LinkWatcher &watcher, uint32_t first) {
+void expectAlwaysSpecialized(ProgramWatcher &watcher, uint32_t first) {
   watcher.stop();
-  std::vector<LinkWatcher::Seen> seen = watcher.programs();
+  std::vector<ProgramWatcher::Seen> seen = watcher.programs();
   ASSERT_FALSE(seen.empty());
   EXPECT_EQ(seen.front().id, first);
-  for (const LinkWatcher::Seen &program : seen)
+  for (const ProgramWatcher::Seen &program : seen)
     EXPECT_TRUE(program.specialized)
         << "the link ran program " << program.id << ", not a specialized version";
   EXPECT_GE(seen.size(), 2u) << "the new agent installed its own version";
@@ -375,17 +388,18 @@ void expectAlwaysSpecialized(LinkWatcher &watcher, uint32_t first) {
 // owner's program, never detached. (Between two agents the trampoline's
 // Morpheus array is empty and the owner's program serves through it: an
 // adopted version is held by its process alone.)
-void expectTrampolineThroughout(LinkWatcher &watcher, uint32_t trampoline) {
+void expectTrampolineThroughout(ProgramWatcher &watcher, uint32_t trampoline) {
   watcher.stop();
-  for (const LinkWatcher::Seen &program : watcher.programs())
+  for (const ProgramWatcher::Seen &program : watcher.programs())
     EXPECT_EQ(program.id, trampoline) << "the adopted hook left its trampoline";
 }
 
 // The next agent, started on the same configuration: once both programs
-// run its versions, every check above; then it stops cleanly.
+// run its versions, every check above; then it stops cleanly (`slot`, if
+// given, stopped before it, with the other watchers).
 void expectNextAgentTookOver(const Scene &scene, ChildProcess &next, const Serving &before,
-                             Traffic &traffic, const LoadedMaps &maps, LinkWatcher &watcher,
-                             LinkWatcher &adoptedHook) {
+                             Traffic &traffic, const LoadedMaps &maps, ProgramWatcher &watcher,
+                             ProgramWatcher &adoptedHook, ProgramWatcher *slot = nullptr) {
   ASSERT_TRUE(waitFor([&] {
     return !next.alive() || (scene.bothSpecialized() &&
                              linkProgramAt(scene.loadedLink()) != before.loadedProgram);
@@ -398,6 +412,8 @@ void expectNextAgentTookOver(const Scene &scene, ChildProcess &next, const Servi
   expectNoPacketLost(traffic, scene, maps);
   expectAlwaysSpecialized(watcher, before.loadedProgram);
   expectTrampolineThroughout(adoptedHook, before.trampoline);
+  if (slot)
+    slot->stop();
   EXPECT_TRUE(next.stop()) << next.log();
 }
 
@@ -413,8 +429,8 @@ TEST(AgentRestart, KillNineThenANewAgentTakesOverWithNoPacketLostOrGenericCode) 
   ASSERT_TRUE(specialized(before.loadedProgram));
   ASSERT_NE(before.adoptedVersion, 0u);
   Traffic traffic(scene.loaded, scene.adopted);
-  LinkWatcher watcher(scene.loadedLink());
-  LinkWatcher adoptedHook(scene.ownerLink());
+  ProgramWatcher watcher = linkWatcher(scene.loadedLink());
+  ProgramWatcher adoptedHook = linkWatcher(scene.ownerLink());
   std::this_thread::sleep_for(300ms);
 
   kill(first->pid(), SIGKILL);
@@ -424,6 +440,9 @@ TEST(AgentRestart, KillNineThenANewAgentTakesOverWithNoPacketLostOrGenericCode) 
   EXPECT_EQ(linkProgramAt(scene.loadedLink()), before.loadedProgram)
       << "the specialized version serves on after kill -9";
   EXPECT_EQ(scene.owner.linkProgram(), before.trampoline) << "the trampoline stays on the hook";
+  EXPECT_EQ(servedThrough(before.trampoline, scene.ownerArray()), 0u)
+      << "the adopted version depends on maps the owner writes, which nobody polls now: the "
+         "owner's program serves";
   // An update through Morpheus with no agent running (`morpheus map`
   // bumps the pinned guard): the version left serving falls back to the
   // original through its fallback array, which must still hold it (an
@@ -451,8 +470,8 @@ TEST(AgentRestart, TakeOverWhileTheOldAgentRunsKeepsTheSpecializedVersionServing
   Serving before = serving(scene);
   ASSERT_TRUE(specialized(before.loadedProgram));
   Traffic traffic(scene.loaded, scene.adopted);
-  LinkWatcher watcher(scene.loadedLink());
-  LinkWatcher adoptedHook(scene.ownerLink());
+  ProgramWatcher watcher = linkWatcher(scene.loadedLink());
+  ProgramWatcher adoptedHook = linkWatcher(scene.ownerLink());
   std::this_thread::sleep_for(300ms);
 
   ChildProcess second("agentup-next", scene.agent(/*takeOver=*/true));
@@ -466,6 +485,83 @@ TEST(AgentRestart, TakeOverWhileTheOldAgentRunsKeepsTheSpecializedVersionServing
   expectNextAgentTookOver(scene, second, before, traffic, *maps, watcher, adoptedHook);
   EXPECT_NE(second.log().find("handed over; taking its programs over"), std::string::npos)
       << second.log();
+}
+
+// The adopted program with its maps kept generic (other_writers:
+// keep-generic): its versions depend on nothing polled, so the agent pins
+// the trampoline's Morpheus array (and the array the version falls back
+// through) and the version serves on after kill -9 or a handover; the
+// next agent lets it serve until its own first cycle replaces it. A
+// watcher on the trampoline's slot sees the old agent's version, then the
+// new one's, and never an empty slot (the owner's program serving).
+void adoptedVersionServesAcross(const std::string &tag, bool killNine) {
+  Scene scene(tag, "    other_writers: keep-generic\n");
+  ASSERT_GE(scene.owner.program, 0);
+  std::optional<LoadedMaps> maps;
+  std::optional<ChildProcess> first(std::in_place, tag, scene.agent());
+  startServing(scene, *first, maps);
+  if (::testing::Test::HasFatalFailure())
+    return;
+  Serving before = serving(scene);
+  ASSERT_NE(before.adoptedVersion, 0u);
+  EXPECT_TRUE(waitFor([&] { return access(scene.servedArray().c_str(), F_OK) == 0; }, 5s))
+      << "a version that depends on nothing polled is pinned to serve on\n"
+      << first->log();
+  nlohmann::json status =
+      askControlSocket(scene.socket, {{"op", "status"}, {"program", "adopted"}});
+  EXPECT_EQ(status["status"]["kept_generic"],
+            nlohmann::json(std::vector<std::string>{"config", "policy", "stats"}))
+      << status.dump();
+  Traffic traffic(scene.loaded, scene.adopted);
+  ProgramWatcher watcher = linkWatcher(scene.loadedLink());
+  ProgramWatcher adoptedHook = linkWatcher(scene.ownerLink());
+  ProgramWatcher slot([&] { return servedThrough(before.trampoline, scene.ownerArray()); });
+  std::this_thread::sleep_for(300ms);
+
+  std::optional<ChildProcess> second;
+  if (killNine) {
+    kill(first->pid(), SIGKILL);
+    EXPECT_FALSE(first->wait(10s)) << "killed, not exited";
+    std::this_thread::sleep_for(300ms);
+    EXPECT_EQ(servedThrough(before.trampoline, scene.ownerArray()), before.adoptedVersion)
+        << "the adopted version serves on after kill -9";
+    second.emplace(tag + "-again", scene.agent());
+  } else {
+    second.emplace(tag + "-next", scene.agent(/*takeOver=*/true));
+    std::optional<int> status = first->wait(60s);
+    ASSERT_TRUE(status) << "the old agent did not exit\n" << first->log();
+    EXPECT_EQ(*status, 0) << first->log();
+    EXPECT_NE(first->log().find("the version it runs serves on (it depends on nothing polled)"),
+              std::string::npos)
+        << first->log();
+  }
+  first.reset();
+  expectNextAgentTookOver(scene, *second, before, traffic, *maps, watcher, adoptedHook, &slot);
+  EXPECT_NE(second->log().find(llvm::formatv("the version an earlier run left (program {0}) "
+                                             "serves on until this run's first cycle",
+                                             before.adoptedVersion)
+                                   .str()),
+            std::string::npos)
+      << second->log();
+  std::vector<ProgramWatcher::Seen> seen = slot.programs();
+  ASSERT_FALSE(seen.empty());
+  EXPECT_EQ(seen.front().id, before.adoptedVersion);
+  EXPECT_GE(seen.size(), 2u) << "the new agent installed its own version";
+  std::string served;
+  for (const ProgramWatcher::Seen &program : seen)
+    served += " " + std::to_string(program.id);
+  for (const ProgramWatcher::Seen &program : seen)
+    EXPECT_NE(program.id, 0u) << "the trampoline's slot emptied (the owner's program served): "
+                              << served << "\n"
+                              << second->log();
+}
+
+TEST(AgentRestart, AnAdoptedVersionThatDependsOnNothingPolledServesOnAfterKillNine) {
+  adoptedVersionServesAcross("agentkeepkill", /*killNine=*/true);
+}
+
+TEST(AgentRestart, AnAdoptedVersionThatDependsOnNothingPolledServesAcrossATakeOver) {
+  adoptedVersionServesAcross("agentkeepup", /*killNine=*/false);
 }
 
 } // namespace
