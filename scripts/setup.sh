@@ -13,6 +13,9 @@ packages=(
   libcpp-httplib-dev                                   # the agent's /metrics (runtime/MetricsServer)
   cmake ninja-build iproute2 python3-pip
   xdp-tools                                            # xdp-loader: a foreign loader the agent tests adopt from
+  podman runc mmdebstrap eatmydata                     # the agent's container image (deploy/image) and its tests
+  systemd                                              # systemd-analyze verifies deploy/systemd's unit
+  sockperf iperf3 qperf ethtool                       # tools/cni_chain.py: latency, throughput, pods' checksum offload
 )
 
 if [ "$(id -u)" -ne 0 ]; then
@@ -33,9 +36,10 @@ fi
 
 if ! command -v lit >/dev/null 2>&1 || ! python3 -m pytest --version >/dev/null 2>&1 ||
   ! python3 -c "import matplotlib" >/dev/null 2>&1 ||
-  ! python3 -c "import prometheus_client" >/dev/null 2>&1; then
+  ! python3 -c "import prometheus_client" >/dev/null 2>&1 ||
+  ! python3 -c "import kubernetes_validate" >/dev/null 2>&1; then
   echo "setup: installing the Python tools (requirements.txt: lit, pytest, matplotlib," \
-    "prometheus-client) from PyPI"
+    "prometheus-client, kubernetes-validate) from PyPI"
   # Debian's own python3 refuses plain pip installs (PEP 668).
   python3 -m pip install -q -r requirements.txt 2>/dev/null ||
     python3 -m pip install -q --break-system-packages -r requirements.txt

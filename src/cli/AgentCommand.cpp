@@ -1,13 +1,16 @@
 // `morpheus daemon`: the node agent (runtime/Agent) run from its
 // configuration file; `morpheus status`: what an agent (or a `run`)
-// serves, asked through its control socket.
+// serves, asked through its control socket, and what the agent kept of
+// each program's past (--history, --plot: cli/HistoryPlot).
 #include "backend/bpf/BpfObject.h"
 #include "cli/AgentConfig.h"
 #include "cli/Commands.h"
+#include "cli/HistoryPlot.h"
 #include "runtime/Agent.h"
 #include "runtime/AgentMetrics.h"
-#include "runtime/MetricsServer.h"
 #include "runtime/ControlClient.h"
+#include "runtime/MetricsServer.h"
+#include "support/Files.h"
 #include "support/Log.h"
 
 #include <llvm/ADT/StringExtras.h>
@@ -15,6 +18,7 @@
 
 #include <atomic>
 #include <csignal>
+#include <limits>
 #include <map>
 #include <memory>
 
@@ -85,14 +89,15 @@ int runAgent(const DaemonCommandOptions &flags) {
   if (!stats)
     processLog().warning("kernel bpf_stats cannot be enabled (" +
                          llvm::toString(stats.takeError()) + "): no ns/packet figures");
+  // Counted from the first start on; the gauges read at each scrape.
+  auto metrics = runtime::AgentMetrics::create();
+  if (!metrics)
+    return fail(metrics.takeError());
+  options.metrics = metrics->get();
   auto agent =
       runtime::Agent::start(std::move(options), std::move(*programs), llvm::outs(), llvm::errs());
   if (!agent)
     return fail(agent.takeError());
-  // Figures recorded from here on; the gauges read at each scrape.
-  auto metrics = runtime::AgentMetrics::create();
-  if (!metrics)
-    return fail(metrics.takeError());
   std::unique_ptr<runtime::metrics::Server> metricsServer;
   if (!config->metricsAddress.empty()) {
     auto served = runtime::metrics::Server::start(
@@ -104,7 +109,6 @@ int runAgent(const DaemonCommandOptions &flags) {
     metricsServer = std::move(*served);
     processLog().info("metrics at http://" + metricsServer->address() + "/metrics");
   }
-  (*agent)->observeWith(metrics->get());
   processLog().record("agent", {{"config", flags.config}, {"socket", config->socketPath}},
                       "agent: configuration " + flags.config + ", control socket " +
                           config->socketPath + "\n");
@@ -129,6 +133,8 @@ struct StatusOptions {
   std::string socketPath = AgentConfig().socketPath;
   std::string program;
   bool json = false;
+  bool history = false;
+  std::string plot; // "" = none
 };
 
 std::string describeProgram(const nlohmann::json &program) {
@@ -162,7 +168,78 @@ std::string describeProgram(const nlohmann::json &program) {
   return line + "\n";
 }
 
+// The agent's history, each program's read back (runtime/AgentHistory).
+Expected<std::vector<PlottedProgram>> readHistory(const nlohmann::json &answer) {
+  std::vector<PlottedProgram> programs;
+  if (!answer.contains("programs") || !answer["programs"].is_array())
+    return makeError("history: no \"programs\" in the agent's answer");
+  for (const nlohmann::json &program : answer["programs"]) {
+    auto history = runtime::ProgramHistory::fromJson(program);
+    if (!history)
+      return history.takeError();
+    programs.push_back({program.value("name", "?"), std::move(*history)});
+  }
+  return programs;
+}
+
+// Per program, its installs and status periods in time order, one a line
+// (times in UTC). A period's time is its end: an install at that moment
+// came after it (the period is measured before its cycle runs).
+void printHistory(const std::vector<PlottedProgram> &programs) {
+  for (const PlottedProgram &program : programs) {
+    const auto &samples = program.history.samples();
+    const auto &installs = program.history.installs();
+    llvm::outs() << program.name << ": " << samples.size() << " status periods, " << installs.size()
+                 << " installs\n";
+    size_t next = 0;
+    // The installs up to `time` (all: infinity), not yet printed.
+    auto printInstallsBefore = [&](double time) {
+      for (; next < installs.size() && installs[next].time < time; ++next)
+        llvm::outs() << "  " << utcTime(installs[next].time) << "  installed version "
+                     << installs[next].version << "\n";
+    };
+    for (const runtime::HistorySample &sample : samples) {
+      printInstallsBefore(sample.time);
+      llvm::outs() << llvm::formatv("  {0}  {1,-11} {2,10} packets", utcTime(sample.time),
+                                    sample.specialized ? "specialized" : "generic", sample.packets);
+      if (sample.nsPerPacket)
+        llvm::outs() << llvm::formatv(", {0:f1} ns/packet", *sample.nsPerPacket);
+      llvm::outs() << "\n";
+    }
+    printInstallsBefore(std::numeric_limits<double>::infinity());
+  }
+}
+
+// --history and --plot: what the agent kept of each program's past.
+int history(const StatusOptions &flags) {
+  nlohmann::json request = {{"op", "history"}};
+  if (!flags.program.empty())
+    request["program"] = flags.program;
+  auto reply = runtime::askControlSocket(flags.socketPath, request, std::chrono::seconds(30));
+  if (!reply)
+    return fail(reply.takeError());
+  const nlohmann::json &answer = (*reply)["history"];
+  auto programs = readHistory(answer);
+  if (!programs)
+    return fail(programs.takeError());
+  if (!flags.plot.empty()) {
+    if (Error err = writeFile(flags.plot, plotHistory(*programs)))
+      return fail(std::move(err));
+    processLog().info("plot of " + std::to_string(programs->size()) + " program" +
+                      (programs->size() == 1 ? "" : "s") + " written to " + flags.plot);
+  }
+  if (flags.history) {
+    if (flags.json)
+      llvm::outs() << answer.dump(2) << "\n";
+    else
+      printHistory(*programs);
+  }
+  return 0;
+}
+
 int status(const StatusOptions &flags) {
+  if (flags.history || !flags.plot.empty())
+    return history(flags);
   nlohmann::json request = {{"op", "status"}};
   if (!flags.program.empty())
     request["program"] = flags.program;
@@ -246,14 +323,25 @@ void addStatusCommand(CLI::App &morpheus) {
       "Asks the agent (or a 'morpheus run') through its control socket: per program its\n"
       "state (serving, failed, stopped), the installed version, ns/packet of the\n"
       "generic and the specialized program (kernel bpf_stats) and the gain, the last\n"
-      "cycle's outcome and where it is attached.",
+      "cycle's outcome and where it is attached. With --history, what the agent kept\n"
+      "of each program's past (ns/packet of every status period, each install);\n"
+      "--plot writes it as an SVG: ns/packet of each program over time, installs\n"
+      "marked.",
       [options](const CLI::App &) { return status(*options); });
   command
       .add_option("--socket", options->socketPath,
                   "the agent's control socket (default /run/morpheus/agent.sock)")
       ->type_name("PATH");
   command.add_option("--program", options->program, "only this program")->type_name("NAME");
-  command.add_flag("--json", options->json, "the status as JSON");
+  command.add_flag("--json", options->json, "the status (or the history) as JSON");
+  command.add_flag("--history", options->history,
+                   "each program's history: every status period's ns/packet and packets, "
+                   "every install (the last 3 hours at a 1 s period)");
+  command
+      .add_option("--plot", options->plot,
+                  "write the history as an SVG plot: ns/packet of each program over time, "
+                  "its installs marked")
+      ->type_name("FILE");
 }
 
 } // namespace morpheus::cli

@@ -124,7 +124,8 @@ void addRunCommand(CLI::App &morpheus) {
   command
       .add_option("--adopt", options->adopt,
                   "join the program another loader attached instead of attaching: TARGET is "
-                  "its interface's XDP hook (IFACE, with --netns), its tcx hook "
+                  "its interface's XDP hook (IFACE, with --netns), a slot of the libxdp "
+                  "dispatcher there (IFACE/NAME or IFACE/PRIORITY), its tcx hook "
                   "(IFACE:ingress or IFACE:egress), its program id or its pinned link. Its "
                   "maps are reused by id (matched to PROG's by name and layout), specialized "
                   "versions run through a trampoline on its hook; on exit, crash or kill -9 "
@@ -176,7 +177,8 @@ void addRunCommand(CLI::App &morpheus) {
   command
       .add_option("--pin-root", options->pinRoot,
                   "where maps declared with pinning = LIBBPF_PIN_BY_NAME are pinned, or re-used "
-                  "when already there (default /sys/fs/bpf, as libbpf)")
+                  "when already there (default /sys/fs/bpf, as libbpf; an object written for "
+                  "iproute2 pins them, and its PIN_GLOBAL_NS maps, in DIR/tc/globals)")
       ->type_name("DIR");
   command
       .add_option("--socket", options->socketPath,

@@ -43,6 +43,7 @@ CycleReport SpecializationCycle::run(bool force) {
     report.fail(std::move(err));
     return report;
   }
+  report.fastPathHits = follower.fastPathHits();
   // The version before the tables: an update racing with the reads bumps
   // it, so code built from a half-updated snapshot is never installed.
   report.version = backend->guardVersion();
@@ -90,7 +91,7 @@ CycleReport SpecializationCycle::run(bool force) {
   // The version runs whatever follows: a site left sampling is noise in
   // its counts, said in the detail, never a failed install.
   std::string sampling;
-  if (Error err = follower.afterInstall(report.cycle, report.log.profiled))
+  if (Error err = follower.afterInstall(report.cycle, report.log.profiled, report.log.fastPaths))
     sampling = "sampling not stopped where the version no longer records: " +
                llvm::toString(std::move(err));
   report.end(CycleOutcome::Installed, std::move(sampling));

@@ -82,6 +82,9 @@ struct CycleReport {
   ValidationScope validation;
   // Per profiled site id, what the traffic decided this cycle.
   std::map<unsigned, SiteTraffic> traffic;
+  // Per site with a fast path in the version installed before this cycle,
+  // its hits as the samples this cycle counted tell (TrafficFollower).
+  std::map<unsigned, FastPathHits> fastPathHits;
   // The write counts the version's fast paths over tables the data plane
   // writes are built under, by bucket, read before the snapshot.
   std::map<uint32_t, uint64_t> writeCounts;

@@ -8,6 +8,7 @@
 #include "core/Globals.h"
 #include "core/Tables.h"
 
+#include <algorithm>
 #include <cstdint>
 #include <map>
 #include <optional>
@@ -63,6 +64,10 @@ enum class SiteOutcome : uint8_t {
   NoProfileSlot,        // the profile map has no slot for it (key too long, id too high)
 };
 
+// The outcome in snake case ("applied", "over_inline_limit"): a label
+// value for metrics and a key for scripts.
+const char *siteOutcomeName(SiteOutcome outcome);
+
 // Why a pass leaves a site alone: the kind, and the words.
 struct SiteDecline {
   SiteOutcome outcome;
@@ -117,6 +122,22 @@ struct ProfiledSite {
   bool operator==(const ProfiledSite &) const = default;
 };
 
+// The keys heavy-hitter-fast-path compares in front of a lookup (each
+// answered from the snapshot: with its value, or, for a table the data
+// plane writes, as absent), as the chains were built: `keys` for every CPU
+// without a chain of its own, `perCpu` for the CPUs with one.
+struct FastPathKeys {
+  std::vector<Bytes> keys;
+  std::map<unsigned, std::vector<Bytes>> perCpu;
+  // Whether the chain a lookup on `cpu` takes compares `key`.
+  bool covers(unsigned cpu, const Bytes &key) const {
+    auto own = perCpu.find(cpu);
+    const std::vector<Bytes> &chain = own == perCpu.end() ? keys : own->second;
+    return std::find(chain.begin(), chain.end(), key) != chain.end();
+  }
+  bool operator==(const FastPathKeys &) const = default;
+};
+
 // What the specialization-points pass did with one marker call: assumed
 // `value` behind its guard, or left the point disabled (detail says why).
 struct PointDecision {
@@ -145,6 +166,7 @@ struct BuildPhase {
 struct SpecializationLog {
   std::vector<SiteDecision> decisions;
   std::map<unsigned, ProfiledSite> profiled; // by site id
+  std::map<unsigned, FastPathKeys> fastPaths; // by site id: heavy-hitter-fast-path's chains
   std::vector<GuardDecision> guards;
   std::vector<PointDecision> points; // specialization-points, per marker call
   std::map<std::string, std::vector<TableEntry>> inlined;

@@ -44,6 +44,15 @@ Error TrafficFollower::record() {
       double weight = double(std::max<uint32_t>(cpu.period, 1)) * double(cpu.written) /
                       double(cpu.keys.size());
       profile.add(site, cpu.cpu, cpu.keys, weight, cpu.written);
+      if (auto chain = fastPaths.find(site); chain != fastPaths.end()) {
+        FastPathHits &hits = hitsSinceDecide[site];
+        hits.table = profiled.table;
+        hits.samples += cpu.keys.size();
+        hits.lookups += weight * double(cpu.keys.size());
+        for (const Bytes &key : cpu.keys)
+          if (chain->second.covers(cpu.cpu, key))
+            hits.hits += weight;
+      }
     }
   }
   return Error::success();
@@ -56,6 +65,7 @@ Error TrafficFollower::decide(const TableCatalog &catalog,
     return Error::success();
   if (Error err = record())
     return err;
+  lastHits = std::exchange(hitsSinceDecide, {});
   for (const auto &[site, profiled] : profiledSites) {
     SiteTraffic decision;
     if (profiled.flowSavingNs) {
@@ -138,8 +148,11 @@ Error TrafficFollower::beforeInstall(const std::map<unsigned, ProfiledSite> &pro
 }
 
 Error TrafficFollower::afterInstall(uint64_t cycle,
-                                    const std::map<unsigned, ProfiledSite> &profiled) {
+                                    const std::map<unsigned, ProfiledSite> &profiled,
+                                    const std::map<unsigned, FastPathKeys> &chains) {
   installed = chosen;
+  fastPaths = chains;
+  hitsSinceDecide.clear(); // the samples of the version replaced
   if (!source)
     return Error::success();
   std::map<unsigned, ProfiledSite> dropped = std::exchange(profiledSites, profiled);

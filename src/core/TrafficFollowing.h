@@ -15,6 +15,7 @@
 
 #include <cstdint>
 #include <map>
+#include <string>
 #include <vector>
 
 namespace morpheus::core {
@@ -60,6 +61,21 @@ struct TrafficChoice {
   std::map<unsigned, std::vector<Bytes>> comparedKeys() const;
 };
 
+// How often the installed version's fast path at a site answered, told by
+// the keys its site sampled (instrument-table-sites records every lookup's
+// key before the chain, hit or miss; the generic copy records none): each
+// sampled key stands for the lookups it is weighted by in the counts
+// (record()), and it is a hit when the chain its CPU takes compares it
+// (FastPathKeys::covers). An estimate: a hit here still goes to the lookup
+// when a written table's write count for that key moved.
+struct FastPathHits {
+  std::string table;
+  uint64_t samples = 0; // keys read
+  double lookups = 0;   // the lookups they stand for
+  double hits = 0;      // of those, the ones whose key the fast path compares
+  double ratio() const { return lookups > 0 ? hits / lookups : 0; }
+};
+
 class TrafficFollower {
 public:
   // `source` null: the versions are not instrumented; nothing is followed.
@@ -85,6 +101,11 @@ public:
   // answer to exactly that lookup).
   void addProbes(ReadPlan &plan) const;
 
+  // Per site with a fast path in the installed version, what its samples
+  // counted by the last decide() (those recorded since the decide before)
+  // tell of its hits; sites that sampled nothing are absent.
+  const std::map<unsigned, FastPathHits> &fastPathHits() const { return lastHits; }
+
   const TrafficChoice &choice() const { return chosen; }
   const TrafficChoice &installedChoice() const { return installed; }
 
@@ -93,8 +114,10 @@ public:
   // writes nothing).
   Error beforeInstall(const std::map<unsigned, ProfiledSite> &profiled);
   // It runs now: the sites it no longer records stop sampling, and its
-  // choice is what the next cycles compare against.
-  Error afterInstall(uint64_t cycle, const std::map<unsigned, ProfiledSite> &profiled);
+  // choice is what the next cycles compare against; `fastPaths` are the
+  // chains it compares (what fastPathHits() counts hits of).
+  Error afterInstall(uint64_t cycle, const std::map<unsigned, ProfiledSite> &profiled,
+                     const std::map<unsigned, FastPathKeys> &fastPaths);
   // A cycle found the installed version still right, built from an equal
   // snapshot: it stays, and it stands for this cycle's choice.
   void keptInstalled() { installed = chosen; }
@@ -108,6 +131,9 @@ private:
   TrafficProfile profile;
   TrafficSource *source;
   std::map<unsigned, ProfiledSite> profiledSites; // by the installed version
+  std::map<unsigned, FastPathKeys> fastPaths;     // the installed version's chains
+  // Hits counted by record() since the last decide(), and at it.
+  std::map<unsigned, FastPathHits> hitsSinceDecide, lastHits;
   TrafficChoice chosen, installed;
   // The cycle that installed the first version counting writes (0: none yet).
   uint64_t countingWritesSince = 0;

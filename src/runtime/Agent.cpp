@@ -11,6 +11,7 @@
 #include <algorithm>
 #include <ctime>
 #include <exception>
+#include <set>
 
 #include <unistd.h>
 
@@ -47,6 +48,14 @@ Expected<TakenOver> claimSocket(const AgentOptions &options) {
   if (!claimed)
     return claimed.takeError();
   return TakenOver{std::move(*claimed), 0};
+}
+
+// `at` on the loop's clock as Unix seconds (the history's times).
+double unixSeconds(Agent::Clock::time_point at) {
+  auto wall =
+      std::chrono::system_clock::now() +
+      std::chrono::duration_cast<std::chrono::system_clock::duration>(at - Agent::Clock::now());
+  return std::chrono::duration<double>(wall.time_since_epoch()).count();
 }
 
 json cycleJson(const core::CycleReport &cycle) {
@@ -124,7 +133,21 @@ json AgentProgramState::toJson() const {
                  {"instructions",
                   {{"original", originalInstructions}, {"specialized", specializedInstructions}}},
                  {"sites", {{"specialized", sitesSpecialized}, {"kept", sitesKept}}},
+                 {"guard_bumps", guardBumps},
                  {"kept_generic", keptGeneric}};
+  json declines = json::array();
+  for (const auto &[why, sites] : keptSiteDeclines)
+    declines.push_back({{"pass", core::deciderName(why.first)},
+                        {"reason", core::siteOutcomeName(why.second)},
+                        {"sites", sites}});
+  fields["sites"]["kept_declines"] = std::move(declines);
+  json fastPaths = json::array();
+  for (const auto &[site, hits] : fastPathHits)
+    fastPaths.push_back({{"site", site},
+                         {"table", hits.table},
+                         {"hit_ratio", hits.ratio()},
+                         {"samples", hits.samples}});
+  fields["fast_paths"] = std::move(fastPaths);
   if (runTime.genericNsPerPacket && runTime.specializedNsPerPacket &&
       *runTime.specializedNsPerPacket > 0)
     fields["gain"] = *runTime.genericNsPerPacket / *runTime.specializedNsPerPacket;
@@ -255,9 +278,12 @@ void Agent::startEntry(Entry &entry, Clock::time_point now) {
     for (const auto &[name, table] : entry.daemon->optimizer().spec().catalog())
       if (table.keptGeneric)
         state.keptGeneric.push_back(name);
+    // Bumps count from here (a guard taken over keeps its version).
+    state.guardVersion = entry.daemon->optimizer().guard().version();
+    entry.periodsSampled = 0;
     ++state.starts;
-    if (figures)
-      figures->started(entry.config.name);
+    if (options.metrics)
+      options.metrics->started(entry.config.name);
     return;
   }
   ++entry.startFailures;
@@ -306,9 +332,9 @@ AgentChanges Agent::apply(std::vector<AgentProgram> programs) {
     for (const std::string &name : gone)
       entries.erase(name);
   }
-  if (figures)
+  if (options.metrics)
     for (const std::string &name : gone)
-      figures->forget(name);
+      options.metrics->forget(name);
   changes.stopped = gone;
   Clock::time_point now = Clock::now();
   for (auto &[name, program] : wanted) {
@@ -323,6 +349,8 @@ AgentChanges Agent::apply(std::vector<AgentProgram> programs) {
       bool isNew = existing == entries.end();
       (isNew ? changes.started : changes.restarted).push_back(name);
       Entry &slot = entries[name];
+      if (isNew)
+        slot.history = ProgramHistory(options.historyCapacity);
       slot.config = std::move(program);
       slot.state.name = name;
       slot.state.state = AgentProgramState::State::Failed;
@@ -380,23 +408,62 @@ void Agent::charge(double cpuSeconds) {
     budgetLeft -= cpuSeconds;
 }
 
-void Agent::record(Entry &entry, const core::CycleReport &cycle) {
+void Agent::record(Entry &entry, const core::CycleReport &cycle, Clock::time_point now) {
   std::unique_lock lock(tableMutex);
   AgentProgramState &state = entry.state;
   state.lastCycle = cycle;
   ++state.cyclesByOutcome[cycle.outcome];
-  if (figures)
-    figures->observe(entry.config.name, cycle);
-  if (cycle.installed()) {
-    state.specializedInstructions = cycle.instructions;
-    // A site may carry several passes' decisions: specialized if one applied.
-    std::map<unsigned, bool> sites;
-    for (const core::SiteDecision &site : cycle.log.decisions)
-      sites[site.site] |= site.outcome == core::SiteOutcome::Applied;
-    state.sitesSpecialized = state.sitesKept = 0;
-    for (const auto &[site, specialized] : sites)
-      ++(specialized ? state.sitesSpecialized : state.sitesKept);
+  if (options.metrics)
+    options.metrics->observe(entry.config.name, cycle);
+  // The hits are of the version installed before this cycle.
+  for (const auto &[site, hits] : cycle.fastPathHits)
+    state.fastPathHits[site] = hits;
+  if (!cycle.installed())
+    return;
+  entry.history.install({unixSeconds(now), cycle.version});
+  state.fastPathHits.clear();
+  state.specializedInstructions = cycle.instructions;
+  // A site may carry several deciders' decisions: specialized if one
+  // applied, else kept for every reason given.
+  std::map<unsigned, bool> sites;
+  std::map<unsigned, std::set<std::pair<core::Decider, core::SiteOutcome>>> declines;
+  for (const core::SiteDecision &site : cycle.log.decisions) {
+    bool applied = site.outcome == core::SiteOutcome::Applied;
+    sites[site.site] |= applied;
+    if (!applied)
+      declines[site.site].insert({site.decider, site.outcome});
   }
+  state.sitesSpecialized = state.sitesKept = 0;
+  state.keptSiteDeclines.clear();
+  for (const auto &[site, specialized] : sites) {
+    ++(specialized ? state.sitesSpecialized : state.sitesKept);
+    if (!specialized)
+      for (const auto &why : declines[site])
+        ++state.keptSiteDeclines[why];
+  }
+}
+
+void Agent::readDaemon(Entry &entry, Clock::time_point now) {
+  Daemon &daemon = *entry.daemon;
+  std::unique_lock lock(tableMutex);
+  AgentProgramState &state = entry.state;
+  state.installedVersion = daemon.optimizer().installedVersion();
+  uint64_t guard = daemon.optimizer().guard().version();
+  if (guard > state.guardVersion) {
+    state.guardBumps += guard - state.guardVersion;
+    if (options.metrics)
+      options.metrics->guardBumped(entry.config.name, guard - state.guardVersion);
+  }
+  state.guardVersion = guard;
+  const Daemon::RunTime &ran = daemon.runTime();
+  state.runTime = ran;
+  if (ran.period == entry.periodsSampled)
+    return;
+  entry.periodsSampled = ran.period;
+  HistorySample sample{unixSeconds(now), ran.packets, ran.specialized, std::nullopt};
+  if (ran.packets)
+    sample.nsPerPacket = ran.specialized ? ran.specializedNsPerPacket : ran.genericNsPerPacket;
+  entry.history.sample(sample);
 }
 
 unsigned Agent::step(Clock::time_point now) {
@@ -466,8 +533,8 @@ unsigned Agent::step(Clock::time_point now) {
         entry.deferredSince = now;
       std::unique_lock lock(tableMutex);
       ++entry.state.cyclesDeferred;
-      if (figures)
-        figures->deferred(entry.config.name);
+      if (options.metrics)
+        options.metrics->deferred(entry.config.name);
       continue;
     }
     double before = threadCpuSeconds();
@@ -496,14 +563,11 @@ unsigned Agent::step(Clock::time_point now) {
     }
     if (cycle) {
       ++cycles;
-      record(entry, *cycle);
+      record(entry, *cycle, now);
     }
-    Daemon &daemon = *entry.daemon;
+    readDaemon(entry, now);
     std::unique_lock lock(tableMutex);
-    entry.state.installedVersion = daemon.optimizer().installedVersion();
-    entry.state.guardVersion = daemon.optimizer().guard().version();
-    entry.state.runTime = daemon.runTime();
-    if (daemon.ownerMovedOn()) {
+    if (entry.daemon->ownerMovedOn()) {
       lock.unlock();
       stopEntry(entry);
       lock.lock();
@@ -559,10 +623,34 @@ std::string Agent::answerStatus(const ControlRequest &request) {
   return controlReply({{"status", found->second.state.toJson()}});
 }
 
+Expected<json> Agent::history(const std::string &program) const {
+  std::shared_lock lock(tableMutex);
+  json programs = json::array();
+  for (const auto &[name, entry] : entries) {
+    if (!program.empty() && name != program)
+      continue;
+    json one = entry.history.toJson();
+    one["name"] = name;
+    programs.push_back(std::move(one));
+  }
+  if (!program.empty() && programs.empty())
+    return makeError("\"program\": no program '{0}' in this agent", excerptForMessage(program));
+  return json{{"programs", std::move(programs)}};
+}
+
+std::string Agent::answerHistory(const ControlRequest &request) {
+  auto kept = history(request.program);
+  if (!kept)
+    return controlFailure(llvm::toString(kept.takeError()));
+  return controlReply({{"history", std::move(*kept)}});
+}
+
 std::string Agent::answer(const ControlRequest &request) {
   switch (request.op) {
   case ControlOp::Status:
     return answerStatus(request);
+  case ControlOp::History:
+    return answerHistory(request);
   case ControlOp::Reload: {
     std::future<std::string> reply;
     {

@@ -28,6 +28,10 @@
 // version, adopted hooks keep the trampoline), and only then releases the
 // socket, whose claim the next agent waits for (runtime/Handover).
 //
+// History: per program, a sample of its ns/packet at every status period
+// and each install (runtime/AgentHistory), kept across its restarts and
+// dropped with it, served by the socket's "history" op.
+//
 // Budget: cycles of all programs share `cpuBudget` of one core (measured as
 // the loop thread's CPU time): when it is spent, due programs wait. Who
 // goes first: a program the budget deferred, before any that was not (the
@@ -39,6 +43,7 @@
 // the longest ago (so that programs alike take turns).
 #pragma once
 
+#include "runtime/AgentHistory.h"
 #include "runtime/ControlServer.h"
 #include "runtime/Daemon.h"
 
@@ -88,6 +93,12 @@ struct AgentOptions {
   std::function<Expected<std::vector<AgentProgram>>()> loadConfiguration;
   LogFormat logFormat = LogFormat::Text;
   LogLevel logLevel = LogLevel::Info;
+  // Status periods each program's history keeps.
+  size_t historyCapacity = ProgramHistory::DefaultCapacity;
+  // Where cycles, starts, guard bumps and budget waits are counted, from
+  // the first start on (`morpheus daemon --metrics-address`); it outlives
+  // the agent. None: not counted.
+  class AgentMetrics *metrics = nullptr;
 };
 
 // A program's state for status and metrics.
@@ -98,6 +109,10 @@ struct AgentProgramState {
   std::string attachedTo; // "XDP (native) on eth0", "adopted ..."
   uint64_t installedVersion = 0;
   uint64_t guardVersion = 0;
+  // Bumps of the guard seen since the agent started the program (the
+  // version's rises, whoever bumped it: this agent's socket, the client
+  // library, a poll that found an owner's write).
+  uint64_t guardBumps = 0;
   std::optional<core::CycleReport> lastCycle;
   std::map<core::CycleOutcome, uint64_t> cyclesByOutcome;
   uint64_t cyclesDeferred = 0; // waited for the CPU budget
@@ -109,6 +124,12 @@ struct AgentProgramState {
   unsigned sitesSpecialized = 0, sitesKept = 0;
   // The maps policy keeps generic (core::KeptGenericReason), as started.
   std::vector<std::string> keptGeneric;
+  // The kept sites by who declined them and why (a site several deciders
+  // declined counts once under each).
+  std::map<std::pair<core::Decider, core::SiteOutcome>, unsigned> keptSiteDeclines;
+  // Per site with a fast path in the installed version, its hits over the
+  // last cycle whose samples counted any (none since the install: absent).
+  std::map<unsigned, core::FastPathHits> fastPathHits;
   nlohmann::json toJson() const;
 };
 
@@ -146,10 +167,10 @@ public:
   void handOver();
 
   std::vector<AgentProgramState> states() const;
-  // Cycles, starts and budget waits are counted there from now on
-  // (`morpheus daemon --metrics-address`); it outlives the agent.
-  void observeWith(class AgentMetrics *metrics) { figures = metrics; }
   nlohmann::json status() const;
+  // {"programs": [{"name", "samples", "installs"}...]} (AgentHistory.h),
+  // every program's or the one named; an unknown name is an error.
+  Expected<nlohmann::json> history(const std::string &program = "") const;
   // The daemon of a serving program (tests, and the loop's own use).
   Daemon *daemon(const std::string &name);
 
@@ -164,11 +185,14 @@ private:
     // Since when the budget has deferred it (due, passed over); none once
     // it gets its turn.
     std::optional<Clock::time_point> deferredSince;
+    ProgramHistory history;
+    uint64_t periodsSampled = 0; // of the running daemon, in `history`
   };
 
   Agent(AgentOptions options, llvm::raw_ostream &out, llvm::raw_ostream &errors);
   std::string answer(const ControlRequest &request);
   std::string answerStatus(const ControlRequest &request);
+  std::string answerHistory(const ControlRequest &request);
   std::string answerHandover();
   // Answers the reloads waiting and refuses those to come, saying `why`.
   void refuseReloads(const std::string &why);
@@ -177,14 +201,16 @@ private:
   void stopEntry(Entry &entry);
   // Lines about one program: they carry its name.
   Log logOf(const Entry &entry) const;
-  void record(Entry &entry, const core::CycleReport &cycle);
+  void record(Entry &entry, const core::CycleReport &cycle, Clock::time_point now);
+  // What the daemon's step left to read: versions, guard bumps, run time,
+  // a history sample when a status period ended.
+  void readDaemon(Entry &entry, Clock::time_point now);
   // Whether the budget lets a cycle run now.
   bool budgetAllows(Clock::time_point now);
   void charge(double cpuSeconds);
   void wake();
 
   AgentOptions options;
-  class AgentMetrics *figures = nullptr;
   llvm::raw_ostream &out, &errors;
   Log log;
   // The programs by name. The loop thread alone adds, removes and steps

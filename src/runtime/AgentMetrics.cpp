@@ -30,6 +30,18 @@ Expected<std::unique_ptr<AgentMetrics>> AgentMetrics::create() {
                                           "Specialization cycles run, by outcome",
                                           {"program", "outcome"})))
     return std::move(err);
+  if (Error err = assign(made->verifierRefusals,
+                         r.counter("morpheus_verifier_refusals_total",
+                                   "Candidates the kernel's verifier refused (each rebuilt with "
+                                   "less in the same cycle)",
+                                   program)))
+    return std::move(err);
+  if (Error err = assign(made->guardBumps,
+                         r.counter("morpheus_guard_bumps_total",
+                                   "Rises of the program's guard version the agent saw (an "
+                                   "update through Morpheus bumps it twice)",
+                                   program)))
+    return std::move(err);
   if (Error err = assign(made->deferrals,
                   r.counter("morpheus_cycles_deferred_total",
                             "Times a due cycle waited for the agent's CPU budget", program)))
@@ -78,6 +90,25 @@ Expected<std::unique_ptr<AgentMetrics>> AgentMetrics::create() {
                                        "or kept generic",
                                        {"program", "decision"})))
     return std::move(err);
+  if (Error err = assign(made->siteDeclines,
+                         r.gauge("morpheus_site_declines",
+                                 "Kept lookup sites of the installed version, by the pass (or "
+                                 "analysis) that declined them and its reason; a site several "
+                                 "passes declined counts under each",
+                                 {"program", "pass", "reason"})))
+    return std::move(err);
+  const std::vector<std::string> site = {"program", "site", "table"};
+  if (Error err = assign(made->fastPathHitRatio,
+                         r.gauge("morpheus_fast_path_hit_ratio",
+                                 "Share of the lookups sampled at the site in the last cycle "
+                                 "that counted samples whose key the installed fast path "
+                                 "compares (an estimate from the traffic profile)",
+                                 site)))
+    return std::move(err);
+  if (Error err = assign(made->fastPathSamples,
+                         r.gauge("morpheus_fast_path_samples",
+                                 "Sampled keys the fast-path hit ratio rests on", site)))
+    return std::move(err);
   if (Error err = assign(made->statsEnabled,
                   r.gauge("morpheus_bpf_stats_enabled",
                           "1 while the kernel's bpf_stats measure run time (without it the "
@@ -88,6 +119,7 @@ Expected<std::unique_ptr<AgentMetrics>> AgentMetrics::create() {
 
 void AgentMetrics::observe(const std::string &program, const core::CycleReport &cycle) {
   cycles->with({program, core::outcomeName(cycle.outcome)}).inc();
+  verifierRefusals->with({program}).inc(cycle.refusedByKernel);
   const core::CycleTimes &times = cycle.times;
   for (auto [phase, ms] : {std::pair{"read", times.analysisMs},
                            {"compile", times.codegenMs},
@@ -96,17 +128,28 @@ void AgentMetrics::observe(const std::string &program, const core::CycleReport &
     phases->with({program, phase}).observe(ms / 1000);
 }
 
+void AgentMetrics::guardBumped(const std::string &program, uint64_t bumps) {
+  guardBumps->with({program}).inc(double(bumps));
+}
+
 void AgentMetrics::deferred(const std::string &program) { deferrals->with({program}).inc(); }
 
-void AgentMetrics::started(const std::string &program) { starts->with({program}).inc(); }
+void AgentMetrics::started(const std::string &program) {
+  starts->with({program}).inc();
+  // A program's counters are there from its start, at 0 until something
+  // is counted (a series appearing late reads as a reset to rate()).
+  for (metrics::CounterFamily *family : {&*verifierRefusals, &*deferrals, &*guardBumps})
+    family->with({program}).inc(0);
+}
 
 void AgentMetrics::forget(const std::string &program) {
-  cycles->removeWhere("program", program);
-  deferrals->removeWhere("program", program);
-  starts->removeWhere("program", program);
+  for (metrics::CounterFamily *family :
+       {&*cycles, &*verifierRefusals, &*deferrals, &*starts, &*guardBumps})
+    family->removeWhere("program", program);
   phases->removeWhere("program", program);
   for (metrics::GaugeFamily *family :
-       {&*state, &*installed, &*guard, &*instructions, &*nsPerPacket, &*packets, &*sites})
+       {&*state, &*installed, &*guard, &*instructions, &*nsPerPacket, &*packets, &*sites,
+        &*siteDeclines, &*fastPathHitRatio, &*fastPathSamples})
     family->removeWhere("program", program);
 }
 
@@ -132,6 +175,17 @@ std::string AgentMetrics::render(const std::vector<AgentProgramState> &states,
     packets->with({name}).set(double(program.runTime.packets));
     sites->with({name, "specialized"}).set(program.sitesSpecialized);
     sites->with({name, "kept"}).set(program.sitesKept);
+    // Children of a version no longer installed go with it.
+    for (metrics::GaugeFamily *family : {&*siteDeclines, &*fastPathHitRatio, &*fastPathSamples})
+      family->removeWhere("program", name);
+    for (const auto &[why, count] : program.keptSiteDeclines)
+      siteDeclines->with({name, core::deciderName(why.first), core::siteOutcomeName(why.second)})
+          .set(count);
+    for (const auto &[id, hits] : program.fastPathHits) {
+      std::vector<std::string> labels = {name, std::to_string(id), hits.table};
+      fastPathHitRatio->with(labels).set(hits.ratio());
+      fastPathSamples->with(labels).set(double(hits.samples));
+    }
   }
   return registry.exposition();
 }

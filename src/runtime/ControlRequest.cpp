@@ -22,18 +22,27 @@ struct OpFields {
   std::vector<std::string> required;
 };
 
-const std::array<OpFields, 5> &opTable() {
-  static const std::array<OpFields, 5> table = {{
-      {"status", ControlOp::Status, {"op", "program"}, {"op"}},
-      {"delete", ControlOp::Delete, {"op", "program", "map", "key"}, {"op", "map", "key"}},
+const std::array<OpFields, 6> &opTable() {
+  static const std::array<OpFields, 6> table = {{
       {"update",
        ControlOp::Update,
        {"op", "program", "map", "key", "value", "flags"},
        {"op", "map", "key", "value"}},
+      {"delete", ControlOp::Delete, {"op", "program", "map", "key"}, {"op", "map", "key"}},
+      {"status", ControlOp::Status, {"op", "program"}, {"op"}},
+      {"history", ControlOp::History, {"op", "program"}, {"op"}},
       {"reload", ControlOp::Reload, {"op"}, {"op"}},
       {"handover", ControlOp::Handover, {"op"}, {"op"}},
   }};
   return table;
+}
+
+// "update, delete, ...": the ops, for messages.
+std::string opNames() {
+  std::vector<std::string> names;
+  for (const OpFields &entry : opTable())
+    names.push_back(entry.op);
+  return llvm::join(names, ", ");
 }
 
 // What a client sent where something else was expected, for the message.
@@ -83,16 +92,15 @@ Expected<ControlRequest> parseControlRequest(std::string_view line) {
                      describe(request));
   auto op = request.find("op");
   if (op == request.end())
-    return makeError("\"op\": missing (update, delete, status, reload, handover)");
+    return makeError("\"op\": missing ({0})", opNames());
   if (!op->is_string())
-    return fieldError("op", "a string (update, delete, status, reload, handover)", *op);
+    return fieldError("op", "a string (" + opNames() + ")", *op);
   const std::string &name = op->get_ref<const std::string &>();
   const auto &table = opTable();
   auto entry = std::find_if(table.begin(), table.end(),
                             [&](const OpFields &candidate) { return name == candidate.op; });
   if (entry == table.end())
-    return makeError("\"op\": unknown op '{0}' (update, delete, status, reload, handover)",
-                     excerptForMessage(name));
+    return makeError("\"op\": unknown op '{0}' ({1})", excerptForMessage(name), opNames());
 
   for (const auto &[field, value] : request.items())
     if (std::find(entry->fields.begin(), entry->fields.end(), field) == entry->fields.end())
@@ -110,8 +118,8 @@ Expected<ControlRequest> parseControlRequest(std::string_view line) {
       return fieldError("program", "a program name", *program);
     parsed.program = program->get<std::string>();
   }
-  if (parsed.op == ControlOp::Status || parsed.op == ControlOp::Reload ||
-      parsed.op == ControlOp::Handover)
+  if (parsed.op == ControlOp::Status || parsed.op == ControlOp::History ||
+      parsed.op == ControlOp::Reload || parsed.op == ControlOp::Handover)
     return parsed;
   const json &map = *request.find("map");
   if (!map.is_string() || map.get_ref<const std::string &>().empty())

@@ -8,6 +8,7 @@
 // Fields by op (any other field is an error, so a misspelt "flag" is not
 // silently ignored):
 //   status: op, [program]
+//   history: op, [program] (the agent's per-program history: runtime/AgentHistory)
 //   delete: op, [program], map, key
 //   update: op, [program], map, key, value, [flags]
 //   reload: op (the agent re-reads its configuration)
@@ -30,7 +31,7 @@
 
 namespace morpheus::runtime {
 
-enum class ControlOp { Status, Update, Delete, Reload, Handover };
+enum class ControlOp { Status, History, Update, Delete, Reload, Handover };
 
 struct ControlRequest {
   ControlOp op = ControlOp::Status;

@@ -228,6 +228,9 @@ ControlServer::start(ControlSocketClaim claim, Optimizer &optimizer,
     switch (request.op) {
     case ControlOp::Status:
       return controlReply({{"status", json::parse(status(), nullptr, false)}});
+    case ControlOp::History:
+      return failure("history: this socket serves one program ('morpheus run'); the agent "
+                     "('morpheus daemon') keeps its programs' history");
     case ControlOp::Reload:
       return failure("reload: this socket serves one program ('morpheus run'); the agent "
                      "('morpheus daemon') reloads its configuration");

@@ -167,7 +167,9 @@ Error Daemon::startAdoption(const std::string &path) {
                      "be the program that runs",
                      path, opt->entryName(), bpf::programTypeName(programType),
                      bpf::programTypeName(adoption->programType()));
-  if (Error err = adoption->takeHook())
+  // An extension in a dispatcher slot cannot be tail-called: the original,
+  // built on the owner's maps with its constants, stands in for it.
+  if (Error err = adoption->takeHook(opt->originalFd()))
     return err;
   if (adoption->readopted())
     log.record("readopted", {{"pin", adoption->ownerArrayPin()}},
@@ -572,12 +574,13 @@ std::optional<core::CycleReport> Daemon::step(Clock::time_point now) {
     nextPeriod = now + options.period;
     tendPorts();
     repairPins();
+    // The period that ends now, measured on the program that served it,
+    // before a cycle may swap another in (whose counters would not say
+    // what ran in the period).
+    printStatus();
   }
-  if (now < nextCycle) {
-    if (periodic)
-      printStatus();
+  if (now < nextCycle)
     return std::nullopt;
-  }
   {
     std::lock_guard lock(mutex);
     changed = false;
@@ -593,12 +596,10 @@ std::optional<core::CycleReport> Daemon::step(Clock::time_point now) {
   if (failures)
     nextCycle += options.period * (int64_t(1) << std::min(failures, MaxBackOffShift));
   report(cycle);
-  // The trampoline's counters run on across a swap: the next figure is the
-  // new version's alone.
-  if (cycle.installed() && adoption)
+  // The next figure is the new version's alone: the trampoline's counters
+  // run on across a swap, and a version's own count its validation runs.
+  if (cycle.installed())
     statsBase = bpf::programRunStats(chargedFd());
-  if (periodic)
-    printStatus();
   return cycle;
 }
 
@@ -758,15 +759,15 @@ void Daemon::printStatus() {
   // Counters only subtract within one program: after a swap the new
   // program's totals start from zero (and its fd number may be an old one's).
   bpf::ProgramRunStats current = bpf::programRunStats(chargedFd());
+  ++lastRunTime.period;
   lastRunTime.packets = 0;
+  lastRunTime.specialized = opt->installedVersion() == opt->guard().version();
   if (current.programId == statsBase.programId && current.runCount > statsBase.runCount) {
     uint64_t packets = current.runCount - statsBase.runCount;
-    bool specialized = opt->installedVersion() == opt->guard().version();
     double nsPerPacket = double(current.runTimeNs - statsBase.runTimeNs) / packets;
     lastRunTime.packets = packets;
-    lastRunTime.specialized = specialized;
-    (specialized ? lastRunTime.specializedNsPerPacket : lastRunTime.genericNsPerPacket) =
-        nsPerPacket;
+    (lastRunTime.specialized ? lastRunTime.specializedNsPerPacket
+                             : lastRunTime.genericNsPerPacket) = nsPerPacket;
   }
   if (!options.quiet && lastRunTime.packets) {
     const char *program = lastRunTime.specialized ? "specialized" : "generic";

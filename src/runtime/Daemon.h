@@ -162,8 +162,9 @@ public:
   // bpf_stats), and the last figure of each version kind: the generic
   // program's and the specialized one's.
   struct RunTime {
+    uint64_t period = 0;           // status periods measured so far (0: none yet)
     uint64_t packets = 0;          // in the last period
-    bool specialized = false;      // what ran in the last period
+    bool specialized = false;      // what served at the end of the last period
     std::optional<double> genericNsPerPacket, specializedNsPerPacket;
   };
   const RunTime &runTime() const { return lastRunTime; }

@@ -189,7 +189,13 @@ Error Optimizer::load(const std::string &path) {
     live.maps = reusedPins;
     if (options.pinRoot) {
       live.pinning = bpf::PinByName::Honour;
-      live.pinRoot = *options.pinRoot;
+      live.pinRoot = programSpec->pinsByNameUnder(*options.pinRoot);
+      // libbpf makes only the last directory of a pin path; iproute2 makes
+      // its tc/globals for any object it loads.
+      if (live.pinRoot != *options.pinRoot)
+        if (std::error_code error = llvm::sys::fs::create_directories(live.pinRoot))
+          return makeSystemError(error.value(), "{0}: cannot create the pin directory {1}",
+                                 path, live.pinRoot);
     }
   }
   clock.end(adopted() ? "the owner's maps matched" : "pinned maps reused");
@@ -215,8 +221,10 @@ Error Optimizer::load(const std::string &path) {
     return fallback.takeError();
   fallbackFd = fallback->fd;
   programFacts = std::move(fallback->programs);
-  if (adopted()) {
-    // The entry falls back to the owner's program itself.
+  if (adopted() && !options.adoption->ownerIsExtension()) {
+    // The entry falls back to the owner's program itself (an extension in
+    // a dispatcher slot sits in no program array: to the original, built
+    // on the owner's maps with its constants).
     uint32_t slot = *programFacts.at(entry).fallbackSlot;
     int owner = options.adoption->ownerProgramFd();
     if (Error err = bpf::MapAccess(fallbackFd, bpf::FallbackMapName).put(slot, owner))

@@ -83,7 +83,10 @@ void Log::record(llvm::StringRef event, nlohmann::json fields, const llvm::Twine
     return;
   if (format == LogFormat::Json) {
     nlohmann::json line = {{"event", event.str()}};
-    line.update(fields);
+    // `{}` at a call site is a JSON null, not an empty object: a record
+    // with nothing to add.
+    if (!fields.is_null())
+      line.update(fields);
     writeJson(std::move(line));
     return;
   }

@@ -25,9 +25,11 @@ struct FakeTraffic : TrafficSource {
   std::map<uint32_t, uint64_t> counts;
   unsigned countReads = 0;
   bool genericCounts = true;
+  unsigned cpu = 0; // the CPU every sample comes from
 
   Expected<std::vector<Samples>> samples(unsigned site, uint32_t) override {
     std::vector<Samples> cpus(1);
+    cpus[0].cpu = cpu;
     cpus[0].keys = std::exchange(pending[site], {});
     cpus[0].written = cpus[0].keys.size();
     cpus[0].period = 1;
@@ -59,6 +61,7 @@ struct FakeBackend : CycleBackend {
   TrafficChoice built, installed;
   bool fits = false, refuse = false;
   std::map<unsigned, ProfiledSite> profiled{{7, {"flows", 4, std::nullopt}}};
+  std::map<unsigned, FastPathKeys> chains; // what a version's fast paths compare
   std::function<void()> duringBuild = [] {};
 
   uint64_t guardVersion() const override { return version; }
@@ -76,6 +79,7 @@ struct FakeBackend : CycleBackend {
     steps.push_back("build");
     built = traffic;
     report.log.profiled = profiled;
+    report.log.fastPaths = chains;
     duringBuild();
     auto candidate = std::make_unique<FakeCandidate>();
     candidate->traffic = traffic;
@@ -207,4 +211,46 @@ TEST(SpecializationCycle, AWriteOfAnAnsweredHotKeyIsChurn) {
   ASSERT_TRUE(churned.traffic.count(7));
   EXPECT_TRUE(churned.traffic.at(7).churning) << churned.traffic.at(7).why;
   EXPECT_TRUE(backend.built.hotKeys.empty());
+}
+
+// The installed fast path's hits, as its site's samples tell: a sampled
+// key is a hit when the chain its CPU takes compares it (a CPU with a chain
+// of its own takes that one). A version without a fast path, or a period
+// without samples, has no figure.
+TEST(SpecializationCycle, FastPathHitsAreTheShareOfSampledKeysTheChainCompares) {
+  FakeBackend backend;
+  FakeTraffic traffic;
+  SpecializationCycle cycle(backend, adaptive(), &traffic);
+  ASSERT_EQ(cycle.run().outcome, CycleOutcome::Installed);
+  traffic.pending[7] = std::vector<Bytes>(64, key(1));
+  CycleReport noChain = cycle.run();
+  EXPECT_TRUE(noChain.fastPathHits.empty()) << "the version sampled has no fast path";
+
+  // From here on, versions compare key 1 for every CPU, key 2 on CPU 1.
+  backend.chains = {{7, {{key(1)}, {{1, {key(2)}}}}}};
+  traffic.pending[7] = std::vector<Bytes>(64, key(1));
+  ASSERT_EQ(cycle.run().outcome, CycleOutcome::Installed);
+  for (int i = 0; i < 10; ++i) {
+    for (int hot = 0; hot < 3; ++hot)
+      traffic.pending[7].push_back(key(1));
+    traffic.pending[7].push_back(key(uint8_t(20 + i)));
+  }
+  CycleReport onCpu0 = cycle.run();
+  ASSERT_EQ(onCpu0.fastPathHits.count(7), 1u);
+  const FastPathHits &hits = onCpu0.fastPathHits.at(7);
+  EXPECT_EQ(hits.table, "flows");
+  EXPECT_EQ(hits.samples, 40u);
+  EXPECT_DOUBLE_EQ(hits.ratio(), 0.75) << "30 of 40 sampled keys are key 1";
+
+  traffic.cpu = 1;
+  traffic.pending[7] = std::vector<Bytes>(15, key(2));
+  for (int i = 0; i < 5; ++i)
+    traffic.pending[7].push_back(key(1));
+  CycleReport onCpu1 = cycle.run();
+  ASSERT_EQ(onCpu1.fastPathHits.count(7), 1u);
+  EXPECT_DOUBLE_EQ(onCpu1.fastPathHits.at(7).ratio(), 0.75)
+      << "CPU 1 takes its own chain: key 2 hits, key 1 misses";
+
+  CycleReport idle = cycle.run();
+  EXPECT_TRUE(idle.fastPathHits.empty()) << "nothing sampled, no figure";
 }

@@ -225,6 +225,8 @@ INSTANTIATE_TEST_SUITE_P(
                       CorpusCase{"inner_config.bpf.c", nullptr},
                       CorpusCase{"conn_fallback.bpf.c", nullptr},
                       CorpusCase{"legacy_maps.bpf.c", nullptr},
+                      CorpusCase{"iproute2_tail_calls.bpf.c", nullptr},
+                      CorpusCase{"tc_store_bytes.bpf.c", nullptr},
                       CorpusCase{"rule_hits.bpf.c", nullptr},
                       CorpusCase{"percpu_config.bpf.c", nullptr},
                       CorpusCase{"globals_config.bpf.c", nullptr},

@@ -103,15 +103,108 @@ TEST(ProgramKinds, LegacyMapDefinitionsLoadAsBtfMapsAndAreSpecialized) {
   }
   EXPECT_EQ(legacy.active(buildPacket({})).verdict, uint32_t(XDP_DROP));
 
-  std::string pinned = "/tmp/morpheus-legacy-pinned-" + std::to_string(getpid()) + ".bpf.c";
-  std::ofstream(pinned) << "#define LEGACY_PINNED\n#include \"" << corpusPath("legacy_maps.bpf.c")
-                        << "\"\n";
-  auto refused = bpf::ProgramSpec::load(pinned, {});
-  unlink(pinned.c_str());
+  std::string inner = "/tmp/morpheus-legacy-inner-" + std::to_string(getpid()) + ".bpf.c";
+  std::ofstream(inner) << "#define LEGACY_INNER\n#include \"" << corpusPath("legacy_maps.bpf.c")
+                       << "\"\n";
+  auto refused = bpf::ProgramSpec::load(inner, {});
+  unlink(inner.c_str());
   ASSERT_FALSE(bool(refused));
   std::string message = llvm::toString(refused.takeError());
   EXPECT_NE(message.find("map 'legacy_counters'"), std::string::npos) << message;
-  EXPECT_NE(message.find("legacy field 6 to 2"), std::string::npos) << message;
+  EXPECT_NE(message.find("legacy field 7 to 1"), std::string::npos) << message;
+}
+
+// The error loading a variant of `file`: the corpus program with `define`
+// set before it.
+std::string variantRefusal(const std::string &file, const std::string &define) {
+  std::string variant = "/tmp/morpheus-variant-" + std::to_string(getpid()) + ".bpf.c";
+  std::ofstream(variant) << "#define " << define << "\n#include \"" << corpusPath(file) << "\"\n";
+  auto loaded = bpf::ProgramSpec::load(variant, {});
+  unlink(variant.c_str());
+  if (loaded)
+    return "";
+  return llvm::toString(loaded.takeError());
+}
+
+// An object written for iproute2's loader, as Cilium's datapath is
+// (tests/programs/iproute2_tail_calls.bpf.c): libbpf 1.1 refuses it (legacy
+// maps with an id and pinning, "ID/KEY" sections, a static program), and
+// Morpheus loads it as iproute2 and Cilium's loader do: each "ID/KEY"
+// program in slot KEY of the array of that id (a static one too), the map
+// pinned PIN_GLOBAL_NS and the BTF map pinned by name under
+// <root>/tc/globals and nowhere else, the one of another pinning value not
+// pinned by name, the ".rodata.config" setting read as its value. The
+// verdicts show the tail calls landed (only the last stage drops or sends
+// back); after a cycle the specialized entry tail-calls a stage array of
+// its own holding the specialized stage, and answers as the original.
+TEST(ProgramKinds, Iproute2ObjectsLoadWithTheirTailCallsInTheirSlotsAndTheirPins) {
+  PinDir root("iproute2");
+  runtime::OptimizerOptions options = CorpusProgram::noShadow();
+  options.pinRoot = root.path();
+  options.program = "iproute2_entry";
+  CorpusProgram program("iproute2_tail_calls.bpf.c", options);
+  ASSERT_TRUE(program.ok());
+  const bpf::ProgramSpec &spec = program.opt().spec();
+  bpf::ProgramSlots expected = {{"iproute2_calls", {{1, "stage_one"}, {0x10, "stage_two"}}}};
+  EXPECT_EQ(spec.staticProgramSlots(), expected);
+  EXPECT_EQ(spec.programType("stage_two"), bpf::ProgramType::Xdp) << "static, in '2/0x10'";
+  EXPECT_EQ(spec.programType("stage_one"), bpf::ProgramType::Xdp);
+
+  uint32_t guard = mapIdOf(program.opt().mapFd(bpf::GuardMapName));
+  int calls = program.opt().mapFd("iproute2_calls");
+  std::map<std::string, HeldProgram> live = programsHeld(calls, guard, 32);
+  ASSERT_EQ(live.size(), 2u);
+  for (auto [slot, name] : expected["iproute2_calls"]) {
+    uint32_t held = 0;
+    ASSERT_EQ(bpf_map_lookup_elem(calls, &slot, &held), 0) << "slot " << slot << " is empty";
+    EXPECT_EQ(held, live[name].id) << name << " is not in slot " << slot;
+  }
+
+  std::string globals = root.path() + "/tc/globals/";
+  EXPECT_EQ(access((globals + "iproute2_config").c_str(), F_OK), 0) << "PIN_GLOBAL_NS";
+  EXPECT_EQ(access((globals + "iproute2_seen").c_str(), F_OK), 0) << "LIBBPF_PIN_BY_NAME";
+  EXPECT_NE(access((globals + "iproute2_calls").c_str(), F_OK), 0) << "pinning 16";
+  EXPECT_NE(access((root.path() + "/iproute2_config").c_str(), F_OK), 0);
+  EXPECT_NE(access((root.path() + "/iproute2_seen").c_str(), F_OK), 0);
+
+  struct {
+    uint16_t blockedPort, pad;
+  } config = {htons(53), 0};
+  program.set("iproute2_config", uint32_t(0), config);
+  Bytes blocked = buildPacket({.dport = 53});
+  Bytes trusted = buildPacket({.saddr = 0x0a0000fe, .dport = 53});
+  Bytes other = buildPacket({.dport = 80});
+  Bytes notIpv4 = buildPacket({.etherType = 0x86dd});
+  EXPECT_EQ(program.original(blocked).verdict, uint32_t(XDP_DROP));
+  EXPECT_EQ(program.original(trusted).verdict, uint32_t(XDP_TX)) << "the setting's value";
+  EXPECT_EQ(program.original(other).verdict, uint32_t(XDP_PASS));
+  EXPECT_EQ(program.original(notIpv4).verdict, uint32_t(XDP_PASS));
+
+  core::CycleReport report = program.cycle();
+  ASSERT_TRUE(report.installed()) << report.describe();
+  EXPECT_NE(CorpusProgram::decision(report, "iproute2_config", true), nullptr)
+      << report.log.toText();
+  for (const Bytes &packet : {blocked, trusted, other, notIpv4})
+    EXPECT_EQ(program.active(packet), program.original(packet));
+  EXPECT_EQ(program.active(blocked).verdict, uint32_t(XDP_DROP));
+  uint32_t own = mapIdByName(program.opt().activeFd(), "iproute2_calls");
+  ASSERT_NE(own, 0u);
+  EXPECT_NE(own, mapIdOf(calls)) << "the version has a stage array of its own";
+  std::map<std::string, HeldProgram> used =
+      programsHeld(Fd(bpf_map_get_fd_by_id(own)).fd, guard, 32);
+  ASSERT_EQ(used.size(), 2u);
+  EXPECT_TRUE(used["stage_two"].checksTheGuard) << "the specialized stage, in slot 0x10";
+  EXPECT_NE(used["stage_two"].id, live["stage_two"].id);
+
+  std::string objectNs = variantRefusal("iproute2_tail_calls.bpf.c", "CONFIG_PINNING 1");
+  EXPECT_NE(objectNs.find("map 'iproute2_config' is pinned in iproute2's object namespace"),
+            std::string::npos)
+      << objectNs;
+  std::string unknownId = variantRefusal("iproute2_tail_calls.bpf.c", "UNKNOWN_ID");
+  EXPECT_NE(unknownId.find("program 'nowhere' is in section '7/1'"), std::string::npos)
+      << unknownId;
+  EXPECT_NE(unknownId.find("no map in section \"maps\" has that id"), std::string::npos)
+      << unknownId;
 }
 
 // The guard of a TC program that falls back by tail call: while the

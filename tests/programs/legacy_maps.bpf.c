@@ -53,8 +53,8 @@ struct bpf_elf_map SEC("maps") legacy_counters = {
 	.size_key = sizeof(__u32),
 	.size_value = sizeof(__u64),
 	.max_elem = 2,
-#ifdef LEGACY_PINNED /* iproute2's PIN_GLOBAL_NS: refused, not converted */
-	.pinning = 2,
+#ifdef LEGACY_INNER /* iproute2's map in map: refused, not converted */
+	.inner_id = 1,
 #endif
 };
 

@@ -82,14 +82,15 @@ std::map<std::string, std::string> loadedSections(const std::vector<char> &elf) 
 // with it (LLVM's own pipeline, as emitObject runs it) gives the same bytes.
 TEST(Codegen, AssignmentTrackingIsDroppedAndNoLoadedByteChanges) {
   llvm::LLVMContext context;
-  auto module = loadProgram(std::string(MORPHEUS_SOURCE_DIR) + "/tests/programs/composite_filter.bpf.c",
+  auto source = loadProgram(std::string(MORPHEUS_SOURCE_DIR) + "/tests/programs/composite_filter.bpf.c",
                             {}, context);
-  ASSERT_THAT_EXPECTED(module, llvm::Succeeded());
-  ASSERT_TRUE(llvm::isAssignmentTrackingEnabled(**module)) << "premise: clang -O2 -g tracks";
-  auto machine = createTargetMachine(**module);
+  ASSERT_THAT_EXPECTED(source, llvm::Succeeded());
+  std::unique_ptr<llvm::Module> &module = source->module;
+  ASSERT_TRUE(llvm::isAssignmentTrackingEnabled(*module)) << "premise: clang -O2 -g tracks";
+  auto machine = createTargetMachine(*module);
   ASSERT_THAT_EXPECTED(machine, llvm::Succeeded());
 
-  std::unique_ptr<llvm::Module> tracked = llvm::CloneModule(**module);
+  std::unique_ptr<llvm::Module> tracked = llvm::CloneModule(*module);
   tracked->setDataLayout((*machine)->createDataLayout());
   llvm::SmallVector<char, 0> reference;
   llvm::raw_svector_ostream stream(reference);
@@ -98,7 +99,7 @@ TEST(Codegen, AssignmentTrackingIsDroppedAndNoLoadedByteChanges) {
                                                llvm::CodeGenFileType::ObjectFile));
   passes.run(*tracked);
 
-  std::unique_ptr<llvm::Module> dropped = llvm::CloneModule(**module);
+  std::unique_ptr<llvm::Module> dropped = llvm::CloneModule(*module);
   auto object = emitObject(*dropped, **machine);
   ASSERT_THAT_EXPECTED(object, llvm::Succeeded());
   EXPECT_FALSE(llvm::isAssignmentTrackingEnabled(*dropped));

@@ -49,6 +49,12 @@ TEST(ControlRequest, RequestsNameTheirProgramAndReloadTakesNothingElse) {
   auto status = parseControlRequest(R"({"op":"status","program":"lb"})");
   ASSERT_THAT_EXPECTED(status, llvm::Succeeded());
   EXPECT_EQ(status->program, "lb");
+  auto history = parseControlRequest(R"({"op":"history","program":"lb"})");
+  ASSERT_THAT_EXPECTED(history, llvm::Succeeded());
+  EXPECT_EQ(history->op, ControlOp::History);
+  EXPECT_EQ(history->program, "lb");
+  EXPECT_EQ(errorOf(R"({"op":"history","map":"policy"})"),
+            "\"map\": not a field of op 'history' (it takes op, program)");
   auto reload = parseControlRequest(R"({"op":"reload"})");
   ASSERT_THAT_EXPECTED(reload, llvm::Succeeded());
   EXPECT_EQ(reload->op, ControlOp::Reload);
@@ -83,10 +89,11 @@ TEST(ControlRequest, ErrorsNameTheFieldAndWhatItGot) {
             "1.8446744073709552e+19");
   EXPECT_EQ(errorOf(update + R"("flags":"x"})"),
             "\"flags\": expected an integer from 0 to 18446744073709551615, got a string");
-  EXPECT_EQ(errorOf(R"({"op":5})"),
-            "\"op\": expected a string (update, delete, status, reload, handover), got the integer 5");
-  EXPECT_EQ(errorOf(R"({"op":null})"),
-            "\"op\": expected a string (update, delete, status, reload, handover), got null");
+  EXPECT_EQ(errorOf(R"({"op":5})"), "\"op\": expected a string (update, delete, status, history, "
+                                    "reload, handover), got the integer 5");
+  EXPECT_EQ(
+      errorOf(R"({"op":null})"),
+      "\"op\": expected a string (update, delete, status, history, reload, handover), got null");
   EXPECT_EQ(errorOf(R"({"op":"update","map":5,"key":"00","value":"00"})"),
             "\"map\": expected a map name, got the integer 5");
   EXPECT_EQ(errorOf(R"({"op":"update","map":"","key":"00","value":"00"})"),
@@ -103,8 +110,9 @@ TEST(ControlRequest, ErrorsNameTheFieldAndWhatItGot) {
   EXPECT_EQ(errorOf(update + R"("flag":1})"),
             "\"flag\": not a field of op 'update' (it takes op, program, map, key, value, flags)");
   EXPECT_EQ(errorOf(R"({"op":"explode"})"),
-            "\"op\": unknown op 'explode' (update, delete, status, reload, handover)");
-  EXPECT_EQ(errorOf(R"({})"), "\"op\": missing (update, delete, status, reload, handover)");
+            "\"op\": unknown op 'explode' (update, delete, status, history, reload, handover)");
+  EXPECT_EQ(errorOf(R"({})"),
+            "\"op\": missing (update, delete, status, history, reload, handover)");
   EXPECT_EQ(errorOf(R"([1,2])"),
             "expected a JSON object like {\"op\":\"status\"}, got an array");
   EXPECT_EQ(errorOf("{\"op\": \"upd"), "not a JSON object: '{\"op\": \"upd'");
@@ -115,12 +123,13 @@ TEST(ControlRequest, ErrorsNameTheFieldAndWhatItGot) {
 TEST(ControlRequest, QuotesAreShortAndPrintable) {
   EXPECT_EQ(errorOf("{\"op\":\"delete\",\"map\":\"m\",\"key\":\"\xc3\xa9\"}"),
             "\"key\": unexpected character '\\xc3' in hex bytes \"\\xc3\\xa9\"");
-  EXPECT_EQ(errorOf("{\"op\":\"\xc3\xa9\\n\"}"),
-            "\"op\": unknown op '\\xc3\\xa9\\x0a' (update, delete, status, reload, handover)");
+  EXPECT_EQ(
+      errorOf("{\"op\":\"\xc3\xa9\\n\"}"),
+      "\"op\": unknown op '\\xc3\\xa9\\x0a' (update, delete, status, history, reload, handover)");
   EXPECT_EQ(errorOf("{\"op\":\"\xff\"}"), "not a JSON object: '{\"op\":\"\\xff\"}'");
   std::string longOp = "{\"op\":\"" + std::string(1000, 'a') + "\"}";
-  EXPECT_EQ(errorOf(longOp),
-            "\"op\": unknown op '" + std::string(64, 'a') + "...' (update, delete, status, reload, handover)");
+  EXPECT_EQ(errorOf(longOp), "\"op\": unknown op '" + std::string(64, 'a') +
+                                 "...' (update, delete, status, history, reload, handover)");
 }
 
 TEST(ControlRequest, TheDefaultSocketFollowsThePinDirectory) {

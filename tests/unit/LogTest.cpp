@@ -59,6 +59,15 @@ TEST(Log, JsonWritesOneObjectALineOnOut) {
   EXPECT_EQ(lines[2]["message"], "line one\nline two");
 }
 
+TEST(Log, JsonRecordWithoutFieldsIsItsEventAlone) {
+  Streams streams;
+  Log log(streams.outStream, streams.errorStream, LogLevel::Info, LogFormat::Json);
+  log.record("agent_stopping", {}, "agent: stopping\n"); // threw: update() of a null
+  std::vector<nlohmann::json> lines = jsonLines(streams.out);
+  ASSERT_EQ(lines.size(), 1u);
+  EXPECT_EQ(lines[0], nlohmann::json({{"event", "agent_stopping"}}));
+}
+
 // The agent's programs share its streams: every line says whose it is.
 TEST(Log, ASubjectStartsEveryTextLineAndNamesEveryJsonLine) {
   Streams text;

@@ -5,6 +5,7 @@
 #include "backend/bpf/ProgramSpec.h"
 
 #include <gtest/gtest.h>
+#include <algorithm>
 #include <llvm/Testing/Support/Error.h>
 #include <linux/bpf.h>
 #include <llvm/Object/ObjectFile.h>
@@ -66,6 +67,44 @@ TEST(StaticSlots, OnlyOfflineBuildsCarryThem) {
   ASSERT_THAT_EXPECTED(twin, llvm::Succeeded());
   EXPECT_TRUE(slotRelocations(twin->elf).empty())
       << "an unguarded twin loaded beside the live version shares its program array";
+}
+
+// iproute2's tail-call sections ("ID/KEY", tests/programs/
+// iproute2_tail_calls.bpf.c) are static slots of the legacy array of that
+// id like any other: the original's object carries none, an offline build
+// carries both (a static program among them, made global so libbpf takes
+// it), and each program gets the type of the object's XDP entry.
+TEST(StaticSlots, Iproute2TailCallSectionsAreStaticSlotsOfTheArrayOfTheirId) {
+  auto spec = ProgramSpec::load(sourcePath("tests/programs/iproute2_tail_calls.bpf.c"), {});
+  ASSERT_THAT_EXPECTED(spec, llvm::Succeeded());
+  ProgramSlots expected = {{"iproute2_calls", {{1, "stage_one"}, {0x10, "stage_two"}}}};
+  EXPECT_EQ((*spec)->staticProgramSlots(), expected);
+  EXPECT_TRUE(slotRelocations((*spec)->originalElf()).empty());
+  EXPECT_EQ((*spec)->programType("stage_two"), ProgramType::Xdp);
+  EXPECT_EQ((*spec)->pinsByNameUnder("/sys/fs/bpf/x"), "/sys/fs/bpf/x/tc/globals");
+  EXPECT_EQ((*spec)->pinsByNameUnder(""), "/sys/fs/bpf/tc/globals");
+  EXPECT_TRUE((*spec)->tailCalls()) << "a tail call in inline assembly counts";
+  core::TableSnapshot empty;
+  SpecializeRequest request;
+  auto offline = (*spec)->specialize(empty, request);
+  ASSERT_THAT_EXPECTED(offline, llvm::Succeeded());
+  std::vector<std::string> slots = slotRelocations(offline->elf);
+  std::sort(slots.begin(), slots.end());
+  EXPECT_EQ(slots, (std::vector<std::string>{"stage_one", "stage_two"}));
+
+  // An object of libbpf's own keeps libbpf's pin root.
+  auto plain = ProgramSpec::load(sourcePath("tests/programs/maps_prog_array.bpf.c"), {});
+  ASSERT_THAT_EXPECTED(plain, llvm::Succeeded());
+  EXPECT_EQ((*plain)->pinsByNameUnder("/sys/fs/bpf/x"), "/sys/fs/bpf/x");
+}
+
+// bpf_skb_store_bytes only reads what it copies into the packet: a TC
+// program that writes a backend's address from a table into the packet
+// (as Cilium's lb4 DNAT does) leaves the table read-only.
+TEST(HelperSignatures, StoringATablesBytesIntoThePacketOnlyReadsThem) {
+  auto spec = ProgramSpec::load(sourcePath("tests/programs/tc_store_bytes.bpf.c"), {});
+  ASSERT_THAT_EXPECTED(spec, llvm::Succeeded());
+  EXPECT_TRUE((*spec)->analysis().isReadOnly("backends"));
 }
 
 TEST(StaticSlots, MapsOfMapsInitializersAreNotProgramSlots) {

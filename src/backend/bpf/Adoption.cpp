@@ -1,5 +1,6 @@
 #include "backend/bpf/Adoption.h"
 
+#include "backend/bpf/Extension.h"
 #include "backend/bpf/PinDirectory.h"
 #include "backend/bpf/ProgramLink.h"
 #include "backend/bpf/ProgramType.h"
@@ -17,6 +18,7 @@
 #include <algorithm>
 #include <array>
 #include <deque>
+#include <filesystem>
 #include <set>
 
 namespace morpheus::bpf {
@@ -29,24 +31,6 @@ void closeFd(int &fd) {
   if (fd >= 0)
     close(fd);
   fd = -1;
-}
-
-// The XDP or tcx link `wanted` accepts (the first), or -1.
-int findLink(llvm::function_ref<bool(const LinkFacts &)> wanted) {
-  uint32_t id = 0;
-  while (bpf_link_get_next_id(id, &id) == 0) {
-    int fd = bpf_link_get_fd_by_id(id);
-    if (fd < 0)
-      continue;
-    std::optional<LinkFacts> facts = linkFacts(fd);
-    if (facts && facts->ifindex &&
-        (facts->type == linkTypeOf(ProgramType::Xdp) ||
-         facts->type == linkTypeOf(ProgramType::Tc)) &&
-        wanted(*facts))
-      return fd;
-    close(fd);
-  }
-  return -1;
 }
 
 // The program type a link of `facts` runs.
@@ -153,6 +137,54 @@ bool isTrampolineOn(uint32_t id, uint32_t ownerArrayId) {
   return live->name == TrampolineName && llvm::is_contained(live->mapIds, ownerArrayId);
 }
 
+// Where a run adopting an extension in a dispatcher slot pins the owner's
+// program while its slot holds the trampoline.
+std::string ownerSlotPinIn(const std::string &pinDir) { return pinDir + "/owner_slot_program"; }
+
+// The id of the owner array a killed run left for program `programId`:
+// its owner array holds the program, or (a dispatcher slot's extension)
+// its owner pin does. 0: none.
+uint32_t ownerArrayLeftFor(const std::string &pinDir, uint32_t programId) {
+  if (uint32_t array = ownerArrayHolding(ownerArrayPinIn(pinDir), programId))
+    return array;
+  FileDescriptor owner(bpf_obj_get(ownerSlotPinIn(pinDir).c_str()));
+  auto program = owner.valid() ? liveProgram(owner.get()) : Expected<LiveProgram>(LiveProgram{});
+  if (!program) {
+    llvm::consumeError(program.takeError());
+    return 0;
+  }
+  if (program->id != programId)
+    return 0;
+  FileDescriptor array(bpf_obj_get(ownerArrayPinIn(pinDir).c_str()));
+  bpf_map_info info = {};
+  uint32_t length = sizeof(info);
+  return array.valid() && bpf_obj_get_info_by_fd(array.get(), &info, &length) == 0 ? info.id : 0;
+}
+
+// The slot of `dispatcher` holding program `programId`, or the trampoline
+// a killed run left in its place.
+const DispatcherSlot *slotOfProgram(const Dispatcher &dispatcher, uint32_t programId,
+                                    const std::string &pinDir) {
+  if (const DispatcherSlot *slot = dispatcher.slotHolding(programId))
+    return slot;
+  if (uint32_t array = ownerArrayLeftFor(pinDir, programId))
+    for (const DispatcherSlot &slot : dispatcher.slots)
+      if (isTrampolineOn(slot.programId, array))
+        return &slot;
+  return nullptr;
+}
+
+std::unique_ptr<DispatcherHook> libxdpHook(const std::string &iface, const std::string &netns) {
+  static const auto libxdp = std::make_shared<const LibxdpSlots>();
+  return std::make_unique<DispatcherHook>(libxdp, iface, netns);
+}
+
+Expected<const DispatcherSlot *> noSuchSlot(const Dispatcher &dispatcher, const std::string &iface,
+                                            const std::string &what) {
+  return makeError("no slot of the XDP dispatcher on '{0}' (id {1}) holds {2}; its slots:\n  {3}",
+                   iface, dispatcher.id, what, llvm::join(dispatcher.describeSlots(), "\n  "));
+}
+
 } // namespace
 
 Expected<std::unique_ptr<Adoption>> Adoption::adopt(const std::string &target,
@@ -162,13 +194,36 @@ Expected<std::unique_ptr<Adoption>> Adoption::adopt(const std::string &target,
   adoption->netns = netns;
   if (Error err = adoption->findHook(target, pinDir))
     return withContext(std::move(err), "adopting '" + target + "'");
-  if (Error err = adoption->recogniseOwner(pinDir))
-    return withContext(std::move(err), "adopting '" + target + "'");
-  if (Error err = adoption->collectMaps())
-    return withContext(std::move(err), "adopting '" + target + "'");
-  if (Error err = adoption->prepareTrampoline())
+  if (Error err = adoption->prepare(pinDir))
     return withContext(std::move(err), "adopting '" + target + "'");
   return adoption;
+}
+
+Expected<std::unique_ptr<Adoption>> Adoption::adoptSlot(std::unique_ptr<DispatcherHook> hook,
+                                                        uint32_t programId,
+                                                        const std::string &pinDir) {
+  std::unique_ptr<Adoption> adoption(new Adoption());
+  adoption->netns = hook->namespaceName();
+  std::string what = "adopting program " + std::to_string(programId);
+  if (Error err = adoption->findSlot(
+          std::move(hook), pinDir,
+          [&](const Dispatcher &dispatcher) -> Expected<const DispatcherSlot *> {
+            if (auto *slot = slotOfProgram(dispatcher, programId, pinDir))
+              return slot;
+            return noSuchSlot(dispatcher, adoption->iface, "program " + std::to_string(programId));
+          }))
+    return withContext(std::move(err), what);
+  if (Error err = adoption->prepare(pinDir))
+    return withContext(std::move(err), what);
+  return adoption;
+}
+
+Error Adoption::prepare(const std::string &pinDir) {
+  if (Error err = recogniseOwner(pinDir))
+    return err;
+  if (Error err = collectMaps())
+    return err;
+  return prepareTrampoline();
 }
 
 Adoption::~Adoption() {
@@ -200,10 +255,17 @@ Error Adoption::findHook(const std::string &target, const std::string &pinDir) {
     if (fd < 0)
       return makeSystemError(errno, "no pinned link at {0}", target);
     std::optional<LinkFacts> facts = linkFacts(fd);
+    if (facts && facts->type == BPF_LINK_TYPE_TRACING) {
+      // A dispatcher slot's link (libxdp's progN-link): its program's slot.
+      close(fd);
+      return findSlotById(facts->programId, pinDir);
+    }
     if (!facts || (facts->type != linkTypeOf(ProgramType::Xdp) &&
                    facts->type != linkTypeOf(ProgramType::Tc))) {
       close(fd);
-      return makeError("{0} is not an XDP or tcx link (only those can be adopted)", target);
+      return makeError("{0} is not an XDP, tcx or dispatcher slot's link (only those can be "
+                       "adopted)",
+                       target);
     }
     if (!facts->programId || !facts->ifindex) {
       close(fd);
@@ -213,52 +275,85 @@ Error Adoption::findHook(const std::string &target, const std::string &pinDir) {
   } else if (!target.empty() && llvm::all_of(target, llvm::isDigit)) {
     if (!llvm::to_integer(target, programId))
       return makeError("'{0}' is not a program id", target);
-    int fd = findLink([&](const LinkFacts &facts) { return facts.programId == programId; });
+    int fd =
+        findLink([&](const LinkFacts &facts) { return facts.programId == programId; }).release();
     // A run that was killed (kill -9) left its trampoline where the
     // program was, the program in the owner array it pinned here: that
     // hook is the program's, taken over as an interface's would be.
     if (fd < 0)
       if (uint32_t ownerArrayId = ownerArrayHolding(ownerArrayPinIn(pinDir), programId))
         fd = findLink([&](const LinkFacts &facts) {
-          return isTrampolineOn(facts.programId, ownerArrayId);
-        });
+               return isTrampolineOn(facts.programId, ownerArrayId);
+             }).release();
     if (fd < 0)
-      return makeError("no XDP or tcx link runs program {0}; name its hook instead (--adopt "
-                       "IFACE or IFACE:ingress|egress, with --netns for another namespace). "
-                       "A classifier attached with 'tc filter' cannot be adopted: attach it "
-                       "through tcx",
-                       programId);
+      return findSlotById(programId, pinDir);
     takeLink(fd);
+  } else if (size_t slash = target.find('/'); slash != std::string::npos) {
+    // IFACE/NAME or IFACE/PRIORITY: a slot of the interface's dispatcher
+    // (an interface's name never holds '/').
+    std::string chosen = target.substr(slash + 1);
+    uint32_t priority = 0;
+    bool byPriority = llvm::to_integer(chosen, priority);
+    return findSlot(libxdpHook(target.substr(0, slash), netns), pinDir,
+                    [&](const Dispatcher &dispatcher) -> Expected<const DispatcherSlot *> {
+                      const DispatcherSlot *found = nullptr;
+                      for (const DispatcherSlot &slot : dispatcher.slots)
+                        if (byPriority ? slot.runPriority == priority
+                                       : slot.name == chosen.substr(0, KernelNameLength)) {
+                          if (found)
+                            return makeError("two slots of the dispatcher on '{0}' have {1} "
+                                             "'{2}'; name the program by id",
+                                             iface, byPriority ? "priority" : "a program named",
+                                             chosen);
+                          found = &slot;
+                        }
+                      if (!found)
+                        return noSuchSlot(dispatcher, iface,
+                                          (byPriority ? "priority " : "a program named ") + chosen);
+                      return found;
+                    });
   } else if (colon != std::string::npos) {
     if (Error err = findTcxHook(target.substr(0, colon), target.substr(colon + 1)))
       return err;
     programId = linkFacts(link)->programId;
   } else {
     iface = target;
-    uint32_t attachMode = 0;
     Error found = netns::runInNetns(netns, [&]() -> Error {
       ifindex = if_nametoindex(target.c_str());
       if (!ifindex)
         return makeSystemError(errno, "no interface '{0}'{1}", target,
                                netns.empty() ? "" : " in network namespace '" + netns + "'");
-      bpf_xdp_query_opts query = {};
-      query.sz = sizeof(query);
-      if (int err = bpf_xdp_query(ifindex, 0, &query))
-        return makeSystemError(-err, "interface '{0}': cannot query its XDP program", target);
-      programId = query.prog_id;
-      attachMode = query.attach_mode;
       return Error::success();
     });
     if (found)
       return found;
+    auto attached = attachedXdpProgram(ifindex, netns);
+    if (!attached)
+      return withContext(attached.takeError(), "interface '" + target + "'");
+    programId = attached->programId;
+    uint8_t attachMode = attached->mode;
     if (!programId)
       return makeError("interface '{0}': no XDP program is attached; nothing to adopt (a TC "
                        "program: --adopt {0}:ingress or {0}:egress)",
                        target);
+    auto dispatcher = dispatcherConfigOf(programId);
+    if (!dispatcher)
+      return dispatcher.takeError();
+    if (*dispatcher)
+      return findSlot(libxdpHook(target, netns), pinDir,
+                      [&](const Dispatcher &running) -> Expected<const DispatcherSlot *> {
+                        if (running.slots.size() == 1)
+                          return &running.slots.front();
+                        return makeError("interface '{0}' runs an XDP dispatcher of {1} slots; "
+                                         "name one (--adopt {0}/NAME, {0}/PRIORITY or the "
+                                         "program's id):\n  {2}",
+                                         target, running.slots.size(),
+                                         llvm::join(running.describeSlots(), "\n  "));
+                      });
     link = findLink([&](const LinkFacts &facts) {
-      return facts.type == linkTypeOf(ProgramType::Xdp) && facts.programId == programId &&
-             facts.ifindex == uint32_t(ifindex);
-    });
+             return facts.type == linkTypeOf(ProgramType::Xdp) && facts.programId == programId &&
+                    facts.ifindex == uint32_t(ifindex);
+           }).release();
     if (link < 0) {
       // Attached through netlink (ip link, bpftool net attach, xdp-loader).
       if (attachMode == XDP_ATTACHED_DRV)
@@ -275,6 +370,79 @@ Error Adoption::findHook(const std::string &target, const std::string &pinDir) {
   if (hookProgram < 0)
     return makeSystemError(errno, "program {0}: cannot open it", programId);
   return Error::success();
+}
+
+Error Adoption::findSlot(
+    std::unique_ptr<DispatcherHook> hook, const std::string &pinDir,
+    llvm::function_ref<Expected<const DispatcherSlot *>(const Dispatcher &)> choose) {
+  if (hook->slots().slotsAreExtensions())
+    if (Error err = requireExtensions("adopting a program in a libxdp dispatcher slot"))
+      return err;
+  type = ProgramType::Xdp;
+  iface = hook->interface();
+  auto read = hook->read();
+  if (!read)
+    return read.takeError();
+  if (!*read)
+    return makeError("interface '{0}' runs no XDP dispatcher", iface);
+  const Dispatcher &dispatcher = **read;
+  auto chosen = choose(dispatcher);
+  if (!chosen)
+    return chosen.takeError();
+  ifindex = dispatcher.ifindex;
+  slotIndex = (*chosen)->index;
+  slotPriority = (*chosen)->runPriority;
+  hookProgram = bpf_prog_get_fd_by_id((*chosen)->programId);
+  if (hookProgram < 0)
+    return makeSystemError(errno, "program {0}: cannot open it", (*chosen)->programId);
+  slotHook = std::move(hook);
+  ownerSlotPin = ownerSlotPinIn(pinDir);
+  return Error::success();
+}
+
+// A program in a slot of one of libxdp's dispatchers: their pins name the
+// interface (dispatch-IFINDEX-ID, an index in `netns`).
+Error Adoption::findSlotById(uint32_t programId, const std::string &pinDir) {
+  std::string state = LibxdpSlots().stateDirectory();
+  std::error_code ec;
+  for (const auto &entry : std::filesystem::directory_iterator(state, ec)) {
+    int index = 0;
+    uint32_t dispatcherId = 0;
+    llvm::StringRef name(entry.path().filename().native());
+    if (!name.consume_front("dispatch-"))
+      continue;
+    auto [indexText, idText] = name.split('-');
+    if (!llvm::to_integer(indexText, index) || !llvm::to_integer(idText, dispatcherId))
+      continue;
+    std::string found;
+    llvm::consumeError(netns::runInNetns(netns, [&]() -> Error {
+      char buffer[IF_NAMESIZE] = {};
+      if (if_indextoname(index, buffer))
+        found = buffer;
+      return Error::success();
+    }));
+    if (found.empty())
+      continue;
+    std::unique_ptr<DispatcherHook> hook = libxdpHook(found, netns);
+    auto read = hook->read();
+    if (!read) {
+      llvm::consumeError(read.takeError());
+      continue;
+    }
+    if (*read && (*read)->id == dispatcherId && slotOfProgram(**read, programId, pinDir))
+      return findSlot(std::move(hook), pinDir,
+                      [&](const Dispatcher &dispatcher) -> Expected<const DispatcherSlot *> {
+                        if (auto *slot = slotOfProgram(dispatcher, programId, pinDir))
+                          return slot;
+                        return noSuchSlot(dispatcher, found,
+                                          "program " + std::to_string(programId));
+                      });
+  }
+  return makeError("no XDP or tcx link runs program {0}, nor does a slot of a libxdp dispatcher "
+                   "(pinned under {1}{2}); name its hook instead (--adopt IFACE, IFACE/NAME or "
+                   "IFACE:ingress|egress, with --netns for another namespace). A classifier "
+                   "attached with 'tc filter' cannot be adopted: attach it through tcx",
+                   programId, state, netns.empty() ? "" : ", interfaces of namespace " + netns);
 }
 
 // "IFACE:ingress": the one tcx link of that direction on the interface.
@@ -333,7 +501,7 @@ Error Adoption::findTcxHook(const std::string &name, const std::string &directio
                      "--adopt PROG_ID or its pinned link",
                      name, programs.size(), direction, llvm::join(ids, ", "));
   }
-  link = findLink(onHook);
+  link = findLink(onHook).release();
   if (link < 0)
     return makeError("interface '{0}': its tcx {1} link went away", name, direction);
   type = ProgramType::Tc;
@@ -371,8 +539,19 @@ Error Adoption::recogniseOwner(const std::string &pinDir) {
     for (uint32_t id : hook->mapIds)
       if (id != ownerArrayId)
         morpheusArray = bpf_map_get_fd_by_id(id);
-    ownerId = slotProgramId(ownerArray, 0);
-    ownerProgram = ownerId ? bpf_prog_get_fd_by_id(ownerId) : -1;
+    // An extension's owner array holds Morpheus's stand-in; the owner's
+    // program is pinned beside it.
+    if (ownerIsExtension()) {
+      ownerProgram = bpf_obj_get(ownerSlotPin.c_str());
+      auto owner =
+          ownerProgram >= 0 ? liveProgram(ownerProgram) : Expected<LiveProgram>(LiveProgram{});
+      if (!owner)
+        return owner.takeError();
+      ownerId = owner->id;
+    } else {
+      ownerId = slotProgramId(ownerArray, 0);
+      ownerProgram = ownerId ? bpf_prog_get_fd_by_id(ownerId) : -1;
+    }
     if (morpheusArray < 0 || ownerProgram < 0)
       return makeError("{0}: the trampoline left on {1} has lost its arrays or the owner's "
                        "program",
@@ -398,6 +577,14 @@ Error Adoption::recogniseOwner(const std::string &pinDir) {
 }
 
 Error Adoption::prepareTrampoline() {
+  if (restarted && ownerIsExtension()) {
+    // The extension left took its target's kind; its emptied array says it.
+    auto attach = arrayAttachType();
+    if (!attach)
+      return attach.takeError();
+    ownerAttach = *attach;
+    return Error::success();
+  }
   if (restarted) {
     // The hook runs our trampoline already; loading its like again on the
     // same arrays says which attach type the owner's program has.
@@ -411,7 +598,8 @@ Error Adoption::prepareTrampoline() {
   if (ownerArray < 0)
     return makeSystemError(errno, "cannot create the trampoline's owner array");
   uint32_t slot = 0;
-  if (bpf_map_update_elem(ownerArray, &slot, &ownerProgram, BPF_ANY))
+  // An extension sits in no program array: takeHook() puts the stand-in.
+  if (!ownerIsExtension() && bpf_map_update_elem(ownerArray, &slot, &ownerProgram, BPF_ANY))
     return makeSystemError(errno, "the owner's program '{0}' (id {1}) cannot join a program "
                                   "array (an XDP program with fragments?)",
                            ownerName, ownerId);
@@ -445,6 +633,29 @@ Expected<int> Adoption::loadTrampoline() {
       insn(BPF_ALU64 | BPF_MOV | BPF_K, BPF_REG_0, 0, int32_t(dropVerdict(type))),
       insn(BPF_JMP | BPF_EXIT, 0, 0, 0),
   }; };
+  if (ownerIsExtension()) {
+    // In the owner's slot it is an extension of the slot's function, on
+    // fresh arrays, which take its target's kind.
+    closeFd(morpheusArray);
+    morpheusArray = bpf_map_create(BPF_MAP_TYPE_PROG_ARRAY, "morpheus_spec", 4, 4, 1, nullptr);
+    if (morpheusArray < 0)
+      return makeSystemError(errno, "cannot create the trampoline's Morpheus array");
+    auto read = slotHook->read();
+    if (!read)
+      return read.takeError();
+    const DispatcherSlot *slot = *read ? (*read)->slotHolding(ownerId) : nullptr;
+    if (!slot)
+      return makeError("{0}: the dispatcher no longer holds program {1}", iface, ownerId);
+    auto extension = loadXdpExtension(code(), TrampolineName, (*read)->program.get(),
+                                      slotFunction(slot->index, (*read)->config.slotsEnabled));
+    if (!extension)
+      return withContext(extension.takeError(), "the trampoline");
+    auto attach = arrayAttachType();
+    if (!attach)
+      return attach.takeError();
+    ownerAttach = *attach;
+    return extension->release();
+  }
   // A program array takes only programs of its owner's kind, expected
   // attach type included: libbpf loads SEC("xdp") with BPF_XDP, a raw
   // loader with none; SEC("tc") with none, SEC("tcx/ingress") (libbpf 1.3)
@@ -486,20 +697,58 @@ Expected<int> Adoption::loadTrampoline() {
   return loaded;
 }
 
+Expected<uint32_t> Adoption::arrayAttachType() const {
+  std::vector<bpf_insn> code = returnPass();
+  uint32_t slot = 0;
+  for (bpf_attach_type attach : {BPF_XDP, bpf_attach_type(0)}) {
+    LIBBPF_OPTS(bpf_prog_load_opts, load, .expected_attach_type = attach);
+    FileDescriptor probe(bpf_prog_load(BPF_PROG_TYPE_XDP, "morpheus_probe", "GPL", code.data(),
+                                           code.size(), &load));
+    int fd = probe.get();
+    if (probe.valid() && bpf_map_update_elem(morpheusArray, &slot, &fd, BPF_ANY) == 0) {
+      bpf_map_delete_elem(morpheusArray, &slot);
+      return uint32_t(attach);
+    }
+  }
+  return makeError("{0}: no XDP program fits the trampoline's program arrays", iface);
+}
+
+bool Adoption::ownerIsExtension() const {
+  return slotHook && slotHook->slots().slotsAreExtensions();
+}
+
 uint32_t Adoption::kernelProgramType() const {
   return type == ProgramType::Tc ? BPF_PROG_TYPE_SCHED_CLS : BPF_PROG_TYPE_XDP;
 }
 
-Error Adoption::takeHook() {
+Error Adoption::takeHook(int standIn) {
   if (restarted || hookTaken)
     return Error::success(); // the hook runs our trampoline already
   // Pins left by a run whose owner has since moved on hold nothing of use.
   unlink(ownerPin.c_str());
   unpinServed();
-  if (bpf_obj_pin(ownerArray, ownerPin.c_str()))
-    return makeSystemError(errno, "cannot pin the owner array at {0}", ownerPin);
-  if (Error err = switchHook(ownerProgram, trampoline)) {
+  if (ownerIsExtension()) {
+    uint32_t slot = 0;
+    if (standIn < 0 || bpf_map_update_elem(ownerArray, &slot, &standIn, BPF_ANY))
+      return makeSystemError(standIn < 0 ? EINVAL : errno,
+                             "{0}: the owner's program is an extension, and no stand-in for it "
+                             "joined the owner array",
+                             describe());
+    unlink(ownerSlotPin.c_str());
+    if (bpf_obj_pin(ownerProgram, ownerSlotPin.c_str()))
+      return makeSystemError(errno, "cannot pin the owner's program at {0}", ownerSlotPin);
+  }
+  auto unpin = [&] {
     unlink(ownerPin.c_str());
+    if (ownerIsExtension())
+      unlink(ownerSlotPin.c_str());
+  };
+  if (bpf_obj_pin(ownerArray, ownerPin.c_str())) {
+    unpin();
+    return makeSystemError(errno, "cannot pin the owner array at {0}", ownerPin);
+  }
+  if (Error err = switchHook(ownerProgram, trampoline)) {
+    unpin();
     return err;
   }
   hookTaken = true;
@@ -606,6 +855,12 @@ Adoption::mapsFor(const std::map<std::string, MapLayout> &declared) const {
 }
 
 Error Adoption::switchHook(int from, int to) {
+  if (slotHook) {
+    auto replaced = liveProgram(from);
+    if (!replaced)
+      return replaced.takeError();
+    return slotHook->replace(replaced->id, to);
+  }
   if (link >= 0) {
     bpf_link_update_opts opts = {};
     opts.sz = sizeof(opts);
@@ -631,15 +886,12 @@ uint32_t Adoption::hookProgramId() const {
     std::optional<LinkFacts> facts = linkFacts(link);
     return facts ? facts->programId : 0;
   }
-  uint32_t id = 0;
-  llvm::consumeError(netns::runInNetns(netns, [&]() -> Error {
-    bpf_xdp_query_opts query = {};
-    query.sz = sizeof(query);
-    if (bpf_xdp_query(ifindex, 0, &query) == 0)
-      id = query.prog_id;
-    return Error::success();
-  }));
-  return id;
+  auto attached = attachedXdpProgram(ifindex, netns);
+  if (!attached) {
+    llvm::consumeError(attached.takeError());
+    return 0;
+  }
+  return attached->programId;
 }
 
 uint32_t Adoption::trampolineId() const {
@@ -702,7 +954,9 @@ void Adoption::unpinServed() {
   keptServing = false;
 }
 
-bool Adoption::ownerMovedOn() const { return hookProgramId() != trampolineId(); }
+bool Adoption::ownerMovedOn() const {
+  return slotHook ? !slotHook->runs(trampolineId()) : hookProgramId() != trampolineId();
+}
 
 Error Adoption::restore() {
   if (restored || !(restarted || hookTaken))
@@ -711,10 +965,18 @@ Error Adoption::restore() {
   Error err = ownerMovedOn() ? Error::success() : switchHook(trampoline, ownerProgram);
   unlink(ownerPin.c_str());
   unpinServed();
+  if (ownerIsExtension())
+    unlink(ownerSlotPin.c_str());
   return err;
 }
 
 std::string Adoption::describe() const {
+  if (slotHook)
+    return llvm::formatv("slot {0} (priority {1}) of the XDP dispatcher on {2}{3}, program '{4}' "
+                         "(id {5})",
+                         slotIndex, slotPriority, iface,
+                         netns.empty() ? "" : " in namespace " + netns, ownerName, ownerId)
+        .str();
   std::string how = type == ProgramType::Tc
                         ? std::string("tcx ") +
                               (tcxAttach == tcxAttachType(TcDirection::Egress) ? "egress" : "ingress") +

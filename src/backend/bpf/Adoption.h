@@ -38,6 +38,20 @@
 // arrays hold says how long its chains can be (TailCallReach); the daemon
 // declines such chains unless told to accept it, and says so.
 //
+// A program in a slot of libxdp's dispatcher (XdpDispatcher.h) is an
+// extension of a function of the dispatcher, and an extension can sit in
+// no program array: there the hook is the slot, and the switch is a new
+// dispatcher revision in which the slot holds the trampoline, itself an
+// extension (it inherits the dispatcher's program type and attach type, so
+// its arrays take the XDP versions), every other slot carried over;
+// giving the hook back is a revision with the owner's program in the slot
+// again. The owner array then holds Morpheus's own build of the source on
+// the owner's maps, with the owner's constants (the original every version
+// falls back to), which serves after a kill -9 until the next run; the
+// owner's program is pinned beside it (owner_slot_program) for that run to
+// give back. All of it needs a kernel that loads extensions
+// (probeExtensions()), and says why when it does not.
+//
 // A TC program is adopted only through its tcx link: a classifier attached
 // with `tc filter` (cls_bpf, netlink) is refused, because netlink replaces
 // a filter whatever program it runs at that moment (no BPF_F_REPLACE), so
@@ -46,6 +60,7 @@
 
 #include "backend/bpf/BpfObject.h"
 #include "backend/bpf/ProgramType.h"
+#include "backend/bpf/XdpDispatcher.h"
 #include "support/Error.h"
 #include "support/FileDescriptor.h"
 
@@ -88,19 +103,30 @@ struct TailCallReach {
 class Adoption {
 public:
   // Finds the program at `target`: an interface's XDP hook ("IFACE", in
-  // `netns`, "" = ours), its tcx hook ("IFACE:ingress", "IFACE:egress"; an
-  // interface name never holds ':'), a pinned link (a path under bpffs) or
-  // a program id run by an XDP or tcx link (the one way to name one of
-  // several programs of a tcx hook; after a killed run, the link running
+  // `netns`, "" = ours; when it runs a libxdp dispatcher, its one slot),
+  // a slot of the libxdp dispatcher it runs ("IFACE/NAME" by the slot
+  // program's name, "IFACE/PRIORITY" by its run priority), its tcx hook
+  // ("IFACE:ingress", "IFACE:egress"; an interface name never holds ':' or
+  // '/'), a pinned link (a path under bpffs: an XDP or tcx link, or a
+  // dispatcher slot's) or a program id run by an XDP or tcx link or held
+  // by a libxdp dispatcher's slot (the one way to name one of several
+  // programs of a tcx hook; after a killed run, the link or slot running
   // the trampoline it left, whose owner array pinned at `pinDir` holds that
   // program), and collects its maps (and those of the programs its program
   // arrays hold). Nothing is changed yet. When the hook runs a trampoline an
   // earlier run left (its owner array pinned at `pinDir`/owner_program),
-  // the owner is the program that array holds. The trampoline is loaded
-  // (not yet on the hook), which tells the owner's expected attach type.
+  // the owner is the program that array holds (or, in a dispatcher slot,
+  // the one pinned at `pinDir`/owner_slot_program). The trampoline is
+  // loaded (not yet on the hook), which tells the owner's expected attach
+  // type.
   static Expected<std::unique_ptr<Adoption>> adopt(const std::string &target,
                                                    const std::string &netns,
                                                    const std::string &pinDir);
+  // Finds the slot of the dispatcher `hook` runs that holds program
+  // `programId` (or, after a killed run, the trampoline it left in the
+  // slot of that program), as adopt() does for a libxdp dispatcher.
+  static Expected<std::unique_ptr<Adoption>>
+  adoptSlot(std::unique_ptr<DispatcherHook> hook, uint32_t programId, const std::string &pinDir);
   ~Adoption(); // the Morpheus array goes with its fd unless kept: the owner serves
 
   // The owner's maps under the names `declared` (the source's maps) gives
@@ -114,7 +140,13 @@ public:
 
   // Switches the hook to the trampoline (BPF_F_REPLACE against the owner's
   // program), the owner array pinned first; nothing to do on a re-adoption.
-  Error takeHook();
+  // `standIn` is what the owner array holds when the owner's program cannot
+  // be tail-called (ownerIsExtension()): Morpheus's original, loaded on
+  // the owner's maps.
+  Error takeHook(int standIn = -1);
+  // Whether the owner's program is an extension in a dispatcher slot,
+  // which no program array takes.
+  bool ownerIsExtension() const;
 
   // The owner program's expected attach type, which every program Morpheus
   // puts in a program array beside it must have (LoadOptions::
@@ -155,7 +187,8 @@ public:
   // serving). The hook is not touched when the owner moved on.
   Error restore();
   // "XDP link on eth0 in namespace ns1, program 'lb' (id 40)",
-  // "tcx ingress link on eth0, program 'classify' (id 41)"
+  // "tcx ingress link on eth0, program 'classify' (id 41)",
+  // "slot 1 (priority 20) of the XDP dispatcher on eth0, program 'fw' (id 42)"
   std::string describe() const;
   bool readopted() const { return restarted; }
   // How far the owner's tail calls could go when adopt() looked, and as
@@ -172,6 +205,11 @@ private:
   Adoption() = default;
   Error findHook(const std::string &target, const std::string &pinDir);
   Error findTcxHook(const std::string &target, const std::string &direction);
+  // The slot of the dispatcher `hook` runs that `choose` picks (from the
+  // dispatcher read), its program the hook's.
+  Error findSlot(std::unique_ptr<DispatcherHook> hook, const std::string &pinDir,
+                 llvm::function_ref<Expected<const DispatcherSlot *>(const Dispatcher &)> choose);
+  Error findSlotById(uint32_t programId, const std::string &pinDir);
   Error collectMaps();
   // Walks the owner's program and every program its program arrays hold,
   // transitively, handing `keepMap` each map one of them uses, with an fd
@@ -179,9 +217,15 @@ private:
   // tail calls through them go.
   Expected<TailCallReach>
   walkPrograms(llvm::function_ref<bool(int mapFd, const bpf_map_info &info)> keepMap) const;
+  // What adopt() does once the hook is found: the owner recognised, its
+  // maps collected, the trampoline loaded.
+  Error prepare(const std::string &pinDir);
   Error recogniseOwner(const std::string &pinDir);
   Error prepareTrampoline();
   Expected<int> loadTrampoline(); // on the two arrays; sets ownerAttach
+  // The expected attach type of the programs the Morpheus array (empty)
+  // takes: the trampoline's, an extension's inherited from its target.
+  Expected<uint32_t> arrayAttachType() const;
   Error switchHook(int from, int to);
   uint32_t hookProgramId() const;
   // Re-adoption: whether the earlier run kept the version in our Morpheus
@@ -202,6 +246,10 @@ private:
   uint32_t ownerId = 0;
   std::string ownerName;
   int hookProgram = -1;   // what the hook ran when found (owner, or our trampoline)
+  // A dispatcher slot: the hook, and the slot as found (for describe()).
+  std::unique_ptr<DispatcherHook> slotHook;
+  unsigned slotIndex = 0, slotPriority = 0;
+  std::string ownerSlotPin;             // the owner's extension, pinned while adopted
   std::map<std::string, int> ownerMaps; // kernel name -> fd
   int trampoline = -1, morpheusArray = -1, ownerArray = -1;
   std::string ownerPin;

@@ -825,9 +825,9 @@ Expected<FileDescriptor> enableRunTimeStats() {
 
 Error ensureBpffs(const std::string &user) {
   struct statfs fs = {};
-  if (statfs("/sys/fs/bpf", &fs) == 0 && fs.f_type == BPF_FS_MAGIC)
+  if (statfs(DefaultPinRoot, &fs) == 0 && fs.f_type == BPF_FS_MAGIC)
     return Error::success();
-  if (mount("bpf", "/sys/fs/bpf", "bpf", 0, "mode=0700"))
+  if (mount("bpf", DefaultPinRoot, "bpf", 0, "mode=0700"))
     return makeSystemError(errno, "cannot mount bpffs at /sys/fs/bpf (needed for {0})", user);
   return Error::success();
 }

@@ -170,6 +170,9 @@ private:
 // write (.rodata*, .kconfig: frozen): every load gets its own.
 bool isFrozenSection(const std::string &mapName);
 
+// Where bpffs is mounted, and libbpf pins maps by name unless told otherwise.
+inline constexpr const char *DefaultPinRoot = "/sys/fs/bpf";
+
 // How a load treats maps declared with `pinning = LIBBPF_PIN_BY_NAME`.
 enum class PinByName {
   // The live original's load only: a map pinned at <root>/<name> is re-used

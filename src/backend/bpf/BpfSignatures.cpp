@@ -2,8 +2,11 @@
 
 #include "backend/bpf/dataplane/replay_abi.h"
 
+#include <llvm/ADT/SmallVector.h>
+#include <llvm/ADT/StringExtras.h>
 #include <llvm/IR/Constants.h>
 #include <llvm/IR/Function.h>
+#include <llvm/IR/InlineAsm.h>
 #include <llvm/IR/Instructions.h>
 #include <llvm/IR/Module.h>
 
@@ -108,6 +111,7 @@ const EmbeddedObjectWrite EmbeddedObjectWrites[] = {
 const std::pair<uint64_t, unsigned> ReadOnlyPointerHelpers[] = {
     {BPF_FUNC_trace_printk, 1u << 0},
     {BPF_FUNC_csum_diff, (1u << 0) | (1u << 2)},
+    {BPF_FUNC_skb_store_bytes, 1u << 2},
     {BPF_FUNC_xdp_store_bytes, 1u << 2},
 };
 
@@ -245,12 +249,40 @@ bool BpfSignatures::requiresWritableArguments(const Function &callee) const {
   return !callee.hasLocalLinkage() && !isProgramEntry(callee);
 }
 
+namespace {
+
+// Whether inline assembly holds a tail call: an instruction `call 12`
+// (the helper's number), as Cilium's tail_call_static() writes it so the
+// slot stays a constant the verifier sees.
+bool assemblyTailCalls(const InlineAsm &assembly) {
+  SmallVector<StringRef, 8> lines;
+  StringRef(assembly.getAsmString()).split(lines, '\n');
+  for (StringRef line : lines)
+    for (StringRef statement : llvm::split(line, ';')) {
+      auto [mnemonic, operand] = statement.trim().split(' ');
+      uint64_t helper = 0;
+      if (mnemonic == "call" && !operand.trim().getAsInteger(0, helper) &&
+          helper == BPF_FUNC_tail_call)
+        return true;
+    }
+  return false;
+}
+
+} // namespace
+
 bool makesTailCalls(const Module &module) {
   for (const Function &function : module)
     for (const BasicBlock &block : function)
-      for (const Instruction &inst : block)
-        if (auto *call = dyn_cast<CallBase>(&inst); call && helperId(*call) == BPF_FUNC_tail_call)
+      for (const Instruction &inst : block) {
+        auto *call = dyn_cast<CallBase>(&inst);
+        if (!call)
+          continue;
+        if (helperId(*call) == BPF_FUNC_tail_call)
           return true;
+        if (auto *assembly = dyn_cast<InlineAsm>(call->getCalledOperand());
+            assembly && assemblyTailCalls(*assembly))
+          return true;
+      }
   return false;
 }
 

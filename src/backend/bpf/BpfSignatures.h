@@ -26,7 +26,8 @@ public:
   bool requiresWritableArguments(const llvm::Function &callee) const override;
 };
 
-// The BPF tail-call helper: the object makes tail calls of its own.
+// The BPF tail-call helper, called or written in inline assembly: the
+// object makes tail calls of its own.
 bool makesTailCalls(const llvm::Module &module);
 
 // The helper id a call invokes (`call inttoptr (i64 ID to ptr)(...)`).

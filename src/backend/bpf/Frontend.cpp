@@ -1,7 +1,7 @@
 #include "backend/bpf/Frontend.h"
 
 #include "backend/bpf/CompileDatabase.h"
-#include "backend/bpf/LegacyMaps.h"
+#include "backend/bpf/ConfigConstants.h"
 
 #include "backend/bpf/BpfSignatures.h"
 #include "core/TableAccessAnalysis.h"
@@ -52,9 +52,8 @@ static Error setGlobalBytes(Module &module, StringRef name, const std::vector<ch
   return Error::success();
 }
 
-Expected<std::unique_ptr<Module>> loadProgram(const std::string &path,
-                                              const FrontendOptions &options,
-                                              LLVMContext &context) {
+Expected<LoadedSource> loadProgram(const std::string &path, const FrontendOptions &options,
+                                   LLVMContext &context) {
   auto format = programFormat(path);
   if (!format)
     return format.takeError();
@@ -106,12 +105,15 @@ Expected<std::unique_ptr<Module>> loadProgram(const std::string &path,
   for (const auto &[name, bytes] : options.globalBytes)
     if (Error err = setGlobalBytes(*module, name, bytes))
       return withContext(std::move(err), path);
-  if (Error err = convertLegacyMaps(*module, path))
+  auto legacy = convertLegacyMaps(*module, path);
+  if (!legacy)
+    return legacy.takeError();
+  if (Error err = inlineConfigConstants(*module, path))
     return err;
   if (Error err = placeProgramSections(*module, path, options.programType))
     return err;
   core::annotateAccessCalls(*module, BpfSignatures());
-  return module;
+  return LoadedSource{std::move(module), *legacy};
 }
 
 Error linkBitcode(Module &module, StringRef bitcode, StringRef what,

@@ -2,6 +2,7 @@
 // module kept in memory, and links Morpheus's own data-plane runtime into it.
 #pragma once
 
+#include "backend/bpf/LegacyMaps.h"
 #include "backend/bpf/ProgramType.h"
 #include "backend/bpf/dataplane/guard_abi.h"
 #include "support/CacheDirectory.h"
@@ -36,14 +37,24 @@ struct FrontendOptions {
   std::optional<std::string> buildCache = cacheDirectory();
 };
 
+// A program as the frontend hands it on: its module, and what its legacy
+// map definitions said that the module no longer does (where its loader
+// pins maps by name).
+struct LoadedSource {
+  std::unique_ptr<llvm::Module> module;
+  LegacyMapFacts legacy;
+};
+
 // Loads `path`: .c is compiled with clang-19 (-O2 -g -target bpf), .ll and
 // .bc are parsed. The module must target BPF. Legacy map definitions
-// (section "maps") become BTF-defined maps (convertLegacyMaps). Every
-// program gets a section libbpf places (placeProgramSections). Access sites are annotated
-// (core::annotateAccessCalls) so every later clone shares their ids.
-Expected<std::unique_ptr<llvm::Module>>
-loadProgram(const std::string &path, const FrontendOptions &options,
-            llvm::LLVMContext &context);
+// (section "maps") become BTF-defined maps, iproute2's tail-call sections
+// their static slots (convertLegacyMaps); constants Cilium's loader puts
+// in the code are put there (inlineConfigConstants). Every program gets a
+// section libbpf places and global linkage (placeProgramSections). Access
+// sites are annotated (core::annotateAccessCalls) so every later clone
+// shares their ids.
+Expected<LoadedSource> loadProgram(const std::string &path, const FrontendOptions &options,
+                                   llvm::LLVMContext &context);
 
 // Links the guard runtime (dataplane/guard.bpf.c, built into the binary as
 // bitcode) into `module`, with its functions made internal so the O2

@@ -3,6 +3,7 @@
 #include "support/Netns.h"
 
 #include <bpf/bpf.h>
+#include <bpf/libbpf.h>
 #include <linux/if_link.h>
 #include <linux/membarrier.h>
 #include <llvm/Support/FormatVariadic.h>
@@ -51,6 +52,80 @@ Expected<uint32_t> ifindexOf(const AttachPoint &point) {
 }
 
 } // namespace
+
+FileDescriptor findLink(llvm::function_ref<bool(const LinkFacts &)> wanted) {
+  uint32_t id = 0;
+  while (bpf_link_get_next_id(id, &id) == 0) {
+    FileDescriptor fd(bpf_link_get_fd_by_id(id));
+    if (!fd.valid())
+      continue;
+    std::optional<LinkFacts> facts = linkFacts(fd.get());
+    if (facts && facts->ifindex && (facts->type == LinkTypeXdp || facts->type == LinkTypeTcx) &&
+        wanted(*facts))
+      return fd;
+  }
+  return FileDescriptor();
+}
+
+Expected<AttachedXdp> attachedXdpProgram(int ifindex, const std::string &netns) {
+  AttachedXdp attached;
+  Error asked = netns::runInNetns(netns, [&]() -> Error {
+    bpf_xdp_query_opts query = {};
+    query.sz = sizeof(query);
+    if (int err = bpf_xdp_query(ifindex, 0, &query))
+      return makeSystemError(-err, "interface {0}: cannot query its XDP program", ifindex);
+    attached = {query.prog_id, query.attach_mode};
+    return Error::success();
+  });
+  if (asked)
+    return std::move(asked);
+  return attached;
+}
+
+Expected<bool> replaceAttachedXdp(int ifindex, const std::string &netns, int from, int to) {
+  bpf_prog_info info = {};
+  uint32_t length = sizeof(info);
+  if (bpf_obj_get_info_by_fd(from, &info, &length))
+    return makeSystemError(errno, "cannot read the replaced program's info");
+  uint32_t fromId = info.id;
+  FileDescriptor link = findLink([&](const LinkFacts &facts) {
+    return facts.type == LinkTypeXdp && facts.programId == fromId &&
+           facts.ifindex == uint32_t(ifindex);
+  });
+  if (link.valid()) {
+    LIBBPF_OPTS(bpf_link_update_opts, opts, .flags = BPF_F_REPLACE, .old_prog_fd = uint32_t(from));
+    if (bpf_link_update(link.get(), to, &opts) == 0)
+      return true;
+    if (errno == EPERM) // the link runs another program by now
+      return false;
+    return makeSystemError(errno, "cannot update the XDP link of interface {0}", ifindex);
+  }
+  auto attached = attachedXdpProgram(ifindex, netns);
+  if (!attached)
+    return attached.takeError();
+  if (attached->programId != fromId)
+    return false;
+  uint32_t mode = attached->mode == XDP_ATTACHED_DRV   ? XDP_FLAGS_DRV_MODE
+                  : attached->mode == XDP_ATTACHED_SKB ? XDP_FLAGS_SKB_MODE
+                  : attached->mode == XDP_ATTACHED_HW  ? XDP_FLAGS_HW_MODE
+                                                       : 0;
+  if (!mode)
+    return makeError("interface {0}: its XDP programs are attached in several modes", ifindex);
+  bool replaced = false;
+  Error done = netns::runInNetns(netns, [&]() -> Error {
+    LIBBPF_OPTS(bpf_xdp_attach_opts, opts, .old_prog_fd = from);
+    int err = bpf_xdp_attach(ifindex, to, mode | XDP_FLAGS_REPLACE, &opts);
+    if (err == -EEXIST) // the interface runs another program by now
+      return Error::success();
+    if (err)
+      return makeSystemError(-err, "cannot replace the XDP program of interface {0}", ifindex);
+    replaced = true;
+    return Error::success();
+  });
+  if (done)
+    return std::move(done);
+  return replaced;
+}
 
 unsigned linkTypeOf(ProgramType type) {
   return type == ProgramType::Tc ? LinkTypeTcx : LinkTypeXdp;

@@ -8,6 +8,9 @@
 
 #include "backend/bpf/ProgramType.h"
 #include "support/Error.h"
+#include "support/FileDescriptor.h"
+
+#include <llvm/ADT/STLFunctionalExtras.h>
 
 #include <optional>
 #include <string>
@@ -45,6 +48,26 @@ struct LinkFacts {
   uint32_t id = 0; // the link's own
 };
 std::optional<LinkFacts> linkFacts(int linkFd);
+
+// The first XDP or tcx link on an interface that `wanted` accepts; an
+// invalid descriptor when there is none.
+FileDescriptor findLink(llvm::function_ref<bool(const LinkFacts &)> wanted);
+
+// What an interface's XDP hook runs, asked in its namespace: the program
+// (0: none) and how it is attached (XDP_ATTACHED_*).
+struct AttachedXdp {
+  uint32_t programId = 0;
+  uint8_t mode = 0;
+};
+Expected<AttachedXdp> attachedXdpProgram(int ifindex, const std::string &netns);
+
+// Replaces program `from` on the XDP hook of interface `ifindex` (in
+// `netns`) with `to`, atomically and only while the hook still runs
+// `from`: through the XDP link that runs it (bpf_link_update with
+// BPF_F_REPLACE), else through netlink with XDP_FLAGS_REPLACE in the mode
+// `from` was attached in. False, with nothing changed, when the hook runs
+// another program by then.
+Expected<bool> replaceAttachedXdp(int ifindex, const std::string &netns, int from, int to);
 
 class ProgramLink {
 public:

@@ -47,10 +47,11 @@ Expected<std::unique_ptr<ProgramSpec>> ProgramSpec::load(const std::string &path
   spec->sourcePath = path;
   spec->name = objectNameFor(path);
   core::PhaseClock clock(spec->phases);
-  auto module = loadProgram(path, options, *spec->context);
-  if (!module)
-    return module.takeError();
-  spec->pristine = std::move(*module);
+  auto source = loadProgram(path, options, *spec->context);
+  if (!source)
+    return source.takeError();
+  spec->pristine = std::move(source->module);
+  spec->legacy = source->legacy;
   auto target = createTargetMachine(*spec->pristine);
   if (!target)
     return target.takeError();
@@ -135,6 +136,12 @@ Expected<std::unique_ptr<ProgramSpec>> ProgramSpec::load(const std::string &path
     return makeError("{0}: {1} programs; Morpheus manages at most {2} per object",
                      path, spec->entries.size(), MaxPrograms);
   return spec;
+}
+
+std::string ProgramSpec::pinsByNameUnder(const std::string &root) const {
+  if (!legacy.iproute2)
+    return root;
+  return (root.empty() ? std::string(DefaultPinRoot) : root) + "/" + Iproute2GlobalPins;
 }
 
 core::ReadPlan ProgramSpec::readPlan(uint32_t inlineLimit) const {

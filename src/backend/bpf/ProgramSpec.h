@@ -150,6 +150,11 @@ public:
   // Whether the object makes tail calls of its own (then a fallback by
   // tail call would cost one of its hops).
   bool tailCalls() const { return makesTailCalls; }
+  // The directory the object's loader pins maps by name in, under the pin
+  // root `root` ("" = libbpf's, /sys/fs/bpf): the root, as libbpf; for an
+  // object written for iproute2 (LegacyMapFacts::iproute2), its
+  // tc/globals, where iproute2 and Cilium's loader pin them.
+  std::string pinsByNameUnder(const std::string &root) const;
 
 private:
   ProgramSpec() = default;
@@ -185,6 +190,7 @@ private:
   std::vector<std::string> entries;
   std::map<std::string, OpenedProgram> opened; // per program, of the original ELF
   bool makesTailCalls = false;
+  LegacyMapFacts legacy;
   std::vector<core::BuildPhase> phases; // of load()
 };
 

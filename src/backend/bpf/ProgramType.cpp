@@ -1,10 +1,13 @@
 #include "backend/bpf/ProgramType.h"
 
+#include "backend/bpf/LegacyMaps.h"
+
 #include <bpf/libbpf.h>
 #include <linux/bpf.h>
 #include <llvm/IR/Module.h>
 
 #include <cstddef>
+#include <vector>
 
 namespace morpheus::bpf {
 
@@ -103,14 +106,55 @@ uint32_t contextSize(ProgramType type) {
 
 Error placeProgramSections(llvm::Module &module, const std::string &path,
                            std::optional<ProgramType> forced) {
+  // The type of an iproute2 tail-call section's programs: the one the
+  // object's other programs have (their program array takes only those).
+  std::optional<ProgramType> tailCallType = forced;
+  std::string tailCallSectionName;
+  bool mixed = false;
+  std::vector<llvm::Function *> programs;
   for (llvm::Function &function : module) {
     if (function.isDeclaration() || !function.hasSection() ||
         function.getSection().starts_with(".text"))
       continue;
-    llvm::StringRef section = function.getSection();
+    programs.push_back(&function);
+    // libbpf refuses static programs (1.x: "is static and not supported");
+    // iproute2's and Cilium's loaders take them. The function is a program
+    // entry either way (the section and `used` keep it), and nothing in
+    // the module names it but its callers, which keep reaching it: global
+    // linkage changes only what the ELF's symbol table says.
+    if (function.hasLocalLinkage())
+      function.setLinkage(llvm::GlobalValue::ExternalLinkage);
+    if (forced || tailCallSection(function.getSection()))
+      continue;
+    std::optional<ProgramType> type = programTypeOfSection(function.getSection());
+    if (!type)
+      continue;
+    if (tailCallType && *tailCallType != *type)
+      mixed = true;
+    if (!tailCallType) {
+      tailCallType = type;
+      tailCallSectionName = function.getSection().starts_with("tcx/")
+                                ? canonicalSection(ProgramType::Tc)
+                                : function.getSection().str();
+    }
+  }
+  for (llvm::Function *function : programs) {
+    llvm::StringRef section = function->getSection();
+    if (tailCallSection(section)) {
+      if (!forced && (mixed || !tailCallType || *tailCallType == ProgramType::Other))
+        return makeError("{0}: program '{1}' is in iproute2's tail-call section '{2}', whose "
+                         "type is the object's other programs' type, and they {3}; pass "
+                         "--prog-type xdp or --prog-type tc",
+                         path, function->getName(), section,
+                         mixed            ? "have several"
+                         : !tailCallType ? "have none libbpf can place"
+                                         : "are neither XDP nor TC");
+      function->setSection(forced ? canonicalSection(*forced) : tailCallSectionName);
+      continue;
+    }
     if (section.starts_with("tcx/")) {
       // What libbpf 1.1 cannot open yet; the kernel sees no section name.
-      function.setSection(canonicalSection(ProgramType::Tc));
+      function->setSection(canonicalSection(ProgramType::Tc));
       continue;
     }
     if (programTypeOfSection(section))
@@ -119,8 +163,8 @@ Error placeProgramSections(llvm::Module &module, const std::string &path,
       return makeError("{0}: program '{1}' is in section '{2}', which libbpf cannot map to a "
                        "program type (a name from before libbpf 1.0?); pass --prog-type xdp "
                        "or --prog-type tc",
-                       path, function.getName(), section);
-    function.setSection(canonicalSection(*forced));
+                       path, function->getName(), section);
+    function->setSection(canonicalSection(*forced));
   }
   return Error::success();
 }

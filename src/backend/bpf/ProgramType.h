@@ -64,9 +64,13 @@ llvm::ArrayRef<ContextField> settableContextFields(ProgramType type);
 uint32_t contextSize(ProgramType type);
 
 // Gives every program entry of `module` (a function in a section other than
-// .text) a section libbpf can place. A section libbpf knows is kept (the
-// author said what it is); one it cannot place gets the canonical section of
-// `forced` (--prog-type, as bpftool's `type`), or, without it, an error
+// .text) a section libbpf can place, and global linkage (a static program,
+// which iproute2's and Cilium's loaders take, libbpf 1.x refuses). A
+// section libbpf knows is kept (the author said what it is); an iproute2
+// tail-call section ("ID/KEY", LegacyMaps.h) gets the section of the
+// object's other programs, which must be of one type (the program array
+// they share takes only that type); any other gets the canonical section
+// of `forced` (--prog-type, as bpftool's `type`), or, without it, an error
 // naming `path`, the program and its section, and saying what to pass.
 Error placeProgramSections(llvm::Module &module, const std::string &path,
                            std::optional<ProgramType> forced);

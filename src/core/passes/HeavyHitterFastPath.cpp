@@ -139,6 +139,13 @@ struct Chain {
   std::vector<Bytes> absent; // written tables: answered null under their count
   unsigned uncounted = 0;    // no write count read before the snapshot: left out
   bool empty() const { return entries.empty() && absent.empty(); }
+  // Every key the chain compares, for the log.
+  std::vector<Bytes> keys() const {
+    std::vector<Bytes> every = absent;
+    for (const LookupRewriter::Arm &arm : entries)
+      every.push_back(*arm.key);
+    return every;
+  }
   std::string describe(bool written) const {
     std::string compared =
         entries.empty() ? "" : std::to_string(entries.size()) + " hot keys compared before the lookup";
@@ -344,8 +351,12 @@ PreservedAnalyses HeavyHitterFastPathPass::run(Module &module, ModuleAnalysisMan
                 inlined.push_back(*arm.answer);
           };
           logEntries(global);
-          for (const auto &[cpu, chain] : ownChains)
+          FastPathKeys &compared = context.log->fastPaths[site.id];
+          compared.keys = global.keys();
+          for (const auto &[cpu, chain] : ownChains) {
             logEntries(chain);
+            compared.perCpu[cpu] = chain.keys();
+          }
         }
         return true;
       },

@@ -40,6 +40,60 @@ const char *deciderName(Decider decider) {
   return "?";
 }
 
+const char *siteOutcomeName(SiteOutcome outcome) {
+  switch (outcome) {
+  case SiteOutcome::Applied:
+    return "applied";
+  case SiteOutcome::NotReplaceable:
+    return "not_replaceable";
+  case SiteOutcome::NotEligible:
+    return "not_eligible";
+  case SiteOutcome::InnerTableUnresolved:
+    return "inner_table_unresolved";
+  case SiteOutcome::Unguarded:
+    return "unguarded";
+  case SiteOutcome::TableNotRead:
+    return "table_not_read";
+  case SiteOutcome::NotReadWhole:
+    return "not_read_whole";
+  case SiteOutcome::OverInlineLimit:
+    return "over_inline_limit";
+  case SiteOutcome::OverVerifierBudget:
+    return "over_verifier_budget";
+  case SiteOutcome::CompareChainsOff:
+    return "compare_chains_off";
+  case SiteOutcome::RegionsOff:
+    return "regions_off";
+  case SiteOutcome::PerCpuValuesDiffer:
+    return "per_cpu_values_differ";
+  case SiteOutcome::KeyNotInSnapshot:
+    return "key_not_in_snapshot";
+  case SiteOutcome::KeyPresent:
+    return "key_present";
+  case SiteOutcome::NothingToFold:
+    return "nothing_to_fold";
+  case SiteOutcome::NoHotKey:
+    return "no_hot_key";
+  case SiteOutcome::WriteCountsNotRead:
+    return "write_counts_not_read";
+  case SiteOutcome::WritesNotCounted:
+    return "writes_not_counted";
+  case SiteOutcome::NoRepresentation:
+    return "no_representation";
+  case SiteOutcome::NoFlow:
+    return "no_flow";
+  case SiteOutcome::RegionNotTabulable:
+    return "region_not_tabulable";
+  case SiteOutcome::NotCheaper:
+    return "not_cheaper";
+  case SiteOutcome::NotProfiled:
+    return "not_profiled";
+  case SiteOutcome::NoProfileSlot:
+    return "no_profile_slot";
+  }
+  return "?";
+}
+
 void SpecializationLog::record(const AccessSite &site, Decider decider, SiteOutcome outcome,
                                std::string detail) {
   record(site.id, site.table, site.function, site.location, decider, outcome,

@@ -40,7 +40,7 @@
 #define MORPHEUS_WRITE_BUCKET_BITS 12
 
 /* Slots of the fallback program array: programs Morpheus manages per object. */
-#define MORPHEUS_MAX_PROGRAMS 16
+#define MORPHEUS_MAX_PROGRAMS 64
 
 /* The guard map's only value, mmap-ed by user space. Version 0 is never
  * valid; versions only grow. */
