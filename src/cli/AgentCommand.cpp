@@ -13,6 +13,7 @@
 #include "support/Files.h"
 #include "support/Log.h"
 
+#include <llvm/ADT/StringExtras.h>
 #include <llvm/Support/FormatVariadic.h>
 
 #include <atomic>
@@ -156,6 +157,14 @@ std::string describeProgram(const nlohmann::json &program) {
   std::string detail = program.value("detail", "");
   if (!detail.empty())
     line += "\n" + std::string(17, ' ') + detail;
+  if (auto kept = program.find("kept_generic");
+      kept != program.end() && kept->is_array() && !kept->empty()) {
+    std::vector<std::string> maps;
+    for (const nlohmann::json &map : *kept)
+      if (map.is_string())
+        maps.push_back(map.get<std::string>());
+    line += "\n" + std::string(17, ' ') + core::KeptGenericReason + ": " + llvm::join(maps, ", ");
+  }
   return line + "\n";
 }
 

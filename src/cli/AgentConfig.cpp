@@ -19,11 +19,12 @@ namespace {
 struct ProgramEntry {
   std::string name, source, entry, netns, adopt, period, pinDir, pinRoot, costModel;
   std::string reproducerDir, compileDb;
-  std::vector<std::string> ifaces, noProfile, includes, defines, cflags;
+  std::vector<std::string> ifaces, noProfile, keepGeneric, includes, defines, cflags;
   std::optional<std::vector<std::string>> passes;
   std::optional<bpf::XdpMode> xdpMode;
   std::optional<bpf::TcDirection> tcAttach;
   std::optional<core::ProfileMode> profile;
+  std::optional<OtherWriters> otherWriters;
   std::optional<bpf::ProgramType> progType;
   std::optional<uint32_t> inlineLimit, shadowPackets;
   bool acceptOneTailCallFewer = false, quiet = false;
@@ -65,6 +66,13 @@ template <> struct ScalarEnumerationTraits<morpheus::core::ProfileMode> {
   }
 };
 
+template <> struct ScalarEnumerationTraits<morpheus::cli::OtherWriters> {
+  static void enumeration(IO &io, morpheus::cli::OtherWriters &policy) {
+    io.enumCase(policy, "poll", morpheus::cli::OtherWriters::Poll);
+    io.enumCase(policy, "keep-generic", morpheus::cli::OtherWriters::KeepGeneric);
+  }
+};
+
 template <> struct ScalarEnumerationTraits<morpheus::bpf::ProgramType> {
   static void enumeration(IO &io, morpheus::bpf::ProgramType &type) {
     io.enumCase(type, "xdp", morpheus::bpf::ProgramType::Xdp);
@@ -80,6 +88,8 @@ template <> struct MappingTraits<morpheus::cli::ProgramEntry> {
     io.mapOptional("ifaces", entry.ifaces);
     io.mapOptional("adopt", entry.adopt);
     io.mapOptional("accept_one_tail_call_fewer", entry.acceptOneTailCallFewer);
+    io.mapOptional("other_writers", entry.otherWriters);
+    io.mapOptional("keep_generic", entry.keepGeneric);
     io.mapOptional("netns", entry.netns);
     io.mapOptional("xdp_mode", entry.xdpMode);
     io.mapOptional("tc_attach", entry.tcAttach);
@@ -155,6 +165,12 @@ Expected<RunOptions> runOptionsFor(const ProgramEntry &entry, llvm::StringRef ba
   options.ifaces = entry.ifaces;
   options.adopt = entry.adopt;
   options.acceptOneTailCallFewer = entry.acceptOneTailCallFewer;
+  options.otherWriters = entry.otherWriters.value_or(options.otherWriters);
+  options.keepGeneric = entry.keepGeneric;
+  // Checked as the daemon options will be, but now: a file that does not
+  // read changes nothing.
+  if (auto kept = keptGenericFor(options); !kept)
+    return bad(llvm::toString(kept.takeError()));
   options.netns = entry.netns;
   options.entry = entry.entry;
   options.mode = entry.xdpMode.value_or(options.mode);

@@ -12,7 +12,8 @@
 //
 // Each program's keys mean what the flags of `morpheus run` of the same
 // name mean (cli/RunOptions): entry (--prog), netns, xdp_mode, tc_attach,
-// accept_one_tail_call_fewer, period, pin_dir, pin_root, inline_limit,
+// accept_one_tail_call_fewer, other_writers (poll | keep-generic),
+// keep_generic (a list of maps), period, pin_dir, pin_root, inline_limit,
 // passes (the table passes to run; [] runs none: the program is only
 // watched), cost_model, shadow_packets, profile, no_profile,
 // reproducer_dir, quiet, and the compiler's includes, defines, cflags,

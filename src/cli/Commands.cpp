@@ -28,6 +28,15 @@ void addInlineLimit(CLI::App &command, uint32_t &limit) {
       ->type_name("N");
 }
 
+void addKeepGeneric(CLI::App &command, std::vector<std::string> &maps) {
+  command
+      .add_option("--keep-generic", maps,
+                  "never specialize MAP, which another loader writes behind the guard: its "
+                  "updates hold from the next packet on instead of the next cycle (repeat for "
+                  "more)")
+      ->type_name("MAP");
+}
+
 void addCompilerOptions(CLI::App &command, CompilerFlags &flags) {
   command.add_option("-I", flags.includes, "add an include directory for C input")
       ->type_name("DIR");

@@ -34,6 +34,10 @@ void addProgramArgument(CLI::App &command, std::string &path);
 // --inline-limit N, the table size up to which whole tables are inlined.
 void addInlineLimit(CLI::App &command, uint32_t &limit);
 
+// --keep-generic MAP (repeatable): maps another loader writes, never
+// specialized (bpf::KeptGeneric).
+void addKeepGeneric(CLI::App &command, std::vector<std::string> &maps);
+
 // -I/-D/--cflags, understood by every command that compiles a program, and
 // --prog-type, the type of programs in sections libbpf cannot place.
 struct CompilerFlags {

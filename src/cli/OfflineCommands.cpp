@@ -23,11 +23,14 @@ struct AnalyzeOptions {
   bool json = false;
   bool explain = false;
   uint32_t inlineLimit = bpf::SpecializeRequest().inlineLimit;
+  std::vector<std::string> keepGeneric;
   CompilerFlags compiler;
 };
 
 int analyze(const AnalyzeOptions &options) {
-  auto spec = bpf::ProgramSpec::load(options.program, frontendOptions(options.compiler));
+  bpf::KeptGeneric kept;
+  kept.maps.insert(options.keepGeneric.begin(), options.keepGeneric.end());
+  auto spec = bpf::ProgramSpec::load(options.program, frontendOptions(options.compiler), kept);
   if (!spec)
     return fail(spec.takeError());
   if (options.explain && options.json)
@@ -116,6 +119,7 @@ void addAnalyzeCommand(CLI::App &morpheus) {
                    "per map and site, what Morpheus would do, or why not and what would "
                    "change it");
   addInlineLimit(command, options->inlineLimit);
+  addKeepGeneric(command, options->keepGeneric);
   addCompilerOptions(command, options->compiler);
 }
 

@@ -52,8 +52,8 @@ nlohmann::json analysisToJson(const bpf::ProgramSpec &spec) {
                           {"value_size", table.valueSize},
                           {"max_entries", table.maxEntries},
                           {"access", written ? "rw" : "ro"},
-                          {"sites", usage == info.tables.end() ? 0u
-                                                               : usage->second.siteCount}};
+                          {"kept_generic", table.keptGeneric},
+                          {"sites", usage == info.tables.end() ? 0u : usage->second.siteCount}};
     if (written)
       map["write_reasons"] = usage->second.writeReasons;
     maps.push_back(map);
@@ -214,7 +214,12 @@ std::string planText(const bpf::ProgramSpec &spec, const core::AccessSite &site,
   case Action::Kept:
     break;
   }
-  std::string text = "kept: " + plan.decline->detail;
+  // The operator's choice, not the program's: said as it is.
+  std::string text = plan.decline->reason == core::LookupDecline::Reason::KeptGeneric
+                         ? plan.decline->detail +
+                               ": the lookup stays, so its other writer's updates hold "
+                               "from the next packet on"
+                         : "kept: " + plan.decline->detail;
   switch (plan.writes) {
   case Writes::NotTheReason:
     break;
@@ -292,14 +297,17 @@ Explanation explainProgram(const bpf::ProgramSpec &spec, uint32_t inlineLimit) {
     map.maxEntries = table.maxEntries;
     map.valueSize = table.valueSize;
     map.mapOfMaps = table.innerTemplate.has_value();
-    map.access = !used.written ? ExplainedMap::Access::ReadOnly
+    map.access = table.keptGeneric ? ExplainedMap::Access::KeptGeneric
+                 : !used.written   ? ExplainedMap::Access::ReadOnly
                  : info.writtenOnlyInPart(name, table.valueSize)
                      ? ExplainedMap::Access::WrittenInPart
                      : ExplainedMap::Access::Written;
-    if (used.writtenWholesale)
+    // Kept generic, the program's own writes are listed beside the policy.
+    if (used.writtenWholesale) {
       for (const std::string &reason : used.writeReasons)
-        map.writes.push_back({"", std::nullopt, reason});
-    else
+        if (reason != core::KeptGenericReason)
+          map.writes.push_back({"", std::nullopt, reason});
+    } else {
       for (const core::ValueWrite &write : used.valueWrites) {
         // Sites inlined from one helper function write in the same place:
         // one each.
@@ -310,6 +318,7 @@ Explanation explainProgram(const bpf::ProgramSpec &spec, uint32_t inlineLimit) {
         if (llvm::find(map.writes, line) == map.writes.end())
           map.writes.push_back(std::move(line));
       }
+    }
     map.pointerComparisons = used.pointerComparisons;
     for (const core::AccessSite &site : info.sites)
       if (site.table == name)
@@ -433,6 +442,8 @@ const char *accessName(ExplainedMap::Access access) {
     return "written_in_part";
   case ExplainedMap::Access::Written:
     return "written";
+  case ExplainedMap::Access::KeptGeneric:
+    return "kept_generic";
   }
   return "?";
 }
@@ -492,13 +503,17 @@ std::string explanationToText(const Explanation &explanation) {
     case ExplainedMap::Access::WrittenInPart:
       out += "written in part by the data plane\n";
       break;
+    case ExplainedMap::Access::KeptGeneric:
+      out += std::string(core::KeptGenericReason) + ": never specialized\n";
+      break;
     }
+    bool wholesale = map.access == ExplainedMap::Access::Written ||
+                     map.access == ExplainedMap::Access::KeptGeneric;
     for (const ExplainedWrite &write : map.writes)
-      out += map.access == ExplainedMap::Access::Written
-                 ? "    written: " + write.by + "\n"
-                 : "    written: " + write.bytes +
-                       (write.key ? " of key [" + *write.key + "]" : " of every key") + ", by " +
-                       write.by + "\n";
+      out += wholesale ? "    written: " + write.by + "\n"
+                       : "    written: " + write.bytes +
+                             (write.key ? " of key [" + *write.key + "]" : " of every key") +
+                             ", by " + write.by + "\n";
     for (const std::string &where : map.pointerComparisons)
       out += "    value pointers " + where + "\n";
     for (const ExplainedSite &site : map.sites)
@@ -525,7 +540,8 @@ nlohmann::json explanationToJson(const Explanation &explanation) {
     nlohmann::json writes = nlohmann::json::array();
     for (const ExplainedWrite &write : map.writes) {
       nlohmann::json json = {{"by", write.by}};
-      if (map.access != ExplainedMap::Access::Written) {
+      if (map.access != ExplainedMap::Access::Written &&
+          map.access != ExplainedMap::Access::KeptGeneric) {
         json["bytes"] = write.bytes;
         json["key"] = write.key ? nlohmann::json(*write.key) : nlohmann::json(nullptr);
       }

@@ -44,7 +44,9 @@ struct ExplainedWrite {
 };
 
 struct ExplainedMap {
-  enum class Access { ReadOnly, WrittenInPart, Written };
+  // KeptGeneric: another loader writes it and policy keeps it generic
+  // (core::TableInfo::keptGeneric), whatever the program does with it.
+  enum class Access { ReadOnly, WrittenInPart, Written, KeptGeneric };
   std::string name, type;
   uint32_t maxEntries = 0, valueSize = 0;
   bool mapOfMaps = false;

@@ -137,6 +137,18 @@ void addRunCommand(CLI::App &morpheus) {
                    "chain runs one stage fewer, and the log says so (without it such a "
                    "program is not adopted)");
   command
+      .add_option("--other-writers", options->otherWriters,
+                  "with --adopt, the maps the program shares with its owner, whose updates "
+                  "bypass the guard: poll (default) compares what the version read each "
+                  "cycle and rebuilds after a change, which holds from then on (up to a "
+                  "period plus a cycle late); keep-generic never specializes them, so an "
+                  "update holds from the next packet on (and a version with nothing polled "
+                  "serves on after Morpheus exits or hands over)")
+      ->transform(commandline::oneOf(std::map<std::string, OtherWriters>{
+          {"poll", OtherWriters::Poll}, {"keep-generic", OtherWriters::KeepGeneric}}))
+      ->type_name("poll|keep-generic");
+  addKeepGeneric(command, options->keepGeneric);
+  command
       .add_option("--netns", options->netns,
                   "network namespace of the interface (/run/netns/NAME)")
       ->type_name("NAME");

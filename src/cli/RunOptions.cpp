@@ -8,6 +8,18 @@
 
 namespace morpheus::cli {
 
+Expected<bpf::KeptGeneric> keptGenericFor(const RunOptions &flags) {
+  if (flags.otherWriters == OtherWriters::KeepGeneric && flags.adopt.empty())
+    return makeError("other writers' maps kept generic (--other-writers, other_writers) are "
+                     "those an adopted program shares with its owner, and this program adopts "
+                     "none: name the maps other loaders write with --keep-generic MAP "
+                     "(keep_generic)");
+  bpf::KeptGeneric kept;
+  kept.everyMap = flags.otherWriters == OtherWriters::KeepGeneric;
+  kept.maps.insert(flags.keepGeneric.begin(), flags.keepGeneric.end());
+  return kept;
+}
+
 Expected<runtime::DaemonOptions> daemonOptionsFor(const RunOptions &flags, const std::string &name,
                                                   bool socket, std::string &costModelSaid) {
   runtime::DaemonOptions options;
@@ -30,6 +42,10 @@ Expected<runtime::DaemonOptions> daemonOptionsFor(const RunOptions &flags, const
   if (costModel->calibrated())
     options.optimizer.traffic.costs = costModel->fastPathCosts(options.optimizer.traffic.costs);
   options.optimizer.notProfiled.insert(flags.notProfiled.begin(), flags.notProfiled.end());
+  auto kept = keptGenericFor(flags);
+  if (!kept)
+    return kept.takeError();
+  options.optimizer.keptGeneric = std::move(*kept);
   options.period = std::chrono::microseconds(int64_t(flags.periodMs * 1000));
   options.mode = flags.mode;
   options.tcDirection = flags.tcDirection;

@@ -12,6 +12,12 @@
 
 namespace morpheus::cli {
 
+// What becomes of the maps an adopted program shares with its owner, whose
+// writes bypass the guard (`--other-writers`, `other_writers:`): polled
+// each cycle (a change holds from the cycle after it, up to a period plus
+// a cycle late), or never specialized (it holds from the next packet on).
+enum class OtherWriters { Poll, KeepGeneric };
+
 struct RunOptions {
   std::string program;
   std::vector<std::string> ifaces;
@@ -20,6 +26,8 @@ struct RunOptions {
   bpf::TcDirection tcDirection = bpf::TcDirection::Ingress;
   bool detachOnExit = false;
   bool acceptOneTailCallFewer = false;
+  OtherWriters otherWriters = OtherWriters::Poll;
+  std::vector<std::string> keepGeneric; // maps never specialized (--keep-generic)
   double periodMs = 1000;
   uint32_t inlineLimit = runtime::OptimizerOptions().inlineLimit;
   // The table passes to run by name (Passes.def); unset runs them all.
@@ -33,6 +41,12 @@ struct RunOptions {
   LogFormat logFormat = LogFormat::Text;
   CompilerFlags compiler;
 };
+
+// The maps `flags` keeps generic: every map with --other-writers
+// keep-generic (an adopted program's are all its owner's), and those
+// --keep-generic names. Keep-generic for a program that adopts nothing is
+// an error: it has no owner, and --keep-generic names the maps others write.
+Expected<bpf::KeptGeneric> keptGenericFor(const RunOptions &flags);
 
 // The daemon options for `flags`: the cost model read (`costModelSaid`
 // gets the line saying which), the pin directory defaulted to

@@ -24,6 +24,7 @@ struct LookupDecline {
     NoKeyArgument,
     HelperShape,         // declared by hand: no pointer out, or key not by pointer
     NotInTheCatalog,
+    KeptGeneric,            // another loader writes it: TableInfo::keptGeneric
     WrittenByTheDataPlane,  // and its writes are not guarded
     WritesNotGuardable,     // guarded, but not key by key (whyWritesNotGuardable)
     WrittenThroughTheValue, // the program writes through this lookup's result
@@ -41,7 +42,8 @@ struct LookupDecline {
 };
 
 // Why the lookup at `site` cannot be replaced, or nullopt when it can: it
-// must be a lookup in a resolved, read-only table whose lookup semantics
+// must be a lookup in a resolved, read-only table that policy does not keep
+// generic (TableInfo::keptGeneric), whose lookup semantics
 // the core models, whose lookups have no side effects, whose call has the
 // shape of a lookup (pointer key in, pointer out), whose key bytes are all
 // written on every path (KeyProvenance::unwritten) and whose root reaches

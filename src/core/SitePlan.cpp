@@ -175,6 +175,10 @@ ReadPlan planReads(const TableAccessInfo &info, const TableCatalog &catalog,
     // what the passes would need of each table it may turn out to be.
     const AccessSite *outer = site.outerLookup ? info.siteFor(site.outerLookup) : nullptr;
     for (const std::string &outerTable : site.outerTables) {
+      // Which tables it holds is another loader's business, never read.
+      if (auto outer = catalog.find(outerTable);
+          outer != catalog.end() && outer->second.keptGeneric)
+        continue;
       TableReadRequest &slots = plan[outerTable];
       slots.wholeTableLimit = inlineLimit;
       if (outer && outer->key.constantKey)

@@ -280,6 +280,16 @@ TableAccessInfo Analyzer::run() {
       TableUsage &usage = info.tables[global.getName().str()];
       usage.name = global.getName().str();
     }
+  // A table another loader writes, kept generic by policy, is written
+  // wholesale as far as every pass is concerned, first of all: its reason
+  // is the one reports give.
+  if (catalog)
+    for (const auto &[name, table] : *catalog)
+      if (table.keptGeneric && info.tables.count(name)) {
+        markWritten(name, KeptGenericReason);
+        markUntied(name, KeptGenericReason);
+        markKeySetWritten(name, KeptGenericReason);
+      }
   collectSites();
   checkTableUses();
   for (AccessSite &site : info.sites)

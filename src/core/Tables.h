@@ -61,6 +61,13 @@ struct TableInfo {
   // Set for tables of tables: what their lookups return is a table with this
   // layout, never a value.
   std::optional<TableTemplate> innerTemplate;
+  // Written by another loader, which the guard does not see, and kept
+  // generic by the operator's policy (`run --keep-generic`, `--other-writers
+  // keep-generic`): the analysis counts it as written wholesale by the data
+  // plane (KeptGenericReason), so nothing is folded from it, no fast path
+  // answers for it and no version depends on what it holds; such a writer's
+  // change holds from the next packet on.
+  bool keptGeneric = false;
 
   // Whether this table could be stored in a table of tables with `inner`.
   bool fits(const TableTemplate &inner) const {
@@ -71,6 +78,11 @@ struct TableInfo {
 };
 
 using TableCatalog = std::map<std::string, TableInfo>;
+
+// Why a table marked TableInfo::keptGeneric is never specialized: the
+// analysis's write reason, the lookup's decline, what explain and the
+// daemon print.
+inline constexpr const char *KeptGenericReason = "kept generic: written by another loader (policy)";
 
 struct TableEntry {
   Bytes key;

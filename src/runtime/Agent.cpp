@@ -133,7 +133,8 @@ json AgentProgramState::toJson() const {
                  {"instructions",
                   {{"original", originalInstructions}, {"specialized", specializedInstructions}}},
                  {"sites", {{"specialized", sitesSpecialized}, {"kept", sitesKept}}},
-                 {"guard_bumps", guardBumps}};
+                 {"guard_bumps", guardBumps},
+                 {"kept_generic", keptGeneric}};
   json declines = json::array();
   for (const auto &[why, sites] : keptSiteDeclines)
     declines.push_back({{"pass", core::deciderName(why.first)},
@@ -273,6 +274,10 @@ void Agent::startEntry(Entry &entry, Clock::time_point now) {
     state.detail = "";
     state.originalInstructions =
         bpf::translatedInstructions(entry.daemon->optimizer().originalFd());
+    state.keptGeneric.clear();
+    for (const auto &[name, table] : entry.daemon->optimizer().spec().catalog())
+      if (table.keptGeneric)
+        state.keptGeneric.push_back(name);
     // Bumps count from here (a guard taken over keeps its version).
     state.guardVersion = entry.daemon->optimizer().guard().version();
     entry.periodsSampled = 0;
@@ -351,6 +356,7 @@ AgentChanges Agent::apply(std::vector<AgentProgram> programs) {
       slot.state.state = AgentProgramState::State::Failed;
       slot.state.detail = "starting";
       slot.startFailures = 0;
+      slot.deferredSince.reset();
       entry = &slot;
     }
     startEntry(*entry, now);
@@ -489,8 +495,9 @@ unsigned Agent::step(Clock::time_point now) {
         entry.retryAt <= now)
       startEntry(entry, now);
 
-  // Due programs, those a change waits for first, then the busiest, then
-  // the one whose last turn is the oldest.
+  // Due programs: those the budget deferred first, the longest waiting
+  // first; then those a change waits for, then the busiest, then the one
+  // whose last turn is the oldest (the header says why).
   struct Due {
     Entry *entry;
     Daemon::Work work;
@@ -503,6 +510,12 @@ unsigned Agent::step(Clock::time_point now) {
       due.push_back({&entry, work});
   }
   std::stable_sort(due.begin(), due.end(), [](const Due &a, const Due &b) {
+    const std::optional<Clock::time_point> &waitedA = a.entry->deferredSince,
+                                           &waitedB = b.entry->deferredSince;
+    if (waitedA.has_value() != waitedB.has_value())
+      return waitedA.has_value();
+    if (waitedA && *waitedA != *waitedB)
+      return *waitedA < *waitedB;
     if ((a.work == Daemon::Work::Change) != (b.work == Daemon::Work::Change))
       return a.work == Daemon::Work::Change;
     uint64_t packetsA = a.entry->daemon->runTime().packets,
@@ -516,6 +529,8 @@ unsigned Agent::step(Clock::time_point now) {
   for (Due &item : due) {
     Entry &entry = *item.entry;
     if (!budgetAllows(now)) {
+      if (!entry.deferredSince)
+        entry.deferredSince = now;
       std::unique_lock lock(tableMutex);
       ++entry.state.cyclesDeferred;
       if (options.metrics)
@@ -532,6 +547,7 @@ unsigned Agent::step(Clock::time_point now) {
     }
     charge(threadCpuSeconds() - before);
     entry.lastTurnAt = now;
+    entry.deferredSince.reset();
     if (!thrown.empty()) {
       // Whatever state the daemon was left in, it is not trusted again:
       // it stops as `run` stops (its pins kept) and starts afresh. The

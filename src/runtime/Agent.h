@@ -33,10 +33,14 @@
 // dropped with it, served by the socket's "history" op.
 //
 // Budget: cycles of all programs share `cpuBudget` of one core (measured as
-// the loop thread's CPU time): when it is spent, due programs wait, those
-// with a change waiting (an update, a bumped guard) first, then the busiest
+// the loop thread's CPU time): when it is spent, due programs wait. Who
+// goes first: a program the budget deferred, before any that was not (the
+// longest waiting first), so that none starves: once deferred, a program
+// waits for at most one turn of each program deferred before it, however
+// busy or often changed the others are. Among the rest, those with a
+// change waiting (an update, a bumped guard) first, then the busiest
 // (packets in their last status period), then the one whose last turn was
-// the longest ago (so that programs alike take turns, none starved).
+// the longest ago (so that programs alike take turns).
 #pragma once
 
 #include "runtime/AgentHistory.h"
@@ -118,6 +122,8 @@ struct AgentProgramState {
   // with its lookup sites specialized or kept (as of its install).
   uint64_t originalInstructions = 0, specializedInstructions = 0;
   unsigned sitesSpecialized = 0, sitesKept = 0;
+  // The maps policy keeps generic (core::KeptGenericReason), as started.
+  std::vector<std::string> keptGeneric;
   // The kept sites by who declined them and why (a site several deciders
   // declined counts once under each).
   std::map<std::pair<core::Decider, core::SiteOutcome>, unsigned> keptSiteDeclines;
@@ -176,6 +182,9 @@ private:
     unsigned startFailures = 0;
     Clock::time_point retryAt;
     Clock::time_point lastTurnAt; // when it last got the budget; never: the epoch
+    // Since when the budget has deferred it (due, passed over); none once
+    // it gets its turn.
+    std::optional<Clock::time_point> deferredSince;
     ProgramHistory history;
     uint64_t periodsSampled = 0; // of the running daemon, in `history`
   };

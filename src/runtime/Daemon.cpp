@@ -174,7 +174,30 @@ Error Daemon::startAdoption(const std::string &path) {
   if (adoption->readopted())
     log.record("readopted", {{"pin", adoption->ownerArrayPin()}},
                "took over the trampoline an earlier run left (" + adoption->describe() + ")\n");
-  opt->install = [raw = adoption.get()](int fd) { return raw->serve(fd); };
+  // The version the earlier run kept serving (it depends on nothing
+  // polled) serves on until our first cycle ends, if it still can.
+  if (FileDescriptor fallback = adoption->takeEarlierFallback(); fallback.valid()) {
+    uint32_t version = adoption->servedProgramId();
+    if (opt->canServeOn(version, fallback.get())) {
+      earlierFallback = std::move(fallback);
+      earlierVersionServes = true;
+      log.record("version_kept_serving", {{"program_id", version}},
+                 llvm::formatv("the version an earlier run left (program {0}) serves on until "
+                               "this run's first cycle\n",
+                               version)
+                     .str());
+    } else {
+      adoption->releaseServed();
+      if (Error err = adoption->serve(-1))
+        return err;
+    }
+  }
+  // Whatever is served next may depend on what Morpheus polls: the array
+  // goes with this process again until syncServedPin says otherwise.
+  opt->install = [raw = adoption.get()](int fd) {
+    raw->releaseServed();
+    return raw->serve(fd);
+  };
   nextPeriod = nextCycle = Clock::now();
   statsBase = bpf::programRunStats(chargedFd());
   return Error::success();
@@ -228,13 +251,20 @@ void Daemon::handOver() {
 
 Daemon::ExitNote Daemon::exitNote() const {
   bool handingOver = options.onExit == OnExit::HandOver;
-  if (adoption)
-    return {handingOver ? nlohmann::json{{"detach", false}, {"hand_over", true}}
-                        : nlohmann::json{{"detach", false}},
-            handingOver ? "stopping: handing over: the trampoline stays on the hook for the next "
-                          "Morpheus to take over\n"
-                        : "stopping: the owner's program goes back on its hook (unless the "
-                          "owner moved on)\n"};
+  if (adoption) {
+    if (!handingOver)
+      return {{{"detach", false}},
+              "stopping: the owner's program goes back on its hook (unless the owner moved "
+              "on)\n"};
+    bool kept = adoption->servedKept();
+    return {{{"detach", false}, {"hand_over", true}, {"version_serves_on", kept}},
+            std::string("stopping: handing over: the trampoline stays on the hook for the next "
+                        "Morpheus to take over; ") +
+                (kept ? "the version it runs serves on (it depends on nothing polled)\n"
+                      : "the owner's program serves until the next Morpheus installs a "
+                        "version (this one depends on maps the owner writes, which nobody "
+                        "polls meanwhile)\n")};
+  }
   if (options.onExit == OnExit::Detach)
     return {{{"detach", true}}, "stopping: detaching and removing pins\n"};
   const std::string &dir = options.optimizer.pinDir;
@@ -288,6 +318,14 @@ std::vector<std::string> updateGuarantees(const bpf::ProgramSpec &spec,
   const core::TableAccessInfo &analysis = spec.analysis();
   for (const auto &[name, usage] : analysis.tables) {
     auto table = spec.catalog().find(name);
+    if (table != spec.catalog().end() && table->second.keptGeneric) {
+      lines.push_back(llvm::formatv("map '{0}': {1}: never specialized, every update (its "
+                                    "other writer's too, which bypass the guard) holds from "
+                                    "the next packet on",
+                                    name, core::KeptGenericReason)
+                          .str());
+      continue;
+    }
     bool inPart = table != spec.catalog().end() &&
                   analysis.writtenOnlyInPart(name, table->second.valueSize);
     // Values written everywhere, but keys only the control plane adds or
@@ -550,6 +588,8 @@ std::optional<core::CycleReport> Daemon::step(Clock::time_point now) {
   core::CycleReport cycle = opt->runCycle();
   if (earlierFallback.valid())
     endEarlierVersion(cycle);
+  if (adoption)
+    syncServedPin();
   lastCycle = cycle.cycle;
   failures = backsOff(cycle.outcome) ? failures + 1 : 0;
   nextCycle = now;
@@ -564,7 +604,15 @@ std::optional<core::CycleReport> Daemon::step(Clock::time_point now) {
 }
 
 void Daemon::endEarlierVersion(const core::CycleReport &cycle) {
-  if (earlierVersionServes && !cycle.installed()) {
+  if (earlierVersionServes && !cycle.installed() && adoption) {
+    adoption->releaseServed();
+    if (Error err = adoption->serve(-1))
+      log.error("the version an earlier run left keeps serving: " + llvm::toString(std::move(err)));
+    else
+      log.record("earlier_version_replaced", {{"by", "owner"}},
+                 "the version an earlier run left gave way to the owner's program (this cycle "
+                 "installed none)\n");
+  } else if (earlierVersionServes && !cycle.installed()) {
     if (Error err = installOnPorts(opt->originalFd()))
       log.error("the version an earlier run left keeps serving: " +
                 llvm::toString(std::move(err)));
@@ -602,6 +650,19 @@ nlohmann::json phasesJson(const std::vector<core::BuildPhase> &phases) {
   for (const core::BuildPhase &phase : phases)
     list.push_back({{"phase", phase.phase}, {"ms", phase.ms}});
   return list;
+}
+
+void Daemon::syncServedPin() {
+  bool unattended = opt->installedServesUnattended();
+  if (unattended == adoption->servedKept())
+    return;
+  if (!unattended) {
+    adoption->releaseServed();
+    return;
+  }
+  if (Error err = adoption->keepServed(opt->mapFd(bpf::FallbackMapName)))
+    log.error(llvm::toString(std::move(err)) +
+              "; the owner's program serves once this process ends");
 }
 
 void Daemon::report(const core::CycleReport &cycle) {

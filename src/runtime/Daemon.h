@@ -136,7 +136,9 @@ public:
   // updates: what the program writes is never specialized (always live;
   // the other keys and bytes of a map it writes only in part may be);
   // for one it only reads, updates through Morpheus (the guard) are seen
-  // by the next packet, other writers' within a period plus a cycle.
+  // by the next packet, other writers' within a period plus a cycle; one
+  // kept generic by policy is never specialized, so every writer's update
+  // is seen by the next packet.
   std::vector<std::string> updateGuarantees() const;
   // The adopted program's owner replaced or detached it (the hook is left
   // as the owner set it), or its program arrays now hold a chain of tail
@@ -203,10 +205,15 @@ private:
   // is the version's plus one tail call.
   int chargedFd() const;
   // After the first cycle: the version an earlier run left serving (kept
-  // by attachPort) has been replaced by ours, or, when the cycle installed
-  // nothing, gives way to our original (this run cannot tell when that
-  // version's tables go stale); its fallback array is let go.
+  // by attachPort, or by an adopted program's trampoline) has been replaced
+  // by ours, or, when the cycle installed nothing, gives way to our
+  // original (the owner's program when adopted: this run cannot tell when
+  // that version's tables go stale); its fallback array is let go.
   void endEarlierVersion(const core::CycleReport &cycle);
+  // An adopted program's installed version serves on after this process
+  // exactly while it depends on nothing polled
+  // (Optimizer::installedServesUnattended, bpf::Adoption::keepServed).
+  void syncServedPin();
   // Measures the period's cost (runTime) and prints it unless quiet.
   void printStatus();
   // The file holding the reproducer of this difference, written if new.

@@ -118,7 +118,7 @@ Optimizer::~Optimizer() {
 Error Optimizer::load(const std::string &path) {
   auto start = Clock::now();
   core::PhaseClock clock(startup);
-  auto spec = bpf::ProgramSpec::load(path, options.frontend);
+  auto spec = bpf::ProgramSpec::load(path, options.frontend, options.keptGeneric);
   if (!spec)
     return spec.takeError();
   programSpec = std::move(*spec);
@@ -134,7 +134,7 @@ Error Optimizer::load(const std::string &path) {
     if (!owners->empty()) {
       bpf::FrontendOptions frontend = options.frontend;
       frontend.globalBytes = std::move(*owners);
-      auto again = bpf::ProgramSpec::load(path, frontend);
+      auto again = bpf::ProgramSpec::load(path, frontend, options.keptGeneric);
       if (!again)
         return again.takeError();
       programSpec = std::move(*again);
@@ -337,7 +337,7 @@ Error Optimizer::pinAll() {
 }
 
 bool Optimizer::canServeOn(uint32_t programId, int earlierFallback) const {
-  if (adopted() || installed)
+  if (installed)
     return false;
   auto running = bpf::liveProgramById(programId);
   if (!running) {
@@ -346,17 +346,22 @@ bool Optimizer::canServeOn(uint32_t programId, int earlierFallback) const {
   }
   uint32_t guardId = bpf::objectId(guardWord.fd());
   uint32_t fallbackId = bpf::objectId(earlierFallback);
+  std::set<uint32_t> live;
+  for (const auto &[name, fd] : sharedMaps)
+    if (name != bpf::FallbackMapName)
+      live.insert(bpf::objectId(fd));
   bool checksOurGuard = false, fallsBackThere = false;
   for (uint32_t id : running->mapIds) {
     checksOurGuard |= id == guardId;
     if (id == fallbackId)
       fallsBackThere = true;
-    else if (bpf::mapTypeById(id) == BPF_MAP_TYPE_PROG_ARRAY)
+    else if (bpf::mapTypeById(id) == BPF_MAP_TYPE_PROG_ARRAY && !live.count(id))
       return false;
   }
   // A version whose roots all fall back inside the program uses no
-  // fallback array.
-  return checksOurGuard &&
+  // fallback array. An adopted program's checks a guard of its run's own,
+  // which its run kept serving because its answers depend on no guard.
+  return (checksOurGuard || adopted()) &&
          (!fallsBackThere || bpf::sameProgramsInSlots(earlierFallback, fallbackFd));
 }
 
@@ -499,7 +504,16 @@ bool Optimizer::installedFits(const core::TableSnapshot &snapshot,
 // owner that loaded what Morpheus builds from the source are specialized
 // too, and any other stage stays the owner's.
 Expected<bpf::ProgramSlots> Optimizer::stageArrays() const {
-  return original->ownProgramSlots();
+  auto slots = original->ownProgramSlots();
+  if (!slots)
+    return slots.takeError();
+  // Its other writer may put any program in it at any moment: the live
+  // array answers that from the next packet on, a copy would not.
+  std::erase_if(*slots, [&](const auto &array) {
+    auto table = programSpec->catalog().find(array.first);
+    return table != programSpec->catalog().end() && table->second.keptGeneric;
+  });
+  return slots;
 }
 
 bool Optimizer::ownerChanged(core::TableSnapshot &read) {

@@ -64,6 +64,11 @@ struct OptimizerOptions {
   // owner's program. The owner writes its maps without Morpheus: each cycle
   // polls them, and a change bumps the guard before anything is rebuilt.
   const bpf::Adoption *adoption = nullptr;
+  // Maps another loader writes that are never specialized, rather than
+  // polled (bpf::KeptGeneric): no version depends on them, so such a
+  // writer's change holds from the next packet; a kept-generic program
+  // array is shared by every version (its stages stay the live ones).
+  bpf::KeptGeneric keptGeneric;
   core::FaultInjection faults; // test-only
 };
 
@@ -95,10 +100,22 @@ public:
   // stops it trusting its tables; it falls back inside the program, or
   // through `earlierFallback` (that run's fallback array, which the caller
   // holds open since our pin replaced its pin) to programs of the same
-  // code as our original's; and it reaches no other program array (a
-  // version's own stage arrays are emptied as the run that loaded them
-  // exits). Whatever it is, it serves only until our first cycle ends.
+  // code as our original's; and it reaches no other program array but the
+  // live ones every version shares (a version's own stage arrays are
+  // emptied as the run that loaded them exits). An adopted program's
+  // version serves on only if its run kept it (bpf::Adoption::keepServed:
+  // it depends on nothing polled, nor on any guard). Whatever it is, it
+  // serves only until our first cycle ends.
   bool canServeOn(uint32_t programId, int earlierFallback) const;
+  // Whether the installed version answers alike whatever the maps and the
+  // program arrays hold: it was built from no table (each one it reads
+  // kept generic, written by the data plane, or left out as unstable) and
+  // has no stage array of its own. Nobody need poll or bump anything for
+  // it, so it may serve on after this process (an adopted program's:
+  // bpf::Adoption::keepServed).
+  bool installedServesUnattended() const {
+    return installed && installed->snapshot.empty() && installed->stages.empty();
+  }
 
   // Test-only: faults for the cycles that follow (FaultInjection).
   void injectFaults(core::FaultInjection faults) { options.faults = faults; }
@@ -190,7 +207,8 @@ private:
   // programs in the slots where the live array holds the original's (by
   // name): its tail calls then reach the specialized stages. An array with
   // a slot holding any other program (another object's, an adopted
-  // owner's) is not copied: the version shares the live one.
+  // owner's), or kept generic, is not copied: the version shares the live
+  // one.
   Expected<bpf::ProgramSlots> stageArrays() const;
   // Loads a version's object sharing the live maps except the arrays of
   // `stages`, which libbpf makes the version's own (empty); a

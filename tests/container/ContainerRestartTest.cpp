@@ -131,8 +131,8 @@ TEST_F(ContainerRestart, KilledContainerThenANewOneTakesOverWithNoPacketLostOrGe
   ASSERT_TRUE(specialized(before.loadedProgram));
   ASSERT_NE(before.adoptedVersion, 0u);
   Traffic traffic(scene.loaded, scene.adopted);
-  LinkWatcher watcher(scene.loadedLink());
-  LinkWatcher adoptedHook(scene.ownerLink());
+  ProgramWatcher watcher = linkWatcher(scene.loadedLink());
+  ProgramWatcher adoptedHook = linkWatcher(scene.ownerLink());
   std::this_thread::sleep_for(300ms);
 
   auto [killed, log] = podman({"kill", first->name});
@@ -150,10 +150,10 @@ TEST_F(ContainerRestart, KilledContainerThenANewOneTakesOverWithNoPacketLostOrGe
 
 // What a pinned link ran while it was watched; none of it 0 (the link
 // never went away).
-std::vector<uint32_t> ranThroughout(LinkWatcher &watcher) {
+std::vector<uint32_t> ranThroughout(ProgramWatcher &watcher) {
   watcher.stop();
   std::vector<uint32_t> ids;
-  for (const LinkWatcher::Seen &program : watcher.programs()) {
+  for (const ProgramWatcher::Seen &program : watcher.programs()) {
     EXPECT_NE(program.id, 0u) << "the link was gone for a while";
     ids.push_back(program.id);
   }
@@ -172,8 +172,8 @@ TEST_F(ContainerRestart, RolloutStopsTheOldContainerAndTheNewOneTakesTheSameLink
   ASSERT_TRUE(specialized(before.loadedProgram));
   ASSERT_NE(before.adoptedVersion, 0u);
   Traffic traffic(scene.loaded, scene.adopted);
-  LinkWatcher loadedLink(scene.loadedLink());
-  LinkWatcher ownerLink(scene.ownerLink());
+  ProgramWatcher loadedLink = linkWatcher(scene.loadedLink());
+  ProgramWatcher ownerLink = linkWatcher(scene.ownerLink());
   std::this_thread::sleep_for(300ms);
 
   // The kubelet's stop: SIGTERM, and SIGKILL only after the grace period.

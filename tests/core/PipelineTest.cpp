@@ -12,6 +12,7 @@
 #include <llvm/AsmParser/Parser.h>
 #include <llvm/IR/Module.h>
 #include <llvm/Support/SourceMgr.h>
+#include <llvm/Transforms/Utils/Cloning.h>
 
 namespace morpheus::core {
 namespace {
@@ -184,6 +185,57 @@ TEST_F(Pipeline, PlansEachSiteFromTheProgramAlone) {
   // planReads asks the same of the array either way: the backend reads
   // what it can.
   EXPECT_EQ(planReads(info, catalog, 8)["routes"].wholeTableLimit, 8u);
+}
+
+// A table policy keeps generic (another loader writes it behind the
+// guard) is one the data plane writes wholesale, whatever the program does
+// with it: its site is kept for the policy's reason, nothing of it is
+// read, and a specialization given its contents anyway folds nothing of
+// it (the lookup stays), while the other tables are specialized as before.
+TEST_F(Pipeline, ATableKeptGenericIsNeverSpecialized) {
+  TableSnapshot snapshot;
+  snapshot["config"].probedKeys.insert({0, 0, 0, 0});
+  snapshot["config"].entries.push_back({{0, 0, 0, 0}, Bytes{1, 0, 0, 0}});
+  auto looksUpConfig = [](llvm::Module &program) {
+    for (llvm::Function &function : program)
+      for (llvm::BasicBlock &block : function)
+        for (llvm::Instruction &inst : block)
+          if (auto *call = llvm::dyn_cast<llvm::CallBase>(&inst))
+            for (llvm::Value *operand : call->args())
+              if (operand == program.getNamedGlobal("config"))
+                return true;
+    return false;
+  };
+  // Read-only, its constant-key lookup is inlined.
+  std::unique_ptr<llvm::Module> polled = llvm::CloneModule(*module);
+  ASSERT_THAT_EXPECTED(specializeModule(*polled, signatures, catalog, snapshot, {}),
+                       llvm::Succeeded());
+  EXPECT_FALSE(looksUpConfig(*polled)) << "the baseline: config's lookup inlined";
+
+  catalog["config"].keptGeneric = true;
+  TableAccessInfo info = analyzeModule(*module, signatures, catalog);
+  EXPECT_FALSE(info.isReadOnly("config"));
+  EXPECT_TRUE(info.tables.at("config").writtenWholesale);
+  EXPECT_EQ(info.tables.at("config").wholesaleReason, KeptGenericReason);
+  std::map<unsigned, SitePlan> plans = planSites(info, catalog, 8, nullptr);
+  for (const AccessSite &site : info.sites) {
+    if (site.table != "config")
+      continue;
+    const SitePlan &plan = plans.at(site.id);
+    EXPECT_EQ(plan.action, SitePlan::Action::Kept);
+    ASSERT_TRUE(plan.decline.has_value());
+    EXPECT_EQ(plan.decline->reason, LookupDecline::Reason::KeptGeneric);
+    EXPECT_EQ(plan.decline->detail, KeptGenericReason);
+    EXPECT_TRUE(whyNotInlinable(site, info, catalog, /*writesGuarded=*/true))
+        << "no fast path either";
+  }
+  ReadPlan reads = planReads(info, catalog, 8);
+  EXPECT_FALSE(reads.count("config")) << "nothing of it is read";
+  EXPECT_TRUE(reads.count("routes"));
+
+  auto log = specializeModule(*module, signatures, catalog, snapshot, {});
+  ASSERT_THAT_EXPECTED(log, llvm::Succeeded());
+  EXPECT_TRUE(looksUpConfig(*module)) << "kept generic: the lookup in config stays";
 }
 
 TEST_F(Pipeline, SharedGlobalsSurviveOptimization) {

@@ -6,10 +6,12 @@
 // started. What must hold: the specialized version serves through the
 // trampoline and answers every packet as the owner's program does; the
 // owner's own map updates are followed (the guard bumped first), a map the
-// owner changes every cycle is not inlined; a clean exit gives the hook back
-// to the owner's program; kill -9 leaves the owner's program serving; a
-// restart re-adopts; a source whose maps do not fit is refused naming the
-// map and the field; an owner that moves on makes Morpheus exit untouched;
+// owner changes every cycle is not inlined, maps kept generic by policy
+// make the owner's write hold from the very next packet; a clean exit
+// gives the hook back to the owner's program; kill -9 leaves the owner's
+// program serving; a restart re-adopts; a source whose maps do not fit is
+// refused naming the map and the field; an owner that moves on makes
+// Morpheus exit untouched;
 // a chain of tail calls that can reach the kernel's limit, which the
 // trampoline's tail call would cut by one stage, is not adopted unless the
 // operator accepts it, and then the log says so; one the owner makes later
@@ -104,6 +106,83 @@ TEST(Adoption, SpecializedVersionServesFollowsTheOwnerAndGivesTheHookBack) {
   }
   EXPECT_EQ(hookProgram(veth), ownerId) << "a clean exit gives the hook back\n" << problems;
   EXPECT_NE(access(ownerPin.c_str(), F_OK), 0) << "the owner array's pin is removed";
+}
+
+// An owner's write behind Morpheus's back: a deny rule its own CLI adds
+// with bpf_map_update_elem. Run here right after the write, with no cycle
+// in between (BPF_PROG_TEST_RUN on the hook, through the trampoline and the
+// installed version). Kept generic (--other-writers keep-generic), the
+// version never read the map: the very next packet is denied, and the
+// next cycle has nothing to follow. Polled (the default), the version
+// answers from what its cycle read until the next cycle compares, bumps
+// the guard and rebuilds, as cli.md and equivalence.md say: up to a
+// period plus a cycle late.
+void ownerWriteSeen(std::string_view tag, bool keptGeneric) {
+  SCOPED_TRACE(keptGeneric ? "kept generic" : "polled");
+  Scene scene(tag);
+  auto &[veth, pins, owner] = scene;
+  ASSERT_GE(owner.program, 0);
+  owner.attachNetlink(veth);
+  runtime::DaemonOptions options = adoptOptions(veth, pins);
+  options.optimizer.keptGeneric.everyMap = keptGeneric;
+  std::string printed, problems;
+  llvm::raw_string_ostream out(printed), errors(problems);
+  auto now = runtime::Daemon::Clock::now();
+  auto started =
+      runtime::Daemon::start(sourcePath("examples/policy_fwd.bpf.c"), options, out, errors);
+  ASSERT_TRUE(bool(started)) << llvm::toString(started.takeError());
+  runtime::Daemon &daemon = **started;
+  uint32_t trampoline = hookProgram(veth);
+  std::vector<std::string> guarantees = daemon.updateGuarantees();
+  auto policyLine = llvm::find_if(guarantees, [](const std::string &line) {
+    return line.find("'policy'") != std::string::npos;
+  });
+  ASSERT_NE(policyLine, guarantees.end());
+  EXPECT_EQ(policyLine->find(core::KeptGenericReason) != std::string::npos, keptGeneric)
+      << *policyLine;
+
+  std::optional<core::CycleReport> cycle = daemon.step(now += 1h);
+  ASSERT_TRUE(cycle && cycle->installed()) << printed << problems;
+  std::string decisions = cycle->log.toText();
+  EXPECT_EQ(decisions.find(core::KeptGenericReason) != std::string::npos, keptGeneric) << decisions;
+  uint32_t version = programIdOf(daemon.optimizer().activeFd());
+  ASSERT_EQ(servedThrough(trampoline, options.optimizer.pinDir + "/owner_program"), version)
+      << "the installed version answers";
+  EXPECT_EQ(daemon.optimizer().installedServesUnattended(), keptGeneric)
+      << "kept generic, the version read no map";
+  Fd hook(bpf_prog_get_fd_by_id(trampoline));
+  PacketSpec toDeny;
+  toDeny.daddr = 0x0a000002;
+  Bytes packet = buildPacket(toDeny);
+  ASSERT_EQ(runOnce(hook.fd, packet).verdict, uint32_t(XDP_PASS)) << "no rule yet";
+
+  uint64_t guardBefore = daemon.optimizer().guard().version();
+  owner.policy(0x0a000002, 80, ACTION_DROP);
+  EXPECT_EQ(runOnce(owner.program, packet).verdict, uint32_t(XDP_DROP)) << "the owner's own";
+  EXPECT_EQ(runOnce(hook.fd, packet).verdict, uint32_t(keptGeneric ? XDP_DROP : XDP_PASS))
+      << (keptGeneric ? "the very next packet is denied"
+                      : "polled: the version answers from what its cycle read");
+  EXPECT_EQ(daemon.optimizer().guard().version(), guardBefore) << "nobody bumped the guard";
+
+  cycle = daemon.step(now += 1h);
+  ASSERT_TRUE(cycle) << printed << problems;
+  EXPECT_EQ(runOnce(hook.fd, packet).verdict, uint32_t(XDP_DROP)) << "after the next cycle";
+  if (keptGeneric) {
+    EXPECT_EQ(cycle->outcome, core::CycleOutcome::Unchanged) << cycle->describe();
+    EXPECT_EQ(daemon.optimizer().guard().version(), guardBefore);
+  } else {
+    EXPECT_TRUE(cycle->installed()) << cycle->describe();
+    EXPECT_GT(daemon.optimizer().guard().version(), guardBefore) << "the poll bumped the guard";
+  }
+  expectServesAsTheOwner(trampoline, owner.program, "after the owner's write");
+}
+
+TEST(Adoption, AnOwnersWriteHoldsFromTheNextPacketWhenItsMapsAreKeptGeneric) {
+  ownerWriteSeen("adoptkeep", /*keptGeneric=*/true);
+}
+
+TEST(Adoption, AnOwnersWriteIsFollowedAtTheNextCycleWhenItsMapsArePolled) {
+  ownerWriteSeen("adoptpoll", /*keptGeneric=*/false);
 }
 
 // An owner loaded without an expected attach type (a raw loader): the

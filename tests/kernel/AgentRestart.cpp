@@ -142,10 +142,10 @@ void Traffic::stop() {
     thread.join();
 }
 
-LinkWatcher::LinkWatcher(std::string pin)
-    : pin(std::move(pin)), thread([this] {
+ProgramWatcher::ProgramWatcher(std::function<uint32_t()> running)
+    : running(std::move(running)), thread([this] {
         while (!done) {
-          uint32_t id = linkProgramAt(this->pin);
+          uint32_t id = this->running();
           {
             std::lock_guard lock(mutex);
             if (seen.empty() || seen.back().id != id)
@@ -155,18 +155,23 @@ LinkWatcher::LinkWatcher(std::string pin)
         }
       }) {}
 
-void LinkWatcher::stop() {
+void ProgramWatcher::stop() {
   done = true;
   if (thread.joinable())
     thread.join();
 }
 
-std::vector<LinkWatcher::Seen> LinkWatcher::programs() {
+std::vector<ProgramWatcher::Seen> ProgramWatcher::programs() {
   std::lock_guard lock(mutex);
   return seen;
 }
 
-Scene::Scene(const std::string &tag, const std::string &socketSeenByAgent)
+ProgramWatcher linkWatcher(const std::string &pin) {
+  return ProgramWatcher([pin] { return linkProgramAt(pin); });
+}
+
+Scene::Scene(const std::string &tag, const std::string &socketSeenByAgent,
+             const std::string &adoptedPolicy)
     : sweep(VethPair::sweepStale(tag)), loaded(tag), adopted(tag), pins(tag),
       owner(adopted, ownerLink()),
       dir("/tmp/morpheus-test-" + tag + "-" + std::to_string(getpid())),
@@ -192,7 +197,8 @@ Scene::Scene(const std::string &tag, const std::string &socketSeenByAgent)
        << "    adopt: " << ownerLink() << "\n"
        << "    pin_dir: " << pins.path() << "/adopted\n"
        << "    period: 100ms\n"
-       << "    quiet: true\n";
+       << "    quiet: true\n"
+       << adoptedPolicy;
 }
 
 Scene::~Scene() {
@@ -280,20 +286,20 @@ void expectNoPacketLost(Traffic &traffic, const Scene &scene, const LoadedMaps &
       << "adopted program lost packets";
 }
 
-void expectAlwaysSpecialized(LinkWatcher &watcher, uint32_t first) {
+void expectAlwaysSpecialized(ProgramWatcher &watcher, uint32_t first) {
   watcher.stop();
-  std::vector<LinkWatcher::Seen> seen = watcher.programs();
+  std::vector<ProgramWatcher::Seen> seen = watcher.programs();
   ASSERT_FALSE(seen.empty());
   EXPECT_EQ(seen.front().id, first);
-  for (const LinkWatcher::Seen &program : seen)
+  for (const ProgramWatcher::Seen &program : seen)
     EXPECT_TRUE(program.specialized)
         << "the link ran program " << program.id << ", not a specialized version";
   EXPECT_GE(seen.size(), 2u) << "the new agent installed its own version";
 }
 
-void expectTrampolineThroughout(LinkWatcher &watcher, uint32_t trampoline) {
+void expectTrampolineThroughout(ProgramWatcher &watcher, uint32_t trampoline) {
   watcher.stop();
-  for (const LinkWatcher::Seen &program : watcher.programs())
+  for (const ProgramWatcher::Seen &program : watcher.programs())
     EXPECT_EQ(program.id, trampoline) << "the adopted hook left its trampoline";
 }
 
@@ -307,8 +313,8 @@ void waitForNextAgent(const Scene &scene, ChildProcess &next, const Serving &bef
 }
 
 void expectNextAgentTookOver(const Scene &scene, ChildProcess &next, const Serving &before,
-                             Traffic &traffic, const LoadedMaps &maps, LinkWatcher &watcher,
-                             LinkWatcher &adoptedHook) {
+                             Traffic &traffic, const LoadedMaps &maps, ProgramWatcher &watcher,
+                             ProgramWatcher &adoptedHook, ProgramWatcher *slot) {
   waitForNextAgent(scene, next, before);
   if (::testing::Test::HasFatalFailure())
     return;
@@ -318,6 +324,8 @@ void expectNextAgentTookOver(const Scene &scene, ChildProcess &next, const Servi
   expectNoPacketLost(traffic, scene, maps);
   expectAlwaysSpecialized(watcher, before.loadedProgram);
   expectTrampolineThroughout(adoptedHook, before.trampoline);
+  if (slot)
+    slot->stop();
   EXPECT_TRUE(next.stop()) << next.log();
 }
 

@@ -1,8 +1,8 @@
 // What the tests of a node agent restarted under traffic share: the scene
 // (two veths, an owner whose program the agent adopts, a pin directory,
 // the agent's configuration), traffic through both veths counted by the
-// programs' own stats maps, a watcher of what a pinned link runs, and the
-// checks after the next agent took over. AgentRestartTest runs the agent
+// programs' own stats maps, a watcher of what a hook runs, and the checks
+// after the next agent took over. AgentRestartTest runs the agent
 // as a process; tests/container/ContainerRestartTest runs it in its image
 // under podman, the way a DaemonSet does.
 //
@@ -24,6 +24,7 @@
 #include <bpf/bpf.h>
 
 #include <atomic>
+#include <functional>
 #include <mutex>
 #include <optional>
 #include <string>
@@ -86,26 +87,32 @@ private:
   std::thread thread;
 };
 
-// Every program a link runs, in order, sampled every 200 us, and whether
-// it was a specialized version (told while it exists).
-class LinkWatcher {
+// Every program a hook runs (a link, a trampoline's slot: what `running`
+// says), in order, sampled every 200 us, and whether it was a specialized
+// version (told while it exists).
+class ProgramWatcher {
 public:
   struct Seen {
     uint32_t id;
     bool specialized;
   };
-  explicit LinkWatcher(std::string pin);
-  ~LinkWatcher() { stop(); }
+  explicit ProgramWatcher(std::function<uint32_t()> running);
+  ~ProgramWatcher() { stop(); }
+  ProgramWatcher(const ProgramWatcher &) = delete;
+  ProgramWatcher &operator=(const ProgramWatcher &) = delete;
   void stop();
   std::vector<Seen> programs();
 
 private:
-  std::string pin;
+  std::function<uint32_t()> running;
   std::atomic<bool> done{false};
   std::mutex mutex;
   std::vector<Seen> seen;
   std::thread thread;
 };
+
+// What the link pinned at `pin` runs.
+ProgramWatcher linkWatcher(const std::string &pin);
 
 // Two veths, a pin directory, the owner, and the agent's configuration in
 // a directory of its own (`configDir()`: agent.yaml beside the program's
@@ -114,9 +121,11 @@ private:
 // removed when the test ends. The control socket is `socket` for the test;
 // the configuration names it as the agent sees it (`socketSeenByAgent`,
 // the same path unless the agent runs where the socket's directory is
-// mounted elsewhere).
+// mounted elsewhere). `adoptedPolicy` is more of the adopted program's
+// configuration (lines of its entry).
 struct Scene {
-  explicit Scene(const std::string &tag, const std::string &socketSeenByAgent = "");
+  explicit Scene(const std::string &tag, const std::string &socketSeenByAgent = "",
+                 const std::string &adoptedPolicy = "");
   ~Scene();
   Scene(const Scene &) = delete;
   Scene &operator=(const Scene &) = delete;
@@ -127,6 +136,7 @@ struct Scene {
   std::string loadedPins() const { return pins.path() + "/loaded"; }
   std::string loadedLink() const { return loadedPins() + "/link_xdp_" + loaded.ifB(); }
   std::string ownerArray() const { return pins.path() + "/adopted/owner_program"; }
+  std::string servedArray() const { return pins.path() + "/adopted/served_version"; }
   std::string ownerLink() const { return pins.path() + "/owner_link"; }
 
   // `morpheus daemon` on this configuration, as a process of the test.
@@ -168,22 +178,24 @@ void expectTakenOver(const Scene &scene, const Serving &before, const std::strin
 void expectNoPacketLost(Traffic &traffic, const Scene &scene, const LoadedMaps &maps);
 
 // The loaded program's link ran nothing but specialized versions.
-void expectAlwaysSpecialized(LinkWatcher &watcher, uint32_t first);
+void expectAlwaysSpecialized(ProgramWatcher &watcher, uint32_t first);
 
 // The owner's link ran the trampoline all along: never handed back to the
 // owner's program, never detached. (Between two agents the trampoline's
-// Morpheus array is empty and the owner's program serves through it: an
-// adopted version is held by its process alone.)
-void expectTrampolineThroughout(LinkWatcher &watcher, uint32_t trampoline);
+// Morpheus array is empty and the owner's program serves through it,
+// unless the version depends on nothing polled: that one is pinned and
+// serves on.)
+void expectTrampolineThroughout(ProgramWatcher &watcher, uint32_t trampoline);
 
 // Waits until the next agent serves both programs with versions of its
 // own (the loaded link no longer running `before`'s program).
 void waitForNextAgent(const Scene &scene, ChildProcess &next, const Serving &before);
 
 // The next agent, started on the same configuration: once both programs
-// run its versions, every check above; then it stops cleanly.
+// run its versions, every check above; then it stops cleanly (`slot`, if
+// given, stopped before it, with the other watchers).
 void expectNextAgentTookOver(const Scene &scene, ChildProcess &next, const Serving &before,
-                             Traffic &traffic, const LoadedMaps &maps, LinkWatcher &watcher,
-                             LinkWatcher &adoptedHook);
+                             Traffic &traffic, const LoadedMaps &maps, ProgramWatcher &watcher,
+                             ProgramWatcher &adoptedHook, ProgramWatcher *slot = nullptr);
 
 } // namespace morpheus::testing

@@ -7,7 +7,8 @@
 // touching exactly what changed; a restart after kill -9 taking the
 // trampolines over; a crashing or throwing cycle, or a missing interface,
 // costing only its own program; one control socket whose requests reach
-// the program they name.
+// the program they name; under a CPU budget, changes first and no program
+// starved.
 #include "runtime/Agent.h"
 #include "AdoptionOwners.h"
 #include "Corpus.h"
@@ -584,35 +585,65 @@ TEST(Agent, AReloadThroughTheSocketAppliesTheConfigurationAsItReadsThen) {
 }
 
 // Under a CPU budget that pays for one cycle a step, the program an update
-// waits for goes first, also when both programs' periods are due (a
-// program the budget deferred stays due).
+// waits for goes first, also when the other program's period is due and
+// its turn is older (it was added later and never ran).
 TEST(Agent, UnderTheCpuBudgetTheProgramAChangeWaitsForGoesFirst) {
   TwoVeths scene("agentbudget");
   auto &[one, two, pins] = scene;
   runtime::AgentOptions options;
   options.cpuBudget = 0.001; // a millisecond of CPU a second: one cycle, then none
   AgentUnderTest agent;
-  ASSERT_TRUE(
-      agent.start({policyFwdOn("early", one, pins), policyFwdOn("late", two, pins)}, options));
+  ASSERT_TRUE(agent.start({policyFwdOn("early", one, pins)}, options));
   EXPECT_EQ(agent.step(1h), 1u) << "the budget pays for one cycle";
   ASSERT_TRUE(lastCycleInstalled(agent.state("early"))) << agent.log();
-  EXPECT_EQ(agent.state("late").cyclesDeferred, 1u);
+  runtime::AgentChanges added =
+      agent->apply({policyFwdOn("early", one, pins), policyFwdOn("late", two, pins)});
+  ASSERT_EQ(added.started, std::vector<std::string>{"late"}) << added.describe();
 
-  // Due both: "early" with a costly cycle (its map written by another
-  // writer, which only its periodic cycle finds), "late" with an update.
-  uint32_t zero = 0;
-  config dropping = {CFG_POLICY_ENABLED, ACTION_DROP};
-  ASSERT_EQ(bpf_map_update_elem(agent.daemon("early").optimizer().mapFd("config"), &zero, &dropping,
-                                BPF_ANY),
-            0);
-  configurePolicyFwd(agent.daemon("late"), ACTION_DROP);
-  agent.daemon("late").notifyChange();
+  // Due both: "late" with its first (costly) cycle and no turn yet,
+  // "early" with an update.
+  configurePolicyFwd(agent.daemon("early"), ACTION_DROP);
+  agent.daemon("early").notifyChange();
   uint64_t earlyCycles = agent.state("early").lastCycle->cycle;
   EXPECT_EQ(agent.step(1h), 1u);
-  EXPECT_TRUE(lastCycleInstalled(agent.state("late"))) << "the update's program ran first\n"
-                                                       << agent.log();
-  EXPECT_EQ(agent.state("early").lastCycle->cycle, earlyCycles);
-  EXPECT_EQ(agent.state("early").cyclesDeferred, 1u);
+  EXPECT_GT(agent.state("early").lastCycle->cycle, earlyCycles)
+      << "the update's program ran first\n"
+      << agent.log();
+  EXPECT_FALSE(agent.state("late").lastCycle.has_value());
+  EXPECT_EQ(agent.state("late").cyclesDeferred, 1u);
+}
+
+// A busy program with a change waiting at every step (updates through
+// Morpheus) shares the same budget with a quiet one (its period's work
+// only): changes go first, but a program the budget deferred goes before
+// any that was not, so the quiet one waits one step at most, every time.
+TEST(Agent, UnderATightCpuBudgetABusyProgramDoesNotStarveAQuietOne) {
+  TwoVeths scene("agentstarve");
+  auto &[one, two, pins] = scene;
+  runtime::AgentOptions options;
+  options.cpuBudget = 0.001;
+  AgentUnderTest agent;
+  ASSERT_TRUE(
+      agent.start({policyFwdOn("busy", one, pins), policyFwdOn("quiet", two, pins)}, options));
+  uint32_t rule = 0x0a000300;
+  std::string ran; // per step: q when the quiet program had a cycle, - when not
+  uint64_t quietCycles = 0;
+  for (int round = 0; round < 8; ++round) {
+    updateThroughMorpheus(agent.daemon("busy"), "policy",
+                          bytesOf(policyKey(rule++, 80, IPPROTO_UDP)),
+                          bytesOf(policyValue(ACTION_DROP)));
+    agent.daemon("busy").notifyChange();
+    ASSERT_GE(agent.step(1h), 1u) << "round " << round << "\n" << agent.log();
+    uint64_t quiet = agent.state("quiet").lastCycle ? agent.state("quiet").lastCycle->cycle : 0;
+    ran += quiet != quietCycles ? 'q' : '-';
+    quietCycles = quiet;
+  }
+  EXPECT_EQ(ran.find("--"), std::string::npos)
+      << "the quiet program waited more than one step: " << ran;
+  EXPECT_GE(std::count(ran.begin(), ran.end(), 'q'), 4) << ran;
+  EXPECT_GE(agent.state("busy").cyclesByOutcome[core::CycleOutcome::Installed], 4u)
+      << "the busy program's changes were followed too\n"
+      << agent.log();
 }
 
 // Under the same budget, two programs alike (no change waiting, as busy

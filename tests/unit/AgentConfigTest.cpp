@@ -7,6 +7,8 @@
 #include <gtest/gtest.h>
 #include <llvm/Testing/Support/Error.h>
 
+#include <set>
+
 namespace morpheus::cli {
 namespace {
 
@@ -113,6 +115,73 @@ TEST(AgentConfig, WhatYamlCannotSayIsNamedByProgram) {
             "limit)");
 }
 
+// What becomes of maps other loaders write: other_writers and keep_generic
+// mean what run's --other-writers and --keep-generic mean, through the one
+// conversion both take (keptGenericFor, used by daemonOptionsFor).
+TEST(AgentConfig, OtherWritersAndKeepGenericNameTheMapsKeptGeneric) {
+  auto config = parseAgentConfig(R"(
+programs:
+  - name: lb
+    source: lb.bpf.c
+    adopt: eth0
+    other_writers: keep-generic
+  - name: lb_polled
+    source: lb.bpf.c
+    adopt: eth1
+    other_writers: poll
+    keep_generic: [acl]
+  - name: fw
+    source: fw.bpf.c
+    ifaces: [eth2]
+    keep_generic: [routes, acl]
+)",
+                                 "/etc/morpheus/agent.yaml");
+  ASSERT_THAT_EXPECTED(config, llvm::Succeeded());
+  ASSERT_EQ(config->programs.size(), 3u);
+  const RunOptions &lb = config->programs[0].options;
+  EXPECT_EQ(lb.otherWriters, OtherWriters::KeepGeneric);
+  auto every = keptGenericFor(lb);
+  ASSERT_THAT_EXPECTED(every, llvm::Succeeded());
+  EXPECT_TRUE(every->everyMap) << "every map the adopted program shares with its owner";
+  EXPECT_TRUE(every->maps.empty());
+
+  auto polled = keptGenericFor(config->programs[1].options);
+  ASSERT_THAT_EXPECTED(polled, llvm::Succeeded());
+  EXPECT_FALSE(polled->everyMap);
+  EXPECT_EQ(polled->maps, std::set<std::string>{"acl"});
+
+  const RunOptions &fw = config->programs[2].options;
+  EXPECT_EQ(fw.otherWriters, OtherWriters::Poll) << "run's default";
+  auto named = keptGenericFor(fw);
+  ASSERT_THAT_EXPECTED(named, llvm::Succeeded());
+  EXPECT_FALSE(named->everyMap);
+  EXPECT_EQ(named->maps, (std::set<std::string>{"acl", "routes"}));
+
+  // The same flags on run's command line mean the same maps.
+  RunOptions flags;
+  flags.adopt = "eth0";
+  flags.otherWriters = OtherWriters::KeepGeneric;
+  auto fromFlags = keptGenericFor(flags);
+  ASSERT_THAT_EXPECTED(fromFlags, llvm::Succeeded());
+  EXPECT_TRUE(fromFlags->everyMap);
+}
+
+TEST(AgentConfig, KeepGenericForEveryMapIsForAnAdoptedProgramOnly) {
+  const std::string head = "programs:\n  - name: a\n    source: a.c\n";
+  std::string attached = errorOf(head + "    ifaces: [e]\n    other_writers: keep-generic\n");
+  EXPECT_NE(attached.find("/etc/morpheus/agent.yaml: program 'a': "), std::string::npos)
+      << attached;
+  EXPECT_NE(attached.find("adopts none"), std::string::npos) << attached;
+  EXPECT_NE(attached.find("--keep-generic MAP (keep_generic)"), std::string::npos) << attached;
+  RunOptions flags;
+  flags.ifaces = {"e"};
+  flags.otherWriters = OtherWriters::KeepGeneric;
+  EXPECT_THAT_EXPECTED(keptGenericFor(flags), llvm::Failed()) << "run's flags alike";
+  std::string choice = errorOf(head + "    adopt: e\n    other_writers: sometimes\n");
+  EXPECT_NE(choice.find(":5:20"), std::string::npos) << choice;
+  EXPECT_NE(choice.find("unknown enumerated scalar"), std::string::npos) << choice;
+}
+
 // A reload restarts exactly the entries whose text means something else.
 TEST(AgentConfig, FingerprintsChangeWithWhatAnEntrySaysNotHowItIsWritten) {
   auto fingerprint = [](llvm::StringRef entry) {
@@ -125,6 +194,11 @@ TEST(AgentConfig, FingerprintsChangeWithWhatAnEntrySaysNotHowItIsWritten) {
                               "    source: a.c\n"));
   EXPECT_NE(base, fingerprint("  - {name: a, source: a.c, ifaces: [e], period: 2s}\n"));
   EXPECT_NE(base, fingerprint("  - {name: a, source: a.c, ifaces: [e, f], period: 1s}\n"));
+  EXPECT_NE(base, fingerprint("  - {name: a, source: a.c, ifaces: [e], period: 1s, "
+                              "keep_generic: [acl]}\n"));
+  std::string adopted = fingerprint("  - {name: a, source: a.c, adopt: e}\n");
+  EXPECT_NE(adopted,
+            fingerprint("  - {name: a, source: a.c, adopt: e, other_writers: keep-generic}\n"));
 }
 
 } // namespace

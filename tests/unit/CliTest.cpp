@@ -176,6 +176,48 @@ TEST(Cli, ExplainSaysWhichKeyBytesAreStaleAndWhatTheyKeep) {
       << out.text;
 }
 
+// analyze --keep-generic MAP: what run --keep-generic does to the map, said
+// where the operator looks. Kept generic, a map the program only reads (the
+// policy, inlined otherwise) and one it writes in part (field_counter's
+// rules, folded otherwise) lose every specialization, and the reason is the
+// policy's; a name that is no map is refused naming the program's maps.
+TEST(Cli, AnalyzeSaysWhyAMapIsKeptGeneric) {
+  Output json = morpheus("analyze --explain --json --keep-generic policy " + Example);
+  ASSERT_EQ(json.status, 0) << json.text;
+  nlohmann::json policy = mapNamed(nlohmann::json::parse(json.text), "policy");
+  EXPECT_EQ(policy["access"], "kept_generic") << policy.dump(2);
+  ASSERT_FALSE(policy["sites"].empty());
+  for (const auto &site : policy["sites"]) {
+    EXPECT_EQ(site["action"], "kept") << site.dump();
+    EXPECT_EQ(site["detail"].get<std::string>().rfind(
+                  "kept generic: written by another loader (policy)", 0),
+              0u)
+        << site.dump();
+  }
+  EXPECT_EQ(mapNamed(nlohmann::json::parse(json.text), "config")["access"], "read_only");
+  Output analysis = morpheus("analyze --json --keep-generic policy " + Example);
+  ASSERT_EQ(analysis.status, 0) << analysis.text;
+  nlohmann::json analyzed = mapNamed(nlohmann::json::parse(analysis.text), "policy");
+  EXPECT_EQ(analyzed["kept_generic"], true);
+  EXPECT_EQ(analyzed["access"], "rw");
+
+  std::string counter = std::string(MORPHEUS_SOURCE_DIR) + "/tests/programs/field_counter.bpf.c";
+  Output text = morpheus("analyze --explain --keep-generic rules " + counter);
+  ASSERT_EQ(text.status, 0) << text.text;
+  EXPECT_NE(text.text.find("kept generic: written by another loader (policy): never "
+                           "specialized\n    written: "),
+            std::string::npos)
+      << "the program's own writes are listed beside the policy\n"
+      << text.text;
+  EXPECT_EQ(text.text.find("fold-read-only-fields"), std::string::npos) << text.text;
+
+  Output unknown = morpheus("analyze --keep-generic polcy " + Example);
+  EXPECT_EQ(unknown.status, 1) << unknown.text;
+  EXPECT_NE(unknown.text.find("no map 'polcy' to keep generic (its maps: config, policy, stats"),
+            std::string::npos)
+      << unknown.text;
+}
+
 // analyze --explain --json: the explanation's content, typed: what each
 // site would get (action, pass) and the text the operator reads, the same
 // as --explain prints it.

@@ -1,6 +1,7 @@
 #include "backend/bpf/Adoption.h"
 
 #include "backend/bpf/Extension.h"
+#include "backend/bpf/PinDirectory.h"
 #include "backend/bpf/ProgramLink.h"
 #include "backend/bpf/ProgramType.h"
 #include "support/Netns.h"
@@ -100,6 +101,12 @@ TailCallReach longestChain(uint32_t from, const std::map<uint32_t, std::set<uint
 
 // Where a run pins the owner array of the hook it takes.
 std::string ownerArrayPinIn(const std::string &pinDir) { return pinDir + "/owner_program"; }
+
+// Where a version kept serving after its run (Adoption::keepServed) is
+// pinned: the Morpheus array holding it, and the array it falls back
+// through.
+std::string servedArrayPinIn(const std::string &pinDir) { return pinDir + "/served_version"; }
+std::string servedFallbackPinIn(const std::string &pinDir) { return pinDir + "/served_fallback"; }
 
 // The map id of the owner array a killed run left pinned at `ownerPin`
 // when it holds program `ownerId` (0: none there, or another program's).
@@ -506,6 +513,8 @@ Error Adoption::recogniseOwner(const std::string &pinDir) {
   if (std::error_code ec = llvm::sys::fs::create_directories(pinDir))
     return makeSystemError(ec.value(), "pin directory '{0}'", pinDir);
   ownerPin = ownerArrayPinIn(pinDir);
+  servedPin = servedArrayPinIn(pinDir);
+  servedFallbackPin = servedFallbackPinIn(pinDir);
   auto hook = liveProgram(hookProgram);
   if (!hook)
     return hook.takeError();
@@ -553,7 +562,11 @@ Error Adoption::recogniseOwner(const std::string &pinDir) {
     ownerName = owner->name;
     trampoline = std::exchange(hookProgram, -1);
     restarted = true;
-    // Nothing may run in it that this run did not build.
+    // A version the earlier run kept serving serves on (the daemon decides
+    // how long); nothing else may run in it that this run did not build.
+    if (earlierVersionKept())
+      return Error::success();
+    unpinServed();
     return serve(-1);
   }
 
@@ -711,8 +724,9 @@ uint32_t Adoption::kernelProgramType() const {
 Error Adoption::takeHook(int standIn) {
   if (restarted || hookTaken)
     return Error::success(); // the hook runs our trampoline already
-  // A pin left by a run whose owner has since moved on holds nothing of use.
+  // Pins left by a run whose owner has since moved on hold nothing of use.
   unlink(ownerPin.c_str());
+  unpinServed();
   if (ownerIsExtension()) {
     uint32_t slot = 0;
     if (standIn < 0 || bpf_map_update_elem(ownerArray, &slot, &standIn, BPF_ANY))
@@ -901,6 +915,45 @@ Error Adoption::serve(int programFd) {
 
 uint32_t Adoption::servedProgramId() const { return slotProgramId(morpheusArray, 0); }
 
+bool Adoption::earlierVersionKept() {
+  int pinned = bpf_obj_get(servedPin.c_str());
+  if (pinned < 0)
+    return false;
+  bool ours = objectId(pinned) == objectId(morpheusArray);
+  close(pinned);
+  if (!ours || !servedProgramId())
+    return false;
+  earlierFallback.reset(bpf_obj_get(servedFallbackPin.c_str()));
+  keptServing = earlierFallback.valid();
+  return keptServing;
+}
+
+Error Adoption::keepServed(int fallbackFd) {
+  // The fallback array first: the version pinned must never be without it.
+  unlink(servedFallbackPin.c_str());
+  if (bpf_obj_pin(fallbackFd, servedFallbackPin.c_str()))
+    return makeSystemError(errno, "cannot pin the served version's fallback array at {0}",
+                           servedFallbackPin);
+  unlink(servedPin.c_str());
+  if (bpf_obj_pin(morpheusArray, servedPin.c_str()))
+    return makeSystemError(errno, "cannot pin the trampoline's Morpheus array at {0}", servedPin);
+  keptServing = true;
+  return Error::success();
+}
+
+void Adoption::releaseServed() {
+  if (!keptServing)
+    return;
+  unlink(servedPin.c_str());
+  keptServing = false;
+}
+
+void Adoption::unpinServed() {
+  unlink(servedPin.c_str());
+  unlink(servedFallbackPin.c_str());
+  keptServing = false;
+}
+
 bool Adoption::ownerMovedOn() const {
   return slotHook ? !slotHook->runs(trampolineId()) : hookProgramId() != trampolineId();
 }
@@ -911,6 +964,7 @@ Error Adoption::restore() {
   restored = true;
   Error err = ownerMovedOn() ? Error::success() : switchHook(trampoline, ownerProgram);
   unlink(ownerPin.c_str());
+  unpinServed();
   if (ownerIsExtension())
     unlink(ownerSlotPin.c_str());
   return err;

@@ -15,15 +15,22 @@
 // last line is reached only if someone empties the pinned owner array by
 // hand (a tail call at a program's entry fails for no other reason).
 //
-// The Morpheus array is held only by this process's fd, never pinned: the
-// kernel empties a program array when its last user reference goes (exit,
-// crash, kill -9), so from then on every packet runs the owner's program
-// through the owner array, which is pinned in the pin directory. The data
-// plane is never detached, and never left on a specialized version that
-// nobody guards. A clean exit switches the hook back to the owner's program
-// (BPF_F_REPLACE against the trampoline) and removes the pin; a restart
-// finds its trampoline on the hook (by name, and the owner array pinned
-// where it left it) and takes it over again.
+// The Morpheus array is held by this process's fd alone while the version
+// in it depends on what Morpheus polls (the owner's maps, the stages of its
+// program arrays): the kernel empties a program array when its last user
+// reference goes (exit, crash, kill -9), so from then on every packet runs
+// the owner's program through the owner array, which is pinned in the pin
+// directory. The data plane is never detached, and never left on a
+// specialized version that nobody guards. A version that depends on
+// nothing polled (every map it reads kept generic, no stage of its own:
+// Optimizer::installedServesUnattended) needs nobody: the daemon pins the
+// array and the fallback array that version falls back through
+// (keepServed), so it serves on after kill -9 and across a handover, and
+// the next run lets it serve until its own first cycle. A clean exit
+// switches the hook back to the owner's program (BPF_F_REPLACE against the
+// trampoline) and removes the pins; a restart finds its trampoline on the
+// hook (by name, and the owner array pinned where it left it) and takes it
+// over again.
 //
 // The trampoline's tail call is one of the kernel's tail calls per packet
 // (MAX_TAIL_CALL_CNT, 33): a chain of the owner's that can make that many
@@ -55,6 +62,7 @@
 #include "backend/bpf/ProgramType.h"
 #include "backend/bpf/XdpDispatcher.h"
 #include "support/Error.h"
+#include "support/FileDescriptor.h"
 
 #include <llvm/ADT/STLFunctionalExtras.h>
 
@@ -119,7 +127,7 @@ public:
   // slot of that program), as adopt() does for a libxdp dispatcher.
   static Expected<std::unique_ptr<Adoption>>
   adoptSlot(std::unique_ptr<DispatcherHook> hook, uint32_t programId, const std::string &pinDir);
-  ~Adoption(); // the Morpheus array goes with its fd: the owner serves
+  ~Adoption(); // the Morpheus array goes with its fd unless kept: the owner serves
 
   // The owner's maps under the names `declared` (the source's maps) gives
   // them, matched by name (a kernel name is the declared one cut to 15
@@ -154,12 +162,29 @@ public:
   Error serve(int programFd);
   // The program the Morpheus array holds now (0: none, the owner serves).
   uint32_t servedProgramId() const;
+  // The version in the Morpheus array serves on after this process (exit,
+  // crash, kill -9, a handover): the array is pinned in the pin directory,
+  // with `fallbackFd`, the program array that version falls back through.
+  // Only for a version whose answers depend on nothing Morpheus polls: no
+  // one polls for it any more (Optimizer::installedServesUnattended).
+  Error keepServed(int fallbackFd);
+  // The Morpheus array goes with this process again (its pin removed; the
+  // fallback array's stays until replaced or restore()): called before
+  // anything else is served in it.
+  void releaseServed();
+  bool servedKept() const { return keptServing; }
+  // A re-adoption that found the version an earlier run kept serving
+  // (keepServed) still in the Morpheus array: the array it falls back
+  // through, opened (the caller holds it while that version may serve;
+  // this run's keepServed replaces its pin). Invalid otherwise: the
+  // re-adoption emptied the array and the owner's program serves.
+  FileDescriptor takeEarlierFallback() { return std::move(earlierFallback); }
   // The hook no longer runs the trampoline: the owner replaced or detached
   // its program (or the interface went away). Morpheus must stop.
   bool ownerMovedOn() const;
   // Hook back to the owner's program (BPF_F_REPLACE against the
-  // trampoline) and the owner array's pin removed. Nothing is touched when
-  // the owner moved on.
+  // trampoline) and the pins removed (owner array, a version kept
+  // serving). The hook is not touched when the owner moved on.
   Error restore();
   // "XDP link on eth0 in namespace ns1, program 'lb' (id 40)",
   // "tcx ingress link on eth0, program 'classify' (id 41)",
@@ -203,6 +228,12 @@ private:
   Expected<uint32_t> arrayAttachType() const;
   Error switchHook(int from, int to);
   uint32_t hookProgramId() const;
+  // Re-adoption: whether the earlier run kept the version in our Morpheus
+  // array serving (its pin holds this array, and the fallback array's pin
+  // opens: earlierFallback).
+  bool earlierVersionKept();
+  // Removes the pins of a version kept serving (and its fallback array).
+  void unpinServed();
 
   std::string netns;
   ProgramType type = ProgramType::Xdp;
@@ -222,6 +253,9 @@ private:
   std::map<std::string, int> ownerMaps; // kernel name -> fd
   int trampoline = -1, morpheusArray = -1, ownerArray = -1;
   std::string ownerPin;
+  std::string servedPin, servedFallbackPin; // keepServed's
+  bool keptServing = false;
+  FileDescriptor earlierFallback;
   uint32_t ownerAttach = 0;
   TailCallReach reach;
   bool restarted = false;

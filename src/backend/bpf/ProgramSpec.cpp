@@ -9,6 +9,7 @@
 #include "core/PhaseClock.h"
 #include "core/PristineBitcode.h"
 
+#include <llvm/ADT/StringExtras.h>
 #include <llvm/Support/Path.h>
 #include <llvm/Transforms/Utils/Cloning.h>
 
@@ -39,7 +40,8 @@ std::string objectNameFor(const std::string &path) {
 }
 
 Expected<std::unique_ptr<ProgramSpec>> ProgramSpec::load(const std::string &path,
-                                                         const FrontendOptions &options) {
+                                                         const FrontendOptions &options,
+                                                         const KeptGeneric &keptGeneric) {
   std::unique_ptr<ProgramSpec> spec(new ProgramSpec());
   spec->context = std::make_unique<llvm::LLVMContext>();
   spec->sourcePath = path;
@@ -100,6 +102,17 @@ Expected<std::unique_ptr<ProgramSpec>> ProgramSpec::load(const std::string &path
   if (!catalog)
     return withContext(catalog.takeError(), path);
   spec->tables = std::move(*catalog);
+  for (const std::string &map : keptGeneric.maps)
+    if (!spec->tables.count(map)) {
+      std::vector<std::string> names;
+      for (const auto &[name, table] : spec->tables)
+        names.push_back(name);
+      return makeError("{0}: no map '{1}' to keep generic (its maps: {2}; globals need no "
+                       "policy: every packet compares the bytes it folded with theirs)",
+                       path, map, names.empty() ? "none" : llvm::join(names, ", "));
+    }
+  for (auto &[name, table] : spec->tables)
+    table.keptGeneric = keptGeneric.everyMap || keptGeneric.maps.count(name);
   auto globals = readGlobalSlices(spec->original, spec->name);
   if (!globals)
     return withContext(globals.takeError(), path);

@@ -29,6 +29,17 @@ namespace morpheus::bpf {
 // "router"): it names the internal maps and the default pin directory.
 std::string objectNameFor(const std::string &path);
 
+// The maps policy keeps generic because another loader writes them
+// without the guard (`run --other-writers keep-generic`, `--keep-generic
+// MAP`): every map of the program (an adopted program's are all its
+// owner's), or these by name. The spec's catalog marks them
+// (core::TableInfo::keptGeneric) before the analysis, so no version
+// specializes them and every report says why.
+struct KeptGeneric {
+  bool everyMap = false;
+  std::set<std::string> maps;
+};
+
 struct SpecializeRequest {
   uint32_t inlineLimit = 64;
   // What each representation of a table costs (the LPM passes build the
@@ -90,8 +101,11 @@ struct SpecializedObject {
 
 class ProgramSpec {
 public:
+  // `keptGeneric` names maps of the program (a name that is none is an
+  // error naming the program's maps).
   static Expected<std::unique_ptr<ProgramSpec>> load(const std::string &path,
-                                                     const FrontendOptions &options);
+                                                     const FrontendOptions &options,
+                                                     const KeptGeneric &keptGeneric = {});
 
   // Builds a version in an LLVMContext of its own (parsed from the
   // pristine bitcode, destroyed with the version's module), so building

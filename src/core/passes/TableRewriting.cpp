@@ -261,6 +261,10 @@ std::optional<LookupDecline> whyNotInlinable(const AccessSite &site,
   auto table = catalog.find(site.table);
   if (table == catalog.end())
     return LookupDecline{Why::NotInTheCatalog, "table not in the catalog"};
+  // Whatever the program does with it, and fast paths over written tables
+  // included: its other writer bumps no guard and counts no write.
+  if (table->second.keptGeneric)
+    return LookupDecline{Why::KeptGeneric, KeptGenericReason};
   // A site with a constant key reads one entry: writes to other keys do
   // not change what it returns.
   if (!info.isReadOnly(site.table) &&
