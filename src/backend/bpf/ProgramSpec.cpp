@@ -9,6 +9,8 @@
 #include "core/PhaseClock.h"
 #include "core/PristineBitcode.h"
 
+#include <llvm/ADT/StringExtras.h>
+#include <llvm/Support/FormatVariadic.h>
 #include <llvm/Support/Path.h>
 #include <llvm/Transforms/Utils/Cloning.h>
 
@@ -158,6 +160,37 @@ ProgramType ProgramSpec::programType(const std::string &entry) const {
   if (!function || !function->hasSection())
     return ProgramType::Other;
   return programTypeOfSection(function->getSection()).value_or(ProgramType::Other);
+}
+
+std::string ProgramSpec::section(const std::string &entry) const {
+  const llvm::Function *function = pristine->getFunction(entry);
+  return function && function->hasSection() ? function->getSection().str() : std::string();
+}
+
+Expected<std::string> ProgramSpec::runnableEntry(const std::string &requested) const {
+  auto runnable = [&](const std::string &entry) {
+    return programType(entry) != ProgramType::Other;
+  };
+  if (!requested.empty()) {
+    if (std::find(entries.begin(), entries.end(), requested) == entries.end())
+      return makeError("{0}: no program named '{1}' (it has {2})", sourcePath, requested,
+                       llvm::join(entries, ", "));
+    if (!runnable(requested))
+      return makeError("{0}: program '{1}' is a {2} program (section '{3}'): Morpheus runs XDP "
+                       "and TC programs",
+                       sourcePath, requested, kernelTypeOfSection(section(requested)),
+                       section(requested));
+    return requested;
+  }
+  auto first = std::find_if(entries.begin(), entries.end(), runnable);
+  if (first == entries.end()) {
+    std::vector<std::string> described;
+    for (const std::string &entry : entries)
+      described.push_back(llvm::formatv("'{0}' ({1})", entry, kernelTypeOfSection(section(entry))));
+    return makeError("{0}: no XDP or TC program to run, only {1}", sourcePath,
+                     llvm::join(described, ", "));
+  }
+  return *first;
 }
 
 bool ProgramSpec::hasContext(const std::string &entry) const {
