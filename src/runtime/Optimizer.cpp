@@ -146,7 +146,7 @@ Error Optimizer::load(const std::string &path) {
   const std::vector<std::string> &entries = programSpec->programs();
   auto runnable = programSpec->runnableEntry(options.program);
   if (!runnable)
-    return runnable.takeError();
+    return withContext(runnable.takeError(), path);
   entry = std::move(*runnable);
 
   if (!options.pinDir.empty() && !adopted()) {

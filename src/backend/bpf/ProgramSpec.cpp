@@ -173,13 +173,12 @@ Expected<std::string> ProgramSpec::runnableEntry(const std::string &requested) c
   };
   if (!requested.empty()) {
     if (std::find(entries.begin(), entries.end(), requested) == entries.end())
-      return makeError("{0}: no program named '{1}' (it has {2})", sourcePath, requested,
+      return makeError("no program named '{0}' (it has {1})", requested,
                        llvm::join(entries, ", "));
     if (!runnable(requested))
-      return makeError("{0}: program '{1}' is a {2} program (section '{3}'): Morpheus runs XDP "
-                       "and TC programs",
-                       sourcePath, requested, kernelTypeOfSection(section(requested)),
-                       section(requested));
+      return makeError("program '{0}' is a {1} program (section '{2}'): Morpheus runs XDP and "
+                       "TC programs",
+                       requested, kernelTypeOfSection(section(requested)), section(requested));
     return requested;
   }
   auto first = std::find_if(entries.begin(), entries.end(), runnable);
@@ -187,8 +186,7 @@ Expected<std::string> ProgramSpec::runnableEntry(const std::string &requested) c
     std::vector<std::string> described;
     for (const std::string &entry : entries)
       described.push_back(llvm::formatv("'{0}' ({1})", entry, kernelTypeOfSection(section(entry))));
-    return makeError("{0}: no XDP or TC program to run, only {1}", sourcePath,
-                     llvm::join(described, ", "));
+    return makeError("no XDP or TC program to run, only {0}", llvm::join(described, ", "));
   }
   return *first;
 }
