@@ -194,10 +194,10 @@ std::string formatAdaptation(const AdaptationResult &adaptation) {
 std::string formatResult(const BenchResult &result) {
   std::string text;
   const CompileResult &c = result.compile;
-  text += llvm::formatv("{0}: {1} ({2}, {3} method{4})\n", result.preset, result.program,
-                        bpf::programTypeName(result.programType), result.method,
+  text += llvm::formatv("{0}: {1} ({2} method{3})\n", result.preset, result.program,
+                        result.method,
                         result.programType == bpf::ProgramType::Tc
-                            ? ": a test run per packet, each on a fresh skb"
+                            ? ", tc: a test run per packet, each on a fresh skb"
                             : "");
   text += llvm::formatv("  specialization: t1 {0:f2} ms, t2 {1:f1} ms, shadow validation "
                         "{2:f1} ms, injection {3:f2} ms; recompiles: t1 median {4:f2} ms, t2 "

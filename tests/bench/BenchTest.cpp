@@ -178,7 +178,7 @@ TEST(Bench, TinyRunBenchesATcProgram) {
   EXPECT_EQ(names, (std::vector<std::string>{"baseline", "morpheus-static",
                                              "morpheus-static-unguarded"}));
   EXPECT_FALSE(result->compile.applied.empty());
-  EXPECT_NE(formatResult(*result).find("(tc, driver method: a test run per packet"),
+  EXPECT_NE(formatResult(*result).find("(driver method, tc: a test run per packet"),
             std::string::npos)
       << formatResult(*result);
   EXPECT_EQ(toJson(*result)["program_type"], "tc");
