@@ -34,6 +34,7 @@ programs:
     no_profile: [stats]
     includes: [include]
     defines: [MAX=4]
+    max_entries: {pool: 4096, flows: 65536}
   - name: tc-lb
     source: /opt/lb.bpf.c
     adopt: eth0:ingress
@@ -60,6 +61,9 @@ programs:
   EXPECT_EQ(fw.notProfiled, (std::vector<std::string>{"stats"}));
   EXPECT_EQ(fw.compiler.includes, (std::vector<std::string>{"/etc/morpheus/include"}));
   EXPECT_EQ(fw.compiler.defines, (std::vector<std::string>{"MAX=4"}));
+  EXPECT_EQ(fw.compiler.maxEntries,
+            (std::map<std::string, uint32_t>{{"pool", 4096}, {"flows", 65536}}))
+      << "--max-entries pool=4096 --max-entries flows=65536";
   const RunOptions &lb = config->programs[1].options;
   EXPECT_EQ(lb.adopt, "eth0:ingress");
   EXPECT_TRUE(lb.acceptOneTailCallFewer);
@@ -125,6 +129,8 @@ TEST(AgentConfig, FingerprintsChangeWithWhatAnEntrySaysNotHowItIsWritten) {
                               "    source: a.c\n"));
   EXPECT_NE(base, fingerprint("  - {name: a, source: a.c, ifaces: [e], period: 2s}\n"));
   EXPECT_NE(base, fingerprint("  - {name: a, source: a.c, ifaces: [e, f], period: 1s}\n"));
+  EXPECT_NE(base, fingerprint("  - {name: a, source: a.c, ifaces: [e], period: 1s, "
+                              "max_entries: {pool: 8}}\n"));
 }
 
 } // namespace
