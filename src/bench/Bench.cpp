@@ -442,7 +442,7 @@ Expected<TraceResult> benchTrace(BenchSetup &setup, const Trace &trace) {
                                    preset.name, trace.name, trace.sequence.size(),
                                    trace.frames.size(), topShare(trace, 10), options.rounds)
                          .str());
-  int emptyFd = setup.empty.programFd("empty");
+  int emptyFd = setup.empty.programFd(emptyControlName(setup.driver.programType()));
   auto measured =
       measureTrace(setup.driver, *variants, emptyFd, trace, options, setup.ingress, setup.live);
   if (!measured)
@@ -481,12 +481,13 @@ Expected<std::pair<uint32_t, uint32_t>> ingressAndSender(const Preset &preset,
 }
 
 Expected<BenchResult> runInNamespace(const Preset &preset, const BenchOptions &options,
-                                     const std::string &traceDir,
+                                     bpf::ProgramType type, const std::string &traceDir,
                                      const std::string &senderInterface) {
   BenchResult result;
   result.method = options.method == Method::Live ? "live" : "driver";
   result.preset = preset.name;
   result.program = preset.program;
+  result.programType = type;
   int cpu = options.cpu >= 0 ? options.cpu : int(sysconf(_SC_NPROCESSORS_ONLN)) - 1;
   pinToCpu(cpu);
   auto interfaces = ingressAndSender(preset, senderInterface);
@@ -495,6 +496,7 @@ Expected<BenchResult> runInNamespace(const Preset &preset, const BenchOptions &o
   auto [ingress, senderIfindex] = *interfaces;
 
   runtime::OptimizerOptions optimizerOptions;
+  optimizerOptions.frontend.programType = options.programType;
   optimizerOptions.shadowPackets = options.shadowPackets;
   optimizerOptions.inlineLimit = options.inlineLimit;
   if (!options.noPasses.empty())
@@ -534,7 +536,7 @@ Expected<BenchResult> runInNamespace(const Preset &preset, const BenchOptions &o
   auto unguarded = optimizer.loadUnguardedTwin();
   if (!unguarded)
     return withContext(unguarded.takeError(), "bench " + preset.name + ": unguarded twin");
-  auto driver = TraceDriver::load();
+  auto driver = TraceDriver::load(type);
   if (!driver)
     return driver.takeError();
   auto empty = loadEmptyControl();
@@ -613,6 +615,24 @@ Expected<std::vector<uint64_t>> phaseEdges(const std::string &spec, uint64_t pac
   return edges;
 }
 
+Expected<bpf::ProgramType> benchedProgramType(const Preset &preset, const BenchOptions &options) {
+  bpf::FrontendOptions frontend;
+  frontend.programType = options.programType;
+  auto spec = bpf::ProgramSpec::load(preset.program, frontendFor(preset, frontend));
+  if (!spec)
+    return withContext(spec.takeError(), "bench " + preset.name);
+  auto entry = (*spec)->runnableEntry(preset.entry);
+  if (!entry)
+    return withContext(entry.takeError(), "bench " + preset.name + ": " + preset.program);
+  bpf::ProgramType type = (*spec)->programType(*entry);
+  if (type == bpf::ProgramType::Tc && options.method == Method::Live)
+    return makeError("bench {0}: program '{1}' is TC: the live method sends frames to an XDP "
+                     "program attached natively; TC programs are benched by the driver method "
+                     "(a fresh skb per packet)",
+                     preset.name, *entry);
+  return type;
+}
+
 Expected<BenchResult> runBench(const Preset &preset, const BenchOptions &options) {
   if (options.rounds == 0 || options.packets == 0)
     return makeError("bench: --rounds and --packets must be at least 1");
@@ -628,6 +648,9 @@ Expected<BenchResult> runBench(const Preset &preset, const BenchOptions &options
   if (options.adaptPeriod > 0 && options.phases.empty())
     return makeError("bench: the adaptation experiment (--adapt-period) runs on a phased "
                      "trace: give --phases");
+  auto type = benchedProgramType(preset, options);
+  if (!type)
+    return type.takeError();
   std::string traceDir = options.keepTraces;
   llvm::SmallString<128> temporary;
   if (traceDir.empty()) {
@@ -644,7 +667,7 @@ Expected<BenchResult> runBench(const Preset &preset, const BenchOptions &options
 
   BenchResult result;
   Error err = inPresetNamespace(preset, [&](const std::string &sender) -> Error {
-    auto measured = runInNamespace(preset, options, traceDir, sender);
+    auto measured = runInNamespace(preset, options, *type, traceDir, sender);
     if (!measured)
       return measured.takeError();
     result = std::move(*measured);

@@ -32,6 +32,8 @@ enum class Method {
 
 struct BenchOptions {
   Method method = Method::Driver;
+  // The type of programs whose section libbpf cannot place (--prog-type).
+  std::optional<bpf::ProgramType> programType;
   std::vector<std::string> localities = {"none", "low", "high"}; // generated traces
   std::vector<std::string> traceFiles; // pcap files replayed as well
   // A time-phased trace (gen_trace.py --phases, e.g.
@@ -134,8 +136,8 @@ struct TraceResult {
   // The empty control as timed with the variants (driver: driver + empty;
   // live: the empty program attached): subtracted for net.
   Series controlNs;
-  // An empty program's own cost (driver: run alone; live: = controlNs):
-  // added back to net for gross.
+  // An empty program's own cost (XDP driver: run alone; live and TC:
+  // = controlNs): added back to net for gross.
   Series emptyAloneNs;
   Series mpps; // live: frames per second offered, by the kernel's clock
   // Driver runs that found the frame longer or shorter than the trace's
@@ -174,11 +176,19 @@ struct BenchResult {
   std::string method; // "driver" or "live"
   std::string preset;
   std::string program;
+  bpf::ProgramType programType = bpf::ProgramType::Xdp; // of the entry benched
   std::string costModel; // where its costs come from
   CompileResult compile;
   std::vector<TraceResult> traces;
 };
 
+// The type of the program `preset` benches (its entry, or the first XDP or
+// TC program), from compiling its source (the build cache serves the load
+// that follows). Refuses, before anything is loaded, traced or timed, a
+// program that is neither XDP nor TC and a TC program with the live method.
+Expected<bpf::ProgramType> benchedProgramType(const Preset &preset, const BenchOptions &options);
+
+// Refuses what benchedProgramType refuses before anything else.
 Expected<BenchResult> runBench(const Preset &preset, const BenchOptions &options);
 
 nlohmann::json toJson(const BenchResult &result);

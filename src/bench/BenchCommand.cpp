@@ -82,6 +82,9 @@ int bench(const CLI::App &command, BenchFlags &flags) {
   if (*cached) {
     options.costModel = std::move(**cached);
   } else {
+    // What bench cannot run is refused before the calibration's minute.
+    if (auto type = benchedProgramType(*preset, options); !type)
+      return commandline::fail(type.takeError());
     auto model = calibrateInto(calibration, flags);
     if (!model)
       return commandline::fail(model.takeError());
@@ -111,7 +114,10 @@ void addBenchCommand(CLI::App &morpheus) {
       "specializes (traffic-independent), and the function's hand-specialized\n"
       "oracles, against an empty control, through the trace driver\n"
       "(BPF_PROG_TEST_RUN, bpf_stats) or as live frames over a veth, interleaved\n"
-      "round by round on one CPU.\n"
+      "round by round on one CPU. A TC program is run without the driver: one\n"
+      "BPF_PROG_TEST_RUN per packet, each on a fresh skb of the trace's frame\n"
+      "(repeated runs of one skb would hand it its own output), timed together\n"
+      "by its bpf_stats.\n"
       "Prints median net and gross ns/packet, min-max and the speed-up over the\n"
       "baseline per trace, Morpheus's compile and injection times, and per table\n"
       "the cost model's predicted ns against the measured saving. Every\n"
@@ -217,6 +223,13 @@ void addBenchCommand(CLI::App &morpheus) {
                   "the calibration file to use, or to write with 'calibrate' (default: this "
                   "machine's, in the cache directory)")
       ->type_name("FILE");
+  command
+      .add_option_function<bpf::ProgramType>(
+          "--prog-type", [flags](const bpf::ProgramType &type) { flags->options.programType = type; },
+          "type of the program's programs whose section libbpf cannot place (SEC(\"xdp_prog\"), "
+          "from before libbpf 1.0), as run's --prog-type")
+      ->transform(commandline::oneOf(bpf::namedProgramTypes()))
+      ->type_name("xdp|tc");
   command.add_flag("--quiet", flags->quiet, "no progress output");
 }
 

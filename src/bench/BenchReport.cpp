@@ -81,6 +81,7 @@ nlohmann::json toJson(const BenchResult &result) {
   return {{"method", result.method},
           {"preset", result.preset},
           {"program", result.program},
+          {"program_type", bpf::programTypeName(result.programType)},
           {"compile",
            {{"first_t1_ms", c.first.analysisMs},
             {"first_t2_ms", c.first.codegenMs},
@@ -193,8 +194,11 @@ std::string formatAdaptation(const AdaptationResult &adaptation) {
 std::string formatResult(const BenchResult &result) {
   std::string text;
   const CompileResult &c = result.compile;
-  text += llvm::formatv("{0}: {1} ({2} method)\n", result.preset, result.program,
-                        result.method);
+  text += llvm::formatv("{0}: {1} ({2} method{3})\n", result.preset, result.program,
+                        result.method,
+                        result.programType == bpf::ProgramType::Tc
+                            ? ", tc: a test run per packet, each on a fresh skb"
+                            : "");
   text += llvm::formatv("  specialization: t1 {0:f2} ms, t2 {1:f1} ms, shadow validation "
                         "{2:f1} ms, injection {3:f2} ms; recompiles: t1 median {4:f2} ms, t2 "
                         "median {5:f1} ms; instructions {6} -> {7}\n",

@@ -235,12 +235,16 @@ Error runSetup(const Preset &preset, runtime::Optimizer &optimizer, const std::s
 
 } // namespace
 
+bpf::FrontendOptions frontendFor(const Preset &preset, bpf::FrontendOptions base) {
+  base.cflags.insert(base.cflags.end(), preset.cflags.begin(), preset.cflags.end());
+  return base;
+}
+
 Expected<std::unique_ptr<runtime::Optimizer>> loadConfigured(const Preset &preset,
                                                              runtime::OptimizerOptions options,
                                                              const std::string &variant) {
   options.program = preset.entry;
-  options.frontend.cflags.insert(options.frontend.cflags.end(), preset.cflags.begin(),
-                                 preset.cflags.end());
+  options.frontend = frontendFor(preset, std::move(options.frontend));
   options.pinDir = llvm::formatv("/sys/fs/bpf/morpheus-bench-{0}-{1}-{2}", getpid(),
                                  preset.name, variant)
                        .str();

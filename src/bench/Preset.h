@@ -62,6 +62,9 @@ Expected<Preset> readPreset(const std::string &nameOrFile);
 // for `morpheus fuzz --preset`.
 Expected<runtime::MapContents> configuredContents(const Preset &preset, uint32_t limit);
 
+// `base` with the preset's clang flags: how its program is compiled.
+bpf::FrontendOptions frontendFor(const Preset &preset, bpf::FrontendOptions base);
+
 // The preset's function under an optimizer of `options`, on maps of its
 // own (no pin root: maps declared pinned by name are not a running
 // loader's), pinned in a fresh directory named after `variant` and

@@ -21,17 +21,24 @@ llvm::ArrayRef<char> embedded(const unsigned char *start, const unsigned char *e
 
 } // namespace
 
-Expected<TraceDriver> TraceDriver::load() {
+Expected<TraceDriver> TraceDriver::load(bpf::ProgramType type) {
+  if (type == bpf::ProgramType::Other)
+    return makeError("trace driver: only XDP and TC programs can be driven");
   auto object = bpf::LoadedObject::load(
       embedded(bench_trace_driver_start, bench_trace_driver_end), "bench_driver", {});
   if (!object)
     return object.takeError();
-  return TraceDriver(std::move(*object));
+  return TraceDriver(std::move(*object), type);
 }
 
 Error TraceDriver::setTrace(const Trace &trace) {
+  replaying = &trace;
   frameLength = trace.frameLength;
   packets = uint32_t(trace.sequence.size());
+  templateFrame.assign(trace.frames[trace.sequence[0]].begin(),
+                       trace.frames[trace.sequence[0]].end());
+  if (type == bpf::ProgramType::Tc)
+    return Error::success(); // runs read the trace itself
   bpf::MapAccess frames = map("frames"), sequence = map("sequence");
   for (uint32_t i = 0; i < trace.frames.size(); ++i) {
     trace_frame frame = {};
@@ -45,12 +52,14 @@ Error TraceDriver::setTrace(const Trace &trace) {
     keys[i] = i;
   if (Error err = sequence.updateBatch(keys.data(), trace.sequence.data(), packets))
     return withContext(std::move(err), "trace driver: the packet sequence");
-  templateFrame.assign(trace.frames[trace.sequence[0]].begin(),
-                       trace.frames[trace.sequence[0]].end());
   return resetCursor(0);
 }
 
 Error TraceDriver::setTarget(int programFd) {
+  if (type == bpf::ProgramType::Tc) {
+    target = programFd;
+    return Error::success();
+  }
   return withContext(map("target").put(uint32_t(0), programFd),
                      llvm::formatv("trace driver: cannot tail-call program fd {0} (is it XDP?)",
                                    programFd)
@@ -58,6 +67,16 @@ Error TraceDriver::setTarget(int programFd) {
 }
 
 Expected<double> TraceDriver::measure(uint32_t start, uint32_t repeat, uint32_t ingress) {
+  if (type == bpf::ProgramType::Tc) {
+    bpf::ProgramRunStats before = bpf::programRunStats(target);
+    for (uint32_t i = 0; i < repeat; ++i)
+      if (auto ran = runTc((start + i) % packets, ingress, 0); !ran)
+        return ran.takeError();
+    bpf::ProgramRunStats after = bpf::programRunStats(target);
+    if (after.runCount == before.runCount)
+      return makeError("trace driver: bpf_stats counted no runs (are stats enabled?)");
+    return double(after.runTimeNs - before.runTimeNs) / double(after.runCount - before.runCount);
+  }
   if (Error err = resetCursor(start))
     return err;
   bpf::ProgramRunStats before = bpf::programRunStats(fd());
@@ -71,6 +90,12 @@ Expected<double> TraceDriver::measure(uint32_t start, uint32_t repeat, uint32_t 
 
 Expected<std::pair<uint32_t, std::vector<uint8_t>>> TraceDriver::runOne(uint32_t position,
                                                            uint32_t ingress) {
+  if (type == bpf::ProgramType::Tc) {
+    auto ran = runTc(position, ingress, frameLength + 512);
+    if (!ran)
+      return ran.takeError();
+    return std::make_pair(ran->verdict, std::move(ran->packet));
+  }
   if (Error err = resetCursor(position))
     return err;
   auto ran = testRun(fd(), 1, ingress, frameLength + 512);
@@ -135,6 +160,27 @@ Expected<bpf::TestRunOutput> TraceDriver::testRun(int programFd, uint32_t repeat
   run.context = byteView(context);
   run.repeat = repeat;
   return bpf::testRun(programFd, run);
+}
+
+Expected<bpf::TestRunOutput> TraceDriver::runTc(uint32_t position, uint32_t ingress,
+                                                size_t outputRoom) {
+  // As the packet is at the tc ingress hook of the interface it arrived on.
+  __sk_buff context = {};
+  context.ifindex = ingress;
+  context.ingress_ifindex = ingress;
+  bpf::TestRunInput run;
+  run.packet = replaying->frames[replaying->sequence[position]];
+  run.packetRoom = outputRoom;
+  run.context = byteView(context);
+  auto ran = bpf::testRun(target, run);
+  if (!ran)
+    return withContext(ran.takeError(),
+                       llvm::formatv("trace {0}, packet {1} (TC)", replaying->name, position).str());
+  return ran;
+}
+
+const char *emptyControlName(bpf::ProgramType type) {
+  return type == bpf::ProgramType::Tc ? "empty_tc" : "empty";
 }
 
 Expected<bpf::LoadedObject> loadEmptyControl() {

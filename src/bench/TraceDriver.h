@@ -2,6 +2,15 @@
 // it replays the trace's packets through whatever program sits in its
 // target slot (a tail call), or sends them as live frames out of an
 // interface. Every bench measurement runs packets through it.
+//
+// A TC program cannot be tail-called from the XDP driver, and repeated
+// runs of one BPF_PROG_TEST_RUN share one skb (the kernel resets neither
+// its bytes nor its fields, so a program that changes the packet would see
+// its own output). TC programs are therefore driven from here: one test
+// run per packet (repeat = 1, a fresh skb of the trace's frame each time),
+// timed together by the program's bpf_stats. The stats count only the
+// program's own runs, so the syscall per packet does not enter the
+// figure; it costs wall-clock time (docs/benchmarks.md).
 #pragma once
 
 #include "Trace.h"
@@ -9,6 +18,7 @@
 
 #include "backend/bpf/BpfObject.h"
 #include "backend/bpf/MapAccess.h"
+#include "backend/bpf/ProgramType.h"
 #include "backend/bpf/TestRun.h"
 
 #include <utility>
@@ -18,14 +28,18 @@ namespace morpheus::bench {
 
 class TraceDriver {
 public:
-  static Expected<TraceDriver> load();
+  // Drives programs of `type`: XDP (the BPF driver) or TC (test runs of
+  // their own, above).
+  static Expected<TraceDriver> load(bpf::ProgramType type = bpf::ProgramType::Xdp);
 
+  // `trace` must outlive the measurements (TC runs read its frames).
   Error setTrace(const Trace &trace);
   Error setTarget(int programFd);
+  bpf::ProgramType programType() const { return type; }
 
   // Replays `repeat` packets of the trace from packet `start` on and returns
-  // ns/packet by bpf_stats: the driver's run time includes the tail-called
-  // program's.
+  // ns/packet by bpf_stats: for XDP the driver's run time, which includes
+  // the tail-called program's; for TC the target's own.
   Expected<double> measure(uint32_t start, uint32_t repeat, uint32_t ingress);
   // Packet `position` of the trace through the target once: its verdict
   // and the frame it left.
@@ -37,11 +51,13 @@ public:
   // of interface `ifindex` (its veth peer runs the program under test) and
   // returns the kernel's duration of the whole run in ns.
   Expected<double> send(uint32_t start, uint32_t repeat, uint32_t ifindex);
-  // Runs `programFd` directly on the template frame (the empty control).
+  // Runs `programFd` directly on the template frame (the empty control);
+  // XDP only (for TC, measure() already times the program alone).
   Expected<double> measureAlone(int programFd, uint32_t repeat, uint32_t ingress);
 
 private:
-  explicit TraceDriver(bpf::LoadedObject object) : object(std::move(object)) {}
+  TraceDriver(bpf::LoadedObject object, bpf::ProgramType type)
+      : object(std::move(object)), type(type) {}
   int fd() const { return object.programFd("trace_driver"); }
   bpf::MapAccess map(const char *name) const { return {object.mapFd(name), name}; }
   Error resetCursor(uint32_t cursor);
@@ -49,13 +65,22 @@ private:
   // `ingress`; `outputRoom` bytes of the frame it leaves are kept.
   Expected<bpf::TestRunOutput> testRun(int programFd, uint32_t repeat, uint32_t ingress,
                                        size_t outputRoom = 0);
+  // TC: packet `position` of the trace through the target once, on a fresh
+  // skb arriving on `ingress`.
+  Expected<bpf::TestRunOutput> runTc(uint32_t position, uint32_t ingress, size_t outputRoom);
 
   bpf::LoadedObject object;
+  bpf::ProgramType type;
+  const Trace *replaying = nullptr;
+  int target = -1; // TC: the program under test
   std::vector<uint8_t> templateFrame;
   uint32_t frameLength = 0, packets = 0;
 };
 
-// The empty program, the control every measurement subtracts.
+// The empty programs, the control every measurement subtracts: "empty"
+// (XDP) and "empty_tc".
 Expected<bpf::LoadedObject> loadEmptyControl();
+// The empty control's program name for programs of `type`.
+const char *emptyControlName(bpf::ProgramType type);
 
 } // namespace morpheus::bench

@@ -48,7 +48,9 @@ Expected<Timing> TraceTimer::timeTrace(int fd, uint32_t segments, std::vector<do
 }
 
 Expected<double> TraceTimer::emptyAlone(int emptyFd, double controlNs) {
-  if (live)
+  // Live, and TC (run without a driver), the control is the empty program
+  // alone already.
+  if (live || driver.programType() == bpf::ProgramType::Tc)
     return controlNs;
   return driver.measureAlone(emptyFd, packets, ingress);
 }

@@ -43,7 +43,7 @@ public:
   // figure is the slices' packet-weighted mean.
   Expected<Timing> timeTrace(int fd, uint32_t segments, std::vector<double> *perSegment);
   // An empty program's own cost (driver: run alone on the template frame;
-  // live: what the empty control was timed at).
+  // live and TC: what the empty control was timed at).
   Expected<double> emptyAlone(int emptyFd, double controlNs);
 
 private:

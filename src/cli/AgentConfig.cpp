@@ -27,6 +27,7 @@ struct ProgramEntry {
   std::optional<OtherWriters> otherWriters;
   std::optional<bpf::ProgramType> progType;
   std::optional<uint32_t> inlineLimit, shadowPackets;
+  std::map<std::string, uint32_t> maxEntries; // run's --max-entries MAP=N
   bool acceptOneTailCallFewer = false, quiet = false;
 };
 
@@ -80,6 +81,17 @@ template <> struct ScalarEnumerationTraits<morpheus::bpf::ProgramType> {
   }
 };
 
+// max_entries: {MAP: N, ...}
+template <> struct CustomMappingTraits<std::map<std::string, uint32_t>> {
+  static void inputOne(IO &io, StringRef map, std::map<std::string, uint32_t> &sizes) {
+    io.mapRequired(map.str().c_str(), sizes[map.str()]);
+  }
+  static void output(IO &io, std::map<std::string, uint32_t> &sizes) {
+    for (auto &[map, size] : sizes)
+      io.mapRequired(map.c_str(), size);
+  }
+};
+
 template <> struct MappingTraits<morpheus::cli::ProgramEntry> {
   static void mapping(IO &io, morpheus::cli::ProgramEntry &entry) {
     io.mapRequired("name", entry.name);
@@ -109,6 +121,7 @@ template <> struct MappingTraits<morpheus::cli::ProgramEntry> {
     io.mapOptional("cflags", entry.cflags);
     io.mapOptional("compile_db", entry.compileDb);
     io.mapOptional("prog_type", entry.progType);
+    io.mapOptional("max_entries", entry.maxEntries);
   }
 };
 
@@ -199,6 +212,7 @@ Expected<RunOptions> runOptionsFor(const ProgramEntry &entry, llvm::StringRef ba
   if (!entry.compileDb.empty())
     options.compiler.compileDatabase = anchored(entry.compileDb, base);
   options.compiler.programType = entry.progType;
+  options.compiler.maxEntries = entry.maxEntries;
   return options;
 }
 

@@ -1,6 +1,8 @@
 // What the subcommands share: compiler flags.
 #include "cli/Commands.h"
 
+#include <llvm/ADT/StringRef.h>
+
 #include <map>
 #include <sstream>
 
@@ -56,9 +58,23 @@ void addCompilerOptions(CLI::App &command, CompilerFlags &flags) {
           "--prog-type", [&flags](const bpf::ProgramType &type) { flags.programType = type; },
           "type of the programs whose section libbpf cannot place (SEC(\"xdp_prog\"), from "
           "before libbpf 1.0), as bpftool's 'type'")
-      ->transform(commandline::oneOf(std::map<std::string, bpf::ProgramType>{
-          {"xdp", bpf::ProgramType::Xdp}, {"tc", bpf::ProgramType::Tc}}))
+      ->transform(commandline::oneOf(bpf::namedProgramTypes()))
       ->type_name("xdp|tc");
+  command
+      .add_option_function<std::vector<std::string>>(
+          "--max-entries",
+          [&flags](const std::vector<std::string> &sizes) {
+            for (const std::string &size : sizes) {
+              auto [map, count] = llvm::StringRef(size).split('=');
+              uint32_t entries = 0;
+              if (map.empty() || count.getAsInteger(10, entries))
+                throw CLI::ValidationError("--max-entries", "expected MAP=N, got '" + size + "'");
+              flags.maxEntries[map.str()] = entries;
+            }
+          },
+          "size map MAP for N entries, as the program's own loader does before load "
+          "(bpf_map__set_max_entries); repeatable")
+      ->type_name("MAP=N");
   command.add_flag("--no-build-cache", flags.noBuildCache,
                    "build C input's bitcode and the original's object even when the cache "
                    "holds them (kept under $MORPHEUS_CACHE_DIR, $XDG_CACHE_HOME/morpheus or "
@@ -78,6 +94,7 @@ bpf::FrontendOptions frontendOptions(const CompilerFlags &flags) {
   }
   options.programType = flags.programType;
   options.compileDatabase = flags.compileDatabase;
+  options.maxEntries = flags.maxEntries;
   if (flags.noBuildCache)
     options.buildCache.reset();
   return options;

@@ -7,6 +7,7 @@
 #include "backend/bpf/Frontend.h"
 #include "support/CommandLine.h"
 
+#include <map>
 #include <optional>
 #include <string>
 #include <vector>
@@ -44,6 +45,7 @@ struct CompilerFlags {
   std::vector<std::string> includes, defines, cflags;
   std::optional<bpf::ProgramType> programType;
   std::optional<std::string> compileDatabase;
+  std::map<std::string, uint32_t> maxEntries; // --max-entries MAP=N
   bool noBuildCache = false;
 };
 void addCompilerOptions(CLI::App &command, CompilerFlags &flags);

@@ -36,6 +36,11 @@ int fuzz(FuzzFlags &flags) {
   auto report = runtime::fuzzProgram(flags.program, options);
   if (!report)
     return fail(report.takeError());
+  std::printf("fuzz: program '%s' (%s)%s\n", report->program.c_str(),
+              bpf::programTypeName(report->type),
+              flags.options.program.empty() && report->programs > 1
+                  ? ", the object's first XDP or TC program (--prog NAME for another)"
+                  : "");
   if (!report->reproducer.empty())
     std::printf("%s\nreproducer written to %s\n", report->reproducer.c_str(),
                 options.reproducerPath.c_str());
@@ -90,7 +95,9 @@ void addFuzzCommand(CLI::App &morpheus) {
                   "followed)")
       ->type_name("FILE");
   command
-      .add_option("--program", flags->options.program, "the entry program (default: the first)")
+      .add_option("--prog", flags->options.program,
+                  "program to fuzz when the object has several (default: the first XDP or TC "
+                  "program)")
       ->type_name("NAME");
   addInlineLimit(command, flags->options.inlineLimit);
   command

@@ -7,6 +7,7 @@
 #include "support/Log.h"
 
 #include <linux/bpf.h>
+#include <llvm/Support/Path.h>
 #include <nlohmann/json.hpp>
 
 #include <cstdio>
@@ -25,7 +26,13 @@ int dump(const std::string &pin) {
   auto layout = bpf::layoutOf(fd.get(), pin);
   if (!layout)
     return fail(layout.takeError());
-  core::TableInfo table = bpf::tableInfoFor(layout->kernelName, layout->type, layout->keySize,
+  // The kernel keeps 15 characters of a map's name; a run pins each map
+  // under its whole name in the object, which 'specialize --snapshot'
+  // matches: that name, when the kernel's is its start.
+  std::string pinned = llvm::sys::path::filename(pin).str();
+  const std::string &name =
+      llvm::StringRef(pinned).starts_with(layout->kernelName) ? pinned : layout->kernelName;
+  core::TableInfo table = bpf::tableInfoFor(name, layout->type, layout->keySize,
                                             layout->valueSize, layout->maxEntries);
   core::TableReadRequest everything;
   everything.wholeTableLimit = layout->maxEntries;
@@ -33,7 +40,7 @@ int dump(const std::string &pin) {
   fd.reset();
   if (!contents)
     return fail(contents.takeError());
-  core::TableSnapshot snapshot{{layout->kernelName, std::move(*contents)}};
+  core::TableSnapshot snapshot{{name, std::move(*contents)}};
   std::printf("%s\n", bpf::snapshotToJson(snapshot).dump(2).c_str());
   return 0;
 }
@@ -127,7 +134,9 @@ void addMapCommand(CLI::App &morpheus) {
   CLI::App &dumpCommand = commandline::addCommand(
       map, "dump", "print every entry as JSON (the snapshot format)",
       "Prints every entry of the map as a JSON snapshot (docs/cli.md): the\n"
-      "format 'morpheus specialize --snapshot' reads.",
+      "format 'morpheus specialize --snapshot' reads. The map is named by its\n"
+      "pin's file name when the kernel's name (15 characters) is its start:\n"
+      "the whole name in the object, as 'morpheus run' pins it.",
       [options](const CLI::App &) { return dump(options->pin); });
   dumpCommand.add_option("PIN", options->pin, PinHelp)->required()->type_name("");
 }

@@ -81,11 +81,7 @@ Expected<std::unique_ptr<Daemon>> Daemon::start(const std::string &path,
     return optimizer.takeError();
   daemon->opt = std::move(*optimizer);
   Optimizer &opt = *daemon->opt;
-  daemon->programType = opt.spec().programType(opt.entryName());
-  if (daemon->programType == bpf::ProgramType::Other)
-    return makeError("{0}: program '{1}' is neither XDP nor TC (its section decides; "
-                     "--prog-type xdp|tc for a section libbpf cannot place)",
-                     path, opt.entryName());
+  daemon->programType = opt.spec().programType(opt.entryName()); // XDP or TC (runnableEntry)
   // One program, one set of maps, every port: a multi-port function (a
   // router, a switch) runs as one instance behind one guard.
   // A daemon that did not start leaves nothing attached and no pin.
@@ -101,6 +97,8 @@ Expected<std::unique_ptr<Daemon>> Daemon::start(const std::string &path,
       return abandon(link.takeError());
     daemon->ports.push_back(Port{iface, std::move(*link), ""});
   }
+  if (Error err = daemon->attachBySection())
+    return abandon(std::move(err));
   opt.install = [raw = daemon.get()](int fd) { return raw->installOnPorts(fd); };
   if (socket) {
     if (socket->replacesStale())
@@ -125,6 +123,40 @@ Expected<std::unique_ptr<Daemon>> Daemon::start(const std::string &path,
   daemon->nextPeriod = daemon->nextCycle = Clock::now();
   daemon->statsBase = bpf::programRunStats(daemon->chargedFd());
   return daemon;
+}
+
+Error Daemon::attachBySection() {
+  const bpf::ProgramSpec &spec = opt->spec();
+  std::set<std::string> slotted; // held by a program array: a tail call's target
+  for (const auto &[array, slots] : spec.staticProgramSlots())
+    for (const auto &[index, program] : slots)
+      slotted.insert(program);
+  for (const std::string &program : spec.programs()) {
+    if (program == opt->entryName())
+      continue;
+    auto link = bpf::SectionLink::attach(opt->originalObject(), program);
+    if (!link)
+      return withContext(link.takeError(),
+                         "the object's loader would attach it; Morpheus does not run the "
+                         "object without it");
+    std::string type = bpf::kernelTypeOfSection(spec.section(program));
+    if (*link) {
+      sectionLinks.emplace_back(program, std::move(**link));
+      log.record("attached_by_section", {{"program", program}, {"type", type}},
+                 llvm::formatv("program '{0}' ({1}) attached where its section says, running "
+                               "its original code on the shared maps until this run ends\n",
+                               program, type)
+                     .str());
+    } else if (!slotted.count(program)) {
+      log.record("not_attached", {{"program", program}, {"type", type}},
+                 llvm::formatv("program '{0}' ({1}) is not attached: its section does not say "
+                               "where; unless a tail call or a map entry reaches it, attach it "
+                               "yourself ('morpheus run --prog {0}' runs it specialized)\n",
+                               program, type)
+                     .str());
+    }
+  }
+  return Error::success();
 }
 
 Error Daemon::startAdoption(const std::string &path) {
@@ -286,6 +318,9 @@ Daemon::ExitNote Daemon::exitNote() const {
                           lost.size() == 1 ? "pin" : "pins", dir,
                           lost.size() == 1 ? "is" : "are")
                 .str();
+  std::vector<std::string> bySection;
+  for (const auto &[program, link] : sectionLinks)
+    bySection.push_back(program);
   if (lost.empty() && unpinned.empty())
     text += " (links, maps and guard pinned in " + dir + ")";
   else if (unpinned.empty())
@@ -297,10 +332,15 @@ Daemon::ExitNote Daemon::exitNote() const {
     text += "; no longer pinned in " + dir + " (no control plane reaches them there): " +
             llvm::join(named, ", ");
   }
+  if (!bySection.empty())
+    text += "; " + llvm::join(bySection, ", ") + ", attached where " +
+            (bySection.size() == 1 ? "its section says, detaches" : "their sections say, detach") +
+            " with this process";
   nlohmann::json fields = {{"detach", false},
                            {"pin_dir", dir},
                            {"links_pinned", held},
                            {"links_unpinned", lost},
+                           {"detached_with_process", bySection},
                            {"unpinned", unpinned}};
   if (handingOver)
     fields["hand_over"] = true;

@@ -219,6 +219,13 @@ private:
   // The file holding the reproducer of this difference, written if new.
   std::string keepReproducer(const core::CycleReport &cycle);
 
+  // Attaches the object's other programs where their sections say (a
+  // tracepoint feeding the entry's maps), as the object's own loader
+  // would: they run the original's code, on the maps every version shares,
+  // for as long as this run lasts. Says which, and which other programs
+  // it leaves to the user (their sections do not say where, and no
+  // program array of the source holds them).
+  Error attachBySection();
   Error startAdoption(const std::string &path);
   // Whether the adopted program's chains of tail calls, as its arrays hold
   // them now, can reach the kernel's limit; if so the hook goes back to
@@ -231,6 +238,8 @@ private:
   bool ownerGone = false;
   std::unique_ptr<Optimizer> opt;
   std::vector<Port> ports;
+  // attachBySection's, by program.
+  std::vector<std::pair<std::string, bpf::SectionLink>> sectionLinks;
   bpf::ProgramType programType = bpf::ProgramType::Xdp;
   std::unique_ptr<ControlServer> server;
   // The fallback array an earlier run pinned (opened before our optimizer

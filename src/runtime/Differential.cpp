@@ -144,10 +144,13 @@ Error Fuzzer::setUp() {
   if (!loaded)
     return loaded.takeError();
   spec = std::move(*loaded);
-  const std::vector<std::string> &programs = spec->programs();
-  entry = options.program.empty() ? programs.front() : options.program;
-  if (std::find(programs.begin(), programs.end(), entry) == programs.end())
-    return makeError("{0}: no program named '{1}'", path, entry);
+  auto runnable = spec->runnableEntry(options.program);
+  if (!runnable)
+    return runnable.takeError();
+  entry = std::move(*runnable);
+  report.program = entry;
+  report.type = spec->programType(entry);
+  report.programs = spec->programs().size();
   plan = spec->readPlan(options.inlineLimit);
   // Built once with nothing read: every site that can be recorded is.
   bpf::SpecializeRequest everySite;

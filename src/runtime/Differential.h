@@ -25,7 +25,7 @@ namespace morpheus::runtime {
 
 struct FuzzOptions {
   bpf::FrontendOptions frontend;
-  std::string program; // entry program; "" = the first
+  std::string program; // entry program; "" = the first XDP or TC one
   double seconds = 10; // the run stops starting new map states after this
   // ... but not before this many were compared: what a test asserts about
   // coverage must not depend on how loaded the machine is.
@@ -48,6 +48,11 @@ struct FuzzOptions {
 };
 
 struct FuzzReport {
+  // The program fuzzed (FuzzOptions::program, or the object's first XDP or
+  // TC program), its type, and how many programs the object has.
+  std::string program;
+  bpf::ProgramType type = bpf::ProgramType::Xdp;
+  size_t programs = 0;
   uint64_t cases = 0;    // (map state, packet) pairs compared
   uint64_t differed = 0; // of those, the ones where the versions disagreed
   uint64_t states = 0;   // map states specialized for

@@ -144,9 +144,10 @@ Error Optimizer::load(const std::string &path) {
   const core::TableCatalog &tables = programSpec->catalog();
   plan = programSpec->readPlan(options.inlineLimit);
   const std::vector<std::string> &entries = programSpec->programs();
-  entry = options.program.empty() ? entries.front() : options.program;
-  if (std::find(entries.begin(), entries.end(), entry) == entries.end())
-    return makeError("{0}: no program named '{1}'", path, entry);
+  auto runnable = programSpec->runnableEntry(options.program);
+  if (!runnable)
+    return withContext(runnable.takeError(), path);
+  entry = std::move(*runnable);
 
   if (!options.pinDir.empty() && !adopted()) {
     pins.emplace(options.pinDir);

@@ -38,7 +38,8 @@ struct OptimizerOptions {
   // Morpheus makes for its own purposes (bench, fuzz --preset) must be: it
   // neither opens nor writes a live map, nor pins one of its own.
   std::optional<std::string> pinRoot;
-  // The entry program to run and attach; "" = the first program.
+  // The entry program to run and attach; "" = the first XDP or TC program
+  // (ProgramSpec::runnableEntry).
   std::string program;
   uint32_t inlineLimit = 64; // largest table inlined whole
   // The table passes to run, by their Passes.def names; unset runs them all.
@@ -141,6 +142,8 @@ public:
   const bpf::ProgramSpec &spec() const { return *programSpec; }
   const std::string &entryName() const { return entry; }
   int originalFd() const;      // the original entry program
+  // The original's load: every program of the object, on the live maps.
+  const bpf::LoadedObject &originalObject() const { return *original; }
   int activeFd() const;        // the specialized one if installed, else original
   int mapFd(const std::string &name) const; // any map the versions share
   bpf::GuardWord &guard() { return guardWord; }

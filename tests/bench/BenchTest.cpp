@@ -5,10 +5,14 @@
 // holds the numbers).
 #include "bench/Bench.h"
 #include "bench/Calibration.h"
+#include "bench/TraceDriver.h"
+
+#include "backend/bpf/ProgramSpec.h"
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 #include <llvm/Support/FileSystem.h>
+#include <llvm/Support/Path.h>
 #include <llvm/ADT/StringExtras.h>
 #include <llvm/Testing/Support/Error.h>
 #include <nlohmann/json.hpp>
@@ -78,6 +82,130 @@ TEST(Bench, TinyRunMeasuresEveryVariant) {
   EXPECT_NE(text.find("predicted map"), std::string::npos) << text;
   EXPECT_NE(text.find("attributed to this table: search"), std::string::npos) << text;
   EXPECT_EQ(json["compile"]["predictions"][0]["chosen"], "search");
+}
+
+// tc_stamp's two counters: fresh packets, packets carrying its own stamp.
+// (Through MapAccess: libbpf's header and pcap's both define bpf_insn.)
+std::pair<uint64_t, uint64_t> arrivals(int mapFd) {
+  bpf::MapAccess map{mapFd, "arrivals"};
+  uint64_t counts[2] = {};
+  for (uint32_t i = 0; i < 2; ++i) {
+    auto count = map.find<uint64_t>(i);
+    EXPECT_THAT_EXPECTED(count, llvm::Succeeded());
+    counts[i] = count && *count ? **count : ~0ull;
+  }
+  return {counts[0], counts[1]};
+}
+
+// A TC program that rewrites its packet (tc_stamp stamps the TOS byte and
+// clears the mark): the bench drives TC programs one test run per packet,
+// so every run starts from the trace's frame, never from the program's own
+// output, as BPF_PROG_TEST_RUN's repeat would hand it.
+TEST(Bench, TcProgramsRunOnAFreshPacketEachTime) {
+  auto preset = readPreset("tc_stamp");
+  ASSERT_THAT_EXPECTED(preset, llvm::Succeeded());
+  auto spec = bpf::ProgramSpec::load(preset->program, {});
+  ASSERT_THAT_EXPECTED(spec, llvm::Succeeded());
+  auto object = bpf::LoadedObject::load((*spec)->originalElf(), (*spec)->objectName(), {});
+  ASSERT_THAT_EXPECTED(object, llvm::Succeeded());
+  bpf::MapAccess stamp{object->mapFd("stamp"), "stamp"};
+  ASSERT_THAT_ERROR(stamp.put(uint32_t(0), uint32_t(4)), llvm::Succeeded());
+  int program = object->programFd("stamp_tos");
+  auto stats = bpf::enableRunTimeStats();
+  ASSERT_THAT_EXPECTED(stats, llvm::Succeeded());
+
+  // Two IPv4/UDP frames (TOS 0), 48 bytes each, alternating.
+  Trace trace;
+  trace.name = "two frames";
+  trace.frameLength = 48;
+  for (uint8_t last : {1, 2}) {
+    std::vector<uint8_t> frame(48, 0);
+    frame[12] = 0x08;                             // IPv4
+    frame[14] = 0x45;                             // version 4, 20-byte header
+    frame[17] = 28;                               // total length
+    frame[22] = 64;                               // TTL
+    frame[23] = 17;                               // UDP
+    frame[29] = last;                             // source 0.0.0.last
+    trace.frames.push_back(frame);
+  }
+  for (uint32_t i = 0; i < 100; ++i)
+    trace.sequence.push_back(i % 2);
+
+  auto driver = TraceDriver::load(bpf::ProgramType::Tc);
+  ASSERT_THAT_EXPECTED(driver, llvm::Succeeded());
+  EXPECT_EQ(driver->programType(), bpf::ProgramType::Tc);
+  ASSERT_THAT_ERROR(driver->setTrace(trace), llvm::Succeeded());
+  ASSERT_THAT_ERROR(driver->setTarget(program), llvm::Succeeded());
+  auto ns = driver->measure(0, 100, 0);
+  ASSERT_THAT_EXPECTED(ns, llvm::Succeeded());
+  EXPECT_GT(*ns, 0);
+  EXPECT_EQ(arrivals(object->mapFd("arrivals")), std::make_pair(uint64_t(100), uint64_t(0)))
+      << "every one of the 100 runs began from the trace's frame";
+  auto one = driver->runOne(1, 0);
+  ASSERT_THAT_EXPECTED(one, llvm::Succeeded());
+  EXPECT_EQ(one->first, 0u) << "TC_ACT_OK";
+  ASSERT_GT(one->second.size(), 15u);
+  EXPECT_EQ(one->second[15], 4) << "the frame it left carries the stamp";
+  EXPECT_EQ(one->second[29], 2) << "packet 1 of the trace is its second frame";
+
+  // What the bench avoids: one test run repeated 100 times hands the
+  // program its own output 99 times.
+  bpf::TestRunInput repeated;
+  repeated.packet = trace.frames[0];
+  repeated.repeat = 100;
+  ASSERT_THAT_EXPECTED(bpf::testRun(program, repeated), llvm::Succeeded());
+  EXPECT_EQ(arrivals(object->mapFd("arrivals")), std::make_pair(uint64_t(102), uint64_t(99)));
+}
+
+// The whole bench on that TC program: every variant is checked against the
+// baseline and timed, the stamp inlined by Morpheus.
+TEST(Bench, TinyRunBenchesATcProgram) {
+  auto preset = readPreset("tc_stamp");
+  ASSERT_THAT_EXPECTED(preset, llvm::Succeeded());
+  BenchOptions options = tinyRun();
+  options.packets = 1024;
+  options.trafficCycles = 0;
+  auto result = runBench(*preset, options);
+  ASSERT_THAT_EXPECTED(result, llvm::Succeeded());
+  EXPECT_EQ(result->programType, bpf::ProgramType::Tc);
+  const TraceResult &trace = result->traces.at(0);
+  EXPECT_EQ(trace.checked, 256u);
+  std::vector<std::string> names;
+  for (const VariantResult &variant : trace.variants) {
+    names.push_back(variant.name);
+    EXPECT_TRUE(std::isfinite(variant.net.median())) << variant.name;
+  }
+  EXPECT_EQ(names, (std::vector<std::string>{"baseline", "morpheus-static",
+                                             "morpheus-static-unguarded"}));
+  EXPECT_FALSE(result->compile.applied.empty());
+  EXPECT_NE(formatResult(*result).find("(driver method, tc: a test run per packet"),
+            std::string::npos)
+      << formatResult(*result);
+  EXPECT_EQ(toJson(*result)["program_type"], "tc");
+}
+
+// What bench cannot run is refused before anything is loaded or traced:
+// a tracepoint named as the entry, a TC program under the live method.
+TEST(Bench, RefusesWhatItCannotBenchFirst) {
+  auto preset = readPreset("tc_stamp");
+  ASSERT_THAT_EXPECTED(preset, llvm::Succeeded());
+  BenchOptions options = tinyRun();
+  options.method = Method::Live;
+  EXPECT_THAT_EXPECTED(
+      runBench(*preset, options),
+      llvm::FailedWithMessage(testing::HasSubstr(
+          "program 'stamp_tos' is TC: the live method sends frames to an XDP program")));
+  Preset tracepoint = *preset;
+  tracepoint.program = (llvm::sys::path::parent_path(preset->program) +
+                        "/tracepoint_feeds_xdp.bpf.c")
+                           .str();
+  tracepoint.entry = "count_test_runs";
+  EXPECT_THAT_EXPECTED(benchedProgramType(tracepoint, tinyRun()),
+                       llvm::FailedWithMessage(testing::HasSubstr(
+                           "program 'count_test_runs' is a tracepoint program")));
+  tracepoint.entry = "";
+  EXPECT_THAT_EXPECTED(benchedProgramType(tracepoint, tinyRun()),
+                       llvm::HasValue(bpf::ProgramType::Xdp));
 }
 
 // The sampling-rate sweep: a variant per period, timed with the others;

@@ -457,7 +457,7 @@ void expectLiveMapsUntouched(const std::string &program, int cycles, int fuzzSec
   cycleThroughVersions(live, cycles);
   ChildProcess fuzz("copies-fuzz",
                     {binPath("morpheus"), "fuzz",
-                     sourcePath("tests/programs/" + program + ".bpf.c"), "--program", "entry",
+                     sourcePath("tests/programs/" + program + ".bpf.c"), "--prog", "entry",
                      "--seconds", std::to_string(fuzzSeconds), "--reproducer", "/dev/null"},
                     {ChildMounts::SameAs, live.daemon.pid()});
   std::optional<int> fuzzed = fuzz.wait(std::chrono::seconds(fuzzSeconds + 120));

@@ -169,6 +169,42 @@ TEST_P(CorpusSmoke, NoDifference) {
   EXPECT_GT(report->cases, 50u);
 }
 
+// An object whose first program is a tracepoint (BPF_PROG_TEST_RUN cannot
+// run it: the kernel answers 524): fuzz takes the first program it can
+// run, says which, and finds no difference in it.
+TEST(Differential, FuzzTakesTheFirstProgramItCanRun) {
+  runtime::FuzzReport report = fuzz("tests/programs/tracepoint_feeds_xdp.bpf.c", 1, 2);
+  EXPECT_EQ(report.program, "gate") << "the XDP program, not the tracepoint before it";
+  EXPECT_EQ(report.type, bpf::ProgramType::Xdp);
+  EXPECT_EQ(report.programs, 2u);
+  EXPECT_EQ(report.differed, 0u) << report.reproducer;
+  EXPECT_GT(report.cases, 0u) << "the gate ran";
+}
+
+// Named explicitly, a program fuzz cannot run is refused before anything
+// is loaded, the message naming it, its section and its type.
+TEST(Differential, FuzzRefusesATracepointNamedExplicitly) {
+  runtime::FuzzOptions options;
+  options.program = "count_test_runs";
+  options.seconds = 1;
+  auto refused = runtime::fuzzProgram(
+      morpheus::testing::sourcePath("tests/programs/tracepoint_feeds_xdp.bpf.c"), options);
+  ASSERT_FALSE(bool(refused)) << "a tracepoint program cannot be fuzzed";
+  std::string message = llvm::toString(refused.takeError());
+  EXPECT_NE(message.find("program 'count_test_runs' is a tracepoint program (section "
+                         "'tracepoint/bpf_test_run/bpf_test_finish')"),
+            std::string::npos)
+      << message;
+  options.program = "no_such_program";
+  auto unknown = runtime::fuzzProgram(
+      morpheus::testing::sourcePath("tests/programs/tracepoint_feeds_xdp.bpf.c"), options);
+  ASSERT_FALSE(bool(unknown));
+  message = llvm::toString(unknown.takeError());
+  EXPECT_NE(message.find("no program named 'no_such_program' (it has count_test_runs, gate)"),
+            std::string::npos)
+      << message;
+}
+
 // Random tries over an inline limit of 2: the IPv4 ones become derived
 // tables (lpm-as-array; LpmAsArray.* shows it fires on this program), the
 // IPv6 ones keep their lookup; no difference in verdicts, bytes or maps.

@@ -21,10 +21,13 @@
 #include <linux/pkt_cls.h>
 
 #include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
 #include <llvm/Testing/Support/Error.h>
 #include <arpa/inet.h>
 #include <signal.h>
+#include <linux/magic.h>
 #include <sys/mount.h>
+#include <sys/statfs.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -381,6 +384,143 @@ TEST(ProgramKinds, OfflineGuardsOfAnXdpAndATracepointProgramLoad) {
   dropAllBehindABump(built);
   EXPECT_EQ(runOnce(xdp, buildPacket({})).verdict, uint32_t(XDP_DROP))
       << "stale: the original, by tail call";
+}
+
+// An XDP program beside the tracepoint that feeds it (tracepoint first in
+// the object): the daemon runs the XDP program, attaches the tracepoint
+// where its section says, as the object's loader would, and says so; the
+// counter the tracepoint keeps moves while the run lasts, and stops when
+// the run ends (its link detaches with the process: said in the last line).
+TEST(ProgramKinds, TheDaemonAttachesTheObjectsTracepointWhereItsSectionSays) {
+  struct statfs before = {};
+  bool tracefsMounted = statfs("/sys/kernel/tracing", &before) == 0 &&
+                        before.f_type == TRACEFS_MAGIC;
+  VethPair::sweepStale("progtp");
+  VethPair veth("progtp");
+  PinDir pins("progtp");
+  runtime::DaemonOptions options;
+  options.optimizer.pinDir = pins.path() + "/tracepoint_feeds_xdp";
+  options.ifaces = {veth.ifB()};
+  options.netns = veth.nsB();
+  options.mode = bpf::XdpMode::Generic;
+  options.onExit = runtime::OnExit::KeepServing;
+  std::string printed, problems;
+  llvm::raw_string_ostream out(printed), errors(problems);
+  FileDescriptor finished;
+  auto count = [&finished] {
+    uint32_t zero = 0;
+    uint64_t value = 0;
+    EXPECT_EQ(bpf_map_lookup_elem(finished.get(), &zero, &value), 0);
+    return value;
+  };
+  std::string last;
+  {
+    auto started = runtime::Daemon::start(corpusPath("tracepoint_feeds_xdp.bpf.c"), options,
+                                          out, errors);
+    ASSERT_TRUE(bool(started)) << llvm::toString(started.takeError());
+    runtime::Optimizer &opt = (*started)->optimizer();
+    EXPECT_EQ(opt.entryName(), "gate") << "the XDP program runs, not the tracepoint before it";
+    EXPECT_NE(printed.find("program 'count_test_runs' (tracepoint) attached where its section "
+                           "says"),
+              std::string::npos)
+        << printed;
+    finished.reset(dup(opt.mapFd("finished")));
+    uint64_t counted = count();
+    for (int i = 0; i < 3; ++i)
+      runOnce(opt.activeFd(), buildPacket({}));
+    EXPECT_GE(count(), counted + 3)
+        << "each test run's end reached the tracepoint";
+    last = (*started)->exitNote().text;
+  }
+  EXPECT_NE(last.find("count_test_runs, attached where its section says, detaches with this "
+                      "process"),
+            std::string::npos)
+      << last;
+  uint64_t after = count();
+  auto spec = bpf::ProgramSpec::load(corpusPath("tracepoint_feeds_xdp.bpf.c"), {});
+  ASSERT_THAT_EXPECTED(spec, llvm::Succeeded());
+  auto other = bpf::LoadedObject::load((*spec)->originalElf(), "tp_after", {});
+  ASSERT_THAT_EXPECTED(other, llvm::Succeeded());
+  for (int i = 0; i < 3; ++i)
+    runOnce(other->programFd("gate"), buildPacket({}));
+  EXPECT_EQ(count(), after) << "detached with the run";
+  if (!tracefsMounted)
+    umount2("/sys/kernel/tracing", MNT_DETACH); // mounted for the tracepoint's id
+}
+
+// What `morpheus map dump` prints, `morpheus specialize --snapshot` takes:
+// a map whose name is longer than the kernel keeps is dumped under its
+// whole name (its pin's), which the program's source declares.
+TEST(ProgramKinds, MapDumpIsASnapshotSpecializeTakes) {
+  PinDir pins("dumpnames");
+  runtime::OptimizerOptions options = CorpusProgram::noShadow();
+  options.pinDir = pins.path() + "/long_map_names";
+  CorpusProgram program("long_map_names.bpf.c", options);
+  ASSERT_TRUE(program.ok());
+  uint32_t source = htonl(0xc0000201), drop = XDP_DROP;
+  program.set("blocked_source_addresses", source, drop);
+  auto shell = [](const std::string &command, std::string &said) {
+    FILE *pipe = popen((command + " 2>&1").c_str(), "r");
+    char buffer[4096];
+    while (size_t got = fread(buffer, 1, sizeof(buffer), pipe))
+      said.append(buffer, got);
+    return WEXITSTATUS(pclose(pipe));
+  };
+  std::string scratch = "/tmp/morpheus-dumpnames-" + std::to_string(getpid());
+  std::string snapshot = scratch + ".json";
+  std::string dumped;
+  ASSERT_EQ(shell(binPath("morpheus") + " map dump " + options.pinDir +
+                      "/blocked_source_addresses > " + snapshot,
+                  dumped),
+            0)
+      << dumped;
+  std::ifstream file(snapshot);
+  nlohmann::json document = nlohmann::json::parse(file, nullptr, false);
+  ASSERT_TRUE(document.contains("maps")) << document.dump();
+  EXPECT_TRUE(document["maps"].contains("blocked_source_addresses"))
+      << "the whole name, not the kernel's 'blocked_source_' : " << document.dump();
+  std::string object = scratch + ".o", said;
+  EXPECT_EQ(shell(binPath("morpheus") + " specialize " + corpusPath("long_map_names.bpf.c") +
+                      " --snapshot " + snapshot + " -o " + object,
+                  said),
+            0)
+      << said;
+  EXPECT_NE(said.find("blocked_source_addresses"), std::string::npos) << said;
+  std::remove(snapshot.c_str());
+  std::remove(object.c_str());
+}
+
+// A map its loader sizes before load (declared with one entry): sized by
+// --max-entries, the kernel creates it with 64, Morpheus specializes for
+// 64 (a DSCP beyond the declared entry keeps its verdict), and a name the
+// program does not declare is refused.
+TEST(ProgramKinds, MaxEntriesSizesAMapAsItsLoaderDoes) {
+  runtime::OptimizerOptions options = CorpusProgram::noShadow();
+  options.frontend.maxEntries = {{"verdict_by_dscp", 64}};
+  CorpusProgram sized("loader_sized.bpf.c", options);
+  ASSERT_TRUE(sized.ok());
+  EXPECT_EQ(sized.opt().spec().catalog().at("verdict_by_dscp").maxEntries, 64u);
+  bpf_map_info info = {};
+  uint32_t length = sizeof(info);
+  ASSERT_EQ(bpf_obj_get_info_by_fd(sized.opt().mapFd("verdict_by_dscp"), &info, &length), 0);
+  EXPECT_EQ(info.max_entries, 64u) << "created as its loader creates it";
+  sized.set("verdict_by_dscp", uint32_t(10), uint32_t(XDP_DROP));
+  ASSERT_TRUE(sized.cycle().installed());
+  EXPECT_NE(sized.opt().activeFd(), sized.opt().originalFd());
+  Bytes marked = buildPacket({.tos = 10 << 2}), plain = buildPacket({});
+  EXPECT_EQ(sized.active(marked).verdict, uint32_t(XDP_DROP)) << "DSCP 10, entry 10 of 64";
+  EXPECT_EQ(sized.original(marked).verdict, uint32_t(XDP_DROP));
+  EXPECT_EQ(sized.active(plain).verdict, uint32_t(XDP_PASS));
+
+  runtime::OptimizerOptions unknown = CorpusProgram::noShadow();
+  unknown.frontend.maxEntries = {{"no_such_map", 8}};
+  auto refused = runtime::Optimizer::create(corpusPath("loader_sized.bpf.c"), unknown);
+  ASSERT_FALSE(bool(refused));
+  std::string message = llvm::toString(refused.takeError());
+  EXPECT_NE(message.find("--max-entries no_such_map=8: the program declares no map "
+                         "'no_such_map'"),
+            std::string::npos)
+      << message;
 }
 
 // `morpheus run`'s daemon on a TC program: attached through tcx on the

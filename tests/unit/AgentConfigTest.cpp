@@ -36,6 +36,7 @@ programs:
     no_profile: [stats]
     includes: [include]
     defines: [MAX=4]
+    max_entries: {pool: 4096, flows: 65536}
   - name: tc-lb
     source: /opt/lb.bpf.c
     adopt: eth0:ingress
@@ -62,6 +63,9 @@ programs:
   EXPECT_EQ(fw.notProfiled, (std::vector<std::string>{"stats"}));
   EXPECT_EQ(fw.compiler.includes, (std::vector<std::string>{"/etc/morpheus/include"}));
   EXPECT_EQ(fw.compiler.defines, (std::vector<std::string>{"MAX=4"}));
+  EXPECT_EQ(fw.compiler.maxEntries,
+            (std::map<std::string, uint32_t>{{"pool", 4096}, {"flows", 65536}}))
+      << "--max-entries pool=4096 --max-entries flows=65536";
   const RunOptions &lb = config->programs[1].options;
   EXPECT_EQ(lb.adopt, "eth0:ingress");
   EXPECT_TRUE(lb.acceptOneTailCallFewer);
@@ -196,6 +200,8 @@ TEST(AgentConfig, FingerprintsChangeWithWhatAnEntrySaysNotHowItIsWritten) {
   EXPECT_NE(base, fingerprint("  - {name: a, source: a.c, ifaces: [e, f], period: 1s}\n"));
   EXPECT_NE(base, fingerprint("  - {name: a, source: a.c, ifaces: [e], period: 1s, "
                               "keep_generic: [acl]}\n"));
+  EXPECT_NE(base, fingerprint("  - {name: a, source: a.c, ifaces: [e], period: 1s, "
+                              "max_entries: {pool: 8}}\n"));
   std::string adopted = fingerprint("  - {name: a, source: a.c, adopt: e}\n");
   EXPECT_NE(adopted,
             fingerprint("  - {name: a, source: a.c, adopt: e, other_writers: keep-generic}\n"));

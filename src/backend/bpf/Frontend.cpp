@@ -2,6 +2,7 @@
 
 #include "backend/bpf/CompileDatabase.h"
 #include "backend/bpf/ConfigConstants.h"
+#include "backend/bpf/MapSizes.h"
 
 #include "backend/bpf/BpfSignatures.h"
 #include "core/TableAccessAnalysis.h"
@@ -108,6 +109,8 @@ Expected<LoadedSource> loadProgram(const std::string &path, const FrontendOption
   auto legacy = convertLegacyMaps(*module, path);
   if (!legacy)
     return legacy.takeError();
+  if (Error err = resizeMaps(*module, options.maxEntries, path))
+    return err;
   if (Error err = inlineConfigConstants(*module, path))
     return err;
   if (Error err = placeProgramSections(*module, path, options.programType))

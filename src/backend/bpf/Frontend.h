@@ -31,6 +31,9 @@ struct FrontendOptions {
   // by the global's name: an adopted program's .rodata as the owner's
   // loader left it (it may rewrite `const volatile` globals before load).
   std::map<std::string, std::vector<char>> globalBytes;
+  // Maps sized as the program's own loader sizes them before load
+  // (--max-entries MAP=N, MapSizes.h), by name.
+  std::map<std::string, uint32_t> maxEntries;
   // Where what is built from the source is kept across runs: clang's
   // bitcode (under bitcode/, support/Clang.h) and the original's object
   // (under object/, Codegen.h); unset: always build (--no-build-cache).
@@ -48,7 +51,8 @@ struct LoadedSource {
 // Loads `path`: .c is compiled with clang-19 (-O2 -g -target bpf), .ll and
 // .bc are parsed. The module must target BPF. Legacy map definitions
 // (section "maps") become BTF-defined maps, iproute2's tail-call sections
-// their static slots (convertLegacyMaps); constants Cilium's loader puts
+// their static slots (convertLegacyMaps), maps are sized as
+// `options.maxEntries` says (resizeMaps); constants Cilium's loader puts
 // in the code are put there (inlineConfigConstants). Every program gets a
 // section libbpf places and global linkage (placeProgramSections). Access
 // sites are annotated (core::annotateAccessCalls) so every later clone

@@ -1,5 +1,7 @@
 #include "backend/bpf/LegacyMaps.h"
 
+#include "backend/bpf/MapSizes.h"
+
 #include <linux/bpf.h>
 #include <llvm/ADT/SmallVector.h>
 #include <llvm/BinaryFormat/Dwarf.h>
@@ -28,14 +30,6 @@ constexpr unsigned TypeField = 0, MaxEntriesField = 3;
 constexpr unsigned IdField = 5, PinningField = 6;
 // libbpf's value of a BTF map's `pinning` member that pins by name.
 constexpr uint32_t LibbpfPinByName = 1;
-
-// The debug type __uint(name, value) gives a member: a pointer to an array
-// of `value` ints.
-DIType *uintMember(DIBuilder &builder, DIBasicType *intType, uint32_t value) {
-  DINodeArray range = builder.getOrCreateArray({builder.getOrCreateSubrange(0, value)});
-  DICompositeType *array = builder.createArrayType(uint64_t(value) * 32, 32, intType, range);
-  return builder.createPointerType(array, 64);
-}
 
 // The debug type __array(values, int (void *)) gives a program array's
 // member: an array of unknown length of pointers to functions.

@@ -1,13 +1,18 @@
 #include "backend/bpf/ProgramLink.h"
 
+#include "backend/bpf/BpfObject.h"
+
 #include "support/Netns.h"
 
 #include <bpf/bpf.h>
 #include <bpf/libbpf.h>
 #include <linux/if_link.h>
+#include <linux/magic.h>
 #include <linux/membarrier.h>
 #include <llvm/Support/FormatVariadic.h>
 #include <net/if.h>
+#include <sys/mount.h>
+#include <sys/statfs.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
@@ -294,6 +299,55 @@ bool ProgramLink::stillPinned() const {
 uint32_t ProgramLink::programId() const {
   std::optional<LinkFacts> facts = linkFacts(linkFd);
   return facts ? facts->programId : 0;
+}
+
+namespace {
+
+// libbpf reads a tracepoint's id under /sys/kernel/debug/tracing when that
+// exists (debugfs mounts tracefs there), else under /sys/kernel/tracing.
+Error ensureTracefs(const std::string &user) {
+  constexpr const char *Tracefs = "/sys/kernel/tracing";
+  struct statfs fs = {};
+  if ((statfs(Tracefs, &fs) == 0 && fs.f_type == TRACEFS_MAGIC) ||
+      access("/sys/kernel/debug/tracing", F_OK) == 0)
+    return Error::success();
+  if (mount("tracefs", Tracefs, "tracefs", 0, nullptr))
+    return makeSystemError(errno, "cannot mount tracefs at {0} (needed for {1})", Tracefs, user);
+  return Error::success();
+}
+
+} // namespace
+
+Expected<std::optional<SectionLink>> SectionLink::attach(const LoadedObject &object,
+                                                         const std::string &name) {
+  bpf_program *program = bpf_object__find_program_by_name(object.object(), name.c_str());
+  if (!program || bpf_program__fd(program) < 0)
+    return makeError("object '{0}': program '{1}' is not loaded", object.name(), name);
+  llvm::StringRef section = bpf_program__section_name(program);
+  std::string what = llvm::formatv("program '{0}' (section '{1}')", name, section).str();
+  if (section.starts_with("tracepoint/") || section.starts_with("tp/"))
+    if (Error err = ensureTracefs(what))
+      return std::move(err);
+  bpf_link *link = bpf_program__attach(program); // libbpf 1.x: NULL and errno
+  if (!link && errno == EOPNOTSUPP)
+    return std::nullopt; // the section says nothing of where
+  if (!link)
+    return makeSystemError(errno, "{0}: cannot attach it where its section says", what);
+  return std::optional<SectionLink>(SectionLink(link));
+}
+
+SectionLink &SectionLink::operator=(SectionLink &&other) noexcept {
+  if (this != &other) {
+    if (link)
+      bpf_link__destroy(link);
+    link = std::exchange(other.link, nullptr);
+  }
+  return *this;
+}
+
+SectionLink::~SectionLink() {
+  if (link)
+    bpf_link__destroy(link);
 }
 
 void waitForPacketsInFlight() {

@@ -14,6 +14,9 @@
 
 #include <optional>
 #include <string>
+#include <utility>
+
+struct bpf_link;
 
 namespace morpheus::bpf {
 
@@ -113,6 +116,31 @@ private:
   int linkFd = -1;
   int index = 0;
   std::string pinnedAt;
+};
+
+class LoadedObject;
+
+// A program of a loaded object attached where its section says, as the
+// object's own loader attaches it (libbpf's auto-attach, a skeleton's
+// attach(): tracepoint/CATEGORY/NAME, kprobe/FUNCTION, fentry/FUNCTION,
+// ...); detached when this goes. XDP and TC sections name no interface:
+// they say nothing of where.
+class SectionLink {
+public:
+  // nullopt when `program`'s section does not say where to attach it. A
+  // tracepoint's id is read from tracefs, mounted at /sys/kernel/tracing
+  // first when it is not mounted anywhere libbpf looks. Errors name the
+  // program and its section.
+  static Expected<std::optional<SectionLink>> attach(const LoadedObject &object,
+                                                     const std::string &program);
+
+  SectionLink(SectionLink &&other) noexcept : link(std::exchange(other.link, nullptr)) {}
+  SectionLink &operator=(SectionLink &&other) noexcept;
+  ~SectionLink();
+
+private:
+  explicit SectionLink(bpf_link *link) : link(link) {}
+  bpf_link *link = nullptr;
 };
 
 // Returns once every packet that was inside a program when it was called

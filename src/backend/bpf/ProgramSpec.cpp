@@ -10,6 +10,7 @@
 #include "core/PristineBitcode.h"
 
 #include <llvm/ADT/StringExtras.h>
+#include <llvm/Support/FormatVariadic.h>
 #include <llvm/Support/Path.h>
 #include <llvm/Transforms/Utils/Cloning.h>
 
@@ -171,6 +172,35 @@ ProgramType ProgramSpec::programType(const std::string &entry) const {
   if (!function || !function->hasSection())
     return ProgramType::Other;
   return programTypeOfSection(function->getSection()).value_or(ProgramType::Other);
+}
+
+std::string ProgramSpec::section(const std::string &entry) const {
+  const llvm::Function *function = pristine->getFunction(entry);
+  return function && function->hasSection() ? function->getSection().str() : std::string();
+}
+
+Expected<std::string> ProgramSpec::runnableEntry(const std::string &requested) const {
+  auto runnable = [&](const std::string &entry) {
+    return programType(entry) != ProgramType::Other;
+  };
+  if (!requested.empty()) {
+    if (std::find(entries.begin(), entries.end(), requested) == entries.end())
+      return makeError("no program named '{0}' (it has {1})", requested,
+                       llvm::join(entries, ", "));
+    if (!runnable(requested))
+      return makeError("program '{0}' is a {1} program (section '{2}'): Morpheus runs XDP and "
+                       "TC programs",
+                       requested, kernelTypeOfSection(section(requested)), section(requested));
+    return requested;
+  }
+  auto first = std::find_if(entries.begin(), entries.end(), runnable);
+  if (first == entries.end()) {
+    std::vector<std::string> described;
+    for (const std::string &entry : entries)
+      described.push_back(llvm::formatv("'{0}' ({1})", entry, kernelTypeOfSection(section(entry))));
+    return makeError("no XDP or TC program to run, only {0}", llvm::join(described, ", "));
+  }
+  return *first;
 }
 
 bool ProgramSpec::hasContext(const std::string &entry) const {

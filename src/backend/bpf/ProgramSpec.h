@@ -144,6 +144,14 @@ public:
   // What the kernel takes `entry` for (from its section, as placed by the
   // frontend); Other for a name that is no entry.
   ProgramType programType(const std::string &entry) const;
+  // The program Morpheus runs (BPF_PROG_TEST_RUN, attached to a port) when
+  // the user named `requested` ("" = none): that one, refused unless it
+  // is XDP or TC (the error names it, its section and what the kernel
+  // takes it for); unnamed, the first XDP or TC program of the object.
+  Expected<std::string> runnableEntry(const std::string &requested) const;
+  // `entry`'s section, as placed by the frontend; "" for a name that is no
+  // entry.
+  std::string section(const std::string &entry) const;
   core::ReadPlan readPlan(uint32_t inlineLimit) const;
   // Where load() spent its time, in the order the steps ran.
   const std::vector<core::BuildPhase> &loadPhases() const { return phases; }

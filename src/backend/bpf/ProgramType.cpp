@@ -38,6 +38,22 @@ std::optional<ProgramType> programTypeOfSection(llvm::StringRef section) {
   return ProgramType::Other;
 }
 
+std::string kernelTypeOfSection(llvm::StringRef section) {
+  bpf_prog_type type = BPF_PROG_TYPE_UNSPEC;
+  bpf_attach_type attach = bpf_attach_type(0);
+  if (section.starts_with("tcx/"))
+    type = BPF_PROG_TYPE_SCHED_CLS;
+  else if (libbpf_prog_type_by_name(section.str().c_str(), &type, &attach))
+    return "a type libbpf cannot tell";
+  const char *name = libbpf_bpf_prog_type_str(type);
+  return name ? name : "type " + std::to_string(type);
+}
+
+std::map<std::string, ProgramType> namedProgramTypes() {
+  return {{programTypeName(ProgramType::Xdp), ProgramType::Xdp},
+          {programTypeName(ProgramType::Tc), ProgramType::Tc}};
+}
+
 const char *canonicalSection(ProgramType type) {
   return type == ProgramType::Tc ? "tc" : "xdp";
 }

@@ -10,7 +10,9 @@
 #include <llvm/ADT/StringRef.h>
 
 #include <cstdint>
+#include <map>
 #include <optional>
+#include <string>
 
 namespace llvm {
 class Module;
@@ -29,6 +31,14 @@ const char *programTypeName(ProgramType type); // "xdp", "tc", "other"
 // The type libbpf gives a program in `section`; nullopt when libbpf cannot
 // place the section (names from before libbpf 1.0, such as "xdp_prog").
 std::optional<ProgramType> programTypeOfSection(llvm::StringRef section);
+
+// What the kernel takes a program in `section` for, by libbpf's name of
+// the type ("xdp", "sched_cls", "tracepoint"), for messages; "a type
+// libbpf cannot tell" for a section libbpf cannot place.
+std::string kernelTypeOfSection(llvm::StringRef section);
+
+// The types a user names with --prog-type, by name: xdp, tc.
+std::map<std::string, ProgramType> namedProgramTypes();
 
 // The section libbpf places as `type` ("xdp", "tc").
 const char *canonicalSection(ProgramType type);
