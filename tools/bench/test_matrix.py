@@ -24,7 +24,7 @@ def test_tiny_matrix_writes_tables_and_plots(tmp_path):
                "--out", str(out)]
     if os.environ.get("MORPHEUS_BIN"):
         command += ["--morpheus", os.environ["MORPHEUS_BIN"]]
-    done = subprocess.run(command, capture_output=True, text=True, timeout=300)
+    done = subprocess.run(command, capture_output=True, text=True, timeout=840)
     assert done.returncode == 0, done.stderr
 
     results = json.loads((out / "results.json").read_text())
