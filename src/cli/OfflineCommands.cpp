@@ -2,13 +2,10 @@
 // kernel, for inspection, for tests and for operators deciding what to trust.
 #include "backend/bpf/MapIO.h"
 #include "backend/bpf/ProgramSpec.h"
+#include "backend/bpf/Snapshot.h"
 #include "cli/Commands.h"
 #include "cli/Reports.h"
 #include "support/Files.h"
-
-#include <llvm/Support/FileSystem.h>
-#include <llvm/Support/MemoryBuffer.h>
-#include <nlohmann/json.hpp>
 
 #include <cstdio>
 #include <memory>
@@ -57,27 +54,7 @@ int specialize(const SpecializeOptions &options) {
   if (!spec)
     return fail(spec.takeError());
 
-  const std::string &snapshotPath = options.snapshot;
-  // Read whole: a legitimate snapshot of even a million-entry map stays far
-  // below the limit, so a larger file is a wrong file, not a snapshot.
-  constexpr uint64_t MaxSnapshotBytes = uint64_t(1) << 30;
-  llvm::sys::fs::file_status status;
-  if (std::error_code ec = llvm::sys::fs::status(snapshotPath, status))
-    return fail(makeSystemError(ec.value(), "{0}: cannot open", snapshotPath));
-  if (status.type() != llvm::sys::fs::file_type::regular_file)
-    return fail(makeError("{0}: not a regular file", snapshotPath));
-  if (status.getSize() > MaxSnapshotBytes)
-    return fail(makeError("{0}: {1} bytes; a snapshot larger than {2} bytes is refused",
-                          snapshotPath, status.getSize(), MaxSnapshotBytes));
-  auto buffer = llvm::MemoryBuffer::getFile(snapshotPath);
-  if (!buffer)
-    return fail(makeSystemError(buffer.getError().value(), "{0}: cannot read", snapshotPath));
-  llvm::StringRef text = (*buffer)->getBuffer();
-  nlohmann::json document =
-      nlohmann::json::parse(text.begin(), text.end(), nullptr, /*allow_exceptions=*/false);
-  if (document.is_discarded())
-    return fail(makeError("{0}: not valid JSON", snapshotPath));
-  auto snapshot = bpf::parseSnapshot(document, (*spec)->catalog(), snapshotPath);
+  auto snapshot = bpf::readSnapshotFile(options.snapshot, (*spec)->catalog());
   if (!snapshot)
     return fail(snapshot.takeError());
 
