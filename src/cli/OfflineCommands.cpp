@@ -1,5 +1,6 @@
 // `morpheus analyze` and `morpheus specialize`: the pipeline without a
-// kernel, for inspection, for tests and for operators deciding what to trust.
+// kernel, for inspection, for tests and for operators deciding what to trust
+// (`morpheus explain`, ExplainCommand.cpp, says why it decided so).
 #include "backend/bpf/MapIO.h"
 #include "backend/bpf/ProgramSpec.h"
 #include "backend/bpf/Snapshot.h"
@@ -18,8 +19,6 @@ namespace {
 struct AnalyzeOptions {
   std::string program;
   bool json = false;
-  bool explain = false;
-  uint32_t inlineLimit = bpf::SpecializeRequest().inlineLimit;
   CompilerFlags compiler;
 };
 
@@ -27,12 +26,7 @@ int analyze(const AnalyzeOptions &options) {
   auto spec = bpf::ProgramSpec::load(options.program, frontendOptions(options.compiler));
   if (!spec)
     return fail(spec.takeError());
-  if (options.explain && options.json)
-    std::printf("%s\n",
-                explanationToJson(explainProgram(**spec, options.inlineLimit)).dump(2).c_str());
-  else if (options.explain)
-    std::fputs(explanationToText(explainProgram(**spec, options.inlineLimit)).c_str(), stdout);
-  else if (options.json)
+  if (options.json)
     std::printf("%s\n", analysisToJson(**spec).dump(2).c_str());
   else
     std::fputs(analysisToText(**spec).c_str(), stdout);
@@ -84,15 +78,11 @@ void addAnalyzeCommand(CLI::App &morpheus) {
       "needed",
       "Lists every map (type, sizes, and whether the program itself\n"
       "writes it: ro/rw, with the reasons) and every map access site\n"
-      "(map, kind, where the key comes from). Loads nothing.",
+      "(map, kind, where the key comes from). Loads nothing. What a cycle\n"
+      "specializes for given tables, and why: 'morpheus explain'.",
       [options](const CLI::App &) { return analyze(*options); });
   addProgramArgument(command, options->program);
-  command.add_flag("--json", options->json,
-                   "print JSON instead of text (with --explain: the explanation)");
-  command.add_flag("--explain", options->explain,
-                   "per map and site, what Morpheus would do, or why not and what would "
-                   "change it");
-  addInlineLimit(command, options->inlineLimit);
+  command.add_flag("--json", options->json, "print JSON instead of text");
   addCompilerOptions(command, options->compiler);
 }
 
