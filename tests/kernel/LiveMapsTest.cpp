@@ -258,10 +258,12 @@ INSTANTIATE_TEST_SUITE_P(
         OwnCommand{"specialize",
                    {"specialize", "PROG", "--snapshot", "SNAPSHOT", "-o", "OUTPUT"},
                    "1 entries inlined"},
-        // Reads the live maps where the loader pinned them by name.
+        // Reads the live maps where the loader pinned them by name: the
+        // one rule the loader wrote is inlined.
         OwnCommand{"explain --pin-dir",
                    {"explain", "PROG", "--pin-dir", "/sys/fs/bpf"},
-                   "tables from the maps pinned in /sys/fs/bpf"}),
+                   "key from packet+other: specialized by inline-small-table: 1 entries "
+                   "inlined as compares"}),
     [](const ::testing::TestParamInfo<OwnCommand> &info) {
       std::string name;
       for (const char *c = info.param.name; *c; ++c)
