@@ -19,6 +19,7 @@ namespace {
 struct AnalyzeOptions {
   std::string program;
   bool json = false;
+  bool explain = false; // the flag explain replaced: said so, not run
   CompilerFlags compiler;
 };
 
@@ -80,9 +81,17 @@ void addAnalyzeCommand(CLI::App &morpheus) {
       "writes it: ro/rw, with the reasons) and every map access site\n"
       "(map, kind, where the key comes from). Loads nothing. What a cycle\n"
       "specializes for given tables, and why: 'morpheus explain'.",
-      [options](const CLI::App &) { return analyze(*options); });
+      [options](const CLI::App &command) {
+        if (options->explain)
+          return commandline::usageError(
+              command, "--explain is now a command that reports what a cycle decides for "
+                       "given tables: 'morpheus explain PROG --snapshot STATE.json' (or "
+                       "--pin-dir DIR)");
+        return analyze(*options);
+      });
   addProgramArgument(command, options->program);
   command.add_flag("--json", options->json, "print JSON instead of text");
+  command.add_flag("--explain", options->explain)->group("");
   addCompilerOptions(command, options->compiler);
 }
 

@@ -263,6 +263,12 @@ TEST(Cli, ExplainJsonIsTheExplanationTyped) {
   EXPECT_EQ(explanation["sites_without_one_map"][0]["inner_candidates"],
             nlohmann::json::array());
 
+  // analyze's old flag says where it went.
+  Output old = morpheus("analyze --explain " + FieldCounter);
+  EXPECT_EQ(old.status, 2) << old.text;
+  EXPECT_NE(old.text.find("'morpheus explain PROG --snapshot STATE.json'"), std::string::npos)
+      << old.text;
+
   // The tables are needed: a usage error, naming both ways to give them.
   Output bare = morpheus("explain " + FieldCounter);
   EXPECT_EQ(bare.status, 2) << bare.text;
