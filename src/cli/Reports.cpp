@@ -230,8 +230,7 @@ std::string planText(const bpf::ProgramSpec &spec, const core::AccessSite &site,
 // Whether a decision of `decider` rewrites what the site computes:
 // instrumenting its keys or counting its writes does not.
 bool specializes(core::Decider decider) {
-  return decider != core::Decider::Analysis &&
-         decider != core::Decider::InstrumentTableSitesPass &&
+  return decider != core::Decider::Analysis && decider != core::Decider::InstrumentTableSitesPass &&
          decider != core::Decider::GuardTableWritesPass;
 }
 
@@ -317,8 +316,8 @@ void decide(ExplainedSite &site, const core::SpecializationLog &log,
   } else if (plannedAPass) {
     site.verdict = Verdict::Declined;
     site.text = "not specialized: " + std::string(core::deciderName(*site.plan.pass)) +
-                " recorded nothing for these tables (planned from the program alone: " +
-                planned + ")";
+                " recorded nothing for these tables (planned from the program alone: " + planned +
+                ")";
   } else {
     site.verdict = site.plan.action == Action::NotALookup ? Verdict::NotALookup : Verdict::Kept;
     site.text = std::move(planned);
@@ -394,8 +393,7 @@ Explanation explainProgram(const bpf::ProgramSpec &spec, uint32_t inlineLimit,
     map.pointerComparisons = used.pointerComparisons;
     for (const core::AccessSite &site : info.sites)
       if (site.table == name)
-        map.sites.push_back(
-            explained(spec, site, plans.at(site.id), fields, inlineLimit, built));
+        map.sites.push_back(explained(spec, site, plans.at(site.id), fields, inlineLimit, built));
     if (auto inlined = built.log.inlined.find(name); inlined != built.log.inlined.end())
       map.inlinedEntries = inlined->second.size();
     out.maps.push_back(std::move(map));
@@ -622,12 +620,12 @@ std::string explanationToText(const Explanation &explanation) {
   }
   out += "guards:\n";
   for (const core::GuardDecision &guard : explanation.guards)
-    out += "  " + guard.function + (guard.callback ? " (callback)" : "") + ": " +
-           core::fallbackName(guard.fallback) +
-           (guard.fallback == core::Fallback::TailCall
-                ? " (slot " + std::to_string(guard.slot) + ")"
-                : std::string()) +
-           ": " + guard.detail + "\n";
+    out +=
+        "  " + guard.function + (guard.callback ? " (callback)" : "") + ": " +
+        core::fallbackName(guard.fallback) +
+        (guard.fallback == core::Fallback::TailCall ? " (slot " + std::to_string(guard.slot) + ")"
+                                                    : std::string()) +
+        ": " + guard.detail + "\n";
   return out;
 }
 

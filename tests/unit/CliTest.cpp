@@ -72,8 +72,7 @@ TEST(Cli, AnalyzeJsonDescribesMapsAndSites) {
 // removed with the value.
 struct SnapshotFile {
   std::string path;
-  explicit SnapshotFile(const std::string &name, const std::string &maps)
-      : path(tempPath(name)) {
+  explicit SnapshotFile(const std::string &name, const std::string &maps) : path(tempPath(name)) {
     std::ofstream(path) << "{\"maps\": {" << maps << "}}\n";
   }
   ~SnapshotFile() { std::remove(path.c_str()); }
@@ -182,8 +181,7 @@ TEST(Cli, ExplainReportsWhatTheCostModelDeclinesAndWritesAtTheirLines) {
   EXPECT_EQ(site["action"], "declined") << site.dump(2);
   EXPECT_EQ(site["pass"], "key-set-filter") << site.dump(2);
   EXPECT_EQ(site["outcome"], "not_cheaper") << site.dump(2);
-  EXPECT_NE(site["detail"].get<std::string>().find("the compares over 40 keys"),
-            std::string::npos)
+  EXPECT_NE(site["detail"].get<std::string>().find("the compares over 40 keys"), std::string::npos)
       << site.dump(2);
 
   out = explain(program + " --json --snapshot " + few.path);
@@ -214,8 +212,7 @@ TEST(Cli, ExplainJsonIsTheExplanationTyped) {
   nlohmann::json explanation = nlohmann::json::parse(json.text);
   EXPECT_EQ(explanation["inline_limit"], 64);
   EXPECT_EQ(explanation["source"], "the snapshot " + tables.path);
-  EXPECT_EQ(explanation["cost_model"].get<std::string>().rfind("cost model: default costs", 0),
-            0u)
+  EXPECT_EQ(explanation["cost_model"].get<std::string>().rfind("cost model: default costs", 0), 0u)
       << explanation["cost_model"];
   nlohmann::json rules = mapNamed(explanation, "rules");
   ASSERT_TRUE(rules.is_object()) << json.text;
@@ -500,8 +497,8 @@ TEST(Cli, BadSnapshotFilesAreRefusedByName) {
 
 TEST(Cli, HelpIsAvailableForEveryCommand) {
   for (const char *command :
-       {"", "analyze ", "explain ", "specialize ", "run ", "map ", "map update ", "map delete ", "map dump ",
-        "fuzz ", "bench ", "nf ", "nf router ", "nf router load-routes "}) {
+       {"", "analyze ", "explain ", "specialize ", "run ", "map ", "map update ", "map delete ",
+        "map dump ", "fuzz ", "bench ", "nf ", "nf router ", "nf router load-routes "}) {
     Output out = morpheus(std::string(command) + "--help");
     EXPECT_EQ(out.status, 0) << command;
     EXPECT_EQ(out.text.rfind("usage: morpheus " + std::string(command), 0), 0u)

@@ -17,7 +17,8 @@
 namespace morpheus {
 namespace {
 
-const std::string Program = std::string(MORPHEUS_SOURCE_DIR) + "/tests/programs/field_counter.bpf.c";
+const std::string Program =
+    std::string(MORPHEUS_SOURCE_DIR) + "/tests/programs/field_counter.bpf.c";
 
 const cli::ExplainedSite &siteOf(const cli::Explanation &explanation, const std::string &map) {
   for (const cli::ExplainedMap &explained : explanation.maps)
@@ -71,8 +72,7 @@ TEST(Explain, ARewriteIsSpecializedOnlyWhereTheEmittedCodeDiffers) {
   EXPECT_EQ(copy.verdict, cli::ExplainedSite::Verdict::Unchanged) << copy.text;
   EXPECT_EQ(copy.text.rfind("not specialized: rewritten by fold-read-only-fields: ", 0), 0u)
       << copy.text;
-  EXPECT_NE(copy.text.find("but field_counter_prog emits the original's code"),
-            std::string::npos)
+  EXPECT_NE(copy.text.find("but field_counter_prog emits the original's code"), std::string::npos)
       << copy.text;
   EXPECT_EQ(cli::explanationToJson(explanation)["maps"][0]["sites"][0]["action"], "unchanged");
 }
