@@ -10,6 +10,7 @@ namespace morpheus::cli {
 
 void addCommands(CLI::App &morpheus) {
   addAnalyzeCommand(morpheus);
+  addExplainCommand(morpheus);
   addSpecializeCommand(morpheus);
   addRunCommand(morpheus);
   addDaemonCommand(morpheus);

@@ -21,6 +21,7 @@ using commandline::fail;
 void addCommands(CLI::App &morpheus);
 
 void addAnalyzeCommand(CLI::App &morpheus);
+void addExplainCommand(CLI::App &morpheus);
 void addSpecializeCommand(CLI::App &morpheus);
 void addRunCommand(CLI::App &morpheus);
 void addDaemonCommand(CLI::App &morpheus);

@@ -1,14 +1,12 @@
 // `morpheus analyze` and `morpheus specialize`: the pipeline without a
-// kernel, for inspection, for tests and for operators deciding what to trust.
+// kernel, for inspection, for tests and for operators deciding what to trust
+// (`morpheus explain`, ExplainCommand.cpp, says why it decided so).
 #include "backend/bpf/MapIO.h"
 #include "backend/bpf/ProgramSpec.h"
+#include "backend/bpf/Snapshot.h"
 #include "cli/Commands.h"
 #include "cli/Reports.h"
 #include "support/Files.h"
-
-#include <llvm/Support/FileSystem.h>
-#include <llvm/Support/MemoryBuffer.h>
-#include <nlohmann/json.hpp>
 
 #include <cstdio>
 #include <memory>
@@ -21,8 +19,7 @@ namespace {
 struct AnalyzeOptions {
   std::string program;
   bool json = false;
-  bool explain = false;
-  uint32_t inlineLimit = bpf::SpecializeRequest().inlineLimit;
+  bool explain = false; // the flag explain replaced: said so, not run
   std::vector<std::string> keepGeneric;
   CompilerFlags compiler;
 };
@@ -33,12 +30,7 @@ int analyze(const AnalyzeOptions &options) {
   auto spec = bpf::ProgramSpec::load(options.program, frontendOptions(options.compiler), kept);
   if (!spec)
     return fail(spec.takeError());
-  if (options.explain && options.json)
-    std::printf("%s\n",
-                explanationToJson(explainProgram(**spec, options.inlineLimit)).dump(2).c_str());
-  else if (options.explain)
-    std::fputs(explanationToText(explainProgram(**spec, options.inlineLimit)).c_str(), stdout);
-  else if (options.json)
+  if (options.json)
     std::printf("%s\n", analysisToJson(**spec).dump(2).c_str());
   else
     std::fputs(analysisToText(**spec).c_str(), stdout);
@@ -60,27 +52,7 @@ int specialize(const SpecializeOptions &options) {
   if (!spec)
     return fail(spec.takeError());
 
-  const std::string &snapshotPath = options.snapshot;
-  // Read whole: a legitimate snapshot of even a million-entry map stays far
-  // below the limit, so a larger file is a wrong file, not a snapshot.
-  constexpr uint64_t MaxSnapshotBytes = uint64_t(1) << 30;
-  llvm::sys::fs::file_status status;
-  if (std::error_code ec = llvm::sys::fs::status(snapshotPath, status))
-    return fail(makeSystemError(ec.value(), "{0}: cannot open", snapshotPath));
-  if (status.type() != llvm::sys::fs::file_type::regular_file)
-    return fail(makeError("{0}: not a regular file", snapshotPath));
-  if (status.getSize() > MaxSnapshotBytes)
-    return fail(makeError("{0}: {1} bytes; a snapshot larger than {2} bytes is refused",
-                          snapshotPath, status.getSize(), MaxSnapshotBytes));
-  auto buffer = llvm::MemoryBuffer::getFile(snapshotPath);
-  if (!buffer)
-    return fail(makeSystemError(buffer.getError().value(), "{0}: cannot read", snapshotPath));
-  llvm::StringRef text = (*buffer)->getBuffer();
-  nlohmann::json document =
-      nlohmann::json::parse(text.begin(), text.end(), nullptr, /*allow_exceptions=*/false);
-  if (document.is_discarded())
-    return fail(makeError("{0}: not valid JSON", snapshotPath));
-  auto snapshot = bpf::parseSnapshot(document, (*spec)->catalog(), snapshotPath);
+  auto snapshot = bpf::readSnapshotFile(options.snapshot, (*spec)->catalog());
   if (!snapshot)
     return fail(snapshot.takeError());
 
@@ -110,15 +82,19 @@ void addAnalyzeCommand(CLI::App &morpheus) {
       "needed",
       "Lists every map (type, sizes, and whether the program itself\n"
       "writes it: ro/rw, with the reasons) and every map access site\n"
-      "(map, kind, where the key comes from). Loads nothing.",
-      [options](const CLI::App &) { return analyze(*options); });
+      "(map, kind, where the key comes from). Loads nothing. What a cycle\n"
+      "specializes for given tables, and why: 'morpheus explain'.",
+      [options](const CLI::App &command) {
+        if (options->explain)
+          return commandline::usageError(
+              command, "--explain is now a command that reports what a cycle decides for "
+                       "given tables: 'morpheus explain PROG --snapshot STATE.json' (or "
+                       "--pin-dir DIR)");
+        return analyze(*options);
+      });
   addProgramArgument(command, options->program);
-  command.add_flag("--json", options->json,
-                   "print JSON instead of text (with --explain: the explanation)");
-  command.add_flag("--explain", options->explain,
-                   "per map and site, what Morpheus would do, or why not and what would "
-                   "change it");
-  addInlineLimit(command, options->inlineLimit);
+  command.add_flag("--json", options->json, "print JSON instead of text");
+  command.add_flag("--explain", options->explain)->group("");
   addKeepGeneric(command, options->keepGeneric);
   addCompilerOptions(command, options->compiler);
 }

@@ -252,9 +252,106 @@ std::string planText(const bpf::ProgramSpec &spec, const core::AccessSite &site,
   return text;
 }
 
+// Whether a decision of `decider` rewrites what the site computes:
+// instrumenting its keys or counting its writes does not.
+bool specializes(core::Decider decider) {
+  return decider != core::Decider::Analysis && decider != core::Decider::InstrumentTableSitesPass &&
+         decider != core::Decider::GuardTableWritesPass;
+}
+
+// The plan's action as the JSON names it: the kinds of kept and inlined
+// sites are told apart by the text.
+const char *actionName(core::SitePlan::Action action) {
+  using Action = core::SitePlan::Action;
+  switch (action) {
+  case Action::InlinedConstantKey:
+  case Action::InlinedSmallArray:
+    return "inlined";
+  case Action::InlinedWhileFewDiffer:
+  case Action::InlinedWhileSmall:
+    return "inlined_while_small";
+  case Action::FoldedFields:
+    return "folded";
+  case Action::ResolvedInnerTable:
+    return "resolved";
+  case Action::FilteredKeys:
+    return "filtered";
+  case Action::KeptMergedOperand:
+  case Action::KeptNoInnerCandidate:
+  case Action::KeptArrayTooLargeToRead:
+  case Action::Kept:
+    return "kept";
+  case Action::NotALookup:
+    return "not_a_lookup";
+  }
+  return "?";
+}
+
+// The verdict on `site` from what the cycle recorded of it (the plan says
+// why where nothing was tried), and its words.
+void decide(ExplainedSite &site, const core::SpecializationLog &log,
+            const std::set<std::string> &unchangedFunctions) {
+  using Verdict = ExplainedSite::Verdict;
+  using Action = core::SitePlan::Action;
+  std::string planned = std::move(site.text);
+  for (const core::SiteDecision &decision : log.decisions)
+    if (decision.site == site.id)
+      site.decisions.push_back(decision);
+  std::string applied;
+  for (size_t i = 0; i < site.decisions.size(); ++i) {
+    const core::SiteDecision &decision = site.decisions[i];
+    if (!decision.applied || !specializes(decision.decider))
+      continue;
+    if (!site.decided)
+      site.decided = i;
+    applied += (applied.empty() ? "" : "; and by ") + decision.pass + ": " + decision.detail;
+  }
+  if (site.decided) {
+    if (unchangedFunctions.count(site.function)) {
+      site.verdict = Verdict::Unchanged;
+      site.text = "not specialized: rewritten by " + applied + ", but " + site.function +
+                  " emits the original's code";
+    } else {
+      site.verdict = Verdict::Specialized;
+      site.text = "specialized by " + applied;
+    }
+    return;
+  }
+  // The declines of the passes that could take the site. Where no pass
+  // may take it the plan's reason says more than the analysis's words
+  // (and a table not read changes nothing there).
+  bool plannedAPass = site.plan.pass.has_value();
+  std::string declined;
+  for (size_t i = 0; i < site.decisions.size(); ++i) {
+    const core::SiteDecision &decision = site.decisions[i];
+    if (decision.applied ||
+        (decision.decider == core::Decider::Analysis &&
+         (!plannedAPass || decision.outcome == core::SiteOutcome::NotReplaceable)))
+      continue;
+    if (!site.decided)
+      site.decided = i;
+    declined += (declined.empty() ? "" : "; ") + decision.pass + " (" +
+                core::siteOutcomeName(decision.outcome) + "): " + decision.detail;
+  }
+  if (!declined.empty()) {
+    site.verdict = Verdict::Declined;
+    site.text = "declined: " + declined;
+    if (plannedAPass)
+      site.text += " (planned from the program alone: " + planned + ")";
+  } else if (plannedAPass) {
+    site.verdict = Verdict::Declined;
+    site.text = "not specialized: " + std::string(core::deciderName(*site.plan.pass)) +
+                " recorded nothing for these tables (planned from the program alone: " + planned +
+                ")";
+  } else {
+    site.verdict = site.plan.action == Action::NotALookup ? Verdict::NotALookup : Verdict::Kept;
+    site.text = std::move(planned);
+  }
+}
+
 ExplainedSite explained(const bpf::ProgramSpec &spec, const core::AccessSite &site,
                         const core::SitePlan &plan, const std::vector<core::ValueField> &fields,
-                        uint32_t inlineLimit) {
+                        uint32_t inlineLimit, const BuiltVersion &built) {
   ExplainedSite out;
   out.id = site.id;
   out.helper = site.signature.name;
@@ -271,12 +368,14 @@ ExplainedSite explained(const bpf::ProgramSpec &spec, const core::AccessSite &si
   out.possibleTables = site.possibleTables();
   out.plan = plan;
   out.text = planText(spec, site, plan, fields, inlineLimit);
+  decide(out, built.log, built.unchangedFunctions);
   return out;
 }
 
 } // namespace
 
-Explanation explainProgram(const bpf::ProgramSpec &spec, uint32_t inlineLimit) {
+Explanation explainProgram(const bpf::ProgramSpec &spec, uint32_t inlineLimit,
+                           const BuiltVersion &built) {
   const core::TableAccessInfo &info = spec.analysis();
   // The backend's limit on reading arrays by content each cycle.
   core::ArrayContentReads arrays{bpf::ArrayContentReadBytes, bpf::arrayContentBytes};
@@ -284,7 +383,10 @@ Explanation explainProgram(const bpf::ProgramSpec &spec, uint32_t inlineLimit) {
       core::planSites(info, spec.catalog(), inlineLimit, &arrays);
   Explanation out;
   out.program = spec.path();
+  out.source = built.source;
+  out.costModel = built.costModel;
   out.inlineLimit = inlineLimit;
+  out.guards = built.log.guards;
   for (const auto &[name, table] : spec.catalog()) {
     auto usage = info.tables.find(name);
     if (usage == info.tables.end())
@@ -322,13 +424,15 @@ Explanation explainProgram(const bpf::ProgramSpec &spec, uint32_t inlineLimit) {
     map.pointerComparisons = used.pointerComparisons;
     for (const core::AccessSite &site : info.sites)
       if (site.table == name)
-        map.sites.push_back(explained(spec, site, plans.at(site.id), fields, inlineLimit));
+        map.sites.push_back(explained(spec, site, plans.at(site.id), fields, inlineLimit, built));
+    if (auto inlined = built.log.inlined.find(name); inlined != built.log.inlined.end())
+      map.inlinedEntries = inlined->second.size();
     out.maps.push_back(std::move(map));
   }
   for (const core::AccessSite &site : info.sites)
     if (site.table.empty())
       out.sitesWithoutOneMap.push_back(
-          explained(spec, site, plans.at(site.id), {}, inlineLimit));
+          explained(spec, site, plans.at(site.id), {}, inlineLimit, built));
   // The writable globals as the pass sees them (a clone: the analysis
   // hands out the module's loads), the constants as LLVM does.
   std::unique_ptr<llvm::Module> clone = llvm::CloneModule(spec.module());
@@ -385,6 +489,9 @@ Explanation explainProgram(const bpf::ProgramSpec &spec, uint32_t inlineLimit) {
     } else {
       continue;
     }
+    for (const core::GlobalDecision &decision : built.log.globals)
+      if (decision.global == explainedGlobal.name)
+        explainedGlobal.decision = decision;
     out.globals.push_back(std::move(explainedGlobal));
   }
   return out;
@@ -406,29 +513,18 @@ std::string siteName(const ExplainedSite &site) {
   return text;
 }
 
-// The plan's action as the JSON names it: the kinds of kept and inlined
-// sites are told apart by the text.
-const char *actionName(core::SitePlan::Action action) {
-  using Action = core::SitePlan::Action;
-  switch (action) {
-  case Action::InlinedConstantKey:
-  case Action::InlinedSmallArray:
-    return "inlined";
-  case Action::InlinedWhileFewDiffer:
-  case Action::InlinedWhileSmall:
-    return "inlined_while_small";
-  case Action::FoldedFields:
-    return "folded";
-  case Action::ResolvedInnerTable:
-    return "resolved";
-  case Action::FilteredKeys:
-    return "filtered";
-  case Action::KeptMergedOperand:
-  case Action::KeptNoInnerCandidate:
-  case Action::KeptArrayTooLargeToRead:
-  case Action::Kept:
+const char *verdictName(ExplainedSite::Verdict verdict) {
+  using Verdict = ExplainedSite::Verdict;
+  switch (verdict) {
+  case Verdict::Specialized:
+    return "specialized";
+  case Verdict::Unchanged:
+    return "unchanged";
+  case Verdict::Declined:
+    return "declined";
+  case Verdict::Kept:
     return "kept";
-  case Action::NotALookup:
+  case Verdict::NotALookup:
     return "not_a_lookup";
   }
   return "?";
@@ -460,14 +556,38 @@ const char *treatmentName(ExplainedGlobal::Treatment treatment) {
   return "?";
 }
 
+nlohmann::json guardToJson(const core::GuardDecision &guard) {
+  nlohmann::json json = {{"function", guard.function},
+                         {"callback", guard.callback},
+                         {"fallback", core::fallbackName(guard.fallback)},
+                         {"detail", guard.detail}};
+  if (guard.fallback == core::Fallback::TailCall)
+    json["slot"] = guard.slot;
+  return json;
+}
+
 nlohmann::json siteToJson(const ExplainedSite &site) {
   nlohmann::json json = {{"id", site.id},
                          {"helper", site.helper},
                          {"function", site.function},
                          {"location", site.location},
-                         {"action", actionName(site.plan.action)},
-                         {"pass", site.plan.pass ? core::deciderName(*site.plan.pass) : ""},
+                         {"action", verdictName(site.verdict)},
+                         {"planned", actionName(site.plan.action)},
                          {"detail", site.text}};
+  if (site.decided) {
+    json["pass"] = site.decisions[*site.decided].pass;
+    json["outcome"] = core::siteOutcomeName(site.decisions[*site.decided].outcome);
+  } else {
+    json["pass"] = "";
+    json["outcome"] = "";
+  }
+  nlohmann::json decisions = nlohmann::json::array();
+  for (const core::SiteDecision &decision : site.decisions)
+    decisions.push_back({{"pass", decision.pass},
+                         {"outcome", core::siteOutcomeName(decision.outcome)},
+                         {"applied", decision.applied},
+                         {"detail", decision.detail}});
+  json["decisions"] = std::move(decisions);
   if (site.constantKey)
     json["constant_key"] = toHex(*site.constantKey);
   if (!site.keySources.empty())
@@ -486,8 +606,9 @@ nlohmann::json siteToJson(const ExplainedSite &site) {
 } // namespace
 
 std::string explanationToText(const Explanation &explanation) {
-  std::string out = explanation.program + ": what Morpheus would do (inline limit " +
-                    std::to_string(explanation.inlineLimit) + ")\n";
+  std::string out = explanation.program + ": what a cycle decides (inline limit " +
+                    std::to_string(explanation.inlineLimit) + ", tables from " +
+                    explanation.source + ")\n" + explanation.costModel + "\n";
   for (const ExplainedMap &map : explanation.maps) {
     out += "map " + map.name + " (" + map.type + ", " + std::to_string(map.maxEntries) + " x " +
            std::to_string(map.valueSize) + " bytes): ";
@@ -516,6 +637,9 @@ std::string explanationToText(const Explanation &explanation) {
                              ", by " + write.by + "\n";
     for (const std::string &where : map.pointerComparisons)
       out += "    value pointers " + where + "\n";
+    if (map.inlinedEntries)
+      out += "    " + std::to_string(map.inlinedEntries) + " entr" +
+             (map.inlinedEntries == 1 ? "y" : "ies") + " inlined as constants\n";
     for (const ExplainedSite &site : map.sites)
       out += "  " + siteName(site) + ": " + site.text + "\n";
   }
@@ -529,8 +653,20 @@ std::string explanationToText(const Explanation &explanation) {
     out += "  " + siteName(site) + " (may be " + candidates + "): " + site.text + "\n";
   }
   out += "globals:\n";
-  for (const ExplainedGlobal &global : explanation.globals)
+  for (const ExplainedGlobal &global : explanation.globals) {
     out += "  " + global.name + " (" + global.section + "): " + global.verdict + "\n";
+    if (global.decision)
+      out += std::string("    this cycle: ") + (global.decision->applied ? "folded" : "kept") +
+             ": " + global.decision->detail + "\n";
+  }
+  out += "guards:\n";
+  for (const core::GuardDecision &guard : explanation.guards)
+    out +=
+        "  " + guard.function + (guard.callback ? " (callback)" : "") + ": " +
+        core::fallbackName(guard.fallback) +
+        (guard.fallback == core::Fallback::TailCall ? " (slot " + std::to_string(guard.slot) + ")"
+                                                    : std::string()) +
+        ": " + guard.detail + "\n";
   return out;
 }
 
@@ -558,22 +694,34 @@ nlohmann::json explanationToJson(const Explanation &explanation) {
                     {"access", accessName(map.access)},
                     {"writes", writes},
                     {"pointer_comparisons", map.pointerComparisons},
+                    {"inlined_entries", map.inlinedEntries},
                     {"sites", sites}});
   }
   nlohmann::json others = nlohmann::json::array();
   for (const ExplainedSite &site : explanation.sitesWithoutOneMap)
     others.push_back(siteToJson(site));
   nlohmann::json globals = nlohmann::json::array();
-  for (const ExplainedGlobal &global : explanation.globals)
-    globals.push_back({{"name", global.name},
-                       {"section", global.section},
-                       {"treatment", treatmentName(global.treatment)},
-                       {"detail", global.verdict}});
+  for (const ExplainedGlobal &global : explanation.globals) {
+    nlohmann::json json = {{"name", global.name},
+                           {"section", global.section},
+                           {"treatment", treatmentName(global.treatment)},
+                           {"detail", global.verdict}};
+    if (global.decision)
+      json["this_cycle"] = {{"applied", global.decision->applied},
+                            {"detail", global.decision->detail}};
+    globals.push_back(std::move(json));
+  }
+  nlohmann::json guards = nlohmann::json::array();
+  for (const core::GuardDecision &guard : explanation.guards)
+    guards.push_back(guardToJson(guard));
   return {{"program", explanation.program},
+          {"source", explanation.source},
+          {"cost_model", explanation.costModel},
           {"inline_limit", explanation.inlineLimit},
           {"maps", maps},
           {"sites_without_one_map", others},
-          {"globals", globals}};
+          {"globals", globals},
+          {"guards", guards}};
 }
 
 nlohmann::json logToJson(const core::SpecializationLog &log) {
@@ -598,15 +746,8 @@ nlohmann::json logToJson(const core::SpecializationLog &log) {
     inlined[table] = list;
   }
   nlohmann::json guards = nlohmann::json::array();
-  for (const core::GuardDecision &guard : log.guards) {
-    nlohmann::json item = {{"function", guard.function},
-                           {"callback", guard.callback},
-                           {"fallback", core::fallbackName(guard.fallback)},
-                           {"detail", guard.detail}};
-    if (guard.fallback == core::Fallback::TailCall)
-      item["slot"] = guard.slot;
-    guards.push_back(item);
-  }
+  for (const core::GuardDecision &guard : log.guards)
+    guards.push_back(guardToJson(guard));
   return {{"sites", sites}, {"inlined", inlined}, {"guards", guards}};
 }
 

@@ -20,6 +20,12 @@ Expected<bpf::KeptGeneric> keptGenericFor(const RunOptions &flags) {
   return kept;
 }
 
+Expected<core::CostModel> costModelFor(const std::string &path, std::string &said) {
+  if (!path.empty() && !llvm::sys::fs::exists(path))
+    return makeError("{0}: no such calibration file (--cost-model)", path);
+  return runtime::costModelFor(path.empty() ? runtime::calibrationPath() : path, said);
+}
+
 Expected<runtime::DaemonOptions> daemonOptionsFor(const RunOptions &flags, const std::string &name,
                                                   bool socket, std::string &costModelSaid) {
   runtime::DaemonOptions options;
@@ -32,10 +38,7 @@ Expected<runtime::DaemonOptions> daemonOptionsFor(const RunOptions &flags, const
   options.optimizer.tablePasses = flags.tablePasses;
   options.optimizer.shadowPackets = flags.shadowPackets;
   options.optimizer.traffic.mode = flags.profile;
-  if (!flags.costModel.empty() && !llvm::sys::fs::exists(flags.costModel))
-    return makeError("{0}: no such calibration file (--cost-model)", flags.costModel);
-  auto costModel = runtime::costModelFor(
-      flags.costModel.empty() ? runtime::calibrationPath() : flags.costModel, costModelSaid);
+  auto costModel = costModelFor(flags.costModel, costModelSaid);
   if (!costModel)
     return costModel.takeError();
   options.optimizer.costModel = *costModel;

@@ -48,6 +48,11 @@ struct RunOptions {
 // an error: it has no owner, and --keep-generic names the maps others write.
 Expected<bpf::KeptGeneric> keptGenericFor(const RunOptions &flags);
 
+// The cost model `run` prices representations with: the calibration file
+// `path` (which must exist), or with "" this machine's cached one, else the
+// defaults; `said` gets the line saying which.
+Expected<core::CostModel> costModelFor(const std::string &path, std::string &said);
+
 // The daemon options for `flags`: the cost model read (`costModelSaid`
 // gets the line saying which), the pin directory defaulted to
 // /sys/fs/bpf/morpheus/NAME (NAME: `name`, or the program's object name),

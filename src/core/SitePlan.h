@@ -1,9 +1,9 @@
 // What the pipeline will do with each access site, decided once from the
 // program alone (before any table is read): the rules that pick the pass
 // for a site live here and nowhere else. planReads asks the live tables for
-// what the planned passes need; `morpheus analyze --explain` prints the
-// plan. The snapshot may still make the pass decline (the specialization
-// log says why).
+// what the planned passes need. The snapshot may still make the pass
+// decline (the specialization log says why); `morpheus explain` reports the
+// log, and words the plan where no pass could take a site.
 #pragma once
 
 #include "core/SiteEligibility.h"

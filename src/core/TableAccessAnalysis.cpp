@@ -233,8 +233,20 @@ std::string locationOf(const Instruction &inst) {
   const DebugLoc &loc = inst.getDebugLoc();
   if (!loc)
     return "";
-  return (sys::path::filename(loc->getFilename()) + ":" + Twine(loc.getLine()))
-      .str();
+  // Line 0 is LLVM's merged location: clang's O2 made one instruction of
+  // several on different lines (the stores of both arms of an if/else sunk
+  // into one), keeping only their nearest common scope. That scope's line
+  // (the block or function holding all of them) is the one true line left.
+  unsigned line = loc.getLine();
+  for (const DIScope *scope = loc->getScope(); !line && scope; scope = scope->getScope()) {
+    if (const auto *block = dyn_cast<DILexicalBlock>(scope))
+      line = block->getLine();
+    else if (const auto *subprogram = dyn_cast<DISubprogram>(scope))
+      line = subprogram->getLine();
+    if (isa<DISubprogram>(scope))
+      break;
+  }
+  return (sys::path::filename(loc->getFilename()) + ":" + Twine(line)).str();
 }
 
 namespace {

@@ -127,7 +127,9 @@ struct AccessSite {
 // inner map of OUTER or TABLE ..." for one that is not one table.
 std::string operandDescription(const AccessSite &site);
 
-// "file.c:LINE" of `inst` from debug info, or "".
+// "file.c:LINE" of `inst` from debug info, or "". An instruction LLVM
+// merged from several lines (line 0) takes the line of the innermost scope
+// holding them all.
 std::string locationOf(const llvm::Instruction &inst);
 
 // A data-plane write confined to some bytes of values: those of one key

@@ -574,6 +574,19 @@ void Optimizer::withhold(bpf::SpecializeRequest &request, Withheld step, const s
     request.noRegions = "regions off" + why;
 }
 
+bpf::SpecializeRequest cycleRequest(const OptimizerOptions &options, uint64_t version) {
+  bpf::SpecializeRequest request;
+  request.inlineLimit = options.inlineLimit;
+  request.costModel = options.costModel;
+  request.tablePasses = options.tablePasses;
+  request.guardVersion = version;
+  request.faults = options.faults;
+  request.instrument = options.traffic.mode != core::ProfileMode::Off;
+  request.notProfiled = options.notProfiled;
+  request.compared = options.shadowPackets > 0;
+  return request;
+}
+
 // When the kernel refuses a candidate (too complex, too large, any
 // verifier error), the same cycle builds it again with less, step by step
 // (Withheld): without compare chains, the specialization most likely to
@@ -596,21 +609,13 @@ Optimizer::buildCandidate(core::TableSnapshot &snapshot, const core::TrafficChoi
                  .str());
     return nullptr;
   }
-  bpf::SpecializeRequest request;
-  request.inlineLimit = options.inlineLimit;
-  request.costModel = options.costModel;
-  request.tablePasses = options.tablePasses;
-  request.guardVersion = version;
+  bpf::SpecializeRequest request = cycleRequest(options, version);
   request.programs = programFacts;
-  request.faults = options.faults;
-  request.instrument = options.traffic.mode != core::ProfileMode::Off;
-  request.notProfiled = options.notProfiled;
   request.hotKeys = traffic.hotKeys;
   request.perCpuHotKeys = traffic.perCpuHotKeys;
   request.hotTuples = traffic.hotTuples;
   request.writeCounts = traffic.writeCounts;
   request.globals = cycleGlobals;
-  request.compared = options.shadowPackets > 0;
   std::vector<char> refusedElf;
   for (;;) {
     if (*step != Withheld::Nothing)

@@ -73,6 +73,13 @@ struct OptimizerOptions {
   core::FaultInjection faults; // test-only
 };
 
+// What every cycle asks of the pipeline for guard version `version`, from
+// the options alone; a cycle adds what it read or learned (the loaded
+// original's facts, the traffic's choice, the globals' live bytes).
+// `morpheus explain` builds from the same request, so it reports the
+// decisions a cycle makes.
+bpf::SpecializeRequest cycleRequest(const OptimizerOptions &options, uint64_t version);
+
 class Optimizer : private core::CycleBackend {
 public:
   static Expected<std::unique_ptr<Optimizer>> create(const std::string &path,

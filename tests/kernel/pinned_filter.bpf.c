@@ -4,7 +4,7 @@
  * its configuration (array, read-only) and verdict counters the program
  * bumps (per-CPU array). LiveMapsTest.cpp runs it live and checks that
  * the commands Morpheus runs for itself (bench, fuzz, specialize,
- * analyze) never touch these maps; pinned_filter.conf is its bench
+ * explain) never touch these maps; pinned_filter.conf is its bench
  * preset. */
 #include "../programs/common.h"
 

@@ -19,8 +19,10 @@ struct Output {
   std::string text; // stdout and stderr
 };
 
-Output morpheus(const std::string &arguments) {
-  std::string command = std::string(MORPHEUS_BIN_DIR) + "/morpheus " + arguments + " 2>&1";
+// `environment`: assignments the command runs with ("NAME=VALUE ...").
+Output morpheus(const std::string &arguments, const std::string &environment = "") {
+  std::string command =
+      environment + " " + std::string(MORPHEUS_BIN_DIR) + "/morpheus " + arguments + " 2>&1";
   Output output{-1, ""};
   FILE *pipe = popen(command.c_str(), "r");
   std::array<char, 4096> buffer;
@@ -66,29 +68,67 @@ TEST(Cli, AnalyzeJsonDescribesMapsAndSites) {
   EXPECT_TRUE(policySite);
 }
 
-// analyze --explain: per site what would be done, with the program's
-// field names, and why not; globals the program never writes are folded
-// under a check of their live bytes (a control plane may write them
+// A snapshot file holding `maps` (the "maps" object of the document),
+// removed with the value.
+struct SnapshotFile {
+  std::string path;
+  explicit SnapshotFile(const std::string &name, const std::string &maps) : path(tempPath(name)) {
+    std::ofstream(path) << "{\"maps\": {" << maps << "}}\n";
+  }
+  ~SnapshotFile() { std::remove(path.c_str()); }
+};
+
+// `morpheus explain` with the default costs: the machine's calibration
+// (which `run` and `explain` price with when cached) is out of the test's
+// control, so the cache directory is one of the test's own, removed at exit.
+Output explain(const std::string &arguments) {
+  static const struct CacheDirectory {
+    std::string path = tempPath("cache");
+    CacheDirectory() { mkdir(path.c_str(), 0700); }
+    ~CacheDirectory() { std::system(("rm -rf " + path).c_str()); }
+  } cache;
+  return morpheus("explain " + arguments, "MORPHEUS_CACHE_DIR=" + cache.path);
+}
+
+const std::string FieldCounter =
+    std::string(MORPHEUS_SOURCE_DIR) + "/tests/programs/field_counter.bpf.c";
+// rules[0] = {action 1, port 2, hits 0}; stats[0] = 64 (the limit), no key 1.
+const std::string FieldCounterTables =
+    R"("rules": [{"key": "00000000", "value": "01000000 02000000 0000000000000000"}],)"
+    R"( "stats": [{"key": "00000000", "value": "4000000000000000"}])";
+
+// explain: per site what the cycle did, with the program's field names,
+// and why not where nothing was done; globals the program never writes are
+// folded under a check of their live bytes (a control plane may write them
 // through mmap), the ones it writes are left alone.
-TEST(Cli, ExplainSaysWhatWouldBeFoldedAndWhy) {
-  Output out = morpheus("analyze --explain " + std::string(MORPHEUS_SOURCE_DIR) +
-                        "/tests/programs/field_counter.bpf.c");
+TEST(Cli, ExplainSaysWhatTheCycleSpecializedAndWhy) {
+  SnapshotFile tables("field_counter.json", FieldCounterTables);
+  Output out = explain(FieldCounter + " --snapshot " + tables.path);
   ASSERT_EQ(out.status, 0) << out.text;
   EXPECT_NE(out.text.find("field `hits` (bytes 8..15) of key [00 00 00 00], by atomic update at "
-                          "field_counter.bpf.c:"),
+                          "field_counter.bpf.c:44"),
             std::string::npos)
       << out.text;
-  EXPECT_NE(out.text.find("loads of `action`, `port` (never written for this key) will be folded"),
+  EXPECT_NE(out.text.find("field_counter.bpf.c:41, key [00 00 00 00]: specialized by "
+                          "fold-read-only-fields: 2 loads of read-only bytes folded"),
             std::string::npos)
       << out.text;
-  EXPECT_NE(out.text.find("every byte of this key's value is written by the data plane"),
+  EXPECT_NE(out.text.find("field_counter.bpf.c:45, key [00 00 00 00]: specialized by "
+                          "constant-key-lookup: constant key: value inlined"),
             std::string::npos)
       << out.text;
+  // Key 1 is not in stats: answered null without the lookup.
+  EXPECT_NE(out.text.find("field_counter.bpf.c:38, key [01 00 00 00]: specialized by "
+                          "key-set-filter: the table does not hold the constant key"),
+            std::string::npos)
+      << out.text;
+  EXPECT_NE(out.text.find("guards:\n  field_counter_prog: "), std::string::npos) << out.text;
 
   // A counter written whole at any key: written, not "in part", and no
   // read-only bytes to fold at a constant key.
-  out = morpheus("analyze --explain " + std::string(MORPHEUS_SOURCE_DIR) +
-                 "/tests/programs/legacy_maps.bpf.c");
+  SnapshotFile none("none.json", "");
+  out = explain(std::string(MORPHEUS_SOURCE_DIR) + "/tests/programs/legacy_maps.bpf.c" +
+                " --snapshot " + none.path);
   ASSERT_EQ(out.status, 0) << out.text;
   EXPECT_NE(out.text.find("kept: table is written by the data plane: every byte of its values "
                           "is written"),
@@ -102,7 +142,7 @@ TEST(Cli, ExplainSaysWhatWouldBeFoldedAndWhy) {
                            "SEC(\"xdp\") int prog(struct xdp_md *ctx) {\n"
                            "  seen++; return mode + limit; }\n"
                            "char LICENSE[] SEC(\"license\") = \"GPL\";\n";
-  out = morpheus("analyze --explain " + source);
+  out = explain(source + " --snapshot " + none.path);
   std::remove(source.c_str());
   ASSERT_EQ(out.status, 0) << out.text;
   EXPECT_NE(out.text.find("seen (.bss): written by the program (store in prog at "),
@@ -115,7 +155,7 @@ TEST(Cli, ExplainSaysWhatWouldBeFoldedAndWhy) {
   EXPECT_NE(out.text.find("limit (.rodata): constant"), std::string::npos) << out.text;
 }
 
-// analyze --explain never predicts what the cycle does not do: a key made
+// explain never reports what the cycle does not do: a key made
 // of literals that differ by path is no constant and says why; a compare
 // chain is predicted with what the verifier budget may change; a devmap's
 // lookup stays, and says why.
@@ -130,8 +170,9 @@ TEST(Cli, ExplainSaysWhyAKeyOfLiteralsIsNoConstantAndWhatTheBudgetMayChange) {
                            "  mode = bpf_map_lookup_elem(&modes, &key);\n"
                            "  return mode ? *mode : XDP_PASS; }\n"
                            "char LICENSE[] SEC(\"license\") = \"GPL\";\n";
-  Output out = morpheus("analyze --explain " + source);
-  Output json = morpheus("analyze --explain --json " + source);
+  SnapshotFile none("none.json", "");
+  Output out = explain(source + " --snapshot " + none.path);
+  Output json = explain(source + " --json --snapshot " + none.path);
   std::remove(source.c_str());
   ASSERT_EQ(out.status, 0) << out.text;
   EXPECT_NE(out.text.find("key from constant (its bytes are not proven constant: key byte 0 is "
@@ -145,8 +186,8 @@ TEST(Cli, ExplainSaysWhyAKeyOfLiteralsIsNoConstantAndWhatTheBudgetMayChange) {
   ASSERT_EQ(json.status, 0) << json.text;
   EXPECT_NE(json.text.find("\"constant_unproven\""), std::string::npos) << json.text;
 
-  out = morpheus("analyze --explain " + std::string(MORPHEUS_SOURCE_DIR) +
-                 "/tests/programs/devmap_ports.bpf.c");
+  out = explain(std::string(MORPHEUS_SOURCE_DIR) + "/tests/programs/devmap_ports.bpf.c" +
+                " --snapshot " + none.path);
   ASSERT_EQ(out.status, 0) << out.text;
   EXPECT_NE(out.text.find("(key-set-filter: the kernel removes a devmap_hash entry when its "
                           "device is unregistered, unguarded, but no key is added without the "
@@ -159,12 +200,131 @@ TEST(Cli, ExplainSaysWhyAKeyOfLiteralsIsNoConstantAndWhatTheBudgetMayChange) {
       << out.text;
 }
 
-// analyze --explain on a key whose padding the program never writes: the
-// lookup is kept with the bytes named, and so is every other site under
-// the same program (its frames decide the stale bytes).
+// A site the plan gives a pass but the cost model declines for the tables
+// at hand is reported declined, with the cost model's reason: flows holds
+// 40 keys, whose compares cost more than half the lookup they would spare;
+// with 2 keys the filter is built. And a write LLVM merged from two lines
+// (line 0 in its debug location) is reported at the if holding both.
+TEST(Cli, ExplainReportsWhatTheCostModelDeclinesAndWritesAtTheirLines) {
+  std::string program = std::string(MORPHEUS_SOURCE_DIR) + "/tests/programs/flow_state.bpf.c";
+  auto flows = [](unsigned keys) {
+    std::string entries;
+    for (unsigned key = 0; key < keys; ++key) {
+      char hex[9];
+      std::snprintf(hex, sizeof hex, "%08x", 0x0a000001 + key);
+      entries += std::string(entries.empty() ? "" : ", ") + "{\"key\": \"" + hex +
+                 "\", \"value\": \"00000000000000000000000000000000\"}";
+    }
+    return "\"flows\": [" + entries + "]";
+  };
+  SnapshotFile many("flows40.json", flows(40)), few("flows2.json", flows(2));
+  Output out = explain(program + " --json --snapshot " + many.path);
+  ASSERT_EQ(out.status, 0) << out.text;
+  nlohmann::json explanation = nlohmann::json::parse(out.text);
+  nlohmann::json site = mapNamed(explanation, "flows")["sites"][0];
+  EXPECT_EQ(site["planned"], "filtered") << site.dump(2);
+  EXPECT_EQ(site["action"], "declined") << site.dump(2);
+  EXPECT_EQ(site["pass"], "key-set-filter") << site.dump(2);
+  EXPECT_EQ(site["outcome"], "not_cheaper") << site.dump(2);
+  EXPECT_NE(site["detail"].get<std::string>().find("the compares over 40 keys"), std::string::npos)
+      << site.dump(2);
+
+  out = explain(program + " --json --snapshot " + few.path);
+  ASSERT_EQ(out.status, 0) << out.text;
+  site = mapNamed(nlohmann::json::parse(out.text), "flows")["sites"][0];
+  EXPECT_EQ(site["action"], "specialized") << site.dump(2);
+  EXPECT_EQ(site["pass"], "key-set-filter") << site.dump(2);
+
+  out = explain(program + " --snapshot " + few.path);
+  ASSERT_EQ(out.status, 0) << out.text;
+  EXPECT_NE(out.text.find("written: field `state` (bytes 0..7) of every key, by store at "
+                          "flow_state.bpf.c:36 "),
+            std::string::npos)
+      << out.text;
+  EXPECT_EQ(out.text.find(".c:0"), std::string::npos) << out.text;
+}
+
+// explain --json: the explanation's content, typed: what the cycle did at
+// each site (action, pass, outcome, every decision) beside what the plan
+// from the program alone said, and the text the operator reads, the same
+// as explain prints it.
+TEST(Cli, ExplainJsonIsTheExplanationTyped) {
+  SnapshotFile tables("field_counter.json", FieldCounterTables);
+  Output json = explain(FieldCounter + " --json --snapshot " + tables.path);
+  ASSERT_EQ(json.status, 0) << json.text;
+  Output text = explain(FieldCounter + " --snapshot " + tables.path);
+  ASSERT_EQ(text.status, 0) << text.text;
+  nlohmann::json explanation = nlohmann::json::parse(json.text);
+  EXPECT_EQ(explanation["inline_limit"], 64);
+  EXPECT_EQ(explanation["source"], "the snapshot " + tables.path);
+  EXPECT_EQ(explanation["cost_model"].get<std::string>().rfind("cost model: default costs", 0), 0u)
+      << explanation["cost_model"];
+  nlohmann::json rules = mapNamed(explanation, "rules");
+  ASSERT_TRUE(rules.is_object()) << json.text;
+  EXPECT_EQ(rules["access"], "written_in_part");
+  ASSERT_EQ(rules["writes"].size(), 1u) << rules.dump(2);
+  EXPECT_EQ(rules["writes"][0]["bytes"], "field `hits` (bytes 8..15)");
+  EXPECT_EQ(rules["writes"][0]["key"], "00 00 00 00");
+  ASSERT_EQ(rules["sites"].size(), 1u);
+  EXPECT_EQ(rules["sites"][0]["action"], "specialized");
+  EXPECT_EQ(rules["sites"][0]["planned"], "folded");
+  EXPECT_EQ(rules["sites"][0]["pass"], "fold-read-only-fields");
+  EXPECT_EQ(rules["sites"][0]["outcome"], "applied");
+  EXPECT_EQ(rules["sites"][0]["constant_key"], "00 00 00 00");
+  ASSERT_FALSE(rules["sites"][0]["decisions"].empty());
+  nlohmann::json stats = mapNamed(explanation, "stats");
+  EXPECT_EQ(stats["inlined_entries"], 1) << stats.dump(2);
+  std::set<std::string> actions;
+  for (const auto &site : stats["sites"])
+    actions.insert(site["action"].get<std::string>());
+  EXPECT_EQ(actions, (std::set<std::string>{"specialized"})) << stats.dump(2);
+  ASSERT_EQ(explanation["guards"].size(), 1u) << json.text;
+  EXPECT_EQ(explanation["guards"][0]["function"], "field_counter_prog");
+  // Every site's text is what explain prints for it.
+  for (const auto &map : explanation["maps"])
+    for (const auto &site : map["sites"])
+      EXPECT_NE(text.text.find(": " + site["detail"].get<std::string>() + "\n"),
+                std::string::npos)
+          << site.dump();
+
+  SnapshotFile none("none.json", "");
+  Output inner = explain(std::string(MORPHEUS_SOURCE_DIR) +
+                         "/tests/programs/inner_config.bpf.c --json --snapshot " + none.path);
+  ASSERT_EQ(inner.status, 0) << inner.text;
+  explanation = nlohmann::json::parse(inner.text);
+  ASSERT_EQ(explanation["sites_without_one_map"].size(), 2u) << inner.text;
+  // tenants holds only its loader's maps (none of the program's fits).
+  EXPECT_EQ(explanation["sites_without_one_map"][0]["action"], "kept");
+  // configs would name the table; the snapshot holds nothing of it.
+  EXPECT_EQ(explanation["sites_without_one_map"][1]["planned"], "resolved");
+  EXPECT_EQ(explanation["sites_without_one_map"][1]["action"], "declined") << inner.text;
+  EXPECT_EQ(explanation["sites_without_one_map"][1]["outer_maps"],
+            nlohmann::json::array({"configs"}));
+  EXPECT_EQ(explanation["sites_without_one_map"][1]["inner_candidates"],
+            nlohmann::json::array({"primary", "secondary"}));
+  EXPECT_EQ(explanation["sites_without_one_map"][0]["inner_candidates"],
+            nlohmann::json::array());
+
+  // analyze's old flag says where it went.
+  Output old = morpheus("analyze --explain " + FieldCounter);
+  EXPECT_EQ(old.status, 2) << old.text;
+  EXPECT_NE(old.text.find("'morpheus explain PROG --snapshot STATE.json'"), std::string::npos)
+      << old.text;
+
+  // The tables are needed: a usage error, naming both ways to give them.
+  Output bare = morpheus("explain " + FieldCounter);
+  EXPECT_EQ(bare.status, 2) << bare.text;
+  EXPECT_NE(bare.text.find("--snapshot STATE.json or --pin-dir DIR"), std::string::npos)
+      << bare.text;
+}
+
+// explain on a key whose padding the program never writes: the lookup is
+// kept with the bytes named, and so is every other site under the same
+// program (its frames decide the stale bytes).
 TEST(Cli, ExplainSaysWhichKeyBytesAreStaleAndWhatTheyKeep) {
-  Output out = morpheus("analyze --explain " + std::string(MORPHEUS_SOURCE_DIR) +
-                        "/tests/programs/padded_key.bpf.c");
+  SnapshotFile none("none.json", "");
+  Output out = explain(std::string(MORPHEUS_SOURCE_DIR) + "/tests/programs/padded_key.bpf.c" +
+                       " --snapshot " + none.path);
   ASSERT_EQ(out.status, 0) << out.text;
   EXPECT_NE(out.text.find("kept: key bytes 1..3 are never written: the kernel compares the "
                           "stack's stale bytes, which no rewrite can reproduce"),
@@ -176,13 +336,14 @@ TEST(Cli, ExplainSaysWhichKeyBytesAreStaleAndWhatTheyKeep) {
       << out.text;
 }
 
-// analyze --keep-generic MAP: what run --keep-generic does to the map, said
-// where the operator looks. Kept generic, a map the program only reads (the
+// analyze and explain --keep-generic MAP: what run --keep-generic does to
+// the map, said where the operator looks. Kept generic, a map the program only reads (the
 // policy, inlined otherwise) and one it writes in part (field_counter's
 // rules, folded otherwise) lose every specialization, and the reason is the
 // policy's; a name that is no map is refused naming the program's maps.
 TEST(Cli, AnalyzeSaysWhyAMapIsKeptGeneric) {
-  Output json = morpheus("analyze --explain --json --keep-generic policy " + Example);
+  SnapshotFile none("none.json", "");
+  Output json = explain(Example + " --json --keep-generic policy --snapshot " + none.path);
   ASSERT_EQ(json.status, 0) << json.text;
   nlohmann::json policy = mapNamed(nlohmann::json::parse(json.text), "policy");
   EXPECT_EQ(policy["access"], "kept_generic") << policy.dump(2);
@@ -202,7 +363,7 @@ TEST(Cli, AnalyzeSaysWhyAMapIsKeptGeneric) {
   EXPECT_EQ(analyzed["access"], "rw");
 
   std::string counter = std::string(MORPHEUS_SOURCE_DIR) + "/tests/programs/field_counter.bpf.c";
-  Output text = morpheus("analyze --explain --keep-generic rules " + counter);
+  Output text = explain(counter + " --keep-generic rules --snapshot " + none.path);
   ASSERT_EQ(text.status, 0) << text.text;
   EXPECT_NE(text.text.find("kept generic: written by another loader (policy): never "
                            "specialized\n    written: "),
@@ -216,57 +377,6 @@ TEST(Cli, AnalyzeSaysWhyAMapIsKeptGeneric) {
   EXPECT_NE(unknown.text.find("no map 'polcy' to keep generic (its maps: config, policy, stats"),
             std::string::npos)
       << unknown.text;
-}
-
-// analyze --explain --json: the explanation's content, typed: what each
-// site would get (action, pass) and the text the operator reads, the same
-// as --explain prints it.
-TEST(Cli, ExplainJsonIsTheExplanationTyped) {
-  std::string program =
-      std::string(MORPHEUS_SOURCE_DIR) + "/tests/programs/field_counter.bpf.c";
-  Output json = morpheus("analyze --explain --json " + program);
-  ASSERT_EQ(json.status, 0) << json.text;
-  Output text = morpheus("analyze --explain " + program);
-  ASSERT_EQ(text.status, 0) << text.text;
-  nlohmann::json explanation = nlohmann::json::parse(json.text);
-  EXPECT_EQ(explanation["inline_limit"], 64);
-  nlohmann::json rules = mapNamed(explanation, "rules");
-  ASSERT_TRUE(rules.is_object()) << json.text;
-  EXPECT_EQ(rules["access"], "written_in_part");
-  ASSERT_EQ(rules["writes"].size(), 1u) << rules.dump(2);
-  EXPECT_EQ(rules["writes"][0]["bytes"], "field `hits` (bytes 8..15)");
-  EXPECT_EQ(rules["writes"][0]["key"], "00 00 00 00");
-  ASSERT_EQ(rules["sites"].size(), 1u);
-  EXPECT_EQ(rules["sites"][0]["action"], "folded");
-  EXPECT_EQ(rules["sites"][0]["pass"], "fold-read-only-fields");
-  EXPECT_EQ(rules["sites"][0]["constant_key"], "00 00 00 00");
-  nlohmann::json stats = mapNamed(explanation, "stats");
-  std::set<std::string> actions;
-  for (const auto &site : stats["sites"])
-    actions.insert(site["action"].get<std::string>());
-  EXPECT_EQ(actions, (std::set<std::string>{"inlined", "kept"})) << stats.dump(2);
-  // Every site's text is what --explain prints for it.
-  for (const auto &map : explanation["maps"])
-    for (const auto &site : map["sites"])
-      EXPECT_NE(text.text.find(": " + site["detail"].get<std::string>() + "\n"),
-                std::string::npos)
-          << site.dump();
-
-  Output inner = morpheus("analyze --explain --json " + std::string(MORPHEUS_SOURCE_DIR) +
-                          "/tests/programs/inner_config.bpf.c");
-  ASSERT_EQ(inner.status, 0) << inner.text;
-  explanation = nlohmann::json::parse(inner.text);
-  ASSERT_EQ(explanation["sites_without_one_map"].size(), 2u) << inner.text;
-  // tenants holds only its loader's maps (none of the program's fits).
-  EXPECT_EQ(explanation["sites_without_one_map"][0]["action"], "kept");
-  EXPECT_EQ(explanation["sites_without_one_map"][1]["action"], "resolved");
-  EXPECT_EQ(explanation["sites_without_one_map"][1]["pass"], "resolve-inner-table");
-  EXPECT_EQ(explanation["sites_without_one_map"][1]["outer_maps"],
-            nlohmann::json::array({"configs"}));
-  EXPECT_EQ(explanation["sites_without_one_map"][1]["inner_candidates"],
-            nlohmann::json::array({"primary", "secondary"}));
-  EXPECT_EQ(explanation["sites_without_one_map"][0]["inner_candidates"],
-            nlohmann::json::array());
 }
 
 // Programs as their projects build them: flags from a compile database
@@ -475,8 +585,8 @@ TEST(Cli, BadSnapshotFilesAreRefusedByName) {
 
 TEST(Cli, HelpIsAvailableForEveryCommand) {
   for (const char *command :
-       {"", "analyze ", "specialize ", "run ", "map ", "map update ", "map delete ", "map dump ",
-        "fuzz ", "bench ", "nf ", "nf router ", "nf router load-routes "}) {
+       {"", "analyze ", "explain ", "specialize ", "run ", "map ", "map update ", "map delete ",
+        "map dump ", "fuzz ", "bench ", "nf ", "nf router ", "nf router load-routes "}) {
     Output out = morpheus(std::string(command) + "--help");
     EXPECT_EQ(out.status, 0) << command;
     EXPECT_EQ(out.text.rfind("usage: morpheus " + std::string(command), 0), 0u)
@@ -485,6 +595,10 @@ TEST(Cli, HelpIsAvailableForEveryCommand) {
   Output help = morpheus("help");
   EXPECT_EQ(help.status, 0);
   EXPECT_NE(help.text.find("Commands:\n  analyze"), std::string::npos) << help.text;
+  // explain is listed, with what it says.
+  EXPECT_NE(help.text.find("\n  explain "), std::string::npos) << help.text;
+  Output top = morpheus("--help");
+  EXPECT_NE(top.text.find("\n  explain "), std::string::npos) << top.text;
   Output bare = morpheus("");
   EXPECT_EQ(bare.status, 2) << "no command is a usage error";
   EXPECT_NE(bare.text.find("usage: morpheus"), std::string::npos) << bare.text;

@@ -2,6 +2,8 @@
 
 #include "support/Excerpt.h"
 
+#include <llvm/Support/FileSystem.h>
+#include <llvm/Support/MemoryBuffer.h>
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
@@ -158,6 +160,30 @@ nlohmann::json snapshotToJson(const core::TableSnapshot &snapshot) {
     maps[name] = entries;
   }
   return {{"maps", maps}};
+}
+
+Expected<core::TableSnapshot> readSnapshotFile(const std::string &path,
+                                               const core::TableCatalog &catalog) {
+  // Read whole: a legitimate snapshot of even a million-entry map stays far
+  // below the limit, so a larger file is a wrong file, not a snapshot.
+  constexpr uint64_t MaxSnapshotBytes = uint64_t(1) << 30;
+  llvm::sys::fs::file_status status;
+  if (std::error_code ec = llvm::sys::fs::status(path, status))
+    return makeSystemError(ec.value(), "{0}: cannot open", path);
+  if (status.type() != llvm::sys::fs::file_type::regular_file)
+    return makeError("{0}: not a regular file", path);
+  if (status.getSize() > MaxSnapshotBytes)
+    return makeError("{0}: {1} bytes; a snapshot larger than {2} bytes is refused", path,
+                     status.getSize(), MaxSnapshotBytes);
+  auto buffer = llvm::MemoryBuffer::getFile(path);
+  if (!buffer)
+    return makeSystemError(buffer.getError().value(), "{0}: cannot read", path);
+  llvm::StringRef text = (*buffer)->getBuffer();
+  nlohmann::json document =
+      nlohmann::json::parse(text.begin(), text.end(), nullptr, /*allow_exceptions=*/false);
+  if (document.is_discarded())
+    return makeError("{0}: not valid JSON", path);
+  return parseSnapshot(document, catalog, path);
 }
 
 } // namespace morpheus::bpf

@@ -29,4 +29,9 @@ Expected<core::TableSnapshot> parseSnapshot(const nlohmann::json &document,
                                             const std::string &source);
 nlohmann::json snapshotToJson(const core::TableSnapshot &snapshot);
 
+// The snapshot document in the file `path` (parseSnapshot): a regular file
+// of at most 1 GiB, read whole; anything else is an error naming the file.
+Expected<core::TableSnapshot> readSnapshotFile(const std::string &path,
+                                               const core::TableCatalog &catalog);
+
 } // namespace morpheus::bpf

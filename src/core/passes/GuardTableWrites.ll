@@ -69,7 +69,7 @@
 ; CHECK-LABEL: define i32 @merged_read(
 ; CHECK-NOT:     key.memory
 
-; Why the others got nothing, as analyze --explain says it.
+; Why the others got nothing, as explain says it.
 ; CHECK: ; site 0 fdb analysis declined: the program writes through this lookup's value: a fast path may skip the search, never the memory
 ; CHECK: ; site 4 lru analysis declined: table is written by the data plane, lru_hash table: an insert may evict any entry, hot ones included, without a write naming its key
 ; CHECK: ; site 8 moved analysis declined: table is written by the data plane, written where the key is not known: store (value of moved looked up)
