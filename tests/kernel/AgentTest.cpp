@@ -2,7 +2,8 @@
 // process, with the test's own output streams and a clock of the test's
 // choosing: one loop serving programs of every kind at once (loaded by
 // Morpheus, loaded by xdp-loader and adopted, two classifiers of one tcx
-// chain adopted each by its program id, an adopted chain of tail calls),
+// chain adopted each by its program id, an adopted chain of tail calls, a
+// program in a slot of a dispatcher shaped as libxdp's),
 // each answering as its original; apply() and a reload through the socket
 // touching exactly what changed; a restart after kill -9 taking the
 // trampolines over; a crashing or throwing cycle, or a missing interface,
@@ -13,6 +14,8 @@
 #include "AdoptionOwners.h"
 #include "Corpus.h"
 #include "PolicyFwd.h"
+#include "SlotCounters.h"
+#include "SlotDispatcher.h"
 
 #include <linux/bpf.h>
 #include <llvm/ADT/ScopeExit.h>
@@ -176,17 +179,21 @@ bool lastCycleInstalled(const AgentProgramState &state) {
   return state.lastCycle && state.lastCycle->installed() && state.installedVersion != 0;
 }
 
-// One agent, five programs of four kinds: (a) policy_fwd loaded and
+// One agent, six programs of five kinds: (a) policy_fwd loaded and
 // attached by Morpheus, (b) policy_fwd loaded by xdp-loader and adopted by
 // its interface, (c) two classifiers one libbpf owner each attached to the
 // same tcx ingress chain, each adopted by its program id (the hook's name
 // would not say which), (d) a chain of tail calls at the kernel's limit,
-// adopted accepting one stage fewer. Every program installs a version in
-// the same steps, and each hook answers every sample as its original; the
-// tcx chain keeps its order, and stopping the agent gives every hook back.
+// adopted accepting one stage fewer, (e) policy_fwd in the middle slot of
+// a dispatcher shaped as libxdp's (its slots tail calls: this kernel
+// refuses libxdp's extensions; the agent is given that slot binding),
+// adopted by IFACE/NAME. Every program installs a version in the same
+// steps, and each hook answers every sample as its original; the tcx chain
+// keeps its order, the dispatcher its other slots, and stopping the agent
+// gives every hook back.
 TEST(Agent, ServesProgramsOfEveryKindInOneLoopEachAsItsOriginal) {
   std::string tag(sweptFirst("agentkinds"));
-  VethPair mine(tag), loaded(tag), chained(tag);
+  VethPair mine(tag), loaded(tag), chained(tag), slotted(tag);
   PinDir pins(tag);
 
   // (b) xdp-loader's program: this kernel refuses its dispatcher
@@ -222,6 +229,47 @@ TEST(Agent, ServesProgramsOfEveryKindInOneLoopEachAsItsOriginal) {
   ASSERT_GE(chain.entry, 0);
   chain.closeTheChain();
 
+  // (e) A dispatcher of three slots, as a loader following libxdp's
+  // protocol attaches it: count, the owner's policy_fwd (its passed
+  // packets go on), count.
+  auto dispatcherSlots = std::make_shared<TailCallSlots>(pins.path() + "/xdp");
+  Owner slotOwner;
+  SlotCounters counters;
+  ASSERT_GE(slotOwner.program, 0);
+  ASSERT_GE(counters.in, 0);
+  uint32_t slotOwnerId = programIdOf(slotOwner.program);
+  auto firstRevision = attachFirstRevision(
+      *dispatcherSlots, {{counters.in, 10}, {slotOwner.program, 20}, {counters.out, 30}},
+      slotted.ifB(), slotted.nsB());
+  ASSERT_THAT_EXPECTED(firstRevision, llvm::Succeeded());
+  bpf::DispatcherHook dispatcher(dispatcherSlots, slotted.ifB(), slotted.nsB());
+  // The slot's program, and the programs of the slots around it.
+  auto slotPrograms = [&]() -> std::vector<uint32_t> {
+    auto read = dispatcher.read();
+    if (!read || !*read) {
+      ADD_FAILURE() << "no dispatcher on " << slotted.ifB()
+                    << (read ? "" : ": " + llvm::toString(read.takeError()));
+      return {};
+    }
+    std::vector<uint32_t> ids;
+    for (const bpf::DispatcherSlot &slot : (*read)->slots)
+      ids.push_back(slot.programId);
+    return ids;
+  };
+  std::vector<Bytes> packets = samplePackets();
+  std::vector<RunResult> dispatcherBefore;
+  for (const Bytes &packet : packets)
+    dispatcherBefore.push_back(runOnce(firstRevision->get(), packet));
+  auto dispatcherAnswersAsBefore = [&](const std::string &when) {
+    Fd hook = hookFd(slotted);
+    ASSERT_GE(hook.fd, 0) << when;
+    for (size_t i = 0; i < packets.size(); ++i)
+      EXPECT_EQ(runOnce(hook.fd, packets[i]), dispatcherBefore[i]) << when << ": sample " << i;
+  };
+  AgentProgram slotProgram = adoptedAt("slot", sourcePath("examples/policy_fwd.bpf.c"),
+                                       slotted.ifB() + "/policy_fwd", slotted, pins);
+  slotProgram.options.dispatcherSlots = dispatcherSlots;
+
   AgentProgram chainProgram = adoptedAt("chain", sourcePath("tests/programs/tail_call_chain.bpf.c"),
                                         chained.ifB(), chained, pins);
   chainProgram.options.acceptOneTailCallFewer = true;
@@ -233,10 +281,11 @@ TEST(Agent, ServesProgramsOfEveryKindInOneLoopEachAsItsOriginal) {
       adoptedAt("tc_second", corpusPath("tc_classifier.bpf.c"), std::to_string(secondId), mine,
                 pins),
       chainProgram,
+      slotProgram,
   }));
   for (const AgentProgramState &state : agent->states())
     EXPECT_EQ(state.state, State::Serving) << state.name << ": " << state.detail << agent.log();
-  ASSERT_EQ(agent->states().size(), 5u);
+  ASSERT_EQ(agent->states().size(), 6u);
 
   uint32_t firstTrampoline = first.linkProgram(), secondTrampoline = second.linkProgram();
   EXPECT_NE(firstTrampoline, firstId) << "the first link runs a trampoline";
@@ -304,6 +353,24 @@ TEST(Agent, ServesProgramsOfEveryKindInOneLoopEachAsItsOriginal) {
   expectSpecializedServes(chainAnswersAsBefore, chainTrampoline, chain.entry,
                           pins.path() + "/chain/owner_program");
   EXPECT_EQ(ChainOwner::stagesRun(chainHook.fd), 33);
+  // (e) The slot runs the trampoline, the slots around it carried over;
+  // the dispatcher answers as before, the trampoline as the owner's
+  // program, through the installed version alone too.
+  std::vector<uint32_t> adoptedSlots = slotPrograms();
+  ASSERT_EQ(adoptedSlots.size(), 3u);
+  uint32_t slotTrampoline = adoptedSlots[1];
+  EXPECT_NE(slotTrampoline, slotOwnerId) << "the slot runs a trampoline";
+  EXPECT_EQ(adoptedSlots[0], programIdOf(counters.in));
+  EXPECT_EQ(adoptedSlots[2], programIdOf(counters.out));
+  EXPECT_NE(agent.daemon("slot").attachedTo().find("slot 1 (priority 20) of the XDP dispatcher"),
+            std::string::npos)
+      << agent.daemon("slot").attachedTo();
+  std::string slotPin = pins.path() + "/slot/owner_program";
+  EXPECT_EQ(servedThrough(slotTrampoline, slotPin),
+            programIdOf(agent.daemon("slot").optimizer().activeFd()));
+  expectServesAsTheOwner(slotTrampoline, slotOwner.program, "slot");
+  expectSpecializedServes(slotTrampoline, slotOwner.program, slotPin);
+  dispatcherAnswersAsBefore("slot, specialized");
 
   agent.stop();
   EXPECT_EQ(hookProgram(mine), 0u) << "Morpheus's own program detached";
@@ -312,6 +379,10 @@ TEST(Agent, ServesProgramsOfEveryKindInOneLoopEachAsItsOriginal) {
       << "both classifiers back, in their order";
   EXPECT_EQ(hookProgram(chained), programIdOf(chain.entry));
   EXPECT_EQ(ChainOwner::stagesRun(chain.entry), 34);
+  EXPECT_EQ(slotPrograms(), (std::vector<uint32_t>{programIdOf(counters.in), slotOwnerId,
+                                                   programIdOf(counters.out)}))
+      << "the owner's program back in its slot, the others kept";
+  dispatcherAnswersAsBefore("slot, handed back");
 }
 
 // apply() with one program removed, one added and one changed: the

@@ -14,6 +14,7 @@
 // probe's own test asserts why it is refused here, so nothing is skipped
 // without the reason being checked.
 #include "AdoptionOwners.h"
+#include "SlotCounters.h"
 #include "SlotDispatcher.h"
 #include "backend/bpf/Adoption.h"
 #include "backend/bpf/Extension.h"
@@ -29,42 +30,10 @@
 #include <fstream>
 #include <thread>
 
-extern "C" const unsigned char slot_counters_bpf_start[], slot_counters_bpf_end[];
-
 namespace morpheus::testing {
 namespace {
 
 using namespace std::chrono_literals;
-
-// slot_counters.bpf.c, loaded by plain libbpf: the programs of the slots
-// before and after the adopted one.
-class SlotCounters {
-public:
-  SlotCounters() {
-    LIBBPF_OPTS(bpf_object_open_opts, opts, .object_name = "slot_counters");
-    object = bpf_object__open_mem(slot_counters_bpf_start,
-                                  slot_counters_bpf_end - slot_counters_bpf_start, &opts);
-    if (!object || bpf_object__load(object)) {
-      ADD_FAILURE() << "slot_counters did not load";
-      return;
-    }
-    in = bpf_program__fd(bpf_object__find_program_by_name(object, "count_in"));
-    out = bpf_program__fd(bpf_object__find_program_by_name(object, "count_out"));
-  }
-  ~SlotCounters() { bpf_object__close(object); }
-  SlotCounters(const SlotCounters &) = delete;
-  SlotCounters &operator=(const SlotCounters &) = delete;
-
-  // Packets seen by the slot before the adopted one, and by the one after.
-  std::vector<uint64_t> counts() const {
-    return perCpuCounters(bpf_map__fd(bpf_object__find_map_by_name(object, "slot_counts")), 2);
-  }
-
-  int in = -1, out = -1;
-
-private:
-  bpf_object *object = nullptr;
-};
 
 // Frames across the veth from construction until stop(), which returns
 // how many were sent.
