@@ -409,7 +409,8 @@ Error Adoption::findSlotById(uint32_t programId, const std::string &pinDir) {
   for (const auto &entry : std::filesystem::directory_iterator(state, ec)) {
     int index = 0;
     uint32_t dispatcherId = 0;
-    llvm::StringRef name(entry.path().filename().native());
+    std::string fileName = entry.path().filename().native(); // outlives `name`
+    llvm::StringRef name(fileName);
     if (!name.consume_front("dispatch-"))
       continue;
     auto [indexText, idText] = name.split('-');
