@@ -128,9 +128,8 @@ Expected<std::unique_ptr<Daemon>> Daemon::start(const std::string &path,
 }
 
 Error Daemon::startAdoption(const std::string &path) {
-  auto adopted =
-      bpf::Adoption::adopt(options.adopt, options.netns, options.optimizer.pinDir,
-                           options.dispatcherSlots);
+  auto adopted = bpf::Adoption::adopt(options.adopt, options.netns, options.optimizer.pinDir,
+                                      options.dispatcherSlots);
   if (!adopted)
     return adopted.takeError();
   adoption = std::move(*adopted);

@@ -141,9 +141,9 @@ struct SlottedOwner {
   SlottedOwner(const VethPair &veth, const PinDir &pins)
       : binding(std::make_shared<TailCallSlots>(pins.path() + "/xdp")),
         hook(binding, veth.ifB(), veth.nsB()) {
-    auto attached = attachFirstRevision(
-        *binding, {{counters.in, 10}, {owner.program, 20}, {counters.out, 30}}, veth.ifB(),
-        veth.nsB());
+    auto attached =
+        attachFirstRevision(*binding, {{counters.in, 10}, {owner.program, 20}, {counters.out, 30}},
+                            veth.ifB(), veth.nsB());
     if (!attached) {
       ADD_FAILURE() << llvm::toString(attached.takeError());
       return;
@@ -157,8 +157,8 @@ struct SlottedOwner {
   // its owner array pinned in pins/NAME.
   AgentProgram adoptedAt(const std::string &name, const std::string &target, const VethPair &veth,
                          const PinDir &pins) const {
-    AgentProgram program = testing::adoptedAt(name, sourcePath("examples/policy_fwd.bpf.c"),
-                                              target, veth, pins);
+    AgentProgram program =
+        testing::adoptedAt(name, sourcePath("examples/policy_fwd.bpf.c"), target, veth, pins);
     program.options.dispatcherSlots = binding;
     return program;
   }

@@ -120,9 +120,10 @@ public:
   // loaded (not yet on the hook), which tells the owner's expected attach
   // type. `slots` says how a dispatcher's slots hold their programs and
   // where their pins are (LibxdpSlots, but for a test's own dispatcher).
-  static Expected<std::unique_ptr<Adoption>>
-  adopt(const std::string &target, const std::string &netns, const std::string &pinDir,
-        std::shared_ptr<const SlotBinding> slots);
+  static Expected<std::unique_ptr<Adoption>> adopt(const std::string &target,
+                                                   const std::string &netns,
+                                                   const std::string &pinDir,
+                                                   std::shared_ptr<const SlotBinding> slots);
   // Finds the slot of the dispatcher `hook` runs that holds program
   // `programId` (or, after a killed run, the trampoline it left in the
   // slot of that program), as adopt() does for a libxdp dispatcher.
