@@ -25,6 +25,7 @@
 #include <unistd.h>
 
 #include <array>
+#include <cstdio>
 #include <fstream>
 #include <future>
 #include <stdexcept>
@@ -632,8 +633,9 @@ TEST(Agent, AKillNineLeavesADispatcherSlotServingAndTheNextAgentReadoptsIt) {
     agent.step(1h);
     ASSERT_TRUE(lastCycleInstalled(agent.state("slot"))) << agent.log();
     std::this_thread::sleep_for(100ms);
-    expectEveryPacketCounted(slot.counters, slot.owner, start, traffic.stop(),
-                             "killed and re-adopted");
+    uint64_t sent = traffic.stop();
+    std::printf("killed and re-adopted: %llu packets\n", (unsigned long long)sent);
+    expectEveryPacketCounted(slot.counters, slot.owner, start, sent, "killed and re-adopted");
   }
   // (Runs of samples count in the owner's stats: not under traffic.)
   EXPECT_EQ(slot.slotPrograms(), adopted) << "the same trampoline, re-adopted";
@@ -648,7 +650,9 @@ TEST(Agent, AKillNineLeavesADispatcherSlotServingAndTheNextAgentReadoptsIt) {
     std::this_thread::sleep_for(100ms);
     agent.stop();
     std::this_thread::sleep_for(200ms);
-    expectEveryPacketCounted(slot.counters, slot.owner, start, traffic.stop(), "handed back");
+    uint64_t sent = traffic.stop();
+    std::printf("handed back: %llu packets\n", (unsigned long long)sent);
+    expectEveryPacketCounted(slot.counters, slot.owner, start, sent, "handed back");
   }
   EXPECT_EQ(slot.slotPrograms(), slot.ownersSlots())
       << "the owner's program back in its slot, the others kept";
