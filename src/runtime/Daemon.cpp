@@ -160,8 +160,8 @@ Error Daemon::attachBySection() {
 }
 
 Error Daemon::startAdoption(const std::string &path) {
-  auto adopted =
-      bpf::Adoption::adopt(options.adopt, options.netns, options.optimizer.pinDir);
+  auto adopted = bpf::Adoption::adopt(options.adopt, options.netns, options.optimizer.pinDir,
+                                      options.dispatcherSlots);
   if (!adopted)
     return adopted.takeError();
   adoption = std::move(*adopted);

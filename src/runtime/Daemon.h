@@ -29,6 +29,7 @@
 #pragma once
 
 #include "backend/bpf/ProgramLink.h"
+#include "backend/bpf/XdpDispatcher.h"
 #include "runtime/ControlServer.h"
 #include "runtime/Optimizer.h"
 #include "support/CacheDirectory.h"
@@ -39,6 +40,7 @@
 
 #include <chrono>
 #include <condition_variable>
+#include <memory>
 #include <mutex>
 #include <optional>
 #include <set>
@@ -81,6 +83,12 @@ struct DaemonOptions {
   // chain later (checked every period), the hook goes back to the owner's
   // program and the daemon stops.
   bool acceptOneTailCallFewer = false;
+  // How the slots of an XDP dispatcher hold their programs, and where its
+  // pins are, for adopting a program in one (bpf::SlotBinding): libxdp's.
+  // Test-only otherwise: the kernel tests' dispatcher of tail calls, on a
+  // kernel that refuses libxdp's extensions.
+  std::shared_ptr<const bpf::SlotBinding> dispatcherSlots =
+      std::make_shared<const bpf::LibxdpSlots>();
   std::string netns;               // of the interfaces; "" = ours
   bpf::XdpMode mode = bpf::XdpMode::Native;             // XDP programs
   bpf::TcDirection tcDirection = bpf::TcDirection::Ingress; // TC programs

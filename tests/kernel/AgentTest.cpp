@@ -2,7 +2,8 @@
 // process, with the test's own output streams and a clock of the test's
 // choosing: one loop serving programs of every kind at once (loaded by
 // Morpheus, loaded by xdp-loader and adopted, two classifiers of one tcx
-// chain adopted each by its program id, an adopted chain of tail calls),
+// chain adopted each by its program id, an adopted chain of tail calls, a
+// program in a slot of a dispatcher shaped as libxdp's),
 // each answering as its original; apply() and a reload through the socket
 // touching exactly what changed; a restart after kill -9 taking the
 // trampolines over; a crashing or throwing cycle, or a missing interface,
@@ -13,16 +14,22 @@
 #include "AdoptionOwners.h"
 #include "Corpus.h"
 #include "PolicyFwd.h"
+#include "SlotCounters.h"
+#include "SlotDispatcher.h"
 
 #include <linux/bpf.h>
 #include <llvm/ADT/ScopeExit.h>
 #include <llvm/Testing/Support/Error.h>
 #include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include <array>
+#include <cstdio>
 #include <fstream>
 #include <future>
 #include <stdexcept>
+#include <thread>
 
 namespace morpheus::testing {
 namespace {
@@ -126,6 +133,73 @@ Bytes unmatchedPacket() { return buildPacket(PacketSpec{.daddr = 0x0a000105, .dp
 // The program an XDP hook runs, opened.
 Fd hookFd(const VethPair &veth) { return Fd(bpf_prog_get_fd_by_id(hookProgram(veth))); }
 
+// policy_fwd's owner in the middle slot of a dispatcher of three (count,
+// the owner's program, count: its passed packets go on), attached to the
+// veth's B side as a loader following libxdp's protocol attaches it; the
+// slots are tail calls (TailCallSlots: this kernel refuses libxdp's
+// extensions), so an agent adopting it is given that binding.
+struct SlottedOwner {
+  SlottedOwner(const VethPair &veth, const PinDir &pins)
+      : binding(std::make_shared<TailCallSlots>(pins.path() + "/xdp")),
+        hook(binding, veth.ifB(), veth.nsB()) {
+    auto attached =
+        attachFirstRevision(*binding, {{counters.in, 10}, {owner.program, 20}, {counters.out, 30}},
+                            veth.ifB(), veth.nsB());
+    if (!attached) {
+      ADD_FAILURE() << llvm::toString(attached.takeError());
+      return;
+    }
+    firstRevision = std::move(*attached);
+    for (const Bytes &packet : samplePackets())
+      before.push_back(runOnce(firstRevision.get(), packet));
+  }
+
+  // policy_fwd adopted at `target` (IFACE/NAME or the owner's program id),
+  // its owner array pinned in pins/NAME.
+  AgentProgram adoptedAt(const std::string &name, const std::string &target, const VethPair &veth,
+                         const PinDir &pins) const {
+    AgentProgram program =
+        testing::adoptedAt(name, sourcePath("examples/policy_fwd.bpf.c"), target, veth, pins);
+    program.options.dispatcherSlots = binding;
+    return program;
+  }
+  // The programs of the dispatcher's slots, in order.
+  std::vector<uint32_t> slotPrograms() const {
+    auto read = hook.read();
+    if (!read || !*read) {
+      ADD_FAILURE() << "no dispatcher to read"
+                    << (read ? "" : ": " + llvm::toString(read.takeError()));
+      return {};
+    }
+    std::vector<uint32_t> ids;
+    for (const bpf::DispatcherSlot &slot : (*read)->slots)
+      ids.push_back(slot.programId);
+    return ids;
+  }
+  // What the slots ran when the owner attached them.
+  std::vector<uint32_t> ownersSlots() const {
+    return {programIdOf(counters.in), ownerId, programIdOf(counters.out)};
+  }
+  // The dispatcher on the hook answers every sample as the first revision
+  // did, before anything was adopted.
+  void expectAnswersAsBefore(uint32_t hookId, const std::string &when) const {
+    Fd hook(bpf_prog_get_fd_by_id(hookId));
+    ASSERT_GE(hook.fd, 0) << when;
+    std::vector<Bytes> packets = samplePackets();
+    ASSERT_EQ(packets.size(), before.size());
+    for (size_t i = 0; i < packets.size(); ++i)
+      EXPECT_EQ(runOnce(hook.fd, packets[i]), before[i]) << when << ": sample " << i;
+  }
+
+  std::shared_ptr<TailCallSlots> binding;
+  Owner owner;
+  SlotCounters counters;
+  const uint32_t ownerId = programIdOf(owner.program);
+  FileDescriptor firstRevision;
+  std::vector<RunResult> before;
+  bpf::DispatcherHook hook;
+};
+
 // An agent on the test's own streams, stepped with a clock the test moves.
 class AgentUnderTest {
 public:
@@ -176,17 +250,21 @@ bool lastCycleInstalled(const AgentProgramState &state) {
   return state.lastCycle && state.lastCycle->installed() && state.installedVersion != 0;
 }
 
-// One agent, five programs of four kinds: (a) policy_fwd loaded and
+// One agent, six programs of five kinds: (a) policy_fwd loaded and
 // attached by Morpheus, (b) policy_fwd loaded by xdp-loader and adopted by
 // its interface, (c) two classifiers one libbpf owner each attached to the
 // same tcx ingress chain, each adopted by its program id (the hook's name
 // would not say which), (d) a chain of tail calls at the kernel's limit,
-// adopted accepting one stage fewer. Every program installs a version in
-// the same steps, and each hook answers every sample as its original; the
-// tcx chain keeps its order, and stopping the agent gives every hook back.
+// adopted accepting one stage fewer, (e) policy_fwd in the middle slot of
+// a dispatcher shaped as libxdp's (its slots tail calls: this kernel
+// refuses libxdp's extensions; the agent is given that slot binding),
+// adopted by IFACE/NAME. Every program installs a version in the same
+// steps, and each hook answers every sample as its original; the tcx chain
+// keeps its order, the dispatcher its other slots, and stopping the agent
+// gives every hook back.
 TEST(Agent, ServesProgramsOfEveryKindInOneLoopEachAsItsOriginal) {
   std::string tag(sweptFirst("agentkinds"));
-  VethPair mine(tag), loaded(tag), chained(tag);
+  VethPair mine(tag), loaded(tag), chained(tag), slotted(tag);
   PinDir pins(tag);
 
   // (b) xdp-loader's program: this kernel refuses its dispatcher
@@ -222,6 +300,10 @@ TEST(Agent, ServesProgramsOfEveryKindInOneLoopEachAsItsOriginal) {
   ASSERT_GE(chain.entry, 0);
   chain.closeTheChain();
 
+  // (e) policy_fwd in the middle slot of a dispatcher.
+  SlottedOwner slot(slotted, pins);
+  ASSERT_TRUE(slot.firstRevision.valid());
+
   AgentProgram chainProgram = adoptedAt("chain", sourcePath("tests/programs/tail_call_chain.bpf.c"),
                                         chained.ifB(), chained, pins);
   chainProgram.options.acceptOneTailCallFewer = true;
@@ -233,10 +315,11 @@ TEST(Agent, ServesProgramsOfEveryKindInOneLoopEachAsItsOriginal) {
       adoptedAt("tc_second", corpusPath("tc_classifier.bpf.c"), std::to_string(secondId), mine,
                 pins),
       chainProgram,
+      slot.adoptedAt("slot", slotted.ifB() + "/policy_fwd", slotted, pins),
   }));
   for (const AgentProgramState &state : agent->states())
     EXPECT_EQ(state.state, State::Serving) << state.name << ": " << state.detail << agent.log();
-  ASSERT_EQ(agent->states().size(), 5u);
+  ASSERT_EQ(agent->states().size(), 6u);
 
   uint32_t firstTrampoline = first.linkProgram(), secondTrampoline = second.linkProgram();
   EXPECT_NE(firstTrampoline, firstId) << "the first link runs a trampoline";
@@ -304,6 +387,24 @@ TEST(Agent, ServesProgramsOfEveryKindInOneLoopEachAsItsOriginal) {
   expectSpecializedServes(chainAnswersAsBefore, chainTrampoline, chain.entry,
                           pins.path() + "/chain/owner_program");
   EXPECT_EQ(ChainOwner::stagesRun(chainHook.fd), 33);
+  // (e) The slot runs the trampoline, the slots around it carried over;
+  // the dispatcher answers as before, the trampoline as the owner's
+  // program, through the installed version alone too.
+  std::vector<uint32_t> adoptedSlots = slot.slotPrograms();
+  ASSERT_EQ(adoptedSlots.size(), 3u);
+  uint32_t slotTrampoline = adoptedSlots[1];
+  EXPECT_NE(slotTrampoline, slot.ownerId) << "the slot runs a trampoline";
+  EXPECT_EQ(adoptedSlots[0], slot.ownersSlots()[0]);
+  EXPECT_EQ(adoptedSlots[2], slot.ownersSlots()[2]);
+  EXPECT_NE(agent.daemon("slot").attachedTo().find("slot 1 (priority 20) of the XDP dispatcher"),
+            std::string::npos)
+      << agent.daemon("slot").attachedTo();
+  std::string slotPin = pins.path() + "/slot/owner_program";
+  EXPECT_EQ(servedThrough(slotTrampoline, slotPin),
+            programIdOf(agent.daemon("slot").optimizer().activeFd()));
+  expectServesAsTheOwner(slotTrampoline, slot.owner.program, "slot");
+  expectSpecializedServes(slotTrampoline, slot.owner.program, slotPin);
+  slot.expectAnswersAsBefore(hookProgram(slotted), "slot, specialized");
 
   agent.stop();
   EXPECT_EQ(hookProgram(mine), 0u) << "Morpheus's own program detached";
@@ -312,6 +413,9 @@ TEST(Agent, ServesProgramsOfEveryKindInOneLoopEachAsItsOriginal) {
       << "both classifiers back, in their order";
   EXPECT_EQ(hookProgram(chained), programIdOf(chain.entry));
   EXPECT_EQ(ChainOwner::stagesRun(chain.entry), 34);
+  EXPECT_EQ(slot.slotPrograms(), slot.ownersSlots())
+      << "the owner's program back in its slot, the others kept";
+  slot.expectAnswersAsBefore(hookProgram(slotted), "slot, handed back");
 }
 
 // apply() with one program removed, one added and one changed: the
@@ -448,6 +552,112 @@ TEST(Agent, ARestartAfterKillNineReadoptsProgramsAdoptedById) {
   }
   EXPECT_EQ(tcxIngressChain(veth), (std::vector<uint32_t>{firstId, secondId}))
       << "both links back to their owners' programs, in their order";
+}
+
+// An agent serving policy_fwd adopted by its program id from the middle
+// slot of a dispatcher, killed with -9 under traffic: the slot keeps the
+// trampoline, the owner's program serving through it; the next agent,
+// given the same entry, finds the slot by the trampoline it left and takes
+// it over, serves a version of its own, and its stop gives the slot back.
+// Every packet sent meanwhile entered the dispatcher, was answered by the
+// adopted slot and, exactly when passed, went on (SlotCounters.h).
+TEST(Agent, AKillNineLeavesADispatcherSlotServingAndTheNextAgentReadoptsIt) {
+  std::string tag(sweptFirst("agentslotkill"));
+  VethPair veth(tag);
+  PinDir pins(tag);
+  SlottedOwner slot(veth, pins);
+  ASSERT_TRUE(slot.firstRevision.valid());
+  AgentProgram program = slot.adoptedAt("slot", std::to_string(slot.ownerId), veth, pins);
+  std::string ownerPin = pins.path() + "/slot/owner_program";
+
+  // The first agent runs in a child process, forked before any thread of
+  // the test's runs: it installs a version, says so, and waits to be killed.
+  int ready[2];
+  ASSERT_EQ(pipe(ready), 0);
+  pid_t child = fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {
+    // No gtest assertions here: they would report in the wrong process.
+    close(ready[0]);
+    std::string printed;
+    llvm::raw_string_ostream out(printed);
+    auto agent = runtime::Agent::start({}, {program}, out, out);
+    char installed = '0';
+    if (agent) {
+      (*agent)->step(runtime::Agent::Clock::now() + 1h);
+      for (const AgentProgramState &state : (*agent)->states())
+        installed = lastCycleInstalled(state) ? '1' : '0';
+    } else {
+      out << llvm::toString(agent.takeError()) << "\n";
+    }
+    if (installed != '1') // what the agent said, for the test's log
+      llvm::errs() << printed;
+    if (write(ready[1], &installed, 1) != 1 || installed != '1')
+      _exit(1);
+    for (;;)
+      pause();
+  }
+  close(ready[1]);
+  auto reap = llvm::make_scope_exit([&] {
+    kill(child, SIGKILL);
+    waitpid(child, nullptr, 0);
+  });
+  char installed = 0;
+  ASSERT_EQ(read(ready[0], &installed, 1), 1) << "the first agent died";
+  close(ready[0]);
+  ASSERT_EQ(installed, '1') << "the first agent installed no version";
+  std::vector<uint32_t> adopted = slot.slotPrograms();
+  ASSERT_EQ(adopted.size(), 3u);
+  uint32_t trampoline = adopted[1];
+  ASSERT_NE(trampoline, slot.ownerId) << "premise: the slot runs the trampoline";
+  ASSERT_NE(servedThrough(trampoline, ownerPin), 0u) << "premise: a version serves";
+
+  // Under traffic: the kill, the next agent's start and first version.
+  AgentUnderTest agent;
+  Counted start = countedBy(slot.counters, slot.owner);
+  {
+    DispatcherTraffic traffic(veth, halfDroppedFlows());
+    std::this_thread::sleep_for(100ms);
+    ASSERT_EQ(kill(child, SIGKILL), 0);
+    ASSERT_EQ(waitpid(child, nullptr, 0), child);
+    reap.release();
+    // The kernel empties the killed agent's array: the owner serves.
+    EXPECT_TRUE(waitFor([&] { return servedThrough(trampoline, ownerPin) == 0; }, 2000ms))
+        << "the killed agent's version still serves";
+    EXPECT_EQ(slot.slotPrograms(), adopted) << "the slot keeps the trampoline after kill -9";
+    std::this_thread::sleep_for(100ms);
+    ASSERT_TRUE(agent.start({program}));
+    ASSERT_EQ(agent.state("slot").state, State::Serving) << agent.log();
+    EXPECT_NE(agent.log().find("[slot] took over the trampoline"), std::string::npos)
+        << agent.log();
+    agent.step(1h);
+    ASSERT_TRUE(lastCycleInstalled(agent.state("slot"))) << agent.log();
+    std::this_thread::sleep_for(100ms);
+    uint64_t sent = traffic.stop();
+    std::printf("killed and re-adopted: %llu packets\n", (unsigned long long)sent);
+    expectEveryPacketCounted(slot.counters, slot.owner, start, sent, "killed and re-adopted");
+  }
+  // (Runs of samples count in the owner's stats: not under traffic.)
+  EXPECT_EQ(slot.slotPrograms(), adopted) << "the same trampoline, re-adopted";
+  EXPECT_EQ(servedThrough(trampoline, ownerPin),
+            programIdOf(agent.daemon("slot").optimizer().activeFd()));
+  expectServesAsTheOwner(trampoline, slot.owner.program, "re-adopted");
+
+  // Under traffic: the next agent stops and gives the slot back.
+  start = countedBy(slot.counters, slot.owner);
+  {
+    DispatcherTraffic traffic(veth, halfDroppedFlows());
+    std::this_thread::sleep_for(100ms);
+    agent.stop();
+    std::this_thread::sleep_for(200ms);
+    uint64_t sent = traffic.stop();
+    std::printf("handed back: %llu packets\n", (unsigned long long)sent);
+    expectEveryPacketCounted(slot.counters, slot.owner, start, sent, "handed back");
+  }
+  EXPECT_EQ(slot.slotPrograms(), slot.ownersSlots())
+      << "the owner's program back in its slot, the others kept";
+  slot.expectAnswersAsBefore(hookProgram(veth), "handed back");
+  EXPECT_NE(access(ownerPin.c_str(), F_OK), 0) << "the owner array's pin is removed";
 }
 
 // A cycle that crashes (a real SIGSEGV inside the compiler, recovered)

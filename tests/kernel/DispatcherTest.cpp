@@ -14,6 +14,7 @@
 // probe's own test asserts why it is refused here, so nothing is skipped
 // without the reason being checked.
 #include "AdoptionOwners.h"
+#include "SlotCounters.h"
 #include "SlotDispatcher.h"
 #include "backend/bpf/Adoption.h"
 #include "backend/bpf/Extension.h"
@@ -29,111 +30,10 @@
 #include <fstream>
 #include <thread>
 
-extern "C" const unsigned char slot_counters_bpf_start[], slot_counters_bpf_end[];
-
 namespace morpheus::testing {
 namespace {
 
 using namespace std::chrono_literals;
-
-// slot_counters.bpf.c, loaded by plain libbpf: the programs of the slots
-// before and after the adopted one.
-class SlotCounters {
-public:
-  SlotCounters() {
-    LIBBPF_OPTS(bpf_object_open_opts, opts, .object_name = "slot_counters");
-    object = bpf_object__open_mem(slot_counters_bpf_start,
-                                  slot_counters_bpf_end - slot_counters_bpf_start, &opts);
-    if (!object || bpf_object__load(object)) {
-      ADD_FAILURE() << "slot_counters did not load";
-      return;
-    }
-    in = bpf_program__fd(bpf_object__find_program_by_name(object, "count_in"));
-    out = bpf_program__fd(bpf_object__find_program_by_name(object, "count_out"));
-  }
-  ~SlotCounters() { bpf_object__close(object); }
-  SlotCounters(const SlotCounters &) = delete;
-  SlotCounters &operator=(const SlotCounters &) = delete;
-
-  // Packets seen by the slot before the adopted one, and by the one after.
-  std::vector<uint64_t> counts() const {
-    return perCpuCounters(bpf_map__fd(bpf_object__find_map_by_name(object, "slot_counts")), 2);
-  }
-
-  int in = -1, out = -1;
-
-private:
-  bpf_object *object = nullptr;
-};
-
-// Frames across the veth from construction until stop(), which returns
-// how many were sent.
-class Traffic {
-public:
-  Traffic(const VethPair &veth, std::vector<trafficgen::Flow> flows)
-      : generator(trafficgen::LiveFramesGenerator::create(trafficgen::acrossVeth(veth, flows))),
-        sender([this] {
-          while (!stopping)
-            sent += generator.send(Burst).packetsSent;
-        }) {}
-  ~Traffic() { stop(); }
-  uint64_t stop() {
-    stopping = true;
-    if (sender.joinable())
-      sender.join();
-    return sent;
-  }
-
-private:
-  static constexpr uint64_t Burst = 100000;
-  trafficgen::LiveFramesGenerator generator;
-  std::atomic<bool> stopping{false};
-  std::atomic<uint64_t> sent{0};
-  std::thread sender; // last: started once the rest is built
-};
-
-// Half the flows hit the owner's drop policy (UDP to 10.0.0.1:80), half
-// pass on to the next slot.
-std::vector<trafficgen::Flow> halfDroppedFlows() {
-  std::vector<trafficgen::Flow> flows;
-  for (uint32_t i = 0; i < 4; ++i) {
-    flows.push_back({0x0a0000c8 + i, 0x0a000001, uint16_t(1000 + i), 80, IPPROTO_UDP});
-    flows.push_back({0x0a0000c8 + i, 0x0a000002, uint16_t(1000 + i), 80, IPPROTO_UDP});
-  }
-  return flows;
-}
-
-// What one phase of traffic did, from the counters of the three slots.
-struct Counted {
-  uint64_t entered = 0, dropped = 0, passed = 0, wentOn = 0;
-};
-Counted countedBy(const SlotCounters &counters, const Owner &owner) {
-  std::vector<uint64_t> slots = counters.counts();
-  std::vector<uint64_t> verdicts = perCpuCounters(owner.mapFd("stats"), STAT_MAX);
-  return {slots[0], verdicts[STAT_DROP], verdicts[STAT_PASS], slots[1]};
-}
-
-// Every packet sent since `before` was counted by the first slot, answered
-// by the adopted program (dropped or passed, and nothing else), and went on
-// to the last slot exactly when it passed.
-void expectEveryPacketCounted(const SlotCounters &counters, const Owner &owner,
-                              const Counted &before, uint64_t sent, const std::string &when) {
-  Counted now;
-  EXPECT_TRUE(waitFor(
-      [&] {
-        now = countedBy(counters, owner);
-        return now.entered - before.entered >= sent;
-      },
-      2000ms))
-      << when << ": every frame reaches the dispatcher";
-  EXPECT_EQ(now.entered - before.entered, sent) << when << ": packets lost";
-  EXPECT_EQ((now.dropped - before.dropped) + (now.passed - before.passed), sent)
-      << when << ": every packet answered by the adopted slot";
-  EXPECT_GT(now.dropped - before.dropped, 0u) << when;
-  EXPECT_GT(now.passed - before.passed, 0u) << when;
-  EXPECT_EQ(now.wentOn - before.wentOn, now.passed - before.passed)
-      << when << ": exactly the passed packets go on to the next slot";
-}
 
 // The dispatcher revisions pinned under `state`: their directories.
 std::vector<std::string> revisionsPinned(const std::string &state) {
@@ -199,7 +99,7 @@ TEST(Dispatcher, ASlotOfADispatcherIsAdoptedSwappedRebuiltAndGivenBackUnderTraff
   // trampoline), swap versions, swap in another revision, swap versions.
   Counted start = countedBy(counters, owner);
   {
-    Traffic traffic(veth, halfDroppedFlows());
+    DispatcherTraffic traffic(veth, halfDroppedFlows());
     std::this_thread::sleep_for(100ms);
     auto adopted = bpf::Adoption::adoptSlot(
         std::make_unique<bpf::DispatcherHook>(binding, veth.ifB(), veth.nsB()), ownerId, adoptPins);
@@ -248,7 +148,7 @@ TEST(Dispatcher, ASlotOfADispatcherIsAdoptedSwappedRebuiltAndGivenBackUnderTraff
   // Phase 2, under traffic: give the slot back.
   start = countedBy(counters, owner);
   {
-    Traffic traffic(veth, halfDroppedFlows());
+    DispatcherTraffic traffic(veth, halfDroppedFlows());
     std::this_thread::sleep_for(100ms);
     cycles(1);
     ASSERT_THAT_ERROR(adoption->restore(), llvm::Succeeded());

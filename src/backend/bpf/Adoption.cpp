@@ -174,11 +174,6 @@ const DispatcherSlot *slotOfProgram(const Dispatcher &dispatcher, uint32_t progr
   return nullptr;
 }
 
-std::unique_ptr<DispatcherHook> libxdpHook(const std::string &iface, const std::string &netns) {
-  static const auto libxdp = std::make_shared<const LibxdpSlots>();
-  return std::make_unique<DispatcherHook>(libxdp, iface, netns);
-}
-
 Expected<const DispatcherSlot *> noSuchSlot(const Dispatcher &dispatcher, const std::string &iface,
                                             const std::string &what) {
   return makeError("no slot of the XDP dispatcher on '{0}' (id {1}) holds {2}; its slots:\n  {3}",
@@ -189,9 +184,11 @@ Expected<const DispatcherSlot *> noSuchSlot(const Dispatcher &dispatcher, const 
 
 Expected<std::unique_ptr<Adoption>> Adoption::adopt(const std::string &target,
                                                     const std::string &netns,
-                                                    const std::string &pinDir) {
+                                                    const std::string &pinDir,
+                                                    std::shared_ptr<const SlotBinding> slots) {
   std::unique_ptr<Adoption> adoption(new Adoption());
   adoption->netns = netns;
+  adoption->dispatcherSlots = std::move(slots);
   if (Error err = adoption->findHook(target, pinDir))
     return withContext(std::move(err), "adopting '" + target + "'");
   if (Error err = adoption->prepare(pinDir))
@@ -294,7 +291,7 @@ Error Adoption::findHook(const std::string &target, const std::string &pinDir) {
     std::string chosen = target.substr(slash + 1);
     uint32_t priority = 0;
     bool byPriority = llvm::to_integer(chosen, priority);
-    return findSlot(libxdpHook(target.substr(0, slash), netns), pinDir,
+    return findSlot(dispatcherHookOn(target.substr(0, slash)), pinDir,
                     [&](const Dispatcher &dispatcher) -> Expected<const DispatcherSlot *> {
                       const DispatcherSlot *found = nullptr;
                       for (const DispatcherSlot &slot : dispatcher.slots)
@@ -340,7 +337,7 @@ Error Adoption::findHook(const std::string &target, const std::string &pinDir) {
     if (!dispatcher)
       return dispatcher.takeError();
     if (*dispatcher)
-      return findSlot(libxdpHook(target, netns), pinDir,
+      return findSlot(dispatcherHookOn(target), pinDir,
                       [&](const Dispatcher &running) -> Expected<const DispatcherSlot *> {
                         if (running.slots.size() == 1)
                           return &running.slots.front();
@@ -400,15 +397,20 @@ Error Adoption::findSlot(
   return Error::success();
 }
 
-// A program in a slot of one of libxdp's dispatchers: their pins name the
+std::unique_ptr<DispatcherHook> Adoption::dispatcherHookOn(const std::string &name) const {
+  return std::make_unique<DispatcherHook>(dispatcherSlots, name, netns);
+}
+
+// A program in a slot of one of the dispatchers: their pins name the
 // interface (dispatch-IFINDEX-ID, an index in `netns`).
 Error Adoption::findSlotById(uint32_t programId, const std::string &pinDir) {
-  std::string state = LibxdpSlots().stateDirectory();
+  std::string state = dispatcherSlots->stateDirectory();
   std::error_code ec;
   for (const auto &entry : std::filesystem::directory_iterator(state, ec)) {
     int index = 0;
     uint32_t dispatcherId = 0;
-    llvm::StringRef name(entry.path().filename().native());
+    std::string fileName = entry.path().filename().native(); // outlives `name`
+    llvm::StringRef name(fileName);
     if (!name.consume_front("dispatch-"))
       continue;
     auto [indexText, idText] = name.split('-');
@@ -423,7 +425,7 @@ Error Adoption::findSlotById(uint32_t programId, const std::string &pinDir) {
     }));
     if (found.empty())
       continue;
-    std::unique_ptr<DispatcherHook> hook = libxdpHook(found, netns);
+    std::unique_ptr<DispatcherHook> hook = dispatcherHookOn(found);
     auto read = hook->read();
     if (!read) {
       llvm::consumeError(read.takeError());

@@ -118,10 +118,12 @@ public:
   // the owner is the program that array holds (or, in a dispatcher slot,
   // the one pinned at `pinDir`/owner_slot_program). The trampoline is
   // loaded (not yet on the hook), which tells the owner's expected attach
-  // type.
+  // type. `slots` says how a dispatcher's slots hold their programs and
+  // where their pins are (LibxdpSlots, but for a test's own dispatcher).
   static Expected<std::unique_ptr<Adoption>> adopt(const std::string &target,
                                                    const std::string &netns,
-                                                   const std::string &pinDir);
+                                                   const std::string &pinDir,
+                                                   std::shared_ptr<const SlotBinding> slots);
   // Finds the slot of the dispatcher `hook` runs that holds program
   // `programId` (or, after a killed run, the trampoline it left in the
   // slot of that program), as adopt() does for a libxdp dispatcher.
@@ -210,6 +212,8 @@ private:
   Error findSlot(std::unique_ptr<DispatcherHook> hook, const std::string &pinDir,
                  llvm::function_ref<Expected<const DispatcherSlot *>(const Dispatcher &)> choose);
   Error findSlotById(uint32_t programId, const std::string &pinDir);
+  // The hook of the dispatcher interface `name` (in `netns`) runs.
+  std::unique_ptr<DispatcherHook> dispatcherHookOn(const std::string &name) const;
   Error collectMaps();
   // Walks the owner's program and every program its program arrays hold,
   // transitively, handing `keepMap` each map one of them uses, with an fd
@@ -246,6 +250,9 @@ private:
   uint32_t ownerId = 0;
   std::string ownerName;
   int hookProgram = -1;   // what the hook ran when found (owner, or our trampoline)
+  // How dispatchers' slots hold their programs (adopt()'s `slots`; none
+  // for adoptSlot(), whose hook has its own).
+  std::shared_ptr<const SlotBinding> dispatcherSlots;
   // A dispatcher slot: the hook, and the slot as found (for describe()).
   std::unique_ptr<DispatcherHook> slotHook;
   unsigned slotIndex = 0, slotPriority = 0;
