@@ -344,11 +344,15 @@ def cmd_bench(cluster, args):
         for mode in order:
             if mode == "morpheus":
                 cluster.start_morpheus()
+                if args.agent_stopped:
+                    cluster.daemon.send_signal(signal.SIGSTOP)
             sample = {"round": r, "mode": mode}
             for path in PATHS:
                 sample[path] = {"latency_us": cluster.sockperf(path, args.seconds),
                                 "throughput_gbps": cluster.iperf3(path, args.seconds)}
             if mode == "morpheus":
+                if args.agent_stopped:
+                    cluster.daemon.send_signal(signal.SIGCONT)
                 cluster.stop_morpheus()
             print(json.dumps(sample), flush=True)
             rounds.append(sample)
@@ -360,7 +364,8 @@ def cmd_bench(cluster, args):
                 row["%s_%s" % (metric, mode)] = statistics.median(s[path][metric] for s in rounds if s["mode"] == mode)
             row[metric + "_ratio"] = row[metric + "_morpheus"] / row[metric + "_plain"]
         summary[path] = row
-    out = {"config": dict(cluster.config_counts, rounds=args.rounds, seconds=args.seconds, period=args.period),
+    out = {"config": dict(cluster.config_counts, rounds=args.rounds, seconds=args.seconds, period=args.period,
+                          agent_stopped=args.agent_stopped),
            "rounds": rounds, "median": summary}
     with open(args.out, "w") as f:
         json.dump(out, f, indent=2)
@@ -399,6 +404,10 @@ def main():
     ap.add_argument("--seconds", type=int, default=3)
     ap.add_argument("--seed", type=int, default=36)
     ap.add_argument("--period", default="1s", help="the agent's period for every hook")
+    ap.add_argument("--agent-stopped", action="store_true",
+                    help="SIGSTOP the agent while a Morpheus round measures: its specialized versions "
+                         "serve on, and the agent's own CPU use (which also keeps an idle machine's "
+                         "CPUs out of deep sleep) stays out of the numbers")
     ap.add_argument("--out", default="cni-chain.json")
     ap.add_argument("--plot", default="docs/bench/cni-chain.png")
     args = ap.parse_args()
