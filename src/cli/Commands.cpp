@@ -31,6 +31,14 @@ void addInlineLimit(CLI::App &command, uint32_t &limit) {
       ->type_name("N");
 }
 
+void addCostModel(CLI::App &command, std::string &path) {
+  command
+      .add_option("--cost-model", path,
+                  "price table representations with this calibration (default: this machine's, "
+                  "cached by `morpheus bench calibrate`; default costs when there is none)")
+      ->type_name("FILE");
+}
+
 void addKeepGeneric(CLI::App &command, std::vector<std::string> &maps) {
   command
       .add_option("--keep-generic", maps,

@@ -36,6 +36,10 @@ void addProgramArgument(CLI::App &command, std::string &path);
 // --inline-limit N, the table size up to which whole tables are inlined.
 void addInlineLimit(CLI::App &command, uint32_t &limit);
 
+// --cost-model FILE, the calibration that prices table representations
+// (costModelFor: this machine's cached one when not given).
+void addCostModel(CLI::App &command, std::string &path);
+
 // --keep-generic MAP (repeatable): maps another loader writes, never
 // specialized (bpf::KeptGeneric).
 void addKeepGeneric(CLI::App &command, std::vector<std::string> &maps);

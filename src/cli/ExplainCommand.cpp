@@ -184,11 +184,7 @@ void addExplainCommand(CLI::App &morpheus) {
   pinDir->excludes(snapshot);
   command.add_flag("--json", options->json, "print JSON instead of text");
   addInlineLimit(command, options->inlineLimit);
-  command
-      .add_option("--cost-model", options->costModel,
-                  "price table representations with this calibration (default: as 'run': "
-                  "this machine's, cached by `morpheus bench calibrate`, else default costs)")
-      ->type_name("FILE");
+  addCostModel(command, options->costModel);
   addKeepGeneric(command, options->keepGeneric);
   addCompilerOptions(command, options->compiler);
 }

@@ -188,11 +188,7 @@ void addRunCommand(CLI::App &morpheus) {
   command.add_option("--prog", options->entry, "program to attach when the object has several")
       ->type_name("NAME");
   addInlineLimit(command, options->inlineLimit);
-  command
-      .add_option("--cost-model", options->costModel,
-                  "price table representations with this calibration (default: this machine's, "
-                  "cached by `morpheus bench calibrate`; default costs when there is none)")
-      ->type_name("FILE");
+  addCostModel(command, options->costModel);
   command
       .add_option("--shadow-packets", options->shadowPackets,
                   "before each swap, compare N sample packets through the new and the original "

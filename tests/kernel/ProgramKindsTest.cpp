@@ -43,6 +43,18 @@ uint64_t perCpuSum(int mapFd, uint32_t index) {
   return perCpuCounters(mapFd, index + 1)[index];
 }
 
+// A daemon on the veth's B side in SKB mode whose data plane outlives it
+// (OnExit::KeepServing), pinning in `pinDir`.
+runtime::DaemonOptions keptServingOn(const VethPair &veth, std::string pinDir) {
+  runtime::DaemonOptions options;
+  options.optimizer.pinDir = std::move(pinDir);
+  options.ifaces = {veth.ifB()};
+  options.netns = veth.nsB();
+  options.mode = bpf::XdpMode::Generic;
+  options.onExit = runtime::OnExit::KeepServing;
+  return options;
+}
+
 TEST(ProgramKinds, SectionLibbpfCannotPlaceNeedsProgType) {
   std::string path = corpusPath("build_legacy_section.bpf.c");
   auto refused = bpf::ProgramSpec::load(path, {});
@@ -398,12 +410,7 @@ TEST(ProgramKinds, TheDaemonAttachesTheObjectsTracepointWhereItsSectionSays) {
   VethPair::sweepStale("progtp");
   VethPair veth("progtp");
   PinDir pins("progtp");
-  runtime::DaemonOptions options;
-  options.optimizer.pinDir = pins.path() + "/tracepoint_feeds_xdp";
-  options.ifaces = {veth.ifB()};
-  options.netns = veth.nsB();
-  options.mode = bpf::XdpMode::Generic;
-  options.onExit = runtime::OnExit::KeepServing;
+  runtime::DaemonOptions options = keptServingOn(veth, pins.path() + "/tracepoint_feeds_xdp");
   std::string printed, problems;
   llvm::raw_string_ostream out(printed), errors(problems);
   FileDescriptor finished;
@@ -600,12 +607,7 @@ TEST(ProgramKinds, OriginalKeepsServingAfterExitAndARestartTakesItOver) {
   VethPair::sweepStale("progexit");
   VethPair veth("progexit");
   PinDir pins("progexit");
-  runtime::DaemonOptions options;
-  options.optimizer.pinDir = pins.path() + "/policy_fwd";
-  options.ifaces = {veth.ifB()};
-  options.netns = veth.nsB();
-  options.mode = bpf::XdpMode::Generic;
-  options.onExit = runtime::OnExit::KeepServing;
+  runtime::DaemonOptions options = keptServingOn(veth, pins.path() + "/policy_fwd");
   std::string linkPin = options.optimizer.pinDir + "/link_xdp_" + veth.ifB();
   std::string printed, problems;
   llvm::raw_string_ostream out(printed), errors(problems);
@@ -670,12 +672,7 @@ TEST(ProgramKinds, ExitSaysWhatIsStillPinned) {
     }
     ~Unmount() { now(); }
   } unmount{mount};
-  runtime::DaemonOptions options;
-  options.optimizer.pinDir = mount + "/policy_fwd";
-  options.ifaces = {veth.ifB()};
-  options.netns = veth.nsB();
-  options.mode = bpf::XdpMode::Generic;
-  options.onExit = runtime::OnExit::KeepServing;
+  runtime::DaemonOptions options = keptServingOn(veth, mount + "/policy_fwd");
   const std::string &dir = options.optimizer.pinDir;
   std::string printed, problems;
   llvm::raw_string_ostream out(printed), errors(problems);
@@ -804,12 +801,8 @@ TEST(ProgramKinds, ADaemonThatDidNotStartLeavesNothingAttached) {
   VethPair::sweepStale("progfail");
   VethPair veth("progfail");
   PinDir pins("progfail");
-  runtime::DaemonOptions options;
-  options.optimizer.pinDir = pins.path() + "/policy_fwd";
+  runtime::DaemonOptions options = keptServingOn(veth, pins.path() + "/policy_fwd");
   options.ifaces = {veth.ifB(), "mphnosuchif"};
-  options.netns = veth.nsB();
-  options.mode = bpf::XdpMode::Generic;
-  options.onExit = runtime::OnExit::KeepServing;
   std::string printed, problems;
   llvm::raw_string_ostream out(printed), errors(problems);
   auto started =
