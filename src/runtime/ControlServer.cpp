@@ -43,9 +43,6 @@ std::string lockName(const std::string &path) { return path + ".lock"; }
 std::string replyText(const json &reply) {
   return reply.dump(-1, ' ', false, json::error_handler_t::replace);
 }
-std::string failure(const std::string &message) {
-  return replyText({{"ok", false}, {"error", message}});
-}
 
 // "process 1234 (morpheus)", as far as /proc tells.
 std::string describeProcess(pid_t pid) {
@@ -223,19 +220,19 @@ ControlServer::start(ControlSocketClaim claim, Optimizer &optimizer,
   auto answer = [&optimizer, onChange = std::move(onChange),
                  status = std::move(status)](const ControlRequest &request) {
     if (!request.program.empty() && request.program != optimizer.entryName())
-      return failure("\"program\": unknown program '" + excerptForMessage(request.program) +
+      return controlFailure("\"program\": unknown program '" + excerptForMessage(request.program) +
                      "' (this socket serves '" + optimizer.entryName() + "')");
     switch (request.op) {
     case ControlOp::Status:
       return controlReply({{"status", json::parse(status(), nullptr, false)}});
     case ControlOp::History:
-      return failure("history: this socket serves one program ('morpheus run'); the agent "
+      return controlFailure("history: this socket serves one program ('morpheus run'); the agent "
                      "('morpheus daemon') keeps its programs' history");
     case ControlOp::Reload:
-      return failure("reload: this socket serves one program ('morpheus run'); the agent "
+      return controlFailure("reload: this socket serves one program ('morpheus run'); the agent "
                      "('morpheus daemon') reloads its configuration");
     case ControlOp::Handover:
-      return failure("handover: this socket serves one program ('morpheus run'); only an "
+      return controlFailure("handover: this socket serves one program ('morpheus run'); only an "
                      "agent ('morpheus daemon') hands over to the next");
     case ControlOp::Update:
     case ControlOp::Delete:
@@ -353,7 +350,7 @@ bool ControlServer::acceptClients(std::vector<Connection> &connections, uint64_t
                                      });
       if (idlest->output.empty()) {
         std::string notice =
-            failure("connection closed: " + std::to_string(options.maxConnections) +
+            controlFailure("connection closed: " + std::to_string(options.maxConnections) +
                     " connections are served at once and this one was idle the longest") +
             "\n";
         if (send(idlest->fd, notice.data(), notice.size(), MSG_NOSIGNAL | MSG_DONTWAIT) < 0) {
@@ -413,7 +410,7 @@ bool ControlServer::answer(Connection &connection, uint64_t turn) {
     if (length > options.maxRequestLine) {
       // Nobody sends a request this long honestly; answer, then hang up
       // rather than buffer without bound.
-      connection.output = failure("request line longer than " +
+      connection.output = controlFailure("request line longer than " +
                                   std::to_string(options.maxRequestLine) +
                                   " bytes; closing the connection") +
                           "\n";
@@ -451,7 +448,7 @@ bool ControlServer::sendReply(Connection &connection, uint64_t turn) {
 std::string ControlServer::handle(std::string_view line) {
   auto request = parseControlRequest(line);
   if (!request)
-    return failure(llvm::toString(request.takeError()));
+    return controlFailure(llvm::toString(request.takeError()));
   return answerRequest(*request);
 }
 
@@ -460,7 +457,9 @@ std::string controlReply(json fields) {
   return replyText(fields);
 }
 
-std::string controlFailure(const std::string &message) { return failure(message); }
+std::string controlFailure(const std::string &message) {
+  return replyText({{"ok", false}, {"error", message}});
+}
 
 std::string applyMapChange(Optimizer &optimizer, const ControlRequest &request,
                            const std::function<void()> &onChange) {
@@ -470,17 +469,17 @@ std::string applyMapChange(Optimizer &optimizer, const ControlRequest &request,
     std::vector<std::string> names;
     for (const auto &[name, info] : catalog)
       names.push_back(name);
-    return failure("\"map\": unknown map '" + excerptForMessage(request.map) +
+    return controlFailure("\"map\": unknown map '" + excerptForMessage(request.map) +
                    "' (the program's maps: " + llvm::join(names, ", ") + ")");
   }
   auto updater = bpf::MapUpdater::forMap(fd, request.map, &optimizer.guard());
   if (!updater)
-    return failure(llvm::toString(updater.takeError()));
+    return controlFailure(llvm::toString(updater.takeError()));
   Error result = request.op == ControlOp::Update
                      ? updater->update(request.key, request.value, request.flags)
                      : updater->remove(request.key);
   if (result)
-    return failure(llvm::toString(std::move(result)));
+    return controlFailure(llvm::toString(std::move(result)));
   if (onChange)
     onChange();
   return controlReply({{"version", optimizer.guard().version()}});
