@@ -159,11 +159,11 @@ Error Fuzzer::setUp() {
   everySite.instrument = true;
   auto instrumented = spec->specialize({}, everySite);
   if (!instrumented)
-    return withContext(instrumented.takeError(), path);
+    return instrumented.takeError();
   profiledSites = instrumented->log.profiled;
   auto object = bpf::LoadedObject::load(spec->originalElf(), spec->objectName(), {});
   if (!object)
-    return withContext(object.takeError(), path);
+    return object.takeError();
   reference.emplace(std::move(*object));
   // The copies' program arrays hold what the live original's load would
   // put there: its static slots.
@@ -173,7 +173,7 @@ Error Fuzzer::setUp() {
   comparing.faults = options.faults;
   auto created = VersionComparison::create(*spec, entry, pristine, comparing);
   if (!created)
-    return withContext(created.takeError(), path);
+    return created.takeError();
   comparison = std::move(*created);
   auto generator =
       MapStateGenerator::create(spec->catalog(), reference->maps(), options.configured,

@@ -181,6 +181,23 @@ TEST(Differential, FuzzTakesTheFirstProgramItCanRun) {
   EXPECT_GT(report.cases, 0u) << "the gate ran";
 }
 
+// An object the kernel's libbpf cannot load: the error names the file once
+// and says why (its kernel function), as `morpheus fuzz` prints it.
+TEST(Differential, FuzzOfAnObjectThatCannotLoadNamesTheFileOnceAndTheCause) {
+  std::string path = morpheus::testing::sourcePath("tests/kernel/missing_kfunc.bpf.c");
+  runtime::FuzzOptions options;
+  options.seconds = 1;
+  auto refused = runtime::fuzzProgram(path, options);
+  ASSERT_FALSE(bool(refused));
+  std::string message = llvm::toString(refused.takeError());
+  EXPECT_EQ(message.rfind(path + ": object 'missing_kfunc': load failed: extern (func ksym) "
+                                 "'morpheus_no_such_kfunc': not found",
+                          0),
+            0u)
+      << message;
+  EXPECT_EQ(message.find(path, 1), std::string::npos) << message;
+}
+
 // Named explicitly, a program fuzz cannot run is refused before anything
 // is loaded, the message naming it, its section and its type.
 TEST(Differential, FuzzRefusesATracepointNamedExplicitly) {

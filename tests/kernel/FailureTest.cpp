@@ -15,6 +15,7 @@
 #include <llvm/Testing/Support/Error.h>
 
 extern "C" const unsigned char verifier_refused_bpf_start[], verifier_refused_bpf_end[];
+extern "C" const unsigned char missing_kfunc_bpf_start[], missing_kfunc_bpf_end[];
 
 namespace morpheus::testing {
 namespace {
@@ -216,6 +217,22 @@ TEST(Failure, AProgramTheVerifierRefusesIsAVerifierRejectionNamingIt) {
   withoutIt.programs = std::set<std::string>{"accepted"};
   auto accepted = bpf::LoadedObject::load(refusedObject(), "refusal", withoutIt);
   EXPECT_THAT_EXPECTED(accepted, llvm::Succeeded());
+}
+
+// libbpf refuses an object whose kernel function no kernel BTF defines
+// before the kernel sees a program: the error says so (libbpf's own words,
+// naming the function), not only "Invalid argument".
+TEST(Failure, AKernelFunctionNoKernelDefinesIsNamedInTheLoadError) {
+  llvm::ArrayRef<char> object(reinterpret_cast<const char *>(missing_kfunc_bpf_start),
+                              size_t(missing_kfunc_bpf_end - missing_kfunc_bpf_start));
+  auto loaded = bpf::LoadedObject::load(object, "missing_kfunc", {});
+  ASSERT_FALSE(bool(loaded));
+  std::string message = llvm::toString(loaded.takeError());
+  EXPECT_EQ(message.rfind("object 'missing_kfunc': load failed: extern (func ksym) "
+                          "'morpheus_no_such_kfunc': not found in kernel or module BTFs",
+                          0),
+            0u)
+      << message;
 }
 
 // A map handed to a load with another size and flags than the object

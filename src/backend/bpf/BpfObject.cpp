@@ -25,12 +25,21 @@ namespace morpheus::bpf {
 
 namespace {
 
+// libbpf's last short warning on this thread since a load began, other than
+// its "failed to load object" summary: a load that fails before the kernel
+// sees a program (an extern no kernel BTF resolves, a relocation) says why
+// only there. (A verifier's log comes with its program, VerifierRejection.)
+thread_local std::string libbpfCause;
+
 // libbpf's messages join the log as its own: warnings (a refused program's
 // verifier log among them) always, information with -v; its debug chatter
-// never.
+// never. libbpf starts its messages with "libbpf: ", which the log's source
+// already says.
 int printLibbpf(enum libbpf_print_level level, const char *format, va_list args) {
   LogLevel ours = level == LIBBPF_WARN ? LogLevel::Warning : LogLevel::Info;
-  if (level == LIBBPF_DEBUG || !processLog().enabled(level == LIBBPF_INFO ? LogLevel::Debug : ours))
+  bool shown = level != LIBBPF_DEBUG &&
+               processLog().enabled(level == LIBBPF_INFO ? LogLevel::Debug : ours);
+  if (!shown && level != LIBBPF_WARN)
     return 0;
   va_list measure;
   va_copy(measure, args);
@@ -41,7 +50,13 @@ int printLibbpf(enum libbpf_print_level level, const char *format, va_list args)
   std::string text(size_t(length) + 1, '\0');
   std::vsnprintf(text.data(), text.size(), format, args);
   text.resize(size_t(length));
-  processLog().external(ours, "libbpf", text);
+  llvm::StringRef message = llvm::StringRef(text).trim();
+  message.consume_front("libbpf: ");
+  if (level == LIBBPF_WARN && message.size() < 1000 &&
+      !message.starts_with("failed to load object"))
+    libbpfCause = message.str();
+  if (shown)
+    processLog().external(ours, "libbpf", message);
   return length;
 }
 
@@ -549,6 +564,7 @@ Expected<LoadedObject> LoadedObject::load(llvm::ArrayRef<char> elf,
                              objectName, bpf_program__name(program));
     ++programs;
   }
+  libbpfCause.clear();
   if (int err = bpf_object__load(loaded.obj)) {
     // libbpf loads the programs in this order and stops at the first the
     // kernel refuses.
@@ -565,7 +581,8 @@ Expected<LoadedObject> LoadedObject::load(llvm::ArrayRef<char> elf,
     const size_t keep = 4000; // the end of the log says why
     if (kernelLog.size() > keep)
       kernelLog = "...\n" + kernelLog.substr(kernelLog.size() - keep);
-    return makeSystemError(err, "object '{0}': load failed{1}{2}", objectName,
+    return makeSystemError(err, "object '{0}': load failed{1}{2}{3}{4}", objectName,
+                           libbpfCause.empty() ? "" : ": ", libbpfCause,
                            kernelLog.empty() ? "" : "; the kernel's log:\n", kernelLog);
   }
   loaded.madePins = std::move(toMake);
