@@ -44,9 +44,10 @@ int fuzz(FuzzFlags &flags) {
   if (!report->reproducer.empty())
     std::printf("%s\nreproducer written to %s\n", report->reproducer.c_str(),
                 options.reproducerPath.c_str());
-  std::printf("fuzz: %llu map states in %.1f s (%.0f cases/s)\n",
+  std::printf("fuzz: %llu map states in %.1f s (%.0f cases/s), after %.1f s setting up "
+              "(compiling, loading and verifying the copies)\n",
               (unsigned long long)report->states, report->seconds,
-              report->cases / std::max(report->seconds, 1e-3));
+              report->cases / std::max(report->seconds, 1e-3), report->setUpSeconds);
   std::printf("fuzz: %llu cases nondeterministic (the original answered differently twice, "
               "or a difference did not reproduce); left uncompared in them: %llu verdicts, "
               "%llu 8-byte words, %llu key sets\n",

@@ -65,7 +65,8 @@ struct FuzzReport {
   // Within the former, what was left uncompared (VersionComparison::
   // MaskCounts): verdicts, 8-byte words, key sets.
   uint64_t maskedBytes = 0, maskedVerdicts = 0, maskedKeySets = 0;
-  double seconds = 0;
+  double setUpSeconds = 0; // compiling, loading and verifying the copies
+  double seconds = 0;      // fuzzing, after the set-up
   std::string reproducer; // the first difference as JSON text; "" if none
 };
 
