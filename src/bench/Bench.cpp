@@ -536,7 +536,7 @@ Expected<BenchResult> runInNamespace(const Preset &preset, const BenchOptions &o
   auto unguarded = optimizer.loadUnguardedTwin();
   if (!unguarded)
     return withContext(unguarded.takeError(), "bench " + preset.name + ": unguarded twin");
-  auto driver = TraceDriver::load(type);
+  auto driver = TraceDriver::load(type, options.method == Method::Live);
   if (!driver)
     return driver.takeError();
   auto empty = loadEmptyControl();
@@ -555,19 +555,16 @@ Expected<BenchResult> runInNamespace(const Preset &preset, const BenchOptions &o
                    std::move(*driver),
                    std::move(*empty),
                    ingress};
-  // Declared after the setup, so the link detaches before any variant goes.
-  std::optional<bpf::ProgramLink> link;
+  // Declared after the setup, so the links detach before any variant goes.
   std::optional<LiveTarget> live;
   if (options.method == Method::Live) {
     if (preset.ingress.empty())
       return makeError("{0}: the live method needs an 'ingress' interface", preset.file);
-    bpf::AttachPoint ingressPoint;
-    ingressPoint.iface = preset.ingress;
-    auto attached = bpf::ProgramLink::attach(optimizer.originalFd(), ingressPoint);
+    auto attached = LiveTarget::attach(type, preset.ingress, optimizer.originalFd(),
+                                       setup.empty.programFd("pass"), senderIfindex);
     if (!attached)
       return attached.takeError();
-    link.emplace(std::move(*attached));
-    live.emplace(LiveTarget{*link, senderIfindex});
+    live.emplace(std::move(*attached));
     setup.live = &*live;
   }
   for (const Trace &trace : *traces) {
@@ -624,13 +621,7 @@ Expected<bpf::ProgramType> benchedProgramType(const Preset &preset, const BenchO
   auto entry = (*spec)->runnableEntry(preset.entry);
   if (!entry)
     return withContext(entry.takeError(), "bench " + preset.name + ": " + preset.program);
-  bpf::ProgramType type = (*spec)->programType(*entry);
-  if (type == bpf::ProgramType::Tc && options.method == Method::Live)
-    return makeError("bench {0}: program '{1}' is TC: the live method sends frames to an XDP "
-                     "program attached natively; TC programs are benched by the driver method "
-                     "(a fresh skb per packet)",
-                     preset.name, *entry);
-  return type;
+  return (*spec)->programType(*entry);
 }
 
 Expected<BenchResult> runBench(const Preset &preset, const BenchOptions &options) {

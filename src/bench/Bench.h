@@ -27,7 +27,8 @@ namespace morpheus::bench {
 // How packets reach the program under test (see docs/benchmarks.md).
 enum class Method {
   Driver, // BPF_PROG_TEST_RUN of the trace driver, which tail-calls it
-  Live,   // live frames over a veth to it, attached natively on the ingress
+  Live,   // live frames over a veth to it, attached on the ingress (XDP
+          // natively, TC on tcx behind an XDP program passing every frame)
 };
 
 struct BenchOptions {
@@ -185,7 +186,7 @@ struct BenchResult {
 // The type of the program `preset` benches (its entry, or the first XDP or
 // TC program), from compiling its source (the build cache serves the load
 // that follows). Refuses, before anything is loaded, traced or timed, a
-// program that is neither XDP nor TC and a TC program with the live method.
+// program that is neither XDP nor TC.
 Expected<bpf::ProgramType> benchedProgramType(const Preset &preset, const BenchOptions &options);
 
 // Refuses what benchedProgramType refuses before anything else.

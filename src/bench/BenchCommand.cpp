@@ -117,7 +117,8 @@ void addBenchCommand(CLI::App &morpheus) {
       "round by round on one CPU. A TC program is run without the driver: one\n"
       "BPF_PROG_TEST_RUN per packet, each on a fresh skb of the trace's frame\n"
       "(repeated runs of one skb would hand it its own output), timed together\n"
-      "by its bpf_stats.\n"
+      "by its bpf_stats; live, it is on the veth's tcx ingress, behind an XDP\n"
+      "program that passes every frame on.\n"
       "Prints median net and gross ns/packet, min-max and the speed-up over the\n"
       "baseline per trace, Morpheus's compile and injection times, and per table\n"
       "the cost model's predicted ns against the measured saving. Every\n"
@@ -147,7 +148,8 @@ void addBenchCommand(CLI::App &morpheus) {
   command
       .add_option("--method", options.method,
                   "driver: BPF_PROG_TEST_RUN through the trace driver (default); live: live "
-                  "frames over a veth to the program attached natively")
+                  "frames over a veth to the program attached on it (XDP natively, TC on tcx "
+                  "ingress)")
       ->transform(commandline::oneOf(
           std::map<std::string, Method>{{"driver", Method::Driver}, {"live", Method::Live}}))
       ->type_name("driver|live");

@@ -196,9 +196,10 @@ std::string formatResult(const BenchResult &result) {
   const CompileResult &c = result.compile;
   text += llvm::formatv("{0}: {1} ({2} method{3})\n", result.preset, result.program,
                         result.method,
-                        result.programType == bpf::ProgramType::Tc
-                            ? ", tc: a test run per packet, each on a fresh skb"
-                            : "");
+                        result.programType != bpf::ProgramType::Tc ? ""
+                        : result.method == "live"
+                            ? ", tc: on tcx ingress behind an XDP program passing every frame"
+                            : ", tc: a test run per packet, each on a fresh skb");
   text += llvm::formatv("  specialization: t1 {0:f2} ms, t2 {1:f1} ms, shadow validation "
                         "{2:f1} ms, injection {3:f2} ms; recompiles: t1 median {4:f2} ms, t2 "
                         "median {5:f1} ms; instructions {6} -> {7}\n",

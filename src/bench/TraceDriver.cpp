@@ -21,14 +21,14 @@ llvm::ArrayRef<char> embedded(const unsigned char *start, const unsigned char *e
 
 } // namespace
 
-Expected<TraceDriver> TraceDriver::load(bpf::ProgramType type) {
+Expected<TraceDriver> TraceDriver::load(bpf::ProgramType type, bool sends) {
   if (type == bpf::ProgramType::Other)
     return makeError("trace driver: only XDP and TC programs can be driven");
   auto object = bpf::LoadedObject::load(
       embedded(bench_trace_driver_start, bench_trace_driver_end), "bench_driver", {});
   if (!object)
     return object.takeError();
-  return TraceDriver(std::move(*object), type);
+  return TraceDriver(std::move(*object), type, sends);
 }
 
 Error TraceDriver::setTrace(const Trace &trace) {
@@ -37,8 +37,8 @@ Error TraceDriver::setTrace(const Trace &trace) {
   packets = uint32_t(trace.sequence.size());
   templateFrame.assign(trace.frames[trace.sequence[0]].begin(),
                        trace.frames[trace.sequence[0]].end());
-  if (type == bpf::ProgramType::Tc)
-    return Error::success(); // runs read the trace itself
+  if (type == bpf::ProgramType::Tc && !sends)
+    return Error::success(); // test runs read the trace itself
   bpf::MapAccess frames = map("frames"), sequence = map("sequence");
   for (uint32_t i = 0; i < trace.frames.size(); ++i) {
     trace_frame frame = {};

@@ -29,8 +29,10 @@ namespace morpheus::bench {
 class TraceDriver {
 public:
   // Drives programs of `type`: XDP (the BPF driver) or TC (test runs of
-  // their own, above).
-  static Expected<TraceDriver> load(bpf::ProgramType type = bpf::ProgramType::Xdp);
+  // their own, above). With `sends` (the live method), a TC trace is also
+  // written to the driver's maps, which the sender reads.
+  static Expected<TraceDriver> load(bpf::ProgramType type = bpf::ProgramType::Xdp,
+                                    bool sends = false);
 
   // `trace` must outlive the measurements (TC runs read its frames).
   Error setTrace(const Trace &trace);
@@ -56,8 +58,8 @@ public:
   Expected<double> measureAlone(int programFd, uint32_t repeat, uint32_t ingress);
 
 private:
-  TraceDriver(bpf::LoadedObject object, bpf::ProgramType type)
-      : object(std::move(object)), type(type) {}
+  TraceDriver(bpf::LoadedObject object, bpf::ProgramType type, bool sends)
+      : object(std::move(object)), type(type), sends(sends) {}
   int fd() const { return object.programFd("trace_driver"); }
   bpf::MapAccess map(const char *name) const { return {object.mapFd(name), name}; }
   Error resetCursor(uint32_t cursor);
@@ -71,6 +73,7 @@ private:
 
   bpf::LoadedObject object;
   bpf::ProgramType type;
+  bool sends;
   const Trace *replaying = nullptr;
   int target = -1; // TC: the program under test
   std::vector<uint8_t> templateFrame;

@@ -7,6 +7,24 @@
 
 namespace morpheus::bench {
 
+Expected<LiveTarget> LiveTarget::attach(bpf::ProgramType type, const std::string &ingress,
+                                       int programFd, int passFd, uint32_t senderIfindex) {
+  std::optional<bpf::ProgramLink> passing;
+  bpf::AttachPoint point;
+  point.iface = ingress;
+  if (type == bpf::ProgramType::Tc) {
+    auto attached = bpf::ProgramLink::attach(passFd, point);
+    if (!attached)
+      return withContext(attached.takeError(), "live method: passing frames on to tcx");
+    passing.emplace(std::move(*attached));
+    point.type = bpf::ProgramType::Tc;
+  }
+  auto link = bpf::ProgramLink::attach(programFd, point);
+  if (!link)
+    return link.takeError();
+  return LiveTarget{std::move(*link), std::move(passing), senderIfindex};
+}
+
 Expected<Timing> TraceTimer::time(int fd, uint32_t start, uint32_t count) {
   if (cpuEdges.empty())
     return timeHere(fd, start, count);

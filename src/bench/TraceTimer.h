@@ -8,15 +8,28 @@
 
 #include "backend/bpf/ProgramLink.h"
 
+#include <optional>
+#include <string>
 #include <vector>
 
 namespace morpheus::bench {
 
-// Where the live method sends packets: the program under test is attached
-// to `link`, the sender transmits from the veth peer `senderIfindex`.
+// Where the live method sends packets: the program under test runs on the
+// ingress interface through `link`, the sender transmits from its veth peer
+// `senderIfindex`.
 struct LiveTarget {
-  bpf::ProgramLink &link;
-  uint32_t senderIfindex;
+  bpf::ProgramLink link;
+  // A TC program's: the XDP program `pass` (empty.bpf.c) on the ingress,
+  // without which (or GRO, which may merge packets) the veth drops what
+  // its peer transmits by XDP.
+  std::optional<bpf::ProgramLink> passing;
+  uint32_t senderIfindex = 0;
+
+  // Attaches `programFd`, a program of `type`, to interface `ingress`: XDP
+  // natively; TC on tcx ingress, behind `passFd` natively at the XDP hook,
+  // so every frame reaches it as an skb as the stack builds it.
+  static Expected<LiveTarget> attach(bpf::ProgramType type, const std::string &ingress,
+                                     int programFd, int passFd, uint32_t senderIfindex);
 };
 
 struct Timing {

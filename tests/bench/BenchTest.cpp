@@ -6,8 +6,10 @@
 #include "bench/Bench.h"
 #include "bench/Calibration.h"
 #include "bench/TraceDriver.h"
+#include "bench/TraceTimer.h"
 
 #include "backend/bpf/ProgramSpec.h"
+#include "support/Netns.h"
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
@@ -97,24 +99,8 @@ std::pair<uint64_t, uint64_t> arrivals(int mapFd) {
   return {counts[0], counts[1]};
 }
 
-// A TC program that rewrites its packet (tc_stamp stamps the TOS byte and
-// clears the mark): the bench drives TC programs one test run per packet,
-// so every run starts from the trace's frame, never from the program's own
-// output, as BPF_PROG_TEST_RUN's repeat would hand it.
-TEST(Bench, TcProgramsRunOnAFreshPacketEachTime) {
-  auto preset = readPreset("tc_stamp");
-  ASSERT_THAT_EXPECTED(preset, llvm::Succeeded());
-  auto spec = bpf::ProgramSpec::load(preset->program, {});
-  ASSERT_THAT_EXPECTED(spec, llvm::Succeeded());
-  auto object = bpf::LoadedObject::load((*spec)->originalElf(), (*spec)->objectName(), {});
-  ASSERT_THAT_EXPECTED(object, llvm::Succeeded());
-  bpf::MapAccess stamp{object->mapFd("stamp"), "stamp"};
-  ASSERT_THAT_ERROR(stamp.put(uint32_t(0), uint32_t(4)), llvm::Succeeded());
-  int program = object->programFd("stamp_tos");
-  auto stats = bpf::enableRunTimeStats();
-  ASSERT_THAT_EXPECTED(stats, llvm::Succeeded());
-
-  // Two IPv4/UDP frames (TOS 0), 48 bytes each, alternating.
+// Two IPv4/UDP frames (TOS 0), 48 bytes each, alternating 100 times.
+Trace twoFrames() {
   Trace trace;
   trace.name = "two frames";
   trace.frameLength = 48;
@@ -130,7 +116,37 @@ TEST(Bench, TcProgramsRunOnAFreshPacketEachTime) {
   }
   for (uint32_t i = 0; i < 100; ++i)
     trace.sequence.push_back(i % 2);
+  return trace;
+}
 
+// tc_stamp loaded as compiled, stamping TOS 4.
+Expected<bpf::LoadedObject> loadStamp(const Preset &preset) {
+  auto spec = bpf::ProgramSpec::load(preset.program, {});
+  if (!spec)
+    return spec.takeError();
+  auto object = bpf::LoadedObject::load((*spec)->originalElf(), (*spec)->objectName(), {});
+  if (!object)
+    return object.takeError();
+  bpf::MapAccess stamp{object->mapFd("stamp"), "stamp"};
+  if (Error err = stamp.put(uint32_t(0), uint32_t(4)))
+    return std::move(err);
+  return object;
+}
+
+// A TC program that rewrites its packet (tc_stamp stamps the TOS byte and
+// clears the mark): the bench drives TC programs one test run per packet,
+// so every run starts from the trace's frame, never from the program's own
+// output, as BPF_PROG_TEST_RUN's repeat would hand it.
+TEST(Bench, TcProgramsRunOnAFreshPacketEachTime) {
+  auto preset = readPreset("tc_stamp");
+  ASSERT_THAT_EXPECTED(preset, llvm::Succeeded());
+  auto object = loadStamp(*preset);
+  ASSERT_THAT_EXPECTED(object, llvm::Succeeded());
+  int program = object->programFd("stamp_tos");
+  auto stats = bpf::enableRunTimeStats();
+  ASSERT_THAT_EXPECTED(stats, llvm::Succeeded());
+
+  Trace trace = twoFrames();
   auto driver = TraceDriver::load(bpf::ProgramType::Tc);
   ASSERT_THAT_EXPECTED(driver, llvm::Succeeded());
   EXPECT_EQ(driver->programType(), bpf::ProgramType::Tc);
@@ -184,17 +200,85 @@ TEST(Bench, TinyRunBenchesATcProgram) {
   EXPECT_EQ(toJson(*result)["program_type"], "tc");
 }
 
-// What bench cannot run is refused before anything is loaded or traced:
-// a tracepoint named as the entry, a TC program under the live method.
+// The live method on a TC program: frames sent over the veth pass the
+// receiving end's XDP hook (`pass`) and reach the program on tcx ingress,
+// each once and as sent; the whole bench times both variants that way.
+TEST(Bench, LiveFramesReachATcProgramOnTcxIngress) {
+  auto preset = readPreset("tc_stamp");
+  ASSERT_THAT_EXPECTED(preset, llvm::Succeeded());
+  auto object = loadStamp(*preset);
+  ASSERT_THAT_EXPECTED(object, llvm::Succeeded());
+  int program = object->programFd("stamp_tos");
+  auto empty = loadEmptyControl();
+  ASSERT_THAT_EXPECTED(empty, llvm::Succeeded());
+  auto stats = bpf::enableRunTimeStats();
+  ASSERT_THAT_EXPECTED(stats, llvm::Succeeded());
+  Trace trace = twoFrames();
+  Timing timing;
+  Error err = inPresetNamespace(*preset, [&](const std::string &sender) -> Error {
+    auto ingress = netns::interfaceIndex(preset->ingress);
+    if (!ingress)
+      return ingress.takeError();
+    auto senderIndex = netns::interfaceIndex(sender);
+    if (!senderIndex)
+      return senderIndex.takeError();
+    auto live = LiveTarget::attach(bpf::ProgramType::Tc, preset->ingress, program,
+                                   empty->programFd("pass"), uint32_t(*senderIndex));
+    if (!live)
+      return live.takeError();
+    auto driver = TraceDriver::load(bpf::ProgramType::Tc, /*sends=*/true);
+    if (!driver)
+      return driver.takeError();
+    if (Error err = driver->setTrace(trace))
+      return err;
+    TraceTimer timer(*driver, trace, uint32_t(*ingress), &*live, {});
+    auto timed = timer.time(program, 0, 100);
+    if (!timed)
+      return timed.takeError();
+    timing = *timed;
+    return Error::success();
+  });
+  ASSERT_THAT_ERROR(std::move(err), llvm::Succeeded());
+  EXPECT_GT(timing.ns, 0);
+  EXPECT_GT(timing.mpps, 0);
+  EXPECT_EQ(arrivals(object->mapFd("arrivals")), std::make_pair(uint64_t(100), uint64_t(0)))
+      << "each of the 100 frames sent ran the TC program once, unstamped";
+
+  BenchOptions options = tinyRun();
+  options.method = Method::Live;
+  options.packets = 1024;
+  options.trafficCycles = 0;
+  auto result = runBench(*preset, options);
+  ASSERT_THAT_EXPECTED(result, llvm::Succeeded());
+  EXPECT_EQ(result->method, "live");
+  EXPECT_EQ(result->programType, bpf::ProgramType::Tc);
+  const TraceResult &measured = result->traces.at(0);
+  EXPECT_EQ(measured.checked, 256u);
+  std::vector<std::string> names;
+  for (const VariantResult &variant : measured.variants) {
+    names.push_back(variant.name);
+    ASSERT_EQ(variant.net.values.size(), options.rounds) << variant.name;
+    EXPECT_TRUE(std::isfinite(variant.net.median())) << variant.name;
+    EXPECT_TRUE(std::isfinite(variant.gross.median())) << variant.name;
+  }
+  EXPECT_EQ(names, (std::vector<std::string>{"baseline", "morpheus-static",
+                                             "morpheus-static-unguarded"}));
+  ASSERT_EQ(measured.mpps.values.size(), options.rounds);
+  EXPECT_GT(measured.mpps.median(), 0);
+  EXPECT_GT(measured.controlNs.median(), 0) << "the empty TC program ran on tcx too";
+  EXPECT_NE(formatResult(*result).find("(live method, tc: on tcx ingress"), std::string::npos)
+      << formatResult(*result);
+}
+
+// What bench cannot run is refused before anything is loaded or traced: a
+// tracepoint named as the entry. TC programs are benched by both methods.
 TEST(Bench, RefusesWhatItCannotBenchFirst) {
   auto preset = readPreset("tc_stamp");
   ASSERT_THAT_EXPECTED(preset, llvm::Succeeded());
   BenchOptions options = tinyRun();
   options.method = Method::Live;
-  EXPECT_THAT_EXPECTED(
-      runBench(*preset, options),
-      llvm::FailedWithMessage(testing::HasSubstr(
-          "program 'stamp_tos' is TC: the live method sends frames to an XDP program")));
+  EXPECT_THAT_EXPECTED(benchedProgramType(*preset, options),
+                       llvm::HasValue(bpf::ProgramType::Tc));
   Preset tracepoint = *preset;
   tracepoint.program = (llvm::sys::path::parent_path(preset->program) +
                         "/tracepoint_feeds_xdp.bpf.c")
