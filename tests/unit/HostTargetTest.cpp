@@ -106,6 +106,8 @@ TEST(HostTarget, TypesLaidOutOtherwiseForBpfAreRefusedNamingThem) {
   why = refusal("define x86_64_sysvcc i32 @f() {\n  ret i32 0\n}\n");
   EXPECT_NE(why.find("function 'f' uses the host's calling convention"), std::string::npos)
       << why;
+  // LLVM's own fastcc (O2 gives it to internal functions) is no host's.
+  EXPECT_EQ(refusal("define internal fastcc i32 @g() {\n  ret i32 0\n}\n"), "");
   why = refusal("",
                 "target datalayout = \"E-m:e-i64:64-n32:64-S128\"\n"
                 "target triple = \"powerpc64-unknown-linux-gnu\"\n");

@@ -73,7 +73,11 @@ std::vector<Type *> laidOutTypes(const Module &module) {
 // What in `function` only the host can run: host assembly, a host
 // intrinsic, the host's calling convention ("" when nothing).
 std::string hostCode(const Function &function) {
-  if (function.getCallingConv() != CallingConv::C)
+  // fastcc and coldcc are LLVM's own (O2 gives them to internal
+  // functions, for BPF too); the rest name a machine's ABI.
+  CallingConv::ID convention = function.getCallingConv();
+  if (convention != CallingConv::C && convention != CallingConv::Fast &&
+      convention != CallingConv::Cold)
     return formatv("function '{0}' uses the host's calling convention {1}", function.getName(),
                    unsigned(function.getCallingConv()));
   for (const Instruction &instruction : instructions(function)) {

@@ -14,7 +14,8 @@
 //   retarget, naming it. Layouts of different endianness are refused too;
 // - inline assembly and target intrinsics (llvm.x86.*): host instructions,
 //   which BPF cannot run; refused naming the function;
-// - calling conventions other than C's (the host's ABI): refused.
+// - calling conventions other than C's and LLVM's own fastcc and coldcc
+//   (those of a machine's ABI): refused.
 // What the host's headers and ABI put into the IR (char's signedness,
 // arguments split into registers) is the IR's meaning, which the BPF
 // backend lowers as llc does: the program Morpheus runs is the one the
