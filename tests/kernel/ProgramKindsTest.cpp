@@ -542,6 +542,58 @@ TEST(ProgramKinds, ATracepointAttachedBySectionOutlivesKillNineAndIsTakenOverOnc
     umount2("/sys/kernel/tracing", MNT_DETACH);
 }
 
+// A tracepoint link an earlier run pinned that runs on other maps (their
+// pins were removed, so this run made maps of its own) is not taken over:
+// it is detached, then this run's attached; no event is counted by both.
+TEST(ProgramKinds, ATracepointLinkOnOtherMapsIsReplacedNotDoubled) {
+  struct statfs before = {};
+  bool tracefsMounted = statfs("/sys/kernel/tracing", &before) == 0 &&
+                        before.f_type == TRACEFS_MAGIC;
+  VethPair::sweepStale("progtprep");
+  VethPair veth("progtprep");
+  PinDir pins("progtprep");
+  runtime::DaemonOptions options = keptServingOn(veth, pins.path() + "/tracepoint_feeds_xdp");
+  std::string tracepointPin = options.optimizer.pinDir + "/link_by_section_count_test_runs";
+  std::string printed, problems;
+  llvm::raw_string_ostream out(printed), errors(problems);
+  FileDescriptor earlierFinished;
+  {
+    auto started = runtime::Daemon::start(corpusPath("tracepoint_feeds_xdp.bpf.c"), options,
+                                          out, errors);
+    ASSERT_TRUE(bool(started)) << llvm::toString(started.takeError());
+    earlierFinished.reset(dup((*started)->optimizer().mapFd("finished")));
+    countOnlyOurTestRuns((*started)->optimizer().mapFd("counted_tgid"));
+  }
+  for (const char *map : {"/finished", "/counted_tgid"})
+    ASSERT_EQ(unlink((options.optimizer.pinDir + map).c_str()), 0) << map;
+  options.onExit = runtime::OnExit::Detach;
+  printed.clear();
+  {
+    auto started = runtime::Daemon::start(corpusPath("tracepoint_feeds_xdp.bpf.c"), options,
+                                          out, errors);
+    ASSERT_TRUE(bool(started)) << llvm::toString(started.takeError());
+    runtime::Optimizer &opt = (*started)->optimizer();
+    EXPECT_NE(printed.find("program 'count_test_runs' (tracepoint): the link an earlier run "
+                           "left at " + tracepointPin + " ran other code or other maps: "
+                           "detached, this run's attached"),
+              std::string::npos)
+        << printed;
+    EXPECT_NE(printed.find("program 'count_test_runs' (tracepoint) attached where its section "
+                           "says"),
+              std::string::npos)
+        << printed;
+    countOnlyOurTestRuns(opt.mapFd("counted_tgid"));
+    uint64_t earlier = testRunsCounted(earlierFinished.get());
+    uint64_t ours = testRunsCounted(opt.mapFd("finished"));
+    threeTestRuns();
+    EXPECT_EQ(testRunsCounted(earlierFinished.get()), earlier) << "the earlier link still runs";
+    EXPECT_EQ(testRunsCounted(opt.mapFd("finished")), ours + 3);
+  }
+  EXPECT_EQ(access(tracepointPin.c_str(), F_OK), -1);
+  if (!tracefsMounted)
+    umount2("/sys/kernel/tracing", MNT_DETACH);
+}
+
 // What `morpheus map dump` prints, `morpheus specialize --snapshot` takes:
 // a map whose name is longer than the kernel keeps is dumped under its
 // whole name (its pin's), which the program's source declares.
