@@ -37,6 +37,7 @@ for program in "${programs[@]}"; do
     arith_signed.bpf.c | sdiv_bound.bpf.c | srem_bound.bpf.c) extra=(--cflags -mcpu=v4) ;;
     build_core_vmlinux.bpf.c) extra=(-I "$repo/build/generated/vmlinux") ;;
     build_legacy_section.bpf.c) extra=(--prog-type xdp) ;;
+    build_glibc_header.bpf.c) extra=(-D __x86_64__) ;;
     *) extra=() ;;
   esac
   output=$(nice -n 10 "$morpheus" fuzz "$program" --seconds "$seconds" --seed "$seed" \

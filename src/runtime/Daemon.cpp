@@ -88,6 +88,8 @@ Expected<std::unique_ptr<Daemon>> Daemon::start(const std::string &path,
   auto abandon = [&daemon](Error err) -> Error {
     for (Port &port : daemon->ports)
       port.link->unpin();
+    for (auto &[program, link] : daemon->sectionLinks)
+      link.unpin();
     daemon->options.onExit = OnExit::Detach;
     return err;
   };
@@ -134,18 +136,33 @@ Error Daemon::attachBySection() {
   for (const std::string &program : spec.programs()) {
     if (program == opt->entryName())
       continue;
+    std::string type = bpf::kernelTypeOfSection(spec.section(program));
+    auto taken = takeOverSectionLink(program, type);
+    if (!taken)
+      return taken.takeError();
+    if (*taken)
+      continue;
     auto link = bpf::SectionLink::attach(opt->originalObject(), program);
     if (!link)
       return withContext(link.takeError(),
                          "the object's loader would attach it; Morpheus does not run the "
                          "object without it");
-    std::string type = bpf::kernelTypeOfSection(spec.section(program));
     if (*link) {
+      // Pinned like the entry's links: it runs for as long as the entry
+      // does, after this process too.
+      std::string pin = sectionLinkPin(program);
+      if (options.onExit != OnExit::Detach)
+        if (Error err = (*link)->pin(pin))
+          return withContext(std::move(err), "program '" + program + "'");
       sectionLinks.emplace_back(program, std::move(**link));
-      log.record("attached_by_section", {{"program", program}, {"type", type}},
+      log.record("attached_by_section", {{"program", program}, {"type", type}, {"pin", pin}},
                  llvm::formatv("program '{0}' ({1}) attached where its section says, running "
-                               "its original code on the shared maps until this run ends\n",
-                               program, type)
+                               "its original code on the shared maps {2}\n",
+                               program, type,
+                               options.onExit == OnExit::Detach
+                                   ? "until this run ends"
+                                   : "while the program is attached (its link pinned at " +
+                                         pin + ")")
                      .str());
     } else if (!slotted.count(program)) {
       log.record("not_attached", {{"program", program}, {"type", type}},
@@ -157,6 +174,49 @@ Error Daemon::attachBySection() {
     }
   }
   return Error::success();
+}
+
+std::string Daemon::sectionLinkPin(const std::string &program) const {
+  if (options.optimizer.pinDir.empty())
+    return "";
+  // Program names are C identifiers: bpffs takes them.
+  return llvm::sys::path::convert_to_slash(options.optimizer.pinDir + "/link_by_section_" +
+                                           program);
+}
+
+Expected<bool> Daemon::takeOverSectionLink(const std::string &program, const std::string &type) {
+  std::string pin = sectionLinkPin(program);
+  if (pin.empty())
+    return false;
+  auto pinned = bpf::SectionLink::openPinned(pin);
+  if (!pinned)
+    return withContext(pinned.takeError(), "program '" + program + "'");
+  if (!*pinned)
+    return false;
+  if (!(*pinned)->runs(opt->originalObject(), program)) {
+    // Other code, or other maps (the maps were not reused): ours replaces
+    // it. Detached first, so that no event runs both; one that fires
+    // between the two is counted by neither.
+    (*pinned)->unpin();
+    pinned->reset();
+    log.record("section_link_replaced", {{"program", program}, {"pin", pin}},
+               llvm::formatv("program '{0}' ({1}): the link an earlier run left at {2} ran "
+                             "other code or other maps: detached, this run's attached\n",
+                             program, type, pin)
+                   .str());
+    return false;
+  }
+  // The same code on the same maps: it goes on counting each event once;
+  // attaching ours beside it would count each twice.
+  if (options.onExit == OnExit::Detach)
+    (*pinned)->unpin();
+  sectionLinks.emplace_back(program, std::move(**pinned));
+  log.record("section_link_taken_over", {{"program", program}, {"type", type}, {"pin", pin}},
+             llvm::formatv("program '{0}' ({1}): took over the link an earlier run left at "
+                           "{2} (the same code on the same maps)\n",
+                           program, type, pin)
+                 .str());
+  return true;
 }
 
 Error Daemon::startAdoption(const std::string &path) {
@@ -318,9 +378,9 @@ Daemon::ExitNote Daemon::exitNote() const {
                           lost.size() == 1 ? "pin" : "pins", dir,
                           lost.size() == 1 ? "is" : "are")
                 .str();
-  std::vector<std::string> bySection;
+  std::vector<std::string> bySection, bySectionHeld;
   for (const auto &[program, link] : sectionLinks)
-    bySection.push_back(program);
+    (link.stillPinned() ? bySectionHeld : bySection).push_back(program);
   if (lost.empty() && unpinned.empty())
     text += " (links, maps and guard pinned in " + dir + ")";
   else if (unpinned.empty())
@@ -332,14 +392,20 @@ Daemon::ExitNote Daemon::exitNote() const {
     text += "; no longer pinned in " + dir + " (no control plane reaches them there): " +
             llvm::join(named, ", ");
   }
+  if (!bySectionHeld.empty())
+    text += "; " + llvm::join(bySectionHeld, ", ") + ", attached where " +
+            (bySectionHeld.size() == 1 ? "its section says, stays" : "their sections say, stay") +
+            " attached beside it (pinned in " + dir + ")";
   if (!bySection.empty())
     text += "; " + llvm::join(bySection, ", ") + ", attached where " +
             (bySection.size() == 1 ? "its section says, detaches" : "their sections say, detach") +
-            " with this process";
+            " with this process (" + (bySection.size() == 1 ? "its pin" : "their pins") + " in " +
+            dir + " gone)";
   nlohmann::json fields = {{"detach", false},
                            {"pin_dir", dir},
                            {"links_pinned", held},
                            {"links_unpinned", lost},
+                           {"section_links_pinned", bySectionHeld},
                            {"detached_with_process", bySection},
                            {"unpinned", unpinned}};
   if (handingOver)

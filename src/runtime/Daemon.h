@@ -23,9 +23,12 @@
 //   nobody left to bump the guard on polled changes) and leaves maps and
 //   guard pinned for the control plane; a restart with the same pin
 //   directory takes over the pinned links (one program per hook, never
-//   two). Or detach: links detached, every pin this run made removed. Or,
-//   when the next Morpheus is about to take over (handOver), leave the
-//   data plane exactly as it is: no swap at all.
+//   two). The object's programs attached where their sections say (a
+//   tracepoint feeding the entry's maps) are pinned and taken over alike,
+//   so they run while the entry does, once per event. Or detach: links
+//   detached, every pin this run made removed. Or, when the next Morpheus
+//   is about to take over (handOver), leave the data plane exactly as it
+//   is: no swap at all.
 #pragma once
 
 #include "backend/bpf/ProgramLink.h"
@@ -230,10 +233,21 @@ private:
   // Attaches the object's other programs where their sections say (a
   // tracepoint feeding the entry's maps), as the object's own loader
   // would: they run the original's code, on the maps every version shares,
-  // for as long as this run lasts. Says which, and which other programs
+  // for as long as the entry is attached: their links are pinned as the
+  // ports' are (not under Detach), and a link an earlier run pinned is
+  // taken over (takeOverSectionLink). Says which, and which other programs
   // it leaves to the user (their sections do not say where, and no
   // program array of the source holds them).
   Error attachBySection();
+  // Where the link of `program`, attached by its section, is pinned; ""
+  // without a pin directory.
+  std::string sectionLinkPin(const std::string &program) const;
+  // Takes over the link an earlier run pinned for `program` (true) when it
+  // runs the same code on the same maps (SectionLink::runs), so each event
+  // still runs it once; under Detach unpinned, so it goes with us. One
+  // running other code or maps is detached and unpinned (false: the
+  // caller attaches ours), as is nothing pinned (false).
+  Expected<bool> takeOverSectionLink(const std::string &program, const std::string &type);
   Error startAdoption(const std::string &path);
   // Whether the adopted program's chains of tail calls, as its arrays hold
   // them now, can reach the kernel's limit; if so the hook goes back to

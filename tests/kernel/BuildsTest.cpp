@@ -3,10 +3,13 @@
 // from this kernel's BTF at build time. Each loads under Morpheus, gets its
 // configuration specialized, and behaves as the original on the packets
 // that exercise it; one built through its compile database runs the
-// database's flags. (The compile database's errors and host-compiled IR are
-// in tests/unit/CliTest.cpp: they need no kernel.)
+// database's flags; one built for the host and lowered for BPF (Katran's
+// build) runs as the BPF build of its source. (The compile database's
+// errors and what host-compiled IR refuses are in tests/unit: they need no
+// kernel.)
 #include "Corpus.h"
 
+#include <arpa/inet.h>
 #include <bpf/bpf.h>
 #include <linux/bpf.h>
 
@@ -112,6 +115,71 @@ TEST(Builds, CompileDatabaseFlagsReachTheProgramThatRuns) {
     EXPECT_EQ(original.verdict, verdict) << "payload " << payload;
     EXPECT_EQ(runOnce(opt.activeFd(), packet), original) << "payload " << payload;
   }
+}
+
+// A program built as Katran builds its data plane: clang for the host
+// (`-O2 -g -emit-llvm -c`, no --target=bpf), which Morpheus retargets as
+// `llc -march=bpf` would. On the same map states the retargeted program
+// answers every packet as the BPF build of the same source does (verdict,
+// bytes, the counter it writes), and so does its specialization.
+TEST(Builds, HostTargetIrRunsAsTheBpfBuildOfTheSameSource) {
+  std::string ir = "/tmp/morpheus-builds-host-" + std::to_string(getpid()) + ".bc";
+  ASSERT_EQ(std::system((std::string(MORPHEUS_CLANG) + " -O2 -g -emit-llvm -c " +
+                         corpusPath("build_host_target.bpf.c") + " -o " + ir)
+                            .c_str()),
+            0);
+  auto created = runtime::Optimizer::create(ir, CorpusProgram::noShadow());
+  unlink(ir.c_str());
+  ASSERT_TRUE(bool(created)) << llvm::toString(created.takeError());
+  runtime::Optimizer &host = **created;
+  CorpusProgram bpfBuild("build_host_target.bpf.c");
+  ASSERT_TRUE(bpfBuild.ok());
+  struct Backend {
+    uint8_t flags;
+    uint16_t tos;
+    uint32_t address;
+    uint64_t packets;
+  };
+  static_assert(sizeof(Backend) == 16, "the program's struct backend");
+  auto configure = [](runtime::Optimizer &opt) {
+    for (auto [destination, backend] :
+         {std::pair{htonl(0x0a000001), Backend{1, 0x2e, htonl(0x0a000101), 0}},
+          std::pair{htonl(0x0a000002), Backend{0, 0x10, htonl(0x0a000102), 0}}}) {
+      auto updater = bpf::MapUpdater::forMap(opt.mapFd("backends"), "backends", &opt.guard());
+      ASSERT_THAT_EXPECTED(updater, llvm::Succeeded());
+      ASSERT_THAT_ERROR(updater->update(bytesOf(destination), bytesOf(backend)),
+                        llvm::Succeeded());
+    }
+  };
+  configure(host);
+  configure(bpfBuild.opt());
+  auto counted = [](runtime::Optimizer &opt, uint32_t destination) {
+    Backend backend = {};
+    uint32_t key = htonl(destination);
+    EXPECT_EQ(bpf_map_lookup_elem(opt.mapFd("backends"), &key, &backend), 0);
+    return backend.packets;
+  };
+  auto sameAnswers = [&](const char *which, auto fdOf) {
+    for (uint32_t destination : {0x0a000001u, 0x0a000002u, 0x0a000003u})
+      for (uint8_t tos : {0, 7}) {
+        Bytes packet = buildPacket({.daddr = destination, .tos = tos});
+        RunResult retargeted = runOnce(fdOf(host), packet);
+        EXPECT_EQ(retargeted, runOnce(fdOf(bpfBuild.opt()), packet))
+            << which << ": destination " << std::hex << destination;
+      }
+    for (uint32_t destination : {0x0a000001u, 0x0a000002u})
+      EXPECT_EQ(counted(host, destination), counted(bpfBuild.opt(), destination))
+          << which << ": the counter of " << std::hex << destination;
+  };
+  sameAnswers("original", [](runtime::Optimizer &opt) { return opt.originalFd(); });
+  for (runtime::Optimizer *opt : {&host, &bpfBuild.opt()})
+    EXPECT_EQ(runOnce(opt->originalFd(), buildPacket({.daddr = 0x0a000001})).verdict,
+              uint32_t(XDP_TX));
+  EXPECT_EQ(counted(host, 0x0a000001), 3u) << "two packets above, one here";
+  ASSERT_TRUE(host.runCycle().installed());
+  ASSERT_TRUE(bpfBuild.cycle().installed());
+  EXPECT_NE(host.activeFd(), host.originalFd());
+  sameAnswers("specialized", [](runtime::Optimizer &opt) { return opt.activeFd(); });
 }
 
 } // namespace

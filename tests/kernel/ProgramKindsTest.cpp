@@ -4,7 +4,8 @@
 // attached through tcx and swapped with bpf_link_update; `morpheus run`
 // leaves the original attached on exit, a restart takes the pinned link
 // over, and --detach-on-exit (OnExit::Detach) takes everything away,
-// pins by name included.
+// pins by name included; a tracepoint attached by its section stays
+// attached with the entry and is taken over alike.
 #include "ChildProcess.h"
 #include "Corpus.h"
 #include "KernelSupport.h"
@@ -398,11 +399,38 @@ TEST(ProgramKinds, OfflineGuardsOfAnXdpAndATracepointProgramLoad) {
       << "stale: the original, by tail call";
 }
 
+// tracepoint_feeds_xdp's tracepoint counts only this process's test runs
+// (its counted_tgid map), so a count is exact whatever else runs test runs
+// on the machine (other tests, a daemon's validation).
+void countOnlyOurTestRuns(int countedTgidMap) {
+  uint32_t zero = 0, us = uint32_t(getpid());
+  ASSERT_EQ(bpf_map_update_elem(countedTgidMap, &zero, &us, BPF_ANY), 0);
+}
+
+uint64_t testRunsCounted(int finishedMap) {
+  uint32_t zero = 0;
+  uint64_t value = 0;
+  EXPECT_EQ(bpf_map_lookup_elem(finishedMap, &zero, &value), 0);
+  return value;
+}
+
+// Three BPF_PROG_TEST_RUNs of tracepoint_feeds_xdp's XDP program, loaded
+// apart (its own maps): each ends in the tracepoint the runs attached.
+void threeTestRuns() {
+  auto spec = bpf::ProgramSpec::load(corpusPath("tracepoint_feeds_xdp.bpf.c"), {});
+  ASSERT_THAT_EXPECTED(spec, llvm::Succeeded());
+  auto other = bpf::LoadedObject::load((*spec)->originalElf(), "tp_runs", {});
+  ASSERT_THAT_EXPECTED(other, llvm::Succeeded());
+  for (int i = 0; i < 3; ++i)
+    runOnce(other->programFd("gate"), buildPacket({}));
+}
+
 // An XDP program beside the tracepoint that feeds it (tracepoint first in
 // the object): the daemon runs the XDP program, attaches the tracepoint
 // where its section says, as the object's loader would, and says so; the
-// counter the tracepoint keeps moves while the run lasts, and stops when
-// the run ends (its link detaches with the process: said in the last line).
+// counter the tracepoint keeps moves while the run lasts, and, the entry
+// kept serving (KeepServing), after it: the tracepoint's link is pinned
+// beside the entry's (said in the last line).
 TEST(ProgramKinds, TheDaemonAttachesTheObjectsTracepointWhereItsSectionSays) {
   struct statfs before = {};
   bool tracefsMounted = statfs("/sys/kernel/tracing", &before) == 0 &&
@@ -414,12 +442,6 @@ TEST(ProgramKinds, TheDaemonAttachesTheObjectsTracepointWhereItsSectionSays) {
   std::string printed, problems;
   llvm::raw_string_ostream out(printed), errors(problems);
   FileDescriptor finished;
-  auto count = [&finished] {
-    uint32_t zero = 0;
-    uint64_t value = 0;
-    EXPECT_EQ(bpf_map_lookup_elem(finished.get(), &zero, &value), 0);
-    return value;
-  };
   std::string last;
   {
     auto started = runtime::Daemon::start(corpusPath("tracepoint_feeds_xdp.bpf.c"), options,
@@ -428,31 +450,148 @@ TEST(ProgramKinds, TheDaemonAttachesTheObjectsTracepointWhereItsSectionSays) {
     runtime::Optimizer &opt = (*started)->optimizer();
     EXPECT_EQ(opt.entryName(), "gate") << "the XDP program runs, not the tracepoint before it";
     EXPECT_NE(printed.find("program 'count_test_runs' (tracepoint) attached where its section "
-                           "says"),
+                           "says, running its original code on the shared maps while the "
+                           "program is attached (its link pinned at " +
+                           options.optimizer.pinDir + "/link_by_section_count_test_runs)"),
               std::string::npos)
         << printed;
     finished.reset(dup(opt.mapFd("finished")));
-    uint64_t counted = count();
+    countOnlyOurTestRuns(opt.mapFd("counted_tgid"));
+    uint64_t counted = testRunsCounted(finished.get());
     for (int i = 0; i < 3; ++i)
       runOnce(opt.activeFd(), buildPacket({}));
-    EXPECT_GE(count(), counted + 3)
-        << "each test run's end reached the tracepoint";
+    EXPECT_EQ(testRunsCounted(finished.get()), counted + 3)
+        << "each test run's end reached the tracepoint once";
     last = (*started)->exitNote().text;
   }
-  EXPECT_NE(last.find("count_test_runs, attached where its section says, detaches with this "
-                      "process"),
+  EXPECT_NE(last.find("count_test_runs, attached where its section says, stays attached beside "
+                      "it (pinned in " + options.optimizer.pinDir + ")"),
             std::string::npos)
       << last;
-  uint64_t after = count();
-  auto spec = bpf::ProgramSpec::load(corpusPath("tracepoint_feeds_xdp.bpf.c"), {});
-  ASSERT_THAT_EXPECTED(spec, llvm::Succeeded());
-  auto other = bpf::LoadedObject::load((*spec)->originalElf(), "tp_after", {});
-  ASSERT_THAT_EXPECTED(other, llvm::Succeeded());
-  for (int i = 0; i < 3; ++i)
-    runOnce(other->programFd("gate"), buildPacket({}));
-  EXPECT_EQ(count(), after) << "detached with the run";
+  uint64_t after = testRunsCounted(finished.get());
+  threeTestRuns();
+  EXPECT_EQ(testRunsCounted(finished.get()), after + 3)
+      << "the tracepoint stopped while the entry it feeds stays attached";
   if (!tracefsMounted)
     umount2("/sys/kernel/tracing", MNT_DETACH); // mounted for the tracepoint's id
+}
+
+// kill -9 of `morpheus run`: the tracepoint attached by its section goes on
+// counting (its link pinned); the next run takes its link over rather than
+// attach a second (each event counted once), and, detaching on exit,
+// removes link and pin.
+TEST(ProgramKinds, ATracepointAttachedBySectionOutlivesKillNineAndIsTakenOverOnce) {
+  struct statfs before = {};
+  bool tracefsMounted = statfs("/sys/kernel/tracing", &before) == 0 &&
+                        before.f_type == TRACEFS_MAGIC;
+  VethPair::sweepStale("progtpkill");
+  VethPair veth("progtpkill");
+  PinDir pins("progtpkill");
+  std::string pinDir = pins.path() + "/tracepoint_feeds_xdp";
+  std::string socket = "/tmp/morpheus-test-progtpkill-" + std::to_string(getpid()) + ".sock";
+  std::string tracepointPin = pinDir + "/link_by_section_count_test_runs";
+  {
+    ChildProcess run("progtpkill",
+                     {binPath("morpheus"), "run", corpusPath("tracepoint_feeds_xdp.bpf.c"),
+                      "--iface", veth.ifB(), "--netns", veth.nsB(), "--xdp-mode", "generic",
+                      "--pin-dir", pinDir, "--period", "200ms", "--socket", socket});
+    ASSERT_TRUE(waitFor([&] { return access(socket.c_str(), F_OK) == 0; }, 30s)) << run.log();
+    ASSERT_EQ(access(tracepointPin.c_str(), F_OK), 0) << "the tracepoint's link is pinned\n"
+                                                      << run.log();
+    kill(run.pid(), SIGKILL);
+    EXPECT_FALSE(run.wait(10s)) << "killed, not exited";
+  }
+  unlink(socket.c_str());
+  unlink((socket + ".lock").c_str());
+  FileDescriptor finished(bpf_obj_get((pinDir + "/finished").c_str()));
+  FileDescriptor countedTgid(bpf_obj_get((pinDir + "/counted_tgid").c_str()));
+  ASSERT_TRUE(finished.valid() && countedTgid.valid()) << "maps pinned in " << pinDir;
+  countOnlyOurTestRuns(countedTgid.get());
+  uint64_t counted = testRunsCounted(finished.get());
+  threeTestRuns();
+  EXPECT_EQ(testRunsCounted(finished.get()), counted + 3)
+      << "after kill -9 the tracepoint still counts, once per run";
+
+  runtime::DaemonOptions options = keptServingOn(veth, pinDir);
+  options.onExit = runtime::OnExit::Detach;
+  std::string printed, problems;
+  llvm::raw_string_ostream out(printed), errors(problems);
+  {
+    auto started = runtime::Daemon::start(corpusPath("tracepoint_feeds_xdp.bpf.c"), options,
+                                          out, errors);
+    ASSERT_TRUE(bool(started)) << llvm::toString(started.takeError());
+    EXPECT_NE(printed.find("program 'count_test_runs' (tracepoint): took over the link an "
+                           "earlier run left at " + tracepointPin),
+              std::string::npos)
+        << printed;
+    EXPECT_EQ(printed.find("attached where its section says"), std::string::npos)
+        << "attached a second time: " << printed;
+    EXPECT_EQ(access(tracepointPin.c_str(), F_OK), -1)
+        << "a run that detaches on exit keeps no pin of what it took over";
+    counted = testRunsCounted(finished.get());
+    threeTestRuns();
+    EXPECT_EQ(testRunsCounted(finished.get()), counted + 3)
+        << "taken over: each run counted once, not by two links";
+  }
+  counted = testRunsCounted(finished.get());
+  threeTestRuns();
+  EXPECT_EQ(testRunsCounted(finished.get()), counted)
+      << "the run that detached on exit left the tracepoint attached";
+  EXPECT_EQ(access(tracepointPin.c_str(), F_OK), -1);
+  if (!tracefsMounted)
+    umount2("/sys/kernel/tracing", MNT_DETACH);
+}
+
+// A tracepoint link an earlier run pinned that runs on other maps (their
+// pins were removed, so this run made maps of its own) is not taken over:
+// it is detached, then this run's attached; no event is counted by both.
+TEST(ProgramKinds, ATracepointLinkOnOtherMapsIsReplacedNotDoubled) {
+  struct statfs before = {};
+  bool tracefsMounted = statfs("/sys/kernel/tracing", &before) == 0 &&
+                        before.f_type == TRACEFS_MAGIC;
+  VethPair::sweepStale("progtprep");
+  VethPair veth("progtprep");
+  PinDir pins("progtprep");
+  runtime::DaemonOptions options = keptServingOn(veth, pins.path() + "/tracepoint_feeds_xdp");
+  std::string tracepointPin = options.optimizer.pinDir + "/link_by_section_count_test_runs";
+  std::string printed, problems;
+  llvm::raw_string_ostream out(printed), errors(problems);
+  FileDescriptor earlierFinished;
+  {
+    auto started = runtime::Daemon::start(corpusPath("tracepoint_feeds_xdp.bpf.c"), options,
+                                          out, errors);
+    ASSERT_TRUE(bool(started)) << llvm::toString(started.takeError());
+    earlierFinished.reset(dup((*started)->optimizer().mapFd("finished")));
+    countOnlyOurTestRuns((*started)->optimizer().mapFd("counted_tgid"));
+  }
+  for (const char *map : {"/finished", "/counted_tgid"})
+    ASSERT_EQ(unlink((options.optimizer.pinDir + map).c_str()), 0) << map;
+  options.onExit = runtime::OnExit::Detach;
+  printed.clear();
+  {
+    auto started = runtime::Daemon::start(corpusPath("tracepoint_feeds_xdp.bpf.c"), options,
+                                          out, errors);
+    ASSERT_TRUE(bool(started)) << llvm::toString(started.takeError());
+    runtime::Optimizer &opt = (*started)->optimizer();
+    EXPECT_NE(printed.find("program 'count_test_runs' (tracepoint): the link an earlier run "
+                           "left at " + tracepointPin + " ran other code or other maps: "
+                           "detached, this run's attached"),
+              std::string::npos)
+        << printed;
+    EXPECT_NE(printed.find("program 'count_test_runs' (tracepoint) attached where its section "
+                           "says"),
+              std::string::npos)
+        << printed;
+    countOnlyOurTestRuns(opt.mapFd("counted_tgid"));
+    uint64_t earlier = testRunsCounted(earlierFinished.get());
+    uint64_t ours = testRunsCounted(opt.mapFd("finished"));
+    threeTestRuns();
+    EXPECT_EQ(testRunsCounted(earlierFinished.get()), earlier) << "the earlier link still runs";
+    EXPECT_EQ(testRunsCounted(opt.mapFd("finished")), ours + 3);
+  }
+  EXPECT_EQ(access(tracepointPin.c_str(), F_OK), -1);
+  if (!tracefsMounted)
+    umount2("/sys/kernel/tracing", MNT_DETACH);
 }
 
 // What `morpheus map dump` prints, `morpheus specialize --snapshot` takes:

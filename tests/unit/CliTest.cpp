@@ -383,7 +383,7 @@ TEST(Cli, AnalyzeSaysWhyAMapIsKeptGeneric) {
 
 // Programs as their projects build them: flags from a compile database
 // (relative include paths against the entry's directory, the build's own
-// -c/-o/-O/-target dropped), and host-compiled IR declined with what to pass.
+// -c/-o/-O/-target dropped), and host-compiled IR retargeted, said once.
 TEST(Cli, CompileDatabaseGivesTheProjectsFlags) {
   std::string project = tempPath("project");
   ASSERT_EQ(std::system(("mkdir -p " + project + "/src " + project + "/include").c_str()), 0);
@@ -420,11 +420,34 @@ TEST(Cli, CompileDatabaseGivesTheProjectsFlags) {
                          Example + " -o " + hostIr + " 2>/dev/null")
                             .c_str()),
             0);
-  out = morpheus("analyze " + hostIr);
-  EXPECT_EQ(out.status, 1);
-  EXPECT_NE(out.text.find(hostIr + ": LLVM IR for target 'x86_64"), std::string::npos) << out.text;
-  EXPECT_NE(out.text.find("pass the C source itself"), std::string::npos) << out.text;
+  out = morpheus("analyze --json " + hostIr);
+  EXPECT_EQ(out.status, 0) << out.text;
+  std::string note = hostIr + ": LLVM IR for 'x86_64-pc-linux-gnu' (built for the host), "
+                              "retargeted to BPF as `llc -march=bpf` does";
+  size_t said = out.text.find(note);
+  EXPECT_NE(said, std::string::npos) << out.text;
+  if (said != std::string::npos)
+    EXPECT_EQ(out.text.find(note, said + note.size()), std::string::npos)
+        << "said once: " << out.text;
   std::system(("rm -rf " + project).c_str());
+}
+
+// A source including glibc's headers fails for the BPF target on
+// gnu/stubs-32.h: clang's error is followed by what to pass, which works.
+TEST(Cli, GlibcsStubs32IsExplainedWithWhatToPass) {
+  std::string source =
+      std::string(MORPHEUS_SOURCE_DIR) + "/tests/programs/build_glibc_header.bpf.c";
+  Output out = morpheus("analyze " + source);
+  EXPECT_EQ(out.status, 1);
+  EXPECT_NE(out.text.find("'gnu/stubs-32.h' file not found"), std::string::npos) << out.text;
+  EXPECT_NE(out.text.find(source + " includes glibc's headers (gnu/stubs-32.h is asked for by "
+                                   "gnu/stubs.h, which takes the BPF target for 32-bit x86): "
+                                   "pass -D__x86_64__"),
+            std::string::npos)
+      << out.text;
+  out = morpheus("analyze --json -D __x86_64__ " + source);
+  EXPECT_EQ(out.status, 0) << out.text;
+  EXPECT_EQ(out.text.find("stubs-32"), std::string::npos) << out.text;
 }
 
 TEST(Cli, CompilerFlagsReachClang) {

@@ -2,6 +2,7 @@
 
 #include "backend/bpf/CompileDatabase.h"
 #include "backend/bpf/ConfigConstants.h"
+#include "backend/bpf/HostTarget.h"
 #include "backend/bpf/MapSizes.h"
 
 #include "backend/bpf/BpfSignatures.h"
@@ -17,7 +18,9 @@
 #include <llvm/Linker/Linker.h>
 #include <llvm/Support/MemoryBuffer.h>
 #include <llvm/Support/SourceMgr.h>
-#include <llvm/TargetParser/Triple.h>
+
+#include <mutex>
+#include <set>
 
 extern "C" const unsigned char morpheus_guard_runtime_start[];
 extern "C" const unsigned char morpheus_guard_runtime_end[];
@@ -53,6 +56,32 @@ static Error setGlobalBytes(Module &module, StringRef name, const std::vector<ch
   return Error::success();
 }
 
+// Says `note` on stderr the first time this process loads what it is about
+// (a program is loaded again for every copy and restart of a cycle).
+static void saidOnce(const std::string &note) {
+  static std::mutex mutex;
+  static std::set<std::string> said;
+  std::lock_guard lock(mutex);
+  if (said.insert(note).second)
+    processLog().warning(note);
+}
+
+// clang's diagnostic when glibc's headers are read for the BPF target:
+// features.h includes gnu/stubs.h, which on x86 includes stubs-32.h unless
+// __x86_64__ is defined, and only the 64-bit stubs are installed. Its
+// text is the only place this is said.
+static Error withGlibcHint(Error failed, const std::string &path) {
+  ErrorDetails details = takeErrorDetails(std::move(failed));
+  if (StringRef(details.message).contains("'gnu/stubs-32.h' file not found"))
+    details.message +=
+        "\n" + path + " includes glibc's headers (gnu/stubs-32.h is asked for by "
+        "gnu/stubs.h, which takes the BPF target for 32-bit x86): pass -D__x86_64__ "
+        "(`-D __x86_64__` on Morpheus's command line) so they take their 64-bit path, as "
+        "they do in the project's host build (`clang -O2 -emit-llvm -c`, then `llc "
+        "-march=bpf`; Morpheus takes that .bc too)";
+  return llvm::createStringError(details.code, "%s", details.message.c_str());
+}
+
 Expected<LoadedSource> loadProgram(const std::string &path, const FrontendOptions &options,
                                    LLVMContext &context) {
   auto format = programFormat(path);
@@ -80,7 +109,7 @@ Expected<LoadedSource> loadProgram(const std::string &path, const FrontendOption
     flags.insert(flags.end(), options.cflags.begin(), options.cflags.end());
     auto bitcode = compileToBitcode(MORPHEUS_CLANG, path, flags, options.buildCache);
     if (!bitcode)
-      return bitcode.takeError();
+      return withGlibcHint(bitcode.takeError(), path);
     if (bitcode->fromCache)
       processLog().debug(path + ": clang's bitcode from " +
                          bitcode->buffer->getBufferIdentifier());
@@ -90,18 +119,16 @@ Expected<LoadedSource> loadProgram(const std::string &path, const FrontendOption
     module = std::move(*parsed);
   }
   // Host-compiled IR (`clang -emit-llvm` without -target bpf, then `llc
-  // -march=bpf`) is declined, not lowered: its data layout, type sizes
-  // (long, pointers in structs), calling convention and whatever the host
-  // headers expanded to are the host's, and retargeting the module would
-  // change what the program does wherever they differ from BPF's.
-  Triple triple(module->getTargetTriple());
-  if (!triple.isBPF())
-    return makeError("{0}: LLVM IR for target '{1}', not BPF (host-compiled: clang "
-                     "-emit-llvm without -target bpf). Morpheus takes BPF IR only: pass the C "
-                     "source itself (with its -I/-D flags, or --compile-db), or build the IR "
-                     "with `clang -target bpf -O2 -g -emit-llvm -c`",
-                     path, module->getTargetTriple().empty() ? std::string("none")
-                                                              : module->getTargetTriple());
+  // -march=bpf`, as Katran builds) is retargeted as llc does, where that
+  // changes nothing it means (HostTarget.h).
+  std::string host = module->getTargetTriple();
+  auto retargeted = retargetHostModule(*module, path);
+  if (!retargeted)
+    return retargeted.takeError();
+  if (*retargeted)
+    saidOnce(path + ": LLVM IR for '" + host + "' (built for the host), retargeted to BPF as "
+             "`llc -march=bpf` does: every type it lays out has BPF's layout, and it has no "
+             "host assembly or intrinsics");
   module->setModuleIdentifier(path);
   for (const auto &[name, bytes] : options.globalBytes)
     if (Error err = setGlobalBytes(*module, name, bytes))

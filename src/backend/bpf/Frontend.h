@@ -49,9 +49,11 @@ struct LoadedSource {
 };
 
 // Loads `path`: .c is compiled with clang-19 (-O2 -g -target bpf), .ll and
-// .bc are parsed. The module must target BPF. Legacy map definitions
-// (section "maps") become BTF-defined maps, iproute2's tail-call sections
-// their static slots (convertLegacyMaps), maps are sized as
+// .bc are parsed; IR built for the host is retargeted to BPF where that
+// changes nothing it means (retargetHostModule), said once on stderr; a C
+// source that fails on glibc's gnu/stubs-32.h is told what to pass. Legacy
+// map definitions (section "maps") become BTF-defined maps, iproute2's
+// tail-call sections their static slots (convertLegacyMaps), maps are sized as
 // `options.maxEntries` says (resizeMaps); constants Cilium's loader puts
 // in the code are put there (inlineConfigConstants). Every program gets a
 // section libbpf places and global linkage (placeProgramSections). Access

@@ -1,6 +1,7 @@
 #include "backend/bpf/ProgramLink.h"
 
 #include "backend/bpf/BpfObject.h"
+#include "backend/bpf/PinnedObject.h"
 
 #include "support/Netns.h"
 
@@ -16,6 +17,7 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstring>
 #include <thread>
@@ -336,18 +338,90 @@ Expected<std::optional<SectionLink>> SectionLink::attach(const LoadedObject &obj
   return std::optional<SectionLink>(SectionLink(link));
 }
 
+Expected<std::optional<SectionLink>> SectionLink::openPinned(const std::string &path) {
+  if (::access(path.c_str(), F_OK) != 0)
+    return std::nullopt;
+  bpf_link *link = bpf_link__open(path.c_str()); // libbpf 1.x: NULL and errno
+  if (!link)
+    return makeSystemError(errno, "cannot open the link pinned at {0}", path);
+  int fd = bpf_link__fd(link);
+  if (objectKind(fd) != ObjectKind::Link) {
+    bpf_link__disconnect(link); // closes nothing, unpins nothing
+    bpf_link__destroy(link);
+    close(fd);
+    return makeError("{0} holds no link; remove it or choose another --pin-dir", path);
+  }
+  return std::optional<SectionLink>(SectionLink(link));
+}
+
+bool SectionLink::runs(const LoadedObject &object, const std::string &program) const {
+  std::optional<LinkFacts> facts = linkFacts(bpf_link__fd(link));
+  int ours = object.programFd(program);
+  if (!facts || ours < 0)
+    return false;
+  auto running = liveProgramById(facts->programId);
+  auto loaded = liveProgram(ours);
+  if (!running || !loaded) {
+    llvm::consumeError(running.takeError());
+    llvm::consumeError(loaded.takeError());
+    return false;
+  }
+  std::sort(running->mapIds.begin(), running->mapIds.end());
+  std::sort(loaded->mapIds.begin(), loaded->mapIds.end());
+  return running->tag == loaded->tag && running->mapIds == loaded->mapIds;
+}
+
+Error SectionLink::pin(const std::string &path) {
+  if (int err = bpf_link__pin(link, path.c_str()))
+    return makeSystemError(-err, "cannot pin the link at {0}", path);
+  return Error::success();
+}
+
+void SectionLink::unpin() {
+  if (bpf_link__pin_path(link))
+    bpf_link__unpin(link);
+}
+
+std::string SectionLink::pinPath() const {
+  const char *path = link ? bpf_link__pin_path(link) : nullptr;
+  return path ? path : "";
+}
+
+bool SectionLink::stillPinned() const {
+  std::string path = pinPath();
+  if (path.empty())
+    return false;
+  FileDescriptor pinned(bpf_obj_get(path.c_str()));
+  if (!pinned.valid())
+    return false;
+  std::optional<LinkFacts> there = linkFacts(pinned.get()), ours = linkFacts(bpf_link__fd(link));
+  return there && ours && there->id == ours->id;
+}
+
 SectionLink &SectionLink::operator=(SectionLink &&other) noexcept {
   if (this != &other) {
-    if (link)
-      bpf_link__destroy(link);
-    link = std::exchange(other.link, nullptr);
+    SectionLink gone(std::exchange(link, std::exchange(other.link, nullptr)));
   }
   return *this;
 }
 
 SectionLink::~SectionLink() {
-  if (link)
+  if (!link)
+    return;
+  if (!bpf_link__pin_path(link)) {
     bpf_link__destroy(link);
+    return;
+  }
+  // Pinned: the pin keeps it attached. libbpf's detach of a perf-event link
+  // (tracepoint, kprobe) would first disable the event, which the pinned
+  // link still runs on: disconnected, only the link's descriptor is closed.
+  // The perf event's own descriptor, which libbpf keeps to itself, stays
+  // open until the process exits (a link pinned as this one goes is left
+  // for after it).
+  int fd = bpf_link__fd(link);
+  bpf_link__disconnect(link);
+  bpf_link__destroy(link);
+  close(fd);
 }
 
 void waitForPacketsInFlight() {

@@ -123,8 +123,10 @@ class LoadedObject;
 // A program of a loaded object attached where its section says, as the
 // object's own loader attaches it (libbpf's auto-attach, a skeleton's
 // attach(): tracepoint/CATEGORY/NAME, kprobe/FUNCTION, fentry/FUNCTION,
-// ...); detached when this goes. XDP and TC sections name no interface:
-// they say nothing of where.
+// ...); detached when this goes, unless it is pinned: then the pin keeps it
+// attached after this process (kill -9 included), as ProgramLink's pin
+// keeps the entry. XDP and TC sections name no interface: they say nothing
+// of where.
 class SectionLink {
 public:
   // nullopt when `program`'s section does not say where to attach it. A
@@ -133,10 +135,30 @@ public:
   // program and its section.
   static Expected<std::optional<SectionLink>> attach(const LoadedObject &object,
                                                      const std::string &program);
+  // The link an earlier run pinned at `path`, still attached (the pin keeps
+  // it so); nullopt when nothing is pinned there. A pin holding anything
+  // but a link is an error naming the path.
+  static Expected<std::optional<SectionLink>> openPinned(const std::string &path);
 
   SectionLink(SectionLink &&other) noexcept : link(std::exchange(other.link, nullptr)) {}
   SectionLink &operator=(SectionLink &&other) noexcept;
+  // Detaches, unless the link is pinned.
   ~SectionLink();
+
+  // Whether the link runs `program` of `object` as it is loaded: the same
+  // code (the kernel's tag: instructions with map references masked) on
+  // the same maps (their kernel ids). Such a link, left by an earlier run
+  // on the maps this run reuses, counts each event as the program would:
+  // attaching the program beside it would count each event twice.
+  bool runs(const LoadedObject &object, const std::string &program) const;
+  // Pins the link at `path` (keeping it attached past this process);
+  // unpin() removes the pin, so it detaches when this goes.
+  Error pin(const std::string &path);
+  void unpin();
+  // Where it is pinned; "" when it is not.
+  std::string pinPath() const;
+  // Whether pinPath() still holds this very link (as ProgramLink's).
+  bool stillPinned() const;
 
 private:
   explicit SectionLink(bpf_link *link) : link(link) {}
