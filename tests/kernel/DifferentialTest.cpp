@@ -298,6 +298,7 @@ INSTANTIATE_TEST_SUITE_P(
                       CorpusCase{"urem_bound.bpf.c", "-mcpu=v2"},
                       CorpusCase{"sdiv_bound.bpf.c", "-mcpu=v4"},
                       CorpusCase{"srem_bound.bpf.c", "-mcpu=v4"},
+                      CorpusCase{"long_body.bpf.c", "-mcpu=v2"},
                       CorpusCase{"global_function_value.bpf.c", nullptr},
                       CorpusCase{"many_chains.bpf.c", nullptr},
                       CorpusCase{"inline_asm.bpf.c", nullptr},

@@ -833,6 +833,23 @@ ProgramRunStats programRunStats(int programFd) {
   return {info.id, info.run_time_ns, info.run_cnt};
 }
 
+bool kernelTakesLongJumps() {
+  static const bool takes = [] {
+    const bpf_insn program[] = {
+        {.code = BPF_JMP32 | BPF_JA, .imm = 0}, // gotol +0
+        {.code = BPF_ALU64 | BPF_MOV | BPF_K, .dst_reg = BPF_REG_0, .imm = 0},
+        {.code = BPF_JMP | BPF_EXIT},
+    };
+    int fd = bpf_prog_load(BPF_PROG_TYPE_SOCKET_FILTER, nullptr, "GPL", program,
+                           std::size(program), nullptr);
+    if (fd < 0)
+      return false;
+    ::close(fd);
+    return true;
+  }();
+  return takes;
+}
+
 Expected<FileDescriptor> enableRunTimeStats() {
   int fd = bpf_enable_stats(BPF_STATS_RUN_TIME);
   if (fd < 0)

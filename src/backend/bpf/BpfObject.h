@@ -314,6 +314,10 @@ ProgramRunStats programRunStats(int programFd);
 // open (every holder's closed: off again).
 Expected<FileDescriptor> enableRunTimeStats();
 
+// Whether this kernel verifies cpu v4's 32-bit jump (`gotol`, Linux 6.6):
+// asked once, by loading a three-instruction socket filter.
+bool kernelTakesLongJumps();
+
 // Mounts bpffs at /sys/fs/bpf unless one is there; `user` (a pin directory,
 // a command) names what needs it in the error.
 Error ensureBpffs(const std::string &user);

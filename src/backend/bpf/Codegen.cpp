@@ -63,6 +63,15 @@ createTargetMachine(const Module &module) {
   return machine;
 }
 
+Expected<std::unique_ptr<TargetMachine>> longJumpMachine(const TargetMachine &machine) {
+  std::unique_ptr<TargetMachine> longJumps(machine.getTarget().createTargetMachine(
+      machine.getTargetTriple().str(), "v4", machine.getTargetFeatureString(),
+      machine.Options, Reloc::PIC_, std::nullopt, CodeGenOptLevel::Default));
+  if (!longJumps)
+    return makeError("cannot create a BPF target machine for cpu v4");
+  return longJumps;
+}
+
 core::MachineArithmetic machineArithmetic(const TargetMachine &machine) {
   StringRef cpu = machine.getTargetCPU();
   if (cpu == "probe")
@@ -105,7 +114,7 @@ Error runRecoverably(const std::string &what, function_ref<void()> work) {
   if (recovery.RunSafely(work))
     return Error::success();
   if (!fatalReason.empty())
-    return makeError("{0} failed inside LLVM: {1}", what, fatalReason);
+    return llvm::make_error<LlvmFatalError>(what, fatalReason);
   int signal = recovery.RetCode - 128;
   return makeError("{0} crashed ({1}, signal {2})", what,
                    signal > 0 ? strsignal(signal) : "unknown", signal);

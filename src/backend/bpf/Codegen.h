@@ -40,11 +40,39 @@ core::MachineArithmetic machineArithmetic(const llvm::TargetMachine &machine);
 Expected<std::vector<char>> emitObject(llvm::Module &module, llvm::TargetMachine &machine,
                                        const std::optional<std::string> &cacheDirectory = {});
 
+// LLVM stopped `what` with a fatal error (report_fatal_error) under
+// runRecoverably; LLVM gives its reason as text only.
+class LlvmFatalError : public llvm::ErrorInfo<LlvmFatalError, TypedError> {
+public:
+  inline static char ID = 0;
+  LlvmFatalError(std::string what, std::string reason)
+      : what(std::move(what)), llvmReason(std::move(reason)) {}
+  const std::string &reason() const { return llvmReason; }
+  // The BPF backend's report of a jump whose offset does not fit the 16
+  // bits of an instruction before cpu v4 (a function of more than 32K
+  // instructions): v4's 32-bit `gotol` reaches it.
+  bool branchOutOfRange() const {
+    return llvm::StringRef(llvmReason).starts_with("Branch target out of insn range");
+  }
+  std::error_code convertToErrorCode() const override { return llvm::inconvertibleErrorCode(); }
+
+protected:
+  std::string describe() const override { return what + " failed inside LLVM: " + llvmReason; }
+
+private:
+  std::string what, llvmReason;
+};
+
+// A target machine as `machine`, for cpu v4, whose jumps reach any
+// instruction of a function (`gotol`, conditional jumps over it).
+Expected<std::unique_ptr<llvm::TargetMachine>>
+longJumpMachine(const llvm::TargetMachine &machine);
+
 // Runs `work` (LLVM passes, code generation) so that a crash inside LLVM
 // costs an error, not the process: a signal (SIGSEGV, SIGABRT from an
 // assertion) or an LLVM fatal error (report_fatal_error, which would
 // otherwise exit) ends `work` and comes back as "WHAT crashed (...)" or
-// "WHAT failed inside LLVM: REASON". An error means `work` was cut short:
+// an LlvmFatalError ("WHAT failed inside LLVM: REASON"). An error means `work` was cut short:
 // the LLVM context it used may then be inconsistent and must not be used
 // again.
 Error runRecoverably(const std::string &what, llvm::function_ref<void()> work);

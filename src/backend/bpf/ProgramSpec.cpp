@@ -8,6 +8,7 @@
 #include "backend/bpf/VerifierBounds.h"
 #include "core/PhaseClock.h"
 #include "core/PristineBitcode.h"
+#include "support/Log.h"
 
 #include <llvm/ADT/StringExtras.h>
 #include <llvm/Support/FormatVariadic.h>
@@ -57,6 +58,12 @@ Expected<std::unique_ptr<ProgramSpec>> ProgramSpec::load(const std::string &path
   if (!target)
     return target.takeError();
   spec->machine = std::move(*target);
+  if (spec->machine->getTargetCPU() != "v4") {
+    auto longJumps = longJumpMachine(*spec->machine);
+    if (!longJumps)
+      return longJumps.takeError();
+    spec->longJumps = std::move(*longJumps);
+  }
   clock.end("frontend (source to IR)");
 
   // One object serves every load of the original, the live one included:
@@ -160,9 +167,32 @@ ProgramSpec::specialize(const core::TableSnapshot &snapshot,
   // starts from the same pristine bitcode. What in-process
   // recovery cannot undo is damage to process-wide state (a lock held
   // inside malloc).
+  // A function of the version past 16-bit jumps (the original's fits: its
+  // in-program generic copy, inlined tables and fast paths make the
+  // version larger) is generated again for cpu v4 where the kernel takes
+  // v4's long jumps, and so are the versions after it; the original's
+  // arithmetic is kept (build).
   std::optional<Expected<SpecializedObject>> result;
-  if (Error crashed = runRecoverably(sourcePath + ": specialization",
-                                     [&] { result.emplace(build(snapshot, request)); }))
+  auto attempt = [&](llvm::TargetMachine &emitter, const std::string &what) {
+    result.reset();
+    return runRecoverably(sourcePath + ": " + what,
+                          [&] { result.emplace(build(snapshot, request, emitter)); });
+  };
+  Error crashed = needsLongJumps ? attempt(*longJumps, "specialization for cpu v4")
+                                 : attempt(*machine, "specialization");
+  crashed = llvm::handleErrors(std::move(crashed),
+                               [&](std::unique_ptr<LlvmFatalError> fatal) -> Error {
+                                 if (needsLongJumps || !fatal->branchOutOfRange() ||
+                                     !longJumps || !kernelTakesLongJumps())
+                                   return Error(std::move(fatal));
+                                 needsLongJumps = true;
+                                 processLog().info(
+                                     sourcePath + ": a function of the version outgrew 16-bit "
+                                                  "jumps; versions are generated for cpu v4 "
+                                                  "(32-bit jumps, which this kernel verifies)");
+                                 return attempt(*longJumps, "specialization for cpu v4");
+                               });
+  if (crashed)
     return makeError("{0}; no new version", llvm::toString(std::move(crashed)));
   return std::move(*result);
 }
@@ -280,7 +310,8 @@ uint64_t ProgramSpec::verifierPathBudget(const std::string &entry,
 }
 
 Expected<SpecializedObject> ProgramSpec::build(const core::TableSnapshot &snapshot,
-                                               const SpecializeRequest &request) const {
+                                               const SpecializeRequest &request,
+                                               llvm::TargetMachine &emitter) const {
   std::vector<core::BuildPhase> cloning;
   core::PhaseClock clock(cloning);
   // Each version in a context of its own, gone with it (core/PristineBitcode.h).
@@ -330,8 +361,13 @@ Expected<SpecializedObject> ProgramSpec::build(const core::TableSnapshot &snapsh
   options.hotTuples = request.hotTuples;
   options.globals = request.globals;
   options.faults = request.faults;
-  options.targetMachine = machine.get();
+  options.targetMachine = &emitter;
   options.arithmetic = machineArithmetic(*machine);
+  if (&emitter != machine.get())
+    // A function's own cpu (clang's -mcpu) would override the emitter's.
+    for (llvm::Function &function : *clone)
+      if (!function.isDeclaration())
+        function.addFnAttr("target-cpu", emitter.getTargetCPU());
   auto log = core::specializeModule(*clone, signatures, tables, snapshot, options);
   if (!log)
     return withContext(log.takeError(), sourcePath);
@@ -345,14 +381,14 @@ Expected<SpecializedObject> ProgramSpec::build(const core::TableSnapshot &snapsh
     Expected<unsigned> replaced = makeComparedCopy(*compared);
     if (!replaced)
       return withContext(replaced.takeError(), sourcePath);
-    auto elf = emitObject(*compared, *machine);
+    auto elf = emitObject(*compared, emitter);
     if (!elf)
       return elf.takeError();
     object.comparedElf = std::move(*elf);
     codegen.end("code generation of the compared copy");
   }
   if (request.live || (request.compared && !replaysHelpers())) {
-    auto elf = emitObject(*clone, *machine);
+    auto elf = emitObject(*clone, emitter);
     if (!elf)
       return elf.takeError();
     object.elf = std::move(*elf);

@@ -16,6 +16,7 @@
 #include <llvm/IR/Module.h>
 #include <llvm/Target/TargetMachine.h>
 
+#include <atomic>
 #include <map>
 #include <memory>
 #include <optional>
@@ -166,8 +167,12 @@ public:
 
 private:
   ProgramSpec() = default;
+  // Builds a version whose code `emitter` generates (the original's
+  // machine, or longJumps); its arithmetic is the original's machine's
+  // whatever the emitter, since it is the original's behaviour it keeps.
   Expected<SpecializedObject> build(const core::TableSnapshot &snapshot,
-                                    const SpecializeRequest &request) const;
+                                    const SpecializeRequest &request,
+                                    llvm::TargetMachine &emitter) const;
   // How `entry` (the index-th program) falls back, from what is known of it.
   core::EntryFallback fallbackFor(const std::string &entry, unsigned index,
                                   const SpecializeRequest &request) const;
@@ -188,6 +193,12 @@ private:
   std::unique_ptr<llvm::Module> pristine;
   core::PristineBitcode pristineBitcode; // what every version is parsed from
   std::unique_ptr<llvm::TargetMachine> machine;
+  // cpu v4's, for versions whose functions outgrow 16-bit jumps (the
+  // generic copies of a large program double it); null when `machine`
+  // is v4 already.
+  std::unique_ptr<llvm::TargetMachine> longJumps;
+  // Set once a version needed them: the versions after it are as large.
+  mutable std::atomic<bool> needsLongJumps = false;
   std::string sourcePath, name;
   std::vector<char> original;
   std::vector<char> comparedOriginal; // empty: the same as `original`
