@@ -29,9 +29,14 @@ Expected<std::pair<std::string, core::TableContents>> dumpMap(const std::string 
   auto layout = bpf::layoutOf(fd, pin);
   if (!layout)
     return layout.takeError();
+  // A '.' (a section's map, `obj.data`) is a '_' in its pin, which bpffs
+  // requires (PinDirectory::pathOf).
   std::string pinned = llvm::sys::path::filename(pin).str();
-  std::string name =
-      llvm::StringRef(pinned).starts_with(layout->kernelName) ? pinned : layout->kernelName;
+  std::string kernelPinned = layout->kernelName;
+  std::replace(kernelPinned.begin(), kernelPinned.end(), '.', '_');
+  std::string name = llvm::StringRef(pinned).starts_with(kernelPinned)
+                         ? layout->kernelName + pinned.substr(kernelPinned.size())
+                         : layout->kernelName;
   core::TableInfo table = bpf::tableInfoFor(name, layout->type, layout->keySize,
                                             layout->valueSize, layout->maxEntries);
   core::TableReadRequest everything;
