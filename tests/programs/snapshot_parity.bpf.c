@@ -24,7 +24,7 @@ struct {
 
 struct {
 	__uint(type, BPF_MAP_TYPE_HASH);
-	__uint(max_entries, 16);
+	__uint(max_entries, 64);
 	__type(key, __u32);
 	__type(value, __u32);
 } last_ttl SEC(".maps");
