@@ -1,6 +1,5 @@
 #include "backend/bpf/Snapshot.h"
 
-#include "backend/bpf/MapTypes.h"
 #include "support/Excerpt.h"
 
 #include <llvm/Support/FileSystem.h>

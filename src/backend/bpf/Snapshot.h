@@ -1,6 +1,9 @@
 // The byte formats operators use for keys, values and whole snapshots (hex as
-// bpftool prints it; JSON snapshot documents), without libbpf: part of
-// morpheus_bpf_ir, which the pass driver (morpheus-opt) links.
+// bpftool prints it; JSON snapshot documents), and the one reading of a
+// table a cycle makes, over a live map (MapIO) or a snapshot's listing, so
+// that `specialize` and `explain` decide on a snapshot what `run` decides on
+// the same maps. Without libbpf: part of morpheus_bpf_ir, which the pass
+// driver (morpheus-opt) links.
 #pragma once
 
 #include "core/Globals.h"
