@@ -5,6 +5,7 @@
 // program hold them, and reports the version's specialization log, not a
 // prediction. Kernel-free with a snapshot; nothing is loaded either way.
 #include "backend/bpf/EmittedCode.h"
+#include "backend/bpf/Frontend.h"
 #include "backend/bpf/MapIO.h"
 #include "backend/bpf/PinDirectory.h"
 #include "backend/bpf/ProgramSpec.h"
@@ -19,6 +20,7 @@
 
 #include <cstdio>
 #include <memory>
+#include <set>
 
 namespace morpheus::cli {
 
@@ -37,7 +39,8 @@ struct ExplainOptions {
 // A map of the program not pinned there is not read: its sites say so.
 Expected<BuiltVersion> readPinned(const bpf::ProgramSpec &spec, const std::string &directory,
                                   uint32_t inlineLimit, core::TableSnapshot &snapshot,
-                                  core::GlobalValues &globals) {
+                                  core::GlobalValues &globals,
+                                  std::map<std::string, bpf::ProgramFacts> &programs) {
   bpf::PinDirectory pins(directory);
   std::map<std::string, FileDescriptor> open;
   std::map<std::string, int> fds;
@@ -61,6 +64,31 @@ Expected<BuiltVersion> readPinned(const bpf::ProgramSpec &spec, const std::strin
       return std::move(err);
   if (fds.empty())
     return makeError("{0}: no map of {1} is pinned there", directory, spec.path());
+  // The globals' section maps and the fallback array, which a run pins
+  // beside the tables (an older run, or a loader, may not have).
+  std::set<std::string> sections;
+  for (const core::GlobalSlice &slice : spec.globals())
+    sections.insert(slice.sectionTable);
+  for (const std::string &section : sections)
+    if (auto fd = pins.openMap(section); !fd)
+      return fd.takeError();
+    else if (*fd) {
+      fds[section] = **fd;
+      open.emplace(section, FileDescriptor(**fd));
+    }
+  if (auto fallback = pins.openMap(bpf::FallbackMapName); !fallback) {
+    return fallback.takeError();
+  } else if (*fallback) {
+    FileDescriptor held(**fallback);
+    auto facts = bpf::readFallbackFacts(held.get());
+    if (!facts)
+      return facts.takeError();
+    for (auto &[name, fact] : *facts)
+      if (auto program = bpf::programNamed(name, spec.programs()))
+        programs[*program] = fact;
+      else
+        llvm::consumeError(program.takeError()); // another object's program
+  }
   core::ReadPlan plan = spec.readPlan(inlineLimit);
   for (auto request = plan.begin(); request != plan.end();)
     request = fds.count(request->first) ? std::next(request) : plan.erase(request);
@@ -99,15 +127,23 @@ int explain(const ExplainOptions &options) {
 
   core::TableSnapshot snapshot;
   core::GlobalValues globals;
+  std::map<std::string, bpf::ProgramFacts> programs;
   BuiltVersion built;
   if (!options.snapshot.empty()) {
-    auto read = bpf::readSnapshotFile(options.snapshot, (*spec)->catalog());
+    auto layout = (*spec)->snapshotLayout();
+    if (!layout)
+      return fail(layout.takeError());
+    auto read = bpf::readSnapshotFile(options.snapshot, *layout,
+                                      (*spec)->readPlan(options.inlineLimit));
     if (!read)
       return fail(read.takeError());
-    snapshot = std::move(*read);
+    snapshot = std::move(read->tables);
+    globals = std::move(read->globals);
+    programs = std::move(read->programs);
     built.source = "the snapshot " + options.snapshot;
   } else {
-    auto read = readPinned(**spec, options.pinDir, options.inlineLimit, snapshot, globals);
+    auto read = readPinned(**spec, options.pinDir, options.inlineLimit, snapshot, globals,
+                           programs);
     if (!read)
       return fail(read.takeError());
     built = std::move(*read);
@@ -120,6 +156,7 @@ int explain(const ExplainOptions &options) {
   optimizer.costModel = *costModel;
   bpf::SpecializeRequest request = runtime::cycleRequest(optimizer, /*version=*/1);
   request.globals = globals;
+  request.programs = programs;
   request.compared = false;
   built.costModel = std::move(costModelSaid);
   auto version = (*spec)->specialize(snapshot, request);

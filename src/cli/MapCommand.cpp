@@ -1,5 +1,6 @@
 // `morpheus map`: the control plane's command-line client.
 #include "backend/bpf/BpfObject.h"
+#include "backend/bpf/Frontend.h"
 #include "backend/bpf/MapIO.h"
 #include "backend/bpf/PinnedObject.h"
 #include "cli/Commands.h"
@@ -7,9 +8,11 @@
 #include "support/Log.h"
 
 #include <linux/bpf.h>
+#include <llvm/Support/FileSystem.h>
 #include <llvm/Support/Path.h>
 #include <nlohmann/json.hpp>
 
+#include <algorithm>
 #include <cstdio>
 #include <map>
 #include <memory>
@@ -18,29 +21,101 @@ namespace morpheus::cli {
 
 namespace {
 
-int dump(const std::string &pin) {
-  auto opened = bpf::openPinnedMap(pin);
-  if (!opened)
-    return fail(opened.takeError());
-  FileDescriptor fd(*opened);
-  auto layout = bpf::layoutOf(fd.get(), pin);
+// The map pinned at `pin`, whole, under its name in the object: the pin's
+// file name when the kernel's name (15 characters) is its start, as a run
+// pins each map under its whole name, which 'specialize --snapshot'
+// matches; otherwise the kernel's name.
+Expected<std::pair<std::string, core::TableContents>> dumpMap(const std::string &pin, int fd) {
+  auto layout = bpf::layoutOf(fd, pin);
   if (!layout)
-    return fail(layout.takeError());
-  // The kernel keeps 15 characters of a map's name; a run pins each map
-  // under its whole name in the object, which 'specialize --snapshot'
-  // matches: that name, when the kernel's is its start.
+    return layout.takeError();
+  // A '.' (a section's map, `obj.data`) is a '_' in its pin, which bpffs
+  // requires (PinDirectory::pathOf).
   std::string pinned = llvm::sys::path::filename(pin).str();
-  const std::string &name =
-      llvm::StringRef(pinned).starts_with(layout->kernelName) ? pinned : layout->kernelName;
+  std::string kernelPinned = layout->kernelName;
+  std::replace(kernelPinned.begin(), kernelPinned.end(), '.', '_');
+  std::string name = llvm::StringRef(pinned).starts_with(kernelPinned)
+                         ? layout->kernelName + pinned.substr(kernelPinned.size())
+                         : layout->kernelName;
   core::TableInfo table = bpf::tableInfoFor(name, layout->type, layout->keySize,
                                             layout->valueSize, layout->maxEntries);
   core::TableReadRequest everything;
   everything.wholeTableLimit = layout->maxEntries;
-  auto contents = bpf::readTable(fd.get(), table, everything);
-  fd.reset();
+  auto contents = bpf::readTable(fd, table, everything);
   if (!contents)
-    return fail(contents.takeError());
-  core::TableSnapshot snapshot{{name, std::move(*contents)}};
+    return contents.takeError();
+  return std::make_pair(std::move(name), std::move(*contents));
+}
+
+// A running program's pin directory as one snapshot: every map of plain
+// data pinned there (tables and the globals' section maps), and the
+// programs' facts its fallback array holds. The guard is Morpheus's own;
+// program arrays and maps of maps hold kernel objects, which a snapshot
+// cannot name: each is said on stderr.
+Expected<nlohmann::json> dumpDirectory(const std::string &directory) {
+  core::TableSnapshot snapshot;
+  std::map<std::string, bpf::ProgramFacts> programs;
+  std::error_code ec;
+  std::vector<std::string> paths;
+  for (llvm::sys::fs::directory_iterator file(directory, ec), end; file != end && !ec;
+       file.increment(ec))
+    paths.push_back(file->path());
+  if (ec)
+    return makeSystemError(ec.value(), "{0}: cannot list", directory);
+  std::sort(paths.begin(), paths.end());
+  for (const std::string &path : paths) {
+    std::string name = llvm::sys::path::filename(path).str();
+    if (name == bpf::GuardMapName)
+      continue;
+    auto opened = bpf::openPinnedMap(path);
+    if (!opened) {
+      processLog().warning("not dumped: " + llvm::toString(opened.takeError()));
+      continue;
+    }
+    FileDescriptor fd(*opened);
+    if (name == bpf::FallbackMapName) {
+      auto facts = bpf::readFallbackFacts(fd.get());
+      if (!facts)
+        return facts.takeError();
+      programs = std::move(*facts);
+      continue;
+    }
+    auto layout = bpf::layoutOf(fd.get(), path);
+    if (!layout)
+      return layout.takeError();
+    if (!bpf::isPlainDataMap(layout->type)) {
+      processLog().warning("not dumped: " + path +
+                           ": it holds kernel objects (programs, maps, devices), which a "
+                           "snapshot cannot name");
+      continue;
+    }
+    auto dumped = dumpMap(path, fd.get());
+    if (!dumped)
+      return dumped.takeError();
+    snapshot.insert(std::move(*dumped));
+  }
+  nlohmann::json document = bpf::snapshotToJson(snapshot);
+  if (!programs.empty())
+    document["programs"] = bpf::programFactsToJson(programs);
+  return document;
+}
+
+int dump(const std::string &pin) {
+  if (llvm::sys::fs::is_directory(pin)) {
+    auto document = dumpDirectory(pin);
+    if (!document)
+      return fail(document.takeError());
+    std::printf("%s\n", document->dump(2).c_str());
+    return 0;
+  }
+  auto opened = bpf::openPinnedMap(pin);
+  if (!opened)
+    return fail(opened.takeError());
+  FileDescriptor fd(*opened);
+  auto dumped = dumpMap(pin, fd.get());
+  if (!dumped)
+    return fail(dumped.takeError());
+  core::TableSnapshot snapshot{std::move(*dumped)};
   std::printf("%s\n", bpf::snapshotToJson(snapshot).dump(2).c_str());
   return 0;
 }
@@ -134,11 +209,19 @@ void addMapCommand(CLI::App &morpheus) {
   CLI::App &dumpCommand = commandline::addCommand(
       map, "dump", "print every entry as JSON (the snapshot format)",
       "Prints every entry of the map as a JSON snapshot (docs/cli.md): the\n"
-      "format 'morpheus specialize --snapshot' reads. The map is named by its\n"
-      "pin's file name when the kernel's name (15 characters) is its start:\n"
-      "the whole name in the object, as 'morpheus run' pins it.",
+      "format 'morpheus specialize --snapshot' and 'explain --snapshot' read.\n"
+      "The map is named by its pin's file name when the kernel's name (15\n"
+      "characters) is its start: the whole name in the object, as 'morpheus\n"
+      "run' pins it. PIN may be a run's pin directory: every map of data\n"
+      "pinned there (the globals' section maps too) and what the kernel told\n"
+      "of the programs in its fallback array, in one snapshot.",
       [options](const CLI::App &) { return dump(options->pin); });
-  dumpCommand.add_option("PIN", options->pin, PinHelp)->required()->type_name("");
+  dumpCommand
+      .add_option("PIN", options->pin,
+                  "a map as 'morpheus run' pinned it, or its pin directory "
+                  "(/sys/fs/bpf/morpheus/<program>)")
+      ->required()
+      ->type_name("");
 }
 
 } // namespace morpheus::cli

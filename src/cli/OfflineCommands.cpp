@@ -52,11 +52,20 @@ int specialize(const SpecializeOptions &options) {
   if (!spec)
     return fail(spec.takeError());
 
-  auto snapshot = bpf::readSnapshotFile(options.snapshot, (*spec)->catalog());
+  // Read as a cycle of `run` reads the live maps (the same read plan, the
+  // same readTable), with the globals and the programs' facts the
+  // snapshot carries: the decisions are run's for the same contents.
+  auto layout = (*spec)->snapshotLayout();
+  if (!layout)
+    return fail(layout.takeError());
+  auto snapshot =
+      bpf::readSnapshotFile(options.snapshot, *layout, (*spec)->readPlan(options.inlineLimit));
   if (!snapshot)
     return fail(snapshot.takeError());
+  request.globals = snapshot->globals;
+  request.programs = snapshot->programs;
 
-  auto object = (*spec)->specialize(*snapshot, request);
+  auto object = (*spec)->specialize(snapshot->tables, request);
   if (!object)
     return fail(object.takeError());
   const std::string &output = options.output;

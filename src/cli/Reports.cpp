@@ -748,7 +748,12 @@ nlohmann::json logToJson(const core::SpecializationLog &log) {
   nlohmann::json guards = nlohmann::json::array();
   for (const core::GuardDecision &guard : log.guards)
     guards.push_back(guardToJson(guard));
-  return {{"sites", sites}, {"inlined", inlined}, {"guards", guards}};
+  // The bytes of globals folded, which every guarded root checks.
+  nlohmann::json globals = nlohmann::json::array();
+  for (const core::GlobalCheck &check : log.globalChecks)
+    globals.push_back(
+        {{"global", check.global}, {"offset", check.offset}, {"bytes", toHex(check.bytes)}});
+  return {{"sites", sites}, {"inlined", inlined}, {"guards", guards}, {"globals", globals}};
 }
 
 } // namespace morpheus::cli

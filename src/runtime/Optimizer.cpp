@@ -326,6 +326,17 @@ Error Optimizer::pinAll() {
     if (!reusedPins.count(name))
       if (Error err = pins->pin(name, original->mapFd(name)))
         return err;
+  // The section maps of the writable globals too, under libbpf's names,
+  // so that `morpheus map dump DIR` and `explain --pin-dir` read the
+  // globals a cycle reads. Never reused by a later run (libbpf fills a
+  // section's map when it creates it): each run pins its own.
+  std::set<std::string> sections;
+  for (const core::GlobalSlice &slice : programSpec->globals())
+    sections.insert(slice.sectionTable);
+  for (const std::string &section : sections)
+    if (int fd = original->mapFd(section); fd >= 0)
+      if (Error err = pins->pin(section, fd, /*replace=*/true))
+        return err;
   // A guard left mid-change by a crashed run guards nothing (startingGuard).
   if (Error err = pins->pin(bpf::GuardMapName, guardWord.fd(), /*replace=*/true))
     return err;

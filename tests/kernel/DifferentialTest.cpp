@@ -313,6 +313,7 @@ INSTANTIATE_TEST_SUITE_P(
                       CorpusCase{"acl_protocols.bpf.c", nullptr},
                       CorpusCase{"rule_sets.bpf.c", nullptr},
                       CorpusCase{"region_index.bpf.c", nullptr},
+                      CorpusCase{"snapshot_parity.bpf.c", nullptr},
                       CorpusCase{"build_legacy_section.bpf.c", nullptr, bpf::ProgramType::Xdp}),
     [](const auto &info) {
       std::string name = info.param.file;

@@ -636,6 +636,150 @@ TEST(ProgramKinds, MapDumpIsASnapshotSpecializeTakes) {
   std::remove(object.c_str());
 }
 
+// What a command says, and its exit status.
+int shell(const std::string &command, std::string &said) {
+  FILE *pipe = popen((command + " 2>&1").c_str(), "r");
+  char buffer[4096];
+  while (size_t got = fread(buffer, 1, sizeof(buffer), pipe))
+    said.append(buffer, got);
+  return WEXITSTATUS(pclose(pipe));
+}
+
+nlohmann::json readJson(const std::string &path) {
+  std::ifstream file(path);
+  return nlohmann::json::parse(file, nullptr, false);
+}
+
+// The live cycle's log as `specialize --report` words it: per site its
+// decision, per root its guard, per folded global its bytes.
+nlohmann::json decisionsOf(const core::SpecializationLog &log) {
+  nlohmann::json sites = nlohmann::json::array(), guards = nlohmann::json::array(),
+                 globals = nlohmann::json::array();
+  for (const core::SiteDecision &decision : log.decisions)
+    sites.push_back({{"site", decision.site}, {"map", decision.table},
+                     {"function", decision.function}, {"location", decision.location},
+                     {"pass", decision.pass}, {"applied", decision.applied},
+                     {"detail", decision.detail}});
+  for (const core::GuardDecision &guard : log.guards) {
+    nlohmann::json json = {{"function", guard.function}, {"callback", guard.callback},
+                           {"fallback", core::fallbackName(guard.fallback)},
+                           {"detail", guard.detail}};
+    if (guard.fallback == core::Fallback::TailCall)
+      json["slot"] = guard.slot;
+    guards.push_back(json);
+  }
+  for (const core::GlobalCheck &check : log.globalChecks)
+    globals.push_back(
+        {{"global", check.global}, {"offset", check.offset}, {"bytes", toHex(check.bytes)}});
+  return {{"sites", sites}, {"guards", guards}, {"globals", globals}};
+}
+
+// `morpheus map dump` of a running program's pin directory is a snapshot
+// on which `specialize --guard-version` and `explain` decide what the live
+// cycle decided for the same maps: the 256-slot array holding two classes
+// inlined (its other slots zero, as the cycle's read by content gives
+// them), the callback's threshold lookup inlined under a guard of its own
+// (the entry falls back in the program, as the kernel's verifier count
+// allows), the .data setting folded with the dumped bytes; a new setting
+// dumped again is the one folded.
+TEST(ProgramKinds, ADumpOfARunningProgramIsDecidedOfflineAsTheCycleDecided) {
+  PinDir pins("parity");
+  runtime::OptimizerOptions options = CorpusProgram::noShadow();
+  options.pinDir = pins.path() + "/snapshot_parity";
+  CorpusProgram program("snapshot_parity.bpf.c", options);
+  ASSERT_TRUE(program.ok());
+  program.set("class_by_id", uint32_t(7), uint32_t(3));
+  program.set("class_by_id", uint32_t(9), uint32_t(1));
+  program.set("stale_below", uint32_t(0), uint32_t(64));
+  std::string section;
+  for (const core::GlobalSlice &slice : program.opt().spec().globals())
+    if (slice.global == "drop_class")
+      section = slice.sectionTable;
+  ASSERT_FALSE(section.empty());
+
+  std::string scratch = "/tmp/morpheus-parity-" + std::to_string(getpid());
+  std::string morpheus = binPath("morpheus"), source = corpusPath("snapshot_parity.bpf.c");
+  auto offlineMatches = [&](const std::string &folded) {
+    core::CycleReport live = program.opt().runCycle(/*force=*/true);
+    ASSERT_TRUE(live.installed()) << live.describe();
+    nlohmann::json decided = decisionsOf(live.log);
+    // What the cycle decided, so that agreeing with it means something.
+    auto site = [&](const nlohmann::json &report, const std::string &map) {
+      for (const nlohmann::json &one : report["sites"])
+        if (one["map"] == map && one["applied"] == true)
+          return one["pass"].get<std::string>();
+      return std::string("none applied");
+    };
+    EXPECT_EQ(site(decided, "class_by_id"), "inline-small-table") << decided.dump(1);
+    EXPECT_EQ(site(decided, "stale_below"), "constant-key-lookup") << decided.dump(1);
+    nlohmann::json callbackGuard;
+    for (const nlohmann::json &guard : decided["guards"])
+      if (guard["function"] == "count_stale")
+        callbackGuard = guard;
+    EXPECT_EQ(callbackGuard["fallback"], "in-program") << decided.dump(1);
+    nlohmann::json foldedBytes = {{{"global", "drop_class"}, {"offset", 0}, {"bytes", folded}}};
+    EXPECT_EQ(decided["globals"], foldedBytes);
+
+    std::string snapshot = scratch + ".json", said;
+    ASSERT_EQ(shell(morpheus + " map dump " + options.pinDir + " > " + snapshot, said), 0)
+        << said;
+    nlohmann::json dump = readJson(snapshot);
+    ASSERT_TRUE(dump.contains("maps")) << dump.dump();
+    EXPECT_EQ(dump["maps"][section],
+              nlohmann::json::parse(R"([{"key": "00 00 00 00", "value": ")" + folded + R"("}])"))
+        << "the globals' section under its whole name";
+    EXPECT_TRUE(dump["programs"].contains("snapshot_parity")) << dump["programs"].dump();
+
+    std::string report = scratch + ".report.json";
+    said.clear();
+    ASSERT_EQ(shell(morpheus + " specialize " + source + " --snapshot " + snapshot + " -o " +
+                        scratch + ".o --guard-version " + std::to_string(live.version) +
+                        " --report " + report,
+                    said),
+              0)
+        << said;
+    nlohmann::json offline = readJson(report);
+    EXPECT_EQ(offline["sites"], decided["sites"]);
+    EXPECT_EQ(offline["guards"], decided["guards"]);
+    EXPECT_EQ(offline["globals"], decided["globals"]);
+    EXPECT_EQ(offline["inlined"].size(), live.log.inlined.size()) << offline["inlined"].dump();
+
+    std::string explained = scratch + ".explain.json";
+    said.clear();
+    ASSERT_EQ(shell(morpheus + " explain " + source + " --json --snapshot " + snapshot + " > " +
+                        explained,
+                    said),
+              0)
+        << said;
+    nlohmann::json explanation = readJson(explained);
+    for (const nlohmann::json &map : explanation["maps"])
+      if (map["name"] == "class_by_id" || map["name"] == "stale_below")
+        for (const nlohmann::json &one : map["sites"])
+          EXPECT_EQ(one["action"], "specialized") << one.dump();
+    for (const nlohmann::json &guard : explanation["guards"])
+      if (guard["function"] == "count_stale")
+        EXPECT_EQ(guard["fallback"], "in-program") << guard.dump();
+    bool foldedSaid = false;
+    for (const nlohmann::json &global : explanation["globals"])
+      if (global["name"] == "drop_class")
+        foldedSaid = global.contains("this_cycle") && global["this_cycle"]["applied"] == true;
+    EXPECT_TRUE(foldedSaid) << explanation["globals"].dump();
+    for (const std::string &file : {snapshot, report, explained, scratch + ".o"})
+      std::remove(file.c_str());
+  };
+  offlineMatches("03 00 00 00");
+  // A new setting through the section's pin, as an operator writes it.
+  std::string said;
+  std::string sectionPin = section; // bpffs takes no '.' in a name
+  std::replace(sectionPin.begin(), sectionPin.end(), '.', '_');
+  ASSERT_EQ(shell(morpheus + " map update " + options.pinDir + "/" + sectionPin +
+                      " 00000000 05000000",
+                  said),
+            0)
+      << said;
+  offlineMatches("05 00 00 00");
+}
+
 // A map its loader sizes before load (declared with one entry): sized by
 // --max-entries, the kernel creates it with 64, Morpheus specializes for
 // 64 (a DSCP beyond the declared entry keeps its verdict), and a name the

@@ -511,6 +511,122 @@ TEST(Cli, SpecializeWritesObjectAndReport) {
     unlink(path.c_str());
 }
 
+// What a snapshot carries decides as a cycle decides (the kernel test
+// ProgramKinds.ADumpOfARunningProgramIsDecidedOfflineAsTheCycleDecided
+// compares with the live cycle): every slot of a 256-slot array listed,
+// two of them non-zero, is inlined as the cycle's read by content gives
+// it; the .data section's bytes are what fold-read-only-globals folds; the
+// programs' facts choose the entry's in-program fallback, under which the
+// callback is guarded and its threshold lookup inlined. Without the facts
+// the entry falls back by tail call and the callback stays generic.
+TEST(Cli, SpecializeTakesTheGlobalsAndProgramFactsASnapshotCarries) {
+  const std::string program = std::string(MORPHEUS_SOURCE_DIR) +
+                              "/tests/programs/snapshot_parity.bpf.c";
+  std::string snapshot = tempPath("parity.json"), object = tempPath("parity.o"),
+              report = tempPath("parity-report.json");
+  auto write = [&](const std::string &programs) {
+    auto little = [](uint32_t word) { // 4 bytes, least significant first
+      char text[9];
+      std::snprintf(text, sizeof(text), "%02x%02x%02x%02x", word & 0xff, (word >> 8) & 0xff,
+                    (word >> 16) & 0xff, word >> 24);
+      return std::string(text);
+    };
+    nlohmann::json slots = nlohmann::json::array();
+    for (uint32_t index = 0; index < 256; ++index)
+      slots.push_back({{"key", little(index)},
+                       {"value", little(index == 7 ? 3 : index == 9 ? 1 : 0)}});
+    nlohmann::json document = {
+        {"maps",
+         {{"class_by_id", slots},
+          {"stale_below", {{{"key", "00000000"}, {"value", "40000000"}}}},
+          {"snapshot.data", {{{"key", "00000000"}, {"value", "05000000"}}}}}}};
+    if (!programs.empty())
+      document["programs"] = nlohmann::json::parse(programs);
+    std::ofstream(snapshot) << document.dump();
+  };
+  auto decisions = [&]() {
+    Output out = morpheus("specialize " + program + " --snapshot " + snapshot + " -o " +
+                          object + " --guard-version 1 --report " + report);
+    EXPECT_EQ(out.status, 0) << out.text;
+    std::ifstream in(report);
+    return nlohmann::json::parse(in, nullptr, false);
+  };
+  auto applied = [](const nlohmann::json &decided, const std::string &map) {
+    for (const auto &site : decided["sites"])
+      if (site["map"] == map && site["applied"] == true)
+        return site["pass"].get<std::string>();
+    return std::string("none");
+  };
+  auto guardOf = [](const nlohmann::json &decided, const std::string &function) {
+    for (const auto &guard : decided["guards"])
+      if (guard["function"] == function)
+        return guard["fallback"].get<std::string>();
+    return std::string("no guard decision");
+  };
+
+  write(R"({"snapshot_parity": {"verified_instructions": 200, "fallback_slot": 0}})");
+  nlohmann::json withFacts = decisions();
+  EXPECT_EQ(applied(withFacts, "class_by_id"), "inline-small-table") << withFacts.dump(1);
+  EXPECT_EQ(withFacts["inlined"]["class_by_id"].size(), 2u) << withFacts.dump(1);
+  EXPECT_EQ(applied(withFacts, "stale_below"), "constant-key-lookup") << withFacts.dump(1);
+  EXPECT_EQ(guardOf(withFacts, "snapshot_parity"), "in-program");
+  EXPECT_EQ(guardOf(withFacts, "count_stale"), "in-program");
+  EXPECT_EQ(withFacts["globals"],
+            nlohmann::json::parse(
+                R"([{"global": "drop_class", "offset": 0, "bytes": "05 00 00 00"}])"));
+
+  write("");
+  nlohmann::json withoutFacts = decisions();
+  EXPECT_EQ(guardOf(withoutFacts, "snapshot_parity"), "tail call");
+  EXPECT_EQ(guardOf(withoutFacts, "count_stale"), "none");
+  EXPECT_EQ(applied(withoutFacts, "stale_below"), "none") << withoutFacts.dump(1);
+  for (const std::string &path : {snapshot, object, report})
+    unlink(path.c_str());
+}
+
+TEST(Cli, SnapshotGlobalsAndProgramsAreCheckedNamingFileMapAndOffset) {
+  const std::string program = std::string(MORPHEUS_SOURCE_DIR) +
+                              "/tests/programs/snapshot_parity.bpf.c";
+  std::string snapshot = tempPath("parity-bad.json"), object = tempPath("parity-never.o");
+  auto refused = [&](const std::string &document) {
+    std::ofstream(snapshot) << document;
+    Output out = morpheus("specialize " + program + " --snapshot " + snapshot + " -o " + object);
+    EXPECT_EQ(out.status, 1) << out.text;
+    EXPECT_NE(access(object.c_str(), F_OK), 0) << "nothing is written on bad input";
+    return out.text;
+  };
+  std::string shorter = refused(R"({"maps": {"snapshot.data": [{"key": "00000000", "value": "0500"}]}})");
+  EXPECT_NE(shorter.find(snapshot + ": map 'snapshot.data': value has 2 bytes, the section 4: "
+                                    "global 'drop_class' at offset 0 (4 bytes) is not given"),
+            std::string::npos)
+      << shorter;
+  std::string longer =
+      refused(R"({"maps": {"snapshot.data": [{"key": "00000000", "value": "0500000000"}]}})");
+  EXPECT_NE(longer.find(snapshot + ": map 'snapshot.data': value has 5 bytes, the section 4: "
+                                   "nothing of the program lies at offset 4 and beyond"),
+            std::string::npos)
+      << longer;
+  std::string slot =
+      refused(R"({"maps": {"snapshot.data": [{"key": "01000000", "value": "05000000"}]}})");
+  EXPECT_NE(slot.find("key 01 00 00 00: the section's map has one slot"), std::string::npos)
+      << slot;
+  std::string unknown = refused(R"({"maps": {"other.data": []}})");
+  EXPECT_NE(unknown.find(snapshot + ": map 'other.data' is not a map of the program"),
+            std::string::npos)
+      << unknown;
+  std::string noProgram =
+      refused(R"({"maps": {}, "programs": {"elsewhere": {"verified_instructions": 10}}})");
+  EXPECT_NE(noProgram.find(snapshot + ": program 'elsewhere': the object has no program"),
+            std::string::npos)
+      << noProgram;
+  std::string notANumber =
+      refused(R"({"maps": {}, "programs": {"snapshot_parity": {"fallback_slot": "0"}}})");
+  EXPECT_NE(notANumber.find("program 'snapshot_parity': \"fallback_slot\" must be a number"),
+            std::string::npos)
+      << notANumber;
+  unlink(snapshot.c_str());
+}
+
 TEST(Cli, ErrorsNameTheFileAndChangeNothing) {
   std::string snapshot = tempPath("bad.json"), object = tempPath("never.o");
   std::ofstream(snapshot) << R"({"maps": {"policy": [{"key": "0a00", "value": "00"}]}})";

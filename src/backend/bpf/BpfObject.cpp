@@ -430,6 +430,35 @@ Expected<std::map<std::string, OpenedProgram>> readPrograms(llvm::ArrayRef<char>
   return programs;
 }
 
+Expected<std::map<std::string, ProgramFacts>> readFallbackFacts(int fallbackFd) {
+  bpf_map_info array = {};
+  uint32_t length = sizeof(array);
+  if (bpf_obj_get_info_by_fd(fallbackFd, &array, &length))
+    return makeSystemError(errno, "map '{0}': cannot query", FallbackMapName);
+  std::map<std::string, ProgramFacts> facts;
+  for (uint32_t slot = 0; slot < array.max_entries; ++slot) {
+    uint32_t id = 0; // a program array's lookup from user space gives the program's id
+    if (bpf_map_lookup_elem(fallbackFd, &slot, &id)) {
+      if (errno == ENOENT)
+        continue;
+      return makeSystemError(errno, "map '{0}': cannot read slot {1}", FallbackMapName, slot);
+    }
+    FileDescriptor held(bpf_prog_get_fd_by_id(id));
+    if (!held.valid())
+      continue; // gone since the lookup
+    bpf_prog_info info = {};
+    length = sizeof(info);
+    if (bpf_obj_get_info_by_fd(held.get(), &info, &length))
+      return makeSystemError(errno, "program {0} (slot {1} of '{2}'): cannot query", id, slot,
+                             FallbackMapName);
+    ProgramFacts &program = facts[info.name];
+    program.fallbackSlot = slot;
+    if (info.verified_insns)
+      program.verifiedInstructions = info.verified_insns;
+  }
+  return facts;
+}
+
 std::optional<uint64_t> verifiedInstructions(int programFd) {
   bpf_prog_info info = {};
   uint32_t length = sizeof(info);

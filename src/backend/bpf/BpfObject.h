@@ -8,6 +8,7 @@
 #pragma once
 
 #include "backend/bpf/MapTypes.h"
+#include "backend/bpf/Snapshot.h"
 #include "core/Globals.h"
 #include "core/Tables.h"
 #include "support/Error.h"
@@ -279,15 +280,6 @@ private:
   std::vector<std::string> madePins;
 };
 
-// What the kernel told about one program of a loaded original.
-struct ProgramFacts {
-  // bpf_prog_info.verified_insns: what verifying it cost.
-  std::optional<uint64_t> verifiedInstructions;
-  // Its slot in the fallback program array; none when it could not join
-  // (e.g. an xdp/devmap program beside the xdp entry).
-  std::optional<uint32_t> fallbackSlot;
-};
-
 // The guard's fallback array for `object`: slot i holds program i of
 // `programs` (the spec's order), the entry registered first because it
 // fixes the program type the array accepts. Programs of another type (an
@@ -295,11 +287,17 @@ struct ProgramFacts {
 // and can only fall back inside the program (ProgramSpec::fallbackFor).
 struct FallbackArray {
   int fd = -1; // owned by the caller
-  std::map<std::string, ProgramFacts> programs;
+  std::map<std::string, ProgramFacts> programs; // what the kernel told of each
 };
 Expected<FallbackArray> createFallbackArray(const LoadedObject &object,
                                             const std::vector<std::string> &programs,
                                             const std::string &entry);
+
+// What a running program's fallback array (a run's pinned
+// `morpheus_fallback`) tells of the programs in its slots, by the name the
+// kernel holds (at most 15 characters): their slots and what verifying
+// them cost. A snapshot carries them (`morpheus map dump DIR`).
+Expected<std::map<std::string, ProgramFacts>> readFallbackFacts(int fallbackFd);
 
 // A program's totals from the kernel's bpf_stats (zero unless stats are
 // enabled, e.g. with bpf_enable_stats): nanoseconds spent and runs counted.

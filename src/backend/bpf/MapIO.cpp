@@ -131,136 +131,69 @@ uint64_t arrayContentBytes(const core::TableInfo &info) {
 
 namespace {
 
-// An array larger than the inline limit may still hold few slots that
-// differ from the rest (a 1,000-slot backend array holding 3 backends, the
-// others zero; 8,193 rule sets of which a few are used, the others the
-// loader's "empty"). Reading it whole costs a copy of every value, so only
-// arrays of at most ArrayContentReadBytes (values as the syscall returns
-// them, every CPU's for per-CPU arrays) are read this way, in batches of
-// ArrayReadBatch slots; the most common value is the unlisted one (zeros on
-// a tie with it) and every other slot is listed, however many (a pass that
-// inlines entries declines past its own limit; region-as-table reads every
-// slot's value). nullopt when the array is larger, or its CPUs disagree on
-// the common value.
 constexpr uint32_t ArrayReadBatch = 1024;
 
-Expected<std::optional<core::TableContents>>
-readArrayByContent(int fd, const core::TableInfo &info) {
-  size_t rawSize = syscallValueSize(info.perCpu ? BPF_MAP_TYPE_PERCPU_ARRAY : BPF_MAP_TYPE_ARRAY,
-                                    info.valueSize);
-  if (info.keySize != sizeof(uint32_t) || arrayContentBytes(info) > ArrayContentReadBytes)
-    return std::nullopt;
-  std::vector<uint32_t> slots(info.maxEntries);
-  Bytes values(size_t(info.maxEntries) * rawSize);
-  uint32_t read = 0, batch = 0;
-  while (read < info.maxEntries) {
-    uint32_t count = std::min(ArrayReadBatch, info.maxEntries - read);
-    LIBBPF_OPTS(bpf_map_batch_opts, options);
-    int result = bpf_map_lookup_batch(fd, read ? &batch : nullptr, &batch, slots.data() + read,
-                                      values.data() + size_t(read) * rawSize, &count, &options);
-    if (result != 0 && errno != ENOENT)
-      return makeSystemError(errno, "map '{0}': batch read failed", info.name);
-    read += count;
-    if (result != 0)
-      break; // ENOENT: the last batch
+// A live map as readTable's source: lookups by syscall, the key walk,
+// arrays read whole in batches of ArrayReadBatch slots.
+class LiveTable : public TableSource {
+public:
+  LiveTable(int fd, const core::TableInfo &info)
+      : fd(fd), info(info),
+        rawSize(syscallValueSize(info.perCpu ? BPF_MAP_TYPE_PERCPU_ARRAY : BPF_MAP_TYPE_ARRAY,
+                                 info.valueSize)),
+        value(rawSize) {}
+
+  Error forEachKey(llvm::function_ref<bool(const Bytes &)> visit) override {
+    return bpf::forEachKey(fd, info.keySize, info.name, visit);
   }
-  auto rawAt = [&](uint32_t i) {
-    return std::string_view(reinterpret_cast<const char *>(values.data()) + size_t(i) * rawSize,
-                            rawSize);
-  };
-  std::map<std::string_view, uint32_t> counts;
-  for (uint32_t i = 0; i < read; ++i)
-    ++counts[rawAt(i)];
-  std::string zeros(rawSize, '\0');
-  std::string_view common = zeros;
-  uint32_t commonCount = counts.count(common) ? counts[common] : 0;
-  for (const auto &[raw, count] : counts)
-    if (count > commonCount) {
-      common = raw;
-      commonCount = count;
+  Expected<std::optional<core::TableEntry>> lookup(const Bytes &key) override {
+    if (bpf_map_lookup_elem(fd, key.data(), value.data()) == 0)
+      return std::optional(collapse(info, key, value));
+    if (errno == ENOENT)
+      return std::nullopt;
+    return makeSystemError(errno, "map '{0}': lookup of key {1} failed", info.name, toHex(key));
+  }
+  Expected<std::optional<std::vector<core::TableEntry>>> allSlots() override {
+    if (arrayContentBytes(info) > ArrayContentReadBytes)
+      return std::nullopt;
+    std::vector<uint32_t> slots(info.maxEntries);
+    Bytes values(size_t(info.maxEntries) * rawSize);
+    uint32_t read = 0, batch = 0;
+    while (read < info.maxEntries) {
+      uint32_t count = std::min(ArrayReadBatch, info.maxEntries - read);
+      LIBBPF_OPTS(bpf_map_batch_opts, options);
+      int result = bpf_map_lookup_batch(fd, read ? &batch : nullptr, &batch,
+                                        slots.data() + read,
+                                        values.data() + size_t(read) * rawSize, &count,
+                                        &options);
+      if (result != 0 && errno != ENOENT)
+        return makeSystemError(errno, "map '{0}': batch read failed", info.name);
+      read += count;
+      if (result != 0)
+        break; // ENOENT: the last batch
     }
-  core::TableContents contents;
-  core::TableEntry unlisted = collapse(info, {}, Bytes(common.begin(), common.end()));
-  if (!unlisted.value)
-    return std::nullopt;
-  for (uint32_t i = 0; i < read; ++i) {
-    if (rawAt(i) == common)
-      continue;
-    std::string_view raw = rawAt(i);
-    contents.entries.push_back(collapse(info, bytesOf(slots[i]), Bytes(raw.begin(), raw.end())));
+    std::vector<core::TableEntry> entries;
+    entries.reserve(read);
+    for (uint32_t i = 0; i < read; ++i) {
+      auto raw = values.begin() + size_t(i) * rawSize;
+      entries.push_back(collapse(info, bytesOf(slots[i]), Bytes(raw, raw + rawSize)));
+    }
+    return std::optional(std::move(entries));
   }
-  contents.complete = true;
-  contents.unlistedValue = std::move(unlisted.value);
-  return contents;
-}
+
+private:
+  int fd;
+  const core::TableInfo &info;
+  size_t rawSize;
+  Bytes value;
+};
 
 } // namespace
 
 Expected<core::TableContents> readTable(int fd, const core::TableInfo &info,
                                         const core::TableReadRequest &request) {
-  core::TableContents contents;
-  size_t rawSize = info.perCpu ? perCpuStride(info.valueSize) * possibleCpus()
-                               : info.valueSize;
-  Bytes value(rawSize);
-  auto read = [&](const Bytes &key) -> Expected<bool> {
-    if (bpf_map_lookup_elem(fd, key.data(), value.data()) == 0)
-      return true;
-    if (errno == ENOENT)
-      return false;
-    return makeSystemError(errno, "map '{0}': lookup of key {1} failed",
-                           info.name, toHex(key));
-  };
-
-  bool wantWhole = request.wholeTableLimit > 0 &&
-                   (info.match != core::TableMatch::Index ||
-                    info.maxEntries <= request.wholeTableLimit);
-  if (wantWhole) {
-    // Walk the keys; give up as soon as the table is larger than any pass
-    // could use, so a big table costs at most limit+1 steps.
-    std::vector<Bytes> keys;
-    bool tooLarge = false;
-    if (Error err = forEachKey(fd, info.keySize, info.name, [&](const Bytes &key) {
-          keys.push_back(key);
-          tooLarge = keys.size() > request.wholeTableLimit;
-          return !tooLarge;
-        }))
-      return err;
-    contents.complete = !tooLarge;
-    if (contents.complete)
-      for (const Bytes &k : keys) {
-        auto found = read(k);
-        if (!found)
-          return found.takeError();
-        // An entry deleted between the walk and the read is simply gone.
-        if (*found)
-          contents.entries.push_back(collapse(info, k, value));
-      }
-  }
-  if (!wantWhole && request.wholeTableLimit > 0 && info.match == core::TableMatch::Index) {
-    auto sparse = readArrayByContent(fd, info);
-    if (!sparse)
-      return sparse.takeError();
-    if (*sparse)
-      contents = std::move(**sparse);
-  }
-  for (const Bytes &key : request.keys) {
-    if (contents.complete)
-      break;
-    if (key.size() != info.keySize || contents.probedKeys.count(key))
-      continue;
-    auto found = read(key);
-    if (!found)
-      return found.takeError();
-    contents.probedKeys.insert(key);
-    if (*found)
-      contents.entries.push_back(collapse(info, key, value));
-  }
-  // Hash iteration order is the kernel's business; compare by key order.
-  std::sort(contents.entries.begin(), contents.entries.end(),
-            [](const core::TableEntry &a, const core::TableEntry &b) {
-              return a.key < b.key;
-            });
-  return contents;
+  LiveTable source(fd, info);
+  return readTable(source, info, request);
 }
 
 Expected<core::GlobalValues> readGlobals(const std::vector<core::GlobalSlice> &slices,

@@ -16,24 +16,15 @@
 
 namespace morpheus::bpf {
 
-// An array with more slots than request.wholeTableLimit is read whole by
-// content (the slots that differ from its most common value, which
-// TableContents::unlistedValue holds) when its values take at most this
-// many bytes as the syscall returns them: 1 MiB (16,384 slots of 64 bytes)
-// took 3.5 ms a cycle in batches of 1,024 slots on this machine
-// (docs/passes.md), so 16 MiB about 60 ms, inside a 1 s period; the
-// firewall's rule-set arrays (16,386 sets of 520 bytes, 8.5 MB each) are
-// what region-as-table reads.
-constexpr size_t ArrayContentReadBytes = 16 << 20;
 // The bytes a content read of the array `info` copies: every slot's value
 // as the syscall returns it.
 uint64_t arrayContentBytes(const core::TableInfo &info);
 
-// Reads what `request` asks for from the map behind `fd`: the whole map when
-// it has at most request.wholeTableLimit entries (stopping as soon as it has
-// more), or, for a larger array within ArrayContentReadBytes, by content;
-// plus each requested key. Per-CPU
-// values are collapsed when all CPUs agree.
+// Reads what `request` asks for from the map behind `fd`, as the shared
+// readTable (Snapshot.h) decides: the whole map within
+// request.wholeTableLimit, a larger array within ArrayContentReadBytes by
+// content (read in batches), each requested key. Per-CPU values are
+// collapsed when all CPUs agree.
 Expected<core::TableContents> readTable(int fd, const core::TableInfo &info,
                                         const core::TableReadRequest &request);
 

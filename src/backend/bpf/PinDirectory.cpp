@@ -10,6 +10,8 @@
 #include <llvm/Support/Path.h>
 #include <unistd.h>
 
+#include <algorithm>
+
 namespace morpheus::bpf {
 
 uint32_t objectId(int fd) {
@@ -24,7 +26,9 @@ uint32_t objectId(int fd) {
 
 std::string PinDirectory::pathOf(const std::string &name) const {
   llvm::SmallString<128> path(directory);
-  llvm::sys::path::append(path, name);
+  std::string file = name;
+  std::replace(file.begin(), file.end(), '.', '_');
+  llvm::sys::path::append(path, file);
   return path.str().str();
 }
 

@@ -20,7 +20,9 @@ public:
   explicit PinDirectory(std::string directory) : directory(std::move(directory)) {}
 
   const std::string &path() const { return directory; }
-  // Where `name` is pinned.
+  // Where `name` is pinned: bpffs refuses a '.' in a name, so each is a
+  // '_' there, as libbpf pins them (a section's map `obj.data` as
+  // `obj_data`); the names of the program's own maps have none.
   std::string pathOf(const std::string &name) const;
 
   // Creates the directory (and its parents).

@@ -156,6 +156,17 @@ core::ReadPlan ProgramSpec::readPlan(uint32_t inlineLimit) const {
   return core::planReads(access, tables, inlineLimit);
 }
 
+Expected<SnapshotLayout> ProgramSpec::snapshotLayout() const {
+  auto initial = readInitialValues(original, name);
+  if (!initial)
+    return initial.takeError();
+  SnapshotLayout layout{tables, globalSlices, {}, entries};
+  for (const core::GlobalSlice &slice : globalSlices)
+    if (auto section = initial->find(slice.sectionTable); section != initial->end())
+      layout.sectionBytes[slice.sectionTable] = section->second.size();
+  return layout;
+}
+
 Expected<SpecializedObject>
 ProgramSpec::specialize(const core::TableSnapshot &snapshot,
                         const SpecializeRequest &request) const {

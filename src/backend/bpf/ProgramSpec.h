@@ -154,6 +154,9 @@ public:
   // entry.
   std::string section(const std::string &entry) const;
   core::ReadPlan readPlan(uint32_t inlineLimit) const;
+  // What a snapshot of this program may list (readSnapshotFile): its
+  // tables and the section maps of its writable globals, with their sizes.
+  Expected<SnapshotLayout> snapshotLayout() const;
   // Where load() spent its time, in the order the steps ran.
   const std::vector<core::BuildPhase> &loadPhases() const { return phases; }
   // Whether the object makes tail calls of its own (then a fallback by
