@@ -1,11 +1,29 @@
 #include "core/ExplorationCandidates.h"
 
+#include "core/Pipeline.h"
+
 #include <llvm/Support/FormatVariadic.h>
 
 #include <algorithm>
 #include <map>
+#include <tuple>
 
 namespace morpheus::core {
+
+std::optional<std::vector<std::string>>
+candidatePasses(const ExplorationCandidate &candidate,
+                const std::optional<std::vector<std::string>> &base) {
+  const std::vector<std::string> &leftOut = candidate.leftOut;
+  if (leftOut.empty())
+    return base;
+  if (!base)
+    return tablePassesWithout(leftOut);
+  std::vector<std::string> kept;
+  for (const std::string &pass : *base)
+    if (std::find(leftOut.begin(), leftOut.end(), pass) == leftOut.end())
+      kept.push_back(pass);
+  return kept;
+}
 
 std::vector<ExplorationCandidate> explorationCandidates(const SpecializationLog &log,
                                                         size_t trials,
@@ -50,8 +68,8 @@ std::vector<ExplorationCandidate> explorationCandidates(const SpecializationLog 
   std::vector<ExplorationCandidate> alternatives;
   for (auto &[pass, candidate] : byPass)
     alternatives.push_back(std::move(candidate));
-  std::stable_sort(alternatives.begin(), alternatives.end(), [](const auto &a, const auto &b) {
-    return a.predictedGapNs < b.predictedGapNs;
+  std::sort(alternatives.begin(), alternatives.end(), [](const auto &a, const auto &b) {
+    return std::tie(a.predictedGapNs, a.leftOut) < std::tie(b.predictedGapNs, b.leftOut);
   });
   size_t room = std::max<size_t>(trials, 1) - 1;
   if (alternatives.size() > room)

@@ -47,6 +47,12 @@ struct ExplorationCandidate {
   double predictedGapNs = 0;
 };
 
+// The table passes `candidate` runs: `base` (those the model's version
+// ran; unset: all of them) without what it leaves out.
+std::optional<std::vector<std::string>>
+candidatePasses(const ExplorationCandidate &candidate,
+                const std::optional<std::vector<std::string>> &base);
+
 // The model's version first, then at most `trials - 1` alternatives, the
 // closest predictions first (one per pass: a pass that rewrote several
 // sites is left out at all of them). `trials` below 1 counts as 1.

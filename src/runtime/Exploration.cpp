@@ -1,7 +1,5 @@
 #include "runtime/Exploration.h"
 
-#include "core/Pipeline.h"
-
 #include <llvm/Support/FormatVariadic.h>
 #include <nlohmann/json.hpp>
 
@@ -48,16 +46,7 @@ Exploration::Exploration(Optimizer &optimizer, std::function<int()> charged, Log
 }
 
 std::optional<std::vector<std::string>> Exploration::passesOf(size_t slot) const {
-  const std::vector<std::string> &leftOut = candidates.at(slot - 1).leftOut;
-  if (leftOut.empty())
-    return passes;
-  if (!passes)
-    return core::tablePassesWithout(leftOut);
-  std::vector<std::string> kept;
-  for (const std::string &pass : *passes)
-    if (std::find(leftOut.begin(), leftOut.end(), pass) == leftOut.end())
-      kept.push_back(pass);
-  return kept;
+  return core::candidatePasses(candidates.at(slot - 1), passes);
 }
 
 std::string Exploration::nameOf(size_t slot) const {
