@@ -53,7 +53,7 @@ std::string Exploration::nameOf(size_t slot) const {
   return slot == 0 ? "the generic program" : candidates.at(slot - 1).description;
 }
 
-bool Exploration::serve(size_t slot, Clock::time_point) {
+bool Exploration::serve(size_t slot) {
   if (slot == 0) {
     if (Error err = opt.serveOriginal()) {
       abandon("cannot serve the generic program: " + llvm::toString(std::move(err)));
@@ -98,7 +98,7 @@ void Exploration::serveNext(Clock::time_point now) {
       finish("");
       return;
     }
-    if (serve(*slot, now))
+    if (serve(*slot))
       return;
     now = Clock::now();
   }

@@ -71,7 +71,7 @@ private:
   std::string nameOf(size_t slot) const;
   // Makes `slot` the running program; false when it cannot (said, and the
   // slot dropped).
-  bool serve(size_t slot, Clock::time_point now);
+  bool serve(size_t slot);
   // Serves the next slot the schedule gives (skipping those that cannot be
   // served), or the choice.
   void serveNext(Clock::time_point now);
