@@ -7,6 +7,7 @@
 // packet gets the class the original gives it. And every version an
 // exploration can build (every representation of the routes) answers as
 // the original does.
+#include "ChildProcess.h"
 #include "KernelSupport.h"
 #include "backend/bpf/MapUpdater.h"
 #include "core/ExplorationCandidates.h"
@@ -16,6 +17,7 @@
 #include "trafficgen/LiveFrames.h"
 
 #include <arpa/inet.h>
+#include <bpf/bpf.h>
 #include <gtest/gtest.h>
 #include <linux/in.h>
 #include <llvm/Testing/Support/Error.h>
@@ -211,6 +213,73 @@ TEST(Explore, TriesVersionsUnderTrafficKeepsTheFastestLosesNoPacket) {
   if (chosen != "the generic program")
     EXPECT_NE(opt.activeFd(), opt.originalFd()) << "the chosen version serves";
   daemon.reset();
+}
+
+// `morpheus run --explore` as an operator runs it, its records in JSON:
+// on an empty route table (every packet a miss) the model's search and
+// the derived table take turns with the generic program under traffic,
+// each slice recorded with its figure, then the choice; no packet lost.
+TEST(Explore, RunExploreFromTheCommandLine) {
+  VethPair::sweepStale("explorecli");
+  VethPair veth("explorecli");
+  PinDir pins("explorecli");
+  std::string socket = "/tmp/morpheus-test-explorecli-" + std::to_string(getpid()) + ".sock";
+  ChildProcess run("explorecli",
+                   {binPath("morpheus"), "run", sourcePath("tests/programs/explore_routes.bpf.c"),
+                    "--iface", veth.ifB(), "--netns", veth.nsB(), "--pin-dir", pins.path(),
+                    "--socket", socket, "--detach-on-exit", "--log-format", "json", "--explore",
+                    "--explore-margin", "1000", "--explore-slice", "100ms",
+                    "--explore-min-runs", "2000", "--explore-rounds", "2"});
+  ASSERT_TRUE(waitFor([&] { return run.log().find("\"attached\"") != std::string::npos; },
+                      std::chrono::seconds(30)))
+      << run.log();
+  std::vector<trafficgen::Flow> flows;
+  for (uint32_t daddr : destinations())
+    flows.push_back({0x0a0000c8, daddr, 1000, 80, IPPROTO_UDP});
+  trafficgen::LiveFramesGenerator generator =
+      trafficgen::LiveFramesGenerator::create(trafficgen::acrossVeth(veth, flows));
+  std::atomic<uint64_t> sent{0};
+  std::atomic<bool> stop{false};
+  std::thread traffic([&] {
+    while (!stop)
+      sent += generator.send(flows.size() * 10000).packetsSent;
+  });
+  bool chose = waitFor([&] { return run.log().find("\"explore_choice\"") != std::string::npos; },
+                       std::chrono::seconds(60));
+  stop = true;
+  traffic.join();
+  // Read before the run exits: --detach-on-exit removes the pins.
+  int classesFd = bpf_obj_get((pins.path() + "/classes").c_str());
+  ASSERT_GE(classesFd, 0) << strerror(errno);
+  std::vector<uint64_t> counted = perCpuCounters(classesFd, Classes);
+  close(classesFd);
+  EXPECT_TRUE(run.stop()) << run.log();
+  ASSERT_TRUE(chose) << run.log();
+  uint64_t total = 0;
+  for (uint64_t count : counted)
+    total += count;
+  EXPECT_EQ(total, sent.load()) << "packets lost across the exploration's swaps";
+  EXPECT_EQ(counted[RouteMiss], sent.load()) << "no route: every packet a miss";
+
+  std::istringstream lines(run.log());
+  unsigned trials = 0, generic = 0;
+  std::string chosen;
+  for (std::string line; std::getline(lines, line);) {
+    nlohmann::json record = nlohmann::json::parse(line, nullptr, /*allow_exceptions=*/false);
+    if (!record.is_object())
+      continue;
+    if (record.value("event", "") == "explore_trial") {
+      ++trials;
+      generic += record.at("generic").get<bool>();
+      EXPECT_GT(record.at("ns_per_packet").get<double>(), 0) << line;
+      EXPECT_GE(record.at("runs").get<uint64_t>(), 2000u) << line;
+    }
+    if (record.value("event", "") == "explore_choice")
+      chosen = record.at("chosen").get<std::string>();
+  }
+  EXPECT_EQ(generic, 2u) << run.log();
+  EXPECT_GE(trials, 4u) << "the generic program and two versions, each measured: " << run.log();
+  EXPECT_FALSE(chosen.empty()) << run.log();
 }
 
 // Every version an exploration of these routes can serve (each set of the
