@@ -7,6 +7,7 @@
 
 #include "backend/bpf/BpfObject.h"
 #include "backend/bpf/ProgramLink.h"
+#include "core/ExplorationCandidates.h"
 #include "core/PhaseClock.h"
 #include "core/Pipeline.h"
 #include "runtime/Daemon.h"
@@ -372,6 +373,10 @@ struct BenchSetup {
   const BenchOptions &options;
   runtime::Optimizer &optimizer; // the baseline and morpheus-static
   std::vector<FollowingVariant> following;
+  // morpheus-explored's (BenchOptions::exploreTrials): its optimizer and
+  // maps, and the decisions of its first (the model's) version.
+  std::unique_ptr<runtime::Optimizer> explored;
+  core::SpecializationLog exploredLog;
   // The adaptation experiment's loop (BenchOptions::adaptPeriod).
   std::unique_ptr<runtime::Optimizer> adapting;
   bpf::LoadedObject unguarded; // morpheus-static without its program guard
@@ -396,6 +401,8 @@ Expected<std::vector<Variant>> variantsFor(BenchSetup &setup, const Trace &trace
   for (FollowingVariant &variant : setup.following)
     if (variant.name != MorpheusName)
       variants.push_back({variant.name, variant.optimizer->activeFd()});
+  if (setup.explored)
+    variants.push_back({ExploredName, setup.explored->activeFd()});
   // The oracles are generated from what the data plane holds for this
   // trace (nat's bindings): the baseline's untimed pass through it first,
   // the state the warm-up would bring.
@@ -417,6 +424,71 @@ Expected<std::vector<Variant>> variantsFor(BenchSetup &setup, const Trace &trace
   return variants;
 }
 
+// morpheus-explored on `trace`: the model's version, the versions without
+// one close pass (core::explorationCandidates) and the baseline, timed on
+// the whole trace in interleaved rounds (core::ExplorationSchedule: a
+// version slower than the baseline is dropped at once); the fastest
+// median no slower than the baseline's is installed, or, when none is,
+// the original serves (Optimizer::serveOriginal). One line per trial and
+// the choice, as `run --explore` prints them.
+Expected<std::vector<std::string>> exploreOnTrace(BenchSetup &setup, const Trace &trace) {
+  runtime::Optimizer &explored = *setup.explored;
+  std::vector<core::ExplorationCandidate> candidates =
+      core::explorationCandidates(setup.exploredLog, setup.options.exploreTrials);
+  std::optional<std::vector<std::string>> passes = explored.tablePasses();
+  auto nameOf = [&](size_t slot) {
+    return slot == 0 ? std::string("the baseline") : candidates[slot - 1].description;
+  };
+  std::vector<std::string> lines;
+  if (Error err = setup.driver.setTrace(trace))
+    return err;
+  TraceTimer timer(setup.driver, trace, setup.ingress, setup.live,
+                   cpuEdges(trace, setup.options));
+  uint32_t packets = uint32_t(trace.sequence.size());
+  auto serve = [&](size_t slot) -> Expected<int> {
+    if (slot == 0)
+      return explored.originalFd();
+    explored.setTablePasses(core::candidatePasses(candidates[slot - 1], passes));
+    core::CycleReport cycle = explored.runCycle(/*force=*/true);
+    if (!cycle.installed() && cycle.outcome != core::CycleOutcome::Unchanged)
+      return makeError("{0}", cycle.describe());
+    return explored.activeFd();
+  };
+  // Three rounds unless the model was close nowhere: then its version alone.
+  core::ExplorationSchedule schedule(candidates.size(), candidates.size() > 1 ? 3 : 1);
+  while (std::optional<size_t> slot = schedule.next()) {
+    auto fd = serve(*slot);
+    if (!fd) {
+      lines.push_back("not tried: " + nameOf(*slot) + ": " + llvm::toString(fd.takeError()));
+      schedule.skip(*slot);
+      continue;
+    }
+    auto timing = timer.time(*fd, 0, packets);
+    if (!timing)
+      return timing.takeError();
+    schedule.record(*slot, timing->ns);
+    lines.push_back(llvm::formatv("tried {0}  {1:f1} ns/packet ({2} packets){3}", nameOf(*slot),
+                                  timing->ns, packets,
+                                  *slot && schedule.dropped(*slot) ? "; slower than the baseline"
+                                                                   : "")
+                        .str());
+  }
+  size_t chosen = schedule.choice();
+  if (chosen == 0) {
+    explored.setTablePasses(passes);
+    if (Error err = explored.serveOriginal())
+      return err;
+  } else if (auto fd = serve(chosen); !fd) {
+    return withContext(fd.takeError(), "morpheus-explored: the chosen version");
+  }
+  lines.push_back(llvm::formatv("chose {0} ({1:f1} ns/packet with the driver; the baseline "
+                                "{2:f1})",
+                                nameOf(chosen), schedule.median(chosen).value_or(0),
+                                schedule.median(0).value_or(0))
+                      .str());
+  return lines;
+}
+
 // One trace: the loops follow it, then every variant is timed on it, then
 // (the phased trace) the adaptation experiment plays it.
 Expected<TraceResult> benchTrace(BenchSetup &setup, const Trace &trace) {
@@ -432,6 +504,13 @@ Expected<TraceResult> benchTrace(BenchSetup &setup, const Trace &trace) {
       if (variant.name == MorpheusName)
         followed = std::move(*log);
     }
+  std::vector<std::string> explored;
+  if (setup.explored) {
+    auto lines = exploreOnTrace(setup, trace);
+    if (!lines)
+      return lines.takeError();
+    explored = std::move(*lines);
+  }
   std::vector<OracleProgram> oracles;
   auto variants = variantsFor(setup, trace, oracles);
   if (!variants)
@@ -448,6 +527,7 @@ Expected<TraceResult> benchTrace(BenchSetup &setup, const Trace &trace) {
   if (!measured)
     return measured.takeError();
   measured->followed = std::move(followed);
+  measured->explored = std::move(explored);
   if (setup.adapting && trace.name == PhasedTrace) {
     if (options.progress)
       options.progress(llvm::formatv("bench {0}: adaptation on the '{1}' trace: a cycle "
@@ -533,6 +613,22 @@ Expected<BenchResult> runInNamespace(const Preset &preset, const BenchOptions &o
       return loaded.takeError();
     adapting = std::move(*loaded);
   }
+  // morpheus-explored: the static variant's options, an optimizer and
+  // maps of its own (each trace's exploration swaps its versions).
+  std::unique_ptr<runtime::Optimizer> explored;
+  core::SpecializationLog exploredLog;
+  if (options.exploreTrials > 0) {
+    auto loaded = loadConfigured(preset, optimizerOptions, "explored");
+    if (!loaded)
+      return loaded.takeError();
+    core::CycleReport first = (*loaded)->runCycle();
+    if (!first.installed())
+      return makeError("bench {0}: morpheus-explored: the model's version was not installed: "
+                       "{1}",
+                       preset.name, first.describe());
+    explored = std::move(*loaded);
+    exploredLog = std::move(first.log);
+  }
   auto unguarded = optimizer.loadUnguardedTwin();
   if (!unguarded)
     return withContext(unguarded.takeError(), "bench " + preset.name + ": unguarded twin");
@@ -550,6 +646,8 @@ Expected<BenchResult> runInNamespace(const Preset &preset, const BenchOptions &o
                    options,
                    optimizer,
                    std::move(*following),
+                   std::move(explored),
+                   std::move(exploredLog),
                    std::move(adapting),
                    std::move(*unguarded),
                    std::move(*driver),

@@ -76,6 +76,12 @@ struct BenchOptions {
   // two), the adaptive-instrumentation loop with its period held at P.
   // Needs trafficCycles.
   std::vector<uint32_t> samplingPeriods;
+  // The variant `morpheus-explored`: the versions `run --explore` would
+  // try (core/ExplorationCandidates: the model's and those without one
+  // close pass, at most this many) and the baseline, each timed on the
+  // trace by the driver in interleaved rounds, the fastest median no
+  // slower than the baseline kept; 0 = none.
+  uint32_t exploreTrials = 3;
   core::FaultInjection faults;  // test-only: passed to the optimizer
   // Prices the table representations Morpheus chooses between (the
   // command loads this machine's calibration; default costs otherwise).
@@ -149,6 +155,8 @@ struct TraceResult {
   // The `morpheus` variant's loop on this trace: per cycle, what it did and
   // what the traffic decided per site.
   std::vector<std::string> followed;
+  // The `morpheus-explored` variant's trials on this trace and its choice.
+  std::vector<std::string> explored;
   std::optional<AdaptationResult> adaptation; // BenchOptions::adaptPeriod
 };
 
@@ -199,7 +207,8 @@ std::string formatResult(const BenchResult &result);
 // The variants every measurement has, by name: what the others are
 // compared with, and the empty control subtracted from all of them.
 inline constexpr char BaselineName[] = "baseline", StaticName[] = "morpheus-static",
-                      UnguardedName[] = "morpheus-static-unguarded", ControlName[] = "empty";
+                      UnguardedName[] = "morpheus-static-unguarded", ControlName[] = "empty",
+                      ExploredName[] = "morpheus-explored";
 
 // The name of the trace generated from BenchOptions::phases.
 inline constexpr char PhasedTrace[] = "phased";

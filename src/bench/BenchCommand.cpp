@@ -209,6 +209,13 @@ void addBenchCommand(CLI::App &morpheus) {
                   "the traffic (default 4)")
       ->type_name("N");
   command
+      .add_option("--explore-trials", options.exploreTrials,
+                  "versions the 'morpheus-explored' variant tries on each trace, as 'run "
+                  "--explore' would (the model's and those without one pass where the model "
+                  "was close), timed against the baseline, the fastest kept; 0 leaves it out "
+                  "(default 3)")
+      ->type_name("N");
+  command
       .add_option("--sampling-periods", options.samplingPeriods,
                   "the sampling-rate sweep: a variant 'sampling-every-P' per period P "
                   "(packets per sample, powers of two, e.g. 1,4,16,64,256), the "

@@ -40,7 +40,8 @@ nlohmann::json toJson(const BenchResult &result) {
                       {"mpps", series(trace.mpps)},
                       {"resized_frames", trace.resizedFrames},
                       {"variants", variants},
-                      {"followed", trace.followed}});
+                      {"followed", trace.followed},
+                      {"explored", trace.explored}});
     nlohmann::json &added = traces.back();
     if (!trace.phaseEdges.empty())
       added["phase_edges"] = trace.phaseEdges;
@@ -235,6 +236,8 @@ std::string formatResult(const BenchResult &result) {
     text += "\n";
     for (const std::string &line : trace.followed)
       text += "    morpheus " + line + "\n";
+    for (const std::string &line : trace.explored)
+      text += "    explored " + line + "\n";
     text += "  variant                    net ns/pkt (min-max)        gross ns/pkt   speed-up net  gross\n";
     double baselineGross = trace.variants.front().gross.median();
     for (const VariantResult &v : trace.variants)

@@ -10,6 +10,7 @@
 #include <llvm/Support/YAMLTraits.h>
 
 #include <set>
+#include <tuple>
 
 namespace morpheus::cli {
 
@@ -27,6 +28,12 @@ struct ProgramEntry {
   std::optional<OtherWriters> otherWriters;
   std::optional<bpf::ProgramType> progType;
   std::optional<uint32_t> inlineLimit, shadowPackets;
+  // run's --explore and its options (explore_slice, explore_budget: durations).
+  bool explore = false;
+  std::optional<uint32_t> exploreTrials, exploreRounds;
+  std::optional<uint64_t> exploreMinRuns;
+  std::optional<double> exploreMargin;
+  std::string exploreSlice, exploreBudget;
   std::map<std::string, uint32_t> maxEntries; // run's --max-entries MAP=N
   bool acceptOneTailCallFewer = false, quiet = false;
 };
@@ -122,6 +129,13 @@ template <> struct MappingTraits<morpheus::cli::ProgramEntry> {
     io.mapOptional("compile_db", entry.compileDb);
     io.mapOptional("prog_type", entry.progType);
     io.mapOptional("max_entries", entry.maxEntries);
+    io.mapOptional("explore", entry.explore);
+    io.mapOptional("explore_trials", entry.exploreTrials);
+    io.mapOptional("explore_rounds", entry.exploreRounds);
+    io.mapOptional("explore_slice", entry.exploreSlice);
+    io.mapOptional("explore_min_runs", entry.exploreMinRuns);
+    io.mapOptional("explore_budget", entry.exploreBudget);
+    io.mapOptional("explore_margin", entry.exploreMargin);
   }
 };
 
@@ -193,6 +207,22 @@ Expected<RunOptions> runOptionsFor(const ProgramEntry &entry, llvm::StringRef ba
     if (!period)
       return bad("period: '" + entry.period + "' is not a duration like 1s or 250ms");
     options.periodMs = *period;
+  }
+  options.explore = entry.explore;
+  options.exploreTrials = entry.exploreTrials.value_or(options.exploreTrials);
+  options.exploreRounds = entry.exploreRounds.value_or(options.exploreRounds);
+  options.exploreMinRuns = entry.exploreMinRuns.value_or(options.exploreMinRuns);
+  options.exploreMarginNs = entry.exploreMargin.value_or(options.exploreMarginNs);
+  for (auto [key, text, ms] : {std::tuple{"explore_slice", &entry.exploreSlice,
+                                          &options.exploreSliceMs},
+                               std::tuple{"explore_budget", &entry.exploreBudget,
+                                          &options.exploreBudgetMs}}) {
+    if (text->empty())
+      continue;
+    std::optional<double> duration = commandline::parseDuration(*text);
+    if (!duration)
+      return bad(std::string(key) + ": '" + *text + "' is not a duration like 1s or 250ms");
+    *ms = *duration;
   }
   options.pinDir = entry.pinDir;
   options.pinRoot = entry.pinRoot;

@@ -16,7 +16,9 @@
 // keep_generic (a list of maps), period, pin_dir, pin_root, inline_limit,
 // passes (the table passes to run; [] runs none: the program is only
 // watched), cost_model, shadow_packets, profile, no_profile,
-// reproducer_dir, quiet, and the compiler's includes, defines, cflags,
+// reproducer_dir, quiet, explore (true: run --explore), explore_trials,
+// explore_rounds, explore_slice, explore_min_runs, explore_budget,
+// explore_margin, and the compiler's includes, defines, cflags,
 // compile_db, prog_type.
 //
 // Read with LLVM's YAML I/O: an unknown key, a value of the wrong kind or

@@ -230,6 +230,7 @@ void addRunCommand(CLI::App &morpheus) {
       ->transform(commandline::oneOf(
           std::map<std::string, LogFormat>{{"text", LogFormat::Text}, {"json", LogFormat::Json}}))
       ->type_name("text|json");
+  addExploreOptions(command, *options);
   addCompilerOptions(command, options->compiler);
 }
 

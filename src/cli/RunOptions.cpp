@@ -6,6 +6,8 @@
 
 #include <llvm/Support/FileSystem.h>
 
+#include <algorithm>
+
 namespace morpheus::cli {
 
 Expected<bpf::KeptGeneric> keptGenericFor(const RunOptions &flags) {
@@ -37,6 +39,14 @@ Expected<runtime::DaemonOptions> daemonOptionsFor(const RunOptions &flags, const
   options.optimizer.inlineLimit = flags.inlineLimit;
   options.optimizer.tablePasses = flags.tablePasses;
   options.optimizer.shadowPackets = flags.shadowPackets;
+  if (flags.explore) {
+    options.explore.trials = std::max(2u, flags.exploreTrials);
+    options.explore.rounds = std::max(1u, flags.exploreRounds);
+    options.explore.slice = std::chrono::milliseconds(int64_t(flags.exploreSliceMs));
+    options.explore.budget = std::chrono::milliseconds(int64_t(flags.exploreBudgetMs));
+    options.explore.minRuns = flags.exploreMinRuns;
+    options.explore.margin.ns = flags.exploreMarginNs;
+  }
   options.optimizer.traffic.mode = flags.profile;
   auto costModel = costModelFor(flags.costModel, costModelSaid);
   if (!costModel)
@@ -71,6 +81,42 @@ Expected<runtime::DaemonOptions> daemonOptionsFor(const RunOptions &flags, const
   if (Error err = bpf::ensureBpffs(options.optimizer.pinDir))
     return std::move(err);
   return options;
+}
+
+void addExploreOptions(CLI::App &command, RunOptions &options) {
+  command.add_flag("--explore", options.explore,
+                   "after the first install, choose by measurement: the model's version, the "
+                   "versions without one table pass where the model was close (the next "
+                   "representation predicted within --explore-margin ns or half) and the "
+                   "generic program take turns on the live ports, one slice each, in "
+                   "interleaved rounds; bpf_stats (on while measuring) give each slice's "
+                   "ns per run, and the version with the lowest median no slower than the "
+                   "generic program is kept (a version measured slower serves no second "
+                   "slice). Each trial is printed; again after a change when the generic "
+                   "program was chosen");
+  command
+      .add_option("--explore-trials", options.exploreTrials,
+                  "versions tried, the model's included (default 3, at least 2)")
+      ->type_name("N");
+  command
+      .add_option("--explore-rounds", options.exploreRounds,
+                  "slices per version, the median kept (default 3)")
+      ->type_name("N");
+  commandline::addDuration(command, "--explore-slice", options.exploreSliceMs,
+                           "one version's turn, at least (default 200ms)");
+  command
+      .add_option("--explore-min-runs", options.exploreMinRuns,
+                  "a slice lasts until the program ran this often (default 1000)")
+      ->type_name("N");
+  commandline::addDuration(command, "--explore-budget", options.exploreBudgetMs,
+                           "the exploration's time from the first slice to the choice, builds "
+                           "and validation included; when spent, the best measured so far is "
+                           "chosen (default 30s)");
+  command
+      .add_option("--explore-margin", options.exploreMarginNs,
+                  "how close (ns) the model's next representation must be predicted to be "
+                  "tried (or within half the chosen one's prediction; default 10)")
+      ->type_name("NS");
 }
 
 } // namespace morpheus::cli

@@ -40,7 +40,18 @@ struct RunOptions {
   bool quiet = false;
   LogFormat logFormat = LogFormat::Text;
   CompilerFlags compiler;
+  // Choosing by measurement (--explore, runtime::ExploreOptions): off
+  // unless `explore`.
+  bool explore = false;
+  unsigned exploreTrials = 3, exploreRounds = runtime::ExploreOptions().rounds;
+  double exploreSliceMs = 200, exploreBudgetMs = 30000;
+  uint64_t exploreMinRuns = runtime::ExploreOptions().minRuns;
+  double exploreMarginNs = core::ExplorationMargin().ns;
 };
+
+// --explore and the options that shape it (run's; the agent's file has
+// keys of the same names).
+void addExploreOptions(CLI::App &command, RunOptions &options);
 
 // The maps `flags` keeps generic: every map with --other-writers
 // keep-generic (an adopted program's are all its owner's), and those

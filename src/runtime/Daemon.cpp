@@ -644,22 +644,29 @@ Daemon::Work Daemon::pending(Clock::time_point now) {
     return periodic; // backing off: a change waits too
   // A change says so even when the period is due as well: a caller that
   // schedules several daemons serves changes first.
+  if (changeArrived())
+    return Work::Change;
+  if (exploration && now >= exploration->due())
+    return Work::Periodic;
+  return periodic;
+}
+
+bool Daemon::changeArrived() {
   {
     std::lock_guard lock(mutex);
     if (changed)
-      return Work::Change;
+      return true;
   }
   // A bump of the guard (by 'morpheus map' from another process, or the
   // socket) means packets are on the generic path: re-specialize now.
-  bool invalidated = opt->installedVersion() != 0 &&
-                     opt->guard().version() != opt->installedVersion();
-  return invalidated ? Work::Change : periodic;
+  return opt->installedVersion() != 0 && opt->guard().version() != opt->installedVersion();
 }
 
 Daemon::Clock::time_point Daemon::wakeAt() {
   std::lock_guard lock(mutex);
   // A change waits out a back-off; the period's work never waits.
-  return changed ? std::min(nextPeriod, nextCycle) : nextPeriod;
+  Clock::time_point at = changed ? std::min(nextPeriod, nextCycle) : nextPeriod;
+  return exploration ? std::min(at, exploration->due()) : at;
 }
 
 std::optional<core::CycleReport> Daemon::step(Clock::time_point now) {
@@ -685,6 +692,21 @@ std::optional<core::CycleReport> Daemon::step(Clock::time_point now) {
     // what ran in the period).
     printStatus();
   }
+  if (exploration) {
+    if (!changeArrived()) {
+      stepExploration(now);
+      return std::nullopt;
+    }
+    exploration->abandon("a change arrived");
+    exploration.reset();
+  }
+  if (genericChosen) {
+    if (!changeArrived())
+      return std::nullopt;
+    // The choice was measured on other tables: measure again.
+    genericChosen = false;
+    explored = false;
+  }
   if (now < nextCycle)
     return std::nullopt;
   {
@@ -706,7 +728,36 @@ std::optional<core::CycleReport> Daemon::step(Clock::time_point now) {
   // run on across a swap, and a version's own count its validation runs.
   if (cycle.installed())
     statsBase = bpf::programRunStats(chargedFd());
+  if (cycle.installed() && options.explore.trials && !explored)
+    startExploration(cycle, now);
   return cycle;
+}
+
+void Daemon::startExploration(const core::CycleReport &cycle, Clock::time_point now) {
+  explored = true;
+  std::vector<core::ExplorationCandidate> candidates =
+      core::explorationCandidates(cycle.log, options.explore.trials, options.explore.margin);
+  if (candidates.size() < 2) {
+    log.record("explore_none", {},
+               llvm::formatv("explore: the model was not close (within {0:f0} ns or {1:f0} %) "
+                             "at any site it gave a representation: its version stays\n",
+                             options.explore.margin.ns, options.explore.margin.fraction * 100)
+                   .str());
+    return;
+  }
+  exploration.emplace(*opt, [this] { return chargedFd(); }, log, options.explore,
+                      std::move(candidates), opt->tablePasses(), now);
+  stepExploration(now);
+}
+
+void Daemon::stepExploration(Clock::time_point now) {
+  exploration->step(now);
+  if (!exploration->finished())
+    return;
+  genericChosen = exploration->choseGeneric();
+  exploration.reset();
+  // The status line measures what serves from now on.
+  statsBase = bpf::programRunStats(chargedFd());
 }
 
 void Daemon::endEarlierVersion(const core::CycleReport &cycle) {

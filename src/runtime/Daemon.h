@@ -34,6 +34,7 @@
 #include "backend/bpf/ProgramLink.h"
 #include "backend/bpf/XdpDispatcher.h"
 #include "runtime/ControlServer.h"
+#include "runtime/Exploration.h"
 #include "runtime/Optimizer.h"
 #include "support/CacheDirectory.h"
 #include "support/FileDescriptor.h"
@@ -107,6 +108,12 @@ struct DaemonOptions {
   // Text lines for people, or one JSON object a line (`run --log-format`).
   LogFormat logFormat = LogFormat::Text;
   LogLevel logLevel = LogLevel::Info; // `morpheus -v/--quiet`
+  // Choosing by measurement (`run --explore`): after the first install,
+  // the versions the model was close on take turns with the generic
+  // program on the live ports and the measured best is kept
+  // (runtime/Exploration). Again after a change when the generic program
+  // was chosen. trials 0: off.
+  ExploreOptions explore;
 };
 
 class Daemon {
@@ -184,6 +191,11 @@ public:
   unsigned consecutiveFailures() const { return failures; }
   // The earliest a cycle may run (later than now while backing off).
   Clock::time_point nextCycleAt() const { return nextCycle; }
+  // Whether an exploration (DaemonOptions::explore) is under way; whether
+  // the last one chose the generic program, which then serves with no
+  // cycle until a change arrives.
+  bool exploring() const { return exploration.has_value(); }
+  bool servesGenericByChoice() const { return genericChosen; }
 
 private:
   // One --iface port; `link` is empty while the interface is gone (deleting
@@ -227,6 +239,14 @@ private:
   void syncServedPin();
   // Measures the period's cost (runTime) and prints it unless quiet.
   void printStatus();
+  // An update arrived through Morpheus, or the guard moved under the
+  // installed version.
+  bool changeArrived();
+  // After `cycle` installed the model's version: explores the versions it
+  // was close on, if there are any (DaemonOptions::explore).
+  void startExploration(const core::CycleReport &cycle, Clock::time_point now);
+  // The exploration's work at `now`; ends it when it is over.
+  void stepExploration(Clock::time_point now);
   // The file holding the reproducer of this difference, written if new.
   std::string keepReproducer(const core::CycleReport &cycle);
 
@@ -283,6 +303,9 @@ private:
   // Run counters of the program running at the last status line.
   bpf::ProgramRunStats statsBase;
   RunTime lastRunTime;
+  std::optional<Exploration> exploration;
+  bool explored = false;     // the model's version was explored (or had nothing to explore)
+  bool genericChosen = false; // the exploration chose the generic program
 };
 
 // Daemon::updateGuarantees for `spec` run with `period`, adopted (the

@@ -409,6 +409,19 @@ void Optimizer::unpinAll() {
 
 int Optimizer::originalFd() const { return original->programFd(entry); }
 
+Error Optimizer::serveOriginal() {
+  if (!installed)
+    return Error::success();
+  if (install)
+    if (Error err = install(originalFd()))
+      return err;
+  // Closed one install later, as every replaced version: packets may still
+  // run it.
+  retired = std::move(installed->object);
+  installed.reset();
+  return Error::success();
+}
+
 int Optimizer::activeFd() const {
   return installed ? installed->object.programFd(entry) : originalFd();
 }
@@ -563,7 +576,8 @@ bool Optimizer::ownerChanged(core::TableSnapshot &read) {
 
 std::optional<Optimizer::Withheld>
 Optimizer::stepFor(const core::TableSnapshot &snapshot) const {
-  if (!rejection || rejection->snapshot != snapshot)
+  if (!rejection || rejection->snapshot != snapshot ||
+      rejection->tablePasses != options.tablePasses)
     return Withheld::Nothing;
   switch (rejection->refused) {
   case Withheld::Nothing:
@@ -690,7 +704,8 @@ Optimizer::buildCandidate(core::TableSnapshot &snapshot, const core::TrafficChoi
       refusedElf = std::move(elf);
     }
     if (*step == Withheld::Nothing)
-      rejection = Rejection{snapshot, report.cycle, reason, Withheld::Nothing};
+      rejection =
+          Rejection{snapshot, options.tablePasses, report.cycle, reason, Withheld::Nothing};
     else
       rejection->refused = *step;
     step = stepFor(snapshot);

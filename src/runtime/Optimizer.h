@@ -125,6 +125,22 @@ public:
     return installed && installed->snapshot.empty() && installed->stages.empty();
   }
 
+  // The table passes the cycles that follow run (unset: all of them):
+  // a measured exploration (runtime/Exploration) builds each candidate
+  // through an ordinary forced cycle with its passes, and leaves the chosen
+  // ones for the cycles after it.
+  void setTablePasses(std::optional<std::vector<std::string>> passes) {
+    options.tablePasses = std::move(passes);
+  }
+  const std::optional<std::vector<std::string>> &tablePasses() const {
+    return options.tablePasses;
+  }
+  // Makes the original the running program again (the generic reference
+  // an exploration measures): installs it as a version is installed, and
+  // the specialized version retires, so the next cycle builds and installs
+  // one whatever the tables hold.
+  Error serveOriginal();
+
   // Test-only: faults for the cycles that follow (FaultInjection).
   void injectFaults(core::FaultInjection faults) { options.faults = faults; }
 
@@ -286,6 +302,9 @@ private:
   // last step was refused too, fails without asking the kernel again.
   struct Rejection {
     core::TableSnapshot snapshot;
+    // The passes the refused specializations ran: another set of passes
+    // (an exploration's candidate) builds other code, not refused yet.
+    std::optional<std::vector<std::string>> tablePasses;
     uint64_t cycle = 0;
     std::string reason;
     Withheld refused = Withheld::Nothing;

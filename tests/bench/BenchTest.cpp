@@ -59,9 +59,17 @@ TEST(Bench, TinyRunMeasuresEveryVariant) {
   EXPECT_EQ(names, (std::vector<std::string>{"baseline", "morpheus", "morpheus-static",
                                              "morpheus-static-unguarded",
                                              "adaptive-instrumentation", "naive-instrumentation",
-                                             "oracle-hot10", "oracle-full"}));
+                                             "morpheus-explored", "oracle-hot10",
+                                             "oracle-full"}));
   // The loop ran its cycles on the trace before timing.
   EXPECT_EQ(trace.followed.size(), tinyRun().trafficCycles);
+  // The explored variant timed the baseline and the versions it tried, and
+  // chose one of them.
+  ASSERT_GE(trace.explored.size(), 3u);
+  EXPECT_EQ(trace.explored.front().rfind("tried the baseline  ", 0), 0u) << trace.explored.front();
+  EXPECT_EQ(trace.explored.back().rfind("chose ", 0), 0u) << trace.explored.back();
+  EXPECT_NE(formatResult(*result).find("    explored tried the model's choice  "),
+            std::string::npos);
   EXPECT_GT(trace.emptyAloneNs.median(), 0);
   EXPECT_GT(result->compile.first.codegenMs, 0);
   EXPECT_EQ(result->compile.codegenMs.values.size(), 1u);
@@ -69,7 +77,7 @@ TEST(Bench, TinyRunMeasuresEveryVariant) {
 
   nlohmann::json json = toJson(*result);
   EXPECT_EQ(json["preset"], "router-20routes");
-  EXPECT_EQ(json["traces"][0]["variants"].size(), 8u);
+  EXPECT_EQ(json["traces"][0]["variants"].size(), 9u);
   EXPECT_NE(formatResult(*result).find("oracle-full"), std::string::npos);
 
   // The 20 routes' representation was the cost model's (default costs
@@ -192,7 +200,8 @@ TEST(Bench, TinyRunBenchesATcProgram) {
     EXPECT_TRUE(std::isfinite(variant.net.median())) << variant.name;
   }
   EXPECT_EQ(names, (std::vector<std::string>{"baseline", "morpheus-static",
-                                             "morpheus-static-unguarded"}));
+                                             "morpheus-static-unguarded",
+                                             "morpheus-explored"}));
   EXPECT_FALSE(result->compile.applied.empty());
   EXPECT_NE(formatResult(*result).find("(driver method, tc: a test run per packet"),
             std::string::npos)
@@ -521,7 +530,7 @@ TEST(Bench, CompositePresetIsConfiguredByItsWritesCheckedAlikeAndTimed) {
   EXPECT_EQ(names, (std::vector<std::string>{"baseline", "morpheus", "morpheus-static",
                                              "morpheus-static-unguarded",
                                              "adaptive-instrumentation",
-                                             "naive-instrumentation"}));
+                                             "naive-instrumentation", "morpheus-explored"}));
 }
 
 // The firewall's hot-flow oracle answers the trace's hottest flows with the

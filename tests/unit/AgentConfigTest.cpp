@@ -75,6 +75,49 @@ programs:
   EXPECT_EQ(lb.inlineLimit, RunOptions().inlineLimit) << "run's default";
 }
 
+// run --explore and its options, by the same names; durations checked.
+TEST(AgentConfig, ExploreKeysMeanRunsExploreFlags) {
+  auto config = parseAgentConfig(R"(
+programs:
+  - name: router
+    source: router.bpf.c
+    ifaces: [eth0]
+    explore: true
+    explore_trials: 4
+    explore_rounds: 5
+    explore_slice: 500ms
+    explore_min_runs: 20000
+    explore_budget: 60s
+    explore_margin: 25
+  - name: quiet
+    source: q.bpf.c
+    ifaces: [eth1]
+)",
+                                 "/etc/morpheus/agent.yaml");
+  ASSERT_THAT_EXPECTED(config, llvm::Succeeded());
+  const RunOptions &router = config->programs[0].options;
+  EXPECT_TRUE(router.explore);
+  EXPECT_EQ(router.exploreTrials, 4u);
+  EXPECT_EQ(router.exploreRounds, 5u);
+  EXPECT_DOUBLE_EQ(router.exploreSliceMs, 500);
+  EXPECT_EQ(router.exploreMinRuns, 20000u);
+  EXPECT_DOUBLE_EQ(router.exploreBudgetMs, 60000);
+  EXPECT_DOUBLE_EQ(router.exploreMarginNs, 25);
+  const RunOptions &quiet = config->programs[1].options;
+  EXPECT_FALSE(quiet.explore) << "off unless asked";
+  EXPECT_EQ(quiet.exploreTrials, RunOptions().exploreTrials);
+  EXPECT_NE(config->programs[0].fingerprint, config->programs[1].fingerprint);
+  std::string bad = errorOf(R"(
+programs:
+  - name: router
+    source: router.bpf.c
+    ifaces: [eth0]
+    explore: true
+    explore_slice: soon
+)");
+  EXPECT_NE(bad.find("explore_slice: 'soon' is not a duration"), std::string::npos) << bad;
+}
+
 TEST(AgentConfig, AnIdleAgentAndTheDefaultSocket) {
   auto config = parseAgentConfig("programs: []\n", "/etc/morpheus/agent.yaml");
   ASSERT_THAT_EXPECTED(config, llvm::Succeeded());

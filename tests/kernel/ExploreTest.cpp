@@ -1,0 +1,344 @@
+// Choosing by measurement on the kernel (`run --explore`,
+// runtime/Exploration): under live traffic through a veth, the daemon
+// tries the model's version and the versions without a close pass, each
+// beside the generic program, prints each slice with its measurement,
+// keeps the version with the lowest measured median (checked against the
+// printed numbers), and loses no packet across the swaps while every
+// packet gets the class the original gives it. And every version an
+// exploration can build (every representation of the routes) answers as
+// the original does.
+#include "ChildProcess.h"
+#include "KernelSupport.h"
+#include "backend/bpf/MapUpdater.h"
+#include "core/ExplorationCandidates.h"
+#include "core/Pipeline.h"
+#include "netns/VethPair.h"
+#include "runtime/Daemon.h"
+#include "trafficgen/LiveFrames.h"
+
+#include <arpa/inet.h>
+#include <bpf/bpf.h>
+#include <gtest/gtest.h>
+#include <linux/in.h>
+#include <llvm/Testing/Support/Error.h>
+
+#include <atomic>
+#include <chrono>
+#include <map>
+#include <regex>
+#include <sstream>
+#include <thread>
+
+namespace morpheus::testing {
+namespace {
+
+constexpr uint32_t Classes = 32, RouteMiss = Classes - 1;
+
+struct Route {
+  uint32_t addr; // host order
+  uint32_t length;
+  uint32_t routeClass;
+};
+
+// 20 routes of three lengths: 10/8; 10.i/16 for i = 1..10; 10.i.i/24 for
+// i = 1..9 (the model chooses between close representations for them).
+std::vector<Route> routes() {
+  std::vector<Route> all{{0x0a000000, 8, 1}};
+  for (uint32_t i = 1; i <= 10; ++i)
+    all.push_back({0x0a000000 | i << 16, 16, 1 + i});
+  for (uint32_t i = 1; i <= 9; ++i)
+    all.push_back({0x0a000000 | i << 16 | i << 8, 24, 12 + i});
+  return all;
+}
+
+// What the original's trie answers for `daddr` (host order).
+uint32_t classOf(uint32_t daddr) {
+  uint32_t best = RouteMiss, longest = 0;
+  bool found = false;
+  for (const Route &route : routes()) {
+    uint32_t mask = route.length ? ~0u << (32 - route.length) : 0;
+    if ((daddr & mask) == route.addr && (!found || route.length > longest)) {
+      best = route.routeClass;
+      longest = route.length;
+      found = true;
+    }
+  }
+  return best;
+}
+
+struct RouteKey {
+  uint32_t prefixlen;
+  uint32_t addr; // network order
+};
+
+void writeRoutes(runtime::Optimizer &opt) {
+  auto updater = bpf::MapUpdater::forMap(opt.mapFd("routes"), "routes", &opt.guard());
+  ASSERT_THAT_EXPECTED(updater, llvm::Succeeded());
+  for (const Route &route : routes()) {
+    RouteKey key{route.length, htonl(route.addr)};
+    llvm::Error err = updater->update(bytesOf(key), bytesOf(route.routeClass));
+    ASSERT_THAT_ERROR(std::move(err), llvm::Succeeded());
+  }
+}
+
+// 16 destinations: every /24, five /16 outside them, the /8 alone, a miss.
+std::vector<uint32_t> destinations() {
+  std::vector<uint32_t> all;
+  for (uint32_t i = 1; i <= 9; ++i)
+    all.push_back(0x0a000000 | i << 16 | i << 8 | 5);
+  for (uint32_t i = 1; i <= 5; ++i)
+    all.push_back(0x0a000000 | i << 16 | 77 << 8 | 1);
+  all.push_back(0x0ac80001);
+  all.push_back(0xc0a80101);
+  return all;
+}
+
+struct Trial {
+  std::vector<double> ns;
+  bool slowerThanGeneric = false;
+};
+
+double median(std::vector<double> ns) {
+  std::sort(ns.begin(), ns.end());
+  size_t middle = ns.size() / 2;
+  return ns.size() % 2 ? ns[middle] : (ns[middle - 1] + ns[middle]) / 2;
+}
+
+TEST(Explore, TriesVersionsUnderTrafficKeepsTheFastestLosesNoPacket) {
+  VethPair::sweepStale("explore");
+  VethPair veth("explore");
+  PinDir pins("explore");
+  runtime::DaemonOptions options;
+  options.optimizer.pinDir = pins.path();
+  options.ifaces = {veth.ifB()};
+  options.netns = veth.nsB();
+  options.explore.trials = 3;
+  options.explore.rounds = 3;
+  options.explore.slice = std::chrono::milliseconds(100);
+  options.explore.minRuns = 5000;
+  options.explore.budget = std::chrono::seconds(60);
+  options.explore.margin.ns = 1000; // every decision with an alternative is close
+  std::string printed, problems;
+  llvm::raw_string_ostream out(printed), errors(problems);
+  auto started = runtime::Daemon::start(sourcePath("tests/programs/explore_routes.bpf.c"),
+                                        options, out, errors);
+  ASSERT_THAT_EXPECTED(started, llvm::Succeeded());
+  std::unique_ptr<runtime::Daemon> daemon = std::move(*started);
+  runtime::Optimizer &opt = daemon->optimizer();
+  writeRoutes(opt);
+
+  std::vector<trafficgen::Flow> flows;
+  for (uint32_t daddr : destinations())
+    flows.push_back({0x0a0000c8, daddr, 1000, 80, IPPROTO_UDP});
+  trafficgen::LiveFramesGenerator generator =
+      trafficgen::LiveFramesGenerator::create(trafficgen::acrossVeth(veth, flows));
+  const uint64_t chunk = flows.size() * 20000; // whole rounds of the flows
+  std::atomic<uint64_t> sent{0};
+  std::atomic<bool> stop{false};
+  std::thread traffic([&] {
+    while (!stop)
+      sent += generator.send(chunk).packetsSent;
+  });
+  auto deadline = runtime::Daemon::Clock::now() + std::chrono::seconds(90);
+  auto over = [&] {
+    return printed.find("explore: chose") != std::string::npos ||
+           printed.find("explore: abandoned") != std::string::npos ||
+           printed.find("explore: the model was not close") != std::string::npos ||
+           printed.find("explore: too little") != std::string::npos;
+  };
+  while (!over() && runtime::Daemon::Clock::now() < deadline) {
+    daemon->step(runtime::Daemon::Clock::now());
+    daemon->waitForWork(std::chrono::milliseconds(5));
+  }
+  // Served on after the choice, then stopped.
+  std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  stop = true;
+  traffic.join();
+  std::printf("%s", printed.c_str());
+  ASSERT_TRUE(printed.find("explore: chose") != std::string::npos) << printed << problems;
+
+  // Every packet counted by some version, each in the class the original
+  // gives it (the round-robin sends every flow equally often).
+  std::vector<uint64_t> counted = perCpuCounters(opt.mapFd("classes"), Classes);
+  uint64_t total = 0;
+  for (uint64_t count : counted)
+    total += count;
+  EXPECT_EQ(total, sent.load()) << "packets lost across the exploration's swaps";
+  std::vector<uint64_t> expected(Classes, 0);
+  for (uint32_t daddr : destinations())
+    expected[classOf(daddr)] += sent.load() / flows.size();
+  EXPECT_EQ(counted, expected) << "a version answered differently from the original";
+
+  // The trials as printed: each slice's figure, per version.
+  std::map<std::string, Trial> trials;
+  std::regex tried(R"(explore: tried (.+)  ([0-9.]+) ns/packet \(([0-9]+) runs\)(; slower.*)?)");
+  std::istringstream lines(printed);
+  std::string chosen;
+  for (std::string line; std::getline(lines, line);) {
+    std::smatch match;
+    if (std::regex_match(line, match, tried)) {
+      Trial &trial = trials[match[1]];
+      trial.ns.push_back(std::stod(match[2]));
+      trial.slowerThanGeneric |= match[4].matched;
+      EXPECT_GE(std::stoull(match[3]), options.explore.minRuns) << line;
+    }
+    std::regex chose(R"(explore: chose (.+): [0-9.]+ ns/packet, .*)");
+    if (std::regex_match(line, match, chose))
+      chosen = match[1];
+    else if (line.rfind("explore: chose the generic program", 0) == 0)
+      chosen = "the generic program";
+  }
+  ASSERT_TRUE(trials.count("the generic program")) << printed;
+  double generic = median(trials.at("the generic program").ns);
+  EXPECT_EQ(trials.at("the generic program").ns.size(), options.explore.rounds);
+  ASSERT_GE(trials.size(), 3u) << "the generic program and at least two versions";
+  std::string fastest = "the generic program";
+  double fastestNs = generic;
+  for (const auto &[name, trial] : trials) {
+    if (name == "the generic program")
+      continue;
+    if (trial.slowerThanGeneric) {
+      EXPECT_EQ(trial.ns.size(), 1u) << name << " served after measuring slower than generic";
+      continue;
+    }
+    EXPECT_EQ(trial.ns.size(), options.explore.rounds) << name;
+    double ns = median(trial.ns);
+    if (fastest == "the generic program" ? ns <= fastestNs : ns < fastestNs) {
+      fastest = name;
+      fastestNs = ns;
+    }
+  }
+  EXPECT_EQ(chosen, fastest) << printed;
+  EXPECT_FALSE(daemon->exploring());
+  if (chosen != "the generic program")
+    EXPECT_NE(opt.activeFd(), opt.originalFd()) << "the chosen version serves";
+  daemon.reset();
+}
+
+// `morpheus run --explore` as an operator runs it, its records in JSON:
+// on an empty route table (every packet a miss) the model's search and
+// the derived table take turns with the generic program under traffic,
+// each slice recorded with its figure, then the choice; no packet lost.
+TEST(Explore, RunExploreFromTheCommandLine) {
+  VethPair::sweepStale("explorecli");
+  VethPair veth("explorecli");
+  PinDir pins("explorecli");
+  std::string socket = "/tmp/morpheus-test-explorecli-" + std::to_string(getpid()) + ".sock";
+  ChildProcess run("explorecli",
+                   {binPath("morpheus"), "run", sourcePath("tests/programs/explore_routes.bpf.c"),
+                    "--iface", veth.ifB(), "--netns", veth.nsB(), "--pin-dir", pins.path(),
+                    "--socket", socket, "--detach-on-exit", "--log-format", "json", "--explore",
+                    "--explore-margin", "1000", "--explore-slice", "100ms",
+                    "--explore-min-runs", "2000", "--explore-rounds", "2"});
+  ASSERT_TRUE(waitFor([&] { return run.log().find("\"attached\"") != std::string::npos; },
+                      std::chrono::seconds(30)))
+      << run.log();
+  std::vector<trafficgen::Flow> flows;
+  for (uint32_t daddr : destinations())
+    flows.push_back({0x0a0000c8, daddr, 1000, 80, IPPROTO_UDP});
+  trafficgen::LiveFramesGenerator generator =
+      trafficgen::LiveFramesGenerator::create(trafficgen::acrossVeth(veth, flows));
+  std::atomic<uint64_t> sent{0};
+  std::atomic<bool> stop{false};
+  std::thread traffic([&] {
+    while (!stop)
+      sent += generator.send(flows.size() * 10000).packetsSent;
+  });
+  bool chose = waitFor([&] { return run.log().find("\"explore_choice\"") != std::string::npos; },
+                       std::chrono::seconds(60));
+  stop = true;
+  traffic.join();
+  // Read before the run exits: --detach-on-exit removes the pins.
+  int classesFd = bpf_obj_get((pins.path() + "/classes").c_str());
+  ASSERT_GE(classesFd, 0) << strerror(errno);
+  std::vector<uint64_t> counted = perCpuCounters(classesFd, Classes);
+  close(classesFd);
+  EXPECT_TRUE(run.stop()) << run.log();
+  ASSERT_TRUE(chose) << run.log();
+  uint64_t total = 0;
+  for (uint64_t count : counted)
+    total += count;
+  EXPECT_EQ(total, sent.load()) << "packets lost across the exploration's swaps";
+  EXPECT_EQ(counted[RouteMiss], sent.load()) << "no route: every packet a miss";
+
+  std::istringstream lines(run.log());
+  unsigned trials = 0, generic = 0;
+  std::string chosen;
+  for (std::string line; std::getline(lines, line);) {
+    nlohmann::json record = nlohmann::json::parse(line, nullptr, /*allow_exceptions=*/false);
+    if (!record.is_object())
+      continue;
+    if (record.value("event", "") == "explore_trial") {
+      ++trials;
+      generic += record.at("generic").get<bool>();
+      EXPECT_GT(record.at("ns_per_packet").get<double>(), 0) << line;
+      EXPECT_GE(record.at("runs").get<uint64_t>(), 2000u) << line;
+    }
+    if (record.value("event", "") == "explore_choice")
+      chosen = record.at("chosen").get<std::string>();
+  }
+  EXPECT_EQ(generic, 2u) << run.log();
+  EXPECT_GE(trials, 4u) << "the generic program and two versions, each measured: " << run.log();
+  EXPECT_FALSE(chosen.empty()) << run.log();
+}
+
+// Every version an exploration of these routes can serve (each set of the
+// representation passes left out: search, derived table, derived hashes,
+// the trie) answers every destination as the original does.
+TEST(Explore, EveryVersionAnswersAsTheOriginal) {
+  PinDir pins("explore_equivalence");
+  runtime::OptimizerOptions options;
+  options.pinDir = pins.path();
+  auto created =
+      runtime::Optimizer::create(sourcePath("tests/programs/explore_routes.bpf.c"), options);
+  ASSERT_THAT_EXPECTED(created, llvm::Succeeded());
+  runtime::Optimizer &opt = **created;
+  writeRoutes(opt);
+  core::CycleReport first = opt.runCycle();
+  ASSERT_TRUE(first.installed()) << first.describe();
+  auto candidates = core::explorationCandidates(first.log, 10, core::ExplorationMargin{1000, 0});
+  ASSERT_GE(candidates.size(), 2u) << first.log.toText();
+
+  std::vector<uint32_t> probes = destinations();
+  for (const Route &route : routes()) {
+    uint32_t size = 1u << (32 - route.length);
+    for (uint32_t address : {route.addr, route.addr + size - 1, route.addr - 1,
+                             route.addr + size})
+      probes.push_back(address);
+  }
+  const std::vector<std::string> representations{"lpm-as-code", "lpm-as-array", "lpm-as-hash"};
+  std::set<std::string> built;
+  for (unsigned leftOut = 0; leftOut < 8; ++leftOut) {
+    std::vector<std::string> without;
+    for (unsigned bit = 0; bit < 3; ++bit)
+      if (leftOut & 1u << bit)
+        without.push_back(representations[bit]);
+    opt.setTablePasses(core::tablePassesWithout(without));
+    core::CycleReport cycle = opt.runCycle(/*force=*/true);
+    ASSERT_TRUE(cycle.installed() || cycle.outcome == core::CycleOutcome::Unchanged)
+        << cycle.describe();
+    std::string applied;
+    for (const core::SiteDecision &decision : cycle.log.decisions)
+      if (decision.applied && decision.table == "routes")
+        applied += decision.pass + " ";
+    built.insert(applied);
+    for (uint32_t daddr : probes) {
+      Bytes packet = buildPacket(PacketSpec{.daddr = daddr});
+      std::vector<uint64_t> before = perCpuCounters(opt.mapFd("classes"), Classes);
+      RunResult original = runOnce(opt.originalFd(), packet);
+      std::vector<uint64_t> between = perCpuCounters(opt.mapFd("classes"), Classes);
+      RunResult version = runOnce(opt.activeFd(), packet);
+      std::vector<uint64_t> after = perCpuCounters(opt.mapFd("classes"), Classes);
+      EXPECT_EQ(version, original) << "without " << leftOut << ", daddr " << std::hex << daddr;
+      for (uint32_t c = 0; c < Classes; ++c)
+        EXPECT_EQ(after[c] - between[c], between[c] - before[c])
+            << "class " << c << " without " << leftOut << ", daddr " << std::hex << daddr;
+      EXPECT_EQ(between[classOf(daddr)] - before[classOf(daddr)], 1u);
+    }
+  }
+  // The search, the derived table, the hashes and the trie itself.
+  EXPECT_GE(built.size(), 4u);
+}
+
+} // namespace
+} // namespace morpheus::testing
