@@ -271,7 +271,8 @@ TEST(Bench, LiveFramesReachATcProgramOnTcxIngress) {
     EXPECT_TRUE(std::isfinite(variant.gross.median())) << variant.name;
   }
   EXPECT_EQ(names, (std::vector<std::string>{"baseline", "morpheus-static",
-                                             "morpheus-static-unguarded"}));
+                                             "morpheus-static-unguarded",
+                                             "morpheus-explored"}));
   ASSERT_EQ(measured.mpps.values.size(), options.rounds);
   EXPECT_GT(measured.mpps.median(), 0);
   EXPECT_GT(measured.controlNs.median(), 0) << "the empty TC program ran on tcx too";
