@@ -232,26 +232,59 @@ int VersionComparison::programFd(Version version) const {
 }
 
 Error VersionComparison::write(const MapContents &rows) {
-  for (const auto &[name, entries] : rows)
+  return writeRows(rows, /*skipWhereFull=*/false).takeError();
+}
+
+Expected<MapContents> VersionComparison::writeWhereRoom(const MapContents &rows) {
+  return writeRows(rows, /*skipWhereFull=*/true);
+}
+
+Expected<MapContents> VersionComparison::writeRows(const MapContents &rows, bool skipWhereFull) {
+  MapContents written;
+  for (const auto &[name, entries] : rows) {
+    std::vector<bpf::MapAccess> copies;
     for (Version version : Versions) {
       auto fd = maps(version).find(name);
       if (fd == maps(version).end())
         return makeError("map '{0}': not a map of the program", name);
-      auto layout = bpf::layoutOf(fd->second, name);
-      if (!layout)
-        return layout.takeError();
-      size_t row = rowSize(*layout);
-      size_t stride = bpf::isPerCpuMap(layout->type) ? (layout->valueSize + 7) / 8 * 8 : row;
-      for (const auto &[key, value] : entries) {
-        Bytes full(row, 0);
-        for (size_t offset = 0; offset < row; offset += stride)
-          std::copy(value.begin(), value.begin() + std::min(value.size(), stride),
-                    full.begin() + offset);
-        if (Error err = bpf::MapAccess(fd->second, name).update(key, full))
-          return err;
-      }
+      copies.emplace_back(fd->second, name);
     }
-  return Error::success();
+    auto layout = bpf::layoutOf(copies.front().fd(), name);
+    if (!layout)
+      return layout.takeError();
+    size_t row = rowSize(*layout);
+    size_t stride = bpf::isPerCpuMap(layout->type) ? (layout->valueSize + 7) / 8 * 8 : row;
+    for (const auto &[key, value] : entries) {
+      Bytes full(row, 0);
+      for (size_t offset = 0; offset < row; offset += stride)
+        std::copy(value.begin(), value.begin() + std::min(value.size(), stride),
+                  full.begin() + offset);
+      bool refused = false;
+      for (const bpf::MapAccess &copy : copies) {
+        Error err = copy.update(key, full);
+        if (!err)
+          continue;
+        std::error_code code;
+        err = llvm::handleErrors(std::move(err),
+                                 [&](std::unique_ptr<llvm::ErrorInfoBase> info) -> Error {
+                                   code = info->convertToErrorCode();
+                                   return Error(std::move(info));
+                                 });
+        // The original's copy first: where it has no room, no copy gets
+        // the row (a copy refusing what the original took is an error).
+        if (skipWhereFull && &copy == &copies.front() &&
+            code == std::errc::argument_list_too_long) {
+          llvm::consumeError(std::move(err));
+          refused = true;
+          break;
+        }
+        return std::move(err);
+      }
+      if (!refused)
+        written[name].emplace_back(key, value);
+    }
+  }
+  return written;
 }
 
 Error VersionComparison::restore(const std::map<std::string, std::vector<Bytes>> &touched) {

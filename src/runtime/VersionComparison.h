@@ -179,6 +179,10 @@ public:
   // Writes `rows` (values as one CPU's row, repeated for every CPU) into
   // every version's copy of the maps named.
   Error write(const MapContents &rows);
+  // The same for rows written while packets run, after the program's own
+  // inserts: a row the original's map refuses because it is full (E2BIG)
+  // is written into no copy. Returns the rows written.
+  Expected<MapContents> writeWhereRoom(const MapContents &rows);
   // Puts every version's copies back as they were made (ScratchMaps::restore).
   Error restore(const std::map<std::string, std::vector<core::Bytes>> &touched);
 
@@ -195,6 +199,7 @@ public:
   const MaskCounts &masked() const { return maskCounts; }
 
 private:
+  Expected<MapContents> writeRows(const MapContents &rows, bool skipWhereFull);
   VersionComparison(const bpf::ProgramSpec &spec, std::string entry, bpf::GuardWord guard)
       : spec(spec), entry(std::move(entry)), scratchGuard(std::move(guard)) {}
   int programFd(Version version) const;

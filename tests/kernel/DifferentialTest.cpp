@@ -299,6 +299,7 @@ INSTANTIATE_TEST_SUITE_P(
                       CorpusCase{"sdiv_bound.bpf.c", "-mcpu=v4"},
                       CorpusCase{"srem_bound.bpf.c", "-mcpu=v4"},
                       CorpusCase{"long_body.bpf.c", "-mcpu=v2"},
+                      CorpusCase{"filled_by_packets.bpf.c", nullptr},
                       CorpusCase{"global_function_value.bpf.c", nullptr},
                       CorpusCase{"many_chains.bpf.c", nullptr},
                       CorpusCase{"inline_asm.bpf.c", nullptr},
