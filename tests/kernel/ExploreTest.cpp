@@ -277,8 +277,12 @@ TEST(Explore, RunExploreFromTheCommandLine) {
     if (record.value("event", "") == "explore_choice")
       chosen = record.at("chosen").get<std::string>();
   }
-  EXPECT_EQ(generic, 2u) << run.log();
-  EXPECT_GE(trials, 4u) << "the generic program and two versions, each measured: " << run.log();
+  // How many rounds run depends on what is measured: versions slower than
+  // the generic program are dropped after one slice, and with none left
+  // the exploration ends after its first round. Each is measured once at
+  // least.
+  EXPECT_GE(generic, 1u) << run.log();
+  EXPECT_GE(trials - generic, 2u) << "two versions, each measured: " << run.log();
   EXPECT_FALSE(chosen.empty()) << run.log();
 }
 
