@@ -190,15 +190,26 @@ TEST(Explore, TriesVersionsUnderTrafficKeepsTheFastestLosesNoPacket) {
   }
   ASSERT_TRUE(trials.count("the generic program")) << printed;
   double generic = median(trials.at("the generic program").ns);
-  EXPECT_EQ(trials.at("the generic program").ns.size(), options.explore.rounds);
   ASSERT_GE(trials.size(), 3u) << "the generic program and at least two versions";
+  // The generic program has a slice in every round that starts: all of
+  // them while a version is left, fewer when every version measured
+  // slower than it (the exploration then ends).
+  bool versionLeft = llvm::any_of(trials, [](const auto &trial) {
+    return trial.first != "the generic program" && !trial.second.slowerThanGeneric;
+  });
+  size_t genericSlices = trials.at("the generic program").ns.size();
+  if (versionLeft)
+    EXPECT_EQ(genericSlices, options.explore.rounds);
+  else
+    EXPECT_TRUE(genericSlices >= 1 && genericSlices <= options.explore.rounds) << genericSlices;
   std::string fastest = "the generic program";
   double fastestNs = generic;
   for (const auto &[name, trial] : trials) {
     if (name == "the generic program")
       continue;
     if (trial.slowerThanGeneric) {
-      EXPECT_EQ(trial.ns.size(), 1u) << name << " served after measuring slower than generic";
+      // Dropped in the round it measured slower (the first or a later one).
+      EXPECT_LE(trial.ns.size(), options.explore.rounds) << name;
       continue;
     }
     EXPECT_EQ(trial.ns.size(), options.explore.rounds) << name;
