@@ -259,29 +259,19 @@ Expected<MapContents> VersionComparison::writeRows(const MapContents &rows, bool
       for (size_t offset = 0; offset < row; offset += stride)
         std::copy(value.begin(), value.begin() + std::min(value.size(), stride),
                   full.begin() + offset);
-      bool refused = false;
-      for (const bpf::MapAccess &copy : copies) {
-        Error err = copy.update(key, full);
-        if (!err)
+      // The original's copy first: where it has no room, no copy gets the
+      // row (a copy refusing what the original took is an error).
+      if (skipWhereFull) {
+        auto room = copies.front().updateWhereRoom(key, full);
+        if (!room)
+          return room.takeError();
+        if (!*room)
           continue;
-        std::error_code code;
-        err = llvm::handleErrors(std::move(err),
-                                 [&](std::unique_ptr<llvm::ErrorInfoBase> info) -> Error {
-                                   code = info->convertToErrorCode();
-                                   return Error(std::move(info));
-                                 });
-        // The original's copy first: where it has no room, no copy gets
-        // the row (a copy refusing what the original took is an error).
-        if (skipWhereFull && &copy == &copies.front() &&
-            code == std::errc::argument_list_too_long) {
-          llvm::consumeError(std::move(err));
-          refused = true;
-          break;
-        }
-        return std::move(err);
       }
-      if (!refused)
-        written[name].emplace_back(key, value);
+      for (size_t copy = skipWhereFull ? 1 : 0; copy < copies.size(); ++copy)
+        if (Error err = copies[copy].update(key, full))
+          return std::move(err);
+      written[name].emplace_back(key, value);
     }
   }
   return written;

@@ -47,6 +47,15 @@ Expected<bool> MapAccess::insert(llvm::ArrayRef<uint8_t> key,
   return makeSystemError(errno, "map '{0}': cannot add key {1}", mapName, hexOf(key));
 }
 
+Expected<bool> MapAccess::updateWhereRoom(llvm::ArrayRef<uint8_t> key,
+                                          llvm::ArrayRef<uint8_t> value) const {
+  if (bpf_map_update_elem(mapFd, key.data(), value.data(), BPF_ANY) == 0)
+    return true;
+  if (errno == E2BIG)
+    return false;
+  return makeSystemError(errno, "map '{0}': cannot write key {1}", mapName, hexOf(key));
+}
+
 Expected<bool> MapAccess::remove(llvm::ArrayRef<uint8_t> key) const {
   if (bpf_map_delete_elem(mapFd, key.data()) == 0)
     return true;

@@ -66,6 +66,9 @@ public:
   // Adds `key` only when the map does not hold it (BPF_NOEXIST): false
   // when it does.
   Expected<bool> insert(llvm::ArrayRef<uint8_t> key, llvm::ArrayRef<uint8_t> value) const;
+  // Writes `key` (BPF_ANY) unless the map is full (E2BIG): false then.
+  Expected<bool> updateWhereRoom(llvm::ArrayRef<uint8_t> key,
+                                 llvm::ArrayRef<uint8_t> value) const;
   // Deletes `key`: false when the map did not hold it.
   Expected<bool> remove(llvm::ArrayRef<uint8_t> key) const;
   // Deletes every entry of a map with keys (not an array): `keySize` bytes
