@@ -18,13 +18,15 @@ bool GuardPlan::guarded(const GuardDecision &root) const {
   return root.fallback != Fallback::None;
 }
 
+bool isCallback(const Function &function) {
+  return function.hasAddressTaken(nullptr, /*IgnoreCallbackUses=*/false,
+                                  /*IgnoreAssumeLikeCalls=*/true, /*IgnoreLLVMUsed=*/true);
+}
+
 std::vector<Function *> guardRoots(Module &module, const AccessSignatureTable &sigs) {
   std::vector<Function *> roots;
   for (Function &function : module)
-    if (!function.isDeclaration() &&
-        (sigs.isProgramEntry(function) ||
-         function.hasAddressTaken(nullptr, /*IgnoreCallbackUses=*/false,
-                                  /*IgnoreAssumeLikeCalls=*/true, /*IgnoreLLVMUsed=*/true)))
+    if (!function.isDeclaration() && (sigs.isProgramEntry(function) || isCallback(function)))
       roots.push_back(&function);
   return roots;
 }
@@ -48,6 +50,13 @@ std::set<Function *> reachableFrom(Function *root, bool throughAddresses) {
     }
   }
   return reached;
+}
+
+bool registersCallbacks(Function &entry) {
+  std::set<Function *> reached = reachableFrom(&entry, /*throughAddresses=*/true);
+  return std::any_of(reached.begin(), reached.end(), [&](Function *function) {
+    return function != &entry && isCallback(*function);
+  });
 }
 
 namespace {

@@ -108,4 +108,12 @@ void elideUnneededGuards(llvm::Module &module, GuardPlan &plan, const CodeImage 
 // `throughAddresses`, through functions whose address code takes.
 std::set<llvm::Function *> reachableFrom(llvm::Function *root, bool throughAddresses);
 
+// Whether the kernel can call `function` on its own, as a callback: its
+// address is taken (outside llvm.used lists).
+bool isCallback(const llvm::Function &function);
+
+// Whether `entry` registers a callback: reaches, through calls or taken
+// addresses, a function the kernel can call on its own.
+bool registersCallbacks(llvm::Function &entry);
+
 } // namespace morpheus::core

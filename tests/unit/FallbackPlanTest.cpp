@@ -66,6 +66,16 @@ TEST(FallbackPlan, DeclinedWhenNeitherFallbackWorks) {
   }
 }
 
+// Where a tail call works, the version carries no generic copy, even when
+// both would fit: half the code to optimize, generate and verify.
+TEST(FallbackPlan, TailCallWhereItWorksEvenWhenBothVersionsFit) {
+  core::SpecializationLog log = plan("partial_array.bpf.c", "levels", {{"array_prog", {1000, 0}}});
+  const core::GuardDecision *entry = guardOf(log, "array_prog");
+  ASSERT_NE(entry, nullptr);
+  EXPECT_EQ(entry->fallback, core::Fallback::TailCall) << entry->detail;
+  EXPECT_NE(entry->detail.find("no generic copy"), std::string::npos) << entry->detail;
+}
+
 TEST(FallbackPlan, TailCallWhenOnlyThatFits) {
   core::SpecializationLog log =
       plan("partial_array.bpf.c", "levels", {{"array_prog", {500000, 0}}});
@@ -90,7 +100,9 @@ TEST(FallbackPlan, NoContextMeansNoTailCall) {
 }
 
 // The timer callback runs long after the packet: it guards itself, in the
-// program, whenever its program falls back in the program.
+// program, whenever its program falls back in the program; an entry that
+// registers one keeps its generic copy where both fit, though a tail call
+// would work.
 TEST(FallbackPlan, CallbacksFollowTheirProgram) {
   core::SpecializationLog log =
       plan("timer_callback.bpf.c", "config", {{"timer_prog", {1000, 0}}});

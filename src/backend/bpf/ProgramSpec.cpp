@@ -6,6 +6,7 @@
 #include "backend/bpf/Profile.h"
 #include "backend/bpf/StaticSlots.h"
 #include "backend/bpf/VerifierBounds.h"
+#include "core/GuardPlanning.h"
 #include "core/PhaseClock.h"
 #include "core/PristineBitcode.h"
 #include "support/Log.h"
@@ -284,27 +285,41 @@ core::EntryFallback ProgramSpec::fallbackFor(const std::string &entry, unsigned 
   core::EntryFallback fallback{entry, core::Fallback::None, 0, dropVerdict(programType(entry)),
                                ""};
   std::optional<uint64_t> verified = known ? facts->second.verifiedInstructions : std::nullopt;
-  if (verified && 3 * *verified <= VerifierLimit) {
-    // The verifier explores the generic copy (what the original cost) and
-    // the specialized code (at most about as much again): a third of the
-    // limit leaves a margin.
+  std::string verifiedText =
+      verified ? "the original verified in " + std::to_string(*verified) + " instructions"
+               : "verifier cost unknown";
+  // The verifier explores the generic copy (what the original cost) and
+  // the specialized code (at most about as much again): a third of the
+  // limit leaves a margin.
+  bool bothFit = verified && 3 * *verified <= VerifierLimit;
+  // A tail call to the original keeps the generic code out of the version,
+  // which then costs O2, code generation and verification of its
+  // specialized code alone (about half of an in-program version's, every
+  // cycle). A callback the entry registers would lose its fallback with it
+  // (a callback can fall back only inside the program), so such entries
+  // keep the generic copy where it is known to fit.
+  llvm::Function *function = pristine->getFunction(entry);
+  std::string keepsCopy = noTailCall.empty() && function && core::registersCallbacks(*function)
+                              ? "it registers callbacks, which fall back only inside the program"
+                              : "";
+  if (noTailCall.empty() && (keepsCopy.empty() || !verified)) {
+    fallback.fallback = core::Fallback::TailCall;
+    fallback.slot = *slot;
+    fallback.detail = keepsCopy.empty()
+                          ? "a tail call to the original: the version carries no generic copy"
+                          : verifiedText;
+  } else if (bothFit || !verified) {
     fallback.fallback = core::Fallback::InProgram;
-    fallback.detail = "the original verified in " + std::to_string(*verified) +
-                      " instructions: both versions fit the verifier's limit";
+    fallback.detail = verifiedText + (bothFit ? ": both versions fit the verifier's limit" : "") +
+                      "; no tail call: " + (noTailCall.empty() ? keepsCopy : noTailCall);
   } else if (noTailCall.empty()) {
     fallback.fallback = core::Fallback::TailCall;
     fallback.slot = *slot;
-    fallback.detail = verified ? "the original verified in " + std::to_string(*verified) +
-                                     " instructions: two versions would not fit the "
-                                     "verifier's limit"
-                               : "verifier cost unknown";
-  } else if (!verified) {
-    fallback.fallback = core::Fallback::InProgram;
-    fallback.detail = "verifier cost unknown; no tail call: " + noTailCall;
+    fallback.detail = verifiedText + ": two versions would not fit the verifier's limit";
   } else {
-    fallback.detail = "the original verified in " + std::to_string(*verified) +
-                      " instructions: two versions would not fit the verifier's limit, "
-                      "and no tail call: " + noTailCall;
+    fallback.detail = verifiedText +
+                      ": two versions would not fit the verifier's limit, and no tail call: " +
+                      noTailCall;
   }
   return fallback;
 }
