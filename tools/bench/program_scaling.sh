@@ -39,7 +39,7 @@ measure() {
     --no-build-cache --iface veth1 --netns $ns --xdp-mode generic --pin-dir $pin \
     --socket $out/sock --period 1s --log-format json > $out/run.log 2>&1 &
   local mpid=$!
-  installed() { grep -c '"outcome":"installed"' $out/run.log || true; }
+  installed() { cat $out/run.log 2>/dev/null | grep -c '"outcome":"installed"' || true; }
   local ok=1
   until [ "$(installed)" -ge 1 ]; do sleep 1; kill -0 $mpid 2>/dev/null || { ok=0; break; }; done
   if [ $ok = 1 ]; then
