@@ -863,6 +863,8 @@ void Daemon::report(const core::CycleReport &cycle) {
     fields["next_attempt_periods"] = periods;
   }
   if (cycle.installed() && !options.quiet) {
+    text += "  t2 by phase (ms): " + core::phasesText(cycle.log.phases) + "\n";
+    fields["t2_phases"] = phasesJson(cycle.log.phases);
     if (!cycle.times.validationPhases.empty())
       text += "  validation by phase (ms): " + core::phasesText(cycle.times.validationPhases) +
               "\n";

@@ -7,13 +7,17 @@
 // writes must still reach the live map.
 #include "Corpus.h"
 #include "runtime/Daemon.h"
+#include "backend/bpf/BpfObject.h"
 #include "backend/bpf/Frontend.h"
+#include "backend/bpf/Guard.h"
+#include "backend/bpf/MapIO.h"
 
 #include <bpf/bpf.h>
 #include <bpf/libbpf.h>
 #include <linux/bpf.h>
 
 #include <algorithm>
+#include <set>
 #include <fstream>
 #include <atomic>
 #include <thread>
@@ -1058,6 +1062,174 @@ TEST(CompositePrograms, HundredThousandInstructionFirewallSpecializesAndAnswersA
     EXPECT_EQ(active, program.original(packet)) << std::hex << daddr;
     EXPECT_EQ(active.verdict, uint32_t(XDP_PASS)) << std::hex << daddr;
   }
+}
+
+
+// many_programs.bpf.c's rule: struct rule, 8 bytes.
+struct StageRule {
+  uint8_t proto, action;
+  uint16_t portLo, portHi, pad;
+};
+static_assert(sizeof(StageRule) == 8);
+
+// Packets many_programs.bpf.c sends to its program `program`: the
+// destination address's last byte modulo the object's program count.
+struct StageCase {
+  PacketSpec spec;
+  uint32_t verdict;
+};
+std::vector<StageCase> stageCases(uint32_t program) {
+  uint32_t daddr = 0x0a000000 | program;
+  return {{{.daddr = daddr, .dport = 53}, XDP_DROP},
+          {{.protocol = 6, .daddr = daddr, .dport = 22}, XDP_PASS},
+          {{.protocol = 6, .daddr = daddr, .dport = 8080}, XDP_TX},
+          {{.daddr = daddr, .dport = 9999}, XDP_PASS}};
+}
+const StageRule DropDns{17, XDP_DROP + 1, 53, 53, 0}, PassSsh{6, XDP_PASS + 1, 22, 22, 0},
+    SendBackWeb{6, XDP_TX + 1, 8000, 8999, 0}, DropWeb{6, XDP_DROP + 1, 8000, 8999, 0};
+
+// An object of 100 programs (tests/programs/many_programs.bpf.c: an entry
+// tail-calling 99 stages, each scanning its own ACL), more than 64: it
+// loads under Morpheus, every program joins the fallback array (a stage at
+// a slot past 64 too), every program's ACL is specialized, and the version
+// answers as the original on packets reaching that stage; after a guarded
+// change of its ACL the version falls back (the object makes tail calls,
+// so its guards fall back inside the program) and answers with the new rule.
+TEST(CompositePrograms, AHundredProgramsLoadSpecializeAndFallBackPastSlot64) {
+  runtime::OptimizerOptions options = CorpusProgram::noShadow();
+  options.program = "many_entry"; // clang emits the stages first
+  options.frontend.cflags = {"-DPROGRAMS=100"};
+  CorpusProgram program("many_programs.bpf.c", options);
+  ASSERT_TRUE(program.ok());
+  const std::vector<std::string> &programs = program.opt().spec().programs();
+  ASSERT_EQ(programs.size(), 100u);
+  auto at = std::find(programs.begin(), programs.end(), "stage_99");
+  ASSERT_NE(at, programs.end());
+  uint32_t slot = uint32_t(at - programs.begin());
+  ASSERT_GE(slot, 64u) << "the stage under test sits past the old limit";
+
+  // The live fallback array holds the original stage at its slot (the
+  // live `stages` array holds it too).
+  uint32_t fallbackId = 0, liveId = 0, liveSlot = 99;
+  ASSERT_EQ(bpf_map_lookup_elem(program.opt().mapFd(bpf::FallbackMapName), &slot, &fallbackId), 0);
+  ASSERT_EQ(bpf_map_lookup_elem(program.opt().mapFd("stages"), &liveSlot, &liveId), 0);
+  EXPECT_EQ(fallbackId, liveId);
+
+  for (uint32_t stage : {0u, 7u, 99u}) {
+    std::string rules = "rules_" + std::to_string(stage);
+    program.set(rules, uint32_t(0), DropDns);
+    program.set(rules, uint32_t(1), PassSsh);
+    program.set(rules, uint32_t(2), SendBackWeb);
+  }
+  core::CycleReport report = program.cycle();
+  ASSERT_TRUE(report.installed()) << report.describe();
+  std::set<std::string> specialized;
+  for (const core::SiteDecision &d : report.log.decisions)
+    if (d.applied && d.table.starts_with("rules_"))
+      specialized.insert(d.table);
+  EXPECT_EQ(specialized.size(), 100u) << "every program's ACL";
+
+  // The counter the stage writes still counts: per program and verdict.
+  int counts = program.opt().mapFd("counts");
+  auto counted = [&](uint32_t key) {
+    std::vector<uint64_t> perCpu(libbpf_num_possible_cpus());
+    EXPECT_EQ(bpf_map_lookup_elem(counts, &key, perCpu.data()), 0);
+    uint64_t sum = 0;
+    for (uint64_t value : perCpu)
+      sum += value;
+    return sum;
+  };
+  for (uint32_t stage : {0u, 7u, 99u})
+    for (const StageCase &c : stageCases(stage)) {
+      Bytes packet = buildPacket(c.spec);
+      uint32_t key = stage * 8 + c.verdict;
+      uint64_t before = counted(key);
+      RunResult active = program.active(packet);
+      EXPECT_EQ(counted(key), before + 1) << "stage " << stage << " dport " << c.spec.dport;
+      EXPECT_EQ(active, program.original(packet)) << "stage " << stage << " dport " << c.spec.dport;
+      EXPECT_EQ(active.verdict, c.verdict) << "stage " << stage << " dport " << c.spec.dport;
+    }
+
+  // A change of stage 99's ACL behind the guard, no cycle since: the stale
+  // version falls back and the packet gets the new rule (the old code
+  // would send it back).
+  program.set("rules_99", uint32_t(2), DropWeb);
+  for (uint32_t daddr : {0x0a000063u, 0x0a0000c7u}) { // .99 and .199 reach stage 99
+    Bytes packet = buildPacket({.protocol = 6, .daddr = daddr, .dport = 8080});
+    RunResult active = program.active(packet);
+    EXPECT_EQ(active, program.original(packet)) << std::hex << daddr;
+    EXPECT_EQ(active.verdict, uint32_t(XDP_DROP)) << std::hex << daddr;
+  }
+}
+
+// The fallback by tail call past slot 64: 70 programs attached on their
+// own (many_programs.bpf.c with -DINDEPENDENT: no tail call in the object),
+// built offline without facts from the kernel, so each falls back by tail
+// call to its index. The fallback array the optimizer fills
+// (createFallbackArray) holds every program; a stage past slot 64 answers
+// from its specialized code while the version holds, and from the original
+// in its slot once a guarded change makes it stale.
+TEST(CompositePrograms, AStagePastSlot64FallsBackByTailCallToItsOriginal) {
+  bpf::FrontendOptions frontend;
+  frontend.cflags = {"-DPROGRAMS=70", "-DINDEPENDENT"};
+  auto spec = bpf::ProgramSpec::load(corpusPath("many_programs.bpf.c"), frontend);
+  ASSERT_THAT_EXPECTED(spec, llvm::Succeeded());
+  const std::vector<std::string> &programs = (*spec)->programs();
+  ASSERT_EQ(programs.size(), 70u);
+  auto at = std::find(programs.begin(), programs.end(), "stage_69");
+  ASSERT_NE(at, programs.end());
+  uint32_t slot = uint32_t(at - programs.begin());
+  ASSERT_GE(slot, 64u);
+
+  auto original = bpf::LoadedObject::load((*spec)->originalElf(), (*spec)->objectName(), {});
+  ASSERT_THAT_EXPECTED(original, llvm::Succeeded());
+  int rules = original->mapFd("rules_69");
+  uint32_t keys[] = {0, 1, 2};
+  for (auto [key, rule] : {std::pair{keys[0], DropDns}, {keys[1], PassSsh}, {keys[2], SendBackWeb}})
+    ASSERT_EQ(bpf_map_update_elem(rules, &key, &rule, BPF_ANY), 0);
+  auto fallback = bpf::createFallbackArray(*original, programs, "many_entry");
+  ASSERT_THAT_EXPECTED(fallback, llvm::Succeeded());
+  Fd fallbackArray(fallback->fd);
+  for (uint32_t i = 0; i < programs.size(); ++i)
+    EXPECT_EQ(fallback->programs[programs[i]].fallbackSlot, std::optional(i)) << programs[i];
+
+  auto guard = bpf::GuardWord::create();
+  ASSERT_THAT_EXPECTED(guard, llvm::Succeeded());
+  std::map<std::string, int> maps;
+  for (const auto &[name, fd] : original->maps())
+    if (!bpf::isFrozenSection(name))
+      maps[name] = fd;
+  auto snapshot = bpf::readSnapshot((*spec)->readPlan(64), (*spec)->catalog(), maps);
+  ASSERT_THAT_EXPECTED(snapshot, llvm::Succeeded());
+  maps[bpf::GuardMapName] = guard->fd();
+  maps[bpf::FallbackMapName] = fallbackArray.fd;
+  bpf::SpecializeRequest request; // no facts: each falls back by tail call
+  request.guardVersion = guard->version();
+  auto built = (*spec)->specialize(*snapshot, request);
+  ASSERT_THAT_EXPECTED(built, llvm::Succeeded());
+  auto decided = std::find_if(built->log.guards.begin(), built->log.guards.end(),
+                              [](const core::GuardDecision &g) { return g.function == "stage_69"; });
+  ASSERT_NE(decided, built->log.guards.end());
+  EXPECT_EQ(decided->fallback, core::Fallback::TailCall) << decided->detail;
+  EXPECT_EQ(decided->slot, slot);
+  bpf::LoadOptions sharing;
+  sharing.maps = maps;
+  auto specialized = bpf::LoadedObject::load(built->elf, (*spec)->objectName(), sharing);
+  ASSERT_THAT_EXPECTED(specialized, llvm::Succeeded());
+  int stage = specialized->programFd("stage_69"), originalStage = original->programFd("stage_69");
+
+  for (const StageCase &c : stageCases(69)) {
+    Bytes packet = buildPacket(c.spec);
+    RunResult active = runOnce(stage, packet);
+    EXPECT_EQ(active, runOnce(originalStage, packet)) << "dport " << c.spec.dport;
+    EXPECT_EQ(active.verdict, c.verdict) << "dport " << c.spec.dport;
+  }
+  guard->bump();
+  ASSERT_EQ(bpf_map_update_elem(rules, &keys[2], &DropWeb, BPF_ANY), 0);
+  Bytes web = buildPacket({.protocol = 6, .daddr = 0x0a000045, .dport = 8080});
+  EXPECT_EQ(runOnce(stage, web).verdict, uint32_t(XDP_DROP))
+      << "stale: the original in slot " << slot << ", not the old code nor XDP_ABORTED";
+  EXPECT_EQ(runOnce(stage, web), runOnce(originalStage, web));
 }
 
 } // namespace

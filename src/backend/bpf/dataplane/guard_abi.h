@@ -39,8 +39,10 @@
 #define MORPHEUS_WRITE_COUNT "morpheus_write_count" /* __u64 (__u32 bucket) */
 #define MORPHEUS_WRITE_BUCKET_BITS 12
 
-/* Slots of the fallback program array: programs Morpheus manages per object. */
-#define MORPHEUS_MAX_PROGRAMS 64
+/* Slots of the fallback program array: programs Morpheus manages per object.
+ * A PROG_ARRAY's slot is one pointer in the kernel: 256 slots are 2 KiB per
+ * array (the live one, and validation's scratch one while it runs). */
+#define MORPHEUS_MAX_PROGRAMS 256
 
 /* The guard map's only value, mmap-ed by user space. Version 0 is never
  * valid; versions only grow. */
