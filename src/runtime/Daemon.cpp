@@ -712,8 +712,8 @@ std::optional<core::CycleReport> Daemon::step(Clock::time_point now) {
   }
   if (explored && options.explore.every.count() > 0 && reexploreWhy.empty() &&
       now - lastExploration >= options.explore.every)
-    reexploreWhy = llvm::formatv("{0:f1} s since the last exploration",
-                                 options.explore.every.count() / 1000.0);
+    reexploreWhy = llvm::formatv("--explore-every {0} ms since the last exploration began",
+                                 options.explore.every.count());
   if (genericChosen && reexploreWhy.empty()) {
     if (!changeArrived())
       return std::nullopt;
