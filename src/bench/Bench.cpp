@@ -457,8 +457,9 @@ Expected<std::vector<std::string>> exploreOnTrace(BenchSetup &setup, const Trace
     return explored.activeFd();
   };
   // Three rounds unless nothing is to be tried beside the model's version.
-  core::ExplorationSchedule schedule(candidates.size(),
-                                     candidates.size() > 1 || !widened.empty() ? 3 : 1);
+  core::ExplorationSchedule schedule(candidates.size(), candidates.size() > 1 || !widened.empty()
+                                                            ? setup.options.exploreRounds
+                                                            : 1);
   double predicted = core::predictedSavingNs(setup.exploredLog);
   for (;;) {
     std::optional<size_t> slot = schedule.next();
