@@ -108,9 +108,11 @@ std::vector<ExplorationCandidate> explorationCandidates(const SpecializationLog 
                       representationName(next.representation), next.ns, decision.table,
                       choice.memoryDeclined.empty() ? "" : "; " + choice.memoryDeclined)
             .str();
-    auto [kept, added] = byPass.try_emplace(pass, ExplorationCandidate{.leftOut = {pass}, .description = description, .predictedGapNs = gap});
+    ExplorationCandidate candidate{
+        .leftOut = {pass}, .description = description, .predictedGapNs = gap};
+    auto [kept, added] = byPass.try_emplace(pass, candidate);
     if (!added && gap < kept->second.predictedGapNs)
-      kept->second = ExplorationCandidate{.leftOut = {pass}, .description = description, .predictedGapNs = gap};
+      kept->second = std::move(candidate);
   }
   std::vector<ExplorationCandidate> alternatives;
   for (auto &[pass, candidate] : byPass)
@@ -127,8 +129,9 @@ std::vector<ExplorationCandidate> explorationCandidates(const SpecializationLog 
   return candidates;
 }
 
-std::vector<ExplorationCandidate> widenedCandidates(const SpecializationLog &log, size_t trials,
-                                                    const std::vector<ExplorationCandidate> &tried) {
+std::vector<ExplorationCandidate>
+widenedCandidates(const SpecializationLog &log, size_t trials,
+                  const std::vector<ExplorationCandidate> &tried) {
   ExplorationMargin everything{std::numeric_limits<double>::infinity(), 0};
   std::vector<ExplorationCandidate> widened;
   for (ExplorationCandidate &candidate :
@@ -175,7 +178,8 @@ bool hotKeysMoved(const std::map<unsigned, std::vector<Bytes>> &before,
     auto was = before.find(site), is = after.find(site);
     const std::vector<Bytes> &old = was == before.end() ? none : was->second;
     const std::vector<Bytes> &now = is == after.end() ? none : is->second;
-    size_t kept = llvm::count_if(now, [&](const Bytes &key) { return llvm::is_contained(old, key); });
+    size_t kept =
+        llvm::count_if(now, [&](const Bytes &key) { return llvm::is_contained(old, key); });
     size_t larger = std::max(old.size(), now.size());
     if (2 * kept < larger)
       return true;

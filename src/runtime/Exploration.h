@@ -5,11 +5,12 @@
 // interleaved rounds (with no such decision, the model's version alone is
 // measured against the generic program, to see whether it saves what the
 // model predicts; when it saves much less, the versions the model was not
-// close on join the same exploration's rounds); the kernel's bpf_stats (enabled through a scoped descriptor
-// while measuring) give each slice's ns per run of the program the hook
-// ran, and the candidate with the lowest median that is not slower than
-// the generic program's is kept. Every candidate is an ordinary cycle of
-// the optimizer with its table passes (built, loaded, shadow-validated and
+// close on join the same exploration's rounds); the kernel's bpf_stats
+// (enabled through a scoped descriptor while measuring) give each slice's
+// ns per run of the program the hook ran, and the candidate with the
+// lowest median that is not slower than the generic program's is kept.
+// Every candidate is an ordinary cycle of the optimizer with its table
+// passes and inline limit (built, loaded, shadow-validated and
 // swapped in atomically as any version), so nothing served was not
 // validated, and a swap loses no packet.
 //
