@@ -435,7 +435,9 @@ Expected<std::vector<std::string>> exploreOnTrace(BenchSetup &setup, const Trace
   runtime::Optimizer &explored = *setup.explored;
   std::vector<core::ExplorationCandidate> candidates =
       core::explorationCandidates(setup.exploredLog, setup.options.exploreTrials);
-  std::optional<std::vector<std::string>> passes = explored.tablePasses();
+  core::VersionSettings model = explored.versionSettings();
+  std::vector<core::ExplorationCandidate> widened =
+      core::widenedCandidates(setup.exploredLog, setup.options.exploreTrials, candidates);
   auto nameOf = [&](size_t slot) {
     return slot == 0 ? std::string("the baseline") : candidates[slot - 1].description;
   };
@@ -448,15 +450,35 @@ Expected<std::vector<std::string>> exploreOnTrace(BenchSetup &setup, const Trace
   auto serve = [&](size_t slot) -> Expected<int> {
     if (slot == 0)
       return explored.originalFd();
-    explored.setTablePasses(core::candidatePasses(candidates[slot - 1], passes));
+    explored.setVersionSettings(core::candidateSettings(candidates[slot - 1], model));
     core::CycleReport cycle = explored.runCycle(/*force=*/true);
     if (!cycle.installed() && cycle.outcome != core::CycleOutcome::Unchanged)
       return makeError("{0}", cycle.describe());
     return explored.activeFd();
   };
-  // Three rounds unless the model was close nowhere: then its version alone.
-  core::ExplorationSchedule schedule(candidates.size(), candidates.size() > 1 ? 3 : 1);
-  while (std::optional<size_t> slot = schedule.next()) {
+  // Three rounds unless nothing is to be tried beside the model's version.
+  core::ExplorationSchedule schedule(candidates.size(), candidates.size() > 1 || !widened.empty()
+                                                            ? setup.options.exploreRounds
+                                                            : 1);
+  double predicted = core::predictedSavingNs(setup.exploredLog);
+  for (;;) {
+    std::optional<size_t> slot = schedule.next();
+    // The model's version measured short of its predicted saving: the
+    // versions it was not close on too, as `run --explore` tries them.
+    if (!slot && !widened.empty() && schedule.median(0) && schedule.median(1) &&
+        core::gainFallsShort(predicted, *schedule.median(0), *schedule.median(1))) {
+      lines.push_back(llvm::formatv("the model's version saves {0:f1} ns/packet measured, "
+                                    "{1:f1} predicted: trying {2} more",
+                                    *schedule.median(0) - *schedule.median(1), predicted,
+                                    widened.size())
+                          .str());
+      candidates.insert(candidates.end(), widened.begin(), widened.end());
+      schedule.extend(widened.size());
+      widened.clear();
+      slot = schedule.next();
+    }
+    if (!slot)
+      break;
     auto fd = serve(*slot);
     if (!fd) {
       lines.push_back("not tried: " + nameOf(*slot) + ": " + llvm::toString(fd.takeError()));
@@ -475,7 +497,7 @@ Expected<std::vector<std::string>> exploreOnTrace(BenchSetup &setup, const Trace
   }
   size_t chosen = schedule.choice();
   if (chosen == 0) {
-    explored.setTablePasses(passes);
+    explored.setVersionSettings(model);
     if (Error err = explored.serveOriginal())
       return err;
   } else if (auto fd = serve(chosen); !fd) {

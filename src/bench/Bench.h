@@ -82,6 +82,10 @@ struct BenchOptions {
   // trace by the driver in interleaved rounds, the fastest median no
   // slower than the baseline kept; 0 = none.
   uint32_t exploreTrials = 3;
+  // Its interleaved rounds (each version and the baseline timed once a
+  // round on the whole trace; the median kept): more rounds tell closer
+  // versions apart on a noisy machine.
+  uint32_t exploreRounds = 3;
   core::FaultInjection faults;  // test-only: passed to the optimizer
   // Prices the table representations Morpheus chooses between (the
   // command loads this machine's calibration; default costs otherwise).

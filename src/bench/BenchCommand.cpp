@@ -216,6 +216,11 @@ void addBenchCommand(CLI::App &morpheus) {
                   "(default 3)")
       ->type_name("N");
   command
+      .add_option("--explore-rounds", options.exploreRounds,
+                  "interleaved rounds of the 'morpheus-explored' variant's trials, the "
+                  "median kept (default 3)")
+      ->type_name("N");
+  command
       .add_option("--sampling-periods", options.samplingPeriods,
                   "the sampling-rate sweep: a variant 'sampling-every-P' per period P "
                   "(packets per sample, powers of two, e.g. 1,4,16,64,256), the "

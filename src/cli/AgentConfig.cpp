@@ -28,12 +28,13 @@ struct ProgramEntry {
   std::optional<OtherWriters> otherWriters;
   std::optional<bpf::ProgramType> progType;
   std::optional<uint32_t> inlineLimit, shadowPackets;
-  // run's --explore and its options (explore_slice, explore_budget: durations).
+  // run's --explore and its options (explore_slice, explore_budget,
+  // explore_every: durations).
   bool explore = false;
   std::optional<uint32_t> exploreTrials, exploreRounds;
   std::optional<uint64_t> exploreMinRuns;
-  std::optional<double> exploreMargin;
-  std::string exploreSlice, exploreBudget;
+  std::optional<double> exploreMargin, exploreShortfall;
+  std::string exploreSlice, exploreBudget, exploreEvery;
   std::map<std::string, uint32_t> maxEntries; // run's --max-entries MAP=N
   bool acceptOneTailCallFewer = false, quiet = false;
 };
@@ -136,6 +137,8 @@ template <> struct MappingTraits<morpheus::cli::ProgramEntry> {
     io.mapOptional("explore_min_runs", entry.exploreMinRuns);
     io.mapOptional("explore_budget", entry.exploreBudget);
     io.mapOptional("explore_margin", entry.exploreMargin);
+    io.mapOptional("explore_shortfall", entry.exploreShortfall);
+    io.mapOptional("explore_every", entry.exploreEvery);
   }
 };
 
@@ -213,10 +216,13 @@ Expected<RunOptions> runOptionsFor(const ProgramEntry &entry, llvm::StringRef ba
   options.exploreRounds = entry.exploreRounds.value_or(options.exploreRounds);
   options.exploreMinRuns = entry.exploreMinRuns.value_or(options.exploreMinRuns);
   options.exploreMarginNs = entry.exploreMargin.value_or(options.exploreMarginNs);
+  options.exploreShortfall = entry.exploreShortfall.value_or(options.exploreShortfall);
   for (auto [key, text, ms] : {std::tuple{"explore_slice", &entry.exploreSlice,
                                           &options.exploreSliceMs},
                                std::tuple{"explore_budget", &entry.exploreBudget,
-                                          &options.exploreBudgetMs}}) {
+                                          &options.exploreBudgetMs},
+                               std::tuple{"explore_every", &entry.exploreEvery,
+                                          &options.exploreEveryMs}}) {
     if (text->empty())
       continue;
     std::optional<double> duration = commandline::parseDuration(*text);

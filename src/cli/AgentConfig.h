@@ -18,7 +18,7 @@
 // watched), cost_model, shadow_packets, profile, no_profile,
 // reproducer_dir, quiet, explore (true: run --explore), explore_trials,
 // explore_rounds, explore_slice, explore_min_runs, explore_budget,
-// explore_margin, and the compiler's includes, defines, cflags,
+// explore_margin, explore_shortfall, explore_every, and the compiler's includes, defines, cflags,
 // compile_db, prog_type.
 //
 // Read with LLVM's YAML I/O: an unknown key, a value of the wrong kind or

@@ -46,6 +46,8 @@ Expected<runtime::DaemonOptions> daemonOptionsFor(const RunOptions &flags, const
     options.explore.budget = std::chrono::milliseconds(int64_t(flags.exploreBudgetMs));
     options.explore.minRuns = flags.exploreMinRuns;
     options.explore.margin.ns = flags.exploreMarginNs;
+    options.explore.shortfall.fraction = std::max(0.0, flags.exploreShortfall);
+    options.explore.every = std::chrono::milliseconds(int64_t(flags.exploreEveryMs));
   }
   options.optimizer.traffic.mode = flags.profile;
   auto costModel = costModelFor(flags.costModel, costModelSaid);
@@ -117,6 +119,18 @@ void addExploreOptions(CLI::App &command, RunOptions &options) {
                   "how close (ns) the model's next representation must be predicted to be "
                   "tried (or within half the chosen one's prediction; default 10)")
       ->type_name("NS");
+  command
+      .add_option("--explore-shortfall", options.exploreShortfall,
+                  "when the model's version, measured against the generic program, saves "
+                  "less than this fraction of the saving the model predicts (by more than "
+                  "5 ns), the versions it was not close on are tried too, and a version "
+                  "with no close decision is measured to find out (default 0.5; 0: only "
+                  "close decisions)")
+      ->type_name("FRACTION");
+  commandline::addDuration(command, "--explore-every", options.exploreEveryMs,
+                           "explore again this long after the last exploration began, the "
+                           "model's version built afresh (default: off; explorations also "
+                           "start again when the traffic's hot keys move)");
 }
 
 } // namespace morpheus::cli

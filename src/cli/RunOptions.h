@@ -47,6 +47,8 @@ struct RunOptions {
   double exploreSliceMs = 200, exploreBudgetMs = 30000;
   uint64_t exploreMinRuns = runtime::ExploreOptions().minRuns;
   double exploreMarginNs = core::ExplorationMargin().ns;
+  double exploreShortfall = core::ShortfallThreshold().fraction;
+  double exploreEveryMs = 0; // 0: off
 };
 
 // --explore and the options that shape it (run's; the agent's file has

@@ -2,33 +2,80 @@
 
 #include "core/Pipeline.h"
 
+#include <llvm/ADT/STLExtras.h>
 #include <llvm/Support/FormatVariadic.h>
 
 #include <algorithm>
+#include <limits>
 #include <map>
+#include <set>
 #include <tuple>
 
 namespace morpheus::core {
 
-std::optional<std::vector<std::string>>
-candidatePasses(const ExplorationCandidate &candidate,
-                const std::optional<std::vector<std::string>> &base) {
+VersionSettings candidateSettings(const ExplorationCandidate &candidate,
+                                  const VersionSettings &model) {
+  VersionSettings settings = model;
+  if (candidate.inlineLimit)
+    settings.inlineLimit = std::min(model.inlineLimit, *candidate.inlineLimit);
   const std::vector<std::string> &leftOut = candidate.leftOut;
   if (leftOut.empty())
-    return base;
-  if (!base)
-    return tablePassesWithout(leftOut);
-  std::vector<std::string> kept;
-  for (const std::string &pass : *base)
-    if (std::find(leftOut.begin(), leftOut.end(), pass) == leftOut.end())
-      kept.push_back(pass);
-  return kept;
+    return settings;
+  if (!model.tablePasses)
+    settings.tablePasses = tablePassesWithout(leftOut);
+  else {
+    std::vector<std::string> kept;
+    for (const std::string &pass : *model.tablePasses)
+      if (std::find(leftOut.begin(), leftOut.end(), pass) == leftOut.end())
+        kept.push_back(pass);
+    settings.tablePasses = kept;
+  }
+  return settings;
 }
+
+namespace {
+
+// Per compare chain length inline-small-table built (the tables it
+// inlined whole, which the model does not price), the version with an
+// inline limit one below it: those tables keep their lookups, smaller
+// ones are still inlined. The longest chains first.
+std::vector<ExplorationCandidate> unpricedChains(const SpecializationLog &log) {
+  std::map<size_t, std::vector<std::string>, std::greater<>> tablesByLength;
+  for (const SiteDecision &decision : log.decisions) {
+    if (!decision.applied || decision.choice ||
+        decision.decider != Decider::InlineSmallTablePass)
+      continue;
+    auto inlined = log.inlined.find(decision.table);
+    if (inlined == log.inlined.end() || inlined->second.empty())
+      continue;
+    std::vector<std::string> &tables = tablesByLength[inlined->second.size()];
+    if (!llvm::is_contained(tables, decision.table))
+      tables.push_back(decision.table);
+  }
+  std::vector<ExplorationCandidate> chains;
+  for (const auto &[length, tables] : tablesByLength) {
+    std::string names;
+    for (const std::string &table : tables)
+      names += (names.empty() ? "'" : ", '") + table + "'";
+    ExplorationCandidate candidate;
+    candidate.inlineLimit = uint32_t(length - 1);
+    candidate.description =
+        llvm::formatv("inline limit {0}: {1} ({2} entries) kept as the lookup, not a compare "
+                      "chain (unpriced)",
+                      length - 1, names, length)
+            .str();
+    chains.push_back(std::move(candidate));
+  }
+  return chains;
+}
+
+} // namespace
 
 std::vector<ExplorationCandidate> explorationCandidates(const SpecializationLog &log,
                                                         size_t trials,
                                                         ExplorationMargin margin) {
-  std::vector<ExplorationCandidate> candidates{{{}, "the model's choice", 0}};
+  std::vector<ExplorationCandidate> candidates{
+      ExplorationCandidate{.description = "the model's choice"}};
   // Per pass, the closest of the sites it rewrote.
   std::map<std::string, ExplorationCandidate> byPass;
   for (const SiteDecision &decision : log.decisions) {
@@ -61,9 +108,11 @@ std::vector<ExplorationCandidate> explorationCandidates(const SpecializationLog 
                       representationName(next.representation), next.ns, decision.table,
                       choice.memoryDeclined.empty() ? "" : "; " + choice.memoryDeclined)
             .str();
-    auto [kept, added] = byPass.try_emplace(pass, ExplorationCandidate{{pass}, description, gap});
+    ExplorationCandidate candidate{
+        .leftOut = {pass}, .description = description, .predictedGapNs = gap};
+    auto [kept, added] = byPass.try_emplace(pass, candidate);
     if (!added && gap < kept->second.predictedGapNs)
-      kept->second = ExplorationCandidate{{pass}, description, gap};
+      kept->second = std::move(candidate);
   }
   std::vector<ExplorationCandidate> alternatives;
   for (auto &[pass, candidate] : byPass)
@@ -71,11 +120,71 @@ std::vector<ExplorationCandidate> explorationCandidates(const SpecializationLog 
   std::sort(alternatives.begin(), alternatives.end(), [](const auto &a, const auto &b) {
     return std::tie(a.predictedGapNs, a.leftOut) < std::tie(b.predictedGapNs, b.leftOut);
   });
+  for (ExplorationCandidate &chain : unpricedChains(log))
+    alternatives.push_back(std::move(chain));
   size_t room = std::max<size_t>(trials, 1) - 1;
   if (alternatives.size() > room)
     alternatives.resize(room);
   candidates.insert(candidates.end(), alternatives.begin(), alternatives.end());
   return candidates;
+}
+
+std::vector<ExplorationCandidate>
+widenedCandidates(const SpecializationLog &log, size_t trials,
+                  const std::vector<ExplorationCandidate> &tried) {
+  ExplorationMargin everything{std::numeric_limits<double>::infinity(), 0};
+  std::vector<ExplorationCandidate> widened;
+  for (ExplorationCandidate &candidate :
+       explorationCandidates(log, std::numeric_limits<size_t>::max(), everything)) {
+    bool triedAlready = llvm::any_of(
+        tried, [&](const ExplorationCandidate &t) { return t.sameVersion(candidate); });
+    if (!triedAlready && widened.size() + 1 < std::max<size_t>(trials, 1))
+      widened.push_back(std::move(candidate));
+  }
+  return widened;
+}
+
+double predictedSavingNs(const SpecializationLog &log) {
+  double saving = 0;
+  for (const SiteDecision &decision : log.decisions) {
+    if (!decision.applied || !decision.choice)
+      continue;
+    std::optional<double> map = decision.choice->predictionFor(Representation::OriginalMap);
+    if (map)
+      saving += *map - decision.choice->predictedNs;
+  }
+  return saving;
+}
+
+bool gainFallsShort(double predictedNs, double genericNs, double modelNs,
+                    ShortfallThreshold threshold) {
+  if (threshold.fraction <= 0 || predictedNs <= 0)
+    return false;
+  double measured = genericNs - modelNs;
+  return measured + threshold.noiseNs < threshold.fraction * predictedNs;
+}
+
+bool hotKeysMoved(const std::map<unsigned, std::vector<Bytes>> &before,
+                  const std::map<unsigned, std::vector<Bytes>> &after) {
+  std::set<unsigned> sites;
+  for (const auto &[site, keys] : before)
+    if (!keys.empty())
+      sites.insert(site);
+  for (const auto &[site, keys] : after)
+    if (!keys.empty())
+      sites.insert(site);
+  static const std::vector<Bytes> none;
+  for (unsigned site : sites) {
+    auto was = before.find(site), is = after.find(site);
+    const std::vector<Bytes> &old = was == before.end() ? none : was->second;
+    const std::vector<Bytes> &now = is == after.end() ? none : is->second;
+    size_t kept =
+        llvm::count_if(now, [&](const Bytes &key) { return llvm::is_contained(old, key); });
+    size_t larger = std::max(old.size(), now.size());
+    if (2 * kept < larger)
+      return true;
+  }
+  return false;
 }
 
 ExplorationSchedule::ExplorationSchedule(size_t candidates, unsigned rounds)
@@ -113,6 +222,12 @@ void ExplorationSchedule::record(size_t slot, double nsPerRun) {
 void ExplorationSchedule::skip(size_t slot) {
   slots.at(slot).dropped = true;
   advance();
+}
+
+void ExplorationSchedule::extend(size_t more) {
+  slots.resize(slots.size() + more);
+  round = 0;
+  position = 0; // the generic program, never dropped
 }
 
 std::optional<double> ExplorationSchedule::median(size_t slot) const {

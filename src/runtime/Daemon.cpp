@@ -17,6 +17,16 @@ namespace morpheus::runtime {
 
 namespace {
 
+// The hot keys the traffic decided per profiled site (none where it
+// decided no fast path).
+std::map<unsigned, std::vector<core::Bytes>>
+hotKeysOf(const std::map<unsigned, core::SiteTraffic> &traffic) {
+  std::map<unsigned, std::vector<core::Bytes>> keys;
+  for (const auto &[site, decided] : traffic)
+    keys[site] = decided.hotKeys;
+  return keys;
+}
+
 // Cycles that failed or were refused in a row wait 2^n periods, up to 64.
 constexpr unsigned MaxBackOffShift = 6;
 
@@ -700,7 +710,11 @@ std::optional<core::CycleReport> Daemon::step(Clock::time_point now) {
     exploration->abandon("a change arrived");
     exploration.reset();
   }
-  if (genericChosen) {
+  if (explored && options.explore.every.count() > 0 && reexploreWhy.empty() &&
+      now - lastExploration >= options.explore.every)
+    reexploreWhy = llvm::formatv("--explore-every {0} ms since the last exploration began",
+                                 options.explore.every.count());
+  if (genericChosen && reexploreWhy.empty()) {
     if (!changeArrived())
       return std::nullopt;
     // The choice was measured on other tables: measure again.
@@ -713,7 +727,19 @@ std::optional<core::CycleReport> Daemon::step(Clock::time_point now) {
     std::lock_guard lock(mutex);
     changed = false;
   }
-  core::CycleReport cycle = opt->runCycle();
+  bool reexplore = !reexploreWhy.empty();
+  if (reexplore) {
+    // The model decides again (its settings, whatever the last exploration
+    // chose), its version built and installed through the ordinary
+    // cycle, and measured again.
+    log.record("explore_again", {{"why", reexploreWhy}},
+               "explore: again: " + reexploreWhy + "\n");
+    reexploreWhy.clear();
+    opt->setVersionSettings({options.optimizer.tablePasses, options.optimizer.inlineLimit});
+    genericChosen = false;
+    explored = false;
+  }
+  core::CycleReport cycle = opt->runCycle(/*force=*/reexplore);
   if (earlierFallback.valid())
     endEarlierVersion(cycle);
   if (adoption)
@@ -728,16 +754,25 @@ std::optional<core::CycleReport> Daemon::step(Clock::time_point now) {
   // run on across a swap, and a version's own count its validation runs.
   if (cycle.installed())
     statsBase = bpf::programRunStats(chargedFd());
-  if (cycle.installed() && options.explore.trials && !explored)
+  bool built = cycle.installed() || (reexplore && cycle.outcome == core::CycleOutcome::Unchanged);
+  if (built && options.explore.trials && !explored)
     startExploration(cycle, now);
+  else if (explored && !cycle.traffic.empty() &&
+           core::hotKeysMoved(exploredHotKeys, hotKeysOf(cycle.traffic)))
+    reexploreWhy = "the traffic's hot keys moved";
   return cycle;
 }
 
 void Daemon::startExploration(const core::CycleReport &cycle, Clock::time_point now) {
   explored = true;
+  lastExploration = now;
+  exploredHotKeys = hotKeysOf(cycle.traffic);
   std::vector<core::ExplorationCandidate> candidates =
       core::explorationCandidates(cycle.log, options.explore.trials, options.explore.margin);
-  if (candidates.size() < 2) {
+  std::vector<core::ExplorationCandidate> widened;
+  if (options.explore.shortfall.fraction > 0)
+    widened = core::widenedCandidates(cycle.log, options.explore.trials, candidates);
+  if (candidates.size() < 2 && widened.empty()) {
     log.record("explore_none", {},
                llvm::formatv("explore: the model was not close (within {0:f0} ns or {1:f0} %) "
                              "at any site it gave a representation: its version stays\n",
@@ -746,7 +781,8 @@ void Daemon::startExploration(const core::CycleReport &cycle, Clock::time_point 
     return;
   }
   exploration.emplace(*opt, [this] { return chargedFd(); }, log, options.explore,
-                      std::move(candidates), opt->tablePasses(), now);
+                      std::move(candidates), std::move(widened),
+                      core::predictedSavingNs(cycle.log), opt->versionSettings(), now);
   stepExploration(now);
 }
 

@@ -112,7 +112,9 @@ struct DaemonOptions {
   // the versions the model was close on take turns with the generic
   // program on the live ports and the measured best is kept
   // (runtime/Exploration). Again after a change when the generic program
-  // was chosen. trials 0: off.
+  // was chosen, when a cycle's traffic moved the hot keys the explored
+  // version was built for (core::hotKeysMoved), and every explore.every:
+  // the model's version built afresh, then explored. trials 0: off.
   ExploreOptions explore;
 };
 
@@ -305,6 +307,13 @@ private:
   RunTime lastRunTime;
   std::optional<Exploration> exploration;
   bool explored = false;     // the model's version was explored (or had nothing to explore)
+  // When the last exploration began, and the hot keys its version was
+  // built for (per profiled site): a cycle whose traffic moved them
+  // (core::hotKeysMoved), or ExploreOptions::every, sets `reexploreWhy`,
+  // and the next cycle builds the model's version again and explores it.
+  Clock::time_point lastExploration;
+  std::map<unsigned, std::vector<core::Bytes>> exploredHotKeys;
+  std::string reexploreWhy;
   bool genericChosen = false; // the exploration chose the generic program
 };
 

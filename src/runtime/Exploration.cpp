@@ -18,9 +18,12 @@ double msBetween(Exploration::Clock::time_point from, Exploration::Clock::time_p
 Exploration::Exploration(Optimizer &optimizer, std::function<int()> charged, Log &log,
                          ExploreOptions options,
                          std::vector<core::ExplorationCandidate> candidates,
-                         std::optional<std::vector<std::string>> passes, Clock::time_point now)
+                         std::vector<core::ExplorationCandidate> widened,
+                         double predictedSavingNs,
+                         core::VersionSettings model, Clock::time_point now)
     : opt(optimizer), charged(std::move(charged)), log(log), options(options),
-      candidates(std::move(candidates)), passes(std::move(passes)),
+      candidates(std::move(candidates)), widened(std::move(widened)),
+      predictedSaving(predictedSavingNs), model(std::move(model)),
       rounds(this->candidates.size(), options.rounds), started(now), sliceStart(now),
       sliceEnd(now) {
   std::string text = llvm::formatv("explore: {0} versions and the generic program, {1} "
@@ -35,7 +38,18 @@ Exploration::Exploration(Optimizer &optimizer, std::function<int()> charged, Log
     text += "  " + nameOf(slot) + "\n";
     names.push_back(nameOf(slot));
   }
-  log.record("explore_start", {{"candidates", names}, {"rounds", options.rounds}}, text);
+  if (!this->widened.empty())
+    text += llvm::formatv("  then, if the model's version saves less than {0:f0} % of the "
+                          "{1:f1} ns/packet it predicts (by more than {2:f0} ns): {3} more\n",
+                          options.shortfall.fraction * 100, predictedSaving,
+                          options.shortfall.noiseNs, this->widened.size())
+                .str();
+  log.record("explore_start",
+             {{"candidates", names},
+              {"rounds", options.rounds},
+              {"predicted_saving_ns", predictedSaving},
+              {"widened", this->widened.size()}},
+             text);
   auto enabled = bpf::enableRunTimeStats();
   if (!enabled) {
     abandon("cannot measure: " + llvm::toString(enabled.takeError()));
@@ -45,8 +59,8 @@ Exploration::Exploration(Optimizer &optimizer, std::function<int()> charged, Log
   serveNext(now);
 }
 
-std::optional<std::vector<std::string>> Exploration::passesOf(size_t slot) const {
-  return core::candidatePasses(candidates.at(slot - 1), passes);
+core::VersionSettings Exploration::settingsOf(size_t slot) const {
+  return core::candidateSettings(candidates.at(slot - 1), model);
 }
 
 std::string Exploration::nameOf(size_t slot) const {
@@ -61,7 +75,7 @@ bool Exploration::serve(size_t slot) {
     }
     installedSlot.reset();
   } else {
-    opt.setTablePasses(passesOf(slot));
+    opt.setVersionSettings(settingsOf(slot));
     core::CycleReport cycle = opt.runCycle(/*force=*/true);
     bool same = cycle.outcome == core::CycleOutcome::Unchanged;
     if (same && installedSlot && *installedSlot != slot) {
@@ -94,6 +108,8 @@ void Exploration::serveNext(Clock::time_point now) {
       return;
     }
     std::optional<size_t> slot = rounds.next();
+    if (!slot && widen())
+      slot = rounds.next();
     if (!slot) {
       finish("");
       return;
@@ -148,6 +164,33 @@ void Exploration::step(Clock::time_point now) {
   serveNext(now);
 }
 
+bool Exploration::widen() {
+  std::optional<double> generic = rounds.median(0), model = rounds.median(1);
+  if (widened.empty() || !generic || !model ||
+      !core::gainFallsShort(predictedSaving, *generic, *model, options.shortfall))
+    return false;
+  std::string text = llvm::formatv("explore: the model's version saves {0:f1} ns/packet "
+                                   "measured ({1:f1} against the generic program's {2:f1}), "
+                                   "{3:f1} predicted: trying {4} more:\n",
+                                   *generic - *model, *model, *generic, predictedSaving,
+                                   widened.size())
+                         .str();
+  nlohmann::json names = nlohmann::json::array();
+  for (core::ExplorationCandidate &candidate : widened) {
+    text += "  " + candidate.description + "\n";
+    names.push_back(candidate.description);
+    candidates.push_back(std::move(candidate));
+  }
+  log.record("explore_shortfall",
+             {{"measured_saving_ns", *generic - *model},
+              {"predicted_saving_ns", predictedSaving},
+              {"candidates", names}},
+             text);
+  rounds.extend(widened.size());
+  widened.clear();
+  return true;
+}
+
 void Exploration::finish(const std::string &why) {
   std::optional<double> generic = rounds.median(0);
   // Without the reference, or without a version measured, nothing is known
@@ -171,16 +214,16 @@ void Exploration::finish(const std::string &why) {
     }
   std::string choice;
   if (chosen == 0) {
-    opt.setTablePasses(passes);
+    opt.setVersionSettings(model);
     if (Error err = opt.serveOriginal())
       log.error("explore: cannot serve the generic program: " + llvm::toString(std::move(err)));
     choice = "explore: chose the generic program: no version measured faster";
   } else {
-    opt.setTablePasses(passesOf(chosen));
+    opt.setVersionSettings(settingsOf(chosen));
     if (installedSlot != chosen) {
       core::CycleReport cycle = opt.runCycle(/*force=*/true);
       if (!cycle.installed() && cycle.outcome != core::CycleOutcome::Unchanged) {
-        opt.setTablePasses(passes);
+        opt.setVersionSettings(model);
         log.error("explore: the chosen version could not be installed again (" +
                   cycle.describe() + "): the model's version from the next cycle");
       }
@@ -209,7 +252,7 @@ void Exploration::finish(const std::string &why) {
 void Exploration::abandon(const std::string &why) {
   if (over)
     return;
-  opt.setTablePasses(passes);
+  opt.setVersionSettings(model);
   // Another candidate's version would fit the tables as well as the
   // model's: the next cycle would keep it. Serving the original makes it
   // build the model's.

@@ -1,12 +1,16 @@
 // Choosing by measurement on the kernel (`morpheus run --explore`): after
 // the cost model's version is installed, the versions that differ from it
-// by one close decision (core/ExplorationCandidates) and the generic
-// program take turns on the live ports, one slice each, in interleaved
-// rounds; the kernel's bpf_stats (enabled through a scoped descriptor
-// while measuring) give each slice's ns per run of the program the hook
-// ran, and the candidate with the lowest median that is not slower than
-// the generic program's is kept. Every candidate is an ordinary cycle of
-// the optimizer with its table passes (built, loaded, shadow-validated and
+// by one close or unpriced decision (core/ExplorationCandidates) and the
+// generic program take turns on the live ports, one slice each, in
+// interleaved rounds (with no such decision, the model's version alone is
+// measured against the generic program, to see whether it saves what the
+// model predicts; when it saves much less, the versions the model was not
+// close on join the same exploration's rounds); the kernel's bpf_stats
+// (enabled through a scoped descriptor while measuring) give each slice's
+// ns per run of the program the hook ran, and the candidate with the
+// lowest median that is not slower than the generic program's is kept.
+// Every candidate is an ordinary cycle of the optimizer with its table
+// passes and inline limit (built, loaded, shadow-validated and
 // swapped in atomically as any version), so nothing served was not
 // validated, and a swap loses no packet.
 //
@@ -37,6 +41,16 @@ struct ExploreOptions {
   uint64_t minRuns = 1000;                   // a slice lasts until the program ran this often
   std::chrono::milliseconds budget{30000};   // from the first slice to the choice
   core::ExplorationMargin margin;
+  // When the model's version, measured against the generic program, saves
+  // much less than predicted, the versions it was not close on are tried
+  // too (core::gainFallsShort); fraction 0: never.
+  core::ShortfallThreshold shortfall;
+  // Explore again this long after the last exploration began; 0: only when
+  // the traffic's hot keys move (core::hotKeysMoved) or, after the generic
+  // program was chosen, on a change. Off by default: each exploration
+  // serves the generic program for a slice a round and builds a version a
+  // slice, which a stable workload does not pay back.
+  std::chrono::milliseconds every{0};
 };
 
 class Exploration {
@@ -45,11 +59,16 @@ public:
 
   // `charged`: the program the kernel charges for the hook's packets now
   // (Daemon::chargedFd). `candidates`: explorationCandidates' (the model's
-  // version first), built with `passes` (the passes the model's version
-  // ran; unset: all). Records go to `log`.
+  // version first), built from `model` (the settings the model's version
+  // was built with). Records go to `log`. `widened`: the versions tried
+  // after the rounds when the model's version (the first candidate) saved
+  // less than options.shortfall asks of `predictedSavingNs`
+  // (core::widenedCandidates, core::predictedSavingNs); a `candidates` of
+  // the model's version alone then checks its gain.
   Exploration(Optimizer &optimizer, std::function<int()> charged, Log &log,
               ExploreOptions options, std::vector<core::ExplorationCandidate> candidates,
-              std::optional<std::vector<std::string>> passes, Clock::time_point now);
+              std::vector<core::ExplorationCandidate> widened, double predictedSavingNs,
+              core::VersionSettings model, Clock::time_point now);
 
   // When step() has something to do.
   Clock::time_point due() const { return sliceEnd; }
@@ -59,15 +78,15 @@ public:
   bool finished() const { return over; }
   // Whether the generic program was chosen (no candidate measured faster).
   bool choseGeneric() const { return over && chosen == 0; }
-  // Stops at once (`why`: a change arrived): the model's passes again; the
-  // next cycle builds its version.
+  // Stops at once (`why`: a change arrived): the model's settings again;
+  // the next cycle builds its version.
   void abandon(const std::string &why);
 
   const core::ExplorationSchedule &schedule() const { return rounds; }
 
 private:
-  // The passes of candidate slot `slot` (1 and up).
-  std::optional<std::vector<std::string>> passesOf(size_t slot) const;
+  // The settings of candidate slot `slot` (1 and up).
+  core::VersionSettings settingsOf(size_t slot) const;
   std::string nameOf(size_t slot) const;
   // Makes `slot` the running program; false when it cannot (said, and the
   // slot dropped).
@@ -76,13 +95,18 @@ private:
   // served), or the choice.
   void serveNext(Clock::time_point now);
   void finish(const std::string &why);
+  // After the rounds: when the model's version measured short of its
+  // predicted saving, adds the widened versions to the schedule (true).
+  bool widen();
 
   Optimizer &opt;
   std::function<int()> charged;
   Log &log;
   ExploreOptions options;
   std::vector<core::ExplorationCandidate> candidates;
-  std::optional<std::vector<std::string>> passes;
+  std::vector<core::ExplorationCandidate> widened;
+  double predictedSaving;
+  core::VersionSettings model;
   core::ExplorationSchedule rounds;
   FileDescriptor stats; // bpf_stats on while this exploration measures
   Clock::time_point started, sliceStart, sliceEnd;

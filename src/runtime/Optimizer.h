@@ -10,6 +10,7 @@
 #include "backend/bpf/PinDirectory.h"
 #include "backend/bpf/Profile.h"
 #include "backend/bpf/ProgramSpec.h"
+#include "core/ExplorationCandidates.h"
 #include "core/SpecializationCycle.h"
 #include "core/TrafficProfile.h"
 #include "support/Error.h"
@@ -134,6 +135,17 @@ public:
   }
   const std::optional<std::vector<std::string>> &tablePasses() const {
     return options.tablePasses;
+  }
+  // The table passes and the inline limit together, as an exploration
+  // varies them (core::VersionSettings). The tables are read as far as the
+  // inline limit the optimizer was created with asks: a limit set here
+  // must not be higher (an exploration only lowers it).
+  core::VersionSettings versionSettings() const {
+    return {options.tablePasses, options.inlineLimit};
+  }
+  void setVersionSettings(core::VersionSettings settings) {
+    options.tablePasses = std::move(settings.tablePasses);
+    options.inlineLimit = settings.inlineLimit;
   }
   // Makes the original the running program again (the generic reference
   // an exploration measures): installs it as a version is installed, and

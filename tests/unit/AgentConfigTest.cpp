@@ -89,6 +89,8 @@ programs:
     explore_min_runs: 20000
     explore_budget: 60s
     explore_margin: 25
+    explore_shortfall: 0.25
+    explore_every: 600s
   - name: quiet
     source: q.bpf.c
     ifaces: [eth1]
@@ -103,9 +105,13 @@ programs:
   EXPECT_EQ(router.exploreMinRuns, 20000u);
   EXPECT_DOUBLE_EQ(router.exploreBudgetMs, 60000);
   EXPECT_DOUBLE_EQ(router.exploreMarginNs, 25);
+  EXPECT_DOUBLE_EQ(router.exploreShortfall, 0.25);
+  EXPECT_DOUBLE_EQ(router.exploreEveryMs, 600000);
   const RunOptions &quiet = config->programs[1].options;
   EXPECT_FALSE(quiet.explore) << "off unless asked";
   EXPECT_EQ(quiet.exploreTrials, RunOptions().exploreTrials);
+  EXPECT_DOUBLE_EQ(quiet.exploreShortfall, 0.5);
+  EXPECT_DOUBLE_EQ(quiet.exploreEveryMs, 0) << "no periodic exploration unless asked";
   EXPECT_NE(config->programs[0].fingerprint, config->programs[1].fingerprint);
   std::string bad = errorOf(R"(
 programs:
