@@ -65,10 +65,14 @@
 ; CHECK:         [[ASKED:%.*]] = call ptr inttoptr (i64 1 to ptr)(ptr @fdb, ptr {{.*}}%key){{.*}}!morpheus.kept
 ; CHECK:         %fdb.absent.value = phi ptr [ null, %fdb.absent ], [ [[ASKED]], %fdb.absent.ask ]
 
-; A delete is counted after the call.
+; A delete is counted after the call, from the key read before it.
 ; CHECK-LABEL: define i64 @forget(
+; CHECK:         [[GONEKEY:%fdb.written.key.*]] = call ptr asm "", "=r,0"(ptr %key)
+; CHECK-NEXT:    load i{{[0-9]+}}, ptr [[GONEKEY]]
 ; CHECK:         call i64 inttoptr (i64 3 to ptr)(ptr @fdb, ptr {{.*}}%key)
-; CHECK-NEXT:    call void @morpheus_write_bump(
+; CHECK-NOT:     call
+; CHECK:         [[GONE:%fdb.written.bucket.*]] = trunc i64 {{.*}} to i32
+; CHECK-NEXT:    call void @morpheus_write_bump(i32 [[GONE]])
 
 ; LRU: written, never counted, never fast-pathed.
 ; CHECK-LABEL: define i32 @lru_read(
