@@ -1,5 +1,7 @@
 #include "core/TrafficProfile.h"
 
+#include <llvm/Support/MathExtras.h>
+
 #include <algorithm>
 #include <cstdio>
 #include <set>
@@ -65,7 +67,7 @@ TrafficProfile::Site &TrafficProfile::site(unsigned id) {
 
 void TrafficProfile::beginCycle() {
   for (auto &[id, site] : sites) {
-    site.writtenThisCycle = 0;
+    site.writtenOn.clear();
     for (auto &[cpu, counts] : site.perCpu)
       for (auto it = counts.begin(); it != counts.end();) {
         it->second *= options.decay;
@@ -78,7 +80,7 @@ void TrafficProfile::beginCycle() {
 void TrafficProfile::add(unsigned id, unsigned cpu, const std::vector<Bytes> &keys,
                          double weight, uint64_t written) {
   Site &at = site(id);
-  at.writtenThisCycle += written;
+  at.writtenOn[cpu] += written;
   std::map<Bytes, double> &counts = at.perCpu[cpu];
   for (const Bytes &key : keys)
     counts[key] += weight;
@@ -222,11 +224,9 @@ SiteTraffic TrafficProfile::decideWith(unsigned id, double lookupNs, uint32_t ke
   size_t common = 0;
   for (const Bytes &key : now)
     common += before.count(key);
-  size_t larger = std::max(now.size(), before.size());
-  bool keysHeld = larger == 0 || double(common) >= 0.75 * double(larger);
   // Churn is a fast path losing its keys: a hot set that only gains keys
   // (found where there was none, or completed as the counts build up over
-  // a shift) is not, though the sampling speeds up for it all the same.
+  // a shift) is not.
   bool previousKept = double(common) >= 0.75 * double(before.size());
   // A fast path whose keys the data plane rewrote lasted less than a period.
   bool stable = previousKept && !at.invalidatedThisCycle;
@@ -243,11 +243,24 @@ SiteTraffic TrafficProfile::decideWith(unsigned id, double lookupNs, uint32_t ke
 
   SiteTraffic decision;
   if (options.mode == ProfileMode::Adaptive) {
-    if (!keysHeld)
+    // The data plane keeps the last `slots` samples of each CPU: a cycle
+    // that wrote more shows only its own end, which on bursty traffic (a
+    // flow's packets in runs, as a trace's locality gives them) is one or
+    // two flows. The period that would have just filled the slots spreads
+    // them over the whole cycle. Only a hot set losing its keys speeds the
+    // sampling up (a short window of the newest traffic, to find the new
+    // set); one that only gains keys is being completed by the wider view.
+    uint64_t most = 0;
+    for (const auto &[cpu, written] : at.writtenOn)
+      most = std::max(most, written);
+    if (!previousKept)
       at.period = std::max(options.minPeriod, at.period / 8);
-    else if (at.writtenThisCycle >= options.slots)
-      at.period = std::min(options.maxPeriod, at.period * 2);
-    else if (at.writtenThisCycle < options.slots / 4)
+    else if (most >= options.slots)
+      at.period = uint32_t(std::min<uint64_t>(
+          options.maxPeriod, uint64_t(at.period) * std::max<uint64_t>(
+                                                       2, llvm::PowerOf2Ceil(
+                                                              most / options.slots))));
+    else if (most < options.slots / 4)
       at.period = std::max(options.minPeriod, at.period / 2);
   }
   decision.period = at.period;

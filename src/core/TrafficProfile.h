@@ -68,8 +68,10 @@ struct TrafficProfileOptions {
   // a key seen once is noise).
   double minShare = 0.03;
   size_t maxFastPath = 16;     // keys compared at most (verifier paths)
-  // Samples the data plane keeps per site and CPU between two reads: a
-  // period that fills them is long enough, a longer one starves the counts.
+  // Samples the data plane keeps per site and CPU between two reads (the
+  // last ones it took): the period that just fills them spreads them over
+  // the whole cycle; a shorter one shows only the cycle's end, a longer
+  // one starves the counts.
   uint32_t slots = 64;
   // Heavy hitters that changed, or whose per-entry write guards fired
   // (writesInvalidated), in this many cycles in a row drop the fast path;
@@ -148,7 +150,7 @@ private:
 
   struct Site {
     std::map<unsigned, std::map<Bytes, double>> perCpu;
-    uint64_t writtenThisCycle = 0;
+    std::map<unsigned, uint64_t> writtenOn; // samples taken this cycle, by CPU
     bool invalidatedThisCycle = false;
     uint32_t period = 0;
     std::vector<Bytes> previousChosen; // the previous cycle's hot keys

@@ -117,6 +117,54 @@ TEST(TrafficProfile, APeriodBoundedOnBothSidesHolds) {
   EXPECT_EQ(profile.decide(0, TableMatch::Exact, 4).period, 16u) << "few samples";
 }
 
+// The data plane keeps each CPU's last `slots` samples: a cycle that took
+// 100 times as many shows only its last hundredth. The next period is the
+// one that would have just filled the slots (x128, the power of two at or
+// above 100), judged by the CPU that sampled most, not by the sum.
+TEST(TrafficProfile, AnOverflowedRingJumpsToThePeriodThatFillsIt) {
+  TrafficProfileOptions options;
+  options.maxPeriod = 1u << 20;
+  TrafficProfile profile(options);
+  uint32_t start = profile.initialPeriod();
+  profile.beginCycle();
+  profile.add(0, 0, skewed(4, 0.2, 64), start, 100 * options.slots);
+  profile.add(0, 1, skewed(4, 0.2, 64), start, 100 * options.slots);
+  EXPECT_EQ(profile.decide(0, TableMatch::Exact, 4).period, start * 128);
+  // Filled, no more: doubled, as before.
+  TrafficProfile filled(options);
+  filled.beginCycle();
+  filled.add(0, 0, skewed(4, 0.2, 64), start, options.slots);
+  EXPECT_EQ(filled.decide(0, TableMatch::Exact, 4).period, start * 2);
+  // Capped by maxPeriod.
+  TrafficProfile capped;
+  capped.beginCycle();
+  capped.add(0, 0, skewed(4, 0.2, 64), start, 1000 * options.slots);
+  EXPECT_EQ(capped.decide(0, TableMatch::Exact, 4).period, capped.settings().maxPeriod);
+}
+
+// A hot set that only gains keys (one key seen in a short window, then the
+// wider view finds three more) does not speed the sampling up; losing its
+// keys does.
+TEST(TrafficProfile, OnlyLosingHotKeysSpeedsTheSamplingUp) {
+  TrafficProfileOptions options;
+  options.decay = 0;
+  TrafficProfile profile(options);
+  uint32_t start = profile.initialPeriod();
+  profile.beginCycle();
+  profile.add(0, 0, skewed(1, 0.9, 64), start, options.slots);
+  SiteTraffic first = profile.decide(0, TableMatch::Exact, 4);
+  ASSERT_EQ(first.hotKeys.size(), 1u) << first.why;
+  profile.beginCycle();
+  profile.add(0, 0, skewed(4, 0.2, 64), first.period, options.slots);
+  SiteTraffic grown = profile.decide(0, TableMatch::Exact, 4);
+  ASSERT_EQ(grown.hotKeys.size(), 4u) << grown.why;
+  EXPECT_GE(grown.period, first.period);
+  profile.beginCycle();
+  profile.add(0, 0, skewed(4, 0.2, 64, 100), grown.period, options.slots);
+  SiteTraffic moved = profile.decide(0, TableMatch::Exact, 4);
+  EXPECT_LT(moved.period, grown.period);
+}
+
 TEST(TrafficProfile, NaiveRecordsEveryLookup) {
   TrafficProfileOptions options;
   options.mode = ProfileMode::Naive;

@@ -16,8 +16,12 @@
 //     update that fails counts too: harmless, a fast path is only lost);
 //   - a lookup whose result the program writes through (a refreshed
 //     timestamp, a moved MAC, a counter): the bucket of the lookup's key,
-//     computed right after the lookup, counted after each write through the
-//     result (TableAccessAnalysis::resultWrites).
+//     counted after each write through the result
+//     (TableAccessAnalysis::resultWrites). The key's words are loaded right
+//     after the lookup (the key as the lookup read it, whatever the program
+//     stores there later); the bucket's arithmetic on them sits at each
+//     write, so a packet that writes nothing (an entry refreshed less than
+//     a second ago) only pays the loads.
 // Tables with any other write (another writing helper, a value pointer
 // merged with others or escaping, an unresolved table operand) are not
 // counted, and LRU tables are not either: an insert there may evict a hot
@@ -47,9 +51,10 @@
 //   if (entry) entry->ifindex = ifindex;
 // becomes
 //   %entry = call ptr inttoptr (i64 1 to ptr)(ptr @fdb, ptr %key)
-//   %fdb.written.bucket = ... ; writeBucket of the key's bytes
+//   %word = load i16, ptr %fdb.written.key ... ; the key's words
 //   ...
 //   store i32 %ifindex, ptr %entry
+//   %fdb.written.bucket = ... ; writeBucket of the words
 //   call void @morpheus_write_bump(i32 %fdb.written.bucket)
 //===----------------------------------------------------------------------===//
 
@@ -103,13 +108,13 @@ PreservedAnalyses GuardTableWritesPass::run(Module &module, ModuleAnalysisManage
       continue;
     }
     builder.SetCurrentDebugLocation(call.getDebugLoc());
-    Value *bucket = emitWriteBucket(builder, call.getArgOperand(*site.signature.keyArg),
-                                    site.table, context.catalog->at(site.table).keySize,
-                                    guards.bucketBits, dl);
+    WriteBucketWords key =
+        loadWriteBucketKey(builder, call.getArgOperand(*site.signature.keyArg), site.table,
+                           context.catalog->at(site.table).keySize, dl);
     for (Instruction *write : writes) {
       IRBuilder<> after(write->getNextNode());
       after.SetCurrentDebugLocation(write->getDebugLoc());
-      after.CreateCall(bump, {bucket});
+      after.CreateCall(bump, {emitWriteBucket(after, key, site.table, guards.bucketBits)});
     }
     ++SitesCounted;
     WritesCounted += writes.size();

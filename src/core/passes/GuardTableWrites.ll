@@ -1,11 +1,12 @@
 ; Tables the data plane writes (an L2 switch's MAC table): every write is
 ; counted, after it, in the counter of the written key's bucket (update and
 ; delete by their key argument, writes through a lookup's value by that
-; lookup's key, hashed right after the lookup); a lookup nothing is written
-; through gets the hot keys' fast path, each hot key answered only while
-; its bucket still holds the count read before the snapshot. Tables whose
-; writes cannot all be tied to a key (a value pointer merged with another)
-; and LRU tables (inserts evict behind the program's back) get neither.
+; lookup's key, read right after the lookup and hashed at the write); a
+; lookup nothing is written through gets the hot keys' fast path, each hot
+; key answered only while its bucket still holds the count read before the
+; snapshot. Tables whose writes cannot all be tied to a key (a value
+; pointer merged with another) and LRU tables (inserts evict behind the
+; program's back) get neither.
 ;
 ; RUN: split-file %s %t
 ; RUN: morpheus-opt %t/prog.ll --state %t/state.json -passes=guard-table-writes,heavy-hitter-fast-path --write-guards | FileCheck %s
@@ -13,20 +14,33 @@
 ; RUN: morpheus-opt %t/prog.ll --state %t/state.json -passes=guard-table-writes,instrument-table-sites --write-guards --profile | FileCheck %s --check-prefix=PROFILED
 ; RUN: morpheus-opt %t/prog.ll --state %t/state.json -passes=guard-table-writes,heavy-hitter-fast-path --write-guards --verifier-paths 1 | FileCheck %s --check-prefix=BUDGET
 
-; The learning lookup: hashed right after the lookup, counted after each
-; store through its value; the insert of a new MAC counted after the call.
+; The learning lookup: its key read right after the lookup, the bucket
+; hashed from those words where each store through its value is, then
+; counted; none of it on the path that stores nothing. The insert of a new
+; MAC counted after the call, from the key read before it.
 ; No fast path: the stores must reach the real entry.
 ; CHECK-LABEL: define void @learn(
 ; CHECK:         %entry = call ptr inttoptr (i64 1 to ptr)(ptr @fdb, ptr {{.*}}%key)
 ; CHECK-NEXT:    [[KEY:%fdb.written.key.*]] = call ptr asm "", "=r,0"(ptr %key)
-; CHECK:         [[BUCKET:%fdb.written.bucket.*]] = trunc i64 {{.*}} to i32
+; CHECK-NEXT:    load i{{[0-9]+}}, ptr [[KEY]]
+; CHECK-NOT:     mul i64
 ; CHECK-NOT:     !morpheus.kept
 ; CHECK:         store i32 %ifindex, ptr %entry
+; CHECK-NOT:     store
+; CHECK:         mul i64
+; CHECK-NEXT:    [[SHIFTED:%.*]] = lshr i64
+; CHECK-NEXT:    [[BUCKET:%fdb.written.bucket.*]] = trunc i64 [[SHIFTED]] to i32
 ; CHECK-NEXT:    call void @morpheus_write_bump(i32 [[BUCKET]])
 ; CHECK:         store i64 %now, ptr %stamp
-; CHECK-NEXT:    call void @morpheus_write_bump(i32 [[BUCKET]])
+; CHECK-NOT:     store
+; CHECK:         [[STAMPED:%fdb.written.bucket.*]] = trunc i64 {{.*}} to i32
+; CHECK-NEXT:    call void @morpheus_write_bump(i32 [[STAMPED]])
+; CHECK:         [[FRESH:%fdb.written.key.*]] = call ptr asm "", "=r,0"(ptr %key)
+; CHECK-NEXT:    load i{{[0-9]+}}, ptr [[FRESH]]
+; CHECK-NOT:     mul i64
+; CHECK:         call i64 inttoptr (i64 2 to ptr)(ptr @fdb, ptr {{.*}}%key, ptr {{.*}}%fresh, i64 1)
+; CHECK-NOT:     call
 ; CHECK:         [[NEW:%fdb.written.bucket.*]] = trunc i64 {{.*}} to i32
-; CHECK-NEXT:    call i64 inttoptr (i64 2 to ptr)(ptr @fdb, ptr {{.*}}%key, ptr {{.*}}%fresh, i64 1)
 ; CHECK-NEXT:    call void @morpheus_write_bump(i32 [[NEW]])
 
 ; The forwarding lookup: hot key 02..01 (bucket 2672, count 5) and 02..02
@@ -51,10 +65,14 @@
 ; CHECK:         [[ASKED:%.*]] = call ptr inttoptr (i64 1 to ptr)(ptr @fdb, ptr {{.*}}%key){{.*}}!morpheus.kept
 ; CHECK:         %fdb.absent.value = phi ptr [ null, %fdb.absent ], [ [[ASKED]], %fdb.absent.ask ]
 
-; A delete is counted after the call.
+; A delete is counted after the call, from the key read before it.
 ; CHECK-LABEL: define i64 @forget(
+; CHECK:         [[GONEKEY:%fdb.written.key.*]] = call ptr asm "", "=r,0"(ptr %key)
+; CHECK-NEXT:    load i{{[0-9]+}}, ptr [[GONEKEY]]
 ; CHECK:         call i64 inttoptr (i64 3 to ptr)(ptr @fdb, ptr {{.*}}%key)
-; CHECK-NEXT:    call void @morpheus_write_bump(
+; CHECK-NOT:     call
+; CHECK:         [[GONE:%fdb.written.bucket.*]] = trunc i64 {{.*}} to i32
+; CHECK-NEXT:    call void @morpheus_write_bump(i32 [[GONE]])
 
 ; LRU: written, never counted, never fast-pathed.
 ; CHECK-LABEL: define i32 @lru_read(

@@ -669,11 +669,11 @@ uint32_t writeBucket(const std::string &table, const Bytes &key, uint32_t bucket
   return bucketBits ? uint32_t(mixed >> (64 - bucketBits)) : 0;
 }
 
-Value *emitWriteBucket(IRBuilderBase &builder, Value *key, const std::string &table,
-                       uint32_t keySize, uint32_t bucketBits, const DataLayout &dl) {
+WriteBucketWords loadWriteBucketKey(IRBuilderBase &builder, Value *key, const std::string &table,
+                                    uint32_t keySize, const DataLayout &dl) {
   uint64_t alignment = getKnownAlignment(key, dl).value();
   Value *keyMemory = opaqueCopy(builder, key, table + ".written.key");
-  Value *fold = builder.getInt64(0);
+  WriteBucketWords loaded;
   for (KeyChunk chunk : keyChunks(keySize, alignment)) {
     Value *address = chunk.offset ? builder.CreateConstInBoundsGEP1_32(builder.getInt8Ty(),
                                                                       keyMemory, chunk.offset)
@@ -686,8 +686,16 @@ Value *emitWriteBucket(IRBuilderBase &builder, Value *key, const std::string &ta
     // (the chunk never crosses an 8-byte word: keyChunks aligns it).
     unsigned shift = dl.isLittleEndian() ? foldShift(chunk.offset, true)
                                          : foldShift(chunk.offset + chunk.width - 1, false);
-    fold = builder.CreateXor(fold, shift ? builder.CreateShl(word, shift) : word);
+    loaded.words.emplace_back(word, shift);
   }
+  return loaded;
+}
+
+Value *emitWriteBucket(IRBuilderBase &builder, const WriteBucketWords &loaded,
+                       const std::string &table, uint32_t bucketBits) {
+  Value *fold = builder.getInt64(0);
+  for (auto [word, shift] : loaded.words)
+    fold = builder.CreateXor(fold, shift ? builder.CreateShl(word, shift) : word);
   Value *mixed = builder.CreateMul(builder.CreateXor(fold, builder.getInt64(tableSalt(table))),
                                    builder.getInt64(BucketMultiplier));
   Value *bucket = bucketBits ? builder.CreateLShr(mixed, 64 - bucketBits)

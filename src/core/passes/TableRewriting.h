@@ -333,12 +333,25 @@ struct KeyChunk {
 };
 std::vector<KeyChunk> keyChunks(uint32_t keySize, uint64_t alignment);
 
-// Code computing writeBucket(table, key bytes at `key`, ...) at the
-// builder's insertion point, reading the key through an opaque copy of the
-// pointer as the compare chains do.
-llvm::Value *emitWriteBucket(llvm::IRBuilderBase &builder, llvm::Value *key,
-                             const std::string &table, uint32_t keySize,
-                             uint32_t bucketBits, const llvm::DataLayout &dl);
+// A key's bytes as writeBucket folds them: the words loaded from the key,
+// each with the shift that puts its bytes where the fold wants them.
+struct WriteBucketWords {
+  std::vector<std::pair<llvm::Value *, unsigned>> words; // i64, shift
+};
+
+// Loads the key bytes at `key` at the builder's insertion point, through
+// an opaque copy of the pointer as the compare chains read keys: the
+// memory as it is there, whatever the program stores into it later.
+WriteBucketWords loadWriteBucketKey(llvm::IRBuilderBase &builder, llvm::Value *key,
+                                    const std::string &table, uint32_t keySize,
+                                    const llvm::DataLayout &dl);
+
+// Code computing writeBucket(table, the loaded key bytes, ...) at the
+// builder's insertion point: pure arithmetic on `loaded`, so it may sit
+// anywhere the loads dominate (where the write is, off the paths that
+// write nothing).
+llvm::Value *emitWriteBucket(llvm::IRBuilderBase &builder, const WriteBucketWords &loaded,
+                             const std::string &table, uint32_t bucketBits);
 
 // The integer a load of `chunk` reads from `key`'s bytes.
 uint64_t chunkValue(const Bytes &key, KeyChunk chunk, bool littleEndian);
