@@ -152,7 +152,9 @@ TEST_F(MapUpdate, AGuardPinRemovedBetweenUpdatesStillInvalidates) {
   ASSERT_EQ(unlink(guardPin.c_str()), 0);
   std::tie(status, said) = update(ACTION_DROP);
   EXPECT_EQ(status, 0) << said;
-  EXPECT_NE(said.find("bumping the guard program '"), std::string::npos) << said;
+  // Found through a program using both maps, or (the version inlined the
+  // map and reads it no more) the process holding both.
+  EXPECT_NE(said.find("bumping the guard "), std::string::npos) << said;
   EXPECT_EQ(runOnce(specialized, packet).verdict, uint32_t(XDP_DROP))
       << "the specialized program ran on the old entry after the update";
 }

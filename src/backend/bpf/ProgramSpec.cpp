@@ -298,10 +298,26 @@ core::EntryFallback ProgramSpec::fallbackFor(const std::string &entry, unsigned 
   // cycle). A callback the entry registers would lose its fallback with it
   // (a callback can fall back only inside the program), so such entries
   // keep the generic copy where it is known to fit.
+  // Hot keys of a table the data plane writes hold only while its writes
+  // are counted, and the original a tail call runs counts none of them:
+  // their fast paths need the generic copy too.
+  auto writtenHotKeys = [&] {
+    for (const core::AccessSite &site : access.sites)
+      if ((request.hotKeys.count(site.id) || request.perCpuHotKeys.count(site.id)) &&
+          !access.isReadOnly(site.table))
+        return true;
+    return false;
+  };
   llvm::Function *function = pristine->getFunction(entry);
-  std::string keepsCopy = noTailCall.empty() && function && core::registersCallbacks(*function)
-                              ? "it registers callbacks, which fall back only inside the program"
-                              : "";
+  std::string keepsCopy =
+      !noTailCall.empty()                                  ? ""
+      : function && core::registersCallbacks(*function)    ? "it registers callbacks, which fall "
+                                                             "back only inside the program"
+      : request.instrument ? "an instrumented version counts the data plane's writes, which "
+                             "the original does not"
+      : writtenHotKeys()   ? "hot keys of a table the data plane writes need its writes "
+                             "counted, which the original does not"
+                           : "";
   if (noTailCall.empty() && (keepsCopy.empty() || !verified)) {
     fallback.fallback = core::Fallback::TailCall;
     fallback.slot = *slot;
