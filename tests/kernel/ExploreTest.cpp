@@ -189,13 +189,20 @@ bool explorationOver(const std::string &printed) {
          printed.find("explore: too little") != std::string::npos;
 }
 
-TEST(Explore, TriesVersionsUnderTrafficKeepsTheFastestLosesNoPacket) {
+// Live exploration as these tests run it: up to three candidates, slices
+// of at least 100 ms and 5,000 runs, a minute's budget.
+runtime::DaemonOptions liveExploration(unsigned rounds) {
   runtime::DaemonOptions options;
   options.explore.trials = 3;
-  options.explore.rounds = 3;
+  options.explore.rounds = rounds;
   options.explore.slice = std::chrono::milliseconds(100);
   options.explore.minRuns = 5000;
   options.explore.budget = std::chrono::seconds(60);
+  return options;
+}
+
+TEST(Explore, TriesVersionsUnderTrafficKeepsTheFastestLosesNoPacket) {
+  runtime::DaemonOptions options = liveExploration(3);
   options.explore.margin.ns = 1000; // every decision with an alternative is close
   LiveRoutes live("explore", options);
   ASSERT_TRUE(live.started());
@@ -271,12 +278,7 @@ TEST(Explore, TriesVersionsUnderTrafficKeepsTheFastestLosesNoPacket) {
 // period of a millisecond, the model decides again and a second
 // exploration runs. No packet lost, every one answered as the original.
 TEST(Explore, AGainShortOfThePredictionTriesTheOtherVersionsAndExploresAgain) {
-  runtime::DaemonOptions options;
-  options.explore.trials = 3;
-  options.explore.rounds = 1;
-  options.explore.slice = std::chrono::milliseconds(100);
-  options.explore.minRuns = 5000;
-  options.explore.budget = std::chrono::seconds(60);
+  runtime::DaemonOptions options = liveExploration(1);
   options.explore.margin = {0, 0};
   options.explore.shortfall = {1000, 5};
   options.explore.every = std::chrono::milliseconds(1);
