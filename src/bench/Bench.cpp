@@ -56,6 +56,7 @@ namespace {
 struct Variant {
   std::string name;
   int fd;
+  bool skipsLookups = false; // an oracle's headroom (OracleProgram::skipsLookups)
 };
 
 Expected<Trace> generateTrace(const Preset &preset, const BenchOptions &options,
@@ -196,8 +197,11 @@ Expected<TraceResult> measureTrace(TraceDriver &driver, const std::vector<Varian
                                 result.checked))
     return err;
 
-  for (const Variant &variant : variants)
-    result.variants.emplace_back().name = variant.name;
+  for (const Variant &variant : variants) {
+    VariantResult &timed = result.variants.emplace_back();
+    timed.name = variant.name;
+    timed.skipsLookups = variant.skipsLookups;
+  }
   std::vector<Variant> rotation = variants;
   rotation.push_back({ControlName, emptyFd});
   std::vector<std::vector<Series>> segmentNet(variants.size(),
@@ -420,7 +424,7 @@ Expected<std::vector<Variant>> variantsFor(BenchSetup &setup, const Trace &trace
     return loaded.takeError();
   oracles = std::move(*loaded);
   for (const OracleProgram &oracle : oracles)
-    variants.push_back({oracle.name, oracle.fd()});
+    variants.push_back({oracle.name, oracle.fd(), oracle.skipsLookups});
   return variants;
 }
 

@@ -106,6 +106,7 @@ struct VariantResult {
   Series net, gross; // ns/packet per round
   Series speedup;    // baseline net / this net, per round
   std::vector<double> segmentNet; // phased traces: median net ns per slice
+  bool skipsLookups = false;      // an oracle skipping lookups the function must make
 };
 
 // One slice of the adaptation experiment.

@@ -27,7 +27,8 @@ nlohmann::json toJson(const BenchResult &result) {
                           {"net_ns", series(v.net)},
                           {"gross_ns", series(v.gross)},
                           {"speedup_net", series(v.speedup)},
-                          {"segment_net_ns", v.segmentNet}});
+                          {"segment_net_ns", v.segmentNet},
+                          {"skips_lookups", v.skipsLookups}});
     traces.push_back({{"name", trace.name},
                       {"segments", trace.segments},
                       {"phases", trace.phases},

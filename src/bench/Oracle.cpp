@@ -325,6 +325,7 @@ buildKeepingAndSkipping(const std::string &function, const std::string &keeps,
                               optimizer);
     if (!oracle)
       return oracle.takeError();
+    oracle->skipsLookups = !keeping;
     oracles.push_back(std::move(*oracle));
   }
   return oracles;

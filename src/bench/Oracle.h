@@ -16,6 +16,9 @@ struct OracleProgram {
   std::string name; // the variant's name in results ("oracle-hot10")
   bpf::LoadedObject object;
   std::string entry;
+  // Skips lookups the function must make (an LRU's, whose reference bits
+  // steer evictions): headroom, not a bound an equivalent version can reach.
+  bool skipsLookups = false;
   int fd() const { return object.programFd(entry); }
 };
 

@@ -46,29 +46,47 @@ def variant(trace, name):
     return next((v for v in trace["variants"] if v["name"] == name), None)
 
 
+def utc_now():
+    return datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M")
+
+
+def speedup_cell(v):
+    return f"{v['net_ns']['median']:.1f} (**{v['speedup_net']['median']:.2f}x**)" if v else "-"
+
+
+def oracle_cell(oracles):
+    if not oracles:
+        return "-"
+    best = min(oracles, key=lambda v: v["net_ns"]["median"])
+    return f"{best['name']} {best['net_ns']['median']:.1f} ({best['speedup_net']['median']:.2f}x)"
+
+
 def markdown(results, meta):
+    """The matrix: per function and locality, net ns per packet and the median
+    of the per-round speed-ups of the traffic-independent version (static),
+    the loop following the traffic, the version chosen by measurement
+    (explored), the best oracle an equivalent program could be, and the best
+    one skipping lookups the function must make (headroom)."""
     lines = [f"Command: `{meta['command']}`  ", f"Date {meta['date']}, commit {meta['commit']}, "
+             f"load {meta['load']}, "
              f"{meta['packets']} packets x {meta['flows']} flows per trace, "
              f"{meta['rounds']} rounds, seed {meta['seed']}, {meta['method']} method.", "",
-             "| function | locality | top-10 share | baseline net (gross) ns | Morpheus net "
-             "(gross) ns | Morpheus speed-up net / gross | best oracle net ns | oracle "
-             "speed-up net |",
-             "|---|---|---|---|---|---|---|---|"]
+             "| function | locality | top-10 share | baseline net ns | morpheus-static | "
+             "morpheus (loop) | morpheus-explored | best equivalent oracle | skipping lookups |",
+             "|---|---|---|---|---|---|---|---|---|"]
     for result in results:
         for trace in result["traces"]:
             if trace["segments"] > 1:
                 continue  # phased traces have their own plots
-            base, mor = variant(trace, "baseline"), variant(trace, "morpheus")
             oracles = [v for v in trace["variants"] if v["name"].startswith("oracle")]
-            best = min(oracles, key=lambda v: v["net_ns"]["median"]) if oracles else None
-            gross_ratio = base["gross_ns"]["median"] / mor["gross_ns"]["median"]
             lines.append(
                 f"| {result['preset']} | {trace['name']} | {trace['top10_share']:.3f} | "
-                f"{base['net_ns']['median']:.1f} ({base['gross_ns']['median']:.1f}) | "
-                f"{mor['net_ns']['median']:.1f} ({mor['gross_ns']['median']:.1f}) | "
-                f"**{mor['speedup_net']['median']:.2f}x** / {gross_ratio:.2f}x | "
-                + (f"{best['net_ns']['median']:.1f} ({best['name']}) | "
-                   f"{best['speedup_net']['median']:.2f}x |" if best else "- | - |"))
+                f"{variant(trace, 'baseline')['net_ns']['median']:.1f} | "
+                f"{speedup_cell(variant(trace, 'morpheus-static'))} | "
+                f"{speedup_cell(variant(trace, 'morpheus'))} | "
+                f"{speedup_cell(variant(trace, 'morpheus-explored'))} | "
+                f"{oracle_cell([v for v in oracles if not v.get('skips_lookups')])} | "
+                f"{oracle_cell([v for v in oracles if v.get('skips_lookups')])} |")
     lines += ["", "| function | t1 first (ms) | t2 first (ms) | shadow validation (ms) | "
               "injection (ms) | t1 median (ms) | t2 median (ms) | instructions original -> "
               "specialized | specialized |",
@@ -201,14 +219,18 @@ def main(argv=None):
                             capture_output=True, text=True).stdout.strip() or "unknown"
     meta = {"command": " ".join(["tools/bench/matrix.py"] + (argv if argv is not None
                                                               else sys.argv[1:])),
-            "date": datetime.date.today().isoformat(), "commit": commit,
+            "date": utc_now(), "commit": commit,
             "packets": args.packets, "flows": args.flows, "rounds": args.rounds,
             "seed": args.seed, "method": args.method}
+    load_at_start = os.getloadavg()[0]
     nfs = [n for n in args.nf.split(",") if n]
     results = []
     for i, nf in enumerate(nfs, 1):
         print(f"matrix: [{i}/{len(nfs)}] {nf}", file=sys.stderr, flush=True)
         results.append(run_one(args.morpheus, nf, args, args.out))
+    # One sitting: when it ran and how loaded the machine was, start to end.
+    meta["date"] += f" to {utc_now()} UTC"
+    meta["load"] = f"{load_at_start:.1f} to {os.getloadavg()[0]:.1f}"
     with open(os.path.join(args.out, "results.json"), "w") as f:
         json.dump({"meta": meta, "results": results}, f, indent=1)
     with open(os.path.join(args.out, "matrix.md"), "w") as f:

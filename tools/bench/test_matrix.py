@@ -38,15 +38,27 @@ def test_tiny_matrix_writes_tables_and_plots(tmp_path):
     router = results["results"][0]
     for trace in router["traces"]:
         assert {"oracle-hot10", "oracle-full"} <= {v["name"] for v in trace["variants"]}
+    lb = results["results"][1]
+    for trace in lb["traces"]:
+        skipping = {v["name"]: v["skips_lookups"] for v in trace["variants"]
+                    if v["name"].startswith("oracle")}
+        assert skipping == {"oracle-hot10-flows": False, "oracle-hot10": True}
     table = (out / "matrix.md").read_text()
     assert table.count("| router-20routes |") == 3  # two localities + compile row
-    # The table names the faster oracle of each row: which one is noise on a
-    # 2-round run, that there is one is not.
-    router_rows = [line for line in table.splitlines()
-                   if line.startswith("| router-20routes | none") or
-                   line.startswith("| router-20routes | high")]
-    assert len(router_rows) == 2
-    assert all("(oracle-" in line for line in router_rows)
+
+    def cells(prefix):
+        rows = [line for line in table.splitlines()
+                if line.startswith(f"| {prefix} | none") or line.startswith(f"| {prefix} | high")]
+        assert len(rows) == 2, table
+        return [[c.strip() for c in row.strip("|").split("|")] for row in rows]
+    # Every variant has its cell; the faster of the router's equivalent
+    # oracles is noise on a 2-round run, that one is named is not. lb's
+    # oracle skipping the LRU is headroom, in a column of its own.
+    for row in cells("router-20routes"):
+        assert all("x**)" in cell for cell in row[4:7]), row
+        assert row[7].startswith("oracle-") and row[8] == "-", row
+    for row in cells("lb"):
+        assert row[7].startswith("oracle-hot10-flows ") and row[8].startswith("oracle-hot10 "), row
     for png in ("speedup.png", "compile.png"):
         assert (out / png).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     # The progress reached the caller while it ran.
