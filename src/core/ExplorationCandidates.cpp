@@ -76,8 +76,8 @@ std::vector<ExplorationCandidate> explorationCandidates(const SpecializationLog 
                                                         ExplorationMargin margin) {
   std::vector<ExplorationCandidate> candidates{
       ExplorationCandidate{.description = "the model's choice"}};
-  // Per pass, the closest of the sites it rewrote.
-  std::map<std::string, ExplorationCandidate> byPass;
+  // Per set of passes left out, the closest of the sites it changes.
+  std::map<std::vector<std::string>, ExplorationCandidate> bySet;
   for (const SiteDecision &decision : log.decisions) {
     if (!decision.applied || !decision.choice)
       continue;
@@ -85,37 +85,47 @@ std::vector<ExplorationCandidate> explorationCandidates(const SpecializationLog 
     std::string pass = passOf(choice.chosen);
     if (pass.empty())
       continue;
-    // The next cheapest the site allows (cheapest first), the map's lookup
-    // when the choice had no other.
-    CandidateCost next{Representation::OriginalMap, 0};
-    bool found = false;
-    for (const CandidateCost &candidate : choice.candidates)
-      if (candidate.representation != choice.chosen) {
-        next = candidate;
-        found = true;
-        break;
+    // Each other representation the site allows, in the model's order
+    // (cheapest first; the map's lookup last): the site gets it once the
+    // passes of those before it are left out too, so the second one is two
+    // passes away (the routes' search behind the derived table and the
+    // derived hashes). One whose pass is already left out cannot be built.
+    std::vector<std::string> leftOut{pass};
+    for (const CandidateCost &next : choice.candidates) {
+      if (next.representation == choice.chosen)
+        continue;
+      std::string nextPass = passOf(next.representation);
+      if (llvm::is_contained(leftOut, nextPass))
+        continue;
+      double gap = next.ns - choice.predictedNs;
+      bool close = gap <= std::max(margin.ns, margin.fraction * choice.predictedNs) ||
+                   (leftOut.size() == 1 && !choice.memoryDeclined.empty());
+      if (close) {
+        std::string passes;
+        for (const std::string &out : leftOut)
+          passes += (passes.empty() ? "" : " and ") + out;
+        std::string description =
+            llvm::formatv("without {0}: {1} {2:f1} ns predicted, then {3} {4:f1} ns (table "
+                          "'{5}'{6})",
+                          passes, representationName(choice.chosen), choice.predictedNs,
+                          representationName(next.representation), next.ns, decision.table,
+                          choice.memoryDeclined.empty() ? "" : "; " + choice.memoryDeclined)
+                .str();
+        std::vector<std::string> key = leftOut;
+        std::sort(key.begin(), key.end());
+        ExplorationCandidate candidate{
+            .leftOut = key, .description = description, .predictedGapNs = gap};
+        auto [kept, added] = bySet.try_emplace(key, candidate);
+        if (!added && gap < kept->second.predictedGapNs)
+          kept->second = std::move(candidate);
       }
-    if (!found)
-      continue; // nothing priced to compare with
-    double gap = next.ns - choice.predictedNs;
-    bool close = gap <= std::max(margin.ns, margin.fraction * choice.predictedNs) ||
-                 !choice.memoryDeclined.empty();
-    if (!close)
-      continue;
-    std::string description =
-        llvm::formatv("without {0}: {1} {2:f1} ns predicted, next {3} {4:f1} ns (table '{5}'{6})",
-                      pass, representationName(choice.chosen), choice.predictedNs,
-                      representationName(next.representation), next.ns, decision.table,
-                      choice.memoryDeclined.empty() ? "" : "; " + choice.memoryDeclined)
-            .str();
-    ExplorationCandidate candidate{
-        .leftOut = {pass}, .description = description, .predictedGapNs = gap};
-    auto [kept, added] = byPass.try_emplace(pass, candidate);
-    if (!added && gap < kept->second.predictedGapNs)
-      kept->second = std::move(candidate);
+      if (nextPass.empty())
+        break; // the map's lookup: nothing after it
+      leftOut.push_back(nextPass);
+    }
   }
   std::vector<ExplorationCandidate> alternatives;
-  for (auto &[pass, candidate] : byPass)
+  for (auto &[passes, candidate] : bySet)
     alternatives.push_back(std::move(candidate));
   std::sort(alternatives.begin(), alternatives.end(), [](const auto &a, const auto &b) {
     return std::tie(a.predictedGapNs, a.leftOut) < std::tie(b.predictedGapNs, b.leftOut);

@@ -3,11 +3,13 @@
 // the versions that differ from it by one decision where the model was
 // close. A decision is a table pass that rewrote a site into the
 // representation the model priced cheapest (RepresentationChoice in the
-// specialization log); its alternative is the same pipeline without that
+// specialization log); its alternatives are the same pipeline without that
 // pass, where the model then takes the next cheapest representation the
 // site allows (the trie passes and inline-small-table consult the enabled
-// passes), or the map's own lookup. The model is close where the next
-// cheapest is predicted within the margin, or where it set aside a cheaper
+// passes), or the map's own lookup, and without the passes of every
+// representation priced before a later one, which the site then gets (the
+// third cheapest is two passes away). The model is close where an
+// alternative is predicted within the margin, or where it set aside a cheaper
 // representation for its memory (a judgement it cannot measure). A
 // decision the model does not price (a small table inlined as a compare
 // chain) is a candidate of its own kind: the version with the inline limit
@@ -81,10 +83,11 @@ VersionSettings candidateSettings(const ExplorationCandidate &candidate,
                                   const VersionSettings &model);
 
 // The model's version first, then at most `trials - 1` alternatives: the
-// closest predictions first (one per pass: a pass that rewrote several
-// sites is left out at all of them), then the decisions the model does not
-// price, the largest compare chain first (one inline limit per chain
-// length: every table of that length or more keeps its lookup). An
+// closest predictions first (one per set of passes left out: a pass that
+// rewrote several sites is left out at all of them), then the decisions
+// the model does not price, the largest compare chain first (one inline
+// limit per chain length: every table of that length or more keeps its
+// lookup). An
 // unpriced decision is always tried: nothing says the model was right.
 // `trials` below 1 counts as 1.
 std::vector<ExplorationCandidate> explorationCandidates(const SpecializationLog &log,

@@ -94,6 +94,40 @@ TEST(ExplorationCandidates, OnePerPassAtItsClosestSite) {
   EXPECT_NE(candidates[1].description.find("'v6'"), std::string::npos);
 }
 
+TEST(ExplorationCandidates, TheThirdRepresentationIsTwoPassesAway) {
+  // The 20 routes as the model prices them: the derived table, then the
+  // derived hashes, then the search; the search is built only with both
+  // derived passes left out, and costs them both in the candidate's
+  // settings. The map's lookup is not close (16.6 ns).
+  SpecializationLog log;
+  log.decisions.push_back(rewritten("routes", Representation::DerivedArray,
+                                    {{Representation::DerivedArray, 5.4},
+                                     {Representation::DerivedHash, 7},
+                                     {Representation::PrefixSearch, 9},
+                                     {Representation::OriginalMap, 22}}));
+  auto candidates = explorationCandidates(log, 5);
+  ASSERT_EQ(leftOut(candidates), (std::vector<std::vector<std::string>>{
+                                     {}, {"lpm-as-array"}, {"lpm-as-array", "lpm-as-hash"}}));
+  EXPECT_DOUBLE_EQ(candidates[2].predictedGapNs, 9 - 5.4);
+  EXPECT_NE(candidates[2].description.find("without lpm-as-array and lpm-as-hash"),
+            std::string::npos)
+      << candidates[2].description;
+  VersionSettings search = candidateSettings(candidates[2], VersionSettings{});
+  ASSERT_TRUE(search.tablePasses);
+  EXPECT_FALSE(llvm::is_contained(*search.tablePasses, "lpm-as-array"));
+  EXPECT_FALSE(llvm::is_contained(*search.tablePasses, "lpm-as-hash"));
+  EXPECT_TRUE(llvm::is_contained(*search.tablePasses, "lpm-as-code"));
+  // A representation whose pass is already left out cannot be built: the
+  // derived hashes priced a second time name no further version.
+  SpecializationLog repeated;
+  repeated.decisions.push_back(rewritten("routes", Representation::DerivedArray,
+                                         {{Representation::DerivedArray, 5},
+                                          {Representation::DerivedHash, 6},
+                                          {Representation::DerivedHash, 7}}));
+  EXPECT_EQ(leftOut(explorationCandidates(repeated, 5)),
+            (std::vector<std::vector<std::string>>{{}, {"lpm-as-array"}}));
+}
+
 TEST(ExplorationCandidates, NotCloseMemoryOrNothingToCompareWith) {
   SpecializationLog log;
   // Far apart, but the model set a cheaper table aside for its memory: a
@@ -203,17 +237,21 @@ TEST(ExplorationShortfall, WidenedCandidatesAreTheDecisionsNotCloseNotTriedYet) 
                                      {Representation::OriginalMap, 62}}));
   std::vector<ExplorationCandidate> close = explorationCandidates(log, 3);
   ASSERT_EQ(leftOut(close), (std::vector<std::vector<std::string>>{{}, {"lpm-as-code"}}));
-  EXPECT_EQ(leftOut(widenedCandidates(log, 3, close)),
-            (std::vector<std::vector<std::string>>{{"hash-as-array"}, {"inline-small-table"}}));
+  // The routes' map lookup (36.8 ns over the search) is two passes away.
+  EXPECT_EQ(leftOut(widenedCandidates(log, 4, close)),
+            (std::vector<std::vector<std::string>>{
+                {"hash-as-array"}, {"lpm-as-array", "lpm-as-code"}, {"inline-small-table"}}));
   // The trial budget counts the model's version: two more at most.
   EXPECT_EQ(widenedCandidates(log, 2, close).size(), 1u);
   // Nothing close: the model's version alone was tried; every priced
   // alternative is left to widen with.
   std::vector<ExplorationCandidate> modelOnly = explorationCandidates(log, 3, {0, 0});
   ASSERT_EQ(modelOnly.size(), 1u);
-  EXPECT_EQ(leftOut(widenedCandidates(log, 4, modelOnly)),
-            (std::vector<std::vector<std::string>>{
-                {"lpm-as-code"}, {"hash-as-array"}, {"inline-small-table"}}));
+  EXPECT_EQ(leftOut(widenedCandidates(log, 5, modelOnly)),
+            (std::vector<std::vector<std::string>>{{"lpm-as-code"},
+                                                   {"hash-as-array"},
+                                                   {"lpm-as-array", "lpm-as-code"},
+                                                   {"inline-small-table"}}));
   // No priced decision (the l2switch's compare chains today): nothing.
   EXPECT_TRUE(widenedCandidates(SpecializationLog{}, 3, modelOnly).empty());
 }
