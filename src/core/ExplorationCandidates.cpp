@@ -223,8 +223,10 @@ void ExplorationSchedule::advance() {
 
 void ExplorationSchedule::record(size_t slot, double nsPerRun) {
   slots.at(slot).ns.push_back(nsPerRun);
+  // Each round serves the generic program first (it is never dropped):
+  // its last slice is this round's.
   std::optional<double> generic = median(0);
-  if (slot != 0 && generic && nsPerRun > *generic)
+  if (slot != 0 && generic && nsPerRun > *generic && nsPerRun > slots[0].ns.back())
     slots[slot].dropped = true;
   advance();
 }

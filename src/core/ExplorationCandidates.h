@@ -142,8 +142,14 @@ bool hotKeysMoved(const std::map<unsigned, std::vector<Bytes>> &before,
 // i - 1. Rounds interleave (generic, first candidate, second, ...; again),
 // so drift and noise fall on every slot alike; each slot's figure is the
 // median of its slices. A candidate measured slower than the generic
-// program's median so far is dropped at once: it serves no second slice
-// and is never chosen. So is one that could not be built or installed.
+// program's median so far and than the generic program's slice of the
+// same round is dropped at once: it serves no second slice and is never
+// chosen. Why both: on a loaded machine one slice may run 40 % slow (an
+// l2switch round measured the generic program at 286 ns against 202 and
+// 205 before it, and dropped the model's version at 243); a version truly
+// slower is slower than its round's generic slice too, so the pairing
+// keeps drift from dropping it and does not keep one that is slower. So
+// is one that could not be built or installed.
 class ExplorationSchedule {
 public:
   ExplorationSchedule(size_t candidates, unsigned rounds);
