@@ -2,6 +2,7 @@
 // that (see SitePlan.h).
 #include "core/SitePlan.h"
 
+#include "core/passes/RegionAsTableInputs.h"
 #include "core/passes/TableRewriting.h"
 
 #include <algorithm>
@@ -146,6 +147,19 @@ ReadPlan planReads(const TableAccessInfo &info, const TableCatalog &catalog,
       // inlines; a trie read whole is answered from its prefixes instead.
       if (site.key.constantKey)
         request.keys.push_back(*site.key.constantKey);
+      // An array read by content serves inline-small-table (at most the
+      // inline limit of slots differ from the common value; heavy-hitter-
+      // fast-path and the verifier budget take it whole by the same bound)
+      // and region-as-table (every slot, in at most MaxClasses classes of
+      // equal bytes, within MaxSlots slots); constant-key-lookup takes the
+      // probed keys. A read neither could take stops early: lb's 2,097,184
+      // ring slots, 655,370 of them set, cost seconds read whole.
+      if (table.match == TableMatch::Index) {
+        request.contentDiffering = inlineLimit;
+        request.contentValues = table.maxEntries <= region_as_table::MaxSlots
+                                    ? uint32_t(region_as_table::MaxClasses)
+                                    : 0;
+      }
       break;
     }
     case Action::FoldedFields:

@@ -147,6 +147,14 @@ struct TableReadRequest {
   uint32_t wholeTableLimit = 0;
   // Exact keys some site looks up with a compile-time constant key.
   std::vector<Bytes> keys;
+  // An array read by content (more slots than wholeTableLimit) is of use
+  // to a pass only while at most `contentDiffering` slots hold anything but
+  // its most common value (a chain of them), or while its slots hold at
+  // most `contentValues` distinct values, however many slots differ (a
+  // class per value). The read stops, as a read of only `keys`, as soon
+  // as the slots read show both bounds passed; the defaults never stop.
+  uint32_t contentDiffering = UINT32_MAX;
+  uint32_t contentValues = UINT32_MAX;
 };
 
 using ReadPlan = std::map<std::string, TableReadRequest>;

@@ -185,6 +185,14 @@ TEST_F(Pipeline, PlansEachSiteFromTheProgramAlone) {
   // planReads asks the same of the array either way: the backend reads
   // what it can.
   EXPECT_EQ(planReads(info, catalog, 8)["routes"].wholeTableLimit, 8u);
+  // Its content read is of use while at most the inline limit of slots
+  // differ, or in region-as-table's classes within its slots; past them,
+  // only the chain's bound.
+  EXPECT_EQ(planReads(info, catalog, 8)["routes"].contentDiffering, 8u);
+  EXPECT_EQ(planReads(info, catalog, 8)["routes"].contentValues, 255u);
+  catalog["routes"] = table("routes", TableMatch::Index, 4, (1u << 17) + 1);
+  EXPECT_EQ(planReads(info, catalog, 8)["routes"].contentDiffering, 8u);
+  EXPECT_EQ(planReads(info, catalog, 8)["routes"].contentValues, 0u);
 }
 
 // A table policy keeps generic (another loader writes it behind the

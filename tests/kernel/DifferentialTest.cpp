@@ -275,6 +275,7 @@ INSTANTIATE_TEST_SUITE_P(
                       CorpusCase{"partial_array.bpf.c", nullptr},
                       CorpusCase{"field_counter.bpf.c", nullptr},
                       CorpusCase{"sparse_array.bpf.c", nullptr},
+                      CorpusCase{"large_array.bpf.c", nullptr},
                       CorpusCase{"inner_config.bpf.c", nullptr},
                       CorpusCase{"conn_fallback.bpf.c", nullptr},
                       CorpusCase{"out_param.bpf.c", nullptr},

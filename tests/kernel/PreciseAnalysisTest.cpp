@@ -160,6 +160,81 @@ const core::SiteDecision *decisionOf(const core::CycleReport &report, const std:
   return nullptr;
 }
 
+// More slots than region-as-table takes: read by content only while at
+// most the inline limit of slots differ from the common value.
+struct LargeSlot {
+  uint32_t action;
+  uint32_t mark;
+};
+constexpr uint32_t LargeSlots = 262144;
+
+Bytes packetTo(uint32_t slot) { return buildPacket({.daddr = 0x0a000000 | slot}); }
+
+TEST(PreciseAnalysis, LargeArrayWithFewSetSlotsIsInlinedAndEveryChangeIsSeen) {
+  CorpusProgram program("large_array.bpf.c");
+  ASSERT_TRUE(program.ok());
+  program.set("slots", uint32_t(5), LargeSlot{XDP_DROP, 1});
+  program.set("slots", uint32_t(200000), LargeSlot{XDP_TX, 2});
+  program.set("slots", LargeSlots - 1, LargeSlot{XDP_DROP, 3}); // the default action
+  core::CycleReport report = program.cycle();
+  ASSERT_TRUE(report.installed()) << report.describe();
+  const core::SiteDecision *inlined = nullptr;
+  for (const core::SiteDecision &d : report.log.decisions)
+    if (d.table == "slots" && d.applied && d.pass == "inline-small-table")
+      inlined = &d;
+  ASSERT_NE(inlined, nullptr) << report.log.toText();
+  EXPECT_NE(inlined->detail.find("3 entries"), std::string::npos) << inlined->detail;
+  std::vector<uint32_t> probes = {5, 200000, LargeSlots - 1, 0, 4, 6, 199999, 200001, 131072};
+  for (uint32_t slot : probes)
+    EXPECT_EQ(program.active(packetTo(slot)), program.original(packetTo(slot))) << slot;
+  EXPECT_EQ(program.active(packetTo(7)).verdict, uint32_t(XDP_DROP)); // the default
+  // A slot the version holds as the common value, changed through
+  // Morpheus: the very next packet sees it, and the next cycle lists it.
+  program.set("slots", uint32_t(7), LargeSlot{XDP_TX, 4});
+  EXPECT_EQ(program.active(packetTo(7)).verdict, uint32_t(XDP_TX));
+  report = program.cycle();
+  ASSERT_TRUE(report.installed()) << report.describe();
+  probes.push_back(7);
+  for (uint32_t slot : probes)
+    EXPECT_EQ(program.active(packetTo(slot)), program.original(packetTo(slot))) << slot;
+  EXPECT_EQ(program.active(packetTo(7)).verdict, uint32_t(XDP_TX));
+  // The default slot changed: every unlisted slot's answer moves with it.
+  program.set("slots", LargeSlots - 1, LargeSlot{XDP_PASS, 5});
+  EXPECT_EQ(program.active(packetTo(8)).verdict, uint32_t(XDP_PASS));
+}
+
+// Many slots set, each its own value: no pass could take the listing, so
+// the read stops early (the site's reason names no entry count: nothing
+// was listed) and the constant slot is still read and inlined. Validated
+// before the install (shadow validation on).
+TEST(PreciseAnalysis, LargeArrayWithManySetSlotsIsReadOnlyAtItsConstantSlot) {
+  runtime::OptimizerOptions options;
+  CorpusProgram program("large_array.bpf.c", options);
+  ASSERT_TRUE(program.ok());
+  for (uint32_t slot = 0; slot < 300; ++slot)
+    program.set("slots", slot * 97, LargeSlot{slot % 2 ? XDP_TX : XDP_DROP, slot});
+  program.set("slots", LargeSlots - 1, LargeSlot{XDP_TX, 1000});
+  core::CycleReport report = program.cycle();
+  ASSERT_TRUE(report.installed()) << report.describe();
+  const core::SiteDecision *kept = CorpusProgram::decision(report, "slots", false);
+  ASSERT_NE(kept, nullptr) << report.log.toText();
+  EXPECT_NE(kept->detail.find("larger than the inline limit of 64"), std::string::npos)
+      << kept->detail;
+  EXPECT_EQ(kept->detail.find("entries)"), std::string::npos) << "read whole: " << kept->detail;
+  const core::SiteDecision *constant = decisionOf(report, "slots", "constant-key-lookup");
+  ASSERT_NE(constant, nullptr) << report.log.toText();
+  for (uint32_t slot : {0u, 97u, 194u, 1u, 98u, 300u * 97, LargeSlots - 1, LargeSlots - 2})
+    EXPECT_EQ(program.active(packetTo(slot)), program.original(packetTo(slot))) << slot;
+  EXPECT_EQ(program.active(packetTo(1)).verdict, uint32_t(XDP_TX)); // the default
+  // The constant slot changed through Morpheus: seen by the next packet.
+  program.set("slots", LargeSlots - 1, LargeSlot{XDP_PASS, 1001});
+  EXPECT_EQ(program.active(packetTo(1)).verdict, uint32_t(XDP_PASS));
+  report = program.cycle();
+  ASSERT_TRUE(report.installed()) << report.describe();
+  for (uint32_t slot : {0u, 97u, 1u, LargeSlots - 1})
+    EXPECT_EQ(program.active(packetTo(slot)), program.original(packetTo(slot))) << slot;
+}
+
 struct Config {
   uint32_t action;
   uint32_t port;

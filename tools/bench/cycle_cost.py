@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
-"""What a cycle costs, binary against binary: t2 of forced recompiles, the
-first shadow validation and injection, and the version's size, for each
+"""What a cycle costs, binary against binary: t1 (the tables' read) and t2
+of forced recompiles, the first shadow validation and injection, and the
+version's size, for each
 preset, with the binaries alternated round by round on the same machine.
 
 Each run is `BINARY bench PRESET --locality none --rounds 1 --packets 4096
@@ -35,12 +36,16 @@ def run_once(binary, preset, recompiles, nice):
     os.unlink(path)
     compile_ = result["compile"]
     return {
+        "t1_median_ms": compile_["t1_ms"]["median"],
+        "first_t1_ms": compile_["first_t1_ms"],
         "t2_median_ms": compile_["t2_ms"]["median"],
         "first_t2_ms": compile_["first_t2_ms"],
         "first_validation_ms": compile_["first_validation_ms"],
         "first_injection_ms": compile_["first_injection_ms"],
         "instructions": compile_["instructions_specialized"],
         "t2_phases": {p["phase"]: p["ms"]["median"] for p in compile_["t2_phases"]},
+        "validation_phases": {p["phase"]: p["ms"]
+                              for p in compile_.get("first_validation_phases", [])},
     }
 
 
@@ -63,20 +68,21 @@ def main():
             for label, path in order:
                 figures = run_once(path, preset, args.recompiles, args.nice)
                 runs.setdefault(preset, {}).setdefault(label, []).append(figures)
-                print(f"round {round_ + 1}: {preset} {label}: t2 {figures['t2_median_ms']:.1f} ms, "
+                print(f"round {round_ + 1}: {preset} {label}: t1 {figures['t1_median_ms']:.1f} ms, "
+                      f"t2 {figures['t2_median_ms']:.1f} ms, "
                       f"validation {figures['first_validation_ms']:.1f}, injection "
                       f"{figures['first_injection_ms']:.1f}, {figures['instructions']} insns",
                       flush=True)
     with open(args.out, "w") as f:
         json.dump(runs, f, indent=1)
-    keys = ["t2_median_ms", "first_validation_ms", "first_injection_ms"]
-    print("\n| preset | binary | t2 recompile (ms) | validation (ms) | injection (ms) "
-          "| t2+validation+injection | instructions |")
-    print("|---|---|---|---|---|---|---|")
+    keys = ["t1_median_ms", "t2_median_ms", "first_validation_ms", "first_injection_ms"]
+    print("\n| preset | binary | t1 recompile (ms) | t2 recompile (ms) | validation (ms) "
+          "| injection (ms) | t1+t2+validation+injection | instructions |")
+    print("|---|---|---|---|---|---|---|---|")
     for preset, by_label in runs.items():
         for label, figures in by_label.items():
             med = {k: statistics.median(f[k] for f in figures) for k in keys}
-            print(f"| {preset} | {label} | {med['t2_median_ms']:.1f} | "
+            print(f"| {preset} | {label} | {med['t1_median_ms']:.1f} | {med['t2_median_ms']:.1f} | "
                   f"{med['first_validation_ms']:.1f} | {med['first_injection_ms']:.1f} | "
                   f"{sum(med.values()):.1f} | {figures[0]['instructions']} |")
 

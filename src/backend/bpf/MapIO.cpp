@@ -134,7 +134,8 @@ namespace {
 constexpr uint32_t ArrayReadBatch = 1024;
 
 // A live map as readTable's source: lookups by syscall, the key walk,
-// arrays read whole in batches of ArrayReadBatch slots.
+// arrays read in batches of ArrayReadBatch slots (no further than the
+// visitor wants: the kernel copies each slot for about 0.6 us here).
 class LiveTable : public TableSource {
 public:
   LiveTable(int fd, const core::TableInfo &info)
@@ -153,32 +154,29 @@ public:
       return std::nullopt;
     return makeSystemError(errno, "map '{0}': lookup of key {1} failed", info.name, toHex(key));
   }
-  Expected<std::optional<std::vector<core::TableEntry>>> allSlots() override {
+  Expected<bool> forEachSlot(llvm::function_ref<bool(core::TableEntry &&)> visit) override {
     if (arrayContentBytes(info) > ArrayContentReadBytes)
-      return std::nullopt;
-    std::vector<uint32_t> slots(info.maxEntries);
-    Bytes values(size_t(info.maxEntries) * rawSize);
+      return false;
+    std::vector<uint32_t> slots(ArrayReadBatch);
+    Bytes values(size_t(ArrayReadBatch) * rawSize);
     uint32_t read = 0, batch = 0;
     while (read < info.maxEntries) {
       uint32_t count = std::min(ArrayReadBatch, info.maxEntries - read);
       LIBBPF_OPTS(bpf_map_batch_opts, options);
-      int result = bpf_map_lookup_batch(fd, read ? &batch : nullptr, &batch,
-                                        slots.data() + read,
-                                        values.data() + size_t(read) * rawSize, &count,
-                                        &options);
+      int result = bpf_map_lookup_batch(fd, read ? &batch : nullptr, &batch, slots.data(),
+                                        values.data(), &count, &options);
       if (result != 0 && errno != ENOENT)
         return makeSystemError(errno, "map '{0}': batch read failed", info.name);
       read += count;
+      for (uint32_t i = 0; i < count; ++i) {
+        auto raw = values.begin() + size_t(i) * rawSize;
+        if (!visit(collapse(info, bytesOf(slots[i]), Bytes(raw, raw + rawSize))))
+          return true;
+      }
       if (result != 0)
         break; // ENOENT: the last batch
     }
-    std::vector<core::TableEntry> entries;
-    entries.reserve(read);
-    for (uint32_t i = 0; i < read; ++i) {
-      auto raw = values.begin() + size_t(i) * rawSize;
-      entries.push_back(collapse(info, bytesOf(slots[i]), Bytes(raw, raw + rawSize)));
-    }
-    return std::optional(std::move(entries));
+    return true;
   }
 
 private:

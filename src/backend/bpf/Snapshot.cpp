@@ -246,15 +246,30 @@ Expected<core::TableContents> readTable(TableSource &source, const core::TableIn
     // the loader's "empty"): the most common value every CPU agrees on is
     // the unlisted one (zeros on a tie with it), every other slot is
     // listed, however many (a pass that inlines entries declines past its
-    // own limit; region-as-table reads every slot's value).
-    auto slots = source.allSlots();
-    if (!slots)
-      return slots.takeError();
-    if (*slots) {
-      std::map<Bytes, uint32_t> counts;
-      for (const core::TableEntry &slot : **slots)
-        if (slot.value)
-          ++counts[*slot.value];
+    // own limit; region-as-table reads every slot's value). Once more
+    // slots read differ from their most common value than
+    // request.contentDiffering, every value would leave more than that
+    // many listed, whatever the rest holds; with more distinct values than
+    // request.contentValues too (a slot whose CPUs disagree counting as
+    // one), no pass could use the listing: the read stops there (the
+    // source reads no further) and the table is read as a partial one.
+    std::vector<core::TableEntry> slots;
+    std::map<Bytes, uint32_t> counts;
+    uint64_t mostCommon = 0, disagreeing = 0;
+    bool useless = false;
+    auto read = source.forEachSlot([&](core::TableEntry &&slot) {
+      if (slot.value)
+        mostCommon = std::max<uint64_t>(mostCommon, ++counts[*slot.value]);
+      else
+        ++disagreeing;
+      slots.push_back(std::move(slot));
+      useless = slots.size() - mostCommon > request.contentDiffering &&
+                counts.size() + disagreeing > request.contentValues;
+      return !useless;
+    });
+    if (!read)
+      return read.takeError();
+    if (*read && !useless) {
       Bytes common(info.valueSize, 0);
       uint32_t commonCount = counts.count(common) ? counts[common] : 0;
       for (const auto &[value, count] : counts)
@@ -264,7 +279,7 @@ Expected<core::TableContents> readTable(TableSource &source, const core::TableIn
         }
       contents.complete = true;
       contents.unlistedValue = common;
-      for (core::TableEntry &slot : **slots)
+      for (core::TableEntry &slot : slots)
         if (slot.value != common)
           contents.entries.push_back(std::move(slot));
     }
@@ -311,26 +326,27 @@ public:
       return std::optional(*entry);
     return std::nullopt;
   }
-  Expected<std::optional<std::vector<core::TableEntry>>> allSlots() override {
+  Expected<bool> forEachSlot(llvm::function_ref<bool(core::TableEntry &&)> visit) override {
     // As the live read: only within ArrayContentReadBytes (per-CPU values
     // as the syscall returns them, for as many CPUs as the listing gives).
     uint64_t slotBytes = info.perCpu ? ((info.valueSize + 7) & ~uint64_t(7)) * cpus
                                      : info.valueSize;
     if (uint64_t(info.maxEntries) * slotBytes > ArrayContentReadBytes)
-      return std::nullopt;
-    std::vector<core::TableEntry> slots(info.maxEntries);
-    std::vector<bool> seen(info.maxEntries);
+      return false;
+    std::vector<const core::TableEntry *> slots(info.maxEntries);
     for (const core::TableEntry &entry : listed.entries) {
       uint32_t index = 0;
       std::memcpy(&index, entry.key.data(), sizeof(index));
-      if (index >= info.maxEntries || seen[index])
-        return std::nullopt;
-      seen[index] = true;
-      slots[index] = entry;
+      if (index >= info.maxEntries || slots[index])
+        return false;
+      slots[index] = &entry;
     }
-    if (std::find(seen.begin(), seen.end(), false) != seen.end())
-      return std::nullopt; // a slot the listing does not know
-    return std::optional(std::move(slots));
+    if (std::find(slots.begin(), slots.end(), nullptr) != slots.end())
+      return false; // a slot the listing does not know
+    for (const core::TableEntry *slot : slots)
+      if (!visit(core::TableEntry(*slot)))
+        break;
+    return true;
   }
 
 private:

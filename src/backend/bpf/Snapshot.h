@@ -84,17 +84,19 @@ public:
   virtual bool answers(const core::Bytes &key) const { return true; }
   // The entry at `key` (per-CPU values collapsed), nullopt when absent.
   virtual Expected<std::optional<core::TableEntry>> lookup(const core::Bytes &key) = 0;
-  // Every slot of an array, in index order, when all of them can be read
-  // within ArrayContentReadBytes; nullopt otherwise.
-  virtual Expected<std::optional<std::vector<core::TableEntry>>> allSlots() = 0;
+  // Calls `visit` with the slots of an array in index order (keys from 0),
+  // until it returns false or the slots run out, when all of them can be
+  // read within ArrayContentReadBytes; false (nothing visited) otherwise.
+  virtual Expected<bool> forEachSlot(llvm::function_ref<bool(core::TableEntry &&)> visit) = 0;
 };
 
 // Reads what `request` asks for of the table `info` from `source`: the
 // whole table when it has at most request.wholeTableLimit entries (stopping
 // as soon as it has more); for a larger array, its slots by content (every
 // slot that differs from the array's most common value, the value itself
-// as TableContents::unlistedValue; zeros win a tie); then each requested
-// key the source answers. The one reading of a table, live (MapIO's
+// as TableContents::unlistedValue; zeros win a tie), given up as soon as
+// the slots read pass both of the request's content bounds; then, unless
+// the table was read whole, each requested key the source answers. The one reading of a table, live (MapIO's
 // readTable) and offline (readSnapshotFile): both take the same entries.
 Expected<core::TableContents> readTable(TableSource &source, const core::TableInfo &info,
                                         const core::TableReadRequest &request);
