@@ -602,6 +602,8 @@ Expected<SpecializationLog> specializeModule(Module &module,
   clock.end("program guard");
 
   if (options.optimize) {
+    if (!options.keepAccessCallFacts)
+      dropAccessCallFacts(module, sigs);
     ModulePassManager o2 =
         managers.builder.buildPerModuleDefaultPipeline(OptimizationLevel::O2);
     o2.run(module, managers.mam);

@@ -56,6 +56,15 @@ struct SpecializationOptions {
   // them all. morpheus-opt uses this to test one pass at a time.
   std::optional<std::vector<std::string>> tablePasses;
   bool optimize = true; // run LLVM's O2 pipeline at the end
+  // Whether O2 may use the facts annotateAccessCalls gave the access calls'
+  // key and value arguments (never captured, only read), which the analysis
+  // and the table passes need. Off, O2 sees the calls left as the program's
+  // compiler did (dropAccessCallFacts). The eBPF backend turns it off: with
+  // them O2 keeps more of the stack in registers across helper calls, whose
+  // states the kernel's verifier then tells apart (Katran's balancer, with
+  // nothing specialized: 138,781 instructions verified against the
+  // original's 69,286; without them 70,514).
+  bool keepAccessCallFacts = true;
   // The verifier's budget, per program entry: how many paths through
   // compare chains its verification may take (chains in sequence multiply
   // them). Chains beyond it yield an index instead of constants

@@ -181,6 +181,20 @@ unsigned accessSiteCount(const Module &module) {
       mdconst::extract<ConstantInt>(count->getOperand(0)->getOperand(0))->getZExtValue());
 }
 
+// The key and value arguments of an access call that the backend
+// guarantees are only read, never captured (annotateAccessCalls says so in
+// attributes, dropAccessCallFacts takes them back).
+static SmallVector<unsigned, 2> onlyReadArguments(const CallBase &call,
+                                                  const AccessSignature &sig,
+                                                  const AccessSignatureTable &sigs) {
+  SmallVector<unsigned, 2> arguments;
+  for (std::optional<unsigned> arg : {sig.keyArg, sig.valueArg})
+    if (arg && *arg < call.arg_size() && call.getArgOperand(*arg)->getType()->isPointerTy() &&
+        sigs.onlyReadsArgument(call, *arg))
+      arguments.push_back(*arg);
+  return arguments;
+}
+
 void annotateAccessCalls(Module &module, const AccessSignatureTable &sigs) {
   unsigned nextId = 0;
   for (Function &function : module)
@@ -196,19 +210,27 @@ void annotateAccessCalls(Module &module, const AccessSignatureTable &sigs) {
           SiteIdMetadata,
           MDNode::get(context, ConstantAsMetadata::get(ConstantInt::get(
                                    Type::getInt32Ty(context), nextId++))));
-      for (std::optional<unsigned> arg : {sig->keyArg, sig->valueArg})
-        if (arg && *arg < call->arg_size() &&
-            call->getArgOperand(*arg)->getType()->isPointerTy() &&
-            sigs.onlyReadsArgument(*call, *arg)) {
-          call->addParamAttr(*arg, Attribute::NoCapture);
-          call->addParamAttr(*arg, Attribute::ReadOnly);
-        }
+      for (unsigned arg : onlyReadArguments(*call, *sig, sigs)) {
+        call->addParamAttr(arg, Attribute::NoCapture);
+        call->addParamAttr(arg, Attribute::ReadOnly);
+      }
     }
   LLVMContext &context = module.getContext();
   NamedMDNode *count = module.getOrInsertNamedMetadata(SiteCountMetadata);
   count->clearOperands();
   count->addOperand(MDNode::get(
       context, ConstantAsMetadata::get(ConstantInt::get(Type::getInt32Ty(context), nextId))));
+}
+
+void dropAccessCallFacts(Module &module, const AccessSignatureTable &sigs) {
+  for (Function &function : module)
+    for (Instruction &inst : instructions(function))
+      if (auto *call = dyn_cast<CallBase>(&inst))
+        if (std::optional<AccessSignature> sig = sigs.match(*call))
+          for (unsigned arg : onlyReadArguments(*call, *sig, sigs)) {
+            call->removeParamAttr(arg, Attribute::NoCapture);
+            call->removeParamAttr(arg, Attribute::ReadOnly);
+          }
 }
 
 std::vector<std::string> AccessSite::possibleTables() const {

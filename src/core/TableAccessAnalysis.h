@@ -248,6 +248,14 @@ llvm::GlobalVariable *resolveTable(llvm::Value *operand,
 // see that a key on the stack does not escape.
 void annotateAccessCalls(llvm::Module &module, const AccessSignatureTable &sigs);
 
+// Takes back the call-site attributes annotateAccessCalls added (the key and
+// value arguments' nocapture and readonly) from every access call left in
+// `module`, so that the optimizer sees those calls as the program's compiler
+// did. Dropping a fact never changes what the code does, only what LLVM may
+// assume. For the eBPF backend, after the table passes and before O2
+// (SpecializationOptions::keepAccessCallFacts says why).
+void dropAccessCallFacts(llvm::Module &module, const AccessSignatureTable &sigs);
+
 // How many sites annotateAccessCalls numbered (ids below it are sites';
 // kept as module metadata, so every clone says the same even after passes
 // removed sites); 0 for a module it did not annotate.

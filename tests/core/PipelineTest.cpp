@@ -254,6 +254,44 @@ TEST_F(Pipeline, SharedGlobalsSurviveOptimization) {
   EXPECT_NE(module->getNamedGlobal("packets_seen"), nullptr);
 }
 
+// The facts annotateAccessCalls gives a key argument (nocapture, readonly)
+// serve the analysis and the table passes; O2 gets them only where the
+// backend keeps them: the eBPF backend takes them back, because what O2 does
+// with them costs the kernel's verifier (Katran's balancer: twice the
+// instructions verified with nothing specialized).
+TEST_F(Pipeline, O2SeesTheAccessCallsFactsOnlyWhereTheBackendKeepsThem) {
+  TableSnapshot snapshot;
+  snapshot["config"].probedKeys.insert({0, 0, 0, 0});
+  snapshot["config"].entries.push_back({{0, 0, 0, 0}, Bytes{1, 0, 0, 0}});
+  snapshot["routes"].complete = false; // its lookup stays
+  auto routesCall = [](llvm::Module &program) -> llvm::CallBase * {
+    for (llvm::Function &function : program)
+      for (llvm::BasicBlock &block : function)
+        for (llvm::Instruction &inst : block)
+          if (auto *call = llvm::dyn_cast<llvm::CallBase>(&inst);
+              call && call->arg_size() == 2 &&
+              call->getArgOperand(0) == program.getNamedGlobal("routes"))
+            return call;
+    return nullptr;
+  };
+  for (bool keep : {true, false}) {
+    SCOPED_TRACE(keep ? "facts kept" : "facts dropped");
+    std::unique_ptr<llvm::Module> program = llvm::CloneModule(*module);
+    ASSERT_TRUE(routesCall(*program)->paramHasAttr(1, llvm::Attribute::NoCapture));
+    SpecializationOptions options;
+    options.inlineLimit = 8;
+    options.keepAccessCallFacts = keep;
+    auto log = specializeModule(*program, signatures, catalog, snapshot, options);
+    ASSERT_THAT_EXPECTED(log, llvm::Succeeded());
+    // The analysis and the passes had the facts either way.
+    EXPECT_NE(decisionFor(*log, "config", true), nullptr);
+    llvm::CallBase *routes = routesCall(*program);
+    ASSERT_NE(routes, nullptr);
+    EXPECT_EQ(routes->paramHasAttr(1, llvm::Attribute::NoCapture), keep);
+    EXPECT_EQ(routes->paramHasAttr(1, llvm::Attribute::ReadOnly), keep);
+  }
+}
+
 TEST_F(Pipeline, TheGuardIsElidedWhereThePassesChangedNothing) {
   TableSnapshot snapshot;
   snapshot["config"].probedKeys.insert({0, 0, 0, 0});

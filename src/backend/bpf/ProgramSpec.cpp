@@ -388,6 +388,9 @@ Expected<SpecializedObject> ProgramSpec::build(const core::TableSnapshot &snapsh
   if (!request.faults.ignoreVerifierBudget)
     for (const std::string &entry : entries)
       options.verifierPathBudget[entry] = verifierPathBudget(entry, request);
+  // O2 on the helper calls as clang's O2 saw them in the original: the
+  // verifier's cost of the version, not only its speed (Pipeline.h).
+  options.keepAccessCallFacts = false;
   options.noCompareChains = request.noCompareChains;
   options.noRegions = request.noRegions;
   options.tablePasses = request.tablePasses;
