@@ -8,10 +8,12 @@
 #include <llvm/Testing/Support/Error.h>
 #include <llvm/AsmParser/Parser.h>
 #include <llvm/IR/DebugInfo.h>
+#include <llvm/IR/IntrinsicInst.h>
 #include <llvm/IR/LegacyPassManager.h>
 #include <llvm/Object/ObjectFile.h>
 #include <llvm/Transforms/Utils/Cloning.h>
 #include <llvm/ADT/ScopeExit.h>
+#include <llvm/ADT/StringExtras.h>
 #include <llvm/Support/ErrorHandling.h>
 #include <llvm/Support/FileSystem.h>
 #include <llvm/Support/Path.h>
@@ -19,6 +21,7 @@
 
 #include <cstdlib>
 #include <map>
+#include <set>
 
 namespace morpheus::bpf {
 namespace {
@@ -55,7 +58,8 @@ TEST(Codegen, AsmTheAssemblerRejectsIsAnError) {
 }
 
 // Sections the kernel loads or libbpf reads (code, relocations, maps, BTF),
-// by name: all but DWARF.
+// by name: all but DWARF. Relocations and symbols by symbol name, as
+// libbpf resolves them (their indices shift with the DWARF sections).
 std::map<std::string, std::string> loadedSections(const std::vector<char> &elf) {
   auto object = llvm::object::ObjectFile::createObjectFile(
       llvm::MemoryBufferRef(llvm::StringRef(elf.data(), elf.size()), "elf"));
@@ -63,30 +67,90 @@ std::map<std::string, std::string> loadedSections(const std::vector<char> &elf) 
   std::map<std::string, std::string> sections;
   if (!object)
     return sections;
-  for (const llvm::object::SectionRef &section : (*object)->sections()) {
+  auto sectionName = [](const llvm::object::SectionRef &section) {
     llvm::Expected<llvm::StringRef> name = section.getName();
-    llvm::Expected<llvm::StringRef> contents = section.getContents();
-    if (!name || !contents) {
+    if (!name) {
       llvm::consumeError(name.takeError());
+      return std::string();
+    }
+    return name->str();
+  };
+  for (const llvm::object::SectionRef &section : (*object)->sections()) {
+    std::string name = sectionName(section);
+    if (name.find(".debug_") != std::string::npos || name == ".symtab" || name == ".strtab" ||
+        name == ".llvm_addrsig")
+      continue;
+    llvm::Expected<llvm::object::section_iterator> relocated = section.getRelocatedSection();
+    if (!relocated)
+      llvm::consumeError(relocated.takeError());
+    else if (*relocated != (*object)->section_end()) {
+      std::string relocations;
+      for (const llvm::object::RelocationRef &relocation : section.relocations()) {
+        llvm::Expected<llvm::StringRef> symbol = relocation.getSymbol()->getName();
+        std::string symbolName = symbol ? symbol->str() : "";
+        if (!symbol)
+          llvm::consumeError(symbol.takeError());
+        if (symbolName.empty()) { // a section's symbol
+          auto in = relocation.getSymbol()->getSection();
+          if (!in)
+            llvm::consumeError(in.takeError());
+          else if (*in != (*object)->section_end())
+            symbolName = "section " + sectionName(**in);
+        }
+        relocations += std::to_string(relocation.getOffset()) + " " +
+                       std::to_string(relocation.getType()) + " " + symbolName + "\n";
+      }
+      sections[name] = relocations;
+      continue;
+    }
+    llvm::Expected<llvm::StringRef> contents = section.getContents();
+    if (!contents) {
       llvm::consumeError(contents.takeError());
       continue;
     }
-    if (!name->contains(".debug_"))
-      sections[name->str()] = contents->str();
+    sections[name] = contents->str();
   }
+  std::set<std::string> symbols; // in order of name: indices shift too
+  for (const llvm::object::SymbolRef &symbol : (*object)->symbols()) {
+    llvm::Expected<llvm::StringRef> name = symbol.getName();
+    llvm::Expected<uint64_t> value = symbol.getValue();
+    llvm::Expected<llvm::object::section_iterator> in = symbol.getSection();
+    if (!name || !value || !in) {
+      llvm::consumeError(name.takeError());
+      llvm::consumeError(value.takeError());
+      llvm::consumeError(in.takeError());
+      continue;
+    }
+    std::string where = *in == (*object)->section_end() ? "" : sectionName(**in);
+    if (!name->empty() && where.find(".debug_") == std::string::npos)
+      symbols.insert(name->str() + " " + where + " " + std::to_string(*value));
+  }
+  sections["symbols"] = llvm::join(symbols, "\n");
   return sections;
 }
 
-// Dropping assignment tracking before code generation (emitObject) changes
-// no instruction, relocation, map or BTF byte: the same module generated
-// with it (LLVM's own pipeline, as emitObject runs it) gives the same bytes.
-TEST(Codegen, AssignmentTrackingIsDroppedAndNoLoadedByteChanges) {
+// Dropping the variables' locations before code generation (emitObject:
+// #dbg_value, #dbg_declare, #dbg_assign and its assignment tracking)
+// changes no instruction, relocation, map or BTF byte: the same module
+// generated with them (LLVM's own pipeline, as emitObject runs it) gives
+// the same bytes.
+TEST(Codegen, VariablesLocationsAreDroppedAndNoLoadedByteChanges) {
   llvm::LLVMContext context;
   auto source = loadProgram(std::string(MORPHEUS_SOURCE_DIR) + "/tests/programs/composite_filter.bpf.c",
                             {}, context);
   ASSERT_THAT_EXPECTED(source, llvm::Succeeded());
   std::unique_ptr<llvm::Module> &module = source->module;
+  auto records = [](const llvm::Module &of) {
+    size_t count = 0;
+    for (const llvm::Function &function : of)
+      for (const llvm::BasicBlock &block : function)
+        for (const llvm::Instruction &instruction : block)
+          count += llvm::range_size(instruction.getDbgRecordRange()) +
+                   llvm::isa<llvm::DbgInfoIntrinsic>(instruction);
+    return count;
+  };
   ASSERT_TRUE(llvm::isAssignmentTrackingEnabled(*module)) << "premise: clang -O2 -g tracks";
+  ASSERT_GT(records(*module), 0u) << "premise: clang -g locates variables";
   auto machine = createTargetMachine(*module);
   ASSERT_THAT_EXPECTED(machine, llvm::Succeeded());
 
@@ -103,9 +167,11 @@ TEST(Codegen, AssignmentTrackingIsDroppedAndNoLoadedByteChanges) {
   auto object = emitObject(*dropped, **machine);
   ASSERT_THAT_EXPECTED(object, llvm::Succeeded());
   EXPECT_FALSE(llvm::isAssignmentTrackingEnabled(*dropped));
+  EXPECT_EQ(records(*dropped), 0u);
   std::map<std::string, std::string> expected =
       loadedSections(std::vector<char>(reference.begin(), reference.end()));
   EXPECT_GT(expected.count(".BTF"), 0u);
+  EXPECT_GT(expected.count(".BTF.ext"), 0u);
   EXPECT_EQ(loadedSections(*object), expected);
 }
 

@@ -9,6 +9,8 @@
 #include <llvm/IR/DebugInfo.h>
 #include <llvm/IR/DiagnosticInfo.h>
 #include <llvm/IR/DiagnosticPrinter.h>
+#include <llvm/IR/InstIterator.h>
+#include <llvm/IR/IntrinsicInst.h>
 #include <llvm/IR/LegacyPassManager.h>
 #include <llvm/MC/TargetRegistry.h>
 #include <llvm/Support/CrashRecoveryContext.h>
@@ -120,18 +122,34 @@ Error runRecoverably(const std::string &what, function_ref<void()> work) {
                    signal > 0 ? strsignal(signal) : "unknown", signal);
 }
 
-// clang's -O2 -g tracks variables' debug locations through their stores
-// (assignment tracking); the analysis that turns those markers into
-// locations took about 40 % of code generation on a 100K-instruction
-// program. Debug info never changes the code LLVM generates, and nothing
-// loaded reads variable locations (BTF has none; its types and line info
-// stay): the markers go, with the module flag that asks for the analysis.
-void dropAssignmentTracking(Module &module) {
-  if (!isAssignmentTrackingEnabled(module))
-    return;
-  for (Function &function : module)
+// clang's -g describes where each variable lives as it goes (debug
+// records: #dbg_value, #dbg_declare, #dbg_assign with its assignment
+// tracking, #dbg_label). Nothing loaded reads them: libbpf reads BTF, whose
+// types come from the functions' and globals' metadata (a function's
+// arguments from its subprogram's retained nodes) and whose line info
+// from the instructions' locations, all of which stay. Debug info never
+// changes the code LLVM generates, yet every pass, the verifier and code
+// generation carry the records along: a variable's location through
+// instruction selection, register allocation and DWARF's location lists.
+// The analysis of assignment tracking alone took about 40 % of code
+// generation on a 100K-instruction program.
+void dropVariableLocations(Module &module) {
+  for (Function &function : module) {
+    for (Instruction &instruction : instructions(function))
+      instruction.dropDbgRecords();
     at::deleteAll(&function);
+  }
+  // A module in the intrinsics' form (an older bitcode) has calls instead.
+  std::vector<Instruction *> calls;
+  for (Function &function : module)
+    for (Instruction &instruction : instructions(function))
+      if (isa<DbgInfoIntrinsic>(instruction))
+        calls.push_back(&instruction);
+  for (Instruction *call : calls)
+    call->eraseFromParent();
   NamedMDNode *flags = module.getModuleFlagsMetadata();
+  if (!flags)
+    return;
   SmallVector<MDNode *, 8> kept;
   for (MDNode *flag : flags->operands()) {
     auto *key = flag->getNumOperands() > 1 ? dyn_cast<MDString>(flag->getOperand(1)) : nullptr;
@@ -161,7 +179,7 @@ std::string objectKey(const Module &module, const TargetMachine &machine) {
 
 Expected<std::vector<char>> emitObject(Module &module, TargetMachine &machine,
                                        const std::optional<std::string> &cacheDirectory) {
-  dropAssignmentTracking(module);
+  dropVariableLocations(module);
   module.setDataLayout(machine.createDataLayout());
   std::optional<FileCache> cache;
   std::string key;

@@ -28,8 +28,8 @@ core::MachineArithmetic machineArithmetic(const llvm::TargetMachine &machine);
 
 // Emits `module` as a BPF ELF object (with BTF from its debug info).
 // Inline asm is parsed by the BPF assembler; diagnostics become errors.
-// The module is adjusted first: variables' assignment-tracking markers are
-// dropped (their analysis is costly and changes no instruction).
+// The module is adjusted first: its variables' locations are dropped
+// (dropVariableLocations).
 //
 // With a cache directory (support/FileCache) the object is kept across
 // runs under a hash of the module's bitcode (as adjusted), the target
@@ -39,6 +39,13 @@ core::MachineArithmetic machineArithmetic(const llvm::TargetMachine &machine);
 // seconds to generate at every start, for the same IR.
 Expected<std::vector<char>> emitObject(llvm::Module &module, llvm::TargetMachine &machine,
                                        const std::optional<std::string> &cacheDirectory = {});
+
+// Drops `module`'s debug records of variables and labels (#dbg_value,
+// #dbg_declare, #dbg_assign and its assignment tracking, #dbg_label, or
+// their intrinsics): nothing loaded reads them (BTF's types and line info
+// come from the rest of the debug info, which stays), and they change no
+// instruction, yet every pass and code generation carries them along.
+void dropVariableLocations(llvm::Module &module);
 
 // LLVM stopped `what` with a fatal error (report_fatal_error) under
 // runRecoverably; LLVM gives its reason as text only.

@@ -132,6 +132,11 @@ Expected<std::unique_ptr<ProgramSpec>> ProgramSpec::load(const std::string &path
   spec->opened = std::move(*programs);
   spec->makesTailCalls = bpf::makesTailCalls(*spec->pristine);
   clock.end("object read (maps, globals, sizes)");
+  // Versions are built without variables' locations, which every cycle's
+  // parse, passes, verification and code generation would otherwise carry
+  // (dropVariableLocations; the original's object has been emitted without
+  // them too). What reads the pristine IR reads types, fields and lines.
+  dropVariableLocations(*spec->pristine);
   spec->pristineBitcode = core::PristineBitcode(*spec->pristine);
   clock.end("bitcode kept for the versions");
   spec->access = core::analyzeModule(*spec->pristine, spec->signatures, spec->tables);

@@ -138,7 +138,8 @@ public:
   const core::TableAccessInfo &analysis() const { return access; }
   // Where each writable global lives in its section's map.
   const std::vector<core::GlobalSlice> &globals() const { return globalSlices; }
-  // The pristine IR the analysis describes (debug info: field names).
+  // The pristine IR the analysis describes (debug info: field names), its
+  // variables' locations dropped (dropVariableLocations, Codegen.h).
   const llvm::Module &module() const { return *pristine; }
   // Program entry functions; an entry's fallback slot is its index.
   const std::vector<std::string> &programs() const { return entries; }
