@@ -29,6 +29,9 @@ std::ostream &operator<<(std::ostream &out, CycleOutcome outcome) {
 
 std::string CycleReport::describe() const {
   std::string text = outcomeName(outcome);
+  if (reinstalledFrom)
+    text += " again: the version cycle " + std::to_string(*reinstalledFrom) +
+            " built, kept loaded (nothing built, validated or loaded)";
   if (!detail.empty())
     text += ": " + detail;
   return text;

@@ -94,6 +94,10 @@ struct CycleReport {
   std::optional<uint64_t> verifiedInstructions;
   // Candidates the loader refused this cycle (each one rebuilt with less).
   unsigned refusedByKernel = 0;
+  // Set when the cycle installed again a version an earlier cycle (this
+  // one) built, validated and loaded, kept loaded since it was replaced
+  // (an exploration's rounds): nothing was built, validated or loaded.
+  std::optional<uint64_t> reinstalledFrom;
 
   bool installed() const { return outcome == CycleOutcome::Installed; }
   // One line for people: "installed", "failed: <detail>", ...

@@ -56,6 +56,9 @@ Exploration::Exploration(Optimizer &optimizer, std::function<int()> charged, Log
     return;
   }
   stats = std::move(*enabled);
+  // A version serves a slice a round: built, validated and loaded once,
+  // then kept loaded for the rounds after.
+  opt.keepReplacedVersions(true);
   serveNext(now);
 }
 
@@ -74,6 +77,7 @@ bool Exploration::serve(size_t slot) {
       return true;
     }
     installedSlot.reset();
+    keptFrom.reset();
   } else {
     opt.setVersionSettings(settingsOf(slot));
     core::CycleReport cycle = opt.runCycle(/*force=*/true);
@@ -92,6 +96,7 @@ bool Exploration::serve(size_t slot) {
       return false;
     }
     installedSlot = slot;
+    keptFrom = cycle.reinstalledFrom;
   }
   serving = slot;
   // The slice starts once the version runs: its build is not measured.
@@ -153,6 +158,10 @@ void Exploration::step(Clock::time_point now) {
                            {"ns_per_packet", ns},
                            {"runs", runs},
                            {"generic", serving == 0}};
+  if (serving != 0 && keptFrom) {
+    text += llvm::formatv(" (built in cycle {0}, kept loaded)", *keptFrom).str();
+    fields["kept_from_cycle"] = *keptFrom;
+  }
   if (serving != 0 && rounds.dropped(serving)) {
     text += llvm::formatv("; slower than the generic program ({0:f1} ns/packet): not tried "
                           "again, never kept",
@@ -237,6 +246,7 @@ void Exploration::finish(const std::string &why) {
     else
       choice = "explore: too little measured to choose: the model's version stays";
   }
+  opt.keepReplacedVersions(false);
   if (!why.empty())
     choice += " (stopped early: " + why + ")";
   log.record("explore_choice",
@@ -259,6 +269,7 @@ void Exploration::abandon(const std::string &why) {
   if (installedSlot && *installedSlot != 1)
     if (Error err = opt.serveOriginal())
       log.error("explore: " + llvm::toString(std::move(err)));
+  opt.keepReplacedVersions(false);
   log.record("explore_abandoned", {{"why", why}},
              "explore: abandoned: " + why + "; the model's version from the next cycle\n");
   stats.reset();

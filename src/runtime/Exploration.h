@@ -12,7 +12,10 @@
 // Every candidate is an ordinary cycle of the optimizer with its table
 // passes and inline limit (built, loaded, shadow-validated and
 // swapped in atomically as any version), so nothing served was not
-// validated, and a swap loses no packet.
+// validated, and a swap loses no packet. A version is built once: the
+// optimizer keeps it loaded while the exploration runs and installs it
+// again for its later slices as long as nothing it was built from changed
+// (Optimizer::keepReplacedVersions).
 //
 // Driven by the daemon: step(now) at due() ends the slice that is due and
 // serves the next; the daemon keeps its other work (ports, pins, the
@@ -112,6 +115,9 @@ private:
   Clock::time_point started, sliceStart, sliceEnd;
   size_t serving = 0;   // the slot the running slice serves
   std::optional<size_t> installedSlot; // the candidate slot whose version is installed
+  // The cycle that built the version serving now, when a later one
+  // installed it again (Optimizer::keepReplacedVersions).
+  std::optional<uint64_t> keptFrom;
   bpf::ProgramRunStats base;
   size_t chosen = 0;
   bool over = false;

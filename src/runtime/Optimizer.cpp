@@ -104,10 +104,11 @@ Optimizer::~Optimizer() {
   // The owner of the hook has swapped the original (or the owner's program)
   // back; a packet may still be inside the last version, whose tail calls
   // reach the arrays closed below.
-  if (installed || retired)
+  if (installed || !retired.empty() || !kept.empty())
     bpf::waitForPacketsInFlight();
   installed.reset();
-  retired.reset();
+  retired.clear();
+  kept.clear();
   unpinAll();
   if (fallbackFd >= 0)
     close(fallbackFd);
@@ -415,11 +416,68 @@ Error Optimizer::serveOriginal() {
   if (install)
     if (Error err = install(originalFd()))
       return err;
-  // Closed one install later, as every replaced version: packets may still
-  // run it.
-  retired = std::move(installed->object);
-  installed.reset();
+  replaceInstalled();
   return Error::success();
+}
+
+void Optimizer::replaceInstalled() {
+  retired.clear();
+  if (!installed)
+    return;
+  if (keeping && installedBuild) {
+    // One kept version per settings: an older one retires.
+    auto older = std::find_if(kept.begin(), kept.end(), [&](const Kept &entry) {
+      return entry.build.settings == installedBuild->settings;
+    });
+    if (older != kept.end()) {
+      retired.push_back(std::move(older->version.object));
+      kept.erase(older);
+    }
+    kept.push_back(Kept{std::move(*installed), std::move(*installedBuild)});
+  } else {
+    // Closed one install later, as every replaced version: packets may
+    // still run it.
+    retired.push_back(std::move(installed->object));
+  }
+  installed.reset();
+  installedBuild.reset();
+}
+
+void Optimizer::keepReplacedVersions(bool keep) {
+  keeping = keep;
+  if (keep)
+    return;
+  installedBuild.reset();
+  for (Kept &entry : kept)
+    retired.push_back(std::move(entry.version.object));
+  kept.clear();
+}
+
+std::unique_ptr<core::CycleCandidate>
+Optimizer::keptCandidate(const core::TableSnapshot &snapshot, const core::TrafficChoice &traffic,
+                         core::CycleReport &report) {
+  core::VersionSettings settings = versionSettings();
+  auto fits = [&](const Kept &entry) {
+    const Installed &version = entry.version;
+    return entry.build.settings == settings && entry.build.traffic == traffic &&
+           version.version == report.version && version.stages == cycleStages &&
+           programSpec->analysis().sameWhereReadOnly(snapshot, version.snapshot) &&
+           core::checksHold(version.checks, cycleGlobals);
+  };
+  auto found = std::find_if(kept.begin(), kept.end(), fits);
+  if (found == kept.end())
+    return nullptr;
+  Kept entry = std::move(*found);
+  kept.erase(found);
+  report.log = std::move(entry.build.log);
+  report.reinstalledFrom = entry.build.cycle;
+  // Should the cycle drop it (a table changed meanwhile), it closes at
+  // once: it was replaced a whole slice of the exploration ago, far longer
+  // than any packet runs.
+  auto candidate = std::make_unique<Candidate>(std::move(entry.version.elf), std::vector<char>{},
+                                               std::move(entry.version.object), Clock::now());
+  candidate->keptFrom = entry.build.cycle;
+  return candidate;
 }
 
 int Optimizer::activeFd() const {
@@ -623,6 +681,8 @@ bpf::SpecializeRequest cycleRequest(const OptimizerOptions &options, uint64_t ve
 std::unique_ptr<core::CycleCandidate>
 Optimizer::buildCandidate(core::TableSnapshot &snapshot, const core::TrafficChoice &traffic,
                           core::CycleReport &report) {
+  if (auto again = keptCandidate(snapshot, traffic, report))
+    return again;
   uint64_t version = report.version;
   std::optional<Withheld> step = stepFor(snapshot);
   if (!step) {
@@ -665,6 +725,8 @@ Optimizer::buildCandidate(core::TableSnapshot &snapshot, const core::TrafficChoi
       installed->version = version;
       installed->snapshot = std::move(snapshot);
       installed->checks = report.log.globalChecks;
+      if (keeping)
+        installedBuild = BuiltWith{versionSettings(), traffic, report.log, report.cycle};
       report.end(core::CycleOutcome::Unchanged);
       return nullptr;
     }
@@ -781,9 +843,9 @@ Optimizer::validationScope(const core::CycleReport &report, const Candidate &can
 bool Optimizer::validateCandidate(const core::CycleCandidate &built,
                                   const core::TableSnapshot &snapshot,
                                   core::CycleReport &report) {
-  if (!options.shadowPackets)
-    return true;
   const auto &candidate = static_cast<const Candidate &>(built);
+  if (!options.shadowPackets || candidate.keptFrom)
+    return true;
   uint64_t version = report.version;
   auto validationStart = Clock::now();
   auto scope = validationScope(report, candidate, snapshot);
@@ -842,10 +904,12 @@ Error Optimizer::installCandidate(std::unique_ptr<core::CycleCandidate> built,
       return err;
   report.times.injectionPhases.push_back({"install", millisecondsSince(installStart)});
   report.times.injectionMs = millisecondsSince(candidate.loadStart) - report.times.validationMs;
-  if (installed)
-    retired = std::move(installed->object);
+  replaceInstalled();
   installed = Installed{std::move(candidate.loaded), cycleStages, report.version,
                         std::move(snapshot), report.log.globalChecks, std::move(candidate.elf)};
+  if (keeping)
+    installedBuild = BuiltWith{versionSettings(), cycle->traffic().choice(), report.log,
+                               candidate.keptFrom.value_or(report.cycle)};
   report.instructions = bpf::translatedInstructions(fd);
   report.verifiedInstructions = bpf::verifiedInstructions(fd);
   return Error::success();

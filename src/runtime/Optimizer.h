@@ -152,6 +152,16 @@ public:
   // the specialized version retires, so the next cycle builds and installs
   // one whatever the tables hold.
   Error serveOriginal();
+  // While on (an exploration's rounds), a version replaced by another or
+  // by the original stays loaded, one per version settings, and a cycle
+  // whose settings, guard version, tables (where read-only), stage arrays,
+  // folded globals and traffic choice are those a kept version was built
+  // for installs that version again: building it would give the same
+  // object (a build depends on nothing else, which is also why a cycle
+  // keeps running code it rebuilt byte for byte), which was validated and
+  // verified when it was built. Off: the kept versions close, one install
+  // later as every replaced version.
+  void keepReplacedVersions(bool keep);
 
   // Test-only: faults for the cycles that follow (FaultInjection).
   void injectFaults(core::FaultInjection faults) { options.faults = faults; }
@@ -219,6 +229,7 @@ private:
     std::vector<char> comparedElf; // what shadow validation runs (SpecializedObject)
     bpf::LoadedObject loaded; // sharing every map with the running version
     std::chrono::steady_clock::time_point loadStart; // injection time counts from here
+    std::optional<uint64_t> keptFrom; // a kept version's cycle (keepReplacedVersions)
   };
   uint64_t guardVersion() const override { return guardWord.version(); }
   bool guardChanging() const override { return guardWord.changing(); }
@@ -295,10 +306,32 @@ private:
     std::vector<char> elf;
   };
   std::optional<Installed> installed;
-  // The version installed before: packets still running it (until the
-  // kernel's grace period ends) tail-call through its stage arrays, which
-  // the kernel empties when the object closes. Closed one install later.
-  std::optional<bpf::LoadedObject> retired;
+  // What a version was built with besides its tables, and its build's log,
+  // for installing it again (keepReplacedVersions).
+  struct BuiltWith {
+    core::VersionSettings settings;
+    core::TrafficChoice traffic;
+    core::SpecializationLog log;
+    uint64_t cycle = 0;
+  };
+  std::optional<BuiltWith> installedBuild; // set while keeping
+  struct Kept {
+    Installed version;
+    BuiltWith build;
+  };
+  bool keeping = false;
+  std::vector<Kept> kept;
+  // Keeps the installed version (keepReplacedVersions) or retires it.
+  void replaceInstalled();
+  // A kept version fitting this cycle, taken out of `kept`, as a candidate.
+  std::unique_ptr<core::CycleCandidate> keptCandidate(const core::TableSnapshot &snapshot,
+                                                      const core::TrafficChoice &traffic,
+                                                      core::CycleReport &report);
+  // The versions replaced since the last install (and the kept ones when
+  // keeping stops): packets still running them (until the kernel's grace
+  // period ends) tail-call through their stage arrays, which the kernel
+  // empties when the object closes. Closed one install later.
+  std::vector<bpf::LoadedObject> retired;
   // The stage arrays (stageArrays) and the globals as this cycle read them.
   bpf::ProgramSlots cycleStages;
   core::GlobalValues cycleGlobals;

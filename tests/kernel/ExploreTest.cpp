@@ -98,6 +98,7 @@ std::vector<uint32_t> destinations() {
 struct Trial {
   std::vector<double> ns;
   bool slowerThanGeneric = false;
+  size_t keptSlices = 0; // served by the version an earlier slice built
 };
 
 double median(std::vector<double> ns) {
@@ -217,7 +218,8 @@ TEST(Explore, TriesVersionsUnderTrafficKeepsTheFastestLosesNoPacket) {
 
   // The trials as printed: each slice's figure, per version.
   std::map<std::string, Trial> trials;
-  std::regex tried(R"(explore: tried (.+)  ([0-9.]+) ns/packet \(([0-9]+) runs\)(; slower.*)?)");
+  std::regex tried(R"(explore: tried (.+)  ([0-9.]+) ns/packet \(([0-9]+) runs\))"
+                   R"(( \(built in cycle [0-9]+, kept loaded\))?(; slower.*)?)");
   std::istringstream lines(printed);
   std::string chosen;
   for (std::string line; std::getline(lines, line);) {
@@ -225,7 +227,8 @@ TEST(Explore, TriesVersionsUnderTrafficKeepsTheFastestLosesNoPacket) {
     if (std::regex_match(line, match, tried)) {
       Trial &trial = trials[match[1]];
       trial.ns.push_back(std::stod(match[2]));
-      trial.slowerThanGeneric |= match[4].matched;
+      trial.keptSlices += match[4].matched;
+      trial.slowerThanGeneric |= match[5].matched;
       EXPECT_GE(std::stoull(match[3]), options.explore.minRuns) << line;
     }
     std::regex chose(R"(explore: chose (.+): [0-9.]+ ns/packet, .*)");
@@ -253,6 +256,10 @@ TEST(Explore, TriesVersionsUnderTrafficKeepsTheFastestLosesNoPacket) {
   for (const auto &[name, trial] : trials) {
     if (name == "the generic program")
       continue;
+    // Built once: nothing it was built from changed (no table, no traffic
+    // choice: not profiled), so its later slices reinstall the version
+    // its first one built.
+    EXPECT_EQ(trial.keptSlices, trial.ns.size() - 1) << name << "\n" << printed;
     if (trial.slowerThanGeneric) {
       // Dropped in the round it measured slower (the first or a later one).
       EXPECT_LE(trial.ns.size(), options.explore.rounds) << name;
@@ -474,6 +481,79 @@ TEST(Explore, EveryVersionAnswersAsTheOriginal) {
   }
   // The search, the derived table, the hashes and the trie itself.
   EXPECT_GE(built.size(), 4u);
+}
+
+// While kept (an exploration's rounds), a replaced version comes back
+// without a build for the settings it was built with, and answers as the
+// original; once a table it was built from changed, it is built afresh
+// (and answers with the change); stopping keeping closes the kept ones.
+TEST(Explore, AKeptVersionComesBackOnlyWhileNothingItWasBuiltFromChanged) {
+  PinDir pins("explore_keep");
+  runtime::OptimizerOptions options;
+  options.pinDir = pins.path();
+  auto created =
+      runtime::Optimizer::create(sourcePath("tests/programs/explore_routes.bpf.c"), options);
+  ASSERT_THAT_EXPECTED(created, llvm::Succeeded());
+  runtime::Optimizer &opt = **created;
+  writeRoutes(opt);
+  core::CycleReport first = opt.runCycle();
+  ASSERT_TRUE(first.installed()) << first.describe();
+  core::VersionSettings model = opt.versionSettings();
+  core::VersionSettings other{
+      core::tablePassesWithout({"lpm-as-code", "lpm-as-array", "lpm-as-hash"}),
+      model.inlineLimit};
+  auto answersAsTheOriginal = [&](const char *when) {
+    for (uint32_t daddr : destinations()) {
+      Bytes packet = buildPacket(PacketSpec{.daddr = daddr});
+      EXPECT_EQ(runOnce(opt.activeFd(), packet), runOnce(opt.originalFd(), packet))
+          << when << ", daddr " << std::hex << daddr;
+    }
+  };
+
+  opt.keepReplacedVersions(true);
+  core::CycleReport model1 = opt.runCycle(/*force=*/true); // the running code, now kept
+  ASSERT_EQ(model1.outcome, core::CycleOutcome::Unchanged) << model1.describe();
+  opt.setVersionSettings(other);
+  core::CycleReport other1 = opt.runCycle(/*force=*/true);
+  ASSERT_TRUE(other1.installed()) << other1.describe();
+  EXPECT_FALSE(other1.reinstalledFrom);
+  int otherFd = opt.activeFd();
+  opt.setVersionSettings(model);
+  core::CycleReport model2 = opt.runCycle(/*force=*/true);
+  ASSERT_TRUE(model2.installed()) << model2.describe();
+  EXPECT_EQ(model2.reinstalledFrom, std::optional<uint64_t>(model1.cycle)) << model2.describe();
+  EXPECT_EQ(model2.times.validationMs, 0.0) << "validated when it was built";
+  answersAsTheOriginal("the model's version again");
+  opt.setVersionSettings(other);
+  core::CycleReport other2 = opt.runCycle(/*force=*/true);
+  ASSERT_TRUE(other2.installed()) << other2.describe();
+  EXPECT_EQ(other2.reinstalledFrom, std::optional<uint64_t>(other1.cycle));
+  EXPECT_EQ(opt.activeFd(), otherFd) << "the very program loaded in cycle " << other1.cycle;
+  answersAsTheOriginal("the other version again");
+
+  // A route moves: the kept model's version was built for the old table.
+  auto updater = bpf::MapUpdater::forMap(opt.mapFd("routes"), "routes", &opt.guard());
+  ASSERT_THAT_EXPECTED(updater, llvm::Succeeded());
+  RouteKey key{24, htonl(0x0a010100)};
+  uint32_t moved = 29;
+  ASSERT_THAT_ERROR(updater->update(bytesOf(key), bytesOf(moved)), llvm::Succeeded());
+  opt.setVersionSettings(model);
+  core::CycleReport model3 = opt.runCycle(/*force=*/true);
+  ASSERT_TRUE(model3.installed()) << model3.describe();
+  EXPECT_FALSE(model3.reinstalledFrom) << "built afresh for the moved route";
+  answersAsTheOriginal("after the route moved");
+  Bytes packet = buildPacket(PacketSpec{.daddr = 0x0a010105});
+  std::vector<uint64_t> before = perCpuCounters(opt.mapFd("classes"), Classes);
+  runOnce(opt.activeFd(), packet);
+  std::vector<uint64_t> after = perCpuCounters(opt.mapFd("classes"), Classes);
+  EXPECT_EQ(after[moved] - before[moved], 1u) << "the new version answers with the moved route";
+
+  // Kept no more: the same settings again build (nothing kept to take).
+  opt.keepReplacedVersions(false);
+  opt.setVersionSettings(other);
+  core::CycleReport other3 = opt.runCycle(/*force=*/true);
+  ASSERT_TRUE(other3.installed()) << other3.describe();
+  EXPECT_FALSE(other3.reinstalledFrom);
 }
 
 } // namespace
