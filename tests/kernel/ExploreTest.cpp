@@ -425,20 +425,33 @@ TEST(Explore, RunExploreFromTheCommandLine) {
   EXPECT_FALSE(chosen.empty()) << run.log();
 }
 
+// An optimizer of explore_routes.bpf.c with the routes written and the
+// model's version installed by `first`, its first cycle.
+std::unique_ptr<runtime::Optimizer> routesInstalled(const PinDir &pins, core::CycleReport &first) {
+  runtime::OptimizerOptions options;
+  options.pinDir = pins.path();
+  auto created =
+      runtime::Optimizer::create(sourcePath("tests/programs/explore_routes.bpf.c"), options);
+  if (!created) {
+    ADD_FAILURE() << llvm::toString(created.takeError());
+    return nullptr;
+  }
+  writeRoutes(**created);
+  first = (*created)->runCycle();
+  EXPECT_TRUE(first.installed()) << first.describe();
+  return std::move(*created);
+}
+
 // Every version an exploration of these routes can serve (each set of the
 // representation passes left out: search, derived table, derived hashes,
 // the trie) answers every destination as the original does.
 TEST(Explore, EveryVersionAnswersAsTheOriginal) {
   PinDir pins("explore_equivalence");
-  runtime::OptimizerOptions options;
-  options.pinDir = pins.path();
-  auto created =
-      runtime::Optimizer::create(sourcePath("tests/programs/explore_routes.bpf.c"), options);
-  ASSERT_THAT_EXPECTED(created, llvm::Succeeded());
-  runtime::Optimizer &opt = **created;
-  writeRoutes(opt);
-  core::CycleReport first = opt.runCycle();
-  ASSERT_TRUE(first.installed()) << first.describe();
+  std::unique_ptr<runtime::Optimizer> routed;
+  core::CycleReport first;
+  ASSERT_NO_FATAL_FAILURE(routed = routesInstalled(pins, first));
+  ASSERT_TRUE(routed && first.installed());
+  runtime::Optimizer &opt = *routed;
   auto candidates = core::explorationCandidates(first.log, 10, core::ExplorationMargin{1000, 0});
   ASSERT_GE(candidates.size(), 2u) << first.log.toText();
 
@@ -489,15 +502,11 @@ TEST(Explore, EveryVersionAnswersAsTheOriginal) {
 // (and answers with the change); stopping keeping closes the kept ones.
 TEST(Explore, AKeptVersionComesBackOnlyWhileNothingItWasBuiltFromChanged) {
   PinDir pins("explore_keep");
-  runtime::OptimizerOptions options;
-  options.pinDir = pins.path();
-  auto created =
-      runtime::Optimizer::create(sourcePath("tests/programs/explore_routes.bpf.c"), options);
-  ASSERT_THAT_EXPECTED(created, llvm::Succeeded());
-  runtime::Optimizer &opt = **created;
-  writeRoutes(opt);
-  core::CycleReport first = opt.runCycle();
-  ASSERT_TRUE(first.installed()) << first.describe();
+  std::unique_ptr<runtime::Optimizer> routed;
+  core::CycleReport first;
+  ASSERT_NO_FATAL_FAILURE(routed = routesInstalled(pins, first));
+  ASSERT_TRUE(routed && first.installed());
+  runtime::Optimizer &opt = *routed;
   core::VersionSettings model = opt.versionSettings();
   core::VersionSettings other{
       core::tablePassesWithout({"lpm-as-code", "lpm-as-array", "lpm-as-hash"}),
