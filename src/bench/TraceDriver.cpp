@@ -46,11 +46,15 @@ Error TraceDriver::setTrace(const Trace &trace) {
     if (Error err = frames.put(i, frame))
       return withContext(std::move(err), "trace driver");
   }
-  // One batch call instead of a million single updates.
+  // In batches rather than a million single updates.
   std::vector<uint32_t> keys(packets);
   for (uint32_t i = 0; i < packets; ++i)
     keys[i] = i;
-  if (Error err = sequence.updateBatch(keys.data(), trace.sequence.data(), packets))
+  if (Error err = sequence.updateBatch(
+          {reinterpret_cast<const uint8_t *>(keys.data()), keys.size() * sizeof(uint32_t)},
+          {reinterpret_cast<const uint8_t *>(trace.sequence.data()),
+           trace.sequence.size() * sizeof(trace.sequence[0])},
+          packets))
     return withContext(std::move(err), "trace driver: the packet sequence");
   return resetCursor(0);
 }

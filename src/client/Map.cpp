@@ -93,6 +93,7 @@ Expected<Bytes> Map::slotBytes(uint32_t first, uint32_t count) const {
                                [&](uint32_t index, const uint8_t *row) {
                                  std::memcpy(values.data() + size_t(index - first) * valueSize(),
                                              row, valueSize());
+                                 return true;
                                });
   if (!done)
     return done.takeError();

@@ -138,8 +138,26 @@ uint32_t copySize(const MapLayout &live, CopyKind kind, const CopySizing &sizing
 // behind `fd`.
 Error readArray(int fd, const MapLayout &layout, uint32_t count,
                 llvm::function_ref<void(uint32_t, const uint8_t *)> visit) {
-  auto visited = bpf::MapAccess(fd, layout.name).forEachSlot(0, count, rowSize(layout), visit);
+  auto visited = bpf::MapAccess(fd, layout.name)
+                     .forEachSlot(0, count, rowSize(layout),
+                                  [&](uint32_t index, const uint8_t *row) {
+                                    visit(index, row);
+                                    return true;
+                                  });
   return visited ? Error::success() : visited.takeError();
+}
+
+// The slots of `keys` (array indexes, in any order, repeated or not) below
+// `size`, ascending and distinct, as MapAccess::forEachListedSlot takes
+// them: a key of another size, or beyond the array, finds no entry.
+std::vector<uint32_t> listedSlots(const std::vector<Bytes> &keys, uint32_t size) {
+  std::vector<uint32_t> slots;
+  for (const Bytes &key : keys)
+    if (key.size() == 4 && indexOf(key) < size)
+      slots.push_back(indexOf(key));
+  std::sort(slots.begin(), slots.end());
+  slots.erase(std::unique(slots.begin(), slots.end()), slots.end());
+  return slots;
 }
 
 // The rows a copy starts with: a window of the live entries (the first
@@ -174,6 +192,19 @@ readRows(int fd, const MapLayout &live, CopyKind kind, std::optional<uint32_t> w
                                   rows[indexKey(index)] = Bytes(row, row + value.size());
                               }))
       return err;
+    // The keys asked for, zero or not, in batches too (a firewall lists
+    // 145,000 slots).
+    std::vector<Bytes> unread;
+    for (const Bytes &key : keys)
+      if (key.size() == live.keySize && !rows.count(key))
+        unread.push_back(key);
+    if (Error err = map.forEachListedSlot(listedSlots(unread, live.maxEntries), value.size(),
+                                          [&](uint32_t index, const uint8_t *row) {
+                                            rows[indexKey(index)] = Bytes(row, row + value.size());
+                                          }))
+      return err;
+    return std::vector<std::pair<Bytes, Bytes>>(std::make_move_iterator(rows.begin()),
+                                                std::make_move_iterator(rows.end()));
   } else {
     uint32_t visited = 0;
     if (Error err = visitKeys(fd, live, [&](const Bytes &key) -> Expected<bool> {
@@ -386,19 +417,39 @@ Error ScratchMaps::fill(size_t index) {
   const MapImage::Map &map = image.maps()[index];
   bpf::MapAccess copy = access(index);
   bool array = isArrayType(map.layout.type);
-  for (const auto &[key, value] : map.rows) {
-    // A new array is zeroed already.
-    if (array && std::all_of(value.begin(), value.end(), [](uint8_t b) { return b == 0; }))
-      continue;
-    Error written = copy.update(key, value);
-    // A device slot naming an interface outside Morpheus's network
-    // namespace cannot be copied: it stays empty in every version.
-    if (written && map.kind == CopyKind::Devices) {
-      llvm::consumeError(std::move(written));
-      continue;
+  // A new array is zeroed already.
+  auto needed = [&](const Bytes &value) {
+    return !array || std::any_of(value.begin(), value.end(), [](uint8_t b) { return b != 0; });
+  };
+  if (map.kind == CopyKind::Data) {
+    // In batches, the rows in the same order as one by one (a hash copy
+    // then places its keys alike in every version).
+    Bytes keys, values;
+    uint32_t count = 0;
+    for (const auto &[key, value] : map.rows)
+      if (needed(value)) {
+        keys.insert(keys.end(), key.begin(), key.end());
+        values.insert(values.end(), value.begin(), value.end());
+        ++count;
+      }
+    if (Error err = copy.updateBatch(keys, values, count))
+      return withContext(std::move(err), "scratch copy");
+  } else {
+    // Devices one by one: devmaps and cpumaps take no batches, and a slot
+    // is skipped alone where it fails.
+    for (const auto &[key, value] : map.rows) {
+      if (!needed(value))
+        continue;
+      Error written = copy.update(key, value);
+      // A device slot naming an interface outside Morpheus's network
+      // namespace cannot be copied: it stays empty in every version.
+      if (written && map.kind == CopyKind::Devices) {
+        llvm::consumeError(std::move(written));
+        continue;
+      }
+      if (written)
+        return withContext(std::move(written), "scratch copy");
     }
-    if (written)
-      return withContext(std::move(written), "scratch copy");
   }
   if (map.inner.empty())
     return Error::success();
@@ -410,8 +461,11 @@ Error ScratchMaps::fill(size_t index) {
     keys.insert(keys.end(), key.begin(), key.end());
     inner.push_back(fds[index].get());
   }
-  return withContext(copy.updateBatch(keys.data(), inner.data(), uint32_t(inner.size())),
-                     "scratch copy: its inner maps' copies");
+  return withContext(
+      copy.updateBatch(
+          keys, {reinterpret_cast<const uint8_t *>(inner.data()), inner.size() * sizeof(int)},
+          uint32_t(inner.size())),
+      "scratch copy: its inner maps' copies");
 }
 
 Error ScratchMaps::bindProgramSlots(const bpf::LoadedObject &object) const {
@@ -467,15 +521,12 @@ Expected<MapDump> ScratchMaps::dump(size_t index, const std::vector<Bytes> &keys
     return contents; // programs cannot write it
   }
   if (isSparseArray(map)) {
-    for (const Bytes &key : keys) {
-      if (key.size() != 4)
-        continue;
-      auto found = copy.lookup(key, value);
-      if (!found)
-        return found.takeError();
-      if (*found)
-        contents.entries[key] = value;
-    }
+    if (Error err = copy.forEachListedSlot(listedSlots(keys, map.layout.maxEntries), value.size(),
+                                           [&](uint32_t index, const uint8_t *row) {
+                                             contents.entries[indexKey(index)] =
+                                                 Bytes(row, row + value.size());
+                                           }))
+      return err;
     return contents;
   }
   if (isArrayType(map.layout.type)) {

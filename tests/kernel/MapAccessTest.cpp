@@ -1,10 +1,13 @@
 // bpf::MapAccess and the map functions beside it, the only way the layers
 // above the backend reach libbpf: a missing key is an answer (false,
 // nullopt), every other failure an error naming the map; ranges of array
-// slots start where asked and stop at the array's end; queues give their
-// elements back in order; maps are created as their layout says and owned.
+// slots start where asked and stop at the array's end, listed slots are
+// read in ranges, batch writes name the key the kernel refused; queues
+// give their elements back in order; maps are created as their layout
+// says and owned.
 #include "backend/bpf/MapAccess.h"
 
+#include <bpf/bpf.h>
 #include <gtest/gtest.h>
 #include <llvm/Testing/Support/Error.h>
 #include <linux/bpf.h>
@@ -75,6 +78,7 @@ TEST(MapAccess, SlotRangesStartWhereAskedAndStopAtTheArraysEnd) {
     uint32_t value;
     std::memcpy(&value, row, 4);
     seen.emplace_back(index, value);
+    return true;
   };
   auto visited = map.forEachSlot(2, 3, 4, visit);
   ASSERT_THAT_EXPECTED(visited, llvm::Succeeded());
@@ -86,6 +90,77 @@ TEST(MapAccess, SlotRangesStartWhereAskedAndStopAtTheArraysEnd) {
   ASSERT_THAT_EXPECTED(visited, llvm::Succeeded());
   EXPECT_EQ(*visited, 2u) << "slots 4 and 5, then the end";
   EXPECT_EQ(seen, (std::vector<std::pair<uint32_t, uint32_t>>{{4, 40}, {5, 50}}));
+}
+
+TEST(MapAccess, ListedSlotsAreReadInRangesAndStopAtTheArraysEnd) {
+  // Three batches' worth of slots, listed with gaps narrower and wider than
+  // ListedSlotGap, across batch boundaries, and beyond the end.
+  constexpr uint32_t Slots = 3 * bpf::MapAccess::SlotBatch + 5;
+  auto created = bpf::createMap(layout("listed", BPF_MAP_TYPE_ARRAY, 4, 4, Slots));
+  ASSERT_THAT_EXPECTED(created, llvm::Succeeded());
+  bpf::MapAccess map(created->get(), "listed");
+  for (uint32_t slot = 0; slot < Slots; ++slot)
+    ASSERT_THAT_ERROR(map.put(slot, slot * 3 + 1), llvm::Succeeded());
+  std::vector<uint32_t> listed = {0, 1, 9, 30, 1023, 1024, 1030, 2000, 2047, 2048, 2049,
+                                  Slots - 1, Slots, Slots + 3, Slots + 100};
+  std::vector<std::pair<uint32_t, uint32_t>> seen, expected;
+  for (uint32_t slot : listed)
+    if (slot < Slots)
+      expected.emplace_back(slot, slot * 3 + 1);
+  ASSERT_THAT_ERROR(map.forEachListedSlot(listed, 4,
+                                          [&](uint32_t index, const uint8_t *row) {
+                                            uint32_t value;
+                                            std::memcpy(&value, row, 4);
+                                            seen.emplace_back(index, value);
+                                          }),
+                    llvm::Succeeded());
+  EXPECT_EQ(seen, expected) << "each listed slot within the array once, nothing else";
+
+  // A range starting beyond the end visits nothing (the kernel's walk
+  // would start over at slot 0).
+  auto visited = map.forEachSlot(Slots + 2, 10, 4, [&](uint32_t, const uint8_t *) {
+    ADD_FAILURE() << "a slot beyond the end";
+    return true;
+  });
+  ASSERT_THAT_EXPECTED(visited, llvm::Succeeded());
+  EXPECT_EQ(*visited, 0u);
+  // And a visitor that has seen enough stops the read.
+  uint32_t calls = 0;
+  visited = map.forEachSlot(0, Slots, 4, [&](uint32_t, const uint8_t *) { return ++calls < 5; });
+  ASSERT_THAT_EXPECTED(visited, llvm::Succeeded());
+  EXPECT_EQ(*visited, 5u);
+  EXPECT_EQ(calls, 5u);
+}
+
+TEST(MapAccess, ABatchWriteWritesInOrderAndNamesTheKeyTheKernelRefused) {
+  // A hash of 1,500 entries written 2,000 at once: the batches before the
+  // full one are written, the key that found it full is named.
+  auto created = bpf::createMap(layout("small", BPF_MAP_TYPE_HASH, 4, 8, 1500));
+  ASSERT_THAT_EXPECTED(created, llvm::Succeeded());
+  bpf::MapAccess map(created->get(), "small");
+  std::vector<uint32_t> keys(2000);
+  std::vector<uint64_t> values(2000);
+  for (uint32_t i = 0; i < 2000; ++i) {
+    keys[i] = 1000 + i;
+    values[i] = i * 7;
+  }
+  Error failed = map.updateBatch({reinterpret_cast<const uint8_t *>(keys.data()), 2000 * 4},
+                                 {reinterpret_cast<const uint8_t *>(values.data()), 2000 * 8},
+                                 2000);
+  ASSERT_TRUE(bool(failed));
+  std::string message = llvm::toString(std::move(failed));
+  // Key 2500 (1000 + 1500) = c4 09 00 00.
+  EXPECT_NE(message.find("map 'small': cannot write key c4 09 00 00"), std::string::npos)
+      << message;
+  for (uint32_t i : {0u, 1023u, 1024u, 1499u}) {
+    auto held = map.find<uint64_t>(keys[i]);
+    ASSERT_THAT_EXPECTED(held, llvm::Succeeded());
+    ASSERT_TRUE(*held) << "key " << keys[i] << " before the refused one";
+    EXPECT_EQ(**held, values[i]);
+  }
+  auto after = map.find<uint64_t>(keys[1501]);
+  ASSERT_THAT_EXPECTED(after, llvm::Succeeded());
+  EXPECT_FALSE(*after) << "a key after the refused one was written";
 }
 
 TEST(MapAccess, QueuesGiveTheirElementsBackInOrderThenSayTheyAreEmpty) {

@@ -17,9 +17,6 @@ std::string hexOf(llvm::ArrayRef<uint8_t> bytes) {
   return toHex(Bytes(bytes.begin(), bytes.end()));
 }
 
-// Slots an array range is read in per syscall: a few pages of values.
-constexpr uint32_t SlotBatch = 4096;
-
 } // namespace
 
 Expected<bool> MapAccess::lookup(llvm::ArrayRef<uint8_t> key,
@@ -90,17 +87,36 @@ Error MapAccess::push(llvm::ArrayRef<uint8_t> value) const {
   return Error::success();
 }
 
-Error MapAccess::updateBatch(const void *keys, const void *values, uint32_t count) const {
-  uint32_t written = count;
-  if (bpf_map_update_batch(mapFd, keys, values, &written, nullptr))
-    return makeSystemError(errno, "map '{0}': cannot write {1} entries in a batch ({2} written)",
-                           mapName, count, written);
+Error MapAccess::updateBatch(llvm::ArrayRef<uint8_t> keys, llvm::ArrayRef<uint8_t> values,
+                             uint32_t count) const {
+  if (count == 0)
+    return Error::success();
+  size_t keySize = keys.size() / count, valueSize = values.size() / count;
+  uint32_t done = 0;
+  while (done < count) {
+    uint32_t wanted = std::min(SlotBatch, count - done), written = wanted;
+    if (bpf_map_update_batch(mapFd, keys.data() + size_t(done) * keySize,
+                             values.data() + size_t(done) * valueSize, &written, nullptr) == 0) {
+      done += wanted;
+      continue;
+    }
+    // The kernel wrote the entries before the one it refused (a count it
+    // did not lower means it refused the call before any entry): that one
+    // alone, for update()'s error naming its key (should it go in now, the
+    // batch goes on after it).
+    if (written < wanted)
+      done += written;
+    if (Error err = update(keys.slice(size_t(done) * keySize, keySize),
+                           values.slice(size_t(done) * valueSize, valueSize)))
+      return err;
+    ++done;
+  }
   return Error::success();
 }
 
 Expected<uint32_t>
 MapAccess::forEachSlot(uint32_t first, uint32_t count, size_t rowBytes,
-                       llvm::function_ref<void(uint32_t, const uint8_t *)> visit) const {
+                       llvm::function_ref<bool(uint32_t, const uint8_t *)> visit) const {
   std::vector<uint32_t> indexes(std::min(count, SlotBatch));
   Bytes rows(indexes.size() * rowBytes);
   // The kernel's batch cursor is the key before the first one wanted.
@@ -113,14 +129,47 @@ MapAccess::forEachSlot(uint32_t first, uint32_t count, size_t rowBytes,
     if (result && errno != ENOENT)
       return makeSystemError(errno, "map '{0}': cannot read slots {1}..{2}", mapName, first,
                              uint64_t(first) + count - 1);
-    for (uint32_t i = 0; i < wanted && indexes[i] - first < count; ++i, ++visited)
-      visit(indexes[i], rows.data() + size_t(i) * rowBytes);
+    for (uint32_t i = 0; i < wanted; ++i) {
+      // Past the array's end the kernel's walk starts over at slot 0.
+      if (indexes[i] < first)
+        return visited;
+      ++visited;
+      if (!visit(indexes[i], rows.data() + size_t(i) * rowBytes))
+        return visited;
+    }
     if (result || wanted == 0)
       break; // ENOENT: the array's end
     previous = last;
     fromStart = false;
   }
   return visited;
+}
+
+Error MapAccess::forEachListedSlot(llvm::ArrayRef<uint32_t> indexes, size_t rowBytes,
+                                   llvm::function_ref<void(uint32_t, const uint8_t *)> visit) const {
+  size_t next = 0;
+  while (next < indexes.size()) {
+    // One range: the listed indexes up to the first gap wider than
+    // ListedSlotGap.
+    size_t end = next + 1;
+    while (end < indexes.size() && indexes[end] - indexes[end - 1] <= ListedSlotGap)
+      ++end;
+    uint32_t first = indexes[next], count = indexes[end - 1] - first + 1;
+    size_t wanted = next;
+    auto read = forEachSlot(first, count, rowBytes, [&](uint32_t index, const uint8_t *row) {
+      if (index == indexes[wanted]) {
+        visit(index, row);
+        ++wanted;
+      }
+      return wanted < end;
+    });
+    if (!read)
+      return read.takeError();
+    if (*read < count)
+      break; // the array ends before this range's last index, and the rest
+    next = end;
+  }
+  return Error::success();
 }
 
 Expected<std::optional<FileDescriptor>> openMapById(uint32_t id, const std::string &name) {

@@ -131,11 +131,9 @@ uint64_t arrayContentBytes(const core::TableInfo &info) {
 
 namespace {
 
-constexpr uint32_t ArrayReadBatch = 1024;
-
 // A live map as readTable's source: lookups by syscall, the key walk,
-// arrays read in batches of ArrayReadBatch slots (no further than the
-// visitor wants: the kernel copies each slot for about 0.6 us here).
+// arrays read in batches (MapAccess::forEachSlot: no further than the
+// visitor wants, give or take a batch).
 class LiveTable : public TableSource {
 public:
   LiveTable(int fd, const core::TableInfo &info)
@@ -157,25 +155,14 @@ public:
   Expected<bool> forEachSlot(llvm::function_ref<bool(core::TableEntry &&)> visit) override {
     if (arrayContentBytes(info) > ArrayContentReadBytes)
       return false;
-    std::vector<uint32_t> slots(ArrayReadBatch);
-    Bytes values(size_t(ArrayReadBatch) * rawSize);
-    uint32_t read = 0, batch = 0;
-    while (read < info.maxEntries) {
-      uint32_t count = std::min(ArrayReadBatch, info.maxEntries - read);
-      LIBBPF_OPTS(bpf_map_batch_opts, options);
-      int result = bpf_map_lookup_batch(fd, read ? &batch : nullptr, &batch, slots.data(),
-                                        values.data(), &count, &options);
-      if (result != 0 && errno != ENOENT)
-        return makeSystemError(errno, "map '{0}': batch read failed", info.name);
-      read += count;
-      for (uint32_t i = 0; i < count; ++i) {
-        auto raw = values.begin() + size_t(i) * rawSize;
-        if (!visit(collapse(info, bytesOf(slots[i]), Bytes(raw, raw + rawSize))))
-          return true;
-      }
-      if (result != 0)
-        break; // ENOENT: the last batch
-    }
+    auto read = MapAccess(fd, info.name)
+                    .forEachSlot(0, info.maxEntries, rawSize,
+                                 [&](uint32_t index, const uint8_t *row) {
+                                   return visit(collapse(info, bytesOf(index),
+                                                         Bytes(row, row + rawSize)));
+                                 });
+    if (!read)
+      return read.takeError();
     return true;
   }
 
