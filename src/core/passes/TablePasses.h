@@ -7,7 +7,7 @@
 //   LpmAsHash.cpp (the three choosing through TrieRepresentation.cpp),
 //   ConstantFields.cpp, HashAsArray.cpp (with DirectIndex.cpp), BranchInjection.cpp,
 //   RegionAsTable.cpp, GuardTableWrites.cpp, InstrumentTableSites.cpp,
-//   HeavyHitterFastPath.cpp
+//   HeavyHitterFastPath.cpp, SinkPureCalls.cpp (no table: pure calls moved to their uses)
 // Each counts what it did in LLVM statistics under its name (DEBUG_TYPE;
 // `morpheus-opt -stats` prints them), declared ALWAYS_ENABLED_STATISTIC:
 // STATISTIC compiles to nothing under NDEBUG unless LLVM_FORCE_ENABLE_STATS,
