@@ -10,7 +10,9 @@
 // call (~8 ns here) and about 55 dependent instructions for nothing.
 //
 // What moves. A call of a function defined in the module that reads only
-// memory its pointer arguments point to (or none) and cannot write, unwind
+// memory its pointer arguments point to (or none), all of it the calling
+// function's own stack (allocas: nothing outside the function writes it),
+// and cannot write, unwind
 // or fail to return (`memory(argmem: read)`, nounwind, willreturn, not
 // convergent: clang infers these for such functions), in a function the
 // table passes may touch, neither it nor any use in a loop, none of its
@@ -48,6 +50,7 @@
 #include <llvm/Analysis/LoopInfo.h>
 #include <llvm/Analysis/MemoryLocation.h>
 #include <llvm/Analysis/PostDominators.h>
+#include <llvm/Analysis/ValueTracking.h>
 #include <llvm/IR/CFG.h>
 #include <llvm/IR/Dominators.h>
 #include <llvm/IR/InstIterator.h>
@@ -74,9 +77,16 @@ using Placements = MapVector<BasicBlock *, Instruction *>;
 
 bool isPureCall(const CallBase &call) {
   const Function *callee = call.getCalledFunction();
-  return callee && !callee->isDeclaration() && call.onlyAccessesArgMemory() &&
-         call.onlyReadsMemory() && call.doesNotThrow() && call.willReturn() &&
-         !call.isConvergent() && !call.getType()->isVoidTy();
+  if (!callee || callee->isDeclaration() || !call.onlyAccessesArgMemory() ||
+      !call.onlyReadsMemory() || !call.doesNotThrow() || !call.willReturn() ||
+      call.isConvergent() || call.getType()->isVoidTy())
+    return false;
+  // The program's own stack only: a map's value or a global may be written
+  // by another CPU or by user space between the call and a clone, which no
+  // instruction on the path shows.
+  return llvm::all_of(call.args(), [](const Use &arg) {
+    return !arg->getType()->isPointerTy() || isa<AllocaInst>(getUnderlyingObject(arg.get()));
+  });
 }
 
 std::optional<Placements> placementsOf(CallBase &call, const DominatorTree &dt) {

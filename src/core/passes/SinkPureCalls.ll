@@ -61,6 +61,13 @@
 ; CHECK:       entry:
 ; CHECK:         %h = call i32 @bump(ptr %key)
 
+; A map's value as the argument: another CPU may write it between the call
+; and its use, though nothing in the function does: the call stays.
+; CHECK-LABEL: define i32 @shared_memory(
+; CHECK:       found:
+; CHECK-NEXT:    %h = call i32 @hash(ptr %v)
+; CHECK-NEXT:    %more = icmp
+
 ;--- prog.ll
 target datalayout = "e-m:e-p:64:64-i64:64-i128:128-n32:64-S128"
 target triple = "bpf"
@@ -189,6 +196,26 @@ entry:
 use:
   ret i32 %h
 none:
+  ret i32 0
+}
+
+
+define i32 @shared_memory(ptr %ctx) section "xdp" {
+entry:
+  %key = alloca i32, align 4
+  %field = load i32, ptr %ctx, align 4
+  store i32 %field, ptr %key, align 4
+  %v = call ptr inttoptr (i64 1 to ptr)(ptr @flows, ptr %key)
+  %hit = icmp ne ptr %v, null
+  br i1 %hit, label %found, label %out
+found:
+  %h = call i32 @hash(ptr %v)
+  %more = icmp ugt i32 %field, 7
+  br i1 %more, label %use, label %out
+use:
+  %r = add i32 %h, 1
+  ret i32 %r
+out:
   ret i32 0
 }
 
