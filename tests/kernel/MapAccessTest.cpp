@@ -6,6 +6,7 @@
 // give their elements back in order; maps are created as their layout
 // says and owned.
 #include "backend/bpf/MapAccess.h"
+#include "TestMaps.h"
 
 #include <bpf/bpf.h>
 #include <gtest/gtest.h>
@@ -20,19 +21,8 @@
 namespace morpheus::testing {
 namespace {
 
-bpf::MapLayout layout(const char *name, uint32_t type, uint32_t keySize, uint32_t valueSize,
-                      uint32_t maxEntries) {
-  bpf::MapLayout made;
-  made.name = name;
-  made.type = type;
-  made.keySize = keySize;
-  made.valueSize = valueSize;
-  made.maxEntries = maxEntries;
-  return made;
-}
-
 TEST(MapAccess, AMissingKeyIsAnAnswerAnyOtherFailureAnErrorNamingTheMap) {
-  auto created = bpf::createMap(layout("accessed", BPF_MAP_TYPE_HASH, 4, 8, 4));
+  auto created = bpf::createMap(mapLayout("accessed", BPF_MAP_TYPE_HASH, 4, 8, 4));
   ASSERT_THAT_EXPECTED(created, llvm::Succeeded());
   bpf::MapAccess map(created->get(), "accessed");
 
@@ -67,7 +57,7 @@ TEST(MapAccess, AMissingKeyIsAnAnswerAnyOtherFailureAnErrorNamingTheMap) {
 }
 
 TEST(MapAccess, SlotRangesStartWhereAskedAndStopAtTheArraysEnd) {
-  auto created = bpf::createMap(layout("slots", BPF_MAP_TYPE_ARRAY, 4, 4, 6));
+  auto created = bpf::createMap(mapLayout("slots", BPF_MAP_TYPE_ARRAY, 4, 4, 6));
   ASSERT_THAT_EXPECTED(created, llvm::Succeeded());
   bpf::MapAccess map(created->get(), "slots");
   for (uint32_t slot = 0; slot < 6; ++slot)
@@ -96,7 +86,7 @@ TEST(MapAccess, ListedSlotsAreReadInRangesAndStopAtTheArraysEnd) {
   // Three batches' worth of slots, listed with gaps narrower and wider than
   // ListedSlotGap, across batch boundaries, and beyond the end.
   constexpr uint32_t Slots = 3 * bpf::MapAccess::SlotBatch + 5;
-  auto created = bpf::createMap(layout("listed", BPF_MAP_TYPE_ARRAY, 4, 4, Slots));
+  auto created = bpf::createMap(mapLayout("listed", BPF_MAP_TYPE_ARRAY, 4, 4, Slots));
   ASSERT_THAT_EXPECTED(created, llvm::Succeeded());
   bpf::MapAccess map(created->get(), "listed");
   for (uint32_t slot = 0; slot < Slots; ++slot)
@@ -135,7 +125,7 @@ TEST(MapAccess, ListedSlotsAreReadInRangesAndStopAtTheArraysEnd) {
 TEST(MapAccess, ABatchWriteWritesInOrderAndNamesTheKeyTheKernelRefused) {
   // A hash of 1,500 entries written 2,000 at once: the batches before the
   // full one are written, the key that found it full is named.
-  auto created = bpf::createMap(layout("small", BPF_MAP_TYPE_HASH, 4, 8, 1500));
+  auto created = bpf::createMap(mapLayout("small", BPF_MAP_TYPE_HASH, 4, 8, 1500));
   ASSERT_THAT_EXPECTED(created, llvm::Succeeded());
   bpf::MapAccess map(created->get(), "small");
   std::vector<uint32_t> keys(2000);
@@ -164,7 +154,7 @@ TEST(MapAccess, ABatchWriteWritesInOrderAndNamesTheKeyTheKernelRefused) {
 }
 
 TEST(MapAccess, QueuesGiveTheirElementsBackInOrderThenSayTheyAreEmpty) {
-  auto created = bpf::createMap(layout("queued", BPF_MAP_TYPE_QUEUE, 0, 4, 4));
+  auto created = bpf::createMap(mapLayout("queued", BPF_MAP_TYPE_QUEUE, 0, 4, 4));
   ASSERT_THAT_EXPECTED(created, llvm::Succeeded());
   bpf::MapAccess queue(created->get(), "queued");
   ASSERT_THAT_ERROR(queue.push(byteView(uint32_t(1))), llvm::Succeeded());
@@ -182,7 +172,7 @@ TEST(MapAccess, QueuesGiveTheirElementsBackInOrderThenSayTheyAreEmpty) {
 }
 
 TEST(MapAccess, MapsAreCreatedAsTheirLayoutSaysAndOpenedByIdUntilFreed) {
-  auto created = bpf::createMap(layout("made", BPF_MAP_TYPE_HASH, 8, 16, 32), {.named = true});
+  auto created = bpf::createMap(mapLayout("made", BPF_MAP_TYPE_HASH, 8, 16, 32), {.named = true});
   ASSERT_THAT_EXPECTED(created, llvm::Succeeded());
   auto made = bpf::layoutOf(created->get(), "made");
   ASSERT_THAT_EXPECTED(made, llvm::Succeeded());
@@ -211,7 +201,7 @@ TEST(MapAccess, MapsAreCreatedAsTheirLayoutSaysAndOpenedByIdUntilFreed) {
   }
   EXPECT_FALSE(after) << "a freed map's id opens nothing, without an error";
 
-  auto refused = bpf::createMap(layout("refused", BPF_MAP_TYPE_HASH, 0, 8, 4));
+  auto refused = bpf::createMap(mapLayout("refused", BPF_MAP_TYPE_HASH, 0, 8, 4));
   ASSERT_FALSE(bool(refused)) << "a hash map without keys";
   EXPECT_NE(llvm::toString(refused.takeError()).find("map 'refused' (hash): cannot create"),
             std::string::npos);

@@ -7,6 +7,7 @@
 #include "backend/bpf/MapAccess.h"
 #include "backend/bpf/MapIO.h"
 #include "runtime/ScratchMaps.h"
+#include "TestMaps.h"
 
 #include <bpf/bpf.h>
 #include <gtest/gtest.h>
@@ -20,17 +21,6 @@
 
 namespace morpheus::testing {
 namespace {
-
-bpf::MapLayout layoutFor(const char *name, uint32_t type, uint32_t keySize, uint32_t valueSize,
-                         uint32_t maxEntries) {
-  bpf::MapLayout made;
-  made.name = name;
-  made.type = type;
-  made.keySize = keySize;
-  made.valueSize = valueSize;
-  made.maxEntries = maxEntries;
-  return made;
-}
 
 Bytes indexBytes(uint32_t index) {
   Bytes key(4);
@@ -69,7 +59,7 @@ class BatchFilledCopy : public ::testing::TestWithParam<BatchCase> {};
 TEST_P(BatchFilledCopy, EqualsTheCopyFilledSlotBySlot) {
   const BatchCase &kind = GetParam();
   bpf::MapLayout layout =
-      layoutFor(kind.name, kind.type, kind.keySize, kind.valueSize, kind.maxEntries);
+      mapLayout(kind.name, kind.type, kind.keySize, kind.valueSize, kind.maxEntries);
   auto live = bpf::createMap(layout);
   ASSERT_THAT_EXPECTED(live, llvm::Succeeded());
   bpf::MapAccess liveMap(live->get(), kind.name);
@@ -152,7 +142,7 @@ TEST(ScratchMaps, TheImageOfALargeArrayListsTheLiveSlotsAsLookupsReadThem) {
   // A firewall's port classes: 131,072 slots, about half of them not the
   // common class, all of those listed, plus a few slots holding it.
   constexpr uint32_t Slots = 131072;
-  bpf::MapLayout layout = layoutFor("port_classes", BPF_MAP_TYPE_ARRAY, 4, 4, Slots);
+  bpf::MapLayout layout = mapLayout("port_classes", BPF_MAP_TYPE_ARRAY, 4, 4, Slots);
   auto live = bpf::createMap(layout);
   ASSERT_THAT_EXPECTED(live, llvm::Succeeded());
   std::mt19937 random(11);
