@@ -458,11 +458,8 @@ Optimizer::keptCandidate(const core::TableSnapshot &snapshot, const core::Traffi
                          core::CycleReport &report) {
   core::VersionSettings settings = versionSettings();
   auto fits = [&](const Kept &entry) {
-    const Installed &version = entry.version;
     return entry.build.settings == settings && entry.build.traffic == traffic &&
-           version.version == report.version && version.stages == cycleStages &&
-           programSpec->analysis().sameWhereReadOnly(snapshot, version.snapshot) &&
-           core::checksHold(version.checks, cycleGlobals);
+           builtForThisCycle(entry.version, snapshot, report);
   };
   auto found = std::find_if(kept.begin(), kept.end(), fits);
   if (found == kept.end())
@@ -474,10 +471,8 @@ Optimizer::keptCandidate(const core::TableSnapshot &snapshot, const core::Traffi
   // Should the cycle drop it (a table changed meanwhile), it closes at
   // once: it was replaced a whole slice of the exploration ago, far longer
   // than any packet runs.
-  auto candidate = std::make_unique<Candidate>(std::move(entry.version.elf), std::vector<char>{},
-                                               std::move(entry.version.object), Clock::now());
-  candidate->keptFrom = entry.build.cycle;
-  return candidate;
+  return std::make_unique<Candidate>(std::move(entry.version.elf), std::vector<char>{},
+                                     std::move(entry.version.object), Clock::now());
 }
 
 int Optimizer::activeFd() const {
@@ -574,11 +569,16 @@ std::optional<core::TableSnapshot> Optimizer::readTables(const core::ReadPlan &c
   return std::move(*read);
 }
 
+bool Optimizer::builtForThisCycle(const Installed &version, const core::TableSnapshot &snapshot,
+                                  const core::CycleReport &report) const {
+  return report.version == version.version && cycleStages == version.stages &&
+         programSpec->analysis().sameWhereReadOnly(snapshot, version.snapshot) &&
+         core::checksHold(version.checks, cycleGlobals);
+}
+
 bool Optimizer::installedFits(const core::TableSnapshot &snapshot,
                               const core::CycleReport &report) const {
-  return installed && report.version == installed->version && cycleStages == installed->stages &&
-         programSpec->analysis().sameWhereReadOnly(snapshot, installed->snapshot) &&
-         core::checksHold(installed->checks, cycleGlobals);
+  return installed && builtForThisCycle(*installed, snapshot, report);
 }
 
 // An adopted program's arrays hold the owner's programs: each counts as
@@ -844,7 +844,7 @@ bool Optimizer::validateCandidate(const core::CycleCandidate &built,
                                   const core::TableSnapshot &snapshot,
                                   core::CycleReport &report) {
   const auto &candidate = static_cast<const Candidate &>(built);
-  if (!options.shadowPackets || candidate.keptFrom)
+  if (!options.shadowPackets || report.reinstalledFrom)
     return true;
   uint64_t version = report.version;
   auto validationStart = Clock::now();
@@ -909,7 +909,7 @@ Error Optimizer::installCandidate(std::unique_ptr<core::CycleCandidate> built,
                         std::move(snapshot), report.log.globalChecks, std::move(candidate.elf)};
   if (keeping)
     installedBuild = BuiltWith{versionSettings(), cycle->traffic().choice(), report.log,
-                               candidate.keptFrom.value_or(report.cycle)};
+                               report.reinstalledFrom.value_or(report.cycle)};
   report.instructions = bpf::translatedInstructions(fd);
   report.verifiedInstructions = bpf::verifiedInstructions(fd);
   return Error::success();

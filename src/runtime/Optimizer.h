@@ -229,7 +229,6 @@ private:
     std::vector<char> comparedElf; // what shadow validation runs (SpecializedObject)
     bpf::LoadedObject loaded; // sharing every map with the running version
     std::chrono::steady_clock::time_point loadStart; // injection time counts from here
-    std::optional<uint64_t> keptFrom; // a kept version's cycle (keepReplacedVersions)
   };
   uint64_t guardVersion() const override { return guardWord.version(); }
   bool guardChanging() const override { return guardWord.changing(); }
@@ -306,6 +305,10 @@ private:
     std::vector<char> elf;
   };
   std::optional<Installed> installed;
+  // Whether `version` was built for what this cycle read: its guard
+  // version, stage arrays, read-only tables and folded globals.
+  bool builtForThisCycle(const Installed &version, const core::TableSnapshot &snapshot,
+                         const core::CycleReport &report) const;
   // What a version was built with besides its tables, and its build's log,
   // for installing it again (keepReplacedVersions).
   struct BuiltWith {

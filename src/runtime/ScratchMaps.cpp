@@ -203,8 +203,6 @@ readRows(int fd, const MapLayout &live, CopyKind kind, std::optional<uint32_t> w
                                             rows[indexKey(index)] = Bytes(row, row + value.size());
                                           }))
       return err;
-    return std::vector<std::pair<Bytes, Bytes>>(std::make_move_iterator(rows.begin()),
-                                                std::make_move_iterator(rows.end()));
   } else {
     uint32_t visited = 0;
     if (Error err = visitKeys(fd, live, [&](const Bytes &key) -> Expected<bool> {
@@ -215,12 +213,13 @@ readRows(int fd, const MapLayout &live, CopyKind kind, std::optional<uint32_t> w
           return true;
         }))
       return err;
+    for (const Bytes &key : keys)
+      if (key.size() == live.keySize && !rows.count(key))
+        if (Error err = take(key))
+          return err;
   }
-  for (const Bytes &key : keys)
-    if (key.size() == live.keySize && !rows.count(key))
-      if (Error err = take(key))
-        return err;
-  return std::vector<std::pair<Bytes, Bytes>>(rows.begin(), rows.end());
+  return std::vector<std::pair<Bytes, Bytes>>(std::make_move_iterator(rows.begin()),
+                                              std::make_move_iterator(rows.end()));
 }
 
 } // namespace
