@@ -291,6 +291,8 @@ INSTANTIATE_TEST_SUITE_P(
                       CorpusCase{"globals_copy.bpf.c", nullptr},
                       CorpusCase{"composite_l4lb.bpf.c", nullptr},
                       CorpusCase{"composite_filter.bpf.c", nullptr},
+                      CorpusCase{"deep_stack_clock.bpf.c", nullptr},
+                      CorpusCase{"classic_loads_clock.bpf.c", nullptr},
                       CorpusCase{"build_mcpu.bpf.c", "-mcpu=v3"},
                       CorpusCase{"build_core_vmlinux.bpf.c", "-I" MORPHEUS_VMLINUX_DIR,
                                  std::nullopt, 6},

@@ -1,5 +1,6 @@
 #include "backend/bpf/BpfObject.h"
 
+#include "backend/bpf/ComparedCopy.h"
 #include "backend/bpf/Frontend.h"
 #include "backend/bpf/MapIO.h"
 #include "support/Log.h"
@@ -20,6 +21,7 @@
 #include <cstdio>
 #include <algorithm>
 #include <optional>
+#include <string_view>
 
 namespace morpheus::bpf {
 
@@ -556,6 +558,11 @@ Expected<LoadedObject> LoadedObject::load(llvm::ArrayRef<char> elf,
   bpf_map *map;
   bpf_object__for_each_map(map, loaded.obj) {
     auto given = options.maps.find(bpf_map__name(map));
+    // A version carries the replay runtime for its compared copy
+    // (ComparedCopy.h) and calls none of it live: its state's map exists
+    // only where a comparison hands one in.
+    if (given == options.maps.end() && bpf_map__name(map) == std::string_view(ReplayMapName))
+      bpf_map__set_autocreate(map, false);
     if (given == options.maps.end())
       continue;
     // The running versions use this map with the layout they were compiled
@@ -654,7 +661,10 @@ std::vector<std::string> LoadedObject::programNames() const {
 std::map<std::string, int> LoadedObject::maps() const {
   std::map<std::string, int> fds;
   bpf_map *map;
-  bpf_object__for_each_map(map, obj) fds[bpf_map__name(map)] = bpf_map__fd(map);
+  bpf_object__for_each_map(map, obj) {
+    if (bpf_map__autocreate(map)) // a map left uncreated has no fd
+      fds[bpf_map__name(map)] = bpf_map__fd(map);
+  }
   return fds;
 }
 

@@ -128,22 +128,10 @@ const HelperEntry *findHelper(const CallBase &call) {
 } // namespace
 
 std::optional<core::Replayer> replayerOf(uint64_t helper) {
-  switch (helper) {
-  case 7:
-    return core::Replayer{MORPHEUS_REPLAY_RANDOM, 32};
-  case 5:
-    return core::Replayer{MORPHEUS_REPLAY_KTIME, 64};
-  case 118:
-    return core::Replayer{MORPHEUS_REPLAY_JIFFIES, 64};
-  case 125:
-    return core::Replayer{MORPHEUS_REPLAY_BOOT, 64};
-  case 160:
-    return core::Replayer{MORPHEUS_REPLAY_COARSE, 64};
-  case 208:
-    return core::Replayer{MORPHEUS_REPLAY_TAI, 64};
-  default:
-    return std::nullopt;
-  }
+  for (const ReplayedHelper &replayed : ReplayedHelpers)
+    if (replayed.helper == helper)
+      return core::Replayer{replayed.replayer, 64};
+  return std::nullopt;
 }
 
 std::optional<core::Replayer> replayerOfCall(const CallBase &call) {

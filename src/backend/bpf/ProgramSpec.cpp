@@ -425,8 +425,12 @@ Expected<SpecializedObject> ProgramSpec::build(const core::TableSnapshot &snapsh
   SpecializedObject object{{}, {}, std::move(*log)};
   core::PhaseClock codegen(object.log.phases);
   restoreVerifierBounds(*clone, request.faults.undefinedArithmetic);
-  // The compared copy is the version as built, its replayed calls aside.
-  if (request.compared && replaysHelpers()) {
+  // The compared copy is the version as built, its replayed calls aside:
+  // the live object with those calls patched where the kernel allows the
+  // replayers as subprograms, else a copy built from IR (ComparedCopy.h).
+  bool replays = request.compared && replaysHelpers() && callsReplayedHelpers(*clone);
+  bool patched = replays && replayedCallsPatchable(*clone);
+  if (replays && !patched) {
     std::unique_ptr<llvm::Module> compared = llvm::CloneModule(*clone);
     Expected<unsigned> replaced = makeComparedCopy(*compared);
     if (!replaced)
@@ -437,14 +441,26 @@ Expected<SpecializedObject> ProgramSpec::build(const core::TableSnapshot &snapsh
     object.comparedElf = std::move(*elf);
     codegen.end("code generation of the compared copy");
   }
-  if (request.live || (request.compared && !replaysHelpers())) {
+  if (patched)
+    if (Error err = carryReplayRuntime(*clone))
+      return withContext(std::move(err), sourcePath);
+  if (request.live || (request.compared && !replays) || patched) {
     auto elf = emitObject(*clone, emitter);
     if (!elf)
       return elf.takeError();
     object.elf = std::move(*elf);
     codegen.end("code generation");
-    if (request.compared && !replaysHelpers())
+    if (patched) {
+      auto copy = patchReplayedCalls(object.elf);
+      if (!copy)
+        return withContext(copy.takeError(), sourcePath);
+      object.comparedElf = std::move(*copy);
+      if (!request.live)
+        object.elf.clear();
+      codegen.end("the compared copy (replayed calls patched)");
+    } else if (request.compared && !replays) {
       object.comparedElf = request.live ? object.elf : std::move(object.elf);
+    }
   }
   return object;
 }

@@ -88,8 +88,10 @@ struct SpecializeRequest {
   core::GlobalValues globals;
   // The objects emitted: the version as it runs live, and the copy that
   // shadow validation and the fuzzer compare (ComparedCopy.h). For a
-  // program that calls no replayed helper they are the same object, emitted
-  // once; otherwise each costs a code generation.
+  // program that calls no replayed helper they are the same object; for
+  // one that does, the copy is the live object with those calls patched
+  // (one code generation for both), or, where the kernel would refuse the
+  // patched calls, a code generation of its own.
   bool live = true;
   bool compared = false;
 };

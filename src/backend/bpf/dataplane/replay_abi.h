@@ -19,13 +19,15 @@
  * state; user space hands every load of one copy the same map. */
 #define MORPHEUS_REPLAY_SECTION ".data.morpheus_replay"
 
-/* The functions a compared copy calls instead of the helpers. */
-#define MORPHEUS_REPLAY_RANDOM "morpheus_replay_random"           /* __u32 (void), helper 7 */
-#define MORPHEUS_REPLAY_KTIME "morpheus_replay_ktime_get_ns"      /* __u64 (void), helper 5 */
-#define MORPHEUS_REPLAY_JIFFIES "morpheus_replay_jiffies64"       /* __u64 (void), helper 118 */
-#define MORPHEUS_REPLAY_BOOT "morpheus_replay_ktime_get_boot_ns"  /* __u64 (void), helper 125 */
-#define MORPHEUS_REPLAY_COARSE "morpheus_replay_ktime_get_coarse_ns" /* __u64 (void), helper 160 */
-#define MORPHEUS_REPLAY_TAI "morpheus_replay_ktime_get_tai_ns"    /* __u64 (void), helper 208 */
+/* The functions a compared copy calls instead of the helpers, each
+ * __u64 (void): the random number's 32 bits zero-extended, as the helper
+ * leaves them in r0. */
+#define MORPHEUS_REPLAY_RANDOM "morpheus_replay_random"           /* helper 7 */
+#define MORPHEUS_REPLAY_KTIME "morpheus_replay_ktime_get_ns"      /* helper 5 */
+#define MORPHEUS_REPLAY_JIFFIES "morpheus_replay_jiffies64"       /* helper 118 */
+#define MORPHEUS_REPLAY_BOOT "morpheus_replay_ktime_get_boot_ns"  /* helper 125 */
+#define MORPHEUS_REPLAY_COARSE "morpheus_replay_ktime_get_coarse_ns" /* helper 160 */
+#define MORPHEUS_REPLAY_TAI "morpheus_replay_ktime_get_tai_ns"    /* helper 208 */
 
 /* The clocks, by their index in `clock` and bit in `latched`. */
 enum morpheus_replay_clock {
