@@ -378,9 +378,12 @@ struct BenchSetup {
   runtime::Optimizer &optimizer; // the baseline and morpheus-static
   std::vector<FollowingVariant> following;
   // morpheus-explored's (BenchOptions::exploreTrials): its optimizer and
-  // maps, and the decisions of its first (the model's) version.
+  // maps, and the decisions and settings of its first (the model's)
+  // version, which every trace's exploration starts from (the optimizer
+  // keeps the settings of the previous trace's choice).
   std::unique_ptr<runtime::Optimizer> explored;
   core::SpecializationLog exploredLog;
+  core::VersionSettings exploredModel;
   // The adaptation experiment's loop (BenchOptions::adaptPeriod).
   std::unique_ptr<runtime::Optimizer> adapting;
   bpf::LoadedObject unguarded; // morpheus-static without its program guard
@@ -439,7 +442,7 @@ Expected<std::vector<std::string>> exploreOnTrace(BenchSetup &setup, const Trace
   runtime::Optimizer &explored = *setup.explored;
   std::vector<core::ExplorationCandidate> candidates =
       core::explorationCandidates(setup.exploredLog, setup.options.exploreTrials);
-  core::VersionSettings model = explored.versionSettings();
+  const core::VersionSettings &model = setup.exploredModel;
   std::vector<core::ExplorationCandidate> widened =
       core::widenedCandidates(setup.exploredLog, setup.options.exploreTrials, candidates);
   auto nameOf = [&](size_t slot) {
@@ -643,6 +646,7 @@ Expected<BenchResult> runInNamespace(const Preset &preset, const BenchOptions &o
   // maps of its own (each trace's exploration swaps its versions).
   std::unique_ptr<runtime::Optimizer> explored;
   core::SpecializationLog exploredLog;
+  core::VersionSettings exploredModel;
   if (options.exploreTrials > 0) {
     auto loaded = loadConfigured(preset, optimizerOptions, "explored");
     if (!loaded)
@@ -654,6 +658,7 @@ Expected<BenchResult> runInNamespace(const Preset &preset, const BenchOptions &o
                        preset.name, first.describe());
     explored = std::move(*loaded);
     exploredLog = std::move(first.log);
+    exploredModel = explored->versionSettings();
   }
   auto unguarded = optimizer.loadUnguardedTwin();
   if (!unguarded)
@@ -674,6 +679,7 @@ Expected<BenchResult> runInNamespace(const Preset &preset, const BenchOptions &o
                    std::move(*following),
                    std::move(explored),
                    std::move(exploredLog),
+                   std::move(exploredModel),
                    std::move(adapting),
                    std::move(*unguarded),
                    std::move(*driver),
