@@ -371,6 +371,7 @@ bpf::MapAccess ScratchMaps::access(size_t index) const {
 Error ScratchMaps::createAll() {
   const std::vector<MapImage::Map> &maps = image.maps();
   fds.resize(maps.size());
+  mapped.resize(maps.size());
   // Outer maps last: they are created with, and filled with, inner maps.
   for (bool outers : {false, true})
     for (size_t i = 0; i < maps.size(); ++i) {
@@ -394,10 +395,31 @@ Error ScratchMaps::createAll() {
                            map.name);
         }
       }
+      // A plain array is mapped into this process: filled, compared and put
+      // back in memory rather than slot by slot through the kernel. Not a
+      // read-only or write-only one (a copy of .rodata is frozen as the
+      // original is).
+      how.mmapable = map.kind == CopyKind::Data && map.layout.type == BPF_MAP_TYPE_ARRAY &&
+                     !(map.layout.flags & (BPF_F_RDONLY | BPF_F_WRONLY | BPF_F_RDONLY_PROG |
+                                           BPF_F_WRONLY_PROG));
+      // Values holding a lock, a timer or a kernel pointer cannot be mapped
+      // (the kernel refuses the flag or the mapping): such an array is
+      // copied through the kernel.
       auto created = bpf::createMap(map.layout, how);
+      if (!created && how.mmapable) {
+        llvm::consumeError(created.takeError());
+        how.mmapable = false;
+        created = bpf::createMap(map.layout, how);
+      }
       if (!created)
         return withContext(created.takeError(), "scratch copy");
       fds[i] = std::move(*created);
+      if (how.mmapable) {
+        if (auto values = bpf::MappedArray::map(fds[i].get(), map.layout))
+          mapped[i] = std::move(*values);
+        else
+          llvm::consumeError(values.takeError());
+      }
       if (Error err = fill(i))
         return err;
       if (map.named)
@@ -420,7 +442,16 @@ Error ScratchMaps::fill(size_t index) {
   auto needed = [&](const Bytes &value) {
     return !array || std::any_of(value.begin(), value.end(), [](uint8_t b) { return b != 0; });
   };
-  if (map.kind == CopyKind::Data) {
+  if (const std::optional<bpf::MappedArray> &values = mapped[index]) {
+    for (const auto &[key, value] : map.rows) {
+      uint32_t slot = indexOf(key);
+      if (slot >= values->slots() || value.size() != map.layout.valueSize)
+        return makeError("scratch copy of map '{0}': no slot {1} of {2} bytes", map.name, slot,
+                         value.size());
+      if (needed(value))
+        std::memcpy(values->slot(slot), value.data(), value.size());
+    }
+  } else if (map.kind == CopyKind::Data) {
     // In batches, the rows in the same order as one by one (a hash copy
     // then places its keys alike in every version).
     Bytes keys, values;
@@ -519,6 +550,12 @@ Expected<MapDump> ScratchMaps::dump(size_t index, const std::vector<Bytes> &keys
   default:
     return contents; // programs cannot write it
   }
+  const std::optional<bpf::MappedArray> &values = mapped[index];
+  if (isSparseArray(map) && values) {
+    for (uint32_t slot : listedSlots(keys, map.layout.maxEntries))
+      contents.entries[indexKey(slot)] = Bytes(values->slot(slot), values->slot(slot) + value.size());
+    return contents;
+  }
   if (isSparseArray(map)) {
     if (Error err = copy.forEachListedSlot(listedSlots(keys, map.layout.maxEntries), value.size(),
                                            [&](uint32_t index, const uint8_t *row) {
@@ -531,6 +568,12 @@ Expected<MapDump> ScratchMaps::dump(size_t index, const std::vector<Bytes> &keys
   if (isArrayType(map.layout.type)) {
     contents.row = value.size();
     contents.flat.assign(size_t(map.layout.maxEntries) * value.size(), 0);
+    if (values) {
+      for (uint32_t slot = 0; slot < map.layout.maxEntries; ++slot)
+        std::memcpy(contents.flat.data() + size_t(slot) * value.size(), values->slot(slot),
+                    value.size());
+      return contents;
+    }
     if (Error err = readArray(copy.fd(), map.layout, map.layout.maxEntries,
                               [&](uint32_t index, const uint8_t *row) {
                                 std::memcpy(contents.flat.data() + size_t(index) * value.size(),
@@ -592,6 +635,14 @@ Error ScratchMaps::restore(const std::map<std::string, std::vector<Bytes>> &touc
         if (key.size() == 4 && indexOf(key) < map.layout.maxEntries)
           if (Error err = put(key, nullptr))
             return err;
+      continue;
+    }
+    if (const std::optional<bpf::MappedArray> &values = mapped[index]) {
+      for (uint32_t slot = 0; slot < map.layout.maxEntries; ++slot) {
+        auto found = wanted.find(indexKey(slot));
+        std::memcpy(values->slot(slot), found == wanted.end() ? zero.data() : found->second->data(),
+                    row);
+      }
       continue;
     }
     auto current = dump(index, {});

@@ -149,6 +149,9 @@ private:
   const MapImage &image;
   bool fixedHashSeeds;
   std::vector<FileDescriptor> fds;
+  // By map index, the values of a plain array's copy mapped into this
+  // process (BPF_F_MMAPABLE): filled, dumped and restored in memory.
+  std::vector<std::optional<bpf::MappedArray>> mapped;
   std::map<std::string, int> named;
   // Readers of the ring buffers, by map index; mutable: reading consumes.
   mutable std::map<size_t, bpf::RingReader> rings;

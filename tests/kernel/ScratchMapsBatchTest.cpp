@@ -1,9 +1,10 @@
 // Scratch copies read and written in batches (MapAccess::forEachSlot,
-// forEachListedSlot, updateBatch) hold exactly what copies written slot by
-// slot hold: the same rows for an ARRAY, a PERCPU_ARRAY and a HASH (whose
-// key walk then visits the same order), with a partly filled batch at the
-// end; and the image of a large array lists the live map's slots exactly as
-// lookups one by one read them.
+// forEachListedSlot, updateBatch), or for a plain ARRAY in memory (mapped:
+// BPF_F_MMAPABLE), hold exactly what copies written slot by slot hold: the
+// same rows for an ARRAY, a PERCPU_ARRAY and a HASH (whose key walk then
+// visits the same order), with a partly filled batch at the end, and dump
+// them as lookups read them; and the image of a large array lists the live
+// map's slots exactly as lookups one by one read them.
 #include "backend/bpf/MapAccess.h"
 #include "backend/bpf/MapIO.h"
 #include "runtime/ScratchMaps.h"
@@ -107,6 +108,10 @@ TEST_P(BatchFilledCopy, EqualsTheCopyFilledSlotBySlot) {
   auto copies = runtime::ScratchMaps::create(*image);
   ASSERT_THAT_EXPECTED(copies, llvm::Succeeded());
   int batched = (*copies)->fd(0);
+  auto copyLayout = bpf::layoutOf(batched, kind.name);
+  ASSERT_THAT_EXPECTED(copyLayout, llvm::Succeeded());
+  EXPECT_EQ(bool(copyLayout->flags & BPF_F_MMAPABLE), kind.type == BPF_MAP_TYPE_ARRAY)
+      << "a plain array's copy is mapped, no other";
 
   // The same copy, written one slot at a time as the image lists it.
   auto bySlot = bpf::createMap(imaged.layout, {.fixedHashSeed = true});
@@ -121,6 +126,18 @@ TEST_P(BatchFilledCopy, EqualsTheCopyFilledSlotBySlot) {
   EXPECT_TRUE(batchedEntries == slotEntries)
       << "the batch-filled copy differs from the one filled slot by slot (or walks its keys "
          "in another order)";
+  // The copy's dump (from memory for the mapped array) reads what lookups
+  // read: every slot of an array, every entry of the hash.
+  auto dumped = (*copies)->dump(0, {});
+  ASSERT_THAT_EXPECTED(dumped, llvm::Succeeded());
+  std::map<Bytes, Bytes> fromDump = dumped->entries;
+  for (size_t slot = 0; dumped->row && slot * dumped->row < dumped->flat.size(); ++slot) {
+    Bytes value(dumped->flat.begin() + slot * dumped->row,
+                dumped->flat.begin() + (slot + 1) * dumped->row);
+    fromDump[indexBytes(uint32_t(slot))] = value;
+  }
+  std::map<Bytes, Bytes> looked(slotEntries.begin(), slotEntries.end());
+  EXPECT_TRUE(fromDump == looked) << "the dump differs from what lookups read";
   // And both hold the live values of what they copied.
   for (const auto &[key, value] : imaged.rows) {
     Bytes held(row);

@@ -205,25 +205,27 @@ std::optional<MapLayout> someInnerLayout(int fd, const MapLayout &outer) {
 
 // What a map's declaration says, checked against the map that stands in for
 // it (given by fd, or pinned by name). A `scratchCopy` (validation, fuzzing)
-// may hold a window of the map (any max_entries) and have a fixed hash seed
-// (BPF_F_ZERO_SEED: runtime/ScratchMaps), which changes no lookup's answer.
+// may hold a window of the map (any max_entries), have a fixed hash seed
+// (BPF_F_ZERO_SEED) and be mappable (BPF_F_MMAPABLE: runtime/ScratchMaps),
+// which change no lookup's answer.
 Error checkStandIn(const std::string &objectName, const bpf_map *map, int fd, bool scratchCopy,
                    const char *what) {
   MapLayout declared = declaredLayout(map);
   auto existing = layoutOf(fd, declared.name);
   if (!existing)
     return withContext(existing.takeError(), "object '" + objectName + "'");
-  auto seedAsDeclared = [&](MapLayout &copy, const MapLayout &wanted) {
-    if (scratchCopy && !(wanted.flags & BPF_F_ZERO_SEED))
-      copy.flags &= ~uint32_t(BPF_F_ZERO_SEED);
+  auto scratchFlagsAsDeclared = [&](MapLayout &copy, const MapLayout &wanted) {
+    for (uint32_t scratchFlag : {uint32_t(BPF_F_ZERO_SEED), uint32_t(BPF_F_MMAPABLE)})
+      if (scratchCopy && !(wanted.flags & scratchFlag))
+        copy.flags &= ~scratchFlag;
   };
-  seedAsDeclared(*existing, declared);
+  scratchFlagsAsDeclared(*existing, declared);
   std::vector<MapFieldDifference> differences =
       layoutDifferences(declared, *existing, !scratchCopy);
   if (declared.inner && isMapOfMaps(declared.type))
     if (std::optional<MapLayout> inner = someInnerLayout(fd, *existing)) {
       bool innerSizes = !(declared.inner->flags & BPF_F_INNER_MAP);
-      seedAsDeclared(*inner, *declared.inner);
+      scratchFlagsAsDeclared(*inner, *declared.inner);
       for (MapFieldDifference difference :
            layoutDifferences(*declared.inner, *inner, innerSizes)) {
         difference.innerMap = true;

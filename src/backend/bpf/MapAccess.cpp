@@ -5,8 +5,11 @@
 #include <bpf/bpf.h>
 #include <bpf/libbpf.h>
 #include <linux/bpf.h>
+#include <sys/mman.h>
+#include <unistd.h>
 
 #include <algorithm>
+#include <utility>
 #include <cerrno>
 
 namespace morpheus::bpf {
@@ -198,6 +201,8 @@ Expected<FileDescriptor> createMap(const MapLayout &layout, const MapCreation &h
   uint32_t flags = layout.flags;
   if (how.fixedHashSeed && isSeededHash(layout.type))
     flags |= BPF_F_ZERO_SEED;
+  if (how.mmapable && layout.type == BPF_MAP_TYPE_ARRAY)
+    flags |= BPF_F_MMAPABLE;
   LIBBPF_OPTS(bpf_map_create_opts, attributes,
               .btf_fd = uint32_t(std::max(btf.get(), 0)),
               .btf_key_type_id = btf.valid() ? layout.btfKeyTypeId : 0,
@@ -213,6 +218,37 @@ Expected<FileDescriptor> createMap(const MapLayout &layout, const MapCreation &h
                            type ? type : "unknown type");
   }
   return FileDescriptor(fd);
+}
+
+Expected<MappedArray> MappedArray::map(int fd, const MapLayout &layout) {
+  size_t stride = (size_t(layout.valueSize) + 7) & ~size_t(7);
+  size_t page = size_t(sysconf(_SC_PAGESIZE));
+  size_t length = (stride * layout.maxEntries + page - 1) / page * page;
+  void *base = mmap(nullptr, length, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+  if (base == MAP_FAILED)
+    return makeSystemError(errno, "map '{0}': cannot map its values", layout.name);
+  return MappedArray(static_cast<uint8_t *>(base), length, stride, layout.maxEntries);
+}
+
+MappedArray::MappedArray(MappedArray &&other) noexcept
+    : base(std::exchange(other.base, nullptr)), length(other.length), stride(other.stride),
+      count(other.count) {}
+
+MappedArray &MappedArray::operator=(MappedArray &&other) noexcept {
+  if (this != &other) {
+    if (base)
+      munmap(base, length);
+    base = std::exchange(other.base, nullptr);
+    length = other.length;
+    stride = other.stride;
+    count = other.count;
+  }
+  return *this;
+}
+
+MappedArray::~MappedArray() {
+  if (base)
+    munmap(base, length);
 }
 
 Expected<RingReader> RingReader::open(const MapAccess &ring) {

@@ -132,6 +132,33 @@ struct MapCreation {
   bool fixedHashSeed = false;
   // The kernel shows the map under layout.name; otherwise it is unnamed.
   bool named = false;
+  // A plain array gets BPF_F_MMAPABLE, so that MappedArray can map its
+  // values (a program's lookups answer alike). The kernel refuses it for
+  // values holding a lock, a timer or a kernel pointer.
+  bool mmapable = false;
+};
+
+// The values of an array created with BPF_F_MMAPABLE, mapped into this
+// process: slot i at i times the value size rounded up to 8 bytes, as the
+// kernel lays an array out. Reads and writes are plain memory accesses on
+// the map's own values; they are unmapped when this goes.
+class MappedArray {
+public:
+  static Expected<MappedArray> map(int fd, const MapLayout &layout);
+  MappedArray(MappedArray &&other) noexcept;
+  MappedArray &operator=(MappedArray &&other) noexcept;
+  ~MappedArray();
+
+  uint8_t *slot(uint32_t index) const { return base + size_t(index) * stride; }
+  uint32_t slots() const { return count; }
+
+private:
+  MappedArray(uint8_t *base, size_t length, size_t stride, uint32_t count)
+      : base(base), length(length), stride(stride), count(count) {}
+  uint8_t *base = nullptr;
+  size_t length = 0;
+  size_t stride = 0;
+  uint32_t count = 0;
 };
 
 // A new map of `layout`'s type, key and value sizes, max_entries, flags,
