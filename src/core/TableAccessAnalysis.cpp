@@ -18,6 +18,8 @@
 #include <llvm/IR/Operator.h>
 #include <llvm/Support/Path.h>
 
+#include <algorithm>
+#include <map>
 #include <set>
 
 using namespace llvm;
@@ -100,51 +102,93 @@ bool TableAccessInfo::writtenOnlyInPart(const std::string &table, uint64_t value
 bool TableAccessInfo::sameWhereReadOnly(const TableSnapshot &a, const TableSnapshot &b) const {
   if (a.size() != b.size())
     return false;
-  for (auto left = a.begin(), right = b.begin(); left != a.end(); ++left, ++right) {
-    const auto &[table, one] = *left;
-    const TableContents &other = right->second;
-    if (table != right->first || one.complete != other.complete ||
-        one.unlistedValue != other.unlistedValue || one.probedKeys != other.probedKeys ||
-        one.storedTables != other.storedTables)
+  for (auto left = a.begin(), right = b.begin(); left != a.end(); ++left, ++right)
+    if (left->first != right->first || !sameWhereReadOnly(left->first, left->second, right->second))
       return false;
-    auto usage = tables.find(table);
-    if (usage == tables.end()) {
-      if (one.entries != other.entries)
-        return false;
-      continue;
-    }
-    // Per key, the bytes the data plane never writes; keys with none left out.
-    auto readOnlyView = [&](const TableContents &contents) {
-      std::map<Bytes, std::vector<std::optional<uint8_t>>> view;
-      for (const TableEntry &entry : contents.entries) {
-        uint64_t size = entry.value ? entry.value->size() : entry.cpuZero.size();
-        std::vector<bool> written(size, usage->second.writtenWholesale);
-        for (const ValueWrite &write : usage->second.valueWrites)
-          if (write.overlaps(entry.key, 0, ValueWrite::WholeValue))
-            for (uint64_t offset = write.offset;
-                 offset < size && (write.size == ValueWrite::WholeValue ||
-                                   offset < write.offset + write.size);
-                 ++offset)
-              written[offset] = true;
-        // A byte the CPUs do not agree on (per-CPU tables) is never folded
-        // either: nullopt, compared as such.
-        const Bytes &held = entry.value ? *entry.value : entry.cpuZero;
-        std::vector<std::optional<uint8_t>> bytes;
-        for (uint64_t offset = 0; offset < size; ++offset)
-          if (!written[offset])
-            bytes.push_back(entry.value || entry.agreed[offset]
-                                ? std::optional<uint8_t>(held[offset])
-                                : std::nullopt);
-        // A table whose keys only the control plane changes keeps every key
-        // (key-set-filter answers the others null): a key added or removed
-        // by another writer is a change too.
-        if (!bytes.empty() || !usage->second.keySetWrite)
-          view[entry.key] = std::move(bytes);
-      }
-      return view;
+  return true;
+}
+
+bool TableAccessInfo::sameWhereReadOnly(const std::string &table, const TableContents &one,
+                                        const TableContents &other) const {
+  if (one.complete != other.complete || one.unlistedValue != other.unlistedValue ||
+      one.probedKeys != other.probedKeys || one.storedTables != other.storedTables)
+    return false;
+  auto usage = tables.find(table);
+  if (usage == tables.end())
+    return one.entries == other.entries;
+  const TableUsage &use = usage->second;
+  // The bytes of an entry's value the data plane may write: those of
+  // writes to any key, computed once per value size, and those of writes
+  // to this entry's key.
+  std::map<uint64_t, std::vector<bool>> anyKey;
+  std::vector<bool> keyed;
+  auto writtenOf = [&](const TableEntry &entry) -> const std::vector<bool> & {
+    uint64_t size = entry.value ? entry.value->size() : entry.cpuZero.size();
+    auto mark = [&](std::vector<bool> &written, const ValueWrite &write) {
+      if (write.overlaps(entry.key, 0, ValueWrite::WholeValue))
+        for (uint64_t offset = write.offset;
+             offset < size &&
+             (write.size == ValueWrite::WholeValue || offset < write.offset + write.size);
+             ++offset)
+          written[offset] = true;
     };
-    if (readOnlyView(one) != readOnlyView(other))
+    auto [common, made] = anyKey.try_emplace(size);
+    if (made) {
+      common->second.assign(size, use.writtenWholesale);
+      for (const ValueWrite &write : use.valueWrites)
+        if (!write.key)
+          mark(common->second, write);
+    }
+    bool ownKey = std::any_of(use.valueWrites.begin(), use.valueWrites.end(),
+                              [&](const ValueWrite &write) { return write.key.has_value(); });
+    if (!ownKey)
+      return common->second;
+    keyed = common->second;
+    for (const ValueWrite &write : use.valueWrites)
+      if (write.key)
+        mark(keyed, write);
+    return keyed;
+  };
+  // The entries compared, in key order, one per key (the last listed, as
+  // a map assigned in order keeps it). A key with no byte the data plane
+  // never writes is left out, unless only the control plane changes the
+  // table's keys (key-set-filter answers the others null): then a key
+  // added or removed by another writer is a change too.
+  auto compared = [&](const TableContents &contents) {
+    std::vector<const TableEntry *> rows;
+    for (const TableEntry &entry : contents.entries) {
+      const std::vector<bool> &written = writtenOf(entry);
+      if (!use.keySetWrite || std::find(written.begin(), written.end(), false) != written.end())
+        rows.push_back(&entry);
+    }
+    auto byKey = [](const TableEntry *x, const TableEntry *y) { return x->key < y->key; };
+    if (!std::is_sorted(rows.begin(), rows.end(), byKey))
+      std::stable_sort(rows.begin(), rows.end(), byKey);
+    std::vector<const TableEntry *> last;
+    for (size_t i = 0; i < rows.size(); ++i)
+      if (i + 1 == rows.size() || rows[i + 1]->key != rows[i]->key)
+        last.push_back(rows[i]);
+    return last;
+  };
+  std::vector<const TableEntry *> ones = compared(one), others = compared(other);
+  if (ones.size() != others.size())
+    return false;
+  for (size_t i = 0; i < ones.size(); ++i) {
+    const TableEntry &x = *ones[i], &y = *others[i];
+    const Bytes &xHeld = x.value ? *x.value : x.cpuZero, &yHeld = y.value ? *y.value : y.cpuZero;
+    // Values of another size are another layout: not the same.
+    if (x.key != y.key || xHeld.size() != yHeld.size())
       return false;
+    const std::vector<bool> &written = writtenOf(x);
+    // A byte the CPUs of a per-CPU table do not agree on is never folded:
+    // compared as unknown.
+    for (size_t offset = 0; offset < xHeld.size(); ++offset) {
+      if (written[offset])
+        continue;
+      bool xKnown = x.value || x.agreed[offset], yKnown = y.value || y.agreed[offset];
+      if (xKnown != yKnown || (xKnown && xHeld[offset] != yHeld[offset]))
+        return false;
+    }
   }
   return true;
 }

@@ -210,6 +210,9 @@ public:
   // data plane writes, so code built from `a` is the code `b` would give:
   // a counter moving beside folded configuration is no reason to rebuild.
   bool sameWhereReadOnly(const TableSnapshot &a, const TableSnapshot &b) const;
+  // The same for one table's contents in two snapshots.
+  bool sameWhereReadOnly(const std::string &table, const TableContents &a,
+                         const TableContents &b) const;
 };
 
 // Runs the analysis. `catalog` (optional) gives key sizes, needed to prove

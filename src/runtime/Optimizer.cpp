@@ -602,9 +602,7 @@ Expected<bpf::ProgramSlots> Optimizer::stageArrays() const {
 bool Optimizer::ownerChanged(core::TableSnapshot &read) {
   const core::TableAccessInfo &analysis = programSpec->analysis();
   auto same = [&](const std::string &name, const core::TableContents &a,
-                  const core::TableContents &b) {
-    return analysis.sameWhereReadOnly({{name, a}}, {{name, b}});
-  };
+                  const core::TableContents &b) { return analysis.sameWhereReadOnly(name, a, b); };
   for (const auto &[name, contents] : read) {
     auto previous = lastPoll.find(name);
     std::vector<bool> &history = changeHistory[name];
@@ -804,7 +802,7 @@ Optimizer::validationScope(const core::CycleReport &report, const Candidate &can
   for (const auto &[name, contents] : snapshot) {
     auto built = installed->snapshot.find(name);
     if (built == installed->snapshot.end() ||
-        !analysis.sameWhereReadOnly({{name, contents}}, {{name, built->second}}))
+        !analysis.sameWhereReadOnly(name, contents, built->second))
       changed.insert(name);
   }
   for (const auto &[name, contents] : installed->snapshot)

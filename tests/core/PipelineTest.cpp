@@ -95,6 +95,50 @@ TEST_F(Pipeline, PlansToReadOnlyWhatPassesCanUse) {
   EXPECT_TRUE(plan["routes"].keys.empty());
 }
 
+// Two snapshots build the same code when the bytes the data plane never
+// writes agree: `counters` (written whole by the program) may move, a byte
+// of `config` may not; entries compare by key whatever their order; a
+// per-CPU byte the CPUs disagree on compares as unknown; a table the
+// analysis does not know compares whole.
+TEST_F(Pipeline, SnapshotsAreTheSameWhereTheDataPlaneNeverWrites) {
+  TableAccessInfo info = analyzeModule(*module, signatures, catalog);
+  auto entry = [](Bytes key, Bytes value) { return TableEntry{std::move(key), std::move(value)}; };
+  TableSnapshot a;
+  a["config"].entries = {entry({0, 0, 0, 0}, {1, 2, 3, 4}), entry({1, 0, 0, 0}, {5, 6, 7, 8})};
+  a["counters"].entries = {entry({0, 0, 0, 0}, {9, 0, 0, 0, 0, 0, 0, 0})};
+  EXPECT_TRUE(info.sameWhereReadOnly(a, a));
+
+  TableSnapshot counted = a;
+  counted["counters"].entries[0].value = Bytes{10, 0, 0, 0, 0, 0, 0, 0};
+  EXPECT_TRUE(info.sameWhereReadOnly(a, counted)) << "only the data plane's counter moved";
+  TableSnapshot reordered = a;
+  std::swap(reordered["config"].entries[0], reordered["config"].entries[1]);
+  EXPECT_TRUE(info.sameWhereReadOnly(a, reordered)) << "entries compare by key";
+  TableSnapshot configured = a;
+  configured["config"].entries[1].value = Bytes{5, 6, 7, 9};
+  EXPECT_FALSE(info.sameWhereReadOnly(a, configured));
+  EXPECT_FALSE(info.sameWhereReadOnly("config", a["config"], configured["config"]));
+  TableSnapshot shorter = a;
+  shorter["config"].entries.pop_back();
+  EXPECT_FALSE(info.sameWhereReadOnly(a, shorter)) << "a key removed";
+
+  // Per-CPU: byte 1 differs between CPUs (unknown), the others agree.
+  TableEntry perCpu{{0, 0, 0, 0}, std::nullopt, {1, 2, 3, 4}, {true, false, true, true}};
+  TableContents one, other;
+  one.entries = {perCpu};
+  perCpu.cpuZero[1] = 42;
+  other.entries = {perCpu};
+  EXPECT_TRUE(info.sameWhereReadOnly("config", one, other)) << "a byte the CPUs disagree on";
+  perCpu.cpuZero[2] = 42;
+  other.entries = {perCpu};
+  EXPECT_FALSE(info.sameWhereReadOnly("config", one, other)) << "a byte they agree on";
+
+  TableContents unknownA, unknownB;
+  unknownA.entries = {entry({0}, {1})};
+  unknownB.entries = {entry({0}, {2})};
+  EXPECT_FALSE(info.sameWhereReadOnly("not_analyzed", unknownA, unknownB));
+}
+
 TEST_F(Pipeline, EverySiteGetsADecisionWithItsReason) {
   TableSnapshot snapshot;
   snapshot["config"].probedKeys.insert({0, 0, 0, 0});
