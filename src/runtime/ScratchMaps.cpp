@@ -553,7 +553,8 @@ Expected<MapDump> ScratchMaps::dump(size_t index, const std::vector<Bytes> &keys
   const std::optional<bpf::MappedArray> &values = mapped[index];
   if (isSparseArray(map) && values) {
     for (uint32_t slot : listedSlots(keys, map.layout.maxEntries))
-      contents.entries[indexKey(slot)] = Bytes(values->slot(slot), values->slot(slot) + value.size());
+      contents.entries[indexKey(slot)] =
+          Bytes(values->slot(slot), values->slot(slot) + value.size());
     return contents;
   }
   if (isSparseArray(map)) {

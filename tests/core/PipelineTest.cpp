@@ -128,7 +128,8 @@ TEST_F(Pipeline, SnapshotsAreTheSameWhereTheDataPlaneNeverWrites) {
   one.entries = {perCpu};
   perCpu.cpuZero[1] = 42;
   other.entries = {perCpu};
-  EXPECT_TRUE(info.sameWhereReadOnly("config", one, other)) << "a byte the CPUs disagree on";
+  EXPECT_TRUE(info.sameWhereReadOnly("config", one, other))
+      << "a byte the CPUs disagree on";
   perCpu.cpuZero[2] = 42;
   other.entries = {perCpu};
   EXPECT_FALSE(info.sameWhereReadOnly("config", one, other)) << "a byte they agree on";

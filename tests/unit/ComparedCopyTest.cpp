@@ -64,7 +64,8 @@ std::map<std::string, Section> sectionsOf(const std::vector<char> &elf) {
       Section &target = sections[llvm::cantFail(relocated->getName()).str()];
       for (const llvm::object::RelocationRef &relocation : section.relocations())
         target.relocations[relocation.getOffset()] = {
-            unsigned(relocation.getType()), llvm::cantFail(relocation.getSymbol()->getName()).str()};
+            unsigned(relocation.getType()),
+            llvm::cantFail(relocation.getSymbol()->getName()).str()};
     } else if (section.isText()) {
       sections[name.str()].bytes = llvm::cantFail(section.getContents()).str();
     }

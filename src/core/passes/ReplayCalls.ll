@@ -1,9 +1,10 @@
 ; In a copy that shadow validation or the fuzzer compares, every call of a
 ; helper whose answer differs from run to run (for eBPF: the random number,
 ; the clocks) calls the replay runtime instead, which the backend links in;
-; the call's own type is kept (a 32-bit runtime answer widened with zeros
-; for a program that asks 64 bits of the random helper). Other helpers
-; (the CPU id) and everything else stay as they are.
+; the call's own type is kept (the runtime's 64-bit answer, a 32-bit number
+; zero-extended as the helper leaves it in r0, narrowed for a program that
+; asks 32 bits of the random helper). Other helpers (the CPU id) and
+; everything else stay as they are.
 ;
 ; From (clang-19 -O2 -target bpf -emit-llvm -S, names given by hand):
 ;   SEC("xdp") int sample(struct xdp_md *ctx) {
@@ -23,22 +24,23 @@
 
 ; CHECK-LABEL: define i32 @sample(ptr %ctx)
 ; CHECK-NEXT:    %now = call i64 @morpheus_replay_ktime_get_coarse_ns()
-; CHECK-NEXT:    %random = call i32 @morpheus_replay_random()
+; The program asks 32 bits of the random helper: the runtime's answer is
+; narrowed to them.
+; CHECK-NEXT:    [[R32:%.*]] = call i64 @morpheus_replay_random()
+; CHECK-NEXT:    %random = trunc i64 [[R32]] to i32
 ; CHECK-NEXT:    %percent = urem i32 %random, 100
 ; CHECK-NOT:     inttoptr
 ; CHECK:         ret i32
-; The program asks 64 bits of the 32-bit helper: the answer is zero-extended,
-; as the helper's is in its 64-bit register.
+; The program asks 64 bits: the runtime's answer as it is.
 ; CHECK-LABEL: define i32 @wide(ptr %ctx)
-; CHECK-NEXT:    [[R:%.*]] = call i32 @morpheus_replay_random()
-; CHECK-NEXT:    %random = zext i32 [[R]] to i64
+; CHECK-NEXT:    %random = call i64 @morpheus_replay_random()
 ; CHECK-NEXT:    %big = icmp ugt i64 %random, 5
 ; Not replayed: the CPU id is the same for every copy (the checks run on
 ; one CPU).
 ; CHECK-LABEL: define i32 @other(ptr %ctx)
 ; CHECK-NEXT:    %cpu = call i32 inttoptr (i64 8 to ptr)()
 ; CHECK:       declare i64 @morpheus_replay_ktime_get_coarse_ns()
-; CHECK:       declare i32 @morpheus_replay_random()
+; CHECK:       declare i64 @morpheus_replay_random()
 ; CHECK:       ; replayed 3 calls
 
 target datalayout = "e-m:e-p:64:64-i64:64-i128:128-n32:64-S128"
