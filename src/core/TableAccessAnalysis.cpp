@@ -121,7 +121,9 @@ bool TableAccessInfo::sameWhereReadOnly(const std::string &table, const TableCon
   // writes to any key, computed once per value size, and those of writes
   // to this entry's key.
   std::map<uint64_t, std::vector<bool>> anyKey;
-  std::vector<bool> keyed;
+  bool keyedWrites = std::any_of(use.valueWrites.begin(), use.valueWrites.end(),
+                                 [](const ValueWrite &write) { return write.key.has_value(); });
+  std::vector<bool> keyed; // the last entry's, when some write names a key
   auto writtenOf = [&](const TableEntry &entry) -> const std::vector<bool> & {
     uint64_t size = entry.value ? entry.value->size() : entry.cpuZero.size();
     auto mark = [&](std::vector<bool> &written, const ValueWrite &write) {
@@ -139,9 +141,7 @@ bool TableAccessInfo::sameWhereReadOnly(const std::string &table, const TableCon
         if (!write.key)
           mark(common->second, write);
     }
-    bool ownKey = std::any_of(use.valueWrites.begin(), use.valueWrites.end(),
-                              [&](const ValueWrite &write) { return write.key.has_value(); });
-    if (!ownKey)
+    if (!keyedWrites)
       return common->second;
     keyed = common->second;
     for (const ValueWrite &write : use.valueWrites)

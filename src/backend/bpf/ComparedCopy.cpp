@@ -4,15 +4,17 @@
 #include "backend/bpf/Frontend.h"
 #include "core/ReplayCalls.h"
 
+#include <llvm/ADT/STLExtras.h>
 #include <llvm/IR/InlineAsm.h>
 #include <llvm/IR/InstIterator.h>
 #include <llvm/IR/Instructions.h>
-#include <llvm/IR/IntrinsicInst.h>
+#include <llvm/Object/ELF.h>
 #include <llvm/Transforms/Utils/Cloning.h>
 #include <llvm/Transforms/Utils/ModuleUtils.h>
 
 #include <elf.h>
 
+#include <algorithm>
 #include <cstring>
 #include <map>
 #include <set>
@@ -61,10 +63,9 @@ Expected<unsigned> makeComparedCopy(Module &module) {
     return 0;
   if (Error err = linkReplayRuntime(module))
     return err;
-  const std::vector<const char *> functions = replayerNames();
   // Each call inlined where it is, and nothing else touched: the copy is the
   // code under comparison.
-  for (const char *name : functions) {
+  for (const char *name : replayerNames()) {
     Function *replayer = module.getFunction(name);
     if (!replayer)
       continue;
@@ -142,61 +143,25 @@ bool isClassicPacketLoad(uint8_t opcode) {
   return (opcode & 0x07) == 0x00 /* BPF_LD */ && (mode == 0x20 || mode == 0x40);
 }
 
-// The object as sections, with edits appended: ELF64 little-endian
-// relocatable objects, as LLVM's BPF target writes them.
-class RelocatableObject {
-public:
-  static Expected<RelocatableObject> parse(ArrayRef<char> elf) {
-    RelocatableObject object;
-    object.bytes.assign(elf.begin(), elf.end());
-    if (elf.size() < sizeof(Elf64_Ehdr))
-      return object.malformed("shorter than an ELF header");
-    std::memcpy(&object.header, elf.data(), sizeof(Elf64_Ehdr));
-    const Elf64_Ehdr &header = object.header;
-    if (std::memcmp(header.e_ident, ELFMAG, SELFMAG) || header.e_ident[EI_CLASS] != ELFCLASS64 ||
-        header.e_ident[EI_DATA] != ELFDATA2LSB || header.e_type != ET_REL ||
-        header.e_machine != EM_BPF || header.e_shentsize != sizeof(Elf64_Shdr))
-      return object.malformed("not a 64-bit little-endian BPF relocatable object");
-    if (header.e_shoff > elf.size() ||
-        (elf.size() - header.e_shoff) / sizeof(Elf64_Shdr) < header.e_shnum ||
-        header.e_shstrndx >= header.e_shnum)
-      return object.malformed("section headers out of bounds");
-    object.sections.resize(header.e_shnum);
-    std::memcpy(object.sections.data(), elf.data() + header.e_shoff,
-                header.e_shnum * sizeof(Elf64_Shdr));
-    for (const Elf64_Shdr &section : object.sections)
-      if (section.sh_type != SHT_NOBITS &&
-          (section.sh_offset > elf.size() || elf.size() - section.sh_offset < section.sh_size))
-        return object.malformed("a section out of bounds");
-    return object;
-  }
+Error malformed(const Twine &why) {
+  return makeError("compared copy: the version's object is malformed: {0}", why.str());
+}
 
-  Error malformed(const Twine &why) const {
-    return makeError("compared copy: the version's object is malformed: {0}", why.str());
-  }
+// An object's bytes and section headers (as LLVM's ELF reader parsed them),
+// with edits appended: what a section held before stays in place,
+// unreferenced, and the section table is written anew at the end.
+class ObjectEdit {
+public:
+  ObjectEdit(ArrayRef<char> elf, const Elf64_Ehdr &header, ArrayRef<Elf64_Shdr> sections)
+      : header(header), sections(sections.begin(), sections.end()),
+        bytes(elf.begin(), elf.end()) {}
 
   char *contents(size_t index) { return bytes.data() + sections[index].sh_offset; }
-  std::string name(size_t index) const {
-    const Elf64_Shdr &names = sections[header.e_shstrndx];
-    size_t at = sections[index].sh_name;
-    if (at >= names.sh_size)
-      return "";
-    const char *start = bytes.data() + names.sh_offset + at;
-    return std::string(start, strnlen(start, names.sh_size - at));
-  }
-
-  // Appends `data` at the end of the object and points section `index` at
-  // it (the old bytes stay, unreferenced).
-  void moveSection(size_t index, ArrayRef<char> data) {
-    bytes.resize((bytes.size() + 7) & ~size_t(7));
-    sections[index].sh_offset = bytes.size();
-    sections[index].sh_size = data.size();
-    bytes.insert(bytes.end(), data.begin(), data.end());
-  }
 
   // Section `index`'s relocations plus `added`, in the relocation section
-  // that applies to it (made, named as LLVM names them, when it has none).
-  void addRelocations(size_t index, size_t symbols, ArrayRef<Elf64_Rel> added) {
+  // that applies to it, or in one made for it and named as LLVM names
+  // them (".rel" + `name`, the section's).
+  void addRelocations(size_t index, StringRef name, size_t symbols, ArrayRef<Elf64_Rel> added) {
     ArrayRef<char> addedBytes(reinterpret_cast<const char *>(added.data()),
                               added.size() * sizeof(Elf64_Rel));
     for (size_t at = 0; at < sections.size(); ++at)
@@ -211,7 +176,7 @@ public:
     std::vector<char> grownNames(contents(names), contents(names) + sections[names].sh_size);
     Elf64_Shdr relocations{};
     relocations.sh_name = grownNames.size();
-    std::string relName = ".rel" + name(index);
+    std::string relName = (".rel" + name).str();
     grownNames.insert(grownNames.end(), relName.begin(), relName.end());
     grownNames.push_back('\0');
     moveSection(names, grownNames);
@@ -235,6 +200,15 @@ public:
     return std::move(bytes);
   }
 
+private:
+  // Appends `data` at the end of the object and points section `index` at it.
+  void moveSection(size_t index, ArrayRef<char> data) {
+    bytes.resize((bytes.size() + 7) & ~size_t(7));
+    sections[index].sh_offset = bytes.size();
+    sections[index].sh_size = data.size();
+    bytes.insert(bytes.end(), data.begin(), data.end());
+  }
+
   Elf64_Ehdr header;
   std::vector<Elf64_Shdr> sections;
   std::vector<char> bytes;
@@ -250,33 +224,49 @@ struct ReplayerSymbol {
 } // namespace
 
 Expected<std::vector<char>> patchReplayedCalls(ArrayRef<char> elf) {
-  auto parsed = RelocatableObject::parse(elf);
-  if (!parsed)
-    return parsed.takeError();
-  RelocatableObject &object = *parsed;
-  size_t symbols = 0;
-  for (size_t index = 0; index < object.sections.size(); ++index)
-    if (object.sections[index].sh_type == SHT_SYMTAB)
-      symbols = index;
-  const Elf64_Shdr &symbolTable = object.sections[symbols];
-  if (!symbols || symbolTable.sh_link >= object.sections.size() ||
-      symbolTable.sh_entsize != sizeof(Elf64_Sym))
-    return object.malformed("no symbol table");
-  const Elf64_Shdr &symbolNames = object.sections[symbolTable.sh_link];
+  auto file = object::ELF64LEFile::create(StringRef(elf.data(), elf.size()));
+  if (!file)
+    return malformed(toString(file.takeError()));
+  if (file->getHeader().e_type != ET_REL || file->getHeader().e_machine != EM_BPF)
+    return malformed("not a BPF relocatable object");
+  auto sections = file->sections();
+  if (!sections)
+    return malformed(toString(sections.takeError()));
+  // Every section within the object: the edit reads and moves them.
+  for (const auto &section : *sections)
+    if (section.sh_type != SHT_NOBITS)
+      if (auto contents = file->getSectionContents(section); !contents)
+        return malformed(toString(contents.takeError()));
+  Elf64_Ehdr header;
+  std::memcpy(&header, &file->getHeader(), sizeof header);
+  static_assert(sizeof(object::ELF64LE::Shdr) == sizeof(Elf64_Shdr));
+  ObjectEdit edit(elf, header,
+                  {reinterpret_cast<const Elf64_Shdr *>(sections->data()), sections->size()});
+  auto symbolTable = std::find_if(sections->begin(), sections->end(), [](const auto &section) {
+    return section.sh_type == SHT_SYMTAB;
+  });
+  if (symbolTable == sections->end())
+    return malformed("no symbol table");
+  size_t symbols = symbolTable - sections->begin();
+  auto symbolEntries = file->symbols(&*symbolTable);
+  auto symbolNames = file->getStringTableForSymtab(*symbolTable);
+  if (!symbolEntries)
+    return malformed(toString(symbolEntries.takeError()));
+  if (!symbolNames)
+    return malformed(toString(symbolNames.takeError()));
 
   // Helper id -> its replayer's symbol.
   std::map<uint64_t, ReplayerSymbol> replayers;
-  for (uint32_t index = 0; index < symbolTable.sh_size / sizeof(Elf64_Sym); ++index) {
-    Elf64_Sym symbol;
-    std::memcpy(&symbol, object.contents(symbols) + index * sizeof(Elf64_Sym), sizeof symbol);
-    if (ELF64_ST_TYPE(symbol.st_info) != STT_FUNC || symbol.st_name >= symbolNames.sh_size ||
-        symbol.st_shndx >= object.sections.size())
+  for (const auto &[index, symbol] : enumerate(*symbolEntries)) {
+    if (symbol.getType() != STT_FUNC)
       continue;
-    const char *start = object.bytes.data() + symbolNames.sh_offset + symbol.st_name;
-    std::string name(start, strnlen(start, symbolNames.sh_size - symbol.st_name));
+    Expected<StringRef> name = symbol.getName(*symbolNames);
+    if (!name)
+      return malformed(toString(name.takeError()));
     for (const ReplayedHelper &replayed : ReplayedHelpers)
-      if (name == replayed.replayer)
-        replayers[replayed.helper] = {index, symbol.st_shndx, symbol.st_value, symbol.st_size};
+      if (*name == replayed.replayer)
+        replayers[replayed.helper] = {uint32_t(index), symbol.st_shndx, symbol.st_value,
+                                      symbol.st_size};
   }
   auto insideReplayer = [&](size_t section, uint64_t offset) {
     for (const auto &[helper, replayer] : replayers)
@@ -285,19 +275,26 @@ Expected<std::vector<char>> patchReplayedCalls(ArrayRef<char> elf) {
         return true;
     return false;
   };
+  auto sectionName = [&](size_t index) {
+    Expected<StringRef> name = file->getSectionName((*sections)[index]);
+    if (name)
+      return name->str();
+    consumeError(name.takeError());
+    return std::string("#") + std::to_string(index);
+  };
 
   std::map<size_t, std::vector<Elf64_Rel>> added;
-  for (size_t index = 0; index < object.sections.size(); ++index) {
-    const Elf64_Shdr &section = object.sections[index];
+  for (size_t index = 0; index < sections->size(); ++index) {
+    const auto &section = (*sections)[index];
     if (section.sh_type != SHT_PROGBITS || !(section.sh_flags & SHF_EXECINSTR))
       continue;
     for (uint64_t offset = 0; offset + InsnSize <= section.sh_size; offset += InsnSize) {
-      char *insn = object.contents(index) + offset;
+      char *insn = edit.contents(index) + offset;
       uint8_t opcode = insn[0];
       if (isClassicPacketLoad(opcode))
         return makeError("compared copy: section '{0}' loads packet bytes the classic way "
                          "(BPF_LD_ABS/IND), which the kernel refuses beside bpf-to-bpf calls",
-                         object.name(index));
+                         sectionName(index));
       int32_t helper;
       std::memcpy(&helper, insn + 4, sizeof helper);
       uint8_t sourceRegister = uint8_t(insn[1]) >> 4;
@@ -308,7 +305,7 @@ Expected<std::vector<char>> patchReplayedCalls(ArrayRef<char> elf) {
       if (replayer == replayers.end())
         return makeError("compared copy: section '{0}' calls helper {1} at instruction {2}, "
                          "and the object carries no replayer for it",
-                         object.name(index), helper, offset / InsnSize);
+                         sectionName(index), helper, offset / InsnSize);
       insn[1] = char((PseudoCall << 4) | (insn[1] & 0x0f));
       int32_t target;
       if (replayer->second.section == index) {
@@ -324,8 +321,8 @@ Expected<std::vector<char>> patchReplayedCalls(ArrayRef<char> elf) {
     }
   }
   for (const auto &[index, relocations] : added)
-    object.addRelocations(index, symbols, relocations);
-  return object.write();
+    edit.addRelocations(index, sectionName(index), symbols, relocations);
+  return edit.write();
 }
 
 } // namespace morpheus::bpf

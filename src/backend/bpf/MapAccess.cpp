@@ -9,8 +9,8 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <utility>
 #include <cerrno>
+#include <utility>
 
 namespace morpheus::bpf {
 
