@@ -125,6 +125,7 @@ Expected<GuardPlan> planGuards(Module &module, const AccessSignatureTable &sigs,
         decision.slot = it->second->slot;
         decision.failureVerdict = it->second->failureVerdict;
         decision.detail = it->second->detail;
+        decision.versionSlot = it->second->versionSlot;
       } else {
         decision.detail = "no fallback decided for this program";
       }

@@ -29,6 +29,7 @@
 #include <llvm/IR/Module.h>
 
 #include <map>
+#include <optional>
 #include <set>
 #include <string>
 #include <vector>
@@ -44,6 +45,12 @@ struct EntryFallback {
   // (an empty slot, the tail-call limit): the program type's drop verdict.
   uint32_t failureVerdict = 0;
   std::string detail; // why, for the decision log
+  // Set: the version this entry's guard expects is read from slot
+  // `versionSlot` of the version array (ProgramGuardOptions::versionArray)
+  // instead of being an immediate, so that the loaded program can be
+  // stamped valid for a later guard version without being built again
+  // (a program reused by the next version: its tables did not change).
+  std::optional<unsigned> versionSlot;
 };
 
 struct ProgramGuardOptions {
@@ -57,6 +64,11 @@ struct ProgramGuardOptions {
   uint64_t version = 0; // what the guard word must still hold
   // The backend's fallback per program entry.
   std::vector<EntryFallback> entries;
+  // Where entries with a versionSlot read the version they expect: a
+  // global array of i64, one per slot, each `version` as built, in this
+  // section (a map of the version's own that the backend may rewrite).
+  std::string versionArray = "morpheus_expected_versions";
+  std::string versionArraySection;
 };
 
 struct GuardPlan {

@@ -80,6 +80,10 @@ struct CycleReport {
   CycleTimes times;
   SpecializationLog log;
   ValidationScope validation;
+  // The programs the new version took from the running one as they are
+  // (their tables unchanged since it was built): not built, loaded or
+  // validated again, only told the new guard version.
+  std::vector<std::string> reused;
   // Per profiled site id, what the traffic decided this cycle.
   std::map<unsigned, SiteTraffic> traffic;
   // Per site with a fast path in the version installed before this cycle,

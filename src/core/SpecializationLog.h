@@ -107,6 +107,7 @@ struct GuardDecision {
   unsigned slot = 0;  // TailCall: the fallback array's slot
   uint32_t failureVerdict = 0; // TailCall: returned when the original cannot be reached
   std::string detail; // why this fallback (or none)
+  std::optional<unsigned> versionSlot; // EntryFallback::versionSlot
 };
 
 // A site whose lookup keys the specialized program records

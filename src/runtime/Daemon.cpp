@@ -905,6 +905,10 @@ void Daemon::report(const core::CycleReport &cycle) {
       text += "  validation by phase (ms): " + core::phasesText(cycle.times.validationPhases) +
               "\n";
     text += "  injection by phase (ms): " + core::phasesText(cycle.times.injectionPhases) + "\n";
+    if (!cycle.reused.empty())
+      text += "  reused as loaded (tables unchanged, stamped for this version): " +
+              llvm::join(cycle.reused, ", ") + "\n";
+    fields["reused_programs"] = cycle.reused;
     fields["validation_phases"] = phasesJson(cycle.times.validationPhases);
     const core::ValidationScope &scope = cycle.validation;
     if (!scope.skipped.empty())

@@ -215,6 +215,8 @@ Error Optimizer::load(const std::string &path) {
     auto code = original->programCode(program);
     if (!code)
       return withContext(code.takeError(), path);
+    if (program != entry && !code->tailCalls && !programSpec->registersCallbacks(program))
+      restampable.insert(program);
     originalCode.emplace(program, std::move(*code));
   }
 
@@ -515,11 +517,12 @@ Expected<bpf::LoadedObject> Optimizer::loadVersion(const std::vector<char> &elf,
   return bpf::LoadedObject::load(elf, programSpec->objectName(), sharing);
 }
 
-Error Optimizer::fillVersionStages(bpf::LoadedObject &version, const bpf::ProgramSlots &stages) {
+Error Optimizer::fillVersionStages(bpf::LoadedObject &version, const bpf::ProgramSlots &stages,
+                                   const std::map<std::string, int> &reused) {
   std::map<std::string, int> ownArrays;
   for (const auto &[array, slots] : stages)
     ownArrays[array] = version.mapFd(array);
-  return version.fillProgramSlots(stages, ownArrays);
+  return version.fillProgramSlots(stages, ownArrays, reused);
 }
 
 int Optimizer::mapFd(const std::string &name) const {
@@ -699,6 +702,17 @@ Optimizer::buildCandidate(core::TableSnapshot &snapshot, const core::TrafficChoi
   request.hotTuples = traffic.hotTuples;
   request.writeCounts = traffic.writeCounts;
   request.globals = cycleGlobals;
+  request.restampable = restampable;
+  std::set<std::string> reused = reusablePrograms(snapshot, traffic);
+  std::map<std::string, int> reusedFds;
+  if (!reused.empty()) {
+    request.programsBuilt.emplace();
+    for (const std::string &program : programSpec->programs())
+      if (!reused.count(program))
+        request.programsBuilt->insert(program);
+    for (const std::string &program : reused)
+      reusedFds[program] = installed->restampable.at(program).program.get();
+  }
   std::vector<char> refusedElf;
   for (;;) {
     if (*step != Withheld::Nothing)
@@ -719,7 +733,14 @@ Optimizer::buildCandidate(core::TableSnapshot &snapshot, const core::TrafficChoi
     std::vector<char> comparedElf = std::move(object->comparedElf);
     if (installed && elf == installed->elf && cycleStages == installed->stages) {
       // Byte for byte the running code, although built for this version and
-      // snapshot: it depends on neither, so it stays valid for both.
+      // snapshot: it depends on neither, so it stays valid for both, and so
+      // do the programs it reused (their tables did not change either).
+      for (auto &[program, stamped] : installed->restampable)
+        if (stamped.versions.valid())
+          if (Error err = bpf::stampExpectedVersion(stamped.versions.get(), stamped.slot, version)) {
+            report.fail(std::move(err));
+            return nullptr;
+          }
       installed->version = version;
       installed->snapshot = std::move(snapshot);
       installed->checks = report.log.globalChecks;
@@ -740,13 +761,16 @@ Optimizer::buildCandidate(core::TableSnapshot &snapshot, const core::TrafficChoi
       auto attempt = loadVersion(elf, cycleStages);
       clock.end("load and verify the version");
       if (attempt) {
-        if (Error err = fillVersionStages(*attempt, cycleStages)) {
+        if (Error err = fillVersionStages(*attempt, cycleStages, reusedFds)) {
           report.fail(std::move(err));
           return nullptr;
         }
         clock.end("stage arrays filled");
-        return std::make_unique<Candidate>(std::move(elf), std::move(comparedElf),
-                                           std::move(*attempt), start);
+        auto candidate = std::make_unique<Candidate>(std::move(elf), std::move(comparedElf),
+                                                     std::move(*attempt), start);
+        candidate->reused = reused;
+        report.reused.assign(reused.begin(), reused.end());
+        return candidate;
       }
       // Only the verifier's refusal may spare a candidate with less; any
       // other failure (a map of another layout, one the kernel cannot
@@ -776,6 +800,63 @@ Optimizer::buildCandidate(core::TableSnapshot &snapshot, const core::TrafficChoi
   }
 }
 
+Optimizer::TableChanges
+Optimizer::changedSinceInstalled(const core::TableSnapshot &snapshot) const {
+  TableChanges changes;
+  const core::TableAccessInfo &analysis = programSpec->analysis();
+  for (const auto &[name, contents] : snapshot) {
+    auto built = installed->snapshot.find(name);
+    if (built == installed->snapshot.end() ||
+        !analysis.sameWhereReadOnly(name, contents, built->second))
+      changes.tables.insert(name);
+  }
+  for (const auto &[name, contents] : installed->snapshot)
+    if (!snapshot.count(name))
+      changes.tables.insert(name);
+  std::set<std::string> named;
+  for (const auto &[program, code] : originalCode)
+    named.insert(code.maps.begin(), code.maps.end());
+  for (const std::string &table : changes.tables)
+    if (!named.count(table)) {
+      changes.reachesAll = "table '" + table + "' changed and no program's code names it";
+      break;
+    }
+  return changes;
+}
+
+// Reused programs. A program built restampable reads the guard version it
+// expects from its slot of its object's version array. Its code is correct
+// for any snapshot that agrees with the one it was built from on the tables
+// it reads, where it only reads them (what the data plane writes, it reads
+// live or counts, and folded globals it checks itself): stamping it with a
+// later guard version whose snapshot agrees so is as sound as building it
+// again, and saves its O2, code generation, loading and verification. Only
+// programs that make no tail calls qualify (their stage arrays are the
+// version's own), and none that registers callbacks (whose guards keep the
+// immediate). The rest of what a build depends on must be as the installed
+// version was built: the stage arrays, the traffic's choice, the folded
+// globals' bytes and the version settings; otherwise the program is built
+// again, as it would have been.
+std::set<std::string> Optimizer::reusablePrograms(const core::TableSnapshot &snapshot,
+                                                  const core::TrafficChoice &traffic) const {
+  if (!installed || keeping || installed->restampable.empty() ||
+      cycleStages != installed->stages || installed->settings != versionSettings() ||
+      traffic != cycle->traffic().installedChoice() ||
+      !core::checksHold(installed->checks, cycleGlobals))
+    return {};
+  TableChanges changes = changedSinceInstalled(snapshot);
+  if (!changes.reachesAll.empty())
+    return {};
+  std::set<std::string> reused;
+  for (const auto &[program, stamped] : installed->restampable) {
+    const std::set<std::string> &reads = originalCode.at(program).maps;
+    if (std::none_of(reads.begin(), reads.end(),
+                     [&](const std::string &map) { return changes.tables.count(map); }))
+      reused.insert(program);
+  }
+  return reused;
+}
+
 Expected<core::ValidationScope>
 Optimizer::validationScope(const core::CycleReport &report, const Candidate &candidate,
                            const core::TableSnapshot &snapshot) const {
@@ -785,10 +866,12 @@ Optimizer::validationScope(const core::CycleReport &report, const Candidate &can
     return scope;
   }
   // What every program's code was built under besides its tables: the
-  // stage arrays, the traffic's fast paths, the folded globals.
-  if (cycleStages != installed->stages ||
-      cycle->traffic().choice() != cycle->traffic().installedChoice() ||
-      report.log.globalChecks != installed->checks) {
+  // stage arrays, the traffic's fast paths, the folded globals (a
+  // candidate that reuses programs was built only if they are as before).
+  if (candidate.reused.empty() &&
+      (cycleStages != installed->stages ||
+       cycle->traffic().choice() != cycle->traffic().installedChoice() ||
+       report.log.globalChecks != installed->checks)) {
     scope.whyWhole = "the stage arrays, the traffic's fast paths or the folded globals changed";
     return scope;
   }
@@ -797,30 +880,19 @@ Optimizer::validationScope(const core::CycleReport &report, const Candidate &can
   // on the tables its original code names; a changed table no program
   // names (an inner map reached through a map of maps) could be behind
   // any of them.
-  const core::TableAccessInfo &analysis = programSpec->analysis();
-  std::set<std::string> changed, named;
-  for (const auto &[name, contents] : snapshot) {
-    auto built = installed->snapshot.find(name);
-    if (built == installed->snapshot.end() ||
-        !analysis.sameWhereReadOnly(name, contents, built->second))
-      changed.insert(name);
+  TableChanges changes = changedSinceInstalled(snapshot);
+  if (!changes.reachesAll.empty()) {
+    scope.whyWhole = changes.reachesAll;
+    return scope;
   }
-  for (const auto &[name, contents] : installed->snapshot)
-    if (!snapshot.count(name))
-      changed.insert(name);
-  for (const auto &[program, code] : originalCode)
-    named.insert(code.maps.begin(), code.maps.end());
-  for (const std::string &table : changed)
-    if (!named.count(table)) {
-      scope.whyWhole = "table '" + table + "' changed and no program's code names it";
-      return scope;
-    }
   for (const std::string &program : programSpec->programs()) {
     const bpf::LoadedObject::Code &was = originalCode.at(program);
-    bool readsAChange = std::any_of(was.maps.begin(), was.maps.end(),
-                                     [&](const std::string &map) { return changed.count(map); });
-    bool same = false;
-    if (program != entry && !was.tailCalls && !readsAChange) {
+    bool readsAChange = std::any_of(was.maps.begin(), was.maps.end(), [&](const std::string &map) {
+      return changes.tables.count(map);
+    });
+    bool same = candidate.reused.count(program) > 0;
+    if (!same && program != entry && !was.tailCalls && !readsAChange &&
+        installed->object.programFd(program) >= 0) {
       auto now = candidate.loaded.programCode(program, report.version);
       auto running = installed->object.programCode(program, installed->version);
       if (!now)
@@ -897,14 +969,46 @@ Error Optimizer::installCandidate(std::unique_ptr<core::CycleCandidate> built,
   Candidate &candidate = static_cast<Candidate &>(*built);
   int fd = candidate.loaded.programFd(entry);
   auto installStart = Clock::now();
+  // The programs reused are told the new version (sound whenever it is
+  // stamped: their tables are as this version's snapshot has them) before
+  // the entry that reaches them is installed.
+  for (const std::string &program : candidate.reused) {
+    const Restampable &stamped = installed->restampable.at(program);
+    if (stamped.versions.valid())
+      if (Error err = bpf::stampExpectedVersion(stamped.versions.get(), stamped.slot,
+                                                report.version))
+        return withContext(std::move(err), "reused program '" + program + "'");
+  }
   if (install)
     if (Error err = install(fd))
       return err;
   report.times.injectionPhases.push_back({"install", millisecondsSince(installStart)});
   report.times.injectionMs = millisecondsSince(candidate.loadStart) - report.times.validationMs;
+  std::map<std::string, Restampable> restamped;
+  std::vector<core::GlobalCheck> checks = report.log.globalChecks;
+  if (!candidate.reused.empty()) {
+    for (const std::string &program : candidate.reused)
+      restamped[program] = std::move(installed->restampable.at(program));
+    // The reused programs' folded globals are among the installed version's.
+    for (const core::GlobalCheck &check : installed->checks)
+      if (std::find(checks.begin(), checks.end(), check) == checks.end())
+        checks.push_back(check);
+  }
+  const std::vector<std::string> &programs = programSpec->programs();
+  for (unsigned slot = 0; slot < programs.size(); ++slot)
+    if (restampable.count(programs[slot]) && candidate.loaded.programFd(programs[slot]) >= 0) {
+      // A descriptor that cannot be duplicated leaves the program to be
+      // built again by the next version.
+      int versions = candidate.loaded.mapFd(bpf::VersionArraySection);
+      Restampable own{FileDescriptor(::dup(candidate.loaded.programFd(programs[slot]))),
+                      FileDescriptor(versions >= 0 ? ::dup(versions) : -1), slot};
+      if (own.program.valid() && (versions < 0 || own.versions.valid()))
+        restamped[programs[slot]] = std::move(own);
+    }
   replaceInstalled();
-  installed = Installed{std::move(candidate.loaded), cycleStages, report.version,
-                        std::move(snapshot), report.log.globalChecks, std::move(candidate.elf)};
+  installed = Installed{std::move(candidate.loaded), std::move(restamped), versionSettings(),
+                        cycleStages, report.version, std::move(snapshot), std::move(checks),
+                        std::move(candidate.elf)};
   if (keeping)
     installedBuild = BuiltWith{versionSettings(), cycle->traffic().choice(), report.log,
                                report.reinstalledFrom.value_or(report.cycle)};

@@ -14,6 +14,7 @@
 #include "core/SpecializationCycle.h"
 #include "core/TrafficProfile.h"
 #include "support/Error.h"
+#include "support/FileDescriptor.h"
 
 #include <chrono>
 #include <functional>
@@ -229,6 +230,8 @@ private:
     std::vector<char> comparedElf; // what shadow validation runs (SpecializedObject)
     bpf::LoadedObject loaded; // sharing every map with the running version
     std::chrono::steady_clock::time_point loadStart; // injection time counts from here
+    // Programs taken from the installed version as loaded (not in `loaded`).
+    std::set<std::string> reused;
   };
   uint64_t guardVersion() const override { return guardWord.version(); }
   bool guardChanging() const override { return guardWord.changing(); }
@@ -264,8 +267,27 @@ private:
   Expected<bpf::LoadedObject> loadVersion(const std::vector<char> &elf,
                                           const bpf::ProgramSlots &stages) const;
   // Fills a version's own stage arrays, slot by slot, with its programs of
-  // the names the live arrays hold.
-  static Error fillVersionStages(bpf::LoadedObject &version, const bpf::ProgramSlots &stages);
+  // the names the live arrays hold (`reused`: name -> fd of those it takes
+  // from the installed version).
+  static Error fillVersionStages(bpf::LoadedObject &version, const bpf::ProgramSlots &stages,
+                                 const std::map<std::string, int> &reused = {});
+  // The tables whose read-only bytes differ between `snapshot` and the
+  // installed version's, and, when one no program's code names changed
+  // (an inner map reached through a map of maps, which could be behind any
+  // program), why every program may depend on the change.
+  struct TableChanges {
+    std::set<std::string> tables;
+    std::string reachesAll;
+  };
+  TableChanges changedSinceInstalled(const core::TableSnapshot &snapshot) const;
+  // The programs a version built for this cycle takes from the installed
+  // one as they are loaded ("reused programs"): built restampable, and
+  // nothing else they were built from changed: none of their tables, the
+  // stage arrays, the traffic's choice, the folded globals, the version
+  // settings. None while versions are kept (an exploration) or before the
+  // first install.
+  std::set<std::string> reusablePrograms(const core::TableSnapshot &snapshot,
+                                         const core::TrafficChoice &traffic) const;
   // The programs the candidate's validation must load: all of them, or,
   // after a version was installed, the entry, each program whose code or
   // tables changed, and each that tail-calls (it may lead to a changed one).
@@ -296,8 +318,23 @@ private:
   std::map<std::string, bpf::LoadedObject::Code> originalCode;
   // The running specialized version and what it was built from; none
   // before the first install.
+  // A program of a version that reads the guard version it expects from
+  // its slot of its object's version array (bpf::VersionArraySection), so
+  // that later versions can reuse it as loaded: the descriptors keep the
+  // program and the array when the object that loaded them closes.
+  struct Restampable {
+    FileDescriptor program;
+    FileDescriptor versions; // none: the program has no guard to stamp
+    unsigned slot = 0;
+  };
+  // The programs of the object (all but the entry and those that make tail
+  // calls or register callbacks) its versions build restampable.
+  std::set<std::string> restampable;
   struct Installed {
     bpf::LoadedObject object;
+    // Its restampable programs, its own and those it reused, by name.
+    std::map<std::string, Restampable> restampable;
+    core::VersionSettings settings; // what it was built with
     bpf::ProgramSlots stages;     // its stage arrays (stageArrays)
     uint64_t version = 0;         // the guard version it is valid for
     core::TableSnapshot snapshot; // the tables it was built from

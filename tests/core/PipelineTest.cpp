@@ -346,8 +346,11 @@ TEST_F(Pipeline, TheGuardIsElidedWhereThePassesChangedNothing) {
     SpecializationOptions options;
     options.inlineLimit = 8;
     options.tablePasses = std::move(passes);
-    options.guard = ProgramGuardOptions{
-        "guard_holds", "guard_enter", 7, {{"prog", Fallback::InProgram, 0, 0, "test"}}};
+    options.guard.emplace();
+    options.guard->holdsFunction = "guard_holds";
+    options.guard->enterFunction = "guard_enter";
+    options.guard->version = 7;
+    options.guard->entries = {{"prog", Fallback::InProgram, 0, 0, "test", std::nullopt}};
     options.linkGuardRuntime = [](llvm::Module &m) {
       m.getOrInsertFunction("guard_holds", llvm::Type::getInt32Ty(m.getContext()),
                             llvm::Type::getInt64Ty(m.getContext()));

@@ -1237,6 +1237,86 @@ TEST(CompositePrograms, AHundredProgramsLoadSpecializeAndFallBackPastSlot64) {
   }
 }
 
+// Reused programs: after a guarded change of one stage's ACL, the next
+// version builds the entry (it tail-calls) and that stage only, and takes
+// the other stages from the running version as loaded, stamped for the new
+// guard version. Shadow validation is on: it validates what was built.
+// That a reused stage runs its specialized code (not its fallback) shows
+// in a write behind Morpheus's back, which specialized code does not see;
+// that it is still guarded shows in a guarded change of its ACL, after
+// which it answers with the new rule before any cycle.
+TEST(CompositePrograms, AVersionReusesTheStagesWhoseTablesDidNotChange) {
+  runtime::OptimizerOptions options = CorpusProgram::noShadow();
+  options.shadowPackets = 64;
+  options.program = "many_entry";
+  options.frontend.cflags = {"-DPROGRAMS=10"};
+  CorpusProgram program("many_programs.bpf.c", options);
+  ASSERT_TRUE(program.ok());
+  // Every stage but `changed` (stage_1 to stage_9; the entry handles 0).
+  auto stagesBut = [](uint32_t changed) {
+    std::vector<std::string> stages;
+    for (uint32_t stage = 1; stage < 10; ++stage)
+      if (stage != changed)
+        stages.push_back("stage_" + std::to_string(stage));
+    return stages;
+  };
+  for (uint32_t stage : {0u, 1u, 2u, 3u}) {
+    std::string rules = "rules_" + std::to_string(stage);
+    program.set(rules, uint32_t(0), DropDns);
+    program.set(rules, uint32_t(1), PassSsh);
+    program.set(rules, uint32_t(2), SendBackWeb);
+  }
+  auto answersAsTheOriginal = [&](const std::string &when) {
+    for (uint32_t stage : {0u, 1u, 2u, 3u})
+      for (const StageCase &c : stageCases(stage)) {
+        Bytes packet = buildPacket(c.spec);
+        EXPECT_EQ(program.active(packet), program.original(packet))
+            << when << ": stage " << stage << " dport " << c.spec.dport;
+      }
+  };
+  core::CycleReport first = program.cycle();
+  ASSERT_TRUE(first.installed()) << first.describe();
+  EXPECT_TRUE(first.reused.empty()) << "nothing to reuse before the first install";
+  answersAsTheOriginal("first version");
+
+  // Stage 1's ACL changes through Morpheus: the other stages are reused.
+  program.set("rules_1", uint32_t(2), DropWeb);
+  core::CycleReport second = program.cycle();
+  ASSERT_TRUE(second.installed()) << second.describe();
+  EXPECT_EQ(second.reused, stagesBut(1));
+  EXPECT_EQ(second.validation.skipped, stagesBut(1));
+  answersAsTheOriginal("stage 1 changed");
+
+  // A write behind Morpheus's back (no bump) to stage 2's ACL: the reused
+  // stage answers from the rules it was specialized on, so it runs its
+  // specialized code, stamped valid for this guard version.
+  Bytes web2 = buildPacket({.protocol = 6, .daddr = 0x0a000002, .dport = 8080});
+  int rules2 = program.opt().mapFd("rules_2");
+  uint32_t webRule = 2;
+  ASSERT_EQ(bpf_map_update_elem(rules2, &webRule, &DropWeb, BPF_ANY), 0);
+  EXPECT_EQ(program.active(web2).verdict, uint32_t(XDP_TX)) << "specialized: the old rule";
+  EXPECT_EQ(program.original(web2).verdict, uint32_t(XDP_DROP));
+  ASSERT_EQ(bpf_map_update_elem(rules2, &webRule, &SendBackWeb, BPF_ANY), 0);
+
+  // Stage 3 changes: stage 1 (built last time) and the others (reused
+  // twice) are reused from the running version.
+  program.set("rules_3", uint32_t(1), DropDns);
+  core::CycleReport third = program.cycle();
+  ASSERT_TRUE(third.installed()) << third.describe();
+  EXPECT_EQ(third.reused, stagesBut(3));
+  answersAsTheOriginal("stage 3 changed");
+
+  // A guarded change of a reused stage's ACL, no cycle since: it falls back
+  // and answers with the new rule at once.
+  program.set("rules_2", uint32_t(2), DropWeb);
+  EXPECT_EQ(program.active(web2), program.original(web2));
+  EXPECT_EQ(program.active(web2).verdict, uint32_t(XDP_DROP)) << "stale: the new rule";
+  core::CycleReport fourth = program.cycle();
+  ASSERT_TRUE(fourth.installed()) << fourth.describe();
+  EXPECT_EQ(fourth.reused, stagesBut(2));
+  answersAsTheOriginal("stage 2 changed");
+}
+
 // The fallback by tail call past slot 64: 70 programs attached on their
 // own (many_programs.bpf.c with -DINDEPENDENT: no tail call in the object),
 // built offline without facts from the kernel, so each falls back by tail

@@ -44,5 +44,7 @@ for line in sys.stdin:
                       "validation_ms": fields["validation_ms"],
                       "injection_ms": fields["injection_ms"],
                       "validation_skipped": len(fields.get("validation_skipped", [])),
-                      "validation_phases": fields.get("validation_phases")}))
+                      "validation_phases": fields.get("validation_phases"),
+                      "reused": len(fields.get("reused_programs", [])),
+                      "t2_phases": fields.get("t2_phases")}))
 ' "$LABEL"

@@ -131,6 +131,7 @@ struct Arguments {
   uint32_t inlineLimit = 64;
   bool optimize = false, printAnalysis = false, profile = false, writeGuards = false;
   bool replayCalls = false, printContextReads = false, stats = false;
+  bool versionSlots = false; // each entry's guard reads its version from its slot
   std::set<std::string> notProfiled;
   std::string backend = "bpf";
   std::vector<core::LookupGenerator> generators;
@@ -178,6 +179,8 @@ Expected<Arguments> parseArguments(int argc, char **argv) {
       args.costModelPath = value();
     else if (arg == "--failure-verdict")
       args.failureVerdict = std::stoul(value());
+    else if (arg == "--version-slots")
+      args.versionSlots = true;
     else if (arg == "--verifier-paths")
       args.verifierPaths = std::stoull(value());
     else if (arg == "--fallback") {
@@ -234,6 +237,7 @@ Expected<Arguments> parseArguments(int argc, char **argv) {
     return makeError(
         "usage: morpheus-opt IN.ll --state STATE.json [-passes=a,b] "
         "[--guard-version N] [--fallback tail-call|in-program|none] [--failure-verdict N] "
+        "[--version-slots] "
         "[--inline-limit N] [--cost-model FILE] [--verifier-paths N] [--profile] "
         "[--no-profile MAP] [--write-guards] [-O2] "
         "[--print-analysis] [--backend bpf|user] [--generator TABLE=FILE.ll:FUNCTION] "
@@ -443,11 +447,15 @@ specializationOptions(const Arguments &args, const nlohmann::json &state,
     if (signatures.isProgramEntry(function))
       entries.push_back(function.getName().str());
   if (args.guardVersion) {
-    options.guard = core::ProgramGuardOptions{bpf::GuardHoldsFunction,
-                                              bpf::GuardEnterFunction, *args.guardVersion, {}};
+    options.guard.emplace();
+    options.guard->holdsFunction = bpf::GuardHoldsFunction;
+    options.guard->enterFunction = bpf::GuardEnterFunction;
+    options.guard->version = *args.guardVersion;
+    options.guard->versionArraySection = bpf::VersionArraySection;
     for (unsigned slot = 0; slot < entries.size(); ++slot)
       options.guard->entries.push_back(
-          {entries[slot], args.fallback, slot, args.failureVerdict, "morpheus-opt --fallback"});
+          {entries[slot], args.fallback, slot, args.failureVerdict, "morpheus-opt --fallback",
+           args.versionSlots ? std::optional<unsigned>(slot) : std::nullopt});
   }
   if (args.verifierPaths)
     for (const std::string &entry : entries)

@@ -19,6 +19,7 @@
 
 #include <cstdarg>
 #include <cstdio>
+#include <cstring>
 #include <algorithm>
 #include <optional>
 #include <string_view>
@@ -809,7 +810,8 @@ Expected<ProgramSlots> LoadedObject::readProgramSlots(bool ownArraysOnly) const 
 }
 
 Error LoadedObject::fillProgramSlots(const ProgramSlots &slots,
-                                     const std::map<std::string, int> &arrays) const {
+                                     const std::map<std::string, int> &arrays,
+                                     const std::map<std::string, int> &others) const {
   for (const auto &[name, fd] : arrays) {
     auto layout = layoutOf(fd, name);
     if (!layout)
@@ -821,6 +823,9 @@ Error LoadedObject::fillProgramSlots(const ProgramSlots &slots,
         if (auto slot = wanted->second.find(index); slot != wanted->second.end())
           program = &slot->second;
       int programFd = program ? this->programFd(*program) : -1;
+      if (program && programFd < 0)
+        if (auto other = others.find(*program); other != others.end())
+          programFd = other->second;
       if (programFd >= 0 ? bpf_map_update_elem(fd, &index, &programFd, BPF_ANY) == 0
                          : bpf_map_delete_elem(fd, &index) == 0 || errno == ENOENT)
         continue;
@@ -829,6 +834,25 @@ Error LoadedObject::fillProgramSlots(const ProgramSlots &slots,
                              program ? " to program '" + *program + "'" : std::string());
     }
   }
+  return Error::success();
+}
+
+Error stampExpectedVersion(int arrayFd, unsigned slot, uint64_t version) {
+  bpf_map_info info{};
+  uint32_t length = sizeof(info);
+  if (bpf_obj_get_info_by_fd(arrayFd, &info, &length) != 0)
+    return makeSystemError(errno, "the version array: cannot read its layout");
+  if ((uint64_t(slot) + 1) * sizeof(uint64_t) > info.value_size)
+    return makeError("the version array '{0}' has no slot {1} ({2} bytes)", info.name, slot,
+                     info.value_size);
+  std::vector<char> value(info.value_size);
+  uint32_t key = 0;
+  if (bpf_map_lookup_elem(arrayFd, &key, value.data()) != 0)
+    return makeSystemError(errno, "the version array '{0}': cannot read it", info.name);
+  std::memcpy(value.data() + slot * sizeof(uint64_t), &version, sizeof(version));
+  if (bpf_map_update_elem(arrayFd, &key, value.data(), BPF_ANY) != 0)
+    return makeSystemError(errno, "the version array '{0}': cannot stamp slot {1} with {2}",
+                           info.name, slot, version);
   return Error::success();
 }
 

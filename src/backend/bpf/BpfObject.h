@@ -246,10 +246,12 @@ public:
   // object's program is left out whole, as is an empty one.
   Expected<ProgramSlots> ownProgramSlots() const;
   // Points slot i of every array in `slots` at this object's program of the
-  // name given; slots not listed are emptied. `arrays` (name -> fd) are
-  // the program arrays to write, which need not be this object's own.
-  Error fillProgramSlots(const ProgramSlots &slots,
-                         const std::map<std::string, int> &arrays) const;
+  // name given, or at `others`' (name -> program fd) for a program this
+  // object does not have; slots not listed are emptied. `arrays` (name ->
+  // fd) are the program arrays to write, which need not be this object's
+  // own.
+  Error fillProgramSlots(const ProgramSlots &slots, const std::map<std::string, int> &arrays,
+                         const std::map<std::string, int> &others = {}) const;
 
   // Program `name`'s instructions as this load handed them to the kernel
   // (CO-RE resolved, subprograms appended), each map reference by the
@@ -279,6 +281,12 @@ private:
   std::string objectName;
   std::vector<std::string> madePins;
 };
+
+// Stamps a program that reads the guard version it expects from slot
+// `slot` of a version array (VersionArraySection's map, `arrayFd`) valid
+// for guard version `version`: the caller found every table it reads the
+// same, where it only reads, in that version's snapshot.
+Error stampExpectedVersion(int arrayFd, unsigned slot, uint64_t version);
 
 // The guard's fallback array for `object`: slot i holds program i of
 // `programs` (the spec's order), the entry registered first because it

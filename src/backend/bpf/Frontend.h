@@ -85,5 +85,10 @@ inline constexpr const char *WriteBumpFunction = MORPHEUS_WRITE_BUMP;
 inline constexpr const char *WriteCountFunction = MORPHEUS_WRITE_COUNT;
 inline constexpr uint32_t WriteBucketBits = MORPHEUS_WRITE_BUCKET_BITS;
 inline constexpr unsigned MaxPrograms = MORPHEUS_MAX_PROGRAMS; // fallback slots
+// Where a version's programs that may be reused by later versions read the
+// guard version they expect (core::ProgramGuardOptions::versionArray): a
+// section of its own, so libbpf gives it a writable map of the version's
+// own, which Morpheus rewrites to stamp a reused program valid.
+inline constexpr const char *VersionArraySection = ".data.morpheus_versions";
 
 } // namespace morpheus::bpf

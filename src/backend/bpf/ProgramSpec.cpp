@@ -15,6 +15,7 @@
 #include <llvm/Support/FormatVariadic.h>
 #include <llvm/Support/Path.h>
 #include <llvm/Transforms/Utils/Cloning.h>
+#include <llvm/Transforms/Utils/ModuleUtils.h>
 
 #include <algorithm>
 #include <optional>
@@ -30,6 +31,29 @@ constexpr uint64_t VerifierLimit = 1'000'000;
 // What compare chains may cost the verifier, per program: a quarter of the
 // limit, so estimates that are off by a factor of a few still load.
 constexpr uint64_t ChainInstructionBudget = VerifierLimit / 4;
+
+// Drops the entries of `entries` not in `built` from a version's module
+// (the version reuses them as loaded). What only they called goes with
+// them in O2; every global stays (pinned by the pipeline: their layout is
+// shared with the live maps). An entry something still refers to (it
+// cannot be once static slots are gone) is built after all.
+void leaveOutPrograms(llvm::Module &module, const std::vector<std::string> &entries,
+                      const std::set<std::string> &built) {
+  std::set<llvm::Function *> leftOut;
+  for (const std::string &entry : entries)
+    if (!built.count(entry))
+      if (llvm::Function *function = module.getFunction(entry))
+        leftOut.insert(function);
+  llvm::removeFromUsedLists(module, [&](llvm::Constant *value) {
+    return leftOut.count(llvm::dyn_cast<llvm::Function>(value->stripPointerCasts()));
+  });
+  for (llvm::Function *function : leftOut) {
+    // The static slots' old initializers linger as unused constants.
+    function->removeDeadConstantUsers();
+    if (function->use_empty())
+      function->eraseFromParent();
+  }
+}
 
 } // namespace
 
@@ -250,6 +274,11 @@ Expected<std::string> ProgramSpec::runnableEntry(const std::string &requested) c
   return *first;
 }
 
+bool ProgramSpec::registersCallbacks(const std::string &entry) const {
+  llvm::Function *function = pristine->getFunction(entry);
+  return function && core::registersCallbacks(*function);
+}
+
 bool ProgramSpec::hasContext(const std::string &entry) const {
   const llvm::Function *function = pristine->getFunction(entry);
   return function && !function->arg_empty() && function->getArg(0)->getType()->isPointerTy() &&
@@ -288,7 +317,7 @@ core::EntryFallback ProgramSpec::fallbackFor(const std::string &entry, unsigned 
                            : !slot            ? noSlot
                                               : "";
   core::EntryFallback fallback{entry, core::Fallback::None, 0, dropVerdict(programType(entry)),
-                               ""};
+                               "", std::nullopt};
   std::optional<uint64_t> verified = known ? facts->second.verifiedInstructions : std::nullopt;
   std::string verifiedText =
       verified ? "the original verified in " + std::to_string(*verified) + " instructions"
@@ -313,10 +342,9 @@ core::EntryFallback ProgramSpec::fallbackFor(const std::string &entry, unsigned 
         return true;
     return false;
   };
-  llvm::Function *function = pristine->getFunction(entry);
   std::string keepsCopy =
       !noTailCall.empty()                                  ? ""
-      : function && core::registersCallbacks(*function)    ? "it registers callbacks, which fall "
+      : registersCallbacks(entry)                          ? "it registers callbacks, which fall "
                                                              "back only inside the program"
       : request.instrument ? "an instrumented version counts the data plane's writes, which "
                              "the original does not"
@@ -373,6 +401,11 @@ Expected<SpecializedObject> ProgramSpec::build(const core::TableSnapshot &snapsh
   // of its own and keeps them.
   if (request.guardVersion || request.sharesLiveMaps)
     removeStaticProgramSlots(*clone);
+  auto built = [&](const std::string &entry) {
+    return !request.programsBuilt || request.programsBuilt->count(entry);
+  };
+  if (request.programsBuilt)
+    leaveOutPrograms(*clone, entries, *request.programsBuilt);
   core::SpecializationOptions options;
   options.inlineLimit = request.inlineLimit;
   options.costModel = request.costModel;
@@ -383,16 +416,26 @@ Expected<SpecializedObject> ProgramSpec::build(const core::TableSnapshot &snapsh
   // them as constants; index chains must not have their values told apart.
   options.indexedValueSection = ".data.morpheus";
   if (request.guardVersion) {
-    core::ProgramGuardOptions guard{GuardHoldsFunction, GuardEnterFunction,
-                                    *request.guardVersion, {}};
-    for (unsigned index = 0; index < entries.size(); ++index)
-      guard.entries.push_back(fallbackFor(entries[index], index, request));
+    core::ProgramGuardOptions guard;
+    guard.holdsFunction = GuardHoldsFunction;
+    guard.enterFunction = GuardEnterFunction;
+    guard.version = *request.guardVersion;
+    guard.versionArraySection = VersionArraySection;
+    for (unsigned index = 0; index < entries.size(); ++index) {
+      if (!built(entries[index]))
+        continue;
+      core::EntryFallback fallback = fallbackFor(entries[index], index, request);
+      if (request.restampable.count(entries[index]))
+        fallback.versionSlot = index;
+      guard.entries.push_back(std::move(fallback));
+    }
     options.guard = std::move(guard);
     options.linkGuardRuntime = linkRuntime;
   }
   if (!request.faults.ignoreVerifierBudget)
     for (const std::string &entry : entries)
-      options.verifierPathBudget[entry] = verifierPathBudget(entry, request);
+      if (built(entry))
+        options.verifierPathBudget[entry] = verifierPathBudget(entry, request);
   // O2 on the helper calls as clang's O2 saw them in the original: the
   // verifier's cost of the version, not only its speed (Pipeline.h).
   options.keepAccessCallFacts = false;

@@ -94,6 +94,14 @@ struct SpecializeRequest {
   // patched calls, a code generation of its own.
   bool live = true;
   bool compared = false;
+  // Guarded versions: the programs whose guards read the version they
+  // expect from their slot of the version array (VersionArraySection), so
+  // that a later version may reuse them as loaded, stamped valid for its
+  // guard version (runtime/Optimizer, "reused programs").
+  std::set<std::string> restampable;
+  // Set: the programs built; the others are left out of the object (a
+  // later version reuses them from the running one). Unset: all.
+  std::optional<std::set<std::string>> programsBuilt;
 };
 
 struct SpecializedObject {
@@ -170,6 +178,10 @@ public:
   // object written for iproute2 (LegacyMapFacts::iproute2), its
   // tc/globals, where iproute2 and Cilium's loader pin them.
   std::string pinsByNameUnder(const std::string &root) const;
+  // Whether program `entry` registers callbacks (bpf_loop, timers, ...):
+  // their guards keep the version as an immediate, so such a program is
+  // never reused by a later version (SpecializeRequest::restampable).
+  bool registersCallbacks(const std::string &entry) const;
 
 private:
   ProgramSpec() = default;

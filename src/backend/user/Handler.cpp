@@ -364,7 +364,7 @@ Handler::specializedModule(const core::TableSnapshot &snapshot, uint64_t version
   guardOptions.version = version;
   guardOptions.entries.push_back(
       {options.entry, core::Fallback::InProgram, 0, 0,
-       "user space: the generic handler is inlined behind the guard"});
+       "user space: the generic handler is inlined behind the guard", std::nullopt});
   specialization.guard = guardOptions;
   specialization.linkGuardRuntime = [followsTraffic = followsTraffic()](Module &module) {
     if (followsTraffic) {

@@ -32,7 +32,14 @@
 // program type, so such a packet is dropped, never handled by stale code.
 // From the moment of the bump every packet, and every callback run later,
 // executes generic code, which reads the live tables. Versions only grow,
-// so stale code never becomes valid again. The generic copy is always
+// so stale code never becomes valid again, with one exception the backend
+// makes on purpose: an entry given a version slot reads V from that slot
+// of a version array (%v = load volatile i64 from @expected[SLOT], all
+// slots V as built) instead of comparing with an immediate. The backend
+// rewrites the slot to a later version only after finding every table the
+// program reads the same, where it only reads, in that version's snapshot:
+// the code is then exactly as valid as a build for that snapshot, and it is
+// reused instead of built again (runtime/Optimizer, "reused programs"). The generic copy is always
 // inlined: the fallback adds no call and shares the root's stack frame.
 // Static allocas stay in the entry block. Runs after the table passes and
 // after the backend linked its runtime, so the guard's own table is never
@@ -73,12 +80,37 @@ private:
   // Whether every folded global still holds its folded bytes (true when
   // nothing was folded); null when a folded global is missing.
   Value *globalsHold(IRBuilder<> &builder);
+  // The version `root`'s guard expects: V, or its version slot's.
+  Value *expectedVersion(IRBuilder<> &builder, const GuardDecision &root);
 
   Module &module;
   const ProgramGuardOptions &options;
   const GuardPlan &plan;
   const std::vector<GlobalCheck> &globalChecks;
+  GlobalVariable *versionArray = nullptr; // made for the first slotted root
 };
+
+Value *GuardPlacer::expectedVersion(IRBuilder<> &builder, const GuardDecision &root) {
+  if (!root.versionSlot)
+    return builder.getInt64(options.version);
+  if (!versionArray) {
+    unsigned slots = 0;
+    for (const GuardDecision &other : plan.roots)
+      if (other.versionSlot)
+        slots = std::max(slots, *other.versionSlot + 1);
+    ArrayType *type = ArrayType::get(builder.getInt64Ty(), slots);
+    SmallVector<Constant *, 16> built(slots, builder.getInt64(options.version));
+    versionArray = new GlobalVariable(module, type, /*isConstant=*/false,
+                                      GlobalValue::ExternalLinkage,
+                                      ConstantArray::get(type, built), options.versionArray);
+    versionArray->setSection(options.versionArraySection);
+    versionArray->setAlignment(Align(8));
+  }
+  Value *at = builder.CreateConstInBoundsGEP2_64(versionArray->getValueType(), versionArray, 0,
+                                                 *root.versionSlot);
+  return builder.CreateLoad(builder.getInt64Ty(), at, /*isVolatile=*/true,
+                            "morpheus.expected");
+}
 
 Value *GuardPlacer::globalsHold(IRBuilder<> &builder) {
   Value *same = nullptr;
@@ -146,7 +178,7 @@ std::optional<std::string> GuardPlacer::place(const GuardDecision &root) {
   if (!same)
     return where + "a folded global is missing from the module";
   if (root.fallback == Fallback::InProgram) {
-    Value *holds = builder.CreateCall(runtime, {builder.getInt64(options.version)});
+    Value *holds = builder.CreateCall(runtime, {expectedVersion(builder, root)});
     Value *valid = builder.CreateIsNotNull(holds);
     if (!globalChecks.empty())
       valid = builder.CreateAnd(valid, same);
@@ -160,7 +192,7 @@ std::optional<std::string> GuardPlacer::place(const GuardDecision &root) {
     else
       builder.CreateRet(result);
   } else {
-    Value *version = builder.getInt64(options.version);
+    Value *version = expectedVersion(builder, root);
     if (!globalChecks.empty())
       version = builder.CreateSelect(same, version, builder.getInt64(UINT64_MAX));
     Value *verdict = builder.CreateCall(

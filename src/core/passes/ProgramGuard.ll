@@ -11,6 +11,8 @@
 ; RUN: morpheus-opt %t/prog.ll --state %t/state.json --guard-version 7 --fallback in-program | FileCheck %s --check-prefix=INPROG
 ; RUN: morpheus-opt %t/prog.ll --state %t/state.json --guard-version 7 --fallback none | FileCheck %s --check-prefix=NONE
 ; RUN: morpheus-opt %t/prog.ll --state %t/state.json | FileCheck %s --check-prefix=UNGUARDED
+; RUN: morpheus-opt %t/prog.ll --state %t/state.json --guard-version 7 --version-slots | FileCheck %s --check-prefix=SLOTS
+; RUN: morpheus-opt %t/prog.ll --state %t/state.json --guard-version 7 --fallback in-program --version-slots | FileCheck %s --check-prefix=SLOTSIN
 ; RUN: morpheus-opt %t/prog.ll --state %t/state.json --guard-version 7 --fallback in-program --inline-limit 2 -passes=constant-key-lookup,inline-small-table,lpm-as-code | FileCheck %s --check-prefix=ELIDED
 ; RUN: not morpheus-opt %t/noctx.ll --state %t/state.json --guard-version 7 2>&1 | FileCheck %s --check-prefix=NOCTX
 ; RUN: not morpheus-opt %t/noruntime.ll --state %t/state.json --guard-version 7 --fallback in-program 2>&1 | FileCheck %s --check-prefix=NORUNTIME
@@ -107,6 +109,26 @@
 ; NONE: ; site 0 config analysis declined: runs under 'first', which has no guard (morpheus-opt --fallback)
 
 ; UNGUARDED-NOT: call {{.*}}@morpheus_guard
+
+; With version slots, each entry reads the version it expects from its
+; slot of an array of the version's own (7 in every slot as built), which
+; the backend may rewrite once it found the program's tables unchanged.
+; Only a volatile load: O2 must neither fold it to 7 nor hoist it.
+; SLOTS:        @morpheus_expected_versions = global [5 x i64] [i64 7, i64 7, i64 7, i64 7, i64 7], section ".data.morpheus_versions", align 8
+; SLOTS-LABEL: define i32 @first(ptr %ctx)
+; SLOTS:          [[E:%.*]] = load volatile i64, ptr @morpheus_expected_versions
+; SLOTS-NEXT:     [[G:%.*]] = call i64 @morpheus_guard_enter(ptr %ctx, i64 [[E]], i32 0, i32 0)
+; SLOTS-LABEL: define i32 @second(ptr %ctx)
+; SLOTS:          [[E:%.*]] = load volatile i64, ptr getelementptr inbounds ([5 x i64], ptr @morpheus_expected_versions, i64 0, i64 1)
+; SLOTS-NEXT:     call i64 @morpheus_guard_enter(ptr %ctx, i64 [[E]], i32 1, i32 0)
+; SLOTS-NOT:      call i64 @morpheus_guard_enter(ptr %ctx, i64 7
+; SLOTSIN-LABEL: define i32 @first(ptr %ctx)
+; SLOTSIN:        [[E:%.*]] = load volatile i64, ptr @morpheus_expected_versions
+; SLOTSIN-NEXT:   call i32 @morpheus_guard_holds(i64 [[E]])
+; A callback keeps the immediate: the backend reuses no program that
+; registers callbacks.
+; SLOTSIN-LABEL: define internal i64 @add_one(
+; SLOTSIN:        call i32 @morpheus_guard_holds(i64 7)
 
 ; NOCTX: morpheus-opt: {{.*}}guard of 'no_ctx': a tail-call fallback needs a ctx parameter and an integer result; not specialized
 ; NORUNTIME: morpheus-opt: {{.*}}guard of 'first': the guard runtime 'morpheus_guard_holds' is not linked in; not specialized
