@@ -13,13 +13,28 @@ PristineBitcode::PristineBitcode(const llvm::Module &pristine)
 }
 
 Expected<std::unique_ptr<llvm::Module>>
-PristineBitcode::parse(llvm::LLVMContext &context) const {
-  auto parsed = llvm::parseBitcodeFile(
-      llvm::MemoryBufferRef(llvm::StringRef(bitcode.data(), bitcode.size()), identifier),
-      context);
-  if (!parsed)
-    return withContext(parsed.takeError(), identifier + ": cannot read the pristine IR back");
-  return std::move(*parsed);
+PristineBitcode::parse(llvm::LLVMContext &context, const std::set<std::string> &bodiless) const {
+  llvm::MemoryBufferRef buffer(llvm::StringRef(bitcode.data(), bitcode.size()), identifier);
+  auto cannotRead = [&](Error err) {
+    return withContext(std::move(err), identifier + ": cannot read the pristine IR back");
+  };
+  if (bodiless.empty()) {
+    auto parsed = llvm::parseBitcodeFile(buffer, context);
+    if (!parsed)
+      return cannotRead(parsed.takeError());
+    return std::move(*parsed);
+  }
+  // Lazily: a function body is read when materialized. Those dropped
+  // before are declarations, which reading the rest passes over.
+  auto lazy = llvm::getLazyBitcodeModule(buffer, context);
+  if (!lazy)
+    return cannotRead(lazy.takeError());
+  for (const std::string &name : bodiless)
+    if (llvm::Function *function = (*lazy)->getFunction(name))
+      function->deleteBody();
+  if (Error err = (*lazy)->materializeAll())
+    return cannotRead(std::move(err));
+  return std::move(*lazy);
 }
 
 } // namespace morpheus::core

@@ -23,6 +23,7 @@
 #include <llvm/IR/Module.h>
 
 #include <memory>
+#include <set>
 #include <string>
 
 namespace morpheus::core {
@@ -33,8 +34,11 @@ public:
   explicit PristineBitcode(const llvm::Module &pristine);
 
   // A copy of the pristine module in `context` (a fresh one per version;
-  // it must outlive the module).
-  Expected<std::unique_ptr<llvm::Module>> parse(llvm::LLVMContext &context) const;
+  // it must outlive the module). The functions named in `bodiless` are
+  // declared only: their bodies are never read (a version that leaves
+  // those programs out: reading them was most of a partial build's copy).
+  Expected<std::unique_ptr<llvm::Module>>
+  parse(llvm::LLVMContext &context, const std::set<std::string> &bodiless = {}) const;
 
   size_t size() const { return bitcode.size(); }
 

@@ -743,7 +743,8 @@ Optimizer::buildCandidate(core::TableSnapshot &snapshot, const core::TrafficChoi
           }
       installed->version = version;
       installed->snapshot = std::move(snapshot);
-      installed->checks = report.log.globalChecks;
+      installed->checks = reused.empty() ? report.log.globalChecks
+                                         : withReusedChecks(report.log.globalChecks);
       if (keeping)
         installedBuild = BuiltWith{versionSettings(), traffic, report.log, report.cycle};
       report.end(core::CycleOutcome::Unchanged);
@@ -798,6 +799,17 @@ Optimizer::buildCandidate(core::TableSnapshot &snapshot, const core::TrafficChoi
       return nullptr;
     }
   }
+}
+
+// A partial build's log names the globals its own programs folded; the
+// reused programs' are among the installed version's, which are all kept
+// (a version's checks only decide whether it still fits the globals).
+std::vector<core::GlobalCheck>
+Optimizer::withReusedChecks(std::vector<core::GlobalCheck> built) const {
+  for (const core::GlobalCheck &check : installed->checks)
+    if (std::find(built.begin(), built.end(), check) == built.end())
+      built.push_back(check);
+  return built;
 }
 
 Optimizer::TableChanges
@@ -989,10 +1001,7 @@ Error Optimizer::installCandidate(std::unique_ptr<core::CycleCandidate> built,
   if (!candidate.reused.empty()) {
     for (const std::string &program : candidate.reused)
       restamped[program] = std::move(installed->restampable.at(program));
-    // The reused programs' folded globals are among the installed version's.
-    for (const core::GlobalCheck &check : installed->checks)
-      if (std::find(checks.begin(), checks.end(), check) == checks.end())
-        checks.push_back(check);
+    checks = withReusedChecks(report.log.globalChecks);
   }
   const std::vector<std::string> &programs = programSpec->programs();
   for (unsigned slot = 0; slot < programs.size(); ++slot)

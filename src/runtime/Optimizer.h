@@ -280,6 +280,8 @@ private:
     std::string reachesAll;
   };
   TableChanges changedSinceInstalled(const core::TableSnapshot &snapshot) const;
+  // `built` (a partial build's folded globals) and the installed version's.
+  std::vector<core::GlobalCheck> withReusedChecks(std::vector<core::GlobalCheck> built) const;
   // The programs a version built for this cycle takes from the installed
   // one as they are loaded ("reused programs"): built restampable, and
   // nothing else they were built from changed: none of their tables, the

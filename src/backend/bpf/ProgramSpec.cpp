@@ -32,22 +32,21 @@ constexpr uint64_t VerifierLimit = 1'000'000;
 // limit, so estimates that are off by a factor of a few still load.
 constexpr uint64_t ChainInstructionBudget = VerifierLimit / 4;
 
-// Drops the entries of `entries` not in `built` from a version's module
-// (the version reuses them as loaded). What only they called goes with
-// them in O2; every global stays (pinned by the pipeline: their layout is
-// shared with the live maps). An entry something still refers to (it
-// cannot be once static slots are gone) is built after all.
-void leaveOutPrograms(llvm::Module &module, const std::vector<std::string> &entries,
-                      const std::set<std::string> &built) {
-  std::set<llvm::Function *> leftOut;
-  for (const std::string &entry : entries)
-    if (!built.count(entry))
-      if (llvm::Function *function = module.getFunction(entry))
-        leftOut.insert(function);
+// Drops the programs named in `leftOut` from a version's module (the
+// version reuses them as loaded; their bodies were never read:
+// PristineBitcode::parse). What only they called goes with them in O2;
+// every global stays (pinned by the pipeline: their layout is shared with
+// the live maps). A program something still refers to (none can once the
+// static slots are gone) stays declared, and the object lacks it as well.
+void leaveOutPrograms(llvm::Module &module, const std::set<std::string> &leftOut) {
+  std::set<llvm::Function *> functions;
+  for (const std::string &name : leftOut)
+    if (llvm::Function *function = module.getFunction(name))
+      functions.insert(function);
   llvm::removeFromUsedLists(module, [&](llvm::Constant *value) {
-    return leftOut.count(llvm::dyn_cast<llvm::Function>(value->stripPointerCasts()));
+    return functions.count(llvm::dyn_cast<llvm::Function>(value->stripPointerCasts()));
   });
-  for (llvm::Function *function : leftOut) {
+  for (llvm::Function *function : functions) {
     // The static slots' old initializers linger as unused constants.
     function->removeDeadConstantUsers();
     if (function->use_empty())
@@ -391,7 +390,12 @@ Expected<SpecializedObject> ProgramSpec::build(const core::TableSnapshot &snapsh
   core::PhaseClock clock(cloning);
   // Each version in a context of its own, gone with it (core/PristineBitcode.h).
   llvm::LLVMContext versionContext; // declared before the module: outlives it
-  auto parsed = pristineBitcode.parse(versionContext);
+  std::set<std::string> leftOut;
+  if (request.programsBuilt)
+    for (const std::string &entry : entries)
+      if (!request.programsBuilt->count(entry))
+        leftOut.insert(entry);
+  auto parsed = pristineBitcode.parse(versionContext, leftOut);
   if (!parsed)
     return parsed.takeError();
   std::unique_ptr<llvm::Module> clone = std::move(*parsed);
@@ -401,11 +405,8 @@ Expected<SpecializedObject> ProgramSpec::build(const core::TableSnapshot &snapsh
   // of its own and keeps them.
   if (request.guardVersion || request.sharesLiveMaps)
     removeStaticProgramSlots(*clone);
-  auto built = [&](const std::string &entry) {
-    return !request.programsBuilt || request.programsBuilt->count(entry);
-  };
-  if (request.programsBuilt)
-    leaveOutPrograms(*clone, entries, *request.programsBuilt);
+  auto built = [&](const std::string &entry) { return !leftOut.count(entry); };
+  leaveOutPrograms(*clone, leftOut);
   core::SpecializationOptions options;
   options.inlineLimit = request.inlineLimit;
   options.costModel = request.costModel;
