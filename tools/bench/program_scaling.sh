@@ -10,7 +10,8 @@
 # map update`, guarded) and the next installed cycle is the second one
 # measured. Prints one JSON line per N: startup and its phases, and per
 # installed cycle t1, t2 and its phases, validation and its phases,
-# injection and its phases, and what validation left out.
+# injection and its phases, what validation left out and how many programs
+# the version reused from the running one as loaded.
 # Usage: program_scaling.sh MORPHEUS_BINARY N... Needs root.
 set -e
 BIN=$1
@@ -69,7 +70,8 @@ for line in open(path):
         result["cycles"].append({key: fields.get(key) for key in (
             "cycle", "t1_ms", "t2_ms", "t2_phases", "validation_ms", "validation_phases",
             "injection_ms", "injection_phases", "instructions")} |
-            {"validation_skipped": len(fields.get("validation_skipped", []))})
+            {"validation_skipped": len(fields.get("validation_skipped", [])),
+             "reused": len(fields.get("reused_programs", []))})
 print(json.dumps(result))
 EOF
   ip netns del $ns
