@@ -489,7 +489,7 @@ Expected<bpf::LoadedObject> Optimizer::loadUnguardedTwin() const {
   request.costModel = options.costModel;
   request.tablePasses = options.tablePasses;
   request.sharesLiveMaps = true;
-  request.programs = programFacts;
+  request.programs = factsFor(installed->stages);
   request.faults = options.faults;
   const core::TrafficChoice &traffic = cycle->traffic().installedChoice();
   request.hotKeys = traffic.hotKeys;
@@ -515,6 +515,15 @@ Expected<bpf::LoadedObject> Optimizer::loadVersion(const std::vector<char> &elf,
   for (const auto &[array, slots] : stages)
     sharing.maps.erase(array); // libbpf makes the version its own, empty
   return bpf::LoadedObject::load(elf, programSpec->objectName(), sharing);
+}
+
+std::map<std::string, bpf::ProgramFacts>
+Optimizer::factsFor(const bpf::ProgramSlots &stages) const {
+  std::map<std::string, bpf::ProgramFacts> facts = programFacts;
+  for (const auto &[program, before] :
+       bpf::tailCallsBefore(entry, adopted() ? 1 : 0, originalCode, stages))
+    facts[program].tailCallsBefore = before;
+  return facts;
 }
 
 Error Optimizer::fillVersionStages(bpf::LoadedObject &version, const bpf::ProgramSlots &stages,
@@ -696,7 +705,7 @@ Optimizer::buildCandidate(core::TableSnapshot &snapshot, const core::TrafficChoi
     return nullptr;
   }
   bpf::SpecializeRequest request = cycleRequest(options, version);
-  request.programs = programFacts;
+  request.programs = factsFor(cycleStages);
   request.hotKeys = traffic.hotKeys;
   request.perCpuHotKeys = traffic.perCpuHotKeys;
   request.hotTuples = traffic.hotTuples;

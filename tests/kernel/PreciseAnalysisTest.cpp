@@ -1168,8 +1168,9 @@ const StageRule DropDns{17, XDP_DROP + 1, 53, 53, 0}, PassSsh{6, XDP_PASS + 1, 2
 // loads under Morpheus, every program joins the fallback array (a stage at
 // a slot past 64 too), every program's ACL is specialized, and the version
 // answers as the original on packets reaching that stage; after a guarded
-// change of its ACL the version falls back (the object makes tail calls,
-// so its guards fall back inside the program) and answers with the new rule.
+// change of its ACL the version falls back (the entry, which makes tail
+// calls, inside the program; a stage, which makes none, by a tail call to
+// its original after the entry's) and answers with the new rule.
 TEST(CompositePrograms, AHundredProgramsLoadSpecializeAndFallBackPastSlot64) {
   runtime::OptimizerOptions options = CorpusProgram::noShadow();
   options.program = "many_entry"; // clang emits the stages first
@@ -1203,6 +1204,15 @@ TEST(CompositePrograms, AHundredProgramsLoadSpecializeAndFallBackPastSlot64) {
     if (d.applied && d.table.starts_with("rules_"))
       specialized.insert(d.table);
   EXPECT_EQ(specialized.size(), 100u) << "every program's ACL";
+  // The entry tail-calls, so it keeps its generic copy; a stage makes no
+  // tail call and is reached by the entry's one: it falls back by a second.
+  std::map<std::string, core::GuardDecision> guards;
+  for (const core::GuardDecision &guard : report.log.guards)
+    guards[guard.function] = guard;
+  ASSERT_TRUE(guards.count("many_entry") && guards.count("stage_99"));
+  EXPECT_EQ(guards["many_entry"].fallback, core::Fallback::InProgram)
+      << guards["many_entry"].detail;
+  EXPECT_EQ(guards["stage_99"].fallback, core::Fallback::TailCall) << guards["stage_99"].detail;
 
   // The counter the stage writes still counts: per program and verdict.
   int counts = program.opt().mapFd("counts");
@@ -1226,7 +1236,8 @@ TEST(CompositePrograms, AHundredProgramsLoadSpecializeAndFallBackPastSlot64) {
     }
 
   // A change of stage 99's ACL behind the guard, no cycle since: the stale
-  // version falls back and the packet gets the new rule (the old code
+  // version falls back (stage 99 by a tail call to its original, the
+  // entry's being the first) and the packet gets the new rule (the old code
   // would send it back).
   program.set("rules_99", uint32_t(2), DropWeb);
   for (uint32_t daddr : {0x0a000063u, 0x0a0000c7u}) { // .99 and .199 reach stage 99

@@ -12,6 +12,7 @@
 #include "TcClassifier.h"
 #include "backend/bpf/BpfObject.h"
 #include "backend/bpf/MapIO.h"
+#include "backend/bpf/ProgramSpec.h"
 #include "netns/VethPair.h"
 #include "runtime/Daemon.h"
 #include "runtime/PacketSamples.h"
@@ -140,6 +141,35 @@ std::string variantRefusal(const std::string &file, const std::string &define) {
   if (loaded)
     return "";
   return llvm::toString(loaded.takeError());
+}
+
+// How many tail calls a program attempts at most, read from the code the
+// kernel runs (the kernel counts each attempt against its limit, whether
+// or not the slot holds a program): none for a program that makes none,
+// the sites for straight-line code, no bound for a tail call in a loop;
+// and what that leaves before a stage they reach (bpf::tailCallsBefore).
+TEST(ProgramKinds, TailCallAttemptsAreBoundedFromTheCodeTheKernelRuns) {
+  auto spec = bpf::ProgramSpec::load(corpusPath("tail_call_attempts.bpf.c"), {});
+  ASSERT_THAT_EXPECTED(spec, llvm::Succeeded());
+  auto original = bpf::LoadedObject::load((*spec)->originalElf(), (*spec)->objectName(), {});
+  ASSERT_THAT_EXPECTED(original, llvm::Succeeded());
+  std::map<std::string, bpf::LoadedObject::Code> code;
+  for (const std::string &name : {"attempts_loop", "attempts_two", "attempts_leaf"}) {
+    auto read = original->programCode(name);
+    ASSERT_THAT_EXPECTED(read, llvm::Succeeded()) << name;
+    code[name] = std::move(*read);
+  }
+  EXPECT_FALSE(code["attempts_leaf"].tailCalls);
+  EXPECT_EQ(code["attempts_leaf"].mostTailCalls, 0u);
+  EXPECT_TRUE(code["attempts_two"].tailCalls);
+  EXPECT_EQ(code["attempts_two"].mostTailCalls, 2u);
+  EXPECT_TRUE(code["attempts_loop"].tailCalls);
+  EXPECT_EQ(code["attempts_loop"].mostTailCalls, std::nullopt) << "a tail call in a loop";
+
+  bpf::ProgramSlots stages = {{"stages", {{3, "attempts_leaf"}}}};
+  std::map<std::string, uint32_t> expected = {{"attempts_leaf", 2}};
+  EXPECT_EQ(bpf::tailCallsBefore("attempts_two", 0, code, stages), expected);
+  EXPECT_TRUE(bpf::tailCallsBefore("attempts_loop", 0, code, stages).empty());
 }
 
 // An object written for iproute2's loader, as Cilium's datapath is

@@ -78,9 +78,6 @@ namespace morpheus::bpf {
 // The trampoline's program name: what a restart recognises on the hook.
 inline constexpr const char *TrampolineName = "morpheus_tramp";
 
-// Tail calls the kernel allows in a row, per packet (MAX_TAIL_CALL_CNT).
-inline constexpr unsigned KernelTailCallLimit = 33;
-
 // How many tail calls in a row the adopted program can make, as the
 // programs its program arrays hold (when Adoption::adopt looked) say: the
 // longest chain through them, or a cycle, which only the kernel's limit

@@ -20,8 +20,10 @@
 #include <cstdarg>
 #include <cstdio>
 #include <cstring>
+#include <functional>
 #include <algorithm>
 #include <optional>
+#include <set>
 #include <string_view>
 
 namespace morpheus::bpf {
@@ -673,6 +675,49 @@ std::map<std::string, int> LoadedObject::maps() const {
 
 Expected<ProgramSlots> LoadedObject::programSlots() const { return readProgramSlots(false); }
 
+namespace {
+
+// Whether instruction `site` of a program's code can run twice in one run:
+// whether its control flow comes back to it. A backward jump alone does
+// not say so (clang shares a return block with one).
+bool onACycle(const bpf_insn *insns, size_t count, size_t site) {
+  auto successors = [&](size_t at, std::vector<size_t> &pending) {
+    const bpf_insn &insn = insns[at];
+    uint8_t kind = BPF_CLASS(insn.code), op = BPF_OP(insn.code);
+    if (insn.code == (BPF_LD | BPF_IMM | BPF_DW)) {
+      pending.push_back(at + 2); // two instructions long
+      return;
+    }
+    if ((kind != BPF_JMP && kind != BPF_JMP32) || op == BPF_CALL) {
+      pending.push_back(at + 1);
+      return;
+    }
+    if (op == BPF_EXIT)
+      return;
+    // gotol (JMP32 JA) keeps its offset in imm.
+    int64_t offset = kind == BPF_JMP32 && op == BPF_JA ? insn.imm : insn.off;
+    pending.push_back(size_t(int64_t(at) + 1 + offset));
+    if (op != BPF_JA)
+      pending.push_back(at + 1);
+  };
+  std::vector<bool> seen(count);
+  std::vector<size_t> pending;
+  successors(site, pending);
+  while (!pending.empty()) {
+    size_t at = pending.back();
+    pending.pop_back();
+    if (at == site)
+      return true;
+    if (at >= count || seen[at])
+      continue;
+    seen[at] = true;
+    successors(at, pending);
+  }
+  return false;
+}
+
+} // namespace
+
 Expected<LoadedObject::Code> LoadedObject::programCode(const std::string &name,
                                                        std::optional<uint64_t> guardVersion) const {
   bpf_program *program = bpf_object__find_program_by_name(obj, name.c_str());
@@ -684,12 +729,17 @@ Expected<LoadedObject::Code> LoadedObject::programCode(const std::string &name,
   Code code;
   const bpf_insn *insns = bpf_program__insns(program);
   size_t count = bpf_program__insn_cnt(program);
+  std::vector<size_t> tailCallSites;
+  bool callsSubprograms = false;
   for (size_t i = 0; i < count; ++i) {
     const bpf_insn &insn = insns[i];
     bool mapReference = insn.code == (BPF_LD | BPF_IMM | BPF_DW) && i + 1 < count &&
                         (insn.src_reg == BPF_PSEUDO_MAP_FD || insn.src_reg == BPF_PSEUDO_MAP_VALUE);
     if (insn.code == (BPF_JMP | BPF_CALL) && insn.src_reg == 0 && insn.imm == BPF_FUNC_tail_call)
-      code.tailCalls = true;
+      tailCallSites.push_back(i);
+    if ((insn.code == (BPF_JMP | BPF_CALL) && insn.src_reg == BPF_PSEUDO_CALL) ||
+        (insn.code == (BPF_LD | BPF_IMM | BPF_DW) && insn.src_reg == BPF_PSEUDO_FUNC))
+      callsSubprograms = true;
     if (!mapReference) {
       uint8_t kind = BPF_CLASS(insn.code), op = BPF_OP(insn.code);
       bool versionCheck = guardVersion && (kind == BPF_JMP || kind == BPF_JMP32) &&
@@ -724,6 +774,11 @@ Expected<LoadedObject::Code> LoadedObject::programCode(const std::string &name,
     code.instructions.push_back('\0');
     code.instructions.append(reinterpret_cast<const char *>(&insns[++i]), sizeof(bpf_insn));
   }
+  code.tailCalls = !tailCallSites.empty();
+  code.mostTailCalls = unsigned(tailCallSites.size());
+  for (size_t site : tailCallSites)
+    if (callsSubprograms || onACycle(insns, count, site))
+      code.mostTailCalls.reset();
   return code;
 }
 
@@ -854,6 +909,65 @@ Error stampExpectedVersion(int arrayFd, unsigned slot, uint64_t version) {
     return makeSystemError(errno, "the version array '{0}': cannot stamp slot {1} with {2}",
                            info.name, slot, version);
   return Error::success();
+}
+
+std::map<std::string, uint32_t>
+tailCallsBefore(const std::string &entry, uint32_t beforeEntry,
+                const std::map<std::string, LoadedObject::Code> &code, const ProgramSlots &stages) {
+  // Who may tail-call whom: every program an array holds, from every
+  // program that names the array and makes tail calls (a slot may be
+  // computed).
+  std::map<std::string, std::set<std::string>> targets, callers;
+  for (const auto &[program, was] : code)
+    if (was.tailCalls)
+      for (const std::string &map : was.maps)
+        if (auto array = stages.find(map); array != stages.end())
+          for (const auto &[slot, target] : array->second) {
+            targets[program].insert(target);
+            callers[target].insert(program);
+          }
+  auto reachedFrom = [&](const std::string &start) {
+    std::set<std::string> reached;
+    std::vector<std::string> pending = {start};
+    while (!pending.empty()) {
+      std::string program = std::move(pending.back());
+      pending.pop_back();
+      for (const std::string &target : targets[program])
+        if (reached.insert(target).second)
+          pending.push_back(target);
+    }
+    return reached;
+  };
+  std::set<std::string> reached = reachedFrom(entry);
+  reached.insert(entry);
+  // Unbounded: whatever a cycle, or a program attempting any number of
+  // tail calls, reaches.
+  std::set<std::string> unbounded;
+  for (const std::string &program : reached) {
+    std::set<std::string> further = reachedFrom(program);
+    auto was = code.find(program);
+    bool repeats = was == code.end() || !was->second.mostTailCalls;
+    if (repeats || further.count(program))
+      unbounded.insert(further.begin(), further.end());
+  }
+  // The rest is reached without a cycle: the longest count over its
+  // callers, each of which is bounded too.
+  std::map<std::string, uint32_t> before;
+  std::function<uint32_t(const std::string &)> countBefore = [&](const std::string &program) {
+    if (auto known = before.find(program); known != before.end())
+      return known->second;
+    uint32_t most = program == entry ? beforeEntry : 0;
+    for (const std::string &caller : callers[program])
+      if (reached.count(caller))
+        most = std::max(most, countBefore(caller) + *code.at(caller).mostTailCalls);
+    return before[program] = most;
+  };
+  std::map<std::string, uint32_t> leaves;
+  for (const std::string &program : reached)
+    if (auto was = code.find(program);
+        !unbounded.count(program) && was != code.end() && !was->second.tailCalls)
+      leaves[program] = countBefore(program);
+  return leaves;
 }
 
 Expected<FallbackArray> createFallbackArray(const LoadedObject &object,

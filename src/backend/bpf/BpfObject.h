@@ -269,6 +269,12 @@ public:
     std::set<std::string> maps;
     std::map<std::string, std::vector<char>> sections;
     bool tailCalls = false; // calls bpf_tail_call
+    // How many tail calls one run of the program attempts at most (the
+    // kernel counts an attempt whether or not its slot holds a program):
+    // its tail-call instructions, when none lies on a cycle of its control
+    // flow (a loop) and the program calls no subprogram and passes no
+    // callback (either may run a tail call more than once); unset otherwise.
+    std::optional<unsigned> mostTailCalls = 0;
     bool operator==(const Code &) const = default;
   };
   Expected<Code> programCode(const std::string &name,
@@ -287,6 +293,25 @@ private:
 // for guard version `version`: the caller found every table it reads the
 // same, where it only reads, in that version's snapshot.
 Error stampExpectedVersion(int arrayFd, unsigned slot, uint64_t version);
+
+// Tail calls the kernel allows in a row, per packet (MAX_TAIL_CALL_CNT).
+inline constexpr unsigned KernelTailCallLimit = 33;
+
+// At most how many tail calls the kernel has counted when each program of a
+// version starts, for the programs that make none of their own
+// (ProgramFacts::tailCallsBefore). The entry starts after `beforeEntry` (an
+// adoption trampoline's tail call, or none on a hook of its own); a program
+// held by a slot of a program array of `stages` starts after the most that
+// any program naming that array (as `code`, the original's, has it) starts
+// after, plus the most tail calls that program attempts (a version makes
+// the same tail calls as its original: no pass adds or repeats one). Only
+// a version's own programs can reach its programs: the arrays of `stages`
+// are the version's own. Left out: a program not reached from the entry,
+// or reached through a cycle of tail calls or from a program that may
+// attempt any number of them.
+std::map<std::string, uint32_t>
+tailCallsBefore(const std::string &entry, uint32_t beforeEntry,
+                const std::map<std::string, LoadedObject::Code> &code, const ProgramSlots &stages);
 
 // The guard's fallback array for `object`: slot i holds program i of
 // `programs` (the spec's order), the entry registered first because it

@@ -310,11 +310,28 @@ core::EntryFallback ProgramSpec::fallbackFor(const std::string &entry, unsigned 
     noSlot = "it cannot share the fallback program array with '" + *owner +
              "' (a program array takes programs of one type and attach type)";
   }
-  std::string noTailCall = !hasContext(entry) ? "no ctx to tail-call with"
-                           : makesTailCalls   ? "the object makes tail calls, so a fallback "
-                                                "by tail call would cost one of its hops"
-                           : !slot            ? noSlot
-                                              : "";
+  // In an object that makes tail calls, a fallback by tail call is one
+  // more for the kernel to count: it keeps a program's behaviour only when
+  // the program makes none of its own (what the original then does is the
+  // same whatever the count) and the count before it leaves one within the
+  // kernel's limit (ProgramFacts::tailCallsBefore).
+  std::optional<uint32_t> before = known ? facts->second.tailCallsBefore : std::nullopt;
+  std::string costsAHop =
+      !makesTailCalls ? ""
+      : !before       ? "the object makes tail calls, and a fallback by tail call keeps "
+                        "their count only for a program that makes none of its own, reached "
+                        "from the entry without a cycle or a tail call in a loop, which this "
+                        "one is not known to be"
+      : *before + 1 > KernelTailCallLimit
+          ? llvm::formatv("up to {0} tail calls may come before it, and a fallback by tail "
+                          "call would be one past the kernel's {1}",
+                          *before, KernelTailCallLimit)
+                .str()
+          : "";
+  std::string noTailCall = !hasContext(entry)  ? "no ctx to tail-call with"
+                           : !costsAHop.empty() ? costsAHop
+                           : !slot              ? noSlot
+                                                : "";
   core::EntryFallback fallback{entry, core::Fallback::None, 0, dropVerdict(programType(entry)),
                                "", std::nullopt};
   std::optional<uint64_t> verified = known ? facts->second.verifiedInstructions : std::nullopt;
@@ -353,9 +370,11 @@ core::EntryFallback ProgramSpec::fallbackFor(const std::string &entry, unsigned 
   if (noTailCall.empty() && (keepsCopy.empty() || !verified)) {
     fallback.fallback = core::Fallback::TailCall;
     fallback.slot = *slot;
-    fallback.detail = keepsCopy.empty()
-                          ? "a tail call to the original: the version carries no generic copy"
-                          : verifiedText;
+    fallback.detail =
+        (keepsCopy.empty() ? "a tail call to the original: the version carries no generic copy"
+                           : verifiedText) +
+        (makesTailCalls ? llvm::formatv(" (tail calls before it: at most {0})", *before).str()
+                        : "");
   } else if (bothFit || !verified) {
     fallback.fallback = core::Fallback::InProgram;
     fallback.detail = verifiedText + (bothFit ? ": both versions fit the verifier's limit" : "") +

@@ -171,7 +171,7 @@ public:
   // Where load() spent its time, in the order the steps ran.
   const std::vector<core::BuildPhase> &loadPhases() const { return phases; }
   // Whether the object makes tail calls of its own (then a fallback by
-  // tail call would cost one of its hops).
+  // tail call is one more for the kernel to count: fallbackFor).
   bool tailCalls() const { return makesTailCalls; }
   // The directory the object's loader pins maps by name in, under the pin
   // root `root` ("" = libbpf's, /sys/fs/bpf): the root, as libbpf; for an

@@ -206,6 +206,8 @@ nlohmann::json programFactsToJson(const std::map<std::string, ProgramFacts> &pro
       program["verified_instructions"] = *facts.verifiedInstructions;
     if (facts.fallbackSlot)
       program["fallback_slot"] = *facts.fallbackSlot;
+    if (facts.tailCallsBefore)
+      program["tail_calls_before"] = *facts.tailCallsBefore;
   }
   return document;
 }
@@ -406,7 +408,7 @@ Expected<std::map<std::string, ProgramFacts>> parsePrograms(const nlohmann::json
     std::string where = source + ": program '" + name + "'";
     if (!given.is_object())
       return makeError("{0}: expected {{\"verified_instructions\": N, \"fallback_slot\": "
-                       "N}",
+                       "N, \"tail_calls_before\": N}",
                        where);
     auto named = programNamed(name, names);
     if (!named)
@@ -418,12 +420,13 @@ Expected<std::map<std::string, ProgramFacts>> parsePrograms(const nlohmann::json
       if (field == "verified_instructions") {
         if (!value.is_null())
           program.verifiedInstructions = value.get<uint64_t>();
-      } else if (field == "fallback_slot") {
+      } else if (field == "fallback_slot" || field == "tail_calls_before") {
         if (!value.is_null()) {
           if (value.get<uint64_t>() > UINT32_MAX)
-            return makeError("{0}: \"fallback_slot\" {1} is no slot", where,
+            return makeError("{0}: \"{1}\" {2} is out of range", where, field,
                              value.get<uint64_t>());
-          program.fallbackSlot = uint32_t(value.get<uint64_t>());
+          (field == "fallback_slot" ? program.fallbackSlot : program.tailCallsBefore) =
+              uint32_t(value.get<uint64_t>());
         }
       } else {
         return makeError("{0}: unknown field \"{1}\"", where, field);

@@ -48,6 +48,12 @@ struct ProgramFacts {
   // Its slot in the fallback program array; none when it could not join
   // (e.g. an xdp/devmap program beside the xdp entry).
   std::optional<uint32_t> fallbackSlot;
+  // Set for a program that makes no tail calls of its own: at most how many
+  // tail calls the kernel has counted when it starts, in the version these
+  // facts are for (tailCallsBefore, BpfObject.h). A fallback by tail call
+  // is one more, which the kernel allows while the sum stays within its
+  // limit; in an object that makes tail calls, only then.
+  std::optional<uint32_t> tailCallsBefore;
   bool operator==(const ProgramFacts &) const = default;
 };
 
@@ -58,7 +64,7 @@ Expected<std::string> programNamed(const std::string &name,
                                    const std::vector<std::string> &programs);
 
 // A snapshot document's "programs": {NAME: {"verified_instructions": N,
-// "fallback_slot": N}}, a fact the kernel did not give left out.
+// "fallback_slot": N, "tail_calls_before": N}}, a fact not known left out.
 nlohmann::json programFactsToJson(const std::map<std::string, ProgramFacts> &programs);
 
 // An array with more slots than a read request's wholeTableLimit is read
