@@ -945,6 +945,7 @@ bool Optimizer::validateCandidate(const core::CycleCandidate &built,
     return false;
   }
   report.validation = std::move(*scope);
+  double scopeMs = millisecondsSince(validationStart);
   ShadowOptions shadow;
   shadow.packets = options.shadowPackets;
   shadow.seed = report.cycle;
@@ -957,11 +958,14 @@ bool Optimizer::validateCandidate(const core::CycleCandidate &built,
     report.fail(slots.takeError());
     return false;
   }
+  double slotsMs = millisecondsSince(validationStart) - scopeMs;
   auto verdict = shadowValidate(*programSpec, entry, candidate.comparedElf, version,
                                 LiveMaps{original->maps(), std::move(*slots)}, snapshot, shadow);
   report.times.validationMs = millisecondsSince(validationStart);
   if (verdict) {
-    report.times.validationPhases = verdict->phases;
+    report.times.validationPhases = {{"what changed (validation scope)", scopeMs},
+                                     {"the live program arrays read", slotsMs}};
+    llvm::append_range(report.times.validationPhases, verdict->phases);
     report.validation.nondeterministic = verdict->nondeterministic;
   }
   if (guardWord.version() != version || guardWord.changing()) {

@@ -83,6 +83,7 @@ Expected<ShadowVerdict> shadowValidate(const bpf::ProgramSpec &spec, const std::
   comparing.guardVersion = candidateVersion;
   comparing.programs = options.programs;
   comparing.faults = options.faults;
+  clock.end("the snapshot's keys and entries gathered");
   auto comparison = VersionComparison::create(spec, entry, live, comparing);
   if (!comparison)
     return withContext(comparison.takeError(), context);
@@ -128,6 +129,8 @@ Expected<ShadowVerdict> shadowValidate(const bpf::ProgramSpec &spec, const std::
   verdict.nondeterministic += maps->nondeterministic;
   if (maps->difference)
     return refuse("after the sample: " + *maps->difference);
+  comparison->reset();
+  clock.end("copies released");
   return verdict;
 }
 

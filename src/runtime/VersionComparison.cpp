@@ -47,6 +47,8 @@ const char *versionName(Version version) {
 Expected<std::unique_ptr<VersionComparison>>
 VersionComparison::create(const bpf::ProgramSpec &spec, const std::string &entry,
                           const LiveMaps &live, const Options &options) {
+  std::vector<core::BuildPhase> phases;
+  core::PhaseClock clock(phases);
   auto guard = bpf::GuardWord::create();
   if (!guard)
     return guard.takeError();
@@ -60,7 +62,7 @@ VersionComparison::create(const bpf::ProgramSpec &spec, const std::string &entry
       new VersionComparison(spec, entry, std::move(*guard)));
   comparison->programs = options.programs;
   comparison->faults = options.faults;
-  core::PhaseClock clock(comparison->phases);
+  clock.end("the scratch guard");
 
   const std::vector<char> &original = spec.comparedOriginalElf();
   auto declared = bpf::readMapLayouts(original, spec.objectName());
@@ -188,6 +190,8 @@ VersionComparison::create(const bpf::ProgramSpec &spec, const std::string &entry
       return err;
   comparison->scratchProfile.emplace(std::move(*profile));
   comparison->specializedMaps[bpf::ProfileMapName] = comparison->scratchProfile->fd();
+  clock.end("the specialized copy's fallback and profile maps");
+  comparison->phases = std::move(phases);
   return comparison;
 }
 

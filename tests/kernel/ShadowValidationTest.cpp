@@ -71,9 +71,13 @@ TEST(ShadowValidation, StartupValidationAndInjectionAreBrokenDownByPhase) {
   core::CycleReport report = fwd.specialize();
   ASSERT_TRUE(report.installed()) << report.describe();
   expectNamed(report.times.validationPhases,
-              {"map image (live entries read)", "scratch maps created and filled",
-               "load and verify the original copy", "load and verify the specialized copy",
-               "packets run through the three copies", "map comparison"},
+              {"what changed (validation scope)", "the live program arrays read",
+               "the snapshot's keys and entries gathered", "the scratch guard",
+               "map image (live entries read)",
+               "scratch maps created and filled", "load and verify the original copy",
+               "the specialized copy's fallback and profile maps",
+               "load and verify the specialized copy", "packets run through the three copies",
+               "map comparison", "copies released"},
               "validation");
   expectWithin(report.times.validationPhases, report.times.validationMs, "validation");
   expectNamed(report.times.injectionPhases,
