@@ -121,9 +121,14 @@ bool TableAccessInfo::sameWhereReadOnly(const std::string &table, const TableCon
   // writes to any key, computed once per value size, and those of writes
   // to this entry's key.
   std::map<uint64_t, std::vector<bool>> anyKey;
-  bool keyedWrites = std::any_of(use.valueWrites.begin(), use.valueWrites.end(),
-                                 [](const ValueWrite &write) { return write.key.has_value(); });
-  std::vector<bool> keyed; // the last entry's, when some write names a key
+  // Writes that name a key, by key: a program that counts into each entry
+  // by a constant key (a rule's hit counter, unrolled over 512 rules) has
+  // as many such writes as the table has entries.
+  std::map<Bytes, std::vector<const ValueWrite *>> byKey;
+  for (const ValueWrite &write : use.valueWrites)
+    if (write.key)
+      byKey[*write.key].push_back(&write);
+  std::vector<bool> keyed; // the last entry's, when some write names its key
   auto writtenOf = [&](const TableEntry &entry) -> const std::vector<bool> & {
     uint64_t size = entry.value ? entry.value->size() : entry.cpuZero.size();
     auto mark = [&](std::vector<bool> &written, const ValueWrite &write) {
@@ -141,12 +146,12 @@ bool TableAccessInfo::sameWhereReadOnly(const std::string &table, const TableCon
         if (!write.key)
           mark(common->second, write);
     }
-    if (!keyedWrites)
+    auto named = byKey.find(entry.key);
+    if (named == byKey.end())
       return common->second;
     keyed = common->second;
-    for (const ValueWrite &write : use.valueWrites)
-      if (write.key)
-        mark(keyed, write);
+    for (const ValueWrite *write : named->second)
+      mark(keyed, *write);
     return keyed;
   };
   // The entries compared, in key order, one per key (the last listed, as

@@ -140,6 +140,34 @@ TEST_F(Pipeline, SnapshotsAreTheSameWhereTheDataPlaneNeverWrites) {
   EXPECT_FALSE(info.sameWhereReadOnly("not_analyzed", unknownA, unknownB));
 }
 
+// A write the program makes to one key (a rule's hit counter, by a
+// constant key) exempts those bytes of that key's entry only; another
+// entry's same bytes are still compared.
+TEST(SameWhereReadOnly, AWriteToOneKeyExemptsOnlyThatEntrysBytes) {
+  TableAccessInfo info;
+  TableUsage &rules = info.tables["rules"];
+  rules.name = "rules";
+  rules.written = true;
+  for (uint8_t key = 0; key < 4; ++key)
+    if (key != 2)
+      rules.valueWrites.push_back({Bytes{key, 0, 0, 0}, 4, 4, "hits"});
+  auto rulesWith = [](uint8_t hits0, uint8_t hits2, uint8_t action2) {
+    TableContents contents;
+    contents.complete = true;
+    for (uint8_t key = 0; key < 4; ++key)
+      contents.entries.push_back(
+          {Bytes{key, 0, 0, 0}, Bytes{key == 2 ? action2 : uint8_t(1), 0, 0, 0,
+                                      key == 0 ? hits0 : key == 2 ? hits2 : uint8_t(0), 0, 0, 0}});
+    return contents;
+  };
+  TableContents before = rulesWith(0, 0, 7);
+  EXPECT_TRUE(info.sameWhereReadOnly("rules", before, rulesWith(9, 0, 7)))
+      << "key 0's counter is the data plane's";
+  EXPECT_FALSE(info.sameWhereReadOnly("rules", before, rulesWith(0, 9, 7)))
+      << "no write names key 2: its bytes are the control plane's";
+  EXPECT_FALSE(info.sameWhereReadOnly("rules", before, rulesWith(0, 0, 8)));
+}
+
 TEST_F(Pipeline, EverySiteGetsADecisionWithItsReason) {
   TableSnapshot snapshot;
   snapshot["config"].probedKeys.insert({0, 0, 0, 0});
