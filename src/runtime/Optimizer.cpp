@@ -215,7 +215,7 @@ Error Optimizer::load(const std::string &path) {
     auto code = original->programCode(program);
     if (!code)
       return withContext(code.takeError(), path);
-    if (program != entry && !code->tailCalls && !programSpec->registersCallbacks(program))
+    if (program != entry && !code->tailCalls() && !programSpec->registersCallbacks(program))
       restampable.insert(program);
     originalCode.emplace(program, std::move(*code));
   }
@@ -912,7 +912,7 @@ Optimizer::validationScope(const core::CycleReport &report, const Candidate &can
       return changes.tables.count(map);
     });
     bool same = candidate.reused.count(program) > 0;
-    if (!same && program != entry && !was.tailCalls && !readsAChange &&
+    if (!same && program != entry && !was.tailCalls() && !readsAChange &&
         installed->object.programFd(program) >= 0) {
       auto now = candidate.loaded.programCode(program, report.version);
       auto running = installed->object.programCode(program, installed->version);
@@ -939,13 +939,15 @@ bool Optimizer::validateCandidate(const core::CycleCandidate &built,
     return true;
   uint64_t version = report.version;
   auto validationStart = Clock::now();
+  std::vector<core::BuildPhase> phases;
+  core::PhaseClock clock(phases);
   auto scope = validationScope(report, candidate, snapshot);
   if (!scope) {
     report.fail(scope.takeError());
     return false;
   }
   report.validation = std::move(*scope);
-  double scopeMs = millisecondsSince(validationStart);
+  clock.end("what changed (validation scope)");
   ShadowOptions shadow;
   shadow.packets = options.shadowPackets;
   shadow.seed = report.cycle;
@@ -958,14 +960,13 @@ bool Optimizer::validateCandidate(const core::CycleCandidate &built,
     report.fail(slots.takeError());
     return false;
   }
-  double slotsMs = millisecondsSince(validationStart) - scopeMs;
+  clock.end("the live program arrays read");
   auto verdict = shadowValidate(*programSpec, entry, candidate.comparedElf, version,
                                 LiveMaps{original->maps(), std::move(*slots)}, snapshot, shadow);
   report.times.validationMs = millisecondsSince(validationStart);
   if (verdict) {
-    report.times.validationPhases = {{"what changed (validation scope)", scopeMs},
-                                     {"the live program arrays read", slotsMs}};
-    llvm::append_range(report.times.validationPhases, verdict->phases);
+    clock.append(verdict->phases);
+    report.times.validationPhases = std::move(phases);
     report.validation.nondeterministic = verdict->nondeterministic;
   }
   if (guardWord.version() != version || guardWord.changing()) {

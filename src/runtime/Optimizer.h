@@ -266,13 +266,13 @@ private:
   // VerifierRejection when the kernel refused one of its programs.
   Expected<bpf::LoadedObject> loadVersion(const std::vector<char> &elf,
                                           const bpf::ProgramSlots &stages) const;
-  // Fills a version's own stage arrays, slot by slot, with its programs of
-  // the names the live arrays hold (`reused`: name -> fd of those it takes
-  // from the installed version).
   // programFacts, with how many tail calls may come before each program
   // in a version whose program arrays hold `stages` (an adopted program's
   // versions run behind the trampoline's tail call).
   std::map<std::string, bpf::ProgramFacts> factsFor(const bpf::ProgramSlots &stages) const;
+  // Fills a version's own stage arrays, slot by slot, with its programs of
+  // the names the live arrays hold (`reused`: name -> fd of those it takes
+  // from the installed version).
   static Error fillVersionStages(bpf::LoadedObject &version, const bpf::ProgramSlots &stages,
                                  const std::map<std::string, int> &reused = {});
   // The tables whose read-only bytes differ between `snapshot` and the

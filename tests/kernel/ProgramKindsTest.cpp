@@ -159,11 +159,11 @@ TEST(ProgramKinds, TailCallAttemptsAreBoundedFromTheCodeTheKernelRuns) {
     ASSERT_THAT_EXPECTED(read, llvm::Succeeded()) << name;
     code[name] = std::move(*read);
   }
-  EXPECT_FALSE(code["attempts_leaf"].tailCalls);
+  EXPECT_FALSE(code["attempts_leaf"].tailCalls());
   EXPECT_EQ(code["attempts_leaf"].mostTailCalls, 0u);
-  EXPECT_TRUE(code["attempts_two"].tailCalls);
+  EXPECT_TRUE(code["attempts_two"].tailCalls());
   EXPECT_EQ(code["attempts_two"].mostTailCalls, 2u);
-  EXPECT_TRUE(code["attempts_loop"].tailCalls);
+  EXPECT_TRUE(code["attempts_loop"].tailCalls());
   EXPECT_EQ(code["attempts_loop"].mostTailCalls, std::nullopt) << "a tail call in a loop";
 
   bpf::ProgramSlots stages = {{"stages", {{3, "attempts_leaf"}}}};

@@ -157,7 +157,6 @@ TEST(FallbackPlan, AStageThatMakesNoTailCallsFallsBackByOneWhereTheLimitLeavesIt
 LoadedObject::Code tailCalling(std::set<std::string> arrays, std::optional<unsigned> most) {
   LoadedObject::Code code;
   code.maps = std::move(arrays);
-  code.tailCalls = true;
   code.mostTailCalls = most;
   return code;
 }

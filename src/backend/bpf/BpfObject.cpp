@@ -774,7 +774,6 @@ Expected<LoadedObject::Code> LoadedObject::programCode(const std::string &name,
     code.instructions.push_back('\0');
     code.instructions.append(reinterpret_cast<const char *>(&insns[++i]), sizeof(bpf_insn));
   }
-  code.tailCalls = !tailCallSites.empty();
   code.mostTailCalls = unsigned(tailCallSites.size());
   for (size_t site : tailCallSites)
     if (callsSubprograms || onACycle(insns, count, site))
@@ -919,7 +918,7 @@ tailCallsBefore(const std::string &entry, uint32_t beforeEntry,
   // computed).
   std::map<std::string, std::set<std::string>> targets, callers;
   for (const auto &[program, was] : code)
-    if (was.tailCalls)
+    if (was.tailCalls())
       for (const std::string &map : was.maps)
         if (auto array = stages.find(map); array != stages.end())
           for (const auto &[slot, target] : array->second) {
@@ -965,7 +964,7 @@ tailCallsBefore(const std::string &entry, uint32_t beforeEntry,
   std::map<std::string, uint32_t> leaves;
   for (const std::string &program : reached)
     if (auto was = code.find(program);
-        !unbounded.count(program) && was != code.end() && !was->second.tailCalls)
+        !unbounded.count(program) && was != code.end() && !was->second.tailCalls())
       leaves[program] = countBefore(program);
   return leaves;
 }

@@ -268,13 +268,13 @@ public:
     std::string instructions; // opaque: compare only
     std::set<std::string> maps;
     std::map<std::string, std::vector<char>> sections;
-    bool tailCalls = false; // calls bpf_tail_call
     // How many tail calls one run of the program attempts at most (the
     // kernel counts an attempt whether or not its slot holds a program):
     // its tail-call instructions, when none lies on a cycle of its control
     // flow (a loop) and the program calls no subprogram and passes no
     // callback (either may run a tail call more than once); unset otherwise.
     std::optional<unsigned> mostTailCalls = 0;
+    bool tailCalls() const { return mostTailCalls != 0u; } // calls bpf_tail_call
     bool operator==(const Code &) const = default;
   };
   Expected<Code> programCode(const std::string &name,
