@@ -10,28 +10,8 @@
 set -e
 BIN=$1
 LABEL=${2:-$BIN}
-WT=$(cd "$(dirname "$0")/../.." && pwd)
-NS=vscope$$
-PIN=/sys/fs/bpf/vscope$$
-OUT=$(mktemp -d)
-ip netns add $NS
-ip -n $NS link add veth0 type veth peer name veth1
-ip -n $NS link set veth0 up; ip -n $NS link set veth1 up
-cleanup() { kill -INT $MPID 2>/dev/null; wait $MPID 2>/dev/null; ip netns del $NS; rm -rf $PIN $OUT; }
-trap cleanup EXIT
-$BIN run $WT/tests/programs/composite_zones.bpf.c --prog zones_entry --iface veth1 --netns $NS \
-  --xdp-mode generic --pin-dir $PIN --period 1s --log-format json > $OUT/run.log 2>&1 &
-MPID=$!
-installed() { grep -c '"outcome":"installed"' $OUT/run.log || true; }
-until [ -e $PIN/acl_11 ]; do sleep 1; kill -0 $MPID; done
-# The preset's writes (tests/programs/bench/composite_zones.conf), by pin.
-grep '^update ' $WT/tests/programs/bench/composite_zones.conf | sed 's/#.*//' |
-  while read -r _ map _ rest; do
-    key=$(echo "$rest" | sed 's/ value .*//' | tr -d ' ')
-    value=$(echo "$rest" | sed 's/.* value //' | tr -d ' ')
-    $BIN map update $PIN/$map $key $value > /dev/null
-  done
-until [ "$(installed)" -ge 1 ]; do sleep 1; kill -0 $MPID; done
+. "$(dirname "$0")/zones_run.sh"
+start_zones_run $BIN vscope
 # Zone 3's third rule: TCP 8000-8999 sent back becomes 8000-8099.
 $BIN map update $PIN/acl_3 02000000 0604401fa31f00000000000000000000 > /dev/null
 until [ "$(installed)" -ge 2 ]; do sleep 1; kill -0 $MPID; done
