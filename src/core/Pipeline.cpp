@@ -1,5 +1,6 @@
 #include "core/Pipeline.h"
 
+#include "core/CleanupPipeline.h"
 #include "core/Globals.h"
 
 #include "core/GuardPlanning.h"
@@ -609,16 +610,19 @@ Expected<SpecializationLog> specializeModule(Module &module,
   }
   clock.end("program guard");
 
-  if (options.optimize) {
+  if (options.optimize != SpecializationOptions::Optimization::None) {
     if (!options.keepAccessCallFacts)
       dropAccessCallFacts(module, sigs);
-    ModulePassManager o2 =
-        managers.builder.buildPerModuleDefaultPipeline(OptimizationLevel::O2);
-    o2.run(module, managers.mam);
+    bool cleanup = options.optimize == SpecializationOptions::Optimization::Cleanup;
+    ModulePassManager optimization =
+        cleanup ? buildCleanupPipeline(managers.builder)
+                : managers.builder.buildPerModuleDefaultPipeline(OptimizationLevel::O2);
+    optimization.run(module, managers.mam);
+    std::string phase = cleanup ? "clean-up" : "O2";
     if (verifyEachPass)
-      if (Error err = verify(module, "O2 pipeline"))
+      if (Error err = verify(module, phase))
         return err;
-    clock.end("O2");
+    clock.end(phase);
   }
   return log;
 }

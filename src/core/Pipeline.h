@@ -1,7 +1,8 @@
 // The specialization pipeline as one call: given a pristine module (cloned
 // by the caller), run-time facts and options, plan the guards (keeping
 // generic copies for the in-program fallback), run the table passes, insert
-// the program guard, preserve shared state layout and run LLVM's O2.
+// the program guard, preserve shared state layout and optimize (LLVM's O2
+// or the clean-up of a version).
 #pragma once
 
 #include "core/AccessSignatures.h"
@@ -45,7 +46,7 @@ struct SpecializationOptions {
   // guard; runs after the table passes so the guard's own table is never
   // seen by them.
   std::function<Error(llvm::Module &)> linkGuardRuntime;
-  // For the O2 pipeline's target-specific passes; may be null.
+  // For the optimization's target-specific passes; may be null.
   llvm::TargetMachine *targetMachine = nullptr;
   // The machine's results where LLVM IR's arithmetic is undefined: every
   // division, remainder and shift that could be is rewritten to them
@@ -55,7 +56,14 @@ struct SpecializationOptions {
   // Table passes to run, by their Passes.def names, in order; unset runs
   // them all. morpheus-opt uses this to test one pass at a time.
   std::optional<std::vector<std::string>> tablePasses;
-  bool optimize = true; // run LLVM's O2 pipeline at the end
+  // What runs after the table passes and the guard.
+  enum class Optimization {
+    None,    // nothing: morpheus-opt's tests of the passes alone
+    O2,      // LLVM's O2 pipeline whole: the user-space backend's handlers
+    Cleanup, // the scalar clean-up once (CleanupPipeline.h): eBPF versions,
+             // whose cycles it makes cheaper; measured on those alone
+  };
+  Optimization optimize = Optimization::O2;
   // Whether O2 may use the facts annotateAccessCalls gave the access calls'
   // key and value arguments (never captured, only read), which the analysis
   // and the table passes need. Off, O2 sees the calls left as the program's

@@ -324,7 +324,7 @@ protected:
                              std::optional<std::vector<std::string>> passes = std::nullopt) {
     SpecializationOptions options;
     options.costModel = model;
-    options.optimize = false;
+    options.optimize = SpecializationOptions::Optimization::None;
     options.tablePasses = std::move(passes);
     auto log = specializeModule(*module, signatures, catalog, snapshot, options);
     EXPECT_THAT_EXPECTED(log, llvm::Succeeded());
@@ -485,7 +485,7 @@ TEST_F(TrieChoice, ARepresentationWhosePassDoesNotRunIsNotACandidate) {
   costs.derivedLoadNs = {{{4096, 1}}};
   SpecializationOptions options;
   options.costModel = CostModel(costs, "test");
-  options.optimize = false;
+  options.optimize = SpecializationOptions::Optimization::None;
   options.tablePasses = std::vector<std::string>{"lpm-as-code"};
   auto log = specializeModule(*module, signatures, catalog, snapshot, options);
   ASSERT_THAT_EXPECTED(log, llvm::Succeeded());

@@ -83,10 +83,10 @@ TEST(ShadowValidation, StartupValidationAndInjectionAreBrokenDownByPhase) {
   expectNamed(report.times.injectionPhases,
               {"load and verify the version", "stage arrays filled", "install"}, "injection");
   expectWithin(report.times.injectionPhases, report.times.injectionMs, "injection");
-  // t2's planning by step, then the passes, O2 and code generation.
+  // t2's planning by step, then the passes, the clean-up and code generation.
   expectNamed(report.log.phases,
               {"clone", "planning: guard plan (generic copies)", "planning: verifier budgets",
-               "O2", "code generation"},
+               "clean-up", "code generation"},
               "t2");
 }
 

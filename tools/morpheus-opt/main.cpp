@@ -58,6 +58,7 @@
 // The module is verified after each table pass: a pass that leaves invalid
 // IR is named (core::SpecializationOptions::verifyEachPass).
 #include "backend/bpf/BpfSignatures.h"
+#include "backend/bpf/Codegen.h"
 #include "backend/bpf/Frontend.h"
 #include "backend/bpf/MapTypes.h"
 #include "backend/bpf/Snapshot.h"
@@ -129,7 +130,10 @@ struct Arguments {
   core::Fallback fallback = core::Fallback::TailCall;
   uint32_t failureVerdict = 0; // what a tail-call guard returns when it cannot fall back
   uint32_t inlineLimit = 64;
-  bool optimize = false, printAnalysis = false, profile = false, writeGuards = false;
+  // -O2: LLVM's O2; --cleanup: what the eBPF backend runs on its versions.
+  core::SpecializationOptions::Optimization optimize =
+      core::SpecializationOptions::Optimization::None;
+  bool printAnalysis = false, profile = false, writeGuards = false;
   bool replayCalls = false, printContextReads = false, stats = false;
   bool versionSlots = false; // each entry's guard reads its version from its slot
   std::set<std::string> notProfiled;
@@ -217,7 +221,9 @@ Expected<Arguments> parseArguments(int argc, char **argv) {
     else if (arg == "--division-traps")
       args.divisionTraps = true;
     else if (arg == "-O2")
-      args.optimize = true;
+      args.optimize = core::SpecializationOptions::Optimization::O2;
+    else if (arg == "--cleanup")
+      args.optimize = core::SpecializationOptions::Optimization::Cleanup;
     else if (arg == "--print-analysis")
       args.printAnalysis = true;
     else if (arg == "--replay-calls")
@@ -239,7 +245,7 @@ Expected<Arguments> parseArguments(int argc, char **argv) {
         "[--guard-version N] [--fallback tail-call|in-program|none] [--failure-verdict N] "
         "[--version-slots] "
         "[--inline-limit N] [--cost-model FILE] [--verifier-paths N] [--profile] "
-        "[--no-profile MAP] [--write-guards] [-O2] "
+        "[--no-profile MAP] [--write-guards] [-O2 | --cleanup] "
         "[--print-analysis] [--backend bpf|user] [--generator TABLE=FILE.ll:FUNCTION] "
         "[--prefetch-stage PRIMITIVE] [--defined-arithmetic 32|64 [--division-traps]] "
         "[--replay-calls] [--print-context-reads] [-stats]");
@@ -549,6 +555,16 @@ int main(int argc, char **argv) {
   auto options = specializationOptions(*args, state, *module, signatures);
   if (!options)
     return fail(llvm::toString(options.takeError()));
+  // Optimized with BPF's target passes, as the eBPF backend optimizes.
+  std::unique_ptr<llvm::TargetMachine> machine;
+  if (args->backend == "bpf" &&
+      options->optimize != core::SpecializationOptions::Optimization::None) {
+    auto created = bpf::createTargetMachine(*module);
+    if (!created)
+      return fail(llvm::toString(created.takeError()));
+    machine = std::move(*created);
+    options->targetMachine = machine.get();
+  }
   auto log = core::specializeModule(*module, signatures, *catalog, *snapshot, *options);
   if (log) {
     module->print(llvm::outs(), nullptr);

@@ -456,9 +456,11 @@ Expected<SpecializedObject> ProgramSpec::build(const core::TableSnapshot &snapsh
     for (const std::string &entry : entries)
       if (built(entry))
         options.verifierPathBudget[entry] = verifierPathBudget(entry, request);
-  // O2 on the helper calls as clang's O2 saw them in the original: the
-  // verifier's cost of the version, not only its speed (Pipeline.h).
+  // The clean-up on the helper calls as clang's O2 saw them in the
+  // original: the verifier's cost of the version, not only its speed
+  // (Pipeline.h).
   options.keepAccessCallFacts = false;
+  options.optimize = core::SpecializationOptions::Optimization::Cleanup;
   options.noCompareChains = request.noCompareChains;
   options.noRegions = request.noRegions;
   options.tablePasses = request.tablePasses;

@@ -6,7 +6,7 @@
 ; RUN: split-file %s %t
 ; RUN: morpheus-opt %t/prog.ll --state %t/state.json -passes=inline-small-table,constant-fields --inline-limit 2 | FileCheck %s
 ; RUN: morpheus-opt %t/prog.ll --state %t/state.json -passes=inline-small-table,constant-fields | FileCheck %s --check-prefix=INLINED
-; RUN: morpheus-opt %t/prog.ll --state %t/state.json -passes=inline-small-table,constant-fields --inline-limit 2 -O2 | FileCheck %s --check-prefix=RANGED
+; RUN: morpheus-opt %t/prog.ll --state %t/state.json -passes=inline-small-table,constant-fields --inline-limit 2 --cleanup | FileCheck %s --check-prefix=RANGED
 
 ; C: r = bpf_map_lookup_elem(&routes, &key);
 ;    if (!r || r->kind == 1) return PASS;
@@ -22,7 +22,7 @@
 ; CHECK:         load i32, ptr %portp
 ; Ports 1..3 decide the program's check against 16: the port is clamped
 ; to [1, 3] on an opaque copy (the verifier learns the bound from the
-; clamp), and O2 deletes the check.
+; clamp), and the clean-up deletes the check.
 ; CHECK-LABEL: define i32 @port_bound(
 ; CHECK:         [[P:%port]] = load i32, ptr %portp
 ; CHECK:         [[O:%.*]] = call i32 asm "", "=r,0"(i32 [[P]])

@@ -8,8 +8,8 @@
 ; RUN: split-file %s %t
 ; RUN: morpheus-opt %t/prog.ll --state %t/state.json -passes= --defined-arithmetic 32 | FileCheck %s --check-prefixes=CHECK,ALU32
 ; RUN: morpheus-opt %t/prog.ll --state %t/state.json -passes= --defined-arithmetic 64 | FileCheck %s --check-prefixes=CHECK,ALU64
-; RUN: morpheus-opt %t/prog.ll --state %t/state.json -passes= --defined-arithmetic 32 -O2 | FileCheck %s --check-prefix=FOLD32
-; RUN: morpheus-opt %t/prog.ll --state %t/state.json -passes= --defined-arithmetic 64 -O2 | FileCheck %s --check-prefix=FOLD64
+; RUN: morpheus-opt %t/prog.ll --state %t/state.json -passes= --defined-arithmetic 32 --cleanup | FileCheck %s --check-prefix=FOLD32
+; RUN: morpheus-opt %t/prog.ll --state %t/state.json -passes= --defined-arithmetic 64 --cleanup | FileCheck %s --check-prefix=FOLD64
 ; RUN: morpheus-opt %t/prog.ll --state %t/state.json -passes= --defined-arithmetic 32 --division-traps | FileCheck %s --check-prefix=TRAPS
 ; RUN: morpheus-opt %t/prog.ll --state %t/state.json -passes= | FileCheck %s --check-prefix=OFF
 

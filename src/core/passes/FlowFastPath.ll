@@ -2,14 +2,14 @@
 ; back to values from before the first one (the leaves: %a and %b here)
 ; gets, per hot tuple (hottest first), a compare of the leaves and a copy of
 ; everything after the first lookup with the leaves as the tuple's
-; constants; constant-key-lookup then answers the copy's keys and O2 folds
+; constants; constant-key-lookup then answers the copy's keys and the clean-up folds
 ; the copy to its verdict. A miss reaches the original code, untouched.
 ; Instrumented versions record the tuple (the leaves, packed) at the flow's
 ; profile site, past every access site's id.
 ;
 ; RUN: split-file %s %t
 ; RUN: morpheus-opt %t/prog.ll --state %t/state.json -passes=flow-fast-path | FileCheck %s
-; RUN: morpheus-opt %t/prog.ll --state %t/state.json -passes=flow-fast-path,constant-key-lookup -O2 | FileCheck %s --check-prefix=FOLDED
+; RUN: morpheus-opt %t/prog.ll --state %t/state.json -passes=flow-fast-path,constant-key-lookup --cleanup | FileCheck %s --check-prefix=FOLDED
 ; RUN: morpheus-opt %t/prog.ll --state %t/state.json -passes=flow-fast-path --profile | FileCheck %s --check-prefix=PROFILED
 ; RUN: morpheus-opt %t/prog.ll --state %t/state.json -passes=flow-fast-path --verifier-paths 2 | FileCheck %s --check-prefix=BUDGET
 ; RUN: morpheus-opt %t/chain.ll --state %t/state.json -passes=flow-fast-path --profile | FileCheck %s --check-prefix=CHAIN
@@ -41,15 +41,17 @@
 ; CHECK-NEXT:    %v2.flow.hot1 = call ptr inttoptr (i64 1 to ptr)(ptr @second, ptr {{.*}}%k2)
 ; CHECK: ; site 0 first flow-fast-path applied: 2 hot tuples, each with a copy of the code after the flow: 2 lookups (first, second), 2 leaves in a 8-byte tuple
 
-; After constant-key-lookup and O2: the first tuple answers 0x0f & 0x06,
+; After constant-key-lookup and the clean-up: the first tuple answers 0x0f & 0x06,
 ; the second misses the second table (1), neither with a lookup; only the
 ; miss path calls them.
 ; FOLDED-LABEL: define i32 @classify(
 ; FOLDED:         br i1 %flow.hot0.match, label %common.ret, label %flow.hot0.next
-; FOLDED:         phi i32 [ %r, %found ], [ 1, %next ], [ 1, %flow.hot1.next ], [ 6, %entry ], [ 1, %flow.hot0.next ]
-; FOLDED:       flow.hot1.next:
+; FOLDED:       flow.miss:
 ; FOLDED-NEXT:    %v1 = call ptr inttoptr (i64 1 to ptr)(ptr nonnull @first
 ; FOLDED-NOT:     call ptr inttoptr (i64 1 to ptr)(ptr nonnull @first
+; FOLDED:         phi i32 [ %r, %found ], [ 1, %next ], [ 1, %flow.miss ], [ 6, %entry ], [ 1, %flow.hot0.next ]
+; FOLDED:       flow.hot0.next:
+; FOLDED:         br i1 %flow.hot1.match, label %common.ret, label %flow.miss
 
 ; The tuple recorded before the compares, so hits are counted: profile site
 ; 2, the first past the program's two access sites.

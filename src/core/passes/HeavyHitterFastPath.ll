@@ -8,7 +8,7 @@
 ;
 ; RUN: split-file %s %t
 ; RUN: morpheus-opt %t/prog.ll --state %t/state.json -passes=heavy-hitter-fast-path | FileCheck %s
-; RUN: morpheus-opt %t/prog.ll --state %t/state.json -passes=heavy-hitter-fast-path -O2 | FileCheck %s --check-prefix=FOLDED
+; RUN: morpheus-opt %t/prog.ll --state %t/state.json -passes=heavy-hitter-fast-path --cleanup | FileCheck %s --check-prefix=FOLDED
 ; RUN: morpheus-opt %t/prog.ll --state %t/state.json -passes=instrument-table-sites,heavy-hitter-fast-path --profile | FileCheck %s --check-prefix=PROFILED
 ; RUN: morpheus-opt %t/prog.ll --state %t/state.json -passes=heavy-hitter-fast-path --verifier-paths 2 | FileCheck %s --check-prefix=BUDGET
 ; RUN: morpheus-opt %t/prog.ll --state %t/percpu.json -passes=heavy-hitter-fast-path | FileCheck %s --check-prefix=PERCPU
@@ -61,7 +61,7 @@
 ; CHECK: ; site 1 prefixes heavy-hitter-fast-path applied: 1 hot keys compared before the lookup
 ; CHECK: ; site 3 small heavy-hitter-fast-path declined: table read whole: not a fast-path candidate
 
-; After O2 the hot keys take no lookup: only the last compare's miss
+; After the clean-up the hot keys take no lookup: only the last compare's miss
 ; reaches it. (Their values are loaded from the constant array where the
 ; hit paths join the kernel's; folded only where the use is on their path.)
 ; FOLDED-LABEL: define {{.*}}i32 @route(

@@ -9,7 +9,7 @@
 ; RUN: split-file %s %t
 ; RUN: morpheus-opt %t/prog.ll --state %t/state.json -passes=inline-small-table | FileCheck %s
 ; RUN: morpheus-opt %t/prog.ll --state %t/state.json -passes=inline-small-table --inline-limit 1 | FileCheck %s --check-prefix=LIMIT
-; RUN: morpheus-opt %t/prog.ll --state %t/state.json -passes=inline-small-table -O2 | FileCheck %s --check-prefix=FOLDED
+; RUN: morpheus-opt %t/prog.ll --state %t/state.json -passes=inline-small-table --cleanup | FileCheck %s --check-prefix=FOLDED
 ; RUN: morpheus-opt %t/prog.ll --state %t/state.json -passes=inline-small-table --verifier-paths 2 | FileCheck %s --check-prefix=BUDGET
 ; RUN: morpheus-opt %t/prog.ll --state %t/state.json -passes=inline-small-table -stats 2>&1 >/dev/null | FileCheck %s --check-prefix=STATS
 ; RUN: morpheus-opt %t/prog.ll --state %t/state.json -passes=inline-small-table --verifier-paths 2 -stats 2>&1 >/dev/null | FileCheck %s --check-prefix=BUDGET-STATS
@@ -56,7 +56,7 @@
 ; LIMIT-LABEL: define i32 @route(
 ; LIMIT:         call ptr inttoptr (i64 1 to ptr)(ptr @routes
 
-; Both entries send to port 3, so after O2 the port is a constant; the key
+; Both entries send to port 3, so after the clean-up the port is a constant; the key
 ; stays in memory (padding included) and is read through the opaque copy.
 ; FOLDED-LABEL: define {{.*}}i32 @route(
 ; FOLDED:         %key = alloca [6 x i8], align 4

@@ -8,7 +8,7 @@
 ;
 ; RUN: split-file %s %t
 ; RUN: morpheus-opt %t/prog.ll --state %t/state.json -passes=region-as-table | FileCheck %s
-; RUN: morpheus-opt %t/prog.ll --state %t/state.json -passes=region-as-table -O2 | FileCheck %s --check-prefix=O2
+; RUN: morpheus-opt %t/prog.ll --state %t/state.json -passes=region-as-table --cleanup | FileCheck %s --check-prefix=CLEANUP
 
 ; Each lookup's class by slot: null is class 0, then the distinct values.
 ; CHECK-DAG: @__morpheus.protos.classes0 = private constant [3 x i8] c"\01\02\01", align 8
@@ -83,12 +83,12 @@
 ; CHECK: ; site 2 ports+protos region-as-table declined: left as code: it reads %ctx: %ctx is neither a lookup's answer nor a constant
 ; CHECK: ; site 4 rules region-as-table applied: 8 blocks (15 instructions) as a table of 5 rows (4 reachable, 5 bytes) indexed by 1 answers' classes
 
-; O2-LABEL: define {{.*}}i32 @classify(
-; O2-NOT:     llvm.cttz
-; O2-NOT:     asm sideeffect
-; O2:         load i8, ptr
-; O2-LABEL: define {{.*}}i32 @mixed(
-; O2:         llvm.cttz
+; CLEANUP-LABEL: define {{.*}}i32 @classify(
+; CLEANUP-NOT:   llvm.cttz
+; CLEANUP-NOT:   asm sideeffect
+; CLEANUP:     load i8, ptr
+; CLEANUP-LABEL: define {{.*}}i32 @mixed(
+; CLEANUP:     llvm.cttz
 
 ;--- prog.ll
 target datalayout = "e-m:e-p:64:64-i64:64-i128:128-n32:64-S128"
