@@ -254,7 +254,9 @@ CodeImage imageOf(const Module &module) {
   CodeImage image;
   for (const Function &function : module)
     if (!function.isDeclaration())
-      image.functions[function.getName().str()] = printed(function);
+      image.functions[function.getName().str()] = {printed(function),
+                                                    function.getInstructionCount(),
+                                                    function.size()};
   for (const GlobalVariable &global : module.globals())
     image.globals[global.getName().str()] = printed(global);
   return image;
@@ -275,7 +277,9 @@ void elideUnneededGuards(Module &module, GuardPlan &plan, const CodeImage &befor
       if (f->isDeclaration())
         return true;
       auto was = before.functions.find(f->getName().str());
-      return was != before.functions.end() && was->second == printed(*f);
+      return was != before.functions.end() &&
+             f->getInstructionCount() == was->second.instructions &&
+             f->size() == was->second.blocks && printed(*f) == was->second.printed;
     });
     if (!unchanged)
       continue;

@@ -99,7 +99,13 @@ Expected<GuardPlan> planGuards(llvm::Module &module, const AccessSignatureTable 
 // variable, taken just before the table passes to tell afterwards what
 // they changed.
 struct CodeImage {
-  std::map<std::string, std::string> functions;
+  struct Function {
+    std::string printed;
+    // Its size then: a function of another size prints otherwise, which
+    // tells it changed without printing it again.
+    size_t instructions = 0, blocks = 0;
+  };
+  std::map<std::string, Function> functions;
   std::map<std::string, std::string> globals;
 };
 CodeImage imageOf(const llvm::Module &module);
