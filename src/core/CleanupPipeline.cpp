@@ -8,13 +8,14 @@
 // runtime as internal functions to inline. Making that code fast takes
 // inlining, constant propagation, instruction combining, jump threading,
 // CFG simplification, redundancy and dead-code elimination: the scalar
-// passes of O2's function simplification, each once in the order O2 runs
-// them. O2 as a whole runs them again and again (InstCombine eight times,
-// inside the inliner's iteration over the call graph, then again in its
-// optimization pipeline) and adds what a version does not use: loop
-// rotation, unswitching, unrolling and vectorization of code clang has
-// already unrolled, whose loops (bounded ones the table passes left alone)
-// the specialization does not touch.
+// passes of O2's function simplification, in its order, gone through once
+// (InstCombine three times, where that pass list has it). O2 as a whole
+// runs them again and again (InstCombine eight times, inside the inliner's
+// iteration over the call graph, then again in its optimization pipeline)
+// and adds what a version does not use: loop rotation, unswitching,
+// unrolling and vectorization of code clang has already unrolled, whose
+// loops (bounded ones the table passes left alone) the specialization does
+// not touch.
 //
 // Why it is correct: every pass here is one of LLVM's own and keeps what
 // the module computes, as O2 does; the clean-up only leaves passes out.

@@ -1,11 +1,11 @@
 ; The clean-up a version gets after the table passes (CleanupPipeline.cpp):
 ; the runtime's internal functions inlined and their constant answers
-; folded away, and BPF's adjustments kept at the points O2 runs them, so a
-; bounds check stays two comparisons the kernel's verifier can follow. The
-; same pipeline without BPF's target (the user-space backend has none)
-; merges the two into one range check, after which the verifier no longer
-; knows that %x is at most 7 where @arr is indexed by it. The IR is what
-; clang-19 -O2 -target bpf emits for
+; folded away, and BPF's adjust-opt run where O2 runs it, so a bounds
+; check stays two comparisons the kernel's verifier can follow. The same
+; pipeline without BPF's target (the user-space backend has none) merges
+; the two into one range check, after which the verifier no longer knows
+; that %x is at most 7 where @arr is indexed by it. The IR is written by
+; hand in the form clang-19 -O2 -target bpf gives
 ;   if (holds(7)) { if (x < 1) return 0; if (x > 7) return 0; return arr[x]; }
 ; with holds() as the guard runtime's functions are: internal, linked in.
 ;

@@ -297,12 +297,16 @@ TEST(VethPairTest, SweepStaleDeletesOnlyNamespacesOfDeadProcesses) {
   int pidMax = 0;
   std::ifstream("/proc/sys/kernel/pid_max") >> pidMax;
   ASSERT_GT(pidMax, 0);
-  const std::string stale = std::string("mph-") + kTag + "-" +
+  // A tag of its own: the other cases of this binary sweep kTag when they
+  // start, and ctest runs them beside this one, which could then find its
+  // stale namespace already gone.
+  constexpr const char *tag = "trafficgen_sweep";
+  const std::string stale = std::string("mph-") + tag + "-" +
                             std::to_string(pidMax) + "-00000000-a";
   ASSERT_EQ(std::system(("ip netns add " + stale).c_str()), 0);
-  VethPair live(kTag);
+  VethPair live(tag);
 
-  EXPECT_GE(VethPair::sweepStale(kTag), 1u);
+  EXPECT_GE(VethPair::sweepStale(tag), 1u);
 
   EXPECT_FALSE(netnsExists(stale));
   if (netnsExists(stale))
