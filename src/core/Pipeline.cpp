@@ -572,8 +572,8 @@ Expected<SpecializationLog> specializeModule(Module &module,
   // A guarded build verifies once, after the program guard, what the
   // table passes, the guards' elision, the runtime and the guard did
   // together (each verification walks the whole module, its debug info
-  // included). What LLVM's O2 makes of a valid module is LLVM's: verified
-  // only with the passes.
+  // included). What LLVM's passes (O2 or the clean-up) make of a valid
+  // module is LLVM's: verified only with the passes.
   bool verifyEachPass = options.verifyEachPass || BuiltWithAssertions;
   if (verifyEachPass)
     if (Error err = verify(module, "planning, before the table passes"))

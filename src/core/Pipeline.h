@@ -64,14 +64,15 @@ struct SpecializationOptions {
              // whose cycles it makes cheaper; measured on those alone
   };
   Optimization optimize = Optimization::O2;
-  // Whether O2 may use the facts annotateAccessCalls gave the access calls'
-  // key and value arguments (never captured, only read), which the analysis
-  // and the table passes need. Off, O2 sees the calls left as the program's
-  // compiler did (dropAccessCallFacts). The eBPF backend turns it off: with
-  // them O2 keeps more of the stack in registers across helper calls, whose
-  // states the kernel's verifier then tells apart (Katran's balancer, with
-  // nothing specialized: 138,781 instructions verified against the
-  // original's 69,286; without them 70,514).
+  // Whether the optimization may use the facts annotateAccessCalls gave the
+  // access calls' key and value arguments (never captured, only read),
+  // which the analysis and the table passes need. Off, it sees the calls
+  // left as the program's compiler did (dropAccessCallFacts). The eBPF
+  // backend turns it off: with them O2 kept more of the stack in registers
+  // across helper calls, whose states the kernel's verifier then tells
+  // apart (Katran's balancer, with nothing specialized: 138,781
+  // instructions verified against the original's 69,286; without them
+  // 70,514).
   bool keepAccessCallFacts = true;
   // The verifier's budget, per program entry: how many paths through
   // compare chains its verification may take (chains in sequence multiply

@@ -2,8 +2,8 @@
 /* Tail calls the kernel counts, by how a program makes them: `attempts_loop`
  * tries the slots of `stages` in a loop until one holds a program (every
  * attempt counts, whether or not its slot holds one), `attempts_two` tries
- * two slots one after the other (one read from `verdict`), `attempts_leaf` makes none and answers
- * from its configuration. */
+ * two slots one after the other (one read from `verdict`), `attempts_leaf`
+ * makes none and answers from its configuration. */
 #include "common.h"
 
 struct {
