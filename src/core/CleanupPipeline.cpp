@@ -12,10 +12,9 @@
 // (InstCombine three times, where that pass list has it). O2 as a whole
 // runs them again and again (InstCombine eight times, inside the inliner's
 // iteration over the call graph, then again in its optimization pipeline)
-// and adds what a version does not use: loop rotation, unswitching,
-// unrolling and vectorization of code clang has already unrolled, whose
-// loops (bounded ones the table passes left alone) the specialization does
-// not touch.
+// and adds loop rotation, unswitching, unrolling and vectorization, over
+// code clang has already put through them. On the versions measured
+// below, the clean-up's code is at most one instruction longer than O2's.
 //
 // Why it is correct: every pass here is one of LLVM's own and keeps what
 // the module computes, as O2 does; the clean-up only leaves passes out.
