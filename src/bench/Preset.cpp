@@ -5,6 +5,7 @@
 #include "backend/bpf/MapIO.h"
 #include "backend/bpf/MapUpdater.h"
 #include "nf/common/Registry.h"
+#include "support/Log.h"
 #include "support/Netns.h"
 
 #include <llvm/ADT/StringExtras.h>
@@ -13,6 +14,7 @@
 #include <llvm/Support/Path.h>
 
 #include <algorithm>
+#include <filesystem>
 #include <cstdio>
 #include <unistd.h>
 
@@ -248,16 +250,46 @@ bpf::FrontendOptions frontendFor(const Preset &preset, bpf::FrontendOptions base
   return base;
 }
 
+namespace {
+
+// Where bench pins each optimizer's maps: the pin root's entry
+// `morpheus-bench-<pid>-<preset>-<variant>`.
+constexpr std::string_view BenchPinRoot = "/sys/fs/bpf";
+constexpr std::string_view BenchPinPrefix = "morpheus-bench-";
+
+// The pin directories of bench runs that were killed: a run removes its
+// own as it ends, but SIGINT, SIGTERM and kill -9 end it without that,
+// and the kernel keeps every map pinned there (Katran's 134 MB ring
+// among them) for as long as the pins stay.
+void sweepPinsOfKilledRuns() {
+  std::error_code ec;
+  for (std::filesystem::directory_iterator it(BenchPinRoot, ec), end; !ec && it != end;
+       it.increment(ec)) {
+    if (!netns::leftByGoneProcess(it->path().filename().string(), BenchPinPrefix))
+      continue;
+    std::error_code removed;
+    std::filesystem::remove_all(it->path(), removed);
+    if (removed)
+      processLog().warning(llvm::formatv("the pins of a killed bench run, {0}: cannot remove "
+                                         "them: {1}",
+                                         it->path().string(), removed.message())
+                               .str());
+  }
+}
+
+} // namespace
+
 Expected<std::unique_ptr<runtime::Optimizer>> loadConfigured(const Preset &preset,
                                                              runtime::OptimizerOptions options,
                                                              const std::string &variant) {
   options.program = preset.entry;
   options.frontend = frontendFor(preset, std::move(options.frontend));
-  options.pinDir = llvm::formatv("/sys/fs/bpf/morpheus-bench-{0}-{1}-{2}", getpid(),
+  options.pinDir = llvm::formatv("{0}/{1}{2}-{3}-{4}", BenchPinRoot, BenchPinPrefix, getpid(),
                                  preset.name, variant)
                        .str();
   if (Error err = bpf::ensureBpffs(options.pinDir))
     return err;
+  sweepPinsOfKilledRuns();
   auto created = runtime::Optimizer::create(preset.program, options);
   if (!created)
     return created.takeError();

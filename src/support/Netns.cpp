@@ -268,6 +268,20 @@ void deleteNamespace(const std::string &name) {
                          llvm::toString(std::move(err)));
 }
 
+bool leftByGoneProcess(std::string_view name, std::string_view prefix) {
+  if (name.substr(0, prefix.size()) != prefix)
+    return false;
+  size_t pidEnd = name.find('-', prefix.size());
+  if (pidEnd == std::string_view::npos || pidEnd == prefix.size())
+    return false;
+  std::string pidText(name.substr(prefix.size(), pidEnd - prefix.size()));
+  if (pidText.size() > 9 || pidText.find_first_not_of("0123456789") != std::string::npos)
+    return false;
+  pid_t pid = static_cast<pid_t>(std::stol(pidText));
+  // EPERM means the process exists but belongs to someone else.
+  return pid != ::getpid() && ::kill(pid, 0) != 0 && errno == ESRCH;
+}
+
 unsigned sweepStale(std::string_view tag) {
   auto named = scratchName(tag, "");
   if (!named) {
@@ -283,17 +297,7 @@ unsigned sweepStale(std::string_view tag) {
   unsigned deleted = 0;
   for (const auto &entry : it) {
     std::string name = entry.path().filename().string();
-    if (name.compare(0, prefix.size(), prefix) != 0)
-      continue;
-    size_t pidEnd = name.find('-', prefix.size());
-    if (pidEnd == std::string::npos || pidEnd == prefix.size())
-      continue;
-    std::string pidText = name.substr(prefix.size(), pidEnd - prefix.size());
-    if (pidText.find_first_not_of("0123456789") != std::string::npos)
-      continue;
-    pid_t pid = static_cast<pid_t>(std::stol(pidText));
-    // EPERM means the process exists but belongs to someone else.
-    if (pid == ::getpid() || ::kill(pid, 0) == 0 || errno != ESRCH)
+    if (!leftByGoneProcess(name, prefix))
       continue;
     if (Error err = runTool({"ip", "netns", "del", name})) {
       processLog().warning("sweeping stale namespaces: " + llvm::toString(std::move(err)));

@@ -65,6 +65,11 @@ void deleteNamespace(const std::string &name);
 // Deletes the namespaces `mph-<tag>-<pid>-*` whose process is gone;
 // returns how many.
 unsigned sweepStale(std::string_view tag);
+// Whether `name` is `<prefix><pid>-...` and that process is gone: what a
+// killed run left behind (its scratch namespaces, bench's pin
+// directories). False for any other name, for this process, and for a
+// process that is alive (another user's too).
+bool leftByGoneProcess(std::string_view name, std::string_view prefix);
 
 // A fresh scratch namespace, deleted with every interface in it when the
 // object goes away.

@@ -13,6 +13,7 @@
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
+#include <llvm/ADT/ScopeExit.h>
 #include <llvm/Support/FileSystem.h>
 #include <llvm/Support/Path.h>
 #include <llvm/ADT/StringExtras.h>
@@ -22,7 +23,11 @@
 
 #include <cmath>
 #include <cstdlib>
+#include <cstring>
+#include <filesystem>
 #include <fstream>
+#include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 namespace morpheus::bench {
@@ -564,6 +569,36 @@ TEST(Bench, PresetWritesGoInUnderOneGuardBracket) {
   auto doubled = guardAfterSetup(twice, "brackettwice");
   ASSERT_THAT_EXPECTED(doubled, llvm::Succeeded());
   EXPECT_EQ(*doubled, *once) << preset->writes.size() << " writes more moved the guard";
+}
+
+// A bench run killed before it removed its pins (SIGINT, SIGTERM, kill
+// -9) leaves its maps pinned, held by the kernel; the next run removes
+// the pin directories of runs whose process is gone, and only those.
+TEST(Bench, PinDirectoriesOfKilledRunsAreRemovedByTheNextRun) {
+  pid_t gone = fork();
+  ASSERT_GE(gone, 0);
+  if (gone == 0)
+    _exit(0);
+  ASSERT_EQ(waitpid(gone, nullptr, 0), gone);
+  std::string stale = "/sys/fs/bpf/morpheus-bench-" + std::to_string(gone) + "-killed-static";
+  std::string alive = "/sys/fs/bpf/morpheus-bench-" + std::to_string(getppid()) + "-alive-static";
+  auto cleanUp = llvm::make_scope_exit([&] {
+    std::error_code ignored;
+    std::filesystem::remove_all(stale, ignored);
+    std::filesystem::remove_all(alive, ignored);
+  });
+  for (const std::string &directory : {stale, alive}) {
+    ASSERT_EQ(mkdir(directory.c_str(), 0700), 0) << directory << ": " << strerror(errno);
+    ASSERT_THAT_ERROR(netns::runTool({"bpftool", "map", "create", directory + "/table", "type",
+                                      "array", "key", "4", "value", "4", "entries", "1", "name",
+                                      "killed_run"}),
+                      llvm::Succeeded());
+  }
+  auto preset = readPreset("composite_l4lb");
+  ASSERT_THAT_EXPECTED(preset, llvm::Succeeded());
+  ASSERT_THAT_EXPECTED(configuredContents(*preset, 1), llvm::Succeeded());
+  EXPECT_FALSE(std::filesystem::exists(stale)) << "the pins of a run that is gone stayed";
+  EXPECT_TRUE(std::filesystem::exists(alive + "/table")) << "the pins of a live run went";
 }
 
 // The firewall's hot-flow oracle answers the trace's hottest flows with the
