@@ -588,6 +588,7 @@ TEST(Bench, PinDirectoriesOfKilledRunsAreRemovedByTheNextRun) {
     std::filesystem::remove_all(alive, ignored);
   });
   for (const std::string &directory : {stale, alive}) {
+    ASSERT_THAT_ERROR(bpf::ensureBpffs(directory), llvm::Succeeded()); // a fresh machine's too
     ASSERT_EQ(mkdir(directory.c_str(), 0700), 0) << directory << ": " << strerror(errno);
     ASSERT_THAT_ERROR(netns::runTool({"bpftool", "map", "create", directory + "/table", "type",
                                       "array", "key", "4", "value", "4", "entries", "1", "name",
