@@ -18,10 +18,11 @@
 namespace morpheus::bench {
 
 // A preset's write into the program's maps, in its control plane's place:
-// `update MAP key HEX... value HEX...` (bpf::MapUpdater: guard bracketed,
-// every CPU of a per-CPU map, as `morpheus map update` writes)
-// or `global NAME HEX...` (a .data/.bss variable's bytes, as a loader sets
-// them through the section's map).
+// `update MAP key HEX... value HEX...` (bpf::MapUpdater: every CPU of a
+// per-CPU map, as `morpheus map update` writes; all of a preset's writes
+// under one guard bracket, as a control plane's transaction) or `global
+// NAME HEX...` (a .data/.bss variable's bytes, as a loader sets them
+// through the section's map).
 struct PresetWrite {
   enum class Kind { Map, Global };
   nf::ConfigLine line; // where it was written, for errors
