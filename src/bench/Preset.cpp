@@ -14,8 +14,8 @@
 #include <llvm/Support/Path.h>
 
 #include <algorithm>
-#include <filesystem>
 #include <cstdio>
+#include <filesystem>
 #include <unistd.h>
 
 namespace morpheus::bench {
@@ -206,8 +206,8 @@ Error writeGlobal(const runtime::Optimizer &optimizer, const PresetWrite &write)
 // maps `optimizer` pinned in `pinDir`), then its writes, all in one guard
 // bracket, as a control plane's transaction (client::Transaction) writes:
 // each bracket waits for the programs running (an update of an array of
-// maps, a grace period of milliseconds), which one write at a time took
-// Katran's 196,611 ring slots over ten minutes.
+// maps, a grace period of milliseconds): one write at a time, Katran's
+// 196,611 ring slots had not gone in after ten minutes.
 Error runSetup(const Preset &preset, runtime::Optimizer &optimizer, const std::string &pinDir) {
   for (const nf::ConfigLine &line : preset.setup) {
     std::vector<std::string> words = {preset.function};
@@ -260,7 +260,8 @@ constexpr std::string_view BenchPinPrefix = "morpheus-bench-";
 // The pin directories of bench runs that were killed: a run removes its
 // own as it ends, but SIGINT, SIGTERM and kill -9 end it without that,
 // and the kernel keeps every map pinned there (Katran's 134 MB ring
-// among them) for as long as the pins stay.
+// among them) for as long as the pins stay. Without bpffs mounted there
+// are none to find.
 void sweepPinsOfKilledRuns() {
   std::error_code ec;
   for (std::filesystem::directory_iterator it(BenchPinRoot, ec), end; !ec && it != end;
@@ -289,7 +290,6 @@ Expected<std::unique_ptr<runtime::Optimizer>> loadConfigured(const Preset &prese
                        .str();
   if (Error err = bpf::ensureBpffs(options.pinDir))
     return err;
-  sweepPinsOfKilledRuns();
   auto created = runtime::Optimizer::create(preset.program, options);
   if (!created)
     return created.takeError();
@@ -300,7 +300,9 @@ Expected<std::unique_ptr<runtime::Optimizer>> loadConfigured(const Preset &prese
 
 Error inPresetNamespace(const Preset &preset,
                         const std::function<Error(const std::string &sender)> &work) {
+  // What killed runs left: their namespaces and their pins.
   netns::sweepStale("bench");
+  sweepPinsOfKilledRuns();
   auto scratch = netns::ScratchNamespace::create("bench");
   if (!scratch)
     return withContext(scratch.takeError(), preset.name);

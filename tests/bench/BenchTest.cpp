@@ -542,7 +542,7 @@ TEST(Bench, CompositePresetIsConfiguredByItsWritesCheckedAlikeAndTimed) {
 // A preset's writes go in under one guard bracket, as a control plane's
 // transaction: the guard moves by as much with its writes given twice
 // over. One bracket per write waited for the running programs each time:
-// Katran's 196,611 ring slots took over ten minutes.
+// Katran's 196,611 ring slots had not gone in after ten minutes.
 TEST(Bench, PresetWritesGoInUnderOneGuardBracket) {
   auto preset = readPreset("composite_l4lb");
   ASSERT_THAT_EXPECTED(preset, llvm::Succeeded());
